@@ -1,0 +1,312 @@
+# shellcheck shell=bash
+# Helpers shared by scripts/*.sh. Source it, don't run it:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+# Everything here logs to stderr so that functions which print a result on stdout
+# (temporal_bin) can be used in command substitutions.
+
+if [[ -n "${_GPURES_LIB_SOURCED:-}" ]]; then
+  return 0
+fi
+_GPURES_LIB_SOURCED=1
+
+# Make `set -e` apply inside $(...) too, so a failing step in a function whose output is
+# captured aborts that function instead of being silently ignored.
+shopt -s inherit_errexit
+
+GPURES_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+GPURES_CACHE="${GPURES_CACHE:-$HOME/.cache/gpu-reservations}"
+TEMPORAL_CLI_TAG=v1.5.1
+GPURES_DOCKER_SOCK=/run/gpures/docker.sock
+GPURES_DOCKER_DATA_ROOT=/var/lib/gpures/docker
+GPURES_DOCKER_EXEC_ROOT=/run/gpures/docker-exec
+GPURES_DOCKER_PIDFILE=/run/gpures/docker.pid
+GPURES_DOCKERD_LOG=/var/log/gpures-dockerd.log
+GPURES_TEST_IMAGE=gpures/fake-vllm:test
+
+# Applets linked into the fake-vllm image: what entrypoint.sh uses, plus a few for
+# `docker exec` debugging.
+_GPURES_FAKE_VLLM_APPLETS=(sh ash httpd sleep cat mkdir mv rm sed kill printf echo test '[' ls ps env wget nc)
+
+log() {
+  printf '[gpures] %s\n' "$*" >&2
+}
+
+die() {
+  log "error: $*"
+  exit 1
+}
+
+_gpures_require_root() {
+  if [[ "$(id -u)" != 0 ]]; then
+    log "error: $1 needs root (run this script as root, e.g. with sudo)"
+    return 1
+  fi
+}
+
+# --- Temporal CLI --------------------------------------------------------------------------
+
+_gpures_find_go() {
+  if command -v go >/dev/null 2>&1; then
+    command -v go
+  elif [[ -x /usr/local/go/bin/go ]]; then
+    printf '%s\n' /usr/local/go/bin/go
+  else
+    log "error: Go is needed to build the Temporal CLI $TEMPORAL_CLI_TAG but neither 'go' on PATH nor /usr/local/go/bin/go exists."
+    log "       Install Go (https://go.dev/dl/), or point TEMPORAL_CLI at an existing temporal binary."
+    return 1
+  fi
+}
+
+# Prints the path of a usable `temporal` CLI: $TEMPORAL_CLI if set, else `temporal` on PATH,
+# else $GPURES_CACHE/temporal-cli-<tag>/temporal, which is built with `go install` on first use.
+temporal_bin() {
+  if [[ -n "${TEMPORAL_CLI:-}" ]]; then
+    if [[ ! -x "$TEMPORAL_CLI" ]]; then
+      log "error: TEMPORAL_CLI=$TEMPORAL_CLI is not an executable file"
+      return 1
+    fi
+    printf '%s\n' "$TEMPORAL_CLI"
+    return 0
+  fi
+  if command -v temporal >/dev/null 2>&1; then
+    command -v temporal
+    return 0
+  fi
+
+  local dir="$GPURES_CACHE/temporal-cli-$TEMPORAL_CLI_TAG"
+  local bin="$dir/temporal"
+  if [[ ! -x "$bin" ]]; then
+    local go
+    go="$(_gpures_find_go)" || return 1
+    mkdir -p "$dir" || return 1
+    # The lock makes a second concurrent setup wait for the first build instead of racing it.
+    # (Explicit checks: set -e does not apply inside a subshell that is followed by ||.)
+    (
+      flock 9 || exit 1
+      if [[ -x "$bin" ]]; then
+        exit 0
+      fi
+      log "building Temporal CLI $TEMPORAL_CLI_TAG with go install into $dir"
+      log "(first run only; this takes a few minutes)"
+      tmp="$(mktemp -d "$dir/.build.XXXXXX")" || exit 1
+      # GOPATH/GOMODCACHE/GOCACHE keep Go's defaults; only the install directory is ours.
+      if ! GOBIN="$tmp" "$go" install "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_TAG" >&2 ||
+        ! mv -f "$tmp/temporal" "$bin"; then
+        rm -rf "$tmp"
+        log "error: go install github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_TAG failed"
+        exit 1
+      fi
+      rm -rf "$tmp"
+      log "built $bin"
+    ) 9>"$dir/.lock" || return 1
+  fi
+  printf '%s\n' "$bin"
+}
+
+# --- npm -----------------------------------------------------------------------------------
+
+# `npm ci` when node_modules is missing or package-lock.json changed since the last install
+# (npm writes node_modules/.package-lock.json on every install).
+ensure_npm_deps() {
+  if [[ ! -d "$GPURES_ROOT/node_modules" || "$GPURES_ROOT/package-lock.json" -nt "$GPURES_ROOT/node_modules/.package-lock.json" ]]; then
+    log "installing npm dependencies (npm ci)"
+    (cd "$GPURES_ROOT" && npm ci --no-audit --no-fund) >&2 || {
+      log "error: npm ci failed"
+      return 1
+    }
+  else
+    log "npm dependencies up to date"
+  fi
+}
+
+# --- apt -----------------------------------------------------------------------------------
+
+_GPURES_APT_UPDATED=""
+
+_gpures_pkg_installed() {
+  local status
+  status="$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)"
+  [[ "$status" == "install ok installed" ]]
+}
+
+# ensure_apt_packages PKG...: installs the packages that are not installed yet.
+ensure_apt_packages() {
+  local missing=() pkg
+  for pkg in "$@"; do
+    if ! _gpures_pkg_installed "$pkg"; then
+      missing+=("$pkg")
+    fi
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    log "apt packages present: $*"
+    return 0
+  fi
+  _gpures_require_root "installing ${missing[*]}" || return 1
+  if [[ -z "$_GPURES_APT_UPDATED" ]]; then
+    log "apt-get update"
+    apt-get update >&2 || {
+      log "error: apt-get update failed"
+      return 1
+    }
+    _GPURES_APT_UPDATED=1
+  fi
+  log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >&2 || {
+    log "error: apt-get install ${missing[*]} failed"
+    return 1
+  }
+}
+
+# --- Docker --------------------------------------------------------------------------------
+
+gpures_docker() {
+  docker -H "unix://$GPURES_DOCKER_SOCK" "$@"
+}
+
+_gpures_dockerd_answers() {
+  gpures_docker info >/dev/null 2>&1
+}
+
+# Reuses the dockerd answering on $GPURES_DOCKER_SOCK, or starts one with this project's own
+# socket, data root, exec root and pidfile (so it never touches a system docker) and waits up
+# to 30 s for it to answer. The daemon is left running for the next run.
+ensure_dockerd() {
+  if _gpures_dockerd_answers; then
+    log "dockerd answering on unix://$GPURES_DOCKER_SOCK; reusing it"
+    return 0
+  fi
+  _gpures_require_root "starting dockerd" || return 1
+  local dockerd
+  if command -v dockerd >/dev/null 2>&1; then
+    dockerd="$(command -v dockerd)"
+  elif [[ -x /usr/sbin/dockerd ]]; then
+    dockerd=/usr/sbin/dockerd # PATH without sbin
+  else
+    log "error: dockerd not found (apt-get install docker.io)"
+    return 1
+  fi
+
+  local pid="" existing=""
+  existing="$(cat "$GPURES_DOCKER_PIDFILE" 2>/dev/null || true)"
+  if [[ "$existing" =~ ^[0-9]+$ ]] && kill -0 "$existing" 2>/dev/null &&
+    [[ "$(cat "/proc/$existing/comm" 2>/dev/null || true)" == dockerd ]]; then
+    # Probably another setup started it a moment ago: wait for that one rather than start a
+    # second daemon on the same pidfile.
+    log "dockerd (pid $existing, from $GPURES_DOCKER_PIDFILE) is running but not answering yet; waiting for it"
+    pid="$existing"
+  else
+    mkdir -p "$(dirname "$GPURES_DOCKER_SOCK")" "$GPURES_DOCKER_DATA_ROOT" "$GPURES_DOCKER_EXEC_ROOT" || return 1
+    log "starting dockerd on unix://$GPURES_DOCKER_SOCK (log: $GPURES_DOCKERD_LOG)"
+    printf '\n=== %s: started by %s ===\n' "$(date -Is)" "$0" >>"$GPURES_DOCKERD_LOG"
+    # setsid: own session, so a Ctrl-C in the terminal that ran the tests doesn't kill it.
+    setsid "$dockerd" \
+      --host "unix://$GPURES_DOCKER_SOCK" \
+      --data-root "$GPURES_DOCKER_DATA_ROOT" \
+      --exec-root "$GPURES_DOCKER_EXEC_ROOT" \
+      --pidfile "$GPURES_DOCKER_PIDFILE" \
+      </dev/null >>"$GPURES_DOCKERD_LOG" 2>&1 &
+    pid=$!
+  fi
+
+  local i
+  for ((i = 0; i < 60; i++)); do
+    if _gpures_dockerd_answers; then
+      log "dockerd ready (pid $pid)"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      # It may have lost a race against a daemon started concurrently: check once more.
+      if _gpures_dockerd_answers; then
+        log "dockerd ready"
+        return 0
+      fi
+      log "error: dockerd exited during start-up; last lines of $GPURES_DOCKERD_LOG:"
+      tail -n 20 "$GPURES_DOCKERD_LOG" >&2 || true
+      return 1
+    fi
+    sleep 0.5
+  done
+  log "error: dockerd (pid $pid) did not answer on unix://$GPURES_DOCKER_SOCK within 30 s; last lines of $GPURES_DOCKERD_LOG:"
+  tail -n 20 "$GPURES_DOCKERD_LOG" >&2 || true
+  return 1
+}
+
+# --- fake vLLM test image ------------------------------------------------------------------
+
+_gpures_fake_vllm_inputs_hash() {
+  local entrypoint=$1 busybox=$2
+  {
+    sha256sum <"$entrypoint"
+    sha256sum <"$busybox"
+    printf '%s\n' "${_GPURES_FAKE_VLLM_APPLETS[@]}"
+    # The recipe itself: changing how the image is assembled also triggers a rebuild.
+    declare -f build_test_image _gpures_assemble_fake_vllm_rootfs
+  } | sha256sum | cut -d' ' -f1
+}
+
+# _gpures_assemble_fake_vllm_rootfs DIR BUSYBOX ENTRYPOINT
+_gpures_assemble_fake_vllm_rootfs() {
+  local root=$1 busybox=$2 entrypoint=$3 applet
+  mkdir -p "$root/bin" "$root/www/v1" "$root/tmp" || return 1
+  chmod 1777 "$root/tmp" || return 1
+  cp "$busybox" "$root/bin/busybox" || return 1
+  for applet in "${_GPURES_FAKE_VLLM_APPLETS[@]}"; do
+    ln -s busybox "$root/bin/$applet" || return 1
+  done
+  cp "$entrypoint" "$root/entrypoint.sh" || return 1
+  chmod 0755 "$root/entrypoint.sh" "$root/bin/busybox" || return 1
+}
+
+# Builds $GPURES_TEST_IMAGE (a busybox-only fake vLLM server, see
+# test/images/fake-vllm/entrypoint.sh) with `docker import`, unless an image built from the same
+# inputs exists (its label gpures.inputs holds a hash of the inputs).
+build_test_image() {
+  local entrypoint="$GPURES_ROOT/test/images/fake-vllm/entrypoint.sh"
+  local busybox=/bin/busybox # shipped by busybox-static (dpkg -L busybox-static)
+  if [[ ! -f "$entrypoint" ]]; then
+    log "error: $entrypoint is missing"
+    return 1
+  fi
+  local ldd_out=""
+  if [[ -x "$busybox" ]]; then
+    ldd_out="$(LC_ALL=C ldd "$busybox" 2>&1 || true)"
+  fi
+  if [[ "$ldd_out" != *"not a dynamic executable"* ]]; then
+    log "error: $busybox is missing or not statically linked (apt-get install busybox-static)"
+    return 1
+  fi
+
+  local hash current old_id
+  hash="$(_gpures_fake_vllm_inputs_hash "$entrypoint" "$busybox")" || return 1
+  current="$(gpures_docker image inspect -f '{{ index .Config.Labels "gpures.inputs" }}' "$GPURES_TEST_IMAGE" 2>/dev/null || true)"
+  if [[ "$current" == "$hash" ]]; then
+    log "test image $GPURES_TEST_IMAGE up to date"
+    return 0
+  fi
+  old_id="$(gpures_docker image inspect -f '{{ .Id }}' "$GPURES_TEST_IMAGE" 2>/dev/null || true)"
+
+  log "building test image $GPURES_TEST_IMAGE"
+  local tmp rc=0
+  tmp="$(mktemp -d)" || return 1
+  _gpures_assemble_fake_vllm_rootfs "$tmp/rootfs" "$busybox" "$entrypoint" &&
+    tar --numeric-owner --owner=0 --group=0 -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" . &&
+    gpures_docker import \
+      --change 'ENTRYPOINT ["/entrypoint.sh"]' \
+      --change 'ENV PATH=/bin' \
+      --change 'EXPOSE 8000' \
+      --change "LABEL gpures.inputs=$hash" \
+      "$tmp/rootfs.tar" "$GPURES_TEST_IMAGE" >/dev/null ||
+    rc=1
+  rm -rf "$tmp"
+  if [[ $rc -ne 0 ]]; then
+    log "error: building $GPURES_TEST_IMAGE failed"
+    return 1
+  fi
+  # Drop the image this one replaces (fails harmlessly if a container still uses it).
+  if [[ -n "$old_id" ]]; then
+    gpures_docker image rm "$old_id" >/dev/null 2>&1 || true
+  fi
+  log "built $GPURES_TEST_IMAGE"
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Prepares a checkout: npm dependencies, the Temporal CLI (built once with go install), and a
+# fresh `npm run build` into dist/.
+#   --test   also what the tests need: docker.io + busybox-static (apt), this project's own
+#            dockerd on unix:///run/gpures/docker.sock, and the gpures/fake-vllm:test image.
+# Idempotent: a second run only re-checks and rebuilds dist/.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+usage() {
+  echo "usage: scripts/setup.sh [--test]" >&2
+}
+
+with_test=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) with_test=1 ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    *)
+      usage
+      exit 2
+      ;;
+  esac
+done
+
+ensure_npm_deps
+temporal="$(temporal_bin)"
+log "temporal CLI: $temporal"
+
+if [[ $with_test -eq 1 ]]; then
+  ensure_apt_packages docker.io busybox-static
+  ensure_dockerd
+  build_test_image
+fi
+
+# Clean build: tsc never deletes outputs, and a compiled test whose source was removed would
+# otherwise keep running.
+log "building (npm run build)"
+rm -rf dist
+npm run build --silent
+log "setup done"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test command (`npm test`): setup (with the test infrastructure), lint, then every compiled
+# test file dist/test/**/*.test.js, one file at a time. Extra arguments go to `node --test`
+# (e.g. npm test -- --test-name-pattern=ledger).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/setup.sh --test
+
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+TEMPORAL_CLI="$(temporal_bin)"
+DOCKER_HOST="unix://$GPURES_DOCKER_SOCK"
+export TEMPORAL_CLI DOCKER_HOST GPURES_TEST_IMAGE
+
+log "lint: eslint src test"
+npx --no-install eslint src test
+
+# Explicit file list rather than `node --test dist/test/`: given a directory, Node 20 also runs
+# every other .js file under a directory named test (helpers, fixtures) as a test file.
+if [[ ! -d dist/test ]]; then
+  die "dist/test does not exist: nothing was compiled from test/"
+fi
+mapfile -t tests < <(find dist/test -type f -name '*.test.js' | LC_ALL=C sort)
+if [[ ${#tests[@]} -eq 0 ]]; then
+  die "no compiled tests found (dist/test/**/*.test.js)"
+fi
+
+log "running ${#tests[@]} test file(s) with TEMPORAL_CLI=$TEMPORAL_CLI DOCKER_HOST=$DOCKER_HOST GPURES_TEST_IMAGE=$GPURES_TEST_IMAGE"
+exec node --enable-source-maps --test --test-concurrency=1 "$@" "${tests[@]}"

@@ -1,0 +1,147 @@
+// ContainerRuntime over dockerode. Every call is idempotent so a retried activity converges.
+import type Docker from 'dockerode';
+import type { ContainerRuntime, ContainerSpec, ContainerState } from './ports';
+import { PermanentError } from './ports';
+import { Failure } from '../shared/failures';
+
+function statusCode(err: unknown): number | undefined {
+  return typeof err === 'object' && err !== null && 'statusCode' in err ? (err as { statusCode?: number }).statusCode : undefined;
+}
+
+export interface DockerRuntimeOptions {
+  /** 'auto' asks the daemon whether it has the nvidia runtime. */
+  gpus: 'auto' | 'on' | 'off';
+}
+
+export class DockerRuntime implements ContainerRuntime {
+  private gpuSupport: Promise<boolean> | undefined;
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly options: DockerRuntimeOptions = { gpus: 'auto' },
+  ) {}
+
+  private hasGpus(): Promise<boolean> {
+    if (this.options.gpus !== 'auto') return Promise.resolve(this.options.gpus === 'on');
+    this.gpuSupport ??= this.docker.info().then((info: { Runtimes?: Record<string, unknown> }) => Boolean(info.Runtimes?.['nvidia']));
+    return this.gpuSupport;
+  }
+
+  async ensureRunning(spec: ContainerSpec): Promise<{ id: string; created: boolean; gpuPinned: boolean }> {
+    const gpuPinned = spec.gpuUuid !== undefined && (await this.hasGpus());
+    const existing = await this.inspect(spec.name);
+    if (existing?.running) return { id: existing.id, created: false, gpuPinned };
+    // A stopped leftover may carry an older manifest's settings: start from a clean container.
+    if (existing) await this.remove(spec.name);
+    try {
+      await this.docker.getImage(spec.image).inspect();
+    } catch (err) {
+      if (statusCode(err) === 404) {
+        throw new PermanentError(Failure.ImageMissing, `image '${spec.image}' is not on this Docker host; pull or load it first`);
+      }
+      throw err;
+    }
+    const portKey = `${spec.containerPort}/tcp`;
+    const container = await this.docker.createContainer({
+      name: spec.name,
+      Image: spec.image,
+      Cmd: spec.cmd,
+      Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+      Labels: spec.labels,
+      ExposedPorts: { [portKey]: {} },
+      HostConfig: {
+        PortBindings: { [portKey]: [{ HostIp: spec.bind, HostPort: String(spec.hostPort) }] },
+        // An init reaps and forwards SIGTERM, so graceful stop works whatever the image's PID 1 is.
+        Init: true,
+        ...(gpuPinned && spec.gpuUuid
+          ? { DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: [spec.gpuUuid], Capabilities: [['gpu']] }] }
+          : {}),
+      },
+    });
+    try {
+      await container.start();
+    } catch (err) {
+      // 304: already started by a concurrent attempt.
+      if (statusCode(err) !== 304) throw err;
+    }
+    return { id: container.id, created: true, gpuPinned };
+  }
+
+  async inspect(name: string): Promise<ContainerState | undefined> {
+    try {
+      const info = await this.docker.getContainer(name).inspect();
+      return {
+        id: info.Id,
+        name: info.Name.replace(/^\//, ''),
+        running: info.State.Running,
+        status: info.State.Status,
+        exitCode: info.State.ExitCode,
+        restartCount: info.RestartCount,
+        labels: info.Config.Labels ?? {},
+      };
+    } catch (err) {
+      if (statusCode(err) === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'> {
+    try {
+      await this.docker.getContainer(name).stop({ t: timeoutS });
+      return 'stopped';
+    } catch (err) {
+      if (statusCode(err) === 304) return 'already-stopped';
+      if (statusCode(err) === 404) return 'absent';
+      throw err;
+    }
+  }
+
+  async remove(name: string): Promise<'removed' | 'absent'> {
+    try {
+      await this.docker.getContainer(name).remove({ force: true });
+      return 'removed';
+    } catch (err) {
+      // 409: removal already in progress, which converges to the same end.
+      if (statusCode(err) === 404 || statusCode(err) === 409) return 'absent';
+      throw err;
+    }
+  }
+
+  async list(labels: Record<string, string>): Promise<ContainerState[]> {
+    const containers = await this.docker.listContainers({
+      all: true,
+      filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
+    });
+    return containers.map((c) => ({
+      id: c.Id,
+      name: (c.Names[0] ?? '').replace(/^\//, ''),
+      running: c.State === 'running',
+      status: c.State,
+      exitCode: 0,
+      restartCount: 0,
+      labels: c.Labels,
+    }));
+  }
+
+  async logsTail(name: string, lines: number): Promise<string> {
+    try {
+      const buf = (await this.docker.getContainer(name).logs({ stdout: true, stderr: true, tail: lines, follow: false }));
+      return demuxLogs(buf);
+    } catch (err) {
+      if (statusCode(err) === 404) return '';
+      throw err;
+    }
+  }
+}
+
+/** Docker multiplexes stdout/stderr frames with an 8-byte header when no TTY is attached. */
+function demuxLogs(buf: Buffer): string {
+  const out: Buffer[] = [];
+  let i = 0;
+  while (i + 8 <= buf.length) {
+    const size = buf.readUInt32BE(i + 4);
+    out.push(buf.subarray(i + 8, i + 8 + size));
+    i += 8 + size;
+  }
+  return Buffer.concat(out).toString('utf8');
+}

@@ -1,0 +1,188 @@
+// Activities for bring-up and bring-down, built by a factory over our own ports so tests hand
+// in real-but-local adapters (a private dockerd, a dev server) and a simulated box can too.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { LedgerState } from '../domain/ledger';
+import { findServe, gpuFor, parseManifest } from '../domain/manifest';
+import { containerName, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
+import type { GpuSpec, ServeSpec } from '../domain/types';
+import { formatIssue } from '../domain/types';
+import type { LedgerClient } from '../client/ledger-client';
+import { Failure } from '../shared/failures';
+import type { LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
+import { workflowIds } from '../shared/messages';
+import type { ContainerRuntime, ContainerState, ManifestSource, ServeProbe } from './ports';
+import { PermanentError } from './ports';
+
+export interface ActivityDeps {
+  runtime: ContainerRuntime;
+  probe: ServeProbe;
+  manifest: ManifestSource;
+  ledger: LedgerClient;
+  /** How often health is polled while waiting; tests shorten it. */
+  pollIntervalMs?: number;
+}
+
+export interface ResolvedServe {
+  node: string;
+  serve: ServeSpec;
+  gpu: GpuSpec;
+}
+
+export interface StartedContainer {
+  containerId: string;
+  containerName: string;
+  created: boolean;
+  gpuPinned: boolean;
+}
+
+export interface HealthResult {
+  url: string;
+  probes: number;
+  waitedMs: number;
+}
+
+export interface IdentityResult {
+  url: string;
+  expected: string;
+  observed: string[];
+}
+
+export interface StopResult {
+  containerName: string;
+  stop: 'stopped' | 'already-stopped' | 'absent';
+  remove: 'removed' | 'absent';
+}
+
+function nonRetryable(type: string, message: string, details?: unknown): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
+}
+
+/** Adapters speak PermanentError; Temporal needs it as a non-retryable ApplicationFailure. */
+async function permanentAsFailure<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof PermanentError) throw nonRetryable(err.type, err.message);
+    throw err;
+  }
+}
+
+export function createActivities(deps: ActivityDeps) {
+  const pollMs = deps.pollIntervalMs ?? 1000;
+
+  async function describeExit(name: string, state: ContainerState | undefined): Promise<string> {
+    if (!state) return `container ${name} is gone`;
+    const tail = (await deps.runtime.logsTail(name, 5)).trim();
+    return `container ${name} ${state.status} with exit code ${state.exitCode}${tail ? `; last output: ${tail.split('\n').join(' | ')}` : ''}`;
+  }
+
+  return {
+    async resolveServe(input: { serve: string }): Promise<ResolvedServe> {
+      const { text, file } = await deps.manifest.read();
+      const result = parseManifest(text, file);
+      if (!result.ok) {
+        throw nonRetryable(Failure.ManifestInvalid, result.errors.map(formatIssue).join('\n'));
+      }
+      const serve = findServe(result.manifest, input.serve);
+      if (!serve) {
+        const known = result.manifest.serves.map((s) => s.name).join(', ');
+        throw nonRetryable(Failure.UnknownServe, `${file}: no serve named '${input.serve}' (serves: ${known})`);
+      }
+      const gpu = gpuFor(result.manifest, serve);
+      if (!gpu) throw nonRetryable(Failure.ManifestInvalid, `${file}: serve '${serve.name}' names unknown gpu_role '${serve.gpuRole}'`);
+      return { node: result.manifest.node, serve, gpu };
+    },
+
+    async ledgerAdmit(input: { node: string; args: LedgerAdmitArgs; updateId: string }): Promise<LedgerAdmitResult> {
+      return deps.ledger.admit(input.node, input.args, input.updateId);
+    },
+
+    async ledgerSetPhase(input: { node: string; gpu: GpuSpec; args: LedgerPhaseArgs; updateId: string }): Promise<LedgerState> {
+      return deps.ledger.setPhase(input.node, input.gpu, input.args, input.updateId);
+    },
+
+    async ledgerRelease(input: { node: string; gpu: GpuSpec; args: LedgerReleaseArgs; updateId: string }): Promise<LedgerReleaseResult> {
+      return deps.ledger.release(input.node, input.gpu, input.args, input.updateId);
+    },
+
+    async ledgerSnapshot(input: { node: string; gpu: GpuSpec }): Promise<LedgerState> {
+      return deps.ledger.snapshot(input.node, input.gpu);
+    },
+
+    async inspectServe(input: { node: string; serve: string }): Promise<ContainerState | null> {
+      return (await deps.runtime.inspect(containerName(input.node, input.serve))) ?? null;
+    },
+
+    async startServeContainer(input: ResolvedServe): Promise<StartedContainer> {
+      const { node, serve, gpu } = input;
+      const name = containerName(node, serve.name);
+      const started = await permanentAsFailure(() =>
+        deps.runtime.ensureRunning({
+          name,
+          image: serve.image,
+          cmd: vllmCommand(serve),
+          env: serve.env,
+          labels: serveLabels(node, serve, gpu, workflowIds.ledger(node, gpu.role)),
+          bind: serve.bind,
+          hostPort: serve.port,
+          containerPort: serve.containerPort,
+          gpuUuid: gpu.uuid,
+        }),
+      );
+      return { containerId: started.id, containerName: name, created: started.created, gpuPinned: started.gpuPinned };
+    },
+
+    /**
+     * Polls /health until 200, heartbeating each probe. The deadline comes from the workflow so a
+     * retried attempt does not restart the clock; a container that exits fails at once.
+     */
+    async waitHealthy(input: { node: string; serve: ServeSpec; deadlineEpochMs: number }): Promise<HealthResult> {
+      const ctx = Context.current();
+      const name = containerName(input.node, input.serve.name);
+      const url = serveHealthUrl(input.serve);
+      const started = Date.now();
+      let probes = 0;
+      let last = 'no probe yet';
+      for (;;) {
+        const state = await deps.runtime.inspect(name);
+        if (!state?.running) throw nonRetryable(Failure.ContainerExited, await describeExit(name, state));
+        probes += 1;
+        const h = await deps.probe.health(url, 2000);
+        if (h.ok) return { url, probes, waitedMs: Date.now() - started };
+        last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');
+        ctx.heartbeat({ probes, last });
+        if (Date.now() >= input.deadlineEpochMs) {
+          throw nonRetryable(
+            Failure.HealthTimeout,
+            `no 200 from ${url} within ${input.serve.startTimeoutS} s (${probes} probes, last: ${last})`,
+          );
+        }
+        await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
+      }
+    },
+
+    /** The id /v1/models reports must equal served_model_name exactly: no prefix or case folding. */
+    async verifyIdentity(input: { serve: ServeSpec }): Promise<IdentityResult> {
+      const url = serveBaseUrl(input.serve);
+      const observed = await deps.probe.modelIds(url, 5000);
+      const expected = input.serve.servedModelName;
+      if (!observed.includes(expected)) {
+        throw nonRetryable(
+          Failure.IdentityMismatch,
+          `${url}/v1/models reports ${observed.length ? observed.map((id) => `'${id}'`).join(', ') : 'no model'}, expected '${expected}'`,
+          { url, expected, observed },
+        );
+      }
+      return { url, expected, observed };
+    },
+
+    async stopServeContainer(input: { node: string; serve: string; timeoutS: number }): Promise<StopResult> {
+      const name = containerName(input.node, input.serve);
+      const stop = await deps.runtime.stop(name, input.timeoutS);
+      const remove = await deps.runtime.remove(name);
+      return { containerName: name, stop, remove };
+    },
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,65 @@
+// The outside systems activities need, as interfaces of our own: the Docker adapter and the
+// HTTP probe implement them here; a simulated box can implement them without Docker or a GPU.
+
+export interface ContainerSpec {
+  name: string;
+  image: string;
+  cmd: string[];
+  env: Record<string, string>;
+  labels: Record<string, string>;
+  /** Host address and port the container port is published on. */
+  bind: string;
+  hostPort: number;
+  containerPort: number;
+  /** GPU to pin by UUID where the runtime has GPUs; ignored where it has none. */
+  gpuUuid?: string;
+}
+
+export interface ContainerState {
+  id: string;
+  name: string;
+  running: boolean;
+  status: string;
+  exitCode: number;
+  restartCount: number;
+  labels: Record<string, string>;
+}
+
+export interface ContainerRuntime {
+  /** Creates and starts the container, or returns the one already running under that name. */
+  ensureRunning(spec: ContainerSpec): Promise<{ id: string; created: boolean; gpuPinned: boolean }>;
+  inspect(name: string): Promise<ContainerState | undefined>;
+  /** Graceful stop (SIGTERM, then SIGKILL after timeoutS); a stopped or absent container is fine. */
+  stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'>;
+  remove(name: string): Promise<'removed' | 'absent'>;
+  list(labels: Record<string, string>): Promise<ContainerState[]>;
+  logsTail(name: string, lines: number): Promise<string>;
+}
+
+export interface HealthProbe {
+  ok: boolean;
+  status?: number;
+  error?: string;
+}
+
+export interface ServeProbe {
+  health(url: string, timeoutMs: number): Promise<HealthProbe>;
+  /** Ids reported by an OpenAI-compatible /v1/models. */
+  modelIds(baseUrl: string, timeoutMs: number): Promise<string[]>;
+}
+
+export interface ManifestSource {
+  /** Returns the manifest's text and the file name used in error messages. */
+  read(): Promise<{ text: string; file: string }>;
+}
+
+/** Thrown by adapters for failures that retrying cannot fix; activities map them to failure types. */
+export class PermanentError extends Error {
+  constructor(
+    readonly type: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = type;
+  }
+}

@@ -1,0 +1,250 @@
+// gpures: the operator's CLI. One file registers every command; each command returns data that
+// is printed as text or, with --json, as JSON only. Only this layer exits the process.
+import { readFile } from 'node:fs/promises';
+import { Command, Option } from 'commander';
+import { formatLedger, totals } from '../domain/ledger';
+import type { LedgerState } from '../domain/ledger';
+import { findServe, parseManifest } from '../domain/manifest';
+import type { Manifest, ManifestIssue } from '../domain/types';
+import { formatIssue } from '../domain/types';
+import { connectClient } from './connection';
+import { ledgerSnapshots, serveDown, serveUp } from './operations';
+import type { OperationOutcome } from './operations';
+
+/** Exit codes, documented in the README. */
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  badInput: 2,
+  denied: 3,
+  unreachable: 4,
+} as const;
+
+class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+interface Rendered {
+  /** What --json prints. */
+  data: unknown;
+  /** What a person reads. */
+  text: string[];
+  exitCode: number;
+}
+
+const DEFAULT_MANIFEST = 'serves.toml';
+
+function manifestPath(opt: string | undefined): string {
+  return opt ?? process.env['GPURES_MANIFEST'] ?? DEFAULT_MANIFEST;
+}
+
+async function loadManifest(file: string): Promise<{ manifest: Manifest; warnings: ManifestIssue[] }> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`${file}: cannot read manifest: ${(err as Error).message}`, EXIT.badInput);
+  }
+  const result = parseManifest(text, file);
+  if (!result.ok) {
+    throw new CliError(result.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: result.errors });
+  }
+  for (const w of result.warnings) process.stderr.write(`warning: ${formatIssue(w)}\n`);
+  return { manifest: result.manifest, warnings: result.warnings };
+}
+
+async function withClient<T>(fn: (client: Awaited<ReturnType<typeof connectClient>>['client']) => Promise<T>): Promise<T> {
+  let conn: Awaited<ReturnType<typeof connectClient>>;
+  try {
+    conn = await connectClient();
+  } catch (err) {
+    throw new CliError(`cannot reach Temporal: ${(err as Error).message} (set TEMPORAL_ADDRESS or a temporal.toml profile)`, EXIT.unreachable);
+  }
+  try {
+    return await fn(conn.client);
+  } finally {
+    await conn.connection.close();
+  }
+}
+
+function checkServes(manifest: Manifest, file: string, names: string[]): void {
+  const unknown = names.filter((n) => !findServe(manifest, n));
+  if (unknown.length) {
+    const known = manifest.serves.map((s) => s.name).join(', ');
+    throw new CliError(unknown.map((n) => `${file}: no serve named '${n}' (serves: ${known})`).join('\n'), EXIT.badInput);
+  }
+}
+
+function outcomeExit(outcomes: OperationOutcome<unknown>[]): number {
+  if (outcomes.some((o) => !o.ok && o.failureType !== 'AdmissionDenied')) return EXIT.failed;
+  if (outcomes.some((o) => !o.ok)) return EXIT.denied;
+  return EXIT.ok;
+}
+
+function renderOutcome(o: OperationOutcome<{ message: string; ledgerAfter: string[] }>): string[] {
+  return o.ok ? [o.result.message] : [`${o.message} [${o.failureType}; workflow ${o.workflowId}]`];
+}
+
+async function serveOperation(verb: 'up' | 'down', names: string[], opts: { manifest?: string }): Promise<Rendered> {
+  const file = manifestPath(opts.manifest);
+  const { manifest } = await loadManifest(file);
+  checkServes(manifest, file, names);
+  return withClient(async (client) => {
+    const outcomes: OperationOutcome<{ message: string; ledgerAfter: string[] }>[] = [];
+    // In the order given, as an operator reads the command line; one failure does not stop the rest.
+    for (const name of names) {
+      const o = verb === 'up' ? await serveUp(client, manifest.node, name) : await serveDown(client, manifest.node, name);
+      outcomes.push(o);
+      process.stderr.write(`${renderOutcome(o).join('\n')}\n`);
+    }
+    const ledgers = await ledgerSnapshots(client, manifest);
+    return { data: { outcomes, ledgers: ledgers.map(ledgerJson) }, text: ledgers.flatMap(formatLedger), exitCode: outcomeExit(outcomes) };
+  });
+}
+
+function ledgerJson(l: LedgerState) {
+  return { ...l, ...totals(l) };
+}
+
+function statusLines(manifest: Manifest, ledgers: LedgerState[]): { serve: string; gpuRole: string; class: string; vramMib: number; state: string }[] {
+  return manifest.serves.map((s) => {
+    const r = ledgers.find((l) => l.gpuRole === s.gpuRole)?.reservations.find((x) => x.serve === s.name);
+    return { serve: s.name, gpuRole: s.gpuRole, class: s.class, vramMib: s.vramMib, state: r ? (r.phase === 'admitted' ? 'starting' : r.phase) : 'stopped' };
+  });
+}
+
+export function buildProgram(out: (r: Rendered, json: boolean) => void): Command {
+  const program = new Command('gpures')
+    .description('GPU reservations for a self-hosted LLM box, as durable Temporal workflows')
+    .showHelpAfterError()
+    .exitOverride();
+  const manifestOpt = () => new Option('-m, --manifest <file>', `serves manifest (default: $GPURES_MANIFEST or ./${DEFAULT_MANIFEST})`);
+  const jsonOpt = () => new Option('--json', 'print only the result, as JSON');
+  const run = (fn: (...a: never[]) => Promise<Rendered>) => async (...args: unknown[]) => {
+    const cmd = args[args.length - 1] as Command;
+    out(await (fn as (...a: unknown[]) => Promise<Rendered>)(...args), Boolean(cmd.opts<{ json?: boolean }>().json));
+  };
+
+  program
+    .command('validate')
+    .description('check a manifest offline: every problem as file: field: message')
+    .argument('[file]', 'manifest to check')
+    .addOption(jsonOpt())
+    .action(
+      run(async (file: string | undefined) => {
+        const path = manifestPath(file);
+        const { manifest, warnings } = await loadManifest(path);
+        return {
+          data: { file: path, ok: true, node: manifest.node, gpus: manifest.gpus.length, serves: manifest.serves.length, warnings },
+          text: [`${path}: ok (node ${manifest.node}, ${manifest.gpus.length} gpu, ${manifest.serves.length} serves)`],
+          exitCode: EXIT.ok,
+        };
+      }),
+    );
+
+  const serves = program.command('serves').description('bring serves up or down through the ledger');
+  serves
+    .command('up')
+    .description('admit, start, wait healthy, verify identity; denied honestly when it does not fit')
+    .argument('<names...>')
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(run((names: string[], opts: { manifest?: string }) => serveOperation('up', names, opts)));
+  serves
+    .command('down')
+    .description('stop gracefully, then release the reservation')
+    .argument('<names...>')
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(run((names: string[], opts: { manifest?: string }) => serveOperation('down', names, opts)));
+  serves
+    .command('status')
+    .description("each declared serve with its ledger state")
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(
+      run(async (opts: { manifest?: string }) => {
+        const { manifest } = await loadManifest(manifestPath(opts.manifest));
+        const ledgers = await withClient((client) => ledgerSnapshots(client, manifest));
+        const rows = statusLines(manifest, ledgers);
+        return {
+          data: rows,
+          text: rows.map((r) => `${r.serve.padEnd(16)} ${String(r.vramMib).padStart(6)} MiB  ${r.class.padEnd(9)}  ${r.gpuRole.padEnd(10)}  ${r.state}`),
+          exitCode: EXIT.ok,
+        };
+      }),
+    );
+
+  program
+    .command('ledger')
+    .description('the per-GPU ledger: capacity, reserve, committed, free, and each reservation')
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(
+      run(async (opts: { manifest?: string }) => {
+        const { manifest } = await loadManifest(manifestPath(opts.manifest));
+        const ledgers = await withClient((client) => ledgerSnapshots(client, manifest));
+        return { data: ledgers.map(ledgerJson), text: ledgers.flatMap(formatLedger), exitCode: EXIT.ok };
+      }),
+    );
+
+  program
+    .command('worker')
+    .description("run this node's worker: the ledger, bring-up and bring-down workflows and their activities")
+    .addOption(manifestOpt())
+    .addOption(new Option('--gpus <mode>', 'pin GPUs by UUID through Docker device requests').choices(['auto', 'on', 'off']).default('auto'))
+    .action(
+      run(async (opts: { manifest?: string; gpus: 'auto' | 'on' | 'off' }) => {
+        const file = manifestPath(opts.manifest);
+        const { manifest } = await loadManifest(file);
+        // Loaded lazily: the worker pulls in webpack and the native bridge, which other commands never need.
+        const { runWorker } = await import('../worker/main');
+        await runWorker({ manifestPath: file, node: manifest.node, gpus: opts.gpus });
+        return { data: { stopped: true }, text: ['worker stopped'], exitCode: EXIT.ok };
+      }),
+    );
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let json = argv.includes('--json');
+  let exitCode: number = EXIT.ok;
+  const program = buildProgram((r, j) => {
+    json = j;
+    exitCode = r.exitCode;
+    process.stdout.write(j ? `${JSON.stringify(r.data, null, 2)}\n` : r.text.map((l) => `${l}\n`).join(''));
+  });
+  try {
+    await program.parseAsync(argv);
+    return exitCode;
+  } catch (err) {
+    if (err instanceof CliError) {
+      if (json) process.stdout.write(`${JSON.stringify({ error: { message: err.message, exitCode: err.exitCode, details: err.details } }, null, 2)}\n`);
+      else process.stderr.write(`${err.message}\n`);
+      return err.exitCode;
+    }
+    // commander's own usage errors and --help
+    if (err instanceof Error && 'exitCode' in err && typeof (err as { exitCode: unknown }).exitCode === 'number') {
+      const code = (err as { code?: string }).code;
+      return code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help' ? EXIT.ok : EXIT.badInput;
+    }
+    throw err;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      process.stderr.write(`gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(EXIT.failed);
+    },
+  );
+}

@@ -1,0 +1,44 @@
+// Talks to the per-GPU ledger entity workflows: starts one on first use (USE_EXISTING, so
+// concurrent callers converge on the same run) and sends it updates. Used by activities (a
+// workflow cannot send an update to another workflow) and by the CLI for snapshots.
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { GpuSpec } from '../domain/types';
+import type { LedgerState } from '../domain/ledger';
+import type { LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
+import { admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../shared/messages';
+import type { ledgerWorkflow } from '../workflows/ledger';
+
+export class LedgerClient {
+  constructor(private readonly client: Client) {}
+
+  async handle(node: string, gpu: GpuSpec): Promise<WorkflowHandle<typeof ledgerWorkflow>> {
+    const workflowId = workflowIds.ledger(node, gpu.role);
+    await this.client.workflow.start<typeof ledgerWorkflow>('ledgerWorkflow', {
+      workflowId,
+      taskQueue: taskQueueFor(node),
+      args: [{ node, gpu }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    return this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
+  }
+
+  async admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult> {
+    const h = await this.handle(node, args.gpu);
+    return h.executeUpdate(admitUpdate, { args: [args], updateId });
+  }
+
+  async setPhase(node: string, gpu: GpuSpec, args: LedgerPhaseArgs, updateId: string): Promise<LedgerState> {
+    const h = await this.handle(node, gpu);
+    return h.executeUpdate(setPhaseUpdate, { args: [args], updateId });
+  }
+
+  async release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult> {
+    const h = await this.handle(node, gpu);
+    return h.executeUpdate(releaseUpdate, { args: [args], updateId });
+  }
+
+  async snapshot(node: string, gpu: GpuSpec): Promise<LedgerState> {
+    const h = await this.handle(node, gpu);
+    return h.query(snapshotQuery);
+  }
+}

@@ -1,0 +1,53 @@
+// How a declared serve maps onto a container and the URLs it answers on. Pure, so the workflow
+// can record the exact plan in history and activities apply it.
+import type { GpuSpec, ServeSpec } from './types';
+
+export const LABEL = {
+  managed: 'gpures.managed',
+  node: 'gpures.node',
+  serve: 'gpures.serve',
+  gpuRole: 'gpures.gpu_role',
+  gpuUuid: 'gpures.gpu_uuid',
+  class: 'gpures.class',
+  vramMib: 'gpures.vram_mib',
+  reservation: 'gpures.reservation',
+} as const;
+
+export function containerName(node: string, serve: string): string {
+  return `gpures-${node}-${serve}`;
+}
+
+/** Where the worker reaches the serve: an unspecified bind address is reached over loopback. */
+export function serveBaseUrl(serve: Pick<ServeSpec, 'bind' | 'port'>): string {
+  const host = serve.bind === '0.0.0.0' ? '127.0.0.1' : serve.bind === '::' ? '::1' : serve.bind;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${serve.port}`;
+}
+
+export function serveHealthUrl(serve: Pick<ServeSpec, 'bind' | 'port' | 'healthPath'>): string {
+  return `${serveBaseUrl(serve)}${serve.healthPath}`;
+}
+
+/** vLLM's OpenAI server arguments; the manifest's extra args come last so they can override. */
+export function vllmCommand(serve: ServeSpec): string[] {
+  return [
+    '--model', serve.model,
+    ...(serve.revision ? ['--revision', serve.revision] : []),
+    '--served-model-name', serve.servedModelName,
+    '--host', '0.0.0.0',
+    '--port', String(serve.containerPort),
+    ...serve.args,
+  ];
+}
+
+export function serveLabels(node: string, serve: ServeSpec, gpu: GpuSpec, reservation: string): Record<string, string> {
+  return {
+    [LABEL.managed]: 'true',
+    [LABEL.node]: node,
+    [LABEL.serve]: serve.name,
+    [LABEL.gpuRole]: gpu.role,
+    [LABEL.gpuUuid]: gpu.uuid,
+    [LABEL.class]: serve.class,
+    [LABEL.vramMib]: String(serve.vramMib),
+    [LABEL.reservation]: reservation,
+  };
+}

@@ -1,0 +1,15 @@
+// Business failures: thrown as ApplicationFailure with these types and never retried, because
+// retrying cannot change the answer (the ledger is full, the model is the wrong one, ...).
+export const Failure = {
+  AdmissionDenied: 'AdmissionDenied',
+  IdentityMismatch: 'IdentityMismatch',
+  HealthTimeout: 'HealthTimeout',
+  ContainerExited: 'ContainerExited',
+  ImageMissing: 'ImageMissing',
+  UnknownServe: 'UnknownServe',
+  ManifestInvalid: 'ManifestInvalid',
+  ServeBusy: 'ServeBusy',
+} as const;
+export type FailureType = (typeof Failure)[keyof typeof Failure];
+
+export const NON_RETRYABLE: string[] = Object.values(Failure);

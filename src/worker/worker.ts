@@ -1,0 +1,47 @@
+// Worker bootstrap: one task queue per node, activities wired to the Docker host and the
+// manifest this box runs from.
+import { readFile } from 'node:fs/promises';
+import Docker from 'dockerode';
+import type { Client } from '@temporalio/client';
+import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
+import { createActivities } from '../activities';
+import { DockerRuntime } from '../activities/docker';
+import type { ContainerRuntime, ManifestSource, ServeProbe } from '../activities/ports';
+import { HttpServeProbe } from '../activities/serve-probe';
+import { LedgerClient } from '../client/ledger-client';
+import { taskQueueFor } from '../shared/messages';
+
+export function fileManifest(path: string): ManifestSource {
+  return { read: async () => ({ text: await readFile(path, 'utf8'), file: path }) };
+}
+
+export interface GpuresWorkerOptions {
+  connection: NativeConnection;
+  client: Client;
+  namespace: string;
+  node: string;
+  manifest: ManifestSource;
+  runtime?: ContainerRuntime;
+  probe?: ServeProbe;
+  pollIntervalMs?: number;
+  /** A prebuilt bundle (tests build one per suite); otherwise the workflows are bundled at start. */
+  workflowBundle?: WorkerOptions['workflowBundle'];
+}
+
+export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Worker> {
+  const activities = createActivities({
+    runtime: opts.runtime ?? new DockerRuntime(new Docker()),
+    probe: opts.probe ?? new HttpServeProbe(),
+    manifest: opts.manifest,
+    ledger: new LedgerClient(opts.client),
+    pollIntervalMs: opts.pollIntervalMs,
+  });
+  return Worker.create({
+    connection: opts.connection,
+    namespace: opts.namespace,
+    taskQueue: taskQueueFor(opts.node),
+    activities,
+    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
+  });
+}

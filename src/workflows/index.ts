@@ -1,0 +1,4 @@
+// The workflow bundle's entry: every workflow type the worker registers.
+export { ledgerWorkflow } from './ledger';
+export { bringUpWorkflow } from './bring-up';
+export { bringDownWorkflow } from './bring-down';

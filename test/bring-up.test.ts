@@ -1,0 +1,156 @@
+// Bring-up and bring-down end to end: real dev server, real dockerd, fake-vLLM containers.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { formatLedger, totals } from '../src/domain/ledger';
+import type { LedgerState } from '../src/domain/ledger';
+import { ledgerSnapshots, serveDown, serveUp } from '../src/client/operations';
+import { parseManifest } from '../src/domain/manifest';
+import type { Manifest } from '../src/domain/types';
+import { renderManifest, startTestBox, uniqueNode } from './support/box';
+import type { TestBox, TestServe } from './support/box';
+
+const SEED_SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336 },
+  { name: 'embeddings', vram_mib: 3200 },
+  { name: 'reranker', vram_mib: 3456 },
+  { name: 'ocr', vram_mib: 5120 },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'sick', vram_mib: 1000, env: { FAKE_START_DELAY_S: 'never' }, start_timeout_s: 3 },
+  { name: 'impostor', vram_mib: 1000, served_model_name: 'expected-model', env: { FAKE_MODEL_ID: 'some-other-model' } },
+  { name: 'no-image', vram_mib: 1000, image: 'gpures/not-built:none' },
+];
+const CONCURRENT: TestServe[] = Array.from({ length: 20 }, (_, i) => ({ name: `c${i}`, gpu_role: 'contended', vram_mib: 2500 }));
+
+describe('bring-up and bring-down', () => {
+  let box: TestBox;
+  let manifest: Manifest;
+
+  before(async () => {
+    const node = uniqueNode('up');
+    const text = renderManifest(
+      node,
+      [
+        { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 },
+        { role: 'contended', capacity_mib: 30000, reserve_mib: 3000 },
+      ],
+      [...SEED_SERVES, ...CONCURRENT],
+    );
+    const parsed = parseManifest(text, 'test-serves.toml');
+    assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.errors));
+    manifest = parsed.manifest;
+    box = await startTestBox(node, text);
+  });
+
+  after(async () => {
+    await box?.close();
+  });
+
+  async function ledgerOf(role: string): Promise<LedgerState> {
+    const all = await ledgerSnapshots(box.temporal.client, manifest);
+    const l = all.find((s) => s.gpuRole === role);
+    assert.ok(l);
+    return l;
+  }
+
+  test('seed arithmetic: full resident set commits 26112, vision denied by 10401 MiB and not started', async () => {
+    for (const name of ['fast', 'embeddings', 'reranker', 'ocr']) {
+      const out = await serveUp(box.temporal.client, box.node, name);
+      assert.ok(out.ok, `${name}: ${!out.ok ? out.message : ''}`);
+      assert.equal(out.result.outcome, 'started');
+      assert.deepEqual(out.result.observedModels, [name]);
+    }
+    assert.deepEqual(formatLedger(await ledgerOf('dark-fast')), [
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26112 MiB, free 1887 MiB",
+      '  fast 14336 MiB (resident, running)',
+      '  embeddings 3200 MiB (resident, running)',
+      '  reranker 3456 MiB (resident, running)',
+      '  ocr 5120 MiB (resident, running)',
+    ]);
+
+    const denied = await serveUp(box.temporal.client, box.node, 'vision');
+    assert.equal(denied.ok, false);
+    assert.ok(!denied.ok);
+    assert.equal(denied.failureType, 'AdmissionDenied');
+    assert.equal(denied.message, 'serves up vision denied: over budget by 10401 MiB, nothing started');
+    const containers = await box.containers();
+    assert.equal(containers.filter((c) => c.serve === 'vision').length, 0);
+    assert.equal(totals(await ledgerOf('dark-fast')).committedMib, 26112);
+  });
+
+  test('up of a running serve changes nothing; down is idempotent and releases', async () => {
+    const again = await serveUp(box.temporal.client, box.node, 'fast');
+    assert.ok(again.ok);
+    assert.equal(again.result.outcome, 'already-running');
+    assert.equal(again.result.message, 'serves up fast: already running, nothing changed');
+
+    for (const name of ['ocr', 'reranker', 'embeddings']) {
+      const down = await serveDown(box.temporal.client, box.node, name);
+      assert.ok(down.ok);
+      assert.equal(down.result.outcome, 'stopped');
+    }
+    const twice = await serveDown(box.temporal.client, box.node, 'ocr');
+    assert.ok(twice.ok);
+    assert.equal(twice.result.outcome, 'already-stopped');
+    assert.equal(twice.result.message, 'serves down ocr: already stopped, nothing changed');
+
+    // Seed step 2: vision now fits, 26624 committed, 1375 free.
+    const vision = await serveUp(box.temporal.client, box.node, 'vision');
+    assert.ok(vision.ok, !vision.ok ? vision.message : '');
+    assert.deepEqual(vision.result.observedModels, ['qwen3-vl-4b-instruct']);
+    const l = await ledgerOf('dark-fast');
+    assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, freeMib: 1375 });
+    assert.deepEqual(
+      (await box.containers()).filter((c) => c.running).map((c) => c.serve).sort(),
+      ['fast', 'vision'],
+    );
+    for (const name of ['fast', 'vision']) assert.ok((await serveDown(box.temporal.client, box.node, name)).ok);
+    assert.equal(totals(await ledgerOf('dark-fast')).committedMib, 0);
+  });
+
+  test('a serve that never turns healthy: HealthTimeout, reservation released, no container left', async () => {
+    const out = await serveUp(box.temporal.client, box.node, 'sick');
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'HealthTimeout');
+    assert.match(out.message, /^serves up sick failed at health: no 200 from http:\/\/127\.0\.0\.1:\d+\/health within 3 s/);
+    assert.match(out.message, /compensated: remove container, release reservation$/);
+    assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
+    assert.equal((await box.containers()).filter((c) => c.serve === 'sick').length, 0);
+  });
+
+  test('a serve reporting another model id: IdentityMismatch, nothing left running', async () => {
+    const out = await serveUp(box.temporal.client, box.node, 'impostor');
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'IdentityMismatch');
+    assert.match(out.message, /failed at identity: .*\/v1\/models reports 'some-other-model', expected 'expected-model'/);
+    assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
+    assert.equal((await box.containers()).filter((c) => c.serve === 'impostor').length, 0);
+  });
+
+  test('a missing image: ImageMissing at start, reservation released', async () => {
+    const out = await serveUp(box.temporal.client, box.node, 'no-image');
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'ImageMissing');
+    assert.match(out.message, /failed at start: image 'gpures\/not-built:none' is not on this Docker host/);
+    assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
+  });
+
+  test('20 concurrent bring-ups over budget: never over-committed, admitted set equals running containers', async () => {
+    const outs = await Promise.all(CONCURRENT.map((s) => serveUp(box.temporal.client, box.node, s.name)));
+    const admitted = outs.filter((o) => o.ok).map((o) => o.serve).sort();
+    const denied = outs.filter((o) => !o.ok);
+    const l = await ledgerOf('contended');
+    const t = totals(l);
+    assert.ok(t.committedMib <= t.budgetMib, `committed ${t.committedMib} > budget ${t.budgetMib}`);
+    // 27000 MiB budget / 2500 MiB each: exactly 10 fit.
+    assert.equal(admitted.length, 10);
+    assert.equal(t.committedMib, 25000);
+    assert.deepEqual(l.reservations.map((r) => r.serve).sort(), admitted);
+    const running = (await box.containers()).filter((c) => c.running && c.serve.startsWith('c')).map((c) => c.serve).sort();
+    assert.deepEqual(running, admitted);
+    for (const d of denied) {
+      assert.ok(!d.ok);
+      assert.equal(d.failureType, 'AdmissionDenied');
+      assert.equal(d.message, `serves up ${d.serve} denied: over budget by 500 MiB, nothing started`);
+    }
+  });
+});

@@ -1,0 +1,152 @@
+#!/bin/sh
+# Fake vLLM OpenAI-compatible server for tests: the entrypoint of gpures/fake-vllm:test, an image
+# holding only a static busybox (built by build_test_image in scripts/lib.sh).
+#
+# Arguments as vLLM's api_server takes them (both `--flag value` and `--flag=value`):
+#   --model M                model to "load" (default facebook/opt-125m, as vLLM)
+#   --revision R             accepted, only logged
+#   --served-model-name N    id reported by /v1/models (default: the model)
+#   --port P                 listen port inside the container (default 8000)
+# A leading `serve MODEL` (the `vllm serve` form) is accepted too. Anything else is ignored.
+#
+# Test knobs (environment):
+#   FAKE_MODEL_ID=ID                report ID instead of the served name (identity mismatch)
+#   FAKE_START_DELAY_S=S|never      seconds until /health answers 200 (404 before);
+#                                   `never`: never becomes healthy. Default 0.
+#   FAKE_EXIT_AT_START=1            exit with code 3 immediately (crash at start-up)
+#   FAKE_NUM_REQUESTS_RUNNING=N     value of vllm:num_requests_running (default 0)
+#   FAKE_NUM_REQUESTS_WAITING=N     value of vllm:num_requests_waiting (default 0)
+#
+# Endpoints (busybox httpd serving files from /www):
+#   /health      200 with an empty body once ready, 404 before
+#   /v1/models   {"object":"list","data":[{"id":N,"object":"model","root":M,...}]}
+#   /metrics     Prometheus text with vllm:num_requests_running / vllm:num_requests_waiting
+# Content types are application/octet-stream (busybox picks them by file extension); clients
+# that parse the body as JSON or text don't care.
+set -u
+
+WWW=/www
+
+say() {
+  echo "fake-vllm: $*" >&2
+}
+
+case "${FAKE_EXIT_AT_START:-}" in
+  "" | 0 | false | no) ;;
+  *)
+    say "FAKE_EXIT_AT_START is set: exiting with code 3"
+    exit 3
+    ;;
+esac
+
+model=""
+revision=""
+served=""
+port=8000
+
+if [ "${1:-}" = serve ] && [ $# -ge 2 ]; then
+  model=$2
+  shift 2
+fi
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model | --revision | --served-model-name | --port)
+      if [ $# -lt 2 ]; then
+        say "$1 needs a value"
+        exit 2
+      fi
+      opt=$1
+      val=$2
+      shift 2
+      ;;
+    --model=* | --revision=* | --served-model-name=* | --port=*)
+      opt=${1%%=*}
+      val=${1#*=}
+      shift
+      ;;
+    *)
+      shift
+      continue
+      ;;
+  esac
+  case "$opt" in
+    --model) model=$val ;;
+    --revision) revision=$val ;;
+    --served-model-name) served=$val ;;
+    --port) port=$val ;;
+  esac
+done
+
+[ -n "$model" ] || model=facebook/opt-125m
+[ -n "$served" ] || served=$model
+id=${FAKE_MODEL_ID:-$served}
+delay=${FAKE_START_DELAY_S:-0}
+running=${FAKE_NUM_REQUESTS_RUNNING:-0}
+waiting=${FAKE_NUM_REQUESTS_WAITING:-0}
+
+case "$port" in
+  "" | *[!0-9]*)
+    say "invalid --port: $port"
+    exit 2
+    ;;
+esac
+case "$delay" in
+  never) ;;
+  "" | *[!0-9.]* | *.*.* | .)
+    say "invalid FAKE_START_DELAY_S: $delay (seconds or 'never')"
+    exit 2
+    ;;
+esac
+
+json_escape() {
+  printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g'
+}
+
+# A restarted container keeps its filesystem: start from "not ready" every time.
+rm -f "$WWW/health"
+mkdir -p "$WWW/v1" || exit 1
+printf '{"object":"list","data":[{"id":"%s","object":"model","root":"%s","owned_by":"vllm","max_model_len":4096}]}\n' \
+  "$(json_escape "$id")" "$(json_escape "$model")" >"$WWW/v1/models" || exit 1
+cat >"$WWW/metrics" <<EOF || exit 1
+# HELP vllm:num_requests_running Number of requests currently running on GPU.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running $running
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting $waiting
+EOF
+
+httpd_pid=""
+ready_pid=""
+
+# As PID 1, sh ignores SIGTERM unless it traps it: without this `docker stop` waits its full
+# timeout and then SIGKILLs.
+# shellcheck disable=SC2317 # invoked by the trap
+stop() {
+  say "stopping"
+  [ -n "$ready_pid" ] && kill "$ready_pid" 2>/dev/null
+  [ -n "$httpd_pid" ] && kill "$httpd_pid" 2>/dev/null
+  exit 0
+}
+trap stop TERM INT
+
+say "serving model=$model revision=${revision:-<none>} served-model-name=$served id=$id port=$port start-delay=$delay"
+
+if [ "$delay" != never ]; then
+  (
+    sleep "$delay" && : >"$WWW/health" && echo "fake-vllm: healthy" >&2
+  ) &
+  ready_pid=$!
+fi
+
+httpd -f -p "$port" -h "$WWW" &
+httpd_pid=$!
+
+# `wait` returns early when a trapped signal arrives, and the trap then runs.
+wait "$httpd_pid"
+rc=$?
+say "httpd exited with code $rc"
+[ -n "$ready_pid" ] && kill "$ready_pid" 2>/dev/null
+[ "$rc" -ne 0 ] || rc=1
+exit "$rc"

@@ -1,0 +1,595 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'smol-toml';
+
+import {
+  findGpuMemoryUtilization,
+  findServe,
+  gpuFor,
+  ManifestError,
+  manifestOrThrow,
+  parseManifest,
+} from '../src/domain/manifest';
+import type { ManifestIssue, ManifestResult } from '../src/domain/types';
+import { formatIssue } from '../src/domain/types';
+
+// dist/test/manifest.test.js -> repo root
+const ROOT = join(__dirname, '..', '..');
+const EXAMPLE = 'examples/primary-node/serves.toml';
+const FILE = 'test/bad.toml';
+
+type Table = Record<string, unknown>;
+
+const GPU: Table = {
+  role: 'dark-fast',
+  uuid: 'GPU-00000000-1111-2222-3333-444444444444',
+  capacity_mib: 32607,
+  reserve_mib: 4608,
+};
+
+function serve(name: string, port: number, extra: Table = {}): Table {
+  return {
+    name,
+    gpu_role: 'dark-fast',
+    class: 'resident',
+    vram_mib: 1024,
+    image: 'vllm/vllm-openai:v0.11.0',
+    model: `org/${name}`,
+    served_model_name: name,
+    port,
+    // 0.03 x 32607 = 978 <= 1024, so the base serve is consistent with the utilization rule.
+    args: ['--gpu-memory-utilization', '0.03'],
+    ...extra,
+  };
+}
+
+/**
+ * Renders a manifest: the base is one GPU and two valid serves; `serves`/`gpus` replace the
+ * lists, and a key set to undefined in an override is left out of the TOML.
+ */
+function render(over: { node?: Table | undefined; gpus?: Table[]; serves?: Table[]; top?: Table } = {}): string {
+  const doc: Table = {
+    node: 'node' in over ? over.node : { name: 'test-node' },
+    gpus: over.gpus ?? [GPU],
+    serves: over.serves ?? [serve('alpha', 31001), serve('beta', 31002)],
+    ...over.top,
+  };
+  return stringify(JSON.parse(JSON.stringify(doc)) as Table);
+}
+
+function parse(text: string): ManifestResult {
+  return parseManifest(text, FILE);
+}
+
+function errorsOf(result: ManifestResult): ManifestIssue[] {
+  assert.equal(result.ok, false, 'expected the manifest to be rejected');
+  return result.ok ? [] : result.errors;
+}
+
+/** Asserts exactly one error, at `path`, whose message contains every fragment. */
+function assertOneError(result: ManifestResult, path: string, ...fragments: string[]): ManifestIssue {
+  const errors = errorsOf(result);
+  assert.equal(errors.length, 1, `expected one error, got:\n${errors.map(formatIssue).join('\n')}`);
+  const [issue] = errors as [ManifestIssue];
+  assert.equal(issue.file, FILE);
+  assert.equal(issue.path, path);
+  for (const f of fragments) assert.ok(issue.message.includes(f), `message ${JSON.stringify(issue.message)} lacks ${JSON.stringify(f)}`);
+  assert.ok(formatIssue(issue).startsWith(`${FILE}: ${path ? `${path}: ` : ''}`));
+  return issue;
+}
+
+function assertOk(result: ManifestResult) {
+  if (!result.ok) assert.fail(`expected ok, got:\n${result.errors.map(formatIssue).join('\n')}`);
+  return result;
+}
+
+describe('example manifest (examples/primary-node/serves.toml)', () => {
+  const result = parseManifest(readFileSync(join(ROOT, EXAMPLE), 'utf8'), EXAMPLE);
+
+  test('parses with no errors and no warnings', () => {
+    const ok = assertOk(result);
+    assert.deepEqual(ok.warnings, []);
+    assert.equal(ok.manifest.node, 'primary-node');
+    assert.deepEqual(
+      ok.manifest.serves.map((s) => [s.name, s.class, s.vramMib, s.port]),
+      [
+        ['fast', 'resident', 14336, 30001],
+        ['embeddings', 'resident', 3200, 30003],
+        ['reranker', 'resident', 3456, 30004],
+        ['ocr', 'resident', 5120, 30007],
+        ['vision', 'evictable', 12288, 30008],
+        ['comfyui-sim', 'on-demand', 8192, 30009],
+      ],
+    );
+  });
+
+  test("matches the seed box's ledger arithmetic", () => {
+    const { manifest } = assertOk(result);
+    const [gpu] = manifest.gpus;
+    assert.ok(gpu);
+    assert.equal(manifest.gpus.length, 1);
+    assert.equal(gpu.role, 'dark-fast');
+    assert.match(gpu.uuid, /^GPU-/);
+    assert.equal(gpu.capacityMib, 32607);
+    assert.equal(gpu.reserveMib, 4608);
+    const budget = gpu.capacityMib - gpu.reserveMib;
+    const residents = manifest.serves.filter((s) => s.class === 'resident').reduce((sum, s) => sum + s.vramMib, 0);
+    assert.equal(budget, 27999);
+    assert.equal(residents, 26112);
+    assert.equal(budget - residents, 1887);
+    const vision = findServe(manifest, 'vision');
+    assert.ok(vision);
+    assert.equal(vision.vramMib - (budget - residents), 10401);
+  });
+
+  test('serves are loopback-bound, tiered and consistent with their utilization', () => {
+    const { manifest } = assertOk(result);
+    for (const s of manifest.serves) {
+      assert.equal(s.bind, '127.0.0.1', s.name);
+      assert.equal(gpuFor(manifest, s).role, 'dark-fast');
+      if (s.class === 'on-demand') assert.equal(s.routerTier, undefined, s.name);
+      else assert.equal(s.routerTier, `${s.name}-local`, s.name);
+    }
+    const fast = findServe(manifest, 'fast');
+    assert.ok(fast);
+    assert.equal(fast.model, 'leon-se/gemma-4-E4B-it-FP8-Dynamic');
+    assert.equal(fast.servedModelName, 'gemma4-e4b-it');
+    assert.deepEqual(findGpuMemoryUtilization(fast.args).map((f) => f.value), [0.4396]);
+    const vision = findServe(manifest, 'vision');
+    assert.ok(vision);
+    assert.equal(vision.model, 'Qwen/Qwen3-VL-4B-Instruct');
+    assert.equal(vision.servedModelName, 'qwen3-vl-4b-instruct');
+    assert.equal(vision.routerTier, 'vision-local');
+    const kv = vision.args.indexOf('--kv-cache-memory-bytes');
+    assert.equal(vision.args[kv + 1], '1342177280');
+    assert.equal(findServe(manifest, 'comfyui-sim')?.class, 'on-demand');
+  });
+});
+
+describe('valid manifests', () => {
+  test('defaults are applied', () => {
+    const text = render({
+      serves: [
+        {
+          name: 'plain',
+          gpu_role: 'dark-fast',
+          class: 'evictable',
+          vram_mib: 2048,
+          image: 'example/server:1',
+          model: 'org/plain',
+          served_model_name: 'plain-model',
+          port: 31000,
+        },
+      ],
+    });
+    const { manifest, warnings } = assertOk(parse(text));
+    assert.deepEqual(warnings, []);
+    assert.deepEqual(manifest.serves[0], {
+      name: 'plain',
+      gpuRole: 'dark-fast',
+      class: 'evictable',
+      vramMib: 2048,
+      image: 'example/server:1',
+      model: 'org/plain',
+      servedModelName: 'plain-model',
+      port: 31000,
+      containerPort: 8000,
+      bind: '127.0.0.1',
+      args: [],
+      env: {},
+      healthPath: '/health',
+      startTimeoutS: 600,
+      stopTimeoutS: 30,
+    });
+  });
+
+  test('explicit optional fields are normalized to camelCase', () => {
+    const text = render({
+      serves: [
+        serve('full', 31000, {
+          revision: 'abc123',
+          container_port: 9000,
+          bind: '127.0.0.2',
+          router_tier: 'tier-x',
+          env: { HF_HUB_OFFLINE: '1' },
+          health_path: '/v1/models',
+          start_timeout_s: 900,
+          stop_timeout_s: 0,
+        }),
+      ],
+    });
+    const s = assertOk(parse(text)).manifest.serves[0];
+    assert.ok(s);
+    assert.equal(s.revision, 'abc123');
+    assert.equal(s.containerPort, 9000);
+    assert.equal(s.bind, '127.0.0.2');
+    assert.equal(s.routerTier, 'tier-x');
+    assert.deepEqual(s.env, { HF_HUB_OFFLINE: '1' });
+    assert.equal(s.healthPath, '/v1/models');
+    assert.equal(s.startTimeoutS, 900);
+    assert.equal(s.stopTimeoutS, 0);
+  });
+
+  test('the result is JSON-safe (round-trips through JSON)', () => {
+    const result = assertOk(parse(render()));
+    assert.deepEqual(JSON.parse(JSON.stringify(result.manifest)), result.manifest);
+  });
+
+  test('reserve_mib = 0 is allowed', () => {
+    assertOk(parse(render({ gpus: [{ ...GPU, reserve_mib: 0 }] })));
+  });
+
+  test('no serves is a valid (empty) manifest', () => {
+    const { manifest } = assertOk(parse(render({ serves: [] })));
+    assert.deepEqual(manifest.serves, []);
+  });
+});
+
+describe('rejected manifests: one rule each', () => {
+  test('malformed TOML: one error with line and column', () => {
+    const text = ['[node]', 'name = "n"', '', '[[gpus]]', 'role = "dark-fast"', 'uuid = "GPU-1"', 'capacity_mib = = 3', ''].join('\n');
+    const issue = assertOneError(parse(text), '', 'line 7, column 16: invalid TOML: ');
+    assert.ok(formatIssue(issue).startsWith(`${FILE}: line 7, column 16: invalid TOML: invalid value`));
+  });
+
+  test('malformed TOML: redefined key', () => {
+    assertOneError(parse('[node]\nname = "a"\nname = "b"\n'), '', 'line 3, column 1: invalid TOML: ');
+  });
+
+  test('unknown key in a serve, with a suggestion', () => {
+    const text = render({ serves: [serve('alpha', 31001, { vram: 5 })] });
+    assertOneError(parse(text), 'serves[0].vram', 'unknown key "vram"', "did you mean 'vram_mib'?");
+  });
+
+  test('unknown key in a gpu, at top level and in [node]', () => {
+    const text = render({ gpus: [{ ...GPU, vendor: 'nvidia' }], top: { extra: 1 }, node: { name: 'n', zone: 'a' } });
+    const errors = errorsOf(parse(text));
+    assert.deepEqual(errors.map((e) => e.path).sort(), ['extra', 'gpus[0].vendor', 'node.zone']);
+    for (const e of errors) assert.match(e.message, /^unknown key "/);
+    assert.match(errors.find((e) => e.path === 'gpus[0].vendor')?.message ?? '', /allowed keys: role, uuid, capacity_mib, reserve_mib/);
+  });
+
+  test('unknown gpu_role lists the known roles', () => {
+    const text = render({
+      gpus: [GPU, { ...GPU, role: 'heavy', uuid: 'GPU-2' }],
+      serves: [serve('alpha', 31001), serve('beta', 31002), serve('gamma', 31003, { gpu_role: 'dark-slow' })],
+    });
+    assertOneError(parse(text), 'serves[2].gpu_role', "unknown gpu_role 'dark-slow'", "known roles: 'dark-fast', 'heavy'");
+  });
+
+  test('unknown class lists the allowed classes', () => {
+    const text = render({ serves: [serve('alpha', 31001, { class: 'batch' })] });
+    assertOneError(parse(text), 'serves[0].class', 'unknown class "batch"', 'allowed: resident, evictable, on-demand');
+  });
+
+  test('duplicate serve names: the second occurrence names the first index', () => {
+    const text = render({ serves: [serve('alpha', 31001), serve('beta', 31002), serve('alpha', 31003)] });
+    assertOneError(parse(text), 'serves[2].name', "duplicate serve name 'alpha'", 'first declared at serves[0]');
+  });
+
+  test('duplicate host ports on the same bind address', () => {
+    const text = render({ serves: [serve('alpha', 31001), serve('beta', 31001)] });
+    assertOneError(parse(text), 'serves[1].port', 'host port 31001 on 127.0.0.1 is already taken by serves[0]', "'alpha'");
+  });
+
+  test('same host port on different loopback addresses does not conflict', () => {
+    const text = render({ serves: [serve('alpha', 31001), serve('beta', 31001, { bind: '127.0.0.2' })] });
+    assertOk(parse(text));
+  });
+
+  test('0.0.0.0 conflicts with every address on the same port', () => {
+    const text = render({
+      serves: [serve('alpha', 31001, { bind: '127.0.0.2' }), serve('beta', 31001, { bind: '0.0.0.0', allow_non_loopback_bind: true })],
+    });
+    assertOneError(parse(text), 'serves[1].port', 'host port 31001 on 0.0.0.0', 'serves[0]', 'wildcard');
+  });
+
+  test('localhost conflicts with 127.0.0.1 on the same port', () => {
+    const text = render({ serves: [serve('alpha', 31001, { bind: 'localhost' }), serve('beta', 31001)] });
+    assertOneError(parse(text), 'serves[1].port', 'host port 31001', 'serves[0]');
+  });
+
+  test('duplicate gpu roles', () => {
+    const text = render({ gpus: [GPU, { ...GPU, uuid: 'GPU-other' }] });
+    assertOneError(parse(text), 'gpus[1].role', "duplicate gpu role 'dark-fast'", 'first declared at gpus[0]');
+  });
+
+  test('duplicate gpu uuids', () => {
+    const text = render({ gpus: [GPU, { ...GPU, role: 'second' }] });
+    assertOneError(parse(text), 'gpus[1].uuid', 'duplicate gpu uuid', 'first declared at gpus[0]');
+  });
+
+  test('vram_mib zero', () => {
+    const text = render({ serves: [serve('a', 31001), serve('b', 31002), serve('c', 31003), serve('d', 31004, { vram_mib: 0 })] });
+    const issue = assertOneError(parse(text), 'serves[3].vram_mib', 'must be a positive integer (got 0)');
+    assert.equal(formatIssue(issue), `${FILE}: serves[3].vram_mib: must be a positive integer (got 0)`);
+  });
+
+  test('vram_mib negative, fractional or a string', () => {
+    for (const [bad, shown] of [
+      [-5, '-5'],
+      [1.5, '1.5'],
+      ['1024', '"1024"'],
+    ] as const) {
+      const text = render({ serves: [serve('alpha', 31001, { vram_mib: bad })] });
+      assertOneError(parse(text), 'serves[0].vram_mib', `must be a positive integer (got ${shown})`);
+    }
+  });
+
+  test('capacity_mib zero or negative', () => {
+    for (const bad of [0, -1]) {
+      const text = render({ gpus: [{ ...GPU, capacity_mib: bad }] });
+      assertOneError(parse(text), 'gpus[0].capacity_mib', `must be a positive integer (got ${bad})`);
+    }
+  });
+
+  test('reserve_mib negative', () => {
+    const text = render({ gpus: [{ ...GPU, reserve_mib: -1 }] });
+    assertOneError(parse(text), 'gpus[0].reserve_mib', 'must be a non-negative integer (got -1)');
+  });
+
+  test('reserve_mib >= capacity_mib', () => {
+    for (const reserve of [32607, 40000]) {
+      const text = render({ gpus: [{ ...GPU, reserve_mib: reserve }], serves: [] });
+      assertOneError(parse(text), 'gpus[0].reserve_mib', `reserve ${reserve} MiB must be less than capacity_mib 32607 MiB`);
+    }
+  });
+
+  test('a reservation larger than the GPU budget', () => {
+    const serves = ['a', 'b', 'c', 'd', 'e'].map((n, i) => serve(n, 31001 + i));
+    serves.push(serve('big', 31010, { vram_mib: 40000, args: [] }));
+    const issue = assertOneError(parse(render({ serves })), 'serves[5].vram_mib');
+    assert.equal(
+      issue.message,
+      "40000 MiB exceeds the budget of gpu_role 'dark-fast' (capacity 32607 − reserve 4608 = 27999 MiB)",
+    );
+  });
+
+  test('a reservation of exactly the budget is fine', () => {
+    assertOk(parse(render({ serves: [serve('big', 31010, { vram_mib: 27999, args: [] })] })));
+  });
+
+  test('non-loopback bind without the allow flag', () => {
+    for (const bind of ['0.0.0.0', '192.168.1.20', '::']) {
+      const text = render({ serves: [serve('alpha', 31001, { bind })] });
+      assertOneError(parse(text), 'serves[0].bind', `'${bind}' is not a loopback address`, 'allow_non_loopback_bind = true');
+    }
+  });
+
+  test('non-loopback bind with allow_non_loopback_bind = true is a warning', () => {
+    const text = render({ serves: [serve('alpha', 31001, { bind: '0.0.0.0', allow_non_loopback_bind: true })] });
+    const result = assertOk(parse(text));
+    assert.equal(result.warnings.length, 1);
+    const [w] = result.warnings as [ManifestIssue];
+    assert.equal(w.file, FILE);
+    assert.equal(w.path, 'serves[0].bind');
+    assert.match(w.message, /non-loopback address '0\.0\.0\.0' \(allowed by allow_non_loopback_bind = true\)/);
+    assert.equal(result.manifest.serves[0]?.bind, '0.0.0.0');
+  });
+
+  test('loopback binds need no allow flag', () => {
+    const binds = ['127.0.0.1', '127.1.2.3', '::1', '0:0:0:0:0:0:0:1', 'localhost'];
+    const text = render({ serves: binds.map((bind, i) => serve(`s${i}`, 31001 + i, { bind })) });
+    const result = assertOk(parse(text));
+    assert.deepEqual(result.warnings, []);
+  });
+
+  test('bind must be an address', () => {
+    const text = render({ serves: [serve('alpha', 31001, { bind: 'my-host.example' })] });
+    assertOneError(parse(text), 'serves[0].bind', "must be an IPv4 or IPv6 address, or 'localhost'", '"my-host.example"');
+  });
+
+  test('--gpu-memory-utilization u: vram_mib below u x capacity is an error (both forms)', () => {
+    for (const args of [
+      ['--gpu-memory-utilization', '0.4396', '--max-model-len', '32768'],
+      ['--max-model-len', '32768', '--gpu-memory-utilization=0.4396'],
+    ]) {
+      const text = render({ serves: [serve('fast', 31001, { vram_mib: 14333, args })] });
+      assertOneError(parse(text), 'serves[0].vram_mib', '14333 MiB', '0.4396', '32607', '= 14334 MiB', 'at least 14334');
+    }
+  });
+
+  test('--gpu-memory-utilization u: vram_mib at floor(u x capacity) passes', () => {
+    for (const vram_mib of [14334, 14336]) {
+      const text = render({ serves: [serve('fast', 31001, { vram_mib, args: ['--gpu-memory-utilization', '0.4396'] })] });
+      assertOk(parse(text));
+    }
+  });
+
+  test('--gpu-memory-utilization outside (0, 1] or not a number', () => {
+    for (const [args, index] of [
+      [['--gpu-memory-utilization', '0'], 1],
+      [['--gpu-memory-utilization', '1.5'], 1],
+      [['--max-model-len', '1024', '--gpu-memory-utilization=abc'], 2],
+      [['--gpu-memory-utilization=-0.2'], 0],
+    ] as const) {
+      const text = render({ serves: [serve('alpha', 31001, { args: [...args] })] });
+      assertOneError(parse(text), `serves[0].args[${index}]`, '--gpu-memory-utilization must be a fraction in (0, 1]');
+    }
+  });
+
+  test('--gpu-memory-utilization without a value', () => {
+    const text = render({ serves: [serve('alpha', 31001, { args: ['--gpu-memory-utilization', '--enforce-eager'] })] });
+    assertOneError(parse(text), 'serves[0].args[0]', '--gpu-memory-utilization needs a value');
+  });
+
+  test('--gpu-memory-utilization = 1 is allowed when the reservation covers the card', () => {
+    const gpus = [{ ...GPU, reserve_mib: 0 }];
+    assertOk(parse(render({ gpus, serves: [serve('all', 31001, { vram_mib: 32607, args: ['--gpu-memory-utilization=1'] })] })));
+  });
+
+  test('port outside 1..65535', () => {
+    for (const bad of [0, 70000, -1]) {
+      const text = render({ serves: [serve('alpha', 31001, { port: bad })] });
+      assertOneError(parse(text), 'serves[0].port', `must be an integer port in 1..65535 (got ${bad})`);
+    }
+    const text = render({ serves: [serve('alpha', 31001, { container_port: 65536 })] });
+    assertOneError(parse(text), 'serves[0].container_port', 'must be an integer port in 1..65535 (got 65536)');
+  });
+
+  test('serve name must be a container/workflow-safe slug', () => {
+    for (const bad of ['Fast', '-fast', 'fast_1', 'fast.1', '']) {
+      const text = render({ serves: [serve(bad, 31001, { served_model_name: 'm' })] });
+      assertOneError(parse(text), 'serves[0].name', '/^[a-z0-9][a-z0-9-]*$/', 'container name and a workflow id', `(got ${JSON.stringify(bad)})`);
+    }
+  });
+
+  test('served_model_name must be non-empty', () => {
+    const text = render({ serves: [serve('alpha', 31001, { served_model_name: '' })] });
+    assertOneError(parse(text), 'serves[0].served_model_name', 'must be a non-empty string (got "")');
+  });
+
+  test('image must be non-empty', () => {
+    const text = render({ serves: [serve('alpha', 31001, { image: '  ' })] });
+    assertOneError(parse(text), 'serves[0].image', 'must be a non-empty string');
+  });
+
+  test('a required serve field that is missing', () => {
+    const text = render({ serves: [serve('alpha', 31001, { model: undefined })] });
+    assertOneError(parse(text), 'serves[0].model', 'is required');
+  });
+
+  test('at least one gpu', () => {
+    assertOneError(parse(render({ gpus: [], serves: [] })), 'gpus', 'at least one GPU is required', '[[gpus]]');
+    assertOneError(parse('[node]\nname = "n"\n'), 'gpus', 'at least one GPU is required');
+  });
+
+  test('node.name is required', () => {
+    assertOneError(parse(render({ node: undefined })), 'node.name', 'is required');
+    assertOneError(parse(render({ node: {} })), 'node.name', 'is required');
+    assertOneError(parse(render({ node: { name: '' } })), 'node.name', 'must be a non-empty string');
+  });
+
+  test('env values must be strings', () => {
+    const text = render({ serves: [serve('alpha', 31001, { env: { HF_HUB_OFFLINE: 1 } })] });
+    assertOneError(parse(text), 'serves[0].env.HF_HUB_OFFLINE', 'must be a string', '(got 1)');
+  });
+
+  test('args must be strings', () => {
+    const text = render({ serves: [serve('alpha', 31001, { args: ['--max-model-len', 4096] })] });
+    assertOneError(parse(text), 'serves[0].args[1]', 'must be a string (got 4096)');
+  });
+
+  test('health_path must start with /', () => {
+    const text = render({ serves: [serve('alpha', 31001, { health_path: 'health' })] });
+    assertOneError(parse(text), 'serves[0].health_path', "starting with '/'");
+  });
+
+  test('wrongly shaped tables never throw', () => {
+    const errors = errorsOf(parse('node = 1\ngpus = "x"\nserves = 3\n'));
+    assert.deepEqual(
+      errors.map((e) => [e.path, e.message]),
+      [
+        ['node', 'must be a table (got 1)'],
+        ['gpus', 'must be an array of tables, written [[gpus]] (got "x")'],
+        ['serves', 'must be an array of tables, written [[serves]] (got 3)'],
+      ],
+    );
+    const inline = errorsOf(parse('gpus = [1]\n[node]\nname = "n"\n'));
+    assert.deepEqual(inline.map((e) => [e.path, e.message]), [['gpus[0]', 'must be a table (got 1)']]);
+  });
+});
+
+describe('collecting issues', () => {
+  test('all errors are collected, across gpus and serves', () => {
+    const text = render({
+      gpus: [{ ...GPU, reserve_mib: -1 }, { ...GPU, role: 'other', uuid: 'GPU-2', capacity_mib: 0 }],
+      serves: [
+        serve('alpha', 31001, { vram_mib: 0 }),
+        serve('Beta', 31002),
+        serve('gamma', 70000, { class: 'sometimes' }),
+        serve('delta', 31004, { gpu_role: 'nope' }),
+        serve('delta', 31005),
+      ],
+    });
+    const errors = errorsOf(parse(text));
+    assert.deepEqual(
+      errors.map((e) => e.path),
+      [
+        'gpus[0].reserve_mib',
+        'gpus[1].capacity_mib',
+        'serves[0].vram_mib',
+        'serves[1].name',
+        'serves[2].class',
+        'serves[2].port',
+        'serves[3].gpu_role',
+        'serves[4].name',
+      ],
+    );
+    for (const e of errors) assert.equal(e.file, FILE);
+  });
+
+  test('cross-field rules are skipped for a serve whose own fields failed', () => {
+    // serves[1] has a bad vram_mib AND an unknown role, a duplicate name and a duplicate port:
+    // only its own field error is reported.
+    const text = render({ serves: [serve('alpha', 31001), serve('alpha', 31001, { vram_mib: -1, gpu_role: 'nope' })] });
+    assertOneError(parse(text), 'serves[1].vram_mib', 'must be a positive integer (got -1)');
+  });
+
+  test('serves on an invalid gpu are not also reported against it', () => {
+    const text = render({ gpus: [{ ...GPU, reserve_mib: 40000 }], serves: [serve('alpha', 31001, { vram_mib: 30000, args: [] })] });
+    assertOneError(parse(text), 'gpus[0].reserve_mib', 'must be less than capacity_mib');
+  });
+});
+
+describe('warnings', () => {
+  test('resident serves that cannot all fit warn on the gpu', () => {
+    const image = 'example/server:1'; // not vLLM: no utilization flag needed
+    const serves = [serve('a', 31001, { vram_mib: 20000, image, args: [] }), serve('b', 31002, { vram_mib: 10000, image, args: [] })];
+    const result = assertOk(parse(render({ serves })));
+    assert.equal(result.warnings.length, 1);
+    assert.equal(result.warnings[0]?.path, 'gpus[0]');
+    assert.match(result.warnings[0]?.message ?? '', /declare 30000 MiB, over its budget of 27999 MiB by 2001 MiB/);
+  });
+
+  test('a vLLM serve with no memory flag warns about the 0.9 default', () => {
+    const result = assertOk(parse(render({ serves: [serve('alpha', 31001, { args: ['--max-model-len', '4096'] })] })));
+    assert.equal(result.warnings.length, 1);
+    assert.equal(result.warnings[0]?.path, 'serves[0].args');
+    assert.match(result.warnings[0]?.message ?? '', /0\.9 × capacity 32607 MiB = 29346 MiB/);
+  });
+});
+
+describe('helpers', () => {
+  test('manifestOrThrow returns the manifest or throws ManifestError with one issue per line', () => {
+    const good = parse(render());
+    assert.equal(manifestOrThrow(good).node, 'test-node');
+
+    const bad = parse(render({ serves: [serve('alpha', 31001, { vram_mib: 0 }), serve('beta', 0)] }));
+    assert.throws(
+      () => manifestOrThrow(bad),
+      (err: unknown) => {
+        assert.ok(err instanceof ManifestError);
+        assert.ok(err instanceof Error);
+        assert.equal(err.issues.length, 2);
+        assert.equal(
+          err.message,
+          [
+            `${FILE}: serves[0].vram_mib: must be a positive integer (got 0)`,
+            `${FILE}: serves[1].port: must be an integer port in 1..65535 (got 0)`,
+          ].join('\n'),
+        );
+        return true;
+      },
+    );
+  });
+
+  test('findServe and gpuFor', () => {
+    const { manifest } = assertOk(parse(render()));
+    const beta = findServe(manifest, 'beta');
+    assert.equal(beta?.port, 31002);
+    assert.equal(findServe(manifest, 'nope'), undefined);
+    assert.ok(beta);
+    assert.equal(gpuFor(manifest, beta).capacityMib, 32607);
+    assert.throws(() => gpuFor(manifest, { ...beta, gpuRole: 'missing' }), /gpu_role 'missing'/);
+  });
+
+  test('findGpuMemoryUtilization reads both forms and the underscore spelling', () => {
+    assert.deepEqual(findGpuMemoryUtilization(['--gpu-memory-utilization', '0.5']), [{ value: 0.5, raw: '0.5', index: 1 }]);
+    assert.deepEqual(findGpuMemoryUtilization(['--x', '--gpu-memory-utilization=0.25']), [{ value: 0.25, raw: '0.25', index: 1 }]);
+    assert.deepEqual(findGpuMemoryUtilization(['--gpu_memory_utilization', '.3']), [{ value: 0.3, raw: '.3', index: 1 }]);
+    assert.deepEqual(findGpuMemoryUtilization(['--max-model-len', '4096']), []);
+  });
+});

@@ -1,0 +1,115 @@
+// A test box: a manifest of fake-vLLM serves on a private dockerd, a worker on a real dev
+// server, and a unique node name so suites and re-runs never see each other's ledgers.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import type { Worker } from '@temporalio/worker';
+import { createGpuresWorker, fileManifest } from '../../src/worker/worker';
+import { LABEL } from '../../src/domain/serve';
+import { testTemporal, workflowBundle } from './temporal';
+import type { TestTemporal } from './temporal';
+
+export const TEST_IMAGE = process.env['GPURES_TEST_IMAGE'] ?? 'gpures/fake-vllm:test';
+
+export function docker(): Docker {
+  // DOCKER_HOST comes from scripts/test.sh; docker-modem reads it.
+  return new Docker();
+}
+
+export interface TestServe {
+  name: string;
+  gpu_role?: string;
+  class?: 'resident' | 'evictable' | 'on-demand';
+  vram_mib: number;
+  served_model_name?: string;
+  image?: string;
+  env?: Record<string, string>;
+  start_timeout_s?: number;
+  router_tier?: string;
+}
+
+export interface TestGpu {
+  role: string;
+  capacity_mib: number;
+  reserve_mib: number;
+}
+
+let nextPort = 31000 + Math.floor(Math.random() * 20000);
+
+export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[]): string {
+  const lines = [`[node]`, `name = "${node}"`, ''];
+  gpus.forEach((g, i) => {
+    lines.push(`[[gpus]]`, `role = "${g.role}"`, `uuid = "GPU-00000000-0000-0000-0000-00000000000${i}"`, `capacity_mib = ${g.capacity_mib}`, `reserve_mib = ${g.reserve_mib}`, '');
+  });
+  for (const s of serves) {
+    lines.push(
+      `[[serves]]`,
+      `name = "${s.name}"`,
+      `gpu_role = "${s.gpu_role ?? gpus[0]?.role}"`,
+      `class = "${s.class ?? 'resident'}"`,
+      `vram_mib = ${s.vram_mib}`,
+      `image = "${s.image ?? TEST_IMAGE}"`,
+      `model = "test/${s.name}"`,
+      `served_model_name = "${s.served_model_name ?? s.name}"`,
+      `port = ${nextPort++}`,
+      `start_timeout_s = ${s.start_timeout_s ?? 30}`,
+      `stop_timeout_s = 5`,
+    );
+    if (s.router_tier) lines.push(`router_tier = "${s.router_tier}"`);
+    if (s.env) lines.push(`env = { ${Object.entries(s.env).map(([k, v]) => `${k} = "${v}"`).join(', ')} }`);
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+export interface TestBox {
+  node: string;
+  manifestPath: string;
+  temporal: TestTemporal;
+  worker: Worker;
+  containers(): Promise<{ serve: string; running: boolean }[]>;
+  close(): Promise<void>;
+}
+
+export function uniqueNode(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4).toString(36)}`;
+}
+
+export async function startTestBox(node: string, manifestText: string): Promise<TestBox> {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-'));
+  const manifestPath = join(dir, 'serves.toml');
+  writeFileSync(manifestPath, manifestText);
+  const temporal = await testTemporal();
+  const worker = await createGpuresWorker({
+    connection: temporal.nativeConnection,
+    client: temporal.client,
+    namespace: 'default',
+    node,
+    manifest: fileManifest(manifestPath),
+    pollIntervalMs: 200,
+    workflowBundle: await workflowBundle(),
+  });
+  const running = worker.run();
+  const d = docker();
+  const containers = async () =>
+    (await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })).map((c) => ({
+      serve: c.Labels[LABEL.serve] ?? '?',
+      running: c.State === 'running',
+    }));
+  return {
+    node,
+    manifestPath,
+    temporal,
+    worker,
+    containers,
+    async close() {
+      worker.shutdown();
+      await running;
+      for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })) {
+        await d.getContainer(c.Id).remove({ force: true });
+      }
+      await temporal.close();
+    },
+  };
+}
