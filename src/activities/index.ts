@@ -10,7 +10,8 @@ import type { LedgerClient } from '../client/ledger-client';
 import { Failure } from '../shared/failures';
 import type { LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
 import { workflowIds } from '../shared/messages';
-import type { ContainerRuntime, ContainerState, ManifestSource, ServeProbe } from './ports';
+import { createEvictionActivities } from './eviction';
+import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from './ports';
 import { PermanentError } from './ports';
 
 export interface ActivityDeps {
@@ -18,6 +19,10 @@ export interface ActivityDeps {
   probe: ServeProbe;
   manifest: ManifestSource;
   ledger: LedgerClient;
+  /** The router's admin API; needed only to evict serves that back a router tier. */
+  router?: RouterAdmin;
+  /** nvidia-smi; needed only to confirm an evicted serve's VRAM came back. */
+  gpu?: GpuProbe;
   /** How often health is polled while waiting; tests shorten it. */
   pollIntervalMs?: number;
 }
@@ -51,6 +56,7 @@ export interface StopResult {
   containerName: string;
   stop: 'stopped' | 'already-stopped' | 'absent';
   remove: 'removed' | 'absent';
+  issuedAtEpochMs: number;
 }
 
 function nonRetryable(type: string, message: string, details?: unknown): ApplicationFailure {
@@ -77,6 +83,8 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   return {
+    ...createEvictionActivities(deps),
+
     async resolveServe(input: { serve: string }): Promise<ResolvedServe> {
       const { text, file } = await deps.manifest.read();
       const result = parseManifest(text, file);
@@ -178,9 +186,10 @@ export function createActivities(deps: ActivityDeps) {
 
     async stopServeContainer(input: { node: string; serve: string; timeoutS: number }): Promise<StopResult> {
       const name = containerName(input.node, input.serve);
+      const issuedAtEpochMs = Date.now();
       const stop = await deps.runtime.stop(name, input.timeoutS);
       const remove = await deps.runtime.remove(name);
-      return { containerName: name, stop, remove };
+      return { containerName: name, stop, remove, issuedAtEpochMs };
     },
   };
 }

@@ -46,6 +46,8 @@ export interface ServeProbe {
   health(url: string, timeoutMs: number): Promise<HealthProbe>;
   /** Ids reported by an OpenAI-compatible /v1/models. */
   modelIds(baseUrl: string, timeoutMs: number): Promise<string[]>;
+  /** vLLM's vllm:num_requests_running summed over models; null where the serve has no /metrics. */
+  requestsRunning(baseUrl: string, timeoutMs: number): Promise<number | null>;
 }
 
 export interface ManifestSource {
@@ -62,4 +64,58 @@ export class PermanentError extends Error {
     super(message);
     this.name = type;
   }
+}
+
+// ---- router admin contract (docs/router-admin-api.md) ----
+
+export type TierMode = 'active' | 'quiesced';
+
+export interface TierState {
+  tier: string;
+  state: TierMode;
+  /** Requests whose response has not finished yet. */
+  inFlight: number;
+  backend: string;
+  modelIdentity: boolean;
+}
+
+export type ReadmitRefusal = 'identity_not_configured' | 'identity_mismatch' | 'unhealthy';
+
+export type ReadmitOutcome =
+  | { ok: true; tier: string; observedModel: string }
+  | { ok: false; tier: string; reason: ReadmitRefusal; message: string };
+
+export interface RouterAdmin {
+  /** New requests to the tier get 503; requests in flight go on. Idempotent. */
+  quiesce(tier: string): Promise<TierState>;
+  tierState(tier: string): Promise<TierState>;
+  /** The router probes the backend's health and /v1/models identity before it routes again. */
+  readmit(tier: string): Promise<ReadmitOutcome>;
+  reload(): Promise<{ mappingVersion: string }>;
+  healthz(): Promise<{ ok: boolean; mappingVersion: string }>;
+}
+
+// ---- GPU probe (nvidia-smi) ----
+
+export interface GpuReading {
+  index: number;
+  uuid: string;
+  name: string;
+  totalMib: number;
+  usedMib: number;
+  freeMib: number;
+}
+
+export interface GpuProcess {
+  gpuUuid: string;
+  pid: number;
+  processName: string;
+  /** null where the driver does not report it (WSL2 prints [N/A]). */
+  usedMib: number | null;
+}
+
+export interface GpuProbe {
+  readGpus(): Promise<GpuReading[]>;
+  /** Empty where the driver or the pid namespace hides processes. */
+  computeApps(): Promise<GpuProcess[]>;
 }

@@ -18,4 +18,33 @@ export class HttpServeProbe implements ServeProbe {
     const body = (await res.json()) as { data?: { id?: unknown }[] };
     return (body.data ?? []).map((m) => String(m.id));
   }
+
+  async requestsRunning(baseUrl: string, timeoutMs: number): Promise<number | null> {
+    let res: Response;
+    try {
+      res = await fetch(`${baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
+    } catch {
+      // Nothing answering: a serve that already died runs no requests.
+      return 0;
+    }
+    if (res.status !== 200) {
+      await res.arrayBuffer();
+      return null;
+    }
+    return parseRequestsRunning(await res.text());
+  }
+}
+
+/** Sums `vllm:num_requests_running` samples (one per model name label) in Prometheus text. */
+export function parseRequestsRunning(text: string): number | null {
+  let found = false;
+  let total = 0;
+  for (const line of text.split('\n')) {
+    const m = /^vllm:num_requests_running(?:\{[^}]*\})?\s+([0-9.eE+-]+)/.exec(line.trim());
+    if (m?.[1] !== undefined) {
+      found = true;
+      total += Number(m[1]);
+    }
+  }
+  return found ? total : null;
 }

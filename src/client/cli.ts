@@ -8,7 +8,7 @@ import { findServe, parseManifest } from '../domain/manifest';
 import type { Manifest, ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { connectClient } from './connection';
-import { ledgerSnapshots, serveDown, serveUp } from './operations';
+import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from './operations';
 import type { OperationOutcome } from './operations';
 
 /** Exit codes, documented in the README. */
@@ -91,7 +91,14 @@ function renderOutcome(o: OperationOutcome<{ message: string; ledgerAfter: strin
   return o.ok ? [o.result.message] : [`${o.message} [${o.failureType}; workflow ${o.workflowId}]`];
 }
 
-async function serveOperation(verb: 'up' | 'down', names: string[], opts: { manifest?: string }): Promise<Rendered> {
+interface ServeOpts {
+  manifest?: string;
+  evict?: boolean;
+  force?: boolean;
+  drainTimeout?: string;
+}
+
+async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeOpts): Promise<Rendered> {
   const file = manifestPath(opts.manifest);
   const { manifest } = await loadManifest(file);
   checkServes(manifest, file, names);
@@ -99,7 +106,12 @@ async function serveOperation(verb: 'up' | 'down', names: string[], opts: { mani
     const outcomes: OperationOutcome<{ message: string; ledgerAfter: string[] }>[] = [];
     // In the order given, as an operator reads the command line; one failure does not stop the rest.
     for (const name of names) {
-      const o = verb === 'up' ? await serveUp(client, manifest.node, name) : await serveDown(client, manifest.node, name);
+      const o =
+        verb === 'down'
+          ? await serveDown(client, manifest.node, name)
+          : opts.evict
+            ? await serveAcquire(client, manifest.node, { serve: name, evict: true, force: Boolean(opts.force), drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined })
+            : await serveUp(client, manifest.node, name);
       outcomes.push(o);
       process.stderr.write(`${renderOutcome(o).join('\n')}\n`);
     }
@@ -154,15 +166,24 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .description('admit, start, wait healthy, verify identity; denied honestly when it does not fit')
     .argument('<names...>')
     .addOption(manifestOpt())
+    .option('--evict', 'when it does not fit, evict evictable serves on the same GPU (quiesce, drain, stop)')
+    .option('--force', 'with --evict: stop victims even if their drain times out')
+    .option('--drain-timeout <seconds>', 'with --evict: how long each victim may drain (default 120)')
     .addOption(jsonOpt())
-    .action(run((names: string[], opts: { manifest?: string }) => serveOperation('up', names, opts)));
+    .action(
+      run((names: string[], opts: ServeOpts) => {
+        if (opts.force && !opts.evict) throw new CliError('--force applies only with --evict', EXIT.badInput);
+        if (opts.drainTimeout !== undefined && !(Number(opts.drainTimeout) > 0)) throw new CliError(`--drain-timeout: a positive number of seconds (got '${opts.drainTimeout}')`, EXIT.badInput);
+        return serveOperation('up', names, opts);
+      }),
+    );
   serves
     .command('down')
     .description('stop gracefully, then release the reservation')
     .argument('<names...>')
     .addOption(manifestOpt())
     .addOption(jsonOpt())
-    .action(run((names: string[], opts: { manifest?: string }) => serveOperation('down', names, opts)));
+    .action(run((names: string[], opts: ServeOpts) => serveOperation('down', names, opts)));
   serves
     .command('status')
     .description("each declared serve with its ledger state")
@@ -191,6 +212,35 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
         const { manifest } = await loadManifest(manifestPath(opts.manifest));
         const ledgers = await withClient((client) => ledgerSnapshots(client, manifest));
         return { data: ledgers.map(ledgerJson), text: ledgers.flatMap(formatLedger), exitCode: EXIT.ok };
+      }),
+    );
+
+  program
+    .command('api')
+    .description('serve the acquisition API the router calls (POST /v1/acquisitions); token from $GPURES_API_TOKEN')
+    .addOption(manifestOpt())
+    .option('--host <addr>', 'address to bind', '127.0.0.1')
+    .option('--port <port>', 'port to listen on', '8420')
+    .action(
+      run(async (opts: { manifest?: string; host: string; port: string }) => {
+        const file = manifestPath(opts.manifest);
+        const { manifest } = await loadManifest(file);
+        const token = process.env['GPURES_API_TOKEN'];
+        if (!token) throw new CliError('GPURES_API_TOKEN is not set: the acquisition API changes the box and refuses to run without a token', EXIT.badInput);
+        const { buildApi } = await import('./api');
+        const conn = await connectClient().catch((err: Error) => {
+          throw new CliError(`cannot reach Temporal: ${err.message}`, EXIT.unreachable);
+        });
+        const app = buildApi({ client: conn.client, manifest, manifestFile: file, token });
+        const url = await app.listen({ host: opts.host, port: Number(opts.port) });
+        process.stderr.write(`acquisition API for node '${manifest.node}' listening on ${url}\n`);
+        await new Promise<void>((resolve) => {
+          process.once('SIGINT', resolve);
+          process.once('SIGTERM', resolve);
+        });
+        await app.close();
+        await conn.connection.close();
+        return { data: { stopped: true }, text: ['api stopped'], exitCode: EXIT.ok };
       }),
     );
 

@@ -4,8 +4,8 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { GpuSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
-import type { LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
-import { admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../shared/messages';
+import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerVictimArgs, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
+import { abortEvictionUpdate, acquireUpdate, victimReleasedUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../shared/messages';
 import type { ledgerWorkflow } from '../workflows/ledger';
 
 export class LedgerClient {
@@ -35,6 +35,21 @@ export class LedgerClient {
   async release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult> {
     const h = await this.handle(node, gpu);
     return h.executeUpdate(releaseUpdate, { args: [args], updateId });
+  }
+
+  async acquire(node: string, args: LedgerAcquireArgs, updateId: string): Promise<LedgerAcquireResult> {
+    const h = await this.handle(node, args.gpu);
+    return h.executeUpdate(acquireUpdate, { args: [args], updateId });
+  }
+
+  async victimReleased(node: string, gpu: GpuSpec, args: LedgerVictimArgs, updateId: string): Promise<LedgerState> {
+    const h = await this.handle(node, gpu);
+    return h.executeUpdate(victimReleasedUpdate, { args: [args], updateId });
+  }
+
+  async abortEviction(node: string, gpu: GpuSpec, args: LedgerAbortArgs, updateId: string): Promise<LedgerState> {
+    const h = await this.handle(node, gpu);
+    return h.executeUpdate(abortEvictionUpdate, { args: [args], updateId });
   }
 
   async snapshot(node: string, gpu: GpuSpec): Promise<LedgerState> {

@@ -8,6 +8,7 @@ import type { Manifest } from '../domain/types';
 import { taskQueueFor, workflowIds } from '../shared/messages';
 import type { BringDownResult } from '../workflows/bring-down';
 import type { BringUpResult } from '../workflows/bring-up';
+import type { AcquireInput, AcquireResult } from '../workflows/acquire';
 import { LedgerClient } from './ledger-client';
 
 export type OperationOutcome<R> =
@@ -25,15 +26,16 @@ function describeFailure(err: unknown): { failureType: string; message: string; 
 async function runOperation<R>(
   client: Client,
   node: string,
-  workflowType: 'bringUpWorkflow' | 'bringDownWorkflow',
+  workflowType: 'bringUpWorkflow' | 'bringDownWorkflow' | 'acquireWorkflow',
   workflowId: string,
   serve: string,
+  input: Record<string, unknown> = { serve },
 ): Promise<OperationOutcome<R>> {
   // USE_EXISTING: a repeated trigger joins the running operation instead of starting another.
   const handle = await client.workflow.start(workflowType, {
     workflowId,
     taskQueue: taskQueueFor(node),
-    args: [{ serve }],
+    args: [input],
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
   try {
@@ -49,6 +51,10 @@ export function serveUp(client: Client, node: string, serve: string): Promise<Op
 
 export function serveDown(client: Client, node: string, serve: string): Promise<OperationOutcome<BringDownResult>> {
   return runOperation(client, node, 'bringDownWorkflow', workflowIds.bringDown(node, serve), serve);
+}
+
+export function serveAcquire(client: Client, node: string, input: AcquireInput): Promise<OperationOutcome<AcquireResult>> {
+  return runOperation(client, node, 'acquireWorkflow', workflowIds.acquire(node, input.serve), input.serve, { ...input });
 }
 
 export async function ledgerSnapshots(client: Client, manifest: Manifest): Promise<LedgerState[]> {

@@ -5,9 +5,15 @@ import type { ServeClass } from './types';
 /**
  * admitted: reservation held, container being brought up.
  * running: healthy and identity-verified.
+ * evicting: chosen as a victim; still holds its MiB until its stop is confirmed.
+ * evicted: stopped for an acquirer; listed, not committed, until restored or released.
+ * pending: an acquirer waiting for its victims; its MiB are held so no one else takes them.
  * Entries leave the ledger when released.
  */
-export type ReservationPhase = 'admitted' | 'running';
+export type ReservationPhase = 'admitted' | 'running' | 'evicting' | 'evicted' | 'pending';
+
+/** Phases whose MiB count as committed. */
+const COMMITTED: readonly ReservationPhase[] = ['admitted', 'running', 'evicting'];
 
 export interface Reservation {
   serve: string;
@@ -16,6 +22,8 @@ export interface Reservation {
   phase: ReservationPhase;
   /** Workflow that holds the reservation, so a retry from the same holder is recognised. */
   holder: string;
+  /** For victims: the acquirer they make room for. */
+  evictedFor?: string;
 }
 
 export interface LedgerState {
@@ -43,6 +51,8 @@ export type AdmitDecision =
 export interface LedgerTotals {
   budgetMib: number;
   committedMib: number;
+  /** MiB promised to acquirers whose victims are still draining. */
+  heldMib: number;
   freeMib: number;
 }
 
@@ -52,29 +62,42 @@ export function emptyLedger(node: string, gpu: { role: string; uuid: string; cap
 
 export function totals(state: LedgerState): LedgerTotals {
   const budgetMib = state.capacityMib - state.reserveMib;
-  const committedMib = state.reservations.reduce((sum, r) => sum + r.vramMib, 0);
-  return { budgetMib, committedMib, freeMib: budgetMib - committedMib };
+  const sum = (phases: readonly ReservationPhase[]) =>
+    state.reservations.filter((r) => phases.includes(r.phase)).reduce((total, r) => total + r.vramMib, 0);
+  const committedMib = sum(COMMITTED);
+  const heldMib = sum(['pending']);
+  return { budgetMib, committedMib, heldMib, freeMib: budgetMib - committedMib - heldMib };
 }
 
+/** Any entry for the serve, evicted ones included. */
 export function findReservation(state: LedgerState, serve: string): Reservation | undefined {
   return state.reservations.find((r) => r.serve === serve);
 }
 
+/** The serve's entry if it holds MiB now (an evicted entry holds none). */
+export function activeReservation(state: LedgerState, serve: string): Reservation | undefined {
+  return state.reservations.find((r) => r.serve === serve && r.phase !== 'evicted');
+}
+
 /** Decide an admission without changing the state; `applyAdmit` commits an 'admitted' decision. */
 export function decideAdmit(state: LedgerState, req: AdmitRequest): AdmitDecision {
-  const held = findReservation(state, req.serve);
+  const held = activeReservation(state, req.serve);
   if (held) return { decision: 'already-held', serve: req.serve, phase: held.phase, holder: held.holder };
   const { freeMib } = totals(state);
   if (req.vramMib > freeMib) {
-    return { decision: 'denied', serve: req.serve, vramMib: req.vramMib, freeMib, shortfallMib: req.vramMib - freeMib };
+    return { decision: 'denied', serve: req.serve, vramMib: req.vramMib, freeMib, shortfallMib: req.vramMib - Math.max(0, freeMib) };
   }
   return { decision: 'admitted', serve: req.serve, vramMib: req.vramMib, freeAfterMib: freeMib - req.vramMib };
 }
 
-export function applyAdmit(state: LedgerState, req: AdmitRequest): LedgerState {
+/** Commits an admission; a restored serve takes the place of its evicted entry. */
+export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: ReservationPhase = 'admitted'): LedgerState {
   return {
     ...state,
-    reservations: [...state.reservations, { serve: req.serve, vramMib: req.vramMib, class: req.class, phase: 'admitted', holder: req.holder }],
+    reservations: [
+      ...state.reservations.filter((r) => r.serve !== req.serve),
+      { serve: req.serve, vramMib: req.vramMib, class: req.class, phase, holder: req.holder },
+    ],
   };
 }
 
@@ -91,11 +114,25 @@ export function denialMessage(d: Extract<AdmitDecision, { decision: 'denied' }>)
   return `serves up ${d.serve} denied: over budget by ${d.shortfallMib} MiB, nothing started`;
 }
 
+function phaseLabel(r: Reservation): string {
+  switch (r.phase) {
+    case 'admitted':
+      return 'starting';
+    case 'evicting':
+      return `evicting for ${r.evictedFor ?? '?'}`;
+    case 'pending':
+      return 'waiting for victims';
+    default:
+      return r.phase;
+  }
+}
+
 /** Renders the ledger exactly as the field reports print it. */
 export function formatLedger(state: LedgerState): string[] {
   const t = totals(state);
+  const held = t.heldMib > 0 ? `, held ${t.heldMib} MiB` : '';
   return [
-    `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, committed ${t.committedMib} MiB, free ${t.freeMib} MiB`,
-    ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${r.phase === 'admitted' ? 'starting' : r.phase})`),
+    `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, committed ${t.committedMib} MiB${held}, free ${t.freeMib} MiB`,
+    ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${phaseLabel(r)})`),
   ];
 }

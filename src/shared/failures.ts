@@ -9,6 +9,18 @@ export const Failure = {
   UnknownServe: 'UnknownServe',
   ManifestInvalid: 'ManifestInvalid',
   ServeBusy: 'ServeBusy',
+  DrainTimeout: 'DrainTimeout',
+  ReadmitRefused: 'ReadmitRefused',
+  VramNotReleased: 'VramNotReleased',
+  RouterNotConfigured: 'RouterNotConfigured',
+  RouterAuthFailed: 'RouterAuthFailed',
+  UnknownTier: 'UnknownTier',
+  RouterConfigInvalid: 'RouterConfigInvalid',
+  RouterAdminUnsupported: 'RouterAdminUnsupported',
+  RouterAdminRejected: 'RouterAdminRejected',
+  GpuNotFound: 'GpuNotFound',
+  NvidiaSmiMissing: 'NvidiaSmiMissing',
+  NvidiaSmiUnreadable: 'NvidiaSmiUnreadable',
 } as const;
 export type FailureType = (typeof Failure)[keyof typeof Failure];
 

@@ -4,6 +4,7 @@
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { AdmitDecision, AdmitRequest, LedgerState, ReservationPhase } from '../domain/ledger';
 import type { GpuSpec } from '../domain/types';
+import type { Victim } from '../domain/eviction';
 
 export interface LedgerAdmitArgs extends AdmitRequest {
   /** The GPU as the manifest declares it now: the ledger adopts the newest capacity and reserve. */
@@ -26,9 +27,35 @@ export interface LedgerReleaseResult {
   ledger: LedgerState;
 }
 
+export interface LedgerAcquireArgs extends LedgerAdmitArgs {
+  /** Without it an acquisition that does not fit is denied and nothing is touched. */
+  evict: boolean;
+}
+export type AcquireDecision =
+  | { decision: 'admitted'; serve: string; vramMib: number; freeAfterMib: number }
+  | { decision: 'already-held'; serve: string; phase: ReservationPhase; holder: string }
+  | { decision: 'denied'; serve: string; vramMib: number; freeMib: number; shortfallMib: number; evictableMib?: number }
+  | { decision: 'evicting'; serve: string; vramMib: number; shortfallMib: number; victims: Victim[]; reason: string };
+export interface LedgerAcquireResult {
+  decision: AcquireDecision;
+  ledger: LedgerState;
+}
+export interface LedgerVictimArgs {
+  victim: string;
+  acquirer: string;
+}
+export interface LedgerAbortArgs {
+  acquirer: string;
+  /** Victims whose containers were already stopped: they stay evicted. */
+  stopped: string[];
+}
+
 export const admitUpdate = defineUpdate<LedgerAdmitResult, [LedgerAdmitArgs]>('admit');
 export const setPhaseUpdate = defineUpdate<LedgerState, [LedgerPhaseArgs]>('setPhase');
 export const releaseUpdate = defineUpdate<LedgerReleaseResult, [LedgerReleaseArgs]>('release');
+export const acquireUpdate = defineUpdate<LedgerAcquireResult, [LedgerAcquireArgs]>('acquire');
+export const victimReleasedUpdate = defineUpdate<LedgerState, [LedgerVictimArgs]>('victimReleased');
+export const abortEvictionUpdate = defineUpdate<LedgerState, [LedgerAbortArgs]>('abortEviction');
 export const snapshotQuery = defineQuery<LedgerState>('snapshot');
 
 export function taskQueueFor(node: string): string {
@@ -39,4 +66,5 @@ export const workflowIds = {
   ledger: (node: string, gpuRole: string) => `ledger/${node}/${gpuRole}`,
   bringUp: (node: string, serve: string) => `serves-up/${node}/${serve}`,
   bringDown: (node: string, serve: string) => `serves-down/${node}/${serve}`,
+  acquire: (node: string, serve: string) => `acquire/${node}/${serve}`,
 };

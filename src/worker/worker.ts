@@ -7,7 +7,7 @@ import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { DockerRuntime } from '../activities/docker';
-import type { ContainerRuntime, ManifestSource, ServeProbe } from '../activities/ports';
+import type { ContainerRuntime, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from '../activities/ports';
 import { HttpServeProbe } from '../activities/serve-probe';
 import { LedgerClient } from '../client/ledger-client';
 import { taskQueueFor } from '../shared/messages';
@@ -24,6 +24,8 @@ export interface GpuresWorkerOptions {
   manifest: ManifestSource;
   runtime?: ContainerRuntime;
   probe?: ServeProbe;
+  router?: RouterAdmin;
+  gpu?: GpuProbe;
   pollIntervalMs?: number;
   /** A prebuilt bundle (tests build one per suite); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
@@ -35,6 +37,8 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     probe: opts.probe ?? new HttpServeProbe(),
     manifest: opts.manifest,
     ledger: new LedgerClient(opts.client),
+    router: opts.router,
+    gpu: opts.gpu,
     pollIntervalMs: opts.pollIntervalMs,
   });
   return Worker.create({

@@ -3,7 +3,7 @@ import { proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { formatLedger } from '../domain/ledger';
 import { containerOps, quick } from './options';
-import type { StepRecord } from './bring-up';
+import type { StepRecord } from './serve-steps';
 
 export interface BringDownInput {
   serve: string;

@@ -2,19 +2,15 @@
 // starts nothing; a failure after admission removes the container and releases the MiB.
 import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { denialMessage, formatLedger } from '../domain/ledger';
+import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { Failure } from '../shared/failures';
-import { containerOps, quick, waitFor } from './options';
-import { rootCause, Saga } from './saga';
+import { quick } from './options';
+import { failAndCompensate, Saga } from './saga';
+import { startAdmittedServe, StepLog } from './serve-steps';
+import type { StepRecord } from './serve-steps';
 
 export interface BringUpInput {
   serve: string;
-}
-
-export interface StepRecord {
-  step: string;
-  at: string;
-  outcome: string;
 }
 
 export interface BringUpResult {
@@ -31,17 +27,16 @@ export interface BringUpResult {
 }
 
 const act = proxyActivities<Activities>(quick);
-const containers = proxyActivities<Activities>(containerOps);
 
 export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResult> {
   const { workflowId, runId } = workflowInfo();
-  const steps: StepRecord[] = [];
-  const record = (step: string, outcome: string) => steps.push({ step, at: new Date().toISOString(), outcome });
+  const log = new StepLog();
 
   const resolved = await act.resolveServe({ serve: input.serve });
   const { node, serve, gpu } = resolved;
   const base = { serve: serve.name, gpuRole: gpu.role, vramMib: serve.vramMib };
 
+  log.begin('admit');
   const admit = await act.ledgerAdmit({
     node,
     // The run, not just the id: a later `serves up` of the same serve reuses the workflow id.
@@ -49,12 +44,10 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
     updateId: `${workflowId}/${runId}/admit`,
   });
   const { decision } = admit;
-  const ledgerBefore = formatLedger(
-    decision.decision === 'admitted' ? { ...admit.ledger, reservations: admit.ledger.reservations.filter((r) => r.serve !== serve.name) } : admit.ledger,
-  );
+  const ledgerBefore = formatLedger(decision.decision === 'admitted' ? withoutReservation(admit.ledger, serve.name) : admit.ledger);
 
   if (decision.decision === 'denied') {
-    record('admit', `denied: over budget by ${decision.shortfallMib} MiB`);
+    log.record('admit', `denied: over budget by ${decision.shortfallMib} MiB`);
     throw ApplicationFailure.create({
       type: Failure.AdmissionDenied,
       message: denialMessage(decision),
@@ -66,8 +59,8 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   if (decision.decision === 'already-held') {
     const container = await act.inspectServe({ node, serve: serve.name });
     if (decision.phase === 'running' && container?.running) {
-      record('admit', 'already running');
-      return { ...base, outcome: 'already-running', message: `serves up ${serve.name}: already running, nothing changed`, containerId: container.id, ledgerBefore, ledgerAfter: ledgerBefore, steps };
+      log.record('admit', 'already running');
+      return { ...base, outcome: 'already-running', message: `serves up ${serve.name}: already running, nothing changed`, containerId: container.id, ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
     }
     throw ApplicationFailure.create({
       type: Failure.ServeBusy,
@@ -75,50 +68,25 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
       nonRetryable: true,
     });
   }
-  record('admit', `admitted ${serve.vramMib} MiB, free after ${decision.freeAfterMib} MiB`);
+  log.record('admit', `admitted ${serve.vramMib} MiB, free after ${decision.freeAfterMib} MiB`);
 
   const saga = new Saga();
   saga.add('release reservation', () =>
     act.ledgerRelease({ node, gpu, args: { serve: serve.name }, updateId: `${workflowId}/${runId}/compensate-release` }),
   );
-  let step = 'start';
   try {
-    const started = await containers.startServeContainer(resolved);
-    saga.add('remove container', () => containers.stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS }));
-    record('start', `container ${started.containerName} ${started.created ? 'created' : 'already running'}${started.gpuPinned ? `, pinned to ${gpu.uuid}` : ''}`);
-
-    step = 'health';
-    const deadlineEpochMs = Date.now() + serve.startTimeoutS * 1000;
-    const health = await proxyActivities<Activities>(waitFor(serve.startTimeoutS)).waitHealthy({ node, serve, deadlineEpochMs });
-    record('health', `200 from ${health.url} after ${health.probes} probes`);
-
-    step = 'identity';
-    const identity = await act.verifyIdentity({ serve });
-    record('identity', `observed '${serve.servedModelName}'`);
-
-    step = 'running';
-    const ledger = await act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running' }, updateId: `${workflowId}/${runId}/running` });
-    record('running', 'reservation marked running');
+    const started = await startAdmittedServe(resolved, saga, log);
     return {
       ...base,
       outcome: 'started',
       message: `serves up ${serve.name}: running, ${serve.vramMib} MiB committed on '${gpu.role}'`,
       containerId: started.containerId,
-      observedModels: identity.observed,
+      observedModels: started.observedModels,
       ledgerBefore,
-      ledgerAfter: formatLedger(ledger),
-      steps,
+      ledgerAfter: formatLedger(started.ledger),
+      steps: log.steps,
     };
   } catch (err) {
-    const cause = rootCause(err);
-    record(step, `failed: ${cause.message}`);
-    await saga.compensate();
-    throw ApplicationFailure.create({
-      type: cause.type,
-      message: `serves up ${serve.name} failed at ${step}: ${cause.message}; compensated: ${saga.compensated.join(', ') || 'nothing'}`,
-      nonRetryable: true,
-      cause: err instanceof Error ? err : undefined,
-      details: [{ step, steps }],
-    });
+    throw await failAndCompensate(`serves up ${serve.name}`, err, saga, log);
   }
 }

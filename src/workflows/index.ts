@@ -2,3 +2,4 @@
 export { ledgerWorkflow } from './ledger';
 export { bringUpWorkflow } from './bring-up';
 export { bringDownWorkflow } from './bring-down';
+export { acquireWorkflow } from './acquire';

@@ -2,10 +2,11 @@
 // single thread, so concurrent admissions are serialized and each decision lands in history.
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { LedgerState } from '../domain/ledger';
-import { applyAdmit, decideAdmit, emptyLedger, findReservation, totals, withoutReservation, withPhase } from '../domain/ledger';
+import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservation, totals, withoutReservation, withPhase } from '../domain/ledger';
+import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../domain/eviction';
 import type { GpuSpec } from '../domain/types';
-import { admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery } from '../shared/messages';
-import type { LedgerAdmitArgs, LedgerPhaseArgs } from '../shared/messages';
+import { abortEvictionUpdate, acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, victimReleasedUpdate } from '../shared/messages';
+import type { AcquireDecision, LedgerAcquireArgs, LedgerAcquireResult, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs } from '../shared/messages';
 
 export interface LedgerInput {
   node: string;
@@ -26,29 +27,79 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
 
   setHandler(snapshotQuery, () => state);
 
+  /** Shared by admit and acquire: adopt the manifest's figures, recognise a retry, then decide. */
+  function admitOrRecognise(req: LedgerAdmitArgs): LedgerAdmitResult | undefined {
+    // The manifest is the source of truth for capacity and reserve; adopt what the caller read.
+    state = { ...state, gpuUuid: req.gpu.uuid, capacityMib: req.gpu.capacityMib, reserveMib: req.gpu.reserveMib };
+    const held = activeReservation(state, req.serve);
+    if (held && held.holder === req.holder && held.phase !== 'pending') {
+      // A retry of an admission that already happened (possibly in a previous run).
+      return { decision: { decision: 'admitted', serve: req.serve, vramMib: held.vramMib, freeAfterMib: totals(state).freeMib }, ledger: state };
+    }
+    return undefined;
+  }
+
+  const validateAdmit = (req: LedgerAdmitArgs) => {
+    if (!req.serve) invalid('admit: serve is required');
+    if (!Number.isInteger(req.vramMib) || req.vramMib <= 0) invalid(`admit ${req.serve}: vramMib must be a positive integer`);
+    if (req.gpu.role !== state.gpuRole) invalid(`admit ${req.serve}: gpu role '${req.gpu.role}' sent to the ledger of '${state.gpuRole}'`);
+    if (!req.holder) invalid(`admit ${req.serve}: holder is required`);
+  };
+
   setHandler(
     admitUpdate,
     (req) => {
-      // The manifest is the source of truth for capacity and reserve; adopt what the caller read.
-      state = { ...state, gpuUuid: req.gpu.uuid, capacityMib: req.gpu.capacityMib, reserveMib: req.gpu.reserveMib };
-      const held = findReservation(state, req.serve);
-      if (held && held.holder === req.holder) {
-        // A retry of an admission that already happened (possibly in a previous run).
-        return { decision: { decision: 'admitted', serve: req.serve, vramMib: held.vramMib, freeAfterMib: totals(state).freeMib }, ledger: state };
-      }
+      const retry = admitOrRecognise(req);
+      if (retry) return retry;
       const decision = decideAdmit(state, req);
       if (decision.decision === 'admitted') state = applyAdmit(state, req);
       return { decision, ledger: state };
     },
-    {
-      validator: (req: LedgerAdmitArgs) => {
-        if (!req.serve) invalid('admit: serve is required');
-        if (!Number.isInteger(req.vramMib) || req.vramMib <= 0) invalid(`admit ${req.serve}: vramMib must be a positive integer`);
-        if (req.gpu.role !== state.gpuRole) invalid(`admit ${req.serve}: gpu role '${req.gpu.role}' sent to the ledger of '${state.gpuRole}'`);
-        if (!req.holder) invalid(`admit ${req.serve}: holder is required`);
-      },
-    },
+    { validator: validateAdmit },
   );
+
+  setHandler(
+    acquireUpdate,
+    (req: LedgerAcquireArgs): LedgerAcquireResult => {
+      const retry = admitOrRecognise(req);
+      if (retry) return retry;
+      const held = activeReservation(state, req.serve);
+      if (held?.phase === 'pending' && held.holder === req.holder) {
+        const victims = state.reservations.filter((r) => r.evictedFor === req.serve && r.phase === 'evicting').map((r) => ({ serve: r.serve, vramMib: r.vramMib }));
+        const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: 0, victims, reason: 'retry of a planned eviction' };
+        return { decision, ledger: state };
+      }
+      const admit = decideAdmit(state, req);
+      if (admit.decision !== 'denied') {
+        if (admit.decision === 'admitted') state = applyAdmit(state, req);
+        return { decision: admit, ledger: state };
+      }
+      if (!req.evict) return { decision: admit, ledger: state };
+      const plan = planEviction(state, req.vramMib);
+      if (plan.kind === 'impossible') {
+        return { decision: { ...admit, evictableMib: plan.evictableMib }, ledger: state };
+      }
+      if (plan.kind === 'fits') {
+        state = applyAdmit(state, req);
+        const decision: AcquireDecision = { decision: 'admitted', serve: req.serve, vramMib: req.vramMib, freeAfterMib: totals(state).freeMib };
+        return { decision, ledger: state };
+      }
+      state = applyEvictionPlan(state, req, plan.victims);
+      const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: plan.shortfallMib, victims: plan.victims, reason: plan.reason };
+      return { decision, ledger: state };
+    },
+    { validator: validateAdmit },
+  );
+
+  setHandler(victimReleasedUpdate, ({ victim, acquirer }) => {
+    state = applyVictimReleased(state, victim, acquirer);
+    return state;
+  });
+
+  setHandler(abortEvictionUpdate, ({ acquirer, stopped }) => {
+    state = applyEvictionAborted(state, acquirer, stopped);
+    return state;
+  });
 
   setHandler(
     setPhaseUpdate,
@@ -64,7 +115,8 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   );
 
   setHandler(releaseUpdate, ({ serve }) => {
-    const held = findReservation(state, serve);
+    // An evicted entry holds no MiB, but a serve brought down is gone from the ledger either way.
+    const held = activeReservation(state, serve);
     state = withoutReservation(state, serve);
     return { released: held !== undefined, vramMib: held?.vramMib ?? 0, ledger: state };
   });

@@ -1,13 +1,20 @@
 // Compensations registered only after their step succeeded, run in reverse on failure. A
 // compensation that fails is logged and skipped: the original error is what the caller needs.
 import { ActivityFailure, ApplicationFailure, CancellationScope, log } from '@temporalio/workflow';
+import type { StepLog } from './serve-steps';
 
 export class Saga {
   private readonly compensations: { name: string; run: () => Promise<unknown> }[] = [];
   readonly compensated: string[] = [];
 
-  add(name: string, run: () => Promise<unknown>): void {
-    this.compensations.push({ name, run });
+  /** Returns a function that withdraws the compensation once it no longer applies. */
+  add(name: string, run: () => Promise<unknown>): () => void {
+    const entry = { name, run };
+    this.compensations.push(entry);
+    return () => {
+      const i = this.compensations.indexOf(entry);
+      if (i >= 0) this.compensations.splice(i, 1);
+    };
   }
 
   /** Runs outside cancellation: a cancelled bring-up must still give back what it took. */
@@ -35,4 +42,22 @@ export function rootCause(err: unknown): { type: string; message: string } {
   if (e instanceof ApplicationFailure) return { type: e.type ?? 'Error', message: e.message };
   if (e instanceof Error) return { type: e.name, message: e.message };
   return { type: 'Error', message: String(e) };
+}
+
+/**
+ * Runs the compensations and returns the error to throw: the original failure's type, and a
+ * message naming the operation, the step that failed and what was undone.
+ */
+export async function failAndCompensate(operation: string, err: unknown, saga: Saga, steps: StepLog, extra = ''): Promise<ApplicationFailure> {
+  const cause = rootCause(err);
+  const step = steps.current;
+  steps.record(step, `failed: ${cause.message}`);
+  await saga.compensate();
+  return ApplicationFailure.create({
+    type: cause.type,
+    message: `${operation} failed at ${step}: ${cause.message}; compensated: ${saga.compensated.join(', ') || 'nothing'}${extra}`,
+    nonRetryable: true,
+    cause: err instanceof Error ? err : undefined,
+    details: [{ step, steps: steps.steps }],
+  });
 }

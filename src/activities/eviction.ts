@@ -1,0 +1,176 @@
+// Activities of an on-demand acquisition: the ledger's eviction updates, the router's quiesce
+// and readmit, the drain wait, and the physical check that a victim's VRAM came back.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { LedgerState } from '../domain/ledger';
+import { serveBaseUrl } from '../domain/serve';
+import type { GpuSpec, ServeSpec } from '../domain/types';
+import type { LedgerClient } from '../client/ledger-client';
+import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerVictimArgs } from '../shared/messages';
+import type { GpuProbe, GpuReading, ReadmitOutcome, RouterAdmin, ServeProbe, TierState } from './ports';
+import { PermanentError } from './ports';
+import { Failure } from '../shared/failures';
+
+export interface EvictionDeps {
+  ledger: LedgerClient;
+  probe: ServeProbe;
+  router?: RouterAdmin;
+  gpu?: GpuProbe;
+  pollIntervalMs?: number;
+}
+
+export interface DrainResult {
+  tier?: string;
+  drained: boolean;
+  polls: number;
+  waitedMs: number;
+  routerInFlightAtStart: number;
+  vllmRunningAtStart: number | null;
+  routerInFlightAtEnd: number;
+  vllmRunningAtEnd: number | null;
+  /** When in-flight was first seen at 0 (epoch ms), for the drain-to-stop latency. */
+  drainedAtEpochMs?: number;
+}
+
+export interface VramReleaseResult {
+  gpuUuid: string;
+  usedBeforeMib: number;
+  usedAfterMib: number;
+  releasedMib: number;
+  expectedMib: number;
+  waitedMs: number;
+}
+
+function failure(type: string, message: string, details?: unknown): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
+}
+
+async function adapt<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof PermanentError) throw failure(err.type, err.message);
+    throw err;
+  }
+}
+
+export function createEvictionActivities(deps: EvictionDeps) {
+  const pollMs = deps.pollIntervalMs ?? 1000;
+  const router = (): RouterAdmin => {
+    if (!deps.router) throw failure(Failure.RouterNotConfigured, 'this worker has no router admin configured (GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN)');
+    return deps.router;
+  };
+  const gpuProbe = (): GpuProbe => {
+    if (!deps.gpu) throw failure(Failure.NvidiaSmiMissing, 'this worker has no GPU probe configured (GPURES_NVIDIA_SMI)');
+    return deps.gpu;
+  };
+  const readGpu = async (uuid: string): Promise<GpuReading> => {
+    const gpus = await adapt(() => gpuProbe().readGpus());
+    const g = gpus.find((x) => x.uuid === uuid);
+    if (!g) throw failure(Failure.GpuNotFound, `nvidia-smi reports no GPU ${uuid} (has: ${gpus.map((x) => x.uuid).join(', ') || 'none'})`);
+    return g;
+  };
+
+  return {
+    async ledgerAcquire(input: { node: string; args: LedgerAcquireArgs; updateId: string }): Promise<LedgerAcquireResult> {
+      return deps.ledger.acquire(input.node, input.args, input.updateId);
+    },
+
+    async ledgerVictimReleased(input: { node: string; gpu: GpuSpec; args: LedgerVictimArgs; updateId: string }): Promise<LedgerState> {
+      return deps.ledger.victimReleased(input.node, input.gpu, input.args, input.updateId);
+    },
+
+    async ledgerAbortEviction(input: { node: string; gpu: GpuSpec; args: LedgerAbortArgs; updateId: string }): Promise<LedgerState> {
+      return deps.ledger.abortEviction(input.node, input.gpu, input.args, input.updateId);
+    },
+
+    async quiesceTier(input: { tier: string }): Promise<TierState> {
+      return adapt(() => router().quiesce(input.tier));
+    },
+
+    async readmitTier(input: { tier: string }): Promise<ReadmitOutcome> {
+      return adapt(() => router().readmit(input.tier));
+    },
+
+    /**
+     * The last step of bringing a serve up: a tier left quiesced (by an eviction) re-enters
+     * rotation only through the router's guarded readmit. A refusal is a failure that names the
+     * router's reason, so the workflow stops the serve again rather than leave it unreachable.
+     */
+    async readmitIfQuiesced(input: { tier: string }): Promise<{ action: 'already-active' | 'readmitted' | 'no-router'; observedModel?: string }> {
+      if (!deps.router) return { action: 'no-router' };
+      const r = deps.router;
+      const state = await adapt(() => r.tierState(input.tier));
+      if (state.state === 'active') return { action: 'already-active' };
+      const outcome = await adapt(() => r.readmit(input.tier));
+      if (!outcome.ok) throw failure(Failure.ReadmitRefused, `router refused to readmit tier '${input.tier}': ${outcome.reason}: ${outcome.message}`, outcome);
+      return { action: 'readmitted', observedModel: outcome.observedModel };
+    },
+
+    async tierState(input: { tier: string }): Promise<TierState> {
+      return adapt(() => router().tierState(input.tier));
+    },
+
+    /**
+     * Waits until the router has no request in flight to the tier and vLLM runs none, up to the
+     * deadline. Returns drained: false at the deadline rather than failing: whether a timeout is
+     * fatal (DrainTimeout) or forced through is the workflow's decision.
+     */
+    async drainServe(input: { tier?: string; serve: ServeSpec; deadlineEpochMs: number }): Promise<DrainResult> {
+      const ctx = Context.current();
+      const baseUrl = serveBaseUrl(input.serve);
+      const started = Date.now();
+      let polls = 0;
+      let first: { router: number; vllm: number | null } | undefined;
+      for (;;) {
+        const routerInFlight = input.tier ? (await adapt(() => router().tierState(input.tier as string))).inFlight : 0;
+        const vllmRunning = await deps.probe.requestsRunning(baseUrl, 2000);
+        polls += 1;
+        first ??= { router: routerInFlight, vllm: vllmRunning };
+        const result = {
+          tier: input.tier,
+          polls,
+          waitedMs: Date.now() - started,
+          routerInFlightAtStart: first.router,
+          vllmRunningAtStart: first.vllm,
+          routerInFlightAtEnd: routerInFlight,
+          vllmRunningAtEnd: vllmRunning,
+        };
+        if (routerInFlight === 0 && !vllmRunning) return { ...result, drained: true, drainedAtEpochMs: Date.now() };
+        ctx.heartbeat({ routerInFlight, vllmRunning });
+        if (Date.now() >= input.deadlineEpochMs) return { ...result, drained: false };
+        // Short polls: the stop should follow the last response closely.
+        await ctx.sleep(Math.min(pollMs, 100, Math.max(0, input.deadlineEpochMs - Date.now())));
+      }
+    },
+
+    async readGpu(input: { uuid: string }): Promise<GpuReading> {
+      return readGpu(input.uuid);
+    },
+
+    /**
+     * After a victim's stop, waits until nvidia-smi shows its VRAM back on that GPU: used fell by
+     * the expected MiB (within 5 %). Freed memory lags a process exit by up to seconds.
+     */
+    async confirmVramReleased(input: { gpuUuid: string; victim: string; usedBeforeMib: number; expectedMib: number; deadlineEpochMs: number }): Promise<VramReleaseResult> {
+      const ctx = Context.current();
+      const started = Date.now();
+      const needed = Math.floor(input.expectedMib * 0.95);
+      for (;;) {
+        const g = await readGpu(input.gpuUuid);
+        const releasedMib = input.usedBeforeMib - g.usedMib;
+        const result = { gpuUuid: input.gpuUuid, usedBeforeMib: input.usedBeforeMib, usedAfterMib: g.usedMib, releasedMib, expectedMib: input.expectedMib, waitedMs: Date.now() - started };
+        if (releasedMib >= needed) return result;
+        ctx.heartbeat(result);
+        if (Date.now() >= input.deadlineEpochMs) {
+          throw failure(
+            Failure.VramNotReleased,
+            `VRAM of ${input.victim} not released on GPU ${input.gpuUuid}: ${input.expectedMib - Math.max(0, releasedMib)} MiB still held ` +
+              `after ${Math.round((Date.now() - started) / 1000)} s (used ${input.usedBeforeMib} MiB before the stop, ${g.usedMib} MiB now)`,
+            result,
+          );
+        }
+        await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
+      }
+    },
+  };
+}

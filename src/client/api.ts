@@ -1,0 +1,93 @@
+// The HTTP API the router calls to acquire an on-demand serve. It starts (or joins) the same
+// acquire workflow the CLI starts; the token is checked before anything reaches Temporal.
+import { timingSafeEqual } from 'node:crypto';
+import Fastify from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { z } from 'zod';
+import { findServe } from '../domain/manifest';
+import type { Manifest } from '../domain/types';
+import { taskQueueFor, workflowIds } from '../shared/messages';
+import type { acquireWorkflow } from '../workflows/acquire';
+
+export interface ApiOptions {
+  client: Client;
+  manifest: Manifest;
+  manifestFile: string;
+  token: string;
+}
+
+const AcquisitionBody = z.strictObject({
+  serve: z.string().min(1),
+  evict: z.boolean().default(false),
+  force: z.boolean().default(false),
+  drain_timeout_s: z.number().positive().optional(),
+});
+
+function tokenMatches(header: string | undefined, token: string): boolean {
+  const given = Buffer.from(header?.startsWith('Bearer ') ? header.slice(7) : '');
+  const want = Buffer.from(token);
+  return given.length === want.length && timingSafeEqual(given, want);
+}
+
+export function buildApi(opts: ApiOptions): FastifyInstance {
+  if (!opts.token) throw new Error('the acquisition API needs a token (GPURES_API_TOKEN)');
+  const app = Fastify({ logger: false });
+  const { client, manifest } = opts;
+
+  app.addHook('onRequest', async (req, reply) => {
+    if (!tokenMatches(req.headers.authorization, opts.token)) {
+      return reply.code(401).send({ error: { type: 'unauthorized', message: 'missing or wrong bearer token' } });
+    }
+    return undefined;
+  });
+
+  app.post('/v1/acquisitions', async (req, reply) => {
+    const parsed = AcquisitionBody.safeParse(req.body);
+    if (!parsed.success) {
+      return reply.code(400).send({ error: { type: 'bad_request', message: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ') } });
+    }
+    const body = parsed.data;
+    if (!findServe(manifest, body.serve)) {
+      return reply.code(404).send({ error: { type: 'unknown_serve', message: `${opts.manifestFile}: no serve named '${body.serve}'` } });
+    }
+    const workflowId = workflowIds.acquire(manifest.node, body.serve);
+    // USE_EXISTING: a repeated POST while an acquisition runs joins it.
+    const handle = await client.workflow.start<typeof acquireWorkflow>('acquireWorkflow', {
+      workflowId,
+      taskQueue: taskQueueFor(manifest.node),
+      args: [{ serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    return reply
+      .code(202)
+      .header('location', `/v1/acquisitions/${encodeURIComponent(workflowId)}`)
+      .send({ workflow_id: workflowId, run_id: handle.firstExecutionRunId, status_url: `/v1/acquisitions/${encodeURIComponent(workflowId)}` });
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/acquisitions/:id', async (req, reply) => {
+    const workflowId = req.params.id;
+    if (!workflowId.startsWith('acquire/')) return reply.code(404).send({ error: { type: 'not_found', message: `${workflowId} is not an acquisition` } });
+    const handle = client.workflow.getHandle(workflowId);
+    try {
+      const d = await handle.describe();
+      const status = d.status.name;
+      if (status === 'RUNNING') return { workflow_id: workflowId, status: 'running' };
+      if (status === 'COMPLETED') return { workflow_id: workflowId, status: 'completed', result: (await handle.result()) as unknown };
+      let failure: { type?: string; message: string } = { message: status.toLowerCase() };
+      try {
+        await handle.result();
+      } catch (err) {
+        const cause = (err as { cause?: { type?: string; message?: string } }).cause;
+        failure = { type: cause?.type, message: cause?.message ?? String(err) };
+      }
+      return { workflow_id: workflowId, status: status.toLowerCase(), error: failure };
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return reply.code(404).send({ error: { type: 'not_found', message: `no acquisition ${workflowId}` } });
+      throw err;
+    }
+  });
+
+  return app;
+}

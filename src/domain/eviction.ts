@@ -1,0 +1,100 @@
+// Victim planning and the hand-over of freed MiB to an acquirer. Pure over LedgerState, so the
+// ledger workflow's decisions replay exactly and the tie-break is testable on its own.
+import type { AdmitRequest, LedgerState, Reservation } from './ledger';
+import { applyAdmit, totals } from './ledger';
+
+export interface Victim {
+  serve: string;
+  vramMib: number;
+}
+
+export type EvictionPlan =
+  | { kind: 'fits' }
+  | { kind: 'evict'; victims: Victim[]; shortfallMib: number; reason: string }
+  | { kind: 'impossible'; shortfallMib: number; evictableMib: number };
+
+/** Beyond this many candidates, subsets are not enumerated; a GPU never runs that many evictables. */
+const MAX_ENUMERATED = 16;
+
+/**
+ * The smallest set of running evictable serves on this GPU whose MiB cover the shortfall.
+ * Tie-break, in order: fewest victims; then the least MiB evicted (take no more than needed);
+ * then the most recently admitted (the one that has served least since it came up); then name.
+ */
+export function planEviction(state: LedgerState, vramMib: number): EvictionPlan {
+  const { freeMib } = totals(state);
+  if (vramMib <= freeMib) return { kind: 'fits' };
+  const shortfallMib = vramMib - Math.max(0, freeMib);
+  const order = new Map(state.reservations.map((r, i) => [r.serve, i]));
+  const candidates = state.reservations.filter((r) => r.class === 'evictable' && r.phase === 'running');
+  const evictableMib = candidates.reduce((s, r) => s + r.vramMib, 0);
+  if (evictableMib < shortfallMib) return { kind: 'impossible', shortfallMib, evictableMib };
+
+  let best: Reservation[] | undefined;
+  const better = (a: Reservation[], b: Reservation[]): boolean => {
+    if (a.length !== b.length) return a.length < b.length;
+    const ma = a.reduce((s, r) => s + r.vramMib, 0);
+    const mb = b.reduce((s, r) => s + r.vramMib, 0);
+    if (ma !== mb) return ma < mb;
+    const recency = (set: Reservation[]) => -Math.max(...set.map((r) => order.get(r.serve) ?? 0));
+    if (recency(a) !== recency(b)) return recency(a) < recency(b);
+    return a.map((r) => r.serve).sort().join(',') < b.map((r) => r.serve).sort().join(',');
+  };
+  if (candidates.length <= MAX_ENUMERATED) {
+    for (let mask = 1; mask < 1 << candidates.length; mask++) {
+      const set = candidates.filter((_, i) => mask & (1 << i));
+      if (set.reduce((s, r) => s + r.vramMib, 0) >= shortfallMib && (!best || better(set, best))) best = set;
+    }
+  } else {
+    // Largest first reaches the shortfall in the fewest victims.
+    best = [];
+    for (const r of [...candidates].sort((a, b) => b.vramMib - a.vramMib)) {
+      if (best.reduce((s, x) => s + x.vramMib, 0) >= shortfallMib) break;
+      best.push(r);
+    }
+  }
+  const victims = (best ?? []).map((r) => ({ serve: r.serve, vramMib: r.vramMib }));
+  const reason =
+    `short by ${shortfallMib} MiB; ${victims.map((v) => `${v.serve} (${v.vramMib} MiB)`).join(' + ')} ` +
+    `is the smallest set of running evictable serves that covers it (of ${candidates.length} evictable)`;
+  return { kind: 'evict', victims, shortfallMib, reason };
+}
+
+/** Marks the victims evicting and holds the acquirer's MiB as pending, in one step. */
+export function applyEvictionPlan(state: LedgerState, req: AdmitRequest, victims: Victim[]): LedgerState {
+  const names = new Set(victims.map((v) => v.serve));
+  const marked: LedgerState = {
+    ...state,
+    reservations: state.reservations.map((r) => (names.has(r.serve) ? { ...r, phase: 'evicting', evictedFor: req.serve } : r)),
+  };
+  return applyAdmit(marked, req, 'pending');
+}
+
+/**
+ * A victim's stop is confirmed: it stops counting. Once no victim of the acquirer is still
+ * evicting, the acquirer's held MiB become its admitted reservation.
+ */
+export function applyVictimReleased(state: LedgerState, victim: string, acquirer: string): LedgerState {
+  const reservations = state.reservations.map((r) => (r.serve === victim && r.phase === 'evicting' ? { ...r, phase: 'evicted' as const } : r));
+  const waiting = reservations.some((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
+  return {
+    ...state,
+    reservations: waiting ? reservations : reservations.map((r) => (r.serve === acquirer && r.phase === 'pending' ? { ...r, phase: 'admitted' as const } : r)),
+  };
+}
+
+/**
+ * An acquisition gave up: victims already stopped stay evicted, the others return to running,
+ * and the acquirer's held or admitted MiB are let go.
+ */
+export function applyEvictionAborted(state: LedgerState, acquirer: string, stopped: string[] = []): LedgerState {
+  return {
+    ...state,
+    reservations: state.reservations
+      .filter((r) => !(r.serve === acquirer && (r.phase === 'pending' || r.phase === 'admitted')))
+      .map((r) => {
+        if (r.phase !== 'evicting' || r.evictedFor !== acquirer) return r;
+        return stopped.includes(r.serve) ? { ...r, phase: 'evicted' as const } : { ...r, phase: 'running' as const, evictedFor: undefined };
+      }),
+  };
+}

@@ -1,0 +1,73 @@
+// Runnable reference router:
+//   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H] [--port P]
+// Binds 127.0.0.1:8000 unless told otherwise; SIGTERM/SIGINT close it (in-flight requests finish).
+import { parseArgs } from 'node:util';
+import { startRouter } from './server';
+
+const USAGE = 'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host 127.0.0.1] [--port 8000]';
+
+function fail(message: string): never {
+  process.stderr.write(`gpures-router: ${message}\n`);
+  process.exit(2);
+}
+
+async function main(): Promise<void> {
+  let values: { config?: string; host?: string; port?: string; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      options: {
+        config: { type: 'string', short: 'c' },
+        host: { type: 'string', default: '127.0.0.1' },
+        port: { type: 'string', short: 'p', default: '8000' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (err) {
+    fail(`${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  if (!values.config) fail(`--config is required\n${USAGE}`);
+  const token = process.env.GPURES_ROUTER_TOKEN ?? '';
+  if (token.trim() === '') {
+    fail(
+      'GPURES_ROUTER_TOKEN is not set: the admin API (quiesce, readmit, reload) only accepts a bearer token, so the router will not start without one. Export GPURES_ROUTER_TOKEN=<secret> and start again.',
+    );
+  }
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port must be an integer in 0..65535 (got ${values.port})`);
+  const host = values.host ?? '127.0.0.1';
+
+  let router: Awaited<ReturnType<typeof startRouter>>;
+  try {
+    router = await startRouter({ configPath: values.config, host, port, adminToken: token });
+  } catch (err) {
+    fail(`cannot start:\n${err instanceof Error ? err.message : String(err)}`);
+  }
+  const { mappingVersion } = router.state();
+  process.stderr.write(`router listening on ${router.url} (mapping_version ${mappingVersion})\n`);
+  if (!/^(127\.|\[::1\]|localhost)/.test(new URL(router.url).host)) {
+    process.stderr.write(`gpures-router: warning: bound to ${host}, so the router and its admin API are reachable beyond this host\n`);
+  }
+
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    process.stderr.write(`gpures-router: ${signal}, closing\n`);
+    router.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`gpures-router: close failed: ${err instanceof Error ? err.message : String(err)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((err: unknown) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err)));

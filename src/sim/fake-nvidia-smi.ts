@@ -1,0 +1,178 @@
+// A stand-in for nvidia-smi on a box without a GPU (bin/fake-nvidia-smi runs it). It answers the
+// two query forms the NvidiaSmi adapter uses, in the real CSV format, from a JSON state file
+// named by FAKE_NVIDIA_SMI_STATE:
+//
+//   { "gpus": [{ "index": 0, "uuid": "GPU-…", "name": "NVIDIA GeForce RTX 5090", "totalMib": 32607, "baseUsedMib": 5700 }],
+//     "simStateDir": "/path",          // SimRuntime state: running sim serves draw their gpures.vram_mib
+//     "docker": true,                  // running Docker containers labelled gpures.gpu_uuid draw theirs too
+//     "heldMib": { "GPU-…": 12288 },   // VRAM that is not released (a stuck process, the lag after an exit)
+//     "fixedUsedMib": { "GPU-…": 30057 }, // memory.used pinned at this value whatever runs (a frozen reading)
+//     "computeAppsUnsupported": true,  // --query-compute-apps fails, as on some drivers
+//     "perProcessNA": true }           // per-process used_memory is [N/A], as on WSL2
+//
+// memory.used = baseUsedMib + heldMib[uuid] + the serves' gpures.vram_mib on that GPU (or
+// fixedUsedMib[uuid] where set);
+// memory.free = memory.total - memory.used, never below 0. Exit codes follow nvidia-smi's:
+// 2 invalid arguments, 3 not supported, 9 no driver (here: no readable state), 255 other.
+import { readFileSync } from 'node:fs';
+import { LABEL } from '../domain/serve';
+import { COMPUTE_APPS_QUERY_FIELDS, CSV_FORMAT, GPU_QUERY_FIELDS } from '../activities/nvidia-smi';
+import { listSimContainers } from './runtime';
+
+export interface FakeGpu {
+  index: number;
+  uuid: string;
+  name: string;
+  totalMib: number;
+  baseUsedMib: number;
+}
+
+export interface FakeNvidiaSmiState {
+  gpus: FakeGpu[];
+  simStateDir?: string;
+  docker?: boolean;
+  heldMib?: Record<string, number>;
+  /** memory.used of a GPU pinned at this value, overriding the sum (e.g. VRAM held after a stop). */
+  fixedUsedMib?: Record<string, number>;
+  computeAppsUnsupported?: boolean;
+  perProcessNA?: boolean;
+}
+
+/** A serve drawing VRAM on a GPU, as the fake driver sees it. */
+export interface FakeServeDraw {
+  gpuUuid: string;
+  pid: number;
+  vramMib: number;
+}
+
+export interface FakeIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
+
+class Exit extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const INVALID_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.";
+
+type Query = 'gpu' | 'compute-apps';
+
+/** Accepts exactly the adapter's two query forms (in either argument order, `--flag value` or `--flag=value`). */
+export function parseFakeArgs(argv: readonly string[]): Query {
+  const opts = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    const eq = arg.indexOf('=');
+    const [flag, value] = eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, argv[++i]];
+    if (!['--query-gpu', '--query-compute-apps', '--format'].includes(flag) || value === undefined || opts.has(flag)) throw new Exit(2, INVALID_ARGS);
+    opts.set(flag, value);
+  }
+  const format = opts.get('--format');
+  const gpu = opts.get('--query-gpu');
+  const apps = opts.get('--query-compute-apps');
+  if (format === undefined || (gpu === undefined) === (apps === undefined)) throw new Exit(2, INVALID_ARGS);
+  if (format !== CSV_FORMAT) throw new Exit(2, `fake-nvidia-smi supports only --format=${CSV_FORMAT} (got '${format}')`);
+  const [query, asked, supported]: [Query, string, readonly string[]] = gpu !== undefined ? ['gpu', gpu, GPU_QUERY_FIELDS] : ['compute-apps', apps ?? '', COMPUTE_APPS_QUERY_FIELDS];
+  const fields = asked.split(',');
+  const bad = fields.find((f) => !supported.includes(f));
+  if (bad !== undefined) throw new Exit(2, `Field "${bad}" is not a valid field to query.`);
+  if (fields.join(',') !== supported.join(',')) throw new Exit(2, `fake-nvidia-smi answers only --query-${query}=${supported.join(',')}`);
+  return query;
+}
+
+function isFiniteNumber(v: unknown): v is number {
+  return typeof v === 'number' && Number.isFinite(v);
+}
+
+export function readFakeState(path: string | undefined): FakeNvidiaSmiState {
+  if (!path) throw new Exit(9, 'NVIDIA-SMI has failed: FAKE_NVIDIA_SMI_STATE is not set (the fake driver has no state file).');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new Exit(9, `NVIDIA-SMI has failed: cannot read the fake state file ${path}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const s = parsed as Partial<FakeNvidiaSmiState> | null;
+  const gpusOk =
+    Array.isArray(s?.gpus) &&
+    s.gpus.every((g: Partial<FakeGpu>) => isFiniteNumber(g.index) && typeof g.uuid === 'string' && typeof g.name === 'string' && isFiniteNumber(g.totalMib) && isFiniteNumber(g.baseUsedMib));
+  if (!s || !gpusOk) throw new Exit(9, `NVIDIA-SMI has failed: ${path} needs gpus: [{ index, uuid, name, totalMib, baseUsedMib }]`);
+  return s as FakeNvidiaSmiState;
+}
+
+function vramOf(labels: Record<string, string> | undefined): number {
+  const n = Number(labels?.[LABEL.vramMib]);
+  return Number.isFinite(n) && n > 0 ? n : 0;
+}
+
+/** Running sim serves and (with docker: true) Docker containers, each with the VRAM it declares. */
+export async function serveDraws(state: FakeNvidiaSmiState): Promise<FakeServeDraw[]> {
+  const draws: FakeServeDraw[] = [];
+  if (state.simStateDir) {
+    for (const { record, running } of listSimContainers(state.simStateDir)) {
+      const gpuUuid = record.gpuUuid ?? record.labels[LABEL.gpuUuid];
+      if (running && gpuUuid) draws.push({ gpuUuid, pid: record.pid, vramMib: vramOf(record.labels) });
+    }
+  }
+  if (state.docker) {
+    const { default: Docker } = await import('dockerode');
+    const docker = new Docker();
+    for (const gpu of state.gpus) {
+      const containers = await docker.listContainers({ filters: { label: [`${LABEL.gpuUuid}=${gpu.uuid}`], status: ['running'] } });
+      for (const c of containers) {
+        const info = await docker.getContainer(c.Id).inspect();
+        draws.push({ gpuUuid: gpu.uuid, pid: info.State.Pid, vramMib: vramOf(c.Labels) });
+      }
+    }
+  }
+  return draws;
+}
+
+export function renderGpuCsv(state: FakeNvidiaSmiState, draws: readonly FakeServeDraw[]): string {
+  return state.gpus
+    .map((g) => {
+      const serves = draws.filter((d) => d.gpuUuid === g.uuid).reduce((sum, d) => sum + d.vramMib, 0);
+      const fixed = state.fixedUsedMib?.[g.uuid];
+      const used = Math.round(fixed ?? g.baseUsedMib + (state.heldMib?.[g.uuid] ?? 0) + serves);
+      const free = Math.max(0, Math.round(g.totalMib) - used);
+      return `${g.index}, ${g.uuid}, ${g.name}, ${Math.round(g.totalMib)}, ${used}, ${free}\n`;
+    })
+    .join('');
+}
+
+export function renderComputeAppsCsv(state: FakeNvidiaSmiState, draws: readonly FakeServeDraw[]): string {
+  const known = new Set(state.gpus.map((g) => g.uuid));
+  return draws
+    .filter((d) => known.has(d.gpuUuid))
+    .map((d) => `${d.gpuUuid}, ${d.pid}, python3, ${state.perProcessNA ? '[N/A]' : String(d.vramMib)}\n`)
+    .join('');
+}
+
+/** Runs one invocation; returns the exit code. */
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv, io: FakeIo): Promise<number> {
+  try {
+    const query = parseFakeArgs(argv);
+    const state = readFakeState(env['FAKE_NVIDIA_SMI_STATE']);
+    if (query === 'compute-apps' && state.computeAppsUnsupported) throw new Exit(3, 'Failed to query compute applications: Not Supported');
+    let draws: FakeServeDraw[];
+    try {
+      draws = await serveDraws(state);
+    } catch (err) {
+      throw new Exit(255, `Unknown Error: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    io.stdout(query === 'gpu' ? renderGpuCsv(state, draws) : renderComputeAppsCsv(state, draws));
+    return 0;
+  } catch (err) {
+    if (err instanceof Exit) {
+      io.stderr(`${err.message}\n`);
+      return err.code;
+    }
+    throw err;
+  }
+}

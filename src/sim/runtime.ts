@@ -1,0 +1,398 @@
+// ContainerRuntime without Docker or a GPU: each "container" is a detached local process of the
+// simulated vLLM server (model-server-main.js). Its state is one JSON file per container name in a
+// state directory, so separate processes (a worker, the CLI, the fake nvidia-smi) see the same
+// box, and the processes outlive the worker that started them, as containers outlive dockerd's
+// clients. Semantics follow docker.ts: idempotent ensureRunning, stop of a stopped or absent
+// container is fine, an unknown image is a PermanentError('ImageMissing').
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { ContainerRuntime, ContainerSpec, ContainerState } from '../activities/ports';
+import { PermanentError } from '../activities/ports';
+import { Failure } from '../shared/failures';
+
+/** What the state file of one simulated container holds. */
+export interface SimContainerRecord {
+  id: string;
+  name: string;
+  pid: number;
+  labels: Record<string, string>;
+  image: string;
+  /** The arguments the server process got (the spec's cmd with --host/--port rewritten). */
+  cmd: string[];
+  env: Record<string, string>;
+  hostPort: number;
+  bind: string;
+  containerPort: number;
+  /** The spec's GPU: not pinned (there is none), recorded for the fake nvidia-smi. */
+  gpuUuid?: string;
+  startedAt: string;
+  /** Start time of the process in clock ticks since boot (Linux), to tell a reused pid apart. */
+  procStart?: string;
+  exitCode?: number;
+}
+
+export interface SimContainer {
+  record: SimContainerRecord;
+  running: boolean;
+}
+
+export interface SimRuntimeOptions {
+  /** Shared by every process that looks at this box; created when missing. */
+  stateDir: string;
+  /** Images this box "has"; unset: any image. Others fail with PermanentError('ImageMissing'). */
+  knownImages?: string[];
+  /** The compiled server entry point; default: model-server-main.js next to this file. */
+  serverMain?: string;
+}
+
+const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
+const LOCK_TIMEOUT_MS = 30_000;
+const KILL_WAIT_MS = 5_000;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function errCode(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : undefined;
+}
+
+/** Fields of /proc/PID/stat after the command name: [0] is the state, [19] the start time. */
+function procStat(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+const HAS_PROC = existsSync('/proc/self/stat');
+
+/** A process exists, is not a zombie, and (where /proc tells) is the one that was started. */
+export function processAlive(pid: number, procStart?: string): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if (errCode(err) !== 'EPERM') return false;
+  }
+  if (!HAS_PROC) return true;
+  const stat = procStat(pid);
+  if (!stat) return false;
+  if (stat[0] === 'Z' || stat[0] === 'X') return false;
+  return procStart === undefined || stat[19] === procStart;
+}
+
+function isRecord(v: unknown): v is SimContainerRecord {
+  if (typeof v !== 'object' || v === null) return false;
+  const r = v as Partial<SimContainerRecord>;
+  return typeof r.id === 'string' && typeof r.name === 'string' && typeof r.pid === 'number' && typeof r.labels === 'object' && r.labels !== null;
+}
+
+function readRecordFile(file: string): SimContainerRecord | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return isRecord(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every simulated container in a state directory, with whether its process is running. */
+export function listSimContainers(stateDir: string): SimContainer[] {
+  let entries: string[];
+  try {
+    entries = readdirSync(stateDir);
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return [];
+    throw err;
+  }
+  const out: SimContainer[] = [];
+  for (const entry of entries.sort()) {
+    if (!entry.endsWith('.json') || entry.startsWith('.')) continue;
+    const record = readRecordFile(join(stateDir, entry));
+    if (record) out.push({ record, running: processAlive(record.pid, record.procStart) });
+  }
+  return out;
+}
+
+/** The spec's cmd listening on bind:hostPort instead of the container's 0.0.0.0:containerPort. */
+export function rewriteListenArgs(cmd: readonly string[], bind: string, hostPort: number): string[] {
+  const out: string[] = [];
+  let sawHost = false;
+  let sawPort = false;
+  for (let i = 0; i < cmd.length; i++) {
+    const arg = cmd[i] ?? '';
+    if (arg === '--host' || arg === '--port') {
+      out.push(arg, arg === '--host' ? bind : String(hostPort));
+      if (arg === '--host') sawHost = true;
+      else sawPort = true;
+      i++;
+    } else if (arg.startsWith('--host=')) {
+      out.push(`--host=${bind}`);
+      sawHost = true;
+    } else if (arg.startsWith('--port=')) {
+      out.push(`--port=${hostPort}`);
+      sawPort = true;
+    } else {
+      out.push(arg);
+    }
+  }
+  if (!sawHost) out.push('--host', bind);
+  if (!sawPort) out.push('--port', String(hostPort));
+  return out;
+}
+
+function signalExitCode(signal: NodeJS.Signals | null): number {
+  const n = signal ? (osConstants.signals as Record<string, number | undefined>)[signal] : undefined;
+  return n === undefined ? -1 : 128 + n;
+}
+
+export class SimRuntime implements ContainerRuntime {
+  readonly stateDir: string;
+  private readonly knownImages: Set<string> | undefined;
+  private readonly serverMain: string;
+
+  constructor(options: SimRuntimeOptions) {
+    this.stateDir = resolve(options.stateDir);
+    this.knownImages = options.knownImages ? new Set(options.knownImages) : undefined;
+    this.serverMain = options.serverMain ?? join(__dirname, 'model-server-main.js');
+    mkdirSync(this.stateDir, { recursive: true });
+  }
+
+  private file(name: string, ext: 'json' | 'log' | 'exit' | 'lock'): string {
+    return join(this.stateDir, `${name}.${ext}`);
+  }
+
+  private read(name: string): SimContainerRecord | undefined {
+    return NAME_RE.test(name) ? readRecordFile(this.file(name, 'json')) : undefined;
+  }
+
+  private write(record: SimContainerRecord): void {
+    const target = this.file(record.name, 'json');
+    const tmp = join(this.stateDir, `.${record.name}.json.${process.pid}.${randomBytes(4).toString('hex')}`);
+    writeFileSync(tmp, `${JSON.stringify(record, null, 2)}\n`);
+    renameSync(tmp, target);
+  }
+
+  /** First writer wins: the server itself on a clean exit, else whoever saw it die. */
+  private recordExit(name: string, id: string, exitCode: number): void {
+    try {
+      writeFileSync(this.file(name, 'exit'), JSON.stringify({ id, exitCode }), { flag: 'wx' });
+    } catch {
+      // Already recorded, or the container was removed meanwhile.
+    }
+  }
+
+  private exitCodeOf(record: SimContainerRecord): number {
+    if (record.exitCode !== undefined) return record.exitCode;
+    try {
+      const parsed = JSON.parse(readFileSync(this.file(record.name, 'exit'), 'utf8')) as { id?: unknown; exitCode?: unknown };
+      if (parsed.id === record.id && typeof parsed.exitCode === 'number') return parsed.exitCode;
+    } catch {
+      // Not recorded (killed while nobody watched): unknown.
+    }
+    return -1;
+  }
+
+  private state(record: SimContainerRecord): ContainerState {
+    const running = processAlive(record.pid, record.procStart);
+    return {
+      id: record.id,
+      name: record.name,
+      running,
+      status: running ? 'running' : 'exited',
+      exitCode: running ? 0 : this.exitCodeOf(record),
+      restartCount: 0,
+      labels: { ...record.labels },
+    };
+  }
+
+  /** A per-name lock file holding the holder's pid, so concurrent processes don't start a name twice. */
+  private async withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const lock = this.file(name, 'lock');
+    const deadline = Date.now() + LOCK_TIMEOUT_MS;
+    for (;;) {
+      try {
+        const fd = openSync(lock, 'wx');
+        try {
+          writeSync(fd, String(process.pid));
+        } finally {
+          closeSync(fd);
+        }
+        break;
+      } catch (err) {
+        if (errCode(err) !== 'EEXIST') throw err;
+      }
+      let stale = false;
+      try {
+        const holder = Number(readFileSync(lock, 'utf8'));
+        stale = holder > 0 ? !processAlive(holder) : Date.now() - statSync(lock).mtimeMs > 5_000;
+      } catch {
+        // Released meanwhile: try again.
+      }
+      if (stale) rmSync(lock, { force: true });
+      else if (Date.now() > deadline) throw new Error(`sim runtime: ${lock} held for over ${LOCK_TIMEOUT_MS} ms`);
+      else await sleep(20);
+    }
+    try {
+      return await fn();
+    } finally {
+      rmSync(lock, { force: true });
+    }
+  }
+
+  private async waitDead(record: SimContainerRecord, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (processAlive(record.pid, record.procStart)) {
+      if (Date.now() >= deadline) return false;
+      await sleep(25);
+    }
+    return true;
+  }
+
+  private async kill(record: SimContainerRecord): Promise<void> {
+    try {
+      process.kill(record.pid, 'SIGKILL');
+    } catch (err) {
+      if (errCode(err) !== 'ESRCH') throw err;
+    }
+    if (!(await this.waitDead(record, KILL_WAIT_MS))) throw new Error(`sim container ${record.name}: pid ${record.pid} survived SIGKILL`);
+    this.recordExit(record.name, record.id, 137);
+  }
+
+  private removeFiles(name: string): void {
+    for (const ext of ['json', 'log', 'exit'] as const) rmSync(this.file(name, ext), { force: true });
+  }
+
+  ensureRunning(spec: ContainerSpec): Promise<{ id: string; created: boolean; gpuPinned: boolean }> {
+    if (!NAME_RE.test(spec.name)) {
+      return Promise.reject(new PermanentError('InvalidContainerName', `invalid container name '${spec.name}': only [a-zA-Z0-9][a-zA-Z0-9_.-]+ are allowed`));
+    }
+    return this.withLock(spec.name, async () => {
+      const existing = this.read(spec.name);
+      if (existing && processAlive(existing.pid, existing.procStart)) return { id: existing.id, created: false, gpuPinned: false };
+      // A stopped leftover may carry an older manifest's settings: start from a clean container.
+      if (existing) this.removeFiles(spec.name);
+      if (this.knownImages && !this.knownImages.has(spec.image)) {
+        throw new PermanentError(Failure.ImageMissing, `image '${spec.image}' is not on this Docker host; pull or load it first`);
+      }
+      const id = randomBytes(32).toString('hex');
+      const cmd = rewriteListenArgs(spec.cmd, spec.bind, spec.hostPort);
+      const exitFile = this.file(spec.name, 'exit');
+      rmSync(exitFile, { force: true });
+      const logFd = openSync(this.file(spec.name, 'log'), 'w');
+      let pid: number;
+      try {
+        const child = spawn(process.execPath, [this.serverMain, ...cmd], {
+          detached: true,
+          stdio: ['ignore', logFd, logFd],
+          cwd: this.stateDir,
+          // Like a container, the server sees its own environment, not the worker's.
+          env: { ...spec.env, SIM_CONTAINER_ID: id, SIM_EXIT_CODE_FILE: exitFile },
+        });
+        await new Promise<void>((ok, fail) => {
+          child.once('spawn', ok);
+          child.once('error', fail);
+        });
+        if (child.pid === undefined) throw new Error(`sim container ${spec.name}: spawn gave no pid`);
+        pid = child.pid;
+        // While this process lives it hears the exit (a crash, a signal) and records the code.
+        child.once('exit', (code, signal) => this.recordExit(spec.name, id, code ?? signalExitCode(signal)));
+        child.unref();
+      } finally {
+        closeSync(logFd);
+      }
+      const procStart = HAS_PROC ? procStat(pid)?.[19] : undefined;
+      this.write({
+        id,
+        name: spec.name,
+        pid,
+        labels: { ...spec.labels },
+        image: spec.image,
+        cmd,
+        env: { ...spec.env },
+        hostPort: spec.hostPort,
+        bind: spec.bind,
+        containerPort: spec.containerPort,
+        ...(spec.gpuUuid !== undefined ? { gpuUuid: spec.gpuUuid } : {}),
+        startedAt: new Date().toISOString(),
+        ...(procStart !== undefined ? { procStart } : {}),
+      });
+      return { id, created: true, gpuPinned: false };
+    });
+  }
+
+  inspect(name: string): Promise<ContainerState | undefined> {
+    const record = this.read(name);
+    return Promise.resolve(record ? this.state(record) : undefined);
+  }
+
+  async stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'> {
+    const record = this.read(name);
+    if (!record) return 'absent';
+    if (!processAlive(record.pid, record.procStart)) return 'already-stopped';
+    try {
+      process.kill(record.pid, 'SIGTERM');
+    } catch (err) {
+      if (errCode(err) === 'ESRCH') return 'already-stopped';
+      throw err;
+    }
+    if (!(await this.waitDead(record, Math.max(0, timeoutS) * 1000))) await this.kill(record);
+    return 'stopped';
+  }
+
+  remove(name: string): Promise<'removed' | 'absent'> {
+    if (!NAME_RE.test(name)) return Promise.resolve('absent');
+    return this.withLock(name, async () => {
+      const record = this.read(name);
+      if (!record) return 'absent';
+      if (processAlive(record.pid, record.procStart)) await this.kill(record);
+      this.removeFiles(name);
+      return 'removed';
+    });
+  }
+
+  list(labels: Record<string, string>): Promise<ContainerState[]> {
+    const wanted = Object.entries(labels);
+    return Promise.resolve(
+      listSimContainers(this.stateDir)
+        .filter(({ record }) => wanted.every(([k, v]) => record.labels[k] === v))
+        .map(({ record }) => this.state(record)),
+    );
+  }
+
+  logsTail(name: string, lines: number): Promise<string> {
+    if (!NAME_RE.test(name) || lines <= 0) return Promise.resolve('');
+    let fd: number;
+    try {
+      fd = openSync(this.file(name, 'log'), 'r');
+    } catch (err) {
+      if (errCode(err) === 'ENOENT') return Promise.resolve('');
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    try {
+      const size = fstatSync(fd).size;
+      const length = Math.min(size, Math.max(64 * 1024, lines * 512));
+      const buf = Buffer.alloc(length);
+      readSync(fd, buf, 0, length, size - length);
+      const all = buf.toString('utf8').split('\n');
+      if (all[all.length - 1] === '') all.pop();
+      // The read began inside a line: drop the fragment.
+      if (length < size) all.shift();
+      const tail = all.slice(-lines);
+      return Promise.resolve(tail.length > 0 ? `${tail.join('\n')}\n` : '');
+    } finally {
+      closeSync(fd);
+    }
+  }
+}

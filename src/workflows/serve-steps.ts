@@ -1,0 +1,78 @@
+// The steps every way of starting a serve shares once its MiB are admitted: start → health →
+// identity → running. Bring-up, acquisition and restore differ only in how they got the MiB.
+import { proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { Activities, ResolvedServe } from '../activities';
+import type { LedgerState } from '../domain/ledger';
+import { containerOps, quick, waitFor } from './options';
+import type { Saga } from './saga';
+
+export interface StepRecord {
+  step: string;
+  at: string;
+  outcome: string;
+}
+
+export class StepLog {
+  readonly steps: StepRecord[] = [];
+  /** The step under way, named in the error if it fails. */
+  current = 'resolve';
+
+  begin(step: string): void {
+    this.current = step;
+  }
+
+  record(step: string, outcome: string): void {
+    this.steps.push({ step, at: new Date().toISOString(), outcome });
+  }
+}
+
+const act = proxyActivities<Activities>(quick);
+const containers = proxyActivities<Activities>(containerOps);
+
+export interface StartedServe {
+  containerId: string;
+  observedModels: string[];
+  /** Set when the tier had been quiesced and the router let it back into rotation. */
+  readmittedTier?: string;
+  ledger: LedgerState;
+}
+
+/** Registers the container's removal with the saga as soon as the container exists. */
+export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, log: StepLog): Promise<StartedServe> {
+  const { workflowId, runId } = workflowInfo();
+  const { node, serve, gpu } = resolved;
+
+  log.begin('start');
+  const started = await containers.startServeContainer(resolved);
+  saga.add('remove container', () => containers.stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS }));
+  log.record('start', `container ${started.containerName} ${started.created ? 'created' : 'already running'}${started.gpuPinned ? `, pinned to ${gpu.uuid}` : ''}`);
+
+  log.begin('health');
+  const deadlineEpochMs = Date.now() + serve.startTimeoutS * 1000;
+  const health = await proxyActivities<Activities>(waitFor(serve.startTimeoutS)).waitHealthy({ node, serve, deadlineEpochMs });
+  log.record('health', `200 from ${health.url} after ${health.probes} probes`);
+
+  log.begin('identity');
+  const identity = await act.verifyIdentity({ serve });
+  log.record('identity', `observed '${serve.servedModelName}'`);
+
+  let readmittedTier: string | undefined;
+  if (serve.routerTier) {
+    log.begin('readmit');
+    const r = await act.readmitIfQuiesced({ tier: serve.routerTier });
+    if (r.action === 'readmitted') readmittedTier = serve.routerTier;
+    log.record(
+      'readmit',
+      r.action === 'readmitted'
+        ? `router readmitted tier ${serve.routerTier}: health and identity passed (observed '${r.observedModel ?? '?'}')`
+        : r.action === 'already-active'
+          ? `tier ${serve.routerTier} already in rotation`
+          : 'no router configured on this worker',
+    );
+  }
+
+  log.begin('running');
+  const ledger = await act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running' }, updateId: `${workflowId}/${runId}/running` });
+  log.record('running', 'reservation marked running');
+  return { containerId: started.containerId, observedModels: identity.observed, readmittedTier, ledger };
+}

@@ -1,0 +1,211 @@
+// On-demand acquisition with eviction on a simulated box: real dev server, the reference
+// router, sim serves as local processes, the fake nvidia-smi.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { formatLedger, totals } from '../src/domain/ledger';
+import type { LedgerState } from '../src/domain/ledger';
+import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
+import { buildApi } from '../src/client/api';
+import type { AcquireResult } from '../src/workflows/acquire';
+import type { TestServe } from './support/box';
+import { startSimTestBox } from './support/sim';
+import type { SimTestBox } from './support/sim';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+  { name: 'huge', vram_mib: 20000, class: 'on-demand' },
+  { name: 'filler', vram_mib: 2000 },
+];
+
+describe('on-demand acquisition with eviction', () => {
+  let t: SimTestBox;
+
+  before(async () => {
+    t = await startSimTestBox('evict', [GPU], SERVES);
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  const client = () => t.temporal.client;
+  async function ledger(): Promise<LedgerState> {
+    const [l] = await ledgerSnapshots(client(), t.manifest);
+    assert.ok(l);
+    return l;
+  }
+  async function seedStep2(): Promise<void> {
+    for (const s of ['fast', 'vision']) {
+      const o = await serveUp(client(), t.node, s);
+      assert.ok(o.ok, !o.ok ? o.message : '');
+    }
+    assert.equal(totals(await ledger()).committedMib, 26624);
+    assert.equal((await t.routed('vision')).status, 200);
+  }
+  async function restoreBox(): Promise<void> {
+    for (const s of ['comfyui-sim', 'vision', 'fast', 'filler']) await serveDown(client(), t.node, s);
+    assert.equal(totals(await ledger()).committedMib, 0);
+  }
+  async function activitiesInOrder(workflowId: string): Promise<string[]> {
+    const history = await client().workflow.getHandle(workflowId).fetchHistory();
+    return (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+  }
+
+  test('seed T013 step 4: comfyui-sim --evict takes vision; quiesce < drain < stop < admit; committed 22528; vision 503', async () => {
+    await seedStep2();
+    const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const r: AcquireResult = o.result;
+    assert.deepEqual(r.victims.map((v) => v.serve), ['vision']);
+    assert.match(r.evictionReason ?? '', /short by 6817 MiB; vision \(12288 MiB\) is the smallest set/);
+    const acts = await activitiesInOrder(o.workflowId);
+    const at = (name: string) => acts.indexOf(name);
+    assert.ok(at('quiesceTier') >= 0 && at('quiesceTier') < at('drainServe'), acts.join(','));
+    assert.ok(at('drainServe') < at('stopServeContainer'));
+    assert.ok(at('stopServeContainer') < at('confirmVramReleased'));
+    assert.ok(at('confirmVramReleased') < at('ledgerVictimReleased'));
+    assert.ok(at('ledgerVictimReleased') < at('startServeContainer'));
+    assert.equal(r.victims[0]?.vram?.releasedMib, 12288);
+    assert.deepEqual(formatLedger(await ledger()), [
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB",
+      '  fast 14336 MiB (resident, running)',
+      '  vision 12288 MiB (evictable, evicted)',
+      '  comfyui-sim 8192 MiB (on-demand, running)',
+    ]);
+    const routed = await t.routed('vision');
+    assert.equal(routed.status, 503);
+    assert.match(JSON.stringify(routed.body), /vision-local/);
+    assert.equal((await t.routed('fast')).status, 200);
+    await restoreBox();
+  });
+
+  test('no request cut off: 5 slow requests in flight all finish 200; later ones 503; stop only after in-flight 0', async () => {
+    await seedStep2();
+    const slow = Array.from({ length: 5 }, () => t.routed('vision', { sim_delay_ms: 1500 }));
+    // Let them reach the serve before the eviction starts.
+    for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 5; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.equal((await t.box.routerAdmin.tierState('vision-local')).inFlight, 5);
+    const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+    for (let i = 0; i < 100 && (await t.box.routerAdmin.tierState('vision-local')).state !== 'quiesced'; i++) await new Promise((r) => setTimeout(r, 20));
+    const late = await t.routed('vision');
+    assert.equal(late.status, 503);
+    const done = await Promise.all(slow);
+    assert.deepEqual(done.map((d) => d.status), [200, 200, 200, 200, 200]);
+    const o = await acquisition;
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const v = o.result.victims[0];
+    assert.ok(v);
+    assert.equal(v.inFlightAtQuiesce, 5);
+    assert.equal(v.inFlightAtStop, 0);
+    assert.ok((v.stopIssuedAtEpochMs ?? 0) >= Math.max(...done.map((d) => d.finishedAt)) - 5, 'stop issued before the last response finished');
+    await restoreBox();
+  });
+
+  test('drain timeout: tier readmitted, vision still running, DrainTimeout, ledger as before', async () => {
+    await seedStep2();
+    const before = formatLedger(await ledger());
+    const slow = t.routed('vision', { sim_delay_ms: 4000 });
+    for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 1; i++) await new Promise((r) => setTimeout(r, 20));
+    const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 1 });
+    assert.ok(!o.ok);
+    assert.equal(o.failureType, 'DrainTimeout');
+    assert.match(o.message, /failed at drain vision: vision did not drain within 1 s \(1 in flight at the router/);
+    assert.match(o.message, /compensated: readmit tier vision-local, abort eviction/);
+    assert.equal((await t.box.routerAdmin.tierState('vision-local')).state, 'active');
+    assert.deepEqual(formatLedger(await ledger()), before);
+    assert.equal((await slow).status, 200);
+    assert.equal((await t.routed('vision')).status, 200);
+    await restoreBox();
+  });
+
+  test('not enough evictable MiB: denied, nothing quiesced or stopped', async () => {
+    await seedStep2();
+    const o = await serveAcquire(client(), t.node, { serve: 'huge', evict: true });
+    assert.ok(!o.ok);
+    assert.equal(o.failureType, 'AdmissionDenied');
+    assert.equal(o.message, "serves up huge denied: over budget by 18625 MiB, nothing started; evictable serves on 'dark-fast' hold only 12288 MiB");
+    assert.equal((await t.box.routerAdmin.tierState('vision-local')).state, 'active');
+    assert.equal(totals(await ledger()).committedMib, 26624);
+    assert.equal((await t.routed('vision')).status, 200);
+    // Without --evict an acquisition that does not fit touches nothing either.
+    const plain = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: false });
+    assert.ok(!plain.ok);
+    assert.equal(plain.message, 'serves up comfyui-sim denied: over budget by 6817 MiB, nothing started (add --evict to evict evictable serves)');
+    await restoreBox();
+  });
+
+  test('race for the freed MiB: the acquirer gets them, the plain bring-up is denied', async () => {
+    await seedStep2();
+    const slow = t.routed('vision', { sim_delay_ms: 1500 });
+    for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 1; i++) await new Promise((r) => setTimeout(r, 20));
+    const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+    for (let i = 0; i < 100 && !(await ledger()).reservations.some((r) => r.phase === 'pending'); i++) await new Promise((r) => setTimeout(r, 20));
+    // filler (2000 MiB) would fit in what vision frees, but those MiB are held for comfyui-sim.
+    const racer = await serveUp(client(), t.node, 'filler');
+    assert.ok(!racer.ok);
+    assert.equal(racer.failureType, 'AdmissionDenied');
+    assert.equal(racer.message, 'serves up filler denied: over budget by 2000 MiB, nothing started');
+    const o = await acquisition;
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    await slow;
+    // Once the hand-over is done the rest of the freed MiB are free for anyone.
+    const after = await serveUp(client(), t.node, 'filler');
+    assert.ok(after.ok, !after.ok ? after.message : '');
+    assert.equal(totals(await ledger()).committedMib, 14336 + 8192 + 2000);
+    await restoreBox();
+  });
+
+  test('duplicate triggers join one workflow; the API refuses without a token', async () => {
+    await seedStep2();
+    const api = buildApi({ client: client(), manifest: t.manifest, manifestFile: t.manifestPath, token: 'api-token' });
+    try {
+      const unauth = await api.inject({ method: 'POST', url: '/v1/acquisitions', payload: { serve: 'comfyui-sim', evict: true } });
+      assert.equal(unauth.statusCode, 401);
+      assert.equal(totals(await ledger()).committedMib, 26624);
+      const slow = t.routed('vision', { sim_delay_ms: 1000 });
+      for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 1; i++) await new Promise((r) => setTimeout(r, 20));
+      const auth = { authorization: 'Bearer api-token' };
+      const [a, b] = await Promise.all([
+        api.inject({ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: true } }),
+        api.inject({ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: true } }),
+      ]);
+      assert.equal(a.statusCode, 202);
+      assert.equal(b.statusCode, 202);
+      assert.deepEqual(a.json(), b.json());
+      const cli = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+      assert.ok(cli.ok);
+      assert.equal(cli.workflowId, a.json<{ workflow_id: string }>().workflow_id);
+      const status = await api.inject({ method: 'GET', url: `/v1/acquisitions/${encodeURIComponent(cli.workflowId)}`, headers: auth });
+      assert.equal(status.json<{ status: string }>().status, 'completed');
+      const runs = await client().workflow.getHandle(cli.workflowId).describe();
+      assert.equal(runs.runId, a.json<{ run_id: string }>().run_id);
+      await slow;
+    } finally {
+      await api.close();
+    }
+    await restoreBox();
+  });
+
+  test('VRAM not released within the bound: failure names the GPU and MiB held; comfyui-sim not started', async () => {
+    await seedStep2();
+    const uuid = t.manifest.gpus[0]?.uuid ?? '';
+    const [reading] = await t.box.gpu.readGpus();
+    assert.ok(reading);
+    t.box.writeNvidiaSmiState({ fixedUsedMib: { [uuid]: reading.usedMib } });
+    try {
+      const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, releaseTimeoutS: 1 });
+      assert.ok(!o.ok);
+      assert.equal(o.failureType, 'VramNotReleased');
+      assert.match(o.message, new RegExp(`VRAM of vision not released on GPU ${uuid}: 12288 MiB still held`));
+      assert.match(o.message, /victims now down: vision/);
+      const l = await ledger();
+      assert.deepEqual(l.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'vision:evicted']);
+      assert.equal((await t.box.runtime.inspect(`gpures-${t.node}-comfyui-sim`)) ?? null, null);
+    } finally {
+      t.box.writeNvidiaSmiState({ fixedUsedMib: {} });
+    }
+    await restoreBox();
+  });
+});

@@ -1,0 +1,401 @@
+// The CLI as an operator runs it: `bin/gpures` as real processes against a real dev server, a
+// `gpures worker` child process and the test dockerd. Asserts stdout, stderr and exit codes.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { LABEL } from '../src/domain/serve';
+import { workflowIds } from '../src/shared/messages';
+import { docker, renderManifest, uniqueNode } from './support/box';
+import type { TestGpu, TestServe } from './support/box';
+import { testTemporal } from './support/temporal';
+import type { TestTemporal } from './support/temporal';
+
+// dist/test/cli.test.js -> repo root
+const ROOT = join(__dirname, '..', '..');
+const GPURES = join(ROOT, 'bin', 'gpures');
+const EXAMPLE = 'examples/primary-node/serves.toml';
+
+const EXIT = { ok: 0, badInput: 2, denied: 3, unreachable: 4 } as const;
+
+const GPU: TestGpu = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'a', vram_mib: 14336 },
+  { name: 'b', vram_mib: 3200 },
+  // With a + b up (17536 of 27999 committed, 10463 free) it is over budget by 1825 MiB.
+  { name: 'big', vram_mib: 12288, class: 'evictable' },
+];
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** Runs `bin/gpures ARGS` as its own process; never rejects, so every assertion sees all three outputs. */
+function gpures(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [GPURES, ...args],
+      { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
+        resolve({ code, stdout, stderr, ms: Date.now() - started });
+      },
+    );
+  });
+}
+
+function show(r: Run): string {
+  return `exit ${r.code} after ${r.ms} ms\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
+}
+
+function writeManifest(dir: string, name: string, text: string): string {
+  const file = join(dir, name);
+  writeFileSync(file, text);
+  return file;
+}
+
+type Table = Record<string, unknown>;
+
+/** Renders a good manifest for `node`, then lets `edit` break it as a TOML document. */
+function editedManifest(node: string, edit: (doc: { serves: Table[]; gpus: Table[] }) => void): string {
+  const doc = parseToml(renderManifest(node, [GPU], SERVES)) as unknown as { serves: Table[]; gpus: Table[] };
+  edit(doc);
+  return stringifyToml(doc);
+}
+
+function setField(doc: { serves: Table[] }, index: number, key: string, value: unknown): void {
+  const serve = doc.serves[index];
+  assert.ok(serve, `no serves[${index}]`);
+  serve[key] = value;
+}
+
+interface BadCase {
+  what: string;
+  text: (node: string) => string;
+  /** What stderr must name: the dotted field (or, for a TOML syntax error, the position). */
+  field: string;
+  message: RegExp;
+}
+
+const BAD: BadCase[] = [
+  {
+    what: 'malformed TOML',
+    text: (node) => `${renderManifest(node, [GPU], SERVES)}\n[[serves]\nname = "broken"\n`,
+    field: 'line ',
+    message: /: line \d+, column \d+: invalid TOML: /,
+  },
+  {
+    what: 'unknown gpu_role',
+    text: (node) => editedManifest(node, (d) => setField(d, 1, 'gpu_role', 'dark-slow')),
+    field: 'serves[1].gpu_role',
+    message: /unknown gpu_role 'dark-slow' \(known roles: 'dark-fast'\)/,
+  },
+  {
+    what: 'unknown class',
+    text: (node) => editedManifest(node, (d) => setField(d, 0, 'class', 'sometimes')),
+    field: 'serves[0].class',
+    message: /unknown class "sometimes" \(allowed: resident, evictable, on-demand\)/,
+  },
+  {
+    what: 'duplicate serve names',
+    text: (node) => editedManifest(node, (d) => setField(d, 2, 'name', 'a')),
+    field: 'serves[2].name',
+    message: /duplicate serve name 'a' \(first declared at serves\[0\]\)/,
+  },
+  {
+    what: 'duplicate ports',
+    text: (node) => editedManifest(node, (d) => setField(d, 1, 'port', d.serves[0]?.['port'])),
+    field: 'serves[1].port',
+    message: /host port \d+ on 127\.0\.0\.1 is already taken by serves\[0\] \('a'\)/,
+  },
+  {
+    what: 'zero MiB',
+    text: (node) => editedManifest(node, (d) => setField(d, 1, 'vram_mib', 0)),
+    field: 'serves[1].vram_mib',
+    message: /must be a positive integer \(got 0\)/,
+  },
+  {
+    what: 'reservation larger than the budget',
+    text: (node) => editedManifest(node, (d) => setField(d, 0, 'vram_mib', 28000)),
+    field: 'serves[0].vram_mib',
+    message: /28000 MiB exceeds the budget of gpu_role 'dark-fast' \(capacity 32607 − reserve 4608 = 27999 MiB\)/,
+  },
+  {
+    what: 'bind 0.0.0.0 without allow_non_loopback_bind',
+    text: (node) => editedManifest(node, (d) => setField(d, 0, 'bind', '0.0.0.0')),
+    field: 'serves[0].bind',
+    message: /'0\.0\.0\.0' is not a loopback address/,
+  },
+  {
+    what: '--gpu-memory-utilization too high for vram_mib',
+    text: (node) => editedManifest(node, (d) => setField(d, 1, 'args', ['--gpu-memory-utilization', '0.2'])),
+    field: 'serves[1].vram_mib',
+    // 0.2 x 32607 = 6521 MiB > 3200 MiB declared.
+    message: /3200 MiB understates the serve's real draw: vLLM will take --gpu-memory-utilization 0\.2 × capacity 32607 MiB = 6521 MiB/,
+  },
+];
+
+describe('gpures CLI, as real processes', () => {
+  let temporal: TestTemporal;
+  let env: Record<string, string>;
+  let dir: string;
+  let node: string;
+  let manifest: string;
+  let worker: ChildProcess | undefined;
+  let workerStderr = '';
+  const nodes: string[] = [];
+
+  before(async () => {
+    temporal = await testTemporal();
+    env = { TEMPORAL_ADDRESS: temporal.address };
+    dir = mkdtempSync(join(tmpdir(), 'gpures-cli-'));
+    node = uniqueNode('cli');
+    nodes.push(node);
+    manifest = writeManifest(dir, 'serves.toml', renderManifest(node, [GPU], SERVES));
+
+    const w = spawn(process.execPath, [GPURES, 'worker', '--manifest', manifest, '--gpus', 'off'], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    worker = w;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`worker not up within 60 s; stderr:\n${workerStderr}`)), 60_000);
+      w.stderr?.setEncoding('utf8');
+      w.stderr?.on('data', (chunk: string) => {
+        workerStderr += chunk;
+        if (workerStderr.includes('worker for node')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      w.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`worker exited (${code ?? signal}) before it was up; stderr:\n${workerStderr}`));
+      });
+    });
+  });
+
+  after(async () => {
+    const w = worker;
+    if (w && w.exitCode === null && w.signalCode === null) {
+      const exited = new Promise((r) => w.once('exit', r));
+      w.kill('SIGTERM');
+      // The SDK drains in-flight tasks first; do not wait forever for it.
+      const timer = setTimeout(() => w.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    const d = docker();
+    for (const n of nodes) {
+      for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${n}`] } })) {
+        await d.getContainer(c.Id).remove({ force: true });
+      }
+    }
+    await temporal?.close();
+  });
+
+  async function containersOf(n: string): Promise<{ serve: string; running: boolean }[]> {
+    return (await docker().listContainers({ all: true, filters: { label: [`${LABEL.node}=${n}`] } })).map((c) => ({
+      serve: c.Labels[LABEL.serve] ?? '?',
+      running: c.State === 'running',
+    }));
+  }
+
+  /** No bring-up workflow (nor any other workflow) was started for node `n`, and no container exists. */
+  async function assertNothingStarted(n: string, serves: string[]): Promise<void> {
+    for (const prefix of [`serves-up/${n}/`, `serves-down/${n}/`, `ledger/${n}/`]) {
+      const ids: string[] = [];
+      for await (const wf of temporal.client.workflow.list({ query: `WorkflowId STARTS_WITH '${prefix}'` })) ids.push(wf.workflowId);
+      assert.deepEqual(ids, [], `workflows started under ${prefix}`);
+    }
+    // Visibility is eventually consistent: also ask for each id the CLI would have used.
+    for (const s of serves) {
+      await assert.rejects(temporal.client.workflow.getHandle(workflowIds.bringUp(n, s)).describe(), WorkflowNotFoundError);
+    }
+    assert.deepEqual(await containersOf(n), [], `containers of node ${n}`);
+  }
+
+  const ledgerLines = (committed: number, free: number, ...rows: string[]) => [
+    `gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed ${committed} MiB, free ${free} MiB`,
+    ...rows,
+  ];
+
+  test('serves up a b: exit 0, stdout ends with the ledger', async () => {
+    const r = await gpures(['serves', 'up', 'a', 'b', '--manifest', manifest], env);
+    assert.equal(r.code, EXIT.ok, show(r));
+    assert.ok(
+      r.stdout.endsWith(
+        `${ledgerLines(17536, 10463, '  a 14336 MiB (resident, running)', '  b 3200 MiB (resident, running)').join('\n')}\n`,
+      ),
+      show(r),
+    );
+    assert.match(r.stderr, /^serves up a: running, 14336 MiB committed on 'dark-fast'$/m);
+    assert.match(r.stderr, /^serves up b: running, 3200 MiB committed on 'dark-fast'$/m);
+    assert.deepEqual((await containersOf(node)).map((c) => `${c.serve}:${c.running}`).sort(), ['a:true', 'b:true']);
+  });
+
+  test('ledger --json: committedMib and freeMib as numbers', async () => {
+    const r = await gpures(['ledger', '--json', '--manifest', manifest], env);
+    assert.equal(r.code, EXIT.ok, show(r));
+    const data = JSON.parse(r.stdout) as Table[];
+    assert.equal(data.length, 1);
+    const l = data[0] as Table;
+    assert.equal(l['gpuRole'], 'dark-fast');
+    assert.equal(l['committedMib'], 17536);
+    assert.equal(l['freeMib'], 10463);
+    assert.equal(l['budgetMib'], 27999);
+    assert.deepEqual(
+      (l['reservations'] as Table[]).map((x) => [x['serve'], x['vramMib'], x['phase']]),
+      [
+        ['a', 14336, 'running'],
+        ['b', 3200, 'running'],
+      ],
+    );
+
+    const text = await gpures(['ledger', '--manifest', manifest], env);
+    assert.equal(text.code, EXIT.ok, show(text));
+    assert.equal(text.stdout, `${ledgerLines(17536, 10463, '  a 14336 MiB (resident, running)', '  b 3200 MiB (resident, running)').join('\n')}\n`);
+  });
+
+  test('serves status: a and b running, big stopped', async () => {
+    const r = await gpures(['serves', 'status', '--manifest', manifest], env);
+    assert.equal(r.code, EXIT.ok, show(r));
+    const state: Record<string, string> = {};
+    for (const line of r.stdout.trimEnd().split('\n')) {
+      const cols = line.trim().split(/\s+/);
+      state[cols[0] ?? ''] = cols[cols.length - 1] ?? '';
+    }
+    assert.deepEqual(state, { a: 'running', b: 'running', big: 'stopped' }, show(r));
+
+    const json = await gpures(['serves', 'status', '--json', '--manifest', manifest], env);
+    assert.equal(json.code, EXIT.ok, show(json));
+    assert.deepEqual(
+      (JSON.parse(json.stdout) as Table[]).map((x) => [x['serve'], x['state']]),
+      [
+        ['a', 'running'],
+        ['b', 'running'],
+        ['big', 'stopped'],
+      ],
+    );
+  });
+
+  test('a denial: exit 3, the reason on stderr, nothing started', async () => {
+    const r = await gpures(['serves', 'up', 'big', '--manifest', manifest], env);
+    assert.equal(r.code, EXIT.denied, show(r));
+    assert.ok(r.stderr.includes('serves up big denied: over budget by 1825 MiB, nothing started'), show(r));
+    // The ledger is unchanged and still printed.
+    assert.ok(r.stdout.endsWith(`${ledgerLines(17536, 10463, '  a 14336 MiB (resident, running)', '  b 3200 MiB (resident, running)').join('\n')}\n`), show(r));
+    assert.equal((await containersOf(node)).filter((c) => c.serve === 'big').length, 0);
+
+    const json = await gpures(['serves', 'up', 'big', '--json', '--manifest', manifest], env);
+    assert.equal(json.code, EXIT.denied, show(json));
+    const data = JSON.parse(json.stdout) as { outcomes: Table[] };
+    assert.equal(data.outcomes[0]?.['ok'], false);
+    assert.equal(data.outcomes[0]?.['failureType'], 'AdmissionDenied');
+  });
+
+  test('serves down a, then again: already stopped, nothing changed, exit 0 both times', async () => {
+    const first = await gpures(['serves', 'down', 'a', '--manifest', manifest], env);
+    assert.equal(first.code, EXIT.ok, show(first));
+    assert.match(first.stderr, /^serves down a: stopped, 14336 MiB released on 'dark-fast'$/m);
+    assert.equal(first.stdout, `${ledgerLines(3200, 24799, '  b 3200 MiB (resident, running)').join('\n')}\n`);
+    assert.deepEqual((await containersOf(node)).map((c) => c.serve), ['b']);
+
+    const second = await gpures(['serves', 'down', 'a', '--manifest', manifest], env);
+    assert.equal(second.code, EXIT.ok, show(second));
+    assert.match(second.stderr, /^serves down a: already stopped, nothing changed$/m);
+    assert.equal(second.stdout, first.stdout);
+  });
+
+  test('unknown serve name: exit 2, no serve named, nothing started; --json error shape', async () => {
+    const other = uniqueNode('cli-unknown');
+    nodes.push(other);
+    const file = writeManifest(dir, `${other}.toml`, renderManifest(other, [GPU], SERVES));
+    const r = await gpures(['serves', 'up', 'a', 'nope', '--manifest', file], env);
+    assert.equal(r.code, EXIT.badInput, show(r));
+    assert.ok(r.stderr.includes(`${file}: no serve named 'nope' (serves: a, b, big)`), show(r));
+    assert.equal(r.stdout, '');
+    // The known serve named alongside is not started either: the whole command is refused.
+    await assertNothingStarted(other, ['a', 'nope']);
+
+    const json = await gpures(['serves', 'up', 'nope', '--json', '--manifest', file], env);
+    assert.equal(json.code, EXIT.badInput, show(json));
+    const data = JSON.parse(json.stdout) as { error?: { message?: unknown; exitCode?: unknown } };
+    assert.deepEqual(Object.keys(data), ['error']);
+    assert.equal(data.error?.message, `${file}: no serve named 'nope' (serves: a, b, big)`);
+    assert.equal(data.error?.exitCode, EXIT.badInput);
+    assert.ok(!json.stderr.includes('no serve named'), show(json));
+    await assertNothingStarted(other, ['nope']);
+  });
+
+  describe('bad manifests: exit 2, file and field named, nothing started', () => {
+    for (const bad of BAD) {
+      test(bad.what, async () => {
+        const n = uniqueNode('cli-bad');
+        nodes.push(n);
+        const file = writeManifest(dir, `${n}.toml`, bad.text(n));
+
+        const up = await gpures(['serves', 'up', 'a', 'b', '--manifest', file], env, 30_000);
+        assert.equal(up.code, EXIT.badInput, show(up));
+        assert.equal(up.stdout, '');
+        assert.ok(up.stderr.includes(`${file}: ${bad.field}`), `stderr should name ${file} and ${bad.field}\n${show(up)}`);
+        assert.match(up.stderr, bad.message, show(up));
+        await assertNothingStarted(n, ['a', 'b']);
+
+        const validate = await gpures(['validate', file], env);
+        assert.equal(validate.code, EXIT.badInput, show(validate));
+        assert.equal(validate.stdout, '');
+        assert.equal(validate.stderr, up.stderr);
+
+        const json = await gpures(['validate', file, '--json'], env);
+        assert.equal(json.code, EXIT.badInput, show(json));
+        const data = JSON.parse(json.stdout) as { error: { message: string; exitCode: number; details?: { errors?: unknown[] } } };
+        assert.equal(data.error.exitCode, EXIT.badInput);
+        assert.equal(`${data.error.message}\n`, up.stderr);
+        assert.ok((data.error.details?.errors?.length ?? 0) >= 1, show(json));
+        await assertNothingStarted(n, ['a', 'b']);
+      });
+    }
+  });
+
+  test('validate the example manifest: exit 0', async () => {
+    const r = await gpures(['validate', EXAMPLE], env);
+    assert.equal(r.code, EXIT.ok, show(r));
+    assert.equal(r.stdout, `${EXAMPLE}: ok (node primary-node, 1 gpu, 6 serves)\n`);
+  });
+
+  test('Temporal unreachable: exit 4, quickly, nothing started', async () => {
+    const n = uniqueNode('cli-unreach');
+    nodes.push(n);
+    const file = writeManifest(dir, `${n}.toml`, renderManifest(n, [GPU], SERVES));
+    const unreachable = { TEMPORAL_ADDRESS: '127.0.0.1:1' };
+    const commands = [['serves', 'up', 'a'], ['serves', 'down', 'a'], ['serves', 'status'], ['ledger']];
+    // In parallel: each waits out the same connect timeout.
+    const runs = await Promise.all(commands.map((args) => gpures([...args, '--manifest', file], unreachable, 30_000)));
+    runs.forEach((r, i) => {
+      const what = commands[i]?.join(' ') ?? '?';
+      assert.equal(r.code, EXIT.unreachable, `${what}: ${show(r)}`);
+      assert.match(r.stderr, /^cannot reach Temporal: /m, show(r));
+      assert.equal(r.stdout, '');
+      // The client's connect timeout is 5 s: well under 10 s, and nowhere near a hang.
+      assert.ok(r.ms < 10_000, `${what} took ${r.ms} ms`);
+    });
+    const json = await gpures(['serves', 'up', 'a', '--json', '--manifest', file], unreachable, 30_000);
+    assert.equal(json.code, EXIT.unreachable, show(json));
+    const data = JSON.parse(json.stdout) as { error: { message: string; exitCode: number } };
+    assert.equal(data.error.exitCode, EXIT.unreachable);
+    assert.match(data.error.message, /^cannot reach Temporal: /);
+    await assertNothingStarted(n, ['a']);
+  });
+});

@@ -1,0 +1,92 @@
+// The ledger's arithmetic and victim planning, as pure functions.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { applyAdmit, decideAdmit, denialMessage, emptyLedger, formatLedger, totals, withPhase } from '../src/domain/ledger';
+import type { AdmitRequest, LedgerState } from '../src/domain/ledger';
+import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
+import type { ServeClass } from '../src/domain/types';
+
+const GPU = { role: 'dark-fast', uuid: 'GPU-1', capacityMib: 32607, reserveMib: 4608 };
+
+function running(state: LedgerState, serve: string, vramMib: number, cls: ServeClass = 'resident'): LedgerState {
+  const req: AdmitRequest = { serve, vramMib, class: cls, holder: `h/${serve}` };
+  assert.equal(decideAdmit(state, req).decision, 'admitted');
+  return withPhase(applyAdmit(state, req), serve, 'running');
+}
+
+describe('ledger arithmetic', () => {
+  test('seed T011: full resident set leaves 1887 free and vision is 10401 short', () => {
+    let l = emptyLedger('primary-node', GPU);
+    for (const [s, m] of [['fast', 14336], ['embeddings', 3200], ['reranker', 3456], ['ocr', 5120]] as const) l = running(l, s, m);
+    assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26112, heldMib: 0, freeMib: 1887 });
+    const d = decideAdmit(l, { serve: 'vision', vramMib: 12288, class: 'evictable', holder: 'x' });
+    assert.equal(d.decision, 'denied');
+    assert.ok(d.decision === 'denied');
+    assert.equal(denialMessage(d), 'serves up vision denied: over budget by 10401 MiB, nothing started');
+    assert.equal(formatLedger(l)[0], "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26112 MiB, free 1887 MiB");
+  });
+
+  test('a serve already held is reported, not admitted twice', () => {
+    const l = running(emptyLedger('n', GPU), 'fast', 14336);
+    const d = decideAdmit(l, { serve: 'fast', vramMib: 14336, class: 'resident', holder: 'other' });
+    assert.deepEqual(d, { decision: 'already-held', serve: 'fast', phase: 'running', holder: 'h/fast' });
+  });
+});
+
+describe('eviction planning', () => {
+  const seed4 = () => running(running(emptyLedger('n', GPU), 'fast', 14336), 'vision', 12288, 'evictable');
+
+  test('seed T013 step 4: comfyui-sim 8192 evicts vision; committed 22528 after hand-over', () => {
+    let l = seed4();
+    assert.equal(totals(l).committedMib, 26624);
+    const plan = planEviction(l, 8192);
+    assert.equal(plan.kind, 'evict');
+    assert.ok(plan.kind === 'evict');
+    assert.deepEqual(plan.victims, [{ serve: 'vision', vramMib: 12288 }]);
+    assert.equal(plan.shortfallMib, 8192 - 1375);
+    const req: AdmitRequest = { serve: 'comfyui-sim', vramMib: 8192, class: 'on-demand', holder: 'acq' };
+    l = applyEvictionPlan(l, req, plan.victims);
+    // While vision drains its MiB still count and the acquirer's are held: nothing else fits.
+    assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, heldMib: 8192, freeMib: -6817 });
+    assert.equal(decideAdmit(l, { serve: 'small', vramMib: 100, class: 'resident', holder: 's' }).decision, 'denied');
+    l = applyVictimReleased(l, 'vision', 'comfyui-sim');
+    l = withPhase(l, 'comfyui-sim', 'running');
+    assert.deepEqual(formatLedger(l), [
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB",
+      '  fast 14336 MiB (resident, running)',
+      '  vision 12288 MiB (evictable, evicted)',
+      '  comfyui-sim 8192 MiB (on-demand, running)',
+    ]);
+  });
+
+  test('fewest victims first, then least MiB, then most recent', () => {
+    let l = emptyLedger('n', { ...GPU, capacityMib: 20000, reserveMib: 0 });
+    l = running(l, 'a', 6000, 'evictable');
+    l = running(l, 'b', 4000, 'evictable');
+    l = running(l, 'c', 4000, 'evictable');
+    l = running(l, 'r', 5000, 'resident');
+    // free 1000; need 4000 → shortfall 3000: one victim suffices; b and c tie on MiB; c is newer.
+    const p = planEviction(l, 4000);
+    assert.ok(p.kind === 'evict');
+    assert.deepEqual(p.victims.map((v) => v.serve), ['c']);
+    // need 9500 → shortfall 8500: two victims needed; {a,b} and {a,c} free 10000, {b,c} only 8000.
+    const p2 = planEviction(l, 9500);
+    assert.ok(p2.kind === 'evict');
+    assert.deepEqual(p2.victims.map((v) => v.serve).sort(), ['a', 'c']);
+  });
+
+  test('residents and on-demand serves are never victims; not enough evictable MiB is impossible', () => {
+    const l = seed4();
+    const p = planEviction(l, 20000);
+    assert.deepEqual(p, { kind: 'impossible', shortfallMib: 20000 - 1375, evictableMib: 12288 });
+  });
+
+  test('an aborted eviction puts victims back to running and lets the held MiB go', () => {
+    let l = seed4();
+    const req: AdmitRequest = { serve: 'comfyui-sim', vramMib: 8192, class: 'on-demand', holder: 'acq' };
+    l = applyEvictionPlan(l, req, [{ serve: 'vision', vramMib: 12288 }]);
+    l = applyEvictionAborted(l, 'comfyui-sim');
+    assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, heldMib: 0, freeMib: 1375 });
+    assert.deepEqual(l.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'vision:running']);
+  });
+});

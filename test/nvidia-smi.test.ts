@@ -1,0 +1,224 @@
+// The nvidia-smi adapter: pure CSV parsers on real-format lines, then the adapter running the
+// fake nvidia-smi (bin/fake-nvidia-smi) whose memory follows sim serves started by SimRuntime.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import Docker from 'dockerode';
+import { DockerRuntime } from '../src/activities/docker';
+import { NvidiaSmi, parseComputeAppsCsv, parseGpuCsv } from '../src/activities/nvidia-smi';
+import { PermanentError } from '../src/activities/ports';
+import { LABEL } from '../src/domain/serve';
+import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
+import { SimRuntime } from '../src/sim/runtime';
+import { contractServe, RUN_LABEL, uniqueRunId } from './support/runtime-contract';
+
+const FAKE = resolve(__dirname, '..', '..', 'bin', 'fake-nvidia-smi');
+const UUID_A = 'GPU-5f2c9a41-0000-4000-8000-000000000001';
+const UUID_B = 'GPU-5f2c9a41-0000-4000-8000-000000000002';
+
+function isPermanent(type: string, message?: RegExp) {
+  return (err: unknown) => {
+    assert.ok(err instanceof PermanentError, `expected PermanentError ${type}, got ${String(err)}`);
+    assert.equal(err.type, type);
+    if (message) assert.match(err.message, message);
+    return true;
+  };
+}
+
+describe('nvidia-smi CSV parsers', () => {
+  test('parseGpuCsv reads the real --query-gpu lines', () => {
+    const csv = '0, GPU-5f2c9a41-0000-4000-8000-000000000001, NVIDIA GeForce RTX 5090, 32607, 30057, 2550\r\n1, GPU-5f2c9a41-0000-4000-8000-000000000002, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 0, 97250\n\n';
+    assert.deepEqual(parseGpuCsv(csv), [
+      { index: 0, uuid: UUID_A, name: 'NVIDIA GeForce RTX 5090', totalMib: 32607, usedMib: 30057, freeMib: 2550 },
+      { index: 1, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition', totalMib: 97887, usedMib: 0, freeMib: 97250 },
+    ]);
+    assert.deepEqual(parseGpuCsv(''), []);
+    // A comma in the name does not shift the memory fields.
+    assert.equal(parseGpuCsv(`0, ${UUID_A}, Odd, Name, 10, 4, 6`)[0]?.name, 'Odd, Name');
+  });
+
+  test('parseComputeAppsCsv reads processes; [N/A] memory (WSL2) is null', () => {
+    const csv = `${UUID_A}, 4242, /usr/bin/python3, 11738\n${UUID_A}, 4343, python3, [N/A]\n${UUID_B}, 77, C:\\\\Windows\\\\explorer.exe, [Not Supported]\n`;
+    assert.deepEqual(parseComputeAppsCsv(csv), [
+      { gpuUuid: UUID_A, pid: 4242, processName: '/usr/bin/python3', usedMib: 11738 },
+      { gpuUuid: UUID_A, pid: 4343, processName: 'python3', usedMib: null },
+      { gpuUuid: UUID_B, pid: 77, processName: 'C:\\\\Windows\\\\explorer.exe', usedMib: null },
+    ]);
+    assert.deepEqual(parseComputeAppsCsv('\n'), []);
+  });
+
+  test('a malformed line is a NvidiaSmiUnreadable error naming the line', () => {
+    assert.throws(() => parseGpuCsv(`0, ${UUID_A}, NVIDIA GeForce RTX 5090, 32607, 30057, 2550\n0, ${UUID_A}, NVIDIA GeForce RTX 5090, 32607 MiB, 30057, 2550`), isPermanent('NvidiaSmiUnreadable', /line 2 .*memory\.total '32607 MiB'.*'0, GPU-5f2c9a41-0000-4000-8000-000000000001, NVIDIA GeForce RTX 5090, 32607 MiB, 30057, 2550'/));
+    assert.throws(() => parseGpuCsv('NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'), isPermanent('NvidiaSmiUnreadable', /line 1 has 1 fields, expected 6/));
+    assert.throws(() => parseGpuCsv(`x, ${UUID_A}, n, 1, 1, 0`), isPermanent('NvidiaSmiUnreadable', /index 'x'/));
+    assert.throws(() => parseGpuCsv('0, not-a-uuid, n, 1, 1, 0'), isPermanent('NvidiaSmiUnreadable', /uuid 'not-a-uuid'/));
+    assert.throws(() => parseGpuCsv(`0, ${UUID_A}, n, [N/A], 1, 0`), isPermanent('NvidiaSmiUnreadable', /memory\.total '\[N\/A\]'/));
+    assert.throws(() => parseComputeAppsCsv(`${UUID_A}, 12, python3`), isPermanent('NvidiaSmiUnreadable', /line 1 has 3 fields, expected 4/));
+    assert.throws(() => parseComputeAppsCsv(`${UUID_A}, pid, python3, 10`), isPermanent('NvidiaSmiUnreadable', /pid 'pid'/));
+    assert.throws(() => parseComputeAppsCsv(`${UUID_A}, 12, python3, 10 MiB`), isPermanent('NvidiaSmiUnreadable', /used_memory '10 MiB'/));
+  });
+});
+
+function runFake(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((ok) => {
+    execFile(FAKE, args, { env: { ...process.env, ...env } }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+      ok({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
+  const runId = uniqueRunId();
+  let dir: string;
+  let statePath: string;
+  let runtime: SimRuntime;
+  let smi: NvidiaSmi;
+  const base: FakeNvidiaSmiState = {
+    gpus: [
+      { index: 0, uuid: UUID_A, name: 'NVIDIA GeForce RTX 5090', totalMib: 32607, baseUsedMib: 5700 },
+      { index: 1, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition', totalMib: 97887, baseUsedMib: 600 },
+    ],
+  };
+  const writeState = (patch: Partial<FakeNvidiaSmiState> = {}) => writeFileSync(statePath, JSON.stringify({ ...base, simStateDir: join(dir, 'serves'), ...patch }));
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-smi-'));
+    statePath = join(dir, 'nvidia-smi.json');
+    runtime = new SimRuntime({ stateDir: join(dir, 'serves') });
+    smi = new NvidiaSmi({ binary: FAKE, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
+    writeState();
+  });
+
+  after(async () => {
+    for (const c of await runtime.list({})) await runtime.remove(c.name);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function usedOf(uuid: string): Promise<number | undefined> {
+    return (await smi.readGpus()).find((g) => g.uuid === uuid)?.usedMib;
+  }
+
+  test('an idle box reads the base draw; free = total - used', async () => {
+    writeState();
+    assert.deepEqual(await smi.readGpus(), [
+      { index: 0, uuid: UUID_A, name: 'NVIDIA GeForce RTX 5090', totalMib: 32607, usedMib: 5700, freeMib: 26907 },
+      { index: 1, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition', totalMib: 97887, usedMib: 600, freeMib: 97287 },
+    ]);
+    assert.deepEqual(await smi.computeApps(), []);
+  });
+
+  test('used follows a running sim serve on its GPU, and falls back after it stops', async () => {
+    writeState();
+    const serve = await contractServe(runId, 'vision', 'sim', { SIM_START_DELAY_MS: '0' }, { gpuUuid: UUID_A, labels: { [LABEL.vramMib]: '1234' } });
+    const { created } = await runtime.ensureRunning(serve.spec);
+    assert.ok(created);
+    assert.equal(await usedOf(UUID_A), 5700 + 1234);
+    assert.equal(await usedOf(UUID_B), 600);
+    const [record] = await runtime.list({ [RUN_LABEL]: runId });
+    assert.ok(record?.running);
+    const apps = await smi.computeApps();
+    assert.equal(apps.length, 1);
+    assert.equal(apps[0]?.gpuUuid, UUID_A);
+    assert.equal(apps[0]?.processName, 'python3');
+    assert.equal(apps[0]?.usedMib, 1234);
+    assert.ok((apps[0]?.pid ?? 0) > 0);
+
+    writeState({ perProcessNA: true });
+    assert.deepEqual((await smi.computeApps()).map((a) => a.usedMib), [null]);
+    writeState();
+
+    assert.equal(await runtime.stop(serve.spec.name, 5), 'stopped');
+    assert.equal(await usedOf(UUID_A), 5700);
+    assert.deepEqual(await smi.computeApps(), []);
+    await runtime.remove(serve.spec.name);
+  });
+
+  test('heldMib keeps VRAM used after the serve is gone; fixedUsedMib pins the reading; free never below 0', async () => {
+    writeState({ heldMib: { [UUID_A]: 12288 } });
+    assert.equal(await usedOf(UUID_A), 5700 + 12288);
+    writeState({ fixedUsedMib: { [UUID_A]: 30057 } });
+    const [a] = await smi.readGpus();
+    assert.deepEqual([a?.usedMib, a?.freeMib], [30057, 2550]);
+    writeState({ heldMib: { [UUID_A]: 40000 } });
+    assert.equal((await smi.readGpus())[0]?.freeMib, 0);
+  });
+
+  test('a driver refusing the compute-apps query gives no processes, not an error', async () => {
+    writeState({ computeAppsUnsupported: true });
+    assert.deepEqual(await smi.computeApps(), []);
+    assert.equal((await smi.readGpus()).length, 2);
+  });
+
+  test('the fake rejects other arguments like nvidia-smi (exit 2)', async () => {
+    writeState();
+    const env = { FAKE_NVIDIA_SMI_STATE: statePath };
+    const other = await runFake(['-L'], env);
+    assert.equal(other.code, 2);
+    assert.match(other.stderr, /Invalid combination of input arguments/);
+    const field = await runFake(['--query-gpu=index,temperature.gpu', '--format=csv,noheader,nounits'], env);
+    assert.equal(field.code, 2);
+    assert.match(field.stderr, /Field "temperature.gpu" is not a valid field to query/);
+    const both = await runFake(['--query-gpu=index', '--query-compute-apps=pid', '--format=csv'], env);
+    assert.equal(both.code, 2);
+    const ok = await runFake(['--format=csv,noheader,nounits', '--query-gpu=index,uuid,name,memory.total,memory.used,memory.free'], env);
+    assert.equal(ok.code, 0);
+    assert.equal(ok.stdout.split('\n')[0], `0, ${UUID_A}, NVIDIA GeForce RTX 5090, 32607, 5700, 26907`);
+  });
+
+  test('a missing binary is NvidiaSmiMissing naming the path', async () => {
+    const path = join(dir, 'no-such-nvidia-smi');
+    const missing = new NvidiaSmi({ binary: path });
+    await assert.rejects(missing.readGpus(), isPermanent('NvidiaSmiMissing', new RegExp(path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))));
+    await assert.rejects(missing.computeApps(), isPermanent('NvidiaSmiMissing'));
+  });
+
+  test('a failing query or a hung binary is a retryable error with the reason', async () => {
+    const noState = new NvidiaSmi({ binary: FAKE, env: { FAKE_NVIDIA_SMI_STATE: join(dir, 'absent.json') } });
+    await assert.rejects(noState.readGpus(), (err: unknown) => {
+      assert.ok(err instanceof Error && !(err instanceof PermanentError));
+      assert.match(err.message, /exited with code 9: NVIDIA-SMI has failed: cannot read the fake state file/);
+      return true;
+    });
+    const hung = join(dir, 'hung-nvidia-smi');
+    writeFileSync(hung, '#!/bin/sh\nexec sleep 5\n');
+    chmodSync(hung, 0o755);
+    const slow = new NvidiaSmi({ binary: hung, timeoutMs: 200 });
+    await assert.rejects(slow.readGpus(), /timed out after 200 ms/);
+    await assert.rejects(slow.computeApps(), /timed out after 200 ms/);
+  });
+});
+
+describe('the fake nvidia-smi with docker: true', { skip: process.env['DOCKER_HOST'] ? false : 'DOCKER_HOST is not set (scripts/test.sh points it at the private dockerd)' }, () => {
+  const runId = uniqueRunId();
+  const runtime = new DockerRuntime(new Docker());
+  let dir: string;
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-smi-docker-'));
+  });
+
+  after(async () => {
+    for (const c of await runtime.list({ [RUN_LABEL]: runId })) await runtime.remove(c.name);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('running containers labelled with the GPU draw their gpures.vram_mib', async () => {
+    const statePath = join(dir, 'state.json');
+    const state: FakeNvidiaSmiState = { gpus: [{ index: 0, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000', totalMib: 97887, baseUsedMib: 100 }], docker: true };
+    writeFileSync(statePath, JSON.stringify(state));
+    const smi = new NvidiaSmi({ binary: FAKE, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
+    const serve = await contractServe(runId, 'docker-draw', process.env['GPURES_TEST_IMAGE'] ?? 'gpures/fake-vllm:test', {}, { labels: { [LABEL.gpuUuid]: UUID_B, [LABEL.vramMib]: '2000' } });
+    await runtime.ensureRunning(serve.spec);
+    assert.equal((await smi.readGpus())[0]?.usedMib, 2100);
+    const apps = await smi.computeApps();
+    assert.equal(apps.length, 1);
+    assert.equal(apps[0]?.usedMib, 2000);
+    assert.ok((apps[0]?.pid ?? 0) > 0);
+    await runtime.stop(serve.spec.name, 5);
+    assert.equal((await smi.readGpus())[0]?.usedMib, 100);
+  });
+});

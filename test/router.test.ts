@@ -1,0 +1,822 @@
+// The reference router against real local backends: tiny node:http servers that imitate vLLM's
+// /health, /v1/models, /v1/chat/completions (slow, gated, streaming) and /v1/embeddings. Admin
+// calls go through HttpRouterAdmin, so the adapter is exercised too.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { HttpRouterAdmin } from '../src/activities/router';
+import { PermanentError } from '../src/activities/ports';
+import type { ReadmitOutcome } from '../src/activities/ports';
+import { parseManifest } from '../src/domain/manifest';
+import {
+  checkRouterAgainstManifest,
+  parseBackendUrl,
+  parseRouterConfig,
+  routerCheckErrors,
+  tierForPreset,
+} from '../src/domain/router-config';
+import type { RouterConfig, RouterConfigResult } from '../src/domain/router-config';
+import type { Manifest, ManifestIssue } from '../src/domain/types';
+import { formatIssue } from '../src/domain/types';
+import { startRouter } from '../src/router/server';
+import type { RunningRouter } from '../src/router/server';
+
+// dist/test/router.test.js -> repo root
+const ROOT = join(__dirname, '..', '..');
+const TOKEN = 'test-admin-token-0123456789';
+
+// ---------------------------------------------------------------------------------------------
+// A fake vLLM serve
+
+interface ChatBody {
+  model?: string;
+  messages?: { role: string; content: string }[];
+  stream?: boolean;
+  /** Hold the response this long. */
+  delay_ms?: number;
+  /** Hold the response (for a stream: after its first chunk) until release(gate). */
+  gate?: string;
+  /** Answer with this status instead. */
+  fail_status?: number;
+}
+
+class FakeVllm {
+  modelId: string;
+  healthStatus = 200;
+  healthDelayMs = 0;
+  /** Requests being handled right now (decremented when their response closes). */
+  active = 0;
+  aborted = 0;
+  readonly received: { path: string; body: ChatBody }[] = [];
+  private readonly gates = new Map<string, { promise: Promise<void>; resolve: () => void }>();
+  private readonly server: http.Server;
+  url = '';
+
+  constructor(modelId: string) {
+    this.modelId = modelId;
+    this.server = http.createServer((req, res) => void this.handle(req, res));
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  async close(): Promise<void> {
+    for (const g of this.gates.values()) g.resolve();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private gate(name: string) {
+    let g = this.gates.get(name);
+    if (!g) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      g = { promise, resolve };
+      this.gates.set(name, g);
+    }
+    return g;
+  }
+
+  release(name: string): void {
+    this.gate(name).resolve();
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const json = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.method === 'GET' && req.url === '/health') {
+      if (this.healthDelayMs) await sleep(this.healthDelayMs);
+      res.writeHead(this.healthStatus);
+      res.end();
+      return;
+    }
+    if (req.method === 'GET' && req.url === '/v1/models') {
+      json(200, { object: 'list', data: [{ id: this.modelId, object: 'model', root: `/models/${this.modelId}` }] });
+      return;
+    }
+    if (req.method !== 'POST') return json(404, { error: 'not found' });
+
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatBody;
+    this.received.push({ path: req.url ?? '', body });
+    this.active++;
+    let finished = false;
+    res.once('finish', () => (finished = true));
+    res.once('close', () => {
+      this.active--;
+      if (!finished) this.aborted++;
+    });
+
+    if (body.fail_status) return json(body.fail_status, { object: 'error', message: `asked to fail with ${body.fail_status}` });
+    if (req.url === '/v1/embeddings') {
+      return json(200, { object: 'list', model: body.model, data: [{ object: 'embedding', index: 0, embedding: [0.25, 0.5] }] });
+    }
+    if (req.url !== '/v1/chat/completions') return json(404, { error: 'not found' });
+
+    const content = `echo:${body.messages?.at(-1)?.content ?? ''}`;
+    if (body.stream) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      const event = (delta: Record<string, unknown>, finish: string | null) =>
+        `data: ${JSON.stringify({ object: 'chat.completion.chunk', model: body.model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.write(event({ role: 'assistant', content: 'first' }, null));
+      if (body.gate) await this.gate(body.gate).promise;
+      if (body.delay_ms) await sleep(body.delay_ms);
+      if (res.destroyed) return;
+      res.write(event({ content: ' second' }, 'stop'));
+      res.end('data: [DONE]\n\n');
+      return;
+    }
+    if (body.gate) await this.gate(body.gate).promise;
+    if (body.delay_ms) await sleep(body.delay_ms);
+    if (res.destroyed) return;
+    json(200, {
+      id: 'chatcmpl-fake',
+      object: 'chat.completion',
+      model: body.model,
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function until(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+interface ChatAnswer {
+  status: number;
+  contentType: string | null;
+  body: Record<string, unknown>;
+}
+
+async function post(base: string, path: string, body: unknown, signal?: AbortSignal): Promise<ChatAnswer> {
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+  return { status: res.status, contentType: res.headers.get('content-type'), body: (await res.json()) as Record<string, unknown> };
+}
+
+function chat(base: string, model: string, extra: Partial<ChatBody> = {}, signal?: AbortSignal): Promise<ChatAnswer> {
+  return post(base, '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], ...extra }, signal);
+}
+
+function content(a: ChatAnswer): unknown {
+  const choices = a.body.choices as { message: { content: string } }[] | undefined;
+  return choices?.[0]?.message.content;
+}
+
+async function expectPermanent(p: Promise<unknown>, type: string): Promise<PermanentError> {
+  try {
+    await p;
+  } catch (err) {
+    assert.ok(err instanceof PermanentError, `expected PermanentError ${type}, got ${String(err)}`);
+    assert.equal(err.type, type);
+    return err;
+  }
+  assert.fail(`expected PermanentError ${type}, but the call succeeded`);
+}
+
+function refusal(o: ReadmitOutcome): Extract<ReadmitOutcome, { ok: false }> {
+  if (o.ok) assert.fail(`expected a refusal, got ${JSON.stringify(o)}`);
+  return o;
+}
+
+function routerToml(v: { mapping: string; chat: string; vision: string; dead: string; extra?: string }): string {
+  return `mapping_version = "${v.mapping}"
+
+[[tiers]]
+name = "chat-local"
+backend = "${v.chat}"
+served_model_name = "fake-chat"
+model_identity = true
+
+[[tiers]]
+name = "plain-local"
+backend = "${v.chat}/"
+served_model_name = "fake-chat"
+
+[[tiers]]
+name = "vision-local"
+backend = "${v.vision}"
+served_model_name = "qwen3-vl-4b-instruct"
+model_identity = true
+
+[[tiers]]
+name = "dead-local"
+backend = "${v.dead}"
+served_model_name = "nobody"
+model_identity = true
+
+[[presets]]
+name = "chat"
+tier = "chat-local"
+
+[[presets]]
+name = "embeddings"
+tier = "chat-local"
+
+[[presets]]
+name = "plain"
+tier = "plain-local"
+
+[[presets]]
+name = "vision"
+tier = "vision-local"
+
+[[presets]]
+name = "dead"
+tier = "dead-local"
+${v.extra ?? ''}`;
+}
+
+/** A port nothing listens on: bind, note, close. */
+async function deadPort(): Promise<number> {
+  const s = http.createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The router over real backends
+
+describe('reference router', () => {
+  let dir: string;
+  let configPath: string;
+  let chatBackend: FakeVllm;
+  let visionBackend: FakeVllm;
+  let router: RunningRouter;
+  let admin: HttpRouterAdmin;
+  let toml: string;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-router-'));
+    configPath = join(dir, 'router.toml');
+    chatBackend = await new FakeVllm('fake-chat').start();
+    visionBackend = await new FakeVllm('qwen3-vl-4b-instruct').start();
+    toml = routerToml({
+      mapping: 'test.v1',
+      chat: chatBackend.url,
+      vision: visionBackend.url,
+      dead: `http://127.0.0.1:${await deadPort()}`,
+    });
+    writeFileSync(configPath, toml);
+    router = await startRouter({ configPath, adminToken: TOKEN, probeTimeoutMs: 1000 });
+    admin = new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 });
+  });
+
+  after(async () => {
+    await router?.close();
+    await chatBackend?.close();
+    await visionBackend?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('binds loopback; /healthz and /v1/models list the presets', async () => {
+    assert.match(router.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.deepEqual(await admin.healthz(), { ok: true, mappingVersion: 'test.v1' });
+    const res = await fetch(`${router.url}/healthz`);
+    assert.deepEqual(await res.json(), { status: 'ok', mapping_version: 'test.v1' });
+    const models = (await (await fetch(`${router.url}/v1/models`)).json()) as { object: string; data: unknown[] };
+    assert.equal(models.object, 'list');
+    assert.deepEqual(
+      models.data,
+      ['chat', 'embeddings', 'plain', 'vision', 'dead'].map((id) => ({ id, object: 'model', owned_by: 'gpures-router' })),
+    );
+  });
+
+  test('routes a preset to its tier, rewrites model, relays status, content-type and body', async () => {
+    const before = visionBackend.received.length;
+    const a = await post(router.url, '/v1/chat/completions', {
+      model: 'vision',
+      messages: [{ role: 'user', content: 'describe' }],
+      temperature: 0,
+    });
+    assert.equal(a.status, 200);
+    assert.match(a.contentType ?? '', /^application\/json/);
+    assert.equal(a.body.model, 'qwen3-vl-4b-instruct');
+    assert.equal(content(a), 'echo:describe');
+    const got = visionBackend.received.slice(before);
+    assert.equal(got.length, 1);
+    assert.equal(got[0]?.path, '/v1/chat/completions');
+    assert.equal(got[0]?.body.model, 'qwen3-vl-4b-instruct', 'the backend sees the served model name, not the preset');
+    assert.equal((got[0]?.body as Record<string, unknown>).temperature, 0, 'other fields pass through');
+
+    const e = await post(router.url, '/v1/embeddings', { model: 'embeddings', input: 'x' });
+    assert.equal(e.status, 200);
+    assert.equal(e.body.model, 'fake-chat');
+    assert.equal(chatBackend.received.at(-1)?.path, '/v1/embeddings');
+
+    // A backend error is relayed as is.
+    const f = await chat(router.url, 'chat', { fail_status: 400 });
+    assert.equal(f.status, 400);
+    assert.equal(f.body.message, 'asked to fail with 400');
+  });
+
+  test('unknown preset -> 404 naming the known presets; unreachable backend -> 502 naming tier and backend', async () => {
+    const u = await chat(router.url, 'no-such-preset');
+    assert.equal(u.status, 404);
+    const err = u.body.error as { message: string; presets: string[] };
+    assert.match(err.message, /unknown model 'no-such-preset'/);
+    assert.deepEqual(err.presets, ['chat', 'embeddings', 'plain', 'vision', 'dead']);
+
+    const d = await chat(router.url, 'dead');
+    assert.equal(d.status, 502);
+    const derr = d.body.error as { message: string; type: string; tier: string; backend: string };
+    assert.equal(derr.type, 'backend_unreachable');
+    assert.equal(derr.tier, 'dead-local');
+    assert.match(derr.message, /dead-local/);
+    assert.ok(derr.message.includes(derr.backend));
+    assert.equal((await admin.tierState('dead-local')).inFlight, 0);
+  });
+
+  test('quiesce: new requests get 503 naming the tier, the 5 in flight finish 200, inFlight 5 -> 0 only after', async () => {
+    const inflight = Array.from({ length: 5 }, (_, i) => chat(router.url, 'vision', { delay_ms: 700, messages: [{ role: 'user', content: `q${i}` }] }));
+    let settled = 0;
+    for (const p of inflight) void p.then(() => settled++, () => settled++);
+    await until('5 requests at the backend', () => visionBackend.active === 5);
+
+    assert.equal((await admin.tierState('vision-local')).inFlight, 5);
+    const q = await admin.quiesce('vision-local');
+    assert.deepEqual(q, { tier: 'vision-local', state: 'quiesced', inFlight: 5, backend: visionBackend.url, modelIdentity: true });
+    assert.deepEqual(await admin.quiesce('vision-local'), q, 'quiesce is idempotent');
+
+    const refused = await chat(router.url, 'vision');
+    assert.equal(refused.status, 503);
+    assert.deepEqual(refused.body, {
+      error: {
+        message: "tier 'vision-local' is quiesced (evicted or draining); retry later",
+        type: 'tier_unavailable',
+        tier: 'vision-local',
+      },
+    });
+    assert.equal(visionBackend.active, 5, 'the refused request never reached the backend');
+
+    // Still draining: nothing finished yet, so the count holds.
+    const mid = await admin.tierState('vision-local');
+    assert.equal(settled, 0);
+    assert.equal(mid.inFlight, 5);
+    assert.equal(mid.state, 'quiesced');
+
+    const answers = await Promise.all(inflight);
+    assert.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200, 200]);
+    assert.deepEqual(answers.map(content), ['echo:q0', 'echo:q1', 'echo:q2', 'echo:q3', 'echo:q4']);
+    assert.deepEqual(await admin.tierState('vision-local'), { ...q, inFlight: 0 });
+    assert.equal(router.state().tiers.find((t) => t.tier === 'vision-local')?.inFlight, 0);
+    assert.equal((await chat(router.url, 'vision')).status, 503, 'still quiesced after the drain');
+
+    // Other tiers are untouched.
+    assert.equal((await chat(router.url, 'chat')).status, 200);
+
+    const back = await admin.readmit('vision-local');
+    assert.deepEqual(back, { ok: true, tier: 'vision-local', observedModel: 'qwen3-vl-4b-instruct' });
+  });
+
+  test('guarded readmit refuses identity_not_configured, identity_mismatch and unhealthy, then readmits', async () => {
+    // A tier without model_identity: refused, and its state is left alone.
+    const nc = refusal(await admin.readmit('plain-local'));
+    assert.equal(nc.reason, 'identity_not_configured');
+    assert.equal(nc.tier, 'plain-local');
+    assert.match(nc.message, /model_identity = true/);
+    assert.equal((await admin.tierState('plain-local')).state, 'active');
+
+    await admin.quiesce('vision-local');
+
+    // Wrong model behind the port; exact match is required, so case matters too.
+    for (const wrong of ['qwen3-vl-8b-instruct', 'Qwen3-VL-4B-Instruct']) {
+      visionBackend.modelId = wrong;
+      const mm = refusal(await admin.readmit('vision-local'));
+      assert.equal(mm.reason, 'identity_mismatch');
+      assert.ok(mm.message.includes(wrong), `message names the observed id: ${mm.message}`);
+      assert.ok(mm.message.includes('qwen3-vl-4b-instruct'));
+      assert.equal((await admin.tierState('vision-local')).state, 'quiesced');
+    }
+    visionBackend.modelId = 'qwen3-vl-4b-instruct';
+
+    visionBackend.healthStatus = 503;
+    const uh = refusal(await admin.readmit('vision-local'));
+    assert.equal(uh.reason, 'unhealthy');
+    assert.match(uh.message, /503/);
+    assert.equal((await chat(router.url, 'vision')).status, 503);
+
+    const dead = refusal(await admin.readmit('dead-local'));
+    assert.equal(dead.reason, 'unhealthy');
+    assert.match(dead.message, /\/health failed/);
+
+    visionBackend.healthStatus = 200;
+    const ok = await admin.readmit('vision-local');
+    assert.deepEqual(ok, { ok: true, tier: 'vision-local', observedModel: 'qwen3-vl-4b-instruct' });
+    assert.equal((await admin.tierState('vision-local')).state, 'active');
+    const routed = await chat(router.url, 'vision', { messages: [{ role: 'user', content: 'again' }] });
+    assert.equal(routed.status, 200);
+    assert.equal(content(routed), 'echo:again');
+
+    // Readmit of an active tier re-probes: a wrong identity is refused and the tier stays active.
+    visionBackend.modelId = 'something-else';
+    assert.equal(refusal(await admin.readmit('vision-local')).reason, 'identity_mismatch');
+    assert.equal((await admin.tierState('vision-local')).state, 'active');
+    visionBackend.modelId = 'qwen3-vl-4b-instruct';
+    assert.equal((await admin.readmit('vision-local')).ok, true);
+  });
+
+  test('a quiesce sent while a readmit is probing wins: admin changes are serialized', async () => {
+    await admin.quiesce('vision-local');
+    visionBackend.healthDelayMs = 200;
+    try {
+      const readmit = admin.readmit('vision-local');
+      await sleep(50);
+      const quiesce = admin.quiesce('vision-local');
+      assert.equal((await readmit).ok, true);
+      assert.equal((await quiesce).state, 'quiesced');
+      assert.equal((await admin.tierState('vision-local')).state, 'quiesced');
+    } finally {
+      visionBackend.healthDelayMs = 0;
+    }
+    assert.equal((await admin.readmit('vision-local')).ok, true);
+  });
+
+  test('admin without or with a wrong token -> 401, and nothing changes', async () => {
+    const noToken = await fetch(`${router.url}/admin/tiers/vision-local/quiesce`, { method: 'POST' });
+    assert.equal(noToken.status, 401);
+    const body = (await noToken.json()) as { error: { type: string; message: string } };
+    assert.equal(body.error.type, 'unauthorized');
+
+    const wrong = new HttpRouterAdmin({ baseUrl: router.url, token: `${TOKEN}x` });
+    await expectPermanent(wrong.quiesce('vision-local'), 'RouterAuthFailed');
+    await expectPermanent(wrong.readmit('vision-local'), 'RouterAuthFailed');
+    await expectPermanent(wrong.reload(), 'RouterAuthFailed');
+    await expectPermanent(new HttpRouterAdmin({ baseUrl: router.url, token: '' }).tierState('vision-local'), 'RouterAuthFailed');
+    // Unknown tier with a wrong token is still 401: auth comes first.
+    await expectPermanent(wrong.tierState('nope'), 'RouterAuthFailed');
+
+    assert.equal((await admin.tierState('vision-local')).state, 'active');
+    assert.equal((await chat(router.url, 'vision')).status, 200);
+
+    await expectPermanent(admin.tierState('nope'), 'UnknownTier');
+    await expectPermanent(admin.quiesce('nope'), 'UnknownTier');
+    await expectPermanent(admin.readmit('nope'), 'UnknownTier');
+  });
+
+  test('a client abort ends the in-flight count exactly once and cancels the backend request', async () => {
+    const abortedBefore = chatBackend.aborted;
+    const ac = new AbortController();
+    const p = chat(router.url, 'chat', { gate: 'never' }, ac.signal);
+    await until('the request at the backend', () => chatBackend.active === 1);
+    assert.equal((await admin.tierState('chat-local')).inFlight, 1);
+    ac.abort();
+    await assert.rejects(p);
+    await until('in-flight back to 0', async () => (await admin.tierState('chat-local')).inFlight === 0);
+    await until('the backend sees the abort', () => chatBackend.aborted === abortedBefore + 1);
+    await sleep(50);
+    assert.equal((await admin.tierState('chat-local')).inFlight, 0, 'never negative');
+  });
+
+  test('SSE streaming relays chunks before the backend has finished', async () => {
+    const res = await fetch(`${router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'vision', stream: true, gate: 'sse', messages: [{ role: 'user', content: 's' }] }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
+    assert.ok(res.body);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    while (!text.includes('\n\n')) {
+      const { value, done } = await reader.read();
+      assert.equal(done, false, 'stream ended before the first event');
+      text += decoder.decode(value, { stream: true });
+    }
+    // The backend is still holding the stream open (gated): the first event got through anyway.
+    assert.match(text, /"content":"first"/);
+    assert.doesNotMatch(text, /second/);
+    assert.equal(visionBackend.active, 1);
+    assert.equal((await admin.tierState('vision-local')).inFlight, 1);
+
+    visionBackend.release('sse');
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    assert.match(text, /"content":" second"/);
+    assert.ok(text.trimEnd().endsWith('data: [DONE]'));
+    assert.match(text, /"model":"qwen3-vl-4b-instruct"/);
+    await until('stream no longer in flight', async () => (await admin.tierState('vision-local')).inFlight === 0);
+  });
+
+  test('reload: new mapping_version shows in /healthz, quiesced tiers stay quiesced; invalid config -> 400, old mapping kept', async () => {
+    await admin.quiesce('vision-local');
+    writeFileSync(
+      configPath,
+      toml.replace('mapping_version = "test.v1"', 'mapping_version = "test.v2"') +
+        `\n[[tiers]]\nname = "new-local"\nbackend = "${chatBackend.url}"\nserved_model_name = "fake-chat"\n\n[[presets]]\nname = "new"\ntier = "new-local"\n`,
+    );
+    assert.deepEqual(await admin.reload(), { mappingVersion: 'test.v2' });
+    assert.deepEqual(await admin.healthz(), { ok: true, mappingVersion: 'test.v2' });
+    assert.equal((await admin.tierState('vision-local')).state, 'quiesced', 'a kept tier keeps its state');
+    assert.equal((await admin.tierState('new-local')).state, 'active');
+    assert.equal((await chat(router.url, 'new')).status, 200);
+
+    // Invalid: a preset naming an unknown tier and an unknown key.
+    writeFileSync(configPath, toml.replace('mapping_version = "test.v1"', 'mapping_version = "test.v3"\nbogus = 1').replace('tier = "dead-local"', 'tier = "ghost"'));
+    const err = await expectPermanent(admin.reload(), 'RouterConfigInvalid');
+    assert.match(err.message, /ghost/);
+    const raw = await fetch(`${router.url}/admin/reload`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(raw.status, 400);
+    const body = (await raw.json()) as { error: { type: string; errors: string[]; mapping_version: string } };
+    assert.equal(body.error.type, 'invalid_config');
+    assert.equal(body.error.mapping_version, 'test.v2');
+    assert.ok(body.error.errors.some((e) => e.includes('presets[4].tier') && e.includes("unknown tier 'ghost'")), body.error.errors.join('\n'));
+    assert.ok(body.error.errors.some((e) => e.includes('bogus')));
+    assert.deepEqual(await admin.healthz(), { ok: true, mappingVersion: 'test.v2' }, 'the old mapping stays');
+    assert.equal((await chat(router.url, 'new')).status, 200);
+
+    // Back to the original config; tiers that disappear are gone, vision-local is still quiesced.
+    writeFileSync(configPath, toml);
+    assert.deepEqual(await admin.reload(), { mappingVersion: 'test.v1' });
+    await expectPermanent(admin.tierState('new-local'), 'UnknownTier');
+    assert.equal((await chat(router.url, 'new')).status, 404);
+    assert.equal((await admin.tierState('vision-local')).state, 'quiesced');
+    assert.equal((await admin.readmit('vision-local')).ok, true);
+  });
+});
+
+describe('router start-up', () => {
+  test('startRouter refuses an invalid config and an empty token', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-router-'));
+    try {
+      const file = join(dir, 'router.toml');
+      writeFileSync(file, 'mapping_version = "x"\n[[tiers]]\nname = "a"\nbackend = "ftp://x"\nserved_model_name = "m"\n');
+      await assert.rejects(startRouter({ configPath: file, adminToken: TOKEN }), /tiers\[0\]\.backend: must be an http\(s\) base URL/);
+      await assert.rejects(startRouter({ configPath: join(dir, 'missing.toml'), adminToken: TOKEN }), /cannot read/);
+      await assert.rejects(startRouter({ configPath: file, adminToken: '' }), /adminToken is required/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('main.js refuses to start without GPURES_ROUTER_TOKEN, and runs and closes on SIGTERM with one', async () => {
+    const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
+    const config = join(ROOT, 'examples', 'primary-node', 'router.toml');
+    const env = { ...process.env };
+    delete env.GPURES_ROUTER_TOKEN;
+
+    const refused = spawn(process.execPath, [main, '--config', config, '--port', '0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let refusedErr = '';
+    refused.stderr.on('data', (c: Buffer) => (refusedErr += c.toString()));
+    const refusedCode = await new Promise<number | null>((resolve) => refused.on('close', (code) => resolve(code)));
+    assert.equal(refusedCode, 2);
+    assert.match(refusedErr, /GPURES_ROUTER_TOKEN is not set/);
+
+    const child = spawn(process.execPath, [main, '--config', config, '--port', '0'], {
+      env: { ...env, GPURES_ROUTER_TOKEN: TOKEN },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    try {
+      await until('the listening line', () => /router listening on/.test(err), 10_000);
+      const m = /router listening on (http:\/\/127\.0\.0\.1:\d+) \(mapping_version 2026-07-13\.primary-node-t013-vision\)/.exec(err);
+      assert.ok(m?.[1], err);
+      const h = new HttpRouterAdmin({ baseUrl: m[1], token: TOKEN });
+      assert.deepEqual(await h.healthz(), { ok: true, mappingVersion: '2026-07-13.primary-node-t013-vision' });
+      assert.equal((await h.tierState('vision-local')).modelIdentity, true);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    assert.equal(await exited, 0);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The config model
+
+const CFG = 'router.toml';
+
+function parse(text: string): RouterConfigResult {
+  return parseRouterConfig(text, CFG);
+}
+
+function errorsOf(r: RouterConfigResult): ManifestIssue[] {
+  assert.equal(r.ok, false, 'expected the config to be rejected');
+  return r.ok ? [] : r.errors;
+}
+
+function okConfig(r: RouterConfigResult): RouterConfig {
+  if (!r.ok) assert.fail(`expected ok, got:\n${r.errors.map(formatIssue).join('\n')}`);
+  return r.config;
+}
+
+const MIN = `mapping_version = "m1"
+[[tiers]]
+name = "a-local"
+backend = "http://127.0.0.1:30001/"
+served_model_name = "model-a"
+[[presets]]
+name = "a"
+tier = "a-local"
+`;
+
+describe('parseRouterConfig', () => {
+  test('a minimal config: defaults, trailing slash dropped, lookups', () => {
+    const r = parse(MIN);
+    const config = okConfig(r);
+    assert.deepEqual(config, {
+      mappingVersion: 'm1',
+      tiers: [{ name: 'a-local', backend: 'http://127.0.0.1:30001', servedModelName: 'model-a', modelIdentity: false }],
+      presets: [{ name: 'a', tier: 'a-local' }],
+    });
+    assert.equal(tierForPreset(config, 'a')?.name, 'a-local');
+    assert.equal(tierForPreset(config, 'b'), undefined);
+    assert.deepEqual(r.ok && r.warnings, []);
+  });
+
+  test('every problem is reported with file, dotted path and message', () => {
+    const errors = errorsOf(
+      parse(`
+[[tiers]]
+name = "a-local"
+backend = "ftp://127.0.0.1:30001"
+served_model_name = "model-a"
+model_identiy = true
+
+[[tiers]]
+name = "a-local"
+backend = "http://127.0.0.1:30002"
+served_model_name = "model-b"
+
+[[tiers]]
+name = "c-local"
+backend = "not a url"
+served_model_name = ""
+
+[[presets]]
+name = "a"
+tier = "a-local"
+
+[[presets]]
+name = "a"
+tier = "a-local"
+
+[[presets]]
+name = "b"
+tier = "ghost"
+`),
+    );
+    const lines = errors.map(formatIssue);
+    const expect = (prefix: string, ...fragments: string[]) => {
+      const hit = lines.find((l) => l.startsWith(prefix) && fragments.every((f) => l.includes(f)));
+      assert.ok(hit, `no issue ${prefix} ${fragments.join(' ')} in:\n${lines.join('\n')}`);
+    };
+    expect('router.toml: mapping_version: is required');
+    expect('router.toml: tiers[0].backend: must be an http(s) base URL', '"ftp://127.0.0.1:30001"');
+    expect("router.toml: tiers[0].model_identiy: unknown key", "did you mean 'model_identity'");
+    expect("router.toml: tiers[1].name: duplicate tier name 'a-local' (first declared at tiers[0])");
+    expect('router.toml: tiers[2].backend: must be an http(s) base URL', '"not a url"');
+    expect('router.toml: tiers[2].served_model_name: must be a non-empty string');
+    expect("router.toml: presets[1].name: duplicate preset name 'a' (first declared at presets[0])");
+    expect("router.toml: presets[2].tier: preset 'b' names unknown tier 'ghost'", "'a-local'", "'c-local'");
+    assert.equal(lines.length, 8, lines.join('\n'));
+  });
+
+  test('unknown top-level keys, no tiers, invalid TOML, bad value types', () => {
+    const top = errorsOf(parse('mapping_version = "m"\npresetz = 1\n')).map(formatIssue);
+    assert.deepEqual(top.sort(), [
+      "router.toml: presetz: unknown key \"presetz\" (did you mean 'presets'?)",
+      'router.toml: tiers: at least one tier is required: add a [[tiers]] table with name, backend and served_model_name',
+    ]);
+    const toml = errorsOf(parse('mapping_version = \n'));
+    assert.equal(toml.length, 1);
+    assert.match(formatIssue(toml[0] as ManifestIssue), /^router\.toml: line 1, column \d+: invalid TOML/);
+    const types = errorsOf(parse(MIN.replace('served_model_name = "model-a"', 'served_model_name = "model-a"\nmodel_identity = "yes"'))).map(formatIssue);
+    assert.deepEqual(types, ['router.toml: tiers[0].model_identity: must be true or false (got "yes")']);
+    const name = errorsOf(parse(MIN.replace('name = "a-local"', 'name = "a local"').replace('tier = "a-local"', 'tier = "a local"')));
+    assert.equal(name[0]?.path, 'tiers[0].name');
+  });
+
+  test('a tier no preset reaches is a warning', () => {
+    const r = parse(`${MIN}[[tiers]]\nname = "lonely"\nbackend = "https://h.example"\nserved_model_name = "x"\n`);
+    okConfig(r);
+    assert.deepEqual(r.ok && r.warnings.map(formatIssue), ["router.toml: tiers[1]: tier 'lonely' has no preset: clients cannot reach it (admin endpoints still can)"]);
+  });
+
+  test('parseBackendUrl', () => {
+    assert.deepEqual(parseBackendUrl('http://127.0.0.1:30008'), { scheme: 'http', host: '127.0.0.1', port: 30008, path: '' });
+    assert.deepEqual(parseBackendUrl('https://[::1]/vllm/'), { scheme: 'https', host: '[::1]', port: 443, path: '/vllm' });
+    for (const bad of ['ftp://h', 'http://', 'http://h:0', 'http://h:70000', 'http://h/?q=1', 'http://u:p@h', 'h:80', 'http://h#x']) {
+      assert.equal(parseBackendUrl(bad), undefined, bad);
+    }
+  });
+});
+
+describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2)', () => {
+  const MANIFEST = 'serves.toml';
+  const manifestText = readFileSync(join(ROOT, 'examples', 'primary-node', 'serves.toml'), 'utf8');
+  const routerText = readFileSync(join(ROOT, 'examples', 'primary-node', 'router.toml'), 'utf8');
+  const manifestResult = parseManifest(manifestText, MANIFEST);
+  if (!manifestResult.ok) throw new Error(manifestResult.errors.map(formatIssue).join('\n'));
+  const manifest: Manifest = manifestResult.manifest;
+
+  test('the two example files agree: no errors, no warnings', () => {
+    const r = parseRouterConfig(routerText, CFG);
+    const config = okConfig(r);
+    assert.deepEqual(r.ok && r.warnings, []);
+    assert.equal(config.mappingVersion, '2026-07-13.primary-node-t013-vision');
+    assert.deepEqual(
+      config.tiers.map((t) => [t.name, t.backend, t.servedModelName, t.modelIdentity]),
+      [
+        ['fast-local', 'http://127.0.0.1:30001', 'gemma4-e4b-it', false],
+        ['embeddings-local', 'http://127.0.0.1:30003', 'bge-m3', false],
+        ['reranker-local', 'http://127.0.0.1:30004', 'bge-reranker-v2-m3', false],
+        ['ocr-local', 'http://127.0.0.1:30007', 'paddleocr-vl', false],
+        ['vision-local', 'http://127.0.0.1:30008', 'qwen3-vl-4b-instruct', true],
+      ],
+    );
+    assert.deepEqual(
+      config.presets.map((p) => [p.name, p.tier]),
+      [
+        ['chat-fast', 'fast-local'],
+        ['chat', 'fast-local'],
+        ['embeddings', 'embeddings-local'],
+        ['rerank', 'reranker-local'],
+        ['ocr', 'ocr-local'],
+        ['vision', 'vision-local'],
+      ],
+    );
+    assert.deepEqual(checkRouterAgainstManifest(config, CFG, manifest, MANIFEST), []);
+  });
+
+  test('an evictable serve\'s tier without model_identity = true is an error naming the tier and the file', () => {
+    const config = okConfig(parseRouterConfig(routerText.replace(/^model_identity = true\n/m, ''), CFG));
+    const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);
+    const errors = routerCheckErrors(issues);
+    assert.equal(errors.length, 1, issues.map(formatIssue).join('\n'));
+    assert.equal(
+      formatIssue(errors[0] as ManifestIssue),
+      "router.toml: tiers[4].model_identity: tier 'vision-local' is backed by evictable serve 'vision' (serves.toml) and must set model_identity = true, or its guarded readmit will refuse with identity_not_configured and the tier can never re-enter rotation after an eviction",
+    );
+  });
+
+  test('a served_model_name that differs from the serve\'s is an error; a missing tier is a warning', () => {
+    const config = okConfig(
+      parseRouterConfig(
+        routerText
+          .replace('served_model_name = "paddleocr-vl"', 'served_model_name = "paddleocr"')
+          .replace(/\[\[tiers\]\]\nname = "reranker-local"[^[]*/, '')
+          .replace(/\[\[presets\]\]\nname = "rerank"[^[]*/, ''),
+        CFG,
+      ),
+    );
+    const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);
+    assert.deepEqual(
+      issues.map((i) => [i.severity, formatIssue(i)]),
+      [
+        [
+          'warning',
+          "serves.toml: serves[2].router_tier: serve 'reranker' declares router_tier 'reranker-local', which is not a tier in router.toml: the router cannot route to it, quiesce it or readmit it",
+        ],
+        [
+          'error',
+          "router.toml: tiers[2].served_model_name: tier 'ocr-local' sends model 'paddleocr', but its serve 'ocr' (serves.toml) serves 'paddleocr-vl': routed requests would be rejected by the backend and a guarded readmit would refuse with identity_mismatch",
+        ],
+      ],
+    );
+  });
+
+  test('a backend port that is not the serve\'s port is a warning', () => {
+    const config = okConfig(parseRouterConfig(routerText.replace('http://127.0.0.1:30008', 'http://127.0.0.1:30009'), CFG));
+    const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);
+    assert.deepEqual(routerCheckErrors(issues), []);
+    assert.equal(issues.length, 1);
+    assert.equal(issues[0]?.path, 'tiers[4].backend');
+  });
+});

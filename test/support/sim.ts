@@ -1,0 +1,86 @@
+// A simulated box for workflow tests: sim serves, the reference router, the fake nvidia-smi,
+// and a worker on the real dev server wired to them.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { parseManifest } from '../../src/domain/manifest';
+import type { Manifest } from '../../src/domain/types';
+import { routerConfigFor, startSimBox } from '../../src/sim/box';
+import type { SimBox } from '../../src/sim/box';
+import { createGpuresWorker, fileManifest } from '../../src/worker/worker';
+import { renderManifest, uniqueNode } from './box';
+import type { TestGpu, TestServe } from './box';
+import { testTemporal, workflowBundle } from './temporal';
+import type { TestTemporal } from './temporal';
+
+export const ROUTER_TOKEN = 'test-router-token';
+
+export interface SimTestBox {
+  node: string;
+  manifest: Manifest;
+  manifestPath: string;
+  box: SimBox;
+  temporal: TestTemporal;
+  worker: Worker;
+  /** POST a chat completion for `preset` through the router. */
+  routed(preset: string, body?: Record<string, unknown>): Promise<{ status: number; body: unknown; finishedAt: number }>;
+  close(): Promise<void>;
+}
+
+export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: TestServe[]): Promise<SimTestBox> {
+  const node = uniqueNode(prefix);
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-sim-'));
+  const text = renderManifest(node, gpus, serves);
+  const manifestPath = join(dir, 'serves.toml');
+  writeFileSync(manifestPath, text);
+  const parsed = parseManifest(text, manifestPath);
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+  const manifest = parsed.manifest;
+  const routerConfigPath = join(dir, 'router.toml');
+  writeFileSync(routerConfigPath, routerConfigFor(manifest, `test.${node}`));
+  const box = await startSimBox({ manifest, stateDir: join(dir, 'box'), routerConfigPath, routerToken: ROUTER_TOKEN, nonLedgerDrawMib: 1200 });
+  const temporal = await testTemporal();
+  const worker = await createGpuresWorker({
+    connection: temporal.nativeConnection,
+    client: temporal.client,
+    namespace: 'default',
+    node,
+    manifest: fileManifest(manifestPath),
+    runtime: box.runtime,
+    router: box.routerAdmin,
+    gpu: box.gpu,
+    pollIntervalMs: 100,
+    workflowBundle: await workflowBundle(),
+  });
+  const running = worker.run();
+  return {
+    node,
+    manifest,
+    manifestPath,
+    box,
+    temporal,
+    worker,
+    async routed(preset, body = {}) {
+      const res = await fetch(`${box.router.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: preset, messages: [{ role: 'user', content: 'describe the screenshot' }], ...body }),
+      });
+      const text = await res.text();
+      let parsedBody: unknown = text;
+      try {
+        parsedBody = JSON.parse(text);
+      } catch {
+        // SSE or plain text: keep it as it came.
+      }
+      return { status: res.status, body: parsedBody, finishedAt: Date.now() };
+    },
+    async close() {
+      worker.shutdown();
+      await running;
+      await box.close();
+      await temporal.close();
+    },
+  };
+}
