@@ -310,3 +310,86 @@ build_test_image() {
   fi
   log "built $GPURES_TEST_IMAGE"
 }
+
+# --- fake router test image ----------------------------------------------------------------
+
+GPURES_ROUTER_TEST_IMAGE=gpures/fake-router:test
+
+# Applets linked into the fake-router image: what its entrypoint.sh uses, plus a few for
+# `docker exec` debugging.
+_GPURES_FAKE_ROUTER_APPLETS=(sh ash nc sed grep head cut cat mkdir rm kill printf echo test '[' sleep ls ps env)
+
+_gpures_fake_router_inputs_hash() {
+  local entrypoint=$1 busybox=$2
+  {
+    sha256sum <"$entrypoint"
+    sha256sum <"$busybox"
+    printf '%s\n' "${_GPURES_FAKE_ROUTER_APPLETS[@]}"
+    declare -f build_router_image _gpures_assemble_fake_router_rootfs
+  } | sha256sum | cut -d' ' -f1
+}
+
+# _gpures_assemble_fake_router_rootfs DIR BUSYBOX ENTRYPOINT
+_gpures_assemble_fake_router_rootfs() {
+  local root=$1 busybox=$2 entrypoint=$3 applet
+  mkdir -p "$root/bin" "$root/config" "$root/tmp" || return 1
+  chmod 1777 "$root/tmp" || return 1
+  cp "$busybox" "$root/bin/busybox" || return 1
+  for applet in "${_GPURES_FAKE_ROUTER_APPLETS[@]}"; do
+    ln -s busybox "$root/bin/$applet" || return 1
+  done
+  cp "$entrypoint" "$root/entrypoint.sh" || return 1
+  chmod 0755 "$root/entrypoint.sh" "$root/bin/busybox" || return 1
+}
+
+# Builds $GPURES_ROUTER_TEST_IMAGE (a busybox-only fake router for the promotion tests, see
+# test/images/fake-router/entrypoint.sh) with `docker import`, unless an image built from the
+# same inputs exists (its label gpures.inputs holds a hash of the inputs). Same recipe as
+# build_test_image.
+build_router_image() {
+  local entrypoint="$GPURES_ROOT/test/images/fake-router/entrypoint.sh"
+  local busybox=/bin/busybox # shipped by busybox-static (dpkg -L busybox-static)
+  if [[ ! -f "$entrypoint" ]]; then
+    log "error: $entrypoint is missing"
+    return 1
+  fi
+  local ldd_out=""
+  if [[ -x "$busybox" ]]; then
+    ldd_out="$(LC_ALL=C ldd "$busybox" 2>&1 || true)"
+  fi
+  if [[ "$ldd_out" != *"not a dynamic executable"* ]]; then
+    log "error: $busybox is missing or not statically linked (apt-get install busybox-static)"
+    return 1
+  fi
+
+  local hash current old_id
+  hash="$(_gpures_fake_router_inputs_hash "$entrypoint" "$busybox")" || return 1
+  current="$(gpures_docker image inspect -f '{{ index .Config.Labels "gpures.inputs" }}' "$GPURES_ROUTER_TEST_IMAGE" 2>/dev/null || true)"
+  if [[ "$current" == "$hash" ]]; then
+    log "test image $GPURES_ROUTER_TEST_IMAGE up to date"
+    return 0
+  fi
+  old_id="$(gpures_docker image inspect -f '{{ .Id }}' "$GPURES_ROUTER_TEST_IMAGE" 2>/dev/null || true)"
+
+  log "building test image $GPURES_ROUTER_TEST_IMAGE"
+  local tmp rc=0
+  tmp="$(mktemp -d)" || return 1
+  _gpures_assemble_fake_router_rootfs "$tmp/rootfs" "$busybox" "$entrypoint" &&
+    tar --numeric-owner --owner=0 --group=0 -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" . &&
+    gpures_docker import \
+      --change 'ENTRYPOINT ["/entrypoint.sh"]' \
+      --change 'ENV PATH=/bin' \
+      --change 'EXPOSE 8080' \
+      --change "LABEL gpures.inputs=$hash" \
+      "$tmp/rootfs.tar" "$GPURES_ROUTER_TEST_IMAGE" >/dev/null ||
+    rc=1
+  rm -rf "$tmp"
+  if [[ $rc -ne 0 ]]; then
+    log "error: building $GPURES_ROUTER_TEST_IMAGE failed"
+    return 1
+  fi
+  if [[ -n "$old_id" ]]; then
+    gpures_docker image rm "$old_id" >/dev/null 2>&1 || true
+  fi
+  log "built $GPURES_ROUTER_TEST_IMAGE"
+}

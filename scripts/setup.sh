@@ -2,7 +2,8 @@
 # Prepares a checkout: npm dependencies, the Temporal CLI (built once with go install), and a
 # fresh `npm run build` into dist/.
 #   --test   also what the tests need: docker.io + busybox-static (apt), this project's own
-#            dockerd on unix:///run/gpures/docker.sock, and the gpures/fake-vllm:test image.
+#            dockerd on unix:///run/gpures/docker.sock, and the gpures/fake-vllm:test and
+#            gpures/fake-router:test images.
 # Idempotent: a second run only re-checks and rebuilds dist/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -36,6 +37,7 @@ if [[ $with_test -eq 1 ]]; then
   ensure_apt_packages docker.io busybox-static
   ensure_dockerd
   build_test_image
+  build_router_image
 fi
 
 # Clean build: tsc never deletes outputs, and a compiled test whose source was removed would

@@ -98,7 +98,7 @@ describe('bring-up and bring-down', () => {
     assert.ok(vision.ok, !vision.ok ? vision.message : '');
     assert.deepEqual(vision.result.observedModels, ['qwen3-vl-4b-instruct']);
     const l = await ledgerOf('dark-fast');
-    assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, freeMib: 1375 });
+    assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, heldMib: 0, freeMib: 1375 });
     assert.deepEqual(
       (await box.containers()).filter((c) => c.running).map((c) => c.serve).sort(),
       ['fast', 'vision'],

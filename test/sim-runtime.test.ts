@@ -117,7 +117,11 @@ describe('SimRuntime and its model server', () => {
   async function started(suffix: string, env: Record<string, string> = {}): Promise<ContractServe> {
     const serve = await contractServe(runId, suffix, SIM_IMAGE, { SIM_START_DELAY_MS: '0', ...env }, { gpuUuid: 'GPU-00000000-0000-0000-0000-000000000000' });
     await runtime.ensureRunning(serve.spec);
-    await waitFor(`${suffix} /health 200`, async () => ((await httpStatus(`${serve.baseUrl}/health`)) === 200 ? true : undefined));
+    await waitFor(`${suffix} /health 200`, async () => {
+      const state = await runtime.inspect(serve.spec.name);
+      if (!state?.running) throw new Error(`${suffix} exited (${state?.exitCode}): ${await runtime.logsTail(serve.spec.name, 5)}`);
+      return (await httpStatus(`${serve.baseUrl}/health`)) === 200 ? true : undefined;
+    });
     return serve;
   }
 
@@ -226,6 +230,24 @@ describe('SimRuntime and its model server', () => {
     assert.equal(state.exitCode, 3);
     assert.match(await runtime.logsTail(serve.spec.name, 5), /SIM_EXIT_AT_START/);
     assert.equal(await runtime.stop(serve.spec.name, 1), 'already-stopped');
+    assert.equal(await runtime.remove(serve.spec.name), 'removed');
+  });
+
+  test('ensureRunning returns once the port is bound; a port already taken shows as exited with the reason', async () => {
+    const serve = await started('holder');
+    const conn = await fetch(`${serve.baseUrl}/metrics`);
+    assert.equal(conn.status, 200);
+    await conn.text();
+    const clash = await contractServe(runId, 'clash', SIM_IMAGE, {});
+    const spec = { ...clash.spec, hostPort: serve.spec.hostPort };
+    assert.equal((await runtime.ensureRunning(spec)).created, true);
+    const state = await waitFor('clash exited', async () => {
+      const st = await runtime.inspect(spec.name);
+      return st && !st.running ? st : undefined;
+    });
+    assert.equal(state.exitCode, 1);
+    assert.match(await runtime.logsTail(spec.name, 5), /EADDRINUSE/);
+    assert.equal(await runtime.remove(spec.name), 'removed');
     assert.equal(await runtime.remove(serve.spec.name), 'removed');
   });
 

@@ -147,6 +147,17 @@ export function createEvictionActivities(deps: EvictionDeps) {
       return readGpu(input.uuid);
     },
 
+    /** A reading for the record where a probe works; null where this box has none. */
+    async measureGpu(input: { uuid: string }): Promise<GpuReading | null> {
+      if (!deps.gpu) return null;
+      try {
+        return await readGpu(input.uuid);
+      } catch (err) {
+        if (err instanceof ApplicationFailure && (err.type === Failure.NvidiaSmiMissing || err.type === Failure.GpuNotFound)) return null;
+        throw err;
+      }
+    },
+
     /**
      * After a victim's stop, waits until nvidia-smi shows its VRAM back on that GPU: used fell by
      * the expected MiB (within 5 %). Freed memory lags a process exit by up to seconds.

@@ -11,8 +11,10 @@ import { Failure } from '../shared/failures';
 import type { LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
 import { workflowIds } from '../shared/messages';
 import { createEvictionActivities } from './eviction';
+import { createPromotionActivities } from './promotion';
 import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from './ports';
 import { PermanentError } from './ports';
+import type { RouterDeployment, RouterTarget } from './router-deployment';
 
 export interface ActivityDeps {
   runtime: ContainerRuntime;
@@ -25,6 +27,9 @@ export interface ActivityDeps {
   gpu?: GpuProbe;
   /** How often health is polled while waiting; tests shorten it. */
   pollIntervalMs?: number;
+  /** Router promotion (docs/promotion.md): Docker and the live config's files, and the routers this worker may promote. */
+  routerDeployment?: RouterDeployment;
+  routerTargets?: RouterTarget[];
 }
 
 export interface ResolvedServe {
@@ -84,6 +89,7 @@ export function createActivities(deps: ActivityDeps) {
 
   return {
     ...createEvictionActivities(deps),
+    ...createPromotionActivities(deps),
 
     async resolveServe(input: { serve: string }): Promise<ResolvedServe> {
       const { text, file } = await deps.manifest.read();

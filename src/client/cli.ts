@@ -3,10 +3,14 @@
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { formatLedger, totals } from '../domain/ledger';
+import { formatPhysical, physicalTruth } from '../domain/physical';
+import type { GpuReading } from '../activities/ports';
 import type { LedgerState } from '../domain/ledger';
 import { findServe, parseManifest } from '../domain/manifest';
 import type { Manifest, ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
+import { ServiceError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { connectClient } from './connection';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from './operations';
 import type { OperationOutcome } from './operations';
@@ -96,6 +100,7 @@ interface ServeOpts {
   evict?: boolean;
   force?: boolean;
   drainTimeout?: string;
+  restore?: boolean;
 }
 
 async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeOpts): Promise<Rendered> {
@@ -108,16 +113,41 @@ async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeO
     for (const name of names) {
       const o =
         verb === 'down'
-          ? await serveDown(client, manifest.node, name)
+          ? await serveDown(client, manifest.node, name, { restore: opts.restore })
           : opts.evict
             ? await serveAcquire(client, manifest.node, { serve: name, evict: true, force: Boolean(opts.force), drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined })
             : await serveUp(client, manifest.node, name);
       outcomes.push(o);
       process.stderr.write(`${renderOutcome(o).join('\n')}\n`);
     }
-    const ledgers = await ledgerSnapshots(client, manifest);
+    const ledgers = await readLedgers(client, manifest);
     return { data: { outcomes, ledgers: ledgers.map(ledgerJson) }, text: ledgers.flatMap(formatLedger), exitCode: outcomeExit(outcomes) };
   });
+}
+
+/** nvidia-smi on this box, if it has one: the ledger is printed either way. */
+async function readDevices(): Promise<{ ok: true; gpus: GpuReading[] } | { ok: false; error: string }> {
+  const { NvidiaSmi } = await import('../activities/nvidia-smi');
+  try {
+    return { ok: true, gpus: await new NvidiaSmi({ binary: process.env['GPURES_NVIDIA_SMI'] ?? 'nvidia-smi' }).readGpus() };
+  } catch (err) {
+    return { ok: false, error: `not available (${(err as Error).message})` };
+  }
+}
+
+/** The ledger answers only through a running worker: say so instead of a stack trace. */
+async function readLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
+  try {
+    return await ledgerSnapshots(client, manifest);
+  } catch (err) {
+    if (err instanceof ServiceError) {
+      throw new CliError(
+        `node '${manifest.node}': the ledger did not answer (${err.message}); is \`gpures worker\` running for it (task queue gpures.${manifest.node})?`,
+        EXIT.unreachable,
+      );
+    }
+    throw err;
+  }
 }
 
 function ledgerJson(l: LedgerState) {
@@ -182,6 +212,7 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .description('stop gracefully, then release the reservation')
     .argument('<names...>')
     .addOption(manifestOpt())
+    .option('--restore', 'then bring back the serves evicted for it (health, identity, guarded readmit)')
     .addOption(jsonOpt())
     .action(run((names: string[], opts: ServeOpts) => serveOperation('down', names, opts)));
   serves
@@ -192,7 +223,7 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .action(
       run(async (opts: { manifest?: string }) => {
         const { manifest } = await loadManifest(manifestPath(opts.manifest));
-        const ledgers = await withClient((client) => ledgerSnapshots(client, manifest));
+        const ledgers = await withClient((client) => readLedgers(client, manifest));
         const rows = statusLines(manifest, ledgers);
         return {
           data: rows,
@@ -210,8 +241,38 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .action(
       run(async (opts: { manifest?: string }) => {
         const { manifest } = await loadManifest(manifestPath(opts.manifest));
-        const ledgers = await withClient((client) => ledgerSnapshots(client, manifest));
-        return { data: ledgers.map(ledgerJson), text: ledgers.flatMap(formatLedger), exitCode: EXIT.ok };
+        const ledgers = await withClient((client) => readLedgers(client, manifest));
+        const readings = await readDevices();
+        // The ledger's own lines stay exactly the field report's shape; a missing probe is a note.
+        if (!readings.ok) process.stderr.write(`nvidia-smi: ${readings.error}\n`);
+        const rows = ledgers.map((l) => {
+          const reading = readings.ok ? readings.gpus.find((g) => g.uuid === l.gpuUuid) : undefined;
+          return { ledger: l, physical: reading ? physicalTruth(l, reading) : undefined };
+        });
+        return {
+          data: rows.map((r) => ({ ...ledgerJson(r.ledger), physical: r.physical ?? null })),
+          text: rows.flatMap((r) => [
+            ...formatLedger(r.ledger),
+            ...(r.physical ? formatPhysical(r.physical) : []),
+          ]),
+          exitCode: EXIT.ok,
+        };
+      }),
+    );
+
+  program
+    .command('demo')
+    .description("the field report's T013 sequence on a simulated box (no GPU, no Docker), through the real workflows")
+    .option('--keep', 'leave the dev server, worker, router and serves up afterwards')
+    .option('--no-ui', 'start the dev server without its web UI')
+    .option('--manifest <file>', 'the box to simulate (default: examples/primary-node/serves.toml)')
+    .option('--router-config <file>', 'its router config (default: examples/primary-node/router.toml)')
+    .action(
+      run(async (opts: { keep?: boolean; ui: boolean; manifest?: string; routerConfig?: string }) => {
+        const { runDemo, quietRuntime } = await import('../demo/demo');
+        quietRuntime();
+        const result = await runDemo({ keep: opts.keep, ui: opts.ui, manifestPath: opts.manifest, routerConfigPath: opts.routerConfig });
+        return { data: result, text: [], exitCode: result.ok ? EXIT.ok : EXIT.failed };
       }),
     );
 
@@ -257,6 +318,46 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
         const { runWorker } = await import('../worker/main');
         await runWorker({ manifestPath: file, node: manifest.node, gpus: opts.gpus });
         return { data: { stopped: true }, text: ['worker stopped'], exitCode: EXIT.ok };
+      }),
+    );
+
+  // router promote (docs/promotion.md): one promotion at a time per router; a second is refused.
+  program
+    .command('router')
+    .description('the router in front of the serves')
+    .command('promote')
+    .description('promote a router config and image: validate-only run, backup, atomic write, reload or recreate, crash-loop verify; rolled back on failure')
+    .requiredOption('--config <file>', 'the router config to promote')
+    .requiredOption('--image <image>', 'the router image to validate it with and to run')
+    .option('--profile <file>', 'promotion profile, recorded with the promotion')
+    .option('--validate-only', 'stop after the validate-only run: nothing is changed')
+    .option('--router <name>', "router deployment name, as the worker's GPURES_ROUTER_NAME", 'router')
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(
+      run(async (opts: { config: string; image: string; profile?: string; validateOnly?: boolean; router: string; manifest?: string }) => {
+        const { manifest } = await loadManifest(manifestPath(opts.manifest));
+        const content = await readFile(opts.config, 'utf8').catch((err: Error) => {
+          throw new CliError(`${opts.config}: cannot read router config: ${err.message}`, EXIT.badInput);
+        });
+        const path = await import('node:path');
+        const profile = opts.profile === undefined ? undefined : path.resolve(opts.profile);
+        if (profile) await readFile(profile).catch((err: Error) => {
+          throw new CliError(`${profile}: cannot read promotion profile: ${err.message}`, EXIT.badInput);
+        });
+        const { followPromotion, formatStep, PromotionRefused, startPromotion } = await import('./promote');
+        const input = { router: opts.router, config: { content }, image: opts.image, ...(profile ? { profile } : {}), ...(opts.validateOnly ? { validateOnly: true } : {}) };
+        return withClient(async (client) => {
+          const handle = await startPromotion(client, manifest.node, input).catch((err: unknown) => {
+            if (err instanceof PromotionRefused) throw new CliError(err.message, EXIT.denied, { workflowId: err.workflowId, runId: err.runningRunId, step: err.runningStep });
+            throw err;
+          });
+          process.stderr.write(`router promote ${opts.router}: workflow ${handle.workflowId} (run ${handle.firstExecutionRunId})\n`);
+          const outcome = await followPromotion(handle, (s) => process.stderr.write(`${formatStep(s)}\n`));
+          return outcome.ok
+            ? { data: outcome, text: [outcome.result.message], exitCode: EXIT.ok }
+            : { data: outcome, text: [`${outcome.message} [${outcome.failureType}; workflow ${outcome.workflowId}]`], exitCode: EXIT.failed };
+        });
       }),
     );
 

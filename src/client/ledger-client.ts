@@ -1,8 +1,10 @@
 // Talks to the per-GPU ledger entity workflows: starts one on first use (USE_EXISTING, so
 // concurrent callers converge on the same run) and sends it updates. Used by activities (a
 // workflow cannot send an update to another workflow) and by the CLI for snapshots.
+import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { GpuSpec } from '../domain/types';
+import { emptyLedger } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerVictimArgs, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
 import { abortEvictionUpdate, acquireUpdate, victimReleasedUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../shared/messages';
@@ -52,8 +54,13 @@ export class LedgerClient {
     return h.executeUpdate(abortEvictionUpdate, { args: [args], updateId });
   }
 
+  /** A read: it never starts the ledger; a GPU whose ledger never ran is empty. */
   async snapshot(node: string, gpu: GpuSpec): Promise<LedgerState> {
-    const h = await this.handle(node, gpu);
-    return h.query(snapshotQuery);
+    try {
+      return await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role)).query(snapshotQuery);
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return emptyLedger(node, gpu);
+      throw err;
+    }
   }
 }

@@ -49,8 +49,8 @@ export function serveUp(client: Client, node: string, serve: string): Promise<Op
   return runOperation(client, node, 'bringUpWorkflow', workflowIds.bringUp(node, serve), serve);
 }
 
-export function serveDown(client: Client, node: string, serve: string): Promise<OperationOutcome<BringDownResult>> {
-  return runOperation(client, node, 'bringDownWorkflow', workflowIds.bringDown(node, serve), serve);
+export function serveDown(client: Client, node: string, serve: string, opts: { restore?: boolean } = {}): Promise<OperationOutcome<BringDownResult>> {
+  return runOperation(client, node, 'bringDownWorkflow', workflowIds.bringDown(node, serve), serve, { serve, restore: Boolean(opts.restore) });
 }
 
 export function serveAcquire(client: Client, node: string, input: AcquireInput): Promise<OperationOutcome<AcquireResult>> {

@@ -21,6 +21,15 @@ export const Failure = {
   GpuNotFound: 'GpuNotFound',
   NvidiaSmiMissing: 'NvidiaSmiMissing',
   NvidiaSmiUnreadable: 'NvidiaSmiUnreadable',
+  // router promotion (docs/promotion.md)
+  ValidationFailed: 'ValidationFailed',
+  CrashLoopDetected: 'CrashLoopDetected',
+  HealthzMismatch: 'HealthzMismatch',
+  UnknownRouter: 'UnknownRouter',
+  RouterNotDeployed: 'RouterNotDeployed',
+  PromotionInputInvalid: 'PromotionInputInvalid',
+  LiveConfigConflict: 'LiveConfigConflict',
+  BackupMissing: 'BackupMissing',
 } as const;
 export type FailureType = (typeof Failure)[keyof typeof Failure];
 

@@ -13,6 +13,8 @@ export interface LedgerAdmitArgs extends AdmitRequest {
 export interface LedgerAdmitResult {
   decision: AdmitDecision;
   ledger: LedgerState;
+  /** The serve had been evicted: this admission is its restore. */
+  wasEvicted?: boolean;
 }
 export interface LedgerPhaseArgs {
   serve: string;

@@ -1,7 +1,7 @@
 // The simulated vLLM server as a process: `node dist/src/sim/model-server-main.js --model M
 // --served-model-name N --host H --port P [...]` (the arguments vllmCommand produces), tuned by
 // SIM_* environment variables (see optionsFromEnv). SimRuntime runs one per "container".
-import { writeFileSync } from 'node:fs';
+import { closeSync, writeFileSync, writeSync } from 'node:fs';
 import { optionsFromEnv, parseVllmArgs, startModelServer } from './model-server';
 
 function log(line: string): void {
@@ -19,6 +19,18 @@ function recordExit(code: number): void {
   }
 }
 
+/** SimRuntime passes a pipe (SIM_READY_FD) and waits on it until the port is bound. */
+function tellListening(): void {
+  const fd = Number(process.env['SIM_READY_FD']);
+  if (!Number.isInteger(fd) || fd < 3) return;
+  try {
+    writeSync(fd, 'listening\n');
+    closeSync(fd);
+  } catch {
+    // Nobody waits any more (the runtime gave up or went away).
+  }
+}
+
 function exit(code: number): never {
   recordExit(code);
   process.exit(code);
@@ -32,6 +44,7 @@ async function main(): Promise<void> {
   }
   const options = optionsFromEnv(parseVllmArgs(process.argv.slice(2)), process.env);
   const server = await startModelServer({ ...options, log });
+  tellListening();
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -51,6 +51,7 @@ export interface SimRuntimeOptions {
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
 const LOCK_TIMEOUT_MS = 30_000;
 const KILL_WAIT_MS = 5_000;
+const LISTEN_WAIT_MS = 10_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -295,10 +296,12 @@ export class SimRuntime implements ContainerRuntime {
       try {
         const child = spawn(process.execPath, [this.serverMain, ...cmd], {
           detached: true,
-          stdio: ['ignore', logFd, logFd],
+          // fd 3: the server says when it listens, so the port is bound when this returns (as
+          // after docker start), or the process has already exited (a crash, a port taken).
+          stdio: ['ignore', logFd, logFd, 'pipe'],
           cwd: this.stateDir,
           // Like a container, the server sees its own environment, not the worker's.
-          env: { ...spec.env, SIM_CONTAINER_ID: id, SIM_EXIT_CODE_FILE: exitFile },
+          env: { ...spec.env, SIM_CONTAINER_ID: id, SIM_EXIT_CODE_FILE: exitFile, SIM_READY_FD: '3' },
         });
         await new Promise<void>((ok, fail) => {
           child.once('spawn', ok);
@@ -309,6 +312,20 @@ export class SimRuntime implements ContainerRuntime {
         // While this process lives it hears the exit (a crash, a signal) and records the code.
         child.once('exit', (code, signal) => this.recordExit(spec.name, id, code ?? signalExitCode(signal)));
         child.unref();
+        const ready = child.stdio[3];
+        if (ready) {
+          await new Promise<void>((done) => {
+            const timer = setTimeout(done, LISTEN_WAIT_MS);
+            const finish = () => {
+              clearTimeout(timer);
+              done();
+            };
+            ready.once('data', finish);
+            ready.once('close', finish);
+            ready.once('error', finish);
+          });
+          ready.destroy();
+        }
       } finally {
         closeSync(logFd);
       }

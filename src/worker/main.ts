@@ -5,12 +5,39 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { temporalConfig } from '../client/connection';
 import { DockerRuntime } from '../activities/docker';
+import { NvidiaSmi } from '../activities/nvidia-smi';
+import type { ContainerRuntime, RouterAdmin } from '../activities/ports';
+import { HttpRouterAdmin } from '../activities/router';
 import { taskQueueFor } from '../shared/messages';
 import { createGpuresWorker, fileManifest } from './worker';
 
-export async function runWorker(opts: { manifestPath: string; node: string; gpus: 'auto' | 'on' | 'off' }): Promise<void> {
+export interface WorkerRunOptions {
+  manifestPath: string;
+  node: string;
+  gpus: 'auto' | 'on' | 'off';
+  /** The simulated box's runtime instead of Docker (the demo). */
+  runtime?: ContainerRuntime;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Router and GPU probe from the environment: secrets stay in the worker, never in history. */
+export function adaptersFromEnv(env: NodeJS.ProcessEnv): { router?: RouterAdmin; gpu: NvidiaSmi; describe: string[] } {
+  const routerUrl = env['GPURES_ROUTER_URL'];
+  const routerToken = env['GPURES_ROUTER_TOKEN'];
+  if (routerUrl && !routerToken) throw new Error('GPURES_ROUTER_URL is set but GPURES_ROUTER_TOKEN is not: the router admin API needs its token');
+  const router = routerUrl && routerToken ? new HttpRouterAdmin({ baseUrl: routerUrl, token: routerToken }) : undefined;
+  const smi = env['GPURES_NVIDIA_SMI'] ?? 'nvidia-smi';
+  return {
+    router,
+    gpu: new NvidiaSmi({ binary: smi }),
+    describe: [`router ${routerUrl ?? 'not configured (eviction of routed serves will fail)'}`, `nvidia-smi ${smi}`],
+  };
+}
+
+export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   const config = temporalConfig();
   const namespace = config.namespace ?? 'default';
+  const adapters = adaptersFromEnv(opts.env ?? process.env);
   const nativeConnection = await NativeConnection.connect(config.connectionOptions);
   const connection = await Connection.connect(config.connectionOptions);
   try {
@@ -20,10 +47,13 @@ export async function runWorker(opts: { manifestPath: string; node: string; gpus
       namespace,
       node: opts.node,
       manifest: fileManifest(opts.manifestPath),
-      runtime: new DockerRuntime(new Docker(), { gpus: opts.gpus }),
+      runtime: opts.runtime ?? new DockerRuntime(new Docker(), { gpus: opts.gpus }),
+      router: adapters.router,
+      gpu: adapters.gpu,
     });
     process.stderr.write(
-      `worker for node '${opts.node}' on ${config.connectionOptions.address ?? '?'} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, manifest ${opts.manifestPath}\n`,
+      `worker for node '${opts.node}' on ${config.connectionOptions.address ?? '?'} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
+        `manifest ${opts.manifestPath}; ${adapters.describe.join('; ')}\n`,
     );
     await worker.run();
   } finally {

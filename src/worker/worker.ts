@@ -7,10 +7,13 @@ import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { DockerRuntime } from '../activities/docker';
+import { DockerRouterDeployment } from '../activities/docker-router';
+import type { RouterDeployment, RouterTarget } from '../activities/router-deployment';
 import type { ContainerRuntime, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from '../activities/ports';
 import { HttpServeProbe } from '../activities/serve-probe';
 import { LedgerClient } from '../client/ledger-client';
 import { taskQueueFor } from '../shared/messages';
+import { routerTargetsFromEnv } from './router-targets';
 
 export function fileManifest(path: string): ManifestSource {
   return { read: async () => ({ text: await readFile(path, 'utf8'), file: path }) };
@@ -27,6 +30,9 @@ export interface GpuresWorkerOptions {
   router?: RouterAdmin;
   gpu?: GpuProbe;
   pollIntervalMs?: number;
+  /** Routers this worker may promote (default: from GPURES_ROUTER_CONFIG and friends, see docs/promotion.md). */
+  routerTargets?: RouterTarget[];
+  routerDeployment?: RouterDeployment;
   /** A prebuilt bundle (tests build one per suite); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
 }
@@ -40,6 +46,8 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     router: opts.router,
     gpu: opts.gpu,
     pollIntervalMs: opts.pollIntervalMs,
+    routerDeployment: opts.routerDeployment ?? new DockerRouterDeployment(new Docker()),
+    routerTargets: opts.routerTargets ?? routerTargetsFromEnv(process.env),
   });
   return Worker.create({
     connection: opts.connection,

@@ -45,6 +45,7 @@ export interface AcquireResult {
   victims: VictimRecord[];
   containerId?: string;
   observedModels?: string[];
+  measuredDeltaMib?: number;
   ledgerBefore: string[];
   ledgerAfter: string[];
   steps: StepRecord[];
@@ -127,6 +128,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       victims,
       containerId: started.containerId,
       observedModels: started.observedModels,
+      measuredDeltaMib: started.measuredDeltaMib,
       ledgerBefore,
       ledgerAfter: formatLedger(started.ledger),
       steps: log.steps,

@@ -1,5 +1,8 @@
 // serves down NAME: graceful stop, then release. Down of a serve already down succeeds and says so.
-import { proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { workflowIds } from '../shared/messages';
+import { bringUpWorkflow } from './bring-up';
+import { rootCause } from './saga';
 import type { Activities } from '../activities';
 import { formatLedger } from '../domain/ledger';
 import { containerOps, quick } from './options';
@@ -7,6 +10,16 @@ import type { StepRecord } from './serve-steps';
 
 export interface BringDownInput {
   serve: string;
+  /** Then bring back the serves evicted for this one (each a bring-up: health, identity, guarded readmit). */
+  restore?: boolean;
+}
+
+export interface RestoreRecord {
+  serve: string;
+  workflowId: string;
+  ok: boolean;
+  message: string;
+  observedModels?: string[];
 }
 
 export interface BringDownResult {
@@ -15,6 +28,7 @@ export interface BringDownResult {
   message: string;
   gpuRole: string;
   releasedMib: number;
+  restored: RestoreRecord[];
   ledgerBefore: string[];
   ledgerAfter: string[];
   steps: StepRecord[];
@@ -38,17 +52,41 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const release = await act.ledgerRelease({ node, gpu, args: { serve: serve.name }, updateId: `${workflowId}/${runId}/release` });
   record('release', release.released ? `released ${release.vramMib} MiB` : 'held no reservation');
 
+  const restored: RestoreRecord[] = [];
+  let ledgerAfter = release.ledger;
+  if (input.restore) {
+    const victims = before.reservations.filter((r) => r.phase === 'evicted' && r.evictedFor === serve.name).map((r) => r.serve);
+    for (const victim of victims) {
+      const workflowId = workflowIds.bringUp(node, victim);
+      try {
+        const r = await executeChild(bringUpWorkflow, { workflowId, args: [{ serve: victim }] });
+        restored.push({ serve: victim, workflowId, ok: true, message: r.message, observedModels: r.observedModels });
+      } catch (err) {
+        // One victim that cannot come back must not keep the others down.
+        restored.push({ serve: victim, workflowId, ok: false, message: rootCause(err).message });
+      }
+      record('restore', restored[restored.length - 1]?.message ?? '');
+    }
+    if (victims.length) ledgerAfter = await act.ledgerSnapshot({ node, gpu });
+    else record('restore', `no serve was evicted for ${serve.name}`);
+  }
+
   const wasDown = stop.stop !== 'stopped' && stop.remove === 'absent' && !release.released;
+  const restoredNote = restored.length
+    ? `; restore: ${restored.map((r) => `${r.serve} ${r.ok ? 'restored' : `failed (${r.message})`}`).join(', ')}`
+    : '';
   return {
     serve: serve.name,
     outcome: wasDown ? 'already-stopped' : 'stopped',
-    message: wasDown
-      ? `serves down ${serve.name}: already stopped, nothing changed`
-      : `serves down ${serve.name}: stopped${release.released ? `, ${release.vramMib} MiB released on '${gpu.role}'` : ''}`,
+    message:
+      (wasDown
+        ? `serves down ${serve.name}: already stopped, nothing changed`
+        : `serves down ${serve.name}: stopped${release.released ? `, ${release.vramMib} MiB released on '${gpu.role}'` : ''}`) + restoredNote,
     gpuRole: gpu.role,
     releasedMib: release.vramMib,
+    restored,
     ledgerBefore: formatLedger(before),
-    ledgerAfter: formatLedger(release.ledger),
+    ledgerAfter: formatLedger(ledgerAfter),
     steps,
   };
 }

@@ -15,12 +15,15 @@ export interface BringUpInput {
 
 export interface BringUpResult {
   serve: string;
-  outcome: 'started' | 'already-running';
+  /** restored: the serve had been evicted and came back through the guarded readmit. */
+  outcome: 'started' | 'restored' | 'already-running';
   message: string;
   gpuRole: string;
   vramMib: number;
   containerId?: string;
   observedModels?: string[];
+  measuredDeltaMib?: number;
+  readmittedTier?: string;
   ledgerBefore: string[];
   ledgerAfter: string[];
   steps: StepRecord[];
@@ -68,7 +71,8 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
       nonRetryable: true,
     });
   }
-  log.record('admit', `admitted ${serve.vramMib} MiB, free after ${decision.freeAfterMib} MiB`);
+  const restoring = Boolean(admit.wasEvicted);
+  log.record('admit', `admitted ${serve.vramMib} MiB${restoring ? ' (restoring an evicted serve)' : ''}, free after ${decision.freeAfterMib} MiB`);
 
   const saga = new Saga();
   saga.add('release reservation', () =>
@@ -78,15 +82,19 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
     const started = await startAdmittedServe(resolved, saga, log);
     return {
       ...base,
-      outcome: 'started',
-      message: `serves up ${serve.name}: running, ${serve.vramMib} MiB committed on '${gpu.role}'`,
+      outcome: restoring ? 'restored' : 'started',
+      message: `serves up ${serve.name}: ${restoring ? 'restored' : 'running'}, ${serve.vramMib} MiB committed on '${gpu.role}'${
+        started.readmittedTier ? `; tier ${started.readmittedTier} readmitted (identity '${serve.servedModelName}')` : ''
+      }`,
       containerId: started.containerId,
       observedModels: started.observedModels,
+      readmittedTier: started.readmittedTier,
+      measuredDeltaMib: started.measuredDeltaMib,
       ledgerBefore,
       ledgerAfter: formatLedger(started.ledger),
       steps: log.steps,
     };
   } catch (err) {
-    throw await failAndCompensate(`serves up ${serve.name}`, err, saga, log);
+    throw await failAndCompensate(`serves up ${serve.name}${restoring ? ' (restore)' : ''}`, err, saga, log);
   }
 }

@@ -3,3 +3,4 @@ export { ledgerWorkflow } from './ledger';
 export { bringUpWorkflow } from './bring-up';
 export { bringDownWorkflow } from './bring-down';
 export { acquireWorkflow } from './acquire';
+export { promoteWorkflow } from './promote';

@@ -51,9 +51,10 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
     (req) => {
       const retry = admitOrRecognise(req);
       if (retry) return retry;
+      const wasEvicted = findReservation(state, req.serve)?.phase === 'evicted';
       const decision = decideAdmit(state, req);
       if (decision.decision === 'admitted') state = applyAdmit(state, req);
-      return { decision, ledger: state };
+      return { decision, ledger: state, wasEvicted };
     },
     { validator: validateAdmit },
   );

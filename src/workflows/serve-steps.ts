@@ -3,6 +3,7 @@
 import { proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities, ResolvedServe } from '../activities';
 import type { LedgerState } from '../domain/ledger';
+import { formatMeasuredDelta } from '../domain/physical';
 import { containerOps, quick, waitFor } from './options';
 import type { Saga } from './saga';
 
@@ -34,6 +35,8 @@ export interface StartedServe {
   observedModels: string[];
   /** Set when the tier had been quiesced and the router let it back into rotation. */
   readmittedTier?: string;
+  /** nvidia-smi's device used after health minus before start, where a probe works. */
+  measuredDeltaMib?: number;
   ledger: LedgerState;
 }
 
@@ -41,6 +44,8 @@ export interface StartedServe {
 export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, log: StepLog): Promise<StartedServe> {
   const { workflowId, runId } = workflowInfo();
   const { node, serve, gpu } = resolved;
+
+  const gpuBefore = await act.measureGpu({ uuid: gpu.uuid });
 
   log.begin('start');
   const started = await containers.startServeContainer(resolved);
@@ -55,6 +60,16 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   log.begin('identity');
   const identity = await act.verifyIdentity({ serve });
   log.record('identity', `observed '${serve.servedModelName}'`);
+
+  let measuredDeltaMib: number | undefined;
+  if (gpuBefore) {
+    const gpuAfter = await act.measureGpu({ uuid: gpu.uuid });
+    if (gpuAfter) {
+      measuredDeltaMib = gpuAfter.usedMib - gpuBefore.usedMib;
+      // Concurrent bring-ups on the same GPU blur this figure; it is evidence, not a gate.
+      log.record('measure', formatMeasuredDelta(serve.name, measuredDeltaMib, serve.vramMib).line);
+    }
+  }
 
   let readmittedTier: string | undefined;
   if (serve.routerTier) {
@@ -74,5 +89,5 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   log.begin('running');
   const ledger = await act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running' }, updateId: `${workflowId}/${runId}/running` });
   log.record('running', 'reservation marked running');
-  return { containerId: started.containerId, observedModels: identity.observed, readmittedTier, ledger };
+  return { containerId: started.containerId, observedModels: identity.observed, readmittedTier, measuredDeltaMib, ledger };
 }

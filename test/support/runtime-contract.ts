@@ -25,16 +25,24 @@ export interface RuntimeContractOptions {
 export const RUN_LABEL = 'gpures.test-run';
 export const MISSING_IMAGE = 'gpures/not-built:none';
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+function tryListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
+}
+
+/**
+ * A free port below the kernel's ephemeral range (32768+ on Linux), so no client connection made
+ * meanwhile can take it between this check and the serve binding it.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    if (await tryListen(port)) return port;
+  }
+  throw new Error('no free port found in 20000-31999');
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -1,0 +1,359 @@
+// Activities of a router promotion (docs/promotion.md), built over the RouterDeployment port and
+// the router's admin API. Each is idempotent, so a worker killed mid-way and replaced converges:
+// a backup is found again by its run key, a write whose content is already live is a no-op, a
+// recreate recognizes the container it already made.
+import { createHash } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { backupFileName, backupRunKey, backupsToPrune, mappingVersionOf, MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
+import { Failure } from '../shared/failures';
+import type { ValidationRun, VerifyReport } from '../shared/promotion';
+import type { RouterAdmin } from './ports';
+import { PermanentError } from './ports';
+import { HttpRouterAdmin } from './router';
+import type { RecreateResult, RouterContainer, RouterDeployment, RouterTarget } from './router-deployment';
+
+export interface PromotionDeps {
+  /** Docker and the live config's filesystem; needed only for promotions. */
+  routerDeployment?: RouterDeployment;
+  /** The routers this worker may promote, by deployment name. */
+  routerTargets?: RouterTarget[];
+  /** The admin client of a target (default: HttpRouterAdmin with the target's URL and token). */
+  routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
+  pollIntervalMs?: number;
+}
+
+/** A target as the workflow may see it: everything but the token. */
+export interface PublicRouterTarget {
+  name: string;
+  container: string;
+  configPath: string;
+  containerConfigPath: string;
+  url: string;
+  verifyWindowS: number;
+  healthzStreak: number;
+  backupsKept: number;
+  validateTimeoutS: number;
+}
+
+export interface RouterDescription {
+  target: PublicRouterTarget;
+  container: RouterContainer;
+  targetImageId: string;
+  /** The target image's id differs from the running container's (a rebuilt tag counts). */
+  imageChanged: boolean;
+  live: { exists: boolean; sha256: string | null; bytes: number; mappingVersion: string | null };
+}
+
+export interface CandidateConfig {
+  content: string;
+  sha256: string;
+  bytes: number;
+  mappingVersion: string | null;
+}
+
+export interface BackupResult {
+  /** null when there was no live file to back up (a rollback then removes the new one). */
+  path: string | null;
+  sha256: string | null;
+  mappingVersion: string | null;
+  /** False when an earlier attempt of this run had made it already. */
+  created: boolean;
+  pruned: string[];
+}
+
+export interface RunRef {
+  workflowId: string;
+  runId: string;
+}
+
+function failure(type: string, message: string, details?: unknown): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
+}
+
+async function adapt<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof PermanentError) throw failure(err.type, err.message);
+    throw err;
+  }
+}
+
+function sha256(data: Buffer | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** 12 hex digits naming one workflow run (id + run id) in backup and container names. */
+export function runKey(run: RunRef): string {
+  return sha256(`${run.workflowId}/${run.runId}`).slice(0, 12);
+}
+
+function errText(err: unknown): string {
+  if (err instanceof Error) return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
+  return String(err);
+}
+
+export function createPromotionActivities(deps: PromotionDeps) {
+  const pollMs = deps.pollIntervalMs ?? 1000;
+  const adminFor = deps.routerAdminFor ?? ((t: RouterTarget, timeoutMs: number) => new HttpRouterAdmin({ baseUrl: t.url, token: t.adminToken, timeoutMs }));
+
+  const deployment = (): RouterDeployment => {
+    if (!deps.routerDeployment) throw failure(Failure.RouterNotConfigured, 'this worker has no router deployment configured');
+    return deps.routerDeployment;
+  };
+  const target = (name: string): RouterTarget => {
+    const targets = deps.routerTargets ?? [];
+    const t = targets.find((x) => x.name === name);
+    if (!t) {
+      const known = targets.map((x) => x.name);
+      throw failure(
+        Failure.UnknownRouter,
+        known.length
+          ? `this worker has no router deployment named '${name}' (it has: ${known.join(', ')})`
+          : `this worker has no router deployment configured (GPURES_ROUTER_CONFIG, see docs/promotion.md); asked for '${name}'`,
+      );
+    }
+    return t;
+  };
+  const publicTarget = (t: RouterTarget): PublicRouterTarget => ({
+    name: t.name,
+    container: t.container,
+    configPath: t.configPath,
+    containerConfigPath: t.containerConfigPath,
+    url: t.url,
+    verifyWindowS: t.verifyWindowS ?? PROMOTION_DEFAULTS.verifyWindowS,
+    healthzStreak: t.healthzStreak ?? PROMOTION_DEFAULTS.healthzStreak,
+    backupsKept: t.backupsKept ?? PROMOTION_DEFAULTS.backupsKept,
+    validateTimeoutS: t.validateTimeoutS ?? PROMOTION_DEFAULTS.validateTimeoutS,
+  });
+  const heartbeat = (detail?: unknown) => Context.current().heartbeat(detail);
+  const journalRun = (run: RunRef) => `${run.workflowId}/${run.runId}`;
+
+  return {
+    async promoteDescribe(input: { router: string; image: string }): Promise<RouterDescription> {
+      const t = target(input.router);
+      const d = deployment();
+      const container = await d.inspect(t.container);
+      if (!container) {
+        throw failure(Failure.RouterNotDeployed, `router '${t.name}': no container '${t.container}' on this Docker host; deploy the router first (a promotion replaces a running router)`);
+      }
+      const targetImageId = await d.imageId(input.image);
+      if (!targetImageId) throw failure(Failure.ImageMissing, `image '${input.image}' is not on this Docker host; pull or load it first`);
+      const live = await d.readFile(t.configPath);
+      return {
+        target: publicTarget(t),
+        container,
+        targetImageId,
+        imageChanged: targetImageId !== container.imageId,
+        live: live
+          ? { exists: true, sha256: sha256(live), bytes: live.length, mappingVersion: mappingVersionOf(live.toString('utf8')) ?? null }
+          : { exists: false, sha256: null, bytes: 0, mappingVersion: null },
+      };
+    },
+
+    /** The candidate's text: given inline, or read from a path on the worker's host. */
+    async promoteCandidate(input: { config: { path?: string; content?: string } }): Promise<CandidateConfig> {
+      let content = input.config.content;
+      if (content === undefined) {
+        const path = input.config.path ?? '';
+        const data = await deployment().readFile(path);
+        if (!data) throw failure(Failure.PromotionInputInvalid, `config.path: ${path} does not exist on the worker's host`);
+        if (data.length > MAX_CONFIG_BYTES) throw failure(Failure.PromotionInputInvalid, `config.path: ${path} is larger than ${MAX_CONFIG_BYTES} bytes`);
+        content = data.toString('utf8');
+      }
+      return { content, sha256: sha256(content), bytes: Buffer.byteLength(content), mappingVersion: mappingVersionOf(content) ?? null };
+    },
+
+    /** The target image's own verdict on the candidate, in a throwaway container. Never throws for a failing verdict. */
+    async promoteValidate(input: { router: string; image: string; content: string; run: RunRef }): Promise<ValidationRun> {
+      const t = target(input.router);
+      const args = (t.validateArgs ?? ['--validate-only', '--config', '{config}']).map((a) => a.replaceAll('{config}', t.containerConfigPath));
+      const outcome = await adapt(() =>
+        deployment().validate(
+          {
+            name: `${t.container}-validate-${runKey(input.run)}`,
+            image: input.image,
+            args,
+            candidate: input.content,
+            stageDir: dirname(t.configPath),
+            containerPath: t.containerConfigPath,
+            timeoutMs: (t.validateTimeoutS ?? PROMOTION_DEFAULTS.validateTimeoutS) * 1000,
+          },
+          heartbeat,
+        ),
+      );
+      const output = outcome.output.length > 4000 ? `…${outcome.output.slice(-4000)}` : outcome.output;
+      return { image: input.image, passed: !outcome.timedOut && outcome.exitCode === 0, exitCode: outcome.exitCode, output, timedOut: outcome.timedOut, durationMs: outcome.durationMs };
+    },
+
+    /** A timestamped copy next to the live file, one per run: a retried attempt returns the one it made. */
+    async promoteBackup(input: { router: string; run: RunRef }): Promise<BackupResult> {
+      heartbeat();
+      const t = target(input.router);
+      const d = deployment();
+      const dir = dirname(t.configPath);
+      const base = basename(t.configPath);
+      const key = runKey(input.run);
+      const keep = t.backupsKept ?? PROMOTION_DEFAULTS.backupsKept;
+      const names = await d.listDir(dir);
+      const mine = names.find((n) => backupRunKey(base, n) === key);
+      if (mine) {
+        const data = await d.readFile(join(dir, mine));
+        if (data) {
+          const pruned = backupsToPrune(base, names, keep, key);
+          for (const p of pruned) await d.removeFile(join(dir, p));
+          return { path: join(dir, mine), sha256: sha256(data), mappingVersion: mappingVersionOf(data.toString('utf8')) ?? null, created: false, pruned };
+        }
+      }
+      const live = await d.readFile(t.configPath);
+      if (!live) return { path: null, sha256: null, mappingVersion: null, created: false, pruned: [] };
+      const name = backupFileName(base, Date.now(), key);
+      const path = join(dir, name);
+      await d.writeFileAtomic(path, live, (await d.fileMode(t.configPath)) ?? 0o644);
+      const digest = sha256(live);
+      await d.appendJournal(t.configPath, { at: new Date().toISOString(), op: 'backup', run: journalRun(input.run), sha256: digest, path });
+      heartbeat();
+      const pruned = backupsToPrune(base, [...names, name], keep, key);
+      for (const p of pruned) await d.removeFile(join(dir, p));
+      return { path, sha256: digest, mappingVersion: mappingVersionOf(live.toString('utf8')) ?? null, created: true, pruned };
+    },
+
+    /**
+     * Atomic write of the candidate. Already live: a no-op. Otherwise the live file must still be
+     * what was backed up (expectSha256; null: absent), or someone else changed it meanwhile.
+     */
+    async promoteWrite(input: { router: string; content: string; expectSha256: string | null; run: RunRef }): Promise<{ outcome: 'written' | 'unchanged'; sha256: string }> {
+      heartbeat();
+      const t = target(input.router);
+      const d = deployment();
+      const digest = sha256(input.content);
+      const live = await d.readFile(t.configPath);
+      const liveSha = live ? sha256(live) : null;
+      if (liveSha === digest) return { outcome: 'unchanged', sha256: digest };
+      if (liveSha !== input.expectSha256) {
+        throw failure(
+          Failure.LiveConfigConflict,
+          `${t.configPath} changed since the backup (now ${liveSha ? `sha256 ${liveSha.slice(0, 12)}` : 'absent'}, backed up ${input.expectSha256 ? `sha256 ${input.expectSha256.slice(0, 12)}` : 'absent'}); not overwriting someone else's change`,
+        );
+      }
+      await d.writeFileAtomic(t.configPath, input.content, (await d.fileMode(t.configPath)) ?? 0o644);
+      await d.appendJournal(t.configPath, { at: new Date().toISOString(), op: 'write', run: journalRun(input.run), sha256: digest });
+      return { outcome: 'written', sha256: digest };
+    },
+
+    /** Puts the backup back, atomically; a live file already equal to it is left alone. */
+    async promoteRestore(input: { router: string; backupPath: string | null; backupSha256: string | null; run: RunRef }): Promise<{ outcome: 'restored' | 'unchanged' | 'removed' }> {
+      heartbeat();
+      const t = target(input.router);
+      const d = deployment();
+      if (input.backupPath === null) {
+        // There was no live file before the promotion: rolling back removes the one it wrote.
+        await d.removeFile(t.configPath);
+        await d.appendJournal(t.configPath, { at: new Date().toISOString(), op: 'restore', run: journalRun(input.run), sha256: '' });
+        return { outcome: 'removed' };
+      }
+      const backup = await d.readFile(input.backupPath);
+      if (!backup) throw failure(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
+      const digest = sha256(backup);
+      if (input.backupSha256 && digest !== input.backupSha256) {
+        throw failure(Failure.BackupMissing, `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`);
+      }
+      const live = await d.readFile(t.configPath);
+      if (live && sha256(live) === digest) return { outcome: 'unchanged' };
+      await d.writeFileAtomic(t.configPath, backup, (await d.fileMode(input.backupPath)) ?? 0o644);
+      await d.appendJournal(t.configPath, { at: new Date().toISOString(), op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath });
+      return { outcome: 'restored' };
+    },
+
+    async promoteInspect(input: { router: string }): Promise<RouterContainer | null> {
+      return (await deployment().inspect(target(input.router).container)) ?? null;
+    },
+
+    /** Same name, labels, env, command, ports, mounts and restart policy; another image. */
+    async promoteRecreate(input: { router: string; image: { ref: string; id?: string }; opKey: string }): Promise<RecreateResult> {
+      heartbeat();
+      const t = target(input.router);
+      return adapt(() => deployment().recreate(t.container, input.image, { opKey: input.opKey, stopTimeoutS: t.stopTimeoutS ?? PROMOTION_DEFAULTS.stopTimeoutS }));
+    },
+
+    /** POST /admin/reload with the worker's token; the restart count just before is the verify baseline. */
+    async promoteReload(input: { router: string }): Promise<{ mappingVersion: string; containerId: string; restartCountBefore: number }> {
+      const t = target(input.router);
+      const before = await deployment().inspect(t.container);
+      if (!before) throw failure(Failure.RouterNotDeployed, `router '${t.name}': container '${t.container}' is gone`);
+      const { mappingVersion } = await adapt(() => adminFor(t, 30_000).reload());
+      return { mappingVersion, containerId: before.id, restartCountBefore: before.restartCount };
+    },
+
+    /**
+     * The crash-loop window: every poll the container must be running with a flat restart count,
+     * and /healthz must end with `streak` answers in a row of 200 and the expected mapping_version.
+     * Heartbeats each poll. CrashLoopDetected or HealthzMismatch otherwise.
+     */
+    async promoteVerify(input: {
+      router: string;
+      expectMappingVersion: string | null;
+      baselineRestartCount: number;
+      expectContainerId?: string;
+      windowS: number;
+      streak: number;
+    }): Promise<VerifyReport> {
+      const t = target(input.router);
+      const d = deployment();
+      const admin = adminFor(t, Math.max(1000, Math.min(5000, pollMs * 2)));
+      const started = Date.now();
+      const windowMs = input.windowS * 1000;
+      // The streak may need a few polls after the window; past this the answer is a mismatch.
+      const graceMs = (input.streak + 2) * pollMs;
+      let polls = 0;
+      let streak = 0;
+      let last = 'no answer yet';
+      let lastVersion: string | null = null;
+      const crash = async (c: RouterContainer | undefined, what: string): Promise<never> => {
+        const tail = (await d.logsTail(t.container, 5)).split('\n').join(' | ');
+        throw failure(
+          Failure.CrashLoopDetected,
+          `router container ${t.container} ${what} within ${((Date.now() - started) / 1000).toFixed(1)} s of verification: restart count ${input.baselineRestartCount} → ${c?.restartCount ?? '?'}` +
+            `${c ? ` (status ${c.status}, last exit code ${c.exitCode})` : ''}${tail ? `; last output: ${tail}` : ''}`,
+          { baselineRestartCount: input.baselineRestartCount, restartCount: c?.restartCount ?? null, status: c?.status ?? 'gone', exitCode: c?.exitCode ?? null },
+        );
+      };
+      for (;;) {
+        const c = await d.inspect(t.container);
+        polls += 1;
+        if (!c) return crash(undefined, 'disappeared');
+        if (input.expectContainerId && c.id !== input.expectContainerId) return crash(c, `was replaced (id ${input.expectContainerId.slice(0, 12)} → ${c.id.slice(0, 12)})`);
+        if (c.restartCount > input.baselineRestartCount) return crash(c, 'restarted');
+        if (!c.running) return crash(c, `stopped`);
+        try {
+          const h = await admin.healthz();
+          lastVersion = h.mappingVersion;
+          if (h.ok && (input.expectMappingVersion === null || h.mappingVersion === input.expectMappingVersion)) streak += 1;
+          else {
+            streak = 0;
+            last = `200 with mapping_version '${h.mappingVersion}'${h.ok ? '' : ' (status not ok)'}`;
+          }
+        } catch (err) {
+          streak = 0;
+          last = errText(err);
+        }
+        Context.current().heartbeat({ polls, streak, last });
+        const elapsed = Date.now() - started;
+        if (elapsed >= windowMs && streak >= input.streak) {
+          return { mappingVersion: lastVersion, polls, streak, restartCount: c.restartCount, containerId: c.id, waitedMs: elapsed };
+        }
+        if (elapsed >= windowMs + graceMs) {
+          throw failure(
+            Failure.HealthzMismatch,
+            `${t.url}/healthz did not answer 200 with mapping_version '${input.expectMappingVersion ?? '(any)'}' ${input.streak} times in a row within ${input.windowS} s (${polls} polls); last answer: ${last}`,
+            { expected: input.expectMappingVersion, observed: lastVersion, last, polls },
+          );
+        }
+        await Context.current().sleep(pollMs);
+      }
+    },
+  };
+}
+
+export type PromotionActivities = ReturnType<typeof createPromotionActivities>;

@@ -1,0 +1,111 @@
+// The router deployment as the promotion activities see it: a port of our own (the Docker and
+// filesystem adapter is src/activities/docker-router.ts), and the per-router settings the worker
+// is configured with. The live config is a file in a HOST DIRECTORY bind-mounted into the router
+// container (see docs/promotion.md: a directory, not the file, so an atomic rename is seen).
+
+/** One router this worker may promote; from the worker's configuration, never from workflow input. */
+export interface RouterTarget {
+  /** Deployment name: what `--router` names and the workflow id carries. */
+  name: string;
+  /** The router container's name. */
+  container: string;
+  /** The live config on the Docker host (the worker's host); its directory is bind-mounted. */
+  configPath: string;
+  /** The same file as the router container sees it; the validate run mounts the candidate there. */
+  containerConfigPath: string;
+  /** Base URL of the router: GET /healthz, POST /admin/reload. */
+  url: string;
+  /** Bearer token of POST /admin/reload. Stays in the worker: never in input, result or history. */
+  adminToken: string;
+  /** Arguments of the validate-only run; `{config}` becomes containerConfigPath. Default `--validate-only --config {config}`. */
+  validateArgs?: string[];
+  validateTimeoutS?: number;
+  /** Crash-loop verification window (default 30 s) and the healthz streak (default 3). */
+  verifyWindowS?: number;
+  healthzStreak?: number;
+  /** Backups kept next to the live file (default 5). */
+  backupsKept?: number;
+  /** Graceful stop before a recreate (default 10 s). */
+  stopTimeoutS?: number;
+}
+
+export interface RouterContainer {
+  id: string;
+  name: string;
+  /** The image reference the container was created from (`Config.Image`). */
+  image: string;
+  /** The image's id (`sha256:…`). */
+  imageId: string;
+  running: boolean;
+  restarting: boolean;
+  status: string;
+  exitCode: number;
+  restartCount: number;
+  labels: Record<string, string>;
+}
+
+export interface ValidateRunSpec {
+  /** Name of the throwaway container (one per promotion run). */
+  name: string;
+  image: string;
+  args: string[];
+  candidate: string;
+  /** Host directory the candidate is staged in (the live config's, known to be visible to the daemon). */
+  stageDir: string;
+  /** Where the candidate appears inside the container (the live file's in-container path). */
+  containerPath: string;
+  timeoutMs: number;
+}
+
+export interface ValidateRunOutcome {
+  exitCode: number | null;
+  output: string;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+export interface RecreateResult {
+  id: string;
+  /** False when an earlier attempt of the same operation already recreated it. */
+  recreated: boolean;
+  /** The image reference the new container runs. */
+  image: string;
+}
+
+export interface JournalEntry {
+  at: string;
+  op: 'backup' | 'write' | 'restore';
+  run: string;
+  sha256: string;
+  path?: string;
+}
+
+export interface RouterDeployment {
+  inspect(container: string): Promise<RouterContainer | undefined>;
+  /** The id of a local image, or undefined when the Docker host does not have it. */
+  imageId(image: string): Promise<string | undefined>;
+  /** Runs the image once against the candidate, read-only and without network; always cleans up. */
+  validate(spec: ValidateRunSpec, progress: (detail: unknown) => void): Promise<ValidateRunOutcome>;
+  /**
+   * Replaces the container by one from `image` with the same name, labels, env, command, ports,
+   * mounts and restart policy (everything but the image). Idempotent per `opKey`: a container
+   * already carrying it is the result of an earlier attempt and is kept (and started).
+   * `image.id`, when given, is what runs if `image.ref` no longer points at it.
+   */
+  recreate(container: string, image: { ref: string; id?: string }, opts: { opKey: string; stopTimeoutS: number }): Promise<RecreateResult>;
+  logsTail(container: string, lines: number): Promise<string>;
+
+  // The live config file and its neighbours (backups, journal), on the worker's host.
+  readFile(path: string): Promise<Buffer | undefined>;
+  /** Temp file in the same directory, fsync, rename over `path`, fsync the directory. */
+  writeFileAtomic(path: string, data: Buffer | string, mode?: number): Promise<void>;
+  fileMode(path: string): Promise<number | undefined>;
+  listDir(dir: string): Promise<string[]>;
+  removeFile(path: string): Promise<void>;
+  appendJournal(livePath: string, entry: JournalEntry): Promise<void>;
+}
+
+/** The journal of real effects (a backup made, a write or a restore done) next to the live file. */
+export function journalPath(livePath: string): string {
+  return `${livePath}.journal.jsonl`;
+}

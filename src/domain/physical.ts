@@ -1,0 +1,46 @@
+// The physical truth beside the ledger (the field report's honesty note): what nvidia-smi says
+// the device uses, and how much of it no reservation accounts for.
+import type { LedgerState } from './ledger';
+
+export interface DeviceReading {
+  uuid: string;
+  totalMib: number;
+  usedMib: number;
+}
+
+export interface PhysicalTruth {
+  usedMib: number;
+  totalMib: number;
+  /** Held by running serves according to their reservations. */
+  servesMib: number;
+  /** Device used minus what the running serves hold: display, sidecars, leaks. */
+  nonLedgerDrawMib: number;
+  reserveMib: number;
+  /** True when the draw exceeds the reserve, i.e. the ledger's free figure is optimistic. */
+  optimistic: boolean;
+}
+
+export function physicalTruth(ledger: LedgerState, reading: DeviceReading): PhysicalTruth {
+  const servesMib = ledger.reservations.filter((r) => r.phase === 'running' || r.phase === 'evicting').reduce((s, r) => s + r.vramMib, 0);
+  const nonLedgerDrawMib = reading.usedMib - servesMib;
+  return { usedMib: reading.usedMib, totalMib: reading.totalMib, servesMib, nonLedgerDrawMib, reserveMib: ledger.reserveMib, optimistic: nonLedgerDrawMib > ledger.reserveMib };
+}
+
+export function formatPhysical(t: PhysicalTruth): string[] {
+  const lines = [`  nvidia-smi: used ${t.usedMib} of ${t.totalMib} MiB; non-ledger draw ${t.nonLedgerDrawMib} MiB against a reserve of ${t.reserveMib} MiB`];
+  if (t.optimistic) {
+    lines.push(`  warning: non-ledger draw exceeds the reserve by ${t.nonLedgerDrawMib - t.reserveMib} MiB: the ledger's free figure is that much optimistic`);
+  }
+  return lines;
+}
+
+/** A serve's measured device delta against its reservation; a warning when it draws more. */
+export function formatMeasuredDelta(serve: string, deltaMib: number, vramMib: number): { line: string; exceeds: boolean } {
+  const exceeds = deltaMib > vramMib;
+  return {
+    exceeds,
+    line: exceeds
+      ? `warning: ${serve} measured ${deltaMib} MiB device delta, ${deltaMib - vramMib} MiB above its ${vramMib} MiB reservation`
+      : `${serve} measured ${deltaMib} MiB device delta, inside its ${vramMib} MiB reservation`,
+  };
+}

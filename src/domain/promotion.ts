@@ -1,0 +1,94 @@
+// Router promotion rules that need no I/O: input checks, the mapping_version a config declares,
+// backup file names and which backups to keep. PURE (the workflow imports it).
+import { parse as parseToml } from 'smol-toml';
+import type { PromoteInput } from '../shared/promotion';
+
+/** Largest candidate config accepted (it travels through workflow history). */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
+
+export const PROMOTION_DEFAULTS = {
+  verifyWindowS: 30,
+  healthzStreak: 3,
+  backupsKept: 5,
+  validateTimeoutS: 60,
+  stopTimeoutS: 10,
+} as const;
+
+/** Every problem with a promotion input, as the operator reads it; empty when it is usable. */
+export function promoteInputProblems(input: unknown): string[] {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return ['input must be one JSON object { router, config, image, ... }'];
+  const i = input as Partial<Record<keyof PromoteInput, unknown>>;
+  const problems: string[] = [];
+  if (typeof i.router !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(i.router)) problems.push(`router: a deployment name such as "router" (got ${JSON.stringify(i.router)})`);
+  if (typeof i.image !== 'string' || i.image.trim() === '') problems.push('image: a non-empty image reference is required');
+  const c = i.config as { path?: unknown; content?: unknown } | undefined;
+  if (typeof c !== 'object' || c === null) {
+    problems.push('config: { "content": "..." } or { "path": "/file/on/the/worker" } is required');
+  } else {
+    const hasPath = c.path !== undefined;
+    const hasContent = c.content !== undefined;
+    if (hasPath === hasContent) problems.push('config: exactly one of content and path');
+    if (hasPath && (typeof c.path !== 'string' || c.path === '')) problems.push('config.path: a non-empty string');
+    if (hasContent && (typeof c.content !== 'string' || c.content.trim() === '')) problems.push('config.content: a non-empty string');
+    if (typeof c.content === 'string' && c.content.length > MAX_CONFIG_BYTES) problems.push(`config.content: larger than ${MAX_CONFIG_BYTES} bytes`);
+  }
+  if (i.profile !== undefined && typeof i.profile !== 'string') problems.push('profile: a string');
+  if (i.validateOnly !== undefined && typeof i.validateOnly !== 'boolean') problems.push('validateOnly: true or false');
+  const v = i.verify as { windowS?: unknown; streak?: unknown } | undefined;
+  if (v !== undefined) {
+    if (typeof v !== 'object' || v === null) problems.push('verify: { windowS?, streak? }');
+    else {
+      if (v.windowS !== undefined && !(typeof v.windowS === 'number' && v.windowS >= 0 && v.windowS <= 3600)) problems.push('verify.windowS: seconds in 0..3600');
+      if (v.streak !== undefined && !(typeof v.streak === 'number' && Number.isInteger(v.streak) && v.streak >= 1 && v.streak <= 100)) problems.push('verify.streak: an integer in 1..100');
+    }
+  }
+  return problems;
+}
+
+/**
+ * The top-level `mapping_version` a router config declares; undefined when it declares none.
+ * TOML first; a file that is not TOML still gets its first `mapping_version = "…"` line read.
+ */
+export function mappingVersionOf(text: string): string | undefined {
+  try {
+    const doc = parseToml(text) as Record<string, unknown>;
+    const v = doc['mapping_version'];
+    return typeof v === 'string' && v.trim() !== '' ? v : undefined;
+  } catch {
+    const m = /^[ \t]*mapping_version[ \t]*=[ \t]*"([^"\n]+)"/m.exec(text);
+    return m?.[1];
+  }
+}
+
+function pad(n: number, width = 2): string {
+  return String(n).padStart(width, '0');
+}
+
+/** `20261130T051120123Z`: sorts chronologically as text. */
+export function backupStamp(epochMs: number): string {
+  const d = new Date(epochMs);
+  return `${d.getUTCFullYear()}${pad(d.getUTCMonth() + 1)}${pad(d.getUTCDate())}T${pad(d.getUTCHours())}${pad(d.getUTCMinutes())}${pad(d.getUTCSeconds())}${pad(d.getUTCMilliseconds(), 3)}Z`;
+}
+
+/** `router.toml.20261130T051120123Z.<key>.bak`, next to the live file; key: 12 hex digits per run. */
+export function backupFileName(liveBase: string, epochMs: number, runKey: string): string {
+  return `${liveBase}.${backupStamp(epochMs)}.${runKey}.bak`;
+}
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** The run key of a backup of `liveBase`, or undefined when `name` is not one. */
+export function backupRunKey(liveBase: string, name: string): string | undefined {
+  const m = new RegExp(`^${escapeRegExp(liveBase)}\\.\\d{8}T\\d{9}Z\\.([0-9a-f]{12})\\.bak$`).exec(name);
+  return m?.[1];
+}
+
+/** Backups to delete so the newest `keep` remain; the backup of `protectKey` is never among them. */
+export function backupsToPrune(liveBase: string, names: string[], keep: number, protectKey: string): string[] {
+  const backups = names.filter((n) => backupRunKey(liveBase, n) !== undefined).sort();
+  const excess = backups.length - Math.max(1, keep);
+  if (excess <= 0) return [];
+  return backups.filter((n) => backupRunKey(liveBase, n) !== protectKey).slice(0, excess);
+}

@@ -1,0 +1,391 @@
+// Router promotion end to end: real dev server, real dockerd, fake-router containers
+// (gpures/fake-router:test) whose live config sits in a host directory bind-mounted at /config.
+// Verification windows are 3 s (the router targets' verifyWindowS), polls 200 ms.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { runKey } from '../src/activities/promotion';
+import type { RouterTarget } from '../src/activities/router-deployment';
+import { journalPath } from '../src/activities/router-deployment';
+import { followPromotion, PromotionRefused, startPromotion } from '../src/client/promote';
+import type { PromotionOutcome } from '../src/client/promote';
+import { backupFileName, backupsToPrune, mappingVersionOf, promoteInputProblems } from '../src/domain/promotion';
+import type { PromoteInput, StepRecord } from '../src/shared/promotion';
+import { createGpuresWorker } from '../src/worker/worker';
+import { docker, renderManifest, uniqueNode } from './support/box';
+import { backupsIn, deployTestRouter, healthz, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
+import { testTemporal, workflowBundle } from './support/temporal';
+import type { TestTemporal } from './support/temporal';
+
+// dist/test/promote.test.js -> repo root
+const ROOT = join(__dirname, '..', '..');
+
+describe('promotion rules (pure)', () => {
+  test('mapping_version from TOML, or from the line when the file is not TOML', () => {
+    assert.equal(mappingVersionOf('mapping_version = "a.b"\n[[tiers]]\nname = "x"\n'), 'a.b');
+    assert.equal(mappingVersionOf('mapping_version = "v1"\nthis is not toml ==\n'), 'v1');
+    assert.equal(mappingVersionOf('[[tiers]]\nname = "x"\n'), undefined);
+  });
+
+  test('backups: the newest N kept, never the current run', () => {
+    const names = [1, 2, 3, 4, 5, 6].map((i) => backupFileName('router.toml', Date.UTC(2026, 0, i), `${i}`.repeat(12)));
+    assert.deepEqual(backupsToPrune('router.toml', [...names, 'router.toml', 'other.bak'], 5, '666666666666'), [names[0]]);
+    // A current run whose clock is behind is still kept; the next oldest goes instead.
+    assert.deepEqual(backupsToPrune('router.toml', names, 5, '111111111111'), [names[1]]);
+  });
+
+  test('input problems are all listed', () => {
+    assert.deepEqual(promoteInputProblems({ router: 'r', config: { content: 'x' }, image: 'i' }), []);
+    assert.deepEqual(promoteInputProblems({ router: '', config: { content: 'x', path: '/p' }, image: '' }), [
+      'router: a deployment name such as "router" (got "")',
+      'image: a non-empty image reference is required',
+      'config: exactly one of content and path',
+    ]);
+  });
+});
+
+describe('router promotion', () => {
+  const d = docker();
+  const run = Date.now().toString(36);
+  const node = uniqueNode('promote');
+  const images: string[] = [];
+  const tmpDirs: string[] = [];
+  let temporal: TestTemporal;
+  let worker: Worker;
+  let running: Promise<void>;
+  let v2: string;
+  const targets: Record<string, RouterTarget> = {};
+
+  const ROUTERS = ['good', 'reload', 'invalid', 'crash', 'crashreload', 'mismatch', 'race', 'cli'];
+
+  before(async () => {
+    temporal = await testTemporal();
+    v2 = await makeVariantImage(d, run, `promote-v2-${run}`);
+    images.push(v2);
+    for (const name of ROUTERS) {
+      targets[name] = await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) });
+      tmpDirs.push(join(targets[name].configPath, '..'));
+    }
+    worker = await createGpuresWorker({
+      connection: temporal.nativeConnection,
+      client: temporal.client,
+      namespace: 'default',
+      node,
+      manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
+      pollIntervalMs: 200,
+      routerTargets: Object.values(targets),
+      workflowBundle: await workflowBundle(),
+    });
+    running = worker.run();
+  });
+
+  after(async () => {
+    if (worker) {
+      worker.shutdown();
+      await running;
+    }
+    await removeTestArtifacts(d, run, images);
+    for (const dir of tmpDirs) rmSync(dir, { recursive: true, force: true });
+    await temporal?.close();
+  });
+
+  function target(name: string): RouterTarget {
+    const t = targets[name];
+    assert.ok(t, name);
+    return t;
+  }
+
+  async function promote(input: PromoteInput, onStep?: (s: StepRecord) => void): Promise<PromotionOutcome> {
+    const handle = await startPromotion(temporal.client, node, input);
+    return followPromotion(handle, onStep ?? (() => undefined), 200);
+  }
+
+  async function containerOf(t: RouterTarget) {
+    const info = await d.getContainer(t.container).inspect();
+    return { id: info.Id, image: info.Config.Image, restartCount: info.RestartCount, running: info.State.Running };
+  }
+
+  function journal(t: RouterTarget): { op: string; run: string }[] {
+    const p = journalPath(t.configPath);
+    return existsSync(p) ? readFileSync(p, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { op: string; run: string }) : [];
+  }
+
+  test('good config with a new image: validated, backed up, written, recreated, verified', async () => {
+    const t = target('good');
+    const before = readFileSync(t.configPath);
+    const config = routerConfig('good-v2');
+    const seen: string[] = [];
+    const started = Date.now();
+    const out = await promote({ router: 'good', config: { content: config }, image: v2, profile: '/etc/gpures/promotion-profile.json', verify: { windowS: 2 } }, (s) =>
+      seen.push(s.step),
+    );
+    assert.ok(out.ok, !out.ok ? `${out.failureType}: ${out.message}` : '');
+    const r = out.result;
+    assert.equal(r.outcome, 'promoted');
+    assert.equal(r.reload, 'recreated');
+    assert.equal(r.imageChanged, true);
+    assert.equal(r.mappingVersion, 'good-v2');
+    assert.equal(r.previousMappingVersion, 'good-v1');
+    assert.equal(r.profile, '/etc/gpures/promotion-profile.json');
+    assert.equal(r.validation.exitCode, 0);
+    assert.match(r.validation.output, /valid \(mapping_version 'good-v2'\)/);
+    assert.deepEqual(seen, ['resolve', 'validate', 'backup', 'write', 'reload', 'verify', 'done']);
+    assert.equal(readFileSync(t.configPath, 'utf8'), config);
+    assert.ok(r.backupPath);
+    assert.deepEqual(readFileSync(r.backupPath), before);
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'good-v2' });
+    const c = await containerOf(t);
+    assert.equal(c.image, v2);
+    assert.equal(c.id, r.containerId);
+    // Same deployment: name, labels, env (the admin token), mount, port and restart policy carried over.
+    const info = await d.getContainer(t.container).inspect();
+    assert.equal(info.Config.Labels['gpures.router'], 'good');
+    assert.ok(info.Config.Env.includes('ROUTER_ADMIN_TOKEN=promote-test-token'));
+    assert.equal(info.HostConfig.RestartPolicy?.Name, 'on-failure');
+    assert.deepEqual(info.HostConfig.Binds, [`${join(t.configPath, '..')}:/config:ro`]);
+    // The validate container is gone, and so are the recreate's parking names.
+    const leftovers = await d.listContainers({ all: true, filters: { name: [`${t.container}-`] } });
+    assert.deepEqual(leftovers.map((x) => x.Names), []);
+    console.log(`  promoted with a recreate in ${Date.now() - started} ms`);
+  });
+
+  test('same image: /admin/reload, same container; backups pruned to the newest 5', async () => {
+    const t = target('reload');
+    const before = await containerOf(t);
+    // Six older backups already there: after this promotion's, the five newest remain.
+    const dir = join(t.configPath, '..');
+    for (let i = 1; i <= 6; i++) writeFileSync(join(dir, backupFileName('router.toml', Date.UTC(2026, 0, i), 'a'.repeat(11) + String(i))), `old ${i}\n`);
+    const config = routerConfig('reload-v2');
+    const started = Date.now();
+    const out = await promote({ router: 'reload', config: { content: config }, image: ROUTER_IMAGE });
+    assert.ok(out.ok, !out.ok ? `${out.failureType}: ${out.message}` : '');
+    assert.equal(out.result.reload, 'reloaded');
+    assert.equal(out.result.imageChanged, false);
+    assert.equal(readFileSync(t.configPath, 'utf8'), config);
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'reload-v2' });
+    const now = await containerOf(t);
+    assert.equal(now.id, before.id);
+    assert.equal(now.restartCount, before.restartCount);
+    const backups = backupsIn(t.configPath);
+    assert.equal(backups.length, 5);
+    assert.ok(out.result.backupPath?.endsWith(backups[4] ?? '?'), `${out.result.backupPath} is the newest of ${backups.join(', ')}`);
+    assert.ok(!backups.some((b) => b.includes('aaaaaaaaaaa1') || b.includes('aaaaaaaaaaa2')));
+    console.log(`  promoted with a reload in ${Date.now() - started} ms`);
+  });
+
+  test('validate-only: the verdict, and nothing changed', async () => {
+    const t = target('reload');
+    const before = readFileSync(t.configPath);
+    const backups = backupsIn(t.configPath);
+    const out = await promote({ router: 'reload', config: { content: routerConfig('reload-v3') }, image: ROUTER_IMAGE, validateOnly: true });
+    assert.ok(out.ok);
+    assert.equal(out.result.outcome, 'validated');
+    assert.deepEqual(readFileSync(t.configPath), before);
+    assert.deepEqual(backupsIn(t.configPath), backups);
+  });
+
+  test('invalid config: stops at validate; live file byte-identical, router untouched', async () => {
+    const t = target('invalid');
+    const before = readFileSync(t.configPath);
+    const c0 = await containerOf(t);
+    const out = await promote({ router: 'invalid', config: { content: routerConfig('invalid-v2', ['', 'invalid = true']) }, image: v2 });
+    assert.equal(out.ok, false);
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'ValidationFailed');
+    assert.match(out.message, /--validate-only exit 1 .*rejected the config: fake-router: validate: \/config\/router\.toml: invalid: line \d+: invalid = true; nothing was changed/);
+    assert.equal(out.details?.validation?.exitCode, 1);
+    assert.deepEqual(out.details?.steps.map((s) => s.step), ['resolve', 'validate']);
+    assert.deepEqual(readFileSync(t.configPath), before);
+    assert.deepEqual(await containerOf(t), c0);
+    assert.deepEqual(backupsIn(t.configPath), []);
+    assert.deepEqual(journal(t), []);
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'invalid-v1' });
+  });
+
+  test('crash-looping release with a new image: CrashLoopDetected, rolled back to the previous image and config', async () => {
+    const t = target('crash');
+    const before = readFileSync(t.configPath);
+    const c0 = await containerOf(t);
+    const started = Date.now();
+    const out = await promote({ router: 'crash', config: { content: routerConfig('crash-v2', ['', 'crash = true']) }, image: v2 });
+    assert.equal(out.ok, false);
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'CrashLoopDetected');
+    assert.match(out.message, /failed at verify: router container \S+ restarted within [\d.]+ s of verification: restart count 0 → [1-9]\d* \(status \w+, last exit code 3\)/);
+    assert.match(out.message, /rolled back: config restored .*gpures\/fake-router:test recreated, verified on mapping_version 'crash-v1'/);
+    const rb = out.details?.rollback;
+    assert.equal(rb?.ok, true);
+    assert.equal(rb?.reload, 'recreated');
+    const observed = out.details?.observed as { baselineRestartCount: number; restartCount: number };
+    assert.equal(observed.baselineRestartCount, 0);
+    assert.ok(observed.restartCount >= 1);
+    assert.deepEqual(readFileSync(t.configPath), before);
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'crash-v1' });
+    const c = await containerOf(t);
+    assert.equal(c.image, c0.image);
+    assert.equal(c.running, true);
+    assert.equal(c.restartCount, 0);
+    assert.deepEqual(journal(t).map((e) => e.op), ['backup', 'write', 'restore']);
+    console.log(`  crash loop detected and rolled back in ${Date.now() - started} ms`);
+  });
+
+  test('crash on reload (same image): rolled back, the crash-looping container recreated on the old config', async () => {
+    const t = target('crashreload');
+    const before = readFileSync(t.configPath);
+    const out = await promote({ router: 'crashreload', config: { content: routerConfig('crashreload-v2', ['', 'crash = true']) }, image: ROUTER_IMAGE });
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'CrashLoopDetected');
+    assert.equal(out.details?.rollback?.ok, true);
+    assert.deepEqual(readFileSync(t.configPath), before);
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'crashreload-v1' });
+    assert.equal((await containerOf(t)).running, true);
+  });
+
+  test('a release serving the wrong mapping: HealthzMismatch, rolled back', async () => {
+    const t = target('mismatch');
+    const before = readFileSync(t.configPath);
+    const out = await promote({ router: 'mismatch', config: { content: routerConfig('mismatch-v2', ['', 'report_mapping_version = "stale"']) }, image: v2 });
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'HealthzMismatch');
+    assert.match(out.message, /did not answer 200 with mapping_version 'mismatch-v2' 3 times in a row within 3 s .*last answer: 200 with mapping_version 'stale'/);
+    assert.equal(out.details?.rollback?.ok, true);
+    assert.deepEqual(readFileSync(t.configPath), before);
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'mismatch-v1' });
+    assert.equal((await containerOf(t)).image, ROUTER_IMAGE);
+  });
+
+  test('two promotions of one router started together: the second is refused, naming the running one', async () => {
+    const t = target('race');
+    const inputs = ['race-a', 'race-b'].map((v) => ({ router: 'race', config: { content: routerConfig(v) }, image: ROUTER_IMAGE }));
+    const starts = await Promise.allSettled(inputs.map((i) => startPromotion(temporal.client, node, i)));
+    const won = starts.flatMap((s, i) => (s.status === 'fulfilled' ? [{ handle: s.value, input: inputs[i] }] : []));
+    const refused = starts.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
+    assert.equal(won.length, 1);
+    assert.equal(refused.length, 1);
+    const err = refused[0];
+    assert.ok(err instanceof PromotionRefused, String(err));
+    const winner = won[0];
+    assert.ok(winner);
+    assert.equal(err.workflowId, `promote/${node}/race`);
+    assert.equal(err.runningRunId, winner.handle.firstExecutionRunId);
+    assert.match(err.message, new RegExp(`refused: a promotion of router 'race' on node '${node}' is already running \\(workflow promote/${node}/race, run ${winner.handle.firstExecutionRunId}`));
+    const out = await followPromotion(winner.handle, () => undefined, 200);
+    assert.ok(out.ok);
+    assert.equal(readFileSync(t.configPath, 'utf8'), winner.input?.config.content);
+    // Once it is done, the next one may start.
+    const next = await promote({ router: 'race', config: { content: routerConfig('race-c') }, image: ROUTER_IMAGE });
+    assert.ok(next.ok, !next.ok ? next.message : '');
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'race-c' });
+  });
+
+  test('CLI: gpures router promote prints each step on stderr and the result on stdout', async () => {
+    const t = target('cli');
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-promote-cli-'));
+    tmpDirs.push(dir);
+    const manifest = join(dir, 'serves.toml');
+    writeFileSync(manifest, renderManifest(node, [{ role: 'g', capacity_mib: 1000, reserve_mib: 0 }], [{ name: 's', vram_mib: 100 }]));
+    const configFile = join(dir, 'router.toml');
+    writeFileSync(configFile, routerConfig('cli-v2'));
+    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [join(ROOT, 'bin', 'gpures'), 'router', 'promote', '--config', configFile, '--image', ROUTER_IMAGE, '--router', 'cli', '-m', manifest],
+        { cwd: ROOT, env: { ...process.env, TEMPORAL_ADDRESS: temporal.address }, timeout: 60_000 },
+        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr }),
+      );
+    });
+    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout, /^router promote cli: mapping_version 'cli-v2' is live on gpures\/fake-router:test \(reloaded\), verified for 3 s; backup \S+\n$/);
+    for (const step of ['resolve', 'validate', 'backup', 'write', 'reload', 'verify', 'done']) assert.match(r.stderr, new RegExp(`^  ${step}: `, 'm'));
+    assert.equal(readFileSync(t.configPath, 'utf8'), routerConfig('cli-v2'));
+  });
+});
+
+describe('router promotion: a worker killed just after the backup', () => {
+  const d = docker();
+  const run = `k${Date.now().toString(36)}`;
+  const node = uniqueNode('promote-kill');
+  let temporal: TestTemporal;
+  let t: RouterTarget;
+  let dir: string;
+  const children: ChildProcess[] = [];
+
+  before(async () => {
+    temporal = await testTemporal();
+    t = await deployTestRouter(d, { name: 'kill', run, config: routerConfig('kill-v1') });
+    dir = mkdtempSync(join(tmpdir(), 'gpures-promote-kill-'));
+    writeFileSync(join(dir, 'bundle.js'), (await workflowBundle()).code);
+  });
+
+  after(async () => {
+    for (const c of children) {
+      if (c.exitCode === null && c.signalCode === null) {
+        c.kill('SIGKILL');
+        await new Promise((r) => c.once('exit', r));
+      }
+    }
+    await removeTestArtifacts(d, run, []);
+    rmSync(join(t.configPath, '..'), { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+    await temporal?.close();
+  });
+
+  function startChild(extra: Record<string, unknown>): Promise<ChildProcess> {
+    const cfg = { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: [t], pollIntervalMs: 200, ...extra };
+    const child = spawn(process.execPath, [join(__dirname, 'support', 'promote-worker.js'), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    return new Promise((resolve, reject) => {
+      child.stdout?.on('data', (b: Buffer) => {
+        if (b.toString().includes('ready')) resolve(child);
+      });
+      child.once('exit', (code) => reject(new Error(`promote-worker exited with ${code}`)));
+    });
+  }
+
+  async function waitFor(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!cond()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  test('a replacement worker finishes exactly once: one backup, one write', async () => {
+    const marker = join(dir, 'backup-done.json');
+    const first = await startChild({ hangAfter: 'promoteBackup', markerPath: marker });
+    const config = routerConfig('kill-v2');
+    const handle = await startPromotion(temporal.client, node, { router: 'kill', config: { content: config }, image: ROUTER_IMAGE });
+    await waitFor(() => existsSync(marker), 30_000, 'the backup on the first worker');
+    const killedAt = Date.now();
+    first.kill('SIGKILL');
+    await new Promise((r) => first.once('exit', r));
+    // The backup was made, the server never heard of it, the live file is still the old one.
+    assert.equal(readFileSync(t.configPath, 'utf8'), routerConfig('kill-v1'));
+    assert.equal(backupsIn(t.configPath).length, 1);
+
+    const second = await startChild({});
+    const out = await followPromotion(handle, () => undefined, 200);
+    console.log(`  replacement worker finished ${Date.now() - killedAt} ms after the kill`);
+    assert.ok(out.ok, !out.ok ? `${out.failureType}: ${out.message}` : '');
+    assert.equal(out.result.write, 'written');
+    assert.match(out.result.steps.find((s) => s.step === 'backup')?.outcome ?? '', /^already saved by this run:/);
+    assert.equal(readFileSync(t.configPath, 'utf8'), config);
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'kill-v2' });
+
+    const key = runKey({ workflowId: handle.workflowId, runId: handle.firstExecutionRunId });
+    const backups = backupsIn(t.configPath);
+    assert.equal(backups.length, 1);
+    assert.ok(backups[0]?.includes(`.${key}.bak`));
+    const runRef = `${handle.workflowId}/${handle.firstExecutionRunId}`;
+    const entries = readFileSync(journalPath(t.configPath), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; run: string });
+    assert.deepEqual(entries.map((e) => [e.op, e.run]), [['backup', runRef], ['write', runRef]]);
+
+    second.kill('SIGTERM');
+    await new Promise((r) => second.once('exit', r));
+  });
+});

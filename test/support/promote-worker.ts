@@ -1,0 +1,62 @@
+// A promotion worker in a process of its own, so a test can SIGKILL it mid-promotion and start a
+// replacement (dist/test/support/promote-worker.js). One argument, JSON:
+//   { address, node, bundlePath, targets: RouterTarget[], pollIntervalMs?, hangAfter?, markerPath? }
+// With `hangAfter: "<activity>"` that activity does its work, then writes its result to
+// markerPath and never returns: the effect happened but the server never hears of it, the
+// precise point where a real worker dying would leave it. The test kills the process there.
+// Prints "ready" on stdout once polling; exits when SIGTERM/SIGINT shut the worker down.
+import { writeFileSync } from 'node:fs';
+import Docker from 'dockerode';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { DockerRouterDeployment } from '../../src/activities/docker-router';
+import { createPromotionActivities } from '../../src/activities/promotion';
+import type { RouterTarget } from '../../src/activities/router-deployment';
+import { taskQueueFor } from '../../src/shared/messages';
+
+interface ChildConfig {
+  address: string;
+  node: string;
+  bundlePath: string;
+  targets: RouterTarget[];
+  pollIntervalMs?: number;
+  hangAfter?: string;
+  markerPath?: string;
+}
+
+async function main(): Promise<void> {
+  const cfg = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  const connection = await NativeConnection.connect({ address: cfg.address });
+  try {
+    const activities: Record<string, (input: never) => Promise<unknown>> = createPromotionActivities({
+      routerDeployment: new DockerRouterDeployment(new Docker()),
+      routerTargets: cfg.targets,
+      pollIntervalMs: cfg.pollIntervalMs,
+    });
+    const name = cfg.hangAfter;
+    const original = name ? activities[name] : undefined;
+    if (name && original) {
+      activities[name] = async (input: never) => {
+        const result = await original(input);
+        if (cfg.markerPath) writeFileSync(cfg.markerPath, JSON.stringify(result));
+        return new Promise<never>(() => undefined);
+      };
+    }
+    const worker = await Worker.create({
+      connection,
+      taskQueue: taskQueueFor(cfg.node),
+      activities,
+      workflowBundle: { codePath: cfg.bundlePath },
+    });
+    const running = worker.run();
+    process.stdout.write('ready\n');
+    await running;
+  } finally {
+    await connection.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`promote-worker: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

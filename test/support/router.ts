@@ -1,0 +1,126 @@
+// Fake-router deployments for the promotion tests: a gpures/fake-router:test container on the
+// test dockerd with its live config in a host directory bind-mounted read-only at /config, a
+// published port on loopback and a restart policy, as an operator would run the real router.
+import { chmodSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type Docker from 'dockerode';
+import type { RouterTarget } from '../../src/activities/router-deployment';
+import { freePort } from './temporal';
+
+export const ROUTER_IMAGE = process.env['GPURES_ROUTER_TEST_IMAGE'] ?? 'gpures/fake-router:test';
+export const ROUTER_TOKEN = 'promote-test-token';
+/** Every container and image the promotion tests make carries this label (value: the suite's run). */
+export const TEST_LABEL = 'gpures.test.promote';
+
+export interface DeployOptions {
+  name: string;
+  config: string;
+  /** Suite run id, the TEST_LABEL value. */
+  run: string;
+  image?: string;
+  restart?: 'on-failure' | 'unless-stopped';
+}
+
+export function routerConfig(mappingVersion: string, extra: string[] = []): string {
+  return [
+    `mapping_version = "${mappingVersion}"`,
+    '',
+    '[[tiers]]',
+    'name = "chat-local"',
+    'backend = "http://127.0.0.1:30001"',
+    'served_model_name = "chat"',
+    '',
+    '[[presets]]',
+    'name = "chat"',
+    'tier = "chat-local"',
+    ...extra,
+    '',
+  ].join('\n');
+}
+
+export async function healthz(url: string): Promise<{ status: number; mappingVersion?: string }> {
+  try {
+    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) });
+    const body = (await res.json()) as { mapping_version?: string };
+    return { status: res.status, mappingVersion: body.mapping_version };
+  } catch {
+    return { status: 0 };
+  }
+}
+
+export async function waitHealthy(url: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if ((await healthz(url)).status === 200) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`router at ${url} not healthy within ${timeoutMs} ms`);
+}
+
+/** Deploys a router and returns its target as a worker would be configured with it. */
+export async function deployTestRouter(docker: Docker, opts: DeployOptions): Promise<RouterTarget> {
+  const dir = mkdtempSync(join(tmpdir(), `gpures-router-${opts.name}-`));
+  chmodSync(dir, 0o755);
+  const configPath = join(dir, 'router.toml');
+  writeFileSync(configPath, opts.config);
+  const port = await freePort();
+  const container = `gpures-test-${opts.run}-${opts.name}`;
+  const c = await docker.createContainer({
+    name: container,
+    Image: opts.image ?? ROUTER_IMAGE,
+    Cmd: ['--config', '/config/router.toml', '--port', '8080'],
+    Env: [`ROUTER_ADMIN_TOKEN=${ROUTER_TOKEN}`],
+    Labels: { [TEST_LABEL]: opts.run, 'gpures.router': opts.name },
+    ExposedPorts: { '8080/tcp': {} },
+    HostConfig: {
+      Binds: [`${dir}:/config:ro`],
+      PortBindings: { '8080/tcp': [{ HostIp: '127.0.0.1', HostPort: String(port) }] },
+      RestartPolicy: { Name: opts.restart ?? 'on-failure', MaximumRetryCount: 0 },
+      Init: true,
+    },
+  });
+  await c.start();
+  const url = `http://127.0.0.1:${port}`;
+  await waitHealthy(url);
+  return {
+    name: opts.name,
+    container,
+    configPath,
+    containerConfigPath: '/config/router.toml',
+    url,
+    adminToken: ROUTER_TOKEN,
+    verifyWindowS: 3,
+    healthzStreak: 3,
+    validateTimeoutS: 30,
+    stopTimeoutS: 5,
+  };
+}
+
+/** A second image with another id (a committed copy with an extra label), as a new release would be. */
+export async function makeVariantImage(docker: Docker, run: string, tag: string): Promise<string> {
+  // Not TEST_LABEL: a commit bakes the container's labels into the image, and a container label
+  // equal to its image's is taken for the image's own when the router is recreated.
+  const c = await docker.createContainer({ Image: ROUTER_IMAGE, Labels: { 'gpures.test.image': run } });
+  try {
+    await c.commit({ repo: 'gpures/fake-router', tag, changes: `LABEL gpures.test.variant=${tag}` });
+  } finally {
+    await c.remove({ force: true });
+  }
+  return `gpures/fake-router:${tag}`;
+}
+
+/** Backup file names next to a live config. */
+export function backupsIn(configPath: string): string[] {
+  const dir = join(configPath, '..');
+  return readdirSync(dir).filter((n) => /^router\.toml\.\d{8}T\d{9}Z\.[0-9a-f]{12}\.bak$/.test(n)).sort();
+}
+
+export async function removeTestArtifacts(docker: Docker, run: string, images: string[]): Promise<void> {
+  const containers = await docker.listContainers({ all: true, filters: { label: [`${TEST_LABEL}=${run}`] } });
+  for (const c of containers) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  // Leftovers of a recreate or a validate run cut short carry the deployment's name.
+  const named = await docker.listContainers({ all: true, filters: { name: [`gpures-test-${run}-`] } });
+  for (const c of named) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  for (const image of images) await docker.getImage(image).remove({ force: true }).catch(() => undefined);
+}
