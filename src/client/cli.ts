@@ -7,6 +7,7 @@ import { formatPhysical, physicalTruth } from '../domain/physical';
 import type { GpuReading } from '../activities/ports';
 import type { LedgerState } from '../domain/ledger';
 import { findServe, parseManifest } from '../domain/manifest';
+import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../domain/router-config';
 import type { Manifest, ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { ServiceError } from '@temporalio/client';
@@ -48,19 +49,35 @@ function manifestPath(opt: string | undefined): string {
   return opt ?? process.env['GPURES_MANIFEST'] ?? DEFAULT_MANIFEST;
 }
 
-async function loadManifest(file: string): Promise<{ manifest: Manifest; warnings: ManifestIssue[] }> {
-  let text: string;
+async function readText(file: string, what: string): Promise<string> {
   try {
-    text = await readFile(file, 'utf8');
+    return await readFile(file, 'utf8');
   } catch (err) {
-    throw new CliError(`${file}: cannot read manifest: ${(err as Error).message}`, EXIT.badInput);
+    throw new CliError(`${file}: cannot read ${what}: ${(err as Error).message}`, EXIT.badInput);
   }
-  const result = parseManifest(text, file);
+}
+
+/**
+ * The manifest, and with a router config ($GPURES_ROUTER_CONFIG or --router) the load-time rule
+ * of field report T013: a tier backed by an evictable serve must declare model_identity, or it
+ * could never be readmitted after an eviction. Checked before anything reaches the box.
+ */
+async function loadManifest(file: string, routerFile = process.env['GPURES_ROUTER_CONFIG']): Promise<{ manifest: Manifest; warnings: ManifestIssue[] }> {
+  const result = parseManifest(await readText(file, 'manifest'), file);
   if (!result.ok) {
     throw new CliError(result.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: result.errors });
   }
-  for (const w of result.warnings) process.stderr.write(`warning: ${formatIssue(w)}\n`);
-  return { manifest: result.manifest, warnings: result.warnings };
+  const warnings = [...result.warnings];
+  if (routerFile) {
+    const router = parseRouterConfig(await readText(routerFile, 'router config'), routerFile);
+    if (!router.ok) throw new CliError(router.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: router.errors });
+    const issues = checkRouterAgainstManifest(router.config, routerFile, result.manifest, file);
+    const errors = routerCheckErrors(issues);
+    if (errors.length) throw new CliError(errors.map(formatIssue).join('\n'), EXIT.badInput, { errors });
+    warnings.push(...router.warnings, ...issues.filter((i) => i.severity !== 'error'));
+  }
+  for (const w of warnings) process.stderr.write(`warning: ${formatIssue(w)}\n`);
+  return { manifest: result.manifest, warnings };
 }
 
 async function withClient<T>(fn: (client: Awaited<ReturnType<typeof connectClient>>['client']) => Promise<T>): Promise<T> {
@@ -177,11 +194,12 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .command('validate')
     .description('check a manifest offline: every problem as file: field: message')
     .argument('[file]', 'manifest to check')
+    .option('--router <file>', 'also check a router config against it (default: $GPURES_ROUTER_CONFIG)')
     .addOption(jsonOpt())
     .action(
-      run(async (file: string | undefined) => {
+      run(async (file: string | undefined, opts: { router?: string }) => {
         const path = manifestPath(file);
-        const { manifest, warnings } = await loadManifest(path);
+        const { manifest, warnings } = await loadManifest(path, opts.router ?? process.env['GPURES_ROUTER_CONFIG']);
         return {
           data: { file: path, ok: true, node: manifest.node, gpus: manifest.gpus.length, serves: manifest.serves.length, warnings },
           text: [`${path}: ok (node ${manifest.node}, ${manifest.gpus.length} gpu, ${manifest.serves.length} serves)`],

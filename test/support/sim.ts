@@ -20,6 +20,7 @@ export interface SimTestBox {
   node: string;
   manifest: Manifest;
   manifestPath: string;
+  routerConfigPath: string;
   box: SimBox;
   temporal: TestTemporal;
   worker: Worker;
@@ -58,6 +59,7 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     node,
     manifest,
     manifestPath,
+    routerConfigPath,
     box,
     temporal,
     worker,

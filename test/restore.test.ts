@@ -1,0 +1,95 @@
+// Restore with guarded readmit on a simulated box: an evicted serve re-enters rotation only when
+// the router's own probes pass health and exact identity; a refusal stops it again.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { parse, stringify } from 'smol-toml';
+import { totals } from '../src/domain/ledger';
+import { serveAcquire, serveDown, serveUp, ledgerSnapshots } from '../src/client/operations';
+import { routerConfigFor } from '../src/sim/box';
+import { startSimTestBox } from './support/sim';
+import type { SimTestBox } from './support/sim';
+
+describe('restore with guarded readmit', () => {
+  let t: SimTestBox;
+  before(async () => {
+    t = await startSimTestBox(
+      'restore',
+      [{ role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 }],
+      [
+        { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+        { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+        { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+      ],
+    );
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  async function evictVision(): Promise<void> {
+    for (const s of ['fast', 'vision']) assert.ok((await serveUp(t.temporal.client, t.node, s)).ok);
+    const acq = await serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(acq.ok, !acq.ok ? acq.message : '');
+    assert.equal((await t.routed('vision')).status, 503);
+  }
+
+  /** Rewrites the router's config with the vision tier changed, and reloads it. */
+  async function routerVisionTier(patch: Record<string, unknown>): Promise<void> {
+    const cfg = parse(routerConfigFor(t.manifest, `test.${t.node}.patched`)) as { tiers: Record<string, unknown>[] };
+    cfg.tiers = cfg.tiers.map((tier) => (tier['name'] === 'vision-local' ? { ...tier, ...patch } : tier));
+    writeFileSync(t.routerConfigPath, stringify(cfg));
+    await t.box.routerAdmin.reload();
+  }
+
+  test('down comfyui-sim --restore: vision restored, readmit observed the exact identity, routed again', async () => {
+    await evictVision();
+    const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    assert.deepEqual(down.result.restored.map((r) => [r.serve, r.ok, r.observedModels]), [['vision', true, ['qwen3-vl-4b-instruct']]]);
+    assert.match(down.result.message, /restore: vision restored$/);
+    assert.equal((await t.routed('vision')).status, 200);
+    const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+    assert.ok(l);
+    assert.deepEqual(l.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'vision:running']);
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test('router expects another model: readmit refused (identity_mismatch), serve stopped, reservation released', async () => {
+    await evictVision();
+    assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim')).ok);
+    await routerVisionTier({ served_model_name: 'qwen3-vl-8b-instruct' });
+    try {
+      const up = await serveUp(t.temporal.client, t.node, 'vision');
+      assert.ok(!up.ok);
+      assert.equal(up.failureType, 'ReadmitRefused');
+      assert.match(up.message, /^serves up vision \(restore\) failed at readmit: router refused to readmit tier 'vision-local': identity_mismatch: .*qwen3-vl-4b-instruct/);
+      assert.match(up.message, /compensated: remove container, release reservation$/);
+      assert.equal((await t.box.runtime.inspect(`gpures-${t.node}-vision`)) ?? null, null);
+      const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+      assert.ok(l);
+      assert.deepEqual(l.reservations.map((r) => r.serve), ['fast']);
+      assert.equal(totals(l).committedMib, 14336);
+      assert.equal((await t.routed('vision')).status, 503);
+    } finally {
+      await routerVisionTier({});
+    }
+    assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
+  });
+
+  test('tier without model_identity: readmit refused (identity_not_configured), nothing left running', async () => {
+    await evictVision();
+    assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim')).ok);
+    await routerVisionTier({ model_identity: false });
+    try {
+      const up = await serveUp(t.temporal.client, t.node, 'vision');
+      assert.ok(!up.ok);
+      assert.equal(up.failureType, 'ReadmitRefused');
+      assert.match(up.message, /identity_not_configured/);
+      assert.equal((await t.box.runtime.inspect(`gpures-${t.node}-vision`)) ?? null, null);
+    } finally {
+      await routerVisionTier({});
+    }
+    assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
+  });
+});

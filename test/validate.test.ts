@@ -1,0 +1,38 @@
+// `gpures validate --router`: the load-time rule of field report T013, offline.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(__dirname, '..', '..');
+const GPURES = join(ROOT, 'bin', 'gpures');
+const MANIFEST = join(ROOT, 'examples', 'primary-node', 'serves.toml');
+const ROUTER = join(ROOT, 'examples', 'primary-node', 'router.toml');
+
+function gpures(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    execFile(process.execPath, [GPURES, ...args], { env: { ...process.env, GPURES_ROUTER_CONFIG: '' } }, (err, stdout, stderr) => {
+      done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+test('the example manifest and router config pass together', async () => {
+  const r = await gpures(['validate', MANIFEST, '--router', ROUTER]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /ok \(node primary-node, 1 gpu, 6 serves\)/);
+});
+
+test('an evictable serve\'s tier without model_identity is a load error naming the tier and the file', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-validate-'));
+  const bad = join(dir, 'router.toml');
+  const text = readFileSync(ROUTER, 'utf8');
+  assert.match(text, /^model_identity = true$/m);
+  writeFileSync(bad, text.replace(/^model_identity = true$/m, 'model_identity = false'));
+  const r = await gpures(['validate', MANIFEST, '--router', bad]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, new RegExp(`^${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: tiers\\[\\d+\\]\\.model_identity: tier 'vision-local' is backed by evictable serve 'vision' \\(.*serves\\.toml\\) and must set model_identity = true`));
+});
