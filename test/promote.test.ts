@@ -8,7 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { runKey } from '../src/activities/promotion';
 import type { RouterTarget } from '../src/activities/router-deployment';
 import { journalPath } from '../src/activities/router-deployment';
@@ -384,6 +384,9 @@ describe('router promotion: a worker killed just after the backup', () => {
     const runRef = `${handle.workflowId}/${handle.firstExecutionRunId}`;
     const entries = readFileSync(journalPath(t.configPath), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; run: string });
     assert.deepEqual(entries.map((e) => [e.op, e.run]), [['backup', runRef], ['write', runRef]]);
+
+    // The history, worker crash and retried backup included, replays against the bundle.
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, await handle.fetchHistory(), handle.workflowId);
 
     second.kill('SIGTERM');
     await new Promise((r) => second.once('exit', r));

@@ -74,6 +74,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
   } catch (err) {
     const cause = rootCause(err);
     log.record(log.current, `failed: ${cause.message}`);
+    if (isCancellation(err)) throw err;
     throw fail(cause.type, `${op} failed at ${log.current}: ${cause.message}; nothing was changed`, { step: log.current, steps: log.steps });
   }
   const verdict = `${input.image} --validate-only ${validation.timedOut ? 'timed out' : `exit ${validation.exitCode}`} in ${validation.durationMs} ms`;
@@ -120,6 +121,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
   } catch (err) {
     const cause = rootCause(err);
     log.record('backup', `failed: ${cause.message}`);
+    if (isCancellation(err)) throw err;
     throw fail(cause.type, `${op} failed at backup: ${cause.message}; nothing was changed`, { step: 'backup', steps: log.steps, validation });
   }
   log.record(
@@ -146,6 +148,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
         undone = `restoring the backup failed too: ${rootCause(e).message}`;
       }
     }
+    if (isCancellation(err)) throw err;
     throw fail(cause.type, `${op} failed at write: ${cause.message}; ${undone}`, { step: 'write', steps: log.steps, validation, backupPath: backup.path });
   }
   log.record('write', write === 'written' ? `wrote ${candidate.bytes} bytes to ${d.target.configPath} (temp file, fsync, rename, fsync dir)` : `${d.target.configPath} already holds this config`);
