@@ -1,6 +1,7 @@
 // gpures: the operator's CLI. One file registers every command; each command returns data that
 // is printed as text or, with --json, as JSON only. Only this layer exits the process.
 import { readFile } from 'node:fs/promises';
+import { resolve as resolvePath } from 'node:path';
 import { Command, Option } from 'commander';
 import { formatLedger, totals } from '../domain/ledger';
 import { formatPhysical, physicalTruth } from '../domain/physical';
@@ -355,11 +356,15 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .action(
       run(async (opts: { config: string; image: string; profile?: string; validateOnly?: boolean; router: string; manifest?: string }) => {
         const { manifest } = await loadManifest(manifestPath(opts.manifest));
-        const content = await readFile(opts.config, 'utf8').catch((err: Error) => {
-          throw new CliError(`${opts.config}: cannot read router config: ${err.message}`, EXIT.badInput);
-        });
-        const path = await import('node:path');
-        const profile = opts.profile === undefined ? undefined : path.resolve(opts.profile);
+        const content = await readText(opts.config, 'router config');
+        // A candidate in our router format must keep the T013 rule: a promotion must not strand an
+        // evictable tier. Another router's format is the target image's validate-only run to judge.
+        const candidate = parseRouterConfig(content, opts.config);
+        if (candidate.ok) {
+          const ruleErrors = routerCheckErrors(checkRouterAgainstManifest(candidate.config, opts.config, manifest, manifestPath(opts.manifest)));
+          if (ruleErrors.length) throw new CliError(ruleErrors.map(formatIssue).join('\n'), EXIT.badInput, { errors: ruleErrors });
+        }
+        const profile = opts.profile === undefined ? undefined : resolvePath(opts.profile);
         if (profile) await readFile(profile).catch((err: Error) => {
           throw new CliError(`${profile}: cannot read promotion profile: ${err.message}`, EXIT.badInput);
         });
@@ -376,6 +381,115 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
             ? { data: outcome, text: [outcome.result.message], exitCode: EXIT.ok }
             : { data: outcome, text: [`${outcome.message} [${outcome.failureType}; workflow ${outcome.workflowId}]`], exitCode: EXIT.failed };
         });
+      }),
+    );
+
+  // audit (README "Audit"): workflow history as evidence. Export it as the JSON every Temporal
+  // tool reads, replay it against the current workflow code (no server), render what it proves.
+  const audit = program.command('audit').description('workflow history as evidence: export, replay against the current workflow code, report');
+  const notFound = (err: unknown): boolean =>
+    (err instanceof Error && err.name === 'WorkflowNotFoundError') || (err instanceof ServiceError && /not found/i.test(err.message));
+  audit
+    .command('export')
+    .description('write a workflow history as JSON (loadable by historyFromJSON and Worker.runReplayHistories); --query: every match into a directory')
+    .argument('[workflowId]', 'the workflow to export (its latest run unless --run-id)')
+    .option('-o, --output <path>', 'file to write (default: stdout); with --query, the directory (required)')
+    .option('--run-id <id>', 'a particular run')
+    .option('--query <query>', "a visibility query, e.g. \"WorkflowType = 'acquireWorkflow'\" or \"TaskQueue = 'gpures.primary-node'\"")
+    .addOption(jsonOpt())
+    .action(
+      run(async (workflowId: string | undefined, opts: { output?: string; runId?: string; query?: string }) => {
+        if (opts.query !== undefined && workflowId !== undefined) throw new CliError('audit export: give a workflow id or --query, not both', EXIT.badInput);
+        if (opts.query === undefined && workflowId === undefined) throw new CliError('audit export: a workflow id or --query is required', EXIT.badInput);
+        if (opts.query !== undefined && !opts.output) throw new CliError('audit export --query: -o DIR is required (one file per workflow)', EXIT.badInput);
+        const { exportQuery, exportWorkflow } = await import('../audit/export');
+        return withClient(async (client) => {
+          if (opts.query !== undefined) {
+            const query = opts.query;
+            const dir = resolvePath(opts.output ?? '.');
+            const exported = await exportQuery(client, query, dir).catch((err: unknown) => {
+              if (err instanceof ServiceError && /invalid|syntax|unknown|not supported/i.test(err.message)) throw new CliError(`audit export --query: ${err.message}`, EXIT.badInput);
+              throw err;
+            });
+            return {
+              data: { query, dir, exported },
+              text: [...exported.map((e) => `${e.file ?? '?'}: ${e.workflowId} (${e.workflowType}, ${e.status ?? '?'}, ${e.events} events)`), `${exported.length} workflow(s) exported to ${dir}`],
+              exitCode: EXIT.ok,
+            };
+          }
+          const id = workflowId ?? '';
+          const file = opts.output ? resolvePath(opts.output) : undefined;
+          const { exported, history } = await exportWorkflow(client, id, { runId: opts.runId, file }).catch((err: unknown) => {
+            if (notFound(err)) throw new CliError(`audit export: no workflow '${id}'${opts.runId ? ` run ${opts.runId}` : ''} in this namespace`, EXIT.badInput);
+            throw err;
+          });
+          // Without -o the history itself is the output, --json or not.
+          if (!file) return { data: history, text: [JSON.stringify(history, null, 2)], exitCode: EXIT.ok };
+          return { data: exported, text: [`${file}: ${exported.workflowId} (${exported.workflowType}, ${exported.events} events)`], exitCode: EXIT.ok };
+        });
+      }),
+    );
+  audit
+    .command('replay')
+    .description('replay recorded histories against the current workflow code (no server); non-zero exit on any nondeterminism')
+    .argument('<paths...>', 'history files, or directories of *.json')
+    .addOption(jsonOpt())
+    .action(
+      run(async (paths: string[]) => {
+        const { HistoryFileError } = await import('../audit/history');
+        const { formatReplayOutcome, quietReplayRuntime, replayHistoryFiles } = await import('../audit/replay');
+        quietReplayRuntime();
+        const outcomes = await replayHistoryFiles(paths).catch((err: unknown) => {
+          if (err instanceof HistoryFileError) throw new CliError(err.message, EXIT.badInput);
+          throw err;
+        });
+        if (!outcomes.length) throw new CliError(`audit replay: no *.json history in ${paths.join(', ')}`, EXIT.badInput);
+        const failed = outcomes.filter((o) => !o.ok);
+        const exitCode = failed.some((o) => o.errorName !== 'HistoryFileError') ? EXIT.failed : failed.length ? EXIT.badInput : EXIT.ok;
+        return { data: { ok: failed.length === 0, outcomes }, text: outcomes.map(formatReplayOutcome), exitCode };
+      }),
+    );
+  audit
+    .command('report')
+    .description('the evidence of one operation, from its history alone: steps, ledger before/after, victims and why, in-flight counts, identity, nvidia-smi, promotion')
+    .argument('<workflowIdOrFile>', 'a workflow id (fetched from Temporal) or a history file written by audit export')
+    .option('--markdown', 'render an evidence file in Markdown')
+    .option('--run-id <id>', 'a particular run (with a workflow id)')
+    .option('-o, --output <file>', 'write the text or Markdown there instead of stdout')
+    .addOption(jsonOpt())
+    .action(
+      run(async (target: string, opts: { markdown?: boolean; runId?: string; output?: string; json?: boolean }) => {
+        if (opts.markdown && opts.json) throw new CliError('audit report: --markdown or --json, not both', EXIT.badInput);
+        const { existsSync, statSync, writeFileSync } = await import('node:fs');
+        const { HistoryFileError, idFromFileName, readHistoryFile } = await import('../audit/history');
+        const { buildReport, renderMarkdown, renderText } = await import('../audit/report');
+        let history;
+        let fallbackId = target;
+        if (existsSync(target) && statSync(target).isFile()) {
+          try {
+            history = readHistoryFile(target);
+          } catch (err) {
+            if (err instanceof HistoryFileError) throw new CliError(err.message, EXIT.badInput);
+            throw err;
+          }
+          fallbackId = idFromFileName(target);
+        } else {
+          const { fetchHistoryJson } = await import('../audit/export');
+          history = await withClient((client) =>
+            fetchHistoryJson(client, target, opts.runId).catch((err: unknown) => {
+              if (notFound(err)) throw new CliError(`audit report: '${target}' is neither a history file nor a workflow in this namespace`, EXIT.badInput);
+              throw err;
+            }),
+          );
+        }
+        const report = buildReport(history, fallbackId);
+        const lines = opts.markdown ? renderMarkdown(report) : renderText(report);
+        if (opts.output) {
+          const file = resolvePath(opts.output);
+          writeFileSync(file, opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${lines.join('\n')}\n`);
+          return { data: { file, workflowId: report.workflow.workflowId }, text: [`${file}: ${report.operation} (${report.workflow.workflowId})`], exitCode: EXIT.ok };
+        }
+        return { data: report, text: lines, exitCode: EXIT.ok };
       }),
     );
 
