@@ -6,16 +6,13 @@ import { appendFile, chmod, mkdtemp, open, readdir, readFile, rename, rm, stat, 
 import { basename, dirname, join, posix } from 'node:path';
 import type Docker from 'dockerode';
 import { Failure } from '../shared/failures';
+import { demuxLogs, statusCode } from './docker-util';
 import { PermanentError } from './ports';
 import type { JournalEntry, RecreateResult, RouterContainer, RouterDeployment, ValidateRunOutcome, ValidateRunSpec } from './router-deployment';
 import { journalPath } from './router-deployment';
 
 /** Marks the container a recreate made, so a retried attempt recognizes its own work. */
 export const PROMOTE_OP_LABEL = 'gpures.promote.op';
-
-function statusCode(err: unknown): number | undefined {
-  return typeof err === 'object' && err !== null && 'statusCode' in err ? (err as { statusCode?: number }).statusCode : undefined;
-}
 
 function errCode(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code?: unknown }).code) : undefined;
@@ -25,18 +22,6 @@ function sameList(a: readonly string[] | null | undefined, b: readonly string[] 
   const x = a ?? [];
   const y = b ?? [];
   return x.length === y.length && x.every((v, i) => v === y[i]);
-}
-
-/** Docker multiplexes stdout/stderr frames with an 8-byte header when no TTY is attached. */
-function demux(buf: Buffer): string {
-  const out: Buffer[] = [];
-  let i = 0;
-  while (i + 8 <= buf.length) {
-    const size = buf.readUInt32BE(i + 4);
-    out.push(buf.subarray(i + 8, i + 8 + size));
-    i += 8 + size;
-  }
-  return Buffer.concat(out).toString('utf8');
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -127,7 +112,7 @@ export class DockerRouterDeployment implements RouterDeployment {
         await sleep(200);
       }
       const info = await container.inspect();
-      const output = demux(await container.logs({ stdout: true, stderr: true, follow: false })).trim();
+      const output = demuxLogs(await container.logs({ stdout: true, stderr: true, follow: false })).trim();
       return { exitCode: timedOut ? null : info.State.ExitCode, output, timedOut, durationMs: Date.now() - started };
     } finally {
       await this.removeQuiet(spec.name);
@@ -221,7 +206,7 @@ export class DockerRouterDeployment implements RouterDeployment {
 
   async logsTail(container: string, lines: number): Promise<string> {
     try {
-      return demux(await this.docker.getContainer(container).logs({ stdout: true, stderr: true, tail: lines, follow: false })).trim();
+      return demuxLogs(await this.docker.getContainer(container).logs({ stdout: true, stderr: true, tail: lines, follow: false })).trim();
     } catch (err) {
       if (statusCode(err) === 404) return '';
       throw err;

@@ -1,12 +1,9 @@
 // ContainerRuntime over dockerode. Every call is idempotent so a retried activity converges.
 import type Docker from 'dockerode';
 import type { ContainerRuntime, ContainerSpec, ContainerState } from './ports';
+import { demuxLogs, statusCode } from './docker-util';
 import { PermanentError } from './ports';
 import { Failure } from '../shared/failures';
-
-function statusCode(err: unknown): number | undefined {
-  return typeof err === 'object' && err !== null && 'statusCode' in err ? (err as { statusCode?: number }).statusCode : undefined;
-}
 
 export interface DockerRuntimeOptions {
   /** 'auto' asks the daemon whether it has the nvidia runtime. */
@@ -132,16 +129,4 @@ export class DockerRuntime implements ContainerRuntime {
       throw err;
     }
   }
-}
-
-/** Docker multiplexes stdout/stderr frames with an 8-byte header when no TTY is attached. */
-function demuxLogs(buf: Buffer): string {
-  const out: Buffer[] = [];
-  let i = 0;
-  while (i + 8 <= buf.length) {
-    const size = buf.readUInt32BE(i + 4);
-    out.push(buf.subarray(i + 8, i + 8 + size));
-    i += 8 + size;
-  }
-  return Buffer.concat(out).toString('utf8');
 }

@@ -7,7 +7,7 @@ import type { GpuSpec, ServeSpec } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
 import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerVictimArgs } from '../shared/messages';
 import type { GpuProbe, GpuReading, ReadmitOutcome, RouterAdmin, ServeProbe, TierState } from './ports';
-import { PermanentError } from './ports';
+import { nonRetryable, permanentAsFailure } from './failure';
 import { Failure } from '../shared/failures';
 
 export interface EvictionDeps {
@@ -40,33 +40,20 @@ export interface VramReleaseResult {
   waitedMs: number;
 }
 
-function failure(type: string, message: string, details?: unknown): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
-}
-
-async function adapt<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof PermanentError) throw failure(err.type, err.message);
-    throw err;
-  }
-}
-
 export function createEvictionActivities(deps: EvictionDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
   const router = (): RouterAdmin => {
-    if (!deps.router) throw failure(Failure.RouterNotConfigured, 'this worker has no router admin configured (GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN)');
+    if (!deps.router) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router admin configured (GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN)');
     return deps.router;
   };
   const gpuProbe = (): GpuProbe => {
-    if (!deps.gpu) throw failure(Failure.NvidiaSmiMissing, 'this worker has no GPU probe configured (GPURES_NVIDIA_SMI)');
+    if (!deps.gpu) throw nonRetryable(Failure.NvidiaSmiMissing, 'this worker has no GPU probe configured (GPURES_NVIDIA_SMI)');
     return deps.gpu;
   };
   const readGpu = async (uuid: string): Promise<GpuReading> => {
-    const gpus = await adapt(() => gpuProbe().readGpus());
+    const gpus = await permanentAsFailure(() => gpuProbe().readGpus());
     const g = gpus.find((x) => x.uuid === uuid);
-    if (!g) throw failure(Failure.GpuNotFound, `nvidia-smi reports no GPU ${uuid} (has: ${gpus.map((x) => x.uuid).join(', ') || 'none'})`);
+    if (!g) throw nonRetryable(Failure.GpuNotFound, `nvidia-smi reports no GPU ${uuid} (has: ${gpus.map((x) => x.uuid).join(', ') || 'none'})`);
     return g;
   };
 
@@ -84,11 +71,11 @@ export function createEvictionActivities(deps: EvictionDeps) {
     },
 
     async quiesceTier(input: { tier: string }): Promise<TierState> {
-      return adapt(() => router().quiesce(input.tier));
+      return permanentAsFailure(() => router().quiesce(input.tier));
     },
 
     async readmitTier(input: { tier: string }): Promise<ReadmitOutcome> {
-      return adapt(() => router().readmit(input.tier));
+      return permanentAsFailure(() => router().readmit(input.tier));
     },
 
     /**
@@ -99,15 +86,15 @@ export function createEvictionActivities(deps: EvictionDeps) {
     async readmitIfQuiesced(input: { tier: string }): Promise<{ action: 'already-active' | 'readmitted' | 'no-router'; observedModel?: string }> {
       if (!deps.router) return { action: 'no-router' };
       const r = deps.router;
-      const state = await adapt(() => r.tierState(input.tier));
+      const state = await permanentAsFailure(() => r.tierState(input.tier));
       if (state.state === 'active') return { action: 'already-active' };
-      const outcome = await adapt(() => r.readmit(input.tier));
-      if (!outcome.ok) throw failure(Failure.ReadmitRefused, `router refused to readmit tier '${input.tier}': ${outcome.reason}: ${outcome.message}`, outcome);
+      const outcome = await permanentAsFailure(() => r.readmit(input.tier));
+      if (!outcome.ok) throw nonRetryable(Failure.ReadmitRefused, `router refused to readmit tier '${input.tier}': ${outcome.reason}: ${outcome.message}`, outcome);
       return { action: 'readmitted', observedModel: outcome.observedModel };
     },
 
     async tierState(input: { tier: string }): Promise<TierState> {
-      return adapt(() => router().tierState(input.tier));
+      return permanentAsFailure(() => router().tierState(input.tier));
     },
 
     /**
@@ -122,7 +109,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
       let polls = 0;
       let first: { router: number; vllm: number | null } | undefined;
       for (;;) {
-        const routerInFlight = input.tier ? (await adapt(() => router().tierState(input.tier as string))).inFlight : 0;
+        const routerInFlight = input.tier ? (await permanentAsFailure(() => router().tierState(input.tier as string))).inFlight : 0;
         const vllmRunning = await deps.probe.requestsRunning(baseUrl, 2000);
         polls += 1;
         first ??= { router: routerInFlight, vllm: vllmRunning };
@@ -173,7 +160,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
         if (releasedMib >= needed) return result;
         ctx.heartbeat(result);
         if (Date.now() >= input.deadlineEpochMs) {
-          throw failure(
+          throw nonRetryable(
             Failure.VramNotReleased,
             `VRAM of ${input.victim} not released on GPU ${input.gpuUuid}: ${input.expectedMib - Math.max(0, releasedMib)} MiB still held ` +
               `after ${Math.round((Date.now() - started) / 1000)} s (used ${input.usedBeforeMib} MiB before the stop, ${g.usedMib} MiB now)`,

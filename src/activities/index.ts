@@ -1,6 +1,6 @@
 // Activities for bring-up and bring-down, built by a factory over our own ports so tests hand
 // in real-but-local adapters (a private dockerd, a dev server) and a simulated box can too.
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import type { LedgerState } from '../domain/ledger';
 import { findServe, gpuFor, parseManifest } from '../domain/manifest';
 import { containerName, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
@@ -13,7 +13,7 @@ import { workflowIds } from '../shared/messages';
 import { createEvictionActivities } from './eviction';
 import { createPromotionActivities } from './promotion';
 import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from './ports';
-import { PermanentError } from './ports';
+import { nonRetryable, permanentAsFailure } from './failure';
 import type { RouterDeployment, RouterTarget } from './router-deployment';
 
 export interface ActivityDeps {
@@ -62,20 +62,6 @@ export interface StopResult {
   stop: 'stopped' | 'already-stopped' | 'absent';
   remove: 'removed' | 'absent';
   issuedAtEpochMs: number;
-}
-
-function nonRetryable(type: string, message: string, details?: unknown): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
-}
-
-/** Adapters speak PermanentError; Temporal needs it as a non-retryable ApplicationFailure. */
-async function permanentAsFailure<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof PermanentError) throw nonRetryable(err.type, err.message);
-    throw err;
-  }
 }
 
 export function createActivities(deps: ActivityDeps) {

@@ -4,12 +4,12 @@
 // recreate recognizes the container it already made.
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import { backupFileName, backupRunKey, backupsToPrune, mappingVersionOf, MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';
 import type { RouterAdmin } from './ports';
-import { PermanentError } from './ports';
+import { nonRetryable, permanentAsFailure } from './failure';
 import { HttpRouterAdmin } from './router';
 import type { RecreateResult, RouterContainer, RouterDeployment, RouterTarget } from './router-deployment';
 
@@ -67,19 +67,6 @@ export interface RunRef {
   runId: string;
 }
 
-function failure(type: string, message: string, details?: unknown): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
-}
-
-async function adapt<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof PermanentError) throw failure(err.type, err.message);
-    throw err;
-  }
-}
-
 function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
@@ -99,7 +86,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
   const adminFor = deps.routerAdminFor ?? ((t: RouterTarget, timeoutMs: number) => new HttpRouterAdmin({ baseUrl: t.url, token: t.adminToken, timeoutMs }));
 
   const deployment = (): RouterDeployment => {
-    if (!deps.routerDeployment) throw failure(Failure.RouterNotConfigured, 'this worker has no router deployment configured');
+    if (!deps.routerDeployment) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router deployment configured');
     return deps.routerDeployment;
   };
   const target = (name: string): RouterTarget => {
@@ -107,7 +94,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
     const t = targets.find((x) => x.name === name);
     if (!t) {
       const known = targets.map((x) => x.name);
-      throw failure(
+      throw nonRetryable(
         Failure.UnknownRouter,
         known.length
           ? `this worker has no router deployment named '${name}' (it has: ${known.join(', ')})`
@@ -136,10 +123,10 @@ export function createPromotionActivities(deps: PromotionDeps) {
       const d = deployment();
       const container = await d.inspect(t.container);
       if (!container) {
-        throw failure(Failure.RouterNotDeployed, `router '${t.name}': no container '${t.container}' on this Docker host; deploy the router first (a promotion replaces a running router)`);
+        throw nonRetryable(Failure.RouterNotDeployed, `router '${t.name}': no container '${t.container}' on this Docker host; deploy the router first (a promotion replaces a running router)`);
       }
       const targetImageId = await d.imageId(input.image);
-      if (!targetImageId) throw failure(Failure.ImageMissing, `image '${input.image}' is not on this Docker host; pull or load it first`);
+      if (!targetImageId) throw nonRetryable(Failure.ImageMissing, `image '${input.image}' is not on this Docker host; pull or load it first`);
       const live = await d.readFile(t.configPath);
       return {
         target: publicTarget(t),
@@ -158,8 +145,8 @@ export function createPromotionActivities(deps: PromotionDeps) {
       if (content === undefined) {
         const path = input.config.path ?? '';
         const data = await deployment().readFile(path);
-        if (!data) throw failure(Failure.PromotionInputInvalid, `config.path: ${path} does not exist on the worker's host`);
-        if (data.length > MAX_CONFIG_BYTES) throw failure(Failure.PromotionInputInvalid, `config.path: ${path} is larger than ${MAX_CONFIG_BYTES} bytes`);
+        if (!data) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} does not exist on the worker's host`);
+        if (data.length > MAX_CONFIG_BYTES) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is larger than ${MAX_CONFIG_BYTES} bytes`);
         content = data.toString('utf8');
       }
       return { content, sha256: sha256(content), bytes: Buffer.byteLength(content), mappingVersion: mappingVersionOf(content) ?? null };
@@ -169,7 +156,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
     async promoteValidate(input: { router: string; image: string; content: string; run: RunRef }): Promise<ValidationRun> {
       const t = target(input.router);
       const args = (t.validateArgs ?? ['--validate-only', '--config', '{config}']).map((a) => a.replaceAll('{config}', t.containerConfigPath));
-      const outcome = await adapt(() =>
+      const outcome = await permanentAsFailure(() =>
         deployment().validate(
           {
             name: `${t.container}-validate-${runKey(input.run)}`,
@@ -232,7 +219,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
       const liveSha = live ? sha256(live) : null;
       if (liveSha === digest) return { outcome: 'unchanged', sha256: digest };
       if (liveSha !== input.expectSha256) {
-        throw failure(
+        throw nonRetryable(
           Failure.LiveConfigConflict,
           `${t.configPath} changed since the backup (now ${liveSha ? `sha256 ${liveSha.slice(0, 12)}` : 'absent'}, backed up ${input.expectSha256 ? `sha256 ${input.expectSha256.slice(0, 12)}` : 'absent'}); not overwriting someone else's change`,
         );
@@ -254,10 +241,10 @@ export function createPromotionActivities(deps: PromotionDeps) {
         return { outcome: 'removed' };
       }
       const backup = await d.readFile(input.backupPath);
-      if (!backup) throw failure(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
+      if (!backup) throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
       const digest = sha256(backup);
       if (input.backupSha256 && digest !== input.backupSha256) {
-        throw failure(Failure.BackupMissing, `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`);
+        throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`);
       }
       const live = await d.readFile(t.configPath);
       if (live && sha256(live) === digest) return { outcome: 'unchanged' };
@@ -274,15 +261,15 @@ export function createPromotionActivities(deps: PromotionDeps) {
     async promoteRecreate(input: { router: string; image: { ref: string; id?: string }; opKey: string }): Promise<RecreateResult> {
       heartbeat();
       const t = target(input.router);
-      return adapt(() => deployment().recreate(t.container, input.image, { opKey: input.opKey, stopTimeoutS: t.stopTimeoutS ?? PROMOTION_DEFAULTS.stopTimeoutS }));
+      return permanentAsFailure(() => deployment().recreate(t.container, input.image, { opKey: input.opKey, stopTimeoutS: t.stopTimeoutS ?? PROMOTION_DEFAULTS.stopTimeoutS }));
     },
 
     /** POST /admin/reload with the worker's token; the restart count just before is the verify baseline. */
     async promoteReload(input: { router: string }): Promise<{ mappingVersion: string; containerId: string; restartCountBefore: number }> {
       const t = target(input.router);
       const before = await deployment().inspect(t.container);
-      if (!before) throw failure(Failure.RouterNotDeployed, `router '${t.name}': container '${t.container}' is gone`);
-      const { mappingVersion } = await adapt(() => adminFor(t, 30_000).reload());
+      if (!before) throw nonRetryable(Failure.RouterNotDeployed, `router '${t.name}': container '${t.container}' is gone`);
+      const { mappingVersion } = await permanentAsFailure(() => adminFor(t, 30_000).reload());
       return { mappingVersion, containerId: before.id, restartCountBefore: before.restartCount };
     },
 
@@ -312,7 +299,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
       let lastVersion: string | null = null;
       const crash = async (c: RouterContainer | undefined, what: string): Promise<never> => {
         const tail = (await d.logsTail(t.container, 5)).split('\n').join(' | ');
-        throw failure(
+        throw nonRetryable(
           Failure.CrashLoopDetected,
           `router container ${t.container} ${what} within ${((Date.now() - started) / 1000).toFixed(1)} s of verification: restart count ${input.baselineRestartCount} → ${c?.restartCount ?? '?'}` +
             `${c ? ` (status ${c.status}, last exit code ${c.exitCode})` : ''}${tail ? `; last output: ${tail}` : ''}`,
@@ -344,7 +331,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
           return { mappingVersion: lastVersion, polls, streak, restartCount: c.restartCount, containerId: c.id, waitedMs: elapsed };
         }
         if (elapsed >= windowMs + graceMs) {
-          throw failure(
+          throw nonRetryable(
             Failure.HealthzMismatch,
             `${t.url}/healthz did not answer 200 with mapping_version '${input.expectMappingVersion ?? '(any)'}' ${input.streak} times in a row within ${input.windowS} s (${polls} polls); last answer: ${last}`,
             { expected: input.expectMappingVersion, observed: lastVersion, last, polls },
