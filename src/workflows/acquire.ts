@@ -8,7 +8,7 @@ import { denialMessage, formatLedger } from '../domain/ledger';
 import { Failure } from '../shared/failures';
 import { quick, waitFor } from './options';
 import { failAndCompensate, Saga } from './saga';
-import { startAdmittedServe, StepLog } from './serve-steps';
+import { alreadyHeld, startAdmittedServe, StepLog } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
 export interface AcquireInput {
@@ -89,12 +89,8 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     });
   }
   if (decision.decision === 'already-held') {
-    const container = await act.inspectServe({ node, serve: serve.name });
-    if (decision.phase === 'running' && container?.running) {
-      log.record('admit', 'already running');
-      return { ...base, outcome: 'already-running', message: `${op}: already running, nothing changed`, victims: [], ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
-    }
-    throw ApplicationFailure.create({ type: Failure.ServeBusy, message: `${op}: its reservation is held by ${decision.holder} (${decision.phase}); nothing changed`, nonRetryable: true });
+    const held = await alreadyHeld(node, serve.name, decision, op, log);
+    return { ...base, outcome: 'already-running', message: held.message, containerId: held.containerId, victims: [], ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
   }
 
   const saga = new Saga();

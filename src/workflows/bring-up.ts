@@ -6,7 +6,7 @@ import { denialMessage, formatLedger, withoutReservation } from '../domain/ledge
 import { Failure } from '../shared/failures';
 import { quick } from './options';
 import { failAndCompensate, Saga } from './saga';
-import { startAdmittedServe, StepLog } from './serve-steps';
+import { alreadyHeld, startAdmittedServe, StepLog } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
 export interface BringUpInput {
@@ -60,16 +60,8 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   }
 
   if (decision.decision === 'already-held') {
-    const container = await act.inspectServe({ node, serve: serve.name });
-    if (decision.phase === 'running' && container?.running) {
-      log.record('admit', 'already running');
-      return { ...base, outcome: 'already-running', message: `serves up ${serve.name}: already running, nothing changed`, containerId: container.id, ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
-    }
-    throw ApplicationFailure.create({
-      type: Failure.ServeBusy,
-      message: `serves up ${serve.name}: its reservation is held by ${decision.holder} (${decision.phase}); nothing changed`,
-      nonRetryable: true,
-    });
+    const held = await alreadyHeld(node, serve.name, decision, `serves up ${serve.name}`, log);
+    return { ...base, outcome: 'already-running', message: held.message, containerId: held.containerId, ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
   }
   const restoring = Boolean(admit.wasEvicted);
   log.record('admit', `admitted ${serve.vramMib} MiB${restoring ? ' (restoring an evicted serve)' : ''}, free after ${decision.freeAfterMib} MiB`);

@@ -1,6 +1,7 @@
 // The steps every way of starting a serve shares once its MiB are admitted: start → health →
 // identity → running. Bring-up, acquisition and restore differ only in how they got the MiB.
-import { proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { Failure } from '../shared/failures';
 import type { Activities, ResolvedServe } from '../activities';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';
@@ -90,4 +91,29 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   const ledger = await act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running' }, updateId: `${workflowId}/${runId}/running` });
   log.record('running', 'reservation marked running');
   return { containerId: started.containerId, observedModels: identity.observed, readmittedTier, measuredDeltaMib, ledger };
+}
+
+/**
+ * A serve the ledger already holds: running with its container up is "already running, nothing
+ * changed" (returns the container id); anything else is busy, and says how to clear it.
+ */
+export async function alreadyHeld(
+  node: string,
+  serve: string,
+  held: { phase: string; holder: string },
+  op: string,
+  log: StepLog,
+): Promise<{ containerId: string; message: string }> {
+  const container = await act.inspectServe({ node, serve });
+  if (held.phase === 'running' && container?.running) {
+    log.record('admit', 'already running');
+    return { containerId: container.id, message: `${op}: already running, nothing changed` };
+  }
+  throw ApplicationFailure.create({
+    type: Failure.ServeBusy,
+    message:
+      `${op}: its reservation is held by ${held.holder} (${held.phase}${container ? `, container ${container.status}` : ', no container'}); nothing changed. ` +
+      `If that operation is gone, \`gpures serves down ${serve}\` releases it`,
+    nonRetryable: true,
+  });
 }
