@@ -33,7 +33,7 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 
 export function buildApi(opts: ApiOptions): FastifyInstance {
   if (!opts.token) throw new Error('the acquisition API needs a token (GPURES_API_TOKEN)');
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, routerOptions: { maxParamLength: 1000 } }); // :id is acquire/<node>/<serve> %2F-encoded; the default 100 answers 414 to long node names
   const { client, manifest } = opts;
 
   app.addHook('onRequest', async (req, reply) => {
@@ -59,6 +59,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       taskQueue: taskQueueFor(manifest.node),
       args: [{ serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s }],
       workflowIdConflictPolicy: 'USE_EXISTING',
+      staticSummary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (acquisition API) on ${manifest.node}`,
     });
     return reply
       .code(202)

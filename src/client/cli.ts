@@ -387,8 +387,11 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
   // audit (README "Audit"): workflow history as evidence. Export it as the JSON every Temporal
   // tool reads, replay it against the current workflow code (no server), render what it proves.
   const audit = program.command('audit').description('workflow history as evidence: export, replay against the current workflow code, report');
+  // fetchHistory lets the raw gRPC error through: status 5 is NOT_FOUND.
   const notFound = (err: unknown): boolean =>
-    (err instanceof Error && err.name === 'WorkflowNotFoundError') || (err instanceof ServiceError && /not found/i.test(err.message));
+    (err instanceof Error && err.name === 'WorkflowNotFoundError') ||
+    (err instanceof ServiceError && /not found/i.test(err.message)) ||
+    (err instanceof Error && (err as { code?: unknown }).code === 5);
   audit
     .command('export')
     .description('write a workflow history as JSON (loadable by historyFromJSON and Worker.runReplayHistories); --query: every match into a directory')

@@ -20,6 +20,7 @@ export class LedgerClient {
       taskQueue: taskQueueFor(node),
       args: [{ node, gpu }],
       workflowIdConflictPolicy: 'USE_EXISTING',
+      staticSummary: `ledger of gpu_role '${gpu.role}' on ${node}`,
     });
     return this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
   }

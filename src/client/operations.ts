@@ -30,6 +30,7 @@ async function runOperation<R>(
   workflowId: string,
   serve: string,
   input: Record<string, unknown> = { serve },
+  summary = `${workflowType === 'bringDownWorkflow' ? 'serves down' : 'serves up'} ${serve}`,
 ): Promise<OperationOutcome<R>> {
   // USE_EXISTING: a repeated trigger joins the running operation instead of starting another.
   const handle = await client.workflow.start(workflowType, {
@@ -37,6 +38,8 @@ async function runOperation<R>(
     taskQueue: taskQueueFor(node),
     args: [input],
     workflowIdConflictPolicy: 'USE_EXISTING',
+    // What the Temporal UI lists for the run, in the operator's words.
+    staticSummary: `${summary} on ${node}`,
   });
   try {
     return { serve, workflowId, ok: true, result: (await handle.result()) as R };
@@ -50,11 +53,11 @@ export function serveUp(client: Client, node: string, serve: string): Promise<Op
 }
 
 export function serveDown(client: Client, node: string, serve: string, opts: { restore?: boolean } = {}): Promise<OperationOutcome<BringDownResult>> {
-  return runOperation(client, node, 'bringDownWorkflow', workflowIds.bringDown(node, serve), serve, { serve, restore: Boolean(opts.restore) });
+  return runOperation(client, node, 'bringDownWorkflow', workflowIds.bringDown(node, serve), serve, { serve, restore: Boolean(opts.restore) }, `serves down ${serve}${opts.restore ? ' --restore' : ''}`);
 }
 
 export function serveAcquire(client: Client, node: string, input: AcquireInput): Promise<OperationOutcome<AcquireResult>> {
-  return runOperation(client, node, 'acquireWorkflow', workflowIds.acquire(node, input.serve), input.serve, { ...input });
+  return runOperation(client, node, 'acquireWorkflow', workflowIds.acquire(node, input.serve), input.serve, { ...input }, `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}`);
 }
 
 export async function ledgerSnapshots(client: Client, manifest: Manifest): Promise<LedgerState[]> {
