@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The benchmark (`npm run bench`): setup (with the test infrastructure), then bench/bring-up.ts:
-# bring-up as a Temporal workflow vs. the same dockerode calls in a plain script. Extra
-# arguments go to the benchmark (e.g. npm run bench -- --runs 11).
+# The benchmarks (`npm run bench`): setup (with the test infrastructure), then bench/bring-up.ts:
+# bring-up as a Temporal workflow vs. the same dockerode calls in a plain script; then
+# bench/eviction.ts: drain-to-stop latency and the orchestration cost of an acquisition with
+# eviction on the simulated box. Extra arguments go to both (e.g. npm run bench -- --runs 11);
+# both take --runs N and --poll-ms MS.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,9 +16,14 @@ TEMPORAL_CLI="$(temporal_bin)"
 DOCKER_HOST="unix://$GPURES_DOCKER_SOCK"
 export TEMPORAL_CLI DOCKER_HOST GPURES_TEST_IMAGE
 
-if [[ ! -f dist/bench/bring-up.js ]]; then
-  die "dist/bench/bring-up.js does not exist: bench/ was not compiled"
-fi
+for bench in bring-up eviction; do
+  if [[ ! -f "dist/bench/$bench.js" ]]; then
+    die "dist/bench/$bench.js does not exist: bench/ was not compiled"
+  fi
+done
 
 log "bench: node dist/bench/bring-up.js $* (TEMPORAL_CLI=$TEMPORAL_CLI DOCKER_HOST=$DOCKER_HOST)"
-exec node --enable-source-maps dist/bench/bring-up.js "$@"
+node --enable-source-maps dist/bench/bring-up.js "$@"
+echo
+log "bench: node dist/bench/eviction.js $*"
+exec node --enable-source-maps dist/bench/eviction.js "$@"

@@ -33,8 +33,16 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 
 export function buildApi(opts: ApiOptions): FastifyInstance {
   if (!opts.token) throw new Error('the acquisition API needs a token (GPURES_API_TOKEN)');
-  const app = Fastify({ logger: false, routerOptions: { maxParamLength: 1000 } }); // :id is acquire/<node>/<serve> %2F-encoded; the default 100 answers 414 to long node names
+  // :id is acquire/<node>/<serve>, %2F-encoded; fastify's default of 100 would answer 414 to long node names.
+  const app = Fastify({ logger: false, routerOptions: { maxParamLength: 1000 } });
   const { client, manifest } = opts;
+
+  // One error shape for every answer, fastify's own (malformed JSON, 415, 404 routes) included.
+  app.setErrorHandler(async (err: { statusCode?: number; message: string; code?: string }, _req, reply) => {
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
+    return reply.code(status).send({ error: { type: status >= 500 ? 'internal' : 'bad_request', message: err.message } });
+  });
+  app.setNotFoundHandler(async (req, reply) => reply.code(404).send({ error: { type: 'not_found', message: `no route ${req.method} ${req.url}` } }));
 
   app.addHook('onRequest', async (req, reply) => {
     if (!tokenMatches(req.headers.authorization, opts.token)) {
@@ -74,16 +82,18 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     try {
       const d = await handle.describe();
       const status = d.status.name;
-      if (status === 'RUNNING') return { workflow_id: workflowId, status: 'running' };
-      if (status === 'COMPLETED') return { workflow_id: workflowId, status: 'completed', result: (await handle.result()) as unknown };
+      // The run described, not the latest: a POST in between must not make this GET wait on it.
+      const run = client.workflow.getHandle(workflowId, d.runId);
+      if (status === 'COMPLETED') return { workflow_id: workflowId, run_id: d.runId, status: 'completed', result: (await run.result()) as unknown };
+      if (status === 'RUNNING' || status === 'PAUSED' || d.closeTime === undefined) return { workflow_id: workflowId, run_id: d.runId, status: status === 'PAUSED' ? 'paused' : 'running' };
       let failure: { type?: string; message: string } = { message: status.toLowerCase() };
       try {
-        await handle.result();
+        await run.result();
       } catch (err) {
         const cause = (err as { cause?: { type?: string; message?: string } }).cause;
         failure = { type: cause?.type, message: cause?.message ?? String(err) };
       }
-      return { workflow_id: workflowId, status: status.toLowerCase(), error: failure };
+      return { workflow_id: workflowId, run_id: d.runId, status: status.toLowerCase(), error: failure };
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return reply.code(404).send({ error: { type: 'not_found', message: `no acquisition ${workflowId}` } });
       throw err;

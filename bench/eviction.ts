@@ -1,0 +1,272 @@
+// Benchmark: what an on-demand acquisition with eviction costs beyond the work it waits for.
+//
+// On the simulated box (sim serves as local processes, the reference router, the fake
+// nvidia-smi; a worker on a dev server), N runs of: fast + vision up; K slow requests
+// (`sim_delay_ms`, default 1500 ms) in flight to the vision preset through the router; then
+// `serveAcquire(comfyui-sim, --evict)`, which quiesces vision's tier, waits for the drain, stops
+// vision, confirms its VRAM came back, hands the MiB over and starts comfyui-sim; then
+// `serves down comfyui-sim --restore` brings vision back for the next run. Per run:
+//
+//   drain→stop      victim.stopIssuedAtEpochMs − victim.drain.drainedAtEpochMs (both worker
+//                   clock), and the stop against the client-observed end of the last in-flight
+//                   response;
+//   acquisition     the client's wall time of serveAcquire, minus the container operations
+//                   (stopServeContainer, startServeContainer, waitHealthy: ActivityTaskScheduled
+//                   → ActivityTaskCompleted in the workflow's history), minus the drain wait
+//                   (drainServe, the same way): what is left is orchestration.
+//
+// The requests are slower than the 500 ms one might pick because the acquisition spends about
+// half a second (resolve, ledger snapshot and acquire, quiesce) before its drain starts: 500 ms
+// requests finish about when the drain begins, and the drain column measures next to nothing.
+//
+//   node dist/bench/eviction.js [--runs N] [--in-flight K] [--delay-ms MS] [--poll-ms MS]
+//                                                               (scripts/bench.sh sets the env up)
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import type { Client } from '@temporalio/client';
+import { tsToMs } from '@temporalio/common/lib/time';
+import { serveAcquire, serveDown, serveUp } from '../src/client/operations';
+import { parseManifest } from '../src/domain/manifest';
+import { routerConfigFor, startSimBox } from '../src/sim/box';
+import { createGpuresWorker, fileManifest } from '../src/worker/worker';
+import { renderManifest, uniqueNode } from '../test/support/box';
+import type { TestServe } from '../test/support/box';
+import { testTemporal, workflowBundle } from '../test/support/temporal';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+];
+const ROUTER_TOKEN = 'bench-router-token';
+const CONTAINER_OPS = ['stopServeContainer', 'startServeContainer', 'waitHealthy'] as const;
+const NVIDIA_SMI_ACTS = ['readGpu', 'measureGpu', 'confirmVramReleased'];
+
+interface Sample {
+  /** victim.stopIssuedAtEpochMs − victim.drain.drainedAtEpochMs */
+  drainToStopMs: number;
+  /** victim.stopIssuedAtEpochMs − client-observed end of the last in-flight response */
+  lastResponseToStopMs: number;
+  wallMs: number;
+  containerOpsMs: number;
+  drainMs: number;
+  /** What the drain activity itself measured (first poll to in-flight 0). */
+  drainWaitedMs: number;
+  orchestrationMs: number;
+  /** Part of orchestration: the other activities' own durations (ledger, router, nvidia-smi, …). */
+  otherActivitiesMs: number;
+  nvidiaSmiMs: number;
+  /** Activities in the history, and each type's summed duration in order of first use. */
+  activities: number;
+  byType: Map<string, number>;
+  inFlightAtQuiesce: number;
+  statuses: number[];
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function fmt(ms: number): string {
+  return `${Math.round(ms)}`;
+}
+
+/** Each activity of the latest run of `workflowId`: type and ActivityTaskScheduled → ActivityTaskCompleted in ms. */
+async function activityDurations(client: Client, workflowId: string): Promise<{ type: string; ms: number }[]> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const scheduled = new Map<string, { type: string; at: number }>();
+  const out: { type: string; ms: number }[] = [];
+  for (const e of history.events ?? []) {
+    const s = e.activityTaskScheduledEventAttributes;
+    if (s?.activityType?.name) scheduled.set(String(e.eventId), { type: s.activityType.name, at: tsToMs(e.eventTime) });
+    const c = e.activityTaskCompletedEventAttributes;
+    if (c) {
+      const from = scheduled.get(String(c.scheduledEventId));
+      if (!from) throw new Error(`${workflowId}: ActivityTaskCompleted ${String(e.eventId)} has no scheduled event ${String(c.scheduledEventId)}`);
+      out.push({ type: from.type, ms: tsToMs(e.eventTime) - from.at });
+    }
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      runs: { type: 'string', default: '7' },
+      'in-flight': { type: 'string', default: '3' },
+      'delay-ms': { type: 'string', default: '1500' },
+      'poll-ms': { type: 'string', default: '100' },
+    },
+  });
+  const positiveInt = (name: string, v: string | undefined): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer (got ${String(v)})`);
+    return n;
+  };
+  const runs = positiveInt('runs', values.runs);
+  const inFlight = positiveInt('in-flight', values['in-flight']);
+  const delayMs = positiveInt('delay-ms', values['delay-ms']);
+  const pollMs = positiveInt('poll-ms', values['poll-ms']);
+
+  const node = uniqueNode('bench-evict');
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-bench-evict-'));
+  const text = renderManifest(node, [GPU], SERVES);
+  const manifestPath = join(dir, 'serves.toml');
+  writeFileSync(manifestPath, text);
+  const parsed = parseManifest(text, manifestPath);
+  if (!parsed.ok) throw new Error(parsed.errors.map((e) => `${e.path}: ${e.message}`).join('\n'));
+  const manifest = parsed.manifest;
+  const routerConfigPath = join(dir, 'router.toml');
+  writeFileSync(routerConfigPath, routerConfigFor(manifest, `bench.${node}`));
+
+  const box = await startSimBox({ manifest, stateDir: join(dir, 'box'), routerConfigPath, routerToken: ROUTER_TOKEN, nonLedgerDrawMib: 1200 });
+  const temporal = await testTemporal();
+  const client = temporal.client;
+  const worker = await createGpuresWorker({
+    connection: temporal.nativeConnection,
+    client,
+    namespace: 'default',
+    node,
+    manifest: fileManifest(manifestPath),
+    runtime: box.runtime,
+    router: box.routerAdmin,
+    gpu: box.gpu,
+    pollIntervalMs: pollMs,
+    workflowBundle: await workflowBundle(),
+  });
+  const running = worker.run();
+
+  const routed = async (body: Record<string, unknown>): Promise<{ status: number; finishedAt: number }> => {
+    const res = await fetch(`${box.router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'describe the screenshot' }], ...body }),
+    });
+    await res.arrayBuffer();
+    return { status: res.status, finishedAt: Date.now() };
+  };
+
+  const up = async (serve: string) => {
+    const o = await serveUp(client, node, serve);
+    if (!o.ok) throw new Error(`serves up ${serve}: ${o.message}`);
+  };
+
+  const oneRun = async (): Promise<Sample> => {
+    await up('fast');
+    await up('vision');
+    const slow = Array.from({ length: inFlight }, () => routed({ sim_delay_ms: delayMs }));
+    // Only once all K are at the serve does the acquisition start.
+    for (let i = 0; (await box.routerAdmin.tierState('vision-local')).inFlight < inFlight; i++) {
+      if (i >= 200) throw new Error(`the ${inFlight} slow requests did not all reach vision-local within 2 s`);
+      await sleep(10);
+    }
+    const t0 = performance.now();
+    const o = await serveAcquire(client, node, { serve: 'comfyui-sim', evict: true });
+    const wallMs = performance.now() - t0;
+    const done = await Promise.all(slow);
+    if (!o.ok) throw new Error(`acquire comfyui-sim: ${o.message} [${o.failureType}]`);
+    const v = o.result.victims[0];
+    if (o.result.outcome !== 'started' || o.result.victims.length !== 1 || v?.serve !== 'vision') throw new Error(`acquire comfyui-sim: unexpected result ${o.result.message}`);
+    if (v.stopIssuedAtEpochMs === undefined || v.drain?.drainedAtEpochMs === undefined) throw new Error('acquire comfyui-sim: the victim record has no drain or stop time');
+
+    const acts = await activityDurations(client, o.workflowId);
+    const sum = (pred: (type: string) => boolean) => acts.filter((a) => pred(a.type)).reduce((s, a) => s + a.ms, 0);
+    const containerOpsMs = sum((t) => (CONTAINER_OPS as readonly string[]).includes(t));
+    const drainMs = sum((t) => t === 'drainServe');
+    const otherActivitiesMs = sum((t) => t !== 'drainServe' && !(CONTAINER_OPS as readonly string[]).includes(t));
+
+    const down = await serveDown(client, node, 'comfyui-sim', { restore: true });
+    if (!down.ok) throw new Error(`serves down comfyui-sim --restore: ${down.message}`);
+    const restored = down.result.restored.find((r) => r.serve === 'vision');
+    if (!restored?.ok) throw new Error(`serves down comfyui-sim --restore: vision not restored (${restored?.message ?? 'not attempted'})`);
+
+    return {
+      drainToStopMs: v.stopIssuedAtEpochMs - v.drain.drainedAtEpochMs,
+      lastResponseToStopMs: v.stopIssuedAtEpochMs - Math.max(...done.map((d) => d.finishedAt)),
+      wallMs,
+      containerOpsMs,
+      drainMs,
+      drainWaitedMs: v.drain.waitedMs,
+      orchestrationMs: wallMs - containerOpsMs - drainMs,
+      otherActivitiesMs,
+      nvidiaSmiMs: sum((t) => NVIDIA_SMI_ACTS.includes(t)),
+      activities: acts.length,
+      byType: acts.reduce((m, a) => m.set(a.type, (m.get(a.type) ?? 0) + a.ms), new Map<string, number>()),
+      inFlightAtQuiesce: v.inFlightAtQuiesce ?? 0,
+      statuses: done.map((d) => d.status),
+    };
+  };
+
+  const samples: Sample[] = [];
+  try {
+    // Warm-up, not counted: the first acquisition also starts the ledger entity workflow and
+    // warms the worker's caches.
+    await oneRun();
+    for (let i = 0; i < runs; i++) samples.push(await oneRun());
+  } finally {
+    worker.shutdown();
+    await running;
+    await box.close();
+    await temporal.close();
+  }
+
+  const out = (line: string) => process.stdout.write(`${line}\n`);
+  out(`eviction: serves up comfyui-sim --evict (8192 MiB) over fast (14336) + vision (12288, evictable) on a simulated box`);
+  out(`${inFlight} requests of ${delayMs} ms (sim_delay_ms) in flight to vision through the reference router when the acquisition starts;`);
+  out(`worker poll interval ${pollMs} ms (drain polls at most every 100 ms); ${runs} runs after 1 warm-up (not counted); reset by serves down comfyui-sim --restore`);
+  out('drain→stop = victim.stopIssuedAtEpochMs − drain.drainedAtEpochMs; last resp→stop = stop issued − client-observed end of the last slow response;');
+  out('container ops = stopServeContainer + startServeContainer + waitHealthy, drain = drainServe (ActivityTaskScheduled → ActivityTaskCompleted in history);');
+  out('orchestration = wall − container ops − drain; of it, other activities = the remaining activities\' own durations (ledger, router, nvidia-smi, inspect, identity).');
+  out('');
+  const header = ['run', 'statuses', 'in flight', 'drain→stop ms', 'last resp→stop ms', 'wall ms', 'container ops ms', 'drain ms', 'orchestration ms', 'other acts ms', 'nvidia-smi ms'];
+  const rows = samples.map((s, i) => [
+    String(i + 1),
+    s.statuses.join(','),
+    String(s.inFlightAtQuiesce),
+    fmt(s.drainToStopMs),
+    fmt(s.lastResponseToStopMs),
+    fmt(s.wallMs),
+    fmt(s.containerOpsMs),
+    fmt(s.drainMs),
+    fmt(s.orchestrationMs),
+    fmt(s.otherActivitiesMs),
+    fmt(s.nvidiaSmiMs),
+  ]);
+  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
+  const line = (cells: string[]) => cells.map((cell, c) => (c < 2 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0))).join('  ');
+  out(line(header));
+  for (const r of rows) out(line(r));
+  out('');
+  const m = (f: (s: Sample) => number) => fmt(median(samples.map(f)));
+  out(
+    `drain→stop median ${m((s) => s.drainToStopMs)} ms (last response→stop ${m((s) => s.lastResponseToStopMs)} ms); ` +
+      `acquisition ${m((s) => s.wallMs)} ms wall, container ops ${m((s) => s.containerOpsMs)} ms, drain ${m((s) => s.drainMs)} ms, ` +
+      `orchestration ${m((s) => s.orchestrationMs)} ms (${runs} runs)`,
+  );
+  out(
+    `acquisition minus container ops only: ${m((s) => s.wallMs - s.containerOpsMs)} ms; drain activity's own wait ${m((s) => s.drainWaitedMs)} ms; ` +
+      `orchestration = other activities ${m((s) => s.otherActivitiesMs)} ms (nvidia-smi ${m((s) => s.nvidiaSmiMs)} ms) + between activities ${m((s) => s.orchestrationMs - s.otherActivitiesMs)} ms (medians)`,
+  );
+  const counts = (xs: number[]) => [...new Set(xs)].join('/');
+  const types = [...(samples[0]?.byType.keys() ?? [])];
+  out(
+    `per activity type, summed per run (medians, ms; ${counts(samples.map((s) => s.activities))} activities per acquisition): ` +
+      types.map((t) => `${t} ${m((s) => s.byType.get(t) ?? 0)}`).join(', '),
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,198 @@
+// Seed T013 step 4 on the real Docker runtime: fake-vLLM containers on the private dockerd, the
+// reference router in front of their host ports, the fake nvidia-smi counting the running
+// containers' declared VRAM, and a worker on a real dev server wired to all three.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { DockerRuntime } from '../src/activities/docker';
+import { NvidiaSmi } from '../src/activities/nvidia-smi';
+import { HttpRouterAdmin } from '../src/activities/router';
+import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
+import { formatLedger, totals } from '../src/domain/ledger';
+import type { LedgerState } from '../src/domain/ledger';
+import { parseManifest } from '../src/domain/manifest';
+import { LABEL } from '../src/domain/serve';
+import type { Manifest } from '../src/domain/types';
+import { startRouter } from '../src/router/server';
+import type { RunningRouter } from '../src/router/server';
+import { FAKE_NVIDIA_SMI, routerConfigFor } from '../src/sim/box';
+import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
+import { createGpuresWorker, fileManifest } from '../src/worker/worker';
+import type { AcquireResult } from '../src/workflows/acquire';
+import { docker, renderManifest, uniqueNode } from './support/box';
+import type { TestServe } from './support/box';
+import { testTemporal, workflowBundle } from './support/temporal';
+import type { TestTemporal } from './support/temporal';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+];
+const ROUTER_TOKEN = 'test-router-token';
+/** Display, sidecars and the like: the part of nvidia-smi's used that no serve declares. */
+const BASE_USED_MIB = 1200;
+
+describe('on-demand acquisition with eviction on Docker', () => {
+  const d = docker();
+  let node: string;
+  let manifest: Manifest;
+  let router: RunningRouter | undefined;
+  let routerAdmin: HttpRouterAdmin;
+  let temporal: TestTemporal | undefined;
+  let worker: Worker | undefined;
+  let running: Promise<void> | undefined;
+
+  const containers = async () =>
+    (await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })).map((c) => ({
+      serve: c.Labels[LABEL.serve] ?? '?',
+      running: c.State === 'running',
+    }));
+
+  before(async () => {
+    node = uniqueNode('evict-docker');
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-evict-docker-'));
+    // A GPU uuid of its own: the fake nvidia-smi counts every running container labelled with the
+    // uuid on this dockerd, and other suites' containers must not move this suite's readings.
+    const text = renderManifest(node, [GPU], SERVES).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
+    const manifestPath = join(dir, 'serves.toml');
+    writeFileSync(manifestPath, text);
+    const parsed = parseManifest(text, manifestPath);
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+    manifest = parsed.manifest;
+
+    const routerConfigPath = join(dir, 'router.toml');
+    writeFileSync(routerConfigPath, routerConfigFor(manifest, `test.${node}`));
+    router = await startRouter({ configPath: routerConfigPath, adminToken: ROUTER_TOKEN, port: 0 });
+    routerAdmin = new HttpRouterAdmin({ baseUrl: router.url, token: ROUTER_TOKEN });
+
+    const smiStatePath = join(dir, 'nvidia-smi.json');
+    const smiState: FakeNvidiaSmiState = {
+      gpus: manifest.gpus.map((g, index) => ({ index, uuid: g.uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: g.capacityMib, baseUsedMib: BASE_USED_MIB })),
+      docker: true,
+    };
+    writeFileSync(smiStatePath, JSON.stringify(smiState, null, 2));
+
+    temporal = await testTemporal();
+    worker = await createGpuresWorker({
+      connection: temporal.nativeConnection,
+      client: temporal.client,
+      namespace: 'default',
+      node,
+      manifest: fileManifest(manifestPath),
+      runtime: new DockerRuntime(d, { gpus: 'off' }),
+      router: routerAdmin,
+      gpu: new NvidiaSmi({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: smiStatePath } }),
+      pollIntervalMs: 100,
+      workflowBundle: await workflowBundle(),
+    });
+    running = worker.run();
+  });
+
+  after(async () => {
+    worker?.shutdown();
+    await running;
+    if (node) {
+      for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })) {
+        await d.getContainer(c.Id).remove({ force: true });
+      }
+    }
+    await router?.close();
+    await temporal?.close();
+  });
+
+  const client = () => {
+    assert.ok(temporal);
+    return temporal.client;
+  };
+  async function ledger(): Promise<LedgerState> {
+    const [l] = await ledgerSnapshots(client(), manifest);
+    assert.ok(l);
+    return l;
+  }
+  async function routed(preset: string): Promise<{ status: number; body: string }> {
+    assert.ok(router);
+    const res = await fetch(`${router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: preset, messages: [{ role: 'user', content: 'describe the screenshot' }] }),
+    });
+    return { status: res.status, body: await res.text() };
+  }
+  async function activitiesInOrder(workflowId: string): Promise<string[]> {
+    const history = await client().workflow.getHandle(workflowId).fetchHistory();
+    return (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+  }
+
+  test('seed T013 step 4 on Docker: comfyui-sim --evict takes vision; quiesce < drain < stop < confirm < hand-over < start; committed 22528; vision 503', async () => {
+    for (const s of ['fast', 'vision']) {
+      const o = await serveUp(client(), node, s);
+      assert.ok(o.ok, !o.ok ? o.message : '');
+    }
+    assert.equal(totals(await ledger()).committedMib, 26624);
+    assert.deepEqual((await containers()).sort((a, b) => a.serve.localeCompare(b.serve)), [
+      { serve: 'fast', running: true },
+      { serve: 'vision', running: true },
+    ]);
+    // The fake vLLM (busybox httpd) has no chat endpoint: that the router forwarded the request
+    // to the vision container shows as httpd's 501 for a POST, relayed, not the router's 503.
+    const beforeEviction = await routed('vision');
+    assert.equal(beforeEviction.status, 501, beforeEviction.body);
+    assert.match(beforeEviction.body, /501 Not Implemented/);
+    assert.equal((await routerAdmin.tierState('vision-local')).state, 'active');
+
+    const o = await serveAcquire(client(), node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const r: AcquireResult = o.result;
+    assert.equal(r.outcome, 'started');
+    assert.deepEqual(r.victims.map((v) => v.serve), ['vision']);
+    assert.match(r.evictionReason ?? '', /short by 6817 MiB; vision \(12288 MiB\) is the smallest set/);
+
+    const acts = await activitiesInOrder(o.workflowId);
+    const at = (name: string) => acts.indexOf(name);
+    assert.ok(at('quiesceTier') >= 0 && at('quiesceTier') < at('drainServe'), acts.join(','));
+    assert.ok(at('drainServe') < at('stopServeContainer'), acts.join(','));
+    assert.ok(at('stopServeContainer') < at('confirmVramReleased'), acts.join(','));
+    assert.ok(at('confirmVramReleased') < at('ledgerVictimReleased'), acts.join(','));
+    assert.ok(at('ledgerVictimReleased') < at('startServeContainer'), acts.join(','));
+
+    const v = r.victims[0];
+    assert.ok(v);
+    assert.equal(v.drain?.drained, true);
+    assert.equal(v.inFlightAtStop, 0);
+    // nvidia-smi (the fake, counting running containers): fast + vision + base before, vision's MiB back after.
+    assert.equal(v.vram?.usedBeforeMib, BASE_USED_MIB + 14336 + 12288);
+    assert.equal(v.vram?.releasedMib, 12288);
+    assert.equal(r.measuredDeltaMib, 8192);
+
+    assert.deepEqual(formatLedger(await ledger()), [
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB",
+      '  fast 14336 MiB (resident, running)',
+      '  vision 12288 MiB (evictable, evicted)',
+      '  comfyui-sim 8192 MiB (on-demand, running)',
+    ]);
+
+    const afterEviction = await routed('vision');
+    assert.equal(afterEviction.status, 503);
+    assert.match(afterEviction.body, /"type":"tier_unavailable"/);
+    assert.match(afterEviction.body, /vision-local/);
+    assert.equal((await routed('fast')).status, 501);
+
+    assert.deepEqual((await containers()).sort((a, b) => a.serve.localeCompare(b.serve)), [
+      { serve: 'comfyui-sim', running: true },
+      { serve: 'fast', running: true },
+    ]);
+
+    for (const s of ['comfyui-sim', 'vision', 'fast']) {
+      const down = await serveDown(client(), node, s);
+      assert.ok(down.ok, !down.ok ? down.message : '');
+    }
+    assert.equal(totals(await ledger()).committedMib, 0);
+    assert.deepEqual(await containers(), []);
+  });
+});
