@@ -19,9 +19,9 @@ import { parseManifest } from '../src/domain/manifest';
 import { containerName, LABEL, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../src/domain/serve';
 import type { GpuSpec, ServeSpec } from '../src/domain/types';
 import { workflowIds } from '../src/shared/messages';
-import { createGpuresWorker, fileManifest } from '../src/worker/worker';
 import { renderManifest, uniqueNode } from '../test/support/box';
-import { testTemporal, workflowBundle } from '../test/support/temporal';
+import { testTemporal } from '../test/support/temporal';
+import { startTestWorker } from '../test/support/worker';
 
 const SERVE = 'bench';
 
@@ -170,17 +170,13 @@ async function main(): Promise<void> {
   };
 
   const temporal = await testTemporal();
-  const worker = await createGpuresWorker({
-    connection: temporal.nativeConnection,
-    client: temporal.client,
-    namespace: 'default',
+  const worker = await startTestWorker({
+    temporal,
     node,
-    manifest: fileManifest(manifestPath),
+    manifest: manifestPath,
     runtime: new DockerRuntime(docker, { gpus: 'off' }),
     pollIntervalMs: pollMs,
-    workflowBundle: await workflowBundle(),
   });
-  const running = worker.run();
 
   const viaWorkflow = async (): Promise<Sample> => {
     const t0Epoch = Date.now();
@@ -222,8 +218,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
-    worker.shutdown();
-    await running;
+    await worker.stop();
     await removeLeftovers();
     await temporal.close();
   }

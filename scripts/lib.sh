@@ -233,40 +233,51 @@ ensure_dockerd() {
   return 1
 }
 
-# --- fake vLLM test image ------------------------------------------------------------------
+# --- busybox test images -------------------------------------------------------------------
+# The fake vLLM server and the fake router are each a static busybox plus one entrypoint.sh,
+# assembled into a root fs and loaded with `docker import` (no registry, no Dockerfile build).
 
-_gpures_fake_vllm_inputs_hash() {
-  local entrypoint=$1 busybox=$2
+# _gpures_busybox_image_hash IMAGE INPUT_DIR PORT DIRS BUSYBOX APPLET...
+_gpures_busybox_image_hash() {
+  local busybox=$5
   {
-    sha256sum <"$entrypoint"
+    sha256sum <"$2/entrypoint.sh"
     sha256sum <"$busybox"
-    printf '%s\n' "${_GPURES_FAKE_VLLM_APPLETS[@]}"
-    # The recipe itself: changing how the image is assembled also triggers a rebuild.
-    declare -f build_test_image _gpures_assemble_fake_vllm_rootfs
+    # Every parameter (applets, directories, port) and the recipe itself: changing how the image
+    # is assembled also triggers a rebuild.
+    printf '%s\n' "$@"
+    declare -f _gpures_build_busybox_image _gpures_assemble_busybox_rootfs
   } | sha256sum | cut -d' ' -f1
 }
 
-# _gpures_assemble_fake_vllm_rootfs DIR BUSYBOX ENTRYPOINT
-_gpures_assemble_fake_vllm_rootfs() {
-  local root=$1 busybox=$2 entrypoint=$3 applet
-  mkdir -p "$root/bin" "$root/www/v1" "$root/tmp" || return 1
+# _gpures_assemble_busybox_rootfs ROOT INPUT_DIR DIRS BUSYBOX APPLET...
+_gpures_assemble_busybox_rootfs() {
+  local root=$1 input_dir=$2 busybox=$4 dir applet
+  local -a dir_list
+  read -r -a dir_list <<<"$3"
+  mkdir -p "$root/bin" "$root/tmp" || return 1
+  for dir in "${dir_list[@]}"; do
+    mkdir -p "$root/$dir" || return 1
+  done
   chmod 1777 "$root/tmp" || return 1
   cp "$busybox" "$root/bin/busybox" || return 1
-  for applet in "${_GPURES_FAKE_VLLM_APPLETS[@]}"; do
+  for applet in "${@:5}"; do
     ln -s busybox "$root/bin/$applet" || return 1
   done
-  cp "$entrypoint" "$root/entrypoint.sh" || return 1
+  cp "$input_dir/entrypoint.sh" "$root/entrypoint.sh" || return 1
   chmod 0755 "$root/entrypoint.sh" "$root/bin/busybox" || return 1
 }
 
-# Builds $GPURES_TEST_IMAGE (a busybox-only fake vLLM server, see
-# test/images/fake-vllm/entrypoint.sh) with `docker import`, unless an image built from the same
-# inputs exists (its label gpures.inputs holds a hash of the inputs).
-build_test_image() {
-  local entrypoint="$GPURES_ROOT/test/images/fake-vllm/entrypoint.sh"
+# _gpures_build_busybox_image IMAGE INPUT_DIR PORT DIRS APPLET...
+# Builds IMAGE from INPUT_DIR/entrypoint.sh, a static busybox and the busybox APPLETs linked into
+# /bin, with the space-separated DIRS created in its root fs and PORT exposed, unless an image
+# built from the same inputs exists (its label gpures.inputs holds a hash of the inputs).
+_gpures_build_busybox_image() {
+  local image=$1 input_dir=$2 port=$3 extra_dirs=$4
+  local applets=("${@:5}")
   local busybox=/bin/busybox # shipped by busybox-static (dpkg -L busybox-static)
-  if [[ ! -f "$entrypoint" ]]; then
-    log "error: $entrypoint is missing"
+  if [[ ! -f "$input_dir/entrypoint.sh" ]]; then
+    log "error: $input_dir/entrypoint.sh is missing"
     return 1
   fi
   local ldd_out=""
@@ -279,39 +290,44 @@ build_test_image() {
   fi
 
   local hash current old_id
-  hash="$(_gpures_fake_vllm_inputs_hash "$entrypoint" "$busybox")" || return 1
-  current="$(gpures_docker image inspect -f '{{ index .Config.Labels "gpures.inputs" }}' "$GPURES_TEST_IMAGE" 2>/dev/null || true)"
+  hash="$(_gpures_busybox_image_hash "$image" "$input_dir" "$port" "$extra_dirs" "$busybox" "${applets[@]}")" || return 1
+  current="$(gpures_docker image inspect -f '{{ index .Config.Labels "gpures.inputs" }}' "$image" 2>/dev/null || true)"
   if [[ "$current" == "$hash" ]]; then
-    log "test image $GPURES_TEST_IMAGE up to date"
+    log "test image $image up to date"
     return 0
   fi
-  old_id="$(gpures_docker image inspect -f '{{ .Id }}' "$GPURES_TEST_IMAGE" 2>/dev/null || true)"
+  old_id="$(gpures_docker image inspect -f '{{ .Id }}' "$image" 2>/dev/null || true)"
 
-  log "building test image $GPURES_TEST_IMAGE"
+  log "building test image $image"
   local tmp rc=0
   tmp="$(mktemp -d)" || return 1
-  _gpures_assemble_fake_vllm_rootfs "$tmp/rootfs" "$busybox" "$entrypoint" &&
+  _gpures_assemble_busybox_rootfs "$tmp/rootfs" "$input_dir" "$extra_dirs" "$busybox" "${applets[@]}" &&
     tar --numeric-owner --owner=0 --group=0 -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" . &&
     gpures_docker import \
       --change 'ENTRYPOINT ["/entrypoint.sh"]' \
       --change 'ENV PATH=/bin' \
-      --change 'EXPOSE 8000' \
+      --change "EXPOSE $port" \
       --change "LABEL gpures.inputs=$hash" \
-      "$tmp/rootfs.tar" "$GPURES_TEST_IMAGE" >/dev/null ||
+      "$tmp/rootfs.tar" "$image" >/dev/null ||
     rc=1
   rm -rf "$tmp"
   if [[ $rc -ne 0 ]]; then
-    log "error: building $GPURES_TEST_IMAGE failed"
+    log "error: building $image failed"
     return 1
   fi
   # Drop the image this one replaces (fails harmlessly if a container still uses it).
   if [[ -n "$old_id" ]]; then
     gpures_docker image rm "$old_id" >/dev/null 2>&1 || true
   fi
-  log "built $GPURES_TEST_IMAGE"
+  log "built $image"
 }
 
-# --- fake router test image ----------------------------------------------------------------
+# Builds $GPURES_TEST_IMAGE, a busybox-only fake vLLM server (see
+# test/images/fake-vllm/entrypoint.sh), unless it is up to date.
+build_test_image() {
+  _gpures_build_busybox_image "$GPURES_TEST_IMAGE" "$GPURES_ROOT/test/images/fake-vllm" 8000 'www/v1' \
+    "${_GPURES_FAKE_VLLM_APPLETS[@]}"
+}
 
 GPURES_ROUTER_TEST_IMAGE=gpures/fake-router:test
 
@@ -319,77 +335,9 @@ GPURES_ROUTER_TEST_IMAGE=gpures/fake-router:test
 # `docker exec` debugging.
 _GPURES_FAKE_ROUTER_APPLETS=(sh ash nc sed grep head cut cat mkdir rm kill printf echo test '[' sleep ls ps env)
 
-_gpures_fake_router_inputs_hash() {
-  local entrypoint=$1 busybox=$2
-  {
-    sha256sum <"$entrypoint"
-    sha256sum <"$busybox"
-    printf '%s\n' "${_GPURES_FAKE_ROUTER_APPLETS[@]}"
-    declare -f build_router_image _gpures_assemble_fake_router_rootfs
-  } | sha256sum | cut -d' ' -f1
-}
-
-# _gpures_assemble_fake_router_rootfs DIR BUSYBOX ENTRYPOINT
-_gpures_assemble_fake_router_rootfs() {
-  local root=$1 busybox=$2 entrypoint=$3 applet
-  mkdir -p "$root/bin" "$root/config" "$root/tmp" || return 1
-  chmod 1777 "$root/tmp" || return 1
-  cp "$busybox" "$root/bin/busybox" || return 1
-  for applet in "${_GPURES_FAKE_ROUTER_APPLETS[@]}"; do
-    ln -s busybox "$root/bin/$applet" || return 1
-  done
-  cp "$entrypoint" "$root/entrypoint.sh" || return 1
-  chmod 0755 "$root/entrypoint.sh" "$root/bin/busybox" || return 1
-}
-
-# Builds $GPURES_ROUTER_TEST_IMAGE (a busybox-only fake router for the promotion tests, see
-# test/images/fake-router/entrypoint.sh) with `docker import`, unless an image built from the
-# same inputs exists (its label gpures.inputs holds a hash of the inputs). Same recipe as
-# build_test_image.
+# Builds $GPURES_ROUTER_TEST_IMAGE, a busybox-only fake router for the promotion tests (see
+# test/images/fake-router/entrypoint.sh), unless it is up to date.
 build_router_image() {
-  local entrypoint="$GPURES_ROOT/test/images/fake-router/entrypoint.sh"
-  local busybox=/bin/busybox # shipped by busybox-static (dpkg -L busybox-static)
-  if [[ ! -f "$entrypoint" ]]; then
-    log "error: $entrypoint is missing"
-    return 1
-  fi
-  local ldd_out=""
-  if [[ -x "$busybox" ]]; then
-    ldd_out="$(LC_ALL=C ldd "$busybox" 2>&1 || true)"
-  fi
-  if [[ "$ldd_out" != *"not a dynamic executable"* ]]; then
-    log "error: $busybox is missing or not statically linked (apt-get install busybox-static)"
-    return 1
-  fi
-
-  local hash current old_id
-  hash="$(_gpures_fake_router_inputs_hash "$entrypoint" "$busybox")" || return 1
-  current="$(gpures_docker image inspect -f '{{ index .Config.Labels "gpures.inputs" }}' "$GPURES_ROUTER_TEST_IMAGE" 2>/dev/null || true)"
-  if [[ "$current" == "$hash" ]]; then
-    log "test image $GPURES_ROUTER_TEST_IMAGE up to date"
-    return 0
-  fi
-  old_id="$(gpures_docker image inspect -f '{{ .Id }}' "$GPURES_ROUTER_TEST_IMAGE" 2>/dev/null || true)"
-
-  log "building test image $GPURES_ROUTER_TEST_IMAGE"
-  local tmp rc=0
-  tmp="$(mktemp -d)" || return 1
-  _gpures_assemble_fake_router_rootfs "$tmp/rootfs" "$busybox" "$entrypoint" &&
-    tar --numeric-owner --owner=0 --group=0 -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" . &&
-    gpures_docker import \
-      --change 'ENTRYPOINT ["/entrypoint.sh"]' \
-      --change 'ENV PATH=/bin' \
-      --change 'EXPOSE 8080' \
-      --change "LABEL gpures.inputs=$hash" \
-      "$tmp/rootfs.tar" "$GPURES_ROUTER_TEST_IMAGE" >/dev/null ||
-    rc=1
-  rm -rf "$tmp"
-  if [[ $rc -ne 0 ]]; then
-    log "error: building $GPURES_ROUTER_TEST_IMAGE failed"
-    return 1
-  fi
-  if [[ -n "$old_id" ]]; then
-    gpures_docker image rm "$old_id" >/dev/null 2>&1 || true
-  fi
-  log "built $GPURES_ROUTER_TEST_IMAGE"
+  _gpures_build_busybox_image "$GPURES_ROUTER_TEST_IMAGE" "$GPURES_ROOT/test/images/fake-router" 8080 'config' \
+    "${_GPURES_FAKE_ROUTER_APPLETS[@]}"
 }

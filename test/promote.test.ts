@@ -16,11 +16,12 @@ import { followPromotion, PromotionRefused, startPromotion } from '../src/client
 import type { PromotionOutcome } from '../src/client/promote';
 import { backupFileName, backupsToPrune, mappingVersionOf, promoteInputProblems } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord } from '../src/shared/promotion';
-import { createGpuresWorker } from '../src/worker/worker';
 import { docker, renderManifest, uniqueNode } from './support/box';
 import { backupsIn, deployTestRouter, healthz, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
 import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
+import { startTestWorker } from './support/worker';
+import type { TestWorker } from './support/worker';
 
 // dist/test/promote.test.js -> repo root
 const ROOT = join(__dirname, '..', '..');
@@ -56,8 +57,7 @@ describe('router promotion', () => {
   const images: string[] = [];
   const tmpDirs: string[] = [];
   let temporal: TestTemporal;
-  let worker: Worker;
-  let running: Promise<void>;
+  let worker: TestWorker | undefined;
   let v2: string;
   const targets: Record<string, RouterTarget> = {};
 
@@ -71,24 +71,17 @@ describe('router promotion', () => {
       targets[name] = await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) });
       tmpDirs.push(join(targets[name].configPath, '..'));
     }
-    worker = await createGpuresWorker({
-      connection: temporal.nativeConnection,
-      client: temporal.client,
-      namespace: 'default',
+    worker = await startTestWorker({
+      temporal,
       node,
       manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
       pollIntervalMs: 200,
       routerTargets: Object.values(targets),
-      workflowBundle: await workflowBundle(),
     });
-    running = worker.run();
   });
 
   after(async () => {
-    if (worker) {
-      worker.shutdown();
-      await running;
-    }
+    await worker?.stop();
     await removeTestArtifacts(d, run, images);
     for (const dir of tmpDirs) rmSync(dir, { recursive: true, force: true });
     await temporal?.close();

@@ -3,7 +3,7 @@
 import { Context } from '@temporalio/activity';
 import type { LedgerState } from '../domain/ledger';
 import { findServe, gpuFor, parseManifest } from '../domain/manifest';
-import { containerName, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
+import { containerName, redactServe, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
@@ -73,24 +73,31 @@ export function createActivities(deps: ActivityDeps) {
     return `container ${name} ${state.status} with exit code ${state.exitCode}${tail ? `; last output: ${tail.split('\n').join(' | ')}` : ''}`;
   }
 
+  async function loadServe(name: string): Promise<ResolvedServe> {
+    const { text, file } = await deps.manifest.read();
+    const result = parseManifest(text, file);
+    if (!result.ok) {
+      throw nonRetryable(Failure.ManifestInvalid, result.errors.map(formatIssue).join('\n'));
+    }
+    const serve = findServe(result.manifest, name);
+    if (!serve) {
+      const known = result.manifest.serves.map((s) => s.name).join(', ');
+      throw nonRetryable(Failure.UnknownServe, `${file}: no serve named '${name}' (serves: ${known})`);
+    }
+    return { node: result.manifest.node, serve, gpu: gpuFor(result.manifest, serve) };
+  }
+
   return {
     ...createEvictionActivities(deps),
     ...createPromotionActivities(deps),
 
+    /**
+     * The serve as the manifest declares it now, for the workflow's history: env values and
+     * secret-bearing args are redacted there, and startServeContainer reads the real ones itself.
+     */
     async resolveServe(input: { serve: string }): Promise<ResolvedServe> {
-      const { text, file } = await deps.manifest.read();
-      const result = parseManifest(text, file);
-      if (!result.ok) {
-        throw nonRetryable(Failure.ManifestInvalid, result.errors.map(formatIssue).join('\n'));
-      }
-      const serve = findServe(result.manifest, input.serve);
-      if (!serve) {
-        const known = result.manifest.serves.map((s) => s.name).join(', ');
-        throw nonRetryable(Failure.UnknownServe, `${file}: no serve named '${input.serve}' (serves: ${known})`);
-      }
-      const gpu = gpuFor(result.manifest, serve);
-      if (!gpu) throw nonRetryable(Failure.ManifestInvalid, `${file}: serve '${serve.name}' names unknown gpu_role '${serve.gpuRole}'`);
-      return { node: result.manifest.node, serve, gpu };
+      const resolved = await loadServe(input.serve);
+      return { ...resolved, serve: redactServe(resolved.serve) };
     },
 
     async ledgerAdmit(input: { node: string; args: LedgerAdmitArgs; updateId: string }): Promise<LedgerAdmitResult> {
@@ -114,7 +121,9 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     async startServeContainer(input: ResolvedServe): Promise<StartedContainer> {
-      const { node, serve, gpu } = input;
+      const { node, gpu } = input;
+      // The unredacted spec, read here so its secrets never pass through history.
+      const { serve } = await loadServe(input.serve.name);
       const name = containerName(node, serve.name);
       const started = await permanentAsFailure(() =>
         deps.runtime.ensureRunning({

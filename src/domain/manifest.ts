@@ -8,10 +8,13 @@
 // collected; cross-field rules are skipped for a gpu or serve whose own fields already failed,
 // so one typo does not cascade into a page of follow-on errors.
 
-import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
+import type { PathSegment } from './config-issues';
+import { bool, describe, field, Issues, isString, nonEmptyString, parseTomlTable, tableArray, tableEntries } from './config-issues';
 import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeClass, ServeSpec } from './types';
 import { formatIssue, SERVE_CLASSES } from './types';
+
+export { formatPath } from './config-issues';
 
 /** Reserved for future parse options (none today). */
 export type ParseManifestOptions = Record<string, never>;
@@ -66,37 +69,15 @@ export function gpuFor(manifest: Manifest, serve: ServeSpec): GpuSpec {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Field schemas. Each field is a z.custom with a predicate and its own message, so every issue
-// reads "must be …, (got …)" in the manifest's terms rather than zod's.
-
-function describe(value: unknown): string {
-  if (value === undefined) return 'nothing';
-  if (value === null) return 'null';
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
-  if (Array.isArray(value)) return 'an array';
-  if (value instanceof Date) return 'a date';
-  return 'a table';
-}
-
-/** A field schema: `expectation` completes "must be …". */
-function field<T>(predicate: (v: unknown) => boolean, expectation: string) {
-  return z.custom<T>(predicate, {
-    error: (iss) =>
-      iss.input === undefined ? `is required (${expectation})` : `must be ${expectation} (got ${describe(iss.input)})`,
-  });
-}
+// Field schemas (the shared ones, and the "must be …" message style, are in config-issues.ts)
 
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
-const isString = (v: unknown): v is string => typeof v === 'string';
 
 const positiveMib = field<number>((v) => isInt(v) && v > 0, 'a positive integer');
 const nonNegativeMib = field<number>((v) => isInt(v) && v >= 0, 'a non-negative integer');
 const port = field<number>((v) => isInt(v) && v >= 1 && v <= 65535, 'an integer port in 1..65535');
 const positiveSeconds = field<number>((v) => isInt(v) && v > 0, 'a positive integer number of seconds');
 const nonNegativeSeconds = field<number>((v) => isInt(v) && v >= 0, 'a non-negative integer number of seconds');
-const nonEmptyString = field<string>((v) => isString(v) && v.trim() !== '', 'a non-empty string');
-const bool = field<boolean>((v) => typeof v === 'boolean', 'true or false');
 const serveName = field<string>(
   (v) => isString(v) && SERVE_NAME_PATTERN.test(v),
   `a name matching ${String(SERVE_NAME_PATTERN)}: lowercase letters, digits and '-', starting with a letter or digit (it becomes a container name and a workflow id)`,
@@ -150,9 +131,6 @@ const serveShape = {
   stop_timeout_s: nonNegativeSeconds.optional(),
 };
 
-const tableArray = (what: string) =>
-  z.array(z.unknown(), { error: (iss) => `must be an array of tables, written [[${what}]] (got ${describe(iss.input)})` });
-
 const topShape = {
   // A missing [node] table reports node.name as required rather than "node: required".
   node: z.preprocess((v) => v ?? {}, z.strictObject(nodeShape)),
@@ -166,92 +144,9 @@ const ServeSchema = z.strictObject(serveShape);
 
 type RawGpu = z.infer<typeof GpuSchema>;
 type RawServe = z.infer<typeof ServeSchema>;
-type PathSegment = string | number;
 
-/** Allowed keys of the table at a (relative) path, for unknown-key messages. */
-function allowedKeys(path: readonly PathSegment[], root: 'top' | 'gpu' | 'serve'): string[] {
-  if (root === 'gpu') return Object.keys(gpuShape);
-  if (root === 'serve') return Object.keys(serveShape);
-  return path.length === 0 ? Object.keys(topShape) : Object.keys(nodeShape);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Issue plumbing
-
-export function formatPath(path: readonly PathSegment[]): string {
-  let out = '';
-  for (const seg of path) {
-    if (typeof seg === 'number') out += `[${seg}]`;
-    else if (/^[A-Za-z0-9_-]+$/.test(seg)) out += out ? `.${seg}` : seg;
-    else out += `[${JSON.stringify(seg)}]`;
-  }
-  return out;
-}
-
-function editDistance(a: string, b: string): number {
-  const prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    let diag = prev[0] ?? 0;
-    prev[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const up = prev[j] ?? 0;
-      const left = prev[j - 1] ?? 0;
-      prev[j] = Math.min(up + 1, left + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diag = up;
-    }
-  }
-  return prev[b.length] ?? 0;
-}
-
-function unknownKeyMessage(key: string, allowed: string[]): string {
-  const lower = key.toLowerCase();
-  const close = allowed
-    .map((k) => ({ k, d: lower.length >= 3 && (k.startsWith(lower) || lower.startsWith(k)) ? 1 : editDistance(lower, k) }))
-    .filter(({ d }) => d <= 2)
-    .sort((x, y) => x.d - y.d)[0];
-  return close
-    ? `unknown key ${JSON.stringify(key)} (did you mean '${close.k}'?)`
-    : `unknown key ${JSON.stringify(key)} (allowed keys: ${allowed.join(', ')})`;
-}
-
-class Issues {
-  readonly errors: ManifestIssue[] = [];
-  readonly warnings: ManifestIssue[] = [];
-
-  constructor(private readonly file: string) {}
-
-  error(path: readonly PathSegment[] | string, message: string): void {
-    this.errors.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
-  }
-
-  warn(path: readonly PathSegment[] | string, message: string): void {
-    this.warnings.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
-  }
-
-  /** Records zod issues under `prefix`; returns how many were recorded. */
-  fromZod(issues: readonly z.core.$ZodIssue[], prefix: readonly PathSegment[], root: 'top' | 'gpu' | 'serve'): number {
-    let n = 0;
-    for (const iss of issues) {
-      const rel = iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p));
-      if (iss.code === 'unrecognized_keys') {
-        for (const key of iss.keys) {
-          this.error([...prefix, ...rel, key], unknownKeyMessage(key, allowedKeys(rel, root)));
-          n++;
-        }
-        continue;
-      }
-      let message = iss.message;
-      if (iss.code === 'invalid_type' && iss.expected === 'object') {
-        // A table slot ([node], a [[gpus]]/[[serves]] entry) holding something else; every other
-        // schema carries its own message.
-        message = `must be a table (got ${describe(iss.input)})`;
-      }
-      this.error([...prefix, ...rel], message);
-      n++;
-    }
-    return n;
-  }
-}
+/** Allowed keys of the top-level table at a (relative) path: its own, or [node]'s. */
+const topAllowedKeys = (path: readonly PathSegment[]): string[] => (path.length === 0 ? Object.keys(topShape) : Object.keys(nodeShape));
 
 // ---------------------------------------------------------------------------------------------
 // Addresses
@@ -384,28 +279,17 @@ export function parseManifest(text: string, file: string, _opts?: ParseManifestO
   const fail = (): ManifestResult => ({ ok: false, errors: issues.errors, warnings: issues.warnings });
 
   // 1. TOML
-  let doc: unknown;
-  try {
-    doc = parseToml(text, { unsafeKeyBehaviour: 'throw' });
-  } catch (err) {
-    if (err instanceof TomlError) {
-      const detail = (err.message.split('\n')[0] ?? '').replace(/^Invalid TOML document:\s*/, '');
-      issues.error('', `line ${err.line}, column ${err.column}: invalid TOML: ${detail}`);
-    } else {
-      issues.error('', `invalid TOML: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    return fail();
-  }
+  const doc = parseTomlTable(text, issues);
+  if (doc === undefined) return fail();
 
   // 2. Top-level shape; [[gpus]] and [[serves]] entries are validated one by one below so that a
   //    bad entry does not hide the good ones from the cross-field rules.
   const top = TopSchema.safeParse(doc, { reportInput: true });
-  if (!top.success) issues.fromZod(top.error.issues, [], 'top');
-  const docTable: Record<string, unknown> = typeof doc === 'object' && doc !== null ? (doc as Record<string, unknown>) : {};
+  if (!top.success) issues.fromZod(top.error.issues, [], topAllowedKeys);
   const nodeName = top.success ? top.data.node.name : undefined;
-  const rawGpus = Array.isArray(docTable.gpus) ? (docTable.gpus as unknown[]) : [];
-  const rawServes = Array.isArray(docTable.serves) ? (docTable.serves as unknown[]) : [];
-  if (docTable.gpus === undefined || (Array.isArray(docTable.gpus) && docTable.gpus.length === 0)) {
+  const rawGpus = tableEntries(doc, 'gpus');
+  const rawServes = tableEntries(doc, 'serves');
+  if (doc.gpus === undefined || (Array.isArray(doc.gpus) && doc.gpus.length === 0)) {
     issues.error('gpus', 'at least one GPU is required: add a [[gpus]] table with role, uuid, capacity_mib and reserve_mib');
   }
 
@@ -414,7 +298,7 @@ export function parseManifest(text: string, file: string, _opts?: ParseManifestO
   rawGpus.forEach((raw, index) => {
     const r = GpuSchema.safeParse(raw, { reportInput: true });
     if (!r.success) {
-      issues.fromZod(r.error.issues, ['gpus', index], 'gpu');
+      issues.fromZod(r.error.issues, ['gpus', index], Object.keys(gpuShape));
       return;
     }
     const gpu = toGpu(r.data);
@@ -466,7 +350,7 @@ export function parseManifest(text: string, file: string, _opts?: ParseManifestO
   rawServes.forEach((raw, index) => {
     const r = ServeSchema.safeParse(raw, { reportInput: true });
     if (!r.success) {
-      issues.fromZod(r.error.issues, ['serves', index], 'serve');
+      issues.fromZod(r.error.issues, ['serves', index], Object.keys(serveShape));
       return;
     }
     const serve = toServe(r.data);

@@ -16,10 +16,11 @@
 //   name = "vision"
 //   tier = "vision-local"
 
-import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
-import { formatPath } from './manifest';
+import type { PathSegment } from './config-issues';
+import { bool, field, formatPath, Issues, isString, nonEmptyString, parseTomlTable, tableArray, tableEntries } from './config-issues';
 import type { Manifest, ManifestIssue } from './types';
+import { formatIssue } from './types';
 
 export interface RouterTier {
   name: string;
@@ -73,7 +74,7 @@ export function tierForPreset(config: RouterConfig, preset: string): RouterTier 
 /** The router config of an ok result; throws an Error listing the formatted errors otherwise. */
 export function routerConfigOrThrow(result: RouterConfigResult): RouterConfig {
   if (result.ok) return result.config;
-  throw new Error(result.errors.map((i) => (i.path ? `${i.file}: ${i.path}: ${i.message}` : `${i.file}: ${i.message}`)).join('\n'));
+  throw new Error(result.errors.map(formatIssue).join('\n'));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -105,29 +106,8 @@ function normalizeBackend(text: string): string {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Field schemas (messages read "must be …" in the config's own terms, as in manifest.ts)
+// Field schemas (the shared ones, and the "must be …" message style, are in config-issues.ts)
 
-function describe(value: unknown): string {
-  if (value === undefined) return 'nothing';
-  if (value === null) return 'null';
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
-  if (Array.isArray(value)) return 'an array';
-  if (value instanceof Date) return 'a date';
-  return 'a table';
-}
-
-function field<T>(predicate: (v: unknown) => boolean, expectation: string) {
-  return z.custom<T>(predicate, {
-    error: (iss) =>
-      iss.input === undefined ? `is required (${expectation})` : `must be ${expectation} (got ${describe(iss.input)})`,
-  });
-}
-
-const isString = (v: unknown): v is string => typeof v === 'string';
-
-const nonEmptyString = field<string>((v) => isString(v) && v.trim() !== '', 'a non-empty string');
-const bool = field<boolean>((v) => typeof v === 'boolean', 'true or false');
 const tierName = field<string>(
   (v) => isString(v) && TIER_NAME_PATTERN.test(v),
   `a tier name matching ${String(TIER_NAME_PATTERN)} (it appears in admin URLs)`,
@@ -153,9 +133,6 @@ const presetShape = {
   tier: nonEmptyString,
 };
 
-const tableArray = (what: string) =>
-  z.array(z.unknown(), { error: (iss) => `must be an array of tables, written [[${what}]] (got ${describe(iss.input)})` });
-
 const topShape = {
   mapping_version: nonEmptyString,
   tiers: tableArray('tiers').optional(),
@@ -165,68 +142,6 @@ const topShape = {
 const TopSchema = z.strictObject(topShape);
 const TierSchema = z.strictObject(tierShape);
 const PresetSchema = z.strictObject(presetShape);
-
-type PathSegment = string | number;
-type Root = 'top' | 'tier' | 'preset';
-
-function allowedKeys(root: Root): string[] {
-  if (root === 'tier') return Object.keys(tierShape);
-  if (root === 'preset') return Object.keys(presetShape);
-  return Object.keys(topShape);
-}
-
-function editDistance(a: string, b: string): number {
-  const prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    let diag = prev[0] ?? 0;
-    prev[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const up = prev[j] ?? 0;
-      const left = prev[j - 1] ?? 0;
-      prev[j] = Math.min(up + 1, left + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diag = up;
-    }
-  }
-  return prev[b.length] ?? 0;
-}
-
-function unknownKeyMessage(key: string, allowed: string[]): string {
-  const lower = key.toLowerCase();
-  const close = allowed
-    .map((k) => ({ k, d: lower.length >= 3 && (k.startsWith(lower) || lower.startsWith(k)) ? 1 : editDistance(lower, k) }))
-    .filter(({ d }) => d <= 2)
-    .sort((x, y) => x.d - y.d)[0];
-  return close
-    ? `unknown key ${JSON.stringify(key)} (did you mean '${close.k}'?)`
-    : `unknown key ${JSON.stringify(key)} (allowed keys: ${allowed.join(', ')})`;
-}
-
-class Issues {
-  readonly errors: ManifestIssue[] = [];
-  readonly warnings: ManifestIssue[] = [];
-
-  constructor(private readonly file: string) {}
-
-  error(path: readonly PathSegment[] | string, message: string): void {
-    this.errors.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
-  }
-
-  warn(path: readonly PathSegment[] | string, message: string): void {
-    this.warnings.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
-  }
-
-  fromZod(issues: readonly z.core.$ZodIssue[], prefix: readonly PathSegment[], root: Root): void {
-    for (const iss of issues) {
-      const rel = iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p));
-      if (iss.code === 'unrecognized_keys') {
-        for (const key of iss.keys) this.error([...prefix, ...rel, key], unknownKeyMessage(key, allowedKeys(root)));
-        continue;
-      }
-      const message = iss.code === 'invalid_type' && iss.expected === 'object' ? `must be a table (got ${describe(iss.input)})` : iss.message;
-      this.error([...prefix, ...rel], message);
-    }
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // parseRouterConfig
@@ -239,24 +154,13 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
   const issues = new Issues(file);
   const fail = (): RouterConfigResult => ({ ok: false, errors: issues.errors, warnings: issues.warnings });
 
-  let doc: unknown;
-  try {
-    doc = parseToml(text, { unsafeKeyBehaviour: 'throw' });
-  } catch (err) {
-    if (err instanceof TomlError) {
-      const detail = (err.message.split('\n')[0] ?? '').replace(/^Invalid TOML document:\s*/, '');
-      issues.error('', `line ${err.line}, column ${err.column}: invalid TOML: ${detail}`);
-    } else {
-      issues.error('', `invalid TOML: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    return fail();
-  }
+  const table = parseTomlTable(text, issues);
+  if (table === undefined) return fail();
 
-  const top = TopSchema.safeParse(doc, { reportInput: true });
-  if (!top.success) issues.fromZod(top.error.issues, [], 'top');
-  const table: Record<string, unknown> = typeof doc === 'object' && doc !== null ? (doc as Record<string, unknown>) : {};
-  const rawTiers = Array.isArray(table.tiers) ? (table.tiers as unknown[]) : [];
-  const rawPresets = Array.isArray(table.presets) ? (table.presets as unknown[]) : [];
+  const top = TopSchema.safeParse(table, { reportInput: true });
+  if (!top.success) issues.fromZod(top.error.issues, [], Object.keys(topShape));
+  const rawTiers = tableEntries(table, 'tiers');
+  const rawPresets = tableEntries(table, 'presets');
   if (table.tiers === undefined || (Array.isArray(table.tiers) && table.tiers.length === 0)) {
     issues.error('tiers', 'at least one tier is required: add a [[tiers]] table with name, backend and served_model_name');
   }
@@ -266,7 +170,7 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
   rawTiers.forEach((raw, index) => {
     const r = TierSchema.safeParse(raw, { reportInput: true });
     if (!r.success) {
-      issues.fromZod(r.error.issues, ['tiers', index], 'tier');
+      issues.fromZod(r.error.issues, ['tiers', index], Object.keys(tierShape));
       return;
     }
     tiers.push({
@@ -293,7 +197,7 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
   rawPresets.forEach((raw, index) => {
     const r = PresetSchema.safeParse(raw, { reportInput: true });
     if (!r.success) {
-      issues.fromZod(r.error.issues, ['presets', index], 'preset');
+      issues.fromZod(r.error.issues, ['presets', index], Object.keys(presetShape));
       return;
     }
     const { name, tier } = r.data;

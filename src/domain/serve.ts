@@ -51,3 +51,20 @@ export function serveLabels(node: string, serve: ServeSpec, gpu: GpuSpec, reserv
     [LABEL.reservation]: reservation,
   };
 }
+
+export const REDACTED = '<redacted>';
+/** vLLM flags whose value is a credential. */
+const SECRET_FLAGS = ['--api-key'];
+
+/**
+ * The serve as it may appear in workflow history: env values (tokens such as HF_TOKEN live
+ * there) and the values of credential flags replaced, names kept as evidence.
+ */
+export function redactServe(serve: ServeSpec): ServeSpec {
+  const args = serve.args.map((a, i) => {
+    if (SECRET_FLAGS.some((f) => a.startsWith(`${f}=`))) return `${a.slice(0, a.indexOf('=') + 1)}${REDACTED}`;
+    const prev = serve.args[i - 1];
+    return prev !== undefined && SECRET_FLAGS.includes(prev) ? REDACTED : a;
+  });
+  return { ...serve, args, env: Object.fromEntries(Object.keys(serve.env).map((k) => [k, REDACTED])) };
+}

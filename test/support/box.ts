@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import type { Worker } from '@temporalio/worker';
-import { createGpuresWorker, fileManifest } from '../../src/worker/worker';
 import { LABEL } from '../../src/domain/serve';
-import { testTemporal, workflowBundle } from './temporal';
+import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
+import { startTestWorker } from './worker';
 
 export const TEST_IMAGE = process.env['GPURES_TEST_IMAGE'] ?? 'gpures/fake-vllm:test';
 
@@ -81,16 +81,7 @@ export async function startTestBox(node: string, manifestText: string): Promise<
   const manifestPath = join(dir, 'serves.toml');
   writeFileSync(manifestPath, manifestText);
   const temporal = await testTemporal();
-  const worker = await createGpuresWorker({
-    connection: temporal.nativeConnection,
-    client: temporal.client,
-    namespace: 'default',
-    node,
-    manifest: fileManifest(manifestPath),
-    pollIntervalMs: 200,
-    workflowBundle: await workflowBundle(),
-  });
-  const running = worker.run();
+  const { worker, stop } = await startTestWorker({ temporal, node, manifest: manifestPath, pollIntervalMs: 200 });
   const d = docker();
   const containers = async () =>
     (await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })).map((c) => ({
@@ -104,8 +95,7 @@ export async function startTestBox(node: string, manifestText: string): Promise<
     worker,
     containers,
     async close() {
-      worker.shutdown();
-      await running;
+      await stop();
       for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })) {
         await d.getContainer(c.Id).remove({ force: true });
       }

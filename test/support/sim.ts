@@ -8,11 +8,11 @@ import { parseManifest } from '../../src/domain/manifest';
 import type { Manifest } from '../../src/domain/types';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
 import type { SimBox } from '../../src/sim/box';
-import { createGpuresWorker, fileManifest } from '../../src/worker/worker';
 import { renderManifest, uniqueNode } from './box';
 import type { TestGpu, TestServe } from './box';
-import { testTemporal, workflowBundle } from './temporal';
+import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
+import { startTestWorker } from './worker';
 
 export const ROUTER_TOKEN = 'test-router-token';
 
@@ -42,19 +42,15 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
   writeFileSync(routerConfigPath, routerConfigFor(manifest, `test.${node}`));
   const box = await startSimBox({ manifest, stateDir: join(dir, 'box'), routerConfigPath, routerToken: ROUTER_TOKEN, nonLedgerDrawMib: 1200 });
   const temporal = await testTemporal();
-  const worker = await createGpuresWorker({
-    connection: temporal.nativeConnection,
-    client: temporal.client,
-    namespace: 'default',
+  const { worker, stop } = await startTestWorker({
+    temporal,
     node,
-    manifest: fileManifest(manifestPath),
+    manifest: manifestPath,
     runtime: box.runtime,
     router: box.routerAdmin,
     gpu: box.gpu,
     pollIntervalMs: 100,
-    workflowBundle: await workflowBundle(),
   });
-  const running = worker.run();
   return {
     node,
     manifest,
@@ -79,8 +75,7 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
       return { status: res.status, body: parsedBody, finishedAt: Date.now() };
     },
     async close() {
-      worker.shutdown();
-      await running;
+      await stop();
       await box.close();
       await temporal.close();
     },

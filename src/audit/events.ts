@@ -1,0 +1,87 @@
+// A history in its proto-JSON form, read without a server and without I/O: event kinds, their
+// attributes, and payloads decoded with the default payload converter (what the workflows and
+// activities wrote: JSON).
+import { defaultPayloadConverter } from '@temporalio/common';
+
+/** One event of a history in its proto-JSON form: `eventId`, `eventTime`, `eventType` and one `…EventAttributes`. */
+export interface HistoryEventJson {
+  eventId: string;
+  eventTime?: string;
+  eventType: string;
+  [attributes: string]: unknown;
+}
+
+export interface HistoryJson {
+  events: HistoryEventJson[];
+}
+
+export function isHistoryJson(value: unknown): value is HistoryJson {
+  if (typeof value !== 'object' || value === null) return false;
+  const events = (value as { events?: unknown }).events;
+  return Array.isArray(events) && events.every((e) => typeof e === 'object' && e !== null && typeof (e as { eventType?: unknown }).eventType === 'string');
+}
+
+/** What a history says about itself (a history file holds no workflow id of its own but the started event's). */
+export interface HistoryIdentity {
+  workflowId: string;
+  runId?: string;
+  workflowType: string;
+  events: number;
+}
+
+/** Short event type: EVENT_TYPE_ACTIVITY_TASK_SCHEDULED → ActivityTaskScheduled. */
+export function eventTypeName(eventType: string): string {
+  if (!eventType.startsWith('EVENT_TYPE_')) return eventType;
+  return eventType
+    .slice('EVENT_TYPE_'.length)
+    .toLowerCase()
+    .split('_')
+    .map((w) => (w ? w[0]?.toUpperCase() + w.slice(1) : ''))
+    .join('');
+}
+
+/** The event's `…EventAttributes` object, whatever its kind. */
+export function eventAttributes(e: HistoryEventJson): Record<string, unknown> {
+  const key = Object.keys(e).find((k) => k.endsWith('EventAttributes'));
+  const value = key ? e[key] : undefined;
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' && v ? v : undefined;
+}
+
+/**
+ * Workflow id, run id and type from the started event. `fallbackId` (e.g. from the file name)
+ * stands in on servers too old to record the workflow id in the started event.
+ */
+export function historyIdentity(h: HistoryJson, fallbackId = 'unknown'): HistoryIdentity {
+  const first = h.events[0];
+  const a = first ? eventAttributes(first) : {};
+  const type = (a['workflowType'] as { name?: unknown } | undefined)?.name;
+  const runId = str(a['originalExecutionRunId']) ?? str(a['firstExecutionRunId']);
+  return { workflowId: str(a['workflowId']) ?? fallbackId, runId, workflowType: str(type) ?? 'unknown', events: h.events.length };
+}
+
+/** Decodes one proto-JSON payload with the default payload converter (JSON, binary, null). */
+export function decodePayload(p: unknown): unknown {
+  if (typeof p !== 'object' || p === null) return undefined;
+  // Proto JSON carries bytes as base64: the metadata values and the data.
+  const { metadata, data } = p as { metadata?: Record<string, string> | null; data?: string | null };
+  const bytes = (b64: string | null | undefined) => new Uint8Array(Buffer.from(b64 ?? '', 'base64'));
+  try {
+    return defaultPayloadConverter.fromPayload({
+      metadata: Object.fromEntries(Object.entries(metadata ?? {}).map(([k, v]) => [k, bytes(v)])),
+      data: bytes(data),
+    });
+  } catch (err) {
+    return { undecodable: (err as Error).message };
+  }
+}
+
+/** Decodes `{ payloads: [...] }`: every value, in order. */
+export function decodePayloads(ps: unknown): unknown[] {
+  const list = (ps as { payloads?: unknown } | undefined)?.payloads;
+  return Array.isArray(list) ? list.map(decodePayload) : [];
+}
+

@@ -1,0 +1,89 @@
+// Workflow histories as files: the JSON form every Temporal tool reads (`temporal workflow show
+// --output json`, `historyFromJSON`, `Worker.runReplayHistories`), and the little the audit
+// commands need to know about one without a server: its workflow id, type and event count.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import type { History } from '@temporalio/common/lib/proto-utils';
+import { isHistoryJson } from './events';
+import type { HistoryJson } from './events';
+import { historyFromJsonObject, historyToJsonObject } from './proto-json';
+
+export class HistoryFileError extends Error {
+  constructor(
+    readonly file: string,
+    message: string,
+  ) {
+    super(`${file}: ${message}`);
+  }
+}
+
+/** The SDK's own serialisation, as an object: what `audit export` writes. */
+export function historyJson(history: History): HistoryJson {
+  return historyToJsonObject(history) as HistoryJson;
+}
+
+/** The History object the replayer takes. */
+export function historyProto(h: HistoryJson): History {
+  return historyFromJsonObject(h);
+}
+
+/** Reads and checks a history file: parseable JSON, events, and loadable by the SDK's `historyFromJSON`. */
+export function readHistoryFile(file: string): HistoryJson {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new HistoryFileError(file, `cannot read: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new HistoryFileError(file, `not JSON: ${(err as Error).message}`);
+  }
+  if (!isHistoryJson(parsed)) throw new HistoryFileError(file, 'not a workflow history (expected { "events": [ … ] } as `gpures audit export` writes it)');
+  if (parsed.events.length === 0) throw new HistoryFileError(file, 'the history has no events');
+  try {
+    historyFromJsonObject(parsed);
+  } catch (err) {
+    throw new HistoryFileError(file, `not loadable as a Temporal history: ${(err as Error).message}`);
+  }
+  return parsed;
+}
+
+/** A file name from a workflow id: `/` becomes `__`, anything else outside [A-Za-z0-9._-] `_`. */
+export function safeFileName(workflowId: string): string {
+  const safe = workflowId
+    .replace(/\//g, '__')
+    .replace(/[^A-Za-z0-9._-]/g, '_')
+    .replace(/^\.+/, '_')
+    .slice(0, 180);
+  return safe || '_';
+}
+
+/** Every `*.json` in the given files and directories (directories not recursed), in a stable order. */
+export function historyFiles(paths: string[]): string[] {
+  const out: string[] = [];
+  for (const p of paths) {
+    let st;
+    try {
+      st = statSync(p);
+    } catch (err) {
+      throw new HistoryFileError(p, `cannot read: ${(err as Error).message}`);
+    }
+    if (st.isDirectory()) {
+      const names = readdirSync(p)
+        .filter((n) => n.endsWith('.json'))
+        .sort();
+      out.push(...names.map((n) => join(p, n)));
+    } else {
+      out.push(p);
+    }
+  }
+  return out;
+}
+
+/** A fallback workflow id from a file name `audit export` wrote (the inverse of safeFileName for plain ids). */
+export function idFromFileName(file: string): string {
+  return basename(file).replace(/\.json$/, '').replace(/__/g, '/');
+}

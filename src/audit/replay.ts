@@ -1,0 +1,153 @@
+// `gpures audit replay`: recorded histories against the current workflow code, with the SDK's
+// replayer (no server). A history the code can no longer reproduce is a nondeterminism: deploying
+// that code would break every running workflow shaped like it, unless the change is behind
+// `patched()`.
+import { basename } from 'node:path';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { eventAttributes, eventTypeName, historyIdentity } from './events';
+import type { HistoryEventJson, HistoryJson } from './events';
+import { historyFiles, HistoryFileError, historyProto, idFromFileName, readHistoryFile } from './history';
+
+export interface ReplayOutcome {
+  file: string;
+  workflowId: string;
+  workflowType: string;
+  events: number;
+  ok: boolean;
+  /** DeterminismViolationError, ReplayError, or HistoryFileError for a file that is not a history. */
+  errorName?: string;
+  error?: string;
+  /** The history event the failure points at, where it could be found. */
+  event?: { id: number; type: string; detail?: string };
+}
+
+const quietLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
+
+/** The worker logs every failed replay as an error of its own; the outcome already says it. */
+export function quietReplayRuntime(): void {
+  try {
+    Runtime.install({
+      logger: new DefaultLogger('ERROR', () => undefined),
+      telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } },
+    });
+  } catch {
+    // A runtime exists already (tests): keep its logger.
+  }
+}
+
+let bundled: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** The workflows the worker runs (src/workflows), bundled once per process. */
+export function currentWorkflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundled ??= bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quietLogger });
+  return bundled;
+}
+
+function activityTypeOf(e: HistoryEventJson): string | undefined {
+  const t = eventAttributes(e)['activityType'] as { name?: unknown } | undefined;
+  return typeof t?.name === 'string' ? t.name : undefined;
+}
+
+function describeEvent(e: HistoryEventJson): { id: number; type: string; detail?: string } {
+  const a = eventAttributes(e);
+  const activity = activityTypeOf(e);
+  const timer = typeof a['timerId'] === 'string' ? `timer ${a['timerId']}` : undefined;
+  const child = (a['workflowType'] as { name?: unknown } | undefined)?.name;
+  const marker = typeof a['markerName'] === 'string' ? `marker ${a['markerName']}` : undefined;
+  const detail = activity ? `activity ${activity}${typeof a['activityId'] === 'string' ? ` (id ${a['activityId']})` : ''}` : (timer ?? marker ?? (typeof child === 'string' ? `workflow ${child}` : undefined));
+  return { id: Number(e.eventId), type: eventTypeName(e.eventType), ...(detail ? { detail } : {}) };
+}
+
+/**
+ * The event a nondeterminism message is about. Core names it by id (`event id 11`,
+ * `HistoryEvent(id: 11, …)`), or by the activity type it expected, or not at all; then the
+ * first command event of the history that the message quotes is the best guess.
+ */
+export function locateEvent(h: HistoryJson, message: string): { id: number; type: string; detail?: string } | undefined {
+  const byId = /(?:event[ _]id[:= ]*|HistoryEvent\(id: ?|event #?)(\d+)/i.exec(message);
+  if (byId) {
+    const e = h.events.find((x) => Number(x.eventId) === Number(byId[1]));
+    if (e) return describeEvent(e);
+  }
+  const quoted = [...message.matchAll(/'([^'\s]+)'/g)].map((m) => m[1] ?? '');
+  for (const q of quoted) {
+    const e = h.events.find((x) => eventTypeName(x.eventType) === 'ActivityTaskScheduled' && activityTypeOf(x) === q);
+    if (e) return describeEvent(e);
+  }
+  return undefined;
+}
+
+/**
+ * Core's own words out of the replayer's wrapping (`… Details: … Failure { message: "[TMPRL1100]
+ * Nondeterminism error: …", … }`): just the `[TMPRL1100] …` sentence.
+ */
+export function coreMessage(s: string): string {
+  const inner = /message: "((?:[^"\\]|\\.)*)"/.exec(s);
+  const text = inner?.[1] ? inner[1].replace(/\\"/g, '"') : (s.split('\n')[0] ?? s);
+  return text.replace(/Nondeterminism error: /, '');
+}
+
+export interface ReplayOptions {
+  /** Replay against these workflows instead of src/workflows (a module path, bundled here). */
+  workflowsPath?: string;
+  workflowBundle?: WorkflowBundleWithSourceMap;
+}
+
+/** Replays every history in `paths` (files, or directories of `*.json`), one outcome per file, in order. */
+export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = {}): Promise<ReplayOutcome[]> {
+  const files = historyFiles(paths);
+  const loaded: { file: string; history?: HistoryJson; outcome?: ReplayOutcome; workflowId: string }[] = files.map((file) => {
+    try {
+      const history = readHistoryFile(file);
+      return { file, history, workflowId: historyIdentity(history, idFromFileName(file)).workflowId };
+    } catch (err) {
+      const message = err instanceof HistoryFileError ? err.message : String(err);
+      return { file, workflowId: idFromFileName(file), outcome: { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName: 'HistoryFileError', error: message } };
+    }
+  });
+  const toReplay = loaded.filter((l) => l.history);
+  const results = new Map<string, ReplayOutcome>();
+  if (toReplay.length) {
+    const bundleOpt = opts.workflowsPath ? { workflowsPath: opts.workflowsPath } : { workflowBundle: opts.workflowBundle ?? (await currentWorkflowBundle()) };
+    // Histories go in one at a time and come out in the same order: pair them by position.
+    let i = 0;
+    const replay = Worker.runReplayHistories(
+      { ...bundleOpt, replayName: 'gpures-audit' },
+      toReplay.map((l) => ({ workflowId: l.workflowId, history: historyProto(l.history as HistoryJson) })),
+    );
+    for await (const r of replay) {
+      const l = toReplay[i++];
+      if (!l?.history) break;
+      const id = historyIdentity(l.history, l.workflowId);
+      const base = { file: l.file, workflowId: l.workflowId, workflowType: id.workflowType, events: id.events };
+      if (!r.error) {
+        results.set(l.file, { ...base, ok: true });
+        continue;
+      }
+      const message = coreMessage(r.error.message);
+      const event = locateEvent(l.history, r.error.message);
+      results.set(l.file, { ...base, ok: false, errorName: r.error.name, error: message, ...(event ? { event } : {}) });
+    }
+  }
+  return loaded.map(
+    (l) =>
+      l.outcome ??
+      results.get(l.file) ?? { file: l.file, workflowId: l.workflowId, workflowType: 'unknown', events: l.history?.events.length ?? 0, ok: false, errorName: 'ReplayError', error: 'the replayer returned no result for this history' },
+  );
+}
+
+/** `ok  <workflowId> (<type>, N events)` or `FAIL <workflowId>: <why, naming the event>`. */
+export function formatReplayOutcome(o: ReplayOutcome): string {
+  if (o.ok) return `ok  ${o.workflowId} (${o.workflowType}, ${o.events} events)`;
+  const at = o.event ? ` [at event ${o.event.id} ${o.event.type}${o.event.detail ? `: ${o.event.detail}` : ''}]` : '';
+  const kind = o.errorName === 'DeterminismViolationError' ? 'nondeterminism: ' : o.errorName === 'HistoryFileError' ? '' : `${o.errorName ?? 'error'}: `;
+  return `FAIL ${o.workflowId}: ${kind}${o.error ?? '?'}${at} (${basename(o.file)})`;
+}

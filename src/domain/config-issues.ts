@@ -1,0 +1,152 @@
+// Validation plumbing shared by the TOML config files (the serve manifest and the router config):
+// TOML parsing into issues, zod field schemas whose messages read "must be …" in the file's own
+// terms, dotted paths, unknown-key suggestions and the issue collector.
+//
+// PURE: no node built-ins, no I/O. Workflow code imports the modules built on this one, so it must
+// stay inside Temporal's deterministic sandbox.
+
+import { parse as parseToml, TomlError } from 'smol-toml';
+import { z } from 'zod';
+import type { ManifestIssue } from './types';
+
+export type PathSegment = string | number;
+
+// ---------------------------------------------------------------------------------------------
+// Field schemas. Each field is a z.custom with a predicate and its own message, so every issue
+// reads "must be …, (got …)" in the file's terms rather than zod's.
+
+/** How a value reads in a message: `"text"`, `42`, `an array`, `a table`, … */
+export function describe(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (Array.isArray(value)) return 'an array';
+  if (value instanceof Date) return 'a date';
+  return 'a table';
+}
+
+/** A field schema: `expectation` completes "must be …". */
+export function field<T>(predicate: (v: unknown) => boolean, expectation: string) {
+  return z.custom<T>(predicate, {
+    error: (iss) =>
+      iss.input === undefined ? `is required (${expectation})` : `must be ${expectation} (got ${describe(iss.input)})`,
+  });
+}
+
+export const isString = (v: unknown): v is string => typeof v === 'string';
+
+export const nonEmptyString = field<string>((v) => isString(v) && v.trim() !== '', 'a non-empty string');
+export const bool = field<boolean>((v) => typeof v === 'boolean', 'true or false');
+
+/** An array of tables, written `[[what]]`; its entries are validated one by one by the caller. */
+export const tableArray = (what: string) =>
+  z.array(z.unknown(), { error: (iss) => `must be an array of tables, written [[${what}]] (got ${describe(iss.input)})` });
+
+// ---------------------------------------------------------------------------------------------
+// Issue plumbing
+
+/** `serves[2].gpu_role`; keys that are not bare TOML keys are quoted: `env["A B"]`. */
+export function formatPath(path: readonly PathSegment[]): string {
+  let out = '';
+  for (const seg of path) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else if (/^[A-Za-z0-9_-]+$/.test(seg)) out += out ? `.${seg}` : seg;
+    else out += `[${JSON.stringify(seg)}]`;
+  }
+  return out;
+}
+
+function editDistance(a: string, b: string): number {
+  const prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let diag = prev[0] ?? 0;
+    prev[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const up = prev[j] ?? 0;
+      const left = prev[j - 1] ?? 0;
+      prev[j] = Math.min(up + 1, left + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diag = up;
+    }
+  }
+  return prev[b.length] ?? 0;
+}
+
+function unknownKeyMessage(key: string, allowed: readonly string[]): string {
+  const lower = key.toLowerCase();
+  const close = allowed
+    .map((k) => ({ k, d: lower.length >= 3 && (k.startsWith(lower) || lower.startsWith(k)) ? 1 : editDistance(lower, k) }))
+    .filter(({ d }) => d <= 2)
+    .sort((x, y) => x.d - y.d)[0];
+  return close
+    ? `unknown key ${JSON.stringify(key)} (did you mean '${close.k}'?)`
+    : `unknown key ${JSON.stringify(key)} (allowed keys: ${allowed.join(', ')})`;
+}
+
+/**
+ * The keys allowed where a schema reported unknown ones: a fixed list, or a function of the path
+ * of the offending table relative to the schema's root (`[]` for the root itself).
+ */
+export type AllowedKeys = readonly string[] | ((relativePath: readonly PathSegment[]) => readonly string[]);
+
+/** Collects the errors and warnings of one file. */
+export class Issues {
+  readonly errors: ManifestIssue[] = [];
+  readonly warnings: ManifestIssue[] = [];
+
+  constructor(private readonly file: string) {}
+
+  error(path: readonly PathSegment[] | string, message: string): void {
+    this.errors.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
+  }
+
+  warn(path: readonly PathSegment[] | string, message: string): void {
+    this.warnings.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
+  }
+
+  /** Records zod issues under `prefix`; unknown keys get a suggestion from `allowed`. */
+  fromZod(issues: readonly z.core.$ZodIssue[], prefix: readonly PathSegment[], allowed: AllowedKeys): void {
+    for (const iss of issues) {
+      const rel = iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p));
+      if (iss.code === 'unrecognized_keys') {
+        const keys = typeof allowed === 'function' ? allowed(rel) : allowed;
+        for (const key of iss.keys) this.error([...prefix, ...rel, key], unknownKeyMessage(key, keys));
+        continue;
+      }
+      let message = iss.message;
+      if (iss.code === 'invalid_type' && iss.expected === 'object') {
+        // A table slot (a top-level table, an array-of-tables entry) holding something else; every
+        // other schema carries its own message.
+        message = `must be a table (got ${describe(iss.input)})`;
+      }
+      this.error([...prefix, ...rel], message);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TOML
+
+/**
+ * Parses TOML text into its top-level table. Malformed TOML is recorded as one whole-file issue
+ * (`line L, column C: invalid TOML: …`) and yields undefined; this never throws.
+ */
+export function parseTomlTable(text: string, issues: Issues): Record<string, unknown> | undefined {
+  try {
+    return parseToml(text, { unsafeKeyBehaviour: 'throw' });
+  } catch (err) {
+    if (err instanceof TomlError) {
+      const detail = (err.message.split('\n')[0] ?? '').replace(/^Invalid TOML document:\s*/, '');
+      issues.error('', `line ${err.line}, column ${err.column}: invalid TOML: ${detail}`);
+    } else {
+      issues.error('', `invalid TOML: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    return undefined;
+  }
+}
+
+/** The entries of an array-of-tables key, or none when the key is missing or not an array. */
+export function tableEntries(table: Record<string, unknown>, key: string): unknown[] {
+  const value = table[key];
+  return Array.isArray(value) ? (value as unknown[]) : [];
+}

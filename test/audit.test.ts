@@ -1,0 +1,243 @@
+// Workflow history as evidence, end to end: a real eviction on the simulated box (real dev
+// server, reference router, fake nvidia-smi), started through the acquisition API; then
+// `bin/gpures audit export | report | replay` as real processes. And the rule that tokens never
+// enter history, checked on every workflow the box ran, with every payload decoded.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildApi } from '../src/client/api';
+import { serveDown, serveUp } from '../src/client/operations';
+import { historyIdentity } from '../src/audit/events';
+import type { HistoryJson } from '../src/audit/events';
+import { historyProto, readHistoryFile } from '../src/audit/history';
+import type { AuditReport } from '../src/audit/report';
+import { workflowIds } from '../src/shared/messages';
+import type { acquireWorkflow } from '../src/workflows/acquire';
+import type { TestServe } from './support/box';
+import { ROUTER_TOKEN, startSimTestBox } from './support/sim';
+import type { SimTestBox } from './support/sim';
+import { historyTexts } from './support/history-scan';
+
+// dist/test/audit.test.js -> repo root
+const ROOT = join(__dirname, '..', '..');
+const GPURES = join(ROOT, 'bin', 'gpures');
+const API_TOKEN = `api-token-${Math.random().toString(36).slice(2)}`;
+const HF_TOKEN = 'hf_auditTestSecretValue0123456789';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+  // A serve whose environment carries a credential, as a gated model's HF_TOKEN would.
+  { name: 'gated', vram_mib: 1000, env: { HF_TOKEN } },
+];
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function show(r: Run): string {
+  return `exit ${r.code}\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
+}
+
+describe('audit: workflow history as evidence', () => {
+  let t: SimTestBox;
+  let dir: string;
+  let env: Record<string, string>;
+
+  function gpures(args: string[], timeoutMs = 60_000): Promise<Run> {
+    return new Promise((resolve) => {
+      execFile(process.execPath, [GPURES, ...args], { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 32 * 1024 * 1024 }, (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr });
+      });
+    });
+  }
+
+  before(async () => {
+    t = await startSimTestBox('audit', [GPU], SERVES);
+    dir = mkdtempSync(join(tmpdir(), 'gpures-audit-'));
+    env = { TEMPORAL_ADDRESS: t.temporal.address, TEMPORAL_NAMESPACE: 'default' };
+    // Seed step 2 of T013: fast and vision up, 26624 committed.
+    for (const s of ['fast', 'vision']) {
+      const o = await serveUp(t.temporal.client, t.node, s);
+      assert.ok(o.ok, !o.ok ? o.message : '');
+    }
+    // The eviction, triggered as the router would: through the acquisition API, with 3 requests in flight.
+    const slow = Array.from({ length: 3 }, () => t.routed('vision', { sim_delay_ms: 800 }));
+    for (let i = 0; i < 100 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 3; i++) await new Promise((r) => setTimeout(r, 20));
+    const api = buildApi({ client: t.temporal.client, manifest: t.manifest, manifestFile: t.manifestPath, token: API_TOKEN });
+    try {
+      const res = await api.inject({ method: 'POST', url: '/v1/acquisitions', headers: { authorization: `Bearer ${API_TOKEN}` }, payload: { serve: 'comfyui-sim', evict: true } });
+      assert.equal(res.statusCode, 202, res.body);
+    } finally {
+      await api.close();
+    }
+    await t.temporal.client.workflow.getHandle<typeof acquireWorkflow>(workflowIds.acquire(t.node, 'comfyui-sim')).result();
+    assert.deepEqual((await Promise.all(slow)).map((r) => r.status), [200, 200, 200]);
+  });
+
+  after(async () => {
+    await t?.close();
+  });
+
+  test('export → report of a real eviction: victim, why, in-flight counts, ledger before/after, identity, nvidia-smi', async () => {
+    const id = workflowIds.acquire(t.node, 'comfyui-sim');
+    const file = join(dir, 'eviction.json');
+    const exported = await gpures(['audit', 'export', id, '-o', file]);
+    assert.equal(exported.code, 0, show(exported));
+    assert.match(exported.stdout, /acquireWorkflow, \d+ events/);
+    const h = readHistoryFile(file);
+    assert.equal(historyIdentity(h).workflowId, id);
+    assert.ok(historyProto(h).events?.length, 'loadable as a History for the replayer');
+
+    const text = await gpures(['audit', 'report', file]);
+    assert.equal(text.code, 0, show(text));
+    const out = text.stdout;
+    assert.match(out, /^serves up comfyui-sim --evict\n/);
+    assert.match(out, /victim vision \(12288 MiB, tier vision-local\)/);
+    assert.match(out, /why: short by 6817 MiB; vision \(12288 MiB\) is the smallest set of running evictable serves that covers it/);
+    assert.match(out, /quiesce: 3 in flight at quiesce/);
+    assert.match(out, /drain: drained after \d+ ms \(router in flight 3 → 0/);
+    assert.match(out, /stop: 0 in flight at stop/);
+    assert.match(out, /Ledger before\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26624 MiB, free 1375 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, running\)\n/);
+    assert.match(out, /Ledger after\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, evicted\)\n {4}comfyui-sim 8192 MiB \(on-demand, running\)\n/);
+    assert.match(out, /comfyui-sim: GET \/v1\/models observed 'comfyui-sim', expected 'comfyui-sim': ok/);
+    assert.match(out, /release: nvidia-smi: 12288 MiB back on GPU-\S+ \(used \d+ → \d+ MiB, expected 12288 MiB\)/);
+    assert.match(out, /measured delta: comfyui-sim \+8192 MiB/);
+
+    // The same report straight from the server, as data.
+    const json = await gpures(['audit', 'report', id, '--json']);
+    assert.equal(json.code, 0, show(json));
+    const r = JSON.parse(json.stdout) as AuditReport;
+    assert.equal(r.workflow.status, 'completed');
+    assert.equal(r.eviction?.shortfallMib, 6817);
+    assert.deepEqual(
+      r.eviction?.victims.map((v) => ({ serve: v.serve, quiesce: v.inFlightAtQuiesce, stop: v.inFlightAtStop, released: v.vram?.releasedMib })),
+      [{ serve: 'vision', quiesce: 3, stop: 0, released: 12288 }],
+    );
+    assert.deepEqual(r.identity.map((i) => i.observed), [['comfyui-sim']]);
+    assert.ok(r.steps.some((s) => s.step === 'stop vision' && s.at), 'each step with its time');
+
+    const md = await gpures(['audit', 'report', file, '--markdown', '-o', join(dir, 'eviction.md')]);
+    assert.equal(md.code, 0, show(md));
+    const doc = readFileSync(join(dir, 'eviction.md'), 'utf8');
+    assert.match(doc, /^# Evidence: serves up comfyui-sim --evict\n/);
+    assert.match(doc, /\| status \| \*\*completed\*\* \|/);
+    assert.match(doc, /## Eviction\n\nWhy: short by 6817 MiB/);
+    assert.match(doc, /\| vision \| 12288 \| vision-local \| 3 \| drained after \d+ ms .* \| 0 \| 12288 MiB \(used \d+ → \d+\) \|/);
+    assert.match(doc, /After:\n\n```\ngpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB\n/);
+  });
+
+  test('restore: the child bring-up shows the identity the guarded readmit observed', async () => {
+    const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
+    assert.ok(down.ok && down.result.restored[0]?.ok, JSON.stringify(down));
+    const parent = await gpures(['audit', 'report', workflowIds.bringDown(t.node, 'comfyui-sim')]);
+    assert.equal(parent.code, 0, show(parent));
+    assert.match(parent.stdout, /^serves down comfyui-sim --restore\n/);
+    assert.match(parent.stdout, /Child workflows\n {2}serves-up\/\S+\/vision \(bringUpWorkflow\): completed: serves up vision: restored/);
+    const child = await gpures(['audit', 'report', workflowIds.bringUp(t.node, 'vision')]);
+    assert.equal(child.code, 0, show(child));
+    assert.match(child.stdout, /child of serves-down\/\S+\/comfyui-sim/);
+    assert.match(child.stdout, /tier vision-local: router readmit observed 'qwen3-vl-4b-instruct': ok/);
+    assert.match(child.stdout, /vision: GET \/v1\/models observed 'qwen3-vl-4b-instruct', expected 'qwen3-vl-4b-instruct': ok/);
+  });
+
+  test('tokens never enter history: the router and API tokens appear in none of the box\'s workflows', async () => {
+    const query = `TaskQueue = 'gpures.${t.node}'`;
+    // Visibility lags completion slightly: wait until every workflow of this suite is listed.
+    for (let i = 0; i < 100; i++) {
+      let n = 0;
+      for await (const wf of t.temporal.client.workflow.list({ query })) if (wf.status.name !== 'RUNNING' || wf.type === 'ledgerWorkflow') n++;
+      if (n >= 6) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const out = join(dir, 'all');
+    const exported = await gpures(['audit', 'export', '--query', query, '-o', out, '--json']);
+    assert.equal(exported.code, 0, show(exported));
+    const files = readdirSync(out).sort();
+    const types = new Set(files.map((f) => historyIdentity(readHistoryFile(join(out, f))).workflowType));
+    for (const type of ['ledgerWorkflow', 'bringUpWorkflow', 'acquireWorkflow', 'bringDownWorkflow']) assert.ok(types.has(type), `${type} exported (${files.join(', ')})`);
+    assert.ok(files.includes(`ledger__${t.node}__dark-fast.json`), files.join(', '));
+
+    for (const f of files) {
+      const h = readHistoryFile(join(out, f));
+      const texts = historyTexts(h);
+      // The scan sees inside payloads: the served model name is only ever in base64 payload data.
+      if (f.startsWith('acquire')) assert.ok(texts.some((s) => s.includes('qwen3-vl-4b-instruct')), `${f}: payloads not decoded by the scan`);
+      for (const secret of [ROUTER_TOKEN, API_TOKEN]) {
+        assert.ok(!texts.some((s) => s.includes(secret)), `${f}: contains a token`);
+      }
+      assert.ok(!readFileSync(join(out, f), 'utf8').includes(ROUTER_TOKEN));
+    }
+  });
+
+  test(
+    "a serve's environment (HF_TOKEN) reaches the serve but never enters history",
+    async () => {
+      const o = await serveUp(t.temporal.client, t.node, 'gated');
+      assert.ok(o.ok, !o.ok ? o.message : '');
+      const record = JSON.parse(readFileSync(join(t.box.runtime.stateDir, `gpures-${t.node}-gated.json`), 'utf8')) as { env: Record<string, string> };
+      assert.equal(record.env['HF_TOKEN'], HF_TOKEN, 'the serve did not get its environment');
+      const file = join(dir, 'gated.json');
+      const exported = await gpures(['audit', 'export', workflowIds.bringUp(t.node, 'gated'), '-o', file]);
+      assert.equal(exported.code, 0, show(exported));
+      await serveDown(t.temporal.client, t.node, 'gated');
+      assert.ok(!historyTexts(readHistoryFile(file)).some((s) => s.includes(HF_TOKEN)), 'HF_TOKEN is in the history');
+    },
+  );
+
+  test('replay: the exported history passes; a tampered copy fails with exit 1, naming the workflow and the event', async () => {
+    const file = join(dir, 'eviction.json');
+    const ok = await gpures(['audit', 'replay', file]);
+    assert.equal(ok.code, 0, show(ok));
+    assert.match(ok.stdout, new RegExp(`^ok  acquire/${t.node}/comfyui-sim \\(acquireWorkflow, \\d+ events\\)\\n$`));
+
+    // Rename one scheduled activity in a copy: the history no longer matches what the code does.
+    const h = JSON.parse(readFileSync(file, 'utf8')) as HistoryJson;
+    const quiesce = h.events.find((e) => (e['activityTaskScheduledEventAttributes'] as { activityType?: { name?: string } } | undefined)?.activityType?.name === 'quiesceTier');
+    assert.ok(quiesce);
+    (quiesce['activityTaskScheduledEventAttributes'] as { activityType: { name: string } }).activityType.name = 'quiesceTierV0';
+    const tamperedDir = join(dir, 'tampered');
+    const tampered = join(tamperedDir, 'eviction.json');
+    mkdirSync(tamperedDir, { recursive: true });
+    writeFileSync(tampered, JSON.stringify(h, null, 2));
+    // An untouched history next to it still replays: one line per history.
+    writeFileSync(join(tamperedDir, 'bring-up.json'), readFileSync(join(dir, 'all', `serves-up__${t.node}__vision.json`)));
+
+    const bad = await gpures(['audit', 'replay', tamperedDir]);
+    assert.equal(bad.code, 1, show(bad));
+    const lines = bad.stdout.trim().split('\n');
+    assert.equal(lines.length, 2, bad.stdout);
+    assert.match(lines[0] ?? '', /^ok {2}serves-up\/\S+\/vision \(bringUpWorkflow, \d+ events\)$/);
+    assert.match(
+      lines[1] ?? '',
+      new RegExp(`^FAIL acquire/${t.node}/comfyui-sim: nondeterminism: .*'quiesceTierV0'.*'quiesceTier'.* \\[at event ${quiesce.eventId} ActivityTaskScheduled: activity quiesceTierV0 \\(id \\d+\\)\\]`),
+    );
+
+    const json = await gpures(['audit', 'replay', tampered, '--json']);
+    assert.equal(json.code, 1, show(json));
+    const data = JSON.parse(json.stdout) as { ok: boolean; outcomes: { ok: boolean; errorName?: string; event?: { id: number } }[] };
+    assert.equal(data.ok, false);
+    assert.equal(data.outcomes[0]?.errorName, 'DeterminismViolationError');
+    assert.equal(data.outcomes[0]?.event?.id, Number(quiesce.eventId));
+  });
+
+  test('bad input: an unknown workflow, a file that is not a history, --query without -o', async () => {
+    const unknown = await gpures(['audit', 'export', `acquire/${t.node}/nothing`, '--json']);
+    assert.equal(unknown.code, 2, show(unknown));
+    assert.match((JSON.parse(unknown.stdout) as { error: { message: string } }).error.message, /no workflow 'acquire\/\S+\/nothing'/);
+    const notHistory = join(dir, 'not-history.json');
+    writeFileSync(notHistory, '{"hello": 1}');
+    const report = await gpures(['audit', 'report', notHistory]);
+    assert.equal(report.code, 2, show(report));
+    assert.match(report.stderr, /not a workflow history/);
+    const noDir = await gpures(['audit', 'export', '--query', "WorkflowType = 'acquireWorkflow'"]);
+    assert.equal(noDir.code, 2, show(noDir));
+  });
+});

@@ -1,0 +1,16 @@
+// Where a secret could hide in a history file: every string in it, and every base64 string
+// (payload data and metadata in proto JSON) decoded as text.
+import type { HistoryJson } from '../../src/audit/events';
+
+export function historyTexts(h: HistoryJson): string[] {
+  const out: string[] = [];
+  const walk = (v: unknown): void => {
+    if (typeof v === 'string') {
+      out.push(v);
+      if (/^[A-Za-z0-9+/]+={0,2}$/.test(v) && v.length >= 8) out.push(Buffer.from(v, 'base64').toString('utf8'));
+    } else if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === 'object') Object.values(v).forEach(walk);
+  };
+  walk(h);
+  return out;
+}
