@@ -75,6 +75,15 @@ describe('eviction planning', () => {
     assert.deepEqual(p2.victims.map((v) => v.serve).sort(), ['a', 'c']);
   });
 
+  test("a victim carries what nvidia-smi saw it take at bring-up, so its release is judged by that", () => {
+    let l = running(emptyLedger('n', GPU), 'fast', 14336);
+    const req: AdmitRequest = { serve: 'vision', vramMib: 12288, class: 'evictable', holder: 'h/vision' };
+    l = withPhase(applyAdmit(l, req), 'vision', 'running', 11738);
+    const p = planEviction(l, 8192);
+    assert.ok(p.kind === 'evict');
+    assert.deepEqual(p.victims, [{ serve: 'vision', vramMib: 12288, measuredMib: 11738 }]);
+  });
+
   test('residents and on-demand serves are never victims; not enough evictable MiB is impossible', () => {
     const l = seed4();
     const p = planEviction(l, 20000);

@@ -3,7 +3,7 @@
 import { Context } from '@temporalio/activity';
 import type { LedgerState } from '../domain/ledger';
 import { findServe, gpuFor, parseManifest } from '../domain/manifest';
-import { containerName, redactServe, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
+import { containerName, redactSecrets, redactServe, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
@@ -67,9 +67,10 @@ export interface StopResult {
 export function createActivities(deps: ActivityDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
 
-  async function describeExit(name: string, state: ContainerState | undefined): Promise<string> {
+  /** Why a container stopped, for the failure message; its log tail may echo secrets (vLLM logs its args). */
+  async function describeExit(name: string, serve: string, state: ContainerState | undefined): Promise<string> {
     if (!state) return `container ${name} is gone`;
-    const tail = (await deps.runtime.logsTail(name, 5)).trim();
+    const tail = redactSecrets((await deps.runtime.logsTail(name, 5)).trim(), (await loadServe(serve)).serve);
     return `container ${name} ${state.status} with exit code ${state.exitCode}${tail ? `; last output: ${tail.split('\n').join(' | ')}` : ''}`;
   }
 
@@ -154,7 +155,7 @@ export function createActivities(deps: ActivityDeps) {
       let last = 'no probe yet';
       for (;;) {
         const state = await deps.runtime.inspect(name);
-        if (!state?.running) throw nonRetryable(Failure.ContainerExited, await describeExit(name, state));
+        if (!state?.running) throw nonRetryable(Failure.ContainerExited, await describeExit(name, input.serve.name, state));
         probes += 1;
         const h = await deps.probe.health(url, 2000);
         if (h.ok) return { url, probes, waitedMs: Date.now() - started };

@@ -3,7 +3,7 @@
 // a backup is found again by its run key, a write whose content is already live is a no-op, a
 // recreate recognizes the container it already made.
 import { createHash } from 'node:crypto';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { backupFileName, backupRunKey, backupsToPrune, mappingVersionOf, MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
 import { Failure } from '../shared/failures';
@@ -139,11 +139,18 @@ export function createPromotionActivities(deps: PromotionDeps) {
       };
     },
 
-    /** The candidate's text: given inline, or read from a path on the worker's host. */
-    async promoteCandidate(input: { config: { path?: string; content?: string } }): Promise<CandidateConfig> {
+    /**
+     * The candidate's text: given inline, or read from a file in the live config's directory on
+     * the worker's host. Only there: the text lands in history, and the worker runs as root.
+     */
+    async promoteCandidate(input: { router: string; config: { path?: string; content?: string } }): Promise<CandidateConfig> {
       let content = input.config.content;
       if (content === undefined) {
-        const path = input.config.path ?? '';
+        const path = resolvePath(input.config.path ?? '');
+        const dir = dirname(target(input.router).configPath);
+        if (dirname(path) !== dir) {
+          throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is outside the router's config directory ${dir}; send the content instead, or stage the file there`);
+        }
         const data = await deployment().readFile(path);
         if (!data) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} does not exist on the worker's host`);
         if (data.length > MAX_CONFIG_BYTES) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is larger than ${MAX_CONFIG_BYTES} bytes`);

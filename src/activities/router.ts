@@ -14,7 +14,7 @@ export interface HttpRouterAdminOptions {
   /** The router's base URL, e.g. `http://127.0.0.1:8000`. */
   baseUrl: string;
   token: string;
-  /** Per call; readmit waits for the router's own probes, so keep it above twice their timeout. Default 30000. */
+  /** Per call; readmit waits for the router's own probes, so keep it above twice their timeout. Default 15000. */
   timeoutMs?: number;
 }
 
@@ -69,7 +69,7 @@ export class HttpRouterAdmin implements RouterAdmin {
   constructor(opts: HttpRouterAdminOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.token = opts.token;
-    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.timeoutMs = opts.timeoutMs ?? 15_000;
   }
 
   async quiesce(tier: string): Promise<TierState> {

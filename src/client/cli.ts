@@ -7,12 +7,14 @@ import { formatLedger, totals } from '../domain/ledger';
 import { formatPhysical, physicalTruth } from '../domain/physical';
 import type { GpuReading } from '../activities/ports';
 import type { LedgerState } from '../domain/ledger';
-import { findServe, parseManifest } from '../domain/manifest';
+import { findServe, isLoopback, parseManifest } from '../domain/manifest';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../domain/router-config';
 import type { Manifest, ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { taskQueueFor } from '../shared/messages';
 import { connectClient } from './connection';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from './operations';
 import type { OperationOutcome } from './operations';
@@ -103,8 +105,11 @@ function checkServes(manifest: Manifest, file: string, names: string[]): void {
   }
 }
 
+/** Failures where nothing was changed on the box: the ledger said no, or the serve is busy. */
+const REFUSALS = ['AdmissionDenied', 'ServeBusy'];
+
 function outcomeExit(outcomes: OperationOutcome<unknown>[]): number {
-  if (outcomes.some((o) => !o.ok && o.failureType !== 'AdmissionDenied')) return EXIT.failed;
+  if (outcomes.some((o) => !o.ok && !REFUSALS.includes(o.failureType))) return EXIT.failed;
   if (outcomes.some((o) => !o.ok)) return EXIT.denied;
   return EXIT.ok;
 }
@@ -126,6 +131,7 @@ async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeO
   const { manifest } = await loadManifest(file);
   checkServes(manifest, file, names);
   return withClient(async (client) => {
+    await warnWithoutWorker(client, manifest.node);
     const outcomes: OperationOutcome<{ message: string; ledgerAfter: string[] }>[] = [];
     // In the order given, as an operator reads the command line; one failure does not stop the rest.
     for (const name of names) {
@@ -150,6 +156,25 @@ async function readDevices(): Promise<{ ok: true; gpus: GpuReading[] } | { ok: f
     return { ok: true, gpus: await new NvidiaSmi({ binary: process.env['GPURES_NVIDIA_SMI'] ?? 'nvidia-smi' }).readGpus() };
   } catch (err) {
     return { ok: false, error: `not available (${(err as Error).message})` };
+  }
+}
+
+/**
+ * Workflows wait durably for a worker; an operator at a terminal should know one is missing
+ * rather than watch a command that seems to hang.
+ */
+async function warnWithoutWorker(client: Client, node: string): Promise<void> {
+  try {
+    const { pollers } = await client.workflowService.describeTaskQueue({
+      namespace: client.options.namespace,
+      taskQueue: { name: taskQueueFor(node) },
+      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    });
+    if (!pollers?.length) {
+      process.stderr.write(`warning: no worker has polled task queue ${taskQueueFor(node)} recently; the operation waits until \`gpures worker\` runs for node '${node}'\n`);
+    }
+  } catch {
+    // Only advice: the operation itself reports what matters.
   }
 }
 
@@ -301,8 +326,12 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .addOption(manifestOpt())
     .option('--host <addr>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on', '8420')
+    .option('--allow-non-loopback', 'allow --host beyond loopback (the API can change the box)')
     .action(
-      run(async (opts: { manifest?: string; host: string; port: string }) => {
+      run(async (opts: { manifest?: string; host: string; port: string; allowNonLoopback?: boolean }) => {
+        if (!isLoopback(opts.host) && !opts.allowNonLoopback) {
+          throw new CliError(`--host ${opts.host} is not a loopback address: the API can evict serves; add --allow-non-loopback to expose it beyond this host`, EXIT.badInput);
+        }
         const file = manifestPath(opts.manifest);
         const { manifest } = await loadManifest(file);
         const token = process.env['GPURES_API_TOKEN'];
@@ -521,7 +550,12 @@ export async function main(argv: string[]): Promise<number> {
       const code = (err as { code?: string }).code;
       return code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help' ? EXIT.ok : EXIT.badInput;
     }
-    throw err;
+    // Temporal refusing or dropping a call mid-command: the same audience as "unreachable".
+    const exitCode = err instanceof ServiceError ? EXIT.unreachable : EXIT.failed;
+    const message = err instanceof ServiceError ? `Temporal refused the call: ${err.message}` : `gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
+    if (json) process.stdout.write(`${JSON.stringify({ error: { message: err instanceof Error ? err.message : String(err), exitCode } }, null, 2)}\n`);
+    else process.stderr.write(`${message}\n`);
+    return exitCode;
   }
 }
 

@@ -1,7 +1,9 @@
 // Talks to the per-GPU ledger entity workflows: starts one on first use (USE_EXISTING, so
 // concurrent callers converge on the same run) and sends it updates. Used by activities (a
 // workflow cannot send an update to another workflow) and by the CLI for snapshots.
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { UpdateDefinition } from '@temporalio/common';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { GpuSpec } from '../domain/types';
 import { emptyLedger } from '../domain/ledger';
@@ -25,34 +27,45 @@ export class LedgerClient {
     return this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
   }
 
-  async admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult> {
-    const h = await this.handle(node, args.gpu);
-    return h.executeUpdate(admitUpdate, { args: [args], updateId });
-  }
-
-  async setPhase(node: string, gpu: GpuSpec, args: LedgerPhaseArgs, updateId: string): Promise<LedgerState> {
+  /**
+   * Sends an update. A validator's rejection is the ledger's answer, not a transient fault: it
+   * is rethrown non-retryable with the ledger's own message, so an activity fails at once with it.
+   */
+  private async update<R, A>(node: string, gpu: GpuSpec, def: UpdateDefinition<R, [A]>, arg: A, updateId: string): Promise<R> {
     const h = await this.handle(node, gpu);
-    return h.executeUpdate(setPhaseUpdate, { args: [args], updateId });
+    try {
+      return await h.executeUpdate(def, { args: [arg], updateId });
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError) {
+        const cause = err.cause instanceof ApplicationFailure ? err.cause : undefined;
+        throw ApplicationFailure.create({ type: cause?.type ?? 'LedgerRejected', message: cause?.message ?? err.message, nonRetryable: true });
+      }
+      throw err;
+    }
   }
 
-  async release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult> {
-    const h = await this.handle(node, gpu);
-    return h.executeUpdate(releaseUpdate, { args: [args], updateId });
+  admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult> {
+    return this.update(node, args.gpu, admitUpdate, args, updateId);
   }
 
-  async acquire(node: string, args: LedgerAcquireArgs, updateId: string): Promise<LedgerAcquireResult> {
-    const h = await this.handle(node, args.gpu);
-    return h.executeUpdate(acquireUpdate, { args: [args], updateId });
+  setPhase(node: string, gpu: GpuSpec, args: LedgerPhaseArgs, updateId: string): Promise<LedgerState> {
+    return this.update(node, gpu, setPhaseUpdate, args, updateId);
   }
 
-  async victimReleased(node: string, gpu: GpuSpec, args: LedgerVictimArgs, updateId: string): Promise<LedgerState> {
-    const h = await this.handle(node, gpu);
-    return h.executeUpdate(victimReleasedUpdate, { args: [args], updateId });
+  release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult> {
+    return this.update(node, gpu, releaseUpdate, args, updateId);
   }
 
-  async abortEviction(node: string, gpu: GpuSpec, args: LedgerAbortArgs, updateId: string): Promise<LedgerState> {
-    const h = await this.handle(node, gpu);
-    return h.executeUpdate(abortEvictionUpdate, { args: [args], updateId });
+  acquire(node: string, args: LedgerAcquireArgs, updateId: string): Promise<LedgerAcquireResult> {
+    return this.update(node, args.gpu, acquireUpdate, args, updateId);
+  }
+
+  victimReleased(node: string, gpu: GpuSpec, args: LedgerVictimArgs, updateId: string): Promise<LedgerState> {
+    return this.update(node, gpu, victimReleasedUpdate, args, updateId);
+  }
+
+  abortEviction(node: string, gpu: GpuSpec, args: LedgerAbortArgs, updateId: string): Promise<LedgerState> {
+    return this.update(node, gpu, abortEvictionUpdate, args, updateId);
   }
 
   /** A read: it never starts the ledger; a GPU whose ledger never ran is empty. */

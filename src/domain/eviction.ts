@@ -6,6 +6,8 @@ import { applyAdmit, totals } from './ledger';
 export interface Victim {
   serve: string;
   vramMib: number;
+  /** What nvidia-smi saw it take at bring-up, where measured: what its stop should give back. */
+  measuredMib?: number;
 }
 
 export type EvictionPlan =
@@ -53,7 +55,7 @@ export function planEviction(state: LedgerState, vramMib: number): EvictionPlan 
       best.push(r);
     }
   }
-  const victims = (best ?? []).map((r) => ({ serve: r.serve, vramMib: r.vramMib }));
+  const victims = (best ?? []).map((r) => ({ serve: r.serve, vramMib: r.vramMib, ...(r.measuredMib !== undefined ? { measuredMib: r.measuredMib } : {}) }));
   const reason =
     `short by ${shortfallMib} MiB; ${victims.map((v) => `${v.serve} (${v.vramMib} MiB)`).join(' + ')} ` +
     `is the smallest set of running evictable serves that covers it (of ${candidates.length} evictable)`;

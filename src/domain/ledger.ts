@@ -24,6 +24,8 @@ export interface Reservation {
   holder: string;
   /** For victims: the acquirer they make room for. */
   evictedFor?: string;
+  /** nvidia-smi's device delta when the serve came up, where measured. */
+  measuredMib?: number;
 }
 
 export interface LedgerState {
@@ -101,8 +103,8 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
   };
 }
 
-export function withPhase(state: LedgerState, serve: string, phase: ReservationPhase): LedgerState {
-  return { ...state, reservations: state.reservations.map((r) => (r.serve === serve ? { ...r, phase } : r)) };
+export function withPhase(state: LedgerState, serve: string, phase: ReservationPhase, measuredMib?: number): LedgerState {
+  return { ...state, reservations: state.reservations.map((r) => (r.serve === serve ? { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}) } : r)) };
 }
 
 export function withoutReservation(state: LedgerState, serve: string): LedgerState {

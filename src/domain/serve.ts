@@ -68,3 +68,16 @@ export function redactServe(serve: ServeSpec): ServeSpec {
   });
   return { ...serve, args, env: Object.fromEntries(Object.keys(serve.env).map((k) => [k, REDACTED])) };
 }
+
+/** Replaces the serve's secret values (env values, credential flags) wherever they appear in text. */
+export function redactSecrets(text: string, serve: ServeSpec): string {
+  const secrets = [
+    ...Object.values(serve.env),
+    ...serve.args.flatMap((a, i) => {
+      const eq = SECRET_FLAGS.find((f) => a.startsWith(`${f}=`));
+      if (eq) return [a.slice(eq.length + 1)];
+      return SECRET_FLAGS.includes(a) && serve.args[i + 1] !== undefined ? [serve.args[i + 1] as string] : [];
+    }),
+  ].filter((v) => v.length >= 4);
+  return secrets.reduce((out, secret) => out.split(secret).join(REDACTED), text);
+}

@@ -19,6 +19,8 @@ export interface LedgerAdmitResult {
 export interface LedgerPhaseArgs {
   serve: string;
   phase: ReservationPhase;
+  /** nvidia-smi's device delta at bring-up, where measured: what an eviction should see come back. */
+  measuredMib?: number;
 }
 export interface LedgerReleaseArgs {
   serve: string;

@@ -5,9 +5,10 @@ import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/w
 import type { Activities, ResolvedServe } from '../activities';
 import type { DrainResult, VramReleaseResult } from '../activities/eviction';
 import { denialMessage, formatLedger } from '../domain/ledger';
+import type { Victim } from '../domain/eviction';
 import { Failure } from '../shared/failures';
-import { quick, waitFor } from './options';
-import { failAndCompensate, Saga } from './saga';
+import { quick, routerOps, stopOptions, waitFor } from './options';
+import { checkInput, failAndCompensate, Saga } from './saga';
 import { alreadyHeld, startAdmittedServe, StepLog } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
@@ -52,8 +53,10 @@ export interface AcquireResult {
 }
 
 const act = proxyActivities<Activities>(quick);
+const router = proxyActivities<Activities>(routerOps);
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
+  checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'] });
   const { workflowId, runId } = workflowInfo();
   const op = `serves up ${input.serve}${input.evict ? ' --evict' : ''}`;
   const log = new StepLog();
@@ -104,14 +107,20 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   } else {
     evictionReason = decision.reason;
     log.record('plan', `victims ${decision.victims.map((v) => v.serve).join(', ')}: ${decision.reason}`);
-    // Victims not yet stopped go back to running; the held MiB are let go.
-    saga.add('abort eviction', () => act.ledgerAbortEviction({ node, gpu, args: { acquirer: serve.name, stopped: [...stopped] }, updateId: ids('compensate-abort') }));
+    // Which victims are down is read from the box, not assumed: a stop may have acted before it
+    // failed. Those stay evicted; the others go back to running; the held MiB are let go.
+    const planned = decision.victims.map((v) => v.serve);
+    saga.add('abort eviction', async () => {
+      const down: string[] = [];
+      for (const v of planned) if (!(await act.inspectServe({ node, serve: v }))?.running) down.push(v);
+      return act.ledgerAbortEviction({ node, gpu, args: { acquirer: serve.name, stopped: down }, updateId: ids('compensate-abort') });
+    });
   }
 
   try {
     if (decision.decision === 'evicting') {
       for (const v of decision.victims) {
-        victims.push(await evictVictim(node, v.serve, resolved, input, saga, log, ids, stopped));
+        victims.push(await evictVictim(node, v, resolved, input, saga, log, ids, stopped));
       }
     }
     const started = await startAdmittedServe(resolved, saga, log);
@@ -137,7 +146,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
 
 async function evictVictim(
   node: string,
-  victimName: string,
+  planned: Victim,
   acquirer: ResolvedServe,
   input: AcquireInput,
   saga: Saga,
@@ -145,7 +154,7 @@ async function evictVictim(
   ids: (what: string) => string,
   stopped: string[],
 ): Promise<VictimRecord> {
-  const { serve: victim } = await act.resolveServe({ serve: victimName });
+  const { serve: victim } = await act.resolveServe({ serve: planned.serve });
   const gpu = acquirer.gpu;
   const tier = victim.routerTier;
   const record: VictimRecord = { serve: victim.name, vramMib: victim.vramMib, tier, inFlightAtStop: 0, wasRunning: true };
@@ -153,8 +162,9 @@ async function evictVictim(
   let withdrawReadmit = () => undefined as void;
   if (tier) {
     log.begin(`quiesce ${victim.name}`);
-    const q = await act.quiesceTier({ tier });
-    withdrawReadmit = saga.add(`readmit tier ${tier}`, () => act.readmitTier({ tier }));
+    // Registered first: a quiesce that acted before it failed must still be undone.
+    withdrawReadmit = saga.add(`readmit tier ${tier}`, () => router.readmitIfQuiesced({ tier }));
+    const q = await router.quiesceTier({ tier });
     record.inFlightAtQuiesce = q.inFlight;
     log.record(`quiesce ${victim.name}`, `tier ${tier} quiesced with ${q.inFlight} in flight`);
   }
@@ -178,7 +188,7 @@ async function evictVictim(
   const container = await act.inspectServe({ node, serve: victim.name });
   record.wasRunning = Boolean(container?.running);
   const gpuBefore = record.wasRunning ? await act.readGpu({ uuid: gpu.uuid }) : undefined;
-  const stop = await proxyActivities<Activities>({ ...quick, startToCloseTimeout: `${victim.stopTimeoutS + 60}s` }).stopServeContainer({
+  const stop = await proxyActivities<Activities>(stopOptions(victim.stopTimeoutS)).stopServeContainer({
     node,
     serve: victim.name,
     timeoutS: victim.stopTimeoutS,
@@ -196,7 +206,9 @@ async function evictVictim(
       gpuUuid: gpu.uuid,
       victim: victim.name,
       usedBeforeMib: gpuBefore.usedMib,
-      expectedMib: victim.vramMib,
+      // What it was seen to take when it came up, else its reservation: a serve reserved with
+      // headroom gives back less than it reserved.
+      expectedMib: Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib),
       deadlineEpochMs: Date.now() + releaseTimeoutS * 1000,
     });
     log.record(`release ${victim.name}`, `nvidia-smi: ${record.vram.releasedMib} MiB back on ${gpu.uuid} (used ${record.vram.usedBeforeMib} → ${record.vram.usedAfterMib} MiB)`);

@@ -2,10 +2,10 @@
 import { executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { workflowIds } from '../shared/messages';
 import { bringUpWorkflow } from './bring-up';
-import { rootCause } from './saga';
+import { checkInput, rootCause } from './saga';
 import type { Activities } from '../activities';
 import { formatLedger } from '../domain/ledger';
-import { containerOps, quick } from './options';
+import { quick, stopOptions } from './options';
 import type { StepRecord } from './serve-steps';
 
 export interface BringDownInput {
@@ -37,13 +37,14 @@ export interface BringDownResult {
 const act = proxyActivities<Activities>(quick);
 
 export async function bringDownWorkflow(input: BringDownInput): Promise<BringDownResult> {
+  checkInput(input, { booleans: ['restore'] });
   const { workflowId, runId } = workflowInfo();
   const steps: StepRecord[] = [];
   const record = (step: string, outcome: string) => steps.push({ step, at: new Date().toISOString(), outcome });
 
   const { node, serve, gpu } = await act.resolveServe({ serve: input.serve });
   const before = await act.ledgerSnapshot({ node, gpu });
-  const stop = await proxyActivities<Activities>({ ...containerOps, startToCloseTimeout: `${serve.stopTimeoutS + 60}s` }).stopServeContainer({
+  const stop = await proxyActivities<Activities>(stopOptions(serve.stopTimeoutS)).stopServeContainer({
     node,
     serve: serve.name,
     timeoutS: serve.stopTimeoutS,

@@ -5,7 +5,7 @@ import type { Activities } from '../activities';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { Failure } from '../shared/failures';
 import { quick } from './options';
-import { failAndCompensate, Saga } from './saga';
+import { checkInput, failAndCompensate, Saga } from './saga';
 import { alreadyHeld, startAdmittedServe, StepLog } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
@@ -32,6 +32,7 @@ export interface BringUpResult {
 const act = proxyActivities<Activities>(quick);
 
 export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResult> {
+  checkInput(input, {});
   const { workflowId, runId } = workflowInfo();
   const log = new StepLog();
 

@@ -66,7 +66,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
       if (retry) return retry;
       const held = activeReservation(state, req.serve);
       if (held?.phase === 'pending' && held.holder === req.holder) {
-        const victims = state.reservations.filter((r) => r.evictedFor === req.serve && r.phase === 'evicting').map((r) => ({ serve: r.serve, vramMib: r.vramMib }));
+        const victims = state.reservations.filter((r) => r.evictedFor === req.serve && r.phase === 'evicting').map((r) => ({ serve: r.serve, vramMib: r.vramMib, ...(r.measuredMib !== undefined ? { measuredMib: r.measuredMib } : {}) }));
         const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: 0, victims, reason: 'retry of a planned eviction' };
         return { decision, ledger: state };
       }
@@ -104,8 +104,8 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
 
   setHandler(
     setPhaseUpdate,
-    ({ serve, phase }) => {
-      state = withPhase(state, serve, phase);
+    ({ serve, phase, measuredMib }) => {
+      state = withPhase(state, serve, phase, measuredMib);
       return state;
     },
     {
@@ -118,6 +118,8 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   setHandler(releaseUpdate, ({ serve }) => {
     // An evicted entry holds no MiB, but a serve brought down is gone from the ledger either way.
     const held = activeReservation(state, serve);
+    // An acquirer released mid-eviction: its victims must not stay stuck evicting.
+    if (held?.phase === 'pending') state = applyEvictionAborted(state, serve);
     state = withoutReservation(state, serve);
     return { released: held !== undefined, vramMib: held?.vramMib ?? 0, ledger: state };
   });

@@ -1,4 +1,5 @@
 // Named activity option sets: where a workflow creates its proxies it picks one of these.
+import { ActivityCancellationType } from '@temporalio/workflow';
 import type { ActivityOptions, RetryPolicy } from '@temporalio/workflow';
 import { NON_RETRYABLE } from '../shared/failures';
 
@@ -7,8 +8,22 @@ const retry: RetryPolicy = { initialInterval: '1s', backoffCoefficient: 2, maxim
 /** Ledger updates, manifest reads, inspections: quick, retried through transient faults. */
 export const quick: ActivityOptions = { startToCloseTimeout: '30s', retry };
 
-/** Creating and starting a container: image inspection and create can take a moment. */
-export const containerOps: ActivityOptions = { startToCloseTimeout: '2m', retry };
+/**
+ * The router's admin calls: a guarded readmit waits for the router's own probes (and behind its
+ * other admin calls), two calls of up to 15 s each.
+ */
+export const routerOps: ActivityOptions = { startToCloseTimeout: '90s', retry };
+
+/**
+ * Creating or removing a container: wait for a cancelled attempt to finish, so a compensation
+ * registered for it never runs before the container exists.
+ */
+export const containerOps: ActivityOptions = { startToCloseTimeout: '2m', retry, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED };
+
+/** A graceful stop: SIGTERM, up to the serve's stop timeout, then SIGKILL and removal. */
+export function stopOptions(stopTimeoutS: number): ActivityOptions {
+  return { ...containerOps, startToCloseTimeout: `${stopTimeoutS + 60}s` };
+}
 
 /** A wait bounded by the serve's own deadline; heartbeats show it alive between probes. */
 export function waitFor(seconds: number): ActivityOptions {

@@ -60,7 +60,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
   try {
     log.begin('resolve');
     d = await act.promoteDescribe({ router, image: input.image });
-    candidate = await act.promoteCandidate({ config: input.config });
+    candidate = await act.promoteCandidate({ router: input.router, config: input.config });
     const c = d.container;
     log.record(
       'resolve',

@@ -2,6 +2,8 @@
 // compensation that fails is logged and skipped: the original error is what the caller needs.
 import { ActivityFailure, ApplicationFailure, CancellationScope, log } from '@temporalio/workflow';
 import type { StepLog } from './serve-steps';
+import { operationInputProblems } from '../domain/inputs';
+import type { InputSpec } from '../domain/inputs';
 
 export class Saga {
   private readonly compensations: { name: string; run: () => Promise<unknown> }[] = [];
@@ -60,4 +62,10 @@ export async function failAndCompensate(operation: string, err: unknown, saga: S
     cause: err instanceof Error ? err : undefined,
     details: [{ step, steps: steps.steps }],
   });
+}
+
+/** Fails the workflow at once, non-retryable, when its JSON input is malformed. */
+export function checkInput(input: unknown, spec: InputSpec): void {
+  const problems = operationInputProblems(input, spec);
+  if (problems.length) throw ApplicationFailure.create({ type: 'InvalidInput', message: `invalid input: ${problems.join('; ')}`, nonRetryable: true });
 }

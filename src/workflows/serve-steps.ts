@@ -5,7 +5,7 @@ import { Failure } from '../shared/failures';
 import type { Activities, ResolvedServe } from '../activities';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';
-import { containerOps, quick, waitFor } from './options';
+import { containerOps, quick, routerOps, stopOptions, waitFor } from './options';
 import type { Saga } from './saga';
 
 export interface StepRecord {
@@ -49,8 +49,10 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   const gpuBefore = await act.measureGpu({ uuid: gpu.uuid });
 
   log.begin('start');
+  // Registered first: a start that created the container before it failed or was cancelled must
+  // not leave it running once the reservation is released. Removing an absent one is a no-op.
+  saga.add('remove container', () => proxyActivities<Activities>(stopOptions(serve.stopTimeoutS)).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS }));
   const started = await containers.startServeContainer(resolved);
-  saga.add('remove container', () => containers.stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS }));
   log.record('start', `container ${started.containerName} ${started.created ? 'created' : 'already running'}${started.gpuPinned ? `, pinned to ${gpu.uuid}` : ''}`);
 
   log.begin('health');
@@ -75,7 +77,7 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   let readmittedTier: string | undefined;
   if (serve.routerTier) {
     log.begin('readmit');
-    const r = await act.readmitIfQuiesced({ tier: serve.routerTier });
+    const r = await proxyActivities<Activities>(routerOps).readmitIfQuiesced({ tier: serve.routerTier });
     if (r.action === 'readmitted') readmittedTier = serve.routerTier;
     log.record(
       'readmit',
@@ -88,7 +90,12 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   }
 
   log.begin('running');
-  const ledger = await act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running' }, updateId: `${workflowId}/${runId}/running` });
+  const ledger = await act.ledgerSetPhase({
+    node,
+    gpu,
+    args: { serve: serve.name, phase: 'running', ...(measuredDeltaMib !== undefined && measuredDeltaMib > 0 ? { measuredMib: measuredDeltaMib } : {}) },
+    updateId: `${workflowId}/${runId}/running`,
+  });
   log.record('running', 'reservation marked running');
   return { containerId: started.containerId, observedModels: identity.observed, readmittedTier, measuredDeltaMib, ledger };
 }
