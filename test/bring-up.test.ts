@@ -77,6 +77,21 @@ describe('bring-up and bring-down', () => {
     assert.equal(totals(await ledgerOf('dark-fast')).committedMib, 26112);
   });
 
+  test('a ledger workflow terminated and started afresh reconciles from the running containers', async () => {
+    const ledgerId = `ledger/${box.node}/dark-fast`;
+    await box.temporal.client.workflow.getHandle(ledgerId).terminate('test: lose the ledger');
+    const denied = await serveUp(box.temporal.client, box.node, 'vision');
+    assert.ok(!denied.ok);
+    assert.equal(denied.message, 'serves up vision denied: over budget by 10401 MiB, nothing started');
+    assert.deepEqual(formatLedger(await ledgerOf('dark-fast')), [
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26112 MiB, free 1887 MiB",
+      '  embeddings 3200 MiB (resident, running)',
+      '  fast 14336 MiB (resident, running)',
+      '  ocr 5120 MiB (resident, running)',
+      '  reranker 3456 MiB (resident, running)',
+    ]);
+  });
+
   test('up of a running serve changes nothing; down is idempotent and releases', async () => {
     const again = await serveUp(box.temporal.client, box.node, 'fast');
     assert.ok(again.ok);

@@ -1,10 +1,11 @@
 // Activities for bring-up and bring-down, built by a factory over our own ports so tests hand
 // in real-but-local adapters (a private dockerd, a dev server) and a simulated box can too.
 import { Context } from '@temporalio/activity';
-import type { LedgerState } from '../domain/ledger';
+import type { LedgerState, Reservation } from '../domain/ledger';
 import { findServe, gpuFor, parseManifest } from '../domain/manifest';
-import { containerName, redactSecrets, redactServe, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
-import type { GpuSpec, ServeSpec } from '../domain/types';
+import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
+import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
+import { SERVE_CLASSES } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
 import { Failure } from '../shared/failures';
@@ -115,6 +116,21 @@ export function createActivities(deps: ActivityDeps) {
 
     async ledgerSnapshot(input: { node: string; gpu: GpuSpec }): Promise<LedgerState> {
       return deps.ledger.snapshot(input.node, input.gpu);
+    },
+
+    /** Running containers this project started for the GPU, as reservations: what a fresh ledger starts from. */
+    async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
+      const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
+      return containers
+        .filter((c) => c.running && Number(c.labels[LABEL.vramMib]) > 0 && c.labels[LABEL.serve])
+        .map((c) => ({
+          serve: c.labels[LABEL.serve] ?? c.name,
+          vramMib: Number(c.labels[LABEL.vramMib]),
+          class: (SERVE_CLASSES as readonly string[]).includes(c.labels[LABEL.class] ?? '') ? (c.labels[LABEL.class] as ServeClass) : 'resident',
+          phase: 'running' as const,
+          holder: `reconciled from container ${c.name}`,
+        }))
+        .sort((a, b) => a.serve.localeCompare(b.serve));
     },
 
     async inspectServe(input: { node: string; serve: string }): Promise<ContainerState | null> {

@@ -1,12 +1,14 @@
 // The ledger of one GPU as an entity workflow. Updates run one at a time on the workflow's
 // single thread, so concurrent admissions are serialized and each decision lands in history.
-import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { quick } from './options';
 import type { LedgerState } from '../domain/ledger';
 import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservation, totals, withoutReservation, withPhase } from '../domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../domain/eviction';
 import type { GpuSpec } from '../domain/types';
 import { abortEvictionUpdate, acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, victimReleasedUpdate } from '../shared/messages';
-import type { AcquireDecision, LedgerAcquireArgs, LedgerAcquireResult, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs } from '../shared/messages';
+import type { AcquireDecision, LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../shared/messages';
 
 export interface LedgerInput {
   node: string;
@@ -21,9 +23,20 @@ function invalid(message: string): never {
   throw ApplicationFailure.create({ type: 'InvalidLedgerRequest', message, nonRetryable: true });
 }
 
+const reconcile = proxyActivities<Activities>(quick);
+
 export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   let state = input.state ?? emptyLedger(input.node, input.gpu);
   const maxHistoryEvents = input.maxHistoryEvents ?? 2000;
+  // A first run (never a continuation) learns what already runs before it decides anything.
+  let ready = input.state !== undefined;
+  /** Updates wait for the reconcile; after it each runs to completion without yielding. */
+  const whenReady =
+    <A, R>(handler: (arg: A) => R) =>
+    async (arg: A): Promise<R> => {
+      await condition(() => ready);
+      return handler(arg);
+    };
 
   setHandler(snapshotQuery, () => state);
 
@@ -48,20 +61,20 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
 
   setHandler(
     admitUpdate,
-    (req) => {
+    whenReady((req: LedgerAdmitArgs) => {
       const retry = admitOrRecognise(req);
       if (retry) return retry;
       const wasEvicted = findReservation(state, req.serve)?.phase === 'evicted';
       const decision = decideAdmit(state, req);
       if (decision.decision === 'admitted') state = applyAdmit(state, req);
       return { decision, ledger: state, wasEvicted };
-    },
+    }),
     { validator: validateAdmit },
   );
 
   setHandler(
     acquireUpdate,
-    (req: LedgerAcquireArgs): LedgerAcquireResult => {
+    whenReady((req: LedgerAcquireArgs): LedgerAcquireResult => {
       const retry = admitOrRecognise(req);
       if (retry) return retry;
       const held = activeReservation(state, req.serve);
@@ -88,26 +101,32 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
       state = applyEvictionPlan(state, req, plan.victims);
       const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: plan.shortfallMib, victims: plan.victims, reason: plan.reason };
       return { decision, ledger: state };
-    },
+    }),
     { validator: validateAdmit },
   );
 
-  setHandler(victimReleasedUpdate, ({ victim, acquirer }) => {
-    state = applyVictimReleased(state, victim, acquirer);
-    return state;
-  });
+  setHandler(
+    victimReleasedUpdate,
+    whenReady(({ victim, acquirer }: LedgerVictimArgs) => {
+      state = applyVictimReleased(state, victim, acquirer);
+      return state;
+    }),
+  );
 
-  setHandler(abortEvictionUpdate, ({ acquirer, stopped }) => {
-    state = applyEvictionAborted(state, acquirer, stopped);
-    return state;
-  });
+  setHandler(
+    abortEvictionUpdate,
+    whenReady(({ acquirer, stopped }: LedgerAbortArgs) => {
+      state = applyEvictionAborted(state, acquirer, stopped);
+      return state;
+    }),
+  );
 
   setHandler(
     setPhaseUpdate,
-    ({ serve, phase, measuredMib }) => {
+    whenReady(({ serve, phase, measuredMib }: LedgerPhaseArgs) => {
       state = withPhase(state, serve, phase, measuredMib);
       return state;
-    },
+    }),
     {
       validator: ({ serve }: LedgerPhaseArgs) => {
         if (!findReservation(state, serve)) invalid(`setPhase: '${serve}' holds no reservation on '${state.gpuRole}'`);
@@ -115,14 +134,25 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
     },
   );
 
-  setHandler(releaseUpdate, ({ serve }) => {
-    // An evicted entry holds no MiB, but a serve brought down is gone from the ledger either way.
-    const held = activeReservation(state, serve);
-    // An acquirer released mid-eviction: its victims must not stay stuck evicting.
-    if (held?.phase === 'pending') state = applyEvictionAborted(state, serve);
-    state = withoutReservation(state, serve);
-    return { released: held !== undefined, vramMib: held?.vramMib ?? 0, ledger: state };
-  });
+  setHandler(
+    releaseUpdate,
+    whenReady(({ serve }: LedgerReleaseArgs) => {
+      // An evicted entry holds no MiB, but a serve brought down is gone from the ledger either way.
+      const held = activeReservation(state, serve);
+      // An acquirer released mid-eviction: its victims must not stay stuck evicting.
+      if (held?.phase === 'pending') state = applyEvictionAborted(state, serve);
+      state = withoutReservation(state, serve);
+      return { released: held !== undefined, vramMib: held?.vramMib ?? 0, ledger: state };
+    }),
+  );
+
+  if (!ready) {
+    // A ledger started afresh (first use, or after its workflow was terminated) would otherwise
+    // believe the GPU empty while serves run on it: take the running, labelled containers.
+    const found = await reconcile.reconcileLedger({ node: input.node, gpuRole: input.gpu.role });
+    state = { ...state, reservations: found };
+    ready = true;
+  }
 
   await condition(() => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= maxHistoryEvents);
   // Finish in-flight updates first so none is lost across the run boundary.
