@@ -55,6 +55,25 @@ describe('restore with guarded readmit', () => {
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 
+  test('serves down of a routed serve: quiesce, drain (the request in flight finishes), stop; the next up readmits', async () => {
+    assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
+    const slow = t.routed('fast', { sim_delay_ms: 1000 });
+    for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('fast-local')).inFlight < 1; i++) await new Promise((r) => setTimeout(r, 20));
+    const down = await serveDown(t.temporal.client, t.node, 'fast');
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    assert.equal((await slow).status, 200);
+    assert.equal(down.result.drain?.drained, true);
+    assert.equal(down.result.drain?.routerInFlightAtStart, 1);
+    assert.deepEqual(down.result.steps.map((x) => x.step), ['quiesce', 'drain', 'stop', 'release']);
+    const after = await t.routed('fast');
+    assert.equal(after.status, 503, 'a downed tier answers 503, not a connection error');
+    const up = await serveUp(t.temporal.client, t.node, 'fast');
+    assert.ok(up.ok, !up.ok ? up.message : '');
+    assert.equal(up.result.readmittedTier, 'fast-local');
+    assert.equal((await t.routed('fast')).status, 200);
+    assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
+  });
+
   test('router expects another model: readmit refused (identity_mismatch), serve stopped, reservation released', async () => {
     await evictVision();
     assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim')).ok);

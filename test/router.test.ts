@@ -754,10 +754,10 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
     assert.deepEqual(
       config.tiers.map((t) => [t.name, t.backend, t.servedModelName, t.modelIdentity]),
       [
-        ['fast-local', 'http://127.0.0.1:30001', 'gemma4-e4b-it', false],
-        ['embeddings-local', 'http://127.0.0.1:30003', 'bge-m3', false],
-        ['reranker-local', 'http://127.0.0.1:30004', 'bge-reranker-v2-m3', false],
-        ['ocr-local', 'http://127.0.0.1:30007', 'paddleocr-vl', false],
+        ['fast-local', 'http://127.0.0.1:30001', 'gemma4-e4b-it', true],
+        ['embeddings-local', 'http://127.0.0.1:30003', 'bge-m3', true],
+        ['reranker-local', 'http://127.0.0.1:30004', 'bge-reranker-v2-m3', true],
+        ['ocr-local', 'http://127.0.0.1:30007', 'paddleocr-vl', true],
         ['vision-local', 'http://127.0.0.1:30008', 'qwen3-vl-4b-instruct', true],
       ],
     );
@@ -776,13 +776,23 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
   });
 
   test('an evictable serve\'s tier without model_identity = true is an error naming the tier and the file', () => {
-    const config = okConfig(parseRouterConfig(routerText.replace(/^model_identity = true\n/m, ''), CFG));
+    const config = okConfig(parseRouterConfig(routerText.replace(/(name = "vision-local"[^[]*?)model_identity = true\n/, '$1'), CFG));
     const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);
     const errors = routerCheckErrors(issues);
     assert.equal(errors.length, 1, issues.map(formatIssue).join('\n'));
     assert.equal(
       formatIssue(errors[0] as ManifestIssue),
       "router.toml: tiers[4].model_identity: tier 'vision-local' is backed by evictable serve 'vision' (serves.toml) and must set model_identity = true, or its guarded readmit will refuse with identity_not_configured and the tier can never re-enter rotation after an eviction",
+    );
+  });
+
+  test("a resident serve's tier without model_identity is a warning: serves down quiesces it, the next up readmits through the guard", () => {
+    const config = okConfig(parseRouterConfig(routerText.replace(/(name = "fast-local"[^[]*?)model_identity = true\n/, '$1'), CFG));
+    const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);
+    assert.deepEqual(routerCheckErrors(issues), []);
+    assert.deepEqual(
+      issues.map(formatIssue),
+      ["router.toml: tiers[0].model_identity: tier 'fast-local' is backed by resident serve 'fast' (serves.toml) without model_identity = true: after `serves down fast` the tier stays quiesced and the guarded readmit of the next `serves up` will refuse with identity_not_configured"],
     );
   });
 

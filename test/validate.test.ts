@@ -29,8 +29,9 @@ test('an evictable serve\'s tier without model_identity is a load error naming t
   const dir = mkdtempSync(join(tmpdir(), 'gpures-validate-'));
   const bad = join(dir, 'router.toml');
   const text = readFileSync(ROUTER, 'utf8');
-  assert.match(text, /^model_identity = true$/m);
-  writeFileSync(bad, text.replace(/^model_identity = true$/m, 'model_identity = false'));
+  const visionTier = /(name = "vision-local"[^[]*?)model_identity = true/;
+  assert.match(text, visionTier);
+  writeFileSync(bad, text.replace(visionTier, '$1model_identity = false'));
   const r = await gpures(['validate', MANIFEST, '--router', bad]);
   assert.equal(r.code, 2);
   assert.equal(r.stdout, '');

@@ -93,6 +93,12 @@ export function createEvictionActivities(deps: EvictionDeps) {
       return { action: 'readmitted', observedModel: outcome.observedModel };
     },
 
+    /** Quiesces the tier where this worker has a router; null where it has none. */
+    async quiesceIfRouted(input: { tier: string }): Promise<TierState | null> {
+      const r = deps.router;
+      return r ? permanentAsFailure(() => r.quiesce(input.tier)) : null;
+    },
+
     async tierState(input: { tier: string }): Promise<TierState> {
       return permanentAsFailure(() => router().tierState(input.tier));
     },

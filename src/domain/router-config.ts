@@ -236,8 +236,8 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
  *    without it, so the tier could never re-enter rotation (seed T013, finding 2);
  *  - a tier's served_model_name must equal its serve's served_model_name (the router sends it as
  *    `model`, and readmit requires it in /v1/models).
- * Warnings: a serve's router_tier missing from the router config; an on-demand serve's tier
- * without model_identity; a tier backend whose port is not its serve's port.
+ * Warnings: a serve's router_tier missing from the router config; any other serve's tier without
+ * model_identity (`serves down` quiesces it, and the next bring-up readmits through the guard); a tier backend whose port is not its serve's port.
  * Router-side findings are labelled with routerFile, manifest-side ones with manifestFile.
  */
 export function checkRouterAgainstManifest(
@@ -271,12 +271,13 @@ export function checkRouterAgainstManifest(
         ['tiers', tierIndex, 'model_identity'],
         `tier '${tier.name}' is backed by evictable serve '${serve.name}' (${manifestFile}) and must set model_identity = true, or its guarded readmit will refuse with identity_not_configured and the tier can never re-enter rotation after an eviction`,
       );
-    } else if (serve.class === 'on-demand' && !tier.modelIdentity) {
+    } else if (!tier.modelIdentity) {
+      // `serves down` quiesces the tier too, and the next `serves up` readmits it through the guard.
       push(
         'warning',
         routerFile,
         ['tiers', tierIndex, 'model_identity'],
-        `tier '${tier.name}' is backed by on-demand serve '${serve.name}' (${manifestFile}) without model_identity = true: a guarded readmit after the serve is brought back will refuse with identity_not_configured`,
+        `tier '${tier.name}' is backed by ${serve.class} serve '${serve.name}' (${manifestFile}) without model_identity = true: after \`serves down ${serve.name}\` the tier stays quiesced and the guarded readmit of the next \`serves up\` will refuse with identity_not_configured`,
       );
     }
     if (tier.servedModelName !== serve.servedModelName) {

@@ -5,13 +5,16 @@ import { bringUpWorkflow } from './bring-up';
 import { checkInput, rootCause } from './saga';
 import type { Activities } from '../activities';
 import { formatLedger } from '../domain/ledger';
-import { quick, stopOptions } from './options';
+import { quick, routerOps, stopOptions, waitFor } from './options';
+import type { DrainResult } from '../activities/eviction';
 import type { StepRecord } from './serve-steps';
 
 export interface BringDownInput {
   serve: string;
   /** Then bring back the serves evicted for this one (each a bring-up: health, identity, guarded readmit). */
   restore?: boolean;
+  /** How long requests in flight to its tier may take before the stop; default 120 s. */
+  drainTimeoutS?: number;
 }
 
 export interface RestoreRecord {
@@ -28,6 +31,8 @@ export interface BringDownResult {
   message: string;
   gpuRole: string;
   releasedMib: number;
+  /** The drain before the stop, for a serve behind the router. */
+  drain?: DrainResult;
   restored: RestoreRecord[];
   ledgerBefore: string[];
   ledgerAfter: string[];
@@ -37,13 +42,28 @@ export interface BringDownResult {
 const act = proxyActivities<Activities>(quick);
 
 export async function bringDownWorkflow(input: BringDownInput): Promise<BringDownResult> {
-  checkInput(input, { booleans: ['restore'] });
+  checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'] });
   const { workflowId, runId } = workflowInfo();
   const steps: StepRecord[] = [];
   const record = (step: string, outcome: string) => steps.push({ step, at: new Date().toISOString(), outcome });
 
   const { node, serve, gpu } = await act.resolveServe({ serve: input.serve });
   const before = await act.ledgerSnapshot({ node, gpu });
+
+  // A routed serve goes down like an eviction's victim: its tier answers 503 from now on (until a
+  // bring-up's guarded readmit), and requests in flight finish before the stop. Past the drain
+  // timeout the stop goes ahead: the operator asked for the serve to go down.
+  let drain: DrainResult | undefined;
+  if (serve.routerTier) {
+    const q = await proxyActivities<Activities>(routerOps).quiesceIfRouted({ tier: serve.routerTier });
+    if (q) {
+      record('quiesce', `tier ${serve.routerTier} quiesced with ${q.inFlight} in flight`);
+      const drainTimeoutS = input.drainTimeoutS ?? 120;
+      drain = await proxyActivities<Activities>(waitFor(drainTimeoutS)).drainServe({ tier: serve.routerTier, serve, deadlineEpochMs: Date.now() + drainTimeoutS * 1000 });
+      record('drain', drain.drained ? `drained after ${drain.waitedMs} ms` : `not drained within ${drainTimeoutS} s (${drain.routerInFlightAtEnd} in flight); stopping anyway`);
+    }
+  }
+
   const stop = await proxyActivities<Activities>(stopOptions(serve.stopTimeoutS)).stopServeContainer({
     node,
     serve: serve.name,
@@ -85,6 +105,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
         : `serves down ${serve.name}: stopped${release.released ? `, ${release.vramMib} MiB released on '${gpu.role}'` : ''}`) + restoredNote,
     gpuRole: gpu.role,
     releasedMib: release.vramMib,
+    drain,
     restored,
     ledgerBefore: formatLedger(before),
     ledgerAfter: formatLedger(ledgerAfter),
