@@ -16,6 +16,11 @@ _GPURES_LIB_SOURCED=1
 shopt -s inherit_errexit
 
 GPURES_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# CI may run with a trimmed environment: Go's caches and ours need a home.
+if [[ -z "${HOME:-}" ]]; then
+  HOME="$(getent passwd "$(id -u)" | cut -d: -f6)"
+  export HOME="${HOME:-/root}"
+fi
 GPURES_CACHE="${GPURES_CACHE:-$HOME/.cache/gpu-reservations}"
 TEMPORAL_CLI_TAG=v1.5.1
 GPURES_DOCKER_SOCK=/run/gpures/docker.sock
