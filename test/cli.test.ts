@@ -242,6 +242,11 @@ describe('gpures CLI, as real processes', () => {
     );
     assert.match(r.stderr, /^serves up a: running, 14336 MiB committed on 'dark-fast'$/m);
     assert.match(r.stderr, /^serves up b: running, 3200 MiB committed on 'dark-fast'$/m);
+    // Live progress, each step once, before the outcome line.
+    const progress = r.stderr.split('\n').filter((l) => l.startsWith('  '));
+    assert.ok(progress.filter((l) => /^ {2}admit: admitted 14336 MiB/.test(l)).length === 1, show(r));
+    assert.ok(progress.some((l) => /^ {2}health: 200 from http:\/\/127\.0\.0\.1:\d+\/health/.test(l)), show(r));
+    assert.ok(r.stderr.indexOf('  identity:') < r.stderr.indexOf('serves up a: running'), show(r));
     assert.deepEqual((await containersOf(node)).map((c) => `${c.serve}:${c.running}`).sort(), ['a:true', 'b:true']);
   });
 

@@ -15,6 +15,8 @@ import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { taskQueueFor } from '../shared/messages';
+import type { StepRecord } from '../shared/messages';
+import { formatStep } from './follow';
 import { connectClient } from './connection';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from './operations';
 import type { OperationOutcome } from './operations';
@@ -133,14 +135,21 @@ async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeO
   return withClient(async (client) => {
     await warnWithoutWorker(client, manifest.node);
     const outcomes: OperationOutcome<{ message: string; ledgerAfter: string[] }>[] = [];
+    // Progress goes to stderr as each step completes: stdout stays the result.
+    const printStep = (step: StepRecord) => process.stderr.write(`${formatStep(step)}\n`);
     // In the order given, as an operator reads the command line; one failure does not stop the rest.
     for (const name of names) {
       const o =
         verb === 'down'
-          ? await serveDown(client, manifest.node, name, { restore: opts.restore })
+          ? await serveDown(client, manifest.node, name, { restore: opts.restore, onStep: printStep })
           : opts.evict
-            ? await serveAcquire(client, manifest.node, { serve: name, evict: true, force: Boolean(opts.force), drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined })
-            : await serveUp(client, manifest.node, name);
+            ? await serveAcquire(
+                client,
+                manifest.node,
+                { serve: name, evict: true, force: Boolean(opts.force), drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined },
+                printStep,
+              )
+            : await serveUp(client, manifest.node, name, printStep);
       outcomes.push(o);
       process.stderr.write(`${renderOutcome(o).join('\n')}\n`);
     }

@@ -5,7 +5,9 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
-import { taskQueueFor, workflowIds } from '../shared/messages';
+import { progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
+import type { StepRecord } from '../shared/messages';
+import { followSteps } from './follow';
 import type { BringDownResult } from '../workflows/bring-down';
 import type { BringUpResult } from '../workflows/bring-up';
 import type { AcquireInput, AcquireResult } from '../workflows/acquire';
@@ -31,6 +33,7 @@ async function runOperation<R>(
   serve: string,
   input: Record<string, unknown> = { serve },
   summary = `${workflowType === 'bringDownWorkflow' ? 'serves down' : 'serves up'} ${serve}`,
+  onStep?: (step: StepRecord) => void,
 ): Promise<OperationOutcome<R>> {
   // USE_EXISTING: a repeated trigger joins the running operation instead of starting another.
   const handle = await client.workflow.start(workflowType, {
@@ -41,23 +44,38 @@ async function runOperation<R>(
     // What the Temporal UI lists for the run, in the operator's words.
     staticSummary: `${summary} on ${node}`,
   });
+  const result = handle.result();
+  const follower = onStep ? followSteps(() => handle.query(progressQuery), onStep) : undefined;
+  await follower?.until(result);
+  let outcome: OperationOutcome<R>;
   try {
-    return { serve, workflowId, ok: true, result: (await handle.result()) as R };
+    outcome = { serve, workflowId, ok: true, result: (await result) as R };
   } catch (err) {
-    return { serve, workflowId, ok: false, ...describeFailure(err) };
+    outcome = { serve, workflowId, ok: false, ...describeFailure(err) };
   }
+  // The steps the last poll did not see: a quick operation may finish between two polls.
+  const steps = outcome.ok ? (outcome.result as { steps?: StepRecord[] }).steps : (outcome.details as { steps?: StepRecord[] } | undefined)?.steps;
+  if (steps) follower?.report(steps);
+  return outcome;
 }
 
-export function serveUp(client: Client, node: string, serve: string): Promise<OperationOutcome<BringUpResult>> {
-  return runOperation(client, node, 'bringUpWorkflow', workflowIds.bringUp(node, serve), serve);
+export function serveUp(client: Client, node: string, serve: string, onStep?: (step: StepRecord) => void): Promise<OperationOutcome<BringUpResult>> {
+  return runOperation(client, node, 'bringUpWorkflow', workflowIds.bringUp(node, serve), serve, { serve }, undefined, onStep);
 }
 
-export function serveDown(client: Client, node: string, serve: string, opts: { restore?: boolean } = {}): Promise<OperationOutcome<BringDownResult>> {
-  return runOperation(client, node, 'bringDownWorkflow', workflowIds.bringDown(node, serve), serve, { serve, restore: Boolean(opts.restore) }, `serves down ${serve}${opts.restore ? ' --restore' : ''}`);
+export function serveDown(
+  client: Client,
+  node: string,
+  serve: string,
+  opts: { restore?: boolean; onStep?: (step: StepRecord) => void } = {},
+): Promise<OperationOutcome<BringDownResult>> {
+  const summary = `serves down ${serve}${opts.restore ? ' --restore' : ''}`;
+  return runOperation(client, node, 'bringDownWorkflow', workflowIds.bringDown(node, serve), serve, { serve, restore: Boolean(opts.restore) }, summary, opts.onStep);
 }
 
-export function serveAcquire(client: Client, node: string, input: AcquireInput): Promise<OperationOutcome<AcquireResult>> {
-  return runOperation(client, node, 'acquireWorkflow', workflowIds.acquire(node, input.serve), input.serve, { ...input }, `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}`);
+export function serveAcquire(client: Client, node: string, input: AcquireInput, onStep?: (step: StepRecord) => void): Promise<OperationOutcome<AcquireResult>> {
+  const summary = `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}`;
+  return runOperation(client, node, 'acquireWorkflow', workflowIds.acquire(node, input.serve), input.serve, { ...input }, summary, onStep);
 }
 
 export async function ledgerSnapshots(client: Client, manifest: Manifest): Promise<LedgerState[]> {

@@ -5,7 +5,8 @@ import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/
 import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { taskQueueFor } from '../shared/messages';
-import type { PromoteFailureDetails, PromoteInput, PromoteResult, PromotionProgress, StepRecord } from '../shared/promotion';
+import type { PromoteFailureDetails, PromoteInput, PromoteResult, StepRecord } from '../shared/promotion';
+import { followSteps } from './follow';
 import { promoteWorkflowId, promotionStepsQuery } from '../shared/promotion';
 import type { promoteWorkflow } from '../workflows/promote';
 
@@ -66,33 +67,16 @@ export async function startPromotion(client: Client, node: string, input: Promot
   }
 }
 
-/** Polls the `steps` query and reports each new step once, until the workflow closes; then its outcome. */
+/** Reports each step as it completes, until the workflow closes; then its outcome. */
 export async function followPromotion(
   handle: WorkflowHandleWithFirstExecutionRunId<typeof promoteWorkflow>,
   onStep: (step: StepRecord) => void,
   pollMs = 500,
 ): Promise<PromotionOutcome> {
-  let seen = 0;
-  const report = (steps: StepRecord[]) => {
-    for (; seen < steps.length; seen++) {
-      const s = steps[seen];
-      if (s) onStep(s);
-    }
-  };
-  let done = false;
-  const result = handle.result().finally(() => {
-    done = true;
-  });
-  result.catch(() => undefined); // observed below
-  while (!done) {
-    try {
-      const progress: PromotionProgress = await handle.query(promotionStepsQuery);
-      report(progress.steps);
-    } catch {
-      // no worker answered yet, or the workflow just closed
-    }
-    if (!done) await Promise.race([result.then(() => undefined, () => undefined), new Promise((r) => setTimeout(r, pollMs))]);
-  }
+  const follower = followSteps(async () => (await handle.query(promotionStepsQuery)).steps, onStep, pollMs);
+  const result = handle.result();
+  await follower.until(result);
+  const report = (steps: readonly StepRecord[]) => follower.report(steps);
   const runId = handle.firstExecutionRunId;
   try {
     const r = await result;
@@ -111,7 +95,4 @@ export async function followPromotion(
   }
 }
 
-/** One line per step, as the CLI prints progress. */
-export function formatStep(s: StepRecord): string {
-  return `  ${s.step}: ${s.outcome}`;
-}
+export { formatStep } from './follow';

@@ -60,6 +60,16 @@ export const releaseUpdate = defineUpdate<LedgerReleaseResult, [LedgerReleaseArg
 export const acquireUpdate = defineUpdate<LedgerAcquireResult, [LedgerAcquireArgs]>('acquire');
 export const victimReleasedUpdate = defineUpdate<LedgerState, [LedgerVictimArgs]>('victimReleased');
 export const abortEvictionUpdate = defineUpdate<LedgerState, [LedgerAbortArgs]>('abortEviction');
+/** One step of an operation as it completed: what the CLI prints and the audit report reads. */
+export interface StepRecord {
+  step: string;
+  at: string;
+  outcome: string;
+}
+
+/** The steps an operation (bring-up, bring-down, acquisition) has completed so far. */
+export const progressQuery = defineQuery<StepRecord[]>('progress');
+
 export const snapshotQuery = defineQuery<LedgerState>('snapshot');
 
 export function taskQueueFor(node: string): string {

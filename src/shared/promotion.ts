@@ -21,11 +21,8 @@ export interface PromoteInput {
   verify?: { windowS?: number; streak?: number };
 }
 
-export interface StepRecord {
-  step: string;
-  at: string;
-  outcome: string;
-}
+import type { StepRecord } from './messages';
+export type { StepRecord } from './messages';
 
 export interface ValidationRun {
   image: string;

@@ -88,7 +88,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       type: Failure.AdmissionDenied,
       message: `${denialMessage(decision)}${hint}`,
       nonRetryable: true,
-      details: [{ ...decision, ledger: ledgerBefore }],
+      details: [{ ...decision, ledger: ledgerBefore, steps: log.steps }],
     });
   }
   if (decision.decision === 'already-held') {

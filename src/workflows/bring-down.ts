@@ -7,6 +7,7 @@ import type { Activities } from '../activities';
 import { formatLedger } from '../domain/ledger';
 import { quick, routerOps, stopOptions, waitFor } from './options';
 import type { DrainResult } from '../activities/eviction';
+import { StepLog } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
 export interface BringDownInput {
@@ -44,8 +45,8 @@ const act = proxyActivities<Activities>(quick);
 export async function bringDownWorkflow(input: BringDownInput): Promise<BringDownResult> {
   checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'] });
   const { workflowId, runId } = workflowInfo();
-  const steps: StepRecord[] = [];
-  const record = (step: string, outcome: string) => steps.push({ step, at: new Date().toISOString(), outcome });
+  const log = new StepLog();
+  const record = (step: string, outcome: string) => log.record(step, outcome);
 
   const { node, serve, gpu } = await act.resolveServe({ serve: input.serve });
   const before = await act.ledgerSnapshot({ node, gpu });
@@ -109,6 +110,6 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     restored,
     ledgerBefore: formatLedger(before),
     ledgerAfter: formatLedger(ledgerAfter),
-    steps,
+    steps: log.steps,
   };
 }

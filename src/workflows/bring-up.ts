@@ -56,7 +56,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
       type: Failure.AdmissionDenied,
       message: denialMessage(decision),
       nonRetryable: true,
-      details: [{ ...decision, ledger: ledgerBefore }],
+      details: [{ ...decision, ledger: ledgerBefore, steps: log.steps }],
     });
   }
 

@@ -1,6 +1,8 @@
 // The steps every way of starting a serve shares once its MiB are admitted: start → health →
 // identity → running. Bring-up, acquisition and restore differ only in how they got the MiB.
-import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { progressQuery } from '../shared/messages';
+import type { StepRecord } from '../shared/messages';
 import { Failure } from '../shared/failures';
 import type { Activities, ResolvedServe } from '../activities';
 import type { LedgerState } from '../domain/ledger';
@@ -8,16 +10,17 @@ import { formatMeasuredDelta } from '../domain/physical';
 import { containerOps, quick, routerOps, stopOptions, waitFor } from './options';
 import type { Saga } from './saga';
 
-export interface StepRecord {
-  step: string;
-  at: string;
-  outcome: string;
-}
+export type { StepRecord } from '../shared/messages';
 
+/** The operation's steps as they complete; the `progress` query lets a CLI print them live. */
 export class StepLog {
   readonly steps: StepRecord[] = [];
   /** The step under way, named in the error if it fails. */
   current = 'resolve';
+
+  constructor() {
+    setHandler(progressQuery, () => this.steps);
+  }
 
   begin(step: string): void {
     this.current = step;
