@@ -99,10 +99,6 @@ export function createEvictionActivities(deps: EvictionDeps) {
       return r ? permanentAsFailure(() => r.quiesce(input.tier)) : null;
     },
 
-    async tierState(input: { tier: string }): Promise<TierState> {
-      return permanentAsFailure(() => router().tierState(input.tier));
-    },
-
     /**
      * Waits until the router has no request in flight to the tier and vLLM runs none, up to the
      * deadline. Returns drained: false at the deadline rather than failing: whether a timeout is

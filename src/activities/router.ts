@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import type { ReadmitOutcome, RouterAdmin, TierState } from './ports';
 import { PermanentError } from './ports';
+import { Failure } from '../shared/failures';
 
 export interface HttpRouterAdminOptions {
   /** The router's base URL, e.g. `http://127.0.0.1:8000`. */
@@ -18,12 +19,13 @@ export interface HttpRouterAdminOptions {
   timeoutMs?: number;
 }
 
+/** The failure types this adapter throws, named once in src/shared/failures.ts. */
 export const RouterFailure = {
-  AuthFailed: 'RouterAuthFailed',
-  UnknownTier: 'UnknownTier',
-  ConfigInvalid: 'RouterConfigInvalid',
-  AdminUnsupported: 'RouterAdminUnsupported',
-  AdminRejected: 'RouterAdminRejected',
+  AuthFailed: Failure.RouterAuthFailed,
+  UnknownTier: Failure.UnknownTier,
+  ConfigInvalid: Failure.RouterConfigInvalid,
+  AdminUnsupported: Failure.RouterAdminUnsupported,
+  AdminRejected: Failure.RouterAdminRejected,
 } as const;
 
 const TierStateSchema = z.object({
