@@ -74,6 +74,7 @@ args=(
   --dynamic-config-value frontend.enableServerVersionCheck=false
   --dynamic-config-value frontend.enableExecuteMultiOperation=true
   --dynamic-config-value frontend.enableUpdateWorkflowExecution=true
+  --dynamic-config-value history.transferProcessorMaxPollRPS=1000
 )
 if [[ $ui -eq 1 ]]; then
   args+=(--ui-port "$ui_port")
