@@ -1,6 +1,7 @@
 // Bring-up and bring-down end to end: real dev server, real dockerd, fake-vLLM containers.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { ledgerSnapshots, serveDown, serveUp } from '../src/client/operations';
@@ -8,6 +9,9 @@ import { parseManifest } from '../src/domain/manifest';
 import type { Manifest } from '../src/domain/types';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox, TestServe } from './support/box';
+
+// A port another process holds while the test runs.
+const SQUATTED_PORT = 29500 + Math.floor(Math.random() * 400);
 
 const SEED_SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336 },
@@ -18,6 +22,7 @@ const SEED_SERVES: TestServe[] = [
   { name: 'sick', vram_mib: 1000, env: { FAKE_START_DELAY_S: 'never' }, start_timeout_s: 3 },
   { name: 'impostor', vram_mib: 1000, served_model_name: 'expected-model', env: { FAKE_MODEL_ID: 'some-other-model' } },
   { name: 'no-image', vram_mib: 1000, image: 'gpures/not-built:none' },
+  { name: 'squatted', vram_mib: 1000, port: SQUATTED_PORT },
 ];
 const CONCURRENT: TestServe[] = Array.from({ length: 20 }, (_, i) => ({ name: `c${i}`, gpu_role: 'contended', vram_mib: 2500 }));
 
@@ -149,6 +154,23 @@ describe('bring-up and bring-down', () => {
     assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
   });
 
+  test('a port held by another process: PortInUse at start, named, not retried, reservation released', async () => {
+    const squatter = createServer();
+    await new Promise<void>((r) => squatter.listen(SQUATTED_PORT, '127.0.0.1', r));
+    try {
+      const started = Date.now();
+      const out = await serveUp(box.temporal.client, box.node, 'squatted');
+      assert.ok(!out.ok);
+      assert.equal(out.failureType, 'PortInUse');
+      assert.match(out.message, new RegExp(`failed at start: port ${SQUATTED_PORT} on 127\\.0\\.0\\.1 is already in use by another process`));
+      assert.ok(Date.now() - started < 5000, 'a port in use must not be retried');
+      assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
+      assert.equal((await box.containers()).filter((c) => c.serve === 'squatted').length, 0);
+    } finally {
+      await new Promise((r) => squatter.close(r));
+    }
+  });
+
   test('20 concurrent bring-ups over budget: never over-committed, admitted set equals running containers', async () => {
     const outs = await Promise.all(CONCURRENT.map((s) => serveUp(box.temporal.client, box.node, s.name)));
     const admitted = outs.filter((o) => o.ok).map((o) => o.serve).sort();
@@ -156,6 +178,8 @@ describe('bring-up and bring-down', () => {
     const l = await ledgerOf('contended');
     const t = totals(l);
     assert.ok(t.committedMib <= t.budgetMib, `committed ${t.committedMib} > budget ${t.budgetMib}`);
+    const unexpected = outs.filter((o) => !o.ok && o.failureType !== 'AdmissionDenied');
+    assert.deepEqual(unexpected.map((o) => (o.ok ? '' : `${o.serve}: ${o.failureType}: ${o.message}`)), []);
     // 27000 MiB budget / 2500 MiB each: exactly 10 fit.
     assert.equal(admitted.length, 10);
     assert.equal(t.committedMib, 25000);

@@ -59,7 +59,13 @@ export class DockerRuntime implements ContainerRuntime {
       await container.start();
     } catch (err) {
       // 304: already started by a concurrent attempt.
-      if (statusCode(err) !== 304) throw err;
+      if (statusCode(err) === 304) return { id: container.id, created: true, gpuPinned };
+      // Another process holds the port: retrying will not free it, and the operator must know which.
+      if (/address already in use|port is already allocated/i.test(String((err as Error).message))) {
+        await this.remove(spec.name);
+        throw new PermanentError(Failure.PortInUse, `port ${spec.hostPort} on ${spec.bind} is already in use by another process; free it or change serves.port`);
+      }
+      throw err;
     }
     return { id: container.id, created: true, gpuPinned };
   }

@@ -6,6 +6,7 @@ export const Failure = {
   HealthTimeout: 'HealthTimeout',
   ContainerExited: 'ContainerExited',
   ImageMissing: 'ImageMissing',
+  PortInUse: 'PortInUse',
   UnknownServe: 'UnknownServe',
   ManifestInvalid: 'ManifestInvalid',
   ServeBusy: 'ServeBusy',

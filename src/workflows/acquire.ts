@@ -169,6 +169,12 @@ async function evictVictim(
     log.record(`quiesce ${victim.name}`, `tier ${tier} quiesced with ${q.inFlight} in flight`);
   }
 
+  // Read while the victim still holds its VRAM, before the drain: the stop then follows the last
+  // response with nothing else in between.
+  const container = await act.inspectServe({ node, serve: victim.name });
+  record.wasRunning = Boolean(container?.running);
+  const gpuBefore = record.wasRunning ? await act.readGpu({ uuid: gpu.uuid }) : undefined;
+
   log.begin(`drain ${victim.name}`);
   const drainTimeoutS = input.drainTimeoutS ?? 120;
   const drain = await proxyActivities<Activities>(waitFor(drainTimeoutS)).drainServe({ tier, serve: victim, deadlineEpochMs: Date.now() + drainTimeoutS * 1000 });
@@ -185,9 +191,6 @@ async function evictVictim(
   record.inFlightAtStop = drain.routerInFlightAtEnd;
 
   log.begin(`stop ${victim.name}`);
-  const container = await act.inspectServe({ node, serve: victim.name });
-  record.wasRunning = Boolean(container?.running);
-  const gpuBefore = record.wasRunning ? await act.readGpu({ uuid: gpu.uuid }) : undefined;
   const stop = await proxyActivities<Activities>(stopOptions(victim.stopTimeoutS)).stopServeContainer({
     node,
     serve: victim.name,

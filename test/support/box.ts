@@ -27,6 +27,8 @@ export interface TestServe {
   env?: Record<string, string>;
   start_timeout_s?: number;
   router_tier?: string;
+  /** Host port; by default the next free one of a sequence. */
+  port?: number;
 }
 
 export interface TestGpu {
@@ -35,7 +37,9 @@ export interface TestGpu {
   reserve_mib: number;
 }
 
-let nextPort = 31000 + Math.floor(Math.random() * 20000);
+// Below the kernel's ephemeral range (32768+), where a client socket could hold a port first,
+// and below the example manifest's 30001-30009.
+let nextPort = 20000 + Math.floor(Math.random() * 9000);
 
 export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[]): string {
   const lines = [`[node]`, `name = "${node}"`, ''];
@@ -52,7 +56,7 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
       `image = "${s.image ?? TEST_IMAGE}"`,
       `model = "test/${s.name}"`,
       `served_model_name = "${s.served_model_name ?? s.name}"`,
-      `port = ${nextPort++}`,
+      `port = ${s.port ?? nextPort++}`,
       `start_timeout_s = ${s.start_timeout_s ?? 30}`,
       `stop_timeout_s = 5`,
     );
