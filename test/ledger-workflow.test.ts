@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { totals } from '../src/domain/ledger';
-import { admitUpdate, releaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
+import { admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import type { ledgerWorkflow } from '../src/workflows/ledger';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox } from './support/box';
@@ -43,6 +43,21 @@ describe('ledger entity workflow', () => {
     assert.deepEqual(totals(state), { budgetMib: 27999, committedMib: 19000, heldMib: 0, freeMib: 8999 });
     const denied = await h.executeUpdate(admitUpdate, { args: [{ serve: 'big', vramMib: 9000, class: 'resident', holder: 'hb', gpu: GPU }] });
     assert.deepEqual(denied.decision, { decision: 'denied', serve: 'big', vramMib: 9000, freeMib: 8999, shortfallMib: 1 });
+  });
+
+  test("a compensation releases only its own reservation; setPhase by another run is rejected", async () => {
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
+    const mine = await h.executeUpdate(admitUpdate, { args: [{ serve: 'owned', vramMib: 10, class: 'resident', holder: 'run-b', gpu: GPU }] });
+    assert.equal(mine.decision.decision, 'admitted');
+    const stale = await h.executeUpdate(releaseUpdate, { args: [{ serve: 'owned', holder: 'run-a' }] });
+    assert.equal(stale.released, false);
+    assert.ok((await h.query(snapshotQuery)).reservations.some((r) => r.serve === 'owned' && r.holder === 'run-b'));
+    await assert.rejects(
+      h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'owned', phase: 'running', holder: 'run-a' }] }),
+      (err: unknown) => err instanceof WorkflowUpdateFailedError && /held by run-b, not run-a/.test(String(err.cause?.message)),
+    );
+    const operator = await h.executeUpdate(releaseUpdate, { args: [{ serve: 'owned' }] });
+    assert.deepEqual([operator.released, operator.vramMib], [true, 10]);
   });
 
   test('a malformed admission is rejected by the validator and leaves no decision in history', async () => {

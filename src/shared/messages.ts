@@ -21,9 +21,17 @@ export interface LedgerPhaseArgs {
   phase: ReservationPhase;
   /** nvidia-smi's device delta at bring-up, where measured: what an eviction should see come back. */
   measuredMib?: number;
+  /** The run that holds the reservation; another run's reservation is not its to change. */
+  holder?: string;
 }
 export interface LedgerReleaseArgs {
   serve: string;
+  /**
+   * A compensation names the reservation it took: if the serve's reservation is someone else's
+   * by now (the operator brought it down and another run took it), it is left alone.
+   * An operator's `serves down` names none and releases whatever is held.
+   */
+  holder?: string;
 }
 export interface LedgerReleaseResult {
   released: boolean;

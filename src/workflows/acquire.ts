@@ -103,7 +103,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
 
   if (decision.decision === 'admitted') {
     log.record('admit', `admitted ${serve.vramMib} MiB, free after ${decision.freeAfterMib} MiB`);
-    saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name }, updateId: ids('compensate-release') }));
+    saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: ids('compensate-release') }));
   } else {
     evictionReason = decision.reason;
     log.record('plan', `victims ${decision.victims.map((v) => v.serve).join(', ')}: ${decision.reason}`);

@@ -69,7 +69,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
 
   const saga = new Saga();
   saga.add('release reservation', () =>
-    act.ledgerRelease({ node, gpu, args: { serve: serve.name }, updateId: `${workflowId}/${runId}/compensate-release` }),
+    act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder: `${workflowId}/${runId}` }, updateId: `${workflowId}/${runId}/compensate-release` }),
   );
   try {
     const started = await startAdmittedServe(resolved, saga, log);

@@ -128,17 +128,22 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
       return state;
     }),
     {
-      validator: ({ serve }: LedgerPhaseArgs) => {
-        if (!findReservation(state, serve)) invalid(`setPhase: '${serve}' holds no reservation on '${state.gpuRole}'`);
+      validator: ({ serve, holder }: LedgerPhaseArgs) => {
+        const held = findReservation(state, serve);
+        if (!held) invalid(`setPhase: '${serve}' holds no reservation on '${state.gpuRole}'`);
+        if (holder !== undefined && held.holder !== holder) invalid(`setPhase: the reservation of '${serve}' is held by ${held.holder}, not ${holder}`);
       },
     },
   );
 
   setHandler(
     releaseUpdate,
-    whenReady(({ serve }: LedgerReleaseArgs) => {
+    whenReady(({ serve, holder }: LedgerReleaseArgs) => {
       // An evicted entry holds no MiB, but a serve brought down is gone from the ledger either way.
       const held = activeReservation(state, serve);
+      if (holder !== undefined && held !== undefined && held.holder !== holder) {
+        return { released: false, vramMib: 0, ledger: state };
+      }
       // An acquirer released mid-eviction: its victims must not stay stuck evicting.
       if (held?.phase === 'pending') state = applyEvictionAborted(state, serve);
       state = withoutReservation(state, serve);

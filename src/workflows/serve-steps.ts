@@ -96,7 +96,7 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   const ledger = await act.ledgerSetPhase({
     node,
     gpu,
-    args: { serve: serve.name, phase: 'running', ...(measuredDeltaMib !== undefined && measuredDeltaMib > 0 ? { measuredMib: measuredDeltaMib } : {}) },
+    args: { serve: serve.name, phase: 'running', holder: `${workflowId}/${runId}`, ...(measuredDeltaMib !== undefined && measuredDeltaMib > 0 ? { measuredMib: measuredDeltaMib } : {}) },
     updateId: `${workflowId}/${runId}/running`,
   });
   log.record('running', 'reservation marked running');
