@@ -12,9 +12,7 @@ source scripts/lib.sh
 
 bash scripts/setup.sh --test
 
-TEMPORAL_CLI="$(temporal_bin)"
-DOCKER_HOST="unix://$GPURES_DOCKER_SOCK"
-export TEMPORAL_CLI DOCKER_HOST GPURES_TEST_IMAGE
+export_test_env
 
 for bench in bring-up eviction; do
   if [[ ! -f "dist/bench/$bench.js" ]]; then

@@ -346,3 +346,11 @@ build_router_image() {
   _gpures_build_busybox_image "$GPURES_ROUTER_TEST_IMAGE" "$GPURES_ROOT/test/images/fake-router" 8080 'config' \
     "${_GPURES_FAKE_ROUTER_APPLETS[@]}"
 }
+
+# What the tests, the benchmarks and the history recorder run with: the Temporal CLI, the test
+# dockerd and the test image (after `scripts/setup.sh --test`).
+export_test_env() {
+  TEMPORAL_CLI="$(temporal_bin)"
+  DOCKER_HOST="unix://$GPURES_DOCKER_SOCK"
+  export TEMPORAL_CLI DOCKER_HOST GPURES_TEST_IMAGE
+}

@@ -10,9 +10,7 @@ bash scripts/setup.sh --test
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-TEMPORAL_CLI="$(temporal_bin)"
-DOCKER_HOST="unix://$GPURES_DOCKER_SOCK"
-export TEMPORAL_CLI DOCKER_HOST GPURES_TEST_IMAGE
+export_test_env
 
 log "lint: eslint src test"
 npx --no-install eslint src test
