@@ -75,6 +75,9 @@ args=(
   --dynamic-config-value frontend.enableExecuteMultiOperation=true
   --dynamic-config-value frontend.enableUpdateWorkflowExecution=true
   --dynamic-config-value history.transferProcessorMaxPollRPS=1000
+  --search-attribute GpuresServe=Keyword
+  --search-attribute GpuresNode=Keyword
+  --search-attribute GpuresOperation=Keyword
 )
 if [[ $ui -eq 1 ]]; then
   args+=(--ui-port "$ui_port")

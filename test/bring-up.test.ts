@@ -80,6 +80,16 @@ describe('bring-up and bring-down', () => {
     const containers = await box.containers();
     assert.equal(containers.filter((c) => c.serve === 'vision').length, 0);
     assert.equal(totals(await ledgerOf('dark-fast')).committedMib, 26112);
+
+    // The UI can filter operations by serve and node (search attributes the dev server registers).
+    const query = `GpuresServe = 'fast' AND GpuresNode = '${box.node}' AND GpuresOperation = 'serves up'`;
+    let ids: string[] = [];
+    for (let i = 0; i < 40 && ids.length === 0; i++) {
+      ids = [];
+      for await (const wf of box.temporal.client.workflow.list({ query })) ids.push(wf.workflowId);
+      if (!ids.length) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(ids, [`serves-up/${box.node}/fast`]);
   });
 
   test('a ledger workflow terminated and started afresh reconciles from the running containers', async () => {

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { findServe } from '../domain/manifest';
 import type { Manifest } from '../domain/types';
 import { taskQueueFor, workflowIds } from '../shared/messages';
+import { operationSearchAttributes } from './search-attributes';
 import type { acquireWorkflow } from '../workflows/acquire';
 
 export interface ApiOptions {
@@ -61,8 +62,10 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       return reply.code(404).send({ error: { type: 'unknown_serve', message: `${opts.manifestFile}: no serve named '${body.serve}'` } });
     }
     const workflowId = workflowIds.acquire(manifest.node, body.serve);
+    const typedSearchAttributes = await operationSearchAttributes(client, manifest.node, body.serve, 'serves up');
     // USE_EXISTING: a repeated POST while an acquisition runs joins it.
     const handle = await client.workflow.start<typeof acquireWorkflow>('acquireWorkflow', {
+      ...(typedSearchAttributes ? { typedSearchAttributes } : {}),
       workflowId,
       taskQueue: taskQueueFor(manifest.node),
       args: [{ serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s }],

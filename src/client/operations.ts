@@ -8,6 +8,7 @@ import type { Manifest } from '../domain/types';
 import { progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { followSteps } from './follow';
+import { operationSearchAttributes } from './search-attributes';
 import type { BringDownResult } from '../workflows/bring-down';
 import type { BringUpResult } from '../workflows/bring-up';
 import type { AcquireInput, AcquireResult } from '../workflows/acquire';
@@ -35,8 +36,11 @@ async function runOperation<R>(
   summary = `${workflowType === 'bringDownWorkflow' ? 'serves down' : 'serves up'} ${serve}`,
   onStep?: (step: StepRecord) => void,
 ): Promise<OperationOutcome<R>> {
+  const operation = summary.split(' ').slice(0, 2).join(' ');
+  const typedSearchAttributes = await operationSearchAttributes(client, node, serve, operation);
   // USE_EXISTING: a repeated trigger joins the running operation instead of starting another.
   const handle = await client.workflow.start(workflowType, {
+    ...(typedSearchAttributes ? { typedSearchAttributes } : {}),
     workflowId,
     taskQueue: taskQueueFor(node),
     args: [input],

@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
+import { DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS } from '../client/search-attributes';
 
 export const TEMPORAL_CLI_TAG = 'v1.5.1';
 
@@ -15,6 +16,7 @@ export const DEV_SERVER_FLAGS = [
   '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
   '--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true',
   '--dynamic-config-value', 'frontend.enableUpdateWorkflowExecution=true',
+  ...DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS,
   // The dev server has one history shard, and its transfer queue (which hands every workflow and
   // activity task to matching) loads at most 20 times a second by default: past a burst of 20,
   // each step of a serial workflow waited ~45 ms for the limiter.
