@@ -29,6 +29,8 @@ const SERVES: TestServe[] = [
   { name: 'b', vram_mib: 3200 },
   // With a + b up (17536 of 27999 committed, 10463 free) it is over budget by 1825 MiB.
   { name: 'big', vram_mib: 12288, class: 'evictable' },
+  // Healthy only after 3 s: long enough for `serves status` to see its bring-up under way.
+  { name: 'slow', vram_mib: 100, env: { FAKE_START_DELAY_S: '3' } },
 ];
 
 interface Run {
@@ -281,7 +283,7 @@ describe('gpures CLI, as real processes', () => {
       const cols = line.trim().split(/\s+/);
       state[cols[0] ?? ''] = cols[cols.length - 1] ?? '';
     }
-    assert.deepEqual(state, { a: 'running', b: 'running', big: 'stopped' }, show(r));
+    assert.deepEqual(state, { a: 'running', b: 'running', big: 'stopped', slow: 'stopped' }, show(r));
 
     const json = await gpures(['serves', 'status', '--json', '--manifest', manifest], env);
     assert.equal(json.code, EXIT.ok, show(json));
@@ -291,8 +293,22 @@ describe('gpures CLI, as real processes', () => {
         ['a', 'running'],
         ['b', 'running'],
         ['big', 'stopped'],
+        ['slow', 'stopped'],
       ],
     );
+  });
+
+  test('serves status shows an operation under way beside the ledger state', async () => {
+    const up = gpures(['serves', 'up', 'slow', '--manifest', manifest], env);
+    let line = '';
+    for (let i = 0; i < 40 && !line.includes('running since'); i++) {
+      const r = await gpures(['serves', 'status', '--manifest', manifest], env);
+      line = r.stdout.split('\n').find((l) => l.startsWith('slow ')) ?? '';
+      if (!line.includes('running since')) await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.match(line, new RegExp(`^slow .* starting  \\(serves-up/${node}/slow running since \\d{4}-\\d\\d-\\d\\dT`));
+    assert.equal((await up).code, EXIT.ok);
+    assert.equal((await gpures(['serves', 'down', 'slow', '--manifest', manifest], env)).code, EXIT.ok);
   });
 
   test('a denial: exit 3, the reason on stderr, nothing started', async () => {
@@ -329,7 +345,7 @@ describe('gpures CLI, as real processes', () => {
     const file = writeManifest(dir, `${other}.toml`, renderManifest(other, [GPU], SERVES));
     const r = await gpures(['serves', 'up', 'a', 'nope', '--manifest', file], env);
     assert.equal(r.code, EXIT.badInput, show(r));
-    assert.ok(r.stderr.includes(`${file}: no serve named 'nope' (serves: a, b, big)`), show(r));
+    assert.ok(r.stderr.includes(`${file}: no serve named 'nope' (serves: a, b, big, slow)`), show(r));
     assert.equal(r.stdout, '');
     // The known serve named alongside is not started either: the whole command is refused.
     await assertNothingStarted(other, ['a', 'nope']);
@@ -338,7 +354,7 @@ describe('gpures CLI, as real processes', () => {
     assert.equal(json.code, EXIT.badInput, show(json));
     const data = JSON.parse(json.stdout) as { error?: { message?: unknown; exitCode?: unknown } };
     assert.deepEqual(Object.keys(data), ['error']);
-    assert.equal(data.error?.message, `${file}: no serve named 'nope' (serves: a, b, big)`);
+    assert.equal(data.error?.message, `${file}: no serve named 'nope' (serves: a, b, big, slow)`);
     assert.equal(data.error?.exitCode, EXIT.badInput);
     assert.ok(!json.stderr.includes('no serve named'), show(json));
     await assertNothingStarted(other, ['nope']);

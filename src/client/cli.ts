@@ -187,6 +187,21 @@ async function warnWithoutWorker(client: Client, node: string): Promise<void> {
   }
 }
 
+/** Operations under way on the node, by serve: what `serves status` shows beside the ledger. */
+async function runningOperations(client: Client, node: string): Promise<Map<string, { workflowId: string; since: string }>> {
+  const out = new Map<string, { workflowId: string; since: string }>();
+  try {
+    const query = `TaskQueue = '${taskQueueFor(node)}' AND ExecutionStatus = 'Running' AND WorkflowType != 'ledgerWorkflow'`;
+    for await (const wf of client.workflow.list({ query })) {
+      const serve = /^(?:serves-up|serves-down|acquire)\/[^/]+\/(.+)$/.exec(wf.workflowId)?.[1];
+      if (serve) out.set(serve, { workflowId: wf.workflowId, since: wf.startTime.toISOString() });
+    }
+  } catch {
+    // Visibility is advice here; the ledger is the answer.
+  }
+  return out;
+}
+
 /** The ledger answers only through a running worker: say so instead of a stack trace. */
 async function readLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
   try {
@@ -276,11 +291,15 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .action(
       run(async (opts: { manifest?: string }) => {
         const { manifest } = await loadManifest(manifestPath(opts.manifest));
-        const ledgers = await withClient((client) => readLedgers(client, manifest));
-        const rows = statusLines(manifest, ledgers);
+        const [ledgers, running] = await withClient((client) => Promise.all([readLedgers(client, manifest), runningOperations(client, manifest.node)]));
+        const rows = statusLines(manifest, ledgers).map((r) => ({ ...r, operation: running.get(r.serve) ?? null }));
         return {
           data: rows,
-          text: rows.map((r) => `${r.serve.padEnd(16)} ${String(r.vramMib).padStart(6)} MiB  ${r.class.padEnd(9)}  ${r.gpuRole.padEnd(10)}  ${r.state}`),
+          text: rows.map(
+            (r) =>
+              `${r.serve.padEnd(16)} ${String(r.vramMib).padStart(6)} MiB  ${r.class.padEnd(9)}  ${r.gpuRole.padEnd(10)}  ${r.state}` +
+              (r.operation ? `  (${r.operation.workflowId} running since ${r.operation.since})` : ''),
+          ),
           exitCode: EXIT.ok,
         };
       }),
