@@ -18,8 +18,6 @@ export interface ServeBehaviour {
 
 export interface RuntimeContractOptions {
   env: (behaviour: ServeBehaviour) => Record<string, string>;
-  /** A reason to skip the whole contract (e.g. no Docker host configured). */
-  skip?: string;
 }
 
 export const RUN_LABEL = 'gpures.test-run';
@@ -115,7 +113,7 @@ export function uniqueRunId(): string {
 }
 
 export function runtimeContract(name: string, makeRuntime: () => ContainerRuntime | Promise<ContainerRuntime>, image: string, options: RuntimeContractOptions): void {
-  describe(`ContainerRuntime contract: ${name}`, { skip: options.skip ?? false }, () => {
+  describe(`ContainerRuntime contract: ${name}`, () => {
     let runtime: ContainerRuntime;
     const runId = uniqueRunId();
     let main: ContractServe;
