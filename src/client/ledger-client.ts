@@ -1,10 +1,10 @@
 // Talks to the per-GPU ledger entity workflows: starts one on first use (USE_EXISTING, so
 // concurrent callers converge on the same run) and sends it updates. Used by activities (a
 // workflow cannot send an update to another workflow) and by the CLI for snapshots.
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { ServiceError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { UpdateDefinition } from '@temporalio/common';
-import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import type { GpuSpec } from '../domain/types';
 import { emptyLedger } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
@@ -15,26 +15,32 @@ import type { ledgerWorkflow } from '../workflows/ledger';
 export class LedgerClient {
   constructor(private readonly client: Client) {}
 
-  async handle(node: string, gpu: GpuSpec): Promise<WorkflowHandle<typeof ledgerWorkflow>> {
-    const workflowId = workflowIds.ledger(node, gpu.role);
+  /** Starts the GPU's ledger unless it runs (USE_EXISTING: concurrent callers converge on one run). */
+  async start(node: string, gpu: GpuSpec): Promise<void> {
     await this.client.workflow.start<typeof ledgerWorkflow>('ledgerWorkflow', {
-      workflowId,
+      workflowId: workflowIds.ledger(node, gpu.role),
       taskQueue: taskQueueFor(node),
       args: [{ node, gpu }],
       workflowIdConflictPolicy: 'USE_EXISTING',
       staticSummary: `ledger of gpu_role '${gpu.role}' on ${node}`,
     });
-    return this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
   }
 
   /**
-   * Sends an update. A validator's rejection is the ledger's answer, not a transient fault: it
-   * is rethrown non-retryable with the ledger's own message, so an activity fails at once with it.
+   * Sends an update, starting the ledger only when there is none running: the start is a second
+   * round trip that every decision would otherwise pay. A validator's rejection is the ledger's
+   * answer, not a transient fault: it is rethrown non-retryable with the ledger's own message.
    */
   private async update<R, A>(node: string, gpu: GpuSpec, def: UpdateDefinition<R, [A]>, arg: A, updateId: string): Promise<R> {
-    const h = await this.handle(node, gpu);
+    const h = this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role));
     try {
-      return await h.executeUpdate(def, { args: [arg], updateId });
+      try {
+        return await h.executeUpdate(def, { args: [arg], updateId });
+      } catch (err) {
+        if (!isNoRunningLedger(err)) throw err;
+        await this.start(node, gpu);
+        return await h.executeUpdate(def, { args: [arg], updateId });
+      }
     } catch (err) {
       if (err instanceof WorkflowUpdateFailedError) {
         const cause = err.cause instanceof ApplicationFailure ? err.cause : undefined;
@@ -77,4 +83,9 @@ export class LedgerClient {
       throw err;
     }
   }
+}
+
+/** Never started, or its last run closed (terminated): either way a new run must be started. */
+function isNoRunningLedger(err: unknown): boolean {
+  return err instanceof WorkflowNotFoundError || (err instanceof ServiceError && /already completed|not found/i.test(err.message));
 }
