@@ -1,17 +1,13 @@
-// Activities of an on-demand acquisition: the ledger's eviction updates, the router's quiesce
-// and readmit, the drain wait, and the physical check that a victim's VRAM came back.
+// Activities of an on-demand acquisition: the router's quiesce and readmit, the drain wait, and
+// the physical check that a victim's VRAM came back. (The ledger's updates are in index.ts.)
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { LedgerState } from '../domain/ledger';
 import { serveBaseUrl } from '../domain/serve';
-import type { GpuSpec, ServeSpec } from '../domain/types';
-import type { LedgerClient } from '../client/ledger-client';
-import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerVictimArgs } from '../shared/messages';
+import type { ServeSpec } from '../domain/types';
 import type { GpuProbe, GpuReading, ReadmitOutcome, RouterAdmin, ServeProbe, TierState } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { Failure } from '../shared/failures';
 
 export interface EvictionDeps {
-  ledger: LedgerClient;
   probe: ServeProbe;
   router?: RouterAdmin;
   gpu?: GpuProbe;
@@ -58,18 +54,6 @@ export function createEvictionActivities(deps: EvictionDeps) {
   };
 
   return {
-    async ledgerAcquire(input: { node: string; args: LedgerAcquireArgs; updateId: string }): Promise<LedgerAcquireResult> {
-      return deps.ledger.acquire(input.node, input.args, input.updateId);
-    },
-
-    async ledgerVictimReleased(input: { node: string; gpu: GpuSpec; args: LedgerVictimArgs; updateId: string }): Promise<LedgerState> {
-      return deps.ledger.victimReleased(input.node, input.gpu, input.args, input.updateId);
-    },
-
-    async ledgerAbortEviction(input: { node: string; gpu: GpuSpec; args: LedgerAbortArgs; updateId: string }): Promise<LedgerState> {
-      return deps.ledger.abortEviction(input.node, input.gpu, input.args, input.updateId);
-    },
-
     async quiesceTier(input: { tier: string }): Promise<TierState> {
       return permanentAsFailure(() => router().quiesce(input.tier));
     },

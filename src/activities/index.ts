@@ -9,7 +9,7 @@ import { SERVE_CLASSES } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
 import { Failure } from '../shared/failures';
-import type { LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
+import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult, LedgerVictimArgs } from '../shared/messages';
 import { workflowIds } from '../shared/messages';
 import { createEvictionActivities } from './eviction';
 import { createPromotionActivities } from './promotion';
@@ -112,6 +112,18 @@ export function createActivities(deps: ActivityDeps) {
 
     async ledgerRelease(input: { node: string; gpu: GpuSpec; args: LedgerReleaseArgs; updateId: string }): Promise<LedgerReleaseResult> {
       return deps.ledger.release(input.node, input.gpu, input.args, input.updateId);
+    },
+
+    async ledgerAcquire(input: { node: string; args: LedgerAcquireArgs; updateId: string }): Promise<LedgerAcquireResult> {
+      return deps.ledger.acquire(input.node, input.args, input.updateId);
+    },
+
+    async ledgerVictimReleased(input: { node: string; gpu: GpuSpec; args: LedgerVictimArgs; updateId: string }): Promise<LedgerState> {
+      return deps.ledger.victimReleased(input.node, input.gpu, input.args, input.updateId);
+    },
+
+    async ledgerAbortEviction(input: { node: string; gpu: GpuSpec; args: LedgerAbortArgs; updateId: string }): Promise<LedgerState> {
+      return deps.ledger.abortEviction(input.node, input.gpu, input.args, input.updateId);
     },
 
     async ledgerSnapshot(input: { node: string; gpu: GpuSpec }): Promise<LedgerState> {
