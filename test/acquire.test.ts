@@ -10,6 +10,7 @@ import type { AcquireResult } from '../src/workflows/acquire';
 import type { TestServe } from './support/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
+import { waitUntil } from './support/wait';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -85,10 +86,10 @@ describe('on-demand acquisition with eviction', () => {
     await seedStep2();
     const slow = Array.from({ length: 5 }, () => t.routed('vision', { sim_delay_ms: 1500 }));
     // Let them reach the serve before the eviction starts.
-    for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 5; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil('5 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 5, 5000);
     assert.equal((await t.box.routerAdmin.tierState('vision-local')).inFlight, 5);
     const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
-    for (let i = 0; i < 100 && (await t.box.routerAdmin.tierState('vision-local')).state !== 'quiesced'; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
     const late = await t.routed('vision');
     assert.equal(late.status, 503);
     const done = await Promise.all(slow);
@@ -107,7 +108,7 @@ describe('on-demand acquisition with eviction', () => {
     await seedStep2();
     const before = formatLedger(await ledger());
     const slow = t.routed('vision', { sim_delay_ms: 4000 });
-    for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 1; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
     const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 1 });
     assert.ok(!o.ok);
     assert.equal(o.failureType, 'DrainTimeout');
@@ -139,9 +140,9 @@ describe('on-demand acquisition with eviction', () => {
   test('race for the freed MiB: the acquirer gets them, the plain bring-up is denied', async () => {
     await seedStep2();
     const slow = t.routed('vision', { sim_delay_ms: 1500 });
-    for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 1; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
     const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
-    for (let i = 0; i < 100 && !(await ledger()).reservations.some((r) => r.phase === 'pending'); i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil('a pending reservation for comfyui-sim', async () => (await ledger()).reservations.some((r) => r.phase === 'pending'), 5000);
     // filler (2000 MiB) would fit in what vision frees, but those MiB are held for comfyui-sim.
     const racer = await serveUp(client(), t.node, 'filler');
     assert.ok(!racer.ok);
@@ -165,7 +166,7 @@ describe('on-demand acquisition with eviction', () => {
       assert.equal(unauth.statusCode, 401);
       assert.equal(totals(await ledger()).committedMib, 26624);
       const slow = t.routed('vision', { sim_delay_ms: 1000 });
-      for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 1; i++) await new Promise((r) => setTimeout(r, 20));
+      await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
       const auth = { authorization: 'Bearer api-token' };
       const [a, b] = await Promise.all([
         api.inject({ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: true } }),

@@ -20,6 +20,7 @@ import type { TestServe } from './support/box';
 import { ROUTER_TOKEN, startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { historyTexts } from './support/history-scan';
+import { waitUntil } from './support/wait';
 
 // dist/test/audit.test.js -> repo root
 const ROOT = join(__dirname, '..', '..');
@@ -70,7 +71,7 @@ describe('audit: workflow history as evidence', () => {
     }
     // The eviction, triggered as the router would: through the acquisition API, with 3 requests in flight.
     const slow = Array.from({ length: 3 }, () => t.routed('vision', { sim_delay_ms: 800 }));
-    for (let i = 0; i < 100 && (await t.box.routerAdmin.tierState('vision-local')).inFlight < 3; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil('3 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 3, 5000);
     const api = buildApi({ client: t.temporal.client, manifest: t.manifest, manifestFile: t.manifestPath, token: API_TOKEN });
     try {
       const res = await api.inject({ method: 'POST', url: '/v1/acquisitions', headers: { authorization: `Bearer ${API_TOKEN}` }, payload: { serve: 'comfyui-sim', evict: true } });
@@ -151,12 +152,11 @@ describe('audit: workflow history as evidence', () => {
   test('tokens never enter history: the router and API tokens appear in none of the box\'s workflows', async () => {
     const query = `TaskQueue = 'gpures.${t.node}'`;
     // Visibility lags completion slightly: wait until every workflow of this suite is listed.
-    for (let i = 0; i < 100; i++) {
+    await waitUntil('6 workflows of this suite listed', async () => {
       let n = 0;
       for await (const wf of t.temporal.client.workflow.list({ query })) if (wf.status.name !== 'RUNNING' || wf.type === 'ledgerWorkflow') n++;
-      if (n >= 6) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+      return n >= 6;
+    }, 10_000, 100);
     const out = join(dir, 'all');
     const exported = await gpures(['audit', 'export', '--query', query, '-o', out, '--json']);
     assert.equal(exported.code, 0, show(exported));

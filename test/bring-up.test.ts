@@ -9,6 +9,7 @@ import { parseManifest } from '../src/domain/manifest';
 import type { Manifest } from '../src/domain/types';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox, TestServe } from './support/box';
+import { waitFor } from './support/wait';
 
 // A port another process holds while the test runs.
 const SQUATTED_PORT = 29500 + Math.floor(Math.random() * 400);
@@ -83,12 +84,11 @@ describe('bring-up and bring-down', () => {
 
     // The UI can filter operations by serve and node (search attributes the dev server registers).
     const query = `GpuresServe = 'fast' AND GpuresNode = '${box.node}' AND GpuresOperation = 'serves up'`;
-    let ids: string[] = [];
-    for (let i = 0; i < 40 && ids.length === 0; i++) {
-      ids = [];
-      for await (const wf of box.temporal.client.workflow.list({ query })) ids.push(wf.workflowId);
-      if (!ids.length) await new Promise((r) => setTimeout(r, 100));
-    }
+    const ids = await waitFor('the bring-up listed by its search attributes', async () => {
+      const listed: string[] = [];
+      for await (const wf of box.temporal.client.workflow.list({ query })) listed.push(wf.workflowId);
+      return listed.length ? listed : undefined;
+    });
     assert.deepEqual(ids, [`serves-up/${box.node}/fast`]);
   });
 

@@ -22,6 +22,7 @@ import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { startTestWorker } from './support/worker';
 import type { TestWorker } from './support/worker';
+import { waitUntil } from './support/wait';
 
 // dist/test/promote.test.js -> repo root
 const ROOT = join(__dirname, '..', '..');
@@ -340,20 +341,12 @@ describe('router promotion: a worker killed just after the backup', () => {
     });
   }
 
-  async function waitFor(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!cond()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-
   test('a replacement worker finishes exactly once: one backup, one write', async () => {
     const marker = join(dir, 'backup-done.json');
     const first = await startChild({ hangAfter: 'promoteBackup', markerPath: marker });
     const config = routerConfig('kill-v2');
     const handle = await startPromotion(temporal.client, node, { router: 'kill', config: { content: config }, image: ROUTER_IMAGE });
-    await waitFor(() => existsSync(marker), 30_000, 'the backup on the first worker');
+    await waitUntil('the backup on the first worker', () => existsSync(marker), 30_000, 50);
     const killedAt = Date.now();
     first.kill('SIGKILL');
     await new Promise((r) => first.once('exit', r));

@@ -9,6 +9,7 @@ import { serveAcquire, serveDown, serveUp, ledgerSnapshots } from '../src/client
 import { routerConfigFor } from '../src/sim/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
+import { waitUntil } from './support/wait';
 
 describe('restore with guarded readmit', () => {
   let t: SimTestBox;
@@ -58,7 +59,7 @@ describe('restore with guarded readmit', () => {
   test('serves down of a routed serve: quiesce, drain (the request in flight finishes), stop; the next up readmits', async () => {
     assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
     const slow = t.routed('fast', { sim_delay_ms: 1000 });
-    for (let i = 0; i < 50 && (await t.box.routerAdmin.tierState('fast-local')).inFlight < 1; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil('1 in flight at fast-local', async () => (await t.box.routerAdmin.tierState('fast-local')).inFlight >= 1, 5000);
     const down = await serveDown(t.temporal.client, t.node, 'fast');
     assert.ok(down.ok, !down.ok ? down.message : '');
     assert.equal((await slow).status, 200);

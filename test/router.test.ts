@@ -26,6 +26,7 @@ import type { Manifest, ManifestIssue } from '../src/domain/types';
 import { formatIssue } from '../src/domain/types';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
+import { sleep, waitUntil } from './support/wait';
 
 // dist/test/router.test.js -> repo root
 const ROOT = join(__dirname, '..', '..');
@@ -152,18 +153,6 @@ class FakeVllm {
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function until(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 interface ChatAnswer {
   status: number;
@@ -360,7 +349,7 @@ describe('reference router', () => {
     const inflight = Array.from({ length: 5 }, (_, i) => chat(router.url, 'vision', { delay_ms: 700, messages: [{ role: 'user', content: `q${i}` }] }));
     let settled = 0;
     for (const p of inflight) void p.then(() => settled++, () => settled++);
-    await until('5 requests at the backend', () => visionBackend.active === 5);
+    await waitUntil('5 requests at the backend', () => visionBackend.active === 5);
 
     assert.equal((await admin.tierState('vision-local')).inFlight, 5);
     const q = await admin.quiesce('vision-local');
@@ -487,12 +476,12 @@ describe('reference router', () => {
     const abortedBefore = chatBackend.aborted;
     const ac = new AbortController();
     const p = chat(router.url, 'chat', { gate: 'never' }, ac.signal);
-    await until('the request at the backend', () => chatBackend.active === 1);
+    await waitUntil('the request at the backend', () => chatBackend.active === 1);
     assert.equal((await admin.tierState('chat-local')).inFlight, 1);
     ac.abort();
     await assert.rejects(p);
-    await until('in-flight back to 0', async () => (await admin.tierState('chat-local')).inFlight === 0);
-    await until('the backend sees the abort', () => chatBackend.aborted === abortedBefore + 1);
+    await waitUntil('in-flight back to 0', async () => (await admin.tierState('chat-local')).inFlight === 0);
+    await waitUntil('the backend sees the abort', () => chatBackend.aborted === abortedBefore + 1);
     await sleep(50);
     assert.equal((await admin.tierState('chat-local')).inFlight, 0, 'never negative');
   });
@@ -529,7 +518,7 @@ describe('reference router', () => {
     assert.match(text, /"content":" second"/);
     assert.ok(text.trimEnd().endsWith('data: [DONE]'));
     assert.match(text, /"model":"qwen3-vl-4b-instruct"/);
-    await until('stream no longer in flight', async () => (await admin.tierState('vision-local')).inFlight === 0);
+    await waitUntil('stream no longer in flight', async () => (await admin.tierState('vision-local')).inFlight === 0);
   });
 
   test('reload: new mapping_version shows in /healthz, quiesced tiers stay quiesced; invalid config -> 400, old mapping kept', async () => {
@@ -604,7 +593,7 @@ describe('router start-up', () => {
     let err = '';
     child.stderr.on('data', (c: Buffer) => (err += c.toString()));
     try {
-      await until('the listening line', () => /router listening on/.test(err), 10_000);
+      await waitUntil('the listening line', () => /router listening on/.test(err), 10_000);
       const m = /router listening on (http:\/\/127\.0\.0\.1:\d+) \(mapping_version 2026-07-13\.primary-node-t013-vision\)/.exec(err);
       assert.ok(m?.[1], err);
       const h = new HttpRouterAdmin({ baseUrl: m[1], token: TOKEN });

@@ -11,7 +11,8 @@ import { PermanentError } from '../src/activities/ports';
 import { parseVllmArgs, simEmbedding } from '../src/sim/model-server';
 import { listSimContainers, rewriteListenArgs, SimRuntime } from '../src/sim/runtime';
 import type { ContractServe } from './support/runtime-contract';
-import { contractServe, httpStatus, RUN_LABEL, runtimeContract, uniqueRunId, waitFor } from './support/runtime-contract';
+import { contractServe, httpStatus, RUN_LABEL, runtimeContract, uniqueRunId } from './support/runtime-contract';
+import { waitFor, waitUntil } from './support/wait';
 
 const SIM_IMAGE = 'gpures/sim-vllm:test';
 const DOCKER_IMAGE = process.env['GPURES_TEST_IMAGE'] ?? 'gpures/fake-vllm:test';
@@ -155,8 +156,9 @@ describe('SimRuntime and its model server', () => {
   test('/metrics counts a slow request while it is answered', async () => {
     const serve = await started('metrics');
     assert.deepEqual(await metrics(serve.baseUrl, 'served-metrics'), { running: 0, waiting: 0 });
-    const slow = chat(serve.baseUrl, { sim_delay_ms: 1500 });
-    await waitFor('running = 1', async () => ((await metrics(serve.baseUrl, 'served-metrics')).running === 1 ? true : undefined), 1200, 50);
+    // The delay is the window in which the count must show: wide enough for a loaded machine.
+    const slow = chat(serve.baseUrl, { sim_delay_ms: 3000 });
+    await waitUntil('running = 1', async () => (await metrics(serve.baseUrl, 'served-metrics')).running === 1, 2500, 50);
     const res = await slow;
     assert.equal(res.status, 200);
     const body = (await res.json()) as { choices: { finish_reason: string; message: { content: string } }[] };
@@ -188,10 +190,11 @@ describe('SimRuntime and its model server', () => {
 
   test('SIGTERM (stop) refuses new connections but lets an in-flight slow request finish; exit code 0', async () => {
     const serve = await started('drain');
-    const slow = chat(serve.baseUrl, { sim_delay_ms: 2000 });
-    await waitFor('request in flight', async () => ((await metrics(serve.baseUrl, 'served-drain')).running === 1 ? true : undefined), 1500, 50);
+    const slow = chat(serve.baseUrl, { sim_delay_ms: 4000 });
+    await waitUntil('request in flight', async () => (await metrics(serve.baseUrl, 'served-drain')).running === 1, 3000, 50);
     const stopping = runtime.stop(serve.spec.name, 10);
-    await waitFor('listener closed', async () => ((await httpStatus(`${serve.baseUrl}/health`)) === undefined ? true : undefined), 1500, 50);
+    // Closed while the request (4 s) is still being answered.
+    await waitUntil('listener closed', async () => (await httpStatus(`${serve.baseUrl}/health`)) === undefined, 3000, 50);
     const res = await slow;
     assert.equal(res.status, 200);
     const body = (await res.json()) as { choices: { finish_reason: string }[] };
@@ -209,7 +212,7 @@ describe('SimRuntime and its model server', () => {
       (r) => r.status,
       () => 'cut off',
     );
-    await waitFor('request in flight', async () => ((await metrics(serve.baseUrl, 'served-kill')).running === 1 ? true : undefined), 1500, 50);
+    await waitUntil('request in flight', async () => (await metrics(serve.baseUrl, 'served-kill')).running === 1, 5000, 50);
     const t0 = Date.now();
     assert.equal(await runtime.stop(serve.spec.name, 1), 'stopped');
     assert.ok(Date.now() - t0 < 5000);

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { RouterTarget } from '../../src/activities/router-deployment';
 import { freePort } from './temporal';
+import { waitUntil } from './wait';
 
 export const ROUTER_IMAGE = process.env['GPURES_ROUTER_TEST_IMAGE'] ?? 'gpures/fake-router:test';
 export const ROUTER_TOKEN = 'promote-test-token';
@@ -50,12 +51,7 @@ export async function healthz(url: string): Promise<{ status: number; mappingVer
 }
 
 export async function waitHealthy(url: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if ((await healthz(url)).status === 200) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`router at ${url} not healthy within ${timeoutMs} ms`);
+  await waitUntil(`router at ${url} healthy`, async () => (await healthz(url)).status === 200, timeoutMs, 100);
 }
 
 /** Deploys a router and returns its target as a worker would be configured with it. */

@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import type { ContainerRuntime, ContainerSpec } from '../../src/activities/ports';
 import { PermanentError } from '../../src/activities/ports';
 import { LABEL } from '../../src/domain/serve';
+import { waitUntil } from './wait';
 
 /** What a test wants of the serve; each runtime's image spells it in its own environment. */
 export interface ServeBehaviour {
@@ -41,24 +42,6 @@ export async function freePort(): Promise<number> {
     if (await tryListen(port)) return port;
   }
   throw new Error('no free port found in 20000-31999');
-}
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** Polls fn until it returns a value other than undefined, or fails after timeoutMs. */
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 10_000, intervalMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
-    await sleep(intervalMs);
-  }
 }
 
 /** Status of GET url, or undefined when nothing answers. */
@@ -140,7 +123,7 @@ export function runtimeContract(name: string, makeRuntime: () => ContainerRuntim
     });
 
     test('the serve answers /health 200 and /v1/models with the served name on bind:hostPort', async () => {
-      await waitFor('/health 200', async () => ((await httpStatus(`${main.baseUrl}/health`)) === 200 ? true : undefined));
+      await waitUntil('/health 200', async () => (await httpStatus(`${main.baseUrl}/health`)) === 200, 10_000, 100);
       assert.deepEqual(await modelIds(main.baseUrl), ['served-main']);
     });
 
@@ -183,7 +166,7 @@ export function runtimeContract(name: string, makeRuntime: () => ContainerRuntim
       assert.equal(next.created, true);
       assert.notEqual(next.id, firstId);
       assert.equal((await runtime.inspect(main.spec.name))?.running, true);
-      await waitFor('/health 200 again', async () => ((await httpStatus(`${main.baseUrl}/health`)) === 200 ? true : undefined));
+      await waitUntil('/health 200 again', async () => (await httpStatus(`${main.baseUrl}/health`)) === 200, 10_000, 100);
     });
 
     test('remove removes even a running container; remove and stop again say absent', async () => {
@@ -212,7 +195,7 @@ export function runtimeContract(name: string, makeRuntime: () => ContainerRuntim
       await runtime.ensureRunning(slow.spec);
       const early = await httpStatus(`${slow.baseUrl}/health`);
       assert.notEqual(early, 200, 'healthy before its start delay');
-      await waitFor('/health 200 after the delay', async () => ((await httpStatus(`${slow.baseUrl}/health`)) === 200 ? true : undefined));
+      await waitUntil('/health 200 after the delay', async () => (await httpStatus(`${slow.baseUrl}/health`)) === 200, 10_000, 100);
       assert.ok(Date.now() - started >= 1500, `healthy after ${Date.now() - started} ms`);
       assert.equal(await runtime.remove(slow.spec.name), 'removed');
     });
@@ -220,7 +203,7 @@ export function runtimeContract(name: string, makeRuntime: () => ContainerRuntim
     test('an identity override makes /v1/models report another id', async () => {
       const impostor = await contractServe(runId, 'impostor', image, options.env({ startDelayMs: 0, modelId: 'someone-else' }));
       await runtime.ensureRunning(impostor.spec);
-      await waitFor('/health 200', async () => ((await httpStatus(`${impostor.baseUrl}/health`)) === 200 ? true : undefined));
+      await waitUntil('/health 200', async () => (await httpStatus(`${impostor.baseUrl}/health`)) === 200, 10_000, 100);
       assert.deepEqual(await modelIds(impostor.baseUrl), ['someone-else']);
       assert.equal(await runtime.remove(impostor.spec.name), 'removed');
     });
