@@ -84,7 +84,7 @@ describe('on-demand acquisition with eviction', () => {
 
   test('no request cut off: 5 slow requests in flight all finish 200; later ones 503; stop only after in-flight 0', async () => {
     await seedStep2();
-    const slow = Array.from({ length: 5 }, () => t.routed('vision', { sim_delay_ms: 1500 }));
+    const slow = Array.from({ length: 5 }, () => t.routed('vision', { sim_delay_ms: 3000 }));
     // Let them reach the serve before the eviction starts.
     await waitUntil('5 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 5, 5000);
     assert.equal((await t.box.routerAdmin.tierState('vision-local')).inFlight, 5);
@@ -100,7 +100,8 @@ describe('on-demand acquisition with eviction', () => {
     assert.ok(v);
     assert.equal(v.inFlightAtQuiesce, 5);
     assert.equal(v.inFlightAtStop, 0);
-    assert.ok((v.stopIssuedAtEpochMs ?? 0) >= Math.max(...done.map((d) => d.finishedAt)) - 5, 'stop issued before the last response finished');
+    const answeredAt = done.map((d) => (d.body as { sim_answered_at_ms: number }).sim_answered_at_ms);
+    assert.ok((v.stopIssuedAtEpochMs ?? 0) >= Math.max(...answeredAt), 'stop issued before the serve\'s last answer');
     await restoreBox();
   });
 
@@ -139,7 +140,7 @@ describe('on-demand acquisition with eviction', () => {
 
   test('race for the freed MiB: the acquirer gets them, the plain bring-up is denied', async () => {
     await seedStep2();
-    const slow = t.routed('vision', { sim_delay_ms: 1500 });
+    const slow = t.routed('vision', { sim_delay_ms: 3000 });
     await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
     const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
     await waitUntil('a pending reservation for comfyui-sim', async () => (await ledger()).reservations.some((r) => r.phase === 'pending'), 5000);
@@ -165,7 +166,7 @@ describe('on-demand acquisition with eviction', () => {
       const unauth = await api.inject({ method: 'POST', url: '/v1/acquisitions', payload: { serve: 'comfyui-sim', evict: true } });
       assert.equal(unauth.statusCode, 401);
       assert.equal(totals(await ledger()).committedMib, 26624);
-      const slow = t.routed('vision', { sim_delay_ms: 1000 });
+      const slow = t.routed('vision', { sim_delay_ms: 3000 });
       await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
       const auth = { authorization: 'Bearer api-token' };
       const [a, b] = await Promise.all([

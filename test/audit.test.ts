@@ -70,7 +70,7 @@ describe('audit: workflow history as evidence', () => {
       assert.ok(o.ok, !o.ok ? o.message : '');
     }
     // The eviction, triggered as the router would: through the acquisition API, with 3 requests in flight.
-    const slow = Array.from({ length: 3 }, () => t.routed('vision', { sim_delay_ms: 800 }));
+    const slow = Array.from({ length: 3 }, () => t.routed('vision', { sim_delay_ms: 2500 }));
     await waitUntil('3 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 3, 5000);
     const api = buildApi({ client: t.temporal.client, manifest: t.manifest, manifestFile: t.manifestPath, token: API_TOKEN });
     try {

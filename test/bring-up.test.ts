@@ -10,6 +10,7 @@ import type { Manifest } from '../src/domain/types';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox, TestServe } from './support/box';
 import { waitFor } from './support/wait';
+import { workflowIds } from '../src/shared/messages';
 
 // A port another process holds while the test runs.
 const SQUATTED_PORT = 29500 + Math.floor(Math.random() * 400);
@@ -168,12 +169,15 @@ describe('bring-up and bring-down', () => {
     const squatter = createServer();
     await new Promise<void>((r) => squatter.listen(SQUATTED_PORT, '127.0.0.1', r));
     try {
-      const started = Date.now();
       const out = await serveUp(box.temporal.client, box.node, 'squatted');
       assert.ok(!out.ok);
       assert.equal(out.failureType, 'PortInUse');
       assert.match(out.message, new RegExp(`failed at start: port ${SQUATTED_PORT} on 127\\.0\\.0\\.1 is already in use by another process`));
-      assert.ok(Date.now() - started < 5000, 'a port in use must not be retried');
+      // A port in use is permanent: every activity of the bring-up ran exactly once.
+      const history = await box.temporal.client.workflow.getHandle(workflowIds.bringUp(box.node, 'squatted')).fetchHistory();
+      const attempts = (history.events ?? []).flatMap((e) => (e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes.attempt ?? 1] : []));
+      assert.ok(attempts.length > 0);
+      assert.deepEqual(attempts.filter((n) => n > 1), [], 'a port in use must not be retried');
       assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
       assert.equal((await box.containers()).filter((c) => c.serve === 'squatted').length, 0);
     } finally {

@@ -58,7 +58,7 @@ describe('restore with guarded readmit', () => {
 
   test('serves down of a routed serve: quiesce, drain (the request in flight finishes), stop; the next up readmits', async () => {
     assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
-    const slow = t.routed('fast', { sim_delay_ms: 1000 });
+    const slow = t.routed('fast', { sim_delay_ms: 3000 });
     await waitUntil('1 in flight at fast-local', async () => (await t.box.routerAdmin.tierState('fast-local')).inFlight >= 1, 5000);
     const down = await serveDown(t.temporal.client, t.node, 'fast');
     assert.ok(down.ok, !down.ok ? down.message : '');

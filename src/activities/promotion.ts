@@ -298,8 +298,9 @@ export function createPromotionActivities(deps: PromotionDeps) {
       const admin = adminFor(t, Math.max(1000, Math.min(5000, pollMs * 2)));
       const started = Date.now();
       const windowMs = input.windowS * 1000;
-      // The streak may need a few polls after the window; past this the answer is a mismatch.
-      const graceMs = (input.streak + 2) * pollMs;
+      // The streak may need a few polls after the window; past this the answer is a mismatch. At
+      // least 3 s, so a router slow to come back on a loaded box is not called a mismatch.
+      const graceMs = Math.max(3000, (input.streak + 2) * pollMs);
       let polls = 0;
       let streak = 0;
       let last = 'no answer yet';

@@ -265,6 +265,9 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
       model: opts.servedModelName,
       choices: [{ index: 0, message: { role: 'assistant', content: answer, tool_calls: [] }, logprobs: null, finish_reason: 'stop', stop_reason: null }],
       usage,
+      // Not in OpenAI's shape: when the serve answered, so a test can order a stop after the
+      // serve's last answer without trusting the client's clock of when it read the body.
+      sim_answered_at_ms: Date.now(),
     });
   }
 
