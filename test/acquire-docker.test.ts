@@ -33,6 +33,7 @@ const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
   { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+  { name: 'comfyui-unbuilt', vram_mib: 8192, class: 'on-demand', image: 'gpures/not-built:none' },
 ];
 const ROUTER_TOKEN = 'test-router-token';
 /** Display, sidecars and the like: the part of nvidia-smi's used that no serve declares. */
@@ -194,5 +195,29 @@ describe('on-demand acquisition with eviction on Docker', () => {
     }
     assert.equal(totals(await ledger()).committedMib, 0);
     assert.deepEqual(await containers(), []);
+  });
+
+  test('an on-demand serve whose image is missing is refused before any victim is touched', async () => {
+    for (const s of ['fast', 'vision']) {
+      const o = await serveUp(client(), node, s);
+      assert.ok(o.ok, !o.ok ? o.message : '');
+    }
+    const before = formatLedger(await ledger());
+    const o = await serveAcquire(client(), node, { serve: 'comfyui-unbuilt', evict: true });
+    assert.ok(!o.ok);
+    assert.equal(o.failureType, 'ImageMissing');
+    assert.match(o.message, /failed at preflight: image 'gpures\/not-built:none' is not on this Docker host; pull or load it first/);
+    const acts = await activitiesInOrder(o.workflowId);
+    assert.ok(acts.includes('preflightEviction'), acts.join(','));
+    for (const touched of ['quiesceTier', 'drainServe', 'stopServeContainer', 'startServeContainer']) assert.ok(!acts.includes(touched), `${touched} ran: ${acts.join(',')}`);
+    assert.deepEqual(formatLedger(await ledger()), before);
+    assert.equal((await routerAdmin.tierState('vision-local')).state, 'active');
+    assert.equal((await routed('vision')).status, 501, 'vision still forwarded to its container');
+    assert.deepEqual((await containers()).sort((a, b) => a.serve.localeCompare(b.serve)), [
+      { serve: 'fast', running: true },
+      { serve: 'vision', running: true },
+    ]);
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(client(), node, s)).ok);
+    assert.equal(totals(await ledger()).committedMib, 0);
   });
 });

@@ -11,6 +11,8 @@ import type { TestServe } from './support/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -119,6 +121,32 @@ describe('on-demand acquisition with eviction', () => {
     assert.deepEqual(formatLedger(await ledger()), before);
     assert.equal((await slow).status, 200);
     assert.equal((await t.routed('vision')).status, 200);
+    await restoreBox();
+  });
+
+  test('a victim whose router tier lacks model_identity is refused before it is quiesced', async () => {
+    await seedStep2();
+    const before = formatLedger(await ledger());
+    // The router runs a config the manifest's check never saw: vision-local without model_identity.
+    const good = readFileSync(t.routerConfigPath, 'utf8');
+    const doc = parseToml(good) as { mapping_version: string; tiers: Record<string, unknown>[] };
+    for (const tier of doc.tiers) if (tier['name'] === 'vision-local') tier['model_identity'] = false;
+    doc.mapping_version = `${doc.mapping_version}.no-identity`;
+    writeFileSync(t.routerConfigPath, stringifyToml(doc));
+    await t.box.routerAdmin.reload();
+    try {
+      const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+      assert.ok(!o.ok);
+      assert.equal(o.failureType, 'TierNotReadmittable');
+      assert.match(o.message, /failed at preflight: tier 'vision-local' of vision has no model_identity at the router: evicted, vision could never be readmitted/);
+      assert.match(o.message, /compensated: abort eviction/);
+      assert.equal((await t.box.routerAdmin.tierState('vision-local')).state, 'active');
+      assert.deepEqual(formatLedger(await ledger()), before);
+      assert.equal((await t.routed('vision')).status, 200);
+    } finally {
+      writeFileSync(t.routerConfigPath, good);
+      await t.box.routerAdmin.reload();
+    }
     await restoreBox();
   });
 

@@ -2,7 +2,7 @@
 import type Docker from 'dockerode';
 import type { ContainerRuntime, ContainerSpec, ContainerState } from './ports';
 import { demuxLogs, statusCode } from './docker-util';
-import { PermanentError } from './ports';
+import { imageMissing, PermanentError } from './ports';
 import { Failure } from '../shared/failures';
 
 export interface DockerRuntimeOptions {
@@ -24,20 +24,23 @@ export class DockerRuntime implements ContainerRuntime {
     return this.gpuSupport;
   }
 
+  async hasImage(image: string): Promise<boolean> {
+    try {
+      await this.docker.getImage(image).inspect();
+      return true;
+    } catch (err) {
+      if (statusCode(err) === 404) return false;
+      throw err;
+    }
+  }
+
   async ensureRunning(spec: ContainerSpec): Promise<{ id: string; created: boolean; gpuPinned: boolean }> {
     const gpuPinned = spec.gpuUuid !== undefined && (await this.hasGpus());
     const existing = await this.inspect(spec.name);
     if (existing?.running) return { id: existing.id, created: false, gpuPinned };
     // A stopped leftover may carry an older manifest's settings: start from a clean container.
     if (existing) await this.remove(spec.name);
-    try {
-      await this.docker.getImage(spec.image).inspect();
-    } catch (err) {
-      if (statusCode(err) === 404) {
-        throw new PermanentError(Failure.ImageMissing, `image '${spec.image}' is not on this Docker host; pull or load it first`);
-      }
-      throw err;
-    }
+    if (!(await this.hasImage(spec.image))) throw imageMissing(spec.image);
     const portKey = `${spec.containerPort}/tcp`;
     const container = await this.docker.createContainer({
       name: spec.name,

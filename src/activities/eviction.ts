@@ -3,11 +3,15 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { serveBaseUrl } from '../domain/serve';
 import type { ServeSpec } from '../domain/types';
-import type { GpuProbe, GpuReading, ReadmitOutcome, RouterAdmin, ServeProbe, TierState } from './ports';
+import type { ContainerRuntime, GpuProbe, GpuReading, ManifestSource, ReadmitOutcome, RouterAdmin, ServeProbe, TierState } from './ports';
+import { imageMissing } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
+import { loadServe } from './resolve';
 import { Failure } from '../shared/failures';
 
 export interface EvictionDeps {
+  runtime: ContainerRuntime;
+  manifest: ManifestSource;
   probe: ServeProbe;
   router?: RouterAdmin;
   gpu?: GpuProbe;
@@ -25,6 +29,14 @@ export interface DrainResult {
   vllmRunningAtEnd: number | null;
   /** When in-flight was first seen at 0 (epoch ms), for the drain-to-stop latency. */
   drainedAtEpochMs?: number;
+}
+
+/** What an eviction needs, found present before anything on the box is touched. */
+export interface EvictionPreflight {
+  image: string;
+  gpu: GpuReading;
+  /** Each victim's router tier, confirmed able to readmit it later (model_identity set). */
+  tiers: { serve: string; tier: string }[];
 }
 
 export interface VramReleaseResult {
@@ -54,6 +66,34 @@ export function createEvictionActivities(deps: EvictionDeps) {
   };
 
   return {
+    /**
+     * Checks, before any victim is quiesced, what would otherwise fail only after it was stopped:
+     * the acquirer's image is on the host, nvidia-smi reads the GPU (the VRAM check after each
+     * stop needs it), and each victim's router tier can readmit it (model_identity is set; a tier
+     * without it would refuse every readmit, leaving the victim out of the router for good).
+     */
+    async preflightEviction(input: { acquirer: string; gpuUuid: string; victims: string[] }): Promise<EvictionPreflight> {
+      const { serve } = await loadServe(deps.manifest, input.acquirer);
+      await permanentAsFailure(async () => {
+        if (!(await deps.runtime.hasImage(serve.image))) throw imageMissing(serve.image);
+      });
+      const gpu = await readGpu(input.gpuUuid);
+      const tiers: { serve: string; tier: string }[] = [];
+      for (const name of input.victims) {
+        const tier = (await loadServe(deps.manifest, name)).serve.routerTier;
+        if (!tier) continue;
+        const state = await permanentAsFailure(() => router().tierState(tier));
+        if (!state.modelIdentity) {
+          throw nonRetryable(
+            Failure.TierNotReadmittable,
+            `tier '${tier}' of ${name} has no model_identity at the router: evicted, ${name} could never be readmitted (set model_identity for the tier and promote the router config)`,
+          );
+        }
+        tiers.push({ serve: name, tier });
+      }
+      return { image: serve.image, gpu, tiers };
+    },
+
     async quiesceTier(input: { tier: string }): Promise<TierState> {
       return permanentAsFailure(() => router().quiesce(input.tier));
     },

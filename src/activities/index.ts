@@ -2,16 +2,17 @@
 // in real-but-local adapters (a private dockerd, a dev server) and a simulated box can too.
 import { Context } from '@temporalio/activity';
 import type { LedgerState, Reservation } from '../domain/ledger';
-import { findServe, gpuFor, parseManifest } from '../domain/manifest';
 import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
 import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
-import { formatIssue } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
 import { Failure } from '../shared/failures';
 import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult, LedgerVictimArgs } from '../shared/messages';
 import { workflowIds } from '../shared/messages';
 import { createEvictionActivities } from './eviction';
+import { loadServe as loadServeFrom } from './resolve';
+import type { ResolvedServe } from './resolve';
+export type { ResolvedServe } from './resolve';
 import { createPromotionActivities } from './promotion';
 import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
@@ -31,12 +32,6 @@ export interface ActivityDeps {
   /** Router promotion (docs/promotion.md): Docker and the live config's files, and the routers this worker may promote. */
   routerDeployment?: RouterDeployment;
   routerTargets?: RouterTarget[];
-}
-
-export interface ResolvedServe {
-  node: string;
-  serve: ServeSpec;
-  gpu: GpuSpec;
 }
 
 export interface StartedContainer {
@@ -75,19 +70,8 @@ export function createActivities(deps: ActivityDeps) {
     return `container ${name} ${state.status} with exit code ${state.exitCode}${tail ? `; last output: ${tail.split('\n').join(' | ')}` : ''}`;
   }
 
-  async function loadServe(name: string): Promise<ResolvedServe> {
-    const { text, file } = await deps.manifest.read();
-    const result = parseManifest(text, file);
-    if (!result.ok) {
-      throw nonRetryable(Failure.ManifestInvalid, result.errors.map(formatIssue).join('\n'));
-    }
-    const serve = findServe(result.manifest, name);
-    if (!serve) {
-      const known = result.manifest.serves.map((s) => s.name).join(', ');
-      throw nonRetryable(Failure.UnknownServe, `${file}: no serve named '${name}' (serves: ${known})`);
-    }
-    return { node: result.manifest.node, serve, gpu: gpuFor(result.manifest, serve) };
-  }
+  const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
+
 
   return {
     ...createEvictionActivities(deps),

@@ -1,5 +1,6 @@
 // The outside systems activities need, as interfaces of our own: the Docker adapter and the
 // HTTP probe implement them here; a simulated box can implement them without Docker or a GPU.
+import { Failure } from '../shared/failures';
 
 export interface ContainerSpec {
   name: string;
@@ -28,6 +29,8 @@ export interface ContainerState {
 export interface ContainerRuntime {
   /** Creates and starts the container, or returns the one already running under that name. */
   ensureRunning(spec: ContainerSpec): Promise<{ id: string; created: boolean; gpuPinned: boolean }>;
+  /** Whether the image is on this host, so a start that would fail on it is refused before anything is changed. */
+  hasImage(image: string): Promise<boolean>;
   inspect(name: string): Promise<ContainerState | undefined>;
   /** Graceful stop (SIGTERM, then SIGKILL after timeoutS); a stopped or absent container is fine. */
   stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'>;
@@ -64,6 +67,10 @@ export class PermanentError extends Error {
     super(message);
     this.name = type;
   }
+}
+
+export function imageMissing(image: string): PermanentError {
+  return new PermanentError(Failure.ImageMissing, `image '${image}' is not on this Docker host; pull or load it first`);
 }
 
 // ---- router admin contract (docs/router-admin-api.md) ----

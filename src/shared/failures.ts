@@ -12,6 +12,7 @@ export const Failure = {
   ServeBusy: 'ServeBusy',
   DrainTimeout: 'DrainTimeout',
   ReadmitRefused: 'ReadmitRefused',
+  TierNotReadmittable: 'TierNotReadmittable',
   VramNotReleased: 'VramNotReleased',
   RouterNotConfigured: 'RouterNotConfigured',
   RouterAuthFailed: 'RouterAuthFailed',

@@ -10,8 +10,7 @@ import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, rea
 import { constants as osConstants } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ContainerRuntime, ContainerSpec, ContainerState } from '../activities/ports';
-import { PermanentError } from '../activities/ports';
-import { Failure } from '../shared/failures';
+import { imageMissing, PermanentError } from '../activities/ports';
 
 /** What the state file of one simulated container holds. */
 export interface SimContainerRecord {
@@ -275,6 +274,14 @@ export class SimRuntime implements ContainerRuntime {
     for (const ext of ['json', 'log', 'exit'] as const) rmSync(this.file(name, ext), { force: true });
   }
 
+  hasImage(image: string): Promise<boolean> {
+    return Promise.resolve(this.hasImageNow(image));
+  }
+
+  private hasImageNow(image: string): boolean {
+    return !this.knownImages || this.knownImages.has(image);
+  }
+
   ensureRunning(spec: ContainerSpec): Promise<{ id: string; created: boolean; gpuPinned: boolean }> {
     if (!NAME_RE.test(spec.name)) {
       return Promise.reject(new PermanentError('InvalidContainerName', `invalid container name '${spec.name}': only [a-zA-Z0-9][a-zA-Z0-9_.-]+ are allowed`));
@@ -284,9 +291,7 @@ export class SimRuntime implements ContainerRuntime {
       if (existing && processAlive(existing.pid, existing.procStart)) return { id: existing.id, created: false, gpuPinned: false };
       // A stopped leftover may carry an older manifest's settings: start from a clean container.
       if (existing) this.removeFiles(spec.name);
-      if (this.knownImages && !this.knownImages.has(spec.image)) {
-        throw new PermanentError(Failure.ImageMissing, `image '${spec.image}' is not on this Docker host; pull or load it first`);
-      }
+      if (!this.hasImageNow(spec.image)) throw imageMissing(spec.image);
       const id = randomBytes(32).toString('hex');
       const cmd = rewriteListenArgs(spec.cmd, spec.bind, spec.hostPort);
       const exitFile = this.file(spec.name, 'exit');

@@ -1,7 +1,7 @@
 // On-demand acquisition: if the serve fits it is a bring-up; if not and eviction was asked,
 // the ledger picks victims and holds their MiB for this acquirer, then for each victim:
 // quiesce its tier → drain → stop → confirm the VRAM came back → hand the MiB over → start.
-import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities, ResolvedServe } from '../activities';
 import type { DrainResult, VramReleaseResult } from '../activities/eviction';
 import { denialMessage, formatLedger } from '../domain/ledger';
@@ -119,6 +119,13 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
 
   try {
     if (decision.decision === 'evicting') {
+      // Histories recorded before the preflight existed replay without it.
+      if (patched('eviction-preflight')) {
+        log.begin('preflight');
+        const pre = await router.preflightEviction({ acquirer: serve.name, gpuUuid: gpu.uuid, victims: decision.victims.map((v) => v.serve) });
+        const tiers = pre.tiers.map((t) => `, tier ${t.tier} can readmit ${t.serve}`).join('');
+        log.record('preflight', `image ${pre.image} present, nvidia-smi reads ${pre.gpu.uuid} (${pre.gpu.usedMib} of ${pre.gpu.totalMib} MiB used)${tiers}`);
+      }
       for (const v of decision.victims) {
         victims.push(await evictVictim(node, v, resolved, input, saga, log, ids, stopped));
       }

@@ -187,6 +187,9 @@ export function runtimeContract(name: string, makeRuntime: () => ContainerRuntim
         return true;
       });
       assert.equal(await runtime.inspect(missing.spec.name), undefined);
+      // The same answer up front, for checks made before anything is touched.
+      assert.equal(await runtime.hasImage(MISSING_IMAGE), false);
+      assert.equal(await runtime.hasImage(image), true);
     });
 
     test('a serve still loading is not healthy until its start delay has passed', async () => {
