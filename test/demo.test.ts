@@ -15,14 +15,26 @@ test('gpures demo: every step of T013 matches the field report', async () => {
     assert.equal(byWhat(2, 'committed/budget'), '26624/27999, free 1375');
     assert.equal(byWhat(2, 'routed vision request'), '200');
     assert.equal(byWhat(3, 'victims'), 'vision');
+    assert.equal(byWhat(3, 'eviction order'), 'quiesce vision → drain vision → stop vision → release vision');
     assert.equal(byWhat(3, 'committed'), '22528');
     assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, evicted)');
     assert.equal(byWhat(3, 'routed vision request while evicted'), '503');
     assert.equal(byWhat(4, 'observed_model after readmit'), 'qwen3-vl-4b-instruct');
     assert.equal(byWhat(4, 'routed vision request after restore'), '200');
+    assert.equal(byWhat(4, 'committed/budget'), '26624/27999, free 1375');
     assert.equal(byWhat(5, 'committed/budget'), '26112/27999, free 1887');
     assert.equal(result.ok, true, lines.join('\n'));
-    assert.ok(lines.includes("  gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB"));
+    assert.equal(result.checks.length, 14);
+    // The report's ledger-0 … ledger-4, whole and in order (the demo prints a ledger after each step).
+    const header = (committed: number, free: number) => `  gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed ${committed} MiB, free ${free} MiB`;
+    const fullResidentSet = [header(26112, 1887), '    fast 14336 MiB (resident, running)', '    embeddings 3200 MiB (resident, running)', '    reranker 3456 MiB (resident, running)', '    ocr 5120 MiB (resident, running)'];
+    const fastAndVision = [header(26624, 1375), '    fast 14336 MiB (resident, running)', '    vision 12288 MiB (evictable, running)'];
+    const evicted = [header(22528, 5471), '    fast 14336 MiB (resident, running)', '    vision 12288 MiB (evictable, evicted)', '    comfyui-sim 8192 MiB (on-demand, running)'];
+    const blocks: string[][] = [];
+    lines.forEach((l, i) => {
+      if (l.startsWith("  gpu_role 'dark-fast'")) blocks.push(lines.slice(i, i + 1 + lines.slice(i + 1).findIndex((x) => !x.startsWith('    ') || x.startsWith('    nvidia-smi'))));
+    });
+    assert.deepEqual(blocks, [fullResidentSet, fastAndVision, evicted, fastAndVision, fullResidentSet], lines.join('\n'));
     assert.ok(lines.some((l) => /non-ledger draw 5700 MiB against a reserve of 4608 MiB/.test(l)));
   } finally {
     await temporal.close();

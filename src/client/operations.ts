@@ -15,8 +15,8 @@ import type { AcquireInput, AcquireResult } from '../workflows/acquire';
 import { LedgerClient } from './ledger-client';
 
 export type OperationOutcome<R> =
-  | { serve: string; workflowId: string; ok: true; result: R }
-  | { serve: string; workflowId: string; ok: false; failureType: string; message: string; details?: unknown };
+  | { serve: string; workflowId: string; runId: string; ok: true; result: R }
+  | { serve: string; workflowId: string; runId: string; ok: false; failureType: string; message: string; details?: unknown };
 
 function describeFailure(err: unknown): { failureType: string; message: string; details?: unknown } {
   if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure) {
@@ -52,10 +52,12 @@ async function runOperation<R>(
   const follower = onStep ? followSteps(() => handle.query(progressQuery), onStep) : undefined;
   await follower?.until(result);
   let outcome: OperationOutcome<R>;
+  // The run this call started or joined: a workflow id names every run of the operation on that serve.
+  const runId = handle.firstExecutionRunId;
   try {
-    outcome = { serve, workflowId, ok: true, result: (await result) as R };
+    outcome = { serve, workflowId, runId, ok: true, result: (await result) as R };
   } catch (err) {
-    outcome = { serve, workflowId, ok: false, ...describeFailure(err) };
+    outcome = { serve, workflowId, runId, ok: false, ...describeFailure(err) };
   }
   // The steps the last poll did not see: a quick operation may finish between two polls.
   const steps = outcome.ok ? (outcome.result as { steps?: StepRecord[] }).steps : (outcome.details as { steps?: StepRecord[] } | undefined)?.steps;

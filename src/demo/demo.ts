@@ -21,6 +21,7 @@ import { formatIssue } from '../domain/types';
 import { startSimBox } from '../sim/box';
 import type { SimBox } from '../sim/box';
 import { createGpuresWorker, fileManifest } from '../worker/worker';
+import { taskQueueFor } from '../shared/messages';
 import type { Worker } from '@temporalio/worker';
 
 export const DEMO_MANIFEST = resolve(__dirname, '..', '..', '..', 'examples', 'primary-node', 'serves.toml');
@@ -63,6 +64,8 @@ interface DemoContext {
   checks: DemoCheck[];
   workflowIds: string[];
   step: number;
+  /** The Temporal UI, where the demo started the dev server itself. */
+  uiUrl?: string;
 }
 
 function check(ctx: DemoContext, what: string, expected: string, observed: string): void {
@@ -90,6 +93,8 @@ async function op<R extends { message: string }>(ctx: DemoContext, cmd: string, 
   const o = await run();
   ctx.workflowIds.push(o.workflowId);
   ctx.out(`    ${o.ok ? o.result.message : `${o.message} [${o.failureType}]`}`);
+  // The run itself, not the id: ids repeat across the sequence (vision is brought up three times).
+  if (ctx.uiUrl) ctx.out(`    ${ctx.uiUrl}/namespaces/default/workflows/${encodeURIComponent(o.workflowId)}/${o.runId}/history`);
   return o;
 }
 
@@ -129,10 +134,16 @@ async function sequence(ctx: DemoContext): Promise<void> {
   ctx.step = 3;
   ctx.out('\n(3) Eviction: on-demand comfyui-sim takes vision\'s VRAM');
   const acq = await op(ctx, 'serves up comfyui-sim --evict', () => serveAcquire(ctx.client, ctx.manifest.node, { serve: 'comfyui-sim', evict: true }));
-  if (acq.ok) {
-    for (const s of acq.result.steps.filter((x) => /^(plan|quiesce|drain|stop|release)/.test(x.step))) ctx.out(`    - ${s.step}: ${s.outcome}`);
-  }
+  const eviction = acq.ok ? acq.result.steps.filter((x) => /^(plan|preflight|quiesce|drain|stop|release)/.test(x.step)) : [];
+  for (const s of eviction) ctx.out(`    - ${s.step}: ${s.outcome}`);
   check(ctx, 'victims', 'vision', acq.ok ? acq.result.victims.map((v) => v.serve).join(',') : acq.message);
+  // The report's order: through the router's boundary (quiesce, drain) before the docker stop.
+  check(
+    ctx,
+    'eviction order',
+    'quiesce vision → drain vision → stop vision → release vision',
+    acq.ok ? eviction.filter((s) => !/^(plan|preflight)$/.test(s.step)).map((s) => s.step).join(' → ') : acq.message,
+  );
   l = await printLedger(ctx);
   check(ctx, 'committed', '22528', String(totals(l).committedMib));
   check(ctx, 'vision in the ledger', 'vision 12288 MiB (evictable, evicted)', formatLedger(l).find((x) => x.includes('vision'))?.trim() ?? 'absent');
@@ -145,6 +156,7 @@ async function sequence(ctx: DemoContext): Promise<void> {
   check(ctx, 'observed_model after readmit', 'qwen3-vl-4b-instruct', restored?.ok ? (restored.observedModels ?? []).join(',') : (restored?.message ?? 'not restored'));
   check(ctx, 'routed vision request after restore', '200', await routedVision(ctx));
   l = await printLedger(ctx);
+  check(ctx, 'committed/budget', '26624/27999, free 1375', committedFree(l));
 
   ctx.step = 5;
   ctx.out('\n(5) Box restored: vision down, the resident set back');
@@ -215,14 +227,14 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     out(`router ${box.router.url} (mapping_version ${box.router.state().mappingVersion}); simulated box in ${dir}`);
     out(`box: node ${manifest.node}, gpu_role ${manifest.gpus.map((g) => g.role).join(', ')}; non-ledger draw ${NON_LEDGER_DRAW_MIB} MiB (display, voice sidecars)`);
 
-    Object.assign(ctx, { client, manifest, box });
+    Object.assign(ctx, { client, manifest, box, uiUrl: server?.uiUrl });
     await sequence(ctx as DemoContext);
 
     const checks = ctx.checks ?? [];
     const failed = checks.filter((c) => !c.ok);
     out(`\n${checks.length - failed.length} of ${checks.length} checks matched the field report${failed.length ? `; FAILED: ${failed.map((c) => `(${c.step}) ${c.what}`).join(', ')}` : ''}`);
     if (server?.uiUrl) {
-      out(`workflows: ${[...new Set(ctx.workflowIds)].map((id) => `${server?.uiUrl ?? ''}/namespaces/default/workflows/${encodeURIComponent(id)}`).slice(0, 3).join(' ')} …`);
+      out(`workflows: ${ctx.workflowIds?.length ?? 0} runs, each linked under its command; all of them: ${server.uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(`TaskQueue = '${taskQueueFor(manifest.node)}'`)}`);
     }
     if (opts.keep) {
       out('--keep: everything stays up; Ctrl-C stops it');
