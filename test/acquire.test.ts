@@ -11,6 +11,7 @@ import type { TestServe } from './support/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
+import { containerName, serveBaseUrl } from '../src/domain/serve';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 
@@ -121,6 +122,59 @@ describe('on-demand acquisition with eviction', () => {
     assert.deepEqual(formatLedger(await ledger()), before);
     assert.equal((await slow).status, 200);
     assert.equal((await t.routed('vision')).status, 200);
+    await restoreBox();
+  });
+
+  test('--force: a victim that does not drain in time is stopped anyway, and the acquisition goes on', async () => {
+    await seedStep2();
+    const slow = t.routed('vision', { sim_delay_ms: 6000 }).catch((err: unknown) => ({ status: String(err) }));
+    await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
+    const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, force: true, drainTimeoutS: 1 });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const v = o.result.victims[0];
+    assert.equal(v?.drain?.drained, false);
+    assert.equal(v?.inFlightAtStop, 1);
+    const drain = o.result.steps.find((s) => s.step === 'drain vision');
+    assert.match(drain?.outcome ?? '', /^not drained within 1 s \(1 in flight at the router.*\); stopping anyway \(--force\)$/);
+    assert.equal(totals(await ledger()).committedMib, 22528);
+    assert.equal((await t.routed('vision')).status, 503);
+    await slow;
+    await restoreBox();
+  });
+
+  test('a request sent to vision directly, past the router, is drained too (vLLM\'s num_requests_running)', async () => {
+    await seedStep2();
+    const vision = t.manifest.serves.find((x) => x.name === 'vision');
+    assert.ok(vision);
+    const direct = fetch(`${serveBaseUrl(vision)}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'qwen3-vl-4b-instruct', messages: [{ role: 'user', content: 'direct' }], sim_delay_ms: 3000 }),
+    });
+    await waitUntil('vision running 1 request', async () => /vllm:num_requests_running\S* 1\b/.test(await (await fetch(`${serveBaseUrl(vision)}/metrics`)).text()), 5000);
+    const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const drain = o.result.victims[0]?.drain;
+    assert.deepEqual([drain?.routerInFlightAtStart, drain?.vllmRunningAtStart, drain?.vllmRunningAtEnd, drain?.drained], [0, 1, 0, true]);
+    assert.equal((await direct).status, 200);
+    await restoreBox();
+  });
+
+  test('a victim that already died outside gpures: nothing to drain or stop, its MiB handed over', async () => {
+    await seedStep2();
+    // As a crash would: the process is gone, the ledger still says running.
+    assert.equal(await t.box.runtime.stop(containerName(t.node, 'vision'), 0), 'stopped');
+    const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const v = o.result.victims[0];
+    assert.equal(v?.wasRunning, false);
+    assert.equal(v?.vram, undefined);
+    assert.equal(o.result.steps.find((s) => s.step === 'release vision')?.outcome, 'container was not running: its VRAM counts as released');
+    assert.deepEqual(formatLedger(await ledger()).slice(1), [
+      '  fast 14336 MiB (resident, running)',
+      '  vision 12288 MiB (evictable, evicted)',
+      '  comfyui-sim 8192 MiB (on-demand, running)',
+    ]);
+    assert.equal((await t.routed('vision')).status, 503);
     await restoreBox();
   });
 
