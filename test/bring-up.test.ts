@@ -7,7 +7,8 @@ import type { LedgerState } from '../src/domain/ledger';
 import { ledgerSnapshots, serveDown, serveUp } from '../src/client/operations';
 import { parseManifest } from '../src/domain/manifest';
 import type { Manifest } from '../src/domain/types';
-import { renderManifest, startTestBox, uniqueNode } from './support/box';
+import { docker, renderManifest, startTestBox, uniqueNode } from './support/box';
+import { containerName } from '../src/domain/serve';
 import type { TestBox, TestServe } from './support/box';
 import { waitFor } from './support/wait';
 import { workflowIds } from '../src/shared/messages';
@@ -25,6 +26,10 @@ const SEED_SERVES: TestServe[] = [
   { name: 'impostor', vram_mib: 1000, served_model_name: 'expected-model', env: { FAKE_MODEL_ID: 'some-other-model' } },
   { name: 'no-image', vram_mib: 1000, image: 'gpures/not-built:none' },
   { name: 'squatted', vram_mib: 1000, port: SQUATTED_PORT },
+  // Not vLLM: an HTTP service that reports some other model, and a job with no HTTP at all.
+  { name: 'http-service', vram_mib: 1000, class: 'on-demand', api: 'http', env: { FAKE_MODEL_ID: 'not-a-model' } },
+  { name: 'job', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
+  { name: 'job-crash', vram_mib: 1000, class: 'on-demand', api: 'none', args: ['sh', '-c', 'echo job failed; exit 4'] },
 ];
 const CONCURRENT: TestServe[] = Array.from({ length: 20 }, (_, i) => ({ name: `c${i}`, gpu_role: 'contended', vram_mib: 2500 }));
 
@@ -155,6 +160,36 @@ describe('bring-up and bring-down', () => {
     assert.match(out.message, /failed at identity: .*\/v1\/models reports 'some-other-model', expected 'expected-model'/);
     assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
     assert.equal((await box.containers()).filter((c) => c.serve === 'impostor').length, 0);
+  });
+
+  test('api http: ready on health alone, no identity asked; api none: ready once it stays running', async () => {
+    const http = await serveUp(box.temporal.client, box.node, 'http-service');
+    assert.ok(http.ok, !http.ok ? http.message : '');
+    const step = (o: typeof http, name: string) => (o.ok ? o.result.steps.find((s) => s.step === name)?.outcome : undefined);
+    assert.match(step(http, 'health') ?? '', /^200 from http:\/\/127\.0\.0\.1:\d+\/health after \d+ probes$/);
+    assert.equal(step(http, 'identity'), 'not checked: an api http serve reports no model');
+
+    const job = await serveUp(box.temporal.client, box.node, 'job');
+    assert.ok(job.ok, !job.ok ? job.message : '');
+    assert.match(step(job, 'health') ?? '', /^container gpures-.*-job stayed running \(api none: no HTTP to probe\)$/);
+    const running = (await box.containers()).filter((c) => c.running).map((c) => c.serve).sort();
+    assert.deepEqual(running.filter((s) => s === 'job' || s === 'http-service'), ['http-service', 'job']);
+    // The job runs its own command, not vLLM's arguments.
+    const inspected = await docker().getContainer(containerName(box.node, 'job')).inspect();
+    assert.deepEqual(inspected.Config.Cmd, ['sleep', '3600']);
+    assert.equal(totals(await ledgerOf('dark-fast')).committedMib, 9192);
+
+    for (const s of ['job', 'http-service']) assert.ok((await serveDown(box.temporal.client, box.node, s)).ok);
+    assert.equal(totals(await ledgerOf('dark-fast')).committedMib, 0);
+  });
+
+  test('api none whose command exits: ContainerExited with its code and output, reservation released', async () => {
+    const out = await serveUp(box.temporal.client, box.node, 'job-crash');
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'ContainerExited');
+    assert.match(out.message, /failed at health: container gpures-.*-job-crash exited with exit code 4; last output: job failed/);
+    assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
+    assert.equal((await box.containers()).filter((c) => c.serve === 'job-crash').length, 0);
   });
 
   test('a missing image: ImageMissing at start, reservation released', async () => {

@@ -170,6 +170,7 @@ describe('valid manifests', () => {
       name: 'plain',
       gpuRole: 'dark-fast',
       class: 'evictable',
+      api: 'openai',
       vramMib: 2048,
       image: 'example/server:1',
       model: 'org/plain',
@@ -183,6 +184,15 @@ describe('valid manifests', () => {
       startTimeoutS: 600,
       stopTimeoutS: 30,
     });
+  });
+
+  test('api "none" and "http" need no model: the name labels the serve, args are its command', () => {
+    const job = serve('job', 31003, { api: 'none', class: 'on-demand', model: undefined, served_model_name: undefined, args: ['sleep', 'infinity'] });
+    const comfy = serve('comfy', 31004, { api: 'http', class: 'on-demand', model: undefined, served_model_name: undefined, args: [], health_path: '/system_stats' });
+    const { manifest } = assertOk(parse(render({ serves: [serve('alpha', 31001), job, comfy] })));
+    const [, j, c] = manifest.serves;
+    assert.deepEqual([j?.api, j?.model, j?.servedModelName, j?.args], ['none', 'job', 'job', ['sleep', 'infinity']]);
+    assert.deepEqual([c?.api, c?.healthPath, c?.args], ['http', '/system_stats', []]);
   });
 
   test('explicit optional fields are normalized to camelCase', () => {
@@ -262,6 +272,21 @@ describe('rejected manifests: one rule each', () => {
   test('unknown class lists the allowed classes', () => {
     const text = render({ serves: [serve('alpha', 31001, { class: 'batch' })] });
     assertOneError(parse(text), 'serves[0].class', 'unknown class "batch"', 'allowed: resident, evictable, on-demand');
+  });
+
+  test('unknown api lists the allowed ones', () => {
+    const text = render({ serves: [serve('alpha', 31001, { api: 'grpc' })] });
+    assertOneError(parse(text), 'serves[0].api', 'unknown api "grpc"', 'allowed: openai, http, none');
+  });
+
+  test('an openai serve (the default) without model or served_model_name', () => {
+    assertOneError(parse(render({ serves: [serve('alpha', 31001, { model: undefined })] })), 'serves[0].model', 'is required for api = "openai" (the default)');
+    assertOneError(parse(render({ serves: [serve('alpha', 31001, { served_model_name: undefined })] })), 'serves[0].served_model_name', 'the id /v1/models must report');
+  });
+
+  test('a router tier in front of a serve that is not openai', () => {
+    const text = render({ serves: [serve('alpha', 31001, { api: 'http', router_tier: 'alpha-local' })] });
+    assertOneError(parse(text), 'serves[0].router_tier', 'a router tier needs api = "openai"', 'an api = "http" serve does not serve');
   });
 
   test('duplicate serve names: the second occurrence names the first index', () => {

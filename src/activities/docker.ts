@@ -45,7 +45,8 @@ export class DockerRuntime implements ContainerRuntime {
     const container = await this.docker.createContainer({
       name: spec.name,
       Image: spec.image,
-      Cmd: spec.cmd,
+      // Empty: the image's own command.
+      Cmd: spec.cmd.length ? spec.cmd : undefined,
       Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
       Labels: spec.labels,
       ExposedPorts: { [portKey]: {} },

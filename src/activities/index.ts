@@ -2,7 +2,7 @@
 // in real-but-local adapters (a private dockerd, a dev server) and a simulated box can too.
 import { Context } from '@temporalio/activity';
 import type { LedgerState, Reservation } from '../domain/ledger';
-import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../domain/serve';
+import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
 import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
@@ -59,6 +59,9 @@ export interface StopResult {
   remove: 'removed' | 'absent';
   issuedAtEpochMs: number;
 }
+
+/** How long a serve with api = "none" must stay running to count as started. */
+export const NO_API_SETTLE_MS = 2000;
 
 export function createActivities(deps: ActivityDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
@@ -142,7 +145,7 @@ export function createActivities(deps: ActivityDeps) {
         deps.runtime.ensureRunning({
           name,
           image: serve.image,
-          cmd: vllmCommand(serve),
+          cmd: serveCommand(serve),
           env: serve.env,
           labels: serveLabels(node, serve, gpu, workflowIds.ledger(node, gpu.role)),
           bind: serve.bind,
@@ -169,6 +172,14 @@ export function createActivities(deps: ActivityDeps) {
         const state = await deps.runtime.inspect(name);
         if (!state?.running) throw nonRetryable(Failure.ContainerExited, await describeExit(name, input.serve.name, state));
         probes += 1;
+        // Nothing to ask a serve without HTTP: a command that fails exits within moments, so
+        // staying up that long is its readiness.
+        if (input.serve.api === 'none') {
+          if (Date.now() - started >= NO_API_SETTLE_MS || Date.now() >= input.deadlineEpochMs) return { url: `container ${name}`, probes, waitedMs: Date.now() - started };
+          ctx.heartbeat({ probes, last: 'running' });
+          await ctx.sleep(Math.min(pollMs, NO_API_SETTLE_MS));
+          continue;
+        }
         const h = await deps.probe.health(url, 2000);
         if (h.ok) return { url, probes, waitedMs: Date.now() - started };
         last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');

@@ -11,8 +11,8 @@
 import { z } from 'zod';
 import type { PathSegment } from './config-issues';
 import { bool, describe, field, Issues, isString, nonEmptyString, parseTomlTable, tableArray, tableEntries } from './config-issues';
-import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeClass, ServeSpec } from './types';
-import { formatIssue, SERVE_CLASSES } from './types';
+import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeApi, ServeClass, ServeSpec } from './types';
+import { formatIssue, SERVE_APIS, SERVE_CLASSES } from './types';
 
 export { formatPath } from './config-issues';
 
@@ -90,6 +90,9 @@ const serveClass = z.custom<ServeClass>((v) => isString(v) && (SERVE_CLASSES as 
         ? `unknown class ${JSON.stringify(iss.input)} (allowed: ${SERVE_CLASSES.join(', ')})`
         : `must be one of ${SERVE_CLASSES.join(', ')} (got ${describe(iss.input)})`,
 });
+const serveApi = z.custom<ServeApi>((v) => isString(v) && (SERVE_APIS as readonly string[]).includes(v), {
+  error: (iss) => `unknown api ${isString(iss.input) ? JSON.stringify(iss.input) : describe(iss.input)} (allowed: ${SERVE_APIS.join(', ')})`,
+});
 const bindAddress = field<string>((v) => isString(v) && isAddress(v), "an IPv4 or IPv6 address, or 'localhost'");
 const healthPath = field<string>((v) => isString(v) && v.startsWith('/'), "a URL path starting with '/'");
 const stringArray = z.array(field<string>(isString, 'a string'), {
@@ -114,11 +117,13 @@ const serveShape = {
   name: serveName,
   gpu_role: nonEmptyString,
   class: serveClass,
+  api: serveApi.optional(),
   vram_mib: positiveMib,
   image: nonEmptyString,
-  model: nonEmptyString,
+  // Required for api = "openai" (the default); checked with the other per-serve rules.
+  model: nonEmptyString.optional(),
   revision: nonEmptyString.optional(),
-  served_model_name: nonEmptyString,
+  served_model_name: nonEmptyString.optional(),
   port,
   container_port: port.optional(),
   bind: bindAddress.optional(),
@@ -244,10 +249,12 @@ function toServe(raw: RawServe): ServeSpec {
     name: raw.name,
     gpuRole: raw.gpu_role,
     class: raw.class,
+    api: raw.api ?? 'openai',
     vramMib: raw.vram_mib,
     image: raw.image,
-    model: raw.model,
-    servedModelName: raw.served_model_name,
+    // Outside openai these only label the serve; the name stands in where they are not given.
+    model: raw.model ?? raw.name,
+    servedModelName: raw.served_model_name ?? raw.name,
     port: raw.port,
     containerPort: raw.container_port ?? SERVE_DEFAULTS.containerPort,
     bind: raw.bind ?? SERVE_DEFAULTS.bind,
@@ -355,6 +362,21 @@ export function parseManifest(text: string, file: string, _opts?: ParseManifestO
     }
     const serve = toServe(r.data);
     let ok = true;
+
+    if (serve.api === 'openai') {
+      for (const key of ['model', 'served_model_name'] as const) {
+        if (r.data[key] === undefined) {
+          issues.error(['serves', index, key], `is required for api = "openai" (the default): ${key === 'model' ? 'the model vLLM loads' : 'the id /v1/models must report'}; a serve that is not an OpenAI-compatible server sets api = "http" or "none"`);
+          ok = false;
+        }
+      }
+    } else if (serve.routerTier !== undefined) {
+      issues.error(
+        ['serves', index, 'router_tier'],
+        `a router tier needs api = "openai": the router readmits a tier only after /v1/models reports its exact model, which an api = "${serve.api}" serve does not serve`,
+      );
+      ok = false;
+    }
 
     if (!isLoopback(serve.bind)) {
       if (r.data.allow_non_loopback_bind === true) {

@@ -4,6 +4,18 @@
 export type ServeClass = 'resident' | 'evictable' | 'on-demand';
 export const SERVE_CLASSES: readonly ServeClass[] = ['resident', 'evictable', 'on-demand'];
 
+/**
+ * What a serve answers, and so how its bring-up knows it is ready:
+ * - openai: a vLLM (OpenAI-compatible) server: the command is built from model and
+ *   served_model_name, ready when health_path answers 200 and /v1/models reports exactly
+ *   served_model_name. The only kind a router tier can front (its readmit checks that identity).
+ * - http: any HTTP service (ComfyUI, say) run with the image's own command or `args`: ready when
+ *   health_path answers 200; no model identity.
+ * - none: a job with no HTTP at all: ready once its container has stayed running for a moment.
+ */
+export type ServeApi = 'openai' | 'http' | 'none';
+export const SERVE_APIS: readonly ServeApi[] = ['openai', 'http', 'none'];
+
 export interface GpuSpec {
   role: string;
   uuid: string;
@@ -15,6 +27,8 @@ export interface ServeSpec {
   name: string;
   gpuRole: string;
   class: ServeClass;
+  /** Absent in histories recorded before the field existed: openai. */
+  api?: ServeApi;
   vramMib: number;
   image: string;
   model: string;
@@ -27,6 +41,7 @@ export interface ServeSpec {
   /** Host address the port is bound to; loopback unless the manifest explicitly allows more. */
   bind: string;
   routerTier?: string;
+  /** openai: vLLM's arguments after the built ones; http and none: the container's command (none: the image's). */
   args: string[];
   env: Record<string, string>;
   healthPath: string;

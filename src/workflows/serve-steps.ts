@@ -58,14 +58,21 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   const started = await containers.startServeContainer(resolved);
   log.record('start', `container ${started.containerName} ${started.created ? 'created' : 'already running'}${started.gpuPinned ? `, pinned to ${gpu.uuid}` : ''}`);
 
+  // Serves recorded before api existed are openai.
+  const api = serve.api ?? 'openai';
   log.begin('health');
   const deadlineEpochMs = Date.now() + serve.startTimeoutS * 1000;
   const health = await proxyActivities<Activities>(waitFor(serve.startTimeoutS)).waitHealthy({ node, serve, deadlineEpochMs });
-  log.record('health', `200 from ${health.url} after ${health.probes} probes`);
+  log.record('health', api === 'none' ? `${health.url} stayed running (api none: no HTTP to probe)` : `200 from ${health.url} after ${health.probes} probes`);
 
   log.begin('identity');
-  const identity = await act.verifyIdentity({ serve });
-  log.record('identity', `observed '${serve.servedModelName}'`);
+  let observedModels: string[] = [];
+  if (api === 'openai') {
+    observedModels = (await act.verifyIdentity({ serve })).observed;
+    log.record('identity', `observed '${serve.servedModelName}'`);
+  } else {
+    log.record('identity', `not checked: an api ${api} serve reports no model`);
+  }
 
   let measuredDeltaMib: number | undefined;
   if (gpuBefore) {
@@ -100,7 +107,7 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
     updateId: `${workflowId}/${runId}/running`,
   });
   log.record('running', 'reservation marked running');
-  return { containerId: started.containerId, observedModels: identity.observed, readmittedTier, measuredDeltaMib, ledger };
+  return { containerId: started.containerId, observedModels, readmittedTier, measuredDeltaMib, ledger };
 }
 
 /**

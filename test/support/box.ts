@@ -27,6 +27,8 @@ export interface TestServe {
   env?: Record<string, string>;
   start_timeout_s?: number;
   router_tier?: string;
+  api?: 'openai' | 'http' | 'none';
+  args?: string[];
   /** Host port; by default the next free one of a sequence. */
   port?: number;
 }
@@ -61,6 +63,8 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
       `stop_timeout_s = 5`,
     );
     if (s.router_tier) lines.push(`router_tier = "${s.router_tier}"`);
+    if (s.api) lines.push(`api = "${s.api}"`);
+    if (s.args) lines.push(`args = [${s.args.map((a) => JSON.stringify(a)).join(', ')}]`);
     if (s.env) lines.push(`env = { ${Object.entries(s.env).map(([k, v]) => `${k} = "${v}"`).join(', ')} }`);
     lines.push('');
   }

@@ -7,7 +7,8 @@
 #   --revision R             accepted, only logged
 #   --served-model-name N    id reported by /v1/models (default: the model)
 #   --port P                 listen port inside the container (default 8000)
-# A leading `serve MODEL` (the `vllm serve` form) is accepted too. Anything else is ignored.
+# A leading `serve MODEL` (the `vllm serve` form) is accepted too. Anything else is ignored; a
+# first argument that is neither an option nor `serve` is run as the command instead.
 #
 # Test knobs (environment):
 #   FAKE_MODEL_ID=ID                report ID instead of the served name (identity mismatch)
@@ -37,6 +38,13 @@ case "${FAKE_EXIT_AT_START:-}" in
     say "FAKE_EXIT_AT_START is set: exiting with code 3"
     exit 3
     ;;
+esac
+
+# Another command (the docker-entrypoint idiom): a serve with api "http" or "none" runs the image
+# with its own command, e.g. `sleep 3600`.
+case "${1:-}" in
+  "" | -* | serve) ;;
+  *) exec "$@" ;;
 esac
 
 model=""
