@@ -26,6 +26,8 @@ import type { AcquireResult } from '../src/workflows/acquire';
 import { docker, renderManifest, uniqueNode } from './support/box';
 import type { TestServe } from './support/box';
 import { testTemporal, workflowBundle } from './support/temporal';
+import { waitUntil } from './support/wait';
+import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import type { TestTemporal } from './support/temporal';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
@@ -68,7 +70,10 @@ describe('on-demand acquisition with eviction on Docker', () => {
     manifest = parsed.manifest;
 
     const routerConfigPath = join(dir, 'router.toml');
-    writeFileSync(routerConfigPath, routerConfigFor(manifest, `test.${node}`));
+    // Through the fake vLLM's CGI: busybox httpd answers a plain POST with 501 (see its entrypoint).
+    const routerDoc = parseToml(routerConfigFor(manifest, `test.${node}`)) as { tiers: { backend: string }[] };
+    for (const tier of routerDoc.tiers) tier.backend = `${tier.backend}/cgi-bin/vllm`;
+    writeFileSync(routerConfigPath, stringifyToml(routerDoc));
     router = await startRouter({ configPath: routerConfigPath, adminToken: ROUTER_TOKEN, port: 0 });
     routerAdmin = new HttpRouterAdmin({ baseUrl: router.url, token: ROUTER_TOKEN });
 
@@ -116,12 +121,12 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.ok(l);
     return l;
   }
-  async function routed(preset: string): Promise<{ status: number; body: string }> {
+  async function routed(preset: string, delayMs = 0): Promise<{ status: number; body: string }> {
     assert.ok(router);
     const res = await fetch(`${router.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: preset, messages: [{ role: 'user', content: 'describe the screenshot' }] }),
+      body: JSON.stringify({ model: preset, messages: [{ role: 'user', content: 'describe the screenshot' }], sim_delay_ms: delayMs }),
     });
     return { status: res.status, body: await res.text() };
   }
@@ -140,11 +145,10 @@ describe('on-demand acquisition with eviction on Docker', () => {
       { serve: 'fast', running: true },
       { serve: 'vision', running: true },
     ]);
-    // The fake vLLM (busybox httpd) has no chat endpoint: that the router forwarded the request
-    // to the vision container shows as httpd's 501 for a POST, relayed, not the router's 503.
+    // Answered by the vision container itself: the fake vLLM's CGI names the model it serves.
     const beforeEviction = await routed('vision');
-    assert.equal(beforeEviction.status, 501, beforeEviction.body);
-    assert.match(beforeEviction.body, /501 Not Implemented/);
+    assert.equal(beforeEviction.status, 200, beforeEviction.body);
+    assert.match(beforeEviction.body, /"model":"qwen3-vl-4b-instruct".*"finish_reason":"stop"/);
     assert.equal((await routerAdmin.tierState('vision-local')).state, 'active');
 
     const o = await serveAcquire(client(), node, { serve: 'comfyui-sim', evict: true });
@@ -182,7 +186,7 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.equal(afterEviction.status, 503);
     assert.match(afterEviction.body, /"type":"tier_unavailable"/);
     assert.match(afterEviction.body, /vision-local/);
-    assert.equal((await routed('fast')).status, 501);
+    assert.equal((await routed('fast')).status, 200);
 
     assert.deepEqual((await containers()).sort((a, b) => a.serve.localeCompare(b.serve)), [
       { serve: 'comfyui-sim', running: true },
@@ -195,6 +199,32 @@ describe('on-demand acquisition with eviction on Docker', () => {
     }
     assert.equal(totals(await ledger()).committedMib, 0);
     assert.deepEqual(await containers(), []);
+  });
+
+  test('no request cut off on Docker: 3 slow requests in flight all finish 200, a later one 503, the stop after the last', async () => {
+    for (const s of ['fast', 'vision']) {
+      const o = await serveUp(client(), node, s);
+      assert.ok(o.ok, !o.ok ? o.message : '');
+    }
+    const slow = Array.from({ length: 3 }, () => routed('vision', 3000));
+    await waitUntil('3 in flight at vision-local', async () => (await routerAdmin.tierState('vision-local')).inFlight >= 3, 5000);
+    const acquisition = serveAcquire(client(), node, { serve: 'comfyui-sim', evict: true });
+    await waitUntil('vision-local quiesced', async () => (await routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
+    const late = await routed('vision');
+    assert.equal(late.status, 503, late.body);
+    // docker stop takes the whole container down: a request still being answered would be cut.
+    const done = await Promise.all(slow);
+    assert.deepEqual(done.map((d) => d.status), [200, 200, 200], done.map((d) => d.body).join('\n'));
+    const o = await acquisition;
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const v = o.result.victims[0];
+    assert.equal(v?.inFlightAtQuiesce, 3);
+    // Both counts: the router's, and the serve's own (vllm:num_requests_running from the container).
+    assert.deepEqual([v?.drain?.routerInFlightAtStart, v?.drain?.vllmRunningAtStart, v?.drain?.routerInFlightAtEnd, v?.drain?.vllmRunningAtEnd, v?.drain?.drained], [3, 3, 0, 0, true]);
+    assert.equal(v?.inFlightAtStop, 0);
+    assert.ok((v?.drain?.waitedMs ?? 0) >= 1000, `drained after ${v?.drain?.waitedMs} ms: it must have waited for the requests`);
+    for (const s of ['comfyui-sim', 'vision', 'fast']) assert.ok((await serveDown(client(), node, s)).ok);
+    assert.equal(totals(await ledger()).committedMib, 0);
   });
 
   test('an on-demand serve whose image is missing is refused before any victim is touched', async () => {
@@ -212,7 +242,7 @@ describe('on-demand acquisition with eviction on Docker', () => {
     for (const touched of ['quiesceTier', 'drainServe', 'stopServeContainer', 'startServeContainer']) assert.ok(!acts.includes(touched), `${touched} ran: ${acts.join(',')}`);
     assert.deepEqual(formatLedger(await ledger()), before);
     assert.equal((await routerAdmin.tierState('vision-local')).state, 'active');
-    assert.equal((await routed('vision')).status, 501, 'vision still forwarded to its container');
+    assert.equal((await routed('vision')).status, 200, 'vision still answered by its container');
     assert.deepEqual((await containers()).sort((a, b) => a.serve.localeCompare(b.serve)), [
       { serve: 'fast', running: true },
       { serve: 'vision', running: true },

@@ -21,7 +21,12 @@
 # Endpoints (busybox httpd serving files from /www):
 #   /health      200 with an empty body once ready, 404 before
 #   /v1/models   {"object":"list","data":[{"id":N,"object":"model","root":M,...}]}
-#   /metrics     Prometheus text with vllm:num_requests_running / vllm:num_requests_waiting
+#   /metrics     Prometheus text with vllm:num_requests_running / vllm:num_requests_waiting;
+#                running counts the chat completions being answered (plus the knob)
+#   /cgi-bin/vllm/v1/chat/completions
+#                a CGI (busybox httpd answers a plain POST with 501): answers after the body's
+#                sim_delay_ms, in the OpenAI shape. A router tier whose backend is
+#                http://HOST:PORT/cgi-bin/vllm reaches /health and /v1/models through it too.
 # Content types are application/octet-stream (busybox picks them by file extension); clients
 # that parse the body as JSON or text don't care.
 set -u
@@ -116,14 +121,58 @@ rm -f "$WWW/health"
 mkdir -p "$WWW/v1" || exit 1
 printf '{"object":"list","data":[{"id":"%s","object":"model","root":"%s","owned_by":"vllm","max_model_len":4096}]}\n' \
   "$(json_escape "$id")" "$(json_escape "$model")" >"$WWW/v1/models" || exit 1
-cat >"$WWW/metrics" <<EOF || exit 1
+mkdir -p "$WWW/cgi-bin" /tmp/inflight || exit 1
+rm -f /tmp/inflight/*
+printf 'running=%s\nwaiting=%s\nmodel_id="%s"\n' "$running" "$waiting" "$(json_escape "$id")" >/tmp/fake-vllm.env || exit 1
+
+# The CGI below rewrites /metrics as requests start and finish; httpd serves the file.
+cat >/bin/fake-vllm-metrics <<'EOF' || exit 1
+#!/bin/sh
+. /tmp/fake-vllm.env
+set -- /tmp/inflight/*
+[ -e "$1" ] || set --
+cat >/www/metrics.$$ <<END
 # HELP vllm:num_requests_running Number of requests currently running on GPU.
 # TYPE vllm:num_requests_running gauge
-vllm:num_requests_running $running
+vllm:num_requests_running $((running + $#))
 # HELP vllm:num_requests_waiting Number of requests waiting to be processed.
 # TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting $waiting
+END
+mv /www/metrics.$$ /www/metrics
 EOF
+
+cat >"$WWW/cgi-bin/vllm" <<'EOF' || exit 1
+#!/bin/sh
+. /tmp/fake-vllm.env
+status() { printf 'Status: %s\r\nContent-Type: %s\r\n\r\n' "$1" "${2:-application/json}"; }
+case "$PATH_INFO" in
+  /health)
+    if [ -f /www/health ]; then status '200 OK' text/plain; else status '404 Not Found' text/plain; fi
+    ;;
+  /v1/models)
+    status '200 OK'
+    cat /www/v1/models
+    ;;
+  /v1/chat/completions)
+    body=$(head -c "${CONTENT_LENGTH:-0}")
+    : >/tmp/inflight/$$
+    fake-vllm-metrics
+    ms=$(printf '%s' "$body" | sed -n 's/.*"sim_delay_ms"[[:space:]]*:[[:space:]]*\([0-9][0-9]*\).*/\1/p')
+    [ -n "$ms" ] && sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+    rm -f /tmp/inflight/$$
+    fake-vllm-metrics
+    status '200 OK'
+    printf '{"id":"chatcmpl-fake-%s","object":"chat.completion","model":"%s","choices":[{"index":0,"message":{"role":"assistant","content":"fake answer"},"finish_reason":"stop"}]}\n' "$$" "$model_id"
+    ;;
+  *)
+    status '404 Not Found'
+    printf '{"error":{"message":"no route %s","type":"NotFoundError"}}\n' "$PATH_INFO"
+    ;;
+esac
+EOF
+chmod 0755 /bin/fake-vllm-metrics "$WWW/cgi-bin/vllm" || exit 1
+fake-vllm-metrics || exit 1
 
 httpd_pid=""
 ready_pid=""
