@@ -10,7 +10,8 @@ import type { Manifest } from '../src/domain/types';
 import { docker, renderManifest, startTestBox, uniqueNode } from './support/box';
 import { containerName } from '../src/domain/serve';
 import type { TestBox, TestServe } from './support/box';
-import { waitFor } from './support/wait';
+import { waitFor, waitUntil } from './support/wait';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { workflowIds } from '../src/shared/messages';
 
 // A port another process holds while the test runs.
@@ -111,6 +112,24 @@ describe('bring-up and bring-down', () => {
       '  ocr 5120 MiB (resident, running)',
       '  reranker 3456 MiB (resident, running)',
     ]);
+  });
+
+  test('a ledger whose workflow is gone altogether (a dev server that lost its state) reads as what runs, not empty', async () => {
+    const ledgerId = `ledger/${box.node}/dark-fast`;
+    const before = formatLedger(await ledgerOf('dark-fast'));
+    await box.temporal.client.workflowService.deleteWorkflowExecution({ namespace: 'default', workflowExecution: { workflowId: ledgerId } });
+    await waitUntil('the ledger workflow deleted', async () => {
+      try {
+        await box.temporal.client.workflow.getHandle(ledgerId).describe();
+        return false;
+      } catch (err) {
+        return err instanceof WorkflowNotFoundError;
+      }
+    }, 10_000, 100);
+    // A read, before any operation: it starts the ledger, which reconciles first.
+    const after = await ledgerOf('dark-fast');
+    assert.equal(after.reconciling, undefined);
+    assert.deepEqual(formatLedger(after), before);
   });
 
   test('up of a running serve changes nothing; down is idempotent and releases', async () => {

@@ -397,6 +397,16 @@ describe('gpures CLI, as real processes', () => {
     }
   });
 
+  test('ledger of a node no worker serves: a clear error naming the node, not a hang', async () => {
+    const other = uniqueNode('cli-noworker');
+    nodes.push(other);
+    const file = writeManifest(dir, `${other}.toml`, renderManifest(other, [GPU], SERVES));
+    const r = await gpures(['ledger', '--manifest', file], env, 60_000);
+    assert.notEqual(r.code, EXIT.ok, show(r));
+    assert.match(r.stderr, new RegExp(`no worker answered the ledger of gpu_role 'dark-fast' on ${other} within 10 s: is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?`), show(r));
+    assert.ok(r.ms < 30_000, `took ${r.ms} ms`);
+  });
+
   test('validate the example manifest: exit 0', async () => {
     const r = await gpures(['validate', EXAMPLE], env);
     assert.equal(r.code, EXIT.ok, show(r));

@@ -6,7 +6,6 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type { GpuSpec } from '../domain/types';
-import { emptyLedger } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerVictimArgs, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
 import { abortEvictionUpdate, acquireUpdate, victimReleasedUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../shared/messages';
@@ -74,15 +73,41 @@ export class LedgerClient {
     return this.update(node, gpu, abortEvictionUpdate, args, updateId);
   }
 
-  /** A read: it never starts the ledger; a GPU whose ledger never ran is empty. */
-  async snapshot(node: string, gpu: GpuSpec): Promise<LedgerState> {
-    try {
-      return await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role)).query(snapshotQuery);
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return emptyLedger(node, gpu);
-      throw err;
+  /**
+   * The ledger as it stands. The read makes sure the ledger runs (a no-op when it does): a GPU
+   * whose ledger is gone (terminated, or a dev server that lost its state) would otherwise read as
+   * empty, or as it was, while serves run on it; a fresh run reconciles with the running
+   * containers first, and the read waits for that.
+   */
+  async snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs = 30_000): Promise<LedgerState> {
+    await this.start(node, gpu);
+    const h = this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role));
+    const deadline = Date.now() + reconcileTimeoutMs;
+    for (;;) {
+      let state: LedgerState;
+      try {
+        // A query is answered by a worker: without one it would wait for the RPC's own timeout.
+        state = await this.client.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => h.query(snapshotQuery));
+      } catch (err) {
+        if (!isDeadlineExceeded(err)) throw err;
+        throw new Error(`no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`);
+      }
+      if (!state.reconciling) return state;
+      if (Date.now() > deadline) {
+        throw new Error(`the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: is a worker for ${node} running?`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
     }
   }
+}
+
+const QUERY_TIMEOUT_MS = 10_000;
+/** gRPC's status code; @grpc/grpc-js is the SDK's dependency, not ours. */
+const DEADLINE_EXCEEDED = 4;
+
+function isDeadlineExceeded(err: unknown): boolean {
+  const codes = [err, (err as { cause?: unknown } | undefined)?.cause].map((e) => (e as { code?: unknown } | undefined)?.code);
+  return codes.includes(DEADLINE_EXCEEDED) || (err instanceof ServiceError && /deadline/i.test(err.message));
 }
 
 /** Never started, or its last run closed (terminated): either way a new run must be started. */

@@ -36,6 +36,8 @@ export interface LedgerState {
   reserveMib: number;
   /** Ordered by admission: the ledger prints in the order serves came up. */
   reservations: Reservation[];
+  /** Only in a snapshot taken while a fresh ledger still reads the running containers: its figures are not the truth yet. */
+  reconciling?: true;
 }
 
 export interface AdmitRequest {

@@ -38,7 +38,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
       return handler(arg);
     };
 
-  setHandler(snapshotQuery, () => state);
+  setHandler(snapshotQuery, () => (ready ? state : { ...state, reconciling: true }));
 
   /** Shared by admit and acquire: adopt the manifest's figures, recognise a retry, then decide. */
   function admitOrRecognise(req: LedgerAdmitArgs): LedgerAdmitResult | undefined {
@@ -121,17 +121,23 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
     }),
   );
 
+  const validatePhase = ({ serve, holder }: LedgerPhaseArgs) => {
+    const held = findReservation(state, serve);
+    if (!held) invalid(`setPhase: '${serve}' holds no reservation on '${state.gpuRole}'`);
+    if (holder !== undefined && held.holder !== holder) invalid(`setPhase: the reservation of '${serve}' is held by ${held.holder}, not ${holder}`);
+  };
+
   setHandler(
     setPhaseUpdate,
-    whenReady(({ serve, phase, measuredMib }: LedgerPhaseArgs) => {
-      state = withPhase(state, serve, phase, measuredMib);
+    whenReady((args: LedgerPhaseArgs) => {
+      validatePhase(args);
+      state = withPhase(state, args.serve, args.phase, args.measuredMib);
       return state;
     }),
     {
-      validator: ({ serve, holder }: LedgerPhaseArgs) => {
-        const held = findReservation(state, serve);
-        if (!held) invalid(`setPhase: '${serve}' holds no reservation on '${state.gpuRole}'`);
-        if (holder !== undefined && held.holder !== holder) invalid(`setPhase: the reservation of '${serve}' is held by ${held.holder}, not ${holder}`);
+      // Before the reconcile the state is not the truth yet: the handler checks once it is.
+      validator: (args: LedgerPhaseArgs) => {
+        if (ready) validatePhase(args);
       },
     },
   );
