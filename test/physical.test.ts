@@ -1,0 +1,45 @@
+// The physical truth beside the ledger: the field report's honesty note as arithmetic.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { emptyLedger } from '../src/domain/ledger';
+import type { LedgerState, Reservation } from '../src/domain/ledger';
+import { formatMeasuredDelta, formatPhysical, physicalTruth } from '../src/domain/physical';
+
+const GPU = { role: 'dark-fast', uuid: 'GPU-1', capacityMib: 32607, reserveMib: 4608 };
+const reservation = (serve: string, vramMib: number, phase: Reservation['phase']): Reservation => ({ serve, vramMib, class: 'resident', phase, holder: `serves-up/n/${serve}` });
+
+function ledgerOf(...reservations: Reservation[]): LedgerState {
+  return { ...emptyLedger('primary-node', GPU), reservations };
+}
+
+test("the report's full resident set: 5700 MiB beyond the serves, 1092 MiB over the reserve", () => {
+  const l = ledgerOf(reservation('fast', 14336, 'running'), reservation('embeddings', 3200, 'running'), reservation('reranker', 3456, 'running'), reservation('ocr', 5120, 'running'));
+  const t = physicalTruth(l, { uuid: 'GPU-1', totalMib: 32607, usedMib: 26112 + 5700 });
+  assert.deepEqual([t.servesMib, t.nonLedgerDrawMib, t.optimistic], [26112, 5700, true]);
+  assert.deepEqual(formatPhysical(t), [
+    '  nvidia-smi: used 31812 of 32607 MiB; non-ledger draw 5700 MiB against a reserve of 4608 MiB',
+    "  warning: non-ledger draw exceeds the reserve by 1092 MiB: the ledger's free figure is that much optimistic",
+  ]);
+});
+
+test('a draw within the reserve: no warning', () => {
+  const t = physicalTruth(ledgerOf(reservation('fast', 14336, 'running')), { uuid: 'GPU-1', totalMib: 32607, usedMib: 14336 + 4608 });
+  assert.equal(t.optimistic, false);
+  assert.equal(formatPhysical(t).length, 1);
+});
+
+test('only serves that hold their VRAM count: running and evicting, not admitted, pending or evicted', () => {
+  const l = ledgerOf(
+    reservation('fast', 14336, 'running'),
+    reservation('vision', 12288, 'evicting'),
+    reservation('starting', 1000, 'admitted'),
+    reservation('comfyui-sim', 8192, 'pending'),
+    reservation('gone', 3000, 'evicted'),
+  );
+  assert.equal(physicalTruth(l, { uuid: 'GPU-1', totalMib: 32607, usedMib: 30000 }).servesMib, 14336 + 12288);
+});
+
+test("a serve's measured delta: inside its reservation, or a warning naming the overrun", () => {
+  assert.deepEqual(formatMeasuredDelta('vision', 11738, 12288), { exceeds: false, line: 'vision measured 11738 MiB device delta, inside its 12288 MiB reservation' });
+  assert.deepEqual(formatMeasuredDelta('fast', 15000, 14336), { exceeds: true, line: 'warning: fast measured 15000 MiB device delta, 664 MiB above its 14336 MiB reservation' });
+});
