@@ -4,7 +4,6 @@
 // enter history, checked on every workflow the box ran, with every payload decoded.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,10 +20,8 @@ import { ROUTER_TOKEN, startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { historyTexts } from './support/history-scan';
 import { waitUntil } from './support/wait';
+import { gpures as runGpures, show } from './support/cli';
 
-// dist/test/audit.test.js -> repo root
-const ROOT = join(__dirname, '..', '..');
-const GPURES = join(ROOT, 'bin', 'gpures');
 const API_TOKEN = `api-token-${Math.random().toString(36).slice(2)}`;
 const HF_TOKEN = 'hf_auditTestSecretValue0123456789';
 
@@ -37,28 +34,12 @@ const SERVES: TestServe[] = [
   { name: 'gated', vram_mib: 1000, env: { HF_TOKEN } },
 ];
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function show(r: Run): string {
-  return `exit ${r.code}\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
-}
-
 describe('audit: workflow history as evidence', () => {
   let t: SimTestBox;
   let dir: string;
   let env: Record<string, string>;
 
-  function gpures(args: string[], timeoutMs = 60_000): Promise<Run> {
-    return new Promise((resolve) => {
-      execFile(process.execPath, [GPURES, ...args], { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 32 * 1024 * 1024 }, (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr });
-      });
-    });
-  }
+  const gpures = (args: string[], timeoutMs = 60_000) => runGpures(args, env, timeoutMs);
 
   before(async () => {
     t = await startSimTestBox('audit', [GPU], SERVES);

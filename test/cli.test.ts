@@ -2,8 +2,6 @@
 // `gpures worker` child process and the test dockerd. Asserts stdout, stderr and exit codes.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,10 +13,9 @@ import { docker, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
+import { gpures, show, startWorkerProcess } from './support/cli';
+import type { WorkerProcess } from './support/cli';
 
-// dist/test/cli.test.js -> repo root
-const ROOT = join(__dirname, '..', '..');
-const GPURES = join(ROOT, 'bin', 'gpures');
 const EXAMPLE = 'examples/primary-node/serves.toml';
 
 const EXIT = { ok: 0, badInput: 2, denied: 3, unreachable: 4 } as const;
@@ -32,33 +29,6 @@ const SERVES: TestServe[] = [
   // Healthy only after 8 s: long enough for `serves status`, a process each time, to see its bring-up under way.
   { name: 'slow', vram_mib: 100, env: { FAKE_START_DELAY_S: '8' } },
 ];
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-/** Runs `bin/gpures ARGS` as its own process; never rejects, so every assertion sees all three outputs. */
-function gpures(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
-  const started = Date.now();
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [GPURES, ...args],
-      { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
-        resolve({ code, stdout, stderr, ms: Date.now() - started });
-      },
-    );
-  });
-}
-
-function show(r: Run): string {
-  return `exit ${r.code} after ${r.ms} ms\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
-}
 
 function writeManifest(dir: string, name: string, text: string): string {
   const file = join(dir, name);
@@ -153,8 +123,7 @@ describe('gpures CLI, as real processes', () => {
   let dir: string;
   let node: string;
   let manifest: string;
-  let worker: ChildProcess | undefined;
-  let workerStderr = '';
+  let worker: WorkerProcess | undefined;
   const nodes: string[] = [];
 
   before(async () => {
@@ -165,39 +134,11 @@ describe('gpures CLI, as real processes', () => {
     nodes.push(node);
     manifest = writeManifest(dir, 'serves.toml', renderManifest(node, [GPU], SERVES));
 
-    const w = spawn(process.execPath, [GPURES, 'worker', '--manifest', manifest, '--gpus', 'off'], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    worker = w;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`worker not up within 60 s; stderr:\n${workerStderr}`)), 60_000);
-      w.stderr?.setEncoding('utf8');
-      w.stderr?.on('data', (chunk: string) => {
-        workerStderr += chunk;
-        if (workerStderr.includes('worker for node')) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      w.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        reject(new Error(`worker exited (${code ?? signal}) before it was up; stderr:\n${workerStderr}`));
-      });
-    });
+    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], env);
   });
 
   after(async () => {
-    const w = worker;
-    if (w && w.exitCode === null && w.signalCode === null) {
-      const exited = new Promise((r) => w.once('exit', r));
-      w.kill('SIGTERM');
-      // The SDK drains in-flight tasks first; do not wait forever for it.
-      const timer = setTimeout(() => w.kill('SIGKILL'), 15_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await worker?.stop();
     const d = docker();
     for (const n of nodes) {
       for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${n}`] } })) {

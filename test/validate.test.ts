@@ -1,23 +1,17 @@
 // `gpures validate --router`: the load-time rule of field report T013, offline.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { gpures as runGpures } from './support/cli';
 
 const ROOT = resolve(__dirname, '..', '..');
-const GPURES = join(ROOT, 'bin', 'gpures');
 const MANIFEST = join(ROOT, 'examples', 'primary-node', 'serves.toml');
 const ROUTER = join(ROOT, 'examples', 'primary-node', 'router.toml');
 
-function gpures(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(process.execPath, [GPURES, ...args], { env: { ...process.env, GPURES_ROUTER_CONFIG: '' } }, (err, stdout, stderr) => {
-      done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+// The router config comes from --router only, never from the environment running the tests.
+const gpures = (args: string[]) => runGpures(args, { GPURES_ROUTER_CONFIG: '' });
 
 test('the example manifest and router config pass together', async () => {
   const r = await gpures(['validate', MANIFEST, '--router', ROUTER]);

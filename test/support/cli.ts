@@ -1,0 +1,75 @@
+// `bin/gpures` as an operator runs it: a real process, its stdout, stderr and exit code.
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+
+// dist/test/support/cli.js -> repo root
+export const ROOT = join(__dirname, '..', '..', '..');
+export const GPURES = join(ROOT, 'bin', 'gpures');
+
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** Runs `bin/gpures ARGS` with `env` over this process's; never rejects, so every assertion sees all three outputs. */
+export function gpures(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [GPURES, ...args],
+      { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 32 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
+        resolve({ code, stdout, stderr, ms: Date.now() - started });
+      },
+    );
+  });
+}
+
+export function show(r: Run): string {
+  return `exit ${r.code} after ${r.ms} ms\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
+}
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  stderr(): string;
+  /** SIGTERM (the SDK drains in-flight tasks first), SIGKILL after 15 s. */
+  stop(): Promise<void>;
+}
+
+/** `gpures worker ARGS` as its own process, resolved once it says it is up. */
+export function startWorkerProcess(args: string[], env: Record<string, string>): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [GPURES, 'worker', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  const worker: WorkerProcess = {
+    child,
+    stderr: () => stderr,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`worker not up within 60 s; stderr:\n${stderr}`)), 60_000);
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
+      stderr += chunk;
+      if (stderr.includes('worker for node')) {
+        clearTimeout(timer);
+        resolve(worker);
+      }
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`worker exited (${code ?? signal}) before it was up; stderr:\n${stderr}`));
+    });
+  });
+}
