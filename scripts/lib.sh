@@ -32,7 +32,7 @@ GPURES_TEST_IMAGE=gpures/fake-vllm:test
 
 # Applets linked into the fake-vllm image: what entrypoint.sh uses, plus a few for
 # `docker exec` debugging.
-_GPURES_FAKE_VLLM_APPLETS=(sh ash httpd sleep cat mkdir mv rm sed kill printf echo test '[' ls ps env wget nc head chmod)
+_GPURES_FAKE_VLLM_APPLETS=(sh ash httpd sleep cat mkdir mv rm rmdir sed kill printf echo test '[' ls ps env wget nc head chmod)
 
 log() {
   printf '[gpures] %s\n' "$*" >&2

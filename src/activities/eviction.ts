@@ -1,7 +1,7 @@
 // Activities of an on-demand acquisition: the router's quiesce and readmit, the drain wait, and
 // the physical check that a victim's VRAM came back. (The ledger's updates are in index.ts.)
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { serveBaseUrl } from '../domain/serve';
+import { containerName, serveBaseUrl } from '../domain/serve';
 import type { ServeSpec } from '../domain/types';
 import type { ContainerRuntime, GpuProbe, GpuReading, ManifestSource, ReadmitOutcome, RouterAdmin, ServeProbe, TierState } from './ports';
 import { imageMissing } from './ports';
@@ -34,7 +34,8 @@ export interface DrainResult {
 /** What an eviction needs, found present before anything on the box is touched. */
 export interface EvictionPreflight {
   image: string;
-  gpu: GpuReading;
+  /** Null when no victim is running: there is no VRAM to see come back, so no nvidia-smi needed. */
+  gpu: GpuReading | null;
   /** Each victim's router tier, confirmed able to readmit it later (model_identity set). */
   tiers: { serve: string; tier: string }[];
 }
@@ -77,10 +78,12 @@ export function createEvictionActivities(deps: EvictionDeps) {
       await permanentAsFailure(async () => {
         if (!(await deps.runtime.hasImage(serve.image))) throw imageMissing(serve.image);
       });
-      const gpu = await readGpu(input.gpuUuid);
       const tiers: { serve: string; tier: string }[] = [];
+      let anyRunning = false;
       for (const name of input.victims) {
-        const tier = (await loadServe(deps.manifest, name)).serve.routerTier;
+        const victim = await loadServe(deps.manifest, name);
+        if ((await deps.runtime.inspect(containerName(victim.node, name)))?.running) anyRunning = true;
+        const tier = victim.serve.routerTier;
         if (!tier) continue;
         const state = await permanentAsFailure(() => router().tierState(tier));
         if (!state.modelIdentity) {
@@ -91,6 +94,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
         }
         tiers.push({ serve: name, tier });
       }
+      const gpu = anyRunning ? await readGpu(input.gpuUuid) : null;
       return { image: serve.image, gpu, tiers };
     },
 

@@ -114,7 +114,8 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     async ledgerSnapshot(input: { node: string; gpu: GpuSpec }): Promise<LedgerState> {
-      return deps.ledger.snapshot(input.node, input.gpu);
+      // Inside the activity's 30 s: a ledger still reconciling by then fails it with that reason, and it is retried.
+      return deps.ledger.snapshot(input.node, input.gpu, 15_000);
     },
 
     /** Running containers this project started for the GPU, as reservations: what a fresh ledger starts from. */

@@ -284,7 +284,7 @@ export function summarizeActivity(type: string, input: unknown, result: unknown)
       return r ? (r['released'] ? `released ${txt(r['vramMib'])} MiB` : 'held no reservation') : compact(result);
     case 'preflightEviction': {
       const tiers = Array.isArray(r?.['tiers']) ? (r['tiers'] as unknown[]).map((t) => `, tier ${txt(path(t, 'tier'))} can readmit ${txt(path(t, 'serve'))}`).join('') : '';
-      return r ? `image ${txt(r['image'])} present, nvidia-smi ${gpuLine(r['gpu'])}${tiers}` : compact(result);
+      return r ? `image ${txt(r['image'])} present, ${r['gpu'] ? `nvidia-smi ${gpuLine(r['gpu'])}` : 'no victim running (no VRAM to confirm)'}${tiers}` : compact(result);
     }
     case 'quiesceTier':
       return r ? `tier ${txt(r['tier'])} ${txt(r['state'])} with ${txt(r['inFlight'])} in flight` : compact(result);

@@ -89,7 +89,7 @@ export class LedgerClient {
         // A query is answered by a worker: without one it would wait for the RPC's own timeout.
         state = await this.client.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => h.query(snapshotQuery));
       } catch (err) {
-        if (!isDeadlineExceeded(err)) throw err;
+        if (!isNoWorker(err)) throw err;
         throw new Error(`no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`);
       }
       if (!state.reconciling) return state;
@@ -102,12 +102,15 @@ export class LedgerClient {
 }
 
 const QUERY_TIMEOUT_MS = 10_000;
-/** gRPC's status code; @grpc/grpc-js is the SDK's dependency, not ours. */
+/** gRPC's status codes; @grpc/grpc-js is the SDK's dependency, not ours. */
 const DEADLINE_EXCEEDED = 4;
+const FAILED_PRECONDITION = 9;
 
-function isDeadlineExceeded(err: unknown): boolean {
-  const codes = [err, (err as { cause?: unknown } | undefined)?.cause].map((e) => (e as { code?: unknown } | undefined)?.code);
-  return codes.includes(DEADLINE_EXCEEDED) || (err instanceof ServiceError && /deadline/i.test(err.message));
+/** No worker answered: the query's deadline passed, or the server saw no poller on the task queue. */
+function isNoWorker(err: unknown): boolean {
+  const chain = [err, (err as { cause?: unknown } | undefined)?.cause] as ({ code?: unknown; details?: unknown; message?: unknown } | undefined)[];
+  const text = (v: unknown) => (typeof v === 'string' ? v : '');
+  return chain.some((e) => e?.code === DEADLINE_EXCEEDED || (e?.code === FAILED_PRECONDITION && /poller/i.test(`${text(e.details)} ${text(e.message)}`)));
 }
 
 /** Never started, or its last run closed (terminated): either way a new run must be started. */

@@ -29,8 +29,8 @@ export function serveHealthUrl(serve: Pick<ServeSpec, 'bind' | 'port' | 'healthP
 
 /** vLLM's OpenAI server arguments; the manifest's extra args come last so they can override. */
 /**
- * The container's command: vLLM's arguments for an openai serve (its image's entrypoint is the
- * server), the manifest's args otherwise; empty means the image's own command.
+ * The container's CMD: vLLM's arguments for an openai serve (its image's entrypoint is the
+ * server), the manifest's args otherwise; empty keeps the image's own.
  */
 export function serveCommand(serve: ServeSpec): string[] {
   return (serve.api ?? 'openai') === 'openai' ? vllmCommand(serve) : [...serve.args];

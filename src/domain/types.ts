@@ -41,7 +41,7 @@ export interface ServeSpec {
   /** Host address the port is bound to; loopback unless the manifest explicitly allows more. */
   bind: string;
   routerTier?: string;
-  /** openai: vLLM's arguments after the built ones; http and none: the container's command (none: the image's). */
+  /** openai: vLLM's arguments after the built ones; http and none: the image's CMD (an ENTRYPOINT gets them as arguments; empty: the image's own). */
   args: string[];
   env: Record<string, string>;
   healthPath: string;

@@ -124,7 +124,8 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
         log.begin('preflight');
         const pre = await router.preflightEviction({ acquirer: serve.name, gpuUuid: gpu.uuid, victims: decision.victims.map((v) => v.serve) });
         const tiers = pre.tiers.map((t) => `, tier ${t.tier} can readmit ${t.serve}`).join('');
-        log.record('preflight', `image ${pre.image} present, nvidia-smi reads ${pre.gpu.uuid} (${pre.gpu.usedMib} of ${pre.gpu.totalMib} MiB used)${tiers}`);
+        const smi = pre.gpu ? `nvidia-smi reads ${pre.gpu.uuid} (${pre.gpu.usedMib} of ${pre.gpu.totalMib} MiB used)` : 'no victim running (no VRAM to confirm)';
+        log.record('preflight', `image ${pre.image} present, ${smi}${tiers}`);
       }
       for (const v of decision.victims) {
         victims.push(await evictVictim(node, v, resolved, input, saga, log, ids, stopped));

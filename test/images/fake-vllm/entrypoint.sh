@@ -104,6 +104,14 @@ case "$port" in
     exit 2
     ;;
 esac
+for knob in "FAKE_NUM_REQUESTS_RUNNING=$running" "FAKE_NUM_REQUESTS_WAITING=$waiting"; do
+  case "${knob#*=}" in
+    "" | *[!0-9]*)
+      say "invalid $knob (a whole number)"
+      exit 2
+      ;;
+  esac
+done
 case "$delay" in
   never) ;;
   "" | *[!0-9.]* | *.*.* | .)
@@ -122,13 +130,17 @@ mkdir -p "$WWW/v1" || exit 1
 printf '{"object":"list","data":[{"id":"%s","object":"model","root":"%s","owned_by":"vllm","max_model_len":4096}]}\n' \
   "$(json_escape "$id")" "$(json_escape "$model")" >"$WWW/v1/models" || exit 1
 mkdir -p "$WWW/cgi-bin" /tmp/inflight || exit 1
-rm -f /tmp/inflight/*
-printf 'running=%s\nwaiting=%s\nmodel_id="%s"\n' "$running" "$waiting" "$(json_escape "$id")" >/tmp/fake-vllm.env || exit 1
+rm -rf /tmp/inflight/* /tmp/metrics.lock
+printf 'running=%s\nwaiting=%s\n' "$running" "$waiting" >/tmp/fake-vllm.env || exit 1
+# Already JSON-escaped; read with cat, never sourced (the shell would undo the escapes).
+json_escape "$id" >/tmp/fake-vllm.model-id || exit 1
 
 # The CGI below rewrites /metrics as requests start and finish; httpd serves the file.
 cat >/bin/fake-vllm-metrics <<'EOF' || exit 1
 #!/bin/sh
 . /tmp/fake-vllm.env
+# One writer at a time: a count taken before another request's rewrite must not land after it.
+until mkdir /tmp/metrics.lock 2>/dev/null; do sleep 0.01; done
 set -- /tmp/inflight/*
 [ -e "$1" ] || set --
 cat >/www/metrics.$$ <<END
@@ -140,11 +152,11 @@ vllm:num_requests_running $((running + $#))
 vllm:num_requests_waiting $waiting
 END
 mv /www/metrics.$$ /www/metrics
+rmdir /tmp/metrics.lock
 EOF
 
 cat >"$WWW/cgi-bin/vllm" <<'EOF' || exit 1
 #!/bin/sh
-. /tmp/fake-vllm.env
 status() { printf 'Status: %s\r\nContent-Type: %s\r\n\r\n' "$1" "${2:-application/json}"; }
 case "$PATH_INFO" in
   /health)
@@ -163,7 +175,7 @@ case "$PATH_INFO" in
     rm -f /tmp/inflight/$$
     fake-vllm-metrics
     status '200 OK'
-    printf '{"id":"chatcmpl-fake-%s","object":"chat.completion","model":"%s","choices":[{"index":0,"message":{"role":"assistant","content":"fake answer"},"finish_reason":"stop"}]}\n' "$$" "$model_id"
+    printf '{"id":"chatcmpl-fake-%s","object":"chat.completion","model":"%s","choices":[{"index":0,"message":{"role":"assistant","content":"fake answer"},"finish_reason":"stop"}]}\n' "$$" "$(cat /tmp/fake-vllm.model-id)"
     ;;
   *)
     status '404 Not Found'
