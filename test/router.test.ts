@@ -558,6 +558,46 @@ describe('reference router', () => {
   });
 });
 
+describe('quiesced tiers across a router restart', () => {
+  test('with a state file, a tier quiesced before a restart is still quiesced after it; a readmit clears it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-router-state-'));
+    const vision = await new FakeVllm('qwen3-vl-4b-instruct').start();
+    const configPath = join(dir, 'router.toml');
+    const stateFile = join(dir, 'router-state.json');
+    writeFileSync(configPath, routerToml({ mapping: 'test.state', chat: vision.url, vision: vision.url, dead: `http://127.0.0.1:${await deadPort()}` }));
+    const start = async (withState: boolean) => {
+      const r = await startRouter({ configPath, adminToken: TOKEN, probeTimeoutMs: 1000, ...(withState ? { stateFile } : {}) });
+      return { r, admin: new HttpRouterAdmin({ baseUrl: r.url, token: TOKEN, timeoutMs: 5000 }) };
+    };
+    try {
+      let { r, admin } = await start(true);
+      await admin.quiesce('vision-local');
+      assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), { quiesced: ['vision-local'] });
+      await r.close();
+
+      ({ r, admin } = await start(true));
+      assert.equal((await admin.tierState('vision-local')).state, 'quiesced');
+      assert.equal((await chat(r.url, 'vision')).status, 503);
+      assert.equal((await admin.tierState('chat-local')).state, 'active');
+      assert.equal((await admin.readmit('vision-local')).ok, true);
+      assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), { quiesced: [] });
+      await r.close();
+
+      ({ r, admin } = await start(true));
+      assert.equal((await admin.tierState('vision-local')).state, 'active');
+      await admin.quiesce('vision-local');
+      await r.close();
+      // Without the file the quiesce is forgotten: every tier starts active.
+      ({ r, admin } = await start(false));
+      assert.equal((await admin.tierState('vision-local')).state, 'active');
+      await r.close();
+    } finally {
+      await vision.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('router start-up', () => {
   test('startRouter refuses an invalid config and an empty token', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gpures-router-'));

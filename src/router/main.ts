@@ -1,10 +1,10 @@
 // Runnable reference router:
-//   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H] [--port P]
+//   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H] [--port P] [--state FILE]
 // Binds 127.0.0.1:8000 unless told otherwise; SIGTERM/SIGINT close it (in-flight requests finish).
 import { parseArgs } from 'node:util';
 import { startRouter } from './server';
 
-const USAGE = 'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host 127.0.0.1] [--port 8000]';
+const USAGE = 'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host 127.0.0.1] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]';
 
 function fail(message: string): never {
   process.stderr.write(`gpures-router: ${message}\n`);
@@ -12,13 +12,14 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<void> {
-  let values: { config?: string; host?: string; port?: string; help?: boolean };
+  let values: { config?: string; host?: string; port?: string; state?: string; help?: boolean };
   try {
     ({ values } = parseArgs({
       options: {
         config: { type: 'string', short: 'c' },
         host: { type: 'string', default: '127.0.0.1' },
         port: { type: 'string', short: 'p', default: '8000' },
+        state: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -43,7 +44,7 @@ async function main(): Promise<void> {
 
   let router: Awaited<ReturnType<typeof startRouter>>;
   try {
-    router = await startRouter({ configPath: values.config, host, port, adminToken: token });
+    router = await startRouter({ configPath: values.config, host, port, adminToken: token, ...(values.state ? { stateFile: values.state } : {}) });
   } catch (err) {
     fail(`cannot start:\n${err instanceof Error ? err.message : String(err)}`);
   }

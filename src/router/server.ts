@@ -3,7 +3,7 @@
 // the in-flight count, guarded readmit, reload, healthz. Tests and the demo run it; a production
 // router plugs in by implementing the same contract.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingMessage } from 'node:http';
@@ -28,6 +28,12 @@ export interface RouterOptions {
   probeTimeoutMs?: number;
   /** Largest accepted request body; vision requests carry base64 images. Default 64 MiB. */
   bodyLimitBytes?: number;
+  /**
+   * Where the quiesced tiers are kept across restarts. Without it a restarted router routes an
+   * evicted serve's tier again (to a stopped backend: 502s, where the eviction meant 503s) until
+   * the next readmit.
+   */
+  stateFile?: string;
 }
 
 export interface RouterSnapshot {
@@ -109,6 +115,22 @@ class Mutex {
   }
 }
 
+/** The tiers a previous run left quiesced; none when the file does not exist yet. */
+async function loadQuiesced(file: string): Promise<Set<string>> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Set();
+    throw err;
+  }
+  const data = JSON.parse(text) as { quiesced?: unknown };
+  if (!Array.isArray(data.quiesced) || !data.quiesced.every((t) => typeof t === 'string')) {
+    throw new Error(`${file}: quiesced must be a list of tier names`);
+  }
+  return new Set(data.quiesced);
+}
+
 export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   if (!opts.adminToken) throw new Error('startRouter: adminToken is required (the admin API is never open)');
   const host = opts.host ?? '127.0.0.1';
@@ -116,8 +138,17 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const tokenDigest = digest(opts.adminToken);
 
   let { config } = await loadConfig(opts.configPath);
-  let runtime = new Map<string, TierRuntime>(config.tiers.map((t) => [t.name, { mode: 'active', inFlight: 0 }]));
+  const persisted = opts.stateFile ? await loadQuiesced(opts.stateFile) : new Set<string>();
+  let runtime = new Map<string, TierRuntime>(config.tiers.map((t) => [t.name, { mode: persisted.has(t.name) ? 'quiesced' : 'active', inFlight: 0 }]));
   const admin = new Mutex();
+  /** Called inside admin.run, so writes never interleave. */
+  const saveState = async (): Promise<void> => {
+    if (!opts.stateFile) return;
+    const quiesced = [...runtime].filter(([, rt]) => rt.mode === 'quiesced').map(([name]) => name).sort();
+    const tmp = `${opts.stateFile}.${process.pid}.tmp`;
+    await writeFile(tmp, `${JSON.stringify({ quiesced }, null, 2)}\n`);
+    await rename(tmp, opts.stateFile);
+  };
 
   const tierRuntime = (name: string): TierRuntime => {
     let rt = runtime.get(name);
@@ -298,7 +329,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         const tier = findTier(config, req.params.tier);
         if (!tier) return Promise.resolve(unknownTier(reply, req.params.tier));
         tierRuntime(tier.name).mode = 'quiesced';
-        return Promise.resolve(reply.send(tierState(tier)));
+        return saveState().then(() => reply.send(tierState(tier)));
       }),
     );
 
@@ -309,6 +340,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         const outcome = await guardedReadmit(tier);
         if (!outcome.ok) return reply.code(409).send(outcome);
         tierRuntime(tier.name).mode = 'active';
+        await saveState();
         return reply.send(outcome);
       }),
     );
@@ -334,6 +366,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         for (const t of loaded.config.tiers) next.set(t.name, runtime.get(t.name) ?? { mode: 'active', inFlight: 0 });
         config = loaded.config;
         runtime = next;
+        await saveState();
         return reply.send({ mapping_version: config.mappingVersion, warnings: loaded.warnings.map(formatIssue) });
       }),
     );

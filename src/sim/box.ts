@@ -63,7 +63,7 @@ export async function startSimBox(o: SimBoxOptions): Promise<SimBox> {
   };
   writeNvidiaSmiState({});
   const gpu = new NvidiaSmi({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: nvidiaSmiStatePath } });
-  const router = await startRouter({ configPath: o.routerConfigPath, adminToken: o.routerToken, port: o.routerPort ?? 0 });
+  const router = await startRouter({ configPath: o.routerConfigPath, adminToken: o.routerToken, port: o.routerPort ?? 0, stateFile: join(o.stateDir, 'router-state.json') });
   const routerAdmin = new HttpRouterAdmin({ baseUrl: router.url, token: o.routerToken });
   return {
     runtime,
