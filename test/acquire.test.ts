@@ -16,27 +16,33 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+// A second card where one acquisition needs two victims.
+const HEAVY = { role: 'heavy', capacity_mib: 20000, reserve_mib: 2000 };
 const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
   { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
   { name: 'huge', vram_mib: 20000, class: 'on-demand' },
   { name: 'filler', vram_mib: 2000 },
+  { name: 'resident-h', gpu_role: 'heavy', vram_mib: 5000 },
+  { name: 'batch-a', gpu_role: 'heavy', vram_mib: 6000, class: 'evictable', router_tier: 'batch-a-local' },
+  { name: 'batch-b', gpu_role: 'heavy', vram_mib: 6000, class: 'evictable', router_tier: 'batch-b-local' },
+  { name: 'render', gpu_role: 'heavy', vram_mib: 12000, class: 'on-demand' },
 ];
 
 describe('on-demand acquisition with eviction', () => {
   let t: SimTestBox;
 
   before(async () => {
-    t = await startSimTestBox('evict', [GPU], SERVES);
+    t = await startSimTestBox('evict', [GPU, HEAVY], SERVES);
   });
   after(async () => {
     await t?.close();
   });
 
   const client = () => t.temporal.client;
-  async function ledger(): Promise<LedgerState> {
-    const [l] = await ledgerSnapshots(client(), t.manifest);
+  async function ledger(role = 'dark-fast'): Promise<LedgerState> {
+    const l = (await ledgerSnapshots(client(), t.manifest)).find((x) => x.gpuRole === role);
     assert.ok(l);
     return l;
   }
@@ -202,6 +208,37 @@ describe('on-demand acquisition with eviction', () => {
       await t.box.routerAdmin.reload();
     }
     await restoreBox();
+  });
+
+  test('two victims for one acquisition: each quiesced, drained and stopped in turn; both restored after', async () => {
+    for (const s of ['resident-h', 'batch-a', 'batch-b']) assert.ok((await serveUp(client(), t.node, s)).ok);
+    assert.equal(totals(await ledger('heavy')).committedMib, 17000);
+    // 12000 MiB wanted, 1000 free: short by 11000, which only both batch serves (12000) cover.
+    const o = await serveAcquire(client(), t.node, { serve: 'render', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    assert.deepEqual(o.result.victims.map((v) => v.serve).sort(), ['batch-a', 'batch-b']);
+    assert.ok(o.result.victims.every((v) => v.drain?.drained && v.vram?.releasedMib === 6000), JSON.stringify(o.result.victims));
+    const steps = o.result.steps.map((x) => x.step);
+    for (const v of ['batch-a', 'batch-b']) {
+      const at = (what: string) => steps.indexOf(`${what} ${v}`);
+      assert.ok(at('quiesce') < at('drain') && at('drain') < at('stop') && at('stop') < at('release'), steps.join(', '));
+    }
+    assert.ok(steps.indexOf('start') > Math.max(steps.indexOf('release batch-a'), steps.indexOf('release batch-b')), steps.join(', '));
+    assert.deepEqual(formatLedger(await ledger('heavy')), [
+      "gpu_role 'heavy': capacity 20000 MiB, reserve 2000 MiB, committed 17000 MiB, free 1000 MiB",
+      '  resident-h 5000 MiB (resident, running)',
+      '  batch-a 6000 MiB (evictable, evicted)',
+      '  batch-b 6000 MiB (evictable, evicted)',
+      '  render 12000 MiB (on-demand, running)',
+    ]);
+    // The other card's ledger is untouched.
+    assert.equal(totals(await ledger('dark-fast')).committedMib, 0);
+
+    const down = await serveDown(client(), t.node, 'render', { restore: true });
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    assert.deepEqual(down.result.restored.map((r) => [r.serve, r.ok]).sort(), [['batch-a', true], ['batch-b', true]]);
+    assert.equal(totals(await ledger('heavy')).committedMib, 17000);
+    for (const s of ['batch-a', 'batch-b', 'resident-h']) assert.ok((await serveDown(client(), t.node, s)).ok);
   });
 
   test('not enough evictable MiB: denied, nothing quiesced or stopped', async () => {
