@@ -24,6 +24,7 @@ const SEED_SERVES: TestServe[] = [
   { name: 'ocr', vram_mib: 5120 },
   { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'sick', vram_mib: 1000, env: { FAKE_START_DELAY_S: 'never' }, start_timeout_s: 3 },
+  { name: 'stuck', vram_mib: 1000, env: { FAKE_START_DELAY_S: 'never' }, start_timeout_s: 120 },
   { name: 'impostor', vram_mib: 1000, served_model_name: 'expected-model', env: { FAKE_MODEL_ID: 'some-other-model' } },
   { name: 'no-image', vram_mib: 1000, image: 'gpures/not-built:none' },
   { name: 'squatted', vram_mib: 1000, port: SQUATTED_PORT },
@@ -170,6 +171,24 @@ describe('bring-up and bring-down', () => {
     assert.match(out.message, /compensated: remove container, release reservation$/);
     assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
     assert.equal((await box.containers()).filter((c) => c.serve === 'sick').length, 0);
+  });
+
+  test('cancelled (as from the UI) while it waits for health: compensated, and the run ends Cancelled', async () => {
+    const pending = serveUp(box.temporal.client, box.node, 'stuck');
+    await waitUntil('the stuck container running', async () => (await box.containers()).some((c) => c.serve === 'stuck' && c.running), 20_000, 100);
+    const handle = box.temporal.client.workflow.getHandle(workflowIds.bringUp(box.node, 'stuck'));
+    await handle.cancel();
+    const out = await pending;
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'CancelledFailure');
+    assert.equal((await handle.describe()).status.name, 'CANCELLED');
+    assert.equal((await box.containers()).filter((c) => c.serve === 'stuck').length, 0);
+    assert.equal((await ledgerOf('dark-fast')).reservations.filter((r) => r.serve === 'stuck').length, 0);
+    // What was undone is in the history: the compensations ran as activities after the cancel request.
+    const events = (await handle.fetchHistory()).events ?? [];
+    const cancelAt = events.findIndex((e) => e.workflowExecutionCancelRequestedEventAttributes);
+    const after = events.slice(cancelAt).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+    assert.deepEqual(after, ['stopServeContainer', 'ledgerRelease']);
   });
 
   test('a serve reporting another model id: IdentityMismatch, nothing left running', async () => {

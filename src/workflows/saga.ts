@@ -1,6 +1,6 @@
 // Compensations registered only after their step succeeded, run in reverse on failure. A
 // compensation that fails is logged and skipped: the original error is what the caller needs.
-import { ActivityFailure, ApplicationFailure, CancellationScope, log } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log, patched } from '@temporalio/workflow';
 import type { StepLog } from './serve-steps';
 import { operationInputProblems } from '../domain/inputs';
 import type { InputSpec } from '../domain/inputs';
@@ -48,13 +48,21 @@ export function rootCause(err: unknown): { type: string; message: string } {
 
 /**
  * Runs the compensations and returns the error to throw: the original failure's type, and a
- * message naming the operation, the step that failed and what was undone.
+ * message naming the operation, the step that failed and what was undone. A cancellation (from
+ * the UI or `temporal workflow cancel`) is compensated the same way and rethrown, so the run
+ * ends Cancelled rather than Failed.
  */
-export async function failAndCompensate(operation: string, err: unknown, saga: Saga, steps: StepLog, extra = ''): Promise<ApplicationFailure> {
+export async function failAndCompensate(operation: string, err: unknown, saga: Saga, steps: StepLog, extra = ''): Promise<Error> {
   const cause = rootCause(err);
   const step = steps.current;
-  steps.record(step, `failed: ${cause.message}`);
+  const cancelled = isCancellation(err);
+  steps.record(step, cancelled ? 'cancelled' : `failed: ${cause.message}`);
   await saga.compensate();
+  // Runs cancelled before this change failed after compensating; they replay that way.
+  if (cancelled && patched('cancelled-ends-cancelled')) {
+    log.info(`${operation} cancelled at ${step}; compensated: ${saga.compensated.join(', ') || 'nothing'}${extra}`);
+    return err as Error;
+  }
   return ApplicationFailure.create({
     type: cause.type,
     message: `${operation} failed at ${step}: ${cause.message}; compensated: ${saga.compensated.join(', ') || 'nothing'}${extra}`,
