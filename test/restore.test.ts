@@ -10,6 +10,7 @@ import { routerConfigFor } from '../src/sim/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
+import { workflowIds } from '../src/shared/messages';
 
 describe('restore with guarded readmit', () => {
   let t: SimTestBox;
@@ -54,6 +55,25 @@ describe('restore with guarded readmit', () => {
     assert.ok(l);
     assert.deepEqual(l.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'vision:running']);
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test('serves down cancelled while it drains: the tier is readmitted, the serve still runs, the run ends Cancelled', async () => {
+    assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
+    const slow = t.routed('fast', { sim_delay_ms: 4000 });
+    await waitUntil('1 in flight at fast-local', async () => (await t.box.routerAdmin.tierState('fast-local')).inFlight >= 1, 5000);
+    const down = serveDown(t.temporal.client, t.node, 'fast');
+    await waitUntil('fast-local quiesced', async () => (await t.box.routerAdmin.tierState('fast-local')).state === 'quiesced', 5000);
+    const handle = t.temporal.client.workflow.getHandle(workflowIds.bringDown(t.node, 'fast'));
+    await handle.cancel();
+    const out = await down;
+    assert.ok(!out.ok);
+    assert.equal((await handle.describe()).status.name, 'CANCELLED');
+    assert.equal((await t.box.routerAdmin.tierState('fast-local')).state, 'active');
+    assert.equal((await slow).status, 200);
+    assert.equal((await t.routed('fast')).status, 200);
+    const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+    assert.deepEqual(l?.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running']);
+    assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
   });
 
   test('serves down of a routed serve: quiesce, drain (the request in flight finishes), stop; the next up readmits', async () => {

@@ -1,5 +1,5 @@
 // serves down NAME: graceful stop, then release. Down of a serve already down succeeds and says so.
-import { executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, executeChild, isCancellation, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { workflowIds } from '../shared/messages';
 import { bringUpWorkflow } from './bring-up';
 import { checkInput, rootCause } from './saga';
@@ -55,13 +55,28 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   // bring-up's guarded readmit), and requests in flight finish before the stop. Past the drain
   // timeout the stop goes ahead: the operator asked for the serve to go down.
   let drain: DrainResult | undefined;
-  if (serve.routerTier) {
-    const q = await proxyActivities<Activities>(routerOps).quiesceIfRouted({ tier: serve.routerTier });
-    if (q) {
-      record('quiesce', `tier ${serve.routerTier} quiesced with ${q.inFlight} in flight`);
-      const drainTimeoutS = input.drainTimeoutS ?? 120;
-      drain = await proxyActivities<Activities>(waitFor(drainTimeoutS)).drainServe({ tier: serve.routerTier, serve, deadlineEpochMs: Date.now() + drainTimeoutS * 1000 });
-      record('drain', drain.drained ? `drained after ${drain.waitedMs} ms` : `not drained within ${drainTimeoutS} s (${drain.routerInFlightAtEnd} in flight); stopping anyway`);
+  const tier = serve.routerTier;
+  if (tier) {
+    try {
+      const q = await proxyActivities<Activities>(routerOps).quiesceIfRouted({ tier });
+      if (q) {
+        record('quiesce', `tier ${tier} quiesced with ${q.inFlight} in flight`);
+        const drainTimeoutS = input.drainTimeoutS ?? 120;
+        drain = await proxyActivities<Activities>(waitFor(drainTimeoutS)).drainServe({ tier, serve, deadlineEpochMs: Date.now() + drainTimeoutS * 1000 });
+        record('drain', drain.drained ? `drained after ${drain.waitedMs} ms` : `not drained within ${drainTimeoutS} s (${drain.routerInFlightAtEnd} in flight); stopping anyway`);
+      }
+    } catch (err) {
+      // Cancelled before the stop: the serve still runs, so its tier goes back into rotation
+      // (left quiesced, a later `serves up` would find it running and never readmit it).
+      if (isCancellation(err) && patched('bring-down-cancel-readmits')) {
+        try {
+          await CancellationScope.nonCancellable(() => proxyActivities<Activities>(routerOps).readmitIfQuiesced({ tier }));
+          record('quiesce', `cancelled before the stop: tier ${tier} readmitted, ${serve.name} still running`);
+        } catch (readmitErr) {
+          record('quiesce', `cancelled before the stop; readmit of tier ${tier} failed: ${rootCause(readmitErr).message}`);
+        }
+      }
+      throw err;
     }
   }
 
