@@ -11,6 +11,7 @@ import type { TestServe } from './support/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
+import { workflowIds } from '../src/shared/messages';
 import { containerName, serveBaseUrl } from '../src/domain/serve';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
@@ -239,6 +240,25 @@ describe('on-demand acquisition with eviction', () => {
     assert.deepEqual(down.result.restored.map((r) => [r.serve, r.ok]).sort(), [['batch-a', true], ['batch-b', true]]);
     assert.equal(totals(await ledger('heavy')).committedMib, 17000);
     for (const s of ['batch-a', 'batch-b', 'resident-h']) assert.ok((await serveDown(client(), t.node, s)).ok);
+  });
+
+  test('an acquisition cancelled while its victim drains: tier readmitted, vision still running, ledger as before, run Cancelled', async () => {
+    await seedStep2();
+    const before = formatLedger(await ledger());
+    const slow = t.routed('vision', { sim_delay_ms: 4000 });
+    await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
+    const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
+    const handle = client().workflow.getHandle(workflowIds.acquire(t.node, 'comfyui-sim'));
+    await handle.cancel();
+    const o = await acquisition;
+    assert.ok(!o.ok);
+    assert.equal((await handle.describe()).status.name, 'CANCELLED');
+    assert.equal((await t.box.routerAdmin.tierState('vision-local')).state, 'active');
+    assert.deepEqual(formatLedger(await ledger()), before);
+    assert.equal((await slow).status, 200);
+    assert.equal((await t.routed('vision')).status, 200);
+    await restoreBox();
   });
 
   test('not enough evictable MiB: denied, nothing quiesced or stopped', async () => {
