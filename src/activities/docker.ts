@@ -10,6 +10,29 @@ export interface DockerRuntimeOptions {
   gpus: 'auto' | 'on' | 'off';
 }
 
+/**
+ * What `docker run` would send: the port on the manifest's bind address, an init for graceful
+ * stops, and, where GPUs are pinned, the device request of `--gpus device=<uuid>`.
+ */
+export function createOptions(spec: ContainerSpec, gpuPinned: boolean): Docker.ContainerCreateOptions {
+  const portKey = `${spec.containerPort}/tcp`;
+  return {
+    name: spec.name,
+    Image: spec.image,
+    // Empty: the image's own command.
+    Cmd: spec.cmd.length ? spec.cmd : undefined,
+    Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+    Labels: spec.labels,
+    ExposedPorts: { [portKey]: {} },
+    HostConfig: {
+      PortBindings: { [portKey]: [{ HostIp: spec.bind, HostPort: String(spec.hostPort) }] },
+      // An init reaps and forwards SIGTERM, so graceful stop works whatever the image's PID 1 is.
+      Init: true,
+      ...(gpuPinned && spec.gpuUuid ? { DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: [spec.gpuUuid], Capabilities: [['gpu']] }] } : {}),
+    },
+  };
+}
+
 export class DockerRuntime implements ContainerRuntime {
   private gpuSupport: Promise<boolean> | undefined;
 
@@ -41,29 +64,20 @@ export class DockerRuntime implements ContainerRuntime {
     // A stopped leftover may carry an older manifest's settings: start from a clean container.
     if (existing) await this.remove(spec.name);
     if (!(await this.hasImage(spec.image))) throw imageMissing(spec.image);
-    const portKey = `${spec.containerPort}/tcp`;
-    const container = await this.docker.createContainer({
-      name: spec.name,
-      Image: spec.image,
-      // Empty: the image's own command.
-      Cmd: spec.cmd.length ? spec.cmd : undefined,
-      Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-      Labels: spec.labels,
-      ExposedPorts: { [portKey]: {} },
-      HostConfig: {
-        PortBindings: { [portKey]: [{ HostIp: spec.bind, HostPort: String(spec.hostPort) }] },
-        // An init reaps and forwards SIGTERM, so graceful stop works whatever the image's PID 1 is.
-        Init: true,
-        ...(gpuPinned && spec.gpuUuid
-          ? { DeviceRequests: [{ Driver: 'nvidia', DeviceIDs: [spec.gpuUuid], Capabilities: [['gpu']] }] }
-          : {}),
-      },
-    });
+    const container = await this.docker.createContainer(createOptions(spec, gpuPinned));
     try {
       await container.start();
     } catch (err) {
       // 304: already started by a concurrent attempt.
       if (statusCode(err) === 304) return { id: container.id, created: true, gpuPinned };
+      // Pinning was asked for (--gpus on) on a daemon without the NVIDIA Container Toolkit.
+      if (/could not select device driver/i.test(String((err as Error).message))) {
+        await this.remove(spec.name);
+        throw new PermanentError(
+          Failure.GpuRuntimeMissing,
+          `Docker cannot give ${spec.name} GPU ${spec.gpuUuid ?? '?'}: ${(err as Error).message.replace(/^\(HTTP code \d+\)[^-]*- /, '').trim()}; install the NVIDIA Container Toolkit, or run the worker with --gpus auto`,
+        );
+      }
       // Another process holds the port: retrying will not free it, and the operator must know which.
       if (/address already in use|port is already allocated/i.test(String((err as Error).message))) {
         await this.remove(spec.name);

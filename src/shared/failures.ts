@@ -7,6 +7,7 @@ export const Failure = {
   ContainerExited: 'ContainerExited',
   ImageMissing: 'ImageMissing',
   PortInUse: 'PortInUse',
+  GpuRuntimeMissing: 'GpuRuntimeMissing',
   UnknownServe: 'UnknownServe',
   ManifestInvalid: 'ManifestInvalid',
   ServeBusy: 'ServeBusy',
