@@ -57,20 +57,6 @@ describe('restore with guarded readmit', () => {
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 
-  test('serves up of a running serve whose tier was left quiesced readmits it; run again, nothing changes', async () => {
-    assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
-    await t.box.routerAdmin.quiesce('fast-local');
-    assert.equal((await t.routed('fast')).status, 503);
-    const up = await serveUp(t.temporal.client, t.node, 'fast');
-    assert.ok(up.ok, !up.ok ? up.message : '');
-    assert.equal(up.result.outcome, 'already-running');
-    assert.equal(up.result.message, 'serves up fast: already running; tier fast-local was quiesced and is readmitted');
-    assert.equal((await t.routed('fast')).status, 200);
-    const again = await serveUp(t.temporal.client, t.node, 'fast');
-    assert.ok(again.ok && again.result.message === 'serves up fast: already running, nothing changed', JSON.stringify(again));
-    assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
-  });
-
   test('serves down cancelled while it drains: the tier is readmitted, the serve still runs, the run ends Cancelled', async () => {
     assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
     const slow = t.routed('fast', { sim_delay_ms: 4000 });

@@ -92,7 +92,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     });
   }
   if (decision.decision === 'already-held') {
-    const held = await alreadyHeld(node, serve.name, decision, op, log, serve.routerTier);
+    const held = await alreadyHeld(node, serve.name, decision, op, log);
     return { ...base, outcome: 'already-running', message: held.message, containerId: held.containerId, victims: [], ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
   }
 

@@ -61,7 +61,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   }
 
   if (decision.decision === 'already-held') {
-    const held = await alreadyHeld(node, serve.name, decision, `serves up ${serve.name}`, log, serve.routerTier);
+    const held = await alreadyHeld(node, serve.name, decision, `serves up ${serve.name}`, log);
     return { ...base, outcome: 'already-running', message: held.message, containerId: held.containerId, ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
   }
   const restoring = Boolean(admit.wasEvicted);

@@ -1,6 +1,6 @@
 // The steps every way of starting a serve shares once its MiB are admitted: start → health →
 // identity → running. Bring-up, acquisition and restore differ only in how they got the MiB.
-import { ApplicationFailure, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { progressQuery } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { Failure } from '../shared/failures';
@@ -8,7 +8,6 @@ import type { Activities, ResolvedServe } from '../activities';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';
 import { containerOps, quick, routerOps, stopOptions, waitFor } from './options';
-import { rootCause } from './saga';
 import type { Saga } from './saga';
 
 export type { StepRecord } from '../shared/messages';
@@ -113,10 +112,7 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
 
 /**
  * A serve the ledger already holds: running with its container up is "already running, nothing
- * changed" (returns the container id), unless its router tier was left quiesced (a compensation
- * that could not readmit, say): then the guarded readmit puts it back, so `serves up` is always
- * the operator's way to make a running serve reachable. Anything else is busy, and says how to
- * clear it.
+ * changed" (returns the container id); anything else is busy, and says how to clear it.
  */
 export async function alreadyHeld(
   node: string,
@@ -124,24 +120,10 @@ export async function alreadyHeld(
   held: { phase: string; holder: string },
   op: string,
   log: StepLog,
-  routerTier?: string,
 ): Promise<{ containerId: string; message: string }> {
   const container = await act.inspectServe({ node, serve });
   if (held.phase === 'running' && container?.running) {
     log.record('admit', 'already running');
-    if (routerTier && patched('already-running-readmits')) {
-      let r: Awaited<ReturnType<Activities['readmitIfQuiesced']>>;
-      try {
-        r = await proxyActivities<Activities>(routerOps).readmitIfQuiesced({ tier: routerTier });
-      } catch (err) {
-        const cause = rootCause(err);
-        throw ApplicationFailure.create({ type: cause.type, message: `${op}: running, but its tier stays quiesced: ${cause.message}`, nonRetryable: true });
-      }
-      if (r.action === 'readmitted') {
-        log.record('readmit', `router readmitted tier ${routerTier}: health and identity passed (observed '${r.observedModel ?? '?'}')`);
-        return { containerId: container.id, message: `${op}: already running; tier ${routerTier} was quiesced and is readmitted` };
-      }
-    }
     return { containerId: container.id, message: `${op}: already running, nothing changed` };
   }
   throw ApplicationFailure.create({
