@@ -591,6 +591,8 @@ describe('quiesced tiers across a router restart', () => {
       ({ r, admin } = await start(false));
       assert.equal((await admin.tierState('vision-local')).state, 'active');
       await r.close();
+      // A state file that cannot be written fails the start, not the first eviction.
+      await assert.rejects(startRouter({ configPath, adminToken: TOKEN, stateFile: join(dir, 'missing', 'router-state.json') }), /ENOENT/);
     } finally {
       await vision.close();
       rmSync(dir, { recursive: true, force: true });

@@ -149,6 +149,20 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     await writeFile(tmp, `${JSON.stringify({ quiesced }, null, 2)}\n`);
     await rename(tmp, opts.stateFile);
   };
+  /** A mode change counts only once it is saved: a failed write leaves memory and file as they were. */
+  const setMode = async (name: string, mode: TierMode): Promise<void> => {
+    const rt = tierRuntime(name);
+    const previous = rt.mode;
+    rt.mode = mode;
+    try {
+      await saveState();
+    } catch (err) {
+      rt.mode = previous;
+      throw err;
+    }
+  };
+  // A state file that cannot be written fails the start, not the first eviction.
+  await saveState();
 
   const tierRuntime = (name: string): TierRuntime => {
     let rt = runtime.get(name);
@@ -328,8 +342,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       admin.run(() => {
         const tier = findTier(config, req.params.tier);
         if (!tier) return Promise.resolve(unknownTier(reply, req.params.tier));
-        tierRuntime(tier.name).mode = 'quiesced';
-        return saveState().then(() => reply.send(tierState(tier)));
+        return setMode(tier.name, 'quiesced').then(() => reply.send(tierState(tier)));
       }),
     );
 
@@ -339,8 +352,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         if (!tier) return unknownTier(reply, req.params.tier);
         const outcome = await guardedReadmit(tier);
         if (!outcome.ok) return reply.code(409).send(outcome);
-        tierRuntime(tier.name).mode = 'active';
-        await saveState();
+        await setMode(tier.name, 'active');
         return reply.send(outcome);
       }),
     );

@@ -8,7 +8,7 @@ import { denialMessage, formatLedger } from '../domain/ledger';
 import type { Victim } from '../domain/eviction';
 import { Failure } from '../shared/failures';
 import { quick, routerOps, stopOptions, waitFor } from './options';
-import { checkInput, failAndCompensate, Saga } from './saga';
+import { checkInput, failAndCompensate, Saga, whole } from './saga';
 import { alreadyHeld, startAdmittedServe, StepLog } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
@@ -70,11 +70,13 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   log.begin('admit');
   const before = await act.ledgerSnapshot({ node, gpu });
   const ledgerBefore = formatLedger(before);
-  const { decision } = await act.ledgerAcquire({
-    node,
-    args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, evict: Boolean(input.evict) },
-    updateId: ids('acquire'),
-  });
+  const { decision } = await whole('admit-whole', () =>
+    act.ledgerAcquire({
+      node,
+      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, evict: Boolean(input.evict) },
+      updateId: ids('acquire'),
+    }),
+  );
 
   if (decision.decision === 'denied') {
     const hint =
@@ -172,7 +174,7 @@ async function evictVictim(
     log.begin(`quiesce ${victim.name}`);
     // Registered first: a quiesce that acted before it failed must still be undone.
     withdrawReadmit = saga.add(`readmit tier ${tier}`, () => router.readmitIfQuiesced({ tier }));
-    const q = await router.quiesceTier({ tier });
+    const q = await whole('quiesce-whole', () => router.quiesceTier({ tier }));
     record.inFlightAtQuiesce = q.inFlight;
     log.record(`quiesce ${victim.name}`, `tier ${tier} quiesced with ${q.inFlight} in flight`);
   }

@@ -2,7 +2,7 @@
 import { CancellationScope, executeChild, isCancellation, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { workflowIds } from '../shared/messages';
 import { bringUpWorkflow } from './bring-up';
-import { checkInput, rootCause } from './saga';
+import { checkInput, rootCause, whole } from './saga';
 import type { Activities } from '../activities';
 import { formatLedger } from '../domain/ledger';
 import { quick, routerOps, stopOptions, waitFor } from './options';
@@ -58,7 +58,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const tier = serve.routerTier;
   if (tier) {
     try {
-      const q = await proxyActivities<Activities>(routerOps).quiesceIfRouted({ tier });
+      const q = await whole('quiesce-whole', () => proxyActivities<Activities>(routerOps).quiesceIfRouted({ tier }));
       if (q) {
         record('quiesce', `tier ${tier} quiesced with ${q.inFlight} in flight`);
         const drainTimeoutS = input.drainTimeoutS ?? 120;

@@ -5,7 +5,7 @@ import type { Activities } from '../activities';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { Failure } from '../shared/failures';
 import { quick } from './options';
-import { checkInput, failAndCompensate, Saga } from './saga';
+import { checkInput, failAndCompensate, Saga, whole } from './saga';
 import { alreadyHeld, startAdmittedServe, StepLog } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
@@ -41,12 +41,14 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   const base = { serve: serve.name, gpuRole: gpu.role, vramMib: serve.vramMib };
 
   log.begin('admit');
-  const admit = await act.ledgerAdmit({
-    node,
-    // The run, not just the id: a later `serves up` of the same serve reuses the workflow id.
-    args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder: `${workflowId}/${runId}`, gpu },
-    updateId: `${workflowId}/${runId}/admit`,
-  });
+  const admit = await whole('admit-whole', () =>
+    act.ledgerAdmit({
+      node,
+      // The run, not just the id: a later `serves up` of the same serve reuses the workflow id.
+      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder: `${workflowId}/${runId}`, gpu },
+      updateId: `${workflowId}/${runId}/admit`,
+    }),
+  );
   const { decision } = admit;
   const ledgerBefore = formatLedger(decision.decision === 'admitted' ? withoutReservation(admit.ledger, serve.name) : admit.ledger);
 

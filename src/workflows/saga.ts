@@ -37,6 +37,16 @@ export class Saga {
   }
 }
 
+/**
+ * Runs a step that takes something (a reservation, a quiesce) outside cancellation: a cancel
+ * that arrived meanwhile is handled once the step is known to have acted, so its compensation is
+ * registered and runs, instead of racing an attempt still under way. Behind a patch: runs
+ * cancelled before this existed requested the step's cancellation, and replay that way.
+ */
+export function whole<T>(patchId: string, step: () => Promise<T>): Promise<T> {
+  return patched(patchId) ? CancellationScope.nonCancellable(step) : step();
+}
+
 /** The business failure under an activity failure: its type and message, as the operator reads them. */
 export function rootCause(err: unknown): { type: string; message: string } {
   let e: unknown = err;
@@ -60,7 +70,10 @@ export async function failAndCompensate(operation: string, err: unknown, saga: S
   await saga.compensate();
   // Runs cancelled before this change failed after compensating; they replay that way.
   if (cancelled && patched('cancelled-ends-cancelled')) {
-    log.info(`${operation} cancelled at ${step}; compensated: ${saga.compensated.join(', ') || 'nothing'}${extra}`);
+    // The cancellation carries no message of ours: what was undone is in the steps (progress query, history).
+    const summary = `${operation} cancelled at ${step}; compensated: ${saga.compensated.join(', ') || 'nothing'}${extra}`;
+    steps.record('compensate', summary);
+    log.info(summary);
     return err as Error;
   }
   return ApplicationFailure.create({
