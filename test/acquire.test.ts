@@ -155,7 +155,7 @@ describe('on-demand acquisition with eviction', () => {
     assert.ok(vision);
     const direct = fetch(`${serveBaseUrl(vision)}/v1/chat/completions`, {
       method: 'POST',
-      body: JSON.stringify({ model: 'qwen3-vl-4b-instruct', messages: [{ role: 'user', content: 'direct' }], sim_delay_ms: 3000 }),
+      body: JSON.stringify({ model: 'qwen3-vl-4b-instruct', messages: [{ role: 'user', content: 'direct' }], sim_delay_ms: 5000 }),
     });
     await waitUntil('vision running 1 request', async () => /vllm:num_requests_running\S* 1\b/.test(await (await fetch(`${serveBaseUrl(vision)}/metrics`)).text()), 5000);
     const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
