@@ -13,7 +13,9 @@ import { docker, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
-import { gpures, show, startWorkerProcess } from './support/cli';
+import { GPURES, ROOT, gpures, show, startWorkerProcess } from './support/cli';
+import { spawn } from 'node:child_process';
+import { waitUntil } from './support/wait';
 import type { WorkerProcess } from './support/cli';
 
 const EXAMPLE = 'examples/primary-node/serves.toml';
@@ -257,6 +259,24 @@ describe('gpures CLI, as real processes', () => {
       await up;
       assert.equal((await gpures(['serves', 'down', 'slow', '--manifest', manifest], env)).code, EXIT.ok);
     }
+  });
+
+  test('Ctrl-C while following serves up: exit 130, the workflow named, and the bring-up goes on to running', async () => {
+    const child = spawn(process.execPath, [GPURES, 'serves', 'up', 'slow', '--manifest', manifest], { cwd: ROOT, env: { ...process.env, ...env } });
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (c: string) => (stderr += c));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    // Interrupt once the bring-up is under way (its admit printed).
+    await waitUntil('the admit step printed', () => stderr.includes('  admit: '), 30_000, 50);
+    child.kill('SIGINT');
+    assert.equal(await exited, 130, stderr);
+    assert.match(stderr, new RegExp(`interrupted: serves up slow goes on in Temporal \\(workflow serves-up/${node}/slow\\); \`gpures serves status\` shows it`));
+    const handle = temporal.client.workflow.getHandle(workflowIds.bringUp(node, 'slow'));
+    await handle.result();
+    assert.equal((await handle.describe()).status.name, 'COMPLETED');
+    assert.deepEqual((await containersOf(node)).filter((c) => c.serve === 'slow').map((c) => c.running), [true]);
+    assert.equal((await gpures(['serves', 'down', 'slow', '--manifest', manifest], env)).code, EXIT.ok);
   });
 
   test('a denial: exit 3, the reason on stderr, nothing started', async () => {

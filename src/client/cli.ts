@@ -14,7 +14,7 @@ import { formatIssue } from '../domain/types';
 import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { taskQueueFor } from '../shared/messages';
+import { taskQueueFor, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { formatStep } from './follow';
 import { connectClient } from './connection';
@@ -28,6 +28,8 @@ export const EXIT = {
   badInput: 2,
   denied: 3,
   unreachable: 4,
+  /** Ctrl-C: 128 + SIGINT, as a shell reports it. */
+  interrupted: 130,
 } as const;
 
 class CliError extends Error {
@@ -137,8 +139,25 @@ async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeO
     const outcomes: OperationOutcome<{ message: string; ledgerAfter: string[] }>[] = [];
     // Progress goes to stderr as each step completes: stdout stays the result.
     const printStep = (step: StepRecord) => process.stderr.write(`${formatStep(step)}\n`);
+    // Ctrl-C stops following, not the operation: it is a workflow, and goes on without this process.
+    let current: { name: string; workflowId: string } | undefined;
+    const onInterrupt = () => {
+      if (current) {
+        process.stderr.write(
+          `\ninterrupted: serves ${verb} ${current.name} goes on in Temporal (workflow ${current.workflowId}); ` +
+            `\`gpures serves status\` shows it; cancel it from the UI or with \`temporal workflow cancel --workflow-id ${current.workflowId}\`` +
+            `${names.length > 1 ? `; not started: ${names.slice(names.indexOf(current.name) + 1).join(', ') || 'none'}` : ''}\n`,
+        );
+      }
+      process.exit(EXIT.interrupted);
+    };
+    process.once('SIGINT', onInterrupt);
     // In the order given, as an operator reads the command line; one failure does not stop the rest.
     for (const name of names) {
+      current = {
+        name,
+        workflowId: verb === 'down' ? workflowIds.bringDown(manifest.node, name) : opts.evict ? workflowIds.acquire(manifest.node, name) : workflowIds.bringUp(manifest.node, name),
+      };
       const o =
         verb === 'down'
           ? await serveDown(client, manifest.node, name, { restore: opts.restore, onStep: printStep })
@@ -153,6 +172,7 @@ async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeO
       outcomes.push(o);
       process.stderr.write(`${renderOutcome(o).join('\n')}\n`);
     }
+    process.removeListener('SIGINT', onInterrupt);
     const ledgers = await readLedgers(client, manifest);
     return { data: { outcomes, ledgers: ledgers.map(ledgerJson) }, text: ledgers.flatMap(formatLedger), exitCode: outcomeExit(outcomes) };
   });
