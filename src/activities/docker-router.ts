@@ -7,7 +7,7 @@ import { basename, dirname, join, posix } from 'node:path';
 import type Docker from 'dockerode';
 import { Failure } from '../shared/failures';
 import { demuxLogs, statusCode } from './docker-util';
-import { PermanentError } from './ports';
+import { imageMissing, PermanentError } from './ports';
 import type { JournalEntry, RecreateResult, RouterContainer, RouterDeployment, ValidateRunOutcome, ValidateRunSpec } from './router-deployment';
 import { journalPath } from './router-deployment';
 
@@ -83,7 +83,7 @@ export class DockerRouterDeployment implements RouterDeployment {
 
   async validate(spec: ValidateRunSpec, progress: (detail: unknown) => void): Promise<ValidateRunOutcome> {
     if (!(await this.imageId(spec.image))) {
-      throw new PermanentError(Failure.ImageMissing, `image '${spec.image}' is not on this Docker host; pull or load it first`);
+      throw imageMissing(spec.image);
     }
     const stage = await mkdtemp(join(spec.stageDir, '.gpures-validate-'));
     try {

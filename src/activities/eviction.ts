@@ -3,10 +3,10 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { containerName, serveBaseUrl } from '../domain/serve';
 import type { ServeSpec } from '../domain/types';
-import type { ContainerRuntime, GpuProbe, GpuReading, ManifestSource, ReadmitOutcome, RouterAdmin, ServeProbe, TierState } from './ports';
+import type { ContainerRuntime, GpuProbe, GpuReading, ManifestSource, RouterAdmin, ServeProbe, TierState } from './ports';
 import { imageMissing } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
-import { loadServe } from './resolve';
+import { loadManifest } from './resolve';
 import { Failure } from '../shared/failures';
 
 export interface EvictionDeps {
@@ -74,14 +74,15 @@ export function createEvictionActivities(deps: EvictionDeps) {
      * without it would refuse every readmit, leaving the victim out of the router for good).
      */
     async preflightEviction(input: { acquirer: string; gpuUuid: string; victims: string[] }): Promise<EvictionPreflight> {
-      const { serve } = await loadServe(deps.manifest, input.acquirer);
+      const manifest = await loadManifest(deps.manifest);
+      const { serve } = manifest.resolve(input.acquirer);
       await permanentAsFailure(async () => {
         if (!(await deps.runtime.hasImage(serve.image))) throw imageMissing(serve.image);
       });
       const tiers: { serve: string; tier: string }[] = [];
       let anyRunning = false;
       for (const name of input.victims) {
-        const victim = await loadServe(deps.manifest, name);
+        const victim = manifest.resolve(name);
         if ((await deps.runtime.inspect(containerName(victim.node, name)))?.running) anyRunning = true;
         const tier = victim.serve.routerTier;
         if (!tier) continue;
@@ -100,10 +101,6 @@ export function createEvictionActivities(deps: EvictionDeps) {
 
     async quiesceTier(input: { tier: string }): Promise<TierState> {
       return permanentAsFailure(() => router().quiesce(input.tier));
-    },
-
-    async readmitTier(input: { tier: string }): Promise<ReadmitOutcome> {
-      return permanentAsFailure(() => router().readmit(input.tier));
     },
 
     /**

@@ -9,6 +9,7 @@ import { backupFileName, backupRunKey, backupsToPrune, mappingVersionOf, MAX_CON
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';
 import type { RouterAdmin } from './ports';
+import { imageMissing } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { HttpRouterAdmin } from './router';
 import type { RecreateResult, RouterContainer, RouterDeployment, RouterTarget } from './router-deployment';
@@ -126,7 +127,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
         throw nonRetryable(Failure.RouterNotDeployed, `router '${t.name}': no container '${t.container}' on this Docker host; deploy the router first (a promotion replaces a running router)`);
       }
       const targetImageId = await d.imageId(input.image);
-      if (!targetImageId) throw nonRetryable(Failure.ImageMissing, `image '${input.image}' is not on this Docker host; pull or load it first`);
+      if (!targetImageId) throw nonRetryable(Failure.ImageMissing, imageMissing(input.image).message);
       const live = await d.readFile(t.configPath);
       return {
         target: publicTarget(t),

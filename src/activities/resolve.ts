@@ -13,16 +13,26 @@ export interface ResolvedServe {
   gpu: GpuSpec;
 }
 
-export async function loadServe(manifest: ManifestSource, name: string): Promise<ResolvedServe> {
-  const { text, file } = await manifest.read();
+/** The manifest, read and parsed once; `resolve` looks serves up in it. */
+export async function loadManifest(source: ManifestSource): Promise<{ resolve(name: string): ResolvedServe }> {
+  const { text, file } = await source.read();
   const result = parseManifest(text, file);
   if (!result.ok) {
     throw nonRetryable(Failure.ManifestInvalid, result.errors.map(formatIssue).join('\n'));
   }
-  const serve = findServe(result.manifest, name);
-  if (!serve) {
-    const known = result.manifest.serves.map((s) => s.name).join(', ');
-    throw nonRetryable(Failure.UnknownServe, `${file}: no serve named '${name}' (serves: ${known})`);
-  }
-  return { node: result.manifest.node, serve, gpu: gpuFor(result.manifest, serve) };
+  const manifest = result.manifest;
+  return {
+    resolve(name) {
+      const serve = findServe(manifest, name);
+      if (!serve) {
+        const known = manifest.serves.map((s) => s.name).join(', ');
+        throw nonRetryable(Failure.UnknownServe, `${file}: no serve named '${name}' (serves: ${known})`);
+      }
+      return { node: manifest.node, serve, gpu: gpuFor(manifest, serve) };
+    },
+  };
+}
+
+export async function loadServe(source: ManifestSource, name: string): Promise<ResolvedServe> {
+  return (await loadManifest(source)).resolve(name);
 }

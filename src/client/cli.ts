@@ -15,6 +15,7 @@ import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { taskQueueFor, workflowIds } from '../shared/messages';
+import { DEFAULT_ROUTER } from '../shared/promotion';
 import type { StepRecord } from '../shared/messages';
 import { formatStep } from './follow';
 import { connectClient } from './connection';
@@ -154,21 +155,18 @@ async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeO
     process.once('SIGINT', onInterrupt);
     // In the order given, as an operator reads the command line; one failure does not stop the rest.
     for (const name of names) {
-      current = {
-        name,
-        workflowId: verb === 'down' ? workflowIds.bringDown(manifest.node, name) : opts.evict ? workflowIds.acquire(manifest.node, name) : workflowIds.bringUp(manifest.node, name),
-      };
-      const o =
+      const node = manifest.node;
+      const [workflowId, operate] =
         verb === 'down'
-          ? await serveDown(client, manifest.node, name, { restore: opts.restore, onStep: printStep })
+          ? [workflowIds.bringDown(node, name), () => serveDown(client, node, name, { restore: opts.restore, onStep: printStep })]
           : opts.evict
-            ? await serveAcquire(
-                client,
-                manifest.node,
-                { serve: name, evict: true, force: Boolean(opts.force), drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined },
-                printStep,
-              )
-            : await serveUp(client, manifest.node, name, printStep);
+            ? [
+                workflowIds.acquire(node, name),
+                () => serveAcquire(client, node, { serve: name, evict: true, force: Boolean(opts.force), drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined }, printStep),
+              ]
+            : [workflowIds.bringUp(node, name), () => serveUp(client, node, name, printStep)];
+      current = { name, workflowId };
+      const o: OperationOutcome<{ message: string; ledgerAfter: string[] }> = await operate();
       outcomes.push(o);
       process.stderr.write(`${renderOutcome(o).join('\n')}\n`);
     }
@@ -229,7 +227,7 @@ async function readLedgers(client: Client, manifest: Manifest): Promise<LedgerSt
   } catch (err) {
     if (err instanceof ServiceError) {
       throw new CliError(
-        `node '${manifest.node}': the ledger did not answer (${err.message}); is \`gpures worker\` running for it (task queue gpures.${manifest.node})?`,
+        `node '${manifest.node}': the ledger did not answer (${err.message}); is \`gpures worker\` running for it (task queue ${taskQueueFor(manifest.node)})?`,
         EXIT.unreachable,
       );
     }
@@ -427,7 +425,7 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .requiredOption('--image <image>', 'the router image to validate it with and to run')
     .option('--profile <file>', 'promotion profile, recorded with the promotion')
     .option('--validate-only', 'stop after the validate-only run: nothing is changed')
-    .option('--router <name>', "router deployment name, as the worker's GPURES_ROUTER_NAME", 'router')
+    .option('--router <name>', "router deployment name, as the worker's GPURES_ROUTER_NAME", DEFAULT_ROUTER)
     .addOption(manifestOpt())
     .addOption(jsonOpt())
     .action(

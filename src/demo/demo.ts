@@ -13,9 +13,9 @@ import { startDevServer } from '../dev/dev-server';
 import type { DevServer } from '../dev/dev-server';
 import { formatLedger, totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
-import { parseManifest } from '../domain/manifest';
+import { manifestOrThrow, parseManifest } from '../domain/manifest';
 import { formatPhysical, physicalTruth } from '../domain/physical';
-import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../domain/router-config';
+import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors, routerConfigOrThrow } from '../domain/router-config';
 import type { Manifest } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { startSimBox } from '../sim/box';
@@ -167,24 +167,23 @@ async function sequence(ctx: DemoContext): Promise<void> {
 }
 
 /** Loads the demo's inputs and applies the load-time rule before anything starts. */
-function loadInputs(manifestPath: string, routerConfigPath: string): { manifest: Manifest; routerText: string } {
-  const parsed = parseManifest(readFileSync(manifestPath, 'utf8'), manifestPath);
-  if (!parsed.ok) throw new Error(parsed.errors.map(formatIssue).join('\n'));
+function loadInputs(manifestPath: string, routerConfigPath: string): { manifest: Manifest; manifestText: string; routerText: string } {
+  const manifestText = readFileSync(manifestPath, 'utf8');
+  const manifest = manifestOrThrow(parseManifest(manifestText, manifestPath));
   const routerText = readFileSync(routerConfigPath, 'utf8');
-  const router = parseRouterConfig(routerText, routerConfigPath);
-  if (!router.ok) throw new Error(router.errors.map(formatIssue).join('\n'));
-  const errors = routerCheckErrors(checkRouterAgainstManifest(router.config, routerConfigPath, parsed.manifest, manifestPath));
+  const router = routerConfigOrThrow(parseRouterConfig(routerText, routerConfigPath));
+  const errors = routerCheckErrors(checkRouterAgainstManifest(router, routerConfigPath, manifest, manifestPath));
   if (errors.length) throw new Error(errors.map(formatIssue).join('\n'));
-  return { manifest: parsed.manifest, routerText };
+  return { manifest, manifestText, routerText };
 }
 
 export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const { manifest, routerText } = loadInputs(opts.manifestPath ?? DEMO_MANIFEST, opts.routerConfigPath ?? DEMO_ROUTER_CONFIG);
+  const { manifest, manifestText, routerText } = loadInputs(opts.manifestPath ?? DEMO_MANIFEST, opts.routerConfigPath ?? DEMO_ROUTER_CONFIG);
   const dir = mkdtempSync(join(tmpdir(), 'gpures-demo-'));
   // The sim box reads the manifest the worker reads: keep them one file.
   const manifestPath = join(dir, 'serves.toml');
-  writeFileSync(manifestPath, readFileSync(opts.manifestPath ?? DEMO_MANIFEST));
+  writeFileSync(manifestPath, manifestText);
   const routerConfigPath = join(dir, 'router.toml');
   writeFileSync(routerConfigPath, routerText);
 

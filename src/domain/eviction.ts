@@ -18,6 +18,11 @@ export type EvictionPlan =
 /** Beyond this many candidates, subsets are not enumerated; a GPU never runs that many evictables. */
 const MAX_ENUMERATED = 16;
 
+/** A reservation as a victim: what the eviction needs to know of it. */
+export function toVictim(r: Reservation): Victim {
+  return { serve: r.serve, vramMib: r.vramMib, ...(r.measuredMib !== undefined ? { measuredMib: r.measuredMib } : {}) };
+}
+
 /**
  * The smallest set of running evictable serves on this GPU whose MiB cover the shortfall.
  * Tie-break, in order: fewest victims; then the least MiB evicted (take no more than needed);
@@ -55,7 +60,7 @@ export function planEviction(state: LedgerState, vramMib: number): EvictionPlan 
       best.push(r);
     }
   }
-  const victims = (best ?? []).map((r) => ({ serve: r.serve, vramMib: r.vramMib, ...(r.measuredMib !== undefined ? { measuredMib: r.measuredMib } : {}) }));
+  const victims = (best ?? []).map(toVictim);
   const reason =
     `short by ${shortfallMib} MiB; ${victims.map((v) => `${v.serve} (${v.vramMib} MiB)`).join(' + ')} ` +
     `is the smallest set of running evictable serves that covers it (of ${candidates.length} evictable)`;

@@ -14,10 +14,7 @@ import { bool, describe, field, Issues, isString, nonEmptyString, parseTomlTable
 import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeApi, ServeClass, ServeSpec } from './types';
 import { formatIssue, SERVE_APIS, SERVE_CLASSES } from './types';
 
-export { formatPath } from './config-issues';
 
-/** Reserved for future parse options (none today). */
-export type ParseManifestOptions = Record<string, never>;
 
 export const SERVE_NAME_PATTERN = /^[a-z0-9][a-z0-9-]*$/;
 const GPU_MEMORY_UTILIZATION_FLAG = '--gpu-memory-utilization';
@@ -281,7 +278,7 @@ interface Indexed<T> {
  * Parses and validates manifest TOML. `file` is only used to label issues. Never throws for bad
  * input: every problem comes back as an issue.
  */
-export function parseManifest(text: string, file: string, _opts?: ParseManifestOptions): ManifestResult {
+export function parseManifest(text: string, file: string): ManifestResult {
   const issues = new Issues(file);
   const fail = (): ManifestResult => ({ ok: false, errors: issues.errors, warnings: issues.warnings });
 

@@ -2,6 +2,7 @@
 //   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H] [--port P] [--state FILE]
 // Binds 127.0.0.1:8000 unless told otherwise; SIGTERM/SIGINT close it (in-flight requests finish).
 import { parseArgs } from 'node:util';
+import { isLoopback } from '../domain/manifest';
 import { startRouter } from './server';
 
 const USAGE = 'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host 127.0.0.1] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]';
@@ -50,7 +51,7 @@ async function main(): Promise<void> {
   }
   const { mappingVersion } = router.state();
   process.stderr.write(`router listening on ${router.url} (mapping_version ${mappingVersion})\n`);
-  if (!/^(127\.|\[::1\]|localhost)/.test(new URL(router.url).host)) {
+  if (!isLoopback(new URL(router.url).hostname.replace(/^\[|\]$/g, ''))) {
     process.stderr.write(`gpures-router: warning: bound to ${host}, so the router and its admin API are reachable beyond this host\n`);
   }
 

@@ -34,6 +34,5 @@ export const Failure = {
   LiveConfigConflict: 'LiveConfigConflict',
   BackupMissing: 'BackupMissing',
 } as const;
-export type FailureType = (typeof Failure)[keyof typeof Failure];
 
 export const NON_RETRYABLE: string[] = Object.values(Failure);

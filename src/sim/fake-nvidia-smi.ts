@@ -123,12 +123,13 @@ export async function serveDraws(state: FakeNvidiaSmiState): Promise<FakeServeDr
   if (state.docker) {
     const { default: Docker } = await import('dockerode');
     const docker = new Docker();
-    for (const gpu of state.gpus) {
-      const containers = await docker.listContainers({ filters: { label: [`${LABEL.gpuUuid}=${gpu.uuid}`], status: ['running'] } });
-      for (const c of containers) {
-        const info = await docker.getContainer(c.Id).inspect();
-        draws.push({ gpuUuid: gpu.uuid, pid: info.State.Pid, vramMib: vramOf(c.Labels) });
-      }
+    // One listing for every GPU of the state: this runs on each poll of a VRAM-release wait.
+    const uuids = new Set(state.gpus.map((g) => g.uuid));
+    for (const c of await docker.listContainers({ filters: { label: [LABEL.gpuUuid], status: ['running'] } })) {
+      const gpuUuid = c.Labels[LABEL.gpuUuid];
+      if (!gpuUuid || !uuids.has(gpuUuid)) continue;
+      const info = await docker.getContainer(c.Id).inspect();
+      draws.push({ gpuUuid, pid: info.State.Pid, vramMib: vramOf(c.Labels) });
     }
   }
   return draws;

@@ -14,6 +14,7 @@
 //   GPURES_ROUTER_BACKUPS_KEPT      backups kept next to the live file (default 5)
 import { basename, isAbsolute } from 'node:path';
 import type { RouterTarget } from '../activities/router-deployment';
+import { DEFAULT_ROUTER } from '../shared/promotion';
 
 function positive(env: NodeJS.ProcessEnv, name: string, integer: boolean): number | undefined {
   const raw = env[name];
@@ -39,7 +40,7 @@ export function routerTargetsFromEnv(env: NodeJS.ProcessEnv): RouterTarget[] {
     validateArgs = parsed;
   }
   const target: RouterTarget = {
-    name: env['GPURES_ROUTER_NAME'] || 'router',
+    name: env['GPURES_ROUTER_NAME'] || DEFAULT_ROUTER,
     container: env['GPURES_ROUTER_CONTAINER'] || 'gpures-router',
     configPath,
     containerConfigPath: env['GPURES_ROUTER_CONTAINER_CONFIG'] || `/config/${basename(configPath)}`,

@@ -5,7 +5,7 @@ import type { Activities } from '../activities';
 import { quick } from './options';
 import type { LedgerState } from '../domain/ledger';
 import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservation, totals, withoutReservation, withPhase } from '../domain/ledger';
-import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../domain/eviction';
+import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
 import type { GpuSpec } from '../domain/types';
 import { abortEvictionUpdate, acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, victimReleasedUpdate } from '../shared/messages';
 import type { AcquireDecision, LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../shared/messages';
@@ -79,7 +79,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
       if (retry) return retry;
       const held = activeReservation(state, req.serve);
       if (held?.phase === 'pending' && held.holder === req.holder) {
-        const victims = state.reservations.filter((r) => r.evictedFor === req.serve && r.phase === 'evicting').map((r) => ({ serve: r.serve, vramMib: r.vramMib, ...(r.measuredMib !== undefined ? { measuredMib: r.measuredMib } : {}) }));
+        const victims = state.reservations.filter((r) => r.evictedFor === req.serve && r.phase === 'evicting').map(toVictim);
         const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: 0, victims, reason: 'retry of a planned eviction' };
         return { decision, ledger: state };
       }
