@@ -15,7 +15,6 @@ import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { parseManifest } from '../src/domain/manifest';
-import { LABEL } from '../src/domain/serve';
 import type { Manifest } from '../src/domain/types';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
@@ -23,10 +22,11 @@ import { FAKE_NVIDIA_SMI, routerConfigFor } from '../src/sim/box';
 import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
 import { createGpuresWorker, fileManifest } from '../src/worker/worker';
 import type { AcquireResult } from '../src/workflows/acquire';
-import { docker, renderManifest, uniqueNode } from './support/box';
+import { docker, nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestServe } from './support/box';
 import { testTemporal, workflowBundle } from './support/temporal';
 import { waitUntil } from './support/wait';
+import { activitiesInOrder } from './support/history-scan';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import type { TestTemporal } from './support/temporal';
 
@@ -51,11 +51,7 @@ describe('on-demand acquisition with eviction on Docker', () => {
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
 
-  const containers = async () =>
-    (await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })).map((c) => ({
-      serve: c.Labels[LABEL.serve] ?? '?',
-      running: c.State === 'running',
-    }));
+  const containers = () => nodeContainers(node);
 
   before(async () => {
     node = uniqueNode('evict-docker');
@@ -103,11 +99,7 @@ describe('on-demand acquisition with eviction on Docker', () => {
   after(async () => {
     worker?.shutdown();
     await running;
-    if (node) {
-      for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })) {
-        await d.getContainer(c.Id).remove({ force: true });
-      }
-    }
+    if (node) await removeNodeContainers(node);
     await router?.close();
     await temporal?.close();
   });
@@ -129,10 +121,6 @@ describe('on-demand acquisition with eviction on Docker', () => {
       body: JSON.stringify({ model: preset, messages: [{ role: 'user', content: 'describe the screenshot' }], sim_delay_ms: delayMs }),
     });
     return { status: res.status, body: await res.text() };
-  }
-  async function activitiesInOrder(workflowId: string): Promise<string[]> {
-    const history = await client().workflow.getHandle(workflowId).fetchHistory();
-    return (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
   }
 
   test('seed T013 step 4 on Docker: comfyui-sim --evict takes vision; quiesce < drain < stop < confirm < hand-over < start; committed 22528; vision 503', async () => {
@@ -158,7 +146,7 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.deepEqual(r.victims.map((v) => v.serve), ['vision']);
     assert.match(r.evictionReason ?? '', /short by 6817 MiB; vision \(12288 MiB\) is the smallest set/);
 
-    const acts = await activitiesInOrder(o.workflowId);
+    const acts = await activitiesInOrder(client(), o.workflowId);
     const at = (name: string) => acts.indexOf(name);
     assert.ok(at('quiesceTier') >= 0 && at('quiesceTier') < at('drainServe'), acts.join(','));
     assert.ok(at('drainServe') < at('stopServeContainer'), acts.join(','));
@@ -237,7 +225,7 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.ok(!o.ok);
     assert.equal(o.failureType, 'ImageMissing');
     assert.match(o.message, /failed at preflight: image 'gpures\/not-built:none' is not on this Docker host; pull or load it first/);
-    const acts = await activitiesInOrder(o.workflowId);
+    const acts = await activitiesInOrder(client(), o.workflowId);
     assert.ok(acts.includes('preflightEviction'), acts.join(','));
     for (const touched of ['quiesceTier', 'drainServe', 'stopServeContainer', 'startServeContainer']) assert.ok(!acts.includes(touched), `${touched} ran: ${acts.join(',')}`);
     assert.deepEqual(formatLedger(await ledger()), before);

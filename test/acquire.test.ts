@@ -11,6 +11,7 @@ import type { TestServe } from './support/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
+import { activitiesInOrder } from './support/history-scan';
 import { workflowIds } from '../src/shared/messages';
 import { containerName, serveBaseUrl } from '../src/domain/serve';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -59,10 +60,6 @@ describe('on-demand acquisition with eviction', () => {
     for (const s of ['comfyui-sim', 'vision', 'fast', 'filler']) await serveDown(client(), t.node, s);
     assert.equal(totals(await ledger()).committedMib, 0);
   }
-  async function activitiesInOrder(workflowId: string): Promise<string[]> {
-    const history = await client().workflow.getHandle(workflowId).fetchHistory();
-    return (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
-  }
 
   test('seed T013 step 4: comfyui-sim --evict takes vision; quiesce < drain < stop < admit; committed 22528; vision 503', async () => {
     await seedStep2();
@@ -71,7 +68,7 @@ describe('on-demand acquisition with eviction', () => {
     const r: AcquireResult = o.result;
     assert.deepEqual(r.victims.map((v) => v.serve), ['vision']);
     assert.match(r.evictionReason ?? '', /short by 6817 MiB; vision \(12288 MiB\) is the smallest set/);
-    const acts = await activitiesInOrder(o.workflowId);
+    const acts = await activitiesInOrder(client(), o.workflowId);
     const at = (name: string) => acts.indexOf(name);
     assert.ok(at('quiesceTier') >= 0 && at('quiesceTier') < at('drainServe'), acts.join(','));
     assert.ok(at('drainServe') < at('stopServeContainer'));

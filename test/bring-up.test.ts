@@ -11,6 +11,7 @@ import { docker, renderManifest, startTestBox, uniqueNode } from './support/box'
 import { containerName } from '../src/domain/serve';
 import type { TestBox, TestServe } from './support/box';
 import { waitFor, waitUntil } from './support/wait';
+import { scheduledActivities } from './support/history-scan';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { workflowIds } from '../src/shared/messages';
 
@@ -187,7 +188,7 @@ describe('bring-up and bring-down', () => {
     // What was undone is in the history: the compensations ran as activities after the cancel request.
     const events = (await handle.fetchHistory()).events ?? [];
     const cancelAt = events.findIndex((e) => e.workflowExecutionCancelRequestedEventAttributes);
-    const after = events.slice(cancelAt).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+    const after = scheduledActivities(events.slice(cancelAt));
     assert.deepEqual(after, ['stopServeContainer', 'ledgerRelease']);
   });
 

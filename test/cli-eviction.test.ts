@@ -9,12 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { parseManifest } from '../src/domain/manifest';
-import { LABEL } from '../src/domain/serve';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
 import { FAKE_NVIDIA_SMI, routerConfigFor } from '../src/sim/box';
 import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
-import { docker, renderManifest, uniqueNode } from './support/box';
+import { removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestServe } from './support/box';
 import { gpures, show, startWorkerProcess } from './support/cli';
 import type { WorkerProcess } from './support/cli';
@@ -75,8 +74,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
 
   after(async () => {
     await worker?.stop();
-    const d = docker();
-    for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })) await d.getContainer(c.Id).remove({ force: true });
+    await removeNodeContainers(node);
     await router?.close();
     await temporal?.close();
   });

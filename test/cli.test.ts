@@ -7,9 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { LABEL } from '../src/domain/serve';
 import { workflowIds } from '../src/shared/messages';
-import { docker, renderManifest, uniqueNode } from './support/box';
+import { nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
@@ -141,21 +140,11 @@ describe('gpures CLI, as real processes', () => {
 
   after(async () => {
     await worker?.stop();
-    const d = docker();
-    for (const n of nodes) {
-      for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${n}`] } })) {
-        await d.getContainer(c.Id).remove({ force: true });
-      }
-    }
+    for (const n of nodes) await removeNodeContainers(n);
     await temporal?.close();
   });
 
-  async function containersOf(n: string): Promise<{ serve: string; running: boolean }[]> {
-    return (await docker().listContainers({ all: true, filters: { label: [`${LABEL.node}=${n}`] } })).map((c) => ({
-      serve: c.Labels[LABEL.serve] ?? '?',
-      running: c.State === 'running',
-    }));
-  }
+  const containersOf = nodeContainers;
 
   /** No bring-up workflow (nor any other workflow) was started for node `n`, and no container exists. */
   async function assertNothingStarted(n: string, serves: string[]): Promise<void> {

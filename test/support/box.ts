@@ -71,6 +71,20 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
   return lines.join('\n');
 }
 
+/** The containers gpures labelled with `node`, running or not. */
+export async function nodeContainers(node: string): Promise<{ serve: string; running: boolean }[]> {
+  return (await docker().listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })).map((c) => ({
+    serve: c.Labels[LABEL.serve] ?? '?',
+    running: c.State === 'running',
+  }));
+}
+
+/** Removes whatever a suite left of `node`'s containers. */
+export async function removeNodeContainers(node: string): Promise<void> {
+  const d = docker();
+  for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })) await d.getContainer(c.Id).remove({ force: true });
+}
+
 export interface TestBox {
   node: string;
   manifestPath: string;
@@ -90,23 +104,15 @@ export async function startTestBox(node: string, manifestText: string): Promise<
   writeFileSync(manifestPath, manifestText);
   const temporal = await testTemporal();
   const { worker, stop } = await startTestWorker({ temporal, node, manifest: manifestPath, pollIntervalMs: 200 });
-  const d = docker();
-  const containers = async () =>
-    (await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })).map((c) => ({
-      serve: c.Labels[LABEL.serve] ?? '?',
-      running: c.State === 'running',
-    }));
   return {
     node,
     manifestPath,
     temporal,
     worker,
-    containers,
+    containers: () => nodeContainers(node),
     async close() {
       await stop();
-      for (const c of await d.listContainers({ all: true, filters: { label: [`${LABEL.node}=${node}`] } })) {
-        await d.getContainer(c.Id).remove({ force: true });
-      }
+      await removeNodeContainers(node);
       await temporal.close();
     },
   };

@@ -1,5 +1,6 @@
 // Where a secret could hide in a history file: every string in it, and every base64 string
 // (payload data and metadata in proto JSON) decoded as text.
+import type { Client } from '@temporalio/client';
 import type { HistoryJson } from '../../src/audit/events';
 
 export function historyTexts(h: HistoryJson): string[] {
@@ -13,4 +14,16 @@ export function historyTexts(h: HistoryJson): string[] {
   };
   walk(h);
   return out;
+}
+
+type HistoryEvent = { activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null };
+
+/** The activity types the events schedule, in order. */
+export function scheduledActivities(events: readonly HistoryEvent[]): string[] {
+  return events.flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+}
+
+/** The activity types a workflow's latest run scheduled, in order. */
+export async function activitiesInOrder(client: Client, workflowId: string): Promise<string[]> {
+  return scheduledActivities((await client.workflow.getHandle(workflowId).fetchHistory()).events ?? []);
 }
