@@ -7,9 +7,9 @@ import type { DrainResult, VramReleaseResult } from '../activities/eviction';
 import { denialMessage, formatLedger } from '../domain/ledger';
 import type { Victim } from '../domain/eviction';
 import { Failure } from '../shared/failures';
-import { quick, routerOps, stopOptions, waitFor } from './options';
+import { quick, waitFor } from './options';
 import { checkInput, failAndCompensate, Saga, whole } from './saga';
-import { alreadyHeld, startAdmittedServe, StepLog } from './serve-steps';
+import { alreadyHeld, DEFAULT_DRAIN_TIMEOUT_S, drainFor, router, startAdmittedServe, StepLog, stopServe } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
 export interface AcquireInput {
@@ -53,7 +53,6 @@ export interface AcquireResult {
 }
 
 const act = proxyActivities<Activities>(quick);
-const router = proxyActivities<Activities>(routerOps);
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
   checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'] });
@@ -186,8 +185,8 @@ async function evictVictim(
   const gpuBefore = record.wasRunning ? await act.readGpu({ uuid: gpu.uuid }) : undefined;
 
   log.begin(`drain ${victim.name}`);
-  const drainTimeoutS = input.drainTimeoutS ?? 120;
-  const drain = await proxyActivities<Activities>(waitFor(drainTimeoutS)).drainServe({ tier, serve: victim, deadlineEpochMs: Date.now() + drainTimeoutS * 1000 });
+  const drainTimeoutS = input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
+  const drain = await drainFor(tier, victim, drainTimeoutS);
   record.drain = drain;
   if (!drain.drained) {
     const still = `${drain.routerInFlightAtEnd} in flight at the router${drain.vllmRunningAtEnd !== null ? `, ${drain.vllmRunningAtEnd} running in vLLM` : ''}`;
@@ -201,11 +200,7 @@ async function evictVictim(
   record.inFlightAtStop = drain.routerInFlightAtEnd;
 
   log.begin(`stop ${victim.name}`);
-  const stop = await proxyActivities<Activities>(stopOptions(victim.stopTimeoutS)).stopServeContainer({
-    node,
-    serve: victim.name,
-    timeoutS: victim.stopTimeoutS,
-  });
+  const stop = await stopServe(node, victim);
   // The victim is down: readmitting its tier would route to nothing, and it stays evicted.
   withdrawReadmit();
   stopped.push(victim.name);

@@ -5,9 +5,9 @@ import { bringUpWorkflow } from './bring-up';
 import { checkInput, rootCause, whole } from './saga';
 import type { Activities } from '../activities';
 import { formatLedger } from '../domain/ledger';
-import { quick, routerOps, stopOptions, waitFor } from './options';
+import { quick } from './options';
 import type { DrainResult } from '../activities/eviction';
-import { StepLog } from './serve-steps';
+import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, router, StepLog, stopServe } from './serve-steps';
 import type { StepRecord } from './serve-steps';
 
 export interface BringDownInput {
@@ -58,11 +58,11 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const tier = serve.routerTier;
   if (tier) {
     try {
-      const q = await whole('quiesce-whole', () => proxyActivities<Activities>(routerOps).quiesceIfRouted({ tier }));
+      const q = await whole('quiesce-whole', () => router.quiesceIfRouted({ tier }));
       if (q) {
         record('quiesce', `tier ${tier} quiesced with ${q.inFlight} in flight`);
-        const drainTimeoutS = input.drainTimeoutS ?? 120;
-        drain = await proxyActivities<Activities>(waitFor(drainTimeoutS)).drainServe({ tier, serve, deadlineEpochMs: Date.now() + drainTimeoutS * 1000 });
+        const drainTimeoutS = input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
+        drain = await drainFor(tier, serve, drainTimeoutS);
         record('drain', drain.drained ? `drained after ${drain.waitedMs} ms` : `not drained within ${drainTimeoutS} s (${drain.routerInFlightAtEnd} in flight); stopping anyway`);
       }
     } catch (err) {
@@ -70,7 +70,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
       // (left quiesced, a later `serves up` would find it running and never readmit it).
       if (isCancellation(err) && patched('bring-down-cancel-readmits')) {
         try {
-          await CancellationScope.nonCancellable(() => proxyActivities<Activities>(routerOps).readmitIfQuiesced({ tier }));
+          await CancellationScope.nonCancellable(() => router.readmitIfQuiesced({ tier }));
           record('quiesce', `cancelled before the stop: tier ${tier} readmitted, ${serve.name} still running`);
         } catch (readmitErr) {
           record('quiesce', `cancelled before the stop; readmit of tier ${tier} failed: ${rootCause(readmitErr).message}`);
@@ -80,11 +80,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     }
   }
 
-  const stop = await proxyActivities<Activities>(stopOptions(serve.stopTimeoutS)).stopServeContainer({
-    node,
-    serve: serve.name,
-    timeoutS: serve.stopTimeoutS,
-  });
+  const stop = await stopServe(node, serve);
   record('stop', `container ${stop.containerName}: ${stop.stop}, ${stop.remove}`);
   const release = await act.ledgerRelease({ node, gpu, args: { serve: serve.name }, updateId: `${workflowId}/${runId}/release` });
   record('release', release.released ? `released ${release.vramMib} MiB` : 'held no reservation');

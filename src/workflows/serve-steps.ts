@@ -4,7 +4,9 @@ import { ApplicationFailure, proxyActivities, setHandler, workflowInfo } from '@
 import { progressQuery } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { Failure } from '../shared/failures';
-import type { Activities, ResolvedServe } from '../activities';
+import type { Activities, ResolvedServe, StopResult } from '../activities';
+import type { DrainResult } from '../activities/eviction';
+import type { ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';
 import { containerOps, quick, routerOps, stopOptions, waitFor } from './options';
@@ -33,6 +35,20 @@ export class StepLog {
 
 const act = proxyActivities<Activities>(quick);
 const containers = proxyActivities<Activities>(containerOps);
+/** The router's admin calls (quiesce, readmit), shared by every workflow that takes a tier out or back. */
+export const router = proxyActivities<Activities>(routerOps);
+
+/** Graceful stop and removal of the serve's container, bounded by its own stop timeout. */
+export function stopServe(node: string, serve: ServeSpec): Promise<StopResult> {
+  return proxyActivities<Activities>(stopOptions(serve.stopTimeoutS)).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS });
+}
+
+export const DEFAULT_DRAIN_TIMEOUT_S = 120;
+
+/** Waits until nothing is in flight to the serve (its tier at the router, and vLLM), up to timeoutS. */
+export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: number): Promise<DrainResult> {
+  return proxyActivities<Activities>(waitFor(timeoutS)).drainServe({ tier, serve, deadlineEpochMs: Date.now() + timeoutS * 1000 });
+}
 
 export interface StartedServe {
   containerId: string;
@@ -54,7 +70,7 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   log.begin('start');
   // Registered first: a start that created the container before it failed or was cancelled must
   // not leave it running once the reservation is released. Removing an absent one is a no-op.
-  saga.add('remove container', () => proxyActivities<Activities>(stopOptions(serve.stopTimeoutS)).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS }));
+  saga.add('remove container', () => stopServe(node, serve));
   const started = await containers.startServeContainer(resolved);
   log.record('start', `container ${started.containerName} ${started.created ? 'created' : 'already running'}${started.gpuPinned ? `, pinned to ${gpu.uuid}` : ''}`);
 
@@ -87,7 +103,7 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   let readmittedTier: string | undefined;
   if (serve.routerTier) {
     log.begin('readmit');
-    const r = await proxyActivities<Activities>(routerOps).readmitIfQuiesced({ tier: serve.routerTier });
+    const r = await router.readmitIfQuiesced({ tier: serve.routerTier });
     if (r.action === 'readmitted') readmittedTier = serve.routerTier;
     log.record(
       'readmit',
