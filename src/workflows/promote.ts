@@ -217,7 +217,8 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
       const unsteady = !now || !now.running || now.restartCount > d.container.restartCount;
       let containerId: string;
       let baseline: number;
-      if (reload === 'recreated' || recreate || unsteady) {
+      // A recreated router (reload === 'recreated' only when recreate) goes back to its old image too.
+      if (recreate || unsteady) {
         const r = await containers.promoteRecreate({ router, image: { ref: d.container.image, id: d.container.imageId }, opKey: `${workflowId}/${runId}/rollback` });
         report.reload = 'recreated';
         report.image = r.image;
