@@ -34,8 +34,9 @@ describe('ledger entity workflow', () => {
       const r = await h.executeUpdate(admitUpdate, { args: [{ serve: `s${i}`, vramMib: 1000, class: 'resident', holder: `h${i}`, gpu: GPU }] });
       assert.equal(r.decision.decision, 'admitted', `s${i}`);
     }
-    const released = await h.executeUpdate(releaseUpdate, { args: [{ serve: 's3' }] });
+    const released = await h.executeUpdate(releaseUpdate, { args: [{ serve: 's3', holder: 'h3' }] });
     assert.equal(released.vramMib, 1000);
+    assert.deepEqual(released.totals, { budgetMib: 27999, committedMib: 19000, heldMib: 0, freeMib: 8999 });
     const d = await h.describe();
     assert.notEqual(d.runId, firstRun, 'the ledger should have continued as new');
     const state = await h.query(snapshotQuery);
@@ -56,8 +57,14 @@ describe('ledger entity workflow', () => {
       h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'owned', phase: 'running', holder: 'run-a' }] }),
       (err: unknown) => err instanceof WorkflowUpdateFailedError && /held by run-b, not run-a/.test(String(err.cause?.message)),
     );
-    const operator = await h.executeUpdate(releaseUpdate, { args: [{ serve: 'owned' }] });
-    assert.deepEqual([operator.released, operator.vramMib], [true, 10]);
+    assert.equal(stale.heldBy, 'run-b');
+    // Fencing: a release naming no holder never takes a serve from under the operation bringing it up.
+    await assert.rejects(
+      h.executeUpdate(releaseUpdate, { args: [{ serve: 'owned' }] }),
+      (err: unknown) => err instanceof WorkflowUpdateFailedError && /release of owned without a holder refused: run-b holds it \(admitted\)/.test(String(err.cause?.message)),
+    );
+    const own = await h.executeUpdate(releaseUpdate, { args: [{ serve: 'owned', holder: 'run-b' }] });
+    assert.deepEqual([own.released, own.vramMib], [true, 10]);
   });
 
   test('a malformed admission is rejected by the validator and leaves no decision in history', async () => {

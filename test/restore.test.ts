@@ -85,7 +85,7 @@ describe('restore with guarded readmit', () => {
     assert.equal((await slow).status, 200);
     assert.equal(down.result.drain?.drained, true);
     assert.equal(down.result.drain?.routerInFlightAtStart, 1);
-    assert.deepEqual(down.result.steps.map((x) => x.step), ['quiesce', 'drain', 'stop', 'release']);
+    assert.deepEqual(down.result.steps.map((x) => x.step), ['take', 'quiesce', 'drain', 'stop', 'release']);
     const after = await t.routed('fast');
     assert.equal(after.status, 503, 'a downed tier answers 503, not a connection error');
     const up = await serveUp(t.temporal.client, t.node, 'fast');

@@ -7,14 +7,27 @@ import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
 import { Failure } from '../shared/failures';
-import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult, LedgerVictimArgs } from '../shared/messages';
+import type {
+  LedgerAbortArgs,
+  LedgerAcquireArgs,
+  LedgerAcquireResult,
+  LedgerAdmitArgs,
+  LedgerAdmitResult,
+  LedgerPhaseArgs,
+  LedgerReleaseArgs,
+  LedgerReleaseResult,
+  LedgerStopAnswer,
+  LedgerStopArgs,
+  LedgerVictimArgs,
+} from '../shared/messages';
+import { holderOf, parseHolder } from '../domain/fence';
 import { workflowIds } from '../shared/messages';
 import { createEvictionActivities } from './eviction';
 import { loadServe as loadServeFrom } from './resolve';
 import type { ResolvedServe } from './resolve';
 export type { ResolvedServe } from './resolve';
 import { createPromotionActivities } from './promotion';
-import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from './ports';
+import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, OperationControl, RouterAdmin, ServeProbe } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
 import type { RouterDeployment, RouterTarget } from './router-deployment';
 
@@ -23,6 +36,8 @@ export interface ActivityDeps {
   probe: ServeProbe;
   manifest: ManifestSource;
   ledger: LedgerClient;
+  /** The operations holding serves (Temporal): a bring-down cancels and waits out the one holding its serve. */
+  operations: OperationControl;
   /** The router's admin API; needed only to evict serves that back a router tier. */
   router?: RouterAdmin;
   /** nvidia-smi; needed only to confirm an evicted serve's VRAM came back. */
@@ -51,6 +66,15 @@ export interface IdentityResult {
   url: string;
   expected: string;
   observed: string[];
+}
+
+/** How the operation that held a serve ended, for a bring-down that had to wait it out. */
+export interface OperationEnd {
+  holder: string;
+  /** cancelled: it ran and this asked it to stop; ended: it had closed already; no-run: the hold names no run. */
+  outcome: 'cancelled' | 'ended' | 'no-run';
+  closedAs?: string;
+  waitedMs: number;
 }
 
 export interface StopResult {
@@ -113,6 +137,33 @@ export function createActivities(deps: ActivityDeps) {
       return deps.ledger.abortEviction(input.node, input.gpu, input.args, input.updateId);
     },
 
+    async ledgerBeginStop(input: { node: string; gpu: GpuSpec; args: LedgerStopArgs; updateId: string }): Promise<LedgerStopAnswer> {
+      return deps.ledger.beginStop(input.node, input.gpu, input.args, input.updateId);
+    },
+
+    /**
+     * Ends the operation holding a serve: cancels it if it runs, then waits (heartbeating) until it
+     * has closed, so its compensations (container removed, MiB released, tier readmitted) are done.
+     */
+    async endOperation(input: { holder: string; timeoutS: number }): Promise<OperationEnd> {
+      const run = parseHolder(input.holder);
+      const started = Date.now();
+      if (!run) return { holder: input.holder, outcome: 'no-run', waitedMs: 0 };
+      const first = await deps.operations.status(run.workflowId, run.runId);
+      if (first.status === 'closed') return { holder: input.holder, outcome: 'ended', ...(first.closedAs ? { closedAs: first.closedAs } : {}), waitedMs: 0 };
+      await deps.operations.cancel(run.workflowId, run.runId);
+      const ctx = Context.current();
+      for (;;) {
+        const now = await deps.operations.status(run.workflowId, run.runId);
+        if (now.status === 'closed') return { holder: input.holder, outcome: 'cancelled', ...(now.closedAs ? { closedAs: now.closedAs } : {}), waitedMs: Date.now() - started };
+        if (Date.now() - started > input.timeoutS * 1000) {
+          throw nonRetryable(Failure.ServeBusy, `${run.workflowId} (run ${run.runId}) was asked to cancel but has not ended within ${input.timeoutS} s; nothing changed`);
+        }
+        ctx.heartbeat({ waitedMs: Date.now() - started });
+        await ctx.sleep(Math.min(pollMs, 250));
+      }
+    },
+
     async ledgerSnapshot(input: { node: string; gpu: GpuSpec }): Promise<LedgerState> {
       // Inside the activity's 30 s: a ledger still reconciling by then fails it with that reason, and it is retried.
       return deps.ledger.snapshot(input.node, input.gpu, 15_000);
@@ -142,6 +193,13 @@ export function createActivities(deps: ActivityDeps) {
       // The unredacted spec, read here so its secrets never pass through history.
       const { serve } = await loadServe(input.serve.name);
       const name = containerName(node, serve.name);
+      // The fence: the run that asks must hold the serve's reservation, checked by the ledger as
+      // part of this step (and again by each retry), so a run whose reservation was taken away
+      // fails here, before it creates anything.
+      const run = Context.current().info.workflowExecution;
+      if (!run) throw nonRetryable(Failure.ReservationLost, `start of ${serve.name} refused: no operation holds it (the start was not asked by a workflow run)`);
+      const holder = holderOf(run.workflowId, run.runId);
+      await deps.ledger.fence(node, gpu, { serve: serve.name, holder, step: 'start' }, `${holder}/fence-start/${Context.current().info.attempt}`);
       const started = await permanentAsFailure(() =>
         deps.runtime.ensureRunning({
           name,

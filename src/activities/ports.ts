@@ -126,3 +126,13 @@ export interface GpuProbe {
   /** Empty where the driver or the pid namespace hides processes. */
   computeApps(): Promise<GpuProcess[]>;
 }
+
+/** How an operation's workflow run stands: what a bring-down needs to wait out or take over from. */
+export type OperationStatus = 'running' | 'closed';
+
+/** The operations (workflow runs) that hold serves: asked and cancelled through Temporal. */
+export interface OperationControl {
+  status(workflowId: string, runId: string): Promise<{ status: OperationStatus; closedAs?: string }>;
+  /** Requests cancellation; the operation's compensations then give back what it took. */
+  cancel(workflowId: string, runId: string): Promise<void>;
+}

@@ -7,8 +7,34 @@ import type { UpdateDefinition } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type { GpuSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
-import type { LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerVictimArgs, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerReleaseResult } from '../shared/messages';
-import { abortEvictionUpdate, acquireUpdate, victimReleasedUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../shared/messages';
+import type {
+  LedgerAbortArgs,
+  LedgerAcquireArgs,
+  LedgerAcquireResult,
+  LedgerAdmitArgs,
+  LedgerAdmitResult,
+  LedgerFenceAnswer,
+  LedgerFenceArgs,
+  LedgerPhaseArgs,
+  LedgerReleaseArgs,
+  LedgerReleaseResult,
+  LedgerStopAnswer,
+  LedgerStopArgs,
+  LedgerVictimArgs,
+} from '../shared/messages';
+import {
+  abortEvictionUpdate,
+  acquireUpdate,
+  admitUpdate,
+  beginStopUpdate,
+  fenceUpdate,
+  releaseUpdate,
+  setPhaseUpdate,
+  snapshotQuery,
+  taskQueueFor,
+  victimReleasedUpdate,
+  workflowIds,
+} from '../shared/messages';
 import type { ledgerWorkflow } from '../workflows/ledger';
 
 export class LedgerClient {
@@ -49,28 +75,51 @@ export class LedgerClient {
     }
   }
 
-  admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult> {
-    return this.update(node, args.gpu, admitUpdate, args, updateId);
+  // Each update answers a few fields (the ledger's history keeps every answer); the whole ledger
+  // an operation records comes from a query right after, which leaves no trace in that history.
+  async admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult> {
+    const answer = await this.update(node, args.gpu, admitUpdate, args, updateId);
+    return { ...answer, ledger: await this.read(node, args.gpu) };
   }
 
-  setPhase(node: string, gpu: GpuSpec, args: LedgerPhaseArgs, updateId: string): Promise<LedgerState> {
-    return this.update(node, gpu, setPhaseUpdate, args, updateId);
+  async setPhase(node: string, gpu: GpuSpec, args: LedgerPhaseArgs, updateId: string): Promise<LedgerState> {
+    await this.update(node, gpu, setPhaseUpdate, args, updateId);
+    return this.read(node, gpu);
   }
 
-  release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult> {
-    return this.update(node, gpu, releaseUpdate, args, updateId);
+  async release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult> {
+    const answer = await this.update(node, gpu, releaseUpdate, args, updateId);
+    return { ...answer, ledger: await this.read(node, gpu) };
   }
 
-  acquire(node: string, args: LedgerAcquireArgs, updateId: string): Promise<LedgerAcquireResult> {
-    return this.update(node, args.gpu, acquireUpdate, args, updateId);
+  async acquire(node: string, args: LedgerAcquireArgs, updateId: string): Promise<LedgerAcquireResult> {
+    const answer = await this.update(node, args.gpu, acquireUpdate, args, updateId);
+    return { ...answer, ledger: await this.read(node, args.gpu) };
   }
 
-  victimReleased(node: string, gpu: GpuSpec, args: LedgerVictimArgs, updateId: string): Promise<LedgerState> {
-    return this.update(node, gpu, victimReleasedUpdate, args, updateId);
+  async victimReleased(node: string, gpu: GpuSpec, args: LedgerVictimArgs, updateId: string): Promise<LedgerState> {
+    await this.update(node, gpu, victimReleasedUpdate, args, updateId);
+    return this.read(node, gpu);
   }
 
-  abortEviction(node: string, gpu: GpuSpec, args: LedgerAbortArgs, updateId: string): Promise<LedgerState> {
-    return this.update(node, gpu, abortEvictionUpdate, args, updateId);
+  async abortEviction(node: string, gpu: GpuSpec, args: LedgerAbortArgs, updateId: string): Promise<LedgerState> {
+    await this.update(node, gpu, abortEvictionUpdate, args, updateId);
+    return this.read(node, gpu);
+  }
+
+  /** A bring-down takes its serve: the decision says whether it may stop it, and who holds it if not. */
+  beginStop(node: string, gpu: GpuSpec, args: LedgerStopArgs, updateId: string): Promise<LedgerStopAnswer> {
+    return this.update(node, gpu, beginStopUpdate, args, updateId);
+  }
+
+  /** Rejected (ReservationLost, non-retryable) unless the run still holds the serve as admitted. */
+  fence(node: string, gpu: GpuSpec, args: LedgerFenceArgs, updateId: string): Promise<LedgerFenceAnswer> {
+    return this.update(node, gpu, fenceUpdate, args, updateId);
+  }
+
+  /** The state of a ledger that just answered an update: running, so no start and no reconcile wait. */
+  private read(node: string, gpu: GpuSpec): Promise<LedgerState> {
+    return this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role)).query(snapshotQuery);
   }
 
   /**

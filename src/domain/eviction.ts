@@ -1,7 +1,7 @@
 // Victim planning and the hand-over of freed MiB to an acquirer. Pure over LedgerState, so the
 // ledger workflow's decisions replay exactly and the tie-break is testable on its own.
 import type { AdmitRequest, LedgerState, Reservation } from './ledger';
-import { applyAdmit, totals } from './ledger';
+import { applyAdmit, outOfEviction, totals } from './ledger';
 
 export interface Victim {
   serve: string;
@@ -72,7 +72,7 @@ export function applyEvictionPlan(state: LedgerState, req: AdmitRequest, victims
   const names = new Set(victims.map((v) => v.serve));
   const marked: LedgerState = {
     ...state,
-    reservations: state.reservations.map((r) => (names.has(r.serve) ? { ...r, phase: 'evicting', evictedFor: req.serve } : r)),
+    reservations: state.reservations.map((r) => (names.has(r.serve) ? { ...r, phase: 'evicting', evictedFor: req.serve, evictedBy: req.holder } : r)),
   };
   return applyAdmit(marked, req, 'pending');
 }
@@ -101,7 +101,7 @@ export function applyEvictionAborted(state: LedgerState, acquirer: string, stopp
       .filter((r) => !(r.serve === acquirer && (r.phase === 'pending' || r.phase === 'admitted')))
       .map((r) => {
         if (r.phase !== 'evicting' || r.evictedFor !== acquirer) return r;
-        return stopped.includes(r.serve) ? { ...r, phase: 'evicted' as const } : { ...r, phase: 'running' as const, evictedFor: undefined };
+        return stopped.includes(r.serve) ? { ...r, phase: 'evicted' as const } : outOfEviction(r, 'running');
       }),
   };
 }

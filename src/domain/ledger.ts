@@ -3,27 +3,33 @@
 import type { ServeClass } from './types';
 
 /**
- * admitted: reservation held, container being brought up.
- * running: healthy and identity-verified.
+ * admitted: reservation held, container being brought up by its holder.
+ * running: healthy and identity-verified; no operation under way.
+ * stopping: a bring-down holds it while its tier drains and its container stops; still committed.
  * evicting: chosen as a victim; still holds its MiB until its stop is confirmed.
  * evicted: stopped for an acquirer; listed, not committed, until restored or released.
  * pending: an acquirer waiting for its victims; its MiB are held so no one else takes them.
  * Entries leave the ledger when released.
  */
-export type ReservationPhase = 'admitted' | 'running' | 'evicting' | 'evicted' | 'pending';
+export type ReservationPhase = 'admitted' | 'running' | 'stopping' | 'evicting' | 'evicted' | 'pending';
 
 /** Phases whose MiB count as committed. */
-const COMMITTED: readonly ReservationPhase[] = ['admitted', 'running', 'evicting'];
+const COMMITTED: readonly ReservationPhase[] = ['admitted', 'running', 'stopping', 'evicting'];
 
 export interface Reservation {
   serve: string;
   vramMib: number;
   class: ServeClass;
   phase: ReservationPhase;
-  /** Workflow that holds the reservation, so a retry from the same holder is recognised. */
+  /**
+   * The workflow run (`<workflow id>/<run id>`) that holds the reservation: the fencing token
+   * every step that changes the serve's container must present (see `operationUnderWay`).
+   */
   holder: string;
   /** For victims: the acquirer they make room for. */
   evictedFor?: string;
+  /** For victims: the acquirer's run, which holds the victim while it is evicted. */
+  evictedBy?: string;
   /** nvidia-smi's device delta when the serve came up, where measured. */
   measuredMib?: number;
 }
@@ -107,6 +113,14 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
 
 export function withPhase(state: LedgerState, serve: string, phase: ReservationPhase, measuredMib?: number): LedgerState {
   return { ...state, reservations: state.reservations.map((r) => (r.serve === serve ? { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}) } : r)) };
+}
+
+/** The reservation in a new phase, no longer part of an eviction (as victim of whom, for whom). */
+export function outOfEviction(r: Reservation, phase: ReservationPhase, holder = r.holder): Reservation {
+  const next: Reservation = { ...r, phase, holder };
+  delete next.evictedFor;
+  delete next.evictedBy;
+  return next;
 }
 
 export function withoutReservation(state: LedgerState, serve: string): LedgerState {

@@ -11,6 +11,8 @@ export const Failure = {
   UnknownServe: 'UnknownServe',
   ManifestInvalid: 'ManifestInvalid',
   ServeBusy: 'ServeBusy',
+  /** A step's fence failed: the run no longer holds the serve's reservation, so it changes nothing. */
+  ReservationLost: 'ReservationLost',
   DrainTimeout: 'DrainTimeout',
   ReadmitRefused: 'ReadmitRefused',
   TierNotReadmittable: 'TierNotReadmittable',

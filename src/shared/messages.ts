@@ -2,19 +2,31 @@
 // Only @temporalio/workflow's define* helpers are used here: they are plain descriptors, safe
 // to import on the client side as well as inside the workflow sandbox.
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
-import type { AdmitDecision, AdmitRequest, LedgerState, ReservationPhase } from '../domain/ledger';
+import type { AdmitDecision, AdmitRequest, LedgerState, LedgerTotals, ReservationPhase } from '../domain/ledger';
 import type { GpuSpec } from '../domain/types';
 import type { Victim } from '../domain/eviction';
+import type { StopDecision, StopRequest } from '../domain/fence';
 
 export interface LedgerAdmitArgs extends AdmitRequest {
   /** The GPU as the manifest declares it now: the ledger adopts the newest capacity and reserve. */
   gpu: GpuSpec;
 }
-export interface LedgerAdmitResult {
+/**
+ * Every update answers the ledger's totals after its decision: a few numbers (the ledger's
+ * history keeps every answer, so never the whole state), enough for an auditor to check from
+ * that history alone that no decision left it over budget.
+ */
+export interface LedgerAnswer {
+  totals: LedgerTotals;
+}
+export interface LedgerAdmitAnswer extends LedgerAnswer {
   decision: AdmitDecision;
-  ledger: LedgerState;
   /** The serve had been evicted: this admission is its restore. */
   wasEvicted?: boolean;
+}
+/** What an operation's activity returns: the answer and the ledger read right after it. */
+export interface LedgerAdmitResult extends LedgerAdmitAnswer {
+  ledger: LedgerState;
 }
 export interface LedgerPhaseArgs {
   serve: string;
@@ -27,16 +39,39 @@ export interface LedgerPhaseArgs {
 export interface LedgerReleaseArgs {
   serve: string;
   /**
-   * A compensation names the reservation it took: if the serve's reservation is someone else's
-   * by now (the operator brought it down and another run took it), it is left alone.
-   * An operator's `serves down` names none and releases whatever is held.
+   * The run releasing it: only the holder's release takes effect. A compensation whose serve is
+   * someone else's by now is answered `released: false` and changes nothing. Runs from before
+   * fencing name none; the ledger then accepts the release only of a settled serve (running or
+   * evicted), never under an operation still under way.
    */
   holder?: string;
 }
-export interface LedgerReleaseResult {
+export interface LedgerReleaseAnswer extends LedgerAnswer {
   released: boolean;
   vramMib: number;
+  /** When not released: who holds the serve instead. */
+  heldBy?: string;
+}
+export interface LedgerReleaseResult extends LedgerReleaseAnswer {
   ledger: LedgerState;
+}
+/** A bring-down takes its serve before it touches the tier or the container. */
+export type LedgerStopArgs = StopRequest;
+export type LedgerStopAnswer = StopDecision & LedgerAnswer;
+/** The fence a step shows before it changes the serve's container. */
+export interface LedgerFenceArgs {
+  serve: string;
+  holder: string;
+  /** The step, for the ledger's history: `start`. */
+  step: string;
+}
+export interface LedgerFenceAnswer extends LedgerAnswer {
+  serve: string;
+  phase: ReservationPhase;
+}
+/** What setPhase, victimReleased and abortEviction answer. */
+export interface LedgerChangeAnswer extends LedgerAnswer {
+  serve: string;
 }
 
 export interface LedgerAcquireArgs extends LedgerAdmitArgs {
@@ -48,26 +83,34 @@ export type AcquireDecision =
   | { decision: 'already-held'; serve: string; phase: ReservationPhase; holder: string }
   | { decision: 'denied'; serve: string; vramMib: number; freeMib: number; shortfallMib: number; evictableMib?: number }
   | { decision: 'evicting'; serve: string; vramMib: number; shortfallMib: number; victims: Victim[]; reason: string };
-export interface LedgerAcquireResult {
+export interface LedgerAcquireAnswer extends LedgerAnswer {
   decision: AcquireDecision;
+}
+export interface LedgerAcquireResult extends LedgerAcquireAnswer {
   ledger: LedgerState;
 }
 export interface LedgerVictimArgs {
   victim: string;
   acquirer: string;
+  /** The acquirer's run: only the eviction that holds the victim may hand its MiB over. */
+  holder?: string;
 }
 export interface LedgerAbortArgs {
   acquirer: string;
   /** Victims whose containers were already stopped: they stay evicted. */
   stopped: string[];
+  /** The acquirer's run: an eviction another run holds by now is left alone. */
+  holder?: string;
 }
 
-export const admitUpdate = defineUpdate<LedgerAdmitResult, [LedgerAdmitArgs]>('admit');
-export const setPhaseUpdate = defineUpdate<LedgerState, [LedgerPhaseArgs]>('setPhase');
-export const releaseUpdate = defineUpdate<LedgerReleaseResult, [LedgerReleaseArgs]>('release');
-export const acquireUpdate = defineUpdate<LedgerAcquireResult, [LedgerAcquireArgs]>('acquire');
-export const victimReleasedUpdate = defineUpdate<LedgerState, [LedgerVictimArgs]>('victimReleased');
-export const abortEvictionUpdate = defineUpdate<LedgerState, [LedgerAbortArgs]>('abortEviction');
+export const admitUpdate = defineUpdate<LedgerAdmitAnswer, [LedgerAdmitArgs]>('admit');
+export const setPhaseUpdate = defineUpdate<LedgerChangeAnswer, [LedgerPhaseArgs]>('setPhase');
+export const releaseUpdate = defineUpdate<LedgerReleaseAnswer, [LedgerReleaseArgs]>('release');
+export const acquireUpdate = defineUpdate<LedgerAcquireAnswer, [LedgerAcquireArgs]>('acquire');
+export const victimReleasedUpdate = defineUpdate<LedgerChangeAnswer, [LedgerVictimArgs]>('victimReleased');
+export const abortEvictionUpdate = defineUpdate<LedgerChangeAnswer, [LedgerAbortArgs]>('abortEviction');
+export const beginStopUpdate = defineUpdate<LedgerStopAnswer, [LedgerStopArgs]>('beginStop');
+export const fenceUpdate = defineUpdate<LedgerFenceAnswer, [LedgerFenceArgs]>('fence');
 /** One step of an operation as it completed: what the CLI prints and the audit report reads. */
 export interface StepRecord {
   step: string;

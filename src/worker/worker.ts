@@ -12,6 +12,7 @@ import type { RouterDeployment, RouterTarget } from '../activities/router-deploy
 import type { ContainerRuntime, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from '../activities/ports';
 import { HttpServeProbe } from '../activities/serve-probe';
 import { LedgerClient } from '../client/ledger-client';
+import { TemporalOperations } from '../client/operation-control';
 import { taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
 
@@ -43,6 +44,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     probe: opts.probe ?? new HttpServeProbe(),
     manifest: opts.manifest,
     ledger: new LedgerClient(opts.client),
+    operations: new TemporalOperations(opts.client),
     router: opts.router,
     gpu: opts.gpu,
     pollIntervalMs: opts.pollIntervalMs,

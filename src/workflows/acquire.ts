@@ -114,7 +114,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     saga.add('abort eviction', async () => {
       const down: string[] = [];
       for (const v of planned) if (!(await act.inspectServe({ node, serve: v }))?.running) down.push(v);
-      return act.ledgerAbortEviction({ node, gpu, args: { acquirer: serve.name, stopped: down }, updateId: ids('compensate-abort') });
+      return act.ledgerAbortEviction({ node, gpu, args: { acquirer: serve.name, stopped: down, holder }, updateId: ids('compensate-abort') });
     });
   }
 
@@ -223,6 +223,8 @@ async function evictVictim(
   } else {
     log.record(`release ${victim.name}`, 'container was not running: its VRAM counts as released');
   }
-  await act.ledgerVictimReleased({ node, gpu, args: { victim: victim.name, acquirer: acquirer.serve.name }, updateId: ids(`victim-released/${victim.name}`) });
+  // Names this run: only the eviction that holds the victim hands its MiB over.
+  const { workflowId, runId } = workflowInfo();
+  await act.ledgerVictimReleased({ node, gpu, args: { victim: victim.name, acquirer: acquirer.serve.name, holder: `${workflowId}/${runId}` }, updateId: ids(`victim-released/${victim.name}`) });
   return record;
 }

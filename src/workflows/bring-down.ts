@@ -1,13 +1,20 @@
-// serves down NAME: graceful stop, then release. Down of a serve already down succeeds and says so.
-import { CancellationScope, executeChild, isCancellation, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+// serves down NAME: take the serve in the ledger → quiesce → drain → stop → release. Down of a
+// serve already down succeeds and says so; down of a serve another operation is bringing up
+// cancels that operation first (its compensations give the serve back), then completes.
+import { ApplicationFailure, CancellationScope, executeChild, isCancellation, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { workflowIds } from '../shared/messages';
 import { bringUpWorkflow } from './bring-up';
-import { checkInput, rootCause, whole } from './saga';
-import type { Activities } from '../activities';
+import { checkInput, rootCause, Saga, whole } from './saga';
+import type { Activities, OperationEnd } from '../activities';
 import { formatLedger } from '../domain/ledger';
-import { quick } from './options';
+import type { GpuSpec, ServeSpec } from '../domain/types';
+import { cancelHint, holderOf } from '../domain/fence';
+import type { StopDecision } from '../domain/fence';
+import { Failure } from '../shared/failures';
+import { quick, waitFor } from './options';
 import type { DrainResult } from '../activities/eviction';
 import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, router, StepLog, stopServe } from './serve-steps';
+import type { StopResult } from '../activities';
 import type { StepRecord } from './serve-steps';
 
 export interface BringDownInput {
@@ -28,7 +35,10 @@ export interface RestoreRecord {
 
 export interface BringDownResult {
   serve: string;
-  outcome: 'stopped' | 'already-stopped';
+  /** cancelled: an operation was bringing the serve up; it was cancelled and gave back what it took. */
+  outcome: 'stopped' | 'already-stopped' | 'cancelled';
+  /** Operations that held the serve and were ended first. */
+  ended?: OperationEnd[];
   message: string;
   gpuRole: string;
   releasedMib: number;
@@ -42,21 +52,38 @@ export interface BringDownResult {
 
 const act = proxyActivities<Activities>(quick);
 
+/** How long the operation holding the serve may take to end once cancelled: its compensations stop a container and readmit a tier. */
+export const OPERATION_END_TIMEOUT_S = 300;
+/** Take, end the holder, take again: a third holder in between is a fight, not a race, and is refused. */
+const MAX_TAKE_ATTEMPTS = 3;
+
 export async function bringDownWorkflow(input: BringDownInput): Promise<BringDownResult> {
   checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'] });
   const { workflowId, runId } = workflowInfo();
+  const holder = holderOf(workflowId, runId);
   const log = new StepLog();
   const record = (step: string, outcome: string) => log.record(step, outcome);
 
   const { node, serve, gpu } = await act.resolveServe({ serve: input.serve });
   const before = await act.ledgerSnapshot({ node, gpu });
+  // Runs from before fencing released whatever was held, under whatever operation held it.
+  const fenced = patched('bring-down-fenced');
+  const ended: OperationEnd[] = [];
+  const taken = fenced ? await takeServe(node, gpu, serve, holder, log, ended) : undefined;
+  const saga = new Saga();
+  if (taken?.decision === 'taken' && taken.from === 'running') {
+    saga.add('serve back to running', () =>
+      act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder }, updateId: `${holder}/compensate-running` }),
+    );
+  }
 
   // A routed serve goes down like an eviction's victim: its tier answers 503 from now on (until a
   // bring-up's guarded readmit), and requests in flight finish before the stop. Past the drain
   // timeout the stop goes ahead: the operator asked for the serve to go down.
   let drain: DrainResult | undefined;
   const tier = serve.routerTier;
-  if (tier) {
+  // An evicted serve is down and its tier quiesced already: nothing to drain.
+  if (tier && taken?.decision !== 'evicted') {
     try {
       const q = await whole('quiesce-whole', () => router.quiesceIfRouted({ tier }));
       if (q) {
@@ -76,14 +103,22 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
           record('quiesce', `cancelled before the stop; readmit of tier ${tier} failed: ${rootCause(readmitErr).message}`);
         }
       }
+      await saga.compensate();
       throw err;
     }
   }
 
-  const stop = await stopServe(node, serve);
+  let stop: StopResult;
+  try {
+    stop = await stopServe(node, serve);
+  } catch (err) {
+    await saga.compensate();
+    throw err;
+  }
   record('stop', `container ${stop.containerName}: ${stop.stop}, ${stop.remove}`);
-  const release = await act.ledgerRelease({ node, gpu, args: { serve: serve.name }, updateId: `${workflowId}/${runId}/release` });
-  record('release', release.released ? `released ${release.vramMib} MiB` : 'held no reservation');
+  // The fenced release names this run: the ledger gives up only what this bring-down took.
+  const release = await act.ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${workflowId}/${runId}/release` });
+  record('release', release.released ? `released ${release.vramMib} MiB` : taken?.decision === 'evicted' ? 'held no MiB (evicted)' : 'held no reservation');
 
   const restored: RestoreRecord[] = [];
   let ledgerAfter = release.ledger;
@@ -108,13 +143,23 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const restoredNote = restored.length
     ? `; restore: ${restored.map((r) => `${r.serve} ${r.ok ? 'restored' : `failed (${r.message})`}`).join(', ')}`
     : '';
+  const cancelled = ended.filter((e) => e.outcome === 'cancelled');
+  const cancelledNote = cancelled.length ? `cancelled ${cancelled.map((e) => e.holder).join(', ')} (it gave back what it took)` : '';
+  let message: string;
+  if (taken?.decision === 'evicted') {
+    message = `serves down ${serve.name}: already stopped (evicted for ${taken.evictedFor ?? 'another serve'}); it stays down and is no longer restored with it`;
+  } else if (wasDown && cancelledNote) {
+    message = `serves down ${serve.name}: ${cancelledNote}; nothing was left running`;
+  } else if (wasDown) {
+    message = input.restore && restored.length ? `serves down ${serve.name}: was not running, nothing to stop` : `serves down ${serve.name}: already stopped, nothing changed`;
+  } else {
+    message = `serves down ${serve.name}: ${cancelledNote ? `${cancelledNote}; ` : ''}stopped${release.released ? `, ${release.vramMib} MiB released on '${gpu.role}'` : ''}`;
+  }
   return {
     serve: serve.name,
-    outcome: wasDown ? 'already-stopped' : 'stopped',
-    message:
-      (wasDown
-        ? `serves down ${serve.name}: already stopped, nothing changed`
-        : `serves down ${serve.name}: stopped${release.released ? `, ${release.vramMib} MiB released on '${gpu.role}'` : ''}`) + restoredNote,
+    outcome: cancelled.length && wasDown ? 'cancelled' : wasDown || taken?.decision === 'evicted' ? 'already-stopped' : 'stopped',
+    ...(ended.length ? { ended } : {}),
+    message: message + restoredNote,
     gpuRole: gpu.role,
     releasedMib: release.vramMib,
     drain,
@@ -123,4 +168,62 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     ledgerAfter: formatLedger(ledgerAfter),
     steps: log.steps,
   };
+}
+
+/**
+ * Takes the serve in the ledger for this bring-down. An operation still bringing it up (a
+ * bring-up, an acquisition, a restore, another bring-down started from the UI) is cancelled and
+ * waited out: its compensations remove its container and release its MiB, and only then does
+ * this one go on. A run that ended without giving the serve back has its hold taken over, named
+ * in the update. A serve being evicted is refused: its acquisition is about to stop it anyway.
+ */
+async function takeServe(node: string, gpu: GpuSpec, serve: ServeSpec, holder: string, log: StepLog, ended: OperationEnd[]): Promise<StopDecision> {
+  let takeOverFrom: string | undefined;
+  for (let attempt = 1; ; attempt++) {
+    log.begin('take');
+    const decision = await act.ledgerBeginStop({
+      node,
+      gpu,
+      args: { serve: serve.name, holder, ...(takeOverFrom ? { takeOverFrom } : {}) },
+      updateId: `${holder}/take/${attempt}`,
+    });
+    if (decision.decision === 'taken') {
+      log.record('take', `${serve.name} held for this bring-down (was ${decision.from}${takeOverFrom ? `, taken over from ${takeOverFrom}, which had ended` : ''})`);
+      return decision;
+    }
+    if (decision.decision === 'absent') {
+      log.record('take', `${serve.name} holds no reservation`);
+      return decision;
+    }
+    if (decision.decision === 'evicted') {
+      log.record('take', `${serve.name} was evicted for ${decision.evictedFor ?? '?'}: it stays down, off that serve's restore list`);
+      return decision;
+    }
+    const op = decision.operation;
+    if (op.phase === 'evicting' || attempt >= MAX_TAKE_ATTEMPTS) {
+      const why =
+        op.phase === 'evicting'
+          ? `it is being evicted for ${op.evictedFor ?? '?'} by ${op.holder} and goes down when that finishes`
+          : `${op.holder} holds it (${op.phase}) after ${attempt} attempts to take it`;
+      log.record('take', `refused: ${why}`);
+      throw ApplicationFailure.create({
+        type: Failure.ServeBusy,
+        message: `serves down ${serve.name}: ${why}; nothing changed. To keep it up instead, cancel that operation: ${cancelHint(op.holder)}`,
+        nonRetryable: true,
+        details: [{ operation: op, steps: log.steps }],
+      });
+    }
+    log.record('take', `${op.holder} holds ${serve.name} (${op.phase}): cancelling it`);
+    log.begin('cancel');
+    const end = await proxyActivities<Activities>(waitFor(OPERATION_END_TIMEOUT_S)).endOperation({ holder: op.holder, timeoutS: OPERATION_END_TIMEOUT_S });
+    ended.push(end);
+    log.record(
+      'cancel',
+      end.outcome === 'cancelled'
+        ? `${op.holder} (${op.phase}) cancelled; it ended ${end.closedAs ?? ''} after ${end.waitedMs} ms`
+        : `${op.holder} (${op.phase}) had ended ${end.closedAs ?? ''} without giving ${serve.name} back: taking it over`,
+    );
+    // A holder that ended without compensating left its hold behind: this run takes it, and says so.
+    takeOverFrom = end.outcome === 'cancelled' ? undefined : op.holder;
+  }
 }

@@ -3,12 +3,28 @@
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { quick } from './options';
-import type { LedgerState } from '../domain/ledger';
+import type { LedgerState, LedgerTotals } from '../domain/ledger';
 import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservation, totals, withoutReservation, withPhase } from '../domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
+import { applyStop, decideStop, fenceProblem, operationUnderWay } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
-import { abortEvictionUpdate, acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, victimReleasedUpdate } from '../shared/messages';
-import type { AcquireDecision, LedgerAbortArgs, LedgerAcquireArgs, LedgerAcquireResult, LedgerAdmitArgs, LedgerAdmitResult, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../shared/messages';
+import { Failure } from '../shared/failures';
+import { abortEvictionUpdate, acquireUpdate, admitUpdate, beginStopUpdate, fenceUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, victimReleasedUpdate } from '../shared/messages';
+import type {
+  AcquireDecision,
+  LedgerAbortArgs,
+  LedgerAcquireArgs,
+  LedgerAcquireAnswer,
+  LedgerAdmitAnswer,
+  LedgerAdmitArgs,
+  LedgerChangeAnswer,
+  LedgerFenceArgs,
+  LedgerPhaseArgs,
+  LedgerReleaseAnswer,
+  LedgerReleaseArgs,
+  LedgerStopArgs,
+  LedgerVictimArgs,
+} from '../shared/messages';
 
 export interface LedgerInput {
   node: string;
@@ -21,6 +37,10 @@ export interface LedgerInput {
 
 function invalid(message: string): never {
   throw ApplicationFailure.create({ type: 'InvalidLedgerRequest', message, nonRetryable: true });
+}
+
+function lost(message: string): never {
+  throw ApplicationFailure.create({ type: Failure.ReservationLost, message, nonRetryable: true });
 }
 
 const reconcile = proxyActivities<Activities>(quick);
@@ -41,16 +61,29 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   setHandler(snapshotQuery, () => (ready ? state : { ...state, reconciling: true }));
 
   /** Shared by admit and acquire: adopt the manifest's figures, recognise a retry, then decide. */
-  function admitOrRecognise(req: LedgerAdmitArgs): LedgerAdmitResult | undefined {
+  function admitOrRecognise(req: LedgerAdmitArgs): LedgerAdmitAnswer | undefined {
     // The manifest is the source of truth for capacity and reserve; adopt what the caller read.
     state = { ...state, gpuUuid: req.gpu.uuid, capacityMib: req.gpu.capacityMib, reserveMib: req.gpu.reserveMib };
     const held = activeReservation(state, req.serve);
     if (held && held.holder === req.holder && held.phase !== 'pending') {
       // A retry of an admission that already happened (possibly in a previous run).
-      return { decision: { decision: 'admitted', serve: req.serve, vramMib: held.vramMib, freeAfterMib: totals(state).freeMib }, ledger: state };
+      return answer({ decision: { decision: 'admitted' as const, serve: req.serve, vramMib: held.vramMib, freeAfterMib: totals(state).freeMib } });
     }
     return undefined;
   }
+
+  /** An admission of a serve some operation holds names that operation, a victim's acquirer included. */
+  function decide(req: LedgerAdmitArgs) {
+    const decision = decideAdmit(state, req);
+    if (decision.decision !== 'already-held') return decision;
+    const held = activeReservation(state, req.serve);
+    const op = held ? operationUnderWay(state, held) : undefined;
+    return op ? { ...decision, holder: op.holder } : decision;
+  }
+
+  const change = (serve: string): LedgerChangeAnswer => ({ serve, totals: totals(state) });
+  /** Every answer carries the totals after its decision (see LedgerAnswer). */
+  const answer = <T extends object>(a: T): T & { totals: LedgerTotals } => ({ ...a, totals: totals(state) });
 
   const validateAdmit = (req: LedgerAdmitArgs) => {
     if (!req.serve) invalid('admit: serve is required');
@@ -65,60 +98,114 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
       const retry = admitOrRecognise(req);
       if (retry) return retry;
       const wasEvicted = findReservation(state, req.serve)?.phase === 'evicted';
-      const decision = decideAdmit(state, req);
+      const decision = decide(req);
       if (decision.decision === 'admitted') state = applyAdmit(state, req);
-      return { decision, ledger: state, wasEvicted };
+      return answer({ decision, wasEvicted });
     }),
     { validator: validateAdmit },
   );
 
   setHandler(
     acquireUpdate,
-    whenReady((req: LedgerAcquireArgs): LedgerAcquireResult => {
+    whenReady((req: LedgerAcquireArgs): LedgerAcquireAnswer => {
       const retry = admitOrRecognise(req);
       if (retry) return retry;
       const held = activeReservation(state, req.serve);
       if (held?.phase === 'pending' && held.holder === req.holder) {
         const victims = state.reservations.filter((r) => r.evictedFor === req.serve && r.phase === 'evicting').map(toVictim);
         const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: 0, victims, reason: 'retry of a planned eviction' };
-        return { decision, ledger: state };
+        return answer({ decision });
       }
-      const admit = decideAdmit(state, req);
+      const admit = decide(req);
       if (admit.decision !== 'denied') {
         if (admit.decision === 'admitted') state = applyAdmit(state, req);
-        return { decision: admit, ledger: state };
+        return answer({ decision: admit });
       }
-      if (!req.evict) return { decision: admit, ledger: state };
+      if (!req.evict) return answer({ decision: admit });
       const plan = planEviction(state, req.vramMib);
       if (plan.kind === 'impossible') {
-        return { decision: { ...admit, evictableMib: plan.evictableMib }, ledger: state };
+        return answer({ decision: { ...admit, evictableMib: plan.evictableMib } });
       }
       if (plan.kind === 'fits') {
         state = applyAdmit(state, req);
         const decision: AcquireDecision = { decision: 'admitted', serve: req.serve, vramMib: req.vramMib, freeAfterMib: totals(state).freeMib };
-        return { decision, ledger: state };
+        return answer({ decision });
       }
       state = applyEvictionPlan(state, req, plan.victims);
       const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: plan.shortfallMib, victims: plan.victims, reason: plan.reason };
-      return { decision, ledger: state };
+      return answer({ decision });
     }),
     { validator: validateAdmit },
   );
 
+  /** Only the acquisition that holds a victim hands its MiB over. Runs from before fencing name no holder. */
+  const victimProblem = ({ victim, holder }: LedgerVictimArgs): string | undefined => {
+    if (holder === undefined) return undefined;
+    const r = findReservation(state, victim);
+    if (r?.phase !== 'evicting') return undefined;
+    return fenceProblem(state, victim, holder, ['evicting']);
+  };
+
   setHandler(
     victimReleasedUpdate,
-    whenReady(({ victim, acquirer }: LedgerVictimArgs) => {
-      state = applyVictimReleased(state, victim, acquirer);
-      return state;
+    whenReady((args: LedgerVictimArgs) => {
+      const problem = victimProblem(args);
+      if (problem) lost(`victimReleased: ${problem}`);
+      state = applyVictimReleased(state, args.victim, args.acquirer);
+      return change(args.victim);
     }),
+    {
+      validator: (args: LedgerVictimArgs) => {
+        const problem = ready ? victimProblem(args) : undefined;
+        if (problem) lost(`victimReleased: ${problem}`);
+      },
+    },
   );
 
   setHandler(
     abortEvictionUpdate,
-    whenReady(({ acquirer, stopped }: LedgerAbortArgs) => {
+    whenReady(({ acquirer, stopped, holder }: LedgerAbortArgs) => {
+      // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
+      const held = activeReservation(state, acquirer);
+      if (holder !== undefined && held !== undefined && held.holder !== holder) return change(acquirer);
       state = applyEvictionAborted(state, acquirer, stopped);
-      return state;
+      return change(acquirer);
     }),
+  );
+
+  const validateStop = ({ serve, holder, takeOverFrom }: LedgerStopArgs) => {
+    if (!serve) invalid('beginStop: serve is required');
+    if (!holder) invalid(`beginStop ${serve}: holder is required`);
+    if (takeOverFrom !== undefined && !takeOverFrom) invalid(`beginStop ${serve}: takeOverFrom names no run`);
+  };
+
+  setHandler(
+    beginStopUpdate,
+    whenReady((req: LedgerStopArgs) => {
+      const decision = decideStop(state, req);
+      state = applyStop(state, req, decision);
+      return answer(decision);
+    }),
+    { validator: validateStop },
+  );
+
+  const fenceCheck = ({ serve, holder, step }: LedgerFenceArgs) => {
+    const problem = fenceProblem(state, serve, holder, ['admitted']);
+    if (problem) lost(`${step} of ${serve} refused: ${problem}; nothing was created`);
+  };
+
+  setHandler(
+    fenceUpdate,
+    whenReady((args: LedgerFenceArgs) => {
+      fenceCheck(args);
+      return answer({ serve: args.serve, phase: findReservation(state, args.serve)?.phase ?? ('admitted' as const) });
+    }),
+    {
+      validator: (args: LedgerFenceArgs) => {
+        if (!args.serve || !args.holder) invalid('fence: serve and holder are required');
+        if (ready) fenceCheck(args);
+      },
+    },
   );
 
   const validatePhase = ({ serve, holder }: LedgerPhaseArgs) => {
@@ -132,7 +219,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
     whenReady((args: LedgerPhaseArgs) => {
       validatePhase(args);
       state = withPhase(state, args.serve, args.phase, args.measuredMib);
-      return state;
+      return change(args.serve);
     }),
     {
       // Before the reconcile the state is not the truth yet: the handler checks once it is.
@@ -142,19 +229,30 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
     },
   );
 
+  /** A release without a holder (a run from before fencing) never takes a serve from under an operation. */
+  const validateRelease = ({ serve, holder }: LedgerReleaseArgs) => {
+    if (!serve) invalid('release: serve is required');
+    if (holder !== undefined || !ready) return;
+    const held = activeReservation(state, serve);
+    const op = held ? operationUnderWay(state, held) : undefined;
+    if (op) lost(`release of ${serve} without a holder refused: ${op.holder} holds it (${op.phase})`);
+  };
+
   setHandler(
     releaseUpdate,
-    whenReady(({ serve, holder }: LedgerReleaseArgs) => {
-      // An evicted entry holds no MiB, but a serve brought down is gone from the ledger either way.
+    whenReady(({ serve, holder }: LedgerReleaseArgs): LedgerReleaseAnswer => {
       const held = activeReservation(state, serve);
-      if (holder !== undefined && held !== undefined && held.holder !== holder) {
-        return { released: false, vramMib: 0, ledger: state };
+      if (holder !== undefined) {
+        const by = held ? (operationUnderWay(state, held)?.holder ?? held.holder) : undefined;
+        // Someone else's reservation, or none: a compensation leaves it, and an evicted entry keeps its restore link.
+        if (held === undefined || by !== holder) return answer({ released: false, vramMib: 0, ...(by !== undefined ? { heldBy: by } : {}) });
       }
       // An acquirer released mid-eviction: its victims must not stay stuck evicting.
       if (held?.phase === 'pending') state = applyEvictionAborted(state, serve);
       state = withoutReservation(state, serve);
-      return { released: held !== undefined, vramMib: held?.vramMib ?? 0, ledger: state };
+      return answer({ released: held !== undefined, vramMib: held?.vramMib ?? 0 });
     }),
+    { validator: validateRelease },
   );
 
   if (!ready) {

@@ -1,6 +1,6 @@
 // The steps every way of starting a serve shares once its MiB are admitted: start → health →
 // identity → running. Bring-up, acquisition and restore differ only in how they got the MiB.
-import { ApplicationFailure, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { progressQuery } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { Failure } from '../shared/failures';
@@ -9,6 +9,7 @@ import type { DrainResult } from '../activities/eviction';
 import type { ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';
+import { cancelHint } from '../domain/fence';
 import { containerOps, quick, routerOps, stopOptions, waitFor } from './options';
 import type { Saga } from './saga';
 
@@ -103,8 +104,12 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   let readmittedTier: string | undefined;
   if (serve.routerTier) {
     log.begin('readmit');
-    const r = await router.readmitIfQuiesced({ tier: serve.routerTier });
-    if (r.action === 'readmitted') readmittedTier = serve.routerTier;
+    const tier = serve.routerTier;
+    const r = await router.readmitIfQuiesced({ tier });
+    if (r.action === 'readmitted') readmittedTier = tier;
+    // From here clients reach the serve: if the run still fails (its reservation lost at
+    // `running`, a cancel), the tier must answer 503 again, not 502 from a removed container.
+    if (r.action !== 'no-router' && patched('requiesce-on-compensate')) saga.add(`quiesce tier ${tier}`, () => router.quiesceIfRouted({ tier }));
     log.record(
       'readmit',
       r.action === 'readmitted'
@@ -142,11 +147,16 @@ export async function alreadyHeld(
     log.record('admit', 'already running');
     return { containerId: container.id, message: `${op}: already running, nothing changed` };
   }
+  const busy = `${op}: ${held.holder} holds its reservation (${held.phase}${container ? `, container ${container.status}` : ', no container yet'}), an operation still under way; nothing changed. `;
   throw ApplicationFailure.create({
     type: Failure.ServeBusy,
     message:
-      `${op}: its reservation is held by ${held.holder} (${held.phase}${container ? `, container ${container.status}` : ', no container'}); nothing changed. ` +
-      `If that operation is gone, \`gpures serves down ${serve}\` releases it`,
+      held.phase === 'running'
+        ? `${op}: the ledger holds it running (${held.holder}) but ${container ? `its container is ${container.status}` : 'it has no container'}; nothing changed. ` +
+          `\`gpures serves down ${serve}\` clears it, then bring it up again`
+        : held.phase === 'stopping'
+          ? `${busy}It is being brought down: bring it up again once that has ended`
+          : `${busy}Wait for it to end, or cancel it: ${cancelHint(held.holder)} (\`gpures serves down ${serve}\` cancels it too)`,
     nonRetryable: true,
   });
 }

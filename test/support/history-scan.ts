@@ -2,6 +2,7 @@
 // (payload data and metadata in proto JSON) decoded as text.
 import type { Client } from '@temporalio/client';
 import type { HistoryJson } from '../../src/audit/events';
+import type { LedgerTotals } from '../../src/domain/ledger';
 
 export function historyTexts(h: HistoryJson): string[] {
   const out: string[] = [];
@@ -26,4 +27,22 @@ export function scheduledActivities(events: readonly HistoryEvent[]): string[] {
 /** The activity types a workflow's latest run scheduled, in order. */
 export async function activitiesInOrder(client: Client, workflowId: string): Promise<string[]> {
   return scheduledActivities((await client.workflow.getHandle(workflowId).fetchHistory()).events ?? []);
+}
+
+/**
+ * The ledger's totals after each of its update decisions, read from its history (every run of
+ * it, should it have continued as new): each update answers them (LedgerAnswer).
+ */
+export async function ledgerTotalsAfterEachUpdate(client: Client, workflowId: string): Promise<LedgerTotals[]> {
+  const out: LedgerTotals[] = [];
+  for await (const run of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+    const history = await client.workflow.getHandle(workflowId, run.runId).fetchHistory();
+    for (const e of history.events ?? []) {
+      const data = e.workflowExecutionUpdateCompletedEventAttributes?.outcome?.success?.payloads?.[0]?.data;
+      if (!data) continue;
+      const answer = JSON.parse(Buffer.from(data).toString('utf8')) as { totals?: LedgerTotals };
+      if (answer.totals) out.push(answer.totals);
+    }
+  }
+  return out;
 }

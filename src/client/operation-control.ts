@@ -1,0 +1,30 @@
+// The operations that hold serves, seen through Temporal: a bring-down asks whether the run that
+// holds its serve still runs, and cancels it (its compensations give the serve back).
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import type { OperationControl, OperationStatus } from '../activities/ports';
+
+export class TemporalOperations implements OperationControl {
+  constructor(private readonly client: Client) {}
+
+  async status(workflowId: string, runId: string): Promise<{ status: OperationStatus; closedAs?: string }> {
+    try {
+      const d = await this.client.workflow.getHandle(workflowId, runId).describe();
+      return d.status.name === 'RUNNING' ? { status: 'running' } : { status: 'closed', closedAs: d.status.name };
+    } catch (err) {
+      // Gone from the server (retention, or a dev server that lost its state): it holds nothing any more.
+      if (err instanceof WorkflowNotFoundError) return { status: 'closed', closedAs: 'NOT_FOUND' };
+      throw err;
+    }
+  }
+
+  async cancel(workflowId: string, runId: string): Promise<void> {
+    try {
+      await this.client.workflow.getHandle(workflowId, runId).cancel();
+    } catch (err) {
+      // Ended meanwhile: there is nothing left to cancel, which is what the caller wants.
+      if ((await this.status(workflowId, runId)).status === 'closed') return;
+      throw err;
+    }
+  }
+}

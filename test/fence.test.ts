@@ -1,0 +1,98 @@
+// Reservations as fences, as pure functions: who holds a serve, what a bring-down may take, and
+// which steps the ledger lets change a container.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { applyAdmit, emptyLedger, totals, withPhase } from '../src/domain/ledger';
+import type { LedgerState } from '../src/domain/ledger';
+import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
+import { applyStop, cancelHint, decideStop, fenceProblem, holderOf, operationUnderWay, parseHolder } from '../src/domain/fence';
+
+const GPU = { role: 'dark-fast', uuid: 'GPU-1', capacityMib: 32607, reserveMib: 4608 };
+const U = holderOf('serves-up/n/o1', 'run-u');
+const D = holderOf('serves-down/n/o1', 'run-d');
+const A = holderOf('acquire/n/sd', 'run-a');
+
+function admitted(state: LedgerState, serve: string, vramMib: number, holder: string): LedgerState {
+  return applyAdmit(state, { serve, vramMib, class: 'evictable', holder });
+}
+
+describe('fencing tokens', () => {
+  test('a holder names its run; workflow ids keep their slashes; a reconciled hold names none', () => {
+    assert.deepEqual(parseHolder(U), { workflowId: 'serves-up/n/o1', runId: 'run-u' });
+    assert.equal(parseHolder('reconciled from container gpures-n-o1'), undefined);
+    assert.equal(parseHolder('no-slash'), undefined);
+    assert.equal(cancelHint(U), 'temporal workflow cancel --workflow-id serves-up/n/o1 --run-id run-u');
+  });
+
+  test('admitted, pending, stopping and evicting are operations under way; running and evicted are settled', () => {
+    let l = admitted(emptyLedger('n', GPU), 'o1', 12000, U);
+    assert.deepEqual(operationUnderWay(l, l.reservations[0]!), { serve: 'o1', phase: 'admitted', holder: U });
+    l = withPhase(l, 'o1', 'running');
+    assert.equal(operationUnderWay(l, l.reservations[0]!), undefined);
+  });
+});
+
+describe('a bring-down takes its serve', () => {
+  test('from running: it holds it as stopping, still committed', () => {
+    const l = withPhase(admitted(emptyLedger('n', GPU), 'o1', 12000, U), 'o1', 'running');
+    const d = decideStop(l, { serve: 'o1', holder: D });
+    assert.deepEqual(d, { decision: 'taken', serve: 'o1', vramMib: 12000, from: 'running', previousHolder: U });
+    const after = applyStop(l, { serve: 'o1', holder: D }, d);
+    assert.equal(after.reservations[0]?.phase, 'stopping');
+    assert.equal(after.reservations[0]?.holder, D);
+    assert.equal(totals(after).committedMib, 12000);
+    // Its retry finds it its own.
+    assert.equal(decideStop(after, { serve: 'o1', holder: D }).decision, 'taken');
+  });
+
+  test('from under a bring-up still starting: busy, naming the bring-up; nothing changes', () => {
+    const l = admitted(emptyLedger('n', GPU), 'o1', 12000, U);
+    const d = decideStop(l, { serve: 'o1', holder: D });
+    assert.deepEqual(d, { decision: 'busy', serve: 'o1', operation: { serve: 'o1', phase: 'admitted', holder: U } });
+    assert.deepEqual(applyStop(l, { serve: 'o1', holder: D }, d), l);
+  });
+
+  test('a hold whose run ended is taken over only when named', () => {
+    const l = admitted(emptyLedger('n', GPU), 'o1', 12000, U);
+    assert.equal(decideStop(l, { serve: 'o1', holder: D, takeOverFrom: 'someone-else/r' }).decision, 'busy');
+    const d = decideStop(l, { serve: 'o1', holder: D, takeOverFrom: U });
+    assert.equal(d.decision, 'taken');
+    assert.equal(applyStop(l, { serve: 'o1', holder: D, takeOverFrom: U }, d).reservations[0]?.holder, D);
+  });
+
+  test("a victim is held by its acquirer's run; an evicted serve leaves its acquirer's restore list", () => {
+    let l = withPhase(admitted(emptyLedger('n', GPU), 'vision', 12288, U), 'vision', 'running');
+    l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 14336, class: 'resident', holder: 'f' }), 'fast', 'running');
+    const plan = planEviction(l, 8192);
+    assert.ok(plan.kind === 'evict');
+    l = applyEvictionPlan(l, { serve: 'sd', vramMib: 8192, class: 'on-demand', holder: A }, plan.victims);
+    const busy = decideStop(l, { serve: 'vision', holder: D });
+    assert.deepEqual(busy, { decision: 'busy', serve: 'vision', operation: { serve: 'vision', phase: 'evicting', holder: A, evictedFor: 'sd' } });
+    // The acquirer itself, waiting for its victims, is the acquisition's too.
+    assert.deepEqual(decideStop(l, { serve: 'sd', holder: D }), { decision: 'busy', serve: 'sd', operation: { serve: 'sd', phase: 'pending', holder: A } });
+
+    l = applyVictimReleased(l, 'vision', 'sd');
+    const d = decideStop(l, { serve: 'vision', holder: D });
+    assert.deepEqual(d, { decision: 'evicted', serve: 'vision', evictedFor: 'sd' });
+    assert.equal(applyStop(l, { serve: 'vision', holder: D }, d).reservations.some((r) => r.serve === 'vision'), false);
+  });
+
+  test('an aborted eviction hands its victims back settled, with no acquirer left on them', () => {
+    let l = withPhase(admitted(emptyLedger('n', GPU), 'vision', 12288, U), 'vision', 'running');
+    l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 14336, class: 'resident', holder: 'f' }), 'fast', 'running');
+    const plan = planEviction(l, 8192);
+    assert.ok(plan.kind === 'evict');
+    l = applyEvictionAborted(applyEvictionPlan(l, { serve: 'sd', vramMib: 8192, class: 'on-demand', holder: A }, plan.victims), 'sd');
+    assert.deepEqual(l.reservations.find((r) => r.serve === 'vision'), { serve: 'vision', vramMib: 12288, class: 'evictable', phase: 'running', holder: U });
+  });
+});
+
+describe('the fence a start must show', () => {
+  test('only the run holding the serve as admitted may start its container', () => {
+    const l = admitted(emptyLedger('n', GPU), 'o1', 12000, U);
+    assert.equal(fenceProblem(l, 'o1', U, ['admitted']), undefined);
+    assert.match(fenceProblem(l, 'o1', D, ['admitted']) ?? '', /held by serves-up\/n\/o1\/run-u \(admitted\), not serves-down\/n\/o1\/run-d/);
+    assert.match(fenceProblem(emptyLedger('n', GPU), 'o1', U, ['admitted']) ?? '', /'o1' holds no reservation on 'dark-fast'/);
+    assert.match(fenceProblem(withPhase(l, 'o1', 'running'), 'o1', U, ['admitted']) ?? '', /is running, not admitted/);
+  });
+});

@@ -1,0 +1,83 @@
+// A box as an operator runs it: `gpures worker` as its own process, configured by its
+// environment (the router admin API, nvidia-smi), the reference router in front of fake-vLLM
+// containers on the test dockerd, and a GPU uuid of its own that the fake nvidia-smi follows.
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
+import { parseManifest } from '../../src/domain/manifest';
+import type { Manifest } from '../../src/domain/types';
+import { startRouter } from '../../src/router/server';
+import type { RunningRouter } from '../../src/router/server';
+import { FAKE_NVIDIA_SMI, routerConfigFor } from '../../src/sim/box';
+import type { FakeNvidiaSmiState } from '../../src/sim/fake-nvidia-smi';
+import { removeNodeContainers, renderManifest, uniqueNode } from './box';
+import type { TestGpu, TestServe } from './box';
+import { startWorkerProcess } from './cli';
+import type { WorkerProcess } from './cli';
+import { testTemporal } from './temporal';
+import type { TestTemporal } from './temporal';
+
+export interface ProcessBox {
+  node: string;
+  /** The manifest file every `gpures` command of the suite passes with --manifest. */
+  manifestPath: string;
+  manifest: Manifest;
+  temporal: TestTemporal;
+  router: RunningRouter;
+  routerToken: string;
+  /** What a `gpures` command needs to reach the suite's Temporal. */
+  env: Record<string, string>;
+  /** The worker's own environment, for a worker started again after a kill. */
+  workerEnv: Record<string, string>;
+  worker: WorkerProcess;
+  close(): Promise<void>;
+}
+
+export async function startProcessBox(prefix: string, gpu: TestGpu, serves: TestServe[]): Promise<ProcessBox> {
+  const node = uniqueNode(prefix);
+  const dir = mkdtempSync(join(tmpdir(), `gpures-${prefix}-`));
+  const text = renderManifest(node, [gpu], serves).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
+  const manifestPath = join(dir, 'serves.toml');
+  writeFileSync(manifestPath, text);
+  const parsed = parseManifest(text, manifestPath);
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+
+  // The fake vLLM answers chat completions through its CGI, which holds each request for its sim_delay_ms.
+  const routerDoc = parseToml(routerConfigFor(parsed.manifest, `test.${node}`)) as { tiers: { backend: string }[] };
+  for (const tier of routerDoc.tiers) tier.backend = `${tier.backend}/cgi-bin/vllm`;
+  const routerConfigPath = join(dir, 'router.toml');
+  writeFileSync(routerConfigPath, stringifyToml(routerDoc));
+  const routerToken = `router-token-${randomUUID()}`;
+  const router = await startRouter({ configPath: routerConfigPath, adminToken: routerToken, port: 0 });
+
+  const smiState: FakeNvidiaSmiState = {
+    gpus: parsed.manifest.gpus.map((g, index) => ({ index, uuid: g.uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: g.capacityMib, baseUsedMib: 1200 })),
+    docker: true,
+  };
+  const smiStatePath = join(dir, 'nvidia-smi.json');
+  writeFileSync(smiStatePath, JSON.stringify(smiState));
+
+  const temporal = await testTemporal();
+  const env = { TEMPORAL_ADDRESS: temporal.address };
+  const workerEnv = { ...env, GPURES_ROUTER_URL: router.url, GPURES_ROUTER_TOKEN: routerToken, GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI, FAKE_NVIDIA_SMI_STATE: smiStatePath };
+  const worker = await startWorkerProcess(['--manifest', manifestPath, '--gpus', 'off'], workerEnv);
+  return {
+    node,
+    manifestPath,
+    manifest: parsed.manifest,
+    temporal,
+    router,
+    routerToken,
+    env,
+    workerEnv,
+    worker,
+    async close() {
+      await worker.stop();
+      await removeNodeContainers(node);
+      await router.close();
+      await temporal.close();
+    },
+  };
+}
