@@ -101,6 +101,9 @@ describe('reservations fence their containers: races on a real box', () => {
     ({ temporal, node, env, manifestPath: manifest } = box);
     gpu = box.manifest.gpus[0]!;
     ledger = new LedgerClient(temporal.client);
+    // The router starts with every tier active; an operator's first `serves down` puts a tier whose serve is not up where gpures keeps it: quiesced.
+    const down = await gpures(['serves', 'down', 'vision', '--manifest', manifest], env);
+    assert.equal(down.code, 0, show(down));
   });
 
   after(async () => {
@@ -252,7 +255,8 @@ describe('reservations fence their containers: races on a real box', () => {
   test('a seeded race of 60 up / up --evict / down from separate processes: never over budget, in the ledger or on the box', async () => {
     const seed = Number(process.env['GPURES_RACE_SEED'] ?? 9);
     const rand = prng(seed);
-    const pool = ['b', 'vision', 'ondemand', 'e1', 'e2', 'od2', 'o1'];
+    // Weighted to the serves slow to turn healthy, so downs race bring-ups still under way.
+    const pool = ['b', 'vision', 'ondemand', 'e1', 'e2', 'e2', 'od2', 'od2', 'o1', 'o1'];
     const ops: string[][] = [];
     for (let i = 0; i < 60; i++) {
       const serve = pool[Math.floor(rand() * pool.length)]!;
@@ -279,12 +283,15 @@ describe('reservations fence their containers: races on a real box', () => {
     } finally {
       await sampler.stop();
     }
+    const cancelledBy = runs.filter((r) => /^serves down \S+: cancelled /m.test(r.run.stderr)).length;
     const codes = new Map<string, number>();
     for (const r of runs) codes.set(String(r.run.code), (codes.get(String(r.run.code)) ?? 0) + 1);
     const decisions = await ledgerTotalsAfterEachUpdate(temporal.client, workflowIds.ledger(node, gpu.role));
-    const overDecisions = decisions.filter((t) => t.committedMib + t.heldMib > t.budgetMib);
+    // Committed is what reservations in effect hold. Held MiB are an acquirer's promise while its
+    // victims (still committed) drain: they become committed only as the victims' MiB come back.
+    const overDecisions = decisions.filter((t) => t.committedMib > t.budgetMib);
     console.log(
-      `seeded race (seed ${seed}): ${runs.length} operations in ${Date.now() - started} ms, exit codes ${JSON.stringify(Object.fromEntries(codes))}; ` +
+      `seeded race (seed ${seed}): ${runs.length} operations in ${Date.now() - started} ms, exit codes ${JSON.stringify(Object.fromEntries(codes))}, ${cancelledBy} downs cancelled a bring-up under way; ` +
         `${decisions.length} ledger decisions, ${overDecisions.length} over budget; ${sampler.samples} samples of the box, max ${sampler.maxMib} MiB against ${BUDGET}, ${sampler.over.length} over`,
     );
     // Done (0), failed and compensated (1: cancelled by a racing down, a health or drain timeout), refused (3). Never bad input or a lost server.

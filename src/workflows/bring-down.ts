@@ -123,7 +123,9 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const restored: RestoreRecord[] = [];
   let ledgerAfter = release.ledger;
   if (input.restore) {
-    const victims = before.reservations.filter((r) => r.phase === 'evicted' && r.evictedFor === serve.name).map((r) => r.serve);
+    // Fenced, the ledger is read after the release: an acquisition this bring-down cancelled may
+    // have stopped victims since the first read, and they are to come back too.
+    const victims = (fenced ? release.ledger : before).reservations.filter((r) => r.phase === 'evicted' && r.evictedFor === serve.name).map((r) => r.serve);
     for (const victim of victims) {
       const workflowId = workflowIds.bringUp(node, victim);
       try {
