@@ -252,6 +252,25 @@ describe('reservations fence their containers: races on a real box', () => {
     await allDown();
   });
 
+  test('serves down --restore of an on-demand serve whose acquisition was cancelled after its eviction: says it was not running, restores the victim', async () => {
+    const upFirst = await gpures(['serves', 'up', 'b', 'vision', '--manifest', manifest], env);
+    assert.equal(upFirst.code, 0, show(upFirst));
+    const acquire = await start('acquireWorkflow', workflowIds.acquire(node, 'ondemand'), { serve: 'ondemand', evict: true });
+    // Cancelled (as from the UI) while ondemand proves it stays up, after vision was stopped for it.
+    await waitUntil('ondemand started after the eviction', async () => (await acquire.query(progressQuery)).some((s) => s.step === 'start'), 20_000);
+    await acquire.cancel();
+    await acquire.result().catch(() => undefined);
+    const mid = await ledger.snapshot(node, gpu);
+    assert.deepEqual(mid.reservations.map((r) => `${r.serve} ${r.phase}`), ['b running', 'vision evicted']);
+
+    const down = await gpures(['serves', 'down', 'ondemand', '--restore', '--manifest', manifest], env, 120_000);
+    assert.equal(down.code, 0, show(down));
+    assert.match(down.stderr, /^serves down ondemand: was not running, nothing to stop; restore: vision restored$/m, show(down));
+    assert.equal(await routedVision(), 200);
+    await assertLedgerEqualsBox();
+    await allDown();
+  });
+
   test('a seeded race of 60 up / up --evict / down from separate processes: never over budget, in the ledger or on the box', async () => {
     const seed = Number(process.env['GPURES_RACE_SEED'] ?? 9);
     const rand = prng(seed);

@@ -57,6 +57,23 @@ describe('restore with guarded readmit', () => {
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 
+  test('serves down of an evicted serve says it stays down, and the acquirer\'s --restore then leaves it down', async () => {
+    await evictVision();
+    const downVision = await serveDown(t.temporal.client, t.node, 'vision');
+    assert.ok(downVision.ok, !downVision.ok ? downVision.message : '');
+    assert.equal(downVision.result.message, 'serves down vision: already stopped (evicted for comfyui-sim); it stays down and is no longer restored with it');
+    assert.equal(downVision.result.outcome, 'already-stopped');
+    const [mid] = await ledgerSnapshots(t.temporal.client, t.manifest);
+    assert.deepEqual(mid?.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'comfyui-sim:running']);
+
+    const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    assert.deepEqual(down.result.restored, []);
+    assert.equal(down.result.message, "serves down comfyui-sim: stopped, 8192 MiB released on 'dark-fast'");
+    assert.equal((await t.routed('vision')).status, 503, 'vision stays down, its tier quiesced');
+    assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
+  });
+
   test('serves down cancelled while it drains: the tier is readmitted, the serve still runs, the run ends Cancelled', async () => {
     assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
     const slow = t.routed('fast', { sim_delay_ms: 4000 });
