@@ -17,10 +17,14 @@ export function containerName(node: string, serve: string): string {
   return `gpures-${node}-${serve}`;
 }
 
+/** http://host:port, an IPv6 host in brackets. */
+export function httpUrl(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
 /** Where the worker reaches the serve: an unspecified bind address is reached over loopback. */
 export function serveBaseUrl(serve: Pick<ServeSpec, 'bind' | 'port'>): string {
-  const host = serve.bind === '0.0.0.0' ? '127.0.0.1' : serve.bind === '::' ? '::1' : serve.bind;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${serve.port}`;
+  return httpUrl(serve.bind === '0.0.0.0' ? '127.0.0.1' : serve.bind === '::' ? '::1' : serve.bind, serve.port);
 }
 
 export function serveHealthUrl(serve: Pick<ServeSpec, 'bind' | 'port' | 'healthPath'>): string {
