@@ -9,17 +9,19 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { DockerRouterDeployment } from '../src/activities/docker-router';
 import { PermanentError } from '../src/activities/ports';
-import { runKey } from '../src/activities/promotion';
+import { createPromotionActivities, runKey } from '../src/activities/promotion';
+import { REDACTED } from '../src/domain/serve';
 import { fetchHistoryJson } from '../src/audit/export';
-import type { RouterTarget } from '../src/activities/router-deployment';
+import type { RouterDeployment, RouterTarget } from '../src/activities/router-deployment';
 import { journalPath } from '../src/activities/router-deployment';
 import { followPromotion, PromotionRefused, startPromotion } from '../src/client/promote';
 import type { PromotionOutcome } from '../src/client/promote';
 import { backupFileName, backupsToPrune, mappingVersionOf, promoteInputProblems } from '../src/domain/promotion';
-import type { PromoteInput, StepRecord } from '../src/shared/promotion';
+import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
 import { historyTexts } from './support/history-scan';
 import { backupsIn, deployTestRouter, healthz, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
@@ -44,6 +46,17 @@ describe('promotion rules (pure)', () => {
     assert.deepEqual(backupsToPrune('router.toml', [...names, 'router.toml', 'other.bak'], 5, '666666666666'), [names[0]]);
     // A current run whose clock is behind is still kept; the next oldest goes instead.
     assert.deepEqual(backupsToPrune('router.toml', names, 5, '111111111111'), [names[1]]);
+  });
+
+  test("a router's output recorded in history never carries its admin token", async () => {
+    const token = 'router-admin-token-0123456789';
+    const deployment: Pick<RouterDeployment, 'validate'> = { validate: () => Promise.resolve({ exitCode: 1, output: `rejected; the token is ${token}`, timedOut: false, durationMs: 1 }) };
+    const acts = createPromotionActivities({
+      routerDeployment: deployment as RouterDeployment,
+      routerTargets: [{ name: 'r', container: 'c', configPath: '/srv/router/router.toml', containerConfigPath: '/config/router.toml', url: 'http://127.0.0.1:1', adminToken: token }],
+    });
+    const verdict: ValidationRun = await new MockActivityEnvironment().run((input: Parameters<typeof acts.promoteValidate>[0]) => acts.promoteValidate(input), { router: 'r', image: 'i', content: 'x', run: { workflowId: 'w', runId: 'r' } });
+    assert.equal(verdict.output, `rejected; the token is ${REDACTED}`);
   });
 
   test('input problems are all listed', () => {

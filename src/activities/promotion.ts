@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { backupFileName, backupRunKey, backupsToPrune, mappingVersionOf, MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
+import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';
 import type { RouterAdmin } from './ports';
@@ -76,6 +77,11 @@ function sha256(data: Buffer | string): string {
 /** 12 hex digits naming one workflow run (id + run id) in backup and container names. */
 export function runKey(run: RunRef): string {
   return sha256(`${run.workflowId}/${run.runId}`).slice(0, 12);
+}
+
+/** A router's output goes into history: its admin token, should it print it, must not. */
+function withoutToken(t: RouterTarget, text: string): string {
+  return t.adminToken.length >= 8 ? text.split(t.adminToken).join(REDACTED) : text;
 }
 
 function errText(err: unknown): string {
@@ -199,7 +205,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
           heartbeat,
         ),
       );
-      const output = outcome.output.length > 4000 ? `…${outcome.output.slice(-4000)}` : outcome.output;
+      const output = withoutToken(t, outcome.output.length > 4000 ? `…${outcome.output.slice(-4000)}` : outcome.output);
       return { image: input.image, passed: !outcome.timedOut && outcome.exitCode === 0, exitCode: outcome.exitCode, output, timedOut: outcome.timedOut, durationMs: outcome.durationMs };
     },
 
@@ -328,7 +334,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
       let last = 'no answer yet';
       let lastVersion: string | null = null;
       const crash = async (c: RouterContainer | undefined, what: string): Promise<never> => {
-        const tail = (await d.logsTail(t.container, 5)).split('\n').join(' | ');
+        const tail = withoutToken(t, (await d.logsTail(t.container, 5)).split('\n').join(' | '));
         throw nonRetryable(
           Failure.CrashLoopDetected,
           `router container ${t.container} ${what} within ${((Date.now() - started) / 1000).toFixed(1)} s of verification: restart count ${input.baselineRestartCount} → ${c?.restartCount ?? '?'}` +
