@@ -297,14 +297,14 @@ describe('on-demand acquisition with eviction', () => {
 
   test('duplicate triggers join one workflow; the API refuses without a token', async () => {
     await seedStep2();
-    const api = buildApi({ client: client(), manifest: t.manifest, manifestFile: t.manifestPath, token: 'api-token' });
+    const api = buildApi({ client: client(), manifest: t.manifest, manifestFile: t.manifestPath, token: 'acquire-test-api-token-0123456789abcdef' });
     try {
       const unauth = await api.inject({ method: 'POST', url: '/v1/acquisitions', payload: { serve: 'comfyui-sim', evict: true } });
       assert.equal(unauth.statusCode, 401);
       assert.equal(totals(await ledger()).committedMib, 26624);
       const slow = t.routed('vision', { sim_delay_ms: 3000 });
       await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
-      const auth = { authorization: 'Bearer api-token' };
+      const auth = { authorization: 'Bearer acquire-test-api-token-0123456789abcdef' };
       const [a, b] = await Promise.all([
         api.inject({ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: true } }),
         api.inject({ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: true } }),

@@ -1,49 +1,190 @@
-// The acquisition API's answers that never reach Temporal: auth, body and route errors, all in
-// one error shape.
-import { after, test } from 'node:test';
+// The acquisition API: the answers that never reach Temporal (auth, body and route errors, all in
+// one error shape); its token rule; and, against a real dev server, `gpures api` as a real
+// process printing what it actually bound, and a GET that shows only its own node's acquisitions.
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client } from '@temporalio/client';
-import type { InjectOptions } from 'fastify';
-import { buildApi } from '../src/client/api';
-import { parseManifest } from '../src/domain/manifest';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { Client } from '@temporalio/client';
+import type { InjectOptions } from 'fastify';
+import { buildApi, MIN_API_TOKEN_CHARS } from '../src/client/api';
+import { parseManifest } from '../src/domain/manifest';
+import { taskQueueFor, workflowIds } from '../src/shared/messages';
+import { gpures, GPURES, ROOT, show } from './support/cli';
+import { testTemporal } from './support/temporal';
+import type { TestTemporal } from './support/temporal';
+import { uniqueNode } from './support/box';
 
 const file = resolve(__dirname, '..', '..', 'examples', 'primary-node', 'serves.toml');
 const parsed = parseManifest(readFileSync(file, 'utf8'), file);
 assert.ok(parsed.ok);
-// A lazy client: none of these requests may reach it.
-const client = new Client();
-const api = buildApi({ client, manifest: parsed.manifest, manifestFile: file, token: 's3cret' });
-const auth = { authorization: 'Bearer s3cret' };
-after(async () => {
-  await api.close();
-  await client.connection.close();
+const TOKEN = 'api-test-token-0123456789abcdef-0123456789';
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+describe('acquisition API without Temporal', () => {
+  // A lazy client: none of these requests may reach it.
+  const client = new Client();
+  const api = buildApi({ client, manifest: parsed.manifest, manifestFile: file, token: TOKEN });
+  after(async () => {
+    await api.close();
+    await client.connection.close();
+  });
+
+  test('no token, a wrong token: 401, and the token is compared whole', async () => {
+    for (const headers of [{}, { authorization: `Bearer ${TOKEN.slice(0, -1)}` }, { authorization: `Bearer ${TOKEN}!` }, { authorization: TOKEN }]) {
+      const r = await api.inject({ method: 'POST', url: '/v1/acquisitions', headers, payload: { serve: 'comfyui-sim', evict: true } });
+      assert.equal(r.statusCode, 401);
+      assert.deepEqual(r.json(), { error: { type: 'unauthorized', message: 'missing or wrong bearer token' } });
+    }
+  });
+
+  test('bad bodies, unknown serves and routes answer in the API error shape', async () => {
+    const cases: [InjectOptions, number, string, RegExp][] = [
+      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: 'yes' } }, 400, 'bad_request', /^evict: /],
+      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drainTimeoutS: 3 } }, 400, 'bad_request', /Unrecognized key/],
+      [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"serve": ' }, 400, 'bad_request', /JSON/i],
+      [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'serve=x' }, 415, 'bad_request', /Unsupported Media Type/i],
+      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui' } }, 404, 'unknown_serve', /no serve named 'comfyui'/],
+      [{ method: 'GET', url: '/v1/acquisitions/serves-up%2Fprimary-node%2Fvision', headers: auth }, 404, 'not_found', /is not an acquisition of node 'primary-node'/],
+      [{ method: 'GET', url: '/v1/acquisitions/acquire%2Fprimary-node', headers: auth }, 404, 'not_found', /is not an acquisition of node 'primary-node'/],
+      [{ method: 'GET', url: '/v1/nothing', headers: auth }, 404, 'not_found', /no route GET \/v1\/nothing/],
+    ];
+    for (const [req, status, type, message] of cases) {
+      const r = await api.inject(req);
+      assert.equal(r.statusCode, status, r.body);
+      const body = r.json<{ error: { type: string; message: string } }>();
+      assert.equal(body.error.type, type, r.body);
+      assert.match(body.error.message, message);
+    }
+  });
+
+  test(`a token shorter than ${MIN_API_TOKEN_CHARS} characters is refused, naming the minimum`, () => {
+    const client2 = new Client();
+    try {
+      assert.throws(() => buildApi({ client: client2, manifest: parsed.manifest, manifestFile: file, token: 'x'.repeat(MIN_API_TOKEN_CHARS - 1) }), /31 characters, too short to be secret: at least 32/);
+      assert.throws(() => buildApi({ client: client2, manifest: parsed.manifest, manifestFile: file, token: '' }), /GPURES_API_TOKEN is not set/);
+    } finally {
+      void client2.connection.close();
+    }
+  });
+
+  test('gpures api with a short token: exit 2, the minimum named, before Temporal is asked', async () => {
+    // TEMPORAL_ADDRESS points nowhere: a refusal after connecting would be exit 4, not 2.
+    const r = await gpures(['api', '--manifest', file, '--port', '0'], { GPURES_API_TOKEN: 's3cret', TEMPORAL_ADDRESS: '127.0.0.1:1' });
+    assert.equal(r.code, 2, show(r));
+    assert.match(r.stderr, /GPURES_API_TOKEN is 6 characters, too short to be secret: at least 32 are required/);
+    assert.ok(!r.stderr.includes('s3cret') && !r.stdout.includes('s3cret'), 'the token is printed');
+  });
 });
 
-test('no token, a wrong token: 401, and the token is compared whole', async () => {
-  for (const headers of [{}, { authorization: 'Bearer s3cre' }, { authorization: 'Bearer s3cret!' }, { authorization: 's3cret' }]) {
-    const r = await api.inject({ method: 'POST', url: '/v1/acquisitions', headers, payload: { serve: 'comfyui-sim', evict: true } });
-    assert.equal(r.statusCode, 401);
-    assert.deepEqual(r.json(), { error: { type: 'unauthorized', message: 'missing or wrong bearer token' } });
+/** The local addresses listening on `port`, from the kernel's own tables (what `ss -ltn` reads). */
+function listeningOn(port: number): string[] {
+  const out: string[] = [];
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').trim().split('\n').slice(1)) {
+      const [, local, , state] = line.trim().split(/\s+/);
+      const [hex, portHex] = (local ?? '').split(':');
+      if (state !== '0A' || Number.parseInt(portHex ?? '', 16) !== port || !hex) continue;
+      if (hex.length === 8) out.push((hex.match(/../g) ?? []).reverse().map((b) => Number.parseInt(b, 16)).join('.'));
+      else out.push(/^0+$/.test(hex) ? '::' : `ipv6:${hex}`);
+    }
   }
-});
+  return out.sort();
+}
 
-test('bad bodies, unknown serves and routes answer in the API error shape', async () => {
-  const cases: [InjectOptions, number, string, RegExp][] = [
-    [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: 'yes' } }, 400, 'bad_request', /^evict: /],
-    [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drainTimeoutS: 3 } }, 400, 'bad_request', /Unrecognized key/],
-    [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"serve": ' }, 400, 'bad_request', /JSON/i],
-    [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'serve=x' }, 415, 'bad_request', /Unsupported Media Type/i],
-    [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui' } }, 404, 'unknown_serve', /no serve named 'comfyui'/],
-    [{ method: 'GET', url: '/v1/acquisitions/serves-up%2Fprimary-node%2Fvision', headers: auth }, 404, 'not_found', /is not an acquisition/],
-    [{ method: 'GET', url: '/v1/nothing', headers: auth }, 404, 'not_found', /no route GET \/v1\/nothing/],
-  ];
-  for (const [req, status, type, message] of cases) {
-    const r = await api.inject(req);
-    assert.equal(r.statusCode, status, r.body);
-    const body = r.json<{ error: { type: string; message: string } }>();
-    assert.equal(body.error.type, type, r.body);
-    assert.match(body.error.message, message);
+describe('acquisition API against a real dev server', () => {
+  let temporal: TestTemporal;
+  const node = uniqueNode('api');
+  const other = uniqueNode('api-other');
+  const manifest = { ...parsed.manifest, node };
+  const otherId = workflowIds.acquire(other, 'comfyui-sim');
+
+  before(async () => {
+    temporal = await testTemporal();
+    // Another node's acquisition, left running: no worker polls that node's queue.
+    await temporal.client.workflow.start('acquireWorkflow', { workflowId: otherId, taskQueue: taskQueueFor(other), args: [{ serve: 'comfyui-sim', evict: true }] });
+  });
+
+  after(async () => {
+    await temporal.client.workflow.getHandle(otherId).terminate('test over').catch(() => undefined);
+    await temporal?.close();
+  });
+
+  test("GET of another node's acquisition: 404, as one never started; its own node's API sees it", async () => {
+    const path = `/v1/acquisitions/${encodeURIComponent(otherId)}`;
+    const mine = buildApi({ client: temporal.client, manifest, manifestFile: file, token: TOKEN });
+    const theirs = buildApi({ client: temporal.client, manifest: { ...manifest, node: other }, manifestFile: file, token: TOKEN });
+    try {
+      const r = await mine.inject({ method: 'GET', url: path, headers: auth });
+      assert.equal(r.statusCode, 404, r.body);
+      assert.deepEqual(r.json(), { error: { type: 'not_found', message: `${otherId} is not an acquisition of node '${node}'` } });
+      const seen = await theirs.inject({ method: 'GET', url: path, headers: auth });
+      assert.equal(seen.statusCode, 200, seen.body);
+      assert.equal(seen.json<{ status: string }>().status, 'running');
+    } finally {
+      await mine.close();
+      await theirs.close();
+    }
+  });
+
+  /** `gpures api ARGS` until it prints where it listens; then the addresses it printed and a stop. */
+  async function startApi(args: string[]): Promise<{ printed: string; stop: () => Promise<number | null> }> {
+    const child = spawn(process.execPath, [GPURES, 'api', '--manifest', file, '--port', '0', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, GPURES_API_TOKEN: TOKEN, TEMPORAL_ADDRESS: temporal.address },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    const printed = await new Promise<string>((ok, fail) => {
+      const timer = setTimeout(() => fail(new Error(`not listening within 30 s: ${stderr}`)), 30_000);
+      child.stderr.setEncoding('utf8');
+      child.stderr.on('data', (chunk: string) => {
+        stderr += chunk;
+        const m = /listening on (.*)\n/.exec(stderr);
+        if (m?.[1]) {
+          clearTimeout(timer);
+          ok(m[1]);
+        }
+      });
+      child.once('exit', (code) => fail(new Error(`gpures api exited ${code}: ${stderr}`)));
+    });
+    assert.ok(!stderr.includes(TOKEN), 'the token is printed');
+    return {
+      printed,
+      stop: () =>
+        new Promise((ok) => {
+          child.once('exit', (code) => ok(code));
+          child.kill('SIGTERM');
+        }),
+    };
   }
+
+  test('gpures api prints the address it bound: loopback by default, and 0.0.0.0 as every interface', async () => {
+    for (const [args, host, note] of [
+      [[], '127.0.0.1', ''],
+      [['--host', '0.0.0.0', '--allow-non-loopback'], '0.0.0.0', ' (every IPv4 interface: reachable beyond this host)'],
+    ] as const) {
+      const api = await startApi([...args]);
+      try {
+        const m = /^http:\/\/([\d.]+):(\d+)(.*)$/.exec(api.printed);
+        assert.ok(m, api.printed);
+        assert.equal(m[1], host, api.printed);
+        assert.equal(m[3], note);
+        const port = Number(m[2]);
+        assert.deepEqual(listeningOn(port), [host], `printed ${api.printed}`);
+        // It answers there, as the API.
+        const res = await fetch(`http://127.0.0.1:${port}/v1/acquisitions/nope`, { headers: auth });
+        assert.equal(res.status, 404);
+      } finally {
+        assert.equal(await api.stop(), 0);
+      }
+    }
+  });
+
+  test('gpures api --host beyond loopback without --allow-non-loopback: exit 2', async () => {
+    const r = await gpures(['api', '--manifest', file, '--host', '0.0.0.0', '--port', '0'], { GPURES_API_TOKEN: TOKEN, TEMPORAL_ADDRESS: temporal.address });
+    assert.equal(r.code, 2, show(r));
+    assert.match(r.stderr, /--host 0\.0\.0\.0 is not a loopback address.*--allow-non-loopback/);
+  });
 });

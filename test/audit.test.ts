@@ -3,6 +3,7 @@
 // `bin/gpures audit export | report | replay` as real processes. And the rule that tokens never
 // enter history, checked on every workflow the box ran, with every payload decoded.
 import { after, before, describe, test } from 'node:test';
+import { randomBytes } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,7 +23,7 @@ import { historyTexts } from './support/history-scan';
 import { waitUntil } from './support/wait';
 import { gpures as runGpures, show } from './support/cli';
 
-const API_TOKEN = `api-token-${Math.random().toString(36).slice(2)}`;
+const API_TOKEN = `api-token-${randomBytes(16).toString('hex')}`;
 const HF_TOKEN = 'hf_auditTestSecretValue0123456789';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };

@@ -445,6 +445,38 @@ describe('rejected manifests: one rule each', () => {
     assertOk(parse(render({ gpus, serves: [serve('all', 31001, { vram_mib: 32607, args: ['--gpu-memory-utilization=1'] })] })));
   });
 
+  test('secrets in args: vLLM\'s --hf-token and --api-key move to env (both forms); the rest of args stays in order', () => {
+    const args = ['--gpu-memory-utilization', '0.03', '--hf-token', 'hf_abc123', '--max-model-len', '4096', '--api_key=sk-xyz', '--tokenizer', 't/x', '--max-num-batched-tokens', '8192'];
+    const { manifest } = assertOk(parse(render({ serves: [serve('alpha', 31001, { args, env: { HF_HUB_OFFLINE: '0' } })] })));
+    const alpha = findServe(manifest, 'alpha');
+    assert.deepEqual(alpha?.args, ['--gpu-memory-utilization', '0.03', '--max-model-len', '4096', '--tokenizer', 't/x', '--max-num-batched-tokens', '8192']);
+    assert.deepEqual(alpha?.env, { HF_HUB_OFFLINE: '0', HF_TOKEN: 'hf_abc123', VLLM_API_KEY: 'sk-xyz' });
+    // A bare --hf-token (use the stored login) carries no secret and stays.
+    const bare = findServe(assertOk(parse(render({ serves: [serve('alpha', 31001, { args: ['--hf-token', '--enforce-eager'] })] }))).manifest, 'alpha');
+    assert.deepEqual(bare?.args, ['--hf-token', '--enforce-eager']);
+  });
+
+  test('secrets in args: any other secret flag, or one on a serve that is not vLLM, is an error naming the field', () => {
+    for (const [extra, index, flag] of [
+      [{ args: ['--gpu-memory-utilization', '0.03', '--db-password', 'p4ss'] }, 2, '--db-password'],
+      [{ args: ['--client-secret=abc'] }, 0, '--client-secret'],
+      [{ args: ['--token', 'abc'] }, 0, '--token'],
+      [{ api: 'http', model: undefined, served_model_name: undefined, args: ['--api-key', 'abc'] }, 0, '--api-key'],
+    ] as const) {
+      const issue = assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), `serves[0].args[${index}]`, flag, 'command line', '`ps`', 'set it in env instead');
+      assert.equal(issue.message.includes('--hf-token → env.HF_TOKEN'), !('api' in extra), issue.message);
+    }
+  });
+
+  test('secrets in args: a clash with env, a repeat and an empty value are errors', () => {
+    const cases: [Table, number, string][] = [
+      [{ args: ['--hf-token', 'a1b2'], env: { HF_TOKEN: 'c3d4' } }, 0, 'env.HF_TOKEN both set it'],
+      [{ args: ['--api-key', 'a1b2', '--api-key=c3d4'] }, 2, 'more than once (first at args[0])'],
+      [{ args: ['--api-key='] }, 0, 'needs a value'],
+    ];
+    for (const [extra, index, fragment] of cases) assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), `serves[0].args[${index}]`, fragment);
+  });
+
   test('port outside 1..65535', () => {
     for (const bad of [0, 70000, -1]) {
       const text = render({ serves: [serve('alpha', 31001, { port: bad })] });

@@ -5,18 +5,25 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import { runKey } from '../src/activities/promotion';
-import type { RouterTarget } from '../src/activities/router-deployment';
+import { DockerRouterDeployment } from '../src/activities/docker-router';
+import { PermanentError } from '../src/activities/ports';
+import { createPromotionActivities, runKey } from '../src/activities/promotion';
+import { REDACTED } from '../src/domain/serve';
+import { fetchHistoryJson } from '../src/audit/export';
+import type { RouterDeployment, RouterTarget } from '../src/activities/router-deployment';
 import { journalPath } from '../src/activities/router-deployment';
 import { followPromotion, PromotionRefused, startPromotion } from '../src/client/promote';
 import type { PromotionOutcome } from '../src/client/promote';
 import { backupFileName, backupsToPrune, mappingVersionOf, promoteInputProblems } from '../src/domain/promotion';
-import type { PromoteInput, StepRecord } from '../src/shared/promotion';
+import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
+import { historyTexts } from './support/history-scan';
 import { backupsIn, deployTestRouter, healthz, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
 import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
@@ -41,6 +48,17 @@ describe('promotion rules (pure)', () => {
     assert.deepEqual(backupsToPrune('router.toml', names, 5, '111111111111'), [names[1]]);
   });
 
+  test("a router's output recorded in history never carries its admin token", async () => {
+    const token = 'router-admin-token-0123456789';
+    const deployment: Pick<RouterDeployment, 'validate'> = { validate: () => Promise.resolve({ exitCode: 1, output: `rejected; the token is ${token}`, timedOut: false, durationMs: 1 }) };
+    const acts = createPromotionActivities({
+      routerDeployment: deployment as RouterDeployment,
+      routerTargets: [{ name: 'r', container: 'c', configPath: '/srv/router/router.toml', containerConfigPath: '/config/router.toml', url: 'http://127.0.0.1:1', adminToken: token }],
+    });
+    const verdict: ValidationRun = await new MockActivityEnvironment().run((input: Parameters<typeof acts.promoteValidate>[0]) => acts.promoteValidate(input), { router: 'r', image: 'i', content: 'x', run: { workflowId: 'w', runId: 'r' } });
+    assert.equal(verdict.output, `rejected; the token is ${REDACTED}`);
+  });
+
   test('input problems are all listed', () => {
     assert.deepEqual(promoteInputProblems({ router: 'r', config: { content: 'x' }, image: 'i' }), []);
     assert.deepEqual(promoteInputProblems({ router: '', config: { content: 'x', path: '/p' }, image: '' }), [
@@ -48,6 +66,47 @@ describe('promotion rules (pure)', () => {
       'image: a non-empty image reference is required',
       'config: exactly one of content and path',
     ]);
+  });
+});
+
+describe('promotion files: only regular files directly in the real config directory', () => {
+  const fs = new DockerRouterDeployment(docker());
+  const base = mkdtempSync(join(tmpdir(), 'gpures-confine-'));
+  const dir = join(base, 'config');
+  const secret = join(base, 'secret');
+  after(() => rmSync(base, { recursive: true, force: true }));
+
+  async function refused(p: Promise<unknown>, message: RegExp): Promise<void> {
+    await assert.rejects(p, (err: unknown) => err instanceof PermanentError && err.type === 'UnsafeConfigPath' && message.test(err.message));
+  }
+
+  test('links, FIFOs, other directories and swapped directories are refused; the outside file is untouched', async () => {
+    mkdirSync(dir);
+    writeFileSync(secret, 'outside\n');
+    writeFileSync(join(dir, 'router.toml'), 'mapping_version = "a"\n');
+    symlinkSync(secret, join(dir, 'link.toml'));
+    execFileSync('mkfifo', [join(dir, 'fifo.toml')]);
+    assert.deepEqual(await fs.readFile(dir, join(dir, 'router.toml')), Buffer.from('mapping_version = "a"\n'));
+    assert.equal(await fs.readFile(dir, join(dir, 'absent.toml')), undefined);
+    await refused(fs.readFile(dir, join(dir, 'link.toml')), /link\.toml is a symbolic link \(to .*secret\)/);
+    await refused(fs.fileMode(dir, join(dir, 'link.toml')), /is a symbolic link/);
+    await refused(fs.writeFileAtomic(dir, join(dir, 'link.toml'), 'x'), /is a symbolic link/);
+    symlinkSync(secret, join(dir, 'j.toml.journal.jsonl'));
+    await refused(fs.appendJournal(dir, join(dir, 'j.toml'), { at: '', op: 'write', run: 'r', sha256: '' }), /j\.toml\.journal\.jsonl is a symbolic link/);
+    await refused(fs.readFile(dir, join(dir, 'fifo.toml')), /fifo\.toml is not a regular file/);
+    await refused(fs.readFile(dir, secret), /is not a file of the router's config directory/);
+    await refused(fs.readFile(dir, join(dir, 'sub', '..', '..', 'secret')), /is not a file of the router's config directory/);
+    // Unlinking a link removes the link only.
+    await fs.removeFile(dir, join(dir, 'link.toml'));
+    assert.equal(readFileSync(secret, 'utf8'), 'outside\n');
+    assert.ok(!readdirSync(dir).includes('link.toml'));
+    // The directory swapped for a link after the worker was configured: every call refuses.
+    renameSync(dir, `${dir}.old`);
+    symlinkSync(base, dir);
+    await refused(fs.readFile(dir, join(dir, 'secret')), /resolves to .*gpures-confine-\w+, so a symbolic link on the way/);
+    await refused(fs.listDir(dir), /resolves to/);
+    await refused(fs.writeFileAtomic(dir, join(dir, 'secret'), 'overwritten'), /resolves to/);
+    assert.equal(readFileSync(secret, 'utf8'), 'outside\n');
   });
 });
 
@@ -62,7 +121,13 @@ describe('router promotion', () => {
   let v2: string;
   const targets: Record<string, RouterTarget> = {};
 
-  const ROUTERS = ['good', 'reload', 'invalid', 'crash', 'crashreload', 'mismatch', 'race', 'cli'];
+  const ROUTERS = ['good', 'reload', 'invalid', 'crash', 'crashreload', 'mismatch', 'race', 'cli', 'confined', 'linkdir'];
+  // Stand-ins for /etc/shadow outside every config directory: no history may ever carry them.
+  const outside = mkdtempSync(join(tmpdir(), 'gpures-outside-'));
+  tmpDirs.push(outside);
+  const SHADOW = join(outside, 'shadow');
+  const SHADOW_TEXT = `mapping_version = "stolen"\nroot:$6$shadowStandIn${run}:19000:0:99999:7:::\n`;
+  writeFileSync(SHADOW, SHADOW_TEXT);
 
   before(async () => {
     temporal = await testTemporal();
@@ -72,6 +137,15 @@ describe('router promotion', () => {
       targets[name] = await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) });
       tmpDirs.push(join(targets[name].configPath, '..'));
     }
+    // linkdir's directory as a symbolic link to another one holding the stand-in, as if someone
+    // with write access above the config directory had swapped it for a link.
+    const swapped = mkdtempSync(join(tmpdir(), 'gpures-swapped-'));
+    tmpDirs.push(swapped);
+    writeFileSync(join(swapped, 'router.toml'), routerConfig('linkdir-v1'));
+    writeFileSync(join(swapped, 'shadow'), SHADOW_TEXT);
+    const link = join(outside, 'router-link');
+    symlinkSync(swapped, link);
+    targets['linkdir'] = { ...target('linkdir'), configPath: join(link, 'router.toml') };
     worker = await startTestWorker({
       temporal,
       node,
@@ -275,6 +349,82 @@ describe('router promotion', () => {
     const next = await promote({ router: 'race', config: { content: routerConfig('race-c') }, image: ROUTER_IMAGE });
     assert.ok(next.ok, !next.ok ? next.message : '');
     assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'race-c' });
+  });
+
+  /** The promotion's whole history, every payload decoded: it must not carry the stand-in. */
+  async function assertNoShadowIn(out: PromotionOutcome): Promise<void> {
+    const texts = historyTexts(await fetchHistoryJson(temporal.client, out.workflowId, out.runId));
+    assert.ok(texts.some((t) => t.includes('resolve')), 'payloads not decoded by the scan');
+    assert.ok(!texts.some((t) => t.includes('shadowStandIn') || t.includes('stolen')), `${out.workflowId}: the outside file is in history`);
+  }
+
+  test('config.path through a symbolic link or a second hard link to a file outside: refused at resolve, nothing read into history', async () => {
+    const t = target('confined');
+    const dir = join(t.configPath, '..');
+    const before = readFileSync(t.configPath);
+    symlinkSync(SHADOW, join(dir, 'candidate.toml'));
+    linkSync(SHADOW, join(dir, 'hard.toml'));
+    for (const [name, why] of [
+      ['candidate.toml', `is a symbolic link \\(to ${SHADOW}\\)`],
+      ['hard.toml', 'has 2 hard links'],
+    ] as const) {
+      const out = await promote({ router: 'confined', config: { path: join(dir, name) }, image: ROUTER_IMAGE });
+      assert.ok(!out.ok);
+      assert.equal(out.failureType, 'UnsafeConfigPath');
+      assert.match(out.message, new RegExp(`failed at resolve: ${join(dir, name)} ${why}.*the router's config directory ${dir}.*; nothing was changed`));
+      assert.deepEqual(out.details?.steps.map((x) => x.step), ['resolve']);
+      await assertNoShadowIn(out);
+    }
+    assert.deepEqual(readFileSync(t.configPath), before);
+    assert.deepEqual(backupsIn(t.configPath), []);
+    assert.deepEqual(journal(t), []);
+    // A regular file staged there is read: the rule refuses links, not config.path.
+    writeFileSync(join(dir, 'staged.toml'), routerConfig('confined-v2'));
+    const staged = await promote({ router: 'confined', config: { path: join(dir, 'staged.toml') }, image: ROUTER_IMAGE, validateOnly: true });
+    assert.ok(staged.ok, !staged.ok ? staged.message : '');
+    assert.equal(staged.result.mappingVersion, 'confined-v2');
+  });
+
+  test('a live config or journal that is a symbolic link out of the directory: refused before anything is backed up or written', async () => {
+    const t = target('confined');
+    const dir = join(t.configPath, '..');
+    const shadowBefore = statSync(SHADOW);
+    const real = join(dir, 'router.toml.real');
+    renameSync(t.configPath, real);
+    symlinkSync(SHADOW, t.configPath);
+    try {
+      const out = await promote({ router: 'confined', config: { content: routerConfig('confined-v3') }, image: ROUTER_IMAGE });
+      assert.ok(!out.ok);
+      assert.equal(out.failureType, 'UnsafeConfigPath');
+      assert.match(out.message, new RegExp(`failed at resolve: ${t.configPath} is a symbolic link \\(to ${SHADOW}\\)`));
+      await assertNoShadowIn(out);
+    } finally {
+      rmSync(t.configPath);
+      renameSync(real, t.configPath);
+    }
+    symlinkSync(SHADOW, journalPath(t.configPath));
+    try {
+      const out = await promote({ router: 'confined', config: { content: routerConfig('confined-v3') }, image: ROUTER_IMAGE });
+      assert.ok(!out.ok);
+      assert.equal(out.failureType, 'UnsafeConfigPath');
+      assert.match(out.message, new RegExp(`failed at resolve: ${journalPath(t.configPath)} is a symbolic link`));
+    } finally {
+      rmSync(journalPath(t.configPath));
+    }
+    assert.equal(readFileSync(SHADOW, 'utf8'), SHADOW_TEXT);
+    assert.equal(statSync(SHADOW).mtimeMs, shadowBefore.mtimeMs);
+    assert.deepEqual(backupsIn(t.configPath), []);
+    assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'confined-v1' });
+  });
+
+  test('a config directory reached through a symbolic link: refused, naming the path, the directory and where it leads', async () => {
+    const t = target('linkdir');
+    const dir = join(t.configPath, '..');
+    const out = await promote({ router: 'linkdir', config: { path: join(dir, 'shadow') }, image: ROUTER_IMAGE });
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'UnsafeConfigPath');
+    assert.match(out.message, new RegExp(`failed at resolve: ${t.configPath}: the router's config directory ${dir} resolves to /\\S+gpures-swapped-\\S+, so a symbolic link on the way leads outside it`));
+    await assertNoShadowIn(out);
   });
 
   test('CLI: gpures router promote prints each step on stderr and the result on stdout', async () => {

@@ -59,7 +59,7 @@ describe('sim model server arguments', () => {
       host: '0.0.0.0',
       port: 30008,
     });
-    assert.deepEqual(parseVllmArgs(['serve', 'org/m', '--port=9000']), { model: 'org/m', servedModelName: 'org/m', host: '0.0.0.0', port: 9000 });
+    assert.deepEqual(parseVllmArgs(['serve', 'org/m', '--port=9000']), { model: 'org/m', servedModelName: 'org/m', host: '127.0.0.1', port: 9000 });
     assert.throws(() => parseVllmArgs(['--port', 'http']), /invalid --port/);
     assert.throws(() => parseVllmArgs(['--model']), /--model needs a value/);
   });

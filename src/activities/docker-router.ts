@@ -1,9 +1,17 @@
 // RouterDeployment over dockerode and the local filesystem. The router's live config is a file in
 // a host directory bind-mounted into the container, so this adapter must run on the Docker host
 // (it does: the worker runs there). Every call converges when retried.
+//
+// The worker runs as root and what it reads may land in workflow history, so every file it
+// touches must be a regular file directly in the router's config directory: that directory
+// named by its real path, the final component opened with O_NOFOLLOW, one hard link, and the
+// opened file's own path (/proc/self/fd) checked again, against a directory swapped meanwhile.
 import { randomBytes } from 'node:crypto';
-import { appendFile, chmod, mkdtemp, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, posix } from 'node:path';
+import { constants } from 'node:fs';
+import type { Stats } from 'node:fs';
+import { chmod, lstat, mkdtemp, open, readdir, readlink, realpath, rename, rm, writeFile } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { basename, dirname, join, posix, resolve } from 'node:path';
 import type Docker from 'dockerode';
 import { Failure } from '../shared/failures';
 import { demuxLogs, statusCode } from './docker-util';
@@ -25,6 +33,79 @@ function sameList(a: readonly string[] | null | undefined, b: readonly string[] 
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function unsafe(message: string): PermanentError {
+  return new PermanentError(Failure.UnsafeConfigPath, message);
+}
+
+/** `dir` must be its own real path: a symbolic link on the way would lead every file of it elsewhere. */
+async function realConfigDir(dir: string, path = dir): Promise<void> {
+  let real: string;
+  try {
+    real = await realpath(dir);
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') throw unsafe(`${path}: the router's config directory ${dir} does not exist`);
+    throw err;
+  }
+  if (real !== dir) {
+    throw unsafe(`${path}: the router's config directory ${dir} resolves to ${real}, so a symbolic link on the way leads outside it; refused (configure the directory by its real path)`);
+  }
+}
+
+/** The absolute path, once it is known to name an entry directly in the real `dir`. */
+async function inConfigDir(dir: string, path: string): Promise<string> {
+  const abs = resolve(path);
+  if (dirname(abs) !== dir) throw unsafe(`${abs} is not a file of the router's config directory ${dir}; refused`);
+  await realConfigDir(dir, abs);
+  return abs;
+}
+
+/** Refuses anything but a regular file with one name (a hard link's other name may lie outside). */
+async function mustBeRegular(abs: string, dir: string, st: Stats): Promise<void> {
+  if (st.isSymbolicLink()) {
+    const to = await readlink(abs).catch(() => '?');
+    throw unsafe(`${abs} is a symbolic link (to ${to}): promotion reads and writes the router's config directory ${dir} only through regular files in it; refused`);
+  }
+  if (!st.isFile()) throw unsafe(`${abs} is not a regular file (in the router's config directory ${dir}); refused`);
+  if (st.nlink > 1) throw unsafe(`${abs} has ${st.nlink} hard links, and another name of it may lie outside the router's config directory ${dir}; refused`);
+}
+
+/** lstat of a file in the config directory: undefined when absent, refused when not a regular file. */
+async function lstatInConfigDir(dir: string, path: string): Promise<Stats | undefined> {
+  const abs = await inConfigDir(dir, path);
+  let st: Stats;
+  try {
+    st = await lstat(abs);
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  await mustBeRegular(abs, dir, st);
+  return st;
+}
+
+/** Opens a file of the config directory without following a link; undefined when absent (and not created). */
+async function openInConfigDir(dir: string, path: string, flags: number, mode?: number): Promise<FileHandle | undefined> {
+  const abs = await inConfigDir(dir, path);
+  let fh: FileHandle;
+  try {
+    // O_NONBLOCK: a FIFO planted there must not hang the open; it is refused below.
+    fh = await open(abs, flags | constants.O_NOFOLLOW | constants.O_NONBLOCK, mode);
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return undefined;
+    if (errCode(err) === 'ELOOP') await mustBeRegular(abs, dir, await lstat(abs));
+    throw err;
+  }
+  try {
+    await mustBeRegular(abs, dir, await fh.stat());
+    const opened = await readlink(`/proc/self/fd/${fh.fd}`).catch(() => undefined);
+    if (opened !== undefined && dirname(opened) !== dir) throw unsafe(`${abs} opened as ${opened}, outside the router's config directory ${dir} (a directory on the way changed meanwhile); refused`);
+    return fh;
+  } catch (err) {
+    await fh.close();
+    throw err;
+  }
+}
 
 interface ImageConfig {
   Env?: string[] | null;
@@ -85,6 +166,7 @@ export class DockerRouterDeployment implements RouterDeployment {
     if (!(await this.imageId(spec.image))) {
       throw imageMissing(spec.image);
     }
+    await realConfigDir(spec.stageDir);
     const stage = await mkdtemp(join(spec.stageDir, '.gpures-validate-'));
     try {
       await chmod(stage, 0o755);
@@ -213,28 +295,27 @@ export class DockerRouterDeployment implements RouterDeployment {
     }
   }
 
-  async readFile(path: string): Promise<Buffer | undefined> {
+  async readFile(dir: string, path: string): Promise<Buffer | undefined> {
+    const fh = await openInConfigDir(dir, path, constants.O_RDONLY);
+    if (!fh) return undefined;
     try {
-      return await readFile(path);
-    } catch (err) {
-      if (errCode(err) === 'ENOENT') return undefined;
-      throw err;
+      return await fh.readFile();
+    } finally {
+      await fh.close();
     }
   }
 
-  async fileMode(path: string): Promise<number | undefined> {
-    try {
-      return (await stat(path)).mode & 0o7777;
-    } catch (err) {
-      if (errCode(err) === 'ENOENT') return undefined;
-      throw err;
-    }
+  async fileMode(dir: string, path: string): Promise<number | undefined> {
+    const st = await lstatInConfigDir(dir, path);
+    return st ? st.mode & 0o7777 : undefined;
   }
 
-  async writeFileAtomic(path: string, data: Buffer | string, mode = 0o644): Promise<void> {
-    const dir = dirname(path);
-    const tmp = join(dir, `.${basename(path)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
-    const fh = await open(tmp, 'wx', mode);
+  async writeFileAtomic(dir: string, path: string, data: Buffer | string, mode = 0o644): Promise<void> {
+    const target = await inConfigDir(dir, path);
+    await lstatInConfigDir(dir, target); // what the rename replaces must be a regular file too
+    const tmp = join(dir, `.${basename(target)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
+    const fh = await openInConfigDir(dir, tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
+    if (!fh) throw new Error(`${tmp}: not created`);
     try {
       await fh.writeFile(data);
       await fh.chmod(mode); // open()'s mode is filtered by the umask
@@ -243,7 +324,7 @@ export class DockerRouterDeployment implements RouterDeployment {
       await fh.close();
     }
     try {
-      await rename(tmp, path);
+      await rename(tmp, target);
     } catch (err) {
       await rm(tmp, { force: true });
       throw err;
@@ -257,14 +338,30 @@ export class DockerRouterDeployment implements RouterDeployment {
   }
 
   async listDir(dir: string): Promise<string[]> {
+    await realConfigDir(dir);
     return readdir(dir);
   }
 
-  async removeFile(path: string): Promise<void> {
-    await rm(path, { force: true });
+  async removeFile(dir: string, path: string): Promise<void> {
+    const abs = await inConfigDir(dir, path);
+    // Unlinking a symbolic link removes the link, not its target: only a directory is refused.
+    let st: Stats | undefined;
+    try {
+      st = await lstat(abs);
+    } catch (err) {
+      if (errCode(err) !== 'ENOENT') throw err;
+    }
+    if (st?.isDirectory()) throw unsafe(`${abs} is a directory (in the router's config directory ${dir}); refused`);
+    await rm(abs, { force: true });
   }
 
-  async appendJournal(livePath: string, entry: JournalEntry): Promise<void> {
-    await appendFile(journalPath(livePath), `${JSON.stringify(entry)}\n`, { mode: 0o644 });
+  async appendJournal(dir: string, livePath: string, entry: JournalEntry): Promise<void> {
+    const fh = await openInConfigDir(dir, journalPath(livePath), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, 0o644);
+    if (!fh) throw new Error(`${journalPath(livePath)}: not created`);
+    try {
+      await fh.appendFile(`${JSON.stringify(entry)}\n`);
+    } finally {
+      await fh.close();
+    }
   }
 }

@@ -6,13 +6,15 @@ import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { backupFileName, backupRunKey, backupsToPrune, mappingVersionOf, MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
+import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';
 import type { RouterAdmin } from './ports';
 import { imageMissing } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { HttpRouterAdmin } from './router';
-import type { RecreateResult, RouterContainer, RouterDeployment, RouterTarget } from './router-deployment';
+import type { JournalEntry, RecreateResult, RouterContainer, RouterDeployment, RouterTarget } from './router-deployment';
+import { journalPath } from './router-deployment';
 
 export interface PromotionDeps {
   /** Docker and the live config's filesystem; needed only for promotions. */
@@ -77,6 +79,11 @@ export function runKey(run: RunRef): string {
   return sha256(`${run.workflowId}/${run.runId}`).slice(0, 12);
 }
 
+/** A router's output goes into history: its admin token, should it print it, must not. */
+function withoutToken(t: RouterTarget, text: string): string {
+  return t.adminToken.length >= 8 ? text.split(t.adminToken).join(REDACTED) : text;
+}
+
 function errText(err: unknown): string {
   if (err instanceof Error) return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
   return String(err);
@@ -115,6 +122,23 @@ export function createPromotionActivities(deps: PromotionDeps) {
     backupsKept: t.backupsKept ?? PROMOTION_DEFAULTS.backupsKept,
     validateTimeoutS: t.validateTimeoutS ?? PROMOTION_DEFAULTS.validateTimeoutS,
   });
+  /**
+   * The live config's directory and its files, each call confined to it (UnsafeConfigPath: a
+   * symbolic link, a path elsewhere, see RouterDeployment) and that refusal made non-retryable.
+   */
+  const filesOf = (t: RouterTarget) => {
+    const d = deployment();
+    const dir = resolvePath(dirname(t.configPath));
+    return {
+      dir,
+      read: (path: string) => permanentAsFailure(() => d.readFile(dir, path)),
+      mode: (path: string) => permanentAsFailure(() => d.fileMode(dir, path)),
+      write: (path: string, data: Buffer | string, mode: number) => permanentAsFailure(() => d.writeFileAtomic(dir, path, data, mode)),
+      list: () => permanentAsFailure(() => d.listDir(dir)),
+      remove: (path: string) => permanentAsFailure(() => d.removeFile(dir, path)),
+      journal: (entry: JournalEntry) => permanentAsFailure(() => d.appendJournal(dir, t.configPath, entry)),
+    };
+  };
   const heartbeat = (detail?: unknown) => Context.current().heartbeat(detail);
   const journalRun = (run: RunRef) => `${run.workflowId}/${run.runId}`;
 
@@ -128,7 +152,10 @@ export function createPromotionActivities(deps: PromotionDeps) {
       }
       const targetImageId = await d.imageId(input.image);
       if (!targetImageId) throw nonRetryable(Failure.ImageMissing, imageMissing(input.image).message);
-      const live = await d.readFile(t.configPath);
+      const files = filesOf(t);
+      const live = await files.read(t.configPath);
+      // The journal is appended to after the first effect: refuse a planted link before any.
+      await files.mode(journalPath(t.configPath));
       return {
         target: publicTarget(t),
         container,
@@ -148,11 +175,11 @@ export function createPromotionActivities(deps: PromotionDeps) {
       let content = input.config.content;
       if (content === undefined) {
         const path = resolvePath(input.config.path ?? '');
-        const dir = dirname(target(input.router).configPath);
-        if (dirname(path) !== dir) {
-          throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is outside the router's config directory ${dir}; send the content instead, or stage the file there`);
+        const files = filesOf(target(input.router));
+        if (dirname(path) !== files.dir) {
+          throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is outside the router's config directory ${files.dir}; send the content instead, or stage the file there`);
         }
-        const data = await deployment().readFile(path);
+        const data = await files.read(path);
         if (!data) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} does not exist on the worker's host`);
         if (data.length > MAX_CONFIG_BYTES) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is larger than ${MAX_CONFIG_BYTES} bytes`);
         content = data.toString('utf8');
@@ -171,14 +198,14 @@ export function createPromotionActivities(deps: PromotionDeps) {
             image: input.image,
             args,
             candidate: input.content,
-            stageDir: dirname(t.configPath),
+            stageDir: filesOf(t).dir,
             containerPath: t.containerConfigPath,
             timeoutMs: (t.validateTimeoutS ?? PROMOTION_DEFAULTS.validateTimeoutS) * 1000,
           },
           heartbeat,
         ),
       );
-      const output = outcome.output.length > 4000 ? `…${outcome.output.slice(-4000)}` : outcome.output;
+      const output = withoutToken(t, outcome.output.length > 4000 ? `…${outcome.output.slice(-4000)}` : outcome.output);
       return { image: input.image, passed: !outcome.timedOut && outcome.exitCode === 0, exitCode: outcome.exitCode, output, timedOut: outcome.timedOut, durationMs: outcome.durationMs };
     },
 
@@ -186,31 +213,31 @@ export function createPromotionActivities(deps: PromotionDeps) {
     async promoteBackup(input: { router: string; run: RunRef }): Promise<BackupResult> {
       heartbeat();
       const t = target(input.router);
-      const d = deployment();
-      const dir = dirname(t.configPath);
+      const files = filesOf(t);
+      const dir = files.dir;
       const base = basename(t.configPath);
       const key = runKey(input.run);
       const keep = t.backupsKept ?? PROMOTION_DEFAULTS.backupsKept;
-      const names = await d.listDir(dir);
+      const names = await files.list();
       const mine = names.find((n) => backupRunKey(base, n) === key);
       if (mine) {
-        const data = await d.readFile(join(dir, mine));
+        const data = await files.read(join(dir, mine));
         if (data) {
           const pruned = backupsToPrune(base, names, keep, key);
-          for (const p of pruned) await d.removeFile(join(dir, p));
+          for (const p of pruned) await files.remove(join(dir, p));
           return { path: join(dir, mine), sha256: sha256(data), mappingVersion: mappingVersionOf(data.toString('utf8')) ?? null, created: false, pruned };
         }
       }
-      const live = await d.readFile(t.configPath);
+      const live = await files.read(t.configPath);
       if (!live) return { path: null, sha256: null, mappingVersion: null, created: false, pruned: [] };
       const name = backupFileName(base, Date.now(), key);
       const path = join(dir, name);
-      await d.writeFileAtomic(path, live, (await d.fileMode(t.configPath)) ?? 0o644);
+      await files.write(path, live, (await files.mode(t.configPath)) ?? 0o644);
       const digest = sha256(live);
-      await d.appendJournal(t.configPath, { at: new Date().toISOString(), op: 'backup', run: journalRun(input.run), sha256: digest, path });
+      await files.journal({ at: new Date().toISOString(), op: 'backup', run: journalRun(input.run), sha256: digest, path });
       heartbeat();
       const pruned = backupsToPrune(base, [...names, name], keep, key);
-      for (const p of pruned) await d.removeFile(join(dir, p));
+      for (const p of pruned) await files.remove(join(dir, p));
       return { path, sha256: digest, mappingVersion: mappingVersionOf(live.toString('utf8')) ?? null, created: true, pruned };
     },
 
@@ -221,9 +248,9 @@ export function createPromotionActivities(deps: PromotionDeps) {
     async promoteWrite(input: { router: string; content: string; expectSha256: string | null; run: RunRef }): Promise<{ outcome: 'written' | 'unchanged'; sha256: string }> {
       heartbeat();
       const t = target(input.router);
-      const d = deployment();
+      const files = filesOf(t);
       const digest = sha256(input.content);
-      const live = await d.readFile(t.configPath);
+      const live = await files.read(t.configPath);
       const liveSha = live ? sha256(live) : null;
       if (liveSha === digest) return { outcome: 'unchanged', sha256: digest };
       if (liveSha !== input.expectSha256) {
@@ -232,8 +259,8 @@ export function createPromotionActivities(deps: PromotionDeps) {
           `${t.configPath} changed since the backup (now ${liveSha ? `sha256 ${liveSha.slice(0, 12)}` : 'absent'}, backed up ${input.expectSha256 ? `sha256 ${input.expectSha256.slice(0, 12)}` : 'absent'}); not overwriting someone else's change`,
         );
       }
-      await d.writeFileAtomic(t.configPath, input.content, (await d.fileMode(t.configPath)) ?? 0o644);
-      await d.appendJournal(t.configPath, { at: new Date().toISOString(), op: 'write', run: journalRun(input.run), sha256: digest });
+      await files.write(t.configPath, input.content, (await files.mode(t.configPath)) ?? 0o644);
+      await files.journal({ at: new Date().toISOString(), op: 'write', run: journalRun(input.run), sha256: digest });
       return { outcome: 'written', sha256: digest };
     },
 
@@ -241,23 +268,23 @@ export function createPromotionActivities(deps: PromotionDeps) {
     async promoteRestore(input: { router: string; backupPath: string | null; backupSha256: string | null; run: RunRef }): Promise<{ outcome: 'restored' | 'unchanged' | 'removed' }> {
       heartbeat();
       const t = target(input.router);
-      const d = deployment();
+      const files = filesOf(t);
       if (input.backupPath === null) {
         // There was no live file before the promotion: rolling back removes the one it wrote.
-        await d.removeFile(t.configPath);
-        await d.appendJournal(t.configPath, { at: new Date().toISOString(), op: 'restore', run: journalRun(input.run), sha256: '' });
+        await files.remove(t.configPath);
+        await files.journal({ at: new Date().toISOString(), op: 'restore', run: journalRun(input.run), sha256: '' });
         return { outcome: 'removed' };
       }
-      const backup = await d.readFile(input.backupPath);
+      const backup = await files.read(input.backupPath);
       if (!backup) throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
       const digest = sha256(backup);
       if (input.backupSha256 && digest !== input.backupSha256) {
         throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`);
       }
-      const live = await d.readFile(t.configPath);
+      const live = await files.read(t.configPath);
       if (live && sha256(live) === digest) return { outcome: 'unchanged' };
-      await d.writeFileAtomic(t.configPath, backup, (await d.fileMode(input.backupPath)) ?? 0o644);
-      await d.appendJournal(t.configPath, { at: new Date().toISOString(), op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath });
+      await files.write(t.configPath, backup, (await files.mode(input.backupPath)) ?? 0o644);
+      await files.journal({ at: new Date().toISOString(), op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath });
       return { outcome: 'restored' };
     },
 
@@ -307,7 +334,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
       let last = 'no answer yet';
       let lastVersion: string | null = null;
       const crash = async (c: RouterContainer | undefined, what: string): Promise<never> => {
-        const tail = (await d.logsTail(t.container, 5)).split('\n').join(' | ');
+        const tail = withoutToken(t, (await d.logsTail(t.container, 5)).split('\n').join(' | '));
         throw nonRetryable(
           Failure.CrashLoopDetected,
           `router container ${t.container} ${what} within ${((Date.now() - started) / 1000).toFixed(1)} s of verification: restart count ${input.baselineRestartCount} → ${c?.restartCount ?? '?'}` +

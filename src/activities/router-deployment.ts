@@ -50,7 +50,7 @@ export interface ValidateRunSpec {
   image: string;
   args: string[];
   candidate: string;
-  /** Host directory the candidate is staged in (the live config's, known to be visible to the daemon). */
+  /** Host directory the candidate is staged in (the live config's, known to be visible to the daemon; by its real path). */
   stageDir: string;
   /** Where the candidate appears inside the container (the live file's in-container path). */
   containerPath: string;
@@ -95,14 +95,17 @@ export interface RouterDeployment {
   recreate(container: string, image: { ref: string; id?: string }, opts: { opKey: string; stopTimeoutS: number }): Promise<RecreateResult>;
   logsTail(container: string, lines: number): Promise<string>;
 
-  // The live config file and its neighbours (backups, journal), on the worker's host.
-  readFile(path: string): Promise<Buffer | undefined>;
+  // The live config file and its neighbours (backups, journal), on the worker's host. `dir` is the
+  // router's config directory, by its real path: a path not directly in it, or reached through a
+  // symbolic link (the directory's or its own), a non-regular file or one with several hard
+  // links is refused with PermanentError UnsafeConfigPath before anything is read or written.
+  readFile(dir: string, path: string): Promise<Buffer | undefined>;
   /** Temp file in the same directory, fsync, rename over `path`, fsync the directory. */
-  writeFileAtomic(path: string, data: Buffer | string, mode?: number): Promise<void>;
-  fileMode(path: string): Promise<number | undefined>;
+  writeFileAtomic(dir: string, path: string, data: Buffer | string, mode?: number): Promise<void>;
+  fileMode(dir: string, path: string): Promise<number | undefined>;
   listDir(dir: string): Promise<string[]>;
-  removeFile(path: string): Promise<void>;
-  appendJournal(livePath: string, entry: JournalEntry): Promise<void>;
+  removeFile(dir: string, path: string): Promise<void>;
+  appendJournal(dir: string, livePath: string, entry: JournalEntry): Promise<void>;
 }
 
 /** The journal of real effects (a backup made, a write or a restore done) next to the live file. */

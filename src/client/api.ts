@@ -6,7 +6,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
-import { findServe } from '../domain/manifest';
+import { findServe, isLoopback } from '../domain/manifest';
+import { httpUrl } from '../domain/serve';
 import type { Manifest } from '../domain/types';
 import { taskQueueFor, workflowIds } from '../shared/messages';
 import { operationSearchAttributes } from './search-attributes';
@@ -26,6 +27,34 @@ const AcquisitionBody = z.strictObject({
   drain_timeout_s: z.number().positive().optional(),
 });
 
+/**
+ * The shortest GPURES_API_TOKEN accepted: 32 characters, e.g. 16 random bytes in hex (`openssl
+ * rand -hex 32` gives 64). Length is what can be checked; the token should also be random.
+ */
+export const MIN_API_TOKEN_CHARS = 32;
+
+/** Why a token is refused, or undefined. */
+export function apiTokenProblem(token: string | undefined): string | undefined {
+  if (!token) return 'GPURES_API_TOKEN is not set: the acquisition API changes the box and refuses to run without a token';
+  if (token.length < MIN_API_TOKEN_CHARS) {
+    return `GPURES_API_TOKEN is ${token.length} characters, too short to be secret: at least ${MIN_API_TOKEN_CHARS} are required (e.g. \`openssl rand -hex 32\`)`;
+  }
+  return undefined;
+}
+
+/**
+ * What the server actually bound, as URLs, each a wildcard said so: fastify's own listen() answer
+ * names 127.0.0.1 for a 0.0.0.0 bind, which hid that the API was reachable from everywhere.
+ */
+export function boundAddresses(app: FastifyInstance): string[] {
+  return app.addresses().map((a) => {
+    if (typeof a === 'string') return a; // a unix socket's path
+    const url = httpUrl(a.address, a.port);
+    if (a.address === '0.0.0.0' || a.address === '::') return `${url} (every ${a.address === '::' ? '' : 'IPv4 '}interface: reachable beyond this host)`;
+    return isLoopback(a.address) ? url : `${url} (reachable beyond this host)`;
+  });
+}
+
 function tokenMatches(header: string | undefined, token: string): boolean {
   const given = Buffer.from(header?.startsWith('Bearer ') ? header.slice(7) : '');
   const want = Buffer.from(token);
@@ -33,7 +62,8 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 }
 
 export function buildApi(opts: ApiOptions): FastifyInstance {
-  if (!opts.token) throw new Error('the acquisition API needs a token (GPURES_API_TOKEN)');
+  const problem = apiTokenProblem(opts.token);
+  if (problem) throw new Error(problem);
   // :id is acquire/<node>/<serve>, %2F-encoded; fastify's default of 100 would answer 414 to long node names.
   const app = Fastify({ logger: false, routerOptions: { maxParamLength: 1000 } });
   const { client, manifest } = opts;
@@ -80,7 +110,11 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
 
   app.get<{ Params: { id: string } }>('/v1/acquisitions/:id', async (req, reply) => {
     const workflowId = req.params.id;
-    if (!workflowId.startsWith('acquire/')) return reply.code(404).send({ error: { type: 'not_found', message: `${workflowId} is not an acquisition` } });
+    // This node's only: another node's acquisition answers as one never started, existing or not.
+    const serve = workflowId.startsWith(`acquire/${manifest.node}/`) ? workflowId.slice(`acquire/${manifest.node}/`.length) : '';
+    if (!serve || serve.includes('/')) {
+      return reply.code(404).send({ error: { type: 'not_found', message: `${workflowId} is not an acquisition of node '${manifest.node}'` } });
+    }
     const handle = client.workflow.getHandle(workflowId);
     try {
       const d = await handle.describe();

@@ -378,17 +378,20 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
         if (!isLoopback(opts.host) && !opts.allowNonLoopback) {
           throw new CliError(`--host ${opts.host} is not a loopback address: the API can evict serves; add --allow-non-loopback to expose it beyond this host`, EXIT.badInput);
         }
+        const port = Number(opts.port);
+        if (!/^\d+$/.test(opts.port) || port > 65535) throw new CliError(`--port: an integer in 0..65535 (got '${opts.port}')`, EXIT.badInput);
         const file = manifestPath(opts.manifest);
         const { manifest } = await loadManifest(file);
-        const token = process.env['GPURES_API_TOKEN'];
-        if (!token) throw new CliError('GPURES_API_TOKEN is not set: the acquisition API changes the box and refuses to run without a token', EXIT.badInput);
-        const { buildApi } = await import('./api');
+        const { apiTokenProblem, boundAddresses, buildApi } = await import('./api');
+        const token = process.env['GPURES_API_TOKEN'] ?? '';
+        const problem = apiTokenProblem(token);
+        if (problem) throw new CliError(problem, EXIT.badInput);
         const conn = await connectClient().catch((err: Error) => {
           throw new CliError(`cannot reach Temporal: ${err.message}`, EXIT.unreachable);
         });
         const app = buildApi({ client: conn.client, manifest, manifestFile: file, token });
-        const url = await app.listen({ host: opts.host, port: Number(opts.port) });
-        process.stderr.write(`acquisition API for node '${manifest.node}' listening on ${url}\n`);
+        await app.listen({ host: opts.host, port });
+        process.stderr.write(`acquisition API for node '${manifest.node}' listening on ${boundAddresses(app).join(', ')}\n`);
         await new Promise<void>((resolve) => {
           process.once('SIGINT', resolve);
           process.once('SIGTERM', resolve);

@@ -13,6 +13,7 @@ import type { PathSegment } from './config-issues';
 import { bool, describe, field, Issues, isString, nonEmptyString, parseTomlTable, tableArray, tableEntries } from './config-issues';
 import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeApi, ServeClass, ServeSpec } from './types';
 import { formatIssue, SERVE_APIS, SERVE_CLASSES } from './types';
+import { findFlags, findSecretArgs, SECRET_FLAG_ENV, secretArgsToEnv } from './serve';
 
 
 
@@ -203,25 +204,11 @@ export interface UtilizationFlag {
  * `--flag=value` forms (vLLM also accepts the underscore spelling).
  */
 export function findGpuMemoryUtilization(args: readonly string[]): UtilizationFlag[] {
-  const found: UtilizationFlag[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] ?? '';
-    const eq = arg.indexOf('=');
-    const flag = (eq >= 0 ? arg.slice(0, eq) : arg).replace(/_/g, '-');
-    if (flag !== GPU_MEMORY_UTILIZATION_FLAG) continue;
-    let raw: string | undefined;
-    let index = i;
-    if (eq >= 0) {
-      raw = arg.slice(eq + 1);
-    } else if (i + 1 < args.length && !(args[i + 1] ?? '').startsWith('--')) {
-      raw = args[i + 1];
-      index = i + 1;
-      i++;
-    }
-    const value = raw !== undefined && /^\s*(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i.test(raw) ? Number(raw) : undefined;
-    found.push({ value, raw, index });
-  }
-  return found;
+  return findFlags(args, (f) => f === GPU_MEMORY_UTILIZATION_FLAG).map(({ value: raw, valueIndex: index }) => ({
+    value: raw !== undefined && /^\s*(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i.test(raw) ? Number(raw) : undefined,
+    raw,
+    index,
+  }));
 }
 
 /** MiB vLLM will take at utilization u of a card of capacityMib, rounded down to whole MiB. */
@@ -232,6 +219,44 @@ export function utilizationMib(u: number, capacityMib: number): number {
 
 function hasFlag(args: readonly string[], flag: string): boolean {
   return args.some((a) => a.replace(/_/g, '-') === flag || a.replace(/_/g, '-').startsWith(`${flag}=`));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets in args: only through the environment
+
+const SECRET_FLAG_ENV_TEXT = Object.entries(SECRET_FLAG_ENV).map(([flag, env]) => `${flag} → env.${env}`).join(', ');
+
+/**
+ * A secret on a command line is visible to every `ps` on the host. An openai serve's vLLM flags
+ * with an environment equivalent are moved there (secretArgsToEnv); any other secret flag is an
+ * error, because the project cannot know how the image would read it from its environment.
+ */
+function secretArgsFit(serve: ServeSpec, index: number, issues: Issues): boolean {
+  let ok = true;
+  const seen = new Map<string, number>();
+  for (const secret of findSecretArgs(serve.args)) {
+    const at: PathSegment[] = ['serves', index, 'args', secret.index];
+    const envName = serve.api === 'openai' ? SECRET_FLAG_ENV[secret.canonical] : undefined;
+    const first = seen.get(secret.canonical);
+    if (envName === undefined) {
+      issues.error(
+        at,
+        `${secret.flag} would put a secret on the container's command line, which \`ps\` on the host shows; set it in env instead, for the image to read from its environment` +
+          (serve.api === 'openai' ? ` (vLLM's own flags are moved there: ${SECRET_FLAG_ENV_TEXT})` : ''),
+      );
+    } else if (first !== undefined) {
+      issues.error(at, `${secret.flag} is given more than once (first at args[${first}])`);
+    } else if (serve.env[envName] !== undefined) {
+      issues.error(at, `${secret.flag} and env.${envName} both set it (the flag reaches the container as env.${envName}); keep one`);
+    } else if (secret.value.trim() === '') {
+      issues.error(at, `${secret.flag} needs a value (an empty one would leave the serve without it)`);
+    } else {
+      seen.set(secret.canonical, secret.index);
+      continue;
+    }
+    ok = false;
+  }
+  return ok;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -405,7 +430,9 @@ export function parseManifest(text: string, file: string): ManifestResult {
       }
     });
 
-    if (ok) serves.push({ index, spec: serve });
+    if (!secretArgsFit(serve, index, issues)) ok = false;
+
+    if (ok) serves.push({ index, spec: secretArgsToEnv(serve) });
   });
 
   // 5. Cross-field rules over the serves that passed their own checks.

@@ -15,6 +15,7 @@ import { findTier, parseRouterConfig } from '../domain/router-config';
 import type { RouterConfig, RouterTier } from '../domain/router-config';
 import type { ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
+import { httpUrl } from '../domain/serve';
 
 export interface RouterOptions {
   configPath: string;
@@ -428,10 +429,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
 
   await app.listen({ host, port: opts.port ?? 0 });
   const address = app.server.address() as AddressInfo;
-  const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
 
   return {
-    url: `http://${urlHost}:${address.port}`,
+    url: httpUrl(address.address, address.port),
     port: address.port,
     close: () => app.close(),
     state: () => ({ mappingVersion: config.mappingVersion, tiers: config.tiers.map(tierState) }),

@@ -35,6 +35,7 @@ export const Failure = {
   PromotionInputInvalid: 'PromotionInputInvalid',
   LiveConfigConflict: 'LiveConfigConflict',
   BackupMissing: 'BackupMissing',
+  UnsafeConfigPath: 'UnsafeConfigPath',
 } as const;
 
 export const NON_RETRYABLE: string[] = Object.values(Failure);

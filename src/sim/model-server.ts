@@ -37,7 +37,8 @@ export interface ModelServer {
 }
 
 const DEFAULT_MODEL = 'facebook/opt-125m';
-export const DEFAULTS = { startDelayMs: 300, responseDelayMs: 0, drainTimeoutMs: 30_000, port: 8000, host: '0.0.0.0' } as const;
+// Loopback unless told (vLLM's own default is every interface): the simulated server runs on the host itself, not in a container.
+export const DEFAULTS = { startDelayMs: 300, responseDelayMs: 0, drainTimeoutMs: 30_000, port: 8000, host: '127.0.0.1' } as const;
 
 /** Parses vLLM's api_server arguments (`--flag value` and `--flag=value`, a leading `serve MODEL`); others are ignored. */
 export function parseVllmArgs(argv: readonly string[]): VllmArgs {

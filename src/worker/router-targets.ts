@@ -12,7 +12,8 @@
 //   GPURES_ROUTER_VERIFY_WINDOW_S   crash-loop window (default 30)
 //   GPURES_ROUTER_HEALTHZ_STREAK    healthz answers in a row (default 3)
 //   GPURES_ROUTER_BACKUPS_KEPT      backups kept next to the live file (default 5)
-import { basename, isAbsolute } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import type { RouterTarget } from '../activities/router-deployment';
 import { DEFAULT_ROUTER } from '../shared/promotion';
 
@@ -29,6 +30,17 @@ export function routerTargetsFromEnv(env: NodeJS.ProcessEnv): RouterTarget[] {
   const configPath = env['GPURES_ROUTER_CONFIG'];
   if (!configPath) return [];
   if (!isAbsolute(configPath)) throw new Error(`GPURES_ROUTER_CONFIG: an absolute path on this host (got '${configPath}')`);
+  // Promotion refuses every file of a directory reached through a symbolic link (docs/promotion.md): say so at start.
+  const dir = resolve(dirname(configPath));
+  let real: string | undefined;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    real = undefined; // absent for now: each promotion step says so
+  }
+  if (real !== undefined && real !== dir) {
+    throw new Error(`GPURES_ROUTER_CONFIG: the directory ${dir} resolves to ${real} through a symbolic link, and promotion refuses such paths; name the real directory (${real}/${basename(configPath)})`);
+  }
   const url = env['GPURES_ROUTER_URL'];
   const token = env['GPURES_ROUTER_TOKEN'];
   if (!url || !token) throw new Error('GPURES_ROUTER_CONFIG is set: router promotion also needs GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN');
