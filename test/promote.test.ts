@@ -104,9 +104,9 @@ describe('router promotion', () => {
     return { id: info.Id, image: info.Config.Image, restartCount: info.RestartCount, running: info.State.Running };
   }
 
-  function journal(t: RouterTarget): { op: string; run: string }[] {
+  function journal(t: RouterTarget): { op: string; phase: string; run: string }[] {
     const p = journalPath(t.configPath);
-    return existsSync(p) ? readFileSync(p, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { op: string; run: string }) : [];
+    return existsSync(p) ? readFileSync(p, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { op: string; phase: string; run: string }) : [];
   }
 
   test('good config with a new image: validated, backed up, written, recreated, verified', async () => {
@@ -224,7 +224,8 @@ describe('router promotion', () => {
     assert.equal(c.image, c0.image);
     assert.equal(c.running, true);
     assert.equal(c.restartCount, 0);
-    assert.deepEqual(journal(t).map((e) => e.op), ['backup', 'write', 'restore']);
+    // Each effect written ahead (intent) and then confirmed (done).
+    assert.deepEqual(journal(t).map((e) => `${e.op} ${e.phase}`), ['backup intent', 'backup done', 'write intent', 'write done', 'restore intent', 'restore done']);
     console.log(`  crash loop detected and rolled back in ${Date.now() - started} ms`);
   });
 
@@ -368,8 +369,8 @@ describe('router promotion: a worker killed just after the backup', () => {
     assert.equal(backups.length, 1);
     assert.ok(backups[0]?.includes(`.${key}.bak`));
     const runRef = `${handle.workflowId}/${handle.firstExecutionRunId}`;
-    const entries = readFileSync(journalPath(t.configPath), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; run: string });
-    assert.deepEqual(entries.map((e) => [e.op, e.run]), [['backup', runRef], ['write', runRef]]);
+    const entries = readFileSync(journalPath(t.configPath), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; phase: string; run: string });
+    assert.deepEqual(entries.map((e) => [e.op, e.phase, e.run]), [['backup', 'intent', runRef], ['backup', 'done', runRef], ['write', 'intent', runRef], ['write', 'done', runRef]]);
 
     // The history, worker crash and retried backup included, replays against the bundle.
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, await handle.fetchHistory(), handle.workflowId);

@@ -2,7 +2,7 @@
 // a host directory bind-mounted into the container, so this adapter must run on the Docker host
 // (it does: the worker runs there). Every call converges when retried.
 import { randomBytes } from 'node:crypto';
-import { appendFile, chmod, mkdtemp, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, posix } from 'node:path';
 import type Docker from 'dockerode';
 import { Failure } from '../shared/failures';
@@ -265,6 +265,28 @@ export class DockerRouterDeployment implements RouterDeployment {
   }
 
   async appendJournal(livePath: string, entry: JournalEntry): Promise<void> {
-    await appendFile(journalPath(livePath), `${JSON.stringify(entry)}\n`, { mode: 0o644 });
+    const fh = await open(journalPath(livePath), 'a', 0o644);
+    try {
+      await fh.appendFile(`${JSON.stringify(entry)}\n`);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async readJournal(livePath: string): Promise<JournalEntry[]> {
+    const text = await this.readFile(journalPath(livePath));
+    if (!text) return [];
+    // A line cut short by a crash mid-append is no entry.
+    return text
+      .toString('utf8')
+      .split('\n')
+      .flatMap((line) => {
+        try {
+          return line ? [JSON.parse(line) as JournalEntry] : [];
+        } catch {
+          return [];
+        }
+      });
   }
 }

@@ -9,6 +9,7 @@ import { writeFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { DockerRouterDeployment } from '../../src/activities/docker-router';
+import { HEARTBEAT_THROTTLE } from '../../src/activities/heartbeat';
 import { createPromotionActivities } from '../../src/activities/promotion';
 import type { RouterTarget } from '../../src/activities/router-deployment';
 import { taskQueueFor } from '../../src/shared/messages';
@@ -46,6 +47,7 @@ async function main(): Promise<void> {
       connection,
       taskQueue: taskQueueFor(cfg.node),
       activities,
+      maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
       workflowBundle: { codePath: cfg.bundlePath },
     });
     const running = worker.run();
