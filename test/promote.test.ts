@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from '@temporalio/worker';
 import { runKey } from '../src/activities/promotion';
+import type { RecreateResult } from '../src/activities/router-deployment';
 import type { RouterTarget } from '../src/activities/router-deployment';
 import { journalPath } from '../src/activities/router-deployment';
 import { followPromotion, PromotionRefused, startPromotion } from '../src/client/promote';
@@ -17,6 +18,7 @@ import type { PromotionOutcome } from '../src/client/promote';
 import { backupFileName, backupsToPrune, mappingVersionOf, promoteInputProblems } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
+import { activityRuns } from './support/history-scan';
 import { backupsIn, deployTestRouter, healthz, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
 import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
@@ -301,18 +303,22 @@ describe('router promotion', () => {
   });
 });
 
-describe('router promotion: a worker killed just after the backup', () => {
+describe('router promotion: a worker killed just after the backup, or mid-recreate', () => {
   const d = docker();
   const run = `k${Date.now().toString(36)}`;
   const node = uniqueNode('promote-kill');
   let temporal: TestTemporal;
   let t: RouterTarget;
+  let r: RouterTarget;
+  let v2: string;
   let dir: string;
   const children: ChildProcess[] = [];
 
   before(async () => {
     temporal = await testTemporal();
     t = await deployTestRouter(d, { name: 'kill', run, config: routerConfig('kill-v1') });
+    r = await deployTestRouter(d, { name: 'recreate', run, config: routerConfig('recreate-v1') });
+    v2 = await makeVariantImage(d, run, `promote-kill-v2-${run}`);
     dir = mkdtempSync(join(tmpdir(), 'gpures-promote-kill-'));
     writeFileSync(join(dir, 'bundle.js'), (await workflowBundle()).code);
   });
@@ -324,14 +330,15 @@ describe('router promotion: a worker killed just after the backup', () => {
         await new Promise((r) => c.once('exit', r));
       }
     }
-    await removeTestArtifacts(d, run, []);
+    await removeTestArtifacts(d, run, [v2]);
     rmSync(join(t.configPath, '..'), { recursive: true, force: true });
+    rmSync(join(r.configPath, '..'), { recursive: true, force: true });
     rmSync(dir, { recursive: true, force: true });
     await temporal?.close();
   });
 
   function startChild(extra: Record<string, unknown>): Promise<ChildProcess> {
-    const cfg = { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: [t], pollIntervalMs: 200, ...extra };
+    const cfg = { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: [t, r], pollIntervalMs: 200, ...extra };
     const child = spawn(process.execPath, [join(__dirname, 'support', 'promote-worker.js'), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(child);
     return new Promise((resolve, reject) => {
@@ -377,5 +384,40 @@ describe('router promotion: a worker killed just after the backup', () => {
 
     second.kill('SIGTERM');
     await new Promise((r) => second.once('exit', r));
+  });
+
+  test('killed mid-recreate with the router down: the recreate is retried within 30 s and finishes the job', async () => {
+    const marker = join(dir, 'recreate-hung.json');
+    const first = await startChild({ hangAt: 'recreate-rename', markerPath: marker });
+    const c0 = await d.getContainer(r.container).inspect();
+    const handle = await startPromotion(temporal.client, node, { router: 'recreate', config: { content: routerConfig('recreate-v2') }, image: v2 });
+    await waitUntil('the recreate to stop the old router', () => existsSync(marker), 60_000, 20);
+    assert.equal((await healthz(r.url)).status, 0, 'the router is down mid-recreate');
+    const killedAt = Date.now();
+    first.kill('SIGKILL');
+    await new Promise((res) => first.once('exit', res));
+
+    const second = await startChild({});
+    await waitUntil('the router to answer again', async () => (await healthz(r.url)).status === 200, 60_000, 50);
+    const downAfterKillMs = Date.now() - killedAt;
+    const out = await followPromotion(handle, () => undefined, 200);
+    assert.ok(out.ok, !out.ok ? `${out.failureType}: ${out.message}` : '');
+    const [recreate] = activityRuns((await handle.fetchHistory()).events ?? [], 'promoteRecreate');
+    assert.ok(recreate);
+    const gapMs = recreate.startedAtMs - killedAt;
+    console.log(`  recreate retried ${(gapMs / 1000).toFixed(1)} s after kill -9 (attempt ${recreate.attempt}); router answered again ${(downAfterKillMs / 1000).toFixed(1)} s after the kill`);
+    assert.ok(recreate.attempt >= 2, `attempt ${recreate.attempt}`);
+    assert.ok(gapMs > 0 && gapMs < 30_000, `recreate retried ${gapMs} ms after the kill`);
+    // The retry finished what the first attempt began: one container on v2, nothing parked.
+    assert.equal((recreate.result as RecreateResult).recreated, true);
+    const c1 = await d.getContainer(r.container).inspect();
+    assert.notEqual(c1.Id, c0.Id);
+    assert.equal(c1.Config.Image, v2);
+    assert.deepEqual(await healthz(r.url), { status: 200, mappingVersion: 'recreate-v2' });
+    const leftovers = await d.listContainers({ all: true, filters: { name: [`${r.container}-gpures-`] } });
+    assert.deepEqual(leftovers.map((x) => x.Names), []);
+
+    second.kill('SIGTERM');
+    await new Promise((res) => second.once('exit', res));
   });
 });
