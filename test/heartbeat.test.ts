@@ -56,12 +56,18 @@ describe('heartbeats while an activity works', () => {
   test('beats every interval, re-sending the latest details; an earlier attempt\'s until this one records its own', async () => {
     const env = new MockActivityEnvironment({ attempt: 2, heartbeatDetails: { from: 'attempt 1' } });
     const beats: unknown[] = [];
-    env.on('heartbeat', (d: unknown) => beats.push(d));
+    let waiter: { count: number; resolve: () => void } | undefined;
+    env.on('heartbeat', (d: unknown) => {
+      beats.push(d);
+      if (waiter && beats.length >= waiter.count) waiter.resolve();
+    });
+    /** Resolves once `count` beats in all were seen: no assumption on how late a busy box fires timers. */
+    const beatsSeen = (count: number) => new Promise<void>((resolve) => (beats.length >= count ? resolve() : (waiter = { count, resolve })));
     await env.run(() =>
       whileHeartbeating(async () => {
-        await new Promise((r) => setTimeout(r, 75));
+        await beatsSeen(2);
         progress({ from: 'attempt 2' });
-        await new Promise((r) => setTimeout(r, 75));
+        await beatsSeen(beats.length + 3);
       }, 20),
     );
     const firstOwn = beats.findIndex((b) => (b as { from?: string }).from === 'attempt 2');
