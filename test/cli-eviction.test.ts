@@ -8,17 +8,24 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
+import { HttpRouterAdmin } from '../src/activities/router';
+import type { StopResult } from '../src/activities';
+import type { DrainResult } from '../src/activities/eviction';
 import { parseManifest } from '../src/domain/manifest';
+import { containerName } from '../src/domain/serve';
+import { workflowIds } from '../src/shared/messages';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
 import { FAKE_NVIDIA_SMI, routerConfigFor } from '../src/sim/box';
 import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
-import { removeNodeContainers, renderManifest, uniqueNode } from './support/box';
+import { docker, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestServe } from './support/box';
 import { gpures, show, startWorkerProcess } from './support/cli';
 import type { WorkerProcess } from './support/cli';
+import { activityRuns } from './support/history-scan';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
+import { waitUntil } from './support/wait';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -37,6 +44,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
   let node: string;
   let manifest: string;
   let env: Record<string, string>;
+  let workerEnv: Record<string, string>;
 
   before(async () => {
     node = uniqueNode('cli-evict');
@@ -63,13 +71,14 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
 
     temporal = await testTemporal();
     env = { TEMPORAL_ADDRESS: temporal.address };
-    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], {
+    workerEnv = {
       ...env,
       GPURES_ROUTER_URL: router.url,
       GPURES_ROUTER_TOKEN: ROUTER_TOKEN,
       GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
       FAKE_NVIDIA_SMI_STATE: smiStatePath,
-    });
+    };
+    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], workerEnv);
   });
 
   after(async () => {
@@ -121,5 +130,86 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     const down = await gpures(['serves', 'down', 'vision', 'fast', '--manifest', manifest], env);
     assert.equal(down.code, 0, show(down));
     assert.ok(down.stdout.endsWith(`${header(0, 27999)}\n`), show(down));
+  });
+
+  /** SIGKILL, as a crash: no drain of in-flight tasks, no goodbye to the server. */
+  async function killWorker(): Promise<number> {
+    assert.ok(worker);
+    const child = worker.child;
+    const exited = new Promise((r) => child.once('exit', r));
+    const at = Date.now();
+    child.kill('SIGKILL');
+    await exited;
+    return at;
+  }
+
+  test('kill -9 of the worker mid-drain and right after the victim\'s stop: each step retried within 30 s, evidence from the attempt that acted', async () => {
+    assert.ok(temporal && router);
+    const up = await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env);
+    assert.equal(up.code, 0, show(up));
+    // One request in flight to vision, long enough to outlive the first worker but not its retry.
+    const slow = fetch(`${router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'a long answer' }], sim_delay_ms: 8000 }),
+    }).then(async (r) => (await r.text(), Date.now()));
+    const admin = new HttpRouterAdmin({ baseUrl: router.url, token: ROUTER_TOKEN });
+    await waitUntil('the request in flight at the router', async () => (await admin.tierState('vision-local')).inFlight === 1, 10_000, 50);
+
+    const evict = gpures(['serves', 'up', 'comfyui-sim', '--evict', '--manifest', manifest], env, 180_000);
+    const acquire = temporal.client.workflow.getHandle(workflowIds.acquire(node, 'comfyui-sim'));
+    // The drain's first poll is its first heartbeat: once the server has it, the figures at the start are durable.
+    await waitUntil(
+      'the drain heartbeating on the first worker',
+      async () => (await acquire.describe()).raw.pendingActivities?.some((a) => a.activityType?.name === 'drainServe' && (a.heartbeatDetails?.payloads?.length ?? 0) > 0) ?? false,
+      30_000,
+      50,
+    );
+    const drainKilledAt = await killWorker();
+
+    // The second worker takes the drain's retry; it is killed the moment vision's container exits under its stop.
+    const visionName = containerName(node, 'vision');
+    const events = await docker().getEvents({ filters: { container: [visionName], event: ['die'] } });
+    const died = new Promise<void>((resolve) => events.once('data', () => resolve()));
+    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], workerEnv);
+    await died;
+    const stopKilledAt = await killWorker();
+    (events as unknown as { destroy?: () => void }).destroy?.();
+    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], workerEnv);
+
+    const r = await evict;
+    assert.equal(r.code, 0, show(r));
+    const slowEndedAt = await slow;
+    const history = (await acquire.fetchHistory()).events ?? [];
+    const [drain] = activityRuns(history, 'drainServe');
+    const [stop] = activityRuns(history, 'stopServeContainer');
+    assert.ok(drain && stop, 'one drain and one stop in the acquisition');
+    assert.ok(drain.attempt >= 2 && stop.attempt >= 2, `retried: drain attempt ${drain.attempt}, stop attempt ${stop.attempt}`);
+    const drainGapMs = drain.startedAtMs - drainKilledAt;
+    const stopGapMs = stop.startedAtMs - stopKilledAt;
+    console.log(`  retry gaps after kill -9: drain ${(drainGapMs / 1000).toFixed(1)} s (attempt ${drain.attempt}), victim's stop ${(stopGapMs / 1000).toFixed(1)} s (attempt ${stop.attempt})`);
+    assert.ok(drainGapMs > 0 && drainGapMs < 30_000, `drain retried ${drainGapMs} ms after the kill`);
+    assert.ok(stopGapMs > 0 && stopGapMs < 30_000, `stop retried ${stopGapMs} ms after the kill`);
+
+    // The drain's figures at its start are the first attempt's: 1 in flight, though the retry saw none.
+    const drained = drain.result as DrainResult;
+    assert.equal(drained.drained, true);
+    assert.equal(drained.routerInFlightAtStart, 1, JSON.stringify(drained));
+    assert.ok(slowEndedAt < drain.startedAtMs, 'the request had ended before the drain was retried');
+    // The stop's issue time is the first attempt's, before the kill, not the retry's.
+    const stopped = stop.result as StopResult;
+    assert.equal(stopped.issuedByAttempt, 1, JSON.stringify(stopped));
+    assert.equal(stopped.stop, 'stopped');
+    assert.ok(stopped.issuedAtEpochMs <= stopKilledAt && stopKilledAt - stopped.issuedAtEpochMs < 10_000, `stop issued at ${stopped.issuedAtEpochMs}, killed at ${stopKilledAt}`);
+    assert.match(r.stdout, /comfyui-sim 8192 MiB \(on-demand, running\)/, show(r));
+    const [start] = activityRuns(history, 'startServeContainer');
+    assert.ok(start);
+    console.log(`  GPU idle from the victim's stop (attempt 1) to the acquirer's container start: ${((start.startedAtMs - stopped.issuedAtEpochMs) / 1000).toFixed(1)} s`);
+
+    const down = await gpures(['serves', 'down', 'comfyui-sim', '--restore', '--manifest', manifest], env);
+    assert.equal(down.code, 0, show(down));
+    const rest = await gpures(['serves', 'down', 'vision', 'fast', '--manifest', manifest], env);
+    assert.equal(rest.code, 0, show(rest));
+    assert.ok(rest.stdout.endsWith(`${header(0, 27999)}\n`), show(rest));
   });
 });

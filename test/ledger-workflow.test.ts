@@ -2,14 +2,72 @@
 // and continue-as-new carries the reservations over intact.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { LedgerClient } from '../src/client/ledger-client';
+import { DEV_SERVER_FLAGS } from '../src/dev/dev-server';
 import { totals } from '../src/domain/ledger';
+import type { GpuSpec } from '../src/domain/types';
 import { admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import type { ledgerWorkflow } from '../src/workflows/ledger';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox } from './support/box';
 
 const GPU = { role: 'dark-fast', uuid: 'GPU-x', capacityMib: 32607, reserveMib: 4608 };
+// dist/test/ledger-workflow.test.js -> repo root
+const ROOT = join(__dirname, '..', '..');
+
+interface Decided {
+  update: string;
+  serve: string;
+  /** What the ledger committed after this decision, from the requests and their answers. */
+  committedMib: number;
+  outcome: 'admitted' | 'denied' | 'released' | 'not-released' | 'failed' | 'other';
+}
+
+const decode = (p: { data?: Uint8Array | null } | null | undefined): unknown => (p?.data ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
+
+/**
+ * Every admit and release decision of a ledger, in the order its history (every run of it)
+ * records them, with the MiB it committed after each: from the accepted requests and the
+ * answers alone, whatever else a result carries.
+ */
+async function ledgerDecisions(client: Client, workflowId: string): Promise<Decided[]> {
+  const out: Decided[] = [];
+  const held = new Map<string, number>();
+  let committed = 0;
+  const runs: string[] = [];
+  for await (const run of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) runs.unshift(run.runId);
+  for (const runId of runs) {
+    const requests = new Map<string, { name: string; arg: { serve?: string; vramMib?: number } }>();
+    for (const e of (await client.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? []) {
+      const accepted = e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest;
+      if (accepted?.meta?.updateId) requests.set(accepted.meta.updateId, { name: accepted.input?.name ?? '', arg: (decode(accepted.input?.args?.payloads?.[0]) ?? {}) });
+      const completed = e.workflowExecutionUpdateCompletedEventAttributes;
+      if (!completed?.meta?.updateId) continue;
+      const req = requests.get(completed.meta.updateId);
+      if (!req || (req.name !== 'admit' && req.name !== 'release')) continue;
+      const serve = req.arg.serve ?? '?';
+      const answer = decode(completed.outcome?.success?.payloads?.[0]) as { decision?: { decision?: string }; released?: boolean } | undefined;
+      let outcome: Decided['outcome'] = 'other';
+      if (completed.outcome?.failure) outcome = 'failed';
+      else if (req.name === 'admit' && answer?.decision?.decision === 'admitted') {
+        outcome = 'admitted';
+        if (!held.has(serve)) committed += req.arg.vramMib ?? 0;
+        held.set(serve, req.arg.vramMib ?? 0);
+      } else if (req.name === 'admit') outcome = answer?.decision?.decision === 'denied' ? 'denied' : 'other';
+      else if (answer?.released) {
+        outcome = 'released';
+        committed -= held.get(serve) ?? 0;
+        held.delete(serve);
+      } else outcome = 'not-released';
+      out.push({ update: req.name, serve, committedMib: committed, outcome });
+    }
+  }
+  return out;
+}
 
 describe('ledger entity workflow', () => {
   let box: TestBox;
@@ -79,5 +137,49 @@ describe('ledger entity workflow', () => {
       (err: unknown) => err instanceof WorkflowUpdateFailedError && /sent to the ledger of 'dark-fast'/.test(String(err.cause?.message)),
     );
     assert.deepEqual(await h.query(snapshotQuery), before);
+  });
+
+  test('50 concurrent callers of one ledger on a server left at history.maxInFlightUpdates = 10: every update answered, never over budget', async () => {
+    // The project's own servers keep the default limit: the bound must hold without raising it.
+    for (const [where, text] of [
+      ['src/dev/dev-server.ts DEV_SERVER_FLAGS', DEV_SERVER_FLAGS.join(' ')],
+      ['scripts/temporal-dev.sh', readFileSync(join(ROOT, 'scripts', 'temporal-dev.sh'), 'utf8')],
+      ['docker-compose.temporal.yml', readFileSync(join(ROOT, 'docker-compose.temporal.yml'), 'utf8')],
+    ]) {
+      // Comments may name it; no setting may.
+      const settings = (text ?? '').split('\n').filter((l) => !/^\s*#/.test(l));
+      assert.deepEqual(settings.filter((l) => /maxInFlightUpdates/.test(l)), [], `${where} must leave history.maxInFlightUpdates at its default`);
+    }
+
+    // 10 serves of 1000 MiB fit: 50 callers contend, some are denied, none may be over-admitted.
+    const gpu: GpuSpec = { role: 'callers', uuid: 'GPU-callers', capacityMib: 10_000, reserveMib: 0 };
+    const ledger = new LedgerClient(box.temporal.client);
+    const started = Date.now();
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 50 }, async (_, i) => {
+        const serve = `caller-${i}`;
+        const holder = `bench/${i}`;
+        const admitted = await ledger.admit(box.node, { serve, vramMib: 1000, class: 'resident', holder, gpu }, `${holder}/admit`);
+        if (admitted.decision.decision !== 'admitted') return { admitted: false, released: false };
+        const released = await ledger.release(box.node, gpu, { serve, holder }, `${holder}/release`);
+        return { admitted: true, released: released.released };
+      }),
+    );
+    const ms = Date.now() - started;
+    const failed = outcomes.flatMap((o) => (o.status === 'rejected' ? [String(o.reason)] : []));
+    assert.deepEqual(failed, [], 'every update answered');
+    const answers = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+    const admittedCount = answers.filter((a) => a.admitted).length;
+    assert.ok(admittedCount >= 10, `${admittedCount} admitted`);
+    assert.ok(answers.every((a) => a.released === a.admitted), 'each admitted serve released');
+
+    const decisions = await ledgerDecisions(box.temporal.client, workflowIds.ledger(box.node, 'callers'));
+    console.log(`  50 callers: ${decisions.length} decisions in ${ms} ms (${((decisions.length * 1000) / ms).toFixed(1)}/s), ${admittedCount} admitted, ${50 - admittedCount} denied`);
+    assert.equal(decisions.length, 50 + admittedCount, 'one decision per update, each in history');
+    assert.deepEqual(decisions.filter((d) => d.outcome === 'failed' || d.outcome === 'other' || d.outcome === 'not-released'), []);
+    const over = decisions.filter((d) => d.committedMib > 10_000);
+    assert.deepEqual(over, [], 'never over the 10000 MiB budget');
+    assert.equal(decisions.at(-1)?.committedMib, 0);
+    assert.equal(totals(await ledger.snapshot(box.node, gpu)).committedMib, 0);
   });
 });

@@ -17,13 +17,14 @@ import { createPromotionActivities, runKey } from '../src/activities/promotion';
 import { REDACTED } from '../src/domain/serve';
 import { fetchHistoryJson } from '../src/audit/export';
 import type { RouterDeployment, RouterTarget } from '../src/activities/router-deployment';
+import type { RecreateResult } from '../src/activities/router-deployment';
 import { journalPath } from '../src/activities/router-deployment';
 import { followPromotion, PromotionRefused, startPromotion } from '../src/client/promote';
 import type { PromotionOutcome } from '../src/client/promote';
 import { backupFileName, backupsToPrune, mappingVersionOf, promoteInputProblems } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
-import { historyTexts } from './support/history-scan';
+import { activityRuns, historyTexts } from './support/history-scan';
 import { backupsIn, deployTestRouter, healthz, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
 import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
@@ -178,9 +179,9 @@ describe('router promotion', () => {
     return { id: info.Id, image: info.Config.Image, restartCount: info.RestartCount, running: info.State.Running };
   }
 
-  function journal(t: RouterTarget): { op: string; run: string }[] {
+  function journal(t: RouterTarget): { op: string; phase: string; run: string }[] {
     const p = journalPath(t.configPath);
-    return existsSync(p) ? readFileSync(p, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { op: string; run: string }) : [];
+    return existsSync(p) ? readFileSync(p, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { op: string; phase: string; run: string }) : [];
   }
 
   test('good config with a new image: validated, backed up, written, recreated, verified', async () => {
@@ -298,7 +299,8 @@ describe('router promotion', () => {
     assert.equal(c.image, c0.image);
     assert.equal(c.running, true);
     assert.equal(c.restartCount, 0);
-    assert.deepEqual(journal(t).map((e) => e.op), ['backup', 'write', 'restore']);
+    // Each effect written ahead (intent) and then confirmed (done).
+    assert.deepEqual(journal(t).map((e) => `${e.op} ${e.phase}`), ['backup intent', 'backup done', 'write intent', 'write done', 'restore intent', 'restore done']);
     console.log(`  crash loop detected and rolled back in ${Date.now() - started} ms`);
   });
 
@@ -450,18 +452,22 @@ describe('router promotion', () => {
   });
 });
 
-describe('router promotion: a worker killed just after the backup', () => {
+describe('router promotion: a worker killed just after the backup, or mid-recreate', () => {
   const d = docker();
   const run = `k${Date.now().toString(36)}`;
   const node = uniqueNode('promote-kill');
   let temporal: TestTemporal;
   let t: RouterTarget;
+  let r: RouterTarget;
+  let v2: string;
   let dir: string;
   const children: ChildProcess[] = [];
 
   before(async () => {
     temporal = await testTemporal();
     t = await deployTestRouter(d, { name: 'kill', run, config: routerConfig('kill-v1') });
+    r = await deployTestRouter(d, { name: 'recreate', run, config: routerConfig('recreate-v1') });
+    v2 = await makeVariantImage(d, run, `promote-kill-v2-${run}`);
     dir = mkdtempSync(join(tmpdir(), 'gpures-promote-kill-'));
     writeFileSync(join(dir, 'bundle.js'), (await workflowBundle()).code);
   });
@@ -473,14 +479,15 @@ describe('router promotion: a worker killed just after the backup', () => {
         await new Promise((r) => c.once('exit', r));
       }
     }
-    await removeTestArtifacts(d, run, []);
+    await removeTestArtifacts(d, run, [v2]);
     rmSync(join(t.configPath, '..'), { recursive: true, force: true });
+    rmSync(join(r.configPath, '..'), { recursive: true, force: true });
     rmSync(dir, { recursive: true, force: true });
     await temporal?.close();
   });
 
   function startChild(extra: Record<string, unknown>): Promise<ChildProcess> {
-    const cfg = { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: [t], pollIntervalMs: 200, ...extra };
+    const cfg = { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: [t, r], pollIntervalMs: 200, ...extra };
     const child = spawn(process.execPath, [join(__dirname, 'support', 'promote-worker.js'), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(child);
     return new Promise((resolve, reject) => {
@@ -518,13 +525,48 @@ describe('router promotion: a worker killed just after the backup', () => {
     assert.equal(backups.length, 1);
     assert.ok(backups[0]?.includes(`.${key}.bak`));
     const runRef = `${handle.workflowId}/${handle.firstExecutionRunId}`;
-    const entries = readFileSync(journalPath(t.configPath), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; run: string });
-    assert.deepEqual(entries.map((e) => [e.op, e.run]), [['backup', runRef], ['write', runRef]]);
+    const entries = readFileSync(journalPath(t.configPath), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; phase: string; run: string });
+    assert.deepEqual(entries.map((e) => [e.op, e.phase, e.run]), [['backup', 'intent', runRef], ['backup', 'done', runRef], ['write', 'intent', runRef], ['write', 'done', runRef]]);
 
     // The history, worker crash and retried backup included, replays against the bundle.
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, await handle.fetchHistory(), handle.workflowId);
 
     second.kill('SIGTERM');
     await new Promise((r) => second.once('exit', r));
+  });
+
+  test('killed mid-recreate with the router down: the recreate is retried within 30 s and finishes the job', async () => {
+    const marker = join(dir, 'recreate-hung.json');
+    const first = await startChild({ hangAt: 'recreate-rename', markerPath: marker });
+    const c0 = await d.getContainer(r.container).inspect();
+    const handle = await startPromotion(temporal.client, node, { router: 'recreate', config: { content: routerConfig('recreate-v2') }, image: v2 });
+    await waitUntil('the recreate to stop the old router', () => existsSync(marker), 60_000, 20);
+    assert.equal((await healthz(r.url)).status, 0, 'the router is down mid-recreate');
+    const killedAt = Date.now();
+    first.kill('SIGKILL');
+    await new Promise((res) => first.once('exit', res));
+
+    const second = await startChild({});
+    await waitUntil('the router to answer again', async () => (await healthz(r.url)).status === 200, 60_000, 50);
+    const downAfterKillMs = Date.now() - killedAt;
+    const out = await followPromotion(handle, () => undefined, 200);
+    assert.ok(out.ok, !out.ok ? `${out.failureType}: ${out.message}` : '');
+    const [recreate] = activityRuns((await handle.fetchHistory()).events ?? [], 'promoteRecreate');
+    assert.ok(recreate);
+    const gapMs = recreate.startedAtMs - killedAt;
+    console.log(`  recreate retried ${(gapMs / 1000).toFixed(1)} s after kill -9 (attempt ${recreate.attempt}); router answered again ${(downAfterKillMs / 1000).toFixed(1)} s after the kill`);
+    assert.ok(recreate.attempt >= 2, `attempt ${recreate.attempt}`);
+    assert.ok(gapMs > 0 && gapMs < 30_000, `recreate retried ${gapMs} ms after the kill`);
+    // The retry finished what the first attempt began: one container on v2, nothing parked.
+    assert.equal((recreate.result as RecreateResult).recreated, true);
+    const c1 = await d.getContainer(r.container).inspect();
+    assert.notEqual(c1.Id, c0.Id);
+    assert.equal(c1.Config.Image, v2);
+    assert.deepEqual(await healthz(r.url), { status: 200, mappingVersion: 'recreate-v2' });
+    const leftovers = await d.listContainers({ all: true, filters: { name: [`${r.container}-gpures-`] } });
+    assert.deepEqual(leftovers.map((x) => x.Names), []);
+
+    second.kill('SIGTERM');
+    await new Promise((res) => second.once('exit', res));
   });
 });

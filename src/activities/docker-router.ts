@@ -360,8 +360,25 @@ export class DockerRouterDeployment implements RouterDeployment {
     if (!fh) throw new Error(`${journalPath(livePath)}: not created`);
     try {
       await fh.appendFile(`${JSON.stringify(entry)}\n`);
+      await fh.sync();
     } finally {
       await fh.close();
     }
+  }
+
+  async readJournal(dir: string, livePath: string): Promise<JournalEntry[]> {
+    const text = await this.readFile(dir, journalPath(livePath));
+    if (!text) return [];
+    // A line cut short by a crash mid-append is no entry.
+    return text
+      .toString('utf8')
+      .split('\n')
+      .flatMap((line) => {
+        try {
+          return line ? [JSON.parse(line) as JournalEntry] : [];
+        } catch {
+          return [];
+        }
+      });
   }
 }

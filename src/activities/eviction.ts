@@ -6,6 +6,7 @@ import type { ServeSpec } from '../domain/types';
 import type { ContainerRuntime, GpuProbe, GpuReading, ManifestSource, RouterAdmin, ServeProbe, TierState } from './ports';
 import { imageMissing } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
+import { earlierProgress, heartbeating, progress } from './heartbeat';
 import { loadManifest } from './resolve';
 import { Failure } from '../shared/failures';
 
@@ -40,6 +41,23 @@ export interface EvictionPreflight {
   tiers: { serve: string; tier: string }[];
 }
 
+/**
+ * What a drain's attempt heartbeats each poll: a retry after a dead worker resumes from these, so
+ * the figures at the drain's start are the first attempt's (the retry may well find 0 in flight).
+ */
+interface DrainProgress {
+  startedAtEpochMs: number;
+  polls: number;
+  first: { router: number; vllm: number | null };
+  routerInFlight: number;
+  vllmRunning: number | null;
+}
+
+function isDrainProgress(p: unknown): p is DrainProgress {
+  const d = p as Partial<DrainProgress> | undefined;
+  return typeof d?.startedAtEpochMs === 'number' && typeof d.polls === 'number' && typeof d.first?.router === 'number';
+}
+
 export interface VramReleaseResult {
   gpuUuid: string;
   usedBeforeMib: number;
@@ -66,7 +84,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
     return g;
   };
 
-  return {
+  return heartbeating({
     /**
      * Checks, before any victim is quiesced, what would otherwise fail only after it was stopped:
      * the acquirer's image is on the host, nvidia-smi reads the GPU (the VRAM check after each
@@ -132,9 +150,11 @@ export function createEvictionActivities(deps: EvictionDeps) {
     async drainServe(input: { tier?: string; serve: ServeSpec; deadlineEpochMs: number }): Promise<DrainResult> {
       const ctx = Context.current();
       const baseUrl = serveBaseUrl(input.serve);
-      const started = Date.now();
-      let polls = 0;
-      let first: { router: number; vllm: number | null } | undefined;
+      const earlier = earlierProgress<unknown>();
+      const resumed = isDrainProgress(earlier) ? earlier : undefined;
+      const started = resumed?.startedAtEpochMs ?? Date.now();
+      let polls = resumed?.polls ?? 0;
+      let first = resumed?.first;
       for (;;) {
         const routerInFlight = input.tier ? (await permanentAsFailure(() => router().tierState(input.tier as string))).inFlight : 0;
         const vllmRunning = await deps.probe.requestsRunning(baseUrl, 2000);
@@ -150,7 +170,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
           vllmRunningAtEnd: vllmRunning,
         };
         if (routerInFlight === 0 && !vllmRunning) return { ...result, drained: true, drainedAtEpochMs: Date.now() };
-        ctx.heartbeat({ routerInFlight, vllmRunning });
+        progress({ startedAtEpochMs: started, polls, first, routerInFlight, vllmRunning } satisfies DrainProgress);
         if (Date.now() >= input.deadlineEpochMs) return { ...result, drained: false };
         // Short polls: the stop should follow the last response closely.
         await ctx.sleep(Math.min(pollMs, 100, Math.max(0, input.deadlineEpochMs - Date.now())));
@@ -178,14 +198,15 @@ export function createEvictionActivities(deps: EvictionDeps) {
      */
     async confirmVramReleased(input: { gpuUuid: string; victim: string; usedBeforeMib: number; expectedMib: number; deadlineEpochMs: number }): Promise<VramReleaseResult> {
       const ctx = Context.current();
-      const started = Date.now();
+      const earlier = earlierProgress<{ startedAtEpochMs?: unknown }>();
+      const started = typeof earlier?.startedAtEpochMs === 'number' ? earlier.startedAtEpochMs : Date.now();
       const needed = Math.floor(input.expectedMib * 0.95);
       for (;;) {
         const g = await readGpu(input.gpuUuid);
         const releasedMib = input.usedBeforeMib - g.usedMib;
         const result = { gpuUuid: input.gpuUuid, usedBeforeMib: input.usedBeforeMib, usedAfterMib: g.usedMib, releasedMib, expectedMib: input.expectedMib, waitedMs: Date.now() - started };
         if (releasedMib >= needed) return result;
-        ctx.heartbeat(result);
+        progress({ ...result, startedAtEpochMs: started });
         if (Date.now() >= input.deadlineEpochMs) {
           throw nonRetryable(
             Failure.VramNotReleased,
@@ -197,5 +218,5 @@ export function createEvictionActivities(deps: EvictionDeps) {
         await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
       }
     },
-  };
+  });
 }

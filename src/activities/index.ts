@@ -29,6 +29,7 @@ export type { ResolvedServe } from './resolve';
 import { createPromotionActivities } from './promotion';
 import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, OperationControl, RouterAdmin, ServeProbe } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
+import { activityContext, earlierProgress, heartbeating, progress } from './heartbeat';
 import type { RouterDeployment, RouterTarget } from './router-deployment';
 
 export interface ActivityDeps {
@@ -79,9 +80,26 @@ export interface OperationEnd {
 
 export interface StopResult {
   containerName: string;
+  /** 'stopped' also when an earlier attempt issued the stop and this one found it done. */
   stop: 'stopped' | 'already-stopped' | 'absent';
   remove: 'removed' | 'absent';
+  /** When the stop was issued, by the attempt that issued it. */
   issuedAtEpochMs: number;
+  /** That attempt's number (1 unless a worker died after issuing it). */
+  issuedByAttempt?: number;
+}
+
+/** What a stop's attempt heartbeats before it issues the stop. */
+interface StopProgress {
+  stopIssuedAtEpochMs: number;
+  attempt: number;
+}
+
+/** What a health wait carries over to its next attempt, for an honest waitedMs and probe count. */
+interface HealthProgress {
+  startedAtEpochMs: number;
+  probes: number;
+  last: string;
 }
 
 /** How long a serve with api = "none" must stay running to count as started. */
@@ -100,7 +118,8 @@ export function createActivities(deps: ActivityDeps) {
   const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
 
 
-  return {
+  // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
+  return heartbeating({
     ...createEvictionActivities(deps),
     ...createPromotionActivities(deps),
 
@@ -224,8 +243,9 @@ export function createActivities(deps: ActivityDeps) {
       const ctx = Context.current();
       const name = containerName(input.node, input.serve.name);
       const url = serveHealthUrl(input.serve);
-      const started = Date.now();
-      let probes = 0;
+      const earlier = earlierProgress<Partial<HealthProgress>>();
+      const started = typeof earlier?.startedAtEpochMs === 'number' ? earlier.startedAtEpochMs : Date.now();
+      let probes = typeof earlier?.probes === 'number' ? earlier.probes : 0;
       let last = 'no probe yet';
       for (;;) {
         const state = await deps.runtime.inspect(name);
@@ -235,14 +255,14 @@ export function createActivities(deps: ActivityDeps) {
         // staying up that long is its readiness.
         if (input.serve.api === 'none') {
           if (Date.now() - started >= NO_API_SETTLE_MS || Date.now() >= input.deadlineEpochMs) return { url: `container ${name}`, probes, waitedMs: Date.now() - started };
-          ctx.heartbeat({ probes, last: 'running' });
+          progress({ startedAtEpochMs: started, probes, last: 'running' } satisfies HealthProgress);
           await ctx.sleep(Math.min(pollMs, NO_API_SETTLE_MS));
           continue;
         }
         const h = await deps.probe.health(url, 2000);
         if (h.ok) return { url, probes, waitedMs: Date.now() - started };
         last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');
-        ctx.heartbeat({ probes, last });
+        progress({ startedAtEpochMs: started, probes, last } satisfies HealthProgress);
         if (Date.now() >= input.deadlineEpochMs) {
           throw nonRetryable(
             Failure.HealthTimeout,
@@ -268,14 +288,28 @@ export function createActivities(deps: ActivityDeps) {
       return { url, expected, observed };
     },
 
+    /**
+     * The issue time goes out as this attempt's first heartbeat before the stop: should the worker
+     * die after it, the retry reports the stop the first attempt issued, not its own look at a
+     * container already stopped.
+     */
     async stopServeContainer(input: { node: string; serve: string; timeoutS: number }): Promise<StopResult> {
       const name = containerName(input.node, input.serve);
-      const issuedAtEpochMs = Date.now();
-      const stop = await deps.runtime.stop(name, input.timeoutS);
+      const earlier = earlierProgress<Partial<StopProgress>>();
+      const attempt = activityContext()?.info.attempt ?? 1;
+      let issued: StopProgress;
+      if (typeof earlier?.stopIssuedAtEpochMs === 'number' && typeof earlier.attempt === 'number') {
+        issued = { stopIssuedAtEpochMs: earlier.stopIssuedAtEpochMs, attempt: earlier.attempt };
+      } else {
+        issued = { stopIssuedAtEpochMs: Date.now(), attempt };
+        progress(issued);
+      }
+      const observed = await deps.runtime.stop(name, input.timeoutS);
       const remove = await deps.runtime.remove(name);
-      return { containerName: name, stop, remove, issuedAtEpochMs };
+      const stoppedEarlier = issued.attempt !== attempt;
+      return { containerName: name, stop: stoppedEarlier ? 'stopped' : observed, remove, issuedAtEpochMs: issued.stopIssuedAtEpochMs, issuedByAttempt: issued.attempt };
     },
-  };
+  });
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -12,6 +12,7 @@ import type { ValidationRun, VerifyReport } from '../shared/promotion';
 import type { RouterAdmin } from './ports';
 import { imageMissing } from './ports';
 import { nonRetryable, permanentAsFailure } from './failure';
+import { heartbeating, progress } from './heartbeat';
 import { HttpRouterAdmin } from './router';
 import type { JournalEntry, RecreateResult, RouterContainer, RouterDeployment, RouterTarget } from './router-deployment';
 import { journalPath } from './router-deployment';
@@ -84,6 +85,39 @@ function withoutToken(t: RouterTarget, text: string): string {
   return t.adminToken.length >= 8 ? text.split(t.adminToken).join(REDACTED) : text;
 }
 
+/** A journal entry but its time and phase: what one effect of one run is. */
+type Effect = Omit<JournalEntry, 'at' | 'phase'>;
+
+/** The journal of one live config, reached only inside its directory (see filesOf). */
+interface Journal {
+  journal(entry: JournalEntry): Promise<void>;
+  readJournal(): Promise<JournalEntry[]>;
+}
+
+/** This run's lines for the effect: whether an earlier attempt announced it, and whether one finished it. */
+async function journalState(j: Journal, effect: Effect): Promise<{ intent: boolean; done: boolean }> {
+  const lines = (await j.readJournal()).filter((e) => e.run === effect.run && e.op === effect.op && e.sha256 === effect.sha256);
+  return { intent: lines.some((e) => e.phase === 'intent'), done: lines.some((e) => (e.phase ?? 'done') === 'done') };
+}
+
+/**
+ * The effect journaled write-ahead: its intent (unless an earlier attempt of this run left one),
+ * the effect, then its completion. A worker killed between the change and the last line leaves
+ * the intent, which the retry finds (completeJournaled) instead of losing the line.
+ */
+async function journaled(j: Journal, effect: Effect, change: () => Promise<void>): Promise<void> {
+  if (!(await journalState(j, effect)).intent) await j.journal({ at: new Date().toISOString(), phase: 'intent', ...effect });
+  await change();
+  await j.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
+}
+
+/** A retry that finds the effect in place: finishes an earlier attempt's entry. True when this run had announced it (it made the change). */
+async function completeJournaled(j: Journal, effect: Effect): Promise<boolean> {
+  const state = await journalState(j, effect);
+  if (state.intent && !state.done) await j.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
+  return state.intent;
+}
+
 function errText(err: unknown): string {
   if (err instanceof Error) return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
   return String(err);
@@ -137,12 +171,12 @@ export function createPromotionActivities(deps: PromotionDeps) {
       list: () => permanentAsFailure(() => d.listDir(dir)),
       remove: (path: string) => permanentAsFailure(() => d.removeFile(dir, path)),
       journal: (entry: JournalEntry) => permanentAsFailure(() => d.appendJournal(dir, t.configPath, entry)),
+      readJournal: () => permanentAsFailure(() => d.readJournal(dir, t.configPath)),
     };
   };
-  const heartbeat = (detail?: unknown) => Context.current().heartbeat(detail);
   const journalRun = (run: RunRef) => `${run.workflowId}/${run.runId}`;
 
-  return {
+  return heartbeating({
     async promoteDescribe(input: { router: string; image: string }): Promise<RouterDescription> {
       const t = target(input.router);
       const d = deployment();
@@ -202,7 +236,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
             containerPath: t.containerConfigPath,
             timeoutMs: (t.validateTimeoutS ?? PROMOTION_DEFAULTS.validateTimeoutS) * 1000,
           },
-          heartbeat,
+          progress,
         ),
       );
       const output = withoutToken(t, outcome.output.length > 4000 ? `…${outcome.output.slice(-4000)}` : outcome.output);
@@ -211,7 +245,6 @@ export function createPromotionActivities(deps: PromotionDeps) {
 
     /** A timestamped copy next to the live file, one per run: a retried attempt returns the one it made. */
     async promoteBackup(input: { router: string; run: RunRef }): Promise<BackupResult> {
-      heartbeat();
       const t = target(input.router);
       const files = filesOf(t);
       const dir = files.dir;
@@ -223,6 +256,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
       if (mine) {
         const data = await files.read(join(dir, mine));
         if (data) {
+          await completeJournaled(files, { op: 'backup', run: journalRun(input.run), sha256: sha256(data), path: join(dir, mine) });
           const pruned = backupsToPrune(base, names, keep, key);
           for (const p of pruned) await files.remove(join(dir, p));
           return { path: join(dir, mine), sha256: sha256(data), mappingVersion: mappingVersionOf(data.toString('utf8')) ?? null, created: false, pruned };
@@ -232,10 +266,9 @@ export function createPromotionActivities(deps: PromotionDeps) {
       if (!live) return { path: null, sha256: null, mappingVersion: null, created: false, pruned: [] };
       const name = backupFileName(base, Date.now(), key);
       const path = join(dir, name);
-      await files.write(path, live, (await files.mode(t.configPath)) ?? 0o644);
       const digest = sha256(live);
-      await files.journal({ at: new Date().toISOString(), op: 'backup', run: journalRun(input.run), sha256: digest, path });
-      heartbeat();
+      const mode = (await files.mode(t.configPath)) ?? 0o644;
+      await journaled(files, { op: 'backup', run: journalRun(input.run), sha256: digest, path }, () => files.write(path, live, mode));
       const pruned = backupsToPrune(base, [...names, name], keep, key);
       for (const p of pruned) await files.remove(join(dir, p));
       return { path, sha256: digest, mappingVersion: mappingVersionOf(live.toString('utf8')) ?? null, created: true, pruned };
@@ -246,33 +279,34 @@ export function createPromotionActivities(deps: PromotionDeps) {
      * what was backed up (expectSha256; null: absent), or someone else changed it meanwhile.
      */
     async promoteWrite(input: { router: string; content: string; expectSha256: string | null; run: RunRef }): Promise<{ outcome: 'written' | 'unchanged'; sha256: string }> {
-      heartbeat();
       const t = target(input.router);
       const files = filesOf(t);
       const digest = sha256(input.content);
+      const effect: Effect = { op: 'write', run: journalRun(input.run), sha256: digest };
       const live = await files.read(t.configPath);
       const liveSha = live ? sha256(live) : null;
-      if (liveSha === digest) return { outcome: 'unchanged', sha256: digest };
+      // Already live: this run's own write when an earlier attempt announced it, else someone's before.
+      if (liveSha === digest) return { outcome: (await completeJournaled(files, effect)) ? 'written' : 'unchanged', sha256: digest };
       if (liveSha !== input.expectSha256) {
         throw nonRetryable(
           Failure.LiveConfigConflict,
           `${t.configPath} changed since the backup (now ${liveSha ? `sha256 ${liveSha.slice(0, 12)}` : 'absent'}, backed up ${input.expectSha256 ? `sha256 ${input.expectSha256.slice(0, 12)}` : 'absent'}); not overwriting someone else's change`,
         );
       }
-      await files.write(t.configPath, input.content, (await files.mode(t.configPath)) ?? 0o644);
-      await files.journal({ at: new Date().toISOString(), op: 'write', run: journalRun(input.run), sha256: digest });
+      const mode = (await files.mode(t.configPath)) ?? 0o644;
+      await journaled(files, effect, () => files.write(t.configPath, input.content, mode));
       return { outcome: 'written', sha256: digest };
     },
 
     /** Puts the backup back, atomically; a live file already equal to it is left alone. */
     async promoteRestore(input: { router: string; backupPath: string | null; backupSha256: string | null; run: RunRef }): Promise<{ outcome: 'restored' | 'unchanged' | 'removed' }> {
-      heartbeat();
       const t = target(input.router);
       const files = filesOf(t);
       if (input.backupPath === null) {
         // There was no live file before the promotion: rolling back removes the one it wrote.
-        await files.remove(t.configPath);
-        await files.journal({ at: new Date().toISOString(), op: 'restore', run: journalRun(input.run), sha256: '' });
+        const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: '' };
+        if (await files.read(t.configPath)) await journaled(files, effect, () => files.remove(t.configPath));
+        else await completeJournaled(files, effect);
         return { outcome: 'removed' };
       }
       const backup = await files.read(input.backupPath);
@@ -281,10 +315,11 @@ export function createPromotionActivities(deps: PromotionDeps) {
       if (input.backupSha256 && digest !== input.backupSha256) {
         throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`);
       }
+      const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath };
       const live = await files.read(t.configPath);
-      if (live && sha256(live) === digest) return { outcome: 'unchanged' };
-      await files.write(t.configPath, backup, (await files.mode(input.backupPath)) ?? 0o644);
-      await files.journal({ at: new Date().toISOString(), op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath });
+      if (live && sha256(live) === digest) return { outcome: (await completeJournaled(files, effect)) ? 'restored' : 'unchanged' };
+      const mode = (await files.mode(input.backupPath)) ?? 0o644;
+      await journaled(files, effect, () => files.write(t.configPath, backup, mode));
       return { outcome: 'restored' };
     },
 
@@ -294,7 +329,6 @@ export function createPromotionActivities(deps: PromotionDeps) {
 
     /** Same name, labels, env, command, ports, mounts and restart policy; another image. */
     async promoteRecreate(input: { router: string; image: { ref: string; id?: string }; opKey: string }): Promise<RecreateResult> {
-      heartbeat();
       const t = target(input.router);
       return permanentAsFailure(() => deployment().recreate(t.container, input.image, { opKey: input.opKey, stopTimeoutS: t.stopTimeoutS ?? PROMOTION_DEFAULTS.stopTimeoutS }));
     },
@@ -361,7 +395,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
           streak = 0;
           last = errText(err);
         }
-        Context.current().heartbeat({ polls, streak, last });
+        progress({ polls, streak, last });
         const elapsed = Date.now() - started;
         if (elapsed >= windowMs && streak >= input.streak) {
           return { mappingVersion: lastVersion, polls, streak, restartCount: c.restartCount, containerId: c.id, waitedMs: elapsed };
@@ -376,7 +410,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
         await Context.current().sleep(pollMs);
       }
     },
-  };
+  });
 }
 
 export type PromotionActivities = ReturnType<typeof createPromotionActivities>;

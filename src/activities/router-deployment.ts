@@ -72,9 +72,15 @@ export interface RecreateResult {
   image: string;
 }
 
+/**
+ * One line of the journal. Each effect is journaled write-ahead: `intent` before the file
+ * changes, `done` once it has, so a worker killed in between leaves the intent for its retry to
+ * find and complete. (Lines from before the phases count as `done`.)
+ */
 export interface JournalEntry {
   at: string;
   op: 'backup' | 'write' | 'restore';
+  phase?: 'intent' | 'done';
   run: string;
   sha256: string;
   path?: string;
@@ -105,7 +111,10 @@ export interface RouterDeployment {
   fileMode(dir: string, path: string): Promise<number | undefined>;
   listDir(dir: string): Promise<string[]>;
   removeFile(dir: string, path: string): Promise<void>;
+  /** Appends one line and fsyncs it, so an intent is on disk before the change it announces. */
   appendJournal(dir: string, livePath: string, entry: JournalEntry): Promise<void>;
+  /** Every line so far (none when there is no journal yet). */
+  readJournal(dir: string, livePath: string): Promise<JournalEntry[]>;
 }
 
 /** The journal of real effects (a backup made, a write or a restore done) next to the live file. */

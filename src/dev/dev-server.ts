@@ -11,7 +11,10 @@ import { DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS } from '../client/search-attributes';
 
 export const TEMPORAL_CLI_TAG = 'v1.5.1';
 
-/** The flags the project relies on; scripts/temporal-dev.sh passes the same. */
+/**
+ * The flags the project relies on; scripts/temporal-dev.sh passes the same. history.maxInFlightUpdates
+ * is left at its default (10) like a production server's: LedgerClient bounds the ledger's updates itself.
+ */
 export const DEV_SERVER_FLAGS = [
   '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
   '--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true',

@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../activities';
+import { HEARTBEAT_THROTTLE } from '../activities/heartbeat';
 import { DockerRuntime } from '../activities/docker';
 import { DockerRouterDeployment } from '../activities/docker-router';
 import type { RouterDeployment, RouterTarget } from '../activities/router-deployment';
@@ -56,6 +57,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     namespace: opts.namespace,
     taskQueue: taskQueueFor(opts.node),
     activities,
+    maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
   });
 }

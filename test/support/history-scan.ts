@@ -1,6 +1,7 @@
 // Where a secret could hide in a history file: every string in it, and every base64 string
 // (payload data and metadata in proto JSON) decoded as text.
 import type { Client } from '@temporalio/client';
+import { tsToMs } from '@temporalio/common/lib/time';
 import type { HistoryJson } from '../../src/audit/events';
 import type { LedgerTotals } from '../../src/domain/ledger';
 
@@ -45,4 +46,37 @@ export async function ledgerTotalsAfterEachUpdate(client: Client, workflowId: st
     }
   }
   return out;
+}
+
+type Timestamp = Parameters<typeof tsToMs>[0];
+interface ActivityEvents {
+  eventId?: unknown;
+  eventTime?: Timestamp;
+  activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null;
+  activityTaskStartedEventAttributes?: { scheduledEventId?: unknown; attempt?: number | null } | null;
+  activityTaskCompletedEventAttributes?: { scheduledEventId?: unknown; result?: { payloads?: { data?: Uint8Array | null }[] | null } | null } | null;
+}
+
+export interface ActivityRun {
+  /** The attempt that ran last: ActivityTaskStarted is recorded once, when the activity closes. */
+  attempt: number;
+  /** When that attempt started (the server's clock, epoch ms). */
+  startedAtMs: number;
+  result?: unknown;
+}
+
+/** Each execution of an activity type in a history, with the attempt that finished it and its result. */
+export function activityRuns(events: readonly ActivityEvents[], type: string): ActivityRun[] {
+  const runs = new Map<string, ActivityRun>();
+  for (const e of events) {
+    if (e.activityTaskScheduledEventAttributes?.activityType?.name === type) runs.set(String(e.eventId), { attempt: 0, startedAtMs: NaN });
+    const started = e.activityTaskStartedEventAttributes;
+    const run = started ? runs.get(String(started.scheduledEventId)) : undefined;
+    if (started && run) Object.assign(run, { attempt: started.attempt ?? 1, startedAtMs: tsToMs(e.eventTime) });
+    const completed = e.activityTaskCompletedEventAttributes;
+    const done = completed ? runs.get(String(completed.scheduledEventId)) : undefined;
+    const data = completed?.result?.payloads?.[0]?.data;
+    if (done && data) done.result = JSON.parse(Buffer.from(data).toString('utf8'));
+  }
+  return [...runs.values()];
 }

@@ -1,14 +1,17 @@
 // A promotion worker in a process of its own, so a test can SIGKILL it mid-promotion and start a
 // replacement (dist/test/support/promote-worker.js). One argument, JSON:
-//   { address, node, bundlePath, targets: RouterTarget[], pollIntervalMs?, hangAfter?, markerPath? }
+//   { address, node, bundlePath, targets: RouterTarget[], pollIntervalMs?, hangAfter?, hangAt?, markerPath? }
 // With `hangAfter: "<activity>"` that activity does its work, then writes its result to
 // markerPath and never returns: the effect happened but the server never hears of it, the
 // precise point where a real worker dying would leave it. The test kills the process there.
+// With `hangAt: "recreate-rename"` a recreate stops the old router, then writes markerPath and
+// hangs at the first rename: the router is down, mid-recreate, when the test kills the process.
 // Prints "ready" on stdout once polling; exits when SIGTERM/SIGINT shut the worker down.
 import { writeFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { DockerRouterDeployment } from '../../src/activities/docker-router';
+import { HEARTBEAT_THROTTLE } from '../../src/activities/heartbeat';
 import { createPromotionActivities } from '../../src/activities/promotion';
 import type { RouterTarget } from '../../src/activities/router-deployment';
 import { taskQueueFor } from '../../src/shared/messages';
@@ -20,7 +23,22 @@ interface ChildConfig {
   targets: RouterTarget[];
   pollIntervalMs?: number;
   hangAfter?: string;
+  hangAt?: 'recreate-rename';
   markerPath?: string;
+}
+
+/** Docker whose container renames never return (after writing the marker). */
+function hangingAtRename(docker: Docker, markerPath: string | undefined): Docker {
+  const getContainer = docker.getContainer.bind(docker);
+  docker.getContainer = (id: string) => {
+    const c = getContainer(id);
+    c.rename = () => {
+      if (markerPath) writeFileSync(markerPath, JSON.stringify({ renaming: id, at: Date.now() }));
+      return new Promise<never>(() => undefined);
+    };
+    return c;
+  };
+  return docker;
 }
 
 async function main(): Promise<void> {
@@ -29,7 +47,7 @@ async function main(): Promise<void> {
   const connection = await NativeConnection.connect({ address: cfg.address });
   try {
     const activities: Record<string, (input: never) => Promise<unknown>> = createPromotionActivities({
-      routerDeployment: new DockerRouterDeployment(new Docker()),
+      routerDeployment: new DockerRouterDeployment(cfg.hangAt === 'recreate-rename' ? hangingAtRename(new Docker(), cfg.markerPath) : new Docker()),
       routerTargets: cfg.targets,
       pollIntervalMs: cfg.pollIntervalMs,
     });
@@ -46,6 +64,7 @@ async function main(): Promise<void> {
       connection,
       taskQueue: taskQueueFor(cfg.node),
       activities,
+      maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
       workflowBundle: { codePath: cfg.bundlePath },
     });
     const running = worker.run();

@@ -1,0 +1,127 @@
+// Benchmark: one GPU's ledger under concurrent callers, on a dev server left at the server's
+// default history.maxInFlightUpdates (10).
+//
+// For each caller count, a fresh ledger and that many callers, each sending admit/release pairs of
+// serves of its own (10 MiB each on a 100000 MiB budget: every admission fits, so every pair is
+// two decisions) through one LedgerClient, as the node's worker sends them. Prints decisions/s
+// (decisions over the wall time of the round), the p50 and p99 of one update as its caller saw it
+// (the wait for an in-flight slot included), and failed updates.
+//
+// With --raw the callers send straight to the workflow handle, bypassing LedgerClient's bound:
+// what issue 9 measured (50 callers 0.2 decisions/s with 82 failed updates). Slow past 10 callers.
+//
+//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw]
+//                                                                  (scripts/lib.sh export_test_env)
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { LedgerClient } from '../src/client/ledger-client';
+import type { GpuSpec } from '../src/domain/types';
+import { admitUpdate, releaseUpdate, workflowIds } from '../src/shared/messages';
+import { uniqueNode } from '../test/support/box';
+import { testTemporal } from '../test/support/temporal';
+import type { TestTemporal } from '../test/support/temporal';
+import { startTestWorker } from '../test/support/worker';
+
+const GPU: GpuSpec = { role: 'bench', uuid: 'GPU-bench', capacityMib: 100_000, reserveMib: 0 };
+
+interface Round {
+  callers: number;
+  decisions: number;
+  failed: number;
+  wallMs: number;
+  latenciesMs: number[];
+  firstFailure?: string;
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
+}
+
+async function round(temporal: TestTemporal, callers: number, decisions: number, raw: boolean): Promise<Round> {
+  const node = uniqueNode(`bench-callers-${callers}`);
+  const worker = await startTestWorker({ temporal, node, manifest: { read: () => Promise.reject(new Error('no manifest in this benchmark')) } });
+  try {
+    const ledger = new LedgerClient(temporal.client);
+    await ledger.snapshot(node, GPU); // started and reconciled before the clock runs
+    const handle = temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role));
+    const pairs = Math.max(1, Math.round(decisions / 2 / callers));
+    const latenciesMs: number[] = [];
+    let failed = 0;
+    let firstFailure: string | undefined;
+    const timed = async (send: () => Promise<unknown>): Promise<boolean> => {
+      const t0 = performance.now();
+      try {
+        await send();
+        latenciesMs.push(performance.now() - t0);
+        return true;
+      } catch (err) {
+        failed += 1;
+        firstFailure ??= err instanceof Error ? `${err.message}${err.cause instanceof Error ? `: ${err.cause.message}` : ''}` : String(err);
+        return false;
+      }
+    };
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: callers }, async (_, c) => {
+        for (let p = 0; p < pairs; p++) {
+          const serve = `c${c}-p${p}`;
+          const holder = `bench/${serve}`;
+          const admit = { serve, vramMib: 10, class: 'resident' as const, holder, gpu: GPU };
+          const ok = await timed(() =>
+            raw ? handle.executeUpdate(admitUpdate, { args: [admit], updateId: `${holder}/admit` }) : ledger.admit(node, admit, `${holder}/admit`),
+          );
+          if (!ok) continue;
+          await timed(() =>
+            raw
+              ? handle.executeUpdate(releaseUpdate, { args: [{ serve, holder }], updateId: `${holder}/release` })
+              : ledger.release(node, GPU, { serve, holder }, `${holder}/release`),
+          );
+        }
+      }),
+    );
+    return { callers, decisions: latenciesMs.length, failed, wallMs: performance.now() - started, latenciesMs: latenciesMs.sort((a, b) => a - b), firstFailure };
+  } finally {
+    await worker.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      callers: { type: 'string', default: '1,10,11,12,50,100' },
+      decisions: { type: 'string', default: '400' },
+      raw: { type: 'boolean', default: false },
+    },
+  });
+  const counts = values.callers.split(',').map((x) => Number(x.trim()));
+  const decisions = Number(values.decisions);
+  if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > 1000)) throw new Error(`--callers: integers from 1 to 1000, comma-separated (got ${values.callers})`);
+  if (!Number.isInteger(decisions) || decisions < 2 || decisions > 100_000) throw new Error(`--decisions: an integer from 2 to 100000 (got ${values.decisions})`);
+
+  const temporal = await testTemporal();
+  try {
+    console.log(`ledger under concurrent callers, ${values.raw ? 'straight to the workflow (no caller-side bound)' : 'through one LedgerClient (default bound)'}; ~${decisions} decisions a round; dev server at the default history.maxInFlightUpdates`);
+    console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms');
+    for (const n of counts) {
+      const r = await round(temporal, n, decisions, values.raw);
+      const line = [
+        String(r.callers).padStart(7),
+        String(r.decisions).padStart(10),
+        String(r.failed).padStart(7),
+        (r.wallMs / 1000).toFixed(1).padStart(8),
+        ((r.decisions * 1000) / r.wallMs).toFixed(1).padStart(12),
+        quantile(r.latenciesMs, 0.5).toFixed(0).padStart(8),
+        quantile(r.latenciesMs, 0.99).toFixed(0).padStart(8),
+      ].join(' ');
+      console.log(r.firstFailure ? `${line}   first failure: ${r.firstFailure}` : line);
+    }
+  } finally {
+    await temporal.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+  process.exit(1);
+});

@@ -1,0 +1,96 @@
+// LedgerClient's bound on updates in flight per ledger, and its retry of an update the server
+// refuses for its in-flight limit, against a stand-in for the Temporal client (no server: the
+// same load on a real one is in test/ledger-workflow.test.ts).
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ServiceError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { isUpdateLimit, LedgerClient } from '../src/client/ledger-client';
+import type { GpuSpec } from '../src/domain/types';
+
+const GPU: GpuSpec = { role: 'g', uuid: 'GPU-g', capacityMib: 1000, reserveMib: 0 };
+
+/** A gRPC error as the SDK wraps it once its own retries gave up. */
+function refused(code: number, details: string): ServiceError {
+  return new ServiceError('Workflow Update failed', { cause: Object.assign(new Error(`${code} ${details}`), { code, details }) });
+}
+
+interface Sent {
+  workflowId: string;
+  updateId: string;
+}
+
+/** Answers each update after `delayMs`; `fail(sent, nth)` may throw instead (nth: tries of that update id so far). */
+function standIn(delayMs: number, fail?: (sent: Sent, nth: number) => Error | undefined) {
+  const inFlight = new Map<string, number>();
+  const maxInFlight = new Map<string, number>();
+  const order: string[] = [];
+  const tries = new Map<string, number>();
+  const client = {
+    workflow: {
+      getHandle: (workflowId: string) => ({
+        executeUpdate: async (_def: unknown, opts: { updateId: string }) => {
+          const n = (inFlight.get(workflowId) ?? 0) + 1;
+          inFlight.set(workflowId, n);
+          maxInFlight.set(workflowId, Math.max(maxInFlight.get(workflowId) ?? 0, n));
+          order.push(opts.updateId);
+          const nth = (tries.get(opts.updateId) ?? 0) + 1;
+          tries.set(opts.updateId, nth);
+          try {
+            await new Promise((r) => setTimeout(r, delayMs));
+            const err = fail?.({ workflowId, updateId: opts.updateId }, nth);
+            if (err) throw err;
+            return { released: true, vramMib: 1 };
+          } finally {
+            inFlight.set(workflowId, (inFlight.get(workflowId) ?? 1) - 1);
+          }
+        },
+      }),
+    },
+  };
+  return { client: client as unknown as Client, maxInFlight, order, tries };
+}
+
+describe('LedgerClient: updates in flight per ledger', () => {
+  test('at most 8 in flight per ledger by default, served in arrival order; ledgers do not share a bound', async () => {
+    const s = standIn(15);
+    const ledger = new LedgerClient(s.client);
+    const other: GpuSpec = { ...GPU, role: 'other' };
+    await Promise.all([
+      ...Array.from({ length: 40 }, (_, i) => ledger.release('n', GPU, { serve: `s${i}` }, `u${String(i).padStart(2, '0')}`)),
+      ...Array.from({ length: 12 }, (_, i) => ledger.release('n', other, { serve: `s${i}` }, `o${i}`)),
+    ]);
+    assert.equal(s.maxInFlight.get('ledger/n/g'), 8);
+    assert.equal(s.maxInFlight.get('ledger/n/other'), 8);
+    const mine = s.order.filter((u) => u.startsWith('u'));
+    assert.deepEqual(mine, [...mine].sort(), 'first come, first served');
+  });
+
+  test('the bound is an option from 1 to 10 (the server default), anything else refused by name', async () => {
+    const s = standIn(5);
+    const one = new LedgerClient(s.client, { maxUpdatesInFlight: 1 });
+    await Promise.all(Array.from({ length: 5 }, (_, i) => one.release('n', GPU, { serve: `s${i}` }, `u${i}`)));
+    assert.equal(s.maxInFlight.get('ledger/n/g'), 1);
+    for (const bad of [0, 11, 2.5, Number.NaN]) {
+      assert.throws(() => new LedgerClient(s.client, { maxUpdatesInFlight: bad }), /maxUpdatesInFlight must be an integer from 1 to 10 .*history\.maxInFlightUpdates.*got/);
+    }
+  });
+
+  test("an update the server refuses for its in-flight limit is retried, with its own update id, until answered", async () => {
+    // Every update refused twice: RESOURCE_EXHAUSTED, then the abort of the updates in flight.
+    const s = standIn(1, (_sent, nth) => (nth === 1 ? refused(8, 'limit on number of concurrent in-flight updates has been reached') : nth === 2 ? refused(14, 'workflow update was aborted') : undefined));
+    const ledger = new LedgerClient(s.client);
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.release('n', GPU, { serve: `s${i}` }, `u${i}`)));
+    assert.equal(answers.length, 20);
+    assert.ok([...s.tries.values()].every((n) => n === 3), JSON.stringify([...s.tries]));
+    assert.ok((s.maxInFlight.get('ledger/n/g') ?? 0) <= 8);
+  });
+
+  test('other failures are not retried', async () => {
+    const s = standIn(1, () => refused(3, 'invalid argument'));
+    await assert.rejects(new LedgerClient(s.client).release('n', GPU, { serve: 's' }, 'u'), ServiceError);
+    assert.equal(s.tries.get('u'), 1);
+    assert.equal(isUpdateLimit(refused(14, 'connection refused')), false);
+    assert.equal(isUpdateLimit(new Error('workflow update was aborted')), false);
+  });
+});
