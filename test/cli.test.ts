@@ -95,7 +95,7 @@ const BAD: BadCase[] = [
     what: 'zero MiB',
     text: (node) => editedManifest(node, (d) => setField(d, 1, 'vram_mib', 0)),
     field: 'serves[1].vram_mib',
-    message: /must be a positive integer \(got 0\)/,
+    message: /must be a whole number of MiB in 1\.\.1048576 \(got 0\)/,
   },
   {
     what: 'reservation larger than the budget',
@@ -115,6 +115,42 @@ const BAD: BadCase[] = [
     field: 'serves[1].vram_mib',
     // 0.2 x 32607 = 6521 MiB > 3200 MiB declared.
     message: /3200 MiB understates the serve's real draw: vLLM will take --gpu-memory-utilization 0\.2 × capacity 32607 MiB = 6521 MiB/,
+  },
+  // Issue 9 part 5: what got through before names, uuids, durations and env keys had rules.
+  ...['../x', 'box; rm -rf /', 'bóx'].map(
+    (name): BadCase => ({
+      what: `node name ${JSON.stringify(name)}`,
+      text: (node) => renderManifest(node, [GPU], SERVES).replace(`name = "${node}"`, `name = ${JSON.stringify(name)}`),
+      field: 'node.name',
+      message: new RegExp(`must be a name of lowercase letters, digits and '-', 1\\.\\.63 characters.* \\(got ${JSON.stringify(name).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\)`),
+    }),
+  ),
+  {
+    what: "gpu role 'g/x'",
+    text: (node) => editedManifest(node, (d) => {
+      (d.gpus[0] as Table)['role'] = 'g/x';
+      for (const serve of d.serves) serve['gpu_role'] = 'g/x';
+    }),
+    field: 'gpus[0].role',
+    message: /must be a name of lowercase letters, digits and '-'.* \(got "g\/x"\)/,
+  },
+  {
+    what: 'gpu uuid that is not GPU-<uuid> or MIG-<uuid>',
+    text: (node) => editedManifest(node, (d) => ((d.gpus[0] as Table)['uuid'] = 'GPU-1')),
+    field: 'gpus[0].uuid',
+    message: /must be 'GPU-' or 'MIG-' and a UUID \(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx\), as `nvidia-smi -L` prints it \(got "GPU-1"\)/,
+  },
+  {
+    what: 'stop_timeout_s = 1e11',
+    text: (node) => renderManifest(node, [GPU], SERVES).replace('stop_timeout_s = 5', 'stop_timeout_s = 1e11'),
+    field: 'serves[0].stop_timeout_s',
+    message: /must be a whole number of seconds in 0\.\.3600 \(got 100000000000\)/,
+  },
+  {
+    what: 'env key A=B',
+    text: (node) => editedManifest(node, (d) => setField(d, 0, 'env', { 'A=B': '1' })),
+    field: 'serves[0].env["A=B"]',
+    message: /"A=B" is not an environment variable name/,
   },
 ];
 
