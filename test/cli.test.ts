@@ -383,6 +383,20 @@ describe('gpures CLI, as real processes', () => {
     }
   });
 
+  test('serves up --evict --drain-timeout 1e300: exit 2 naming the flag and its bound, nothing started', async () => {
+    const other = uniqueNode('cli-drain');
+    nodes.push(other);
+    const file = writeManifest(dir, `${other}.toml`, renderManifest(other, [GPU], SERVES));
+    for (const value of ['1e300', '3601', '0', '1.5', 'soon']) {
+      const r = await gpures(['serves', 'up', 'big', '--evict', '--drain-timeout', value, '--manifest', file], env);
+      assert.equal(r.code, EXIT.badInput, show(r));
+      assert.equal(r.stderr, `--drain-timeout: must be a whole number of seconds in 1..3600 (got '${value}')\n`, show(r));
+      assert.equal(r.stdout, '');
+    }
+    await assertNothingStarted(other, ['big']);
+    await assert.rejects(temporal.client.workflow.getHandle(workflowIds.acquire(other, 'big')).describe(), WorkflowNotFoundError);
+  });
+
   test('ledger of a node no worker serves: a clear error naming the node, not a hang', async () => {
     const other = uniqueNode('cli-noworker');
     nodes.push(other);

@@ -7,6 +7,8 @@ import { formatLedger, totals } from '../domain/ledger';
 import { formatPhysical, physicalTruth } from '../domain/physical';
 import type { GpuReading } from '../activities/ports';
 import type { LedgerState } from '../domain/ledger';
+import { BOUNDS } from '../domain/bounds';
+import { boundProblem } from '../domain/inputs';
 import { findServe, isLoopback, parseManifest } from '../domain/manifest';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../domain/router-config';
 import type { Manifest, ManifestIssue } from '../domain/types';
@@ -284,12 +286,13 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .addOption(manifestOpt())
     .option('--evict', 'when it does not fit, evict evictable serves on the same GPU (quiesce, drain, stop)')
     .option('--force', 'with --evict: stop victims even if their drain times out')
-    .option('--drain-timeout <seconds>', 'with --evict: how long each victim may drain (default 120)')
+    .option('--drain-timeout <seconds>', `with --evict: how long each victim may drain (default 120, at most ${BOUNDS.drainTimeoutS.max})`)
     .addOption(jsonOpt())
     .action(
       run((names: string[], opts: ServeOpts) => {
         if (opts.force && !opts.evict) throw new CliError('--force applies only with --evict', EXIT.badInput);
-        if (opts.drainTimeout !== undefined && !(Number(opts.drainTimeout) > 0)) throw new CliError(`--drain-timeout: a positive number of seconds (got '${opts.drainTimeout}')`, EXIT.badInput);
+        const drainProblem = opts.drainTimeout === undefined ? undefined : boundProblem('drainTimeoutS', /^\d+$/.test(opts.drainTimeout) ? Number(opts.drainTimeout) : NaN);
+        if (drainProblem) throw new CliError(`--drain-timeout: ${drainProblem} (got '${opts.drainTimeout}')`, EXIT.badInput);
         return serveOperation('up', names, opts);
       }),
     );

@@ -10,6 +10,8 @@ export const Failure = {
   GpuRuntimeMissing: 'GpuRuntimeMissing',
   UnknownServe: 'UnknownServe',
   ManifestInvalid: 'ManifestInvalid',
+  /** A workflow's JSON input (from the CLI, the API or the UI's start form) out of shape or bounds. */
+  InvalidInput: 'InvalidInput',
   ServeBusy: 'ServeBusy',
   DrainTimeout: 'DrainTimeout',
   ReadmitRefused: 'ReadmitRefused',

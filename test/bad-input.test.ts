@@ -1,0 +1,98 @@
+// Bad input that reached a workflow, against a real dev server and the test dockerd: each run
+// ends Failed with InvalidInput before it schedules a single activity (so nothing was quiesced,
+// admitted or started), with no workflow-task failure loop.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { ledgerSnapshots } from '../src/client/operations';
+import { parseManifest } from '../src/domain/manifest';
+import type { Manifest } from '../src/domain/types';
+import { taskQueueFor, workflowIds } from '../src/shared/messages';
+import { nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
+import { scheduledActivities } from './support/history-scan';
+import { testTemporal } from './support/temporal';
+import type { TestTemporal } from './support/temporal';
+import { startTestWorker } from './support/worker';
+import type { TestWorker } from './support/worker';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+
+describe('bad workflow input', () => {
+  let temporal: TestTemporal;
+  let worker: TestWorker;
+  let node: string;
+  let manifest: Manifest;
+  before(async () => {
+    node = uniqueNode('bad-input');
+    const text = renderManifest(node, [GPU], [
+      { name: 'vision', vram_mib: 12288, class: 'evictable' },
+      { name: 'fast', vram_mib: 14336 },
+    ]);
+    const parsed = parseManifest(text, 'serves.toml');
+    assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.errors));
+    manifest = parsed.manifest;
+    const file = join(mkdtempSync(join(tmpdir(), 'gpures-bad-input-')), 'serves.toml');
+    writeFileSync(file, text);
+    temporal = await testTemporal();
+    worker = await startTestWorker({ temporal, node, manifest: file, pollIntervalMs: 200 });
+  });
+
+  after(async () => {
+    await worker?.stop();
+    if (node) await removeNodeContainers(node);
+    await temporal?.close();
+  });
+
+  /** Starts `type` with `input`, expects it Failed with InvalidInput, and returns its message and history. */
+  async function expectInvalid(type: string, workflowId: string, input: unknown) {
+    const handle = await temporal.client.workflow.start(type, { workflowId, taskQueue: taskQueueFor(node), args: [input] });
+    const err = await handle.result().then(
+      () => assert.fail(`${type} ${JSON.stringify(input)} completed`),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof WorkflowFailedError, String(err));
+    assert.ok(err.cause instanceof ApplicationFailure, String(err.cause));
+    assert.equal(err.cause.type, 'InvalidInput');
+    assert.equal(err.cause.nonRetryable, true);
+    assert.equal((await handle.describe()).status.name, 'FAILED');
+    const events = (await handle.fetchHistory()).events ?? [];
+    // Rejected on its first workflow task: no activity (no quiesce, admit, reconcile, start) and no retry loop.
+    assert.deepEqual(scheduledActivities(events), [], `${type} scheduled activities`);
+    assert.equal(events.filter((e) => e.workflowTaskFailedEventAttributes).length, 0, `${type} workflow task failures`);
+    return err.cause.message;
+  }
+
+  test('acquire with drainTimeoutS 1e300: Failed InvalidInput naming the field and its bound, nothing touched', async () => {
+    const message = await expectInvalid('acquireWorkflow', workflowIds.acquire(node, 'vision'), { serve: 'vision', evict: true, drainTimeoutS: 1e300 });
+    assert.equal(message, 'invalid input: drainTimeoutS: must be a whole number of seconds in 1..3600 (got 1e+300)');
+    const release = await expectInvalid('acquireWorkflow', `${workflowIds.acquire(node, 'vision')}-release`, { serve: 'vision', evict: true, releaseTimeoutS: 1e11 });
+    assert.match(release, /releaseTimeoutS: must be a whole number of seconds in 1\.\.600 \(got 100000000000\)/);
+    assert.deepEqual(await nodeContainers(node), []);
+  });
+
+  test('bring-down with drainTimeoutS 1e300: Failed InvalidInput before any quiesce', async () => {
+    const message = await expectInvalid('bringDownWorkflow', workflowIds.bringDown(node, 'vision'), { serve: 'vision', drainTimeoutS: 1e300 });
+    assert.equal(message, 'invalid input: drainTimeoutS: must be a whole number of seconds in 1..3600 (got 1e+300)');
+  });
+
+  test('ledgerWorkflow started with {} or a partial gpu: Failed InvalidInput, no reconcile, no task-failure loop', async () => {
+    const empty = await expectInvalid('ledgerWorkflow', `ledger/${node}/empty`, {});
+    assert.match(empty, /^invalid input: node: a name of .* \(got nothing\); gpu: \{ "role", "uuid", "capacityMib", "reserveMib" \}/);
+    const partial = await expectInvalid('ledgerWorkflow', workflowIds.ledger(node, 'dark-fast'), { node, gpu: { role: 'dark-fast' } });
+    assert.equal(
+      partial,
+      "invalid input: gpu.uuid: the GPU's uuid, a non-empty string (got nothing); gpu.capacityMib: a whole number of MiB in 1..1048576 (got nothing); gpu.reserveMib: a whole number of MiB in 0..1048575 (got nothing)",
+    );
+  });
+
+  test('the ledger a real caller starts still runs after those refusals', async () => {
+    // The failed partial run above had the ledger's own id: the next caller starts a good one.
+    const [ledger] = await ledgerSnapshots(temporal.client, manifest);
+    assert.equal(ledger?.gpuRole, 'dark-fast');
+    assert.deepEqual(ledger?.reservations, []);
+  });
+});
