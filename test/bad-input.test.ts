@@ -1,6 +1,7 @@
 // Bad input that reached a workflow, against a real dev server and the test dockerd: each run
 // ends Failed with InvalidInput before it schedules a single activity (so nothing was quiesced,
-// admitted or started), with no workflow-task failure loop.
+// admitted or started), with no workflow-task failure loop; and an identity probe whose container
+// vanished is a named, non-retried failure rather than `TypeError: fetch failed`.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -8,29 +9,37 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { ledgerSnapshots } from '../src/client/operations';
+import type { ServeProbe } from '../src/activities/ports';
+import { ServeUnreachable } from '../src/activities/ports';
+import { HttpServeProbe } from '../src/activities/serve-probe';
+import { ledgerSnapshots, serveUp } from '../src/client/operations';
 import { parseManifest } from '../src/domain/manifest';
+import { containerName } from '../src/domain/serve';
 import type { Manifest } from '../src/domain/types';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
-import { nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
+import { docker, nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import { scheduledActivities } from './support/history-scan';
-import { testTemporal } from './support/temporal';
+import { freePort, testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { startTestWorker } from './support/worker';
 import type { TestWorker } from './support/worker';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 
-describe('bad workflow input', () => {
+describe('bad workflow input and a vanished container', () => {
   let temporal: TestTemporal;
   let worker: TestWorker;
   let node: string;
   let manifest: Manifest;
+  /** Base URLs whose container the probe removes just before it asks for /v1/models. */
+  const vanishAt = new Map<string, string>();
+
   before(async () => {
     node = uniqueNode('bad-input');
     const text = renderManifest(node, [GPU], [
       { name: 'vision', vram_mib: 12288, class: 'evictable' },
       { name: 'fast', vram_mib: 14336 },
+      { name: 'gone', vram_mib: 1000 },
     ]);
     const parsed = parseManifest(text, 'serves.toml');
     assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.errors));
@@ -38,7 +47,18 @@ describe('bad workflow input', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'gpures-bad-input-')), 'serves.toml');
     writeFileSync(file, text);
     temporal = await testTemporal();
-    worker = await startTestWorker({ temporal, node, manifest: file, pollIntervalMs: 200 });
+    // The real HTTP probe; only the moment the container disappears is the test's.
+    const http = new HttpServeProbe();
+    const probe: ServeProbe = {
+      health: (url, ms) => http.health(url, ms),
+      requestsRunning: (url, ms) => http.requestsRunning(url, ms),
+      async modelIds(baseUrl, ms) {
+        const name = vanishAt.get(baseUrl);
+        if (name) await docker().getContainer(name).remove({ force: true });
+        return http.modelIds(baseUrl, ms);
+      },
+    };
+    worker = await startTestWorker({ temporal, node, manifest: file, pollIntervalMs: 200, probe });
   });
 
   after(async () => {
@@ -94,5 +114,44 @@ describe('bad workflow input', () => {
     const [ledger] = await ledgerSnapshots(temporal.client, manifest);
     assert.equal(ledger?.gpuRole, 'dark-fast');
     assert.deepEqual(ledger?.reservations, []);
+  });
+
+  test('identity probe of a container that vanished: ContainerExited with the URL and ECONNREFUSED, not retried, MiB given back', async () => {
+    const gone = manifest.serves.find((s) => s.name === 'gone');
+    assert.ok(gone);
+    const baseUrl = `http://127.0.0.1:${gone.port}`;
+    vanishAt.set(baseUrl, containerName(node, 'gone'));
+    const out = await serveUp(temporal.client, node, 'gone');
+    assert.equal(out.ok, false);
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'ContainerExited', out.message);
+    assert.match(out.message, new RegExp(`identity probe ${baseUrl}/v1/models: ECONNREFUSED .*container ${containerName(node, 'gone')} is gone`));
+    assert.doesNotMatch(out.message, /fetch failed/);
+
+    const events = (await temporal.client.workflow.getHandle(out.workflowId).fetchHistory()).events ?? [];
+    const verify = scheduledActivities(events).filter((a) => a === 'verifyIdentity');
+    assert.equal(verify.length, 1);
+    const failed = events.flatMap((e) => (e.activityTaskFailedEventAttributes ? [e.activityTaskFailedEventAttributes] : []));
+    assert.equal(failed.length, 1);
+    assert.equal(failed[0]?.failure?.applicationFailureInfo?.type, 'ContainerExited');
+    assert.equal(failed[0]?.failure?.applicationFailureInfo?.nonRetryable, true);
+    // One attempt: a container that is gone does not come back on a retry.
+    const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'verifyIdentity');
+    const started = events.find((e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled?.eventId));
+    assert.equal(started?.activityTaskStartedEventAttributes?.attempt, 1);
+
+    const [ledger] = await ledgerSnapshots(temporal.client, manifest);
+    assert.deepEqual(ledger?.reservations.map((r) => r.serve), []);
+    assert.deepEqual(await nodeContainers(node), []);
+  });
+
+  test('the HTTP probe names what it met: ECONNREFUSED on a port nobody listens on', async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+    await assert.rejects(new HttpServeProbe().modelIds(url, 2000), (err: unknown) => {
+      assert.ok(err instanceof ServeUnreachable, String(err));
+      assert.equal(err.url, `${url}/v1/models`);
+      assert.equal(err.code, 'ECONNREFUSED');
+      return true;
+    });
   });
 });

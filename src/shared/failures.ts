@@ -38,3 +38,9 @@ export const Failure = {
 } as const;
 
 export const NON_RETRYABLE: string[] = Object.values(Failure);
+
+// Named, but retried: a later attempt may well succeed, and the type says what the last one met.
+export const Transient = {
+  /** The serve's container runs but its HTTP port refused or dropped the identity probe. */
+  IdentityUnreachable: 'IdentityUnreachable',
+} as const;
