@@ -90,15 +90,20 @@ export class LedgerClient {
         state = await this.client.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => h.query(snapshotQuery));
       } catch (err) {
         if (!isNoWorker(err)) throw err;
-        throw new Error(`no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`);
+        throw new LedgerUnanswered(`no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`);
       }
       if (!state.reconciling) return state;
       if (Date.now() > deadline) {
-        throw new Error(`the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: is a worker for ${node} running?`);
+        throw new LedgerUnanswered(`the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: is a worker for ${node} running?`);
       }
       await new Promise((r) => setTimeout(r, 100));
     }
   }
+}
+
+/** No worker answered the ledger (or finished its reconcile) in time: Temporal-side, not a fault of the caller's. */
+export class LedgerUnanswered extends Error {
+  override name = 'LedgerUnanswered';
 }
 
 const QUERY_TIMEOUT_MS = 10_000;
