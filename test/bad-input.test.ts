@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import type { temporal as proto } from '@temporalio/proto';
 import type { ServeProbe } from '../src/activities/ports';
 import { ServeUnreachable } from '../src/activities/ports';
 import { HttpServeProbe } from '../src/activities/serve-probe';
@@ -33,6 +34,8 @@ describe('bad workflow input and a vanished container', () => {
   let manifest: Manifest;
   /** Base URLs whose container the probe removes just before it asks for /v1/models. */
   const vanishAt = new Map<string, string>();
+  /** Base URLs the probe asks at another address instead: a running container that does not answer. */
+  const deafAt = new Map<string, string>();
 
   before(async () => {
     node = uniqueNode('bad-input');
@@ -40,6 +43,7 @@ describe('bad workflow input and a vanished container', () => {
       { name: 'vision', vram_mib: 12288, class: 'evictable' },
       { name: 'fast', vram_mib: 14336 },
       { name: 'gone', vram_mib: 1000 },
+      { name: 'deaf', vram_mib: 1000 },
     ]);
     const parsed = parseManifest(text, 'serves.toml');
     assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.errors));
@@ -55,7 +59,7 @@ describe('bad workflow input and a vanished container', () => {
       async modelIds(baseUrl, ms) {
         const name = vanishAt.get(baseUrl);
         if (name) await docker().getContainer(name).remove({ force: true });
-        return http.modelIds(baseUrl, ms);
+        return http.modelIds(deafAt.get(baseUrl) ?? baseUrl, ms);
       },
     };
     worker = await startTestWorker({ temporal, node, manifest: file, pollIntervalMs: 200, probe });
@@ -84,6 +88,20 @@ describe('bad workflow input and a vanished container', () => {
     assert.deepEqual(scheduledActivities(events), [], `${type} scheduled activities`);
     assert.equal(events.filter((e) => e.workflowTaskFailedEventAttributes).length, 0, `${type} workflow task failures`);
     return err.cause.message;
+  }
+
+  /** The attempt verifyIdentity ended on (its started event records the last one). */
+  function identityAttempts(events: proto.api.history.v1.IHistoryEvent[]): number | undefined {
+    const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'verifyIdentity');
+    const started = events.find((e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled?.eventId));
+    return started?.activityTaskStartedEventAttributes?.attempt ?? undefined;
+  }
+
+  /** The compensation ran: no reservation left on the ledger, no container on the node. */
+  async function assertGivenBack(): Promise<void> {
+    const [ledger] = await ledgerSnapshots(temporal.client, manifest);
+    assert.deepEqual(ledger?.reservations.map((r) => r.serve), []);
+    assert.deepEqual(await nodeContainers(node), []);
   }
 
   test('acquire with drainTimeoutS 1e300: Failed InvalidInput naming the field and its bound, nothing touched', async () => {
@@ -136,13 +154,23 @@ describe('bad workflow input and a vanished container', () => {
     assert.equal(failed[0]?.failure?.applicationFailureInfo?.type, 'ContainerExited');
     assert.equal(failed[0]?.failure?.applicationFailureInfo?.nonRetryable, true);
     // One attempt: a container that is gone does not come back on a retry.
-    const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'verifyIdentity');
-    const started = events.find((e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled?.eventId));
-    assert.equal(started?.activityTaskStartedEventAttributes?.attempt, 1);
+    assert.equal(identityAttempts(events), 1);
+    await assertGivenBack();
+  });
 
-    const [ledger] = await ledgerSnapshots(temporal.client, manifest);
-    assert.deepEqual(ledger?.reservations.map((r) => r.serve), []);
-    assert.deepEqual(await nodeContainers(node), []);
+  test('identity probe refused while the container runs: IdentityUnreachable, retried by the policy, then compensated', async () => {
+    const deaf = manifest.serves.find((s) => s.name === 'deaf');
+    assert.ok(deaf);
+    const elsewhere = `http://127.0.0.1:${await freePort()}`;
+    deafAt.set(`http://127.0.0.1:${deaf.port}`, elsewhere);
+    const out = await serveUp(temporal.client, node, 'deaf');
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'IdentityUnreachable', out.message);
+    assert.match(out.message, new RegExp(`identity probe ${elsewhere}/v1/models: ECONNREFUSED .*while container ${containerName(node, 'deaf')} is running`));
+    const events = (await temporal.client.workflow.getHandle(out.workflowId).fetchHistory()).events ?? [];
+    // The options' five attempts: a serve that runs may answer on the next one.
+    assert.equal(identityAttempts(events), 5);
+    await assertGivenBack();
   });
 
   test('the HTTP probe names what it met: ECONNREFUSED on a port nobody listens on', async () => {
