@@ -43,6 +43,9 @@ describe('acquisition API without Temporal', () => {
     const cases: [InjectOptions, number, string, RegExp][] = [
       [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: 'yes' } }, 400, 'bad_request', /^evict: /],
       [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drainTimeoutS: 3 } }, 400, 'bad_request', /Unrecognized key/],
+      // Bounded as the CLI and the workflow bound it: refused before anything reaches Temporal.
+      [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"serve": "comfyui-sim", "evict": true, "drain_timeout_s": 1e300}' }, 400, 'bad_request', /^drain_timeout_s: must be a whole number of seconds in 1\.\.3600 \(got 1e\+300\)$/],
+      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drain_timeout_s: 0.5 } }, 400, 'bad_request', /^drain_timeout_s: must be a whole number of seconds in 1\.\.3600 \(got 0\.5\)$/],
       [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"serve": ' }, 400, 'bad_request', /JSON/i],
       [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'serve=x' }, 415, 'bad_request', /Unsupported Media Type/i],
       [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui' } }, 404, 'unknown_serve', /no serve named 'comfyui'/],

@@ -15,7 +15,7 @@ import type { TestTemporal } from './support/temporal';
 import { GPURES, ROOT, gpures, show, startWorkerProcess } from './support/cli';
 import { spawn } from 'node:child_process';
 import { waitUntil } from './support/wait';
-import type { WorkerProcess } from './support/cli';
+import type { Run, WorkerProcess } from './support/cli';
 
 const EXAMPLE = 'examples/primary-node/serves.toml';
 
@@ -95,7 +95,7 @@ const BAD: BadCase[] = [
     what: 'zero MiB',
     text: (node) => editedManifest(node, (d) => setField(d, 1, 'vram_mib', 0)),
     field: 'serves[1].vram_mib',
-    message: /must be a positive integer \(got 0\)/,
+    message: /must be a whole number of MiB in 1\.\.1048576 \(got 0\)/,
   },
   {
     what: 'reservation larger than the budget',
@@ -115,6 +115,42 @@ const BAD: BadCase[] = [
     field: 'serves[1].vram_mib',
     // 0.2 x 32607 = 6521 MiB > 3200 MiB declared.
     message: /3200 MiB understates the serve's real draw: vLLM will take --gpu-memory-utilization 0\.2 × capacity 32607 MiB = 6521 MiB/,
+  },
+  // Issue 9 part 5: what got through before names, uuids, durations and env keys had rules.
+  ...['../x', 'box; rm -rf /', 'bóx'].map(
+    (name): BadCase => ({
+      what: `node name ${JSON.stringify(name)}`,
+      text: (node) => renderManifest(node, [GPU], SERVES).replace(`name = "${node}"`, `name = ${JSON.stringify(name)}`),
+      field: 'node.name',
+      message: new RegExp(`must be a name of lowercase letters, digits and '-', 1\\.\\.63 characters.* \\(got ${JSON.stringify(name).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\)`),
+    }),
+  ),
+  {
+    what: "gpu role 'g/x'",
+    text: (node) => editedManifest(node, (d) => {
+      (d.gpus[0] as Table)['role'] = 'g/x';
+      for (const serve of d.serves) serve['gpu_role'] = 'g/x';
+    }),
+    field: 'gpus[0].role',
+    message: /must be a name of lowercase letters, digits and '-'.* \(got "g\/x"\)/,
+  },
+  {
+    what: 'gpu uuid that is not GPU-<uuid> or MIG-<uuid>',
+    text: (node) => editedManifest(node, (d) => ((d.gpus[0] as Table)['uuid'] = 'GPU-1')),
+    field: 'gpus[0].uuid',
+    message: /must be 'GPU-' or 'MIG-' and a UUID \(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx\), as `nvidia-smi -L` prints it \(got "GPU-1"\)/,
+  },
+  {
+    what: 'stop_timeout_s = 1e11',
+    text: (node) => renderManifest(node, [GPU], SERVES).replace('stop_timeout_s = 5', 'stop_timeout_s = 1e11'),
+    field: 'serves[0].stop_timeout_s',
+    message: /must be a whole number of seconds in 0\.\.3600 \(got 100000000000\)/,
+  },
+  {
+    what: 'env key A=B',
+    text: (node) => editedManifest(node, (d) => setField(d, 0, 'env', { 'A=B': '1' })),
+    field: 'serves[0].env["A=B"]',
+    message: /"A=B" is not an environment variable name/,
   },
 ];
 
@@ -347,13 +383,63 @@ describe('gpures CLI, as real processes', () => {
     }
   });
 
-  test('ledger of a node no worker serves: a clear error naming the node, not a hang', async () => {
+  test('serves up --evict --drain-timeout 1e300: exit 2 naming the flag and its bound, nothing started', async () => {
+    const other = uniqueNode('cli-drain');
+    nodes.push(other);
+    const file = writeManifest(dir, `${other}.toml`, renderManifest(other, [GPU], SERVES));
+    for (const value of ['1e300', '3601', '0', '1.5', 'soon']) {
+      const r = await gpures(['serves', 'up', 'big', '--evict', '--drain-timeout', value, '--manifest', file], env);
+      assert.equal(r.code, EXIT.badInput, show(r));
+      assert.equal(r.stderr, `--drain-timeout: must be a whole number of seconds in 1..3600 (got '${value}')\n`, show(r));
+      assert.equal(r.stdout, '');
+    }
+    await assertNothingStarted(other, ['big']);
+    await assert.rejects(temporal.client.workflow.getHandle(workflowIds.acquire(other, 'big')).describe(), WorkflowNotFoundError);
+  });
+
+  /** One line on stderr naming the node and its task queue, exit 4, no stack trace. */
+  function assertNoWorker(r: Run, n: string, message: RegExp): void {
+    assert.equal(r.code, EXIT.unreachable, show(r));
+    assert.equal(r.stdout, '', show(r));
+    // The manifest's own warnings aside.
+    assert.equal(r.stderr.split('\n').filter((l) => l && !l.startsWith('warning: ')).length, 1, show(r));
+    assert.match(r.stderr, message, show(r));
+    assert.ok(r.stderr.includes(`'${n}'`) || r.stderr.includes(` ${n} `), show(r));
+    assert.ok(r.stderr.includes(`task queue gpures.${n}`), show(r));
+    assert.doesNotMatch(r.stderr, /^\s+at /m, show(r));
+  }
+
+  test('ledger and serves status with no worker for the node: exit 4, one line naming node and task queue, at once', async () => {
     const other = uniqueNode('cli-noworker');
     nodes.push(other);
     const file = writeManifest(dir, `${other}.toml`, renderManifest(other, [GPU], SERVES));
+    const says = new RegExp(`^node '${other}': no worker polls task queue gpures\\.${other}, so nothing can answer its ledger; start \`gpures worker\` for node '${other}'$`, 'm');
+    for (const args of [['ledger'], ['serves', 'status']]) {
+      const r = await gpures([...args, '--manifest', file], env, 60_000);
+      assertNoWorker(r, other, says);
+      // No query is left to time out: the server's poller list answers (three looks, 0.5 s apart).
+      assert.ok(r.ms < 8_000, `${args.join(' ')} took ${r.ms} ms`);
+      const json = await gpures([...args, '--json', '--manifest', file], env, 60_000);
+      assert.equal(json.code, EXIT.unreachable, show(json));
+      const data = JSON.parse(json.stdout) as { error: { message: string; exitCode: number } };
+      assert.equal(data.error.exitCode, EXIT.unreachable);
+      assert.ok(r.stderr.split('\n').includes(data.error.message), show(json));
+    }
+    // Nothing was started on its behalf: not even the ledger.
+    await assertNothingStarted(other, []);
+  });
+
+  test('a worker that polled a moment ago and is gone: the query deadline, still exit 4 and one line', async () => {
+    const other = uniqueNode('cli-deadworker');
+    nodes.push(other);
+    const file = writeManifest(dir, `${other}.toml`, renderManifest(other, [GPU], SERVES));
+    // What a worker killed a moment ago leaves behind: the server lists its poll for minutes.
+    await temporal.client
+      // Long polls need a few seconds of deadline, or the server refuses them before it records the poller.
+      .withDeadline(Date.now() + 5_000, () => temporal.client.workflowService.pollWorkflowTaskQueue({ namespace: 'default', taskQueue: { name: `gpures.${other}` }, identity: 'a worker that died' }))
+      .catch(() => undefined);
     const r = await gpures(['ledger', '--manifest', file], env, 60_000);
-    assert.notEqual(r.code, EXIT.ok, show(r));
-    assert.match(r.stderr, new RegExp(`no worker answered the ledger of gpu_role 'dark-fast' on ${other} within 10 s: is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?`), show(r));
+    assertNoWorker(r, other, new RegExp(`^no worker answered the ledger of gpu_role 'dark-fast' on ${other} within 10 s: is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?$`, 'm'));
     assert.ok(r.ms < 30_000, `took ${r.ms} ms`);
   });
 

@@ -263,7 +263,7 @@ describe('rejected manifests: one rule each', () => {
 
   test('unknown gpu_role lists the known roles', () => {
     const text = render({
-      gpus: [GPU, { ...GPU, role: 'heavy', uuid: 'GPU-2' }],
+      gpus: [GPU, { ...GPU, role: 'heavy', uuid: 'GPU-22222222-2222-2222-2222-222222222222' }],
       serves: [serve('alpha', 31001), serve('beta', 31002), serve('gamma', 31003, { gpu_role: 'dark-slow' })],
     });
     assertOneError(parse(text), 'serves[2].gpu_role', "unknown gpu_role 'dark-slow'", "known roles: 'dark-fast', 'heavy'");
@@ -317,7 +317,7 @@ describe('rejected manifests: one rule each', () => {
   });
 
   test('duplicate gpu roles', () => {
-    const text = render({ gpus: [GPU, { ...GPU, uuid: 'GPU-other' }] });
+    const text = render({ gpus: [GPU, { ...GPU, uuid: 'GPU-99999999-8888-7777-6666-555555555555' }] });
     assertOneError(parse(text), 'gpus[1].role', "duplicate gpu role 'dark-fast'", 'first declared at gpus[0]');
   });
 
@@ -328,8 +328,8 @@ describe('rejected manifests: one rule each', () => {
 
   test('vram_mib zero', () => {
     const text = render({ serves: [serve('a', 31001), serve('b', 31002), serve('c', 31003), serve('d', 31004, { vram_mib: 0 })] });
-    const issue = assertOneError(parse(text), 'serves[3].vram_mib', 'must be a positive integer (got 0)');
-    assert.equal(formatIssue(issue), `${FILE}: serves[3].vram_mib: must be a positive integer (got 0)`);
+    const issue = assertOneError(parse(text), 'serves[3].vram_mib', 'must be a whole number of MiB in 1..1048576 (got 0)');
+    assert.equal(formatIssue(issue), `${FILE}: serves[3].vram_mib: must be a whole number of MiB in 1..1048576 (got 0)`);
   });
 
   test('vram_mib negative, fractional or a string', () => {
@@ -339,20 +339,20 @@ describe('rejected manifests: one rule each', () => {
       ['1024', '"1024"'],
     ] as const) {
       const text = render({ serves: [serve('alpha', 31001, { vram_mib: bad })] });
-      assertOneError(parse(text), 'serves[0].vram_mib', `must be a positive integer (got ${shown})`);
+      assertOneError(parse(text), 'serves[0].vram_mib', `must be a whole number of MiB in 1..1048576 (got ${shown})`);
     }
   });
 
   test('capacity_mib zero or negative', () => {
     for (const bad of [0, -1]) {
       const text = render({ gpus: [{ ...GPU, capacity_mib: bad }] });
-      assertOneError(parse(text), 'gpus[0].capacity_mib', `must be a positive integer (got ${bad})`);
+      assertOneError(parse(text), 'gpus[0].capacity_mib', `must be a whole number of MiB in 1..1048576 (got ${bad})`);
     }
   });
 
   test('reserve_mib negative', () => {
     const text = render({ gpus: [{ ...GPU, reserve_mib: -1 }] });
-    assertOneError(parse(text), 'gpus[0].reserve_mib', 'must be a non-negative integer (got -1)');
+    assertOneError(parse(text), 'gpus[0].reserve_mib', 'must be a whole number of MiB in 0..1048575 (got -1)');
   });
 
   test('reserve_mib >= capacity_mib', () => {
@@ -487,10 +487,78 @@ describe('rejected manifests: one rule each', () => {
   });
 
   test('serve name must be a container/workflow-safe slug', () => {
-    for (const bad of ['Fast', '-fast', 'fast_1', 'fast.1', '']) {
+    for (const bad of ['Fast', '-fast', 'fast-', 'fast_1', 'fast.1', '../x', 'a/b', 'bóx', 'x'.repeat(64), '']) {
       const text = render({ serves: [serve(bad, 31001, { served_model_name: 'm' })] });
-      assertOneError(parse(text), 'serves[0].name', '/^[a-z0-9][a-z0-9-]*$/', 'container name and a workflow id', `(got ${JSON.stringify(bad)})`);
+      assertOneError(parse(text), 'serves[0].name', "lowercase letters, digits and '-', 1..63 characters", 'container name and a workflow id', `(got ${JSON.stringify(bad)})`);
     }
+    assertOk(parse(render({ serves: [serve('x'.repeat(63), 31001), serve('7b', 31002)] })));
+  });
+
+  test('node name: a DNS label, since it becomes container names, workflow ids and the task queue', () => {
+    for (const bad of ['../x', 'box; rm -rf /', 'bóx', 'Box', 'box.local', 'box_1', '-box', 'box-', 'a'.repeat(64), "it's"]) {
+      const issue = assertOneError(parse(render({ node: { name: bad } })), 'node.name', "lowercase letters, digits and '-', 1..63 characters", 'task queue', `(got ${JSON.stringify(bad)})`);
+      assert.equal(formatIssue(issue).split('\n').length, 1);
+    }
+    for (const good of ['primary-node', 'n', 'box2', 'a'.repeat(63)]) assertOk(parse(render({ node: { name: good } })));
+  });
+
+  test('gpu role: the same pattern, since it becomes the ledger workflow id', () => {
+    for (const bad of ['g/x', '../g', 'Dark-Fast', 'g x', 'g.x', '']) {
+      const text = render({ gpus: [{ ...GPU, role: bad }], serves: [] });
+      assertOneError(parse(text), 'gpus[0].role', "lowercase letters, digits and '-'", "ledger's workflow id", `(got ${JSON.stringify(bad)})`);
+    }
+  });
+
+  test("gpu uuid: GPU-<uuid> or MIG-<uuid>, as nvidia-smi -L prints it", () => {
+    for (const bad of [
+      'GPU-1',
+      'GPU-x',
+      '5a1f0c3e-8d2b-4c7a-9e6f-1b3d5c7e9a02',
+      'GPU-5a1f0c3e-8d2b-4c7a-9e6f-1b3d5c7e9a0',
+      'GPU-5a1f0c3e-8d2b-4c7a-9e6f-1b3d5c7e9a02 ',
+      'gpu-5a1f0c3e-8d2b-4c7a-9e6f-1b3d5c7e9a02',
+      'GPU-zz1f0c3e-8d2b-4c7a-9e6f-1b3d5c7e9a02',
+      // The pre-R470 MIG form: its '/' would reach labels and device requests.
+      'MIG-GPU-5a1f0c3e-8d2b-4c7a-9e6f-1b3d5c7e9a02/1/0',
+      'GPU-5a1f0c3e-8d2b-4c7a-9e6f-1b3d5c7e9a02/../x',
+    ]) {
+      const text = render({ gpus: [{ ...GPU, uuid: bad }], serves: [] });
+      assertOneError(parse(text), 'gpus[0].uuid', "'GPU-' or 'MIG-' and a UUID", `(got ${JSON.stringify(bad)})`);
+    }
+    for (const good of ['GPU-5a1f0c3e-8d2b-4c7a-9e6f-1b3d5c7e9a02', 'GPU-5A1F0C3E-8D2B-4C7A-9E6F-1B3D5C7E9A02', 'MIG-4b5e2b1c-3d4e-5f60-8a9b-0c1d2e3f4a5b']) {
+      assertOk(parse(render({ gpus: [{ ...GPU, uuid: good }], serves: [] })));
+    }
+  });
+
+  test('every duration and size has a bound, said in the message', () => {
+    const cases: [Table, string, string][] = [
+      [{ stop_timeout_s: 1e11 }, 'serves[0].stop_timeout_s', 'must be a whole number of seconds in 0..3600 (got 100000000000)'],
+      [{ stop_timeout_s: 3601 }, 'serves[0].stop_timeout_s', 'in 0..3600 (got 3601)'],
+      [{ stop_timeout_s: 2.5 }, 'serves[0].stop_timeout_s', 'in 0..3600 (got 2.5)'],
+      [{ start_timeout_s: 86_401 }, 'serves[0].start_timeout_s', 'must be a whole number of seconds in 1..86400 (got 86401)'],
+      [{ start_timeout_s: 0 }, 'serves[0].start_timeout_s', 'in 1..86400 (got 0)'],
+      [{ vram_mib: 1_048_577 }, 'serves[0].vram_mib', 'must be a whole number of MiB in 1..1048576 (got 1048577)'],
+    ];
+    for (const [extra, path, fragment] of cases) assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), path, fragment);
+    assertOneError(parse(render({ gpus: [{ ...GPU, capacity_mib: 2 ** 40 }], serves: [] })), 'gpus[0].capacity_mib', 'must be a whole number of MiB in 1..1048576 (got 1099511627776)');
+    assertOneError(parse(render({ gpus: [{ ...GPU, reserve_mib: 1e11 }], serves: [] })), 'gpus[0].reserve_mib', 'in 0..1048575 (got 100000000000)');
+    // The bounds themselves are allowed.
+    assertOk(parse(render({ serves: [serve('alpha', 31001, { stop_timeout_s: 0, start_timeout_s: 86_400 }), serve('beta', 31002, { stop_timeout_s: 3600, start_timeout_s: 1 })] })));
+  });
+
+  test('env keys must be POSIX environment variable names', () => {
+    for (const [bad, path] of [
+      ['A=B', 'serves[0].env["A=B"]'],
+      ['1A', 'serves[0].env.1A'],
+      ['A B', 'serves[0].env["A B"]'],
+      ['A-B', 'serves[0].env.A-B'],
+      ['Ä', 'serves[0].env["Ä"]'],
+      ['', 'serves[0].env[""]'],
+    ] as const) {
+      const text = render({ serves: [serve('alpha', 31001, { env: { [bad]: 'x' } })] });
+      assertOneError(parse(text), path, `${JSON.stringify(bad)} is not an environment variable name`);
+    }
+    assertOk(parse(render({ serves: [serve('alpha', 31001, { env: { HF_TOKEN: 'x', _private: 'y', a1: 'z' } })] })));
   });
 
   test('served_model_name must be non-empty', () => {
@@ -516,7 +584,7 @@ describe('rejected manifests: one rule each', () => {
   test('node.name is required', () => {
     assertOneError(parse(render({ node: undefined })), 'node.name', 'is required');
     assertOneError(parse(render({ node: {} })), 'node.name', 'is required');
-    assertOneError(parse(render({ node: { name: '' } })), 'node.name', 'must be a non-empty string');
+    assertOneError(parse(render({ node: { name: '' } })), 'node.name', 'must be a name of');
   });
 
   test('env values must be strings', () => {
@@ -552,7 +620,7 @@ describe('rejected manifests: one rule each', () => {
 describe('collecting issues', () => {
   test('all errors are collected, across gpus and serves', () => {
     const text = render({
-      gpus: [{ ...GPU, reserve_mib: -1 }, { ...GPU, role: 'other', uuid: 'GPU-2', capacity_mib: 0 }],
+      gpus: [{ ...GPU, reserve_mib: -1 }, { ...GPU, role: 'other', uuid: 'GPU-22222222-2222-2222-2222-222222222222', capacity_mib: 0 }],
       serves: [
         serve('alpha', 31001, { vram_mib: 0 }),
         serve('Beta', 31002),
@@ -582,7 +650,7 @@ describe('collecting issues', () => {
     // serves[1] has a bad vram_mib AND an unknown role, a duplicate name and a duplicate port:
     // only its own field error is reported.
     const text = render({ serves: [serve('alpha', 31001), serve('alpha', 31001, { vram_mib: -1, gpu_role: 'nope' })] });
-    assertOneError(parse(text), 'serves[1].vram_mib', 'must be a positive integer (got -1)');
+    assertOneError(parse(text), 'serves[1].vram_mib', 'must be a whole number of MiB in 1..1048576 (got -1)');
   });
 
   test('serves on an invalid gpu are not also reported against it', () => {
@@ -624,7 +692,7 @@ describe('helpers', () => {
         assert.equal(
           err.message,
           [
-            `${FILE}: serves[0].vram_mib: must be a positive integer (got 0)`,
+            `${FILE}: serves[0].vram_mib: must be a whole number of MiB in 1..1048576 (got 0)`,
             `${FILE}: serves[1].port: must be an integer port in 1..65535 (got 0)`,
           ].join('\n'),
         );

@@ -7,6 +7,11 @@ export function nonRetryable(type: string, message: string, details?: unknown): 
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });
 }
 
+/** A named failure that is retried: the next attempt may succeed, and the type says what this one met. */
+export function transient(type: string, message: string, details?: unknown): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: false, details: details === undefined ? [] : [details] });
+}
+
 export async function permanentAsFailure<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();

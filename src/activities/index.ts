@@ -6,7 +6,7 @@ import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveCo
 import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
 import type { LedgerClient } from '../client/ledger-client';
-import { Failure } from '../shared/failures';
+import { Failure, Transient } from '../shared/failures';
 import type {
   LedgerAbortArgs,
   LedgerAcquireArgs,
@@ -28,7 +28,8 @@ import type { ResolvedServe } from './resolve';
 export type { ResolvedServe } from './resolve';
 import { createPromotionActivities } from './promotion';
 import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, OperationControl, RouterAdmin, ServeProbe } from './ports';
-import { nonRetryable, permanentAsFailure } from './failure';
+import { ServeUnreachable } from './ports';
+import { nonRetryable, permanentAsFailure, transient } from './failure';
 import { activityContext, earlierProgress, heartbeating, progress } from './heartbeat';
 import type { RouterDeployment, RouterTarget } from './router-deployment';
 
@@ -276,7 +277,19 @@ export function createActivities(deps: ActivityDeps) {
     /** The id /v1/models reports must equal served_model_name exactly: no prefix or case folding. */
     async verifyIdentity(input: { serve: ServeSpec }): Promise<IdentityResult> {
       const url = serveBaseUrl(input.serve);
-      const observed = await deps.probe.modelIds(url, 5000);
+      let observed: string[];
+      try {
+        observed = await deps.probe.modelIds(url, 5000);
+      } catch (err) {
+        if (!(err instanceof ServeUnreachable)) throw err;
+        // A container that is gone will not answer on a retry; one that runs may (a restart, a busy accept queue).
+        const { node } = await loadServe(input.serve.name);
+        const name = containerName(node, input.serve.name);
+        const state = await deps.runtime.inspect(name);
+        const details = { url: err.url, code: err.code };
+        if (!state?.running) throw nonRetryable(Failure.ContainerExited, `identity probe ${err.message}: ${await describeExit(name, input.serve.name, state)}`, details);
+        throw transient(Transient.IdentityUnreachable, `identity probe ${err.message}, while container ${name} is ${state.status}`, details);
+      }
       const expected = input.serve.servedModelName;
       if (!observed.includes(expected)) {
         throw nonRetryable(

@@ -45,9 +45,25 @@ export interface HealthProbe {
   error?: string;
 }
 
+/**
+ * Nothing answered at a serve's URL: the connection was refused, reset or timed out. `code` is
+ * the system's (ECONNREFUSED, ECONNRESET, UND_ERR_SOCKET, TIMEOUT, …): whether the container is
+ * gone is for the caller to find out.
+ */
+export class ServeUnreachable extends Error {
+  constructor(
+    readonly url: string,
+    readonly code: string,
+    detail: string,
+  ) {
+    super(`${url}: ${code}${detail && detail !== code ? ` (${detail})` : ''}`);
+    this.name = 'ServeUnreachable';
+  }
+}
+
 export interface ServeProbe {
   health(url: string, timeoutMs: number): Promise<HealthProbe>;
-  /** Ids reported by an OpenAI-compatible /v1/models. */
+  /** Ids reported by an OpenAI-compatible /v1/models; ServeUnreachable when nothing answers. */
   modelIds(baseUrl: string, timeoutMs: number): Promise<string[]>;
   /** vLLM's vllm:num_requests_running summed over models; null where the serve has no /metrics. */
   requestsRunning(baseUrl: string, timeoutMs: number): Promise<number | null>;

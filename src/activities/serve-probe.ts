@@ -1,5 +1,18 @@
 // ServeProbe over HTTP: vLLM's /health answers 200 when ready, /v1/models lists served names.
 import type { HealthProbe, ServeProbe } from './ports';
+import { ServeUnreachable } from './ports';
+
+/**
+ * fetch's "fetch failed" names nothing; its cause holds the system's code (an AggregateError of
+ * one per address tried, for a name that resolves to several), a timeout is a TimeoutError.
+ */
+function unreachable(url: string, err: unknown): ServeUnreachable {
+  const e = err as { name?: string; message?: string; cause?: { code?: unknown; message?: unknown; errors?: { code?: unknown }[] } };
+  if (e.name === 'TimeoutError' || e.name === 'AbortError') return new ServeUnreachable(url, 'TIMEOUT', e.message ?? '');
+  const code = e.cause?.code ?? e.cause?.errors?.find((x) => typeof x.code === 'string')?.code;
+  const detail = typeof e.cause?.message === 'string' ? e.cause.message : (e.message ?? String(err));
+  return new ServeUnreachable(url, typeof code === 'string' ? code : 'UNREACHABLE', detail);
+}
 
 export class HttpServeProbe implements ServeProbe {
   async health(url: string, timeoutMs: number): Promise<HealthProbe> {
@@ -13,9 +26,18 @@ export class HttpServeProbe implements ServeProbe {
   }
 
   async modelIds(baseUrl: string, timeoutMs: number): Promise<string[]> {
-    const res = await fetch(`${baseUrl}/v1/models`, { signal: AbortSignal.timeout(timeoutMs) });
-    if (res.status !== 200) throw new Error(`GET ${baseUrl}/v1/models answered ${res.status}`);
-    const body = (await res.json()) as { data?: { id?: unknown }[] };
+    const url = `${baseUrl}/v1/models`;
+    let status: number;
+    let text: string;
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+      status = res.status;
+      text = await res.text();
+    } catch (err) {
+      throw unreachable(url, err);
+    }
+    if (status !== 200) throw new Error(`GET ${url} answered ${status}`);
+    const body = JSON.parse(text) as { data?: { id?: unknown }[] };
     return (body.data ?? []).map((m) => String(m.id));
   }
 

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
+import { boundProblem } from '../domain/inputs';
 import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest } from '../domain/types';
@@ -24,7 +25,7 @@ const AcquisitionBody = z.strictObject({
   serve: z.string().min(1),
   evict: z.boolean().default(false),
   force: z.boolean().default(false),
-  drain_timeout_s: z.number().positive().optional(),
+  drain_timeout_s: z.custom<number>((v) => boundProblem('drainTimeoutS', v) === undefined, { error: (iss) => `${boundProblem('drainTimeoutS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})` }).optional(),
 });
 
 /**

@@ -7,6 +7,8 @@ import { formatLedger, totals } from '../domain/ledger';
 import { formatPhysical, physicalTruth } from '../domain/physical';
 import type { GpuReading } from '../activities/ports';
 import type { LedgerState } from '../domain/ledger';
+import { BOUNDS } from '../domain/bounds';
+import { boundProblem } from '../domain/inputs';
 import { findServe, isLoopback, parseManifest } from '../domain/manifest';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../domain/router-config';
 import type { Manifest, ManifestIssue } from '../domain/types';
@@ -19,6 +21,7 @@ import { DEFAULT_ROUTER } from '../shared/promotion';
 import type { StepRecord } from '../shared/messages';
 import { formatStep } from './follow';
 import { connectClient } from './connection';
+import { LedgerUnanswered } from './ledger-client';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from './operations';
 import type { OperationOutcome } from './operations';
 
@@ -187,21 +190,30 @@ async function readDevices(): Promise<{ ok: true; gpus: GpuReading[] } | { ok: f
 }
 
 /**
- * Workflows wait durably for a worker; an operator at a terminal should know one is missing
- * rather than watch a command that seems to hang.
+ * How many workflow pollers the server saw on the node's task queue lately (its poller history
+ * keeps a few minutes); undefined when it would not say. Zero means no worker can answer.
  */
-async function warnWithoutWorker(client: Client, node: string): Promise<void> {
+async function workflowPollers(client: Client, node: string): Promise<number | undefined> {
   try {
     const { pollers } = await client.workflowService.describeTaskQueue({
       namespace: client.options.namespace,
       taskQueue: { name: taskQueueFor(node) },
       taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     });
-    if (!pollers?.length) {
-      process.stderr.write(`warning: no worker has polled task queue ${taskQueueFor(node)} recently; the operation waits until \`gpures worker\` runs for node '${node}'\n`);
-    }
+    return pollers?.length ?? 0;
   } catch {
-    // Only advice: the operation itself reports what matters.
+    // Only advice: the call that matters reports for itself.
+    return undefined;
+  }
+}
+
+/**
+ * Workflows wait durably for a worker; an operator at a terminal should know one is missing
+ * rather than watch a command that seems to hang.
+ */
+async function warnWithoutWorker(client: Client, node: string): Promise<void> {
+  if ((await workflowPollers(client, node)) === 0) {
+    process.stderr.write(`warning: no worker has polled task queue ${taskQueueFor(node)} recently; the operation waits until \`gpures worker\` runs for node '${node}'\n`);
   }
 }
 
@@ -220,14 +232,34 @@ async function runningOperations(client: Client, node: string): Promise<Map<stri
   return out;
 }
 
-/** The ledger answers only through a running worker: say so instead of a stack trace. */
+/** A worker that has only just started may not have polled yet: look again for about a second. */
+const POLLER_CHECKS = 3;
+const POLLER_CHECK_INTERVAL_MS = 500;
+
+/**
+ * The ledger answers only through a running worker: say so in one line (exit 4) instead of a
+ * stack trace. With no poller on the task queue that is known at once; a worker that died in
+ * the last few minutes still counts as a poller, and then the query's own deadline tells.
+ */
 async function readLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
+  const node = manifest.node;
+  for (let check = 1; ; check++) {
+    if ((await workflowPollers(client, node)) !== 0) break;
+    if (check === POLLER_CHECKS) {
+      throw new CliError(
+        `node '${node}': no worker polls task queue ${taskQueueFor(node)}, so nothing can answer its ledger; start \`gpures worker\` for node '${node}'`,
+        EXIT.unreachable,
+      );
+    }
+    await new Promise((r) => setTimeout(r, POLLER_CHECK_INTERVAL_MS));
+  }
   try {
     return await ledgerSnapshots(client, manifest);
   } catch (err) {
+    if (err instanceof LedgerUnanswered) throw new CliError(err.message, EXIT.unreachable);
     if (err instanceof ServiceError) {
       throw new CliError(
-        `node '${manifest.node}': the ledger did not answer (${err.message}); is \`gpures worker\` running for it (task queue ${taskQueueFor(manifest.node)})?`,
+        `node '${node}': the ledger did not answer (${err.message}); is \`gpures worker\` running for it (task queue ${taskQueueFor(node)})?`,
         EXIT.unreachable,
       );
     }
@@ -284,12 +316,13 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
     .addOption(manifestOpt())
     .option('--evict', 'when it does not fit, evict evictable serves on the same GPU (quiesce, drain, stop)')
     .option('--force', 'with --evict: stop victims even if their drain times out')
-    .option('--drain-timeout <seconds>', 'with --evict: how long each victim may drain (default 120)')
+    .option('--drain-timeout <seconds>', `with --evict: how long each victim may drain (default 120, at most ${BOUNDS.drainTimeoutS.max})`)
     .addOption(jsonOpt())
     .action(
       run((names: string[], opts: ServeOpts) => {
         if (opts.force && !opts.evict) throw new CliError('--force applies only with --evict', EXIT.badInput);
-        if (opts.drainTimeout !== undefined && !(Number(opts.drainTimeout) > 0)) throw new CliError(`--drain-timeout: a positive number of seconds (got '${opts.drainTimeout}')`, EXIT.badInput);
+        const drainProblem = opts.drainTimeout === undefined ? undefined : boundProblem('drainTimeoutS', /^\d+$/.test(opts.drainTimeout) ? Number(opts.drainTimeout) : NaN);
+        if (drainProblem) throw new CliError(`--drain-timeout: ${drainProblem} (got '${opts.drainTimeout}')`, EXIT.badInput);
         return serveOperation('up', names, opts);
       }),
     );

@@ -182,16 +182,17 @@ export class LedgerClient {
     const deadline = Date.now() + reconcileTimeoutMs;
     for (;;) {
       let state: LedgerState;
+      const queryDeadline = Date.now() + QUERY_TIMEOUT_MS;
       try {
         // A query is answered by a worker: without one it would wait for the RPC's own timeout.
-        state = await this.client.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => h.query(snapshotQuery));
+        state = await this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery));
       } catch (err) {
-        if (!isNoWorker(err)) throw err;
-        throw new Error(`no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`);
+        if (!isNoWorker(err, queryDeadline)) throw err;
+        throw new LedgerUnanswered(`no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`);
       }
       if (!state.reconciling) return state;
       if (Date.now() > deadline) {
-        throw new Error(`the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: is a worker for ${node} running?`);
+        throw new LedgerUnanswered(`the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: is a worker for ${node} running?`);
       }
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -264,16 +265,31 @@ export function isUpdateLimit(err: unknown): boolean {
   return cause?.code === RESOURCE_EXHAUSTED || (cause?.code === UNAVAILABLE && /update was aborted/i.test(text));
 }
 
+/** No worker answered the ledger (or finished its reconcile) in time: Temporal-side, not a fault of the caller's. */
+export class LedgerUnanswered extends Error {
+  override name = 'LedgerUnanswered';
+}
+
 const QUERY_TIMEOUT_MS = 10_000;
 /** gRPC's status codes; @grpc/grpc-js is the SDK's dependency, not ours. */
 const DEADLINE_EXCEEDED = 4;
 const FAILED_PRECONDITION = 9;
+const CANCELLED = 1;
 
-/** No worker answered: the query's deadline passed, or the server saw no poller on the task queue. */
-function isNoWorker(err: unknown): boolean {
+/**
+ * No worker answered: the query's deadline passed, or the server saw no poller on the task
+ * queue. The client's own deadline surfaces as DEADLINE_EXCEEDED or, as often, as CANCELLED
+ * ("Call cancelled"): past the deadline, that cancel is the deadline's.
+ */
+function isNoWorker(err: unknown, deadline: number): boolean {
   const chain = [err, (err as { cause?: unknown } | undefined)?.cause] as ({ code?: unknown; details?: unknown; message?: unknown } | undefined)[];
   const text = (v: unknown) => (typeof v === 'string' ? v : '');
-  return chain.some((e) => e?.code === DEADLINE_EXCEEDED || (e?.code === FAILED_PRECONDITION && /poller/i.test(`${text(e.details)} ${text(e.message)}`)));
+  return chain.some(
+    (e) =>
+      e?.code === DEADLINE_EXCEEDED ||
+      (e?.code === CANCELLED && Date.now() >= deadline) ||
+      (e?.code === FAILED_PRECONDITION && /poller/i.test(`${text(e.details)} ${text(e.message)}`)),
+  );
 }
 
 /** Never started, or its last run closed (terminated): either way a new run must be started. */

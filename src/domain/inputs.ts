@@ -1,25 +1,69 @@
 // Workflow inputs arrive as JSON from the CLI, the API or the Temporal UI's start form: checked
 // before anything runs, so a typo there is a clear failure rather than a stuck workflow task.
+import type { BoundName } from './bounds';
+import { BOUNDS, boundRule, NAME_PATTERN, NAME_RULE, withinBound } from './bounds';
 
 export interface InputSpec {
   booleans?: readonly string[];
-  /** Positive, finite numbers of seconds. */
-  seconds?: readonly string[];
+  /** Durations, each within its bound in BOUNDS. */
+  seconds?: readonly BoundName[];
 }
 
+/** The problem with a duration the operator gave, as "must be …"; undefined when it is fine. */
+export function boundProblem(name: BoundName, v: unknown): string | undefined {
+  return withinBound(BOUNDS[name], v) ? undefined : `must be ${boundRule(BOUNDS[name])}`;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const show = (v: unknown): string => (v === undefined ? 'nothing' : (JSON.stringify(v) ?? typeof v));
+
 export function operationInputProblems(input: unknown, spec: InputSpec = {}): string[] {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) return ['the input must be one JSON object, e.g. { "serve": "vision" }'];
-  const o = input as Record<string, unknown>;
+  if (!isRecord(input)) return ['the input must be one JSON object, e.g. { "serve": "vision" }'];
+  const o = input;
   const problems: string[] = [];
-  if (typeof o['serve'] !== 'string' || !o['serve']) problems.push(`serve: a serve name from the manifest (got ${JSON.stringify(o['serve'])})`);
+  if (typeof o['serve'] !== 'string' || !NAME_PATTERN.test(o['serve'])) problems.push(`serve: a serve name from the manifest (got ${show(o['serve'])})`);
   for (const k of spec.booleans ?? []) {
-    if (o[k] !== undefined && typeof o[k] !== 'boolean') problems.push(`${k}: true or false (got ${JSON.stringify(o[k])})`);
+    if (o[k] !== undefined && typeof o[k] !== 'boolean') problems.push(`${k}: true or false (got ${show(o[k])})`);
   }
   for (const k of spec.seconds ?? []) {
-    const v = o[k];
-    if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v > 0)) problems.push(`${k}: a positive number of seconds (got ${JSON.stringify(v)})`);
+    const problem = o[k] === undefined ? undefined : boundProblem(k, o[k]);
+    if (problem) problems.push(`${k}: ${problem} (got ${show(o[k])})`);
   }
-  const known = new Set(['serve', ...(spec.booleans ?? []), ...(spec.seconds ?? [])]);
+  const known = new Set<string>(['serve', ...(spec.booleans ?? []), ...(spec.seconds ?? [])]);
   for (const k of Object.keys(o)) if (!known.has(k)) problems.push(`${k}: unknown field (known: ${[...known].join(', ')})`);
+  return problems;
+}
+
+/**
+ * A ledger's start input, `{ node, gpu: { role, uuid, capacityMib, reserveMib } }` (plus what
+ * continue-as-new carries). Fields this does not know are left alone: the ledger's own input
+ * grows, and its continuations must keep starting.
+ */
+export function ledgerInputProblems(input: unknown): string[] {
+  if (!isRecord(input)) return ['the input must be one JSON object, { "node": …, "gpu": { "role", "uuid", "capacityMib", "reserveMib" } }'];
+  const problems: string[] = [];
+  const name = (path: string, v: unknown) => {
+    if (typeof v !== 'string' || !NAME_PATTERN.test(v)) problems.push(`${path}: a name of ${NAME_RULE}, as in the manifest (got ${show(v)})`);
+  };
+  name('node', input['node']);
+  const gpu = input['gpu'];
+  if (!isRecord(gpu)) {
+    problems.push(`gpu: { "role", "uuid", "capacityMib", "reserveMib" } from the manifest's [[gpus]] entry (got ${show(gpu)})`);
+  } else {
+    name('gpu.role', gpu['role']);
+    if (typeof gpu['uuid'] !== 'string' || gpu['uuid'] === '') problems.push(`gpu.uuid: the GPU's uuid, a non-empty string (got ${show(gpu['uuid'])})`);
+    for (const [k, bound] of [['capacityMib', BOUNDS.capacityMib], ['reserveMib', BOUNDS.reserveMib]] as const) {
+      if (!withinBound(bound, gpu[k])) problems.push(`gpu.${k}: ${boundRule(bound)} (got ${show(gpu[k])})`);
+    }
+    const { capacityMib, reserveMib } = gpu;
+    if (typeof capacityMib === 'number' && typeof reserveMib === 'number' && reserveMib >= capacityMib) {
+      problems.push(`gpu.reserveMib: ${reserveMib} MiB must be less than gpu.capacityMib ${capacityMib} MiB`);
+    }
+  }
+  if (input['state'] !== undefined && !isRecord(input['state'])) problems.push(`state: the ledger a continue-as-new carries, an object (got ${show(input['state'])})`);
+  const maxEvents = input['maxHistoryEvents'];
+  if (maxEvents !== undefined && !(typeof maxEvents === 'number' && Number.isSafeInteger(maxEvents) && maxEvents > 0)) {
+    problems.push(`maxHistoryEvents: a positive integer (got ${show(maxEvents)})`);
+  }
   return problems;
 }

@@ -14,10 +14,9 @@ import { bool, describe, field, Issues, isString, nonEmptyString, parseTomlTable
 import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeApi, ServeClass, ServeSpec } from './types';
 import { formatIssue, SERVE_APIS, SERVE_CLASSES } from './types';
 import { findFlags, findSecretArgs, SECRET_FLAG_ENV, secretArgsToEnv } from './serve';
+import type { Bound } from './bounds';
+import { BOUNDS, boundRule, ENV_NAME_PATTERN, GPU_UUID_PATTERN, GPU_UUID_RULE, NAME_PATTERN, NAME_RULE, withinBound } from './bounds';
 
-
-
-export const SERVE_NAME_PATTERN = /^[a-z0-9][a-z0-9-]*$/;
 const GPU_MEMORY_UTILIZATION_FLAG = '--gpu-memory-utilization';
 /** vLLM's default --gpu-memory-utilization when the flag is absent. */
 const VLLM_DEFAULT_UTILIZATION = 0.9;
@@ -71,15 +70,11 @@ export function gpuFor(manifest: Manifest, serve: ServeSpec): GpuSpec {
 
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
 
-const positiveMib = field<number>((v) => isInt(v) && v > 0, 'a positive integer');
-const nonNegativeMib = field<number>((v) => isInt(v) && v >= 0, 'a non-negative integer');
 const port = field<number>((v) => isInt(v) && v >= 1 && v <= 65535, 'an integer port in 1..65535');
-const positiveSeconds = field<number>((v) => isInt(v) && v > 0, 'a positive integer number of seconds');
-const nonNegativeSeconds = field<number>((v) => isInt(v) && v >= 0, 'a non-negative integer number of seconds');
-const serveName = field<string>(
-  (v) => isString(v) && SERVE_NAME_PATTERN.test(v),
-  `a name matching ${String(SERVE_NAME_PATTERN)}: lowercase letters, digits and '-', starting with a letter or digit (it becomes a container name and a workflow id)`,
-);
+const bounded = (bound: Bound) => field<number>((v) => withinBound(bound, v), boundRule(bound));
+/** `what` says where the name ends up, so the rule reads as a reason rather than a whim. */
+const safeName = (what: string) => field<string>((v) => isString(v) && NAME_PATTERN.test(v), `a name of ${NAME_RULE} (${what})`);
+const gpuUuid = field<string>((v) => isString(v) && GPU_UUID_PATTERN.test(v), GPU_UUID_RULE);
 const serveClass = z.custom<ServeClass>((v) => isString(v) && (SERVE_CLASSES as readonly string[]).includes(v), {
   error: (iss) =>
     iss.input === undefined
@@ -102,21 +97,21 @@ const stringTable = z.record(
   { error: (iss) => `must be a table of string values (got ${describe(iss.input)})` },
 );
 
-const nodeShape = { name: nonEmptyString };
+const nodeShape = { name: safeName('it becomes part of container names, workflow ids and the task queue') };
 
 const gpuShape = {
-  role: nonEmptyString,
-  uuid: nonEmptyString,
-  capacity_mib: positiveMib,
-  reserve_mib: nonNegativeMib,
+  role: safeName("it becomes part of the ledger's workflow id and a container label"),
+  uuid: gpuUuid,
+  capacity_mib: bounded(BOUNDS.capacityMib),
+  reserve_mib: bounded(BOUNDS.reserveMib),
 };
 
 const serveShape = {
-  name: serveName,
+  name: safeName('it becomes a container name and a workflow id'),
   gpu_role: nonEmptyString,
   class: serveClass,
   api: serveApi.optional(),
-  vram_mib: positiveMib,
+  vram_mib: bounded(BOUNDS.vramMib),
   image: nonEmptyString,
   // Required for api = "openai" (the default); checked with the other per-serve rules.
   model: nonEmptyString.optional(),
@@ -130,8 +125,8 @@ const serveShape = {
   args: stringArray.optional(),
   env: stringTable.optional(),
   health_path: healthPath.optional(),
-  start_timeout_s: positiveSeconds.optional(),
-  stop_timeout_s: nonNegativeSeconds.optional(),
+  start_timeout_s: bounded(BOUNDS.startTimeoutS).optional(),
+  stop_timeout_s: bounded(BOUNDS.stopTimeoutS).optional(),
 };
 
 const topShape = {
@@ -411,6 +406,13 @@ export function parseManifest(text: string, file: string): ManifestResult {
           ['serves', index, 'bind'],
           `'${serve.bind}' is not a loopback address, so the serve would be reachable beyond this host; bind to 127.0.0.1 (the default), or set allow_non_loopback_bind = true on this serve to allow it`,
         );
+        ok = false;
+      }
+    }
+
+    for (const key of Object.keys(serve.env)) {
+      if (!ENV_NAME_PATTERN.test(key)) {
+        issues.error(['serves', index, 'env', key], `${JSON.stringify(key)} is not an environment variable name: letters, digits and '_', not starting with a digit (${String(ENV_NAME_PATTERN)})`);
         ok = false;
       }
     }

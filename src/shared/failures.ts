@@ -10,6 +10,8 @@ export const Failure = {
   GpuRuntimeMissing: 'GpuRuntimeMissing',
   UnknownServe: 'UnknownServe',
   ManifestInvalid: 'ManifestInvalid',
+  /** A workflow's JSON input (from the CLI, the API or the UI's start form) out of shape or bounds. */
+  InvalidInput: 'InvalidInput',
   ServeBusy: 'ServeBusy',
   /** A step's fence failed: the run no longer holds the serve's reservation, so it changes nothing. */
   ReservationLost: 'ReservationLost',
@@ -39,3 +41,9 @@ export const Failure = {
 } as const;
 
 export const NON_RETRYABLE: string[] = Object.values(Failure);
+
+// Named, but retried: a later attempt may well succeed, and the type says what the last one met.
+export const Transient = {
+  /** The serve's container runs but its HTTP port refused or dropped the identity probe. */
+  IdentityUnreachable: 'IdentityUnreachable',
+} as const;

@@ -3,6 +3,7 @@
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { quick } from './options';
+import { checkLedgerInput } from './saga';
 import type { LedgerState, LedgerTotals } from '../domain/ledger';
 import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservation, totals, withoutReservation, withPhase } from '../domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
@@ -46,6 +47,7 @@ function lost(message: string): never {
 const reconcile = proxyActivities<Activities>(quick);
 
 export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
+  checkLedgerInput(input);
   let state = input.state ?? emptyLedger(input.node, input.gpu);
   const maxHistoryEvents = input.maxHistoryEvents ?? 2000;
   // A first run (never a continuation) learns what already runs before it decides anything.

@@ -2,7 +2,8 @@
 // compensation that fails is logged and skipped: the original error is what the caller needs.
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log, patched } from '@temporalio/workflow';
 import type { StepLog } from './serve-steps';
-import { operationInputProblems } from '../domain/inputs';
+import { ledgerInputProblems, operationInputProblems } from '../domain/inputs';
+import { Failure } from '../shared/failures';
 import type { InputSpec } from '../domain/inputs';
 
 export class Saga {
@@ -87,6 +88,14 @@ export async function failAndCompensate(operation: string, err: unknown, saga: S
 
 /** Fails the workflow at once, non-retryable, when its JSON input is malformed. */
 export function checkInput(input: unknown, spec: InputSpec): void {
-  const problems = operationInputProblems(input, spec);
-  if (problems.length) throw ApplicationFailure.create({ type: 'InvalidInput', message: `invalid input: ${problems.join('; ')}`, nonRetryable: true });
+  rejectInvalid(operationInputProblems(input, spec));
+}
+
+/** The ledger's own: a `{}` from the UI's start form fails the run instead of looping its first workflow task. */
+export function checkLedgerInput(input: unknown): void {
+  rejectInvalid(ledgerInputProblems(input));
+}
+
+function rejectInvalid(problems: string[]): void {
+  if (problems.length) throw ApplicationFailure.create({ type: Failure.InvalidInput, message: `invalid input: ${problems.join('; ')}`, nonRetryable: true });
 }

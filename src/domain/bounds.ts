@@ -1,0 +1,65 @@
+// What a name, a GPU id and every duration or size may be, in one place: the manifest, the CLI,
+// the acquisition API and the workflows' own input checks all read these, so a value one of them
+// accepts is never refused (or, worse, half-used) by another.
+//
+// PURE: no node built-ins, no I/O; workflow code imports it.
+
+/**
+ * Node names, GPU roles and serve names: a DNS label (RFC 1123: lowercase letters, digits and
+ * '-', 1..63 characters, no '-' at either end). They become Docker container names
+ * (`gpures-<node>-<serve>`, Docker allows [a-zA-Z0-9][a-zA-Z0-9_.-]*), Docker label values,
+ * workflow ids (`ledger/<node>/<role>`), task queues (`gpures.<node>`) and visibility queries
+ * quoted with '...': no '/', '.', '..', quote, space, shell metacharacter or non-ASCII letter can
+ * get through.
+ */
+export const NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+export const NAME_RULE = "lowercase letters, digits and '-', 1..63 characters, starting and ending with a letter or digit";
+
+const UUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}';
+/**
+ * A GPU as nvidia-smi names it: `GPU-<uuid>`, or a MIG instance as `MIG-<uuid>` (drivers R470
+ * and later). The older `MIG-GPU-<uuid>/<gi>/<ci>` form is refused: its '/' would reach container
+ * labels and device requests, and `nvidia-smi -L` on a current driver prints the MIG-<uuid> form.
+ */
+export const GPU_UUID_PATTERN = new RegExp(`^(GPU|MIG)-${UUID}$`);
+export const GPU_UUID_RULE = "'GPU-' or 'MIG-' and a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), as `nvidia-smi -L` prints it";
+
+/** POSIX environment variable names: what a shell and Docker's `--env NAME=value` take. */
+export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export interface Bound {
+  min: number;
+  max: number;
+  unit: 'seconds' | 'MiB';
+}
+
+/**
+ * Every duration and size a manifest or an operation's input may carry, as whole numbers. Past
+ * these a value is a typo or worse (1e300 s quiesced a tier and then looped on Temporal's
+ * "Invalid duration string"), never a setting.
+ */
+export const BOUNDS = {
+  /** 1 TiB: above any GPU's memory. */
+  capacityMib: { min: 1, max: 1_048_576, unit: 'MiB' },
+  reserveMib: { min: 0, max: 1_048_575, unit: 'MiB' },
+  vramMib: { min: 1, max: 1_048_576, unit: 'MiB' },
+  /** A day: a large model's first download and load fit well inside it. */
+  startTimeoutS: { min: 1, max: 86_400, unit: 'seconds' },
+  /** Docker's grace period before SIGKILL: an hour is already far beyond any serve's shutdown. */
+  stopTimeoutS: { min: 0, max: 3_600, unit: 'seconds' },
+  /** How long a victim (or a serve going down) may drain its in-flight requests. */
+  drainTimeoutS: { min: 1, max: 3_600, unit: 'seconds' },
+  /** How long an acquisition waits for an evicted serve's VRAM to come back on nvidia-smi. */
+  releaseTimeoutS: { min: 1, max: 600, unit: 'seconds' },
+} as const satisfies Record<string, Bound>;
+
+export type BoundName = keyof typeof BOUNDS;
+
+export function withinBound(bound: Bound, v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= bound.min && v <= bound.max;
+}
+
+/** Completes "must be …": `a whole number of seconds in 1..3600`. */
+export function boundRule(bound: Bound): string {
+  return `a whole number of ${bound.unit} in ${bound.min}..${bound.max}`;
+}
