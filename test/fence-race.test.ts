@@ -271,6 +271,55 @@ describe('reservations fence their containers: races on a real box', () => {
     await allDown();
   });
 
+  test('an acquisition terminated mid-drain (it never compensates): serves down takes its hold over, vision runs and is routed again', async () => {
+    const upFirst = await gpures(['serves', 'up', 'b', 'vision', '--manifest', manifest], env);
+    assert.equal(upFirst.code, 0, show(upFirst));
+    const slow = routedVision(4000);
+    await new Promise((r) => setTimeout(r, 300));
+    const acquire = await start('acquireWorkflow', workflowIds.acquire(node, 'ondemand'), { serve: 'ondemand', evict: true });
+    await waitUntil('the acquisition draining vision', async () => (await acquire.query(progressQuery)).some((s) => s.step === 'quiesce vision'), 15_000);
+    await acquire.terminate('a worker lost for good, as an operator would clean up');
+    const stuck = await ledger.snapshot(node, gpu);
+    assert.deepEqual(stuck.reservations.map((r) => `${r.serve} ${r.phase}`), ['b running', 'vision evicting', 'ondemand pending']);
+    assert.equal(await tierMode('vision-local'), 'quiesced');
+
+    const down = await gpures(['serves', 'down', 'ondemand', '--manifest', manifest], env, 120_000);
+    assert.equal(down.code, 0, show(down));
+    assert.match(down.stderr, new RegExp(`^ {2}take: ${workflowIds.acquire(node, 'ondemand')}/\\S+ \\(pending\\) ended TERMINATED without giving ondemand back: taking it over$`, 'm'), show(down));
+    assert.match(down.stderr, /^ {2}take: vision still runs: tier vision-local readmitted$/m, show(down));
+    assert.match(down.stderr, /^serves down ondemand: took over the hold of \S+, which had ended TERMINATED without giving it back; nothing was left running$/m, show(down));
+    assert.equal(await slow, 200);
+    const l = await assertLedgerEqualsBox();
+    assert.deepEqual(l.reservations.map((r) => `${r.serve} ${r.phase}`), ['b running', 'vision running']);
+    assert.equal(await routedVision(), 200);
+    await allDown();
+  });
+
+  test('two bring-downs of one serve (one started from the UI under another id): the second waits for the first, the tier stays quiesced', async () => {
+    const upFirst = await gpures(['serves', 'up', 'vision', '--manifest', manifest], env);
+    assert.equal(upFirst.code, 0, show(upFirst));
+    const slow = routedVision(3000);
+    await new Promise((r) => setTimeout(r, 300));
+    const first = await start('bringDownWorkflow', workflowIds.bringDown(node, 'vision'), { serve: 'vision' });
+    await waitUntil('the first bring-down draining', async () => (await first.query(progressQuery)).some((s) => s.step === 'quiesce'), 15_000);
+    const second = await start('bringDownWorkflow', `ui/${node}/down-vision`, { serve: 'vision' });
+    const modes: string[] = [];
+    const watching = (async () => {
+      while ((await second.describe()).status.name === 'RUNNING') {
+        modes.push(await tierMode('vision-local'));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    const [a, b] = (await Promise.all([first.result(), second.result()])) as [BringDownResult, BringDownResult];
+    await watching;
+    assert.equal(a.outcome, 'stopped', a.message);
+    assert.equal(b.outcome, 'already-stopped', b.message);
+    assert.ok(b.steps.some((s) => s.step === 'wait' && s.outcome.includes(`${workflowIds.bringDown(node, 'vision')}/`)), JSON.stringify(b.steps));
+    assert.deepEqual([...new Set(modes)], ['quiesced'], 'the second bring-down never readmitted the tier in between');
+    assert.equal(await slow, 200);
+    await assertLedgerEqualsBox();
+  });
+
   test('a seeded race of 60 up / up --evict / down from separate processes: never over budget, in the ledger or on the box', async () => {
     const seed = Number(process.env['GPURES_RACE_SEED'] ?? 9);
     const rand = prng(seed);

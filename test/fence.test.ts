@@ -2,7 +2,7 @@
 // which steps the ledger lets change a container.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyAdmit, emptyLedger, totals, withPhase } from '../src/domain/ledger';
+import { applyAdmit, decideAdmit, emptyLedger, totals, withPhase } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
 import { applyStop, cancelHint, decideStop, fenceProblem, holderOf, operationUnderWay, parseHolder } from '../src/domain/fence';
@@ -74,7 +74,8 @@ describe('a bring-down takes its serve', () => {
     l = applyVictimReleased(l, 'vision', 'sd');
     const d = decideStop(l, { serve: 'vision', holder: D });
     assert.deepEqual(d, { decision: 'evicted', serve: 'vision', evictedFor: 'sd' });
-    assert.equal(applyStop(l, { serve: 'vision', holder: D }, d).reservations.some((r) => r.serve === 'vision'), false);
+    // Off sd's restore list, held by the bring-down (0 MiB) until its release.
+    assert.deepEqual(applyStop(l, { serve: 'vision', holder: D }, d).reservations.find((r) => r.serve === 'vision'), { serve: 'vision', vramMib: 0, class: 'evictable', phase: 'stopping', holder: D });
   });
 
   test('an aborted eviction hands its victims back settled, with no acquirer left on them', () => {
@@ -84,6 +85,36 @@ describe('a bring-down takes its serve', () => {
     assert.ok(plan.kind === 'evict');
     l = applyEvictionAborted(applyEvictionPlan(l, { serve: 'sd', vramMib: 8192, class: 'on-demand', holder: A }, plan.victims), 'sd');
     assert.deepEqual(l.reservations.find((r) => r.serve === 'vision'), { serve: 'vision', vramMib: 12288, class: 'evictable', phase: 'running', holder: U });
+  });
+});
+
+describe('a bring-down holds even a serve with no reservation', () => {
+  test('absent: a stopping entry of 0 MiB held by the bring-down, so a bring-up racing it is refused; its retry finds it its own', () => {
+    const l = emptyLedger('n', GPU);
+    const d = decideStop(l, { serve: 'o1', holder: D, class: 'evictable' });
+    assert.deepEqual(d, { decision: 'absent', serve: 'o1' });
+    const after = applyStop(l, { serve: 'o1', holder: D, class: 'evictable' }, d);
+    assert.deepEqual(after.reservations, [{ serve: 'o1', vramMib: 0, class: 'evictable', phase: 'stopping', holder: D }]);
+    assert.equal(totals(after).committedMib, 0);
+    assert.deepEqual(decideAdmit(after, { serve: 'o1', vramMib: 12000, class: 'evictable', holder: U }), { decision: 'already-held', serve: 'o1', phase: 'stopping', holder: D });
+    assert.deepEqual(decideStop(after, { serve: 'o1', holder: D }), { decision: 'absent', serve: 'o1' });
+  });
+
+  test('an acquisition that ended mid-eviction, taken over: victims down stay evicted, victims running are running again; the acquirer holds 0 MiB', () => {
+    let l = withPhase(admitted(emptyLedger('n', GPU), 'vision', 12288, U), 'vision', 'running');
+    l = withPhase(admitted(l, 'e1', 6000, 'e'), 'e1', 'running');
+    l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 9000, class: 'resident', holder: 'f' }), 'fast', 'running');
+    l = applyEvictionPlan(l, { serve: 'sd', vramMib: 16000, class: 'on-demand', holder: A }, [{ serve: 'vision', vramMib: 12288 }, { serve: 'e1', vramMib: 6000 }]);
+    assert.equal(decideStop(l, { serve: 'sd', holder: D }).decision, 'busy');
+    const req = { serve: 'sd', holder: D, takeOverFrom: A, victimsDown: ['e1'] };
+    const d = decideStop(l, req);
+    assert.deepEqual(d, { decision: 'taken', serve: 'sd', vramMib: 16000, from: 'pending', previousHolder: A, victimsRunning: ['vision'] });
+    const after = applyStop(l, req, d);
+    assert.deepEqual(
+      after.reservations.map((r) => `${r.serve} ${r.phase} ${r.vramMib} ${r.evictedFor ?? '-'}`),
+      ['vision running 12288 -', 'e1 evicted 6000 sd', 'fast running 9000 -', 'sd stopping 0 -'],
+    );
+    assert.deepEqual(totals(after), { budgetMib: 27999, committedMib: 21288, heldMib: 0, freeMib: 6711 });
   });
 });
 

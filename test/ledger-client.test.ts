@@ -45,6 +45,8 @@ function standIn(delayMs: number, fail?: (sent: Sent, nth: number) => Error | un
             inFlight.set(workflowId, (inFlight.get(workflowId) ?? 1) - 1);
           }
         },
+        // The ledger an operation records is read after each update, by a query (not bounded: it leaves no history).
+        query: () => Promise.resolve({ node: 'n', gpuRole: 'g', gpuUuid: GPU.uuid, capacityMib: GPU.capacityMib, reserveMib: 0, reservations: [] }),
       }),
     },
   };

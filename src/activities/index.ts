@@ -73,11 +73,18 @@ export interface IdentityResult {
 /** How the operation that held a serve ended, for a bring-down that had to wait it out. */
 export interface OperationEnd {
   holder: string;
-  /** cancelled: it ran and this asked it to stop; ended: it had closed already; no-run: the hold names no run. */
-  outcome: 'cancelled' | 'ended' | 'no-run';
+  /**
+   * cancelled: this asked it to cancel and it ended Cancelled (its compensations ran); ended: it
+   * closed otherwise (before, or on its own); running: it still runs (mode status); no-run: the
+   * hold names no run.
+   */
+  outcome: 'cancelled' | 'ended' | 'running' | 'no-run';
   closedAs?: string;
   waitedMs: number;
 }
+
+/** cancel: ask it to cancel, then wait; wait: wait for it to end on its own; status: only look. */
+export type OperationEndMode = 'cancel' | 'wait' | 'status';
 
 export interface StopResult {
   containerName: string;
@@ -162,22 +169,38 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Ends the operation holding a serve: cancels it if it runs, then waits (heartbeating) until it
-     * has closed, so its compensations (container removed, MiB released, tier readmitted) are done.
+     * Ends the operation holding a serve: cancels it if it runs (mode cancel) or waits for it
+     * (mode wait), heartbeating, until it has closed, so its compensations (container removed,
+     * MiB released, tier readmitted) are done. A retried attempt does not cancel again.
      */
-    async endOperation(input: { holder: string; timeoutS: number }): Promise<OperationEnd> {
+    async endOperation(input: { holder: string; timeoutS: number; mode?: OperationEndMode }): Promise<OperationEnd> {
+      const mode = input.mode ?? 'cancel';
       const run = parseHolder(input.holder);
       const started = Date.now();
       if (!run) return { holder: input.holder, outcome: 'no-run', waitedMs: 0 };
+      const closed = (closedAs: string | undefined, asked: boolean): OperationEnd => ({
+        holder: input.holder,
+        outcome: asked && closedAs === 'CANCELLED' ? 'cancelled' : 'ended',
+        ...(closedAs ? { closedAs } : {}),
+        waitedMs: Date.now() - started,
+      });
       const first = await deps.operations.status(run.workflowId, run.runId);
-      if (first.status === 'closed') return { holder: input.holder, outcome: 'ended', ...(first.closedAs ? { closedAs: first.closedAs } : {}), waitedMs: 0 };
-      await deps.operations.cancel(run.workflowId, run.runId);
+      // Closed before this attempt looked: on a retry, by the cancel the earlier attempt sent.
+      const retried = (activityContext()?.info.attempt ?? 1) > 1;
+      if (first.status === 'closed') return closed(first.closedAs, mode === 'cancel' && retried);
+      if (mode === 'status') return { holder: input.holder, outcome: 'running', waitedMs: 0 };
+      if (mode === 'cancel') await deps.operations.cancel(run.workflowId, run.runId);
       const ctx = Context.current();
       for (;;) {
         const now = await deps.operations.status(run.workflowId, run.runId);
-        if (now.status === 'closed') return { holder: input.holder, outcome: 'cancelled', ...(now.closedAs ? { closedAs: now.closedAs } : {}), waitedMs: Date.now() - started };
+        if (now.status === 'closed') return closed(now.closedAs, mode === 'cancel');
         if (Date.now() - started > input.timeoutS * 1000) {
-          throw nonRetryable(Failure.ServeBusy, `${run.workflowId} (run ${run.runId}) was asked to cancel but has not ended within ${input.timeoutS} s; nothing changed`);
+          throw nonRetryable(
+            Failure.ServeBusy,
+            mode === 'cancel'
+              ? `${run.workflowId} (run ${run.runId}) was asked to cancel and has not ended within ${input.timeoutS} s; it may still be giving back what it took`
+              : `${run.workflowId} (run ${run.runId}) has not ended within ${input.timeoutS} s`,
+          );
         }
         ctx.heartbeat({ waitedMs: Date.now() - started });
         await ctx.sleep(Math.min(pollMs, 250));
@@ -199,7 +222,8 @@ export function createActivities(deps: ActivityDeps) {
           vramMib: Number(c.labels[LABEL.vramMib]),
           class: (SERVE_CLASSES as readonly string[]).includes(c.labels[LABEL.class] ?? '') ? (c.labels[LABEL.class] as ServeClass) : 'resident',
           phase: 'running' as const,
-          holder: `reconciled from container ${c.name}`,
+          // The run that started it holds it still (its bring-up finishes against this ledger), else the container names the hold.
+          holder: c.labels[LABEL.holder] ?? `reconciled from container ${c.name}`,
         }))
         .sort((a, b) => a.serve.localeCompare(b.serve));
     },
@@ -226,13 +250,17 @@ export function createActivities(deps: ActivityDeps) {
           image: serve.image,
           cmd: serveCommand(serve),
           env: serve.env,
-          labels: serveLabels(node, serve, gpu, workflowIds.ledger(node, gpu.role)),
+          labels: serveLabels(node, serve, gpu, workflowIds.ledger(node, gpu.role), holder),
           bind: serve.bind,
           hostPort: serve.port,
           containerPort: serve.containerPort,
           gpuUuid: gpu.uuid,
         }),
       );
+      // Once more with the container up: a ledger restarted meanwhile (it reconciles from the
+      // running containers) may no longer know this run; failing here, the run's compensation
+      // removes the container within moments instead of after a whole model load.
+      await deps.ledger.fence(node, gpu, { serve: serve.name, holder, step: 'started' }, `${holder}/fence-started/${Context.current().info.attempt}`);
       return { containerId: started.id, containerName: name, created: started.created, gpuPinned: started.gpuPinned };
     },
 

@@ -2,7 +2,7 @@
 // deterministic id and returns data; printing and exit codes belong to the CLI.
 import type { Client } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
@@ -24,6 +24,16 @@ function describeFailure(err: unknown): { failureType: string; message: string; 
   }
   if (err instanceof WorkflowFailedError && err.cause) return { failureType: err.cause.name, message: err.cause.message };
   throw err;
+}
+
+/**
+ * A cancelled operation carries no message of its own: what it did is its last step, the
+ * compensation it ran (a `serves down` of the same serve cancels a bring-up, as does the UI).
+ */
+async function describeCancellation(err: unknown, steps: () => Promise<StepRecord[]>): Promise<{ failureType: string; message: string } | undefined> {
+  if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) return undefined;
+  const last = (await steps().catch(() => [] as StepRecord[])).filter((s) => s.step === 'compensate').pop();
+  return { failureType: 'Cancelled', message: `${last?.outcome ?? 'cancelled'} (cancelled by a serves down of it, or from the UI)` };
 }
 
 async function runOperation<R>(
@@ -57,7 +67,7 @@ async function runOperation<R>(
   try {
     outcome = { serve, workflowId, runId, ok: true, result: (await result) as R };
   } catch (err) {
-    outcome = { serve, workflowId, runId, ok: false, ...describeFailure(err) };
+    outcome = { serve, workflowId, runId, ok: false, ...(await describeCancellation(err, () => handle.query(progressQuery))) ?? describeFailure(err) };
   }
   // The steps the last poll did not see: a quick operation may finish between two polls.
   const steps = outcome.ok ? (outcome.result as { steps?: StepRecord[] }).steps : (outcome.details as { steps?: StepRecord[] } | undefined)?.steps;

@@ -1,9 +1,11 @@
 // Reservations as fences: one operation per serve at a time. The ledger is the lock service and
-// the holding workflow run is the token; every step that changes a serve's container (its start,
-// a bring-down's stop) first shows the ledger it still holds the serve. Pure over LedgerState, so
-// the ledger workflow's decisions replay exactly.
+// the holding workflow run is the token: a container is started only by the run that holds its
+// serve as admitted (the start's fence), and stopped by a bring-down only while it holds the
+// serve as stopping (it takes the serve first, even one with no reservation). Pure over
+// LedgerState, so the ledger workflow's decisions replay exactly.
 import type { LedgerState, Reservation, ReservationPhase } from './ledger';
 import { findReservation, outOfEviction } from './ledger';
+import type { ServeClass } from './types';
 
 /** The fencing token of a workflow run. */
 export function holderOf(workflowId: string, runId: string): string {
@@ -45,11 +47,18 @@ export function operationUnderWay(state: LedgerState, r: Reservation): Operation
 
 /** How a bring-down finds its serve in the ledger when it asks to take it. */
 export type StopDecision =
-  /** It now holds the serve (phase stopping): quiesce, drain, stop, release. */
-  | { decision: 'taken'; serve: string; vramMib: number; from: ReservationPhase; previousHolder: string }
-  /** The ledger has no entry: nothing is reserved; a stray container is still stopped. */
+  /**
+   * It now holds the serve (phase stopping): quiesce, drain, stop, release. Taken over from an
+   * acquisition that ended mid-eviction, its victims left the eviction: those still running went
+   * back to running (their tiers are to be readmitted), those down stay evicted for it.
+   */
+  | { decision: 'taken'; serve: string; vramMib: number; from: ReservationPhase; previousHolder: string; victimsRunning?: string[] }
+  /**
+   * The ledger had no entry: nothing was reserved. The bring-down still holds the serve (a
+   * stopping entry of 0 MiB), so no bring-up starts it while a stray container is stopped.
+   */
   | { decision: 'absent'; serve: string }
-  /** It had been evicted for another serve: it stays down and leaves that serve's restore list. */
+  /** It had been evicted for another serve: it stays down and leaves that serve's restore list (held, 0 MiB, until the release). */
   | { decision: 'evicted'; serve: string; evictedFor?: string }
   /** Another operation holds it: cancel that operation, wait for it, or be refused. */
   | { decision: 'busy'; serve: string; operation: OperationUnderWay };
@@ -57,34 +66,55 @@ export type StopDecision =
 export interface StopRequest {
   serve: string;
   holder: string;
+  /** The serve's class, for the entry that holds a serve the ledger had no reservation of. */
+  class?: ServeClass;
   /**
    * The operator's override: the run named here is known to have ended (the caller asked
    * Temporal) without giving the serve back, so its hold is void. Recorded in the update's args.
    */
   takeOverFrom?: string;
+  /** With takeOverFrom of an acquisition: its victims whose containers are down (read from the box); they stay evicted. */
+  victimsDown?: string[];
 }
 
 export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
   const r = findReservation(state, req.serve);
-  if (!r) return { decision: 'absent', serve: req.serve };
+  // Absent, or a retry of this bring-down of a serve it found with no reservation.
+  if (!r || (r.phase === 'stopping' && r.holder === req.holder && r.vramMib === 0)) return { decision: 'absent', serve: req.serve };
   if (r.phase === 'evicted') return { decision: 'evicted', serve: req.serve, ...(r.evictedFor !== undefined ? { evictedFor: r.evictedFor } : {}) };
   const op = operationUnderWay(state, r);
   // A retry of this bring-down, or a hold the caller showed to be void.
   const ours = op !== undefined && (op.holder === req.holder || (req.takeOverFrom !== undefined && op.holder === req.takeOverFrom));
   if (op && !ours) return { decision: 'busy', serve: req.serve, operation: op };
-  return { decision: 'taken', serve: req.serve, vramMib: r.vramMib, from: r.phase, previousHolder: r.holder };
+  const down = req.victimsDown ?? [];
+  const victimsRunning = req.takeOverFrom !== undefined ? victimsOf(state, req.serve).filter((v) => !down.includes(v.serve)).map((v) => v.serve) : [];
+  return { decision: 'taken', serve: req.serve, vramMib: r.vramMib, from: r.phase, previousHolder: r.holder, ...(victimsRunning.length ? { victimsRunning } : {}) };
+}
+
+function victimsOf(state: LedgerState, acquirer: string): Reservation[] {
+  return state.reservations.filter((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
 }
 
 /**
- * Commits a 'taken' or 'evicted' decision. A taken-over victim or acquirer is the bring-down's
- * serve alone: it leaves the eviction it was part of.
+ * Commits a decision: the bring-down holds the serve as stopping. An entry it had no reservation
+ * of (absent, evicted) holds 0 MiB; so does an acquirer taken over while it waited for its
+ * victims (it never started). A taken-over acquisition's victims leave its eviction.
  */
 export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision): LedgerState {
-  if (d.decision === 'evicted') return { ...state, reservations: state.reservations.filter((r) => r.serve !== req.serve) };
+  const hold = (r: Reservation | undefined): Reservation => ({ serve: req.serve, vramMib: 0, class: r?.class ?? req.class ?? 'resident', phase: 'stopping', holder: req.holder });
+  if (d.decision === 'absent' || d.decision === 'evicted') {
+    const r = findReservation(state, req.serve);
+    return { ...state, reservations: [...state.reservations.filter((x) => x.serve !== req.serve), hold(r)] };
+  }
   if (d.decision !== 'taken') return state;
+  const down = req.victimsDown ?? [];
   return {
     ...state,
-    reservations: state.reservations.map((r) => (r.serve === req.serve ? outOfEviction(r, 'stopping', req.holder) : r)),
+    reservations: state.reservations.map((r) => {
+      if (r.serve === req.serve) return r.phase === 'pending' ? hold(r) : outOfEviction(r, 'stopping', req.holder);
+      if (req.takeOverFrom === undefined || r.phase !== 'evicting' || r.evictedFor !== req.serve) return r;
+      return down.includes(r.serve) ? { ...r, phase: 'evicted' as const } : outOfEviction(r, 'running');
+    }),
   };
 }
 

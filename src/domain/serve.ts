@@ -11,6 +11,8 @@ export const LABEL = {
   class: 'gpures.class',
   vramMib: 'gpures.vram_mib',
   reservation: 'gpures.reservation',
+  /** The operation run that started the container: a ledger reconciling from the box keeps it as the holder. */
+  holder: 'gpures.holder',
 } as const;
 
 export function containerName(node: string, serve: string): string {
@@ -51,8 +53,9 @@ export function vllmCommand(serve: ServeSpec): string[] {
   ];
 }
 
-export function serveLabels(node: string, serve: ServeSpec, gpu: GpuSpec, reservation: string): Record<string, string> {
+export function serveLabels(node: string, serve: ServeSpec, gpu: GpuSpec, reservation: string, holder?: string): Record<string, string> {
   return {
+    ...(holder ? { [LABEL.holder]: holder } : {}),
     [LABEL.managed]: 'true',
     [LABEL.node]: node,
     [LABEL.serve]: serve.name,

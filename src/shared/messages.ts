@@ -62,7 +62,7 @@ export type LedgerStopAnswer = StopDecision & LedgerAnswer;
 export interface LedgerFenceArgs {
   serve: string;
   holder: string;
-  /** The step, for the ledger's history: `start`. */
+  /** `start` before the container is created, `started` just after (see the ledger's fence). */
   step: string;
 }
 export interface LedgerFenceAnswer extends LedgerAnswer {

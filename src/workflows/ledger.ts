@@ -192,8 +192,10 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   );
 
   const fenceCheck = ({ serve, holder, step }: LedgerFenceArgs) => {
-    const problem = fenceProblem(state, serve, holder, ['admitted']);
-    if (problem) lost(`${step} of ${serve} refused: ${problem}; nothing was created`);
+    // Before the start: admitted. Just after it: admitted, or running when a ledger restarted
+    // meanwhile took the container over for its own holder (its label names the run).
+    const problem = fenceProblem(state, serve, holder, step === 'started' ? ['admitted', 'running'] : ['admitted']);
+    if (problem) lost(`${step} of ${serve} refused: ${problem}; ${step === 'started' ? 'the container it started is removed' : 'nothing was created'}`);
   };
 
   setHandler(
@@ -234,7 +236,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   /** A release without a holder (a run from before fencing) never takes a serve from under an operation. */
   const validateRelease = ({ serve, holder }: LedgerReleaseArgs) => {
     if (!serve) invalid('release: serve is required');
-    if (holder !== undefined || !ready) return;
+    if (holder !== undefined) return;
     const held = activeReservation(state, serve);
     const op = held ? operationUnderWay(state, held) : undefined;
     if (op) lost(`release of ${serve} without a holder refused: ${op.holder} holds it (${op.phase})`);
@@ -242,7 +244,10 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
 
   setHandler(
     releaseUpdate,
-    whenReady(({ serve, holder }: LedgerReleaseArgs): LedgerReleaseAnswer => {
+    whenReady((args: LedgerReleaseArgs): LedgerReleaseAnswer => {
+      // Again here: validators all run before any handler of the same activation, and not while reconciling.
+      validateRelease(args);
+      const { serve, holder } = args;
       const held = activeReservation(state, serve);
       if (holder !== undefined) {
         const by = held ? (operationUnderWay(state, held)?.holder ?? held.holder) : undefined;
@@ -254,7 +259,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
       state = withoutReservation(state, serve);
       return answer({ released: held !== undefined, vramMib: held?.vramMib ?? 0 });
     }),
-    { validator: validateRelease },
+    { validator: (args: LedgerReleaseArgs) => (ready ? validateRelease(args) : undefined) },
   );
 
   if (!ready) {

@@ -105,11 +105,12 @@ export async function startAdmittedServe(resolved: ResolvedServe, saga: Saga, lo
   if (serve.routerTier) {
     log.begin('readmit');
     const tier = serve.routerTier;
+    // Registered first: once the guarded readmit may have acted, clients may reach the serve. If
+    // the run still fails (its reservation lost at `running`, a cancel mid-readmit), the tier must
+    // answer 503 again, not 502 from a removed container. Quiescing a quiesced tier is a no-op.
+    if (patched('requiesce-on-compensate')) saga.add(`quiesce tier ${tier}`, () => router.quiesceIfRouted({ tier }));
     const r = await router.readmitIfQuiesced({ tier });
     if (r.action === 'readmitted') readmittedTier = tier;
-    // From here clients reach the serve: if the run still fails (its reservation lost at
-    // `running`, a cancel), the tier must answer 503 again, not 502 from a removed container.
-    if (r.action !== 'no-router' && patched('requiesce-on-compensate')) saga.add(`quiesce tier ${tier}`, () => router.quiesceIfRouted({ tier }));
     log.record(
       'readmit',
       r.action === 'readmitted'
@@ -155,7 +156,9 @@ export async function alreadyHeld(
         ? `${op}: the ledger holds it running (${held.holder}) but ${container ? `its container is ${container.status}` : 'it has no container'}; nothing changed. ` +
           `\`gpures serves down ${serve}\` clears it, then bring it up again`
         : held.phase === 'stopping'
-          ? `${busy}It is being brought down: bring it up again once that has ended`
+          ? `${busy}It is being brought down: bring it up again once that has ended (\`gpures serves down ${serve}\` takes over a bring-down that died)`
+          : held.phase === 'evicting'
+            ? `${busy}It is being evicted: bring it up again once the eviction has ended, or cancel it to keep it up: ${cancelHint(held.holder)}`
           : `${busy}Wait for it to end, or cancel it: ${cancelHint(held.holder)} (\`gpures serves down ${serve}\` cancels it too)`,
     nonRetryable: true,
   });
