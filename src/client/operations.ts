@@ -33,7 +33,7 @@ function describeFailure(err: unknown): { failureType: string; message: string; 
 async function describeCancellation(err: unknown, steps: () => Promise<StepRecord[]>): Promise<{ failureType: string; message: string } | undefined> {
   if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) return undefined;
   const last = (await steps().catch(() => [] as StepRecord[])).filter((s) => s.step === 'compensate').pop();
-  return { failureType: 'Cancelled', message: `${last?.outcome ?? 'cancelled'} (cancelled by a serves down of it, or from the UI)` };
+  return { failureType: 'CancelledFailure', message: `${last?.outcome ?? 'cancelled'} (cancelled by a serves down of it, or from the UI)` };
 }
 
 async function runOperation<R>(
