@@ -3,27 +3,18 @@
 // containers on the test dockerd, the reference router in front of them.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { HttpRouterAdmin } from '../src/activities/router';
 import type { StopResult } from '../src/activities';
 import type { DrainResult } from '../src/activities/eviction';
-import { parseManifest } from '../src/domain/manifest';
 import { containerName } from '../src/domain/serve';
 import { workflowIds } from '../src/shared/messages';
-import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
-import { FAKE_NVIDIA_SMI, routerConfigFor } from '../src/sim/box';
-import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
-import { docker, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
+import { docker } from './support/box';
 import type { TestServe } from './support/box';
-import { gpures, show, startWorkerProcess } from './support/cli';
-import type { WorkerProcess } from './support/cli';
+import { gpures, show } from './support/cli';
+import { startProcessBox } from './support/process-box';
+import type { ProcessBox } from './support/process-box';
 import { activityRuns } from './support/history-scan';
-import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { waitUntil } from './support/wait';
 
@@ -34,62 +25,26 @@ const SERVES: TestServe[] = [
   // The report's stand-in: no HTTP, a container that just holds its reservation.
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
 ];
-const ROUTER_TOKEN = `router-token-${randomUUID()}`;
 const header = (committed: number, free: number) => `gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed ${committed} MiB, free ${free} MiB`;
 
 describe('gpures serves up --evict and serves down --restore, as processes on Docker', () => {
-  let temporal: TestTemporal | undefined;
-  let router: RunningRouter | undefined;
-  let worker: WorkerProcess | undefined;
+  let box: ProcessBox;
+  let temporal: TestTemporal;
+  let router: RunningRouter;
   let node: string;
   let manifest: string;
   let env: Record<string, string>;
-  let workerEnv: Record<string, string>;
 
   before(async () => {
-    node = uniqueNode('cli-evict');
-    const dir = mkdtempSync(join(tmpdir(), 'gpures-cli-evict-'));
-    // A GPU uuid of its own: the fake nvidia-smi counts the running containers labelled with it.
-    const text = renderManifest(node, [GPU], SERVES).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
-    manifest = join(dir, 'serves.toml');
-    writeFileSync(manifest, text);
-    const parsed = parseManifest(text, manifest);
-    if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
-
-    const routerDoc = parseToml(routerConfigFor(parsed.manifest, `test.${node}`)) as { tiers: { backend: string }[] };
-    for (const tier of routerDoc.tiers) tier.backend = `${tier.backend}/cgi-bin/vllm`;
-    const routerConfigPath = join(dir, 'router.toml');
-    writeFileSync(routerConfigPath, stringifyToml(routerDoc));
-    router = await startRouter({ configPath: routerConfigPath, adminToken: ROUTER_TOKEN, port: 0 });
-
-    const smiState: FakeNvidiaSmiState = {
-      gpus: parsed.manifest.gpus.map((g, index) => ({ index, uuid: g.uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: g.capacityMib, baseUsedMib: 1200 })),
-      docker: true,
-    };
-    const smiStatePath = join(dir, 'nvidia-smi.json');
-    writeFileSync(smiStatePath, JSON.stringify(smiState));
-
-    temporal = await testTemporal();
-    env = { TEMPORAL_ADDRESS: temporal.address };
-    workerEnv = {
-      ...env,
-      GPURES_ROUTER_URL: router.url,
-      GPURES_ROUTER_TOKEN: ROUTER_TOKEN,
-      GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
-      FAKE_NVIDIA_SMI_STATE: smiStatePath,
-    };
-    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], workerEnv);
+    box = await startProcessBox('cli-evict', GPU, SERVES);
+    ({ temporal, router, node, env, manifestPath: manifest } = box);
   });
 
   after(async () => {
-    await worker?.stop();
-    await removeNodeContainers(node);
-    await router?.close();
-    await temporal?.close();
+    await box?.close();
   });
 
   async function routedVision(): Promise<number> {
-    assert.ok(router);
     const res = await fetch(`${router.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -134,8 +89,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
 
   /** SIGKILL, as a crash: no drain of in-flight tasks, no goodbye to the server. */
   async function killWorker(): Promise<number> {
-    assert.ok(worker);
-    const child = worker.child;
+    const child = box.worker.child;
     const exited = new Promise((r) => child.once('exit', r));
     const at = Date.now();
     child.kill('SIGKILL');
@@ -144,7 +98,6 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
   }
 
   test('kill -9 of the worker mid-drain and right after the victim\'s stop: each step retried within 30 s, evidence from the attempt that acted', async () => {
-    assert.ok(temporal && router);
     const up = await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env);
     assert.equal(up.code, 0, show(up));
     // One request in flight to vision, long enough to outlive the first worker but not its retry.
@@ -153,7 +106,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'a long answer' }], sim_delay_ms: 8000 }),
     }).then(async (r) => (await r.text(), Date.now()));
-    const admin = new HttpRouterAdmin({ baseUrl: router.url, token: ROUTER_TOKEN });
+    const admin = new HttpRouterAdmin({ baseUrl: router.url, token: box.routerToken });
     await waitUntil('the request in flight at the router', async () => (await admin.tierState('vision-local')).inFlight === 1, 10_000, 50);
 
     const evict = gpures(['serves', 'up', 'comfyui-sim', '--evict', '--manifest', manifest], env, 180_000);
@@ -171,11 +124,11 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     const visionName = containerName(node, 'vision');
     const events = await docker().getEvents({ filters: { container: [visionName], event: ['die'] } });
     const died = new Promise<void>((resolve) => events.once('data', () => resolve()));
-    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], workerEnv);
+    await box.startWorker();
     await died;
     const stopKilledAt = await killWorker();
     (events as unknown as { destroy?: () => void }).destroy?.();
-    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], workerEnv);
+    await box.startWorker();
 
     const r = await evict;
     assert.equal(r.code, 0, show(r));

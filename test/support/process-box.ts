@@ -29,9 +29,11 @@ export interface ProcessBox {
   routerToken: string;
   /** What a `gpures` command needs to reach the suite's Temporal. */
   env: Record<string, string>;
-  /** The worker's own environment, for a worker started again after a kill. */
+  /** The worker's own environment. */
   workerEnv: Record<string, string>;
+  /** The node's worker now: `startWorker` replaces it (after a kill, say). */
   worker: WorkerProcess;
+  startWorker(): Promise<WorkerProcess>;
   close(): Promise<void>;
 }
 
@@ -62,8 +64,8 @@ export async function startProcessBox(prefix: string, gpu: TestGpu, serves: Test
   const temporal = await testTemporal();
   const env = { TEMPORAL_ADDRESS: temporal.address };
   const workerEnv = { ...env, GPURES_ROUTER_URL: router.url, GPURES_ROUTER_TOKEN: routerToken, GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI, FAKE_NVIDIA_SMI_STATE: smiStatePath };
-  const worker = await startWorkerProcess(['--manifest', manifestPath, '--gpus', 'off'], workerEnv);
-  return {
+  const startWorker = () => startWorkerProcess(['--manifest', manifestPath, '--gpus', 'off'], workerEnv);
+  const box: ProcessBox = {
     node,
     manifestPath,
     manifest: parsed.manifest,
@@ -72,12 +74,17 @@ export async function startProcessBox(prefix: string, gpu: TestGpu, serves: Test
     routerToken,
     env,
     workerEnv,
-    worker,
+    worker: await startWorker(),
+    async startWorker() {
+      box.worker = await startWorker();
+      return box.worker;
+    },
     async close() {
-      await worker.stop();
+      await box.worker.stop();
       await removeNodeContainers(node);
       await router.close();
       await temporal.close();
     },
   };
+  return box;
 }
