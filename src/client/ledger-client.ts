@@ -123,36 +123,37 @@ export class LedgerClient {
     }
   }
 
-  // Each update answers a few fields (the ledger's history keeps every answer); the whole ledger
-  // an operation records comes from a query right after, which leaves no trace in that history.
-  async admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult> {
-    const answer = await this.update(node, args.gpu, admitUpdate, args, updateId);
-    return { ...answer, ledger: await this.read(node, args.gpu) };
-  }
-
-  async setPhase(node: string, gpu: GpuSpec, args: LedgerPhaseArgs, updateId: string): Promise<LedgerState> {
-    await this.update(node, gpu, setPhaseUpdate, args, updateId);
-    return this.read(node, gpu);
-  }
-
-  async release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult> {
-    const answer = await this.update(node, gpu, releaseUpdate, args, updateId);
+  /**
+   * Each update answers a few fields (the ledger's history keeps every answer); the whole ledger
+   * an operation records comes from a query right after, which leaves no trace in that history.
+   */
+  private async updateAndRead<R extends object, A>(node: string, gpu: GpuSpec, def: UpdateDefinition<R, [A]>, arg: A, updateId: string): Promise<R & { ledger: LedgerState }> {
+    const answer = await this.update(node, gpu, def, arg, updateId);
     return { ...answer, ledger: await this.read(node, gpu) };
   }
 
-  async acquire(node: string, args: LedgerAcquireArgs, updateId: string): Promise<LedgerAcquireResult> {
-    const answer = await this.update(node, args.gpu, acquireUpdate, args, updateId);
-    return { ...answer, ledger: await this.read(node, args.gpu) };
+  admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult> {
+    return this.updateAndRead(node, args.gpu, admitUpdate, args, updateId);
+  }
+
+  async setPhase(node: string, gpu: GpuSpec, args: LedgerPhaseArgs, updateId: string): Promise<LedgerState> {
+    return (await this.updateAndRead(node, gpu, setPhaseUpdate, args, updateId)).ledger;
+  }
+
+  release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult> {
+    return this.updateAndRead(node, gpu, releaseUpdate, args, updateId);
+  }
+
+  acquire(node: string, args: LedgerAcquireArgs, updateId: string): Promise<LedgerAcquireResult> {
+    return this.updateAndRead(node, args.gpu, acquireUpdate, args, updateId);
   }
 
   async victimReleased(node: string, gpu: GpuSpec, args: LedgerVictimArgs, updateId: string): Promise<LedgerState> {
-    await this.update(node, gpu, victimReleasedUpdate, args, updateId);
-    return this.read(node, gpu);
+    return (await this.updateAndRead(node, gpu, victimReleasedUpdate, args, updateId)).ledger;
   }
 
   async abortEviction(node: string, gpu: GpuSpec, args: LedgerAbortArgs, updateId: string): Promise<LedgerState> {
-    await this.update(node, gpu, abortEvictionUpdate, args, updateId);
-    return this.read(node, gpu);
+    return (await this.updateAndRead(node, gpu, abortEvictionUpdate, args, updateId)).ledger;
   }
 
   /** A bring-down takes its serve: the decision says whether it may stop it, and who holds it if not. */

@@ -6,6 +6,7 @@ import type { Activities, ResolvedServe } from '../activities';
 import type { DrainResult, VramReleaseResult } from '../activities/eviction';
 import { denialMessage, formatLedger } from '../domain/ledger';
 import type { Victim } from '../domain/eviction';
+import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { quick, waitFor } from './options';
 import { checkInput, failAndCompensate, Saga, whole } from './saga';
@@ -64,7 +65,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const resolved = await act.resolveServe({ serve: input.serve });
   const { node, serve, gpu } = resolved;
   const base = { serve: serve.name, gpuRole: gpu.role, vramMib: serve.vramMib };
-  const holder = `${workflowId}/${runId}`;
+  const holder = holderOf(workflowId, runId);
 
   log.begin('admit');
   const before = await act.ledgerSnapshot({ node, gpu });
@@ -225,6 +226,6 @@ async function evictVictim(
   }
   // Names this run: only the eviction that holds the victim hands its MiB over.
   const { workflowId, runId } = workflowInfo();
-  await act.ledgerVictimReleased({ node, gpu, args: { victim: victim.name, acquirer: acquirer.serve.name, holder: `${workflowId}/${runId}` }, updateId: ids(`victim-released/${victim.name}`) });
+  await act.ledgerVictimReleased({ node, gpu, args: { victim: victim.name, acquirer: acquirer.serve.name, holder: holderOf(workflowId, runId) }, updateId: ids(`victim-released/${victim.name}`) });
   return record;
 }
