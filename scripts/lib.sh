@@ -21,19 +21,6 @@ if [[ -z "${HOME:-}" ]]; then
   HOME="$(getent passwd "$(id -u)" | cut -d: -f6)"
   export HOME="${HOME:-/root}"
 fi
-GPURES_CACHE="${GPURES_CACHE:-$HOME/.cache/gpu-reservations}"
-TEMPORAL_CLI_TAG=v1.5.1
-GPURES_DOCKER_SOCK=/run/gpures/docker.sock
-GPURES_DOCKER_DATA_ROOT=/var/lib/gpures/docker
-GPURES_DOCKER_EXEC_ROOT=/run/gpures/docker-exec
-GPURES_DOCKER_PIDFILE=/run/gpures/docker.pid
-GPURES_DOCKERD_LOG=/var/log/gpures-dockerd.log
-GPURES_TEST_IMAGE=gpures/fake-vllm:test
-
-# Applets linked into the fake-vllm image: what entrypoint.sh uses, plus a few for
-# `docker exec` debugging.
-_GPURES_FAKE_VLLM_APPLETS=(sh ash httpd sleep cat mkdir mv rm rmdir sed kill printf echo test '[' ls ps env wget nc head chmod)
-
 log() {
   printf '[gpures] %s\n' "$*" >&2
 }
@@ -42,6 +29,41 @@ die() {
   log "error: $*"
   exit 1
 }
+
+# config/toolchain.json holds what the shell and the TypeScript commands share (src/dev/toolchain.ts
+# reads it too). Node is the one JSON reader a fresh machine has before any set-up; it prints
+# NAME=value lines, and only such names are assigned.
+# shellcheck disable=SC2016 # the ${...} below are JavaScript template literals
+_gpures_toolchain="$(node -e '
+  const c = require(process.argv[1]);
+  const lines = {
+    TEMPORAL_CLI_MODULE: c.temporalCli.module,
+    TEMPORAL_CLI_TAG: c.temporalCli.tag,
+    GPURES_CACHE_UNDER_HOME: c.cacheUnderHome,
+    GPURES_DOCKER_SOCK: c.testDockerd.socket,
+    GPURES_DOCKER_DATA_ROOT: c.testDockerd.dataRoot,
+    GPURES_DOCKER_EXEC_ROOT: c.testDockerd.execRoot,
+    GPURES_DOCKER_PIDFILE: c.testDockerd.pidfile,
+    GPURES_DOCKERD_LOG: c.testDockerd.log,
+    GPURES_DEFAULT_TEST_IMAGE: c.testImages.fakeVllm,
+    GPURES_ROUTER_TEST_IMAGE: c.testImages.fakeRouter,
+  };
+  for (const [name, value] of Object.entries(lines)) {
+    if (typeof value !== "string" || value.includes("\n")) throw new Error(`${name}: not a one-line string`);
+    console.log(`${name}=${value}`);
+  }
+' "$GPURES_ROOT/config/toolchain.json")" || die "cannot read $GPURES_ROOT/config/toolchain.json (is node installed?)"
+while IFS='=' read -r _gpures_name _gpures_value; do
+  [[ "$_gpures_name" =~ ^(GPURES|TEMPORAL_CLI)_[A-Z_]+$ ]] || die "unexpected line from config/toolchain.json: $_gpures_name"
+  printf -v "$_gpures_name" '%s' "$_gpures_value"
+done <<<"$_gpures_toolchain"
+unset _gpures_toolchain _gpures_name _gpures_value
+GPURES_CACHE="${GPURES_CACHE:-$HOME/$GPURES_CACHE_UNDER_HOME}"
+GPURES_TEST_IMAGE="${GPURES_TEST_IMAGE:-$GPURES_DEFAULT_TEST_IMAGE}"
+
+# Applets linked into the fake-vllm image: what entrypoint.sh uses, plus a few for
+# `docker exec` debugging.
+_GPURES_FAKE_VLLM_APPLETS=(sh ash httpd sleep cat mkdir mv rm rmdir sed kill printf echo test '[' ls ps env wget nc head chmod)
 
 _gpures_require_root() {
   if [[ "$(id -u)" != 0 ]]; then
@@ -97,10 +119,10 @@ temporal_bin() {
       log "(first run only; this takes a few minutes)"
       tmp="$(mktemp -d "$dir/.build.XXXXXX")" || exit 1
       # GOPATH/GOMODCACHE/GOCACHE keep Go's defaults; only the install directory is ours.
-      if ! GOBIN="$tmp" "$go" install "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_TAG" >&2 ||
+      if ! GOBIN="$tmp" "$go" install "$TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_TAG" >&2 ||
         ! mv -f "$tmp/temporal" "$bin"; then
         rm -rf "$tmp"
-        log "error: go install github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_TAG failed"
+        log "error: go install $TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_TAG failed"
         exit 1
       fi
       rm -rf "$tmp"
@@ -333,8 +355,6 @@ build_test_image() {
   _gpures_build_busybox_image "$GPURES_TEST_IMAGE" "$GPURES_ROOT/test/images/fake-vllm" 8000 'www/v1' \
     "${_GPURES_FAKE_VLLM_APPLETS[@]}"
 }
-
-GPURES_ROUTER_TEST_IMAGE=gpures/fake-router:test
 
 # Applets linked into the fake-router image: what its entrypoint.sh uses, plus a few for
 # `docker exec` debugging.
