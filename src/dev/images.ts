@@ -17,6 +17,7 @@ const run = promisify(execFile);
 
 /** Shipped by busybox-static (dpkg -L busybox-static). */
 const BUSYBOX = '/bin/busybox';
+/** The checkout, from dist/src/dev/. */
 const ROOT = join(__dirname, '..', '..', '..');
 
 export interface BusyboxImage {

@@ -5,7 +5,6 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import toolchain from '../../config/toolchain.json';
 
-export const TEMPORAL_CLI_MODULE = toolchain.temporalCli.module;
 export const TEMPORAL_CLI_TAG = toolchain.temporalCli.tag;
 
 export const DEV_SERVER = {
