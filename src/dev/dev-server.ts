@@ -4,9 +4,10 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
+import type { Env } from '../config/env';
+import { devServerEnv } from '../config/env';
 import { DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS } from '../client/search-attributes';
 
 export const TEMPORAL_CLI_TAG = 'v1.5.1';
@@ -26,11 +27,9 @@ export const DEV_SERVER_FLAGS = [
   '--dynamic-config-value', 'history.transferProcessorMaxPollRPS=1000',
 ];
 
-export function temporalCliPath(env: NodeJS.ProcessEnv = process.env): string {
-  const candidates = [
-    env['TEMPORAL_CLI'],
-    join(env['GPURES_CACHE'] ?? join(homedir(), '.cache', 'gpu-reservations'), `temporal-cli-${TEMPORAL_CLI_TAG}`, 'temporal'),
-  ].filter((p): p is string => Boolean(p));
+export function temporalCliPath(env: Env = process.env): string {
+  const { temporalCli, cacheDir } = devServerEnv(env);
+  const candidates = [temporalCli, join(cacheDir, `temporal-cli-${TEMPORAL_CLI_TAG}`, 'temporal')].filter((p): p is string => Boolean(p));
   const found = candidates.find((p) => existsSync(p));
   if (!found) throw new Error(`no Temporal CLI at ${candidates.join(' or ')}: run scripts/setup.sh first`);
   return found;
