@@ -6,6 +6,8 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Connection } from '@temporalio/client';
+import type { Env } from '../config/env';
+import { devServerEnv } from '../config/env';
 import { DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS } from '../client/search-attributes';
 import { cachedTemporalCli, DEV_SERVER } from './toolchain';
 
@@ -38,8 +40,8 @@ export function devServerArgs(opts: DevServerArgs): string[] {
   return args;
 }
 
-export function temporalCliPath(env: NodeJS.ProcessEnv = process.env): string {
-  const candidates = [env['TEMPORAL_CLI'], cachedTemporalCli(env)].filter((p): p is string => Boolean(p));
+export function temporalCliPath(env: Env = process.env): string {
+  const candidates = [devServerEnv(env).temporalCli, cachedTemporalCli(env)].filter((p): p is string => Boolean(p));
   const found = candidates.find((p) => existsSync(p));
   if (!found) throw new Error(`no Temporal CLI at ${candidates.join(' or ')}: run scripts/setup.sh first`);
   return found;

@@ -1,9 +1,9 @@
 // The constants the shell set-up and the TypeScript commands share, read from
 // config/toolchain.json (scripts/lib.sh reads the same file through node): one place to bump the
 // Temporal CLI tag, a dev-server flag, the test dockerd's socket or a test image name.
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import toolchain from '../../config/toolchain.json';
+import { devServerEnv } from '../config/env';
 
 export const TEMPORAL_CLI_TAG = toolchain.temporalCli.tag;
 
@@ -23,7 +23,7 @@ export const TEST_IMAGES = toolchain.testImages;
 
 /** Where the set-up keeps what it builds outside the checkout: $GPURES_CACHE, else under $HOME. */
 export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env['GPURES_CACHE'] ?? join(homedir(), toolchain.cacheUnderHome);
+  return devServerEnv(env).cacheDir;
 }
 
 /** The Temporal CLI that scripts/setup.sh builds with `go install` when none is on PATH. */
