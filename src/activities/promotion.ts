@@ -9,13 +9,14 @@ import { backupFileName, backupRunKey, backupsToPrune, mappingVersionOf, MAX_CON
 import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';
-import type { RouterAdmin } from './ports';
-import { imageMissing } from './ports';
+import type { RouterAdmin } from '../adapters/router-admin/port';
+import { imageMissing } from '../adapters/errors';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { heartbeating, progress } from './heartbeat';
-import { HttpRouterAdmin } from './router';
-import type { JournalEntry, RecreateResult, RouterContainer, RouterDeployment, RouterTarget } from './router-deployment';
-import { journalPath } from './router-deployment';
+import type { JournalEntry, RecreateResult, RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
+import { journalPath } from '../adapters/router-deployment/port';
+import { HttpRouterAdmin } from '../adapters/router-admin/http';
+import type { BackupResult, PublicRouterTarget, RouterContainer, RouterDescription } from '../shared/contracts';
 
 export interface PromotionDeps {
   /** Docker and the live config's filesystem; needed only for promotions. */
@@ -27,43 +28,11 @@ export interface PromotionDeps {
   pollIntervalMs?: number;
 }
 
-/** A target as the workflow may see it: everything but the token. */
-export interface PublicRouterTarget {
-  name: string;
-  container: string;
-  configPath: string;
-  containerConfigPath: string;
-  url: string;
-  verifyWindowS: number;
-  healthzStreak: number;
-  backupsKept: number;
-  validateTimeoutS: number;
-}
-
-export interface RouterDescription {
-  target: PublicRouterTarget;
-  container: RouterContainer;
-  targetImageId: string;
-  /** The target image's id differs from the running container's (a rebuilt tag counts). */
-  imageChanged: boolean;
-  live: { exists: boolean; sha256: string | null; bytes: number; mappingVersion: string | null };
-}
-
 export interface CandidateConfig {
   content: string;
   sha256: string;
   bytes: number;
   mappingVersion: string | null;
-}
-
-export interface BackupResult {
-  /** null when there was no live file to back up (a rollback then removes the new one). */
-  path: string | null;
-  sha256: string | null;
-  mappingVersion: string | null;
-  /** False when an earlier attempt of this run had made it already. */
-  created: boolean;
-  pruned: string[];
 }
 
 export interface RunRef {

@@ -1,17 +1,11 @@
 // A serve as the manifest on the worker's disk declares it now: read at each use, so an edited
 // manifest takes effect without restarting the worker.
 import { findServe, gpuFor, parseManifest } from '../domain/manifest';
-import type { GpuSpec, ServeSpec } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { Failure } from '../shared/failures';
 import { nonRetryable } from './failure';
-import type { ManifestSource } from './ports';
-
-export interface ResolvedServe {
-  node: string;
-  serve: ServeSpec;
-  gpu: GpuSpec;
-}
+import type { ManifestSource } from '../adapters/manifest/port';
+import type { ResolvedServe } from '../shared/contracts';
 
 /** The manifest, read and parsed once; `resolve` looks serves up in it. */
 export async function loadManifest(source: ManifestSource): Promise<{ resolve(name: string): ResolvedServe }> {

@@ -10,7 +10,7 @@ import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ReadmitOutcome, ReadmitRefusal, TierMode, TierState } from '../activities/ports';
+import type { ReadmitOutcome, ReadmitRefusal, TierMode, TierState } from '../shared/contracts';
 import { findTier, parseRouterConfig } from '../domain/router-config';
 import type { RouterConfig, RouterTier } from '../domain/router-config';
 import type { ManifestIssue } from '../domain/types';

@@ -14,7 +14,7 @@
 //   GPURES_ROUTER_BACKUPS_KEPT      backups kept next to the live file (default 5)
 import { realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
-import type { RouterTarget } from '../activities/router-deployment';
+import type { RouterTarget } from '../adapters/router-deployment/port';
 import { DEFAULT_ROUTER } from '../shared/promotion';
 
 function positive(env: NodeJS.ProcessEnv, name: string, integer: boolean): number | undefined {

@@ -5,16 +5,17 @@ import { ApplicationFailure, CancellationScope, executeChild, isCancellation, pa
 import { workflowIds } from '../shared/messages';
 import { bringUpWorkflow } from './bring-up';
 import { checkInput, rootCause, Saga, whole } from './saga';
-import type { Activities, OperationEnd } from '../activities';
+import type { Activities } from '../activities';
+import type { OperationEnd } from '../shared/contracts';
 import { formatLedger } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { cancelHint, holderOf } from '../domain/fence';
 import type { StopDecision } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { quick, waitFor } from './options';
-import type { DrainResult } from '../activities/eviction';
+import type { DrainResult } from '../shared/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, router, StepLog, stopServe } from './serve-steps';
-import type { StopResult } from '../activities';
+import type { StopResult } from '../shared/contracts';
 import type { LedgerReleaseResult } from '../shared/messages';
 import type { StepRecord } from './serve-steps';
 

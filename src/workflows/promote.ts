@@ -9,7 +9,7 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { ActivityOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { BackupResult, RouterDescription } from '../activities/promotion';
+import type { BackupResult, RouterDescription } from '../shared/contracts';
 import { promoteInputProblems } from '../domain/promotion';
 import { Failure } from '../shared/failures';
 import type { PromoteFailureDetails, PromoteInput, PromoteResult, RollbackReport, ValidationRun, VerifyReport } from '../shared/promotion';

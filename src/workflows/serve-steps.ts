@@ -4,8 +4,8 @@ import { ApplicationFailure, patched, proxyActivities, setHandler, workflowInfo 
 import { progressQuery } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { Failure } from '../shared/failures';
-import type { Activities, ResolvedServe, StopResult } from '../activities';
-import type { DrainResult } from '../activities/eviction';
+import type { Activities } from '../activities';
+import type { DrainResult, ResolvedServe, StopResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';

@@ -10,10 +10,10 @@
 import { writeFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { DockerRouterDeployment } from '../../src/activities/docker-router';
+import { DockerRouterDeployment } from '../../src/adapters/router-deployment/docker-router';
 import { HEARTBEAT_THROTTLE } from '../../src/activities/heartbeat';
 import { createPromotionActivities } from '../../src/activities/promotion';
-import type { RouterTarget } from '../../src/activities/router-deployment';
+import type { RouterTarget } from '../../src/adapters/router-deployment/port';
 import { taskQueueFor } from '../../src/shared/messages';
 
 interface ChildConfig {

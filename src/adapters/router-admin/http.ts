@@ -7,9 +7,10 @@
 //   other 4xx          -> PermanentError RouterAdminRejected (408 and 429 stay retryable)
 //   5xx, network, timeout, malformed answer -> plain Error (retryable)
 import { z } from 'zod';
-import type { ReadmitOutcome, RouterAdmin, TierState } from './ports';
-import { PermanentError } from './ports';
-import { Failure } from '../shared/failures';
+import type { ReadmitOutcome, TierState } from '../../shared/contracts';
+import type { RouterAdmin } from './port';
+import { PermanentError } from '../errors';
+import { Failure } from '../../shared/failures';
 
 export interface HttpRouterAdminOptions {
   /** The router's base URL, e.g. `http://127.0.0.1:8000`. */

@@ -5,8 +5,8 @@ import { ServiceError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '
 import { ApplicationFailure } from '@temporalio/common';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
-import type { GpuSpec } from '../domain/types';
-import type { LedgerState } from '../domain/ledger';
+import type { GpuSpec } from '../../domain/types';
+import type { LedgerState } from '../../domain/ledger';
 import type {
   LedgerAbortArgs,
   LedgerAcquireArgs,
@@ -21,7 +21,7 @@ import type {
   LedgerStopAnswer,
   LedgerStopArgs,
   LedgerVictimArgs,
-} from '../shared/messages';
+} from '../../shared/messages';
 import {
   abortEvictionUpdate,
   acquireUpdate,
@@ -34,8 +34,8 @@ import {
   taskQueueFor,
   victimReleasedUpdate,
   workflowIds,
-} from '../shared/messages';
-import type { ledgerWorkflow } from '../workflows/ledger';
+} from '../../shared/messages';
+import type { ledgerWorkflow } from '../../workflows/ledger';
 
 export interface LedgerClientOptions {
   /**
