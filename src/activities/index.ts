@@ -26,7 +26,7 @@ import { loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
-import type { LedgerClient } from '../adapters/ledger/ledger-client';
+import type { LedgerPort } from '../adapters/ledger/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { OperationControl } from '../adapters/operations/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
@@ -41,7 +41,7 @@ export interface ActivityDeps {
   runtime: ContainerRuntime;
   probe: ServeProbe;
   manifest: ManifestSource;
-  ledger: LedgerClient;
+  ledger: LedgerPort;
   /** The operations holding serves (Temporal): a bring-down cancels and waits out the one holding its serve. */
   operations: OperationControl;
   /** The router's admin API; needed only to evict serves that back a router tier. */

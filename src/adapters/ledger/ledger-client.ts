@@ -36,6 +36,7 @@ import {
   workflowIds,
 } from '../../shared/messages';
 import type { ledgerWorkflow } from '../../workflows/ledger';
+import type { LedgerPort } from './port';
 
 export interface LedgerClientOptions {
   /**
@@ -54,7 +55,7 @@ export const DEFAULT_LEDGER_UPDATES_IN_FLIGHT = 8;
 /** The server's default history.maxInFlightUpdates: above it the bound would not protect anything. */
 export const MAX_LEDGER_UPDATES_IN_FLIGHT = 10;
 
-export class LedgerClient {
+export class LedgerClient implements LedgerPort {
   private readonly maxInFlight: number;
   /** One FIFO queue per ledger workflow id, deleted when idle. */
   private readonly queues = new Map<string, FifoSemaphore>();
