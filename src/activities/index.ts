@@ -53,6 +53,8 @@ export interface ActivityDeps {
   /** Router promotion (docs/promotion.md): Docker and the live config's files, and the routers this worker may promote. */
   routerDeployment?: RouterDeployment;
   routerTargets?: RouterTarget[];
+  /** The admin client of a router target (HTTP, wired by the worker); needed only to reload and verify. */
+  routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
 }
 
 export interface StartedContainer {

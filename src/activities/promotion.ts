@@ -15,7 +15,6 @@ import { nonRetryable, permanentAsFailure } from './failure';
 import { heartbeating, progress } from './heartbeat';
 import type { JournalEntry, RecreateResult, RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
 import { journalPath } from '../adapters/router-deployment/port';
-import { HttpRouterAdmin } from '../adapters/router-admin/http';
 import type { BackupResult, PublicRouterTarget, RouterContainer, RouterDescription } from '../shared/contracts';
 
 export interface PromotionDeps {
@@ -23,7 +22,7 @@ export interface PromotionDeps {
   routerDeployment?: RouterDeployment;
   /** The routers this worker may promote, by deployment name. */
   routerTargets?: RouterTarget[];
-  /** The admin client of a target (default: HttpRouterAdmin with the target's URL and token). */
+  /** The admin client of a target (the worker's: HTTP with the target's URL and token); needed only to reload and verify. */
   routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
   pollIntervalMs?: number;
 }
@@ -94,7 +93,10 @@ function errText(err: unknown): string {
 
 export function createPromotionActivities(deps: PromotionDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
-  const adminFor = deps.routerAdminFor ?? ((t: RouterTarget, timeoutMs: number) => new HttpRouterAdmin({ baseUrl: t.url, token: t.adminToken, timeoutMs }));
+  const adminFor = (t: RouterTarget, timeoutMs: number): RouterAdmin => {
+    if (!deps.routerAdminFor) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router admin client configured');
+    return deps.routerAdminFor(t, timeoutMs);
+  };
 
   const deployment = (): RouterDeployment => {
     if (!deps.routerDeployment) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router deployment configured');

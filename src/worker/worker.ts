@@ -14,6 +14,7 @@ import type { ContainerRuntime } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
+import { httpRouterAdminFor } from '../adapters/router-admin/http';
 import type { ServeProbe } from '../adapters/serve-probe/port';
 import { HttpServeProbe } from '../adapters/serve-probe/http';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
@@ -55,6 +56,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     pollIntervalMs: opts.pollIntervalMs,
     routerDeployment: opts.routerDeployment ?? new DockerRouterDeployment(new Docker()),
     routerTargets: opts.routerTargets ?? routerTargetsFromEnv(process.env),
+    routerAdminFor: httpRouterAdminFor,
   });
   return Worker.create({
     connection: opts.connection,

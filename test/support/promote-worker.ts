@@ -13,6 +13,7 @@ import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/wo
 import { DockerRouterDeployment } from '../../src/adapters/router-deployment/docker-router';
 import { HEARTBEAT_THROTTLE } from '../../src/activities/heartbeat';
 import { createPromotionActivities } from '../../src/activities/promotion';
+import { httpRouterAdminFor } from '../../src/adapters/router-admin/http';
 import type { RouterTarget } from '../../src/adapters/router-deployment/port';
 import { taskQueueFor } from '../../src/shared/messages';
 
@@ -50,6 +51,7 @@ async function main(): Promise<void> {
       routerDeployment: new DockerRouterDeployment(cfg.hangAt === 'recreate-rename' ? hangingAtRename(new Docker(), cfg.markerPath) : new Docker()),
       routerTargets: cfg.targets,
       pollIntervalMs: cfg.pollIntervalMs,
+      routerAdminFor: httpRouterAdminFor,
     });
     const name = cfg.hangAfter;
     const original = name ? activities[name] : undefined;
