@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Docker from 'dockerode';
-import { DockerRuntime } from '../src/activities/docker';
+import { DockerRuntime } from '../src/adapters/containers/docker';
 import { serveDown, serveUp } from '../src/client/operations';
 import { parseManifest } from '../src/config/manifest';
 import { containerName, LABEL, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../src/domain/serve';

@@ -14,7 +14,7 @@
 //                                                                  (scripts/lib.sh export_test_env)
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { LedgerClient } from '../src/client/ledger-client';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import type { GpuSpec } from '../src/domain/types';
 import { admitUpdate, releaseUpdate, workflowIds } from '../src/shared/messages';
 import { uniqueNode } from '../test/support/box';

@@ -3,9 +3,9 @@
 // containers on the test dockerd, the reference router in front of them.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { HttpRouterAdmin } from '../src/activities/router';
-import type { StopResult } from '../src/activities';
-import type { DrainResult } from '../src/activities/eviction';
+import { HttpRouterAdmin } from '../src/adapters/router-admin/http';
+import type { StopResult } from '../src/shared/contracts';
+import type { DrainResult } from '../src/shared/contracts';
 import { containerName } from '../src/domain/serve';
 import { workflowIds } from '../src/shared/messages';
 import type { RunningRouter } from '../src/router/server';

@@ -4,8 +4,8 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Docker from 'dockerode';
-import { createOptions, DockerRuntime } from '../src/activities/docker';
-import { PermanentError } from '../src/activities/ports';
+import { createOptions, DockerRuntime } from '../src/adapters/containers/docker';
+import { PermanentError } from '../src/adapters/errors';
 import { contractServe, RUN_LABEL, uniqueRunId } from './support/runtime-contract';
 import { TEST_IMAGE } from './support/box';
 

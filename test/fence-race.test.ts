@@ -10,7 +10,7 @@ import { LABEL } from '../src/domain/serve';
 import type { LedgerState } from '../src/domain/ledger';
 import { totals } from '../src/domain/ledger';
 import type { GpuSpec } from '../src/domain/types';
-import { LedgerClient } from '../src/client/ledger-client';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { progressQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import type { BringDownResult } from '../src/workflows/bring-down';
 import { docker } from './support/box';

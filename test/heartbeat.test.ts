@@ -12,14 +12,15 @@ import type { Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities } from '../src/activities';
-import { DockerRouterDeployment } from '../src/activities/docker-router';
+import { DockerRouterDeployment } from '../src/adapters/router-deployment/docker-router';
 import { createEvictionActivities } from '../src/activities/eviction';
 import { progress, whileHeartbeating } from '../src/activities/heartbeat';
-import type { ContainerRuntime, ContainerState, ServeProbe } from '../src/activities/ports';
+import type { ContainerRuntime, ContainerState } from '../src/adapters/containers/port';
+import type { ServeProbe } from '../src/adapters/serve-probe/port';
 import { createPromotionActivities } from '../src/activities/promotion';
-import { journalPath } from '../src/activities/router-deployment';
-import type { RouterTarget } from '../src/activities/router-deployment';
-import { LedgerClient } from '../src/client/ledger-client';
+import { journalPath } from '../src/adapters/router-deployment/port';
+import type { RouterTarget } from '../src/adapters/router-deployment/port';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import type { ServeSpec } from '../src/domain/types';
 
 /** A runtime that records its calls; stop answers what the test says the box is in. */

@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
-import { isUpdateLimit, LedgerClient } from '../src/client/ledger-client';
+import { isUpdateLimit, LedgerClient } from '../src/adapters/ledger/ledger-client';
 import type { GpuSpec } from '../src/domain/types';
 
 const GPU: GpuSpec = { role: 'g', uuid: 'GPU-g', capacityMib: 1000, reserveMib: 0 };

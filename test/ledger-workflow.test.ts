@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
-import { LedgerClient } from '../src/client/ledger-client';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { DEV_SERVER_FLAGS } from '../src/dev/dev-server';
 import { totals } from '../src/domain/ledger';
 import type { GpuSpec } from '../src/domain/types';

@@ -10,9 +10,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { HttpRouterAdmin } from '../src/activities/router';
-import { PermanentError } from '../src/activities/ports';
-import type { ReadmitOutcome } from '../src/activities/ports';
+import { HttpRouterAdmin } from '../src/adapters/router-admin/http';
+import { PermanentError } from '../src/adapters/errors';
+import type { ReadmitOutcome } from '../src/shared/contracts';
 import { parseManifest } from '../src/config/manifest';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../src/config/router-config';
 import { parseBackendUrl, tierForPreset } from '../src/config/router-model';

@@ -3,8 +3,13 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { containerName, serveBaseUrl } from '../domain/serve';
 import type { ServeSpec } from '../domain/types';
-import type { ContainerRuntime, GpuProbe, GpuReading, ManifestSource, RouterAdmin, ServeProbe, TierState } from './ports';
-import { imageMissing } from './ports';
+import type { ContainerRuntime } from '../adapters/containers/port';
+import type { GpuProbe } from '../adapters/gpu/port';
+import type { ManifestSource } from '../adapters/manifest/port';
+import type { RouterAdmin } from '../adapters/router-admin/port';
+import type { ServeProbe } from '../adapters/serve-probe/port';
+import { imageMissing } from '../adapters/errors';
+import type { DrainResult, GpuReading, TierState, VramReleaseResult } from '../shared/contracts';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { earlierProgress, heartbeating, progress } from './heartbeat';
 import { loadManifest } from './resolve';
@@ -17,19 +22,6 @@ export interface EvictionDeps {
   router?: RouterAdmin;
   gpu?: GpuProbe;
   pollIntervalMs?: number;
-}
-
-export interface DrainResult {
-  tier?: string;
-  drained: boolean;
-  polls: number;
-  waitedMs: number;
-  routerInFlightAtStart: number;
-  vllmRunningAtStart: number | null;
-  routerInFlightAtEnd: number;
-  vllmRunningAtEnd: number | null;
-  /** When in-flight was first seen at 0 (epoch ms), for the drain-to-stop latency. */
-  drainedAtEpochMs?: number;
 }
 
 /** What an eviction needs, found present before anything on the box is touched. */
@@ -56,15 +48,6 @@ interface DrainProgress {
 function isDrainProgress(p: unknown): p is DrainProgress {
   const d = p as Partial<DrainProgress> | undefined;
   return typeof d?.startedAtEpochMs === 'number' && typeof d.polls === 'number' && typeof d.first?.router === 'number';
-}
-
-export interface VramReleaseResult {
-  gpuUuid: string;
-  usedBeforeMib: number;
-  usedAfterMib: number;
-  releasedMib: number;
-  expectedMib: number;
-  waitedMs: number;
 }
 
 export function createEvictionActivities(deps: EvictionDeps) {

@@ -1,7 +1,7 @@
 // How activities report failures that retrying cannot fix: a non-retryable ApplicationFailure
 // whose type the workflows and the CLI name. Adapters throw PermanentError; this maps it.
 import { ApplicationFailure } from '@temporalio/activity';
-import { PermanentError } from './ports';
+import { PermanentError } from '../adapters/errors';
 
 export function nonRetryable(type: string, message: string, details?: unknown): ApplicationFailure {
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: details === undefined ? [] : [details] });

@@ -5,7 +5,6 @@ import type { LedgerState, Reservation } from '../domain/ledger';
 import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
 import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
-import type { LedgerClient } from '../client/ledger-client';
 import { Failure, Transient } from '../shared/failures';
 import type {
   LedgerAbortArgs,
@@ -24,20 +23,25 @@ import { holderOf, parseHolder } from '../domain/fence';
 import { workflowIds } from '../shared/messages';
 import { createEvictionActivities } from './eviction';
 import { loadServe as loadServeFrom } from './resolve';
-import type { ResolvedServe } from './resolve';
-export type { ResolvedServe } from './resolve';
 import { createPromotionActivities } from './promotion';
-import type { ContainerRuntime, ContainerState, GpuProbe, ManifestSource, OperationControl, RouterAdmin, ServeProbe } from './ports';
-import { ServeUnreachable } from './ports';
+import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
+import type { GpuProbe } from '../adapters/gpu/port';
+import type { LedgerPort } from '../adapters/ledger/port';
+import type { ManifestSource } from '../adapters/manifest/port';
+import type { OperationControl } from '../adapters/operations/port';
+import type { RouterAdmin } from '../adapters/router-admin/port';
+import type { RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
+import type { ServeProbe } from '../adapters/serve-probe/port';
+import { ServeUnreachable } from '../adapters/errors';
+import type { OperationEnd, OperationEndMode, ResolvedServe, StopResult } from '../shared/contracts';
 import { nonRetryable, permanentAsFailure, transient } from './failure';
 import { activityContext, earlierProgress, heartbeating, progress } from './heartbeat';
-import type { RouterDeployment, RouterTarget } from './router-deployment';
 
 export interface ActivityDeps {
   runtime: ContainerRuntime;
   probe: ServeProbe;
   manifest: ManifestSource;
-  ledger: LedgerClient;
+  ledger: LedgerPort;
   /** The operations holding serves (Temporal): a bring-down cancels and waits out the one holding its serve. */
   operations: OperationControl;
   /** The router's admin API; needed only to evict serves that back a router tier. */
@@ -49,6 +53,8 @@ export interface ActivityDeps {
   /** Router promotion (docs/promotion.md): Docker and the live config's files, and the routers this worker may promote. */
   routerDeployment?: RouterDeployment;
   routerTargets?: RouterTarget[];
+  /** The admin client of a router target (HTTP, wired by the worker); needed only to reload and verify. */
+  routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
 }
 
 export interface StartedContainer {
@@ -68,33 +74,6 @@ export interface IdentityResult {
   url: string;
   expected: string;
   observed: string[];
-}
-
-/** How the operation that held a serve ended, for a bring-down that had to wait it out. */
-export interface OperationEnd {
-  holder: string;
-  /**
-   * cancelled: this asked it to cancel and it ended Cancelled (its compensations ran); ended: it
-   * closed otherwise (before, or on its own); running: it still runs (mode status); no-run: the
-   * hold names no run.
-   */
-  outcome: 'cancelled' | 'ended' | 'running' | 'no-run';
-  closedAs?: string;
-  waitedMs: number;
-}
-
-/** cancel: ask it to cancel, then wait; wait: wait for it to end on its own; status: only look. */
-export type OperationEndMode = 'cancel' | 'wait' | 'status';
-
-export interface StopResult {
-  containerName: string;
-  /** 'stopped' also when an earlier attempt issued the stop and this one found it done. */
-  stop: 'stopped' | 'already-stopped' | 'absent';
-  remove: 'removed' | 'absent';
-  /** When the stop was issued, by the attempt that issued it. */
-  issuedAtEpochMs: number;
-  /** That attempt's number (1 unless a worker died after issuing it). */
-  issuedByAttempt?: number;
 }
 
 /** What a stop's attempt heartbeats before it issues the stop. */

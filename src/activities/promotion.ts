@@ -10,44 +10,22 @@ import { backupFileName, backupRunKey, backupsToPrune, MAX_CONFIG_BYTES, PROMOTI
 import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';
-import type { RouterAdmin } from './ports';
-import { imageMissing } from './ports';
+import type { RouterAdmin } from '../adapters/router-admin/port';
+import { imageMissing } from '../adapters/errors';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { heartbeating, progress } from './heartbeat';
-import { HttpRouterAdmin } from './router';
-import type { JournalEntry, RecreateResult, RouterContainer, RouterDeployment, RouterTarget } from './router-deployment';
-import { journalPath } from './router-deployment';
+import type { JournalEntry, RecreateResult, RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
+import { journalPath } from '../adapters/router-deployment/port';
+import type { BackupResult, PublicRouterTarget, RouterContainer, RouterDescription } from '../shared/contracts';
 
 export interface PromotionDeps {
   /** Docker and the live config's filesystem; needed only for promotions. */
   routerDeployment?: RouterDeployment;
   /** The routers this worker may promote, by deployment name. */
   routerTargets?: RouterTarget[];
-  /** The admin client of a target (default: HttpRouterAdmin with the target's URL and token). */
+  /** The admin client of a target (the worker's: HTTP with the target's URL and token); needed only to reload and verify. */
   routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
   pollIntervalMs?: number;
-}
-
-/** A target as the workflow may see it: everything but the token. */
-export interface PublicRouterTarget {
-  name: string;
-  container: string;
-  configPath: string;
-  containerConfigPath: string;
-  url: string;
-  verifyWindowS: number;
-  healthzStreak: number;
-  backupsKept: number;
-  validateTimeoutS: number;
-}
-
-export interface RouterDescription {
-  target: PublicRouterTarget;
-  container: RouterContainer;
-  targetImageId: string;
-  /** The target image's id differs from the running container's (a rebuilt tag counts). */
-  imageChanged: boolean;
-  live: { exists: boolean; sha256: string | null; bytes: number; mappingVersion: string | null };
 }
 
 export interface CandidateConfig {
@@ -55,16 +33,6 @@ export interface CandidateConfig {
   sha256: string;
   bytes: number;
   mappingVersion: string | null;
-}
-
-export interface BackupResult {
-  /** null when there was no live file to back up (a rollback then removes the new one). */
-  path: string | null;
-  sha256: string | null;
-  mappingVersion: string | null;
-  /** False when an earlier attempt of this run had made it already. */
-  created: boolean;
-  pruned: string[];
 }
 
 export interface RunRef {
@@ -126,7 +94,10 @@ function errText(err: unknown): string {
 
 export function createPromotionActivities(deps: PromotionDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
-  const adminFor = deps.routerAdminFor ?? ((t: RouterTarget, timeoutMs: number) => new HttpRouterAdmin({ baseUrl: t.url, token: t.adminToken, timeoutMs }));
+  const adminFor = (t: RouterTarget, timeoutMs: number): RouterAdmin => {
+    if (!deps.routerAdminFor) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router admin client configured');
+    return deps.routerAdminFor(t, timeoutMs);
+  };
 
   const deployment = (): RouterDeployment => {
     if (!deps.routerDeployment) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router deployment configured');

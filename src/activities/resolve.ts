@@ -2,17 +2,11 @@
 // manifest takes effect without restarting the worker.
 import { parseManifest } from '../config/manifest';
 import { findServe, gpuFor } from '../domain/manifest';
-import type { GpuSpec, ServeSpec } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { Failure } from '../shared/failures';
 import { nonRetryable } from './failure';
-import type { ManifestSource } from './ports';
-
-export interface ResolvedServe {
-  node: string;
-  serve: ServeSpec;
-  gpu: GpuSpec;
-}
+import type { ManifestSource } from '../adapters/manifest/port';
+import type { ResolvedServe } from '../shared/contracts';
 
 /** The manifest, read and parsed once; `resolve` looks serves up in it. */
 export async function loadManifest(source: ManifestSource): Promise<{ resolve(name: string): ResolvedServe }> {

@@ -3,8 +3,8 @@
 // ledger's update requests and results, child workflows, and the workflow's result or failure,
 // decoded with the default payload converter. History JSON → AuditReport → text or markdown.
 // Pure: no I/O here.
-import type { DrainResult, VramReleaseResult } from '../activities/eviction';
-import type { GpuReading } from '../activities/ports';
+import type { DrainResult, VramReleaseResult } from '../shared/contracts';
+import type { GpuReading } from '../shared/contracts';
 import { emptyLedger, formatLedger, totals, withoutReservation } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import { decodePayloads, eventAttributes, eventTypeName, historyIdentity } from './events';

@@ -5,7 +5,7 @@ import { resolve as resolvePath } from 'node:path';
 import { Command, Option } from 'commander';
 import { formatLedger, totals } from '../domain/ledger';
 import { formatPhysical, physicalTruth } from '../domain/physical';
-import type { GpuReading } from '../activities/ports';
+import type { GpuReading } from '../shared/contracts';
 import type { LedgerState } from '../domain/ledger';
 import { BOUNDS } from '../domain/bounds';
 import { boundProblem } from '../domain/inputs';
@@ -22,7 +22,7 @@ import { DEFAULT_ROUTER } from '../shared/promotion';
 import type { StepRecord } from '../shared/messages';
 import { formatStep } from './follow';
 import { connectClient } from './connection';
-import { LedgerUnanswered } from './ledger-client';
+import { LedgerUnanswered } from '../adapters/ledger/ledger-client';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from './operations';
 import type { OperationOutcome } from './operations';
 
@@ -182,7 +182,7 @@ async function serveOperation(verb: 'up' | 'down', names: string[], opts: ServeO
 
 /** nvidia-smi on this box, if it has one: the ledger is printed either way. */
 async function readDevices(): Promise<{ ok: true; gpus: GpuReading[] } | { ok: false; error: string }> {
-  const { NvidiaSmi } = await import('../activities/nvidia-smi');
+  const { NvidiaSmi } = await import('../adapters/gpu/nvidia-smi');
   try {
     return { ok: true, gpus: await new NvidiaSmi({ binary: process.env['GPURES_NVIDIA_SMI'] ?? 'nvidia-smi' }).readGpus() };
   } catch (err) {

@@ -12,7 +12,7 @@ import { operationSearchAttributes } from './search-attributes';
 import type { BringDownResult } from '../workflows/bring-down';
 import type { BringUpResult } from '../workflows/bring-up';
 import type { AcquireInput, AcquireResult } from '../workflows/acquire';
-import { LedgerClient } from './ledger-client';
+import { LedgerClient } from '../adapters/ledger/ledger-client';
 
 export type OperationOutcome<R> =
   | { serve: string; workflowId: string; runId: string; ok: true; result: R }

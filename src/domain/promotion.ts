@@ -1,7 +1,9 @@
 // Router promotion rules that need no I/O: input checks, backup file names and which backups to
 // keep. PURE, with no package imports: the workflow imports it. Reading a config's
 // mapping_version takes a TOML parser, so it lives in src/config/mapping-version.ts.
-import type { PromoteInput } from '../shared/promotion';
+
+/** The fields of a promotion's input (src/shared/promotion.ts checks its PromoteInput names no other). */
+export type PromoteInputField = 'router' | 'config' | 'image' | 'profile' | 'validateOnly' | 'verify';
 
 /** Largest candidate config accepted (it travels through workflow history). */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
@@ -17,7 +19,7 @@ export const PROMOTION_DEFAULTS = {
 /** Every problem with a promotion input, as the operator reads it; empty when it is usable. */
 export function promoteInputProblems(input: unknown): string[] {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return ['input must be one JSON object { router, config, image, ... }'];
-  const i = input as Partial<Record<keyof PromoteInput, unknown>>;
+  const i = input as Partial<Record<PromoteInputField, unknown>>;
   const problems: string[] = [];
   if (typeof i.router !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(i.router)) problems.push(`router: a deployment name such as "router" (got ${JSON.stringify(i.router)})`);
   if (typeof i.image !== 'string' || i.image.trim() === '') problems.push('image: a non-empty image reference is required');

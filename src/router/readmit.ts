@@ -1,6 +1,6 @@
 // The guarded readmit: a tier re-enters rotation only when its backend is healthy and /v1/models
 // reports exactly the tier's served_model_name (docs/router-admin-api.md).
-import type { ReadmitOutcome, ReadmitRefusal } from '../activities/ports';
+import type { ReadmitOutcome, ReadmitRefusal } from '../shared/contracts';
 import type { RouterTier } from '../config/router-model';
 import { errText } from './errors';
 

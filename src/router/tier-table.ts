@@ -2,7 +2,7 @@
 // are in flight on it. Quiesced tiers are kept in the state file (when there is one) across
 // restarts; a mode change counts only once it is saved.
 import { readFile, rename, writeFile } from 'node:fs/promises';
-import type { TierMode, TierState } from '../activities/ports';
+import type { TierMode, TierState } from '../shared/contracts';
 import type { RouterConfig, RouterTier } from '../config/router-model';
 
 export interface RouterSnapshot {

@@ -2,6 +2,7 @@
 // workflow, the activities and the client. Plain types and define* descriptors only, so both the
 // workflow sandbox and the client import it.
 import { defineQuery } from '@temporalio/workflow';
+import type { PromoteInputField } from '../domain/promotion';
 
 export interface PromoteInput {
   /** Router deployment name, as the worker's router configuration names it (default 'router'). */
@@ -20,6 +21,10 @@ export interface PromoteInput {
   /** Overrides of the worker's verification settings (tests shorten the window). */
   verify?: { windowS?: number; streak?: number };
 }
+
+/** Fails to compile when PromoteInput gains a field the domain's input check does not know. */
+type EveryFieldChecked<Unchecked extends never> = Unchecked;
+export type PromoteInputChecked = EveryFieldChecked<Exclude<keyof PromoteInput, PromoteInputField>>;
 
 import type { StepRecord } from './messages';
 export type { StepRecord } from './messages';

@@ -4,8 +4,8 @@
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { stringify } from 'smol-toml';
-import { HttpRouterAdmin } from '../activities/router';
-import { NvidiaSmi } from '../activities/nvidia-smi';
+import { HttpRouterAdmin } from '../adapters/router-admin/http';
+import { NvidiaSmi } from '../adapters/gpu/nvidia-smi';
 import { serveBaseUrl } from '../domain/serve';
 import type { Manifest } from '../domain/types';
 import { startRouter } from '../router/server';

@@ -16,7 +16,7 @@
 // 2 invalid arguments, 3 not supported, 9 no driver (here: no readable state), 255 other.
 import { readFileSync } from 'node:fs';
 import { LABEL } from '../domain/serve';
-import { COMPUTE_APPS_QUERY_FIELDS, CSV_FORMAT, GPU_QUERY_FIELDS } from '../activities/nvidia-smi';
+import { COMPUTE_APPS_QUERY_FIELDS, CSV_FORMAT, GPU_QUERY_FIELDS } from '../adapters/gpu/nvidia-smi';
 import { listSimContainers } from './runtime';
 
 export interface FakeGpu {

@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { ContainerRuntime, ContainerSpec, ContainerState } from '../activities/ports';
-import { imageMissing, PermanentError } from '../activities/ports';
+import type { ContainerRuntime, ContainerSpec, ContainerState } from '../adapters/containers/port';
+import { imageMissing, PermanentError } from '../adapters/errors';
 
 /** What the state file of one simulated container holds. */
 export interface SimContainerRecord {

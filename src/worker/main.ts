@@ -6,10 +6,11 @@ import { NativeConnection } from '@temporalio/worker';
 import { temporalConfig } from '../client/connection';
 import type { Env } from '../config/env';
 import { workerEnv } from '../config/env';
-import { DockerRuntime } from '../activities/docker';
-import { NvidiaSmi } from '../activities/nvidia-smi';
-import type { ContainerRuntime, RouterAdmin } from '../activities/ports';
-import { HttpRouterAdmin } from '../activities/router';
+import { DockerRuntime } from '../adapters/containers/docker';
+import { NvidiaSmi } from '../adapters/gpu/nvidia-smi';
+import type { ContainerRuntime } from '../adapters/containers/port';
+import type { RouterAdmin } from '../adapters/router-admin/port';
+import { HttpRouterAdmin } from '../adapters/router-admin/http';
 import { taskQueueFor } from '../shared/messages';
 import { createGpuresWorker, fileManifest } from './worker';
 

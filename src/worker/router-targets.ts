@@ -14,7 +14,7 @@
 //   GPURES_ROUTER_BACKUPS_KEPT      backups kept next to the live file (default 5)
 import { realpathSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import type { RouterTarget } from '../activities/router-deployment';
+import type { RouterTarget } from '../adapters/router-deployment/port';
 import type { Env } from '../config/env';
 import { EnvError, promotionEnv } from '../config/env';
 import { DEFAULT_ROUTER } from '../shared/promotion';

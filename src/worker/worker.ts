@@ -7,13 +7,18 @@ import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { HEARTBEAT_THROTTLE } from '../activities/heartbeat';
-import { DockerRuntime } from '../activities/docker';
-import { DockerRouterDeployment } from '../activities/docker-router';
-import type { RouterDeployment, RouterTarget } from '../activities/router-deployment';
-import type { ContainerRuntime, GpuProbe, ManifestSource, RouterAdmin, ServeProbe } from '../activities/ports';
-import { HttpServeProbe } from '../activities/serve-probe';
-import { LedgerClient } from '../client/ledger-client';
-import { TemporalOperations } from '../client/operation-control';
+import { DockerRuntime } from '../adapters/containers/docker';
+import { DockerRouterDeployment } from '../adapters/router-deployment/docker-router';
+import type { RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
+import type { ContainerRuntime } from '../adapters/containers/port';
+import type { GpuProbe } from '../adapters/gpu/port';
+import type { ManifestSource } from '../adapters/manifest/port';
+import type { RouterAdmin } from '../adapters/router-admin/port';
+import { httpRouterAdminFor } from '../adapters/router-admin/http';
+import type { ServeProbe } from '../adapters/serve-probe/port';
+import { HttpServeProbe } from '../adapters/serve-probe/http';
+import { LedgerClient } from '../adapters/ledger/ledger-client';
+import { TemporalOperations } from '../adapters/operations/temporal';
 import { taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
 
@@ -51,6 +56,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     pollIntervalMs: opts.pollIntervalMs,
     routerDeployment: opts.routerDeployment ?? new DockerRouterDeployment(new Docker()),
     routerTargets: opts.routerTargets ?? routerTargetsFromEnv(process.env),
+    routerAdminFor: httpRouterAdminFor,
   });
   return Worker.create({
     connection: opts.connection,

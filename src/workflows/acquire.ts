@@ -2,8 +2,7 @@
 // the ledger picks victims and holds their MiB for this acquirer, then for each victim:
 // quiesce its tier → drain → stop → confirm the VRAM came back → hand the MiB over → start.
 import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
-import type { ResolvedServe } from '../activities';
-import type { DrainResult, VramReleaseResult } from '../activities/eviction';
+import type { DrainResult, ResolvedServe, VramReleaseResult } from '../shared/contracts';
 import { denialMessage, formatLedger } from '../domain/ledger';
 import type { Victim } from '../domain/eviction';
 import { holderOf } from '../domain/fence';

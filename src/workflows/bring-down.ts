@@ -2,8 +2,7 @@
 // Down of a serve already down succeeds and says so; down of a serve another operation is
 // bringing up cancels that operation first (its compensations give the serve back), then completes.
 import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
-import type { OperationEnd, StopResult } from '../activities';
-import type { DrainResult } from '../activities/eviction';
+import type { DrainResult, OperationEnd, StopResult } from '../shared/contracts';
 import { formatLedger } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { cancelHint, holderOf } from '../domain/fence';

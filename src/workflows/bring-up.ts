@@ -3,7 +3,7 @@
 // the MiB. Every way up shares the steps from start on (startServe): an acquisition and a restore
 // differ only in how they got the MiB.
 import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
-import type { ResolvedServe } from '../activities';
+import type { ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';

@@ -8,7 +8,8 @@
 // The rollback is one ordered procedure rather than saga compensations: the config must be back
 // before the previous image starts, the reverse of the order the steps were taken in.
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { BackupResult, CandidateConfig, RouterDescription } from '../activities/promotion';
+import type { CandidateConfig } from '../activities/promotion';
+import type { BackupResult, RouterDescription } from '../shared/contracts';
 import { promoteInputProblems } from '../domain/promotion';
 import { Failure } from '../shared/failures';
 import type { PromoteFailureDetails, PromoteInput, PromoteResult, RollbackReport, ValidationRun, VerifyReport } from '../shared/promotion';

@@ -1,6 +1,6 @@
 // The steps a serve going down takes, whoever takes it down: an eviction's victim and a
 // bring-down both drain the tier's requests, then stop the container within its stop timeout.
-import type { DrainResult } from '../activities/eviction';
+import type { DrainResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
 import { stopping, waiting } from './proxies';
 

@@ -10,10 +10,11 @@
 import { writeFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { DockerRouterDeployment } from '../../src/activities/docker-router';
+import { DockerRouterDeployment } from '../../src/adapters/router-deployment/docker-router';
 import { HEARTBEAT_THROTTLE } from '../../src/activities/heartbeat';
 import { createPromotionActivities } from '../../src/activities/promotion';
-import type { RouterTarget } from '../../src/activities/router-deployment';
+import { httpRouterAdminFor } from '../../src/adapters/router-admin/http';
+import type { RouterTarget } from '../../src/adapters/router-deployment/port';
 import { taskQueueFor } from '../../src/shared/messages';
 
 interface ChildConfig {
@@ -50,6 +51,7 @@ async function main(): Promise<void> {
       routerDeployment: new DockerRouterDeployment(cfg.hangAt === 'recreate-rename' ? hangingAtRename(new Docker(), cfg.markerPath) : new Docker()),
       routerTargets: cfg.targets,
       pollIntervalMs: cfg.pollIntervalMs,
+      routerAdminFor: httpRouterAdminFor,
     });
     const name = cfg.hangAfter;
     const original = name ? activities[name] : undefined;

@@ -5,7 +5,7 @@ import { chmodSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
-import type { RouterTarget } from '../../src/activities/router-deployment';
+import type { RouterTarget } from '../../src/adapters/router-deployment/port';
 import { TEST_IMAGES } from '../../src/dev/toolchain';
 import { freePort } from './temporal';
 import { waitUntil } from './wait';

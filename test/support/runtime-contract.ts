@@ -4,8 +4,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
-import type { ContainerRuntime, ContainerSpec } from '../../src/activities/ports';
-import { PermanentError } from '../../src/activities/ports';
+import type { ContainerRuntime, ContainerSpec } from '../../src/adapters/containers/port';
+import { PermanentError } from '../../src/adapters/errors';
 import { LABEL } from '../../src/domain/serve';
 import { waitUntil } from './wait';
 

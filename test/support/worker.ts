@@ -1,7 +1,7 @@
 // A gpures worker for tests and benchmarks: createGpuresWorker on the test dev server with the
 // per-process workflow bundle, already running, and one call to shut it down.
 import type { Worker } from '@temporalio/worker';
-import type { ManifestSource } from '../../src/activities/ports';
+import type { ManifestSource } from '../../src/adapters/manifest/port';
 import { createGpuresWorker, fileManifest } from '../../src/worker/worker';
 import type { GpuresWorkerOptions } from '../../src/worker/worker';
 import { workflowBundle } from './temporal';

@@ -7,9 +7,11 @@
 //   other 4xx          -> PermanentError RouterAdminRejected (408 and 429 stay retryable)
 //   5xx, network, timeout, malformed answer -> plain Error (retryable)
 import { z } from 'zod';
-import type { ReadmitOutcome, RouterAdmin, TierState } from './ports';
-import { PermanentError } from './ports';
-import { Failure } from '../shared/failures';
+import type { ReadmitOutcome, TierState } from '../../shared/contracts';
+import type { RouterTarget } from '../router-deployment/port';
+import type { RouterAdmin } from './port';
+import { PermanentError } from '../errors';
+import { Failure } from '../../shared/failures';
 
 export interface HttpRouterAdminOptions {
   /** The router's base URL, e.g. `http://127.0.0.1:8000`. */
@@ -61,6 +63,11 @@ function errorMessage(a: Answer): string {
   const m = (a.body as { message?: unknown } | undefined)?.message;
   if (typeof m === 'string') return m;
   return a.text.slice(0, 300) || `HTTP ${a.status}`;
+}
+
+/** The admin client of a router this worker may promote: its URL and token, from the worker's configuration. */
+export function httpRouterAdminFor(target: Pick<RouterTarget, 'url' | 'adminToken'>, timeoutMs: number): RouterAdmin {
+  return new HttpRouterAdmin({ baseUrl: target.url, token: target.adminToken, timeoutMs });
 }
 
 export class HttpRouterAdmin implements RouterAdmin {

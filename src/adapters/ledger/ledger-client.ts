@@ -5,8 +5,8 @@ import { ServiceError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '
 import { ApplicationFailure } from '@temporalio/common';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
-import type { GpuSpec } from '../domain/types';
-import type { LedgerState } from '../domain/ledger';
+import type { GpuSpec } from '../../domain/types';
+import type { LedgerState } from '../../domain/ledger';
 import type {
   LedgerAbortArgs,
   LedgerAcquireArgs,
@@ -21,7 +21,7 @@ import type {
   LedgerStopAnswer,
   LedgerStopArgs,
   LedgerVictimArgs,
-} from '../shared/messages';
+} from '../../shared/messages';
 import {
   abortEvictionUpdate,
   acquireUpdate,
@@ -34,8 +34,9 @@ import {
   taskQueueFor,
   victimReleasedUpdate,
   workflowIds,
-} from '../shared/messages';
-import type { ledgerWorkflow } from '../workflows/ledger';
+} from '../../shared/messages';
+import type { ledgerWorkflow } from '../../workflows/ledger';
+import type { LedgerPort } from './port';
 
 export interface LedgerClientOptions {
   /**
@@ -54,7 +55,7 @@ export const DEFAULT_LEDGER_UPDATES_IN_FLIGHT = 8;
 /** The server's default history.maxInFlightUpdates: above it the bound would not protect anything. */
 export const MAX_LEDGER_UPDATES_IN_FLIGHT = 10;
 
-export class LedgerClient {
+export class LedgerClient implements LedgerPort {
   private readonly maxInFlight: number;
   /** One FIFO queue per ledger workflow id, deleted when idle. */
   private readonly queues = new Map<string, FifoSemaphore>();

@@ -2,7 +2,7 @@
 // holds its serve still runs, and cancels it (its compensations give the serve back).
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
-import type { OperationControl, OperationStatus } from '../activities/ports';
+import type { OperationControl, OperationStatus } from './port';
 
 export class TemporalOperations implements OperationControl {
   constructor(private readonly client: Client) {}

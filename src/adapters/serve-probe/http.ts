@@ -1,6 +1,6 @@
 // ServeProbe over HTTP: vLLM's /health answers 200 when ready, /v1/models lists served names.
-import type { HealthProbe, ServeProbe } from './ports';
-import { ServeUnreachable } from './ports';
+import type { HealthProbe, ServeProbe } from './port';
+import { ServeUnreachable } from '../errors';
 
 /**
  * fetch's "fetch failed" names nothing; its cause holds the system's code (an AggregateError of

@@ -1,9 +1,9 @@
 // ContainerRuntime over dockerode. Every call is idempotent so a retried activity converges.
 import type Docker from 'dockerode';
-import type { ContainerRuntime, ContainerSpec, ContainerState } from './ports';
+import type { ContainerRuntime, ContainerSpec, ContainerState } from './port';
 import { demuxLogs, statusCode } from './docker-util';
-import { imageMissing, PermanentError } from './ports';
-import { Failure } from '../shared/failures';
+import { imageMissing, PermanentError } from '../errors';
+import { Failure } from '../../shared/failures';
 
 export interface DockerRuntimeOptions {
   /** 'auto' asks the daemon whether it has the nvidia runtime. */

@@ -1,7 +1,8 @@
 // The router deployment as the promotion activities see it: a port of our own (the Docker and
-// filesystem adapter is src/activities/docker-router.ts), and the per-router settings the worker
+// filesystem adapter is docker-router.ts beside it), and the per-router settings the worker
 // is configured with. The live config is a file in a HOST DIRECTORY bind-mounted into the router
 // container (see docs/promotion.md: a directory, not the file, so an atomic rename is seen).
+import type { RouterContainer } from '../../shared/contracts';
 
 /** One router this worker may promote; from the worker's configuration, never from workflow input. */
 export interface RouterTarget {
@@ -27,21 +28,6 @@ export interface RouterTarget {
   backupsKept?: number;
   /** Graceful stop before a recreate (default 10 s). */
   stopTimeoutS?: number;
-}
-
-export interface RouterContainer {
-  id: string;
-  name: string;
-  /** The image reference the container was created from (`Config.Image`). */
-  image: string;
-  /** The image's id (`sha256:…`). */
-  imageId: string;
-  running: boolean;
-  restarting: boolean;
-  status: string;
-  exitCode: number;
-  restartCount: number;
-  labels: Record<string, string>;
 }
 
 export interface ValidateRunSpec {

@@ -1,9 +1,10 @@
 // GpuProbe over the nvidia-smi binary: execFile with argument arrays (never a shell) and the
 // CSV query forms, parsed by pure functions the tests exercise on real-format lines.
 import { execFile } from 'node:child_process';
-import type { GpuProbe, GpuProcess, GpuReading } from './ports';
-import { PermanentError } from './ports';
-import { Failure } from '../shared/failures';
+import type { GpuProcess, GpuReading } from '../../shared/contracts';
+import type { GpuProbe } from './port';
+import { PermanentError } from '../errors';
+import { Failure } from '../../shared/failures';
 
 export const NvidiaSmiFailure = {
   /** The binary does not exist (or cannot be executed) at the configured path. */

@@ -13,11 +13,12 @@ import { chmod, lstat, mkdtemp, open, readdir, readlink, realpath, rename, rm, w
 import type { FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, posix, resolve } from 'node:path';
 import type Docker from 'dockerode';
-import { Failure } from '../shared/failures';
-import { demuxLogs, statusCode } from './docker-util';
-import { imageMissing, PermanentError } from './ports';
-import type { JournalEntry, RecreateResult, RouterContainer, RouterDeployment, ValidateRunOutcome, ValidateRunSpec } from './router-deployment';
-import { journalPath } from './router-deployment';
+import { Failure } from '../../shared/failures';
+import { demuxLogs, statusCode } from '../containers/docker-util';
+import { imageMissing, PermanentError } from '../errors';
+import type { RouterContainer } from '../../shared/contracts';
+import type { JournalEntry, RecreateResult, RouterDeployment, ValidateRunOutcome, ValidateRunSpec } from './port';
+import { journalPath } from './port';
 
 /** Marks the container a recreate made, so a retried attempt recognizes its own work. */
 export const PROMOTE_OP_LABEL = 'gpures.promote.op';

@@ -1,0 +1,39 @@
+// The container runtime activities start and stop serves with: Docker (docker.ts) implements it,
+// and the simulated box (src/sim/runtime.ts) does without Docker or a GPU.
+
+export interface ContainerSpec {
+  name: string;
+  image: string;
+  cmd: string[];
+  env: Record<string, string>;
+  labels: Record<string, string>;
+  /** Host address and port the container port is published on. */
+  bind: string;
+  hostPort: number;
+  containerPort: number;
+  /** GPU to pin by UUID where the runtime has GPUs; ignored where it has none. */
+  gpuUuid?: string;
+}
+
+export interface ContainerState {
+  id: string;
+  name: string;
+  running: boolean;
+  status: string;
+  exitCode: number;
+  restartCount: number;
+  labels: Record<string, string>;
+}
+
+export interface ContainerRuntime {
+  /** Creates and starts the container, or returns the one already running under that name. */
+  ensureRunning(spec: ContainerSpec): Promise<{ id: string; created: boolean; gpuPinned: boolean }>;
+  /** Whether the image is on this host, so a start that would fail on it is refused before anything is changed. */
+  hasImage(image: string): Promise<boolean>;
+  inspect(name: string): Promise<ContainerState | undefined>;
+  /** Graceful stop (SIGTERM, then SIGKILL after timeoutS); a stopped or absent container is fine. */
+  stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'>;
+  remove(name: string): Promise<'removed' | 'absent'>;
+  list(labels: Record<string, string>): Promise<ContainerState[]>;
+  logsTail(name: string, lines: number): Promise<string>;
+}

@@ -1,0 +1,34 @@
+// Errors of the ports, thrown by adapters and read by activities: both sides import them from
+// here, so an activity can tell them apart without importing an adapter.
+import { Failure } from '../shared/failures';
+
+/** Thrown by adapters for failures that retrying cannot fix; activities map them to failure types. */
+export class PermanentError extends Error {
+  constructor(
+    readonly type: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = type;
+  }
+}
+
+export function imageMissing(image: string): PermanentError {
+  return new PermanentError(Failure.ImageMissing, `image '${image}' is not on this Docker host; pull or load it first`);
+}
+
+/**
+ * Nothing answered at a serve's URL: the connection was refused, reset or timed out. `code` is
+ * the system's (ECONNREFUSED, ECONNRESET, UND_ERR_SOCKET, TIMEOUT, …): whether the container is
+ * gone is for the caller to find out.
+ */
+export class ServeUnreachable extends Error {
+  constructor(
+    readonly url: string,
+    readonly code: string,
+    detail: string,
+  ) {
+    super(`${url}: ${code}${detail && detail !== code ? ` (${detail})` : ''}`);
+    this.name = 'ServeUnreachable';
+  }
+}

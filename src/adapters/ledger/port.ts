@@ -1,0 +1,35 @@
+// The per-GPU ledger as activities send it decisions (a workflow cannot send an update to another
+// workflow): the Temporal client (ledger-client.ts) implements it. The arguments and answers are
+// the ledger's update messages (src/shared/messages.ts); each updateId makes a retried send one decision.
+import type { LedgerState } from '../../domain/ledger';
+import type { GpuSpec } from '../../domain/types';
+import type {
+  LedgerAbortArgs,
+  LedgerAcquireArgs,
+  LedgerAcquireResult,
+  LedgerAdmitArgs,
+  LedgerAdmitResult,
+  LedgerFenceAnswer,
+  LedgerFenceArgs,
+  LedgerPhaseArgs,
+  LedgerReleaseArgs,
+  LedgerReleaseResult,
+  LedgerStopAnswer,
+  LedgerStopArgs,
+  LedgerVictimArgs,
+} from '../../shared/messages';
+
+export interface LedgerPort {
+  admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult>;
+  setPhase(node: string, gpu: GpuSpec, args: LedgerPhaseArgs, updateId: string): Promise<LedgerState>;
+  release(node: string, gpu: GpuSpec, args: LedgerReleaseArgs, updateId: string): Promise<LedgerReleaseResult>;
+  acquire(node: string, args: LedgerAcquireArgs, updateId: string): Promise<LedgerAcquireResult>;
+  victimReleased(node: string, gpu: GpuSpec, args: LedgerVictimArgs, updateId: string): Promise<LedgerState>;
+  abortEviction(node: string, gpu: GpuSpec, args: LedgerAbortArgs, updateId: string): Promise<LedgerState>;
+  /** A bring-down takes its serve: the decision says whether it may stop it, and who holds it if not. */
+  beginStop(node: string, gpu: GpuSpec, args: LedgerStopArgs, updateId: string): Promise<LedgerStopAnswer>;
+  /** Rejected (ReservationLost, non-retryable) unless the run still holds the serve as admitted. */
+  fence(node: string, gpu: GpuSpec, args: LedgerFenceArgs, updateId: string): Promise<LedgerFenceAnswer>;
+  /** The ledger as it stands, once it has reconciled with the running containers (within reconcileTimeoutMs). */
+  snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs?: number): Promise<LedgerState>;
+}

@@ -1,0 +1,11 @@
+// The operations (workflow runs) that hold serves, as a bring-down asks and cancels them:
+// Temporal (temporal.ts) implements it.
+
+/** How an operation's workflow run stands: what a bring-down needs to wait out or take over from. */
+export type OperationStatus = 'running' | 'closed';
+
+export interface OperationControl {
+  status(workflowId: string, runId: string): Promise<{ status: OperationStatus; closedAs?: string }>;
+  /** Requests cancellation; the operation's compensations then give back what it took. */
+  cancel(workflowId: string, runId: string): Promise<void>;
+}

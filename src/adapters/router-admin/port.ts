@@ -1,0 +1,13 @@
+// The router's admin API (docs/router-admin-api.md) as activities use it: HTTP (http.ts)
+// implements it. Its answers are recorded in history, so their types are in src/shared/contracts.
+import type { ReadmitOutcome, TierState } from '../../shared/contracts';
+
+export interface RouterAdmin {
+  /** New requests to the tier get 503; requests in flight go on. Idempotent. */
+  quiesce(tier: string): Promise<TierState>;
+  tierState(tier: string): Promise<TierState>;
+  /** The router probes the backend's health and /v1/models identity before it routes again. */
+  readmit(tier: string): Promise<ReadmitOutcome>;
+  reload(): Promise<{ mappingVersion: string }>;
+  healthz(): Promise<{ ok: boolean; mappingVersion: string }>;
+}

@@ -1,0 +1,151 @@
+// The activity results that workflow histories record and that workflows and the audit read back
+// by name: one place both sides import, so an activity, its workflow and the report cannot drift
+// apart. Their shapes are what recorded histories hold: change one only with a patch.
+// (The ledger's update answers are with their updates, in messages.ts.)
+import type { GpuSpec, ServeSpec } from '../domain/types';
+
+// ---- the router admin contract (docs/router-admin-api.md) ----
+
+export type TierMode = 'active' | 'quiesced';
+
+export interface TierState {
+  tier: string;
+  state: TierMode;
+  /** Requests whose response has not finished yet. */
+  inFlight: number;
+  backend: string;
+  modelIdentity: boolean;
+}
+
+export type ReadmitRefusal = 'identity_not_configured' | 'identity_mismatch' | 'unhealthy';
+
+export type ReadmitOutcome =
+  | { ok: true; tier: string; observedModel: string }
+  | { ok: false; tier: string; reason: ReadmitRefusal; message: string };
+
+// ---- the GPU, as nvidia-smi reads it ----
+
+export interface GpuReading {
+  index: number;
+  uuid: string;
+  name: string;
+  totalMib: number;
+  usedMib: number;
+  freeMib: number;
+}
+
+export interface GpuProcess {
+  gpuUuid: string;
+  pid: number;
+  processName: string;
+  /** null where the driver does not report it (WSL2 prints [N/A]). */
+  usedMib: number | null;
+}
+
+// ---- bring-up and bring-down ----
+
+export interface ResolvedServe {
+  node: string;
+  serve: ServeSpec;
+  gpu: GpuSpec;
+}
+
+/** How the operation that held a serve ended, for a bring-down that had to wait it out. */
+export interface OperationEnd {
+  holder: string;
+  /**
+   * cancelled: this asked it to cancel and it ended Cancelled (its compensations ran); ended: it
+   * closed otherwise (before, or on its own); running: it still runs (mode status); no-run: the
+   * hold names no run.
+   */
+  outcome: 'cancelled' | 'ended' | 'running' | 'no-run';
+  closedAs?: string;
+  waitedMs: number;
+}
+
+/** cancel: ask it to cancel, then wait; wait: wait for it to end on its own; status: only look. */
+export type OperationEndMode = 'cancel' | 'wait' | 'status';
+
+export interface StopResult {
+  containerName: string;
+  /** 'stopped' also when an earlier attempt issued the stop and this one found it done. */
+  stop: 'stopped' | 'already-stopped' | 'absent';
+  remove: 'removed' | 'absent';
+  /** When the stop was issued, by the attempt that issued it. */
+  issuedAtEpochMs: number;
+  /** That attempt's number (1 unless a worker died after issuing it). */
+  issuedByAttempt?: number;
+}
+
+// ---- eviction (an on-demand acquisition) ----
+
+export interface DrainResult {
+  tier?: string;
+  drained: boolean;
+  polls: number;
+  waitedMs: number;
+  routerInFlightAtStart: number;
+  vllmRunningAtStart: number | null;
+  routerInFlightAtEnd: number;
+  vllmRunningAtEnd: number | null;
+  /** When in-flight was first seen at 0 (epoch ms), for the drain-to-stop latency. */
+  drainedAtEpochMs?: number;
+}
+
+export interface VramReleaseResult {
+  gpuUuid: string;
+  usedBeforeMib: number;
+  usedAfterMib: number;
+  releasedMib: number;
+  expectedMib: number;
+  waitedMs: number;
+}
+
+// ---- router promotion (docs/promotion.md) ----
+
+export interface RouterContainer {
+  id: string;
+  name: string;
+  /** The image reference the container was created from (`Config.Image`). */
+  image: string;
+  /** The image's id (`sha256:…`). */
+  imageId: string;
+  running: boolean;
+  restarting: boolean;
+  status: string;
+  exitCode: number;
+  restartCount: number;
+  labels: Record<string, string>;
+}
+
+/** A target as the workflow may see it: everything but the token. */
+export interface PublicRouterTarget {
+  name: string;
+  container: string;
+  configPath: string;
+  containerConfigPath: string;
+  url: string;
+  verifyWindowS: number;
+  healthzStreak: number;
+  backupsKept: number;
+  validateTimeoutS: number;
+}
+
+export interface RouterDescription {
+  target: PublicRouterTarget;
+  container: RouterContainer;
+  targetImageId: string;
+  /** The target image's id differs from the running container's (a rebuilt tag counts). */
+  imageChanged: boolean;
+  live: { exists: boolean; sha256: string | null; bytes: number; mappingVersion: string | null };
+}
+
+export interface BackupResult {
+  /** null when there was no live file to back up (a rollback then removes the new one). */
+  path: string | null;
+  sha256: string | null;
+  mappingVersion: string | null;
+  /** False when an earlier attempt of this run had made it already. */
+  created: boolean;
+  pruned: string[];
+}
