@@ -479,7 +479,7 @@ export function buildProgram(out: (r: Rendered, json: boolean) => void): Command
         if (profile) await readFile(profile).catch((err: Error) => {
           throw new CliError(`${profile}: cannot read promotion profile: ${err.message}`, EXIT.badInput);
         });
-        const { followPromotion, formatStep, PromotionRefused, startPromotion } = await import('./promote');
+        const { followPromotion, PromotionRefused, startPromotion } = await import('./promote');
         const input = { router: opts.router, config: { content }, image: opts.image, ...(profile ? { profile } : {}), ...(opts.validateOnly ? { validateOnly: true } : {}) };
         return withClient(async (client) => {
           const handle = await startPromotion(client, manifest.node, input).catch((err: unknown) => {
