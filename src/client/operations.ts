@@ -39,7 +39,8 @@ async function runOperation<R>(client: Client, node: string, op: ServeOperation,
   const handle = await startOperation(client, { ...start, tags: { serve, operation } });
   // The run this call started or joined: a workflow id names every run of the operation on that serve.
   const runId = handle.firstExecutionRunId;
-  const settled = await followOperation(handle as { result(): Promise<R> }, { readSteps: () => handle.query(progressQuery), onStep, cancelled: describeCancellation });
+  const following = { readSteps: () => handle.query(progressQuery), onStep, cancelled: describeCancellation };
+  const settled = await followOperation(handle as { result(): Promise<R> }, following);
   return { serve, workflowId, runId, ...settled };
 }
 

@@ -29,7 +29,11 @@ export type PromotionOutcome =
  * Starts `promoteWorkflow` as `promote/<node>/<router>` with conflict policy FAIL: while one runs,
  * another start for the same router is refused (PromotionRefused), never queued or joined.
  */
-export async function startPromotion(client: Client, node: string, input: PromoteInput): Promise<WorkflowHandleWithFirstExecutionRunId<typeof promoteWorkflow>> {
+export async function startPromotion(
+  client: Client,
+  node: string,
+  input: PromoteInput,
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof promoteWorkflow>> {
   const workflowId = promoteWorkflowId(node, input.router);
   try {
     return await startOperation<typeof promoteWorkflow>(client, {
