@@ -10,8 +10,8 @@ import { boundProblem } from '../domain/inputs';
 import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest } from '../domain/types';
-import { taskQueueFor, workflowIds } from '../shared/messages';
-import { operationSearchAttributes } from './search-attributes';
+import { workflowIds } from '../shared/messages';
+import { startOperation } from './start-operation';
 import type { acquireWorkflow } from '../workflows/acquire';
 
 export interface ApiOptions {
@@ -93,15 +93,15 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       return reply.code(404).send({ error: { type: 'unknown_serve', message: `${opts.manifestFile}: no serve named '${body.serve}'` } });
     }
     const workflowId = workflowIds.acquire(manifest.node, body.serve);
-    const typedSearchAttributes = await operationSearchAttributes(client, manifest.node, body.serve, 'serves up');
-    // USE_EXISTING: a repeated POST while an acquisition runs joins it.
-    const handle = await client.workflow.start<typeof acquireWorkflow>('acquireWorkflow', {
-      ...(typedSearchAttributes ? { typedSearchAttributes } : {}),
+    // A repeated POST while an acquisition runs joins it.
+    const handle = await startOperation<typeof acquireWorkflow>(client, {
+      workflowType: 'acquireWorkflow',
       workflowId,
-      taskQueue: taskQueueFor(manifest.node),
-      args: [{ serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s }],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      staticSummary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (acquisition API) on ${manifest.node}`,
+      node: manifest.node,
+      input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s },
+      summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (acquisition API) on ${manifest.node}`,
+      onConflict: 'join',
+      tags: { serve: body.serve, operation: 'serves up' },
     });
     return reply
       .code(202)

@@ -2,12 +2,10 @@
 // time per router: a second start is refused, naming the running one), follow its steps through
 // the `steps` query, and return the outcome as data. Printing belongs to the CLI.
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
-import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
-import { taskQueueFor } from '../shared/messages';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { PromoteFailureDetails, PromoteInput, PromoteResult, StepRecord } from '../shared/promotion';
-import { followSteps } from './follow';
 import { promoteWorkflowId, promotionStepsQuery } from '../shared/promotion';
+import { followOperation, startOperation } from './start-operation';
 import type { promoteWorkflow } from '../workflows/promote';
 
 /** A promotion of the same router is already running; nothing was started. */
@@ -31,16 +29,20 @@ export type PromotionOutcome =
  * Starts `promoteWorkflow` as `promote/<node>/<router>` with conflict policy FAIL: while one runs,
  * another start for the same router is refused (PromotionRefused), never queued or joined.
  */
-export async function startPromotion(client: Client, node: string, input: PromoteInput): Promise<WorkflowHandleWithFirstExecutionRunId<typeof promoteWorkflow>> {
+export async function startPromotion(
+  client: Client,
+  node: string,
+  input: PromoteInput,
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof promoteWorkflow>> {
   const workflowId = promoteWorkflowId(node, input.router);
   try {
-    return await client.workflow.start<typeof promoteWorkflow>('promoteWorkflow', {
+    return await startOperation<typeof promoteWorkflow>(client, {
+      workflowType: 'promoteWorkflow',
       workflowId,
-      taskQueue: taskQueueFor(node),
-      args: [input],
-      workflowIdConflictPolicy: 'FAIL',
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      staticSummary: `router promote ${input.router}: ${input.image}${input.validateOnly ? ' (validate only)' : ''}`,
+      node,
+      input,
+      summary: `router promote ${input.router}: ${input.image}${input.validateOnly ? ' (validate only)' : ''}`,
+      onConflict: 'refuse',
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -73,26 +75,13 @@ export async function followPromotion(
   onStep: (step: StepRecord) => void,
   pollMs = 500,
 ): Promise<PromotionOutcome> {
-  const follower = followSteps(async () => (await handle.query(promotionStepsQuery)).steps, onStep, pollMs);
-  const result = handle.result();
-  await follower.until(result);
-  const report = (steps: readonly StepRecord[]) => follower.report(steps);
+  const { workflowId } = handle;
   const runId = handle.firstExecutionRunId;
-  try {
-    const r = await result;
-    report(r.steps);
-    return { ok: true, workflowId: handle.workflowId, runId, result: r };
-  } catch (err) {
-    if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure) {
-      const details = err.cause.details?.[0] as PromoteFailureDetails | undefined;
-      if (details?.steps) report(details.steps);
-      return { ok: false, workflowId: handle.workflowId, runId, failureType: err.cause.type ?? 'Error', message: err.cause.message, details };
-    }
-    if (err instanceof WorkflowFailedError) {
-      return { ok: false, workflowId: handle.workflowId, runId, failureType: err.cause?.name ?? 'WorkflowFailed', message: err.cause?.message ?? err.message };
-    }
-    throw err;
-  }
+  const settled = await followOperation(handle, { readSteps: async () => (await handle.query(promotionStepsQuery)).steps, onStep, pollMs });
+  if (settled.ok) return { ok: true, workflowId, runId, result: settled.result };
+  const { failureType, message } = settled;
+  // Only an application failure carries details; the outcome has the key exactly when it does.
+  return 'details' in settled
+    ? { ok: false, workflowId, runId, failureType, message, details: settled.details as PromoteFailureDetails | undefined }
+    : { ok: false, workflowId, runId, failureType, message };
 }
-
-export { formatStep } from './follow';

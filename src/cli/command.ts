@@ -1,0 +1,25 @@
+// What a command is: it takes its parsed options and a context, and returns what it found as data.
+// It never writes to stdout or stderr nor exits: the program layer (main.ts) does, so `--json`
+// prints only the result and every exit code comes from one table (exit-codes.ts).
+import type { CliEnv } from '../config/env';
+
+export interface Rendered {
+  /** What --json prints. */
+  data: unknown;
+  /** What a person reads. */
+  text: string[];
+  exitCode: number;
+}
+
+export interface CommandContext {
+  env: CliEnv;
+  /** One line for the operator as it happens (progress, warnings, notes): stderr, so stdout stays the result. */
+  note(line: string): void;
+  /**
+   * Until the returned function is called, Ctrl-C prints what `message` says (if anything) and exits
+   * with EXIT.interrupted: following an operation stops, the workflow goes on.
+   */
+  onInterrupt(message: () => string | undefined): () => void;
+  /** Resolves on SIGINT or SIGTERM: how a command that serves until stopped (api) ends. */
+  stopped(): Promise<void>;
+}

@@ -1,0 +1,33 @@
+// gpures api: serve the acquisition API the router calls, until SIGINT or SIGTERM.
+import { isLoopback } from '../../domain/manifest';
+import { connectClient } from '../../client/connection';
+import type { CommandContext, Rendered } from '../command';
+import { CliError, EXIT } from '../exit-codes';
+import { loadManifest, manifestPath } from '../manifest';
+
+export async function api(input: { manifest?: string; host: string; port: string; allowNonLoopback?: boolean }, ctx: CommandContext): Promise<Rendered> {
+  if (!isLoopback(input.host) && !input.allowNonLoopback) {
+    throw new CliError(
+      `--host ${input.host} is not a loopback address: the API can evict serves; add --allow-non-loopback to expose it beyond this host`,
+      EXIT.badInput,
+    );
+  }
+  const port = Number(input.port);
+  if (!/^\d+$/.test(input.port) || port > 65535) throw new CliError(`--port: an integer in 0..65535 (got '${input.port}')`, EXIT.badInput);
+  const file = manifestPath(input.manifest, ctx.env);
+  const { manifest } = await loadManifest(ctx, file);
+  const { apiTokenProblem, boundAddresses, buildApi } = await import('../../client/api');
+  const token = ctx.env.apiToken;
+  const problem = apiTokenProblem(token);
+  if (problem) throw new CliError(problem, EXIT.badInput);
+  const conn = await connectClient().catch((err: Error) => {
+    throw new CliError(`cannot reach Temporal: ${err.message}`, EXIT.unreachable);
+  });
+  const app = buildApi({ client: conn.client, manifest, manifestFile: file, token });
+  await app.listen({ host: input.host, port });
+  ctx.note(`acquisition API for node '${manifest.node}' listening on ${boundAddresses(app).join(', ')}`);
+  await ctx.stopped();
+  await app.close();
+  await conn.connection.close();
+  return { data: { stopped: true }, text: ['api stopped'], exitCode: EXIT.ok };
+}

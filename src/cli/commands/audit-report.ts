@@ -1,0 +1,49 @@
+// gpures audit report: the evidence of one operation, from its history alone.
+import { resolve as resolvePath } from 'node:path';
+import type { CommandContext, Rendered } from '../command';
+import { CliError, EXIT } from '../exit-codes';
+import { notFound, withClient } from '../temporal';
+
+export interface ReportOpts {
+  target: string;
+  markdown?: boolean;
+  runId?: string;
+  output?: string;
+  json?: boolean;
+}
+
+export async function auditReport(input: ReportOpts, _ctx: CommandContext): Promise<Rendered> {
+  const { target } = input;
+  if (input.markdown && input.json) throw new CliError('audit report: --markdown or --json, not both', EXIT.badInput);
+  const { existsSync, statSync, writeFileSync } = await import('node:fs');
+  const { HistoryFileError, idFromFileName, readHistoryFile } = await import('../../audit/history');
+  const { buildReport, renderMarkdown, renderText } = await import('../../audit/report');
+  let history;
+  let fallbackId = target;
+  if (existsSync(target) && statSync(target).isFile()) {
+    try {
+      history = readHistoryFile(target);
+    } catch (err) {
+      if (err instanceof HistoryFileError) throw new CliError(err.message, EXIT.badInput);
+      throw err;
+    }
+    fallbackId = idFromFileName(target);
+  } else {
+    const { fetchHistoryJson } = await import('../../audit/export');
+    history = await withClient((client) =>
+      fetchHistoryJson(client, target, input.runId).catch((err: unknown) => {
+        if (notFound(err)) throw new CliError(`audit report: '${target}' is neither a history file nor a workflow in this namespace`, EXIT.badInput);
+        throw err;
+      }),
+    );
+  }
+  const report = buildReport(history, fallbackId);
+  const lines = input.markdown ? renderMarkdown(report) : renderText(report);
+  if (input.output) {
+    const file = resolvePath(input.output);
+    writeFileSync(file, input.json ? `${JSON.stringify(report, null, 2)}\n` : `${lines.join('\n')}\n`);
+    const { workflowId } = report.workflow;
+    return { data: { file, workflowId }, text: [`${file}: ${report.operation} (${workflowId})`], exitCode: EXIT.ok };
+  }
+  return { data: report, text: lines, exitCode: EXIT.ok };
+}

@@ -1,0 +1,35 @@
+// gpures ledger: the per-GPU ledger, and beside it what nvidia-smi sees on this box, if it has one.
+import { formatLedger } from '../../domain/ledger';
+import { formatPhysical, physicalTruth } from '../../domain/physical';
+import type { GpuReading } from '../../shared/contracts';
+import type { CommandContext, Rendered } from '../command';
+import { EXIT } from '../exit-codes';
+import { loadManifest, manifestPath } from '../manifest';
+import { ledgerJson, readLedgers, withClient } from '../temporal';
+
+/** nvidia-smi on this box, if it has one: the ledger is printed either way. */
+async function readDevices(binary: string): Promise<{ ok: true; gpus: GpuReading[] } | { ok: false; error: string }> {
+  const { NvidiaSmi } = await import('../../adapters/gpu/nvidia-smi');
+  try {
+    return { ok: true, gpus: await new NvidiaSmi({ binary }).readGpus() };
+  } catch (err) {
+    return { ok: false, error: `not available (${(err as Error).message})` };
+  }
+}
+
+export async function ledger(input: { manifest?: string }, ctx: CommandContext): Promise<Rendered> {
+  const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
+  const ledgers = await withClient((client) => readLedgers(client, manifest));
+  const readings = await readDevices(ctx.env.nvidiaSmi);
+  // The ledger's own lines stay exactly the field report's shape; a missing probe is a note.
+  if (!readings.ok) ctx.note(`nvidia-smi: ${readings.error}`);
+  const rows = ledgers.map((l) => {
+    const reading = readings.ok ? readings.gpus.find((g) => g.uuid === l.gpuUuid) : undefined;
+    return { ledger: l, physical: reading ? physicalTruth(l, reading) : undefined };
+  });
+  return {
+    data: rows.map((r) => ({ ...ledgerJson(r.ledger), physical: r.physical ?? null })),
+    text: rows.flatMap((r) => [...formatLedger(r.ledger), ...(r.physical ? formatPhysical(r.physical) : [])]),
+    exitCode: EXIT.ok,
+  };
+}

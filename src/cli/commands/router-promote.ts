@@ -1,0 +1,55 @@
+// gpures router promote (docs/promotion.md): one promotion at a time per router; a second is refused.
+import { readFile } from 'node:fs/promises';
+import { resolve as resolvePath } from 'node:path';
+import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../../config/router-config';
+import { formatIssue } from '../../domain/types';
+import { formatStep } from '../../client/follow';
+import type { CommandContext, Rendered } from '../command';
+import { CliError, EXIT, promotionExit } from '../exit-codes';
+import { loadManifest, manifestPath, readText } from '../manifest';
+import { withClient } from '../temporal';
+
+export interface PromoteOpts {
+  config: string;
+  image: string;
+  profile?: string;
+  validateOnly?: boolean;
+  router: string;
+  manifest?: string;
+}
+
+export async function routerPromote(input: PromoteOpts, ctx: CommandContext): Promise<Rendered> {
+  const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
+  const content = await readText(input.config, 'router config');
+  // A candidate in our router format must keep the T013 rule: a promotion must not strand an
+  // evictable tier. Another router's format is the target image's validate-only run to judge.
+  const candidate = parseRouterConfig(content, input.config);
+  if (candidate.ok) {
+    const ruleErrors = routerCheckErrors(checkRouterAgainstManifest(candidate.config, input.config, manifest, manifestPath(input.manifest, ctx.env)));
+    if (ruleErrors.length) throw new CliError(ruleErrors.map(formatIssue).join('\n'), EXIT.badInput, { errors: ruleErrors });
+  }
+  const profile = input.profile === undefined ? undefined : resolvePath(input.profile);
+  if (profile) await readFile(profile).catch((err: Error) => {
+    throw new CliError(`${profile}: cannot read promotion profile: ${err.message}`, EXIT.badInput);
+  });
+  const { followPromotion, PromotionRefused, startPromotion } = await import('../../client/promote');
+  const promotion = {
+    router: input.router,
+    config: { content },
+    image: input.image,
+    ...(profile ? { profile } : {}),
+    ...(input.validateOnly ? { validateOnly: true } : {}),
+  };
+  return withClient(async (client) => {
+    const handle = await startPromotion(client, manifest.node, promotion).catch((err: unknown) => {
+      if (err instanceof PromotionRefused) {
+        throw new CliError(err.message, EXIT.denied, { workflowId: err.workflowId, runId: err.runningRunId, step: err.runningStep });
+      }
+      throw err;
+    });
+    ctx.note(`router promote ${input.router}: workflow ${handle.workflowId} (run ${handle.firstExecutionRunId})`);
+    const outcome = await followPromotion(handle, (s) => ctx.note(formatStep(s)));
+    const text = outcome.ok ? [outcome.result.message] : [`${outcome.message} [${outcome.failureType}; workflow ${outcome.workflowId}]`];
+    return { data: outcome, text, exitCode: promotionExit(outcome) };
+  });
+}

@@ -1,0 +1,15 @@
+// gpures serves up: admit, start, wait healthy, verify identity; with --evict, make room first.
+import { boundProblem } from '../../domain/inputs';
+import type { CommandContext, Rendered } from '../command';
+import { CliError, EXIT } from '../exit-codes';
+import { serveOperation } from '../serve-operations';
+import type { ServeOpts } from '../serve-operations';
+
+export function servesUp(input: { names: string[] } & ServeOpts, ctx: CommandContext): Promise<Rendered> {
+  const { names, ...opts } = input;
+  if (opts.force && !opts.evict) throw new CliError('--force applies only with --evict', EXIT.badInput);
+  const drainProblem =
+    opts.drainTimeout === undefined ? undefined : boundProblem('drainTimeoutS', /^\d+$/.test(opts.drainTimeout) ? Number(opts.drainTimeout) : NaN);
+  if (drainProblem) throw new CliError(`--drain-timeout: ${drainProblem} (got '${opts.drainTimeout}')`, EXIT.badInput);
+  return serveOperation(ctx, 'up', names, opts);
+}

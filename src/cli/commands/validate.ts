@@ -1,0 +1,14 @@
+// gpures validate: a manifest checked offline, and a router config against it.
+import type { CommandContext, Rendered } from '../command';
+import { EXIT } from '../exit-codes';
+import { loadManifest, manifestPath } from '../manifest';
+
+export async function validate(input: { file?: string; router?: string }, ctx: CommandContext): Promise<Rendered> {
+  const path = manifestPath(input.file, ctx.env);
+  const { manifest, warnings } = await loadManifest(ctx, path, input.router ?? ctx.env.routerConfig);
+  return {
+    data: { file: path, ok: true, node: manifest.node, gpus: manifest.gpus.length, serves: manifest.serves.length, warnings },
+    text: [`${path}: ok (node ${manifest.node}, ${manifest.gpus.length} gpu, ${manifest.serves.length} serves)`],
+    exitCode: EXIT.ok,
+  };
+}

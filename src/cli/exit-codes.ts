@@ -1,0 +1,73 @@
+// The exit-code table, in one place (README "Exit codes" says the same to the operator):
+//
+//   0   ok           done, including "already running" / "already stopped"
+//   1   failed       an operation failed after admission (health, identity, image, drain, …) and was
+//                    compensated; a promotion that failed and was rolled back; a history that no
+//                    longer replays; anything unexpected
+//   2   badInput     usage, an invalid manifest or router config, an unknown serve, an unreadable
+//                    file, a history file that is not one: nothing was started
+//   3   denied       the ledger denied the admission, the serve is busy with another operation, or
+//                    another promotion of that router is running: nothing was changed
+//   4   unreachable  Temporal could not be reached or refused a call, or no worker answers the
+//                    node's ledger
+//   130 interrupted  Ctrl-C while following `serves up`/`down`: the operation goes on in Temporal
+//
+// Each mapping from an outcome to its code is below; a command that refuses its input throws a
+// CliError carrying the code. Only the program layer (src/cli/main.ts) turns either into the exit.
+import { ServiceError } from '@temporalio/client';
+import type { OperationOutcome } from '../client/operations';
+import type { PromotionOutcome } from '../client/promote';
+
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  badInput: 2,
+  denied: 3,
+  unreachable: 4,
+  /** Ctrl-C: 128 + SIGINT, as a shell reports it. */
+  interrupted: 130,
+} as const;
+
+/** What the operator is told, with the exit code that says which audience it is for; with --json, `details` too. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+/** Failures where nothing was changed on the box: the ledger said no, or the serve is busy. */
+const REFUSALS = ['AdmissionDenied', 'ServeBusy'];
+
+/** serves up/down of several serves: the worst of them, a failure before a refusal. */
+export function operationsExit(outcomes: OperationOutcome<unknown>[]): number {
+  if (outcomes.some((o) => !o.ok && !REFUSALS.includes(o.failureType))) return EXIT.failed;
+  if (outcomes.some((o) => !o.ok)) return EXIT.denied;
+  return EXIT.ok;
+}
+
+/** A promotion that ran: rolled back is a failure. (A refused start is a CliError with EXIT.denied.) */
+export function promotionExit(outcome: PromotionOutcome): number {
+  return outcome.ok ? EXIT.ok : EXIT.failed;
+}
+
+/** audit replay: nondeterminism is a failure; a file that is not a history only bad input. */
+export function replayExit(outcomes: { ok: boolean; errorName?: string }[]): number {
+  const failed = outcomes.filter((o) => !o.ok);
+  return failed.some((o) => o.errorName !== 'HistoryFileError') ? EXIT.failed : failed.length ? EXIT.badInput : EXIT.ok;
+}
+
+/** commander's own exits (usage errors, --help, --version) carry an exitCode; undefined for any other error. */
+export function commanderExit(err: unknown): number | undefined {
+  if (!(err instanceof Error && 'exitCode' in err && typeof (err as { exitCode: unknown }).exitCode === 'number')) return undefined;
+  const code = (err as { code?: string }).code;
+  return code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help' ? EXIT.ok : EXIT.badInput;
+}
+
+/** Anything else thrown: Temporal refusing or dropping a call mid-command is the same audience as "unreachable". */
+export function unexpectedExit(err: unknown): number {
+  return err instanceof ServiceError ? EXIT.unreachable : EXIT.failed;
+}

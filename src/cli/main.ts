@@ -1,0 +1,72 @@
+// The program layer's edge: runs one command line, writes its result to stdout (text, or with
+// --json only JSON) and everything else to stderr, and answers the exit code. bin/gpures runs this.
+import { ServiceError } from '@temporalio/client';
+import type { CommandContext, Rendered } from './command';
+import { cliEnv } from '../config/env';
+import { CliError, commanderExit, EXIT, unexpectedExit } from './exit-codes';
+import { buildProgram } from './program';
+
+/** What commands may ask of the process, done here so that no command writes or exits itself. */
+function processContext(): CommandContext {
+  return {
+    env: cliEnv(process.env),
+    note: (line) => process.stderr.write(`${line}\n`),
+    onInterrupt(message) {
+      const onSigint = () => {
+        const m = message();
+        if (m) process.stderr.write(`${m}\n`);
+        process.exit(EXIT.interrupted);
+      };
+      process.once('SIGINT', onSigint);
+      return () => process.removeListener('SIGINT', onSigint);
+    },
+    stopped: () =>
+      new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      }),
+  };
+}
+
+function write(r: Rendered, json: boolean): void {
+  process.stdout.write(json ? `${JSON.stringify(r.data, null, 2)}\n` : r.text.map((l) => `${l}\n`).join(''));
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let json = argv.includes('--json');
+  let exitCode: number = EXIT.ok;
+  const program = buildProgram(processContext(), (r, j) => {
+    json = j;
+    exitCode = r.exitCode;
+    write(r, j);
+  });
+  try {
+    await program.parseAsync(argv);
+    return exitCode;
+  } catch (err) {
+    if (err instanceof CliError) {
+      if (json) process.stdout.write(`${JSON.stringify({ error: { message: err.message, exitCode: err.exitCode, details: err.details } }, null, 2)}\n`);
+      else process.stderr.write(`${err.message}\n`);
+      return err.exitCode;
+    }
+    // commander's own usage errors and --help: it has printed them already.
+    const usage = commanderExit(err);
+    if (usage !== undefined) return usage;
+    const code = unexpectedExit(err);
+    const message =
+      err instanceof ServiceError ? `Temporal refused the call: ${err.message}` : `gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
+    if (json) process.stdout.write(`${JSON.stringify({ error: { message: err instanceof Error ? err.message : String(err), exitCode: code } }, null, 2)}\n`);
+    else process.stderr.write(`${message}\n`);
+    return code;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      process.stderr.write(`gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(EXIT.failed);
+    },
+  );
+}

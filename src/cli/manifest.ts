@@ -1,0 +1,60 @@
+// The manifest as every command loads it: the file from -m or $GPURES_MANIFEST, parsed, and with
+// a router config checked against it, before anything reaches the box.
+import { readFile } from 'node:fs/promises';
+import { parseManifest } from '../config/manifest';
+import { findServe } from '../domain/manifest';
+import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
+import type { Manifest, ManifestIssue } from '../domain/types';
+import { formatIssue } from '../domain/types';
+import type { CommandContext } from './command';
+import type { CliEnv } from '../config/env';
+import { CliError, EXIT } from './exit-codes';
+
+export const DEFAULT_MANIFEST = 'serves.toml';
+
+export function manifestPath(opt: string | undefined, env: CliEnv): string {
+  return opt ?? env.manifest ?? DEFAULT_MANIFEST;
+}
+
+export async function readText(file: string, what: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`${file}: cannot read ${what}: ${(err as Error).message}`, EXIT.badInput);
+  }
+}
+
+/**
+ * The manifest, and with a router config ($GPURES_ROUTER_CONFIG or --router) the load-time rule
+ * of field report T013: a tier backed by an evictable serve must declare model_identity, or it
+ * could never be readmitted after an eviction. Checked before anything reaches the box.
+ */
+export async function loadManifest(
+  ctx: CommandContext,
+  file: string,
+  routerFile = ctx.env.routerConfig,
+): Promise<{ manifest: Manifest; warnings: ManifestIssue[] }> {
+  const result = parseManifest(await readText(file, 'manifest'), file);
+  if (!result.ok) {
+    throw new CliError(result.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: result.errors });
+  }
+  const warnings = [...result.warnings];
+  if (routerFile) {
+    const router = parseRouterConfig(await readText(routerFile, 'router config'), routerFile);
+    if (!router.ok) throw new CliError(router.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: router.errors });
+    const issues = checkRouterAgainstManifest(router.config, routerFile, result.manifest, file);
+    const errors = routerCheckErrors(issues);
+    if (errors.length) throw new CliError(errors.map(formatIssue).join('\n'), EXIT.badInput, { errors });
+    warnings.push(...router.warnings, ...issues.filter((i) => i.severity !== 'error'));
+  }
+  for (const w of warnings) ctx.note(`warning: ${formatIssue(w)}`);
+  return { manifest: result.manifest, warnings };
+}
+
+export function checkServes(manifest: Manifest, file: string, names: string[]): void {
+  const unknown = names.filter((n) => !findServe(manifest, n));
+  if (unknown.length) {
+    const known = manifest.serves.map((s) => s.name).join(', ');
+    throw new CliError(unknown.map((n) => `${file}: no serve named '${n}' (serves: ${known})`).join('\n'), EXIT.badInput);
+  }
+}

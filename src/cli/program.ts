@@ -1,0 +1,149 @@
+// gpures: the operator's CLI. This file registers every command and its options; each command
+// (commands/<name>.ts) takes its parsed options and returns data, which main.ts prints as text or,
+// with --json, as JSON only.
+import { Command, Option } from 'commander';
+import { BOUNDS } from '../domain/bounds';
+import { DEFAULT_ROUTER } from '../shared/promotion';
+import type { CommandContext, Rendered } from './command';
+import { DEFAULT_MANIFEST } from './manifest';
+import type { ServeOpts } from './serve-operations';
+import { api } from './commands/api';
+import { auditExport } from './commands/audit-export';
+import { auditReplay } from './commands/audit-replay';
+import { auditReport } from './commands/audit-report';
+import type { ReportOpts } from './commands/audit-report';
+import { demo } from './commands/demo';
+import { ledger } from './commands/ledger';
+import { routerPromote } from './commands/router-promote';
+import type { PromoteOpts } from './commands/router-promote';
+import { servesDown } from './commands/serves-down';
+import { servesStatus } from './commands/serves-status';
+import { servesUp } from './commands/serves-up';
+import { validate } from './commands/validate';
+import { worker } from './commands/worker';
+
+export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boolean) => void): Command {
+  const program = new Command('gpures')
+    .description('GPU reservations for a self-hosted LLM box, as durable Temporal workflows')
+    .showHelpAfterError()
+    .exitOverride();
+  const manifestOpt = () => new Option('-m, --manifest <file>', `serves manifest (default: $GPURES_MANIFEST or ./${DEFAULT_MANIFEST})`);
+  const jsonOpt = () => new Option('--json', 'print only the result, as JSON');
+  // commander hands an action its arguments, its options, then the command itself.
+  const run = (fn: (...a: never[]) => Promise<Rendered>) => async (...args: unknown[]) => {
+    const cmd = args[args.length - 1] as Command;
+    out(await (fn as (...a: unknown[]) => Promise<Rendered>)(...args), Boolean(cmd.opts<{ json?: boolean }>().json));
+  };
+
+  program
+    .command('validate')
+    .description('check a manifest offline: every problem as file: field: message')
+    .argument('[file]', 'manifest to check')
+    .option('--router <file>', 'also check a router config against it (default: $GPURES_ROUTER_CONFIG)')
+    .addOption(jsonOpt())
+    .action(run((file: string | undefined, opts: { router?: string }) => validate({ ...opts, file }, ctx)));
+
+  const serves = program.command('serves').description('bring serves up or down through the ledger');
+  serves
+    .command('up')
+    .description('admit, start, wait healthy, verify identity; denied honestly when it does not fit')
+    .argument('<names...>')
+    .addOption(manifestOpt())
+    .option('--evict', 'when it does not fit, evict evictable serves on the same GPU (quiesce, drain, stop)')
+    .option('--force', 'with --evict: stop victims even if their drain times out')
+    .option('--drain-timeout <seconds>', `with --evict: how long each victim may drain (default 120, at most ${BOUNDS.drainTimeoutS.max})`)
+    .addOption(jsonOpt())
+    .action(run((names: string[], opts: ServeOpts) => servesUp({ ...opts, names }, ctx)));
+  serves
+    .command('down')
+    .description('stop gracefully, then release the reservation')
+    .argument('<names...>')
+    .addOption(manifestOpt())
+    .option('--restore', 'then bring back the serves evicted for it (health, identity, guarded readmit)')
+    .addOption(jsonOpt())
+    .action(run((names: string[], opts: ServeOpts) => servesDown({ ...opts, names }, ctx)));
+  serves
+    .command('status')
+    .description("each declared serve with its ledger state")
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(run((opts: { manifest?: string }) => servesStatus(opts, ctx)));
+
+  program
+    .command('ledger')
+    .description('the per-GPU ledger: capacity, reserve, committed, free, and each reservation')
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(run((opts: { manifest?: string }) => ledger(opts, ctx)));
+
+  program
+    .command('demo')
+    .description("the field report's T013 sequence on a simulated box (no GPU, no Docker), through the real workflows")
+    .option('--keep', 'leave the dev server, worker, router and serves up afterwards')
+    .option('--no-ui', 'start the dev server without its web UI')
+    .option('--manifest <file>', 'the box to simulate (default: examples/primary-node/serves.toml)')
+    .option('--router-config <file>', 'its router config (default: examples/primary-node/router.toml)')
+    .action(run((opts: { keep?: boolean; ui: boolean; manifest?: string; routerConfig?: string }) => demo(opts, ctx)));
+
+  program
+    .command('api')
+    .description('serve the acquisition API the router calls (POST /v1/acquisitions); token from $GPURES_API_TOKEN')
+    .addOption(manifestOpt())
+    .option('--host <addr>', 'address to bind', '127.0.0.1')
+    .option('--port <port>', 'port to listen on', '8420')
+    .option('--allow-non-loopback', 'allow --host beyond loopback (the API can change the box)')
+    .action(run((opts: { manifest?: string; host: string; port: string; allowNonLoopback?: boolean }) => api(opts, ctx)));
+
+  program
+    .command('worker')
+    .description("run this node's worker: the ledger, bring-up and bring-down workflows and their activities")
+    .addOption(manifestOpt())
+    .addOption(new Option('--gpus <mode>', 'pin GPUs by UUID through Docker device requests').choices(['auto', 'on', 'off']).default('auto'))
+    .action(run((opts: { manifest?: string; gpus: 'auto' | 'on' | 'off' }) => worker(opts, ctx)));
+
+  program
+    .command('router')
+    .description('the router in front of the serves')
+    .command('promote')
+    .description('promote a router config and image: validate-only run, backup, atomic write, reload or recreate, crash-loop verify; rolled back on failure')
+    .requiredOption('--config <file>', 'the router config to promote')
+    .requiredOption('--image <image>', 'the router image to validate it with and to run')
+    .option('--profile <file>', 'promotion profile, recorded with the promotion')
+    .option('--validate-only', 'stop after the validate-only run: nothing is changed')
+    .option('--router <name>', "router deployment name, as the worker's GPURES_ROUTER_NAME", DEFAULT_ROUTER)
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(run((opts: PromoteOpts) => routerPromote(opts, ctx)));
+
+  // audit (README "Audit"): workflow history as evidence. Export it as the JSON every Temporal
+  // tool reads, replay it against the current workflow code (no server), render what it proves.
+  const audit = program.command('audit').description('workflow history as evidence: export, replay against the current workflow code, report');
+  audit
+    .command('export')
+    .description('write a workflow history as JSON (loadable by historyFromJSON and Worker.runReplayHistories); --query: every match into a directory')
+    .argument('[workflowId]', 'the workflow to export (its latest run unless --run-id)')
+    .option('-o, --output <path>', 'file to write (default: stdout); with --query, the directory (required)')
+    .option('--run-id <id>', 'a particular run')
+    .option('--query <query>', "a visibility query, e.g. \"WorkflowType = 'acquireWorkflow'\" or \"TaskQueue = 'gpures.primary-node'\"")
+    .addOption(jsonOpt())
+    .action(run((workflowId: string | undefined, opts: { output?: string; runId?: string; query?: string }) => auditExport({ ...opts, workflowId }, ctx)));
+  audit
+    .command('replay')
+    .description('replay recorded histories against the current workflow code (no server); non-zero exit on any nondeterminism')
+    .argument('<paths...>', 'history files, or directories of *.json')
+    .addOption(jsonOpt())
+    .action(run((paths: string[]) => auditReplay({ paths }, ctx)));
+  audit
+    .command('report')
+    .description(
+      'the evidence of one operation, from its history alone: steps, ledger before/after, victims and why, in-flight counts, identity, nvidia-smi, promotion',
+    )
+    .argument('<workflowIdOrFile>', 'a workflow id (fetched from Temporal) or a history file written by audit export')
+    .option('--markdown', 'render an evidence file in Markdown')
+    .option('--run-id <id>', 'a particular run (with a workflow id)')
+    .option('-o, --output <file>', 'write the text or Markdown there instead of stdout')
+    .addOption(jsonOpt())
+    .action(run((target: string, opts: Omit<ReportOpts, 'target'>) => auditReport({ ...opts, target }, ctx)));
+
+  return program;
+}

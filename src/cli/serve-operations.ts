@@ -1,0 +1,68 @@
+// serves up and serves down of one or more serves: each an operation followed to its end, its
+// steps printed as they complete, then the ledgers as they stand after all of them.
+import type { Client } from '@temporalio/client';
+import { formatLedger } from '../domain/ledger';
+import { workflowIds } from '../shared/messages';
+import type { StepRecord } from '../shared/messages';
+import { formatStep } from '../client/follow';
+import { serveAcquire, serveDown, serveUp } from '../client/operations';
+import type { OperationOutcome } from '../client/operations';
+import type { CommandContext, Rendered } from './command';
+import { operationsExit } from './exit-codes';
+import { checkServes, loadManifest, manifestPath } from './manifest';
+import { ledgerJson, readLedgers, warnWithoutWorker, withClient } from './temporal';
+
+export interface ServeOpts {
+  manifest?: string;
+  evict?: boolean;
+  force?: boolean;
+  drainTimeout?: string;
+  restore?: boolean;
+}
+
+type ServeOutcome = OperationOutcome<{ message: string; ledgerAfter: string[] }>;
+
+function renderOutcome(o: ServeOutcome): string[] {
+  return o.ok ? [o.result.message] : [`${o.message} [${o.failureType}; workflow ${o.workflowId}]`];
+}
+
+/** The workflow that does `serves <verb> <name>` with these options, and how to run it. */
+function operationFor(client: Client, node: string, verb: 'up' | 'down', name: string, opts: ServeOpts, onStep: (step: StepRecord) => void) {
+  if (verb === 'down') {
+    return { workflowId: workflowIds.bringDown(node, name), operate: () => serveDown(client, node, name, { restore: opts.restore, onStep }) };
+  }
+  if (!opts.evict) return { workflowId: workflowIds.bringUp(node, name), operate: () => serveUp(client, node, name, onStep) };
+  const input = { serve: name, evict: true, force: Boolean(opts.force), drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined };
+  return { workflowId: workflowIds.acquire(node, name), operate: () => serveAcquire(client, node, input, onStep) };
+}
+
+export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', names: string[], opts: ServeOpts): Promise<Rendered> {
+  const file = manifestPath(opts.manifest, ctx.env);
+  const { manifest } = await loadManifest(ctx, file);
+  checkServes(manifest, file, names);
+  return withClient(async (client) => {
+    await warnWithoutWorker(ctx, client, manifest.node);
+    const outcomes: ServeOutcome[] = [];
+    // Progress is noted as each step completes: the result is what the command returns.
+    const printStep = (step: StepRecord) => ctx.note(formatStep(step));
+    // Ctrl-C stops following, not the operation: it is a workflow, and goes on without this process.
+    let current: { name: string; workflowId: string } | undefined;
+    const interrupted = () =>
+      current &&
+      `\ninterrupted: serves ${verb} ${current.name} goes on in Temporal (workflow ${current.workflowId}); ` +
+        `\`gpures serves status\` shows it; cancel it from the UI or with \`temporal workflow cancel --workflow-id ${current.workflowId}\`` +
+        `${names.length > 1 ? `; not started: ${names.slice(names.indexOf(current.name) + 1).join(', ') || 'none'}` : ''}`;
+    const releaseInterrupt = ctx.onInterrupt(interrupted);
+    // In the order given, as an operator reads the command line; one failure does not stop the rest.
+    for (const name of names) {
+      const { workflowId, operate } = operationFor(client, manifest.node, verb, name, opts, printStep);
+      current = { name, workflowId };
+      const o: ServeOutcome = await operate();
+      outcomes.push(o);
+      ctx.note(renderOutcome(o).join('\n'));
+    }
+    releaseInterrupt();
+    const ledgers = await readLedgers(client, manifest);
+    return { data: { outcomes, ledgers: ledgers.map(ledgerJson) }, text: ledgers.flatMap(formatLedger), exitCode: operationsExit(outcomes) };
+  });
+}

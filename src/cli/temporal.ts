@@ -1,0 +1,105 @@
+// The CLI's side of Temporal: one connection per command, and the node's ledger read so that a
+// missing worker is one line for the operator (exit 4) rather than a hang or a stack trace.
+import { ServiceError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { totals } from '../domain/ledger';
+import type { LedgerState } from '../domain/ledger';
+import type { Manifest } from '../domain/types';
+import { taskQueueFor } from '../shared/messages';
+import { connectClient } from '../client/connection';
+import { LedgerUnanswered } from '../adapters/ledger/ledger-client';
+import { ledgerSnapshots } from '../client/operations';
+import type { CommandContext } from './command';
+import { CliError, EXIT } from './exit-codes';
+
+export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {
+  let conn: Awaited<ReturnType<typeof connectClient>>;
+  try {
+    conn = await connectClient();
+  } catch (err) {
+    throw new CliError(`cannot reach Temporal: ${(err as Error).message} (set TEMPORAL_ADDRESS or a temporal.toml profile)`, EXIT.unreachable);
+  }
+  try {
+    return await fn(conn.client);
+  } finally {
+    await conn.connection.close();
+  }
+}
+
+/**
+ * How many workflow pollers the server saw on the node's task queue lately (its poller history
+ * keeps a few minutes); undefined when it would not say. Zero means no worker can answer.
+ */
+async function workflowPollers(client: Client, node: string): Promise<number | undefined> {
+  try {
+    const { pollers } = await client.workflowService.describeTaskQueue({
+      namespace: client.options.namespace,
+      taskQueue: { name: taskQueueFor(node) },
+      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    });
+    return pollers?.length ?? 0;
+  } catch {
+    // Only advice: the call that matters reports for itself.
+    return undefined;
+  }
+}
+
+/**
+ * Workflows wait durably for a worker; an operator at a terminal should know one is missing
+ * rather than watch a command that seems to hang.
+ */
+export async function warnWithoutWorker(ctx: CommandContext, client: Client, node: string): Promise<void> {
+  if ((await workflowPollers(client, node)) === 0) {
+    ctx.note(`warning: no worker has polled task queue ${taskQueueFor(node)} recently; the operation waits until \`gpures worker\` runs for node '${node}'`);
+  }
+}
+
+/** A worker that has only just started may not have polled yet: look again for about a second. */
+const POLLER_CHECKS = 3;
+const POLLER_CHECK_INTERVAL_MS = 500;
+
+/**
+ * The ledger answers only through a running worker: say so in one line (exit 4) instead of a
+ * stack trace. With no poller on the task queue that is known at once; a worker that died in
+ * the last few minutes still counts as a poller, and then the query's own deadline tells.
+ */
+export async function readLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
+  const node = manifest.node;
+  for (let check = 1; ; check++) {
+    if ((await workflowPollers(client, node)) !== 0) break;
+    if (check === POLLER_CHECKS) {
+      throw new CliError(
+        `node '${node}': no worker polls task queue ${taskQueueFor(node)}, so nothing can answer its ledger; start \`gpures worker\` for node '${node}'`,
+        EXIT.unreachable,
+      );
+    }
+    await new Promise((r) => setTimeout(r, POLLER_CHECK_INTERVAL_MS));
+  }
+  try {
+    return await ledgerSnapshots(client, manifest);
+  } catch (err) {
+    if (err instanceof LedgerUnanswered) throw new CliError(err.message, EXIT.unreachable);
+    if (err instanceof ServiceError) {
+      throw new CliError(
+        `node '${node}': the ledger did not answer (${err.message}); is \`gpures worker\` running for it (task queue ${taskQueueFor(node)})?`,
+        EXIT.unreachable,
+      );
+    }
+    throw err;
+  }
+}
+
+/** A ledger as --json prints it: its reservations with the totals a person reads in its text. */
+export function ledgerJson(l: LedgerState) {
+  return { ...l, ...totals(l) };
+}
+
+/** fetchHistory lets the raw gRPC error through: status 5 is NOT_FOUND. */
+export function notFound(err: unknown): boolean {
+  return (
+    (err instanceof Error && err.name === 'WorkflowNotFoundError') ||
+    (err instanceof ServiceError && /not found/i.test(err.message)) ||
+    (err instanceof Error && (err as { code?: unknown }).code === 5)
+  );
+}

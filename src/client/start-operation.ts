@@ -1,0 +1,94 @@
+// Every operation reaches Temporal the same way: start (or join) its workflow under the
+// deterministic id that names the operation, follow its steps while it runs, and return how it
+// closed as data. The CLI's serves up/down, the acquisition API and `router promote` all start
+// here, and the CLI and promotion follow here, so progress and outcome have one shape.
+import type { Client, Workflow, WorkflowHandleWithFirstExecutionRunId, WorkflowStartOptions } from '@temporalio/client';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { taskQueueFor } from '../shared/messages';
+import type { StepRecord } from '../shared/messages';
+import { followSteps } from './follow';
+import { operationSearchAttributes } from './search-attributes';
+
+export interface OperationStart {
+  workflowType: string;
+  /** Names the operation, not the run: a second start finds the first by it. */
+  workflowId: string;
+  node: string;
+  input: unknown;
+  /** What the Temporal UI lists for the run, in the operator's words. */
+  summary: string;
+  /**
+   * 'join': a repeated trigger joins the running operation instead of starting another (USE_EXISTING).
+   * 'refuse': while one runs, a second start fails with WorkflowExecutionAlreadyStartedError, never
+   * queued or joined; once it has closed the id starts a new run (FAIL, ALLOW_DUPLICATE).
+   */
+  onConflict: 'join' | 'refuse';
+  /** Tags the run for the UI's filters (GpuresServe, GpuresOperation) when the namespace has them; absent: untagged. */
+  tags?: { serve: string; operation: string };
+}
+
+/** Starts the operation's workflow on the node's task queue, or joins the one running under its id. */
+export async function startOperation<W extends Workflow = Workflow>(client: Client, start: OperationStart): Promise<WorkflowHandleWithFirstExecutionRunId<W>> {
+  const { node, tags } = start;
+  const typedSearchAttributes = tags ? await operationSearchAttributes(client, node, tags.serve, tags.operation) : undefined;
+  const conflict: Pick<WorkflowStartOptions, 'workflowIdConflictPolicy' | 'workflowIdReusePolicy'> =
+    start.onConflict === 'join' ? { workflowIdConflictPolicy: 'USE_EXISTING' } : { workflowIdConflictPolicy: 'FAIL', workflowIdReusePolicy: 'ALLOW_DUPLICATE' };
+  const options = {
+    ...(typedSearchAttributes ? { typedSearchAttributes } : {}),
+    workflowId: start.workflowId,
+    taskQueue: taskQueueFor(node),
+    args: [start.input],
+    ...conflict,
+    staticSummary: start.summary,
+  };
+  // The input is the caller's to match to the workflow type; the SDK cannot check a type named by a string.
+  return client.workflow.start<W>(start.workflowType, options as unknown as WorkflowStartOptions<W>);
+}
+
+/** How a run closed: its result, or its failure as the operator reads it. */
+export type Settled<R> = { ok: true; result: R } | { ok: false; failureType: string; message: string; details?: unknown };
+
+export interface Following {
+  /** The run's steps so far, from its query. */
+  readSteps: () => Promise<readonly StepRecord[]>;
+  /** Each step once, as it completes; without it the run is only awaited. */
+  onStep?: (step: StepRecord) => void;
+  pollMs?: number;
+  /**
+   * A cancelled run in the operator's words, from its steps (a cancellation carries no message of
+   * its own); without it, the cancellation's own name and message.
+   */
+  cancelled?: (steps: readonly StepRecord[]) => string;
+}
+
+function stepsOf(value: unknown): readonly StepRecord[] | undefined {
+  return (value as { steps?: readonly StepRecord[] } | undefined)?.steps;
+}
+
+/** Awaits the run, reporting its steps meanwhile; then how it closed. Only a workflow's own failure is an outcome: anything else throws. */
+export async function followOperation<R>(handle: { result(): Promise<R> }, how: Following): Promise<Settled<R>> {
+  const result = handle.result();
+  const follower = how.onStep ? followSteps(how.readSteps, how.onStep, how.pollMs) : undefined;
+  await follower?.until(result);
+  let settled: Settled<R>;
+  try {
+    settled = { ok: true, result: await result };
+  } catch (err) {
+    if (!(err instanceof WorkflowFailedError)) throw err;
+    settled = { ok: false, ...(await describeFailure(err, how)) };
+  }
+  // The steps the last poll did not see: a quick operation may finish between two polls.
+  const steps = stepsOf(settled.ok ? settled.result : settled.details);
+  if (steps) follower?.report(steps);
+  return settled;
+}
+
+async function describeFailure(err: WorkflowFailedError, how: Following): Promise<{ failureType: string; message: string; details?: unknown }> {
+  const { cause } = err;
+  if (cause instanceof CancelledFailure && how.cancelled) {
+    return { failureType: 'CancelledFailure', message: how.cancelled(await how.readSteps().catch(() => [])) };
+  }
+  if (cause instanceof ApplicationFailure) return { failureType: cause.type ?? 'Error', message: cause.message, details: cause.details?.[0] };
+  return { failureType: cause?.name ?? 'WorkflowFailed', message: cause?.message ?? err.message };
+}
