@@ -1,17 +1,22 @@
 // On-demand acquisition: if the serve fits it is a bring-up; if not and eviction was asked,
 // the ledger picks victims and holds their MiB for this acquirer, then for each victim:
 // quiesce its tier → drain → stop → confirm the VRAM came back → hand the MiB over → start.
-import { ApplicationFailure, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { Activities, ResolvedServe } from '../activities';
+import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
+import type { ResolvedServe } from '../activities';
 import type { DrainResult, VramReleaseResult } from '../activities/eviction';
 import { denialMessage, formatLedger } from '../domain/ledger';
 import type { Victim } from '../domain/eviction';
 import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
-import { quick, waitFor } from './options';
-import { checkInput, failAndCompensate, Saga, whole } from './saga';
-import { alreadyHeld, DEFAULT_DRAIN_TIMEOUT_S, drainFor, router, startAdmittedServe, StepLog, stopServe } from './serve-steps';
-import type { StepRecord } from './serve-steps';
+import { admission, eviction } from '../shared/wording';
+import { alreadyHeld, startServe } from './bring-up';
+import { PATCHES } from './patches';
+import { act, router, waiting } from './proxies';
+import { failAndCompensate, Saga, whole } from './saga';
+import { checkInput } from './input';
+import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, stopServe } from './steps';
+import { StepLog } from './step-log';
+import type { StepRecord } from './step-log';
 
 export interface AcquireInput {
   serve: string;
@@ -53,39 +58,30 @@ export interface AcquireResult {
   steps: StepRecord[];
 }
 
-const act = proxyActivities<Activities>(quick);
-
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
   checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'] });
   const { workflowId, runId } = workflowInfo();
+  const holder = holderOf(workflowId, runId);
   const op = `serves up ${input.serve}${input.evict ? ' --evict' : ''}`;
   const log = new StepLog();
-  const ids = (what: string) => `${workflowId}/${runId}/${what}`;
 
   const resolved = await act.resolveServe({ serve: input.serve });
   const { node, serve, gpu } = resolved;
   const base = { serve: serve.name, gpuRole: gpu.role, vramMib: serve.vramMib };
-  const holder = holderOf(workflowId, runId);
 
   log.begin('admit');
   const before = await act.ledgerSnapshot({ node, gpu });
   const ledgerBefore = formatLedger(before);
-  const { decision } = await whole('admit-whole', () =>
+  const { decision } = await whole(PATCHES.admitWhole, () =>
     act.ledgerAcquire({
       node,
       args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, evict: Boolean(input.evict) },
-      updateId: ids('acquire'),
+      updateId: `${holder}/acquire`,
     }),
   );
-
   if (decision.decision === 'denied') {
-    const hint =
-      decision.evictableMib !== undefined
-        ? `; evictable serves on '${gpu.role}' hold only ${decision.evictableMib} MiB`
-        : input.evict
-          ? ''
-          : ' (add --evict to evict evictable serves)';
-    log.record('admit', `denied: short by ${decision.shortfallMib} MiB${hint}`);
+    const hint = admission.evictionHint(gpu.role, decision.evictableMib, Boolean(input.evict));
+    log.record('admit', admission.short(decision.shortfallMib, hint));
     throw ApplicationFailure.create({
       type: Failure.AdmissionDenied,
       message: `${denialMessage(decision)}${hint}`,
@@ -99,47 +95,29 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   }
 
   const saga = new Saga();
-  const victims: VictimRecord[] = [];
-  const stopped: string[] = [];
-  let evictionReason: string | undefined;
-
+  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [] };
   if (decision.decision === 'admitted') {
-    log.record('admit', `admitted ${serve.vramMib} MiB, free after ${decision.freeAfterMib} MiB`);
-    saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: ids('compensate-release') }));
+    log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
+    saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }));
   } else {
-    evictionReason = decision.reason;
-    log.record('plan', `victims ${decision.victims.map((v) => v.serve).join(', ')}: ${decision.reason}`);
-    // Which victims are down is read from the box, not assumed: a stop may have acted before it
-    // failed. Those stay evicted; the others go back to running; the held MiB are let go.
-    const planned = decision.victims.map((v) => v.serve);
-    saga.add('abort eviction', async () => {
-      const down: string[] = [];
-      for (const v of planned) if (!(await act.inspectServe({ node, serve: v }))?.running) down.push(v);
-      return act.ledgerAbortEviction({ node, gpu, args: { acquirer: serve.name, stopped: down, holder }, updateId: ids('compensate-abort') });
-    });
+    log.record('plan', admission.plan(decision.victims.map((v) => v.serve), decision.reason));
+    saga.add('abort eviction', () => abortEviction(evicting, decision.victims));
   }
 
   try {
+    const victims: VictimRecord[] = [];
     if (decision.decision === 'evicting') {
       // Histories recorded before the preflight existed replay without it.
-      if (patched('eviction-preflight')) {
-        log.begin('preflight');
-        const pre = await router.preflightEviction({ acquirer: serve.name, gpuUuid: gpu.uuid, victims: decision.victims.map((v) => v.serve) });
-        const tiers = pre.tiers.map((t) => `, tier ${t.tier} can readmit ${t.serve}`).join('');
-        const smi = pre.gpu ? `nvidia-smi reads ${pre.gpu.uuid} (${pre.gpu.usedMib} of ${pre.gpu.totalMib} MiB used)` : 'no victim running (no VRAM to confirm)';
-        log.record('preflight', `image ${pre.image} present, ${smi}${tiers}`);
-      }
-      for (const v of decision.victims) {
-        victims.push(await evictVictim(node, v, resolved, input, saga, log, ids, stopped));
-      }
+      if (patched(PATCHES.evictionPreflight)) await preflight(evicting, decision.victims);
+      for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
     }
-    const started = await startAdmittedServe(resolved, saga, log);
+    const started = await startServe(resolved, saga, log);
     const evicted = victims.map((v) => v.serve);
     return {
       ...base,
       outcome: 'started',
       message: `${op}: running, ${serve.vramMib} MiB committed on '${gpu.role}'${evicted.length ? `; evicted ${evicted.join(', ')}` : ''}`,
-      evictionReason,
+      evictionReason: decision.decision === 'evicting' ? decision.reason : undefined,
       victims,
       containerId: started.containerId,
       observedModels: started.observedModels,
@@ -149,23 +127,44 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       steps: log.steps,
     };
   } catch (err) {
-    const down = stopped.length ? `; victims now down: ${stopped.join(', ')} (restore with gpures serves up ${stopped.join(' ')})` : '';
-    throw await failAndCompensate(op, err, saga, log, down);
+    throw await failAndCompensate(op, err, saga, log, eviction.victimsDown(evicting.stopped));
   }
 }
 
-async function evictVictim(
-  node: string,
-  planned: Victim,
-  acquirer: ResolvedServe,
-  input: AcquireInput,
-  saga: Saga,
-  log: StepLog,
-  ids: (what: string) => string,
-  stopped: string[],
-): Promise<VictimRecord> {
+/** One acquisition's eviction: what each victim's steps need, and the victims stopped so far. */
+interface Eviction {
+  node: string;
+  acquirer: ResolvedServe;
+  input: AcquireInput;
+  holder: string;
+  saga: Saga;
+  log: StepLog;
+  /** Victims whose container this run stopped: they stay evicted whatever happens next. */
+  stopped: string[];
+}
+
+/** Image, nvidia-smi and every victim's readmit path are checked before any victim is touched. */
+async function preflight({ acquirer, log }: Eviction, victims: Victim[]): Promise<void> {
+  log.begin('preflight');
+  const pre = await router.preflightEviction({ acquirer: acquirer.serve.name, gpuUuid: acquirer.gpu.uuid, victims: victims.map((v) => v.serve) });
+  log.record('preflight', eviction.preflight(pre));
+}
+
+/**
+ * The compensation: which victims are down is read from the box, not assumed (a stop may have
+ * acted before it failed). Those stay evicted; the others go back to running; the held MiB are let go.
+ */
+async function abortEviction({ node, acquirer, holder }: Eviction, victims: Victim[]) {
+  const down: string[] = [];
+  for (const v of victims) if (!(await act.inspectServe({ node, serve: v.serve }))?.running) down.push(v.serve);
+  return act.ledgerAbortEviction({ node, gpu: acquirer.gpu, args: { acquirer: acquirer.serve.name, stopped: down, holder }, updateId: `${holder}/compensate-abort` });
+}
+
+/** quiesce its tier → drain → stop → confirm the VRAM came back → hand its MiB to the acquirer. */
+async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> {
+  const { node, acquirer, input, holder, saga, log } = e;
+  const { gpu } = acquirer;
   const { serve: victim } = await act.resolveServe({ serve: planned.serve });
-  const gpu = acquirer.gpu;
   const tier = victim.routerTier;
   const record: VictimRecord = { serve: victim.name, vramMib: victim.vramMib, tier, inFlightAtStop: 0, wasRunning: true };
 
@@ -174,9 +173,9 @@ async function evictVictim(
     log.begin(`quiesce ${victim.name}`);
     // Registered first: a quiesce that acted before it failed must still be undone.
     withdrawReadmit = saga.add(`readmit tier ${tier}`, () => router.readmitIfQuiesced({ tier }));
-    const q = await whole('quiesce-whole', () => router.quiesceTier({ tier }));
+    const q = await whole(PATCHES.quiesceWhole, () => router.quiesceTier({ tier }));
     record.inFlightAtQuiesce = q.inFlight;
-    log.record(`quiesce ${victim.name}`, `tier ${tier} quiesced with ${q.inFlight} in flight`);
+    log.record(`quiesce ${victim.name}`, eviction.quiesced(tier, q.inFlight));
   }
 
   // Read while the victim still holds its VRAM, before the drain: the stop then follows the last
@@ -189,29 +188,24 @@ async function evictVictim(
   const drainTimeoutS = input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
   const drain = await drainFor(tier, victim, drainTimeoutS);
   record.drain = drain;
-  if (!drain.drained) {
-    const still = `${drain.routerInFlightAtEnd} in flight at the router${drain.vllmRunningAtEnd !== null ? `, ${drain.vllmRunningAtEnd} running in vLLM` : ''}`;
-    if (!input.force) {
-      throw ApplicationFailure.create({ type: Failure.DrainTimeout, message: `${victim.name} did not drain within ${drainTimeoutS} s (${still})`, nonRetryable: true, details: [drain] });
-    }
-    log.record(`drain ${victim.name}`, `not drained within ${drainTimeoutS} s (${still}); stopping anyway (--force)`);
-  } else {
-    log.record(`drain ${victim.name}`, `drained after ${drain.waitedMs} ms (${drain.routerInFlightAtStart} in flight at start)`);
+  if (!drain.drained && !input.force) {
+    throw ApplicationFailure.create({ type: Failure.DrainTimeout, message: eviction.drainTimeout(victim.name, drain, drainTimeoutS), nonRetryable: true, details: [drain] });
   }
+  log.record(`drain ${victim.name}`, drain.drained ? eviction.drained(drain) : eviction.forced(drain, drainTimeoutS));
   record.inFlightAtStop = drain.routerInFlightAtEnd;
 
   log.begin(`stop ${victim.name}`);
   const stop = await stopServe(node, victim);
   // The victim is down: readmitting its tier would route to nothing, and it stays evicted.
   withdrawReadmit();
-  stopped.push(victim.name);
+  e.stopped.push(victim.name);
   record.stopIssuedAtEpochMs = stop.issuedAtEpochMs;
-  log.record(`stop ${victim.name}`, `container ${stop.containerName}: ${stop.stop}, ${stop.remove}`);
+  log.record(`stop ${victim.name}`, eviction.stopped(stop));
 
   log.begin(`release ${victim.name}`);
   if (gpuBefore) {
     const releaseTimeoutS = input.releaseTimeoutS ?? 30;
-    record.vram = await proxyActivities<Activities>(waitFor(releaseTimeoutS)).confirmVramReleased({
+    record.vram = await waiting(releaseTimeoutS).confirmVramReleased({
       gpuUuid: gpu.uuid,
       victim: victim.name,
       usedBeforeMib: gpuBefore.usedMib,
@@ -220,12 +214,12 @@ async function evictVictim(
       expectedMib: Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib),
       deadlineEpochMs: Date.now() + releaseTimeoutS * 1000,
     });
-    log.record(`release ${victim.name}`, `nvidia-smi: ${record.vram.releasedMib} MiB back on ${gpu.uuid} (used ${record.vram.usedBeforeMib} → ${record.vram.usedAfterMib} MiB)`);
+    log.record(`release ${victim.name}`, eviction.vramBack(record.vram, gpu.uuid));
   } else {
-    log.record(`release ${victim.name}`, 'container was not running: its VRAM counts as released');
+    log.record(`release ${victim.name}`, eviction.notRunning);
   }
   // Names this run: only the eviction that holds the victim hands its MiB over.
-  const { workflowId, runId } = workflowInfo();
-  await act.ledgerVictimReleased({ node, gpu, args: { victim: victim.name, acquirer: acquirer.serve.name, holder: holderOf(workflowId, runId) }, updateId: ids(`victim-released/${victim.name}`) });
+  const args = { victim: victim.name, acquirer: acquirer.serve.name, holder };
+  await act.ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` });
   return record;
 }

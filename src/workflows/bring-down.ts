@@ -1,22 +1,27 @@
-// serves down NAME: take the serve in the ledger → quiesce → drain → stop → release. Down of a
-// serve already down succeeds and says so; down of a serve another operation is bringing up
-// cancels that operation first (its compensations give the serve back), then completes.
-import { ApplicationFailure, CancellationScope, executeChild, isCancellation, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import { workflowIds } from '../shared/messages';
-import { bringUpWorkflow } from './bring-up';
-import { checkInput, rootCause, Saga, whole } from './saga';
-import type { Activities, OperationEnd } from '../activities';
+// serves down NAME: take the serve in the ledger → quiesce → drain → stop → release (→ restore).
+// Down of a serve already down succeeds and says so; down of a serve another operation is
+// bringing up cancels that operation first (its compensations give the serve back), then completes.
+import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
+import type { OperationEnd, StopResult } from '../activities';
+import type { DrainResult } from '../activities/eviction';
 import { formatLedger } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { cancelHint, holderOf } from '../domain/fence';
 import type { StopDecision } from '../domain/fence';
 import { Failure } from '../shared/failures';
-import { quick, waitFor } from './options';
-import type { DrainResult } from '../activities/eviction';
-import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, router, StepLog, stopServe } from './serve-steps';
-import type { StopResult } from '../activities';
 import type { LedgerReleaseResult } from '../shared/messages';
-import type { StepRecord } from './serve-steps';
+import { bringDown, eviction } from '../shared/wording';
+import { PATCHES } from './patches';
+import { act, router, waiting } from './proxies';
+import { restoreEvicted, restoreNote } from './restore';
+import type { RestoreRecord } from './restore';
+import { rootCause, Saga, whole } from './saga';
+import { checkInput } from './input';
+import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, stopServe } from './steps';
+import { StepLog } from './step-log';
+import type { StepRecord } from './step-log';
+
+export type { RestoreRecord } from './restore';
 
 export interface BringDownInput {
   serve: string;
@@ -24,14 +29,6 @@ export interface BringDownInput {
   restore?: boolean;
   /** How long requests in flight to its tier may take before the stop; default 120 s. */
   drainTimeoutS?: number;
-}
-
-export interface RestoreRecord {
-  serve: string;
-  workflowId: string;
-  ok: boolean;
-  message: string;
-  observedModels?: string[];
 }
 
 export interface BringDownResult {
@@ -51,148 +48,148 @@ export interface BringDownResult {
   steps: StepRecord[];
 }
 
-const act = proxyActivities<Activities>(quick);
-
-/** How long the operation holding the serve may take to end once cancelled: its compensations stop a container and readmit a tier. */
+/** How the operation holding the serve may take to end once cancelled: its compensations stop a container and readmit a tier. */
 export const OPERATION_END_TIMEOUT_S = 300;
 /** Take, end the holder, take again (taking over if it ended holding the serve): more holders in between is a fight, not a race, and is refused. */
 const MAX_TAKE_ATTEMPTS = 4;
+
+/** One bring-down: what its steps share. */
+interface Down {
+  node: string;
+  gpu: GpuSpec;
+  serve: ServeSpec;
+  holder: string;
+  log: StepLog;
+  /** Runs from before fencing released whatever was held, under whatever operation held it. */
+  fenced: boolean;
+}
 
 export async function bringDownWorkflow(input: BringDownInput): Promise<BringDownResult> {
   checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'] });
   const { workflowId, runId } = workflowInfo();
   const holder = holderOf(workflowId, runId);
   const log = new StepLog();
-  const record = (step: string, outcome: string) => log.record(step, outcome);
 
   const { node, serve, gpu } = await act.resolveServe({ serve: input.serve });
   const before = await act.ledgerSnapshot({ node, gpu });
-  // Runs from before fencing released whatever was held, under whatever operation held it.
-  const fenced = patched('bring-down-fenced');
+  const down: Down = { node, gpu, serve, holder, log, fenced: patched(PATCHES.bringDownFenced) };
   const ended: OperationEnd[] = [];
-  const taken = fenced ? await takeServe(node, gpu, serve, holder, log, ended) : undefined;
+  const taken = down.fenced ? await takeServe(down, ended) : undefined;
   const saga = new Saga();
-  if (taken) {
-    // Failed or cancelled before its stop: the hold is let go as the box stands. A serve that
-    // still runs and was running is running again; one whose container is down is released; one
-    // this run took over still starting keeps its MiB committed until the next serves down.
-    saga.add('let go of the serve', async () => {
-      const c = await act.inspectServe({ node, serve: serve.name });
-      if (c?.running && taken.decision === 'taken' && taken.from === 'running') {
-        return act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder }, updateId: `${holder}/compensate-running` });
-      }
-      if (!c?.running) return act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` });
-      return undefined;
-    });
-  }
+  if (taken) saga.add('let go of the serve', () => letGo(down, taken));
 
-  // A routed serve goes down like an eviction's victim: its tier answers 503 from now on (until a
-  // bring-up's guarded readmit), and requests in flight finish before the stop. Past the drain
-  // timeout the stop goes ahead: the operator asked for the serve to go down.
   let drain: DrainResult | undefined;
-  const tier = serve.routerTier;
-  // An evicted serve is down and its tier quiesced already: nothing to drain.
-  if (tier && taken?.decision !== 'evicted') {
-    try {
-      const q = await whole('quiesce-whole', () => router.quiesceIfRouted({ tier }));
-      if (q) {
-        record('quiesce', `tier ${tier} quiesced with ${q.inFlight} in flight`);
-        const drainTimeoutS = input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
-        drain = await drainFor(tier, serve, drainTimeoutS);
-        record('drain', drain.drained ? `drained after ${drain.waitedMs} ms` : `not drained within ${drainTimeoutS} s (${drain.routerInFlightAtEnd} in flight); stopping anyway`);
-      }
-    } catch (err) {
-      // Cancelled before the stop: the serve still runs, so its tier goes back into rotation
-      // (left quiesced, a later `serves up` would find it running and never readmit it).
-      if (isCancellation(err) && patched('bring-down-cancel-readmits')) {
-        try {
-          await CancellationScope.nonCancellable(() => router.readmitIfQuiesced({ tier }));
-          record('quiesce', `cancelled before the stop: tier ${tier} readmitted, ${serve.name} still running`);
-        } catch (readmitErr) {
-          record('quiesce', `cancelled before the stop; readmit of tier ${tier} failed: ${rootCause(readmitErr).message}`);
-        }
-      }
-      await saga.compensate();
-      throw err;
-    }
-  }
-
   let stop: StopResult;
   let release: LedgerReleaseResult;
   try {
+    // An evicted serve is down and its tier quiesced already: nothing to drain.
+    if (serve.routerTier && taken?.decision !== 'evicted') drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S);
     // Fenced, a stop once issued is seen through to its release: cancelled in between, the serve
     // would stay held as stopping by a closed run, its container gone.
-    const stopAndRelease = async (): Promise<[StopResult, LedgerReleaseResult]> => {
-      const st = await stopServe(node, serve);
-      record('stop', `container ${st.containerName}: ${st.stop}, ${st.remove}`);
-      // The fenced release names this run: the ledger gives up only what this bring-down took.
-      const rel = await act.ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${workflowId}/${runId}/release` });
-      return [st, rel];
-    };
-    [stop, release] = fenced ? await CancellationScope.nonCancellable(stopAndRelease) : await stopAndRelease();
+    [stop, release] = down.fenced ? await CancellationScope.nonCancellable(() => stopAndRelease(down)) : await stopAndRelease(down);
   } catch (err) {
     await saga.compensate();
     throw err;
   }
   const reserved = release.released && release.vramMib > 0;
-  record('release', reserved ? `released ${release.vramMib} MiB` : taken?.decision === 'evicted' ? 'held no MiB (evicted)' : 'held no reservation');
+  log.record('release', bringDown.released(reserved ? release.vramMib : undefined, taken?.decision === 'evicted'));
 
-  const restored: RestoreRecord[] = [];
-  let ledgerAfter = release.ledger;
-  if (input.restore) {
-    // Fenced, the ledger is read after the release: an acquisition this bring-down cancelled may
-    // have stopped victims since the first read, and they are to come back too.
-    const victims = (fenced ? release.ledger : before).reservations.filter((r) => r.phase === 'evicted' && r.evictedFor === serve.name).map((r) => r.serve);
-    for (const victim of victims) {
-      const workflowId = workflowIds.bringUp(node, victim);
-      try {
-        const r = await executeChild(bringUpWorkflow, { workflowId, args: [{ serve: victim }] });
-        restored.push({ serve: victim, workflowId, ok: true, message: r.message, observedModels: r.observedModels });
-      } catch (err) {
-        // One victim that cannot come back must not keep the others down.
-        restored.push({ serve: victim, workflowId, ok: false, message: rootCause(err).message });
-      }
-      record('restore', restored[restored.length - 1]?.message ?? '');
-    }
-    if (victims.length) ledgerAfter = await act.ledgerSnapshot({ node, gpu });
-    else record('restore', `no serve was evicted for ${serve.name}`);
-  }
+  // Fenced, the ledger is read after the release: an acquisition this bring-down cancelled may
+  // have stopped victims since the first read, and they are to come back too.
+  const { restored, ledgerAfter } = input.restore ? await restoreEvicted(node, gpu, serve.name, down.fenced ? release.ledger : before, log) : { restored: [] };
 
   const wasDown = stop.stop !== 'stopped' && stop.remove === 'absent' && !reserved;
-  const restoredNote = restored.length
-    ? `; restore: ${restored.map((r) => `${r.serve} ${r.ok ? 'restored' : `failed (${r.message})`}`).join(', ')}`
-    : '';
   const cancelled = ended.filter((e) => e.outcome === 'cancelled');
-  const tookOver = taken?.decision === 'taken' ? ended.find((e) => e.holder === taken.previousHolder && e.outcome !== 'cancelled') : undefined;
+  return {
+    serve: serve.name,
+    outcome: cancelled.length && wasDown ? 'cancelled' : wasDown || taken?.decision === 'evicted' ? 'already-stopped' : 'stopped',
+    ...(ended.length ? { ended } : {}),
+    message: downMessage({ serve: serve.name, gpuRole: gpu.role, taken, ended, wasDown, reservedMib: reserved ? release.vramMib : undefined, restore: Boolean(input.restore), restored }) + restoreNote(restored),
+    gpuRole: gpu.role,
+    releasedMib: release.vramMib,
+    drain,
+    restored,
+    ledgerBefore: formatLedger(before),
+    ledgerAfter: formatLedger(ledgerAfter ?? release.ledger),
+    steps: log.steps,
+  };
+}
+
+/**
+ * A routed serve goes down like an eviction's victim: its tier answers 503 from now on (until a
+ * bring-up's guarded readmit), and requests in flight finish before the stop. Past the drain
+ * timeout the stop goes ahead: the operator asked for the serve to go down.
+ */
+async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS: number): Promise<DrainResult | undefined> {
+  try {
+    const q = await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier }));
+    if (!q) return undefined;
+    log.record('quiesce', eviction.quiesced(tier, q.inFlight));
+    const drain = await drainFor(tier, serve, drainTimeoutS);
+    log.record('drain', bringDown.drained(drain, drainTimeoutS));
+    return drain;
+  } catch (err) {
+    // Cancelled before the stop: the serve still runs, so its tier goes back into rotation
+    // (left quiesced, a later `serves up` would find it running and never readmit it).
+    if (isCancellation(err) && patched(PATCHES.bringDownCancelReadmits)) {
+      try {
+        await CancellationScope.nonCancellable(() => router.readmitIfQuiesced({ tier }));
+        log.record('quiesce', bringDown.cancelReadmitted(tier, serve.name));
+      } catch (readmitErr) {
+        log.record('quiesce', bringDown.cancelReadmitFailed(tier, rootCause(readmitErr).message));
+      }
+    }
+    throw err;
+  }
+}
+
+async function stopAndRelease({ node, gpu, serve, holder, log, fenced }: Down): Promise<[StopResult, LedgerReleaseResult]> {
+  const st = await stopServe(node, serve);
+  log.record('stop', eviction.stopped(st));
+  // The fenced release names this run: the ledger gives up only what this bring-down took.
+  const rel = await act.ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${holder}/release` });
+  return [st, rel];
+}
+
+/**
+ * The compensation, failed or cancelled before the stop: the hold is let go as the box stands. A
+ * serve that still runs and was running is running again; one whose container is down is
+ * released; one this run took over still starting keeps its MiB committed until the next serves down.
+ */
+async function letGo({ node, gpu, serve, holder }: Down, taken: StopDecision) {
+  const c = await act.inspectServe({ node, serve: serve.name });
+  if (c?.running && taken.decision === 'taken' && taken.from === 'running') {
+    return act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder }, updateId: `${holder}/compensate-running` });
+  }
+  if (!c?.running) return act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` });
+  return undefined;
+}
+
+function downMessage(o: {
+  serve: string;
+  gpuRole: string;
+  taken: StopDecision | undefined;
+  ended: OperationEnd[];
+  wasDown: boolean;
+  reservedMib: number | undefined;
+  restore: boolean;
+  restored: RestoreRecord[];
+}): string {
+  const cancelled = o.ended.filter((e) => e.outcome === 'cancelled');
+  const taken = o.taken;
+  const tookOver = taken?.decision === 'taken' ? o.ended.find((e) => e.holder === taken.previousHolder && e.outcome !== 'cancelled') : undefined;
   const notes = [
     cancelled.length ? `cancelled ${cancelled.map((e) => e.holder).join(', ')} (it gave back what it took)` : '',
     tookOver ? `took over the hold of ${tookOver.holder}, which had ended ${tookOver.closedAs ?? ''} without giving it back` : '',
   ]
     .filter(Boolean)
     .join('; ');
-  let message: string;
   if (taken?.decision === 'evicted') {
-    message = `serves down ${serve.name}: already stopped (evicted for ${taken.evictedFor ?? 'another serve'}); it stays down and is no longer restored with it`;
-  } else if (wasDown && notes) {
-    message = `serves down ${serve.name}: ${notes}; nothing was left running`;
-  } else if (wasDown) {
-    message = input.restore && restored.length ? `serves down ${serve.name}: was not running, nothing to stop` : `serves down ${serve.name}: already stopped, nothing changed`;
-  } else {
-    message = `serves down ${serve.name}: ${notes ? `${notes}; ` : ''}stopped${reserved ? `, ${release.vramMib} MiB released on '${gpu.role}'` : ''}`;
+    return `serves down ${o.serve}: already stopped (evicted for ${taken.evictedFor ?? 'another serve'}); it stays down and is no longer restored with it`;
   }
-  return {
-    serve: serve.name,
-    outcome: cancelled.length && wasDown ? 'cancelled' : wasDown || taken?.decision === 'evicted' ? 'already-stopped' : 'stopped',
-    ...(ended.length ? { ended } : {}),
-    message: message + restoredNote,
-    gpuRole: gpu.role,
-    releasedMib: release.vramMib,
-    drain,
-    restored,
-    ledgerBefore: formatLedger(before),
-    ledgerAfter: formatLedger(ledgerAfter),
-    steps: log.steps,
-  };
+  if (o.wasDown && notes) return `serves down ${o.serve}: ${notes}; nothing was left running`;
+  if (o.wasDown) return o.restore && o.restored.length ? `serves down ${o.serve}: was not running, nothing to stop` : `serves down ${o.serve}: already stopped, nothing changed`;
+  return `serves down ${o.serve}: ${notes ? `${notes}; ` : ''}stopped${o.reservedMib !== undefined ? `, ${o.reservedMib} MiB released on '${o.gpuRole}'` : ''}`;
 }
 
 /**
@@ -204,7 +201,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
  * victims leave its eviction then, as the box has them. A serve being evicted by an acquisition
  * still running is refused: that acquisition is stopping it.
  */
-async function takeServe(node: string, gpu: GpuSpec, serve: ServeSpec, holder: string, log: StepLog, ended: OperationEnd[]): Promise<StopDecision> {
+async function takeServe({ node, gpu, serve, holder, log }: Down, ended: OperationEnd[]): Promise<StopDecision> {
   // The holder's own compensations stop this serve's container: they get its stop timeout and more.
   const endTimeoutS = Math.max(OPERATION_END_TIMEOUT_S, serve.stopTimeoutS + 180);
   let takeOver: { takeOverFrom: string; victimsDown: string[] } | undefined;
@@ -240,7 +237,7 @@ async function takeServe(node: string, gpu: GpuSpec, serve: ServeSpec, holder: s
     if (attempt < MAX_TAKE_ATTEMPTS) {
       log.record('take', `${op.holder} holds ${serve.name} (${op.phase}): ${mode === 'cancel' ? 'cancelling it' : mode === 'wait' ? 'waiting for it' : 'asking whether it still runs'}`);
       log.begin(mode === 'cancel' ? 'cancel' : 'wait');
-      const e = await proxyActivities<Activities>(waitFor(endTimeoutS)).endOperation({ holder: op.holder, timeoutS: endTimeoutS, mode });
+      const e = await waiting(endTimeoutS).endOperation({ holder: op.holder, timeoutS: endTimeoutS, mode });
       if (e.outcome !== 'running') {
         ended.push(e);
         log.record(

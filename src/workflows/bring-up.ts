@@ -1,13 +1,22 @@
-// serves up NAME: admit → start → health → identity → running. An admission the ledger denies
-// starts nothing; a failure after admission removes the container and releases the MiB.
-import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+// serves up NAME: admit → start → health → identity → measure → readmit → running. An admission
+// the ledger denies starts nothing; a failure after admission removes the container and releases
+// the MiB. Every way up shares the steps from start on (startServe): an acquisition and a restore
+// differ only in how they got the MiB.
+import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
+import type { ResolvedServe } from '../activities';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
+import type { LedgerState } from '../domain/ledger';
+import { formatMeasuredDelta } from '../domain/physical';
+import { cancelHint, holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
-import { quick } from './options';
-import { checkInput, failAndCompensate, Saga, whole } from './saga';
-import { alreadyHeld, startAdmittedServe, StepLog } from './serve-steps';
-import type { StepRecord } from './serve-steps';
+import { admission, start } from '../shared/wording';
+import { PATCHES } from './patches';
+import { act, containers, router, waiting } from './proxies';
+import { failAndCompensate, Saga, whole } from './saga';
+import { checkInput } from './input';
+import { stopServe } from './steps';
+import { StepLog } from './step-log';
+import type { StepRecord } from './step-log';
 
 export interface BringUpInput {
   serve: string;
@@ -29,11 +38,11 @@ export interface BringUpResult {
   steps: StepRecord[];
 }
 
-const act = proxyActivities<Activities>(quick);
-
 export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResult> {
   checkInput(input, {});
   const { workflowId, runId } = workflowInfo();
+  // The run, not just the id: a later `serves up` of the same serve reuses the workflow id.
+  const holder = holderOf(workflowId, runId);
   const log = new StepLog();
 
   const resolved = await act.resolveServe({ serve: input.serve });
@@ -41,19 +50,13 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   const base = { serve: serve.name, gpuRole: gpu.role, vramMib: serve.vramMib };
 
   log.begin('admit');
-  const admit = await whole('admit-whole', () =>
-    act.ledgerAdmit({
-      node,
-      // The run, not just the id: a later `serves up` of the same serve reuses the workflow id.
-      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder: `${workflowId}/${runId}`, gpu },
-      updateId: `${workflowId}/${runId}/admit`,
-    }),
+  const admit = await whole(PATCHES.admitWhole, () =>
+    act.ledgerAdmit({ node, args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu }, updateId: `${holder}/admit` }),
   );
   const { decision } = admit;
   const ledgerBefore = formatLedger(decision.decision === 'admitted' ? withoutReservation(admit.ledger, serve.name) : admit.ledger);
-
   if (decision.decision === 'denied') {
-    log.record('admit', `denied: over budget by ${decision.shortfallMib} MiB`);
+    log.record('admit', admission.overBudget(decision.shortfallMib));
     throw ApplicationFailure.create({
       type: Failure.AdmissionDenied,
       message: denialMessage(decision),
@@ -61,26 +64,22 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
       details: [{ ...decision, ledger: ledgerBefore, steps: log.steps }],
     });
   }
-
   if (decision.decision === 'already-held') {
     const held = await alreadyHeld(node, serve.name, decision, `serves up ${serve.name}`, log);
     return { ...base, outcome: 'already-running', message: held.message, containerId: held.containerId, ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
   }
   const restoring = Boolean(admit.wasEvicted);
-  log.record('admit', `admitted ${serve.vramMib} MiB${restoring ? ' (restoring an evicted serve)' : ''}, free after ${decision.freeAfterMib} MiB`);
+  log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib, restoring));
 
   const saga = new Saga();
-  saga.add('release reservation', () =>
-    act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder: `${workflowId}/${runId}` }, updateId: `${workflowId}/${runId}/compensate-release` }),
-  );
+  saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }));
   try {
-    const started = await startAdmittedServe(resolved, saga, log);
+    const started = await startServe(resolved, saga, log);
+    const readmitted = started.readmittedTier ? `; tier ${started.readmittedTier} readmitted (identity '${serve.servedModelName}')` : '';
     return {
       ...base,
       outcome: restoring ? 'restored' : 'started',
-      message: `serves up ${serve.name}: ${restoring ? 'restored' : 'running'}, ${serve.vramMib} MiB committed on '${gpu.role}'${
-        started.readmittedTier ? `; tier ${started.readmittedTier} readmitted (identity '${serve.servedModelName}')` : ''
-      }`,
+      message: `serves up ${serve.name}: ${restoring ? 'restored' : 'running'}, ${serve.vramMib} MiB committed on '${gpu.role}'${readmitted}`,
       containerId: started.containerId,
       observedModels: started.observedModels,
       readmittedTier: started.readmittedTier,
@@ -92,4 +91,105 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   } catch (err) {
     throw await failAndCompensate(`serves up ${serve.name}${restoring ? ' (restore)' : ''}`, err, saga, log);
   }
+}
+
+export interface StartedServe {
+  containerId: string;
+  observedModels: string[];
+  /** Set when the tier had been quiesced and the router let it back into rotation. */
+  readmittedTier?: string;
+  /** nvidia-smi's device used after health minus before start, where a probe works. */
+  measuredDeltaMib?: number;
+  ledger: LedgerState;
+}
+
+/**
+ * start → health → identity → measure → readmit → running, for a serve whose MiB are admitted.
+ * Registers the container's removal with the saga as soon as the container may exist.
+ */
+export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepLog): Promise<StartedServe> {
+  const { workflowId, runId } = workflowInfo();
+  const holder = holderOf(workflowId, runId);
+  const { node, serve, gpu } = resolved;
+  // Serves recorded before api existed are openai.
+  const api = serve.api ?? 'openai';
+
+  const gpuBefore = await act.measureGpu({ uuid: gpu.uuid });
+
+  log.begin('start');
+  // Registered first: a start that created the container before it failed or was cancelled must
+  // not leave it running once the reservation is released. Removing an absent one is a no-op.
+  saga.add('remove container', () => stopServe(node, serve));
+  const started = await containers.startServeContainer(resolved);
+  log.record('start', start.started(started, gpu.uuid));
+
+  log.begin('health');
+  const health = await waiting(serve.startTimeoutS).waitHealthy({ node, serve, deadlineEpochMs: Date.now() + serve.startTimeoutS * 1000 });
+  log.record('health', start.healthy(api, health));
+
+  log.begin('identity');
+  const observedModels = api === 'openai' ? (await act.verifyIdentity({ serve })).observed : [];
+  log.record('identity', start.identity(api, serve.servedModelName));
+
+  const measuredDeltaMib = gpuBefore ? await measureDelta(resolved, gpuBefore.usedMib, log) : undefined;
+  const readmittedTier = serve.routerTier ? await readmit(serve.routerTier, saga, log) : undefined;
+
+  log.begin('running');
+  const measured = measuredDeltaMib !== undefined && measuredDeltaMib > 0 ? { measuredMib: measuredDeltaMib } : {};
+  const ledger = await act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder, ...measured }, updateId: `${holder}/running` });
+  log.record('running', start.running);
+  return { containerId: started.containerId, observedModels, readmittedTier, measuredDeltaMib, ledger };
+}
+
+/** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */
+async function measureDelta({ serve, gpu }: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
+  const gpuAfter = await act.measureGpu({ uuid: gpu.uuid });
+  if (!gpuAfter) return undefined;
+  const delta = gpuAfter.usedMib - usedBeforeMib;
+  log.record('measure', formatMeasuredDelta(serve.name, delta, serve.vramMib).line);
+  return delta;
+}
+
+/** The guarded readmit: the router lets the tier back only after its own health and identity checks. */
+async function readmit(tier: string, saga: Saga, log: StepLog): Promise<string | undefined> {
+  log.begin('readmit');
+  // Registered first: once the guarded readmit may have acted, clients may reach the serve. If
+  // the run still fails (its reservation lost at `running`, a cancel mid-readmit), the tier must
+  // answer 503 again, not 502 from a removed container. Quiescing a quiesced tier is a no-op.
+  if (patched(PATCHES.requiesceOnCompensate)) saga.add(`quiesce tier ${tier}`, () => router.quiesceIfRouted({ tier }));
+  const r = await router.readmitIfQuiesced({ tier });
+  log.record('readmit', start.readmit(tier, r));
+  return r.action === 'readmitted' ? tier : undefined;
+}
+
+/**
+ * A serve the ledger already holds: running with its container up is "already running, nothing
+ * changed" (returns the container id); anything else is busy, and says how to clear it.
+ */
+export async function alreadyHeld(
+  node: string,
+  serve: string,
+  held: { phase: string; holder: string },
+  op: string,
+  log: StepLog,
+): Promise<{ containerId: string; message: string }> {
+  const container = await act.inspectServe({ node, serve });
+  if (held.phase === 'running' && container?.running) {
+    log.record('admit', admission.alreadyRunning);
+    return { containerId: container.id, message: `${op}: already running, nothing changed` };
+  }
+  throw ApplicationFailure.create({ type: Failure.ServeBusy, message: busyMessage(op, serve, held, container), nonRetryable: true });
+}
+
+function busyMessage(op: string, serve: string, held: { phase: string; holder: string }, container: { status: string } | null | undefined): string {
+  if (held.phase === 'running') {
+    return (
+      `${op}: the ledger holds it running (${held.holder}) but ${container ? `its container is ${container.status}` : 'it has no container'}; nothing changed. ` +
+      `\`gpures serves down ${serve}\` clears it, then bring it up again`
+    );
+  }
+  const busy = `${op}: ${held.holder} holds its reservation (${held.phase}${container ? `, container ${container.status}` : ', no container yet'}), an operation still under way; nothing changed. `;
+  if (held.phase === 'stopping') return `${busy}It is being brought down: bring it up again once that has ended (\`gpures serves down ${serve}\` takes over a bring-down that died)`;
+  if (held.phase === 'evicting') return `${busy}It is being evicted: bring it up again once the eviction has ended, or cancel it to keep it up: ${cancelHint(held.holder)}`;
+  return `${busy}Wait for it to end, or cancel it: ${cancelHint(held.holder)} (\`gpures serves down ${serve}\` cancels it too)`;
 }

@@ -1,4 +1,5 @@
-// The workflow bundle's entry: every workflow type the worker registers.
+// The workflow bundle's entry: every workflow type the worker registers. A restore is a
+// bring-down's last step (restore.ts) whose children are bring-ups, not a type of its own.
 export { ledgerWorkflow } from './ledger';
 export { bringUpWorkflow } from './bring-up';
 export { bringDownWorkflow } from './bring-down';

@@ -1,10 +1,10 @@
 // Compensations registered only after their step succeeded, run in reverse on failure. A
 // compensation that fails is logged and skipped: the original error is what the caller needs.
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log, patched } from '@temporalio/workflow';
-import type { StepLog } from './serve-steps';
-import { ledgerInputProblems, operationInputProblems } from '../domain/inputs';
-import { Failure } from '../shared/failures';
-import type { InputSpec } from '../domain/inputs';
+import { failure } from '../shared/wording';
+import { PATCHES } from './patches';
+import type { PatchId } from './patches';
+import type { StepLog } from './step-log';
 
 export class Saga {
   private readonly compensations: { name: string; run: () => Promise<unknown> }[] = [];
@@ -44,7 +44,7 @@ export class Saga {
  * registered and runs, instead of racing an attempt still under way. Behind a patch: runs
  * cancelled before this existed requested the step's cancellation, and replay that way.
  */
-export function whole<T>(patchId: string, step: () => Promise<T>): Promise<T> {
+export function whole<T>(patchId: PatchId, step: () => Promise<T>): Promise<T> {
   return patched(patchId) ? CancellationScope.nonCancellable(step) : step();
 }
 
@@ -70,32 +70,18 @@ export async function failAndCompensate(operation: string, err: unknown, saga: S
   steps.record(step, cancelled ? 'cancelled' : `failed: ${cause.message}`);
   await saga.compensate();
   // Runs cancelled before this change failed after compensating; they replay that way.
-  if (cancelled && patched('cancelled-ends-cancelled')) {
+  if (cancelled && patched(PATCHES.cancelledEndsCancelled)) {
     // The cancellation carries no message of ours: what was undone is in the steps (progress query, history).
-    const summary = `${operation} cancelled at ${step}; compensated: ${saga.compensated.join(', ') || 'nothing'}${extra}`;
+    const summary = failure.cancelled(operation, step, saga.compensated, extra);
     steps.record('compensate', summary);
     log.info(summary);
     return err as Error;
   }
   return ApplicationFailure.create({
     type: cause.type,
-    message: `${operation} failed at ${step}: ${cause.message}; compensated: ${saga.compensated.join(', ') || 'nothing'}${extra}`,
+    message: failure.failed(operation, step, cause.message, saga.compensated, extra),
     nonRetryable: true,
     cause: err instanceof Error ? err : undefined,
     details: [{ step, steps: steps.steps }],
   });
-}
-
-/** Fails the workflow at once, non-retryable, when its JSON input is malformed. */
-export function checkInput(input: unknown, spec: InputSpec): void {
-  rejectInvalid(operationInputProblems(input, spec));
-}
-
-/** The ledger's own: a `{}` from the UI's start form fails the run instead of looping its first workflow task. */
-export function checkLedgerInput(input: unknown): void {
-  rejectInvalid(ledgerInputProblems(input));
-}
-
-function rejectInvalid(problems: string[]): void {
-  if (problems.length) throw ApplicationFailure.create({ type: Failure.InvalidInput, message: `invalid input: ${problems.join('; ')}`, nonRetryable: true });
 }

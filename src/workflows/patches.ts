@@ -1,0 +1,21 @@
+// Every patch id the workflows branch on, in one place. A recorded history (test/histories/)
+// pins each side of a patch: a run recorded before the change replays the old branch, a run
+// recorded after it replays the new one. Ids are history: never rename one; retire it only with
+// deprecatePatch() once no run that predates it can still be replayed.
+export const PATCHES = {
+  /** The admission runs outside cancellation. Before: bring-up-before-admit-whole.json; after: bring-up.json, denial.json. */
+  admitWhole: 'admit-whole',
+  /** A victim's quiesce runs outside cancellation. Before: eviction-before-preflight.json; after: eviction.json, drain-timeout.json. */
+  quiesceWhole: 'quiesce-whole',
+  /** The eviction checks image, nvidia-smi and readmit path before touching a victim. Before: eviction-before-preflight.json; after: eviction.json. */
+  evictionPreflight: 'eviction-preflight',
+  /** A readmitted tier is quiesced again if the run still fails. Before: bring-up-before-admit-whole.json; after: bring-up.json, restore-child-bring-up.json. */
+  requiesceOnCompensate: 'requiesce-on-compensate',
+  /** Bring-down takes its serve in the ledger before the stop. Before: restore-before-fenced.json; after: restore.json. */
+  bringDownFenced: 'bring-down-fenced',
+  /** A cancelled run ends Cancelled, not Failed. Reached only by a cancel, which no recording has: test/acquire.test.ts and test/bring-up.test.ts cancel runs. */
+  cancelledEndsCancelled: 'cancelled-ends-cancelled',
+  /** A bring-down cancelled before its stop readmits the tier. Reached only by cancelling a bring-down mid-drain, which no recording or test does yet. */
+  bringDownCancelReadmits: 'bring-down-cancel-readmits',
+} as const;
+export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
