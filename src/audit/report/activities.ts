@@ -1,14 +1,16 @@
 // One line per activity and per ledger update, as an operator reads it. The table is keyed by
 // the names of `Activities` and typed from each activity's own input and result, so an activity
 // renamed, removed or added without a line here fails to compile; anything a history holds that
-// this code does not know is shown as compact JSON.
+// this code does not know is shown as compact JSON. Where a line states what a workflow's step
+// also states (a stop, a readmit, a release), it is worded by src/shared/wording.ts, as there.
 import type { Activities } from '../../activities';
 import { totals } from '../../domain/ledger';
 import type { LedgerState } from '../../domain/ledger';
 import type { AcquireDecision, LedgerAbortArgs, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../../shared/messages';
 import { abortEvictionUpdate, acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, victimReleasedUpdate } from '../../shared/messages';
+import { bringDown, eviction, start } from '../../shared/wording';
 import type { FailureEvidence } from './model';
-import { compact, fields, ledgerIn, obj, strs, txt } from './read';
+import { compact, fields, ledgerIn, num, obj, str, strs, txt } from './read';
 import type { Loose, Obj } from './read';
 
 export type ActivityName = keyof Activities;
@@ -61,6 +63,12 @@ function withLedger(what: string, result: unknown): string | undefined {
   return l ? `${what}${ledgerTotalsLine(l)}` : undefined;
 }
 
+/** A release's answer: the MiB it gave back, or that it held none. */
+function releaseLine(released: unknown, vramMib: unknown): string {
+  if (!released) return bringDown.released(undefined, false);
+  return typeof vramMib === 'number' ? bringDown.released(vramMib, false) : `released ${txt(vramMib)} MiB`;
+}
+
 /** Activities whose result says enough as JSON. */
 const asJson = (): undefined => undefined;
 
@@ -80,7 +88,7 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   },
   ledgerAdmit: (r) => (r ? `${decisionLine(r.decision)}${r.wasEvicted ? ' (restoring an evicted serve)' : ''}` : undefined),
   ledgerAcquire: (r) => (r ? decisionLine(r.decision) : undefined),
-  ledgerRelease: (r) => (r ? (r.released ? `released ${txt(r.vramMib)} MiB` : 'held no reservation') : undefined),
+  ledgerRelease: (r) => (r ? releaseLine(r.released, r.vramMib) : undefined),
   ledgerBeginStop: asJson,
   reconcileLedger: asJson,
   endOperation: asJson,
@@ -89,7 +97,11 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     const tiers = Array.isArray(r.tiers) ? r.tiers.map((t) => `, tier ${txt(fields(t)?.tier)} can readmit ${txt(fields(t)?.serve)}`).join('') : '';
     return `image ${txt(r.image)} present, ${r.gpu ? `nvidia-smi ${gpuLine(r.gpu)}` : 'no victim running (no VRAM to confirm)'}${tiers}`;
   },
-  quiesceTier: (r) => (r ? `tier ${txt(r.tier)} ${txt(r.state)} with ${txt(r.inFlight)} in flight` : undefined),
+  quiesceTier: (r) => {
+    if (!r) return undefined;
+    if (r.state === 'quiesced' && typeof r.tier === 'string' && typeof r.inFlight === 'number') return eviction.quiesced(r.tier, r.inFlight);
+    return `tier ${txt(r.tier)} ${txt(r.state)} with ${txt(r.inFlight)} in flight`;
+  },
   quiesceIfRouted: asJson,
   drainServe: (r) => {
     if (!r) return undefined;
@@ -100,24 +112,35 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   inspectServe: (r) => (r ? `container ${txt(r.name)} ${txt(r.status)}` : 'no container'),
   readGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
   measureGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
-  stopServeContainer: (r) => (r ? `container ${txt(r.containerName)}: ${txt(r.stop)}, ${txt(r.remove)}` : undefined),
+  stopServeContainer: (r) => (r ? eviction.stopped({ containerName: txt(r.containerName), stop: txt(r.stop), remove: txt(r.remove) }) : undefined),
   confirmVramReleased: (r) => {
     if (!r) return undefined;
     const used = `used ${txt(r.usedBeforeMib)} → ${txt(r.usedAfterMib)} MiB, expected ${txt(r.expectedMib)}`;
     return `nvidia-smi: ${txt(r.releasedMib)} MiB back on ${txt(r.gpuUuid)} (${used}) after ${txt(r.waitedMs)} ms`;
   },
-  startServeContainer: (r) => {
+  startServeContainer: (r, i) => {
     if (!r) return undefined;
+    const gpuUuid = i?.gpu?.uuid;
+    // The bring-up's own step names the GPU it pinned; a history without it says only that it did.
+    const c = { containerName: txt(r.containerName), created: Boolean(r.created), gpuPinned: Boolean(r.gpuPinned) };
+    if (typeof gpuUuid === 'string') return start.started(c, gpuUuid);
     return `container ${txt(r.containerName)} ${r.created ? 'created' : 'already running'}${r.gpuPinned ? ', GPU pinned' : ''}`;
   },
-  waitHealthy: (r) => (r ? `200 from ${txt(r.url)} after ${txt(r.probes)} probes (${txt(r.waitedMs)} ms)` : undefined),
+  waitHealthy: (r, i) => {
+    if (!r) return undefined;
+    const api = i?.serve?.api;
+    // A serve with no HTTP was never asked for a 200: it is said to have stayed running, as its step says.
+    const how = api === 'none' ? start.healthy(api, { url: txt(r.url), probes: num(r.probes) ?? 0 }) : `200 from ${txt(r.url)} after ${txt(r.probes)} probes`;
+    return `${how} (${txt(r.waitedMs)} ms)`;
+  },
   verifyIdentity: (r) => {
     if (!r) return undefined;
     return `/v1/models at ${txt(r.url)}: observed ${(strs(r.observed) ?? []).map((m) => `'${m}'`).join(', ')}, expected '${txt(r.expected)}'`;
   },
   readmitIfQuiesced: (r, i) => {
     if (!r) return undefined;
-    return r.action === 'readmitted' ? `router readmitted tier ${txt(i?.tier)} (observed '${txt(r.observedModel)}')` : txt(r.action);
+    const known = r.action === 'readmitted' || r.action === 'already-active' || r.action === 'no-router';
+    return known ? start.readmit(txt(i?.tier), { action: r.action ?? '', observedModel: str(r.observedModel) }) : txt(r.action);
   },
   promoteDescribe: (r) => {
     const c = fields(r?.container);
@@ -168,7 +191,7 @@ const UPDATE_SUMMARIES: Record<string, ((request: Obj | undefined, result: Obj |
   },
   [releaseUpdate.name]: (request, res, tail) => {
     const req = request as Loose<LedgerReleaseArgs> | undefined;
-    return `${txt(req?.serve)}: ${res?.['released'] ? `released ${txt(res['vramMib'])} MiB` : 'held no reservation'}${tail}`;
+    return `${txt(req?.serve)}: ${releaseLine(res?.['released'], res?.['vramMib'])}${tail}`;
   },
   [victimReleasedUpdate.name]: (request, _res, tail) => {
     const req = request as Loose<LedgerVictimArgs> | undefined;
