@@ -3,19 +3,14 @@
 // renamed, removed or added without a line here fails to compile; anything a history holds that
 // this code does not know is shown as compact JSON. Where a line states what a workflow's step
 // also states (a stop, a readmit, a release), it is worded by src/shared/wording.ts, as there.
-import type { Activities } from '../../activities';
 import { totals } from '../../domain/ledger';
 import type { LedgerState } from '../../domain/ledger';
 import type { AcquireDecision, LedgerAbortArgs, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../../shared/messages';
 import { abortEvictionUpdate, acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, victimReleasedUpdate } from '../../shared/messages';
 import { bringDown, eviction, start } from '../../shared/wording';
-import type { FailureEvidence } from './model';
+import type { ActivityInput, ActivityName, ActivityResult, FailureEvidence } from './model';
 import { compact, fields, ledgerIn, num, obj, str, strs, txt } from './read';
 import type { Loose, Obj } from './read';
-
-export type ActivityName = keyof Activities;
-export type ActivityInput<K extends ActivityName> = Parameters<Activities[K]>[0];
-export type ActivityResult<K extends ActivityName> = Awaited<ReturnType<Activities[K]>>;
 
 /** An activity's line from its result and input as decoded; undefined: show the result as JSON. */
 type Summary<K extends ActivityName> = (

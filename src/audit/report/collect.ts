@@ -4,8 +4,7 @@
 import { decodePayloads, eventAttributes, eventTypeName, historyIdentity } from '../events';
 import type { HistoryEventJson, HistoryIdentity, HistoryJson } from '../events';
 import { summarizeActivity, updateSummary } from './activities';
-import type { ActivityInput, ActivityName, ActivityResult } from './activities';
-import type { ActivityEvidence, ChildEvidence, FailureEvidence, UpdateEvidence, WorkflowStatus } from './model';
+import type { ActivityEvidence, ActivityInput, ActivityName, ActivityResult, ChildEvidence, FailureEvidence, UpdateEvidence, WorkflowStatus } from './model';
 import { failureOf, isoMs, obj, path, rootOf, str, txt } from './read';
 import type { Loose, Obj } from './read';
 

@@ -4,10 +4,9 @@
 // activities fill in what it does not.
 import { emptyLedger, formatLedger, withoutReservation } from '../../domain/ledger';
 import type { HistoryJson } from '../events';
-import type { ActivityResult } from './activities';
 import { collect, isOf } from './collect';
 import type { Collected } from './collect';
-import type { AuditReport, DrainResult, IdentityEvidence, PromotionEvidence, StepEvidence, VictimEvidence, VramReleaseResult } from './model';
+import type { ActivityResult, AuditReport, DrainResult, IdentityEvidence, PromotionEvidence, StepEvidence, VictimEvidence, VramReleaseResult } from './model';
 import { fields, isLedgerState, isoMs, ledgerIn, num, obj, path, rootOf, str, strs, txt } from './read';
 import type { Loose } from './read';
 

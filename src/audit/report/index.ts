@@ -7,6 +7,5 @@ export { buildReport } from './evidence';
 export { render, renderMarkdown, renderText } from './sections';
 export type { ReportFormat } from './sections';
 export { isActivityName, summarizeActivity } from './activities';
-export type { ActivityName } from './activities';
 export { isoMs } from './read';
 export type * from './model';

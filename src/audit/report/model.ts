@@ -1,6 +1,11 @@
 // The report's model: what one operation's history proves, as data. The JSON output is this,
 // as it is; the text and markdown outputs lay it out (sections.ts).
-import type { ActivityResult } from './activities';
+import type { Activities } from '../../activities';
+
+/** The activities this code declares, with the input and result each declares. */
+export type ActivityName = keyof Activities;
+export type ActivityInput<K extends ActivityName> = Parameters<Activities[K]>[0];
+export type ActivityResult<K extends ActivityName> = Awaited<ReturnType<Activities[K]>>;
 
 export type DrainResult = ActivityResult<'drainServe'>;
 export type VramReleaseResult = ActivityResult<'confirmVramReleased'>;

@@ -1,7 +1,6 @@
 // The report's sections in order, each written once through a format's writer: text, markdown,
 // or the model itself as JSON.
-import type { AuditReport, IdentityEvidence, PromotionEvidence, VictimEvidence } from './model';
-import type { DrainResult, VramReleaseResult } from './model';
+import type { AuditReport, DrainResult, IdentityEvidence, PromotionEvidence, VictimEvidence, VramReleaseResult } from './model';
 import { summarizeActivity } from './activities';
 import { compact, obj, txt } from './read';
 import { markdownWriter, textWriter, time } from './writers';
