@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import Docker from 'dockerode';
 import { DockerRuntime } from '../src/activities/docker';
 import { serveDown, serveUp } from '../src/client/operations';
-import { parseManifest } from '../src/domain/manifest';
+import { parseManifest } from '../src/config/manifest';
 import { containerName, LABEL, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../src/domain/serve';
 import type { GpuSpec, ServeSpec } from '../src/domain/types';
 import { workflowIds } from '../src/shared/messages';

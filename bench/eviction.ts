@@ -29,7 +29,7 @@ import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { serveAcquire, serveDown, serveUp } from '../src/client/operations';
-import { parseManifest } from '../src/domain/manifest';
+import { parseManifest } from '../src/config/manifest';
 import { routerConfigFor, startSimBox } from '../src/sim/box';
 import { createGpuresWorker, fileManifest } from '../src/worker/worker';
 import { renderManifest, uniqueNode } from '../test/support/box';

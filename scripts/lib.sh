@@ -21,18 +21,6 @@ if [[ -z "${HOME:-}" ]]; then
   HOME="$(getent passwd "$(id -u)" | cut -d: -f6)"
   export HOME="${HOME:-/root}"
 fi
-GPURES_CACHE="${GPURES_CACHE:-$HOME/.cache/gpu-reservations}"
-TEMPORAL_CLI_TAG=v1.5.1
-GPURES_DOCKER_SOCK=/run/gpures/docker.sock
-GPURES_DOCKER_DATA_ROOT=/var/lib/gpures/docker
-GPURES_DOCKER_EXEC_ROOT=/run/gpures/docker-exec
-GPURES_DOCKER_PIDFILE=/run/gpures/docker.pid
-GPURES_DOCKERD_LOG=/var/log/gpures-dockerd.log
-GPURES_TEST_IMAGE=gpures/fake-vllm:test
-
-# Applets linked into the fake-vllm image: what entrypoint.sh uses, plus a few for
-# `docker exec` debugging.
-_GPURES_FAKE_VLLM_APPLETS=(sh ash httpd sleep cat mkdir mv rm rmdir sed kill printf echo test '[' ls ps env wget nc head chmod)
 
 log() {
   printf '[gpures] %s\n' "$*" >&2
@@ -42,6 +30,36 @@ die() {
   log "error: $*"
   exit 1
 }
+
+# config/toolchain.json holds what the shell and the TypeScript commands share (src/dev/toolchain.ts
+# reads it too). Node is the one JSON reader a fresh machine has before any set-up; it prints
+# NAME=value lines, and only such names are assigned.
+# shellcheck disable=SC2016 # the ${...} below are JavaScript template literals
+_gpures_toolchain="$(node -e '
+  const c = require(process.argv[1]);
+  const lines = {
+    TEMPORAL_CLI_MODULE: c.temporalCli.module,
+    TEMPORAL_CLI_TAG: c.temporalCli.tag,
+    GPURES_CACHE_UNDER_HOME: c.cacheUnderHome,
+    GPURES_DOCKER_SOCK: c.testDockerd.socket,
+    GPURES_DOCKER_DATA_ROOT: c.testDockerd.dataRoot,
+    GPURES_DOCKER_EXEC_ROOT: c.testDockerd.execRoot,
+    GPURES_DOCKER_PIDFILE: c.testDockerd.pidfile,
+    GPURES_DOCKERD_LOG: c.testDockerd.log,
+    GPURES_DEFAULT_TEST_IMAGE: c.testImages.fakeVllm,
+  };
+  for (const [name, value] of Object.entries(lines)) {
+    if (typeof value !== "string" || value.includes("\n")) throw new Error(`${name}: not a one-line string`);
+    console.log(`${name}=${value}`);
+  }
+' "$GPURES_ROOT/config/toolchain.json")" || die "cannot read $GPURES_ROOT/config/toolchain.json (is node installed?)"
+while IFS='=' read -r _gpures_name _gpures_value; do
+  [[ "$_gpures_name" =~ ^(GPURES|TEMPORAL_CLI)_[A-Z_]+$ ]] || die "unexpected line from config/toolchain.json: $_gpures_name"
+  printf -v "$_gpures_name" '%s' "$_gpures_value"
+done <<<"$_gpures_toolchain"
+unset _gpures_toolchain _gpures_name _gpures_value
+GPURES_CACHE="${GPURES_CACHE:-$HOME/$GPURES_CACHE_UNDER_HOME}"
+GPURES_TEST_IMAGE="${GPURES_TEST_IMAGE:-$GPURES_DEFAULT_TEST_IMAGE}"
 
 _gpures_require_root() {
   if [[ "$(id -u)" != 0 ]]; then
@@ -97,10 +115,10 @@ temporal_bin() {
       log "(first run only; this takes a few minutes)"
       tmp="$(mktemp -d "$dir/.build.XXXXXX")" || exit 1
       # GOPATH/GOMODCACHE/GOCACHE keep Go's defaults; only the install directory is ours.
-      if ! GOBIN="$tmp" "$go" install "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_TAG" >&2 ||
+      if ! GOBIN="$tmp" "$go" install "$TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_TAG" >&2 ||
         ! mv -f "$tmp/temporal" "$bin"; then
         rm -rf "$tmp"
-        log "error: go install github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_TAG failed"
+        log "error: go install $TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_TAG failed"
         exit 1
       fi
       rm -rf "$tmp"
@@ -238,113 +256,12 @@ ensure_dockerd() {
   return 1
 }
 
-# --- busybox test images -------------------------------------------------------------------
-# The fake vLLM server and the fake router are each a static busybox plus one entrypoint.sh,
-# assembled into a root fs and loaded with `docker import` (no registry, no Dockerfile build).
+# --- test images --------------------------------------------------------------------------
 
-# _gpures_busybox_image_hash IMAGE INPUT_DIR PORT DIRS BUSYBOX APPLET...
-_gpures_busybox_image_hash() {
-  local busybox=$5
-  {
-    sha256sum <"$2/entrypoint.sh"
-    sha256sum <"$busybox"
-    # Every parameter (applets, directories, port) and the recipe itself: changing how the image
-    # is assembled also triggers a rebuild.
-    printf '%s\n' "$@"
-    declare -f _gpures_build_busybox_image _gpures_assemble_busybox_rootfs
-  } | sha256sum | cut -d' ' -f1
-}
-
-# _gpures_assemble_busybox_rootfs ROOT INPUT_DIR DIRS BUSYBOX APPLET...
-_gpures_assemble_busybox_rootfs() {
-  local root=$1 input_dir=$2 busybox=$4 dir applet
-  local -a dir_list
-  read -r -a dir_list <<<"$3"
-  mkdir -p "$root/bin" "$root/tmp" || return 1
-  for dir in "${dir_list[@]}"; do
-    mkdir -p "$root/$dir" || return 1
-  done
-  chmod 1777 "$root/tmp" || return 1
-  cp "$busybox" "$root/bin/busybox" || return 1
-  for applet in "${@:5}"; do
-    ln -s busybox "$root/bin/$applet" || return 1
-  done
-  cp "$input_dir/entrypoint.sh" "$root/entrypoint.sh" || return 1
-  chmod 0755 "$root/entrypoint.sh" "$root/bin/busybox" || return 1
-}
-
-# _gpures_build_busybox_image IMAGE INPUT_DIR PORT DIRS APPLET...
-# Builds IMAGE from INPUT_DIR/entrypoint.sh, a static busybox and the busybox APPLETs linked into
-# /bin, with the space-separated DIRS created in its root fs and PORT exposed, unless an image
-# built from the same inputs exists (its label gpures.inputs holds a hash of the inputs).
-_gpures_build_busybox_image() {
-  local image=$1 input_dir=$2 port=$3 extra_dirs=$4
-  local applets=("${@:5}")
-  local busybox=/bin/busybox # shipped by busybox-static (dpkg -L busybox-static)
-  if [[ ! -f "$input_dir/entrypoint.sh" ]]; then
-    log "error: $input_dir/entrypoint.sh is missing"
-    return 1
-  fi
-  local ldd_out=""
-  if [[ -x "$busybox" ]]; then
-    ldd_out="$(LC_ALL=C ldd "$busybox" 2>&1 || true)"
-  fi
-  if [[ "$ldd_out" != *"not a dynamic executable"* ]]; then
-    log "error: $busybox is missing or not statically linked (apt-get install busybox-static)"
-    return 1
-  fi
-
-  local hash current old_id
-  hash="$(_gpures_busybox_image_hash "$image" "$input_dir" "$port" "$extra_dirs" "$busybox" "${applets[@]}")" || return 1
-  current="$(gpures_docker image inspect -f '{{ index .Config.Labels "gpures.inputs" }}' "$image" 2>/dev/null || true)"
-  if [[ "$current" == "$hash" ]]; then
-    log "test image $image up to date"
-    return 0
-  fi
-  old_id="$(gpures_docker image inspect -f '{{ .Id }}' "$image" 2>/dev/null || true)"
-
-  log "building test image $image"
-  local tmp rc=0
-  tmp="$(mktemp -d)" || return 1
-  _gpures_assemble_busybox_rootfs "$tmp/rootfs" "$input_dir" "$extra_dirs" "$busybox" "${applets[@]}" &&
-    tar --numeric-owner --owner=0 --group=0 -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" . &&
-    gpures_docker import \
-      --change 'ENTRYPOINT ["/entrypoint.sh"]' \
-      --change 'ENV PATH=/bin' \
-      --change "EXPOSE $port" \
-      --change "LABEL gpures.inputs=$hash" \
-      "$tmp/rootfs.tar" "$image" >/dev/null ||
-    rc=1
-  rm -rf "$tmp"
-  if [[ $rc -ne 0 ]]; then
-    log "error: building $image failed"
-    return 1
-  fi
-  # Drop the image this one replaces (fails harmlessly if a container still uses it).
-  if [[ -n "$old_id" ]]; then
-    gpures_docker image rm "$old_id" >/dev/null 2>&1 || true
-  fi
-  log "built $image"
-}
-
-# Builds $GPURES_TEST_IMAGE, a busybox-only fake vLLM server (see
-# test/images/fake-vllm/entrypoint.sh), unless it is up to date.
-build_test_image() {
-  _gpures_build_busybox_image "$GPURES_TEST_IMAGE" "$GPURES_ROOT/test/images/fake-vllm" 8000 'www/v1' \
-    "${_GPURES_FAKE_VLLM_APPLETS[@]}"
-}
-
-GPURES_ROUTER_TEST_IMAGE=gpures/fake-router:test
-
-# Applets linked into the fake-router image: what its entrypoint.sh uses, plus a few for
-# `docker exec` debugging.
-_GPURES_FAKE_ROUTER_APPLETS=(sh ash nc sed grep head cut cat mkdir rm kill printf echo test '[' sleep ls ps env)
-
-# Builds $GPURES_ROUTER_TEST_IMAGE, a busybox-only fake router for the promotion tests (see
-# test/images/fake-router/entrypoint.sh), unless it is up to date.
-build_router_image() {
-  _gpures_build_busybox_image "$GPURES_ROUTER_TEST_IMAGE" "$GPURES_ROOT/test/images/fake-router" 8080 'config' \
-    "${_GPURES_FAKE_ROUTER_APPLETS[@]}"
+# Builds the gpures/fake-vllm:test and gpures/fake-router:test images on the test dockerd unless
+# they are up to date (src/dev/images.ts; needs `npm run build` first).
+build_test_images() {
+  DOCKER_HOST="unix://$GPURES_DOCKER_SOCK" node "$GPURES_ROOT/dist/src/dev/images-main.js" build
 }
 
 # What the tests, the benchmarks and the history recorder run with: the Temporal CLI, the test

@@ -3,7 +3,8 @@
 # fresh `npm run build` into dist/.
 #   --test   also what the tests need: docker.io + busybox-static (apt), this project's own
 #            dockerd on unix:///run/gpures/docker.sock, and the gpures/fake-vllm:test and
-#            gpures/fake-router:test images.
+#            gpures/fake-router:test images (built by dist/src/dev/images-main.js).
+# Paths, the CLI tag and the image names: config/toolchain.json.
 # Idempotent: a second run only re-checks and rebuilds dist/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -33,16 +34,15 @@ ensure_npm_deps
 temporal="$(temporal_bin)"
 log "temporal CLI: $temporal"
 
-if [[ $with_test -eq 1 ]]; then
-  ensure_apt_packages docker.io busybox-static
-  ensure_dockerd
-  build_test_image
-  build_router_image
-fi
-
 # Clean build: tsc never deletes outputs, and a compiled test whose source was removed would
 # otherwise keep running.
 log "building (npm run build)"
 rm -rf dist
 npm run build --silent
+
+if [[ $with_test -eq 1 ]]; then
+  ensure_apt_packages docker.io busybox-static
+  ensure_dockerd
+  build_test_images
+fi
 log "setup done"

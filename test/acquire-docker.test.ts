@@ -14,7 +14,7 @@ import { HttpRouterAdmin } from '../src/activities/router';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
-import { parseManifest } from '../src/domain/manifest';
+import { parseManifest } from '../src/config/manifest';
 import type { Manifest } from '../src/domain/types';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';

@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 import { Client } from '@temporalio/client';
 import type { InjectOptions } from 'fastify';
 import { buildApi, MIN_API_TOKEN_CHARS } from '../src/client/api';
-import { parseManifest } from '../src/domain/manifest';
+import { parseManifest } from '../src/config/manifest';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
 import { gpures, GPURES, ROOT, show } from './support/cli';
 import { testTemporal } from './support/temporal';

@@ -14,7 +14,7 @@ import type { ServeProbe } from '../src/activities/ports';
 import { ServeUnreachable } from '../src/activities/ports';
 import { HttpServeProbe } from '../src/activities/serve-probe';
 import { ledgerSnapshots, serveUp } from '../src/client/operations';
-import { parseManifest } from '../src/domain/manifest';
+import { parseManifest } from '../src/config/manifest';
 import { containerName } from '../src/domain/serve';
 import type { Manifest } from '../src/domain/types';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';

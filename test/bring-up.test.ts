@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { ledgerSnapshots, serveDown, serveUp } from '../src/client/operations';
-import { parseManifest } from '../src/domain/manifest';
+import { parseManifest } from '../src/config/manifest';
 import type { Manifest } from '../src/domain/types';
 import { docker, renderManifest, startTestBox, uniqueNode } from './support/box';
 import { containerName } from '../src/domain/serve';

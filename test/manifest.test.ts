@@ -4,14 +4,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'smol-toml';
 
-import {
-  findGpuMemoryUtilization,
-  findServe,
-  gpuFor,
-  ManifestError,
-  manifestOrThrow,
-  parseManifest,
-} from '../src/domain/manifest';
+import { ManifestError, manifestOrThrow, parseManifest } from '../src/config/manifest';
+import { findGpuMemoryUtilization, findServe, gpuFor } from '../src/domain/manifest';
 import type { ManifestIssue, ManifestResult } from '../src/domain/types';
 import { formatIssue } from '../src/domain/types';
 

@@ -10,6 +10,7 @@ import Docker from 'dockerode';
 import { DockerRuntime } from '../src/activities/docker';
 import { NvidiaSmi, parseComputeAppsCsv, parseGpuCsv } from '../src/activities/nvidia-smi';
 import { PermanentError } from '../src/activities/ports';
+import { TEST_IMAGES } from '../src/dev/toolchain';
 import { LABEL } from '../src/domain/serve';
 import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
 import { SimRuntime } from '../src/sim/runtime';
@@ -212,7 +213,7 @@ describe('the fake nvidia-smi with docker: true', () => {
     const state: FakeNvidiaSmiState = { gpus: [{ index: 0, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000', totalMib: 97887, baseUsedMib: 100 }], docker: true };
     writeFileSync(statePath, JSON.stringify(state));
     const smi = new NvidiaSmi({ binary: FAKE, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
-    const serve = await contractServe(runId, 'docker-draw', process.env['GPURES_TEST_IMAGE'] ?? 'gpures/fake-vllm:test', {}, { labels: { [LABEL.gpuUuid]: UUID_B, [LABEL.vramMib]: '2000' } });
+    const serve = await contractServe(runId, 'docker-draw', process.env['GPURES_TEST_IMAGE'] ?? TEST_IMAGES.fakeVllm, {}, { labels: { [LABEL.gpuUuid]: UUID_B, [LABEL.vramMib]: '2000' } });
     await runtime.ensureRunning(serve.spec);
     assert.equal((await smi.readGpus())[0]?.usedMib, 2100);
     const apps = await smi.computeApps();

@@ -13,15 +13,10 @@ import { join } from 'node:path';
 import { HttpRouterAdmin } from '../src/activities/router';
 import { PermanentError } from '../src/activities/ports';
 import type { ReadmitOutcome } from '../src/activities/ports';
-import { parseManifest } from '../src/domain/manifest';
-import {
-  checkRouterAgainstManifest,
-  parseBackendUrl,
-  parseRouterConfig,
-  routerCheckErrors,
-  tierForPreset,
-} from '../src/domain/router-config';
-import type { RouterConfig, RouterConfigResult } from '../src/domain/router-config';
+import { parseManifest } from '../src/config/manifest';
+import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../src/config/router-config';
+import { parseBackendUrl, tierForPreset } from '../src/config/router-model';
+import type { RouterConfig, RouterConfigResult } from '../src/config/router-model';
 import type { Manifest, ManifestIssue } from '../src/domain/types';
 import { formatIssue } from '../src/domain/types';
 import { startRouter } from '../src/router/server';

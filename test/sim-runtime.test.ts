@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { DockerRuntime } from '../src/activities/docker';
 import { PermanentError } from '../src/activities/ports';
+import { TEST_IMAGES } from '../src/dev/toolchain';
 import { parseVllmArgs, simEmbedding } from '../src/sim/model-server';
 import { listSimContainers, rewriteListenArgs, SimRuntime } from '../src/sim/runtime';
 import type { ContractServe } from './support/runtime-contract';
@@ -15,7 +16,7 @@ import { contractServe, httpStatus, RUN_LABEL, runtimeContract, uniqueRunId } fr
 import { waitFor, waitUntil } from './support/wait';
 
 const SIM_IMAGE = 'gpures/sim-vllm:test';
-const DOCKER_IMAGE = process.env['GPURES_TEST_IMAGE'] ?? 'gpures/fake-vllm:test';
+const DOCKER_IMAGE = process.env['GPURES_TEST_IMAGE'] ?? TEST_IMAGES.fakeVllm;
 
 const simDirs: string[] = [];
 function simStateDir(): string {

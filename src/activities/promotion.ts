@@ -5,7 +5,8 @@
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
-import { backupFileName, backupRunKey, backupsToPrune, mappingVersionOf, MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
+import { mappingVersionOf } from '../config/mapping-version';
+import { backupFileName, backupRunKey, backupsToPrune, MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
 import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';

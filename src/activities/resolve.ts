@@ -1,6 +1,7 @@
 // A serve as the manifest on the worker's disk declares it now: read at each use, so an edited
 // manifest takes effect without restarting the worker.
-import { findServe, gpuFor, parseManifest } from '../domain/manifest';
+import { parseManifest } from '../config/manifest';
+import { findServe, gpuFor } from '../domain/manifest';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { Failure } from '../shared/failures';

@@ -1,36 +1,47 @@
-// The Temporal CLI's dev server, started for the demo and the tests: the CLI is built from its
-// Go module by scripts/setup.sh (no binary download works here) and found in the cache.
+// The Temporal CLI's dev server, started for the demo and the tests, and in the foreground by
+// scripts/temporal-dev.sh (src/dev/dev-server-main.ts): the CLI is built from its Go module by
+// scripts/setup.sh (no binary download works here) and found in the cache.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
+import type { Env } from '../config/env';
+import { devServerEnv } from '../config/env';
 import { DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS } from '../client/search-attributes';
+import { cachedTemporalCli, DEV_SERVER } from './toolchain';
 
-export const TEMPORAL_CLI_TAG = 'v1.5.1';
+export { TEMPORAL_CLI_TAG } from './toolchain';
 
 /**
- * The flags the project relies on; scripts/temporal-dev.sh passes the same. history.maxInFlightUpdates
- * is left at its default (10) like a production server's: LedgerClient bounds the ledger's updates itself.
+ * The flags the project relies on (config/toolchain.json's dynamic config, our search attributes).
+ * history.maxInFlightUpdates is left at its default (10) like a production server's: LedgerClient
+ * bounds the ledger's updates itself.
  */
 export const DEV_SERVER_FLAGS = [
-  '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
-  '--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true',
-  '--dynamic-config-value', 'frontend.enableUpdateWorkflowExecution=true',
+  ...DEV_SERVER.dynamicConfig.flatMap((setting) => ['--dynamic-config-value', setting]),
   ...DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS,
-  // The dev server has one history shard, and its transfer queue (which hands every workflow and
-  // activity task to matching) loads at most 20 times a second by default: past a burst of 20,
-  // each step of a serial workflow waited ~45 ms for the limiter.
-  '--dynamic-config-value', 'history.transferProcessorMaxPollRPS=1000',
 ];
 
-export function temporalCliPath(env: NodeJS.ProcessEnv = process.env): string {
-  const candidates = [
-    env['TEMPORAL_CLI'],
-    join(env['GPURES_CACHE'] ?? join(homedir(), '.cache', 'gpu-reservations'), `temporal-cli-${TEMPORAL_CLI_TAG}`, 'temporal'),
-  ].filter((p): p is string => Boolean(p));
+export interface DevServerArgs {
+  port: number;
+  /** Serve the web UI on this port; headless without it. */
+  uiPort?: number;
+  /** Persist state in this SQLite file; in memory without it. */
+  dbFilename?: string;
+}
+
+/** `temporal server start-dev …` on loopback only, with the project's flags. */
+export function devServerArgs(opts: DevServerArgs): string[] {
+  const args = ['server', 'start-dev', '--ip', DEV_SERVER.ip, '--port', String(opts.port), '--log-level', DEV_SERVER.logLevel, ...DEV_SERVER_FLAGS];
+  if (opts.uiPort) args.push('--ui-port', String(opts.uiPort));
+  else args.push('--headless');
+  if (opts.dbFilename) args.push('--db-filename', opts.dbFilename);
+  return args;
+}
+
+export function temporalCliPath(env: Env = process.env): string {
+  const candidates = [devServerEnv(env).temporalCli, cachedTemporalCli(env)].filter((p): p is string => Boolean(p));
   const found = candidates.find((p) => existsSync(p));
   if (!found) throw new Error(`no Temporal CLI at ${candidates.join(' or ')}: run scripts/setup.sh first`);
   return found;
@@ -68,6 +79,7 @@ export async function waitForServer(address: string, child: ChildProcess | undef
 
 export interface DevServer {
   address: string;
+  namespace: string;
   uiUrl?: string;
   stop(): Promise<void>;
 }
@@ -76,17 +88,15 @@ export interface DevServer {
 export async function startDevServer(opts: { ui?: boolean; port?: number; uiPort?: number } = {}): Promise<DevServer> {
   const port = opts.port ?? (await freePort());
   const uiPort = opts.ui ? (opts.uiPort ?? (await freePort())) : undefined;
-  const address = `127.0.0.1:${port}`;
-  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'error', ...DEV_SERVER_FLAGS];
-  if (uiPort) args.push('--ui-port', String(uiPort));
-  else args.push('--headless');
-  const child = spawn(temporalCliPath(), args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  const address = `${DEV_SERVER.ip}:${port}`;
+  const child = spawn(temporalCliPath(), devServerArgs({ port, uiPort }), { stdio: ['ignore', 'ignore', 'inherit'] });
   const kill = () => child.kill('SIGKILL');
   process.once('exit', kill);
   await waitForServer(address, child, 60_000);
   return {
     address,
-    uiUrl: uiPort ? `http://127.0.0.1:${uiPort}` : undefined,
+    namespace: DEV_SERVER.namespace,
+    uiUrl: uiPort ? `http://${DEV_SERVER.ip}:${uiPort}` : undefined,
     async stop() {
       process.removeListener('exit', kill);
       if (child.exitCode !== null) return;

@@ -1,6 +1,6 @@
-// Router promotion rules that need no I/O: input checks, the mapping_version a config declares,
-// backup file names and which backups to keep. PURE (the workflow imports it).
-import { parse as parseToml } from 'smol-toml';
+// Router promotion rules that need no I/O: input checks, backup file names and which backups to
+// keep. PURE, with no package imports: the workflow imports it. Reading a config's
+// mapping_version takes a TOML parser, so it lives in src/config/mapping-version.ts.
 import type { PromoteInput } from '../shared/promotion';
 
 /** Largest candidate config accepted (it travels through workflow history). */
@@ -43,21 +43,6 @@ export function promoteInputProblems(input: unknown): string[] {
     }
   }
   return problems;
-}
-
-/**
- * The top-level `mapping_version` a router config declares; undefined when it declares none.
- * TOML first; a file that is not TOML still gets its first `mapping_version = "…"` line read.
- */
-export function mappingVersionOf(text: string): string | undefined {
-  try {
-    const doc = parseToml(text) as Record<string, unknown>;
-    const v = doc['mapping_version'];
-    return typeof v === 'string' && v.trim() !== '' ? v : undefined;
-  } catch {
-    const m = /^[ \t]*mapping_version[ \t]*=[ \t]*"([^"\n]+)"/m.exec(text);
-    return m?.[1];
-  }
 }
 
 function pad(n: number, width = 2): string {

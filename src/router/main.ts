@@ -2,6 +2,7 @@
 //   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H] [--port P] [--state FILE]
 // Binds 127.0.0.1:8000 unless told otherwise; SIGTERM/SIGINT close it (in-flight requests finish).
 import { parseArgs } from 'node:util';
+import { routerProcessEnv } from '../config/env';
 import { isLoopback } from '../domain/manifest';
 import { startRouter } from './server';
 
@@ -33,11 +34,11 @@ async function main(): Promise<void> {
     return;
   }
   if (!values.config) fail(`--config is required\n${USAGE}`);
-  const token = process.env.GPURES_ROUTER_TOKEN ?? '';
-  if (token.trim() === '') {
-    fail(
-      'GPURES_ROUTER_TOKEN is not set: the admin API (quiesce, readmit, reload) only accepts a bearer token, so the router will not start without one. Export GPURES_ROUTER_TOKEN=<secret> and start again.',
-    );
+  let token: string;
+  try {
+    token = routerProcessEnv(process.env).adminToken;
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
   }
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port must be an integer in 0..65535 (got ${values.port})`);

@@ -4,6 +4,8 @@ import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { temporalConfig } from '../client/connection';
+import type { Env } from '../config/env';
+import { workerEnv } from '../config/env';
 import { DockerRuntime } from '../activities/docker';
 import { NvidiaSmi } from '../activities/nvidia-smi';
 import type { ContainerRuntime, RouterAdmin } from '../activities/ports';
@@ -21,16 +23,13 @@ export interface WorkerRunOptions {
 }
 
 /** Router and GPU probe from the environment: secrets stay in the worker, never in history. */
-export function adaptersFromEnv(env: NodeJS.ProcessEnv): { router?: RouterAdmin; gpu: NvidiaSmi; describe: string[] } {
-  const routerUrl = env['GPURES_ROUTER_URL'];
-  const routerToken = env['GPURES_ROUTER_TOKEN'];
-  if (routerUrl && !routerToken) throw new Error('GPURES_ROUTER_URL is set but GPURES_ROUTER_TOKEN is not: the router admin API needs its token');
-  const router = routerUrl && routerToken ? new HttpRouterAdmin({ baseUrl: routerUrl, token: routerToken }) : undefined;
-  const smi = env['GPURES_NVIDIA_SMI'] ?? 'nvidia-smi';
+export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: NvidiaSmi; describe: string[] } {
+  const e = workerEnv(env);
+  const router = e.router ? new HttpRouterAdmin({ baseUrl: e.router.url, token: e.router.token }) : undefined;
   return {
     router,
-    gpu: new NvidiaSmi({ binary: smi }),
-    describe: [`router ${routerUrl ?? 'not configured (eviction of routed serves will fail)'}`, `nvidia-smi ${smi}`],
+    gpu: new NvidiaSmi({ binary: e.nvidiaSmi }),
+    describe: [`router ${e.routerUrl ?? 'not configured (eviction of routed serves will fail)'}`, `nvidia-smi ${e.nvidiaSmi}`],
   };
 }
 

@@ -20,7 +20,7 @@ import { followPromotion, startPromotion } from '../../src/client/promote';
 import type { PromotionOutcome } from '../../src/client/promote';
 import { startDevServer } from '../../src/dev/dev-server';
 import { formatLedger, totals } from '../../src/domain/ledger';
-import { parseManifest } from '../../src/domain/manifest';
+import { parseManifest } from '../../src/config/manifest';
 import type { Manifest } from '../../src/domain/types';
 import { workflowIds } from '../../src/shared/messages';
 import { promoteWorkflowId } from '../../src/shared/promotion';

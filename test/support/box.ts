@@ -5,12 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import type { Worker } from '@temporalio/worker';
+import { TEST_IMAGES } from '../../src/dev/toolchain';
 import { LABEL } from '../../src/domain/serve';
 import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
 import { startTestWorker } from './worker';
 
-export const TEST_IMAGE = process.env['GPURES_TEST_IMAGE'] ?? 'gpures/fake-vllm:test';
+export const TEST_IMAGE = process.env['GPURES_TEST_IMAGE'] ?? TEST_IMAGES.fakeVllm;
 
 export function docker(): Docker {
   // DOCKER_HOST comes from scripts/test.sh; docker-modem reads it.

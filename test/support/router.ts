@@ -6,10 +6,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { RouterTarget } from '../../src/activities/router-deployment';
+import { TEST_IMAGES } from '../../src/dev/toolchain';
 import { freePort } from './temporal';
 import { waitUntil } from './wait';
 
-export const ROUTER_IMAGE = process.env['GPURES_ROUTER_TEST_IMAGE'] ?? 'gpures/fake-router:test';
+export const ROUTER_IMAGE = process.env['GPURES_ROUTER_TEST_IMAGE'] ?? TEST_IMAGES.fakeRouter;
 export const ROUTER_TOKEN = 'promote-test-token';
 /** Every container and image the promotion tests make carries this label (value: the suite's run). */
 export const TEST_LABEL = 'gpures.test.promote';

@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Worker } from '@temporalio/worker';
-import { parseManifest } from '../../src/domain/manifest';
+import { parseManifest } from '../../src/config/manifest';
 import type { Manifest } from '../../src/domain/types';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
 import type { SimBox } from '../../src/sim/box';

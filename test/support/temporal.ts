@@ -2,6 +2,7 @@
 // started one, otherwise starts the CLI built by scripts/setup.sh and stops it at exit.
 import { Client, Connection } from '@temporalio/client';
 import { startDevServer } from '../../src/dev/dev-server';
+import { DEV_SERVER } from '../../src/dev/toolchain';
 export { freePort, temporalCliPath } from '../../src/dev/dev-server';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { bundleWorkflowCode } from '@temporalio/worker';
@@ -28,7 +29,7 @@ export function testTemporal(): Promise<TestTemporal> {
     const nativeConnection = await NativeConnection.connect({ address });
     return {
       address,
-      client: new Client({ connection, namespace: 'default' }),
+      client: new Client({ connection, namespace: DEV_SERVER.namespace }),
       nativeConnection,
       async close() {
         await nativeConnection.close();

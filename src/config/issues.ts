@@ -1,13 +1,13 @@
 // Validation plumbing shared by the TOML config files (the serve manifest and the router config):
 // TOML parsing into issues, zod field schemas whose messages read "must be …" in the file's own
-// terms, dotted paths, unknown-key suggestions and the issue collector.
+// terms, dotted paths, unknown-key suggestions, named rules and the issue collector.
 //
-// PURE: no node built-ins, no I/O. Workflow code imports the modules built on this one, so it must
-// stay inside Temporal's deterministic sandbox.
+// No node built-ins and no I/O: the caller reads the file and hands over its text. Not for the
+// workflow bundle (zod, smol-toml); workflows take the types from src/domain.
 
 import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
-import type { ManifestIssue } from './types';
+import type { ManifestIssue } from '../domain/types';
 
 export type PathSegment = string | number;
 
@@ -42,6 +42,26 @@ export const bool = field<boolean>((v) => typeof v === 'boolean', 'true or false
 /** An array of tables, written `[[what]]`; its entries are validated one by one by the caller. */
 export const tableArray = (what: string) =>
   z.array(z.unknown(), { error: (iss) => `must be an array of tables, written [[${what}]] (got ${describe(iss.input)})` });
+
+// ---------------------------------------------------------------------------------------------
+// Named rules
+
+/** What a rule found, before the collector labels it with the file. */
+export interface Finding {
+  severity: 'error' | 'warning';
+  path: readonly PathSegment[] | string;
+  message: string;
+}
+
+export const error = (path: Finding['path'], message: string): Finding => ({ severity: 'error', path, message });
+export const warning = (path: Finding['path'], message: string): Finding => ({ severity: 'warning', path, message });
+
+/**
+ * One check with a name, over a subject (a serve, a tier, the whole file) and what the loader
+ * knows around it. A rule reports and never throws; it returns nothing when its subject is fine or
+ * when an earlier problem already explains it.
+ */
+export type Rule<Subject, Context> = (subject: Subject, ctx: Context) => Finding[];
 
 // ---------------------------------------------------------------------------------------------
 // Issue plumbing
@@ -104,6 +124,22 @@ export class Issues {
     this.warnings.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
   }
 
+  /** Records what the rules found over one subject, in rule order; true when none found an error. */
+  check<S, C>(rules: readonly Rule<S, C>[], subject: S, ctx: C): boolean {
+    let ok = true;
+    for (const rule of rules) {
+      for (const f of rule(subject, ctx)) {
+        if (f.severity === 'error') {
+          this.error(f.path, f.message);
+          ok = false;
+        } else {
+          this.warn(f.path, f.message);
+        }
+      }
+    }
+    return ok;
+  }
+
   /** Records zod issues under `prefix`; unknown keys get a suggestion from `allowed`. */
   fromZod(issues: readonly z.core.$ZodIssue[], prefix: readonly PathSegment[], allowed: AllowedKeys): void {
     for (const iss of issues) {
@@ -150,3 +186,16 @@ export function tableEntries(table: Record<string, unknown>, key: string): unkno
   const value = table[key];
   return Array.isArray(value) ? (value as unknown[]) : [];
 }
+
+export type Entry<T> = { index: number; spec: T; issues?: undefined } | { index: number; spec?: undefined; issues: z.core.$ZodIssue[] };
+
+/** Each entry of an array of tables through its schema, in order; a failure carries its zod issues. */
+export function parseEach<T>(raws: readonly unknown[], schema: z.ZodType<T>): Entry<T>[] {
+  return raws.map((raw, index) => {
+    const r = schema.safeParse(raw, { reportInput: true });
+    return r.success ? { index, spec: r.data } : { index, issues: r.error.issues };
+  });
+}
+
+export const parsed = <T>(entries: Entry<T>[]): { index: number; spec: T }[] =>
+  entries.flatMap((e) => (e.spec === undefined ? [] : [{ index: e.index, spec: e.spec }]));

@@ -1,0 +1,190 @@
+// Configuration from the environment, one reader per process kind (router, worker, CLI, the dev
+// server's CLI lookup), each variable named, defaulted and checked by its own zod schema. A bad
+// value throws an EnvError whose message starts with the variable's name.
+//
+// The checks run in a fixed order and the first problem is the one reported, with the wording
+// each process has always printed (tests and operators read them).
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { z } from 'zod';
+import toolchain from '../../config/toolchain.json';
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/** A bad or missing environment variable; `variable` is the one the message is about. */
+export class EnvError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    // Named plain 'Error' still: a process that prints the error prints what it always has.
+    super(message);
+  }
+}
+
+/** Reads one variable through its schema; the schema's message follows `NAME: `. */
+function read<T>(env: Env, name: string, schema: z.ZodType<T>): T {
+  const r = schema.safeParse(env[name]);
+  if (!r.success) throw new EnvError(name, `${name}: ${r.error.issues[0]?.message ?? 'invalid value'}`);
+  return r.data;
+}
+
+/** Unset, or set to the empty string: both mean "not configured". */
+const optional = z
+  .string()
+  .optional()
+  .transform((v) => (v === '' ? undefined : v));
+/** The value as given, even empty; unset is undefined (callers default with `??`). */
+const raw = z.string().optional();
+const withDefault = (fallback: string) => optional.transform((v) => v ?? fallback);
+
+const positive = (integer: boolean) =>
+  optional.pipe(
+    z
+      .string()
+      .refine((v) => Number(v) > 0 && (!integer || Number.isInteger(Number(v))), {
+        error: (iss) => `a positive ${integer ? 'integer' : 'number'} (got '${String(iss.input)}')`,
+      })
+      .transform(Number)
+      .optional(),
+  );
+
+const absolutePath = optional.pipe(
+  z
+    .string()
+    .refine(isAbsolute, { error: (iss) => `an absolute path on this host (got '${String(iss.input)}')` })
+    .optional(),
+);
+
+// A malformed JSON text throws JSON.parse's own SyntaxError, as it always has.
+const jsonStringArray = optional.transform((v): unknown => (v === undefined ? undefined : JSON.parse(v))).pipe(
+  z.custom<string[]>((v) => Array.isArray(v) && v.every((a) => typeof a === 'string'), 'a JSON array of strings').optional(),
+);
+
+// ---------------------------------------------------------------------------------------------
+// The reference router (src/router/main.ts)
+
+export interface RouterProcessEnv {
+  /** GPURES_ROUTER_TOKEN: the admin API's bearer token. Any non-blank value is accepted. */
+  adminToken: string;
+}
+
+export function routerProcessEnv(env: Env): RouterProcessEnv {
+  const adminToken = read(env, 'GPURES_ROUTER_TOKEN', raw) ?? '';
+  if (adminToken.trim() === '') {
+    throw new EnvError(
+      'GPURES_ROUTER_TOKEN',
+      'GPURES_ROUTER_TOKEN is not set: the admin API (quiesce, readmit, reload) only accepts a bearer token, so the router will not start without one. ' +
+        'Export GPURES_ROUTER_TOKEN=<secret> and start again.',
+    );
+  }
+  return { adminToken };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The worker (src/worker/)
+
+export interface WorkerEnv {
+  /** GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN: the router eviction quiesces and readmits through. */
+  router?: { url: string; token: string };
+  /** GPURES_ROUTER_URL as given, for the worker's start line. */
+  routerUrl?: string;
+  /** GPURES_NVIDIA_SMI (default nvidia-smi). */
+  nvidiaSmi: string;
+}
+
+export function workerEnv(env: Env): WorkerEnv {
+  const url = read(env, 'GPURES_ROUTER_URL', raw);
+  const token = read(env, 'GPURES_ROUTER_TOKEN', optional);
+  if (url && !token) {
+    throw new EnvError('GPURES_ROUTER_TOKEN', 'GPURES_ROUTER_URL is set but GPURES_ROUTER_TOKEN is not: the router admin API needs its token');
+  }
+  const nvidiaSmi = read(env, 'GPURES_NVIDIA_SMI', raw) ?? 'nvidia-smi';
+  return { ...(url && token ? { router: { url, token } } : {}), ...(url !== undefined ? { routerUrl: url } : {}), nvidiaSmi };
+}
+
+/** The router deployment a worker may promote (docs/promotion.md); see src/worker/router-targets.ts. */
+export interface PromotionEnv {
+  configPath: string;
+  url: string;
+  adminToken: string;
+  name?: string;
+  container: string;
+  containerConfigPath?: string;
+  validateArgs?: string[];
+  verifyWindowS?: number;
+  healthzStreak?: number;
+  backupsKept?: number;
+}
+
+/**
+ * Promotion's settings, or undefined when GPURES_ROUTER_CONFIG is unset. `checkConfigPath` runs
+ * on the live config's path as soon as it is known to be absolute, before the other variables.
+ */
+export function promotionEnv(env: Env, checkConfigPath: (path: string) => void = () => undefined): PromotionEnv | undefined {
+  const configPath = read(env, 'GPURES_ROUTER_CONFIG', absolutePath);
+  if (configPath === undefined) return undefined;
+  checkConfigPath(configPath);
+  const url = read(env, 'GPURES_ROUTER_URL', optional);
+  const adminToken = read(env, 'GPURES_ROUTER_TOKEN', optional);
+  if (!url || !adminToken) {
+    const missing = url ? 'GPURES_ROUTER_TOKEN' : 'GPURES_ROUTER_URL';
+    throw new EnvError(missing, 'GPURES_ROUTER_CONFIG is set: router promotion also needs GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN');
+  }
+  const validateArgs = read(env, 'GPURES_ROUTER_VALIDATE_ARGS', jsonStringArray);
+  const name = read(env, 'GPURES_ROUTER_NAME', optional);
+  const container = read(env, 'GPURES_ROUTER_CONTAINER', withDefault('gpures-router'));
+  const containerConfigPath = read(env, 'GPURES_ROUTER_CONTAINER_CONFIG', optional);
+  const out: PromotionEnv = { configPath, url, adminToken, container };
+  if (name !== undefined) out.name = name;
+  if (containerConfigPath !== undefined) out.containerConfigPath = containerConfigPath;
+  if (validateArgs !== undefined) out.validateArgs = validateArgs;
+  const verifyWindowS = read(env, 'GPURES_ROUTER_VERIFY_WINDOW_S', positive(false));
+  if (verifyWindowS !== undefined) out.verifyWindowS = verifyWindowS;
+  const healthzStreak = read(env, 'GPURES_ROUTER_HEALTHZ_STREAK', positive(true));
+  if (healthzStreak !== undefined) out.healthzStreak = healthzStreak;
+  const backupsKept = read(env, 'GPURES_ROUTER_BACKUPS_KEPT', positive(true));
+  if (backupsKept !== undefined) out.backupsKept = backupsKept;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI (for src/cli/: what it reads today by hand)
+
+export interface CliEnv {
+  /** GPURES_MANIFEST: the manifest when --manifest is not given (empty is kept, as today). */
+  manifest?: string;
+  /** GPURES_ROUTER_CONFIG: the router config to cross-check; empty turns the check off. */
+  routerConfig?: string;
+  /** GPURES_API_TOKEN: the acquisition API's token ('' when unset; apiTokenProblem judges it). */
+  apiToken: string;
+  /** GPURES_NVIDIA_SMI (default nvidia-smi). */
+  nvidiaSmi: string;
+}
+
+export function cliEnv(env: Env): CliEnv {
+  const manifest = read(env, 'GPURES_MANIFEST', raw);
+  const routerConfig = read(env, 'GPURES_ROUTER_CONFIG', raw);
+  return {
+    ...(manifest !== undefined ? { manifest } : {}),
+    ...(routerConfig !== undefined ? { routerConfig } : {}),
+    apiToken: read(env, 'GPURES_API_TOKEN', raw) ?? '',
+    nvidiaSmi: read(env, 'GPURES_NVIDIA_SMI', raw) ?? 'nvidia-smi',
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dev server's Temporal CLI (src/dev/)
+
+export interface DevServerEnv {
+  /** TEMPORAL_CLI: an explicit Temporal CLI binary, tried first. */
+  temporalCli?: string;
+  /** GPURES_CACHE (default ~/.cache/gpu-reservations): where scripts/setup.sh builds the CLI. */
+  cacheDir: string;
+}
+
+export function devServerEnv(env: Env): DevServerEnv {
+  const temporalCli = read(env, 'TEMPORAL_CLI', optional);
+  const cacheDir = read(env, 'GPURES_CACHE', raw) ?? join(homedir(), toolchain.cacheUnderHome);
+  return { ...(temporalCli !== undefined ? { temporalCli } : {}), cacheDir };
+}

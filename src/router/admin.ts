@@ -1,0 +1,115 @@
+// The router admin API (docs/router-admin-api.md): tier state with the in-flight count, quiesce,
+// guarded readmit and reload, all behind a bearer token. Changes run one at a time, so a readmit's
+// probes cannot interleave with a quiesce or a reload.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { findTier } from '../config/router-model';
+import { formatIssue } from '../domain/types';
+import type { LoadedConfig } from './config-file';
+import { ConfigLoadError, loadConfig } from './config-file';
+import { errorBody } from './errors';
+import { guardedReadmit } from './readmit';
+import type { TierTable } from './tier-table';
+
+export interface AdminOptions {
+  configPath: string;
+  adminToken: string;
+  probeTimeoutMs: number;
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/** Constant-time bearer check: both sides are hashed first, so lengths leak nothing either. */
+function bearerMatches(header: string | undefined, expected: Buffer): boolean {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  const presented = digest(m?.[1] ?? '');
+  return timingSafeEqual(presented, expected) && m !== null;
+}
+
+/** Serializes admin changes. */
+class Mutex {
+  private tail: Promise<void> = Promise.resolve();
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(fn);
+    this.tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+}
+
+export async function registerAdminRoutes(app: FastifyInstance, table: TierTable, opts: AdminOptions): Promise<void> {
+  const tokenDigest = digest(opts.adminToken);
+  const admin = new Mutex();
+
+  await app.register((scope, _o, done) => {
+    scope.addHook('onRequest', (req, reply, next) => {
+      if (bearerMatches(req.headers.authorization, tokenDigest)) return next();
+      void reply
+        .code(401)
+        .header('www-authenticate', 'Bearer realm="gpures-router-admin"')
+        .send(errorBody('admin API requires Authorization: Bearer <token>; missing or wrong token', 'unauthorized'));
+    });
+
+    const unknownTier = (reply: FastifyReply, name: string) =>
+      reply
+        .code(404)
+        .send(
+          errorBody(`unknown tier '${name}' (known tiers: ${table.config.tiers.map((t) => t.name).join(', ')})`, 'unknown_tier', {
+            tier: name,
+          }),
+        );
+
+    scope.get('/admin/tiers', () => ({ mapping_version: table.config.mappingVersion, tiers: table.config.tiers.map((t) => table.state(t)) }));
+
+    scope.get<{ Params: { tier: string } }>('/admin/tiers/:tier', (req, reply) => {
+      const tier = findTier(table.config, req.params.tier);
+      return tier ? reply.send(table.state(tier)) : unknownTier(reply, req.params.tier);
+    });
+
+    scope.post<{ Params: { tier: string } }>('/admin/tiers/:tier/quiesce', (req, reply) =>
+      admin.run(() => {
+        const tier = findTier(table.config, req.params.tier);
+        if (!tier) return Promise.resolve(unknownTier(reply, req.params.tier));
+        return table.setMode(tier.name, 'quiesced').then(() => reply.send(table.state(tier)));
+      }),
+    );
+
+    scope.post<{ Params: { tier: string } }>('/admin/tiers/:tier/readmit', (req, reply) =>
+      admin.run(async () => {
+        const tier = findTier(table.config, req.params.tier);
+        if (!tier) return unknownTier(reply, req.params.tier);
+        const outcome = await guardedReadmit(tier, opts.probeTimeoutMs);
+        if (!outcome.ok) return reply.code(409).send(outcome);
+        await table.setMode(tier.name, 'active');
+        return reply.send(outcome);
+      }),
+    );
+
+    scope.post('/admin/reload', (_req, reply) =>
+      admin.run(async () => {
+        let loaded: LoadedConfig;
+        try {
+          loaded = await loadConfig(opts.configPath);
+        } catch (err) {
+          if (!(err instanceof ConfigLoadError)) throw err;
+          const running = table.config.mappingVersion;
+          return reply.code(400).send(
+            errorBody(`config ${opts.configPath} is invalid; the running mapping '${running}' stays`, 'invalid_config', {
+              errors: err.issues.map(formatIssue),
+              issues: err.issues,
+              mapping_version: running,
+            }),
+          );
+        }
+        await table.replace(loaded.config);
+        return reply.send({ mapping_version: table.config.mappingVersion, warnings: loaded.warnings.map(formatIssue) });
+      }),
+    );
+    done();
+  });
+}

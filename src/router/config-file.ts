@@ -1,0 +1,32 @@
+// Reading the router config file: at start (a bad file fails the start) and on /admin/reload (a
+// bad file leaves the running mapping in place).
+import { readFile } from 'node:fs/promises';
+import { parseRouterConfig } from '../config/router-config';
+import type { RouterConfig } from '../config/router-model';
+import type { ManifestIssue } from '../domain/types';
+import { formatIssue } from '../domain/types';
+
+export class ConfigLoadError extends Error {
+  constructor(readonly issues: ManifestIssue[]) {
+    super(issues.map(formatIssue).join('\n'));
+    this.name = 'ConfigLoadError';
+  }
+}
+
+export interface LoadedConfig {
+  config: RouterConfig;
+  warnings: ManifestIssue[];
+}
+
+/** The validated config of the file; throws ConfigLoadError with every issue otherwise. */
+export async function loadConfig(configPath: string): Promise<LoadedConfig> {
+  let text: string;
+  try {
+    text = await readFile(configPath, 'utf8');
+  } catch (err) {
+    throw new ConfigLoadError([{ file: configPath, path: '', message: `cannot read: ${err instanceof Error ? err.message : String(err)}` }]);
+  }
+  const result = parseRouterConfig(text, configPath);
+  if (!result.ok) throw new ConfigLoadError(result.errors);
+  return { config: result.config, warnings: result.warnings };
+}
