@@ -13,6 +13,7 @@ import { serveDown, serveUp } from '../src/client/operations';
 import { historyIdentity } from '../src/audit/events';
 import type { HistoryJson } from '../src/audit/events';
 import { historyProto, readHistoryFile } from '../src/audit/history';
+import { buildReport, isActivityName, render } from '../src/audit/report';
 import type { AuditReport } from '../src/audit/report';
 import { workflowIds } from '../src/shared/messages';
 import type { acquireWorkflow } from '../src/workflows/acquire';
@@ -34,6 +35,66 @@ const SERVES: TestServe[] = [
   // A serve whose environment carries a credential, as a gated model's HF_TOKEN would.
   { name: 'gated', vram_mib: 1000, env: { HF_TOKEN } },
 ];
+
+// dist/test/audit.test.js -> <repo>/test/histories (recorded by test/histories/record.ts)
+const HISTORIES = join(__dirname, '..', '..', 'test', 'histories');
+
+describe('audit report of recorded histories, no server', () => {
+  test('a recorded eviction as JSON: its victim, the drain, the stop, the VRAM back, the result', () => {
+    const h = readHistoryFile(join(HISTORIES, 'eviction.json'));
+    const lines = render(buildReport(h, 'eviction'), 'json');
+    const r = JSON.parse(lines.join('\n')) as AuditReport;
+    assert.equal(r.workflow.type, 'acquireWorkflow');
+    assert.equal(r.workflow.status, 'completed');
+    assert.equal(r.operation, 'serves up comfyui-sim --evict');
+    assert.match(r.outcome.message, /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision$/);
+    assert.equal(r.eviction?.shortfallMib, 6817);
+    assert.equal(r.eviction?.victims.length, 1);
+    const v = r.eviction?.victims[0];
+    assert.deepEqual(
+      { serve: v?.serve, vramMib: v?.vramMib, tier: v?.tier, quiesce: v?.inFlightAtQuiesce, stopped: v?.stopped, stop: v?.inFlightAtStop, stopResult: v?.stop },
+      {
+        serve: 'vision',
+        vramMib: 12288,
+        tier: 'vision-local',
+        quiesce: 5,
+        stopped: true,
+        stop: 0,
+        stopResult: 'container gpures-primary-node-vision: stopped, removed',
+      },
+    );
+    assert.equal(v?.drain?.drained, true);
+    assert.equal(v?.drain?.routerInFlightAtStart, 5);
+    assert.equal(v?.drain?.routerInFlightAtEnd, 0);
+    assert.equal(v?.vram?.releasedMib, 12288);
+    assert.equal(v?.vram?.expectedMib, 12288);
+    assert.deepEqual(
+      r.steps.map((s) => s.step),
+      ['plan', 'preflight', 'quiesce vision', 'drain vision', 'stop vision', 'release vision', 'start', 'health', 'identity', 'measure', 'running'],
+    );
+    assert.ok(r.ledger.after?.includes('  vision 12288 MiB (evictable, evicted)'), JSON.stringify(r.ledger.after));
+    assert.deepEqual(r.identity.map((i) => [i.serve, i.observed, i.ok]), [['comfyui-sim', ['comfyui-sim'], true]]);
+    assert.equal(r.nvidiaSmi.measuredDelta?.deltaMib, 8192);
+    // The JSON output is the model itself, whole: what `audit report --json` prints.
+    assert.deepEqual(r, JSON.parse(JSON.stringify(buildReport(h, 'eviction'))));
+  });
+
+  test('every activity a recorded history schedules has its line in the typed table', () => {
+    const files = readdirSync(HISTORIES).filter((f) => f.endsWith('.json'));
+    assert.ok(files.length >= 9, files.join(', '));
+    const seen = new Set<string>();
+    for (const f of files) {
+      const r = buildReport(readHistoryFile(join(HISTORIES, f)), f);
+      for (const a of r.activities) {
+        seen.add(a.type);
+        assert.ok(isActivityName(a.type), `${f}: activity ${a.type} (event ${a.eventId}) has no entry in src/audit/report/activities.ts`);
+      }
+    }
+    // The histories do exercise the table: bring-up, eviction, restore, ledger and promotion activities.
+    for (const type of ['resolveServe', 'drainServe', 'stopServeContainer', 'reconcileLedger', 'promoteVerify']) assert.ok(seen.has(type), type);
+    assert.equal(isActivityName('readmitTier'), false, 'an activity that no longer exists has no entry');
+  });
+});
 
 describe('audit: workflow history as evidence', () => {
   let t: SimTestBox;

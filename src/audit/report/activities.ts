@@ -1,0 +1,204 @@
+// One line per activity and per ledger update, as an operator reads it. The table is keyed by
+// the names of `Activities` and typed from each activity's own input and result, so an activity
+// renamed, removed or added without a line here fails to compile; anything a history holds that
+// this code does not know is shown as compact JSON. Where a line states what a workflow's step
+// also states (a stop, a readmit, a release), it is worded by src/shared/wording.ts, as there.
+import { totals } from '../../domain/ledger';
+import type { LedgerState } from '../../domain/ledger';
+import type { AcquireDecision, LedgerAbortArgs, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../../shared/messages';
+import { abortEvictionUpdate, acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, victimReleasedUpdate } from '../../shared/messages';
+import { bringDown, eviction, start } from '../../shared/wording';
+import type { ActivityInput, ActivityName, ActivityResult, FailureEvidence } from './model';
+import { compact, fields, ledgerIn, num, obj, str, strs, txt } from './read';
+import type { Loose, Obj } from './read';
+
+/** An activity's line from its result and input as decoded; undefined: show the result as JSON. */
+type Summary<K extends ActivityName> = (
+  result: Loose<NonNullable<ActivityResult<K>>> | undefined,
+  input: Loose<ActivityInput<K>> | undefined,
+) => string | undefined;
+
+export function ledgerTotalsLine(l: LedgerState): string {
+  const t = totals(l);
+  return `committed ${t.committedMib} MiB, free ${t.freeMib} MiB${t.heldMib ? `, held ${t.heldMib} MiB` : ''}`;
+}
+
+function decisionLine(decision: unknown): string {
+  const d = obj(decision) as Loose<AcquireDecision> | undefined;
+  if (!d) return compact(decision);
+  switch (d.decision) {
+    case 'admitted':
+      return `admitted ${txt(d.serve)} ${txt(d.vramMib)} MiB, free after ${txt(d.freeAfterMib)} MiB`;
+    case 'denied':
+      return `denied ${txt(d.serve)}: asked ${txt(d.vramMib)} MiB, free ${txt(d.freeMib)} MiB, over budget by ${txt(d.shortfallMib)} MiB${
+        d.evictableMib !== undefined ? `; evictable only ${txt(d.evictableMib)} MiB` : ''
+      }`;
+    case 'evicting': {
+      const victims = Array.isArray(d.victims) ? d.victims.map((v) => `${txt(v?.serve)} (${txt(v?.vramMib)} MiB)`).join(', ') : '?';
+      return `evicting ${victims} for ${txt(d.serve)}: ${txt(d.reason)}`;
+    }
+    case 'already-held':
+      return `${txt(d.serve)} already held by ${txt(d.holder)} (${txt(d.phase)})`;
+    default:
+      return compact(decision);
+  }
+}
+
+type GpuReading = ActivityResult<'readGpu'>;
+
+function gpuLine(g: Loose<GpuReading> | null | undefined): string {
+  const r = fields(g);
+  if (!r) return 'no reading (no nvidia-smi on the worker)';
+  return `${txt(r.uuid)}: used ${txt(r.usedMib)} MiB, free ${txt(r.freeMib)} of ${txt(r.totalMib)} MiB`;
+}
+
+/** A ledger activity's line: what it changed, then the totals of the ledger it read after. */
+function withLedger(what: string, result: unknown): string | undefined {
+  const l = ledgerIn(result);
+  return l ? `${what}${ledgerTotalsLine(l)}` : undefined;
+}
+
+/** A release's answer: the MiB it gave back, or that it held none. */
+function releaseLine(released: unknown, vramMib: unknown): string {
+  if (!released) return bringDown.released(undefined, false);
+  return typeof vramMib === 'number' ? bringDown.released(vramMib, false) : `released ${txt(vramMib)} MiB`;
+}
+
+/** Activities whose result says enough as JSON. */
+const asJson = (): undefined => undefined;
+
+const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
+  resolveServe: (r) => {
+    const s = fields(r?.serve);
+    if (!s) return undefined;
+    const tier = s.routerTier ? `, router tier ${txt(s.routerTier)}` : '';
+    return `${txt(s.name)}: ${txt(s.class)}, ${txt(s.vramMib)} MiB on '${txt(r?.gpu?.role)}' (${txt(r?.gpu?.uuid)})${tier}`;
+  },
+  ledgerSnapshot: (r) => withLedger('', r),
+  ledgerSetPhase: (r, i) => withLedger(`${txt(i?.args?.serve)} → ${txt(i?.args?.phase)}; `, r),
+  ledgerVictimReleased: (r, i) => withLedger(`${txt(i?.args?.victim)}'s MiB handed to ${txt(i?.args?.acquirer)}; `, r),
+  ledgerAbortEviction: (r, i) => {
+    const stayed = strs(i?.args?.stopped);
+    return withLedger(`eviction for ${txt(i?.args?.acquirer)} abandoned${stayed?.length ? ` (stayed evicted: ${stayed.join(', ')})` : ''}; `, r);
+  },
+  ledgerAdmit: (r) => (r ? `${decisionLine(r.decision)}${r.wasEvicted ? ' (restoring an evicted serve)' : ''}` : undefined),
+  ledgerAcquire: (r) => (r ? decisionLine(r.decision) : undefined),
+  ledgerRelease: (r) => (r ? releaseLine(r.released, r.vramMib) : undefined),
+  ledgerBeginStop: asJson,
+  reconcileLedger: asJson,
+  endOperation: asJson,
+  preflightEviction: (r) => {
+    if (!r) return undefined;
+    const tiers = Array.isArray(r.tiers) ? r.tiers.map((t) => `, tier ${txt(fields(t)?.tier)} can readmit ${txt(fields(t)?.serve)}`).join('') : '';
+    return `image ${txt(r.image)} present, ${r.gpu ? `nvidia-smi ${gpuLine(r.gpu)}` : 'no victim running (no VRAM to confirm)'}${tiers}`;
+  },
+  quiesceTier: (r) => {
+    if (!r) return undefined;
+    if (r.state === 'quiesced' && typeof r.tier === 'string' && typeof r.inFlight === 'number') return eviction.quiesced(r.tier, r.inFlight);
+    return `tier ${txt(r.tier)} ${txt(r.state)} with ${txt(r.inFlight)} in flight`;
+  },
+  quiesceIfRouted: asJson,
+  drainServe: (r) => {
+    if (!r) return undefined;
+    const router = `router in flight ${txt(r.routerInFlightAtStart)} → ${txt(r.routerInFlightAtEnd)}`;
+    const vllm = `vLLM running ${txt(r.vllmRunningAtStart)} → ${txt(r.vllmRunningAtEnd)}`;
+    return `${r.drained ? 'drained' : 'NOT drained'} after ${txt(r.waitedMs)} ms: ${router}, ${vllm}`;
+  },
+  inspectServe: (r) => (r ? `container ${txt(r.name)} ${txt(r.status)}` : 'no container'),
+  readGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
+  measureGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
+  stopServeContainer: (r) => (r ? eviction.stopped({ containerName: txt(r.containerName), stop: txt(r.stop), remove: txt(r.remove) }) : undefined),
+  confirmVramReleased: (r) => {
+    if (!r) return undefined;
+    const used = `used ${txt(r.usedBeforeMib)} → ${txt(r.usedAfterMib)} MiB, expected ${txt(r.expectedMib)}`;
+    return `nvidia-smi: ${txt(r.releasedMib)} MiB back on ${txt(r.gpuUuid)} (${used}) after ${txt(r.waitedMs)} ms`;
+  },
+  startServeContainer: (r, i) => {
+    if (!r) return undefined;
+    const gpuUuid = i?.gpu?.uuid;
+    // The bring-up's own step names the GPU it pinned; a history without it says only that it did.
+    const c = { containerName: txt(r.containerName), created: Boolean(r.created), gpuPinned: Boolean(r.gpuPinned) };
+    if (typeof gpuUuid === 'string') return start.started(c, gpuUuid);
+    return `container ${txt(r.containerName)} ${r.created ? 'created' : 'already running'}${r.gpuPinned ? ', GPU pinned' : ''}`;
+  },
+  waitHealthy: (r, i) => {
+    if (!r) return undefined;
+    const api = i?.serve?.api;
+    // A serve with no HTTP was never asked for a 200: it is said to have stayed running, as its step says.
+    const how = api === 'none' ? start.healthy(api, { url: txt(r.url), probes: num(r.probes) ?? 0 }) : `200 from ${txt(r.url)} after ${txt(r.probes)} probes`;
+    return `${how} (${txt(r.waitedMs)} ms)`;
+  },
+  verifyIdentity: (r) => {
+    if (!r) return undefined;
+    return `/v1/models at ${txt(r.url)}: observed ${(strs(r.observed) ?? []).map((m) => `'${m}'`).join(', ')}, expected '${txt(r.expected)}'`;
+  },
+  readmitIfQuiesced: (r, i) => {
+    if (!r) return undefined;
+    const known = r.action === 'readmitted' || r.action === 'already-active' || r.action === 'no-router';
+    return known ? start.readmit(txt(i?.tier), { action: r.action ?? '', observedModel: str(r.observedModel) }) : txt(r.action);
+  },
+  promoteDescribe: (r) => {
+    const c = fields(r?.container);
+    if (!c) return undefined;
+    const live = `live mapping_version '${txt(fields(r?.live)?.mappingVersion)}'`;
+    return `container ${txt(c.name)} runs ${txt(c.image)} (restart count ${txt(c.restartCount)}); ${live}${r?.imageChanged ? '; target image differs' : ''}`;
+  },
+  promoteCandidate: (r) => {
+    if (!r) return undefined;
+    return `candidate ${txt(r.bytes)} bytes, sha256 ${txt(r.sha256).slice(0, 12)}…, mapping_version '${txt(r.mappingVersion)}'`;
+  },
+  promoteValidate: (r) => (r ? `${r.passed ? 'passed' : 'FAILED'}: exit ${txt(r.exitCode)} in ${txt(r.durationMs)} ms` : undefined),
+  promoteBackup: (r) => {
+    if (!r) return undefined;
+    return r.path ? `backup ${txt(r.path)}${r.created ? '' : ' (already made by this run)'}` : 'no live config: nothing to back up';
+  },
+  promoteWrite: (r) => (r ? txt(r.outcome) : undefined),
+  promoteRestore: (r) => (r ? txt(r.outcome) : undefined),
+  promoteRecreate: (r) => (r ? `recreated from ${txt(r.image)} (id ${txt(r.id).slice(0, 12)})` : undefined),
+  promoteReload: (r) => (r ? `reloaded: mapping_version '${txt(r.mappingVersion)}'` : undefined),
+  promoteVerify: (r) => {
+    if (!r) return undefined;
+    const how = `(${txt(r.polls)} polls, ${txt(r.waitedMs)} ms)`;
+    return `mapping_version '${txt(r.mappingVersion)}' ${txt(r.streak)}× in a row, restart count ${txt(r.restartCount)} ${how}`;
+  },
+  promoteInspect: (r) => (r ? `container ${txt(r.name)} ${txt(r.status)}, restart count ${txt(r.restartCount)}` : 'no container'),
+};
+
+/** An activity this code declares: a history may name one it no longer has. */
+export function isActivityName(type: string): type is ActivityName {
+  return Object.hasOwn(SUMMARIES, type);
+}
+
+/** One line per activity, as an operator reads it; anything unknown is compact JSON. */
+export function summarizeActivity(type: string, input: unknown, result: unknown): string {
+  // The one place decoded values meet the table: each entry reads its fields as possibly missing.
+  const summary = isActivityName(type) ? (SUMMARIES[type] as (result: Obj | undefined, input: Obj | undefined) => string | undefined) : undefined;
+  return summary?.(obj(result), obj(input)) ?? compact(result);
+}
+
+/** A ledger update's line from its request and result, keyed by the updates' own names. */
+const UPDATE_SUMMARIES: Record<string, ((request: Obj | undefined, result: Obj | undefined, tail: string) => string) | undefined> = {
+  [admitUpdate.name]: (_req, res, tail) => `${decisionLine(res?.['decision'])}${tail}`,
+  [acquireUpdate.name]: (_req, res, tail) => `${decisionLine(res?.['decision'])}${tail}`,
+  [setPhaseUpdate.name]: (request, _res, tail) => {
+    const req = request as Loose<LedgerPhaseArgs> | undefined;
+    return `${txt(req?.serve)} → ${txt(req?.phase)}${tail}`;
+  },
+  [releaseUpdate.name]: (request, res, tail) => {
+    const req = request as Loose<LedgerReleaseArgs> | undefined;
+    return `${txt(req?.serve)}: ${releaseLine(res?.['released'], res?.['vramMib'])}${tail}`;
+  },
+  [victimReleasedUpdate.name]: (request, _res, tail) => {
+    const req = request as Loose<LedgerVictimArgs> | undefined;
+    return `${txt(req?.victim)}'s MiB handed to ${txt(req?.acquirer)}${tail}`;
+  },
+  [abortEvictionUpdate.name]: (request, _res, tail) => `eviction for ${txt((request as Loose<LedgerAbortArgs> | undefined)?.acquirer)} abandoned${tail}`,
+};
+
+export function updateSummary(name: string, request: unknown, result: unknown, failure: FailureEvidence | undefined): string {
+  if (failure) return `rejected: ${failure.message}`;
+  const l = ledgerIn(result);
+  const tail = l ? `; ${ledgerTotalsLine(l)}` : '';
+  const summary = Object.hasOwn(UPDATE_SUMMARIES, name) ? UPDATE_SUMMARIES[name] : undefined;
+  return summary ? summary(obj(request), obj(result), tail) : compact(result);
+}

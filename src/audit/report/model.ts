@@ -1,0 +1,145 @@
+// The report's model: what one operation's history proves, as data. The JSON output is this,
+// as it is; the text and markdown outputs lay it out (sections.ts).
+import type { Activities } from '../../activities';
+
+/** The activities this code declares, with the input and result each declares. */
+export type ActivityName = keyof Activities;
+export type ActivityInput<K extends ActivityName> = Parameters<Activities[K]>[0];
+export type ActivityResult<K extends ActivityName> = Awaited<ReturnType<Activities[K]>>;
+
+export type DrainResult = ActivityResult<'drainServe'>;
+export type VramReleaseResult = ActivityResult<'confirmVramReleased'>;
+
+export interface StepEvidence {
+  step: string;
+  at?: string;
+  outcome: string;
+}
+
+export interface FailureEvidence {
+  type?: string;
+  message: string;
+  details: unknown[];
+  cause?: FailureEvidence;
+}
+
+export interface ActivityEvidence {
+  /** The ActivityTaskScheduled event's id. */
+  eventId: number;
+  activityId: string;
+  type: string;
+  scheduledAt?: string;
+  closedAt?: string;
+  attempts: number;
+  status: 'completed' | 'failed' | 'timed-out' | 'canceled' | 'pending';
+  input: unknown;
+  result?: unknown;
+  failure?: FailureEvidence;
+  /** One line, as an operator reads it. */
+  summary: string;
+}
+
+export interface UpdateEvidence {
+  eventId: number;
+  updateId: string;
+  name: string;
+  acceptedAt?: string;
+  completedAt?: string;
+  request: unknown;
+  result?: unknown;
+  failure?: FailureEvidence;
+  summary: string;
+}
+
+export interface ChildEvidence {
+  workflowId: string;
+  workflowType: string;
+  initiatedAt?: string;
+  closedAt?: string;
+  status: 'completed' | 'failed' | 'running' | 'canceled' | 'terminated' | 'timed-out' | 'not started';
+  input: unknown;
+  result?: unknown;
+  failure?: FailureEvidence;
+  summary: string;
+}
+
+export interface VictimEvidence {
+  serve: string;
+  vramMib?: number;
+  tier?: string;
+  inFlightAtQuiesce?: number;
+  drain?: DrainResult;
+  /** Requests still in flight at the router when the stop was issued (absent: never stopped). */
+  inFlightAtStop?: number;
+  stopped: boolean;
+  stop?: string;
+  stopIssuedAt?: string;
+  vram?: VramReleaseResult;
+}
+
+export interface IdentityEvidence {
+  serve?: string;
+  tier?: string;
+  /** `GET /v1/models` by the workflow, or the router's guarded readmit. */
+  by: 'v1/models' | 'router readmit';
+  expected?: string;
+  observed: string[];
+  ok: boolean;
+  at?: string;
+}
+
+export interface PromotionEvidence {
+  router?: string;
+  image?: string;
+  previousImage?: string;
+  imageChanged?: boolean;
+  mappingVersion?: string | null;
+  previousMappingVersion?: string | null;
+  profile?: string;
+  candidateSha256?: string;
+  validation?: { passed: boolean; exitCode: number | null; durationMs: number; output: string; timedOut: boolean };
+  backupPath?: string | null;
+  write?: string;
+  reload?: string;
+  verify?: Record<string, unknown>;
+  /** What the failed verification saw (restart counts of a crash loop, a healthz mismatch). */
+  observed?: unknown;
+  rollback?: Record<string, unknown>;
+  outcome: string;
+}
+
+export type WorkflowStatus = 'completed' | 'failed' | 'running' | 'canceled' | 'terminated' | 'timed-out' | 'continued-as-new';
+
+export interface AuditReport {
+  workflow: {
+    workflowId: string;
+    runId?: string;
+    type: string;
+    taskQueue?: string;
+    startedAt?: string;
+    closedAt?: string;
+    status: WorkflowStatus;
+    events: number;
+    parent?: string;
+  };
+  /** The operator's verb, as the CLI spells it. */
+  operation: string;
+  serve?: string;
+  input: unknown;
+  outcome: { message: string; failureType?: string; failedStep?: string; cause?: { type?: string; message: string } };
+  steps: StepEvidence[];
+  ledger: { gpuRole?: string; before?: string[]; after?: string[] };
+  eviction?: { reason?: string; shortfallMib?: number; victims: VictimEvidence[] };
+  identity: IdentityEvidence[];
+  nvidiaSmi: {
+    readings: { at?: string; activity: string; uuid: string; usedMib: number; freeMib: number; totalMib: number }[];
+    releases: (VramReleaseResult & { victim?: string })[];
+    measuredDelta?: { serve?: string; deltaMib: number; declaredMib?: number };
+  };
+  promotion?: PromotionEvidence;
+  restored: { serve: string; workflowId: string; ok: boolean; message: string; observedModels?: string[] }[];
+  children: ChildEvidence[];
+  updates: UpdateEvidence[];
+  activities: ActivityEvidence[];
+  patches: string[];
+}
