@@ -12,8 +12,10 @@ source scripts/lib.sh
 
 export_test_env
 
-log "lint: eslint src test"
-npx --no-install eslint src test
+log "lint: eslint, prettier --check, dependency-cruiser (layers, no import cycles)"
+npx --no-install eslint src test bench
+npx --no-install prettier --check --log-level warn "src/**/*.ts" "test/**/*.ts" "bench/**/*.ts"
+npx --no-install depcruise src --config .dependency-cruiser.cjs --output-type err
 
 # Explicit file list rather than `node --test dist/test/`: given a directory, Node 20 also runs
 # every other .js file under a directory named test (helpers, fixtures) as a test file.

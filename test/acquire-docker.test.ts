@@ -21,7 +21,7 @@ import type { RunningRouter } from '../src/router/server';
 import { FAKE_NVIDIA_SMI, routerConfigFor } from '../src/sim/box';
 import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
 import { createGpuresWorker, fileManifest } from '../src/worker/worker';
-import type { AcquireResult } from '../src/workflows/acquire';
+import type { AcquireResult } from '../src/shared/operations';
 import { docker, nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestServe } from './support/box';
 import { testTemporal, workflowBundle } from './support/temporal';

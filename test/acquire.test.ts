@@ -6,7 +6,7 @@ import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { buildApi } from '../src/client/api';
-import type { AcquireResult } from '../src/workflows/acquire';
+import type { AcquireResult } from '../src/shared/operations';
 import type { TestServe } from './support/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';

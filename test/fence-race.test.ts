@@ -12,7 +12,7 @@ import { totals } from '../src/domain/ledger';
 import type { GpuSpec } from '../src/domain/types';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { progressQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
-import type { BringDownResult } from '../src/workflows/bring-down';
+import type { BringDownResult } from '../src/shared/operations';
 import { docker } from './support/box';
 import type { TestServe } from './support/box';
 import { gpures, show } from './support/cli';

@@ -7,9 +7,7 @@ import { progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { followOperation, startOperation } from './start-operation';
 import type { Settled } from './start-operation';
-import type { BringDownResult } from '../workflows/bring-down';
-import type { BringUpResult } from '../workflows/bring-up';
-import type { AcquireInput, AcquireResult } from '../workflows/acquire';
+import type { AcquireInput, AcquireResult, BringDownResult, BringUpResult } from '../shared/operations';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 
 export type OperationOutcome<R> = { serve: string; workflowId: string; runId: string } & Settled<R>;

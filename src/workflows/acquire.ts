@@ -2,7 +2,7 @@
 // the ledger picks victims and holds their MiB for this acquirer, then for each victim:
 // quiesce its tier → drain → stop → confirm the VRAM came back → hand the MiB over → start.
 import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
-import type { DrainResult, ResolvedServe, VramReleaseResult } from '../shared/contracts';
+import type { ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger } from '../domain/ledger';
 import type { Victim } from '../domain/eviction';
 import { holderOf } from '../domain/fence';
@@ -15,47 +15,7 @@ import { failAndCompensate, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, stopServe } from './steps';
 import { StepLog } from './step-log';
-import type { StepRecord } from './step-log';
-
-export interface AcquireInput {
-  serve: string;
-  /** Evict evictable serves on the same GPU when the serve does not fit. */
-  evict?: boolean;
-  /** Stop victims even when their drain times out. */
-  force?: boolean;
-  /** Per victim; default 120 s. */
-  drainTimeoutS?: number;
-  /** How long nvidia-smi may take to show a victim's VRAM back; default 30 s. */
-  releaseTimeoutS?: number;
-}
-
-export interface VictimRecord {
-  serve: string;
-  vramMib: number;
-  tier?: string;
-  inFlightAtQuiesce?: number;
-  drain?: DrainResult;
-  inFlightAtStop: number;
-  wasRunning: boolean;
-  stopIssuedAtEpochMs?: number;
-  vram?: VramReleaseResult;
-}
-
-export interface AcquireResult {
-  serve: string;
-  outcome: 'started' | 'already-running';
-  message: string;
-  gpuRole: string;
-  vramMib: number;
-  evictionReason?: string;
-  victims: VictimRecord[];
-  containerId?: string;
-  observedModels?: string[];
-  measuredDeltaMib?: number;
-  ledgerBefore: string[];
-  ledgerAfter: string[];
-  steps: StepRecord[];
-}
+import type { AcquireInput, AcquireResult, VictimRecord } from '../shared/operations';
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
   checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'] });

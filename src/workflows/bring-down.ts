@@ -13,39 +13,11 @@ import { bringDown, eviction } from '../shared/wording';
 import { PATCHES } from './patches';
 import { act, router, waiting } from './proxies';
 import { restoreEvicted, restoreNote } from './restore';
-import type { RestoreRecord } from './restore';
 import { rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, stopServe } from './steps';
 import { StepLog } from './step-log';
-import type { StepRecord } from './step-log';
-
-export type { RestoreRecord } from './restore';
-
-export interface BringDownInput {
-  serve: string;
-  /** Then bring back the serves evicted for this one (each a bring-up: health, identity, guarded readmit). */
-  restore?: boolean;
-  /** How long requests in flight to its tier may take before the stop; default 120 s. */
-  drainTimeoutS?: number;
-}
-
-export interface BringDownResult {
-  serve: string;
-  /** cancelled: an operation was bringing the serve up; it was cancelled and gave back what it took. */
-  outcome: 'stopped' | 'already-stopped' | 'cancelled';
-  /** Operations that held the serve and were ended first. */
-  ended?: OperationEnd[];
-  message: string;
-  gpuRole: string;
-  releasedMib: number;
-  /** The drain before the stop, for a serve behind the router. */
-  drain?: DrainResult;
-  restored: RestoreRecord[];
-  ledgerBefore: string[];
-  ledgerAfter: string[];
-  steps: StepRecord[];
-}
+import type { BringDownInput, BringDownResult, RestoreRecord } from '../shared/operations';
 
 /** How the operation holding the serve may take to end once cancelled: its compensations stop a container and readmit a tier. */
 export const OPERATION_END_TIMEOUT_S = 300;

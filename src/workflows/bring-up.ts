@@ -16,27 +16,7 @@ import { failAndCompensate, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { stopServe } from './steps';
 import { StepLog } from './step-log';
-import type { StepRecord } from './step-log';
-
-export interface BringUpInput {
-  serve: string;
-}
-
-export interface BringUpResult {
-  serve: string;
-  /** restored: the serve had been evicted and came back through the guarded readmit. */
-  outcome: 'started' | 'restored' | 'already-running';
-  message: string;
-  gpuRole: string;
-  vramMib: number;
-  containerId?: string;
-  observedModels?: string[];
-  measuredDeltaMib?: number;
-  readmittedTier?: string;
-  ledgerBefore: string[];
-  ledgerAfter: string[];
-  steps: StepRecord[];
-}
+import type { BringUpInput, BringUpResult } from '../shared/operations';
 
 export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResult> {
   checkInput(input, {});

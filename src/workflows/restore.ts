@@ -10,14 +10,7 @@ import { bringUpWorkflow } from './bring-up';
 import { act } from './proxies';
 import { rootCause } from './saga';
 import type { StepLog } from './step-log';
-
-export interface RestoreRecord {
-  serve: string;
-  workflowId: string;
-  ok: boolean;
-  message: string;
-  observedModels?: string[];
-}
+import type { RestoreRecord } from '../shared/operations';
 
 /** The serves the ledger holds as evicted for this acquirer, brought back; the ledger as it is after, if any came. */
 export async function restoreEvicted(
