@@ -150,9 +150,11 @@ async function main(): Promise<void> {
   if (!Number.isInteger(pollMs) || pollMs < 1) throw new Error(`--poll-ms must be a positive integer (got ${values['poll-ms']})`);
 
   const node = uniqueNode('bench');
-  const text = renderManifest(node, [{ role: 'bench-gpu', capacity_mib: 32607, reserve_mib: 4608 }], [
-    { name: SERVE, vram_mib: 1024, env: { FAKE_START_DELAY_S: '0' }, start_timeout_s: 30 },
-  ]);
+  const text = renderManifest(
+    node,
+    [{ role: 'bench-gpu', capacity_mib: 32607, reserve_mib: 4608 }],
+    [{ name: SERVE, vram_mib: 1024, env: { FAKE_START_DELAY_S: '0' }, start_timeout_s: 30 }],
+  );
   const parsed = parseManifest(text, 'bench-serves.toml');
   if (!parsed.ok) throw new Error(parsed.errors.map((e) => `${e.path}: ${e.message}`).join('\n'));
   const serve = parsed.manifest.serves[0];

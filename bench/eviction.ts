@@ -174,8 +174,10 @@ async function main(): Promise<void> {
     const done = await Promise.all(slow);
     if (!o.ok) throw new Error(`acquire comfyui-sim: ${o.message} [${o.failureType}]`);
     const v = o.result.victims[0];
-    if (o.result.outcome !== 'started' || o.result.victims.length !== 1 || v?.serve !== 'vision') throw new Error(`acquire comfyui-sim: unexpected result ${o.result.message}`);
-    if (v.stopIssuedAtEpochMs === undefined || v.drain?.drainedAtEpochMs === undefined) throw new Error('acquire comfyui-sim: the victim record has no drain or stop time');
+    if (o.result.outcome !== 'started' || o.result.victims.length !== 1 || v?.serve !== 'vision')
+      throw new Error(`acquire comfyui-sim: unexpected result ${o.result.message}`);
+    if (v.stopIssuedAtEpochMs === undefined || v.drain?.drainedAtEpochMs === undefined)
+      throw new Error('acquire comfyui-sim: the victim record has no drain or stop time');
 
     const acts = await activityDurations(client, o.workflowId);
     const sum = (pred: (type: string) => boolean) => acts.filter((a) => pred(a.type)).reduce((s, a) => s + a.ms, 0);
@@ -221,12 +223,28 @@ async function main(): Promise<void> {
   const out = (line: string) => process.stdout.write(`${line}\n`);
   out(`eviction: serves up comfyui-sim --evict (8192 MiB) over fast (14336) + vision (12288, evictable) on a simulated box`);
   out(`${inFlight} requests of ${delayMs} ms (sim_delay_ms) in flight to vision through the reference router when the acquisition starts;`);
-  out(`worker poll interval ${pollMs} ms (drain polls at most every 100 ms); ${runs} runs after 1 warm-up (not counted); reset by serves down comfyui-sim --restore`);
+  out(
+    `worker poll interval ${pollMs} ms (drain polls at most every 100 ms); ${runs} runs after 1 warm-up (not counted); reset by serves down comfyui-sim --restore`,
+  );
   out('drain→stop = victim.stopIssuedAtEpochMs − drain.drainedAtEpochMs; last resp→stop = stop issued − client-observed end of the last slow response;');
   out('container ops = stopServeContainer + startServeContainer + waitHealthy, drain = drainServe (ActivityTaskScheduled → ActivityTaskCompleted in history);');
-  out('orchestration = wall − container ops − drain; of it, other activities = the remaining activities\' own durations (ledger, router, nvidia-smi, inspect, identity).');
+  out(
+    "orchestration = wall − container ops − drain; of it, other activities = the remaining activities' own durations (ledger, router, nvidia-smi, inspect, identity).",
+  );
   out('');
-  const header = ['run', 'statuses', 'in flight', 'drain→stop ms', 'last resp→stop ms', 'wall ms', 'container ops ms', 'drain ms', 'orchestration ms', 'other acts ms', 'nvidia-smi ms'];
+  const header = [
+    'run',
+    'statuses',
+    'in flight',
+    'drain→stop ms',
+    'last resp→stop ms',
+    'wall ms',
+    'container ops ms',
+    'drain ms',
+    'orchestration ms',
+    'other acts ms',
+    'nvidia-smi ms',
+  ];
   const rows = samples.map((s, i) => [
     String(i + 1),
     s.statuses.join(','),

@@ -80,7 +80,14 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
         }
       }),
     );
-    return { callers, decisions: latenciesMs.length, failed, wallMs: performance.now() - started, latenciesMs: latenciesMs.sort((a, b) => a - b), firstFailure };
+    return {
+      callers,
+      decisions: latenciesMs.length,
+      failed,
+      wallMs: performance.now() - started,
+      latenciesMs: latenciesMs.sort((a, b) => a - b),
+      firstFailure,
+    };
   } finally {
     await worker.stop();
   }
@@ -96,12 +103,16 @@ async function main(): Promise<void> {
   });
   const counts = values.callers.split(',').map((x) => Number(x.trim()));
   const decisions = Number(values.decisions);
-  if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > 1000)) throw new Error(`--callers: integers from 1 to 1000, comma-separated (got ${values.callers})`);
-  if (!Number.isInteger(decisions) || decisions < 2 || decisions > 100_000) throw new Error(`--decisions: an integer from 2 to 100000 (got ${values.decisions})`);
+  if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > 1000))
+    throw new Error(`--callers: integers from 1 to 1000, comma-separated (got ${values.callers})`);
+  if (!Number.isInteger(decisions) || decisions < 2 || decisions > 100_000)
+    throw new Error(`--decisions: an integer from 2 to 100000 (got ${values.decisions})`);
 
   const temporal = await testTemporal();
   try {
-    console.log(`ledger under concurrent callers, ${values.raw ? 'straight to the workflow (no caller-side bound)' : 'through one LedgerClient (default bound)'}; ~${decisions} decisions a round; dev server at the default history.maxInFlightUpdates`);
+    console.log(
+      `ledger under concurrent callers, ${values.raw ? 'straight to the workflow (no caller-side bound)' : 'through one LedgerClient (default bound)'}; ~${decisions} decisions a round; dev server at the default history.maxInFlightUpdates`,
+    );
     console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms');
     for (const n of counts) {
       const r = await round(temporal, n, decisions, values.raw);

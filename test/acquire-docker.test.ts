@@ -129,10 +129,13 @@ describe('on-demand acquisition with eviction on Docker', () => {
       assert.ok(o.ok, !o.ok ? o.message : '');
     }
     assert.equal(totals(await ledger()).committedMib, 26624);
-    assert.deepEqual((await containers()).sort((a, b) => a.serve.localeCompare(b.serve)), [
-      { serve: 'fast', running: true },
-      { serve: 'vision', running: true },
-    ]);
+    assert.deepEqual(
+      (await containers()).sort((a, b) => a.serve.localeCompare(b.serve)),
+      [
+        { serve: 'fast', running: true },
+        { serve: 'vision', running: true },
+      ],
+    );
     // Answered by the vision container itself: the fake vLLM's CGI names the model it serves.
     const beforeEviction = await routed('vision');
     assert.equal(beforeEviction.status, 200, beforeEviction.body);
@@ -143,7 +146,10 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.ok(o.ok, !o.ok ? o.message : '');
     const r: AcquireResult = o.result;
     assert.equal(r.outcome, 'started');
-    assert.deepEqual(r.victims.map((v) => v.serve), ['vision']);
+    assert.deepEqual(
+      r.victims.map((v) => v.serve),
+      ['vision'],
+    );
     assert.match(r.evictionReason ?? '', /short by 6817 MiB; vision \(12288 MiB\) is the smallest set/);
 
     const acts = await activitiesInOrder(client(), o.workflowId);
@@ -176,10 +182,13 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.match(afterEviction.body, /vision-local/);
     assert.equal((await routed('fast')).status, 200);
 
-    assert.deepEqual((await containers()).sort((a, b) => a.serve.localeCompare(b.serve)), [
-      { serve: 'comfyui-sim', running: true },
-      { serve: 'fast', running: true },
-    ]);
+    assert.deepEqual(
+      (await containers()).sort((a, b) => a.serve.localeCompare(b.serve)),
+      [
+        { serve: 'comfyui-sim', running: true },
+        { serve: 'fast', running: true },
+      ],
+    );
 
     for (const s of ['comfyui-sim', 'vision', 'fast']) {
       const down = await serveDown(client(), node, s);
@@ -202,13 +211,20 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.equal(late.status, 503, late.body);
     // docker stop takes the whole container down: a request still being answered would be cut.
     const done = await Promise.all(slow);
-    assert.deepEqual(done.map((d) => d.status), [200, 200, 200], done.map((d) => d.body).join('\n'));
+    assert.deepEqual(
+      done.map((d) => d.status),
+      [200, 200, 200],
+      done.map((d) => d.body).join('\n'),
+    );
     const o = await acquisition;
     assert.ok(o.ok, !o.ok ? o.message : '');
     const v = o.result.victims[0];
     assert.equal(v?.inFlightAtQuiesce, 3);
     // Both counts: the router's, and the serve's own (vllm:num_requests_running from the container).
-    assert.deepEqual([v?.drain?.routerInFlightAtStart, v?.drain?.vllmRunningAtStart, v?.drain?.routerInFlightAtEnd, v?.drain?.vllmRunningAtEnd, v?.drain?.drained], [3, 3, 0, 0, true]);
+    assert.deepEqual(
+      [v?.drain?.routerInFlightAtStart, v?.drain?.vllmRunningAtStart, v?.drain?.routerInFlightAtEnd, v?.drain?.vllmRunningAtEnd, v?.drain?.drained],
+      [3, 3, 0, 0, true],
+    );
     assert.equal(v?.inFlightAtStop, 0);
     assert.ok((v?.drain?.waitedMs ?? 0) >= 1000, `drained after ${v?.drain?.waitedMs} ms: it must have waited for the requests`);
     for (const s of ['comfyui-sim', 'vision', 'fast']) assert.ok((await serveDown(client(), node, s)).ok);
@@ -227,14 +243,18 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.match(o.message, /failed at preflight: image 'gpures\/not-built:none' is not on this Docker host; pull or load it first/);
     const acts = await activitiesInOrder(client(), o.workflowId);
     assert.ok(acts.includes('preflightEviction'), acts.join(','));
-    for (const touched of ['quiesceTier', 'drainServe', 'stopServeContainer', 'startServeContainer']) assert.ok(!acts.includes(touched), `${touched} ran: ${acts.join(',')}`);
+    for (const touched of ['quiesceTier', 'drainServe', 'stopServeContainer', 'startServeContainer'])
+      assert.ok(!acts.includes(touched), `${touched} ran: ${acts.join(',')}`);
     assert.deepEqual(formatLedger(await ledger()), before);
     assert.equal((await routerAdmin.tierState('vision-local')).state, 'active');
     assert.equal((await routed('vision')).status, 200, 'vision still answered by its container');
-    assert.deepEqual((await containers()).sort((a, b) => a.serve.localeCompare(b.serve)), [
-      { serve: 'fast', running: true },
-      { serve: 'vision', running: true },
-    ]);
+    assert.deepEqual(
+      (await containers()).sort((a, b) => a.serve.localeCompare(b.serve)),
+      [
+        { serve: 'fast', running: true },
+        { serve: 'vision', running: true },
+      ],
+    );
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(client(), node, s)).ok);
     assert.equal(totals(await ledger()).committedMib, 0);
   });

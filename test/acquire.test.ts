@@ -66,7 +66,10 @@ describe('on-demand acquisition with eviction', () => {
     const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
     assert.ok(o.ok, !o.ok ? o.message : '');
     const r: AcquireResult = o.result;
-    assert.deepEqual(r.victims.map((v) => v.serve), ['vision']);
+    assert.deepEqual(
+      r.victims.map((v) => v.serve),
+      ['vision'],
+    );
     assert.match(r.evictionReason ?? '', /short by 6817 MiB; vision \(12288 MiB\) is the smallest set/);
     const acts = await activitiesInOrder(client(), o.workflowId);
     const at = (name: string) => acts.indexOf(name);
@@ -100,7 +103,10 @@ describe('on-demand acquisition with eviction', () => {
     const late = await t.routed('vision');
     assert.equal(late.status, 503);
     const done = await Promise.all(slow);
-    assert.deepEqual(done.map((d) => d.status), [200, 200, 200, 200, 200]);
+    assert.deepEqual(
+      done.map((d) => d.status),
+      [200, 200, 200, 200, 200],
+    );
     const o = await acquisition;
     assert.ok(o.ok, !o.ok ? o.message : '');
     const v = o.result.victims[0];
@@ -108,7 +114,7 @@ describe('on-demand acquisition with eviction', () => {
     assert.equal(v.inFlightAtQuiesce, 5);
     assert.equal(v.inFlightAtStop, 0);
     const answeredAt = done.map((d) => (d.body as { sim_answered_at_ms: number }).sim_answered_at_ms);
-    assert.ok((v.stopIssuedAtEpochMs ?? 0) >= Math.max(...answeredAt), 'stop issued before the serve\'s last answer');
+    assert.ok((v.stopIssuedAtEpochMs ?? 0) >= Math.max(...answeredAt), "stop issued before the serve's last answer");
     await restoreBox();
   });
 
@@ -146,7 +152,7 @@ describe('on-demand acquisition with eviction', () => {
     await restoreBox();
   });
 
-  test('a request sent to vision directly, past the router, is drained too (vLLM\'s num_requests_running)', async () => {
+  test("a request sent to vision directly, past the router, is drained too (vLLM's num_requests_running)", async () => {
     await seedStep2();
     const vision = t.manifest.serves.find((x) => x.name === 'vision');
     assert.ok(vision);
@@ -154,7 +160,11 @@ describe('on-demand acquisition with eviction', () => {
       method: 'POST',
       body: JSON.stringify({ model: 'qwen3-vl-4b-instruct', messages: [{ role: 'user', content: 'direct' }], sim_delay_ms: 5000 }),
     });
-    await waitUntil('vision running 1 request', async () => /vllm:num_requests_running\S* 1\b/.test(await (await fetch(`${serveBaseUrl(vision)}/metrics`)).text()), 5000);
+    await waitUntil(
+      'vision running 1 request',
+      async () => /vllm:num_requests_running\S* 1\b/.test(await (await fetch(`${serveBaseUrl(vision)}/metrics`)).text()),
+      5000,
+    );
     const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
     assert.ok(o.ok, !o.ok ? o.message : '');
     const drain = o.result.victims[0]?.drain;
@@ -196,7 +206,10 @@ describe('on-demand acquisition with eviction', () => {
       const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
       assert.ok(!o.ok);
       assert.equal(o.failureType, 'TierNotReadmittable');
-      assert.match(o.message, /failed at preflight: tier 'vision-local' of vision has no model_identity at the router: evicted, vision could never be readmitted/);
+      assert.match(
+        o.message,
+        /failed at preflight: tier 'vision-local' of vision has no model_identity at the router: evicted, vision could never be readmitted/,
+      );
       assert.match(o.message, /compensated: abort eviction/);
       assert.equal((await t.box.routerAdmin.tierState('vision-local')).state, 'active');
       assert.deepEqual(formatLedger(await ledger()), before);
@@ -215,7 +228,10 @@ describe('on-demand acquisition with eviction', () => {
     const o = await serveAcquire(client(), t.node, { serve: 'render', evict: true });
     assert.ok(o.ok, !o.ok ? o.message : '');
     assert.deepEqual(o.result.victims.map((v) => v.serve).sort(), ['batch-a', 'batch-b']);
-    assert.ok(o.result.victims.every((v) => v.drain?.drained && v.vram?.releasedMib === 6000), JSON.stringify(o.result.victims));
+    assert.ok(
+      o.result.victims.every((v) => v.drain?.drained && v.vram?.releasedMib === 6000),
+      JSON.stringify(o.result.victims),
+    );
     const steps = o.result.steps.map((x) => x.step);
     for (const v of ['batch-a', 'batch-b']) {
       const at = (what: string) => steps.indexOf(`${what} ${v}`);
@@ -234,7 +250,10 @@ describe('on-demand acquisition with eviction', () => {
 
     const down = await serveDown(client(), t.node, 'render', { restore: true });
     assert.ok(down.ok, !down.ok ? down.message : '');
-    assert.deepEqual(down.result.restored.map((r) => [r.serve, r.ok]).sort(), [['batch-a', true], ['batch-b', true]]);
+    assert.deepEqual(down.result.restored.map((r) => [r.serve, r.ok]).sort(), [
+      ['batch-a', true],
+      ['batch-b', true],
+    ]);
     assert.equal(totals(await ledger('heavy')).committedMib, 17000);
     for (const s of ['batch-a', 'batch-b', 'resident-h']) assert.ok((await serveDown(client(), t.node, s)).ok);
   });
@@ -339,7 +358,10 @@ describe('on-demand acquisition with eviction', () => {
       assert.match(o.message, new RegExp(`VRAM of vision not released on GPU ${uuid}: 12288 MiB still held`));
       assert.match(o.message, /victims now down: vision/);
       const l = await ledger();
-      assert.deepEqual(l.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'vision:evicted']);
+      assert.deepEqual(
+        l.reservations.map((r) => `${r.serve}:${r.phase}`),
+        ['fast:running', 'vision:evicted'],
+      );
       assert.equal((await t.box.runtime.inspect(`gpures-${t.node}-comfyui-sim`)) ?? null, null);
     } finally {
       t.box.writeNvidiaSmiState({ fixedUsedMib: {} });

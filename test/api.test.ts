@@ -44,12 +44,42 @@ describe('acquisition API without Temporal', () => {
       [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: 'yes' } }, 400, 'bad_request', /^evict: /],
       [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drainTimeoutS: 3 } }, 400, 'bad_request', /Unrecognized key/],
       // Bounded as the CLI and the workflow bound it: refused before anything reaches Temporal.
-      [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"serve": "comfyui-sim", "evict": true, "drain_timeout_s": 1e300}' }, 400, 'bad_request', /^drain_timeout_s: must be a whole number of seconds in 1\.\.3600 \(got 1e\+300\)$/],
-      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drain_timeout_s: 0.5 } }, 400, 'bad_request', /^drain_timeout_s: must be a whole number of seconds in 1\.\.3600 \(got 0\.5\)$/],
-      [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"serve": ' }, 400, 'bad_request', /JSON/i],
-      [{ method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'serve=x' }, 415, 'bad_request', /Unsupported Media Type/i],
+      [
+        {
+          method: 'POST',
+          url: '/v1/acquisitions',
+          headers: { ...auth, 'content-type': 'application/json' },
+          payload: '{"serve": "comfyui-sim", "evict": true, "drain_timeout_s": 1e300}',
+        },
+        400,
+        'bad_request',
+        /^drain_timeout_s: must be a whole number of seconds in 1\.\.3600 \(got 1e\+300\)$/,
+      ],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drain_timeout_s: 0.5 } },
+        400,
+        'bad_request',
+        /^drain_timeout_s: must be a whole number of seconds in 1\.\.3600 \(got 0\.5\)$/,
+      ],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"serve": ' },
+        400,
+        'bad_request',
+        /JSON/i,
+      ],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'serve=x' },
+        415,
+        'bad_request',
+        /Unsupported Media Type/i,
+      ],
       [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui' } }, 404, 'unknown_serve', /no serve named 'comfyui'/],
-      [{ method: 'GET', url: '/v1/acquisitions/serves-up%2Fprimary-node%2Fvision', headers: auth }, 404, 'not_found', /is not an acquisition of node 'primary-node'/],
+      [
+        { method: 'GET', url: '/v1/acquisitions/serves-up%2Fprimary-node%2Fvision', headers: auth },
+        404,
+        'not_found',
+        /is not an acquisition of node 'primary-node'/,
+      ],
       [{ method: 'GET', url: '/v1/acquisitions/acquire%2Fprimary-node', headers: auth }, 404, 'not_found', /is not an acquisition of node 'primary-node'/],
       [{ method: 'GET', url: '/v1/nothing', headers: auth }, 404, 'not_found', /no route GET \/v1\/nothing/],
     ];
@@ -65,7 +95,10 @@ describe('acquisition API without Temporal', () => {
   test(`a token shorter than ${MIN_API_TOKEN_CHARS} characters is refused, naming the minimum`, () => {
     const client2 = new Client();
     try {
-      assert.throws(() => buildApi({ client: client2, manifest: parsed.manifest, manifestFile: file, token: 'x'.repeat(MIN_API_TOKEN_CHARS - 1) }), /31 characters, too short to be secret: at least 32/);
+      assert.throws(
+        () => buildApi({ client: client2, manifest: parsed.manifest, manifestFile: file, token: 'x'.repeat(MIN_API_TOKEN_CHARS - 1) }),
+        /31 characters, too short to be secret: at least 32/,
+      );
       assert.throws(() => buildApi({ client: client2, manifest: parsed.manifest, manifestFile: file, token: '' }), /GPURES_API_TOKEN is not set/);
     } finally {
       void client2.connection.close();
@@ -89,7 +122,13 @@ function listeningOn(port: number): string[] {
       const [, local, , state] = line.trim().split(/\s+/);
       const [hex, portHex] = (local ?? '').split(':');
       if (state !== '0A' || Number.parseInt(portHex ?? '', 16) !== port || !hex) continue;
-      if (hex.length === 8) out.push((hex.match(/../g) ?? []).reverse().map((b) => Number.parseInt(b, 16)).join('.'));
+      if (hex.length === 8)
+        out.push(
+          (hex.match(/../g) ?? [])
+            .reverse()
+            .map((b) => Number.parseInt(b, 16))
+            .join('.'),
+        );
       else out.push(/^0+$/.test(hex) ? '::' : `ipv6:${hex}`);
     }
   }
@@ -106,11 +145,18 @@ describe('acquisition API against a real dev server', () => {
   before(async () => {
     temporal = await testTemporal();
     // Another node's acquisition, left running: no worker polls that node's queue.
-    await temporal.client.workflow.start('acquireWorkflow', { workflowId: otherId, taskQueue: taskQueueFor(other), args: [{ serve: 'comfyui-sim', evict: true }] });
+    await temporal.client.workflow.start('acquireWorkflow', {
+      workflowId: otherId,
+      taskQueue: taskQueueFor(other),
+      args: [{ serve: 'comfyui-sim', evict: true }],
+    });
   });
 
   after(async () => {
-    await temporal.client.workflow.getHandle(otherId).terminate('test over').catch(() => undefined);
+    await temporal.client.workflow
+      .getHandle(otherId)
+      .terminate('test over')
+      .catch(() => undefined);
     await temporal?.close();
   });
 

@@ -73,7 +73,10 @@ describe('audit report of recorded histories, no server', () => {
       ['plan', 'preflight', 'quiesce vision', 'drain vision', 'stop vision', 'release vision', 'start', 'health', 'identity', 'measure', 'running'],
     );
     assert.ok(r.ledger.after?.includes('  vision 12288 MiB (evictable, evicted)'), JSON.stringify(r.ledger.after));
-    assert.deepEqual(r.identity.map((i) => [i.serve, i.observed, i.ok]), [['comfyui-sim', ['comfyui-sim'], true]]);
+    assert.deepEqual(
+      r.identity.map((i) => [i.serve, i.observed, i.ok]),
+      [['comfyui-sim', ['comfyui-sim'], true]],
+    );
     assert.equal(r.nvidiaSmi.measuredDelta?.deltaMib, 8192);
     // The JSON output is the model itself, whole: what `audit report --json` prints.
     assert.deepEqual(r, JSON.parse(JSON.stringify(buildReport(h, 'eviction'))));
@@ -117,13 +120,21 @@ describe('audit: workflow history as evidence', () => {
     await waitUntil('3 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 3, 5000);
     const api = buildApi({ client: t.temporal.client, manifest: t.manifest, manifestFile: t.manifestPath, token: API_TOKEN });
     try {
-      const res = await api.inject({ method: 'POST', url: '/v1/acquisitions', headers: { authorization: `Bearer ${API_TOKEN}` }, payload: { serve: 'comfyui-sim', evict: true } });
+      const res = await api.inject({
+        method: 'POST',
+        url: '/v1/acquisitions',
+        headers: { authorization: `Bearer ${API_TOKEN}` },
+        payload: { serve: 'comfyui-sim', evict: true },
+      });
       assert.equal(res.statusCode, 202, res.body);
     } finally {
       await api.close();
     }
     await t.temporal.client.workflow.getHandle<typeof acquireWorkflow>(workflowIds.acquire(t.node, 'comfyui-sim')).result();
-    assert.deepEqual((await Promise.all(slow)).map((r) => r.status), [200, 200, 200]);
+    assert.deepEqual(
+      (await Promise.all(slow)).map((r) => r.status),
+      [200, 200, 200],
+    );
   });
 
   after(async () => {
@@ -149,8 +160,14 @@ describe('audit: workflow history as evidence', () => {
     assert.match(out, /quiesce: 3 in flight at quiesce/);
     assert.match(out, /drain: drained after \d+ ms \(router in flight 3 → 0/);
     assert.match(out, /stop: 0 in flight at stop/);
-    assert.match(out, /Ledger before\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26624 MiB, free 1375 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, running\)\n/);
-    assert.match(out, /Ledger after\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, evicted\)\n {4}comfyui-sim 8192 MiB \(on-demand, running\)\n/);
+    assert.match(
+      out,
+      /Ledger before\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26624 MiB, free 1375 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, running\)\n/,
+    );
+    assert.match(
+      out,
+      /Ledger after\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, evicted\)\n {4}comfyui-sim 8192 MiB \(on-demand, running\)\n/,
+    );
     assert.match(out, /comfyui-sim: GET \/v1\/models observed 'comfyui-sim', expected 'comfyui-sim': ok/);
     assert.match(out, /release: nvidia-smi: 12288 MiB back on GPU-\S+ \(used \d+ → \d+ MiB, expected 12288 MiB\)/);
     assert.match(out, /measured delta: comfyui-sim \+8192 MiB/);
@@ -165,8 +182,14 @@ describe('audit: workflow history as evidence', () => {
       r.eviction?.victims.map((v) => ({ serve: v.serve, quiesce: v.inFlightAtQuiesce, stop: v.inFlightAtStop, released: v.vram?.releasedMib })),
       [{ serve: 'vision', quiesce: 3, stop: 0, released: 12288 }],
     );
-    assert.deepEqual(r.identity.map((i) => i.observed), [['comfyui-sim']]);
-    assert.ok(r.steps.some((s) => s.step === 'stop vision' && s.at), 'each step with its time');
+    assert.deepEqual(
+      r.identity.map((i) => i.observed),
+      [['comfyui-sim']],
+    );
+    assert.ok(
+      r.steps.some((s) => s.step === 'stop vision' && s.at),
+      'each step with its time',
+    );
 
     const md = await gpures(['audit', 'report', file, '--markdown', '-o', join(dir, 'eviction.md')]);
     assert.equal(md.code, 0, show(md));
@@ -192,27 +215,37 @@ describe('audit: workflow history as evidence', () => {
     assert.match(child.stdout, /vision: GET \/v1\/models observed 'qwen3-vl-4b-instruct', expected 'qwen3-vl-4b-instruct': ok/);
   });
 
-  test('tokens never enter history: the router and API tokens appear in none of the box\'s workflows', async () => {
+  test("tokens never enter history: the router and API tokens appear in none of the box's workflows", async () => {
     const query = `TaskQueue = 'gpures.${t.node}'`;
     // Visibility lags completion slightly: wait until every workflow of this suite is listed.
-    await waitUntil('6 workflows of this suite listed', async () => {
-      let n = 0;
-      for await (const wf of t.temporal.client.workflow.list({ query })) if (wf.status.name !== 'RUNNING' || wf.type === 'ledgerWorkflow') n++;
-      return n >= 6;
-    }, 10_000, 100);
+    await waitUntil(
+      '6 workflows of this suite listed',
+      async () => {
+        let n = 0;
+        for await (const wf of t.temporal.client.workflow.list({ query })) if (wf.status.name !== 'RUNNING' || wf.type === 'ledgerWorkflow') n++;
+        return n >= 6;
+      },
+      10_000,
+      100,
+    );
     const out = join(dir, 'all');
     const exported = await gpures(['audit', 'export', '--query', query, '-o', out, '--json']);
     assert.equal(exported.code, 0, show(exported));
     const files = readdirSync(out).sort();
     const types = new Set(files.map((f) => historyIdentity(readHistoryFile(join(out, f))).workflowType));
-    for (const type of ['ledgerWorkflow', 'bringUpWorkflow', 'acquireWorkflow', 'bringDownWorkflow']) assert.ok(types.has(type), `${type} exported (${files.join(', ')})`);
+    for (const type of ['ledgerWorkflow', 'bringUpWorkflow', 'acquireWorkflow', 'bringDownWorkflow'])
+      assert.ok(types.has(type), `${type} exported (${files.join(', ')})`);
     assert.ok(files.includes(`ledger__${t.node}__dark-fast.json`), files.join(', '));
 
     for (const f of files) {
       const h = readHistoryFile(join(out, f));
       const texts = historyTexts(h);
       // The scan sees inside payloads: the served model name is only ever in base64 payload data.
-      if (f.startsWith('acquire')) assert.ok(texts.some((s) => s.includes('qwen3-vl-4b-instruct')), `${f}: payloads not decoded by the scan`);
+      if (f.startsWith('acquire'))
+        assert.ok(
+          texts.some((s) => s.includes('qwen3-vl-4b-instruct')),
+          `${f}: payloads not decoded by the scan`,
+        );
       for (const secret of [ROUTER_TOKEN, API_TOKEN]) {
         assert.ok(!texts.some((s) => s.includes(secret)), `${f}: contains a token`);
       }
@@ -220,20 +253,17 @@ describe('audit: workflow history as evidence', () => {
     }
   });
 
-  test(
-    "a serve's environment (HF_TOKEN) reaches the serve but never enters history",
-    async () => {
-      const o = await serveUp(t.temporal.client, t.node, 'gated');
-      assert.ok(o.ok, !o.ok ? o.message : '');
-      const record = JSON.parse(readFileSync(join(t.box.runtime.stateDir, `gpures-${t.node}-gated.json`), 'utf8')) as { env: Record<string, string> };
-      assert.equal(record.env['HF_TOKEN'], HF_TOKEN, 'the serve did not get its environment');
-      const file = join(dir, 'gated.json');
-      const exported = await gpures(['audit', 'export', workflowIds.bringUp(t.node, 'gated'), '-o', file]);
-      assert.equal(exported.code, 0, show(exported));
-      await serveDown(t.temporal.client, t.node, 'gated');
-      assert.ok(!historyTexts(readHistoryFile(file)).some((s) => s.includes(HF_TOKEN)), 'HF_TOKEN is in the history');
-    },
-  );
+  test("a serve's environment (HF_TOKEN) reaches the serve but never enters history", async () => {
+    const o = await serveUp(t.temporal.client, t.node, 'gated');
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const record = JSON.parse(readFileSync(join(t.box.runtime.stateDir, `gpures-${t.node}-gated.json`), 'utf8')) as { env: Record<string, string> };
+    assert.equal(record.env['HF_TOKEN'], HF_TOKEN, 'the serve did not get its environment');
+    const file = join(dir, 'gated.json');
+    const exported = await gpures(['audit', 'export', workflowIds.bringUp(t.node, 'gated'), '-o', file]);
+    assert.equal(exported.code, 0, show(exported));
+    await serveDown(t.temporal.client, t.node, 'gated');
+    assert.ok(!historyTexts(readHistoryFile(file)).some((s) => s.includes(HF_TOKEN)), 'HF_TOKEN is in the history');
+  });
 
   test('replay: the exported history passes; a tampered copy fails with exit 1, naming the workflow and the event', async () => {
     const file = join(dir, 'eviction.json');
@@ -243,7 +273,9 @@ describe('audit: workflow history as evidence', () => {
 
     // Rename one scheduled activity in a copy: the history no longer matches what the code does.
     const h = JSON.parse(readFileSync(file, 'utf8')) as HistoryJson;
-    const quiesce = h.events.find((e) => (e['activityTaskScheduledEventAttributes'] as { activityType?: { name?: string } } | undefined)?.activityType?.name === 'quiesceTier');
+    const quiesce = h.events.find(
+      (e) => (e['activityTaskScheduledEventAttributes'] as { activityType?: { name?: string } } | undefined)?.activityType?.name === 'quiesceTier',
+    );
     assert.ok(quiesce);
     (quiesce['activityTaskScheduledEventAttributes'] as { activityType: { name: string } }).activityType.name = 'quiesceTierV0';
     const tamperedDir = join(dir, 'tampered');
@@ -260,7 +292,9 @@ describe('audit: workflow history as evidence', () => {
     assert.match(lines[0] ?? '', /^ok {2}serves-up\/\S+\/vision \(bringUpWorkflow, \d+ events\)$/);
     assert.match(
       lines[1] ?? '',
-      new RegExp(`^FAIL acquire/${t.node}/comfyui-sim: nondeterminism: .*'quiesceTierV0'.*'quiesceTier'.* \\[at event ${quiesce.eventId} ActivityTaskScheduled: activity quiesceTierV0 \\(id \\d+\\)\\]`),
+      new RegExp(
+        `^FAIL acquire/${t.node}/comfyui-sim: nondeterminism: .*'quiesceTierV0'.*'quiesceTier'.* \\[at event ${quiesce.eventId} ActivityTaskScheduled: activity quiesceTierV0 \\(id \\d+\\)\\]`,
+      ),
     );
 
     const json = await gpures(['audit', 'replay', tampered, '--json']);

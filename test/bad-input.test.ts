@@ -39,12 +39,16 @@ describe('bad workflow input and a vanished container', () => {
 
   before(async () => {
     node = uniqueNode('bad-input');
-    const text = renderManifest(node, [GPU], [
-      { name: 'vision', vram_mib: 12288, class: 'evictable' },
-      { name: 'fast', vram_mib: 14336 },
-      { name: 'gone', vram_mib: 1000 },
-      { name: 'deaf', vram_mib: 1000 },
-    ]);
+    const text = renderManifest(
+      node,
+      [GPU],
+      [
+        { name: 'vision', vram_mib: 12288, class: 'evictable' },
+        { name: 'fast', vram_mib: 14336 },
+        { name: 'gone', vram_mib: 1000 },
+        { name: 'deaf', vram_mib: 1000 },
+      ],
+    );
     const parsed = parseManifest(text, 'serves.toml');
     assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.errors));
     manifest = parsed.manifest;
@@ -93,21 +97,30 @@ describe('bad workflow input and a vanished container', () => {
   /** The attempt verifyIdentity ended on (its started event records the last one). */
   function identityAttempts(events: proto.api.history.v1.IHistoryEvent[]): number | undefined {
     const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'verifyIdentity');
-    const started = events.find((e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled?.eventId));
+    const started = events.find(
+      (e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(scheduled?.eventId),
+    );
     return started?.activityTaskStartedEventAttributes?.attempt ?? undefined;
   }
 
   /** The compensation ran: no reservation left on the ledger, no container on the node. */
   async function assertGivenBack(): Promise<void> {
     const [ledger] = await ledgerSnapshots(temporal.client, manifest);
-    assert.deepEqual(ledger?.reservations.map((r) => r.serve), []);
+    assert.deepEqual(
+      ledger?.reservations.map((r) => r.serve),
+      [],
+    );
     assert.deepEqual(await nodeContainers(node), []);
   }
 
   test('acquire with drainTimeoutS 1e300: Failed InvalidInput naming the field and its bound, nothing touched', async () => {
     const message = await expectInvalid('acquireWorkflow', workflowIds.acquire(node, 'vision'), { serve: 'vision', evict: true, drainTimeoutS: 1e300 });
     assert.equal(message, 'invalid input: drainTimeoutS: must be a whole number of seconds in 1..3600 (got 1e+300)');
-    const release = await expectInvalid('acquireWorkflow', `${workflowIds.acquire(node, 'vision')}-release`, { serve: 'vision', evict: true, releaseTimeoutS: 1e11 });
+    const release = await expectInvalid('acquireWorkflow', `${workflowIds.acquire(node, 'vision')}-release`, {
+      serve: 'vision',
+      evict: true,
+      releaseTimeoutS: 1e11,
+    });
     assert.match(release, /releaseTimeoutS: must be a whole number of seconds in 1\.\.600 \(got 100000000000\)/);
     assert.deepEqual(await nodeContainers(node), []);
   });

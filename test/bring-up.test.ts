@@ -120,14 +120,19 @@ describe('bring-up and bring-down', () => {
     const ledgerId = `ledger/${box.node}/dark-fast`;
     const before = formatLedger(await ledgerOf('dark-fast'));
     await box.temporal.client.workflowService.deleteWorkflowExecution({ namespace: 'default', workflowExecution: { workflowId: ledgerId } });
-    await waitUntil('the ledger workflow deleted', async () => {
-      try {
-        await box.temporal.client.workflow.getHandle(ledgerId).describe();
-        return false;
-      } catch (err) {
-        return err instanceof WorkflowNotFoundError;
-      }
-    }, 10_000, 100);
+    await waitUntil(
+      'the ledger workflow deleted',
+      async () => {
+        try {
+          await box.temporal.client.workflow.getHandle(ledgerId).describe();
+          return false;
+        } catch (err) {
+          return err instanceof WorkflowNotFoundError;
+        }
+      },
+      10_000,
+      100,
+    );
     // A read, before any operation: it starts the ledger, which reconciles first.
     const after = await ledgerOf('dark-fast');
     assert.equal(after.reconciling, undefined);
@@ -157,7 +162,10 @@ describe('bring-up and bring-down', () => {
     const l = await ledgerOf('dark-fast');
     assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, heldMib: 0, freeMib: 1375 });
     assert.deepEqual(
-      (await box.containers()).filter((c) => c.running).map((c) => c.serve).sort(),
+      (await box.containers())
+        .filter((c) => c.running)
+        .map((c) => c.serve)
+        .sort(),
       ['fast', 'vision'],
     );
     for (const name of ['fast', 'vision']) assert.ok((await serveDown(box.temporal.client, box.node, name)).ok);
@@ -183,7 +191,10 @@ describe('bring-up and bring-down', () => {
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'CancelledFailure');
     // The caller is told what its cancelled operation gave back, from the operation's own last step.
-    assert.equal(out.message, 'serves up stuck cancelled at health; compensated: remove container, release reservation (cancelled by a serves down of it, or from the UI)');
+    assert.equal(
+      out.message,
+      'serves up stuck cancelled at health; compensated: remove container, release reservation (cancelled by a serves down of it, or from the UI)',
+    );
     assert.equal((await handle.describe()).status.name, 'CANCELLED');
     assert.equal((await box.containers()).filter((c) => c.serve === 'stuck').length, 0);
     assert.equal((await ledgerOf('dark-fast')).reservations.filter((r) => r.serve === 'stuck').length, 0);
@@ -213,8 +224,14 @@ describe('bring-up and bring-down', () => {
     const job = await serveUp(box.temporal.client, box.node, 'job');
     assert.ok(job.ok, !job.ok ? job.message : '');
     assert.match(step(job, 'health') ?? '', /^container gpures-.*-job stayed running \(api none: no HTTP to probe\)$/);
-    const running = (await box.containers()).filter((c) => c.running).map((c) => c.serve).sort();
-    assert.deepEqual(running.filter((s) => s === 'job' || s === 'http-service'), ['http-service', 'job']);
+    const running = (await box.containers())
+      .filter((c) => c.running)
+      .map((c) => c.serve)
+      .sort();
+    assert.deepEqual(
+      running.filter((s) => s === 'job' || s === 'http-service'),
+      ['http-service', 'job'],
+    );
     // The job runs its own command, not vLLM's arguments.
     const inspected = await docker().getContainer(containerName(box.node, 'job')).inspect();
     assert.deepEqual(inspected.Config.Cmd, ['sleep', '3600']);
@@ -253,7 +270,11 @@ describe('bring-up and bring-down', () => {
       const history = await box.temporal.client.workflow.getHandle(workflowIds.bringUp(box.node, 'squatted')).fetchHistory();
       const attempts = (history.events ?? []).flatMap((e) => (e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes.attempt ?? 1] : []));
       assert.ok(attempts.length > 0);
-      assert.deepEqual(attempts.filter((n) => n > 1), [], 'a port in use must not be retried');
+      assert.deepEqual(
+        attempts.filter((n) => n > 1),
+        [],
+        'a port in use must not be retried',
+      );
       assert.equal((await ledgerOf('dark-fast')).reservations.length, 0);
       assert.equal((await box.containers()).filter((c) => c.serve === 'squatted').length, 0);
     } finally {
@@ -263,18 +284,27 @@ describe('bring-up and bring-down', () => {
 
   test('20 concurrent bring-ups over budget: never over-committed, admitted set equals running containers', async () => {
     const outs = await Promise.all(CONCURRENT.map((s) => serveUp(box.temporal.client, box.node, s.name)));
-    const admitted = outs.filter((o) => o.ok).map((o) => o.serve).sort();
+    const admitted = outs
+      .filter((o) => o.ok)
+      .map((o) => o.serve)
+      .sort();
     const denied = outs.filter((o) => !o.ok);
     const l = await ledgerOf('contended');
     const t = totals(l);
     assert.ok(t.committedMib <= t.budgetMib, `committed ${t.committedMib} > budget ${t.budgetMib}`);
     const unexpected = outs.filter((o) => !o.ok && o.failureType !== 'AdmissionDenied');
-    assert.deepEqual(unexpected.map((o) => (o.ok ? '' : `${o.serve}: ${o.failureType}: ${o.message}`)), []);
+    assert.deepEqual(
+      unexpected.map((o) => (o.ok ? '' : `${o.serve}: ${o.failureType}: ${o.message}`)),
+      [],
+    );
     // 27000 MiB budget / 2500 MiB each: exactly 10 fit.
     assert.equal(admitted.length, 10);
     assert.equal(t.committedMib, 25000);
     assert.deepEqual(l.reservations.map((r) => r.serve).sort(), admitted);
-    const running = (await box.containers()).filter((c) => c.running && c.serve.startsWith('c')).map((c) => c.serve).sort();
+    const running = (await box.containers())
+      .filter((c) => c.running && c.serve.startsWith('c'))
+      .map((c) => c.serve)
+      .sort();
     assert.deepEqual(running, admitted);
     for (const d of denied) {
       assert.ok(!d.ok);
@@ -287,7 +317,10 @@ describe('bring-up and bring-down', () => {
     const after = await ledgerTotalsAfterEachUpdate(box.temporal.client, workflowIds.ledger(box.node, 'contended'));
     assert.ok(after.length >= 20, `${after.length} update results`);
     const over = after.filter((x) => x.committedMib + x.heldMib > x.budgetMib);
-    assert.deepEqual(over.map((x) => x.committedMib), []);
+    assert.deepEqual(
+      over.map((x) => x.committedMib),
+      [],
+    );
     assert.equal(Math.max(...after.map((x) => x.committedMib)), 25000);
   });
 });

@@ -57,20 +57,32 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
   test('evict vision for comfyui-sim, then restore it through the guarded readmit', async () => {
     const up = await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env);
     assert.equal(up.code, 0, show(up));
-    assert.ok(up.stdout.endsWith(`${[header(26624, 1375), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, running)'].join('\n')}\n`), show(up));
+    assert.ok(
+      up.stdout.endsWith(`${[header(26624, 1375), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, running)'].join('\n')}\n`),
+      show(up),
+    );
     assert.equal(await routedVision(), 200);
 
     const evict = await gpures(['serves', 'up', 'comfyui-sim', '--evict', '--manifest', manifest], env);
     assert.equal(evict.code, 0, show(evict));
     // Live progress, in the report's order, then the outcome.
-    const progress = evict.stderr.split('\n').filter((l) => l.startsWith('  ')).map((l) => l.trim().split(':')[0]);
+    const progress = evict.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('  '))
+      .map((l) => l.trim().split(':')[0]);
     const order = ['plan', 'preflight', 'quiesce vision', 'drain vision', 'stop vision', 'release vision', 'start', 'health', 'running'];
-    assert.deepEqual(progress.filter((p) => order.includes(p ?? '')), order, show(evict));
+    assert.deepEqual(
+      progress.filter((p) => order.includes(p ?? '')),
+      order,
+      show(evict),
+    );
     assert.match(evict.stderr, /^ {2}release vision: nvidia-smi: 12288 MiB back on GPU-/m);
     assert.match(evict.stderr, /^ {2}health: container gpures-.*-comfyui-sim stayed running \(api none: no HTTP to probe\)$/m);
     assert.match(evict.stderr, /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision$/m);
     assert.ok(
-      evict.stdout.endsWith(`${[header(22528, 5471), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted)', '  comfyui-sim 8192 MiB (on-demand, running)'].join('\n')}\n`),
+      evict.stdout.endsWith(
+        `${[header(22528, 5471), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted)', '  comfyui-sim 8192 MiB (on-demand, running)'].join('\n')}\n`,
+      ),
       show(evict),
     );
     assert.equal(await routedVision(), 503);
@@ -78,7 +90,10 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     const restore = await gpures(['serves', 'down', 'comfyui-sim', '--restore', '--manifest', manifest], env);
     assert.equal(restore.code, 0, show(restore));
     assert.match(restore.stderr, /^serves down comfyui-sim: stopped, 8192 MiB released on 'dark-fast'; restore: vision restored$/m);
-    assert.ok(restore.stdout.endsWith(`${[header(26624, 1375), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, running)'].join('\n')}\n`), show(restore));
+    assert.ok(
+      restore.stdout.endsWith(`${[header(26624, 1375), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, running)'].join('\n')}\n`),
+      show(restore),
+    );
     // Answered by the vision container again, through the readmitted tier.
     assert.equal(await routedVision(), 200);
 
@@ -97,7 +112,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     return at;
   }
 
-  test('kill -9 of the worker mid-drain and right after the victim\'s stop: each step retried within 30 s, evidence from the attempt that acted', async () => {
+  test("kill -9 of the worker mid-drain and right after the victim's stop: each step retried within 30 s, evidence from the attempt that acted", async () => {
     const up = await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env);
     assert.equal(up.code, 0, show(up));
     // One request in flight to vision, long enough to outlive the first worker but not its retry.
@@ -114,7 +129,10 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     // The drain's first poll is its first heartbeat: once the server has it, the figures at the start are durable.
     await waitUntil(
       'the drain heartbeating on the first worker',
-      async () => (await acquire.describe()).raw.pendingActivities?.some((a) => a.activityType?.name === 'drainServe' && (a.heartbeatDetails?.payloads?.length ?? 0) > 0) ?? false,
+      async () =>
+        (await acquire.describe()).raw.pendingActivities?.some(
+          (a) => a.activityType?.name === 'drainServe' && (a.heartbeatDetails?.payloads?.length ?? 0) > 0,
+        ) ?? false,
       30_000,
       50,
     );
@@ -140,7 +158,9 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     assert.ok(drain.attempt >= 2 && stop.attempt >= 2, `retried: drain attempt ${drain.attempt}, stop attempt ${stop.attempt}`);
     const drainGapMs = drain.startedAtMs - drainKilledAt;
     const stopGapMs = stop.startedAtMs - stopKilledAt;
-    console.log(`  retry gaps after kill -9: drain ${(drainGapMs / 1000).toFixed(1)} s (attempt ${drain.attempt}), victim's stop ${(stopGapMs / 1000).toFixed(1)} s (attempt ${stop.attempt})`);
+    console.log(
+      `  retry gaps after kill -9: drain ${(drainGapMs / 1000).toFixed(1)} s (attempt ${drain.attempt}), victim's stop ${(stopGapMs / 1000).toFixed(1)} s (attempt ${stop.attempt})`,
+    );
     assert.ok(drainGapMs > 0 && drainGapMs < 30_000, `drain retried ${drainGapMs} ms after the kill`);
     assert.ok(stopGapMs > 0 && stopGapMs < 30_000, `stop retried ${stopGapMs} ms after the kill`);
 
@@ -153,11 +173,16 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     const stopped = stop.result as StopResult;
     assert.equal(stopped.issuedByAttempt, 1, JSON.stringify(stopped));
     assert.equal(stopped.stop, 'stopped');
-    assert.ok(stopped.issuedAtEpochMs <= stopKilledAt && stopKilledAt - stopped.issuedAtEpochMs < 10_000, `stop issued at ${stopped.issuedAtEpochMs}, killed at ${stopKilledAt}`);
+    assert.ok(
+      stopped.issuedAtEpochMs <= stopKilledAt && stopKilledAt - stopped.issuedAtEpochMs < 10_000,
+      `stop issued at ${stopped.issuedAtEpochMs}, killed at ${stopKilledAt}`,
+    );
     assert.match(r.stdout, /comfyui-sim 8192 MiB \(on-demand, running\)/, show(r));
     const [start] = activityRuns(history, 'startServeContainer');
     assert.ok(start);
-    console.log(`  GPU idle from the victim's stop (attempt 1) to the acquirer's container start: ${((start.startedAtMs - stopped.issuedAtEpochMs) / 1000).toFixed(1)} s`);
+    console.log(
+      `  GPU idle from the victim's stop (attempt 1) to the acquirer's container start: ${((start.startedAtMs - stopped.issuedAtEpochMs) / 1000).toFixed(1)} s`,
+    );
 
     const down = await gpures(['serves', 'down', 'comfyui-sim', '--restore', '--manifest', manifest], env);
     assert.equal(down.code, 0, show(down));

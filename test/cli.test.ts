@@ -117,20 +117,21 @@ const BAD: BadCase[] = [
     message: /3200 MiB understates the serve's real draw: vLLM will take --gpu-memory-utilization 0\.2 × capacity 32607 MiB = 6521 MiB/,
   },
   // Issue 9 part 5: what got through before names, uuids, durations and env keys had rules.
-  ...['../x', 'box; rm -rf /', 'bóx'].map(
-    (name): BadCase => ({
-      what: `node name ${JSON.stringify(name)}`,
-      text: (node) => renderManifest(node, [GPU], SERVES).replace(`name = "${node}"`, `name = ${JSON.stringify(name)}`),
-      field: 'node.name',
-      message: new RegExp(`must be a name of lowercase letters, digits and '-', 1\\.\\.63 characters.* \\(got ${JSON.stringify(name).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\)`),
-    }),
-  ),
+  ...['../x', 'box; rm -rf /', 'bóx'].map((name): BadCase => ({
+    what: `node name ${JSON.stringify(name)}`,
+    text: (node) => renderManifest(node, [GPU], SERVES).replace(`name = "${node}"`, `name = ${JSON.stringify(name)}`),
+    field: 'node.name',
+    message: new RegExp(
+      `must be a name of lowercase letters, digits and '-', 1\\.\\.63 characters.* \\(got ${JSON.stringify(name).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}\\)`,
+    ),
+  })),
   {
     what: "gpu role 'g/x'",
-    text: (node) => editedManifest(node, (d) => {
-      (d.gpus[0] as Table)['role'] = 'g/x';
-      for (const serve of d.serves) serve['gpu_role'] = 'g/x';
-    }),
+    text: (node) =>
+      editedManifest(node, (d) => {
+        (d.gpus[0] as Table)['role'] = 'g/x';
+        for (const serve of d.serves) serve['gpu_role'] = 'g/x';
+      }),
     field: 'gpus[0].role',
     message: /must be a name of lowercase letters, digits and '-'.* \(got "g\/x"\)/,
   },
@@ -204,18 +205,16 @@ describe('gpures CLI, as real processes', () => {
   test('serves up a b: exit 0, stdout ends with the ledger', async () => {
     const r = await gpures(['serves', 'up', 'a', 'b', '--manifest', manifest], env);
     assert.equal(r.code, EXIT.ok, show(r));
-    assert.ok(
-      r.stdout.endsWith(
-        `${ledgerLines(17536, 10463, '  a 14336 MiB (resident, running)', '  b 3200 MiB (resident, running)').join('\n')}\n`,
-      ),
-      show(r),
-    );
+    assert.ok(r.stdout.endsWith(`${ledgerLines(17536, 10463, '  a 14336 MiB (resident, running)', '  b 3200 MiB (resident, running)').join('\n')}\n`), show(r));
     assert.match(r.stderr, /^serves up a: running, 14336 MiB committed on 'dark-fast'$/m);
     assert.match(r.stderr, /^serves up b: running, 3200 MiB committed on 'dark-fast'$/m);
     // Live progress, each step once, before the outcome line.
     const progress = r.stderr.split('\n').filter((l) => l.startsWith('  '));
     assert.ok(progress.filter((l) => /^ {2}admit: admitted 14336 MiB/.test(l)).length === 1, show(r));
-    assert.ok(progress.some((l) => /^ {2}health: 200 from http:\/\/127\.0\.0\.1:\d+\/health/.test(l)), show(r));
+    assert.ok(
+      progress.some((l) => /^ {2}health: 200 from http:\/\/127\.0\.0\.1:\d+\/health/.test(l)),
+      show(r),
+    );
     assert.ok(r.stderr.indexOf('  identity:') < r.stderr.indexOf('serves up a: running'), show(r));
     assert.deepEqual((await containersOf(node)).map((c) => `${c.serve}:${c.running}`).sort(), ['a:true', 'b:true']);
   });
@@ -296,11 +295,17 @@ describe('gpures CLI, as real processes', () => {
     await waitUntil('the admit step printed', () => stderr.includes('  admit: '), 30_000, 50);
     child.kill('SIGINT');
     assert.equal(await exited, 130, stderr);
-    assert.match(stderr, new RegExp(`interrupted: serves up slow goes on in Temporal \\(workflow serves-up/${node}/slow\\); \`gpures serves status\` shows it`));
+    assert.match(
+      stderr,
+      new RegExp(`interrupted: serves up slow goes on in Temporal \\(workflow serves-up/${node}/slow\\); \`gpures serves status\` shows it`),
+    );
     const handle = temporal.client.workflow.getHandle(workflowIds.bringUp(node, 'slow'));
     await handle.result();
     assert.equal((await handle.describe()).status.name, 'COMPLETED');
-    assert.deepEqual((await containersOf(node)).filter((c) => c.serve === 'slow').map((c) => c.running), [true]);
+    assert.deepEqual(
+      (await containersOf(node)).filter((c) => c.serve === 'slow').map((c) => c.running),
+      [true],
+    );
     assert.equal((await gpures(['serves', 'down', 'slow', '--manifest', manifest], env)).code, EXIT.ok);
   });
 
@@ -324,7 +329,10 @@ describe('gpures CLI, as real processes', () => {
     assert.equal(first.code, EXIT.ok, show(first));
     assert.match(first.stderr, /^serves down a: stopped, 14336 MiB released on 'dark-fast'$/m);
     assert.equal(first.stdout, `${ledgerLines(3200, 24799, '  b 3200 MiB (resident, running)').join('\n')}\n`);
-    assert.deepEqual((await containersOf(node)).map((c) => c.serve), ['b']);
+    assert.deepEqual(
+      (await containersOf(node)).map((c) => c.serve),
+      ['b'],
+    );
 
     const second = await gpures(['serves', 'down', 'a', '--manifest', manifest], env);
     assert.equal(second.code, EXIT.ok, show(second));
@@ -413,7 +421,10 @@ describe('gpures CLI, as real processes', () => {
     const other = uniqueNode('cli-noworker');
     nodes.push(other);
     const file = writeManifest(dir, `${other}.toml`, renderManifest(other, [GPU], SERVES));
-    const says = new RegExp(`^node '${other}': no worker polls task queue gpures\\.${other}, so nothing can answer its ledger; start \`gpures worker\` for node '${other}'$`, 'm');
+    const says = new RegExp(
+      `^node '${other}': no worker polls task queue gpures\\.${other}, so nothing can answer its ledger; start \`gpures worker\` for node '${other}'$`,
+      'm',
+    );
     for (const args of [['ledger'], ['serves', 'status']]) {
       const r = await gpures([...args, '--manifest', file], env, 60_000);
       assertNoWorker(r, other, says);
@@ -436,10 +447,19 @@ describe('gpures CLI, as real processes', () => {
     // What a worker killed a moment ago leaves behind: the server lists its poll for minutes.
     await temporal.client
       // Long polls need a few seconds of deadline, or the server refuses them before it records the poller.
-      .withDeadline(Date.now() + 5_000, () => temporal.client.workflowService.pollWorkflowTaskQueue({ namespace: 'default', taskQueue: { name: `gpures.${other}` }, identity: 'a worker that died' }))
+      .withDeadline(Date.now() + 5_000, () =>
+        temporal.client.workflowService.pollWorkflowTaskQueue({ namespace: 'default', taskQueue: { name: `gpures.${other}` }, identity: 'a worker that died' }),
+      )
       .catch(() => undefined);
     const r = await gpures(['ledger', '--manifest', file], env, 60_000);
-    assertNoWorker(r, other, new RegExp(`^no worker answered the ledger of gpu_role 'dark-fast' on ${other} within 10 s: is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?$`, 'm'));
+    assertNoWorker(
+      r,
+      other,
+      new RegExp(
+        `^no worker answered the ledger of gpu_role 'dark-fast' on ${other} within 10 s: is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?$`,
+        'm',
+      ),
+    );
     assert.ok(r.ms < 30_000, `took ${r.ms} ms`);
   });
 

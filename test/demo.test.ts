@@ -26,13 +26,26 @@ test('gpures demo: every step of T013 matches the field report', async () => {
     assert.equal(result.ok, true, lines.join('\n'));
     assert.equal(result.checks.length, 14);
     // The report's ledger-0 … ledger-4, whole and in order (the demo prints a ledger after each step).
-    const header = (committed: number, free: number) => `  gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed ${committed} MiB, free ${free} MiB`;
-    const fullResidentSet = [header(26112, 1887), '    fast 14336 MiB (resident, running)', '    embeddings 3200 MiB (resident, running)', '    reranker 3456 MiB (resident, running)', '    ocr 5120 MiB (resident, running)'];
+    const header = (committed: number, free: number) =>
+      `  gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed ${committed} MiB, free ${free} MiB`;
+    const fullResidentSet = [
+      header(26112, 1887),
+      '    fast 14336 MiB (resident, running)',
+      '    embeddings 3200 MiB (resident, running)',
+      '    reranker 3456 MiB (resident, running)',
+      '    ocr 5120 MiB (resident, running)',
+    ];
     const fastAndVision = [header(26624, 1375), '    fast 14336 MiB (resident, running)', '    vision 12288 MiB (evictable, running)'];
-    const evicted = [header(22528, 5471), '    fast 14336 MiB (resident, running)', '    vision 12288 MiB (evictable, evicted)', '    comfyui-sim 8192 MiB (on-demand, running)'];
+    const evicted = [
+      header(22528, 5471),
+      '    fast 14336 MiB (resident, running)',
+      '    vision 12288 MiB (evictable, evicted)',
+      '    comfyui-sim 8192 MiB (on-demand, running)',
+    ];
     const blocks: string[][] = [];
     lines.forEach((l, i) => {
-      if (l.startsWith("  gpu_role 'dark-fast'")) blocks.push(lines.slice(i, i + 1 + lines.slice(i + 1).findIndex((x) => !x.startsWith('    ') || x.startsWith('    nvidia-smi'))));
+      if (l.startsWith("  gpu_role 'dark-fast'"))
+        blocks.push(lines.slice(i, i + 1 + lines.slice(i + 1).findIndex((x) => !x.startsWith('    ') || x.startsWith('    nvidia-smi'))));
     });
     assert.deepEqual(blocks, [fullResidentSet, fastAndVision, evicted, fastAndVision, fullResidentSet], lines.join('\n'));
     assert.ok(lines.some((l) => /non-ledger draw 5700 MiB against a reserve of 4608 MiB/.test(l)));

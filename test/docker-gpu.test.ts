@@ -16,7 +16,8 @@ describe('GPU pinning on Docker', () => {
   const docker = new Docker();
 
   after(async () => {
-    for (const c of await docker.listContainers({ all: true, filters: { label: [`${RUN_LABEL}=${runId}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+    for (const c of await docker.listContainers({ all: true, filters: { label: [`${RUN_LABEL}=${runId}`] } }))
+      await docker.getContainer(c.Id).remove({ force: true });
   });
 
   test('the create options carry the device request of --gpus device=UUID only when pinned', async () => {
@@ -28,13 +29,20 @@ describe('GPU pinning on Docker', () => {
   });
 
   test('--gpus on, on a daemon without the nvidia driver: GpuRuntimeMissing naming the GPU, no container left', async () => {
-    assert.equal(Boolean(((await docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes?.['nvidia']), false, 'this test needs a daemon without the nvidia runtime');
+    assert.equal(
+      Boolean(((await docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes?.['nvidia']),
+      false,
+      'this test needs a daemon without the nvidia runtime',
+    );
     const { spec } = await contractServe(runId, 'pinned', TEST_IMAGE, {}, { gpuUuid: UUID });
     await assert.rejects(new DockerRuntime(docker, { gpus: 'on' }).ensureRunning(spec), (err: unknown) => {
       assert.ok(err instanceof PermanentError, String(err));
       assert.equal(err.type, 'GpuRuntimeMissing');
       // The daemon's own words: it was asked for the nvidia driver with the gpu capability.
-      assert.match(err.message, new RegExp(`Docker cannot give ${spec.name} GPU ${UUID}: .*could not select device driver "nvidia" with capabilities: \\[\\[gpu\\]\\]`));
+      assert.match(
+        err.message,
+        new RegExp(`Docker cannot give ${spec.name} GPU ${UUID}: .*could not select device driver "nvidia" with capabilities: \\[\\[gpu\\]\\]`),
+      );
       assert.match(err.message, /install the NVIDIA Container Toolkit, or run the worker with --gpus auto$/);
       return true;
     });

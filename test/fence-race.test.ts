@@ -154,8 +154,15 @@ describe('reservations fence their containers: races on a real box', () => {
       committed.map((r) => `${r.serve} running`).sort(),
       'nothing left half-held once every operation ended',
     );
-    assert.deepEqual(committed.map((r) => r.serve).sort(), running.map((c) => c.serve).sort(), 'the serves the ledger calls running are the running containers');
-    assert.equal(totals(l).committedMib, running.reduce((s, c) => s + c.mib, 0));
+    assert.deepEqual(
+      committed.map((r) => r.serve).sort(),
+      running.map((c) => c.serve).sort(),
+      'the serves the ledger calls running are the running containers',
+    );
+    assert.equal(
+      totals(l).committedMib,
+      running.reduce((s, c) => s + c.mib, 0),
+    );
     const visionRuns = running.some((c) => c.serve === 'vision');
     assert.equal(await tierMode('vision-local'), visionRuns ? 'active' : 'quiesced', 'the tier is active exactly when its serve runs');
     return l;
@@ -176,7 +183,11 @@ describe('reservations fence their containers: races on a real box', () => {
       assert.equal(bUp.code, 0, show(bUp));
       const up = await start('bringUpWorkflow', workflowIds.bringUp(node, 'o1'), { serve: 'o1' });
       // The bring-down must overlap the bring-up: wait for its admission (o1 is slow to turn healthy).
-      await waitUntil('o1 admitted by its bring-up', async () => (await ledger.snapshot(node, gpu)).reservations.some((r) => r.serve === 'o1' && r.phase === 'admitted'), 10_000);
+      await waitUntil(
+        'o1 admitted by its bring-up',
+        async () => (await ledger.snapshot(node, gpu)).reservations.some((r) => r.serve === 'o1' && r.phase === 'admitted'),
+        10_000,
+      );
       await new Promise((r) => setTimeout(r, 200));
       const down = await start('bringDownWorkflow', workflowIds.bringDown(node, 'o1'), { serve: 'o1' });
       await new Promise((r) => setTimeout(r, 800));
@@ -189,7 +200,12 @@ describe('reservations fence their containers: races on a real box', () => {
       assert.ok(upError instanceof WorkflowFailedError && upError.cause instanceof CancelledFailure, `o1's bring-up ends Cancelled: ${String(upError)}`);
       const downResult = (await down.result()) as BringDownResult;
       assert.equal(downResult.outcome, 'cancelled', downResult.message);
-      assert.match(downResult.message, new RegExp(`^serves down o1: cancelled ${workflowIds.bringUp(node, 'o1')}/${up.firstExecutionRunId} \\(it gave back what it took\\); nothing was left running$`));
+      assert.match(
+        downResult.message,
+        new RegExp(
+          `^serves down o1: cancelled ${workflowIds.bringUp(node, 'o1')}/${up.firstExecutionRunId} \\(it gave back what it took\\); nothing was left running$`,
+        ),
+      );
       assert.deepEqual(
         downResult.steps.map((s) => s.step),
         ['take', 'cancel', 'take', 'stop', 'release'],
@@ -203,7 +219,10 @@ describe('reservations fence their containers: races on a real box', () => {
       assert.ok(r1Outcome === 'running' || /denied: over budget by/.test(r1Outcome), r1Outcome);
       // o1's compensation ran its steps: the fence never let a container outlive its reservation.
       const upSteps = await up.query(progressQuery).catch(() => []);
-      assert.ok(upSteps.every((s) => s.step !== 'running'), JSON.stringify(upSteps));
+      assert.ok(
+        upSteps.every((s) => s.step !== 'running'),
+        JSON.stringify(upSteps),
+      );
     } finally {
       await sampler.stop();
     }
@@ -214,7 +233,7 @@ describe('reservations fence their containers: races on a real box', () => {
     await allDown();
   });
 
-  test("serves down of an on-demand serve while its acquisition drains the victim: the acquisition is cancelled, the victim stays up and routed", async () => {
+  test('serves down of an on-demand serve while its acquisition drains the victim: the acquisition is cancelled, the victim stays up and routed', async () => {
     const sampler = new BoxSampler(node);
     sampler.start();
     try {
@@ -228,7 +247,14 @@ describe('reservations fence their containers: races on a real box', () => {
       await waitUntil('the acquisition draining vision', async () => (await acquire.query(progressQuery)).some((s) => s.step === 'quiesce vision'), 15_000);
       const down = await gpures(['serves', 'down', 'ondemand', '--manifest', manifest], env, 120_000);
       assert.equal(down.code, 0, show(down));
-      assert.match(down.stderr, new RegExp(`^serves down ondemand: cancelled ${workflowIds.acquire(node, 'ondemand')}/\\S+ \\(it gave back what it took\\); nothing was left running$`, 'm'), show(down));
+      assert.match(
+        down.stderr,
+        new RegExp(
+          `^serves down ondemand: cancelled ${workflowIds.acquire(node, 'ondemand')}/\\S+ \\(it gave back what it took\\); nothing was left running$`,
+          'm',
+        ),
+        show(down),
+      );
       const acquireError = await acquire.result().then(
         () => undefined,
         (err: unknown) => err,
@@ -261,7 +287,10 @@ describe('reservations fence their containers: races on a real box', () => {
     await acquire.cancel();
     await acquire.result().catch(() => undefined);
     const mid = await ledger.snapshot(node, gpu);
-    assert.deepEqual(mid.reservations.map((r) => `${r.serve} ${r.phase}`), ['b running', 'vision evicted']);
+    assert.deepEqual(
+      mid.reservations.map((r) => `${r.serve} ${r.phase}`),
+      ['b running', 'vision evicted'],
+    );
 
     const down = await gpures(['serves', 'down', 'ondemand', '--restore', '--manifest', manifest], env, 120_000);
     assert.equal(down.code, 0, show(down));
@@ -280,17 +309,31 @@ describe('reservations fence their containers: races on a real box', () => {
     await waitUntil('the acquisition draining vision', async () => (await acquire.query(progressQuery)).some((s) => s.step === 'quiesce vision'), 15_000);
     await acquire.terminate('a worker lost for good, as an operator would clean up');
     const stuck = await ledger.snapshot(node, gpu);
-    assert.deepEqual(stuck.reservations.map((r) => `${r.serve} ${r.phase}`), ['b running', 'vision evicting', 'ondemand pending']);
+    assert.deepEqual(
+      stuck.reservations.map((r) => `${r.serve} ${r.phase}`),
+      ['b running', 'vision evicting', 'ondemand pending'],
+    );
     assert.equal(await tierMode('vision-local'), 'quiesced');
 
     const down = await gpures(['serves', 'down', 'ondemand', '--manifest', manifest], env, 120_000);
     assert.equal(down.code, 0, show(down));
-    assert.match(down.stderr, new RegExp(`^ {2}take: ${workflowIds.acquire(node, 'ondemand')}/\\S+ \\(pending\\) ended TERMINATED without giving ondemand back: taking it over$`, 'm'), show(down));
+    assert.match(
+      down.stderr,
+      new RegExp(`^ {2}take: ${workflowIds.acquire(node, 'ondemand')}/\\S+ \\(pending\\) ended TERMINATED without giving ondemand back: taking it over$`, 'm'),
+      show(down),
+    );
     assert.match(down.stderr, /^ {2}take: vision still runs: tier vision-local readmitted$/m, show(down));
-    assert.match(down.stderr, /^serves down ondemand: took over the hold of \S+, which had ended TERMINATED without giving it back; nothing was left running$/m, show(down));
+    assert.match(
+      down.stderr,
+      /^serves down ondemand: took over the hold of \S+, which had ended TERMINATED without giving it back; nothing was left running$/m,
+      show(down),
+    );
     assert.equal(await slow, 200);
     const l = await assertLedgerEqualsBox();
-    assert.deepEqual(l.reservations.map((r) => `${r.serve} ${r.phase}`), ['b running', 'vision running']);
+    assert.deepEqual(
+      l.reservations.map((r) => `${r.serve} ${r.phase}`),
+      ['b running', 'vision running'],
+    );
     assert.equal(await routedVision(), 200);
     await allDown();
   });
@@ -314,7 +357,10 @@ describe('reservations fence their containers: races on a real box', () => {
     await watching;
     assert.equal(a.outcome, 'stopped', a.message);
     assert.equal(b.outcome, 'already-stopped', b.message);
-    assert.ok(b.steps.some((s) => s.step === 'wait' && s.outcome.includes(`${workflowIds.bringDown(node, 'vision')}/`)), JSON.stringify(b.steps));
+    assert.ok(
+      b.steps.some((s) => s.step === 'wait' && s.outcome.includes(`${workflowIds.bringDown(node, 'vision')}/`)),
+      JSON.stringify(b.steps),
+    );
     assert.deepEqual([...new Set(modes)], ['quiesced'], 'the second bring-down never readmitted the tier in between');
     assert.equal(await slow, 200);
     await assertLedgerEqualsBox();

@@ -75,7 +75,10 @@ describe('a bring-down takes its serve', () => {
     const d = decideStop(l, { serve: 'vision', holder: D });
     assert.deepEqual(d, { decision: 'evicted', serve: 'vision', evictedFor: 'sd' });
     // Off sd's restore list, held by the bring-down (0 MiB) until its release.
-    assert.deepEqual(applyStop(l, { serve: 'vision', holder: D }, d).reservations.find((r) => r.serve === 'vision'), { serve: 'vision', vramMib: 0, class: 'evictable', phase: 'stopping', holder: D });
+    assert.deepEqual(
+      applyStop(l, { serve: 'vision', holder: D }, d).reservations.find((r) => r.serve === 'vision'),
+      { serve: 'vision', vramMib: 0, class: 'evictable', phase: 'stopping', holder: D },
+    );
   });
 
   test('an aborted eviction hands its victims back settled, with no acquirer left on them', () => {
@@ -84,7 +87,10 @@ describe('a bring-down takes its serve', () => {
     const plan = planEviction(l, 8192);
     assert.ok(plan.kind === 'evict');
     l = applyEvictionAborted(applyEvictionPlan(l, { serve: 'sd', vramMib: 8192, class: 'on-demand', holder: A }, plan.victims), 'sd');
-    assert.deepEqual(l.reservations.find((r) => r.serve === 'vision'), { serve: 'vision', vramMib: 12288, class: 'evictable', phase: 'running', holder: U });
+    assert.deepEqual(
+      l.reservations.find((r) => r.serve === 'vision'),
+      { serve: 'vision', vramMib: 12288, class: 'evictable', phase: 'running', holder: U },
+    );
   });
 });
 
@@ -96,7 +102,12 @@ describe('a bring-down holds even a serve with no reservation', () => {
     const after = applyStop(l, { serve: 'o1', holder: D, class: 'evictable' }, d);
     assert.deepEqual(after.reservations, [{ serve: 'o1', vramMib: 0, class: 'evictable', phase: 'stopping', holder: D }]);
     assert.equal(totals(after).committedMib, 0);
-    assert.deepEqual(decideAdmit(after, { serve: 'o1', vramMib: 12000, class: 'evictable', holder: U }), { decision: 'already-held', serve: 'o1', phase: 'stopping', holder: D });
+    assert.deepEqual(decideAdmit(after, { serve: 'o1', vramMib: 12000, class: 'evictable', holder: U }), {
+      decision: 'already-held',
+      serve: 'o1',
+      phase: 'stopping',
+      holder: D,
+    });
     assert.deepEqual(decideStop(after, { serve: 'o1', holder: D }), { decision: 'absent', serve: 'o1' });
   });
 
@@ -104,7 +115,10 @@ describe('a bring-down holds even a serve with no reservation', () => {
     let l = withPhase(admitted(emptyLedger('n', GPU), 'vision', 12288, U), 'vision', 'running');
     l = withPhase(admitted(l, 'e1', 6000, 'e'), 'e1', 'running');
     l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 9000, class: 'resident', holder: 'f' }), 'fast', 'running');
-    l = applyEvictionPlan(l, { serve: 'sd', vramMib: 16000, class: 'on-demand', holder: A }, [{ serve: 'vision', vramMib: 12288 }, { serve: 'e1', vramMib: 6000 }]);
+    l = applyEvictionPlan(l, { serve: 'sd', vramMib: 16000, class: 'on-demand', holder: A }, [
+      { serve: 'vision', vramMib: 12288 },
+      { serve: 'e1', vramMib: 6000 },
+    ]);
     assert.equal(decideStop(l, { serve: 'sd', holder: D }).decision, 'busy');
     const req = { serve: 'sd', holder: D, takeOverFrom: A, victimsDown: ['e1'] };
     const d = decideStop(l, req);

@@ -45,7 +45,13 @@ function runIn<T>(env: MockActivityEnvironment, fn: () => Promise<T>): Promise<T
 function serveActivities(runtime: ContainerRuntime) {
   const probe: ServeProbe = { health: () => Promise.resolve({ ok: true }), modelIds: () => Promise.resolve([]), requestsRunning: () => Promise.resolve(null) };
   // The ledger is not reached by the activities under test.
-  return createActivities({ runtime, probe, manifest: { read: () => Promise.reject(new Error('no manifest')) }, ledger: new LedgerClient({} as Client), operations: { status: () => Promise.reject(new Error('unused')), cancel: () => Promise.reject(new Error('unused')) } });
+  return createActivities({
+    runtime,
+    probe,
+    manifest: { read: () => Promise.reject(new Error('no manifest')) },
+    ledger: new LedgerClient({} as Client),
+    operations: { status: () => Promise.reject(new Error('unused')), cancel: () => Promise.reject(new Error('unused')) },
+  });
 }
 
 describe('heartbeats while an activity works', () => {
@@ -54,7 +60,7 @@ describe('heartbeats while an activity works', () => {
     assert.doesNotThrow(() => progress({ ignored: true }));
   });
 
-  test('beats every interval, re-sending the latest details; an earlier attempt\'s until this one records its own', async () => {
+  test("beats every interval, re-sending the latest details; an earlier attempt's until this one records its own", async () => {
     const env = new MockActivityEnvironment({ attempt: 2, heartbeatDetails: { from: 'attempt 1' } });
     const beats: unknown[] = [];
     let waiter: { count: number; resolve: () => void } | undefined;
@@ -73,9 +79,15 @@ describe('heartbeats while an activity works', () => {
     );
     const firstOwn = beats.findIndex((b) => (b as { from?: string }).from === 'attempt 2');
     assert.ok(firstOwn >= 2, `periodic beats before progress(): ${JSON.stringify(beats)}`);
-    assert.ok(beats.slice(0, firstOwn).every((b) => (b as { from?: string }).from === 'attempt 1'), JSON.stringify(beats));
+    assert.ok(
+      beats.slice(0, firstOwn).every((b) => (b as { from?: string }).from === 'attempt 1'),
+      JSON.stringify(beats),
+    );
     assert.ok(beats.length - firstOwn >= 3, `periodic beats after progress(): ${JSON.stringify(beats)}`);
-    assert.ok(beats.slice(firstOwn).every((b) => (b as { from?: string }).from === 'attempt 2'), JSON.stringify(beats));
+    assert.ok(
+      beats.slice(firstOwn).every((b) => (b as { from?: string }).from === 'attempt 2'),
+      JSON.stringify(beats),
+    );
     // Stopped with the work: nothing beats after it settled.
     const settled = beats.length;
     await new Promise((r) => setTimeout(r, 60));
@@ -104,7 +116,7 @@ describe('heartbeats while an activity works', () => {
     assert.deepEqual([r2.stop, r2.issuedAtEpochMs, r2.issuedByAttempt], ['stopped', issued.stopIssuedAtEpochMs - 60_000, 1]);
   });
 
-  test('a retried drain keeps the first attempt\'s figures at its start', async () => {
+  test("a retried drain keeps the first attempt's figures at its start", async () => {
     const serve = { name: 'vision', bind: '127.0.0.1', port: 1 } as ServeSpec;
     const deps = {
       runtime: recordingRuntime('stopped', []),
@@ -119,7 +131,10 @@ describe('heartbeats while an activity works', () => {
       },
     };
     const startedAtEpochMs = Date.now() - 4000;
-    const env = new MockActivityEnvironment({ attempt: 2, heartbeatDetails: { startedAtEpochMs, polls: 7, first: { router: 1, vllm: 1 }, routerInFlight: 1, vllmRunning: 1 } });
+    const env = new MockActivityEnvironment({
+      attempt: 2,
+      heartbeatDetails: { startedAtEpochMs, polls: 7, first: { router: 1, vllm: 1 }, routerInFlight: 1, vllmRunning: 1 },
+    });
     const r = await runIn(env, () => createEvictionActivities(deps).drainServe({ tier: 'vision-local', serve, deadlineEpochMs: Date.now() + 10_000 }));
     assert.equal(r.drained, true);
     assert.deepEqual([r.routerInFlightAtStart, r.vllmRunningAtStart, r.routerInFlightAtEnd, r.polls], [1, 1, 0, 8]);
@@ -144,14 +159,34 @@ describe('heartbeats while an activity works', () => {
         },
       });
       const input = { router: 'r', content, expectSha256: createHash('sha256').update(readFileSync(configPath)).digest('hex'), run };
-      await assert.rejects(runIn(new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') }), () => createPromotionActivities({ routerDeployment: dying, routerTargets: [t] }).promoteWrite(input)), /worker killed/);
+      await assert.rejects(
+        runIn(new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') }), () =>
+          createPromotionActivities({ routerDeployment: dying, routerTargets: [t] }).promoteWrite(input),
+        ),
+        /worker killed/,
+      );
       assert.equal(readFileSync(configPath, 'utf8'), content);
-      const lines = () => readFileSync(journalPath(configPath), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; phase: string; run: string });
-      assert.deepEqual(lines().map((l) => [l.op, l.phase]), [['write', 'intent']]);
+      const lines = () =>
+        readFileSync(journalPath(configPath), 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as { op: string; phase: string; run: string });
+      assert.deepEqual(
+        lines().map((l) => [l.op, l.phase]),
+        [['write', 'intent']],
+      );
 
-      const r = await runIn(new MockActivityEnvironment({ attempt: 2 }), () => createPromotionActivities({ routerDeployment: files, routerTargets: [t] }).promoteWrite(input));
+      const r = await runIn(new MockActivityEnvironment({ attempt: 2 }), () =>
+        createPromotionActivities({ routerDeployment: files, routerTargets: [t] }).promoteWrite(input),
+      );
       assert.equal(r.outcome, 'written', 'the retry reports the write its earlier attempt made');
-      assert.deepEqual(lines().map((l) => [l.op, l.phase, l.run]), [['write', 'intent', 'promote/n/r/run-1'], ['write', 'done', 'promote/n/r/run-1']]);
+      assert.deepEqual(
+        lines().map((l) => [l.op, l.phase, l.run]),
+        [
+          ['write', 'intent', 'promote/n/r/run-1'],
+          ['write', 'done', 'promote/n/r/run-1'],
+        ],
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -49,7 +49,17 @@ test('every recorded history still passes its own input check', () => {
     acquireWorkflow: ACQUIRE,
   };
   let checked = 0;
-  for (const name of ['bring-up', 'bring-up-before-admit-whole', 'denial', 'drain-timeout', 'eviction', 'eviction-before-preflight', 'restore', 'restore-child-bring-up', 'ledger']) {
+  for (const name of [
+    'bring-up',
+    'bring-up-before-admit-whole',
+    'denial',
+    'drain-timeout',
+    'eviction',
+    'eviction-before-preflight',
+    'restore',
+    'restore-child-bring-up',
+    'ledger',
+  ]) {
     const history = historyFromJSON(JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8')));
     const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
     const type = started?.workflowType?.name ?? '?';
@@ -65,17 +75,25 @@ test('every recorded history still passes its own input check', () => {
 
 test('ledgerWorkflow input: {} and a partial gpu are refused field by field', () => {
   assert.deepEqual(ledgerInputProblems({}), [
-    'node: a name of lowercase letters, digits and \'-\', 1..63 characters, starting and ending with a letter or digit, as in the manifest (got nothing)',
+    "node: a name of lowercase letters, digits and '-', 1..63 characters, starting and ending with a letter or digit, as in the manifest (got nothing)",
     'gpu: { "role", "uuid", "capacityMib", "reserveMib" } from the manifest\'s [[gpus]] entry (got nothing)',
   ]);
   assert.deepEqual(ledgerInputProblems({ node: 'primary-node', gpu: { role: 'dark-fast' } }), [
-    'gpu.uuid: the GPU\'s uuid, a non-empty string (got nothing)',
+    "gpu.uuid: the GPU's uuid, a non-empty string (got nothing)",
     'gpu.capacityMib: a whole number of MiB in 1..1048576 (got nothing)',
     'gpu.reserveMib: a whole number of MiB in 0..1048575 (got nothing)',
   ]);
-  assert.deepEqual(ledgerInputProblems({ node: 'primary-node', gpu: { ...GPU, reserveMib: 40000 } }), ['gpu.reserveMib: 40000 MiB must be less than gpu.capacityMib 32607 MiB']);
-  assert.deepEqual(ledgerInputProblems({ node: '../x', gpu: { ...GPU, role: 'g/x' } }).map((p) => p.split(':')[0]), ['node', 'gpu.role']);
-  assert.deepEqual(ledgerInputProblems({ node: 'n', gpu: GPU, state: 'x', maxHistoryEvents: 0 }).map((p) => p.split(':')[0]), ['state', 'maxHistoryEvents']);
+  assert.deepEqual(ledgerInputProblems({ node: 'primary-node', gpu: { ...GPU, reserveMib: 40000 } }), [
+    'gpu.reserveMib: 40000 MiB must be less than gpu.capacityMib 32607 MiB',
+  ]);
+  assert.deepEqual(
+    ledgerInputProblems({ node: '../x', gpu: { ...GPU, role: 'g/x' } }).map((p) => p.split(':')[0]),
+    ['node', 'gpu.role'],
+  );
+  assert.deepEqual(
+    ledgerInputProblems({ node: 'n', gpu: GPU, state: 'x', maxHistoryEvents: 0 }).map((p) => p.split(':')[0]),
+    ['state', 'maxHistoryEvents'],
+  );
   assert.equal(ledgerInputProblems(null).length, 1);
   // What LedgerClient starts, and what continue-as-new carries (fields it does not know included).
   assert.deepEqual(ledgerInputProblems({ node: 'primary-node', gpu: GPU }), []);

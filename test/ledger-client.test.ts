@@ -74,17 +74,29 @@ describe('LedgerClient: updates in flight per ledger', () => {
     await Promise.all(Array.from({ length: 5 }, (_, i) => one.release('n', GPU, { serve: `s${i}` }, `u${i}`)));
     assert.equal(s.maxInFlight.get('ledger/n/g'), 1);
     for (const bad of [0, 11, 2.5, Number.NaN]) {
-      assert.throws(() => new LedgerClient(s.client, { maxUpdatesInFlight: bad }), /maxUpdatesInFlight must be an integer from 1 to 10 .*history\.maxInFlightUpdates.*got/);
+      assert.throws(
+        () => new LedgerClient(s.client, { maxUpdatesInFlight: bad }),
+        /maxUpdatesInFlight must be an integer from 1 to 10 .*history\.maxInFlightUpdates.*got/,
+      );
     }
   });
 
-  test("an update the server refuses for its in-flight limit is retried, with its own update id, until answered", async () => {
+  test('an update the server refuses for its in-flight limit is retried, with its own update id, until answered', async () => {
     // Every update refused twice: RESOURCE_EXHAUSTED, then the abort of the updates in flight.
-    const s = standIn(1, (_sent, nth) => (nth === 1 ? refused(8, 'limit on number of concurrent in-flight updates has been reached') : nth === 2 ? refused(14, 'workflow update was aborted') : undefined));
+    const s = standIn(1, (_sent, nth) =>
+      nth === 1
+        ? refused(8, 'limit on number of concurrent in-flight updates has been reached')
+        : nth === 2
+          ? refused(14, 'workflow update was aborted')
+          : undefined,
+    );
     const ledger = new LedgerClient(s.client);
     const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.release('n', GPU, { serve: `s${i}` }, `u${i}`)));
     assert.equal(answers.length, 20);
-    assert.ok([...s.tries.values()].every((n) => n === 3), JSON.stringify([...s.tries]));
+    assert.ok(
+      [...s.tries.values()].every((n) => n === 3),
+      JSON.stringify([...s.tries]),
+    );
     assert.ok((s.maxInFlight.get('ledger/n/g') ?? 0) <= 8);
   });
 

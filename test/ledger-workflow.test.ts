@@ -44,7 +44,8 @@ async function ledgerDecisions(client: Client, workflowId: string): Promise<Deci
     const requests = new Map<string, { name: string; arg: { serve?: string; vramMib?: number } }>();
     for (const e of (await client.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? []) {
       const accepted = e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest;
-      if (accepted?.meta?.updateId) requests.set(accepted.meta.updateId, { name: accepted.input?.name ?? '', arg: (decode(accepted.input?.args?.payloads?.[0]) ?? {}) });
+      if (accepted?.meta?.updateId)
+        requests.set(accepted.meta.updateId, { name: accepted.input?.name ?? '', arg: decode(accepted.input?.args?.payloads?.[0]) ?? {} });
       const completed = e.workflowExecutionUpdateCompletedEventAttributes;
       if (!completed?.meta?.updateId) continue;
       const req = requests.get(completed.meta.updateId);
@@ -104,7 +105,7 @@ describe('ledger entity workflow', () => {
     assert.deepEqual(denied.decision, { decision: 'denied', serve: 'big', vramMib: 9000, freeMib: 8999, shortfallMib: 1 });
   });
 
-  test("a compensation releases only its own reservation; setPhase by another run is rejected", async () => {
+  test('a compensation releases only its own reservation; setPhase by another run is rejected', async () => {
     const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
     const mine = await h.executeUpdate(admitUpdate, { args: [{ serve: 'owned', vramMib: 10, class: 'resident', holder: 'run-b', gpu: GPU }] });
     assert.equal(mine.decision.decision, 'admitted');
@@ -119,7 +120,8 @@ describe('ledger entity workflow', () => {
     // Fencing: a release naming no holder never takes a serve from under the operation bringing it up.
     await assert.rejects(
       h.executeUpdate(releaseUpdate, { args: [{ serve: 'owned' }] }),
-      (err: unknown) => err instanceof WorkflowUpdateFailedError && /release of owned without a holder refused: run-b holds it \(admitted\)/.test(String(err.cause?.message)),
+      (err: unknown) =>
+        err instanceof WorkflowUpdateFailedError && /release of owned without a holder refused: run-b holds it \(admitted\)/.test(String(err.cause?.message)),
     );
     const own = await h.executeUpdate(releaseUpdate, { args: [{ serve: 'owned', holder: 'run-b' }] });
     assert.deepEqual([own.released, own.vramMib], [true, 10]);
@@ -148,7 +150,11 @@ describe('ledger entity workflow', () => {
     ]) {
       // Comments may name it; no setting may.
       const settings = (text ?? '').split('\n').filter((l) => !/^\s*#/.test(l));
-      assert.deepEqual(settings.filter((l) => /maxInFlightUpdates/.test(l)), [], `${where} must leave history.maxInFlightUpdates at its default`);
+      assert.deepEqual(
+        settings.filter((l) => /maxInFlightUpdates/.test(l)),
+        [],
+        `${where} must leave history.maxInFlightUpdates at its default`,
+      );
     }
 
     // 10 serves of 1000 MiB fit: 50 callers contend, some are denied, none may be over-admitted.
@@ -171,12 +177,20 @@ describe('ledger entity workflow', () => {
     const answers = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
     const admittedCount = answers.filter((a) => a.admitted).length;
     assert.ok(admittedCount >= 10, `${admittedCount} admitted`);
-    assert.ok(answers.every((a) => a.released === a.admitted), 'each admitted serve released');
+    assert.ok(
+      answers.every((a) => a.released === a.admitted),
+      'each admitted serve released',
+    );
 
     const decisions = await ledgerDecisions(box.temporal.client, workflowIds.ledger(box.node, 'callers'));
-    console.log(`  50 callers: ${decisions.length} decisions in ${ms} ms (${((decisions.length * 1000) / ms).toFixed(1)}/s), ${admittedCount} admitted, ${50 - admittedCount} denied`);
+    console.log(
+      `  50 callers: ${decisions.length} decisions in ${ms} ms (${((decisions.length * 1000) / ms).toFixed(1)}/s), ${admittedCount} admitted, ${50 - admittedCount} denied`,
+    );
     assert.equal(decisions.length, 50 + admittedCount, 'one decision per update, each in history');
-    assert.deepEqual(decisions.filter((d) => d.outcome === 'failed' || d.outcome === 'other' || d.outcome === 'not-released'), []);
+    assert.deepEqual(
+      decisions.filter((d) => d.outcome === 'failed' || d.outcome === 'other' || d.outcome === 'not-released'),
+      [],
+    );
     const over = decisions.filter((d) => d.committedMib > 10_000);
     assert.deepEqual(over, [], 'never over the 10000 MiB budget');
     assert.equal(decisions.at(-1)?.committedMib, 0);

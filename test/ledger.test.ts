@@ -17,7 +17,13 @@ function running(state: LedgerState, serve: string, vramMib: number, cls: ServeC
 describe('ledger arithmetic', () => {
   test('seed T011: full resident set leaves 1887 free and vision is 10401 short', () => {
     let l = emptyLedger('primary-node', GPU);
-    for (const [s, m] of [['fast', 14336], ['embeddings', 3200], ['reranker', 3456], ['ocr', 5120]] as const) l = running(l, s, m);
+    for (const [s, m] of [
+      ['fast', 14336],
+      ['embeddings', 3200],
+      ['reranker', 3456],
+      ['ocr', 5120],
+    ] as const)
+      l = running(l, s, m);
     assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26112, heldMib: 0, freeMib: 1887 });
     const d = decideAdmit(l, { serve: 'vision', vramMib: 12288, class: 'evictable', holder: 'x' });
     assert.equal(d.decision, 'denied');
@@ -68,14 +74,17 @@ describe('eviction planning', () => {
     // free 1000; need 4000 → shortfall 3000: one victim suffices; b and c tie on MiB; c is newer.
     const p = planEviction(l, 4000);
     assert.ok(p.kind === 'evict');
-    assert.deepEqual(p.victims.map((v) => v.serve), ['c']);
+    assert.deepEqual(
+      p.victims.map((v) => v.serve),
+      ['c'],
+    );
     // need 9500 → shortfall 8500: two victims needed; {a,b} and {a,c} free 10000, {b,c} only 8000.
     const p2 = planEviction(l, 9500);
     assert.ok(p2.kind === 'evict');
     assert.deepEqual(p2.victims.map((v) => v.serve).sort(), ['a', 'c']);
   });
 
-  test("a victim carries what nvidia-smi saw it take at bring-up, so its release is judged by that", () => {
+  test('a victim carries what nvidia-smi saw it take at bring-up, so its release is judged by that', () => {
     let l = running(emptyLedger('n', GPU), 'fast', 14336);
     const req: AdmitRequest = { serve: 'vision', vramMib: 12288, class: 'evictable', holder: 'h/vision' };
     l = withPhase(applyAdmit(l, req), 'vision', 'running', 11738);
@@ -96,6 +105,9 @@ describe('eviction planning', () => {
     l = applyEvictionPlan(l, req, [{ serve: 'vision', vramMib: 12288 }]);
     l = applyEvictionAborted(l, 'comfyui-sim');
     assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, heldMib: 0, freeMib: 1375 });
-    assert.deepEqual(l.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'vision:running']);
+    assert.deepEqual(
+      l.reservations.map((r) => `${r.serve}:${r.phase}`),
+      ['fast:running', 'vision:running'],
+    );
   });
 });

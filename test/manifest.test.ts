@@ -130,7 +130,10 @@ describe('example manifest (examples/primary-node/serves.toml)', () => {
     assert.ok(fast);
     assert.equal(fast.model, 'leon-se/gemma-4-E4B-it-FP8-Dynamic');
     assert.equal(fast.servedModelName, 'gemma4-e4b-it');
-    assert.deepEqual(findGpuMemoryUtilization(fast.args).map((f) => f.value), [0.4396]);
+    assert.deepEqual(
+      findGpuMemoryUtilization(fast.args).map((f) => f.value),
+      [0.4396],
+    );
     const vision = findServe(manifest, 'vision');
     assert.ok(vision);
     assert.equal(vision.model, 'Qwen/Qwen3-VL-4B-Instruct');
@@ -182,7 +185,14 @@ describe('valid manifests', () => {
 
   test('api "none" and "http" need no model: the name labels the serve, args are its command', () => {
     const job = serve('job', 31003, { api: 'none', class: 'on-demand', model: undefined, served_model_name: undefined, args: ['sleep', 'infinity'] });
-    const comfy = serve('comfy', 31004, { api: 'http', class: 'on-demand', model: undefined, served_model_name: undefined, args: [], health_path: '/system_stats' });
+    const comfy = serve('comfy', 31004, {
+      api: 'http',
+      class: 'on-demand',
+      model: undefined,
+      served_model_name: undefined,
+      args: [],
+      health_path: '/system_stats',
+    });
     const { manifest } = assertOk(parse(render({ serves: [serve('alpha', 31001), job, comfy] })));
     const [, j, c] = manifest.serves;
     assert.deepEqual([j?.api, j?.model, j?.servedModelName, j?.args], ['none', 'job', 'job', ['sleep', 'infinity']]);
@@ -275,7 +285,11 @@ describe('rejected manifests: one rule each', () => {
 
   test('an openai serve (the default) without model or served_model_name', () => {
     assertOneError(parse(render({ serves: [serve('alpha', 31001, { model: undefined })] })), 'serves[0].model', 'is required for api = "openai" (the default)');
-    assertOneError(parse(render({ serves: [serve('alpha', 31001, { served_model_name: undefined })] })), 'serves[0].served_model_name', 'the id /v1/models must report');
+    assertOneError(
+      parse(render({ serves: [serve('alpha', 31001, { served_model_name: undefined })] })),
+      'serves[0].served_model_name',
+      'the id /v1/models must report',
+    );
   });
 
   test('a router tier in front of a serve that is not openai', () => {
@@ -360,10 +374,7 @@ describe('rejected manifests: one rule each', () => {
     const serves = ['a', 'b', 'c', 'd', 'e'].map((n, i) => serve(n, 31001 + i));
     serves.push(serve('big', 31010, { vram_mib: 40000, args: [] }));
     const issue = assertOneError(parse(render({ serves })), 'serves[5].vram_mib');
-    assert.equal(
-      issue.message,
-      "40000 MiB exceeds the budget of gpu_role 'dark-fast' (capacity 32607 − reserve 4608 = 27999 MiB)",
-    );
+    assert.equal(issue.message, "40000 MiB exceeds the budget of gpu_role 'dark-fast' (capacity 32607 − reserve 4608 = 27999 MiB)");
   });
 
   test('a reservation of exactly the budget is fine', () => {
@@ -439,8 +450,20 @@ describe('rejected manifests: one rule each', () => {
     assertOk(parse(render({ gpus, serves: [serve('all', 31001, { vram_mib: 32607, args: ['--gpu-memory-utilization=1'] })] })));
   });
 
-  test('secrets in args: vLLM\'s --hf-token and --api-key move to env (both forms); the rest of args stays in order', () => {
-    const args = ['--gpu-memory-utilization', '0.03', '--hf-token', 'hf_abc123', '--max-model-len', '4096', '--api_key=sk-xyz', '--tokenizer', 't/x', '--max-num-batched-tokens', '8192'];
+  test("secrets in args: vLLM's --hf-token and --api-key move to env (both forms); the rest of args stays in order", () => {
+    const args = [
+      '--gpu-memory-utilization',
+      '0.03',
+      '--hf-token',
+      'hf_abc123',
+      '--max-model-len',
+      '4096',
+      '--api_key=sk-xyz',
+      '--tokenizer',
+      't/x',
+      '--max-num-batched-tokens',
+      '8192',
+    ];
     const { manifest } = assertOk(parse(render({ serves: [serve('alpha', 31001, { args, env: { HF_HUB_OFFLINE: '0' } })] })));
     const alpha = findServe(manifest, 'alpha');
     assert.deepEqual(alpha?.args, ['--gpu-memory-utilization', '0.03', '--max-model-len', '4096', '--tokenizer', 't/x', '--max-num-batched-tokens', '8192']);
@@ -457,7 +480,14 @@ describe('rejected manifests: one rule each', () => {
       [{ args: ['--token', 'abc'] }, 0, '--token'],
       [{ api: 'http', model: undefined, served_model_name: undefined, args: ['--api-key', 'abc'] }, 0, '--api-key'],
     ] as const) {
-      const issue = assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), `serves[0].args[${index}]`, flag, 'command line', '`ps`', 'set it in env instead');
+      const issue = assertOneError(
+        parse(render({ serves: [serve('alpha', 31001, extra)] })),
+        `serves[0].args[${index}]`,
+        flag,
+        'command line',
+        '`ps`',
+        'set it in env instead',
+      );
       assert.equal(issue.message.includes('--hf-token → env.HF_TOKEN'), !('api' in extra), issue.message);
     }
   });
@@ -468,7 +498,8 @@ describe('rejected manifests: one rule each', () => {
       [{ args: ['--api-key', 'a1b2', '--api-key=c3d4'] }, 2, 'more than once (first at args[0])'],
       [{ args: ['--api-key='] }, 0, 'needs a value'],
     ];
-    for (const [extra, index, fragment] of cases) assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), `serves[0].args[${index}]`, fragment);
+    for (const [extra, index, fragment] of cases)
+      assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), `serves[0].args[${index}]`, fragment);
   });
 
   test('port outside 1..65535', () => {
@@ -483,14 +514,26 @@ describe('rejected manifests: one rule each', () => {
   test('serve name must be a container/workflow-safe slug', () => {
     for (const bad of ['Fast', '-fast', 'fast-', 'fast_1', 'fast.1', '../x', 'a/b', 'bóx', 'x'.repeat(64), '']) {
       const text = render({ serves: [serve(bad, 31001, { served_model_name: 'm' })] });
-      assertOneError(parse(text), 'serves[0].name', "lowercase letters, digits and '-', 1..63 characters", 'container name and a workflow id', `(got ${JSON.stringify(bad)})`);
+      assertOneError(
+        parse(text),
+        'serves[0].name',
+        "lowercase letters, digits and '-', 1..63 characters",
+        'container name and a workflow id',
+        `(got ${JSON.stringify(bad)})`,
+      );
     }
     assertOk(parse(render({ serves: [serve('x'.repeat(63), 31001), serve('7b', 31002)] })));
   });
 
   test('node name: a DNS label, since it becomes container names, workflow ids and the task queue', () => {
     for (const bad of ['../x', 'box; rm -rf /', 'bóx', 'Box', 'box.local', 'box_1', '-box', 'box-', 'a'.repeat(64), "it's"]) {
-      const issue = assertOneError(parse(render({ node: { name: bad } })), 'node.name', "lowercase letters, digits and '-', 1..63 characters", 'task queue', `(got ${JSON.stringify(bad)})`);
+      const issue = assertOneError(
+        parse(render({ node: { name: bad } })),
+        'node.name',
+        "lowercase letters, digits and '-', 1..63 characters",
+        'task queue',
+        `(got ${JSON.stringify(bad)})`,
+      );
       assert.equal(formatIssue(issue).split('\n').length, 1);
     }
     for (const good of ['primary-node', 'n', 'box2', 'a'.repeat(63)]) assertOk(parse(render({ node: { name: good } })));
@@ -503,7 +546,7 @@ describe('rejected manifests: one rule each', () => {
     }
   });
 
-  test("gpu uuid: GPU-<uuid> or MIG-<uuid>, as nvidia-smi -L prints it", () => {
+  test('gpu uuid: GPU-<uuid> or MIG-<uuid>, as nvidia-smi -L prints it', () => {
     for (const bad of [
       'GPU-1',
       'GPU-x',
@@ -534,10 +577,20 @@ describe('rejected manifests: one rule each', () => {
       [{ vram_mib: 1_048_577 }, 'serves[0].vram_mib', 'must be a whole number of MiB in 1..1048576 (got 1048577)'],
     ];
     for (const [extra, path, fragment] of cases) assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), path, fragment);
-    assertOneError(parse(render({ gpus: [{ ...GPU, capacity_mib: 2 ** 40 }], serves: [] })), 'gpus[0].capacity_mib', 'must be a whole number of MiB in 1..1048576 (got 1099511627776)');
+    assertOneError(
+      parse(render({ gpus: [{ ...GPU, capacity_mib: 2 ** 40 }], serves: [] })),
+      'gpus[0].capacity_mib',
+      'must be a whole number of MiB in 1..1048576 (got 1099511627776)',
+    );
     assertOneError(parse(render({ gpus: [{ ...GPU, reserve_mib: 1e11 }], serves: [] })), 'gpus[0].reserve_mib', 'in 0..1048575 (got 100000000000)');
     // The bounds themselves are allowed.
-    assertOk(parse(render({ serves: [serve('alpha', 31001, { stop_timeout_s: 0, start_timeout_s: 86_400 }), serve('beta', 31002, { stop_timeout_s: 3600, start_timeout_s: 1 })] })));
+    assertOk(
+      parse(
+        render({
+          serves: [serve('alpha', 31001, { stop_timeout_s: 0, start_timeout_s: 86_400 }), serve('beta', 31002, { stop_timeout_s: 3600, start_timeout_s: 1 })],
+        }),
+      ),
+    );
   });
 
   test('env keys must be POSIX environment variable names', () => {
@@ -607,14 +660,20 @@ describe('rejected manifests: one rule each', () => {
       ],
     );
     const inline = errorsOf(parse('gpus = [1]\n[node]\nname = "n"\n'));
-    assert.deepEqual(inline.map((e) => [e.path, e.message]), [['gpus[0]', 'must be a table (got 1)']]);
+    assert.deepEqual(
+      inline.map((e) => [e.path, e.message]),
+      [['gpus[0]', 'must be a table (got 1)']],
+    );
   });
 });
 
 describe('collecting issues', () => {
   test('all errors are collected, across gpus and serves', () => {
     const text = render({
-      gpus: [{ ...GPU, reserve_mib: -1 }, { ...GPU, role: 'other', uuid: 'GPU-22222222-2222-2222-2222-222222222222', capacity_mib: 0 }],
+      gpus: [
+        { ...GPU, reserve_mib: -1 },
+        { ...GPU, role: 'other', uuid: 'GPU-22222222-2222-2222-2222-222222222222', capacity_mib: 0 },
+      ],
       serves: [
         serve('alpha', 31001, { vram_mib: 0 }),
         serve('Beta', 31002),

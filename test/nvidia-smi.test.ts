@@ -31,7 +31,8 @@ function isPermanent(type: string, message?: RegExp) {
 
 describe('nvidia-smi CSV parsers', () => {
   test('parseGpuCsv reads the real --query-gpu lines', () => {
-    const csv = '0, GPU-5f2c9a41-0000-4000-8000-000000000001, NVIDIA GeForce RTX 5090, 32607, 30057, 2550\r\n1, GPU-5f2c9a41-0000-4000-8000-000000000002, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 0, 97250\n\n';
+    const csv =
+      '0, GPU-5f2c9a41-0000-4000-8000-000000000001, NVIDIA GeForce RTX 5090, 32607, 30057, 2550\r\n1, GPU-5f2c9a41-0000-4000-8000-000000000002, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 0, 97250\n\n';
     assert.deepEqual(parseGpuCsv(csv), [
       { index: 0, uuid: UUID_A, name: 'NVIDIA GeForce RTX 5090', totalMib: 32607, usedMib: 30057, freeMib: 2550 },
       { index: 1, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition', totalMib: 97887, usedMib: 0, freeMib: 97250 },
@@ -52,8 +53,17 @@ describe('nvidia-smi CSV parsers', () => {
   });
 
   test('a malformed line is a NvidiaSmiUnreadable error naming the line', () => {
-    assert.throws(() => parseGpuCsv(`0, ${UUID_A}, NVIDIA GeForce RTX 5090, 32607, 30057, 2550\n0, ${UUID_A}, NVIDIA GeForce RTX 5090, 32607 MiB, 30057, 2550`), isPermanent('NvidiaSmiUnreadable', /line 2 .*memory\.total '32607 MiB'.*'0, GPU-5f2c9a41-0000-4000-8000-000000000001, NVIDIA GeForce RTX 5090, 32607 MiB, 30057, 2550'/));
-    assert.throws(() => parseGpuCsv('NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'), isPermanent('NvidiaSmiUnreadable', /line 1 has 1 fields, expected 6/));
+    assert.throws(
+      () => parseGpuCsv(`0, ${UUID_A}, NVIDIA GeForce RTX 5090, 32607, 30057, 2550\n0, ${UUID_A}, NVIDIA GeForce RTX 5090, 32607 MiB, 30057, 2550`),
+      isPermanent(
+        'NvidiaSmiUnreadable',
+        /line 2 .*memory\.total '32607 MiB'.*'0, GPU-5f2c9a41-0000-4000-8000-000000000001, NVIDIA GeForce RTX 5090, 32607 MiB, 30057, 2550'/,
+      ),
+    );
+    assert.throws(
+      () => parseGpuCsv('NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'),
+      isPermanent('NvidiaSmiUnreadable', /line 1 has 1 fields, expected 6/),
+    );
     assert.throws(() => parseGpuCsv(`x, ${UUID_A}, n, 1, 1, 0`), isPermanent('NvidiaSmiUnreadable', /index 'x'/));
     assert.throws(() => parseGpuCsv('0, not-a-uuid, n, 1, 1, 0'), isPermanent('NvidiaSmiUnreadable', /uuid 'not-a-uuid'/));
     assert.throws(() => parseGpuCsv(`0, ${UUID_A}, n, [N/A], 1, 0`), isPermanent('NvidiaSmiUnreadable', /memory\.total '\[N\/A\]'/));
@@ -84,7 +94,8 @@ describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
       { index: 1, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000 Blackwell Workstation Edition', totalMib: 97887, baseUsedMib: 600 },
     ],
   };
-  const writeState = (patch: Partial<FakeNvidiaSmiState> = {}) => writeFileSync(statePath, JSON.stringify({ ...base, simStateDir: join(dir, 'serves'), ...patch }));
+  const writeState = (patch: Partial<FakeNvidiaSmiState> = {}) =>
+    writeFileSync(statePath, JSON.stringify({ ...base, simStateDir: join(dir, 'serves'), ...patch }));
 
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'gpures-smi-'));
@@ -129,7 +140,10 @@ describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
     assert.ok((apps[0]?.pid ?? 0) > 0);
 
     writeState({ perProcessNA: true });
-    assert.deepEqual((await smi.computeApps()).map((a) => a.usedMib), [null]);
+    assert.deepEqual(
+      (await smi.computeApps()).map((a) => a.usedMib),
+      [null],
+    );
     writeState();
 
     assert.equal(await runtime.stop(serve.spec.name, 5), 'stopped');
@@ -213,7 +227,13 @@ describe('the fake nvidia-smi with docker: true', () => {
     const state: FakeNvidiaSmiState = { gpus: [{ index: 0, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000', totalMib: 97887, baseUsedMib: 100 }], docker: true };
     writeFileSync(statePath, JSON.stringify(state));
     const smi = new NvidiaSmi({ binary: FAKE, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
-    const serve = await contractServe(runId, 'docker-draw', process.env['GPURES_TEST_IMAGE'] ?? TEST_IMAGES.fakeVllm, {}, { labels: { [LABEL.gpuUuid]: UUID_B, [LABEL.vramMib]: '2000' } });
+    const serve = await contractServe(
+      runId,
+      'docker-draw',
+      process.env['GPURES_TEST_IMAGE'] ?? TEST_IMAGES.fakeVllm,
+      {},
+      { labels: { [LABEL.gpuUuid]: UUID_B, [LABEL.vramMib]: '2000' } },
+    );
     await runtime.ensureRunning(serve.spec);
     assert.equal((await smi.readGpus())[0]?.usedMib, 2100);
     const apps = await smi.computeApps();

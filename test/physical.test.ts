@@ -6,14 +6,25 @@ import type { LedgerState, Reservation } from '../src/domain/ledger';
 import { formatMeasuredDelta, formatPhysical, physicalTruth } from '../src/domain/physical';
 
 const GPU = { role: 'dark-fast', uuid: 'GPU-1', capacityMib: 32607, reserveMib: 4608 };
-const reservation = (serve: string, vramMib: number, phase: Reservation['phase']): Reservation => ({ serve, vramMib, class: 'resident', phase, holder: `serves-up/n/${serve}` });
+const reservation = (serve: string, vramMib: number, phase: Reservation['phase']): Reservation => ({
+  serve,
+  vramMib,
+  class: 'resident',
+  phase,
+  holder: `serves-up/n/${serve}`,
+});
 
 function ledgerOf(...reservations: Reservation[]): LedgerState {
   return { ...emptyLedger('primary-node', GPU), reservations };
 }
 
 test("the report's full resident set: 5700 MiB beyond the serves, 1092 MiB over the reserve", () => {
-  const l = ledgerOf(reservation('fast', 14336, 'running'), reservation('embeddings', 3200, 'running'), reservation('reranker', 3456, 'running'), reservation('ocr', 5120, 'running'));
+  const l = ledgerOf(
+    reservation('fast', 14336, 'running'),
+    reservation('embeddings', 3200, 'running'),
+    reservation('reranker', 3456, 'running'),
+    reservation('ocr', 5120, 'running'),
+  );
   const t = physicalTruth(l, { uuid: 'GPU-1', totalMib: 32607, usedMib: 26112 + 5700 });
   assert.deepEqual([t.servesMib, t.nonLedgerDrawMib, t.optimistic], [26112, 5700, true]);
   assert.deepEqual(formatPhysical(t), [
@@ -40,6 +51,12 @@ test('only serves that hold their VRAM count: running and evicting, not admitted
 });
 
 test("a serve's measured delta: inside its reservation, or a warning naming the overrun", () => {
-  assert.deepEqual(formatMeasuredDelta('vision', 11738, 12288), { exceeds: false, line: 'vision measured 11738 MiB device delta, inside its 12288 MiB reservation' });
-  assert.deepEqual(formatMeasuredDelta('fast', 15000, 14336), { exceeds: true, line: 'warning: fast measured 15000 MiB device delta, 664 MiB above its 14336 MiB reservation' });
+  assert.deepEqual(formatMeasuredDelta('vision', 11738, 12288), {
+    exceeds: false,
+    line: 'vision measured 11738 MiB device delta, inside its 12288 MiB reservation',
+  });
+  assert.deepEqual(formatMeasuredDelta('fast', 15000, 14336), {
+    exceeds: true,
+    line: 'warning: fast measured 15000 MiB device delta, 664 MiB above its 14336 MiB reservation',
+  });
 });

@@ -52,12 +52,28 @@ describe('promotion rules (pure)', () => {
 
   test("a router's output recorded in history never carries its admin token", async () => {
     const token = 'router-admin-token-0123456789';
-    const deployment: Pick<RouterDeployment, 'validate'> = { validate: () => Promise.resolve({ exitCode: 1, output: `rejected; the token is ${token}`, timedOut: false, durationMs: 1 }) };
+    const deployment: Pick<RouterDeployment, 'validate'> = {
+      validate: () => Promise.resolve({ exitCode: 1, output: `rejected; the token is ${token}`, timedOut: false, durationMs: 1 }),
+    };
     const acts = createPromotionActivities({
       routerDeployment: deployment as RouterDeployment,
-      routerTargets: [{ name: 'r', container: 'c', configPath: '/srv/router/router.toml', containerConfigPath: '/config/router.toml', url: 'http://127.0.0.1:1', adminToken: token }],
+      routerTargets: [
+        {
+          name: 'r',
+          container: 'c',
+          configPath: '/srv/router/router.toml',
+          containerConfigPath: '/config/router.toml',
+          url: 'http://127.0.0.1:1',
+          adminToken: token,
+        },
+      ],
     });
-    const verdict: ValidationRun = await new MockActivityEnvironment().run((input: Parameters<typeof acts.promoteValidate>[0]) => acts.promoteValidate(input), { router: 'r', image: 'i', content: 'x', run: { workflowId: 'w', runId: 'r' } });
+    const verdict: ValidationRun = await new MockActivityEnvironment().run((input: Parameters<typeof acts.promoteValidate>[0]) => acts.promoteValidate(input), {
+      router: 'r',
+      image: 'i',
+      content: 'x',
+      run: { workflowId: 'w', runId: 'r' },
+    });
     assert.equal(verdict.output, `rejected; the token is ${REDACTED}`);
   });
 
@@ -182,7 +198,13 @@ describe('router promotion', () => {
 
   function journal(t: RouterTarget): { op: string; phase: string; run: string }[] {
     const p = journalPath(t.configPath);
-    return existsSync(p) ? readFileSync(p, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { op: string; phase: string; run: string }) : [];
+    return existsSync(p)
+      ? readFileSync(p, 'utf8')
+          .trim()
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { op: string; phase: string; run: string })
+      : [];
   }
 
   test('good config with a new image: validated, backed up, written, recreated, verified', async () => {
@@ -191,8 +213,9 @@ describe('router promotion', () => {
     const config = routerConfig('good-v2');
     const seen: string[] = [];
     const started = Date.now();
-    const out = await promote({ router: 'good', config: { content: config }, image: v2, profile: '/etc/gpures/promotion-profile.json', verify: { windowS: 2 } }, (s) =>
-      seen.push(s.step),
+    const out = await promote(
+      { router: 'good', config: { content: config }, image: v2, profile: '/etc/gpures/promotion-profile.json', verify: { windowS: 2 } },
+      (s) => seen.push(s.step),
     );
     assert.ok(out.ok, !out.ok ? `${out.failureType}: ${out.message}` : '');
     const r = out.result;
@@ -220,7 +243,10 @@ describe('router promotion', () => {
     assert.deepEqual(info.HostConfig.Binds, [`${join(t.configPath, '..')}:/config:ro`]);
     // The validate container is gone, and so are the recreate's parking names.
     const leftovers = await d.listContainers({ all: true, filters: { name: [`${t.container}-`] } });
-    assert.deepEqual(leftovers.map((x) => x.Names), []);
+    assert.deepEqual(
+      leftovers.map((x) => x.Names),
+      [],
+    );
     console.log(`  promoted with a recreate in ${Date.now() - started} ms`);
   });
 
@@ -267,9 +293,15 @@ describe('router promotion', () => {
     assert.equal(out.ok, false);
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'ValidationFailed');
-    assert.match(out.message, /--validate-only exit 1 .*rejected the config: fake-router: validate: \/config\/router\.toml: invalid: line \d+: invalid = true; nothing was changed/);
+    assert.match(
+      out.message,
+      /--validate-only exit 1 .*rejected the config: fake-router: validate: \/config\/router\.toml: invalid: line \d+: invalid = true; nothing was changed/,
+    );
     assert.equal(out.details?.validation?.exitCode, 1);
-    assert.deepEqual(out.details?.steps.map((s) => s.step), ['resolve', 'validate']);
+    assert.deepEqual(
+      out.details?.steps.map((s) => s.step),
+      ['resolve', 'validate'],
+    );
     assert.deepEqual(readFileSync(t.configPath), before);
     assert.deepEqual(await containerOf(t), c0);
     assert.deepEqual(backupsIn(t.configPath), []);
@@ -286,7 +318,10 @@ describe('router promotion', () => {
     assert.equal(out.ok, false);
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'CrashLoopDetected');
-    assert.match(out.message, /failed at verify: router container \S+ restarted within [\d.]+ s of verification: restart count 0 → [1-9]\d* \(status \w+, last exit code 3\)/);
+    assert.match(
+      out.message,
+      /failed at verify: router container \S+ restarted within [\d.]+ s of verification: restart count 0 → [1-9]\d* \(status \w+, last exit code 3\)/,
+    );
     assert.match(out.message, /rolled back: config restored .*gpures\/fake-router:test recreated, verified on mapping_version 'crash-v1'/);
     const rb = out.details?.rollback;
     assert.equal(rb?.ok, true);
@@ -301,7 +336,10 @@ describe('router promotion', () => {
     assert.equal(c.running, true);
     assert.equal(c.restartCount, 0);
     // Each effect written ahead (intent) and then confirmed (done).
-    assert.deepEqual(journal(t).map((e) => `${e.op} ${e.phase}`), ['backup intent', 'backup done', 'write intent', 'write done', 'restore intent', 'restore done']);
+    assert.deepEqual(
+      journal(t).map((e) => `${e.op} ${e.phase}`),
+      ['backup intent', 'backup done', 'write intent', 'write done', 'restore intent', 'restore done'],
+    );
     console.log(`  crash loop detected and rolled back in ${Date.now() - started} ms`);
   });
 
@@ -323,7 +361,10 @@ describe('router promotion', () => {
     const out = await promote({ router: 'mismatch', config: { content: routerConfig('mismatch-v2', ['', 'report_mapping_version = "stale"']) }, image: v2 });
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'HealthzMismatch');
-    assert.match(out.message, /did not answer 200 with mapping_version 'mismatch-v2' 3 times in a row within 3 s .*last answer: 200 with mapping_version 'stale'/);
+    assert.match(
+      out.message,
+      /did not answer 200 with mapping_version 'mismatch-v2' 3 times in a row within 3 s .*last answer: 200 with mapping_version 'stale'/,
+    );
     assert.equal(out.details?.rollback?.ok, true);
     assert.deepEqual(readFileSync(t.configPath), before);
     assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'mismatch-v1' });
@@ -344,7 +385,12 @@ describe('router promotion', () => {
     assert.ok(winner);
     assert.equal(err.workflowId, `promote/${node}/race`);
     assert.equal(err.runningRunId, winner.handle.firstExecutionRunId);
-    assert.match(err.message, new RegExp(`refused: a promotion of router 'race' on node '${node}' is already running \\(workflow promote/${node}/race, run ${winner.handle.firstExecutionRunId}`));
+    assert.match(
+      err.message,
+      new RegExp(
+        `refused: a promotion of router 'race' on node '${node}' is already running \\(workflow promote/${node}/race, run ${winner.handle.firstExecutionRunId}`,
+      ),
+    );
     const out = await followPromotion(winner.handle, () => undefined, 200);
     assert.ok(out.ok);
     assert.equal(readFileSync(t.configPath, 'utf8'), winner.input?.config.content);
@@ -357,7 +403,10 @@ describe('router promotion', () => {
   /** The promotion's whole history, every payload decoded: it must not carry the stand-in. */
   async function assertNoShadowIn(out: PromotionOutcome): Promise<void> {
     const texts = historyTexts(await fetchHistoryJson(temporal.client, out.workflowId, out.runId));
-    assert.ok(texts.some((t) => t.includes('resolve')), 'payloads not decoded by the scan');
+    assert.ok(
+      texts.some((t) => t.includes('resolve')),
+      'payloads not decoded by the scan',
+    );
     assert.ok(!texts.some((t) => t.includes('shadowStandIn') || t.includes('stolen')), `${out.workflowId}: the outside file is in history`);
   }
 
@@ -375,7 +424,10 @@ describe('router promotion', () => {
       assert.ok(!out.ok);
       assert.equal(out.failureType, 'UnsafeConfigPath');
       assert.match(out.message, new RegExp(`failed at resolve: ${join(dir, name)} ${why}.*the router's config directory ${dir}.*; nothing was changed`));
-      assert.deepEqual(out.details?.steps.map((x) => x.step), ['resolve']);
+      assert.deepEqual(
+        out.details?.steps.map((x) => x.step),
+        ['resolve'],
+      );
       await assertNoShadowIn(out);
     }
     assert.deepEqual(readFileSync(t.configPath), before);
@@ -426,7 +478,12 @@ describe('router promotion', () => {
     const out = await promote({ router: 'linkdir', config: { path: join(dir, 'shadow') }, image: ROUTER_IMAGE });
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'UnsafeConfigPath');
-    assert.match(out.message, new RegExp(`failed at resolve: ${t.configPath}: the router's config directory ${dir} resolves to /\\S+gpures-swapped-\\S+, so a symbolic link on the way leads outside it`));
+    assert.match(
+      out.message,
+      new RegExp(
+        `failed at resolve: ${t.configPath}: the router's config directory ${dir} resolves to /\\S+gpures-swapped-\\S+, so a symbolic link on the way leads outside it`,
+      ),
+    );
     await assertNoShadowIn(out);
   });
 
@@ -526,8 +583,19 @@ describe('router promotion: a worker killed just after the backup, or mid-recrea
     assert.equal(backups.length, 1);
     assert.ok(backups[0]?.includes(`.${key}.bak`));
     const runRef = `${handle.workflowId}/${handle.firstExecutionRunId}`;
-    const entries = readFileSync(journalPath(t.configPath), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { op: string; phase: string; run: string });
-    assert.deepEqual(entries.map((e) => [e.op, e.phase, e.run]), [['backup', 'intent', runRef], ['backup', 'done', runRef], ['write', 'intent', runRef], ['write', 'done', runRef]]);
+    const entries = readFileSync(journalPath(t.configPath), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { op: string; phase: string; run: string });
+    assert.deepEqual(
+      entries.map((e) => [e.op, e.phase, e.run]),
+      [
+        ['backup', 'intent', runRef],
+        ['backup', 'done', runRef],
+        ['write', 'intent', runRef],
+        ['write', 'done', runRef],
+      ],
+    );
 
     // The history, worker crash and retried backup included, replays against the bundle.
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, await handle.fetchHistory(), handle.workflowId);
@@ -555,7 +623,9 @@ describe('router promotion: a worker killed just after the backup, or mid-recrea
     const [recreate] = activityRuns((await handle.fetchHistory()).events ?? [], 'promoteRecreate');
     assert.ok(recreate);
     const gapMs = recreate.startedAtMs - killedAt;
-    console.log(`  recreate retried ${(gapMs / 1000).toFixed(1)} s after kill -9 (attempt ${recreate.attempt}); router answered again ${(downAfterKillMs / 1000).toFixed(1)} s after the kill`);
+    console.log(
+      `  recreate retried ${(gapMs / 1000).toFixed(1)} s after kill -9 (attempt ${recreate.attempt}); router answered again ${(downAfterKillMs / 1000).toFixed(1)} s after the kill`,
+    );
     assert.ok(recreate.attempt >= 2, `attempt ${recreate.attempt}`);
     assert.ok(gapMs > 0 && gapMs < 30_000, `recreate retried ${gapMs} ms after the kill`);
     // The retry finished what the first attempt began: one container on v2, nothing parked.
@@ -565,7 +635,10 @@ describe('router promotion: a worker killed just after the backup, or mid-recrea
     assert.equal(c1.Config.Image, v2);
     assert.deepEqual(await healthz(r.url), { status: 200, mappingVersion: 'recreate-v2' });
     const leftovers = await d.listContainers({ all: true, filters: { name: [`${r.container}-gpures-`] } });
-    assert.deepEqual(leftovers.map((x) => x.Names), []);
+    assert.deepEqual(
+      leftovers.map((x) => x.Names),
+      [],
+    );
 
     second.kill('SIGTERM');
     await new Promise((res) => second.once('exit', res));

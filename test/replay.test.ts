@@ -37,7 +37,10 @@ const KINDS: Record<string, string> = {
   'promote-rollback': 'promoteWorkflow',
 };
 
-Runtime.install({ logger: new DefaultLogger('ERROR', () => undefined), telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
+Runtime.install({
+  logger: new DefaultLogger('ERROR', () => undefined),
+  telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } },
+});
 
 describe('recorded histories replay against the current workflow code', () => {
   let outcomes: ReplayOutcome[] = [];
@@ -62,7 +65,7 @@ describe('recorded histories replay against the current workflow code', () => {
     });
   }
 
-  test('no recorded history carries a token (the sim router\'s, or the promoted router\'s admin token)', () => {
+  test("no recorded history carries a token (the sim router's, or the promoted router's admin token)", () => {
     for (const name of files) {
       const texts = historyTexts(readHistoryFile(join(HISTORIES, name)));
       assert.ok(texts.length > 0);
@@ -89,7 +92,11 @@ describe('versioning: an incompatible change fails replay, the same change behin
   test('a new first activity, unpatched: DeterminismViolationError naming the activity', async () => {
     const h = recorded();
     await assert.rejects(
-      Worker.runReplayHistory({ workflowsPath: require.resolve('./fixtures/bring-up-extra-step'), replayName: 'unpatched' }, historyProto(h), historyIdentity(h).workflowId),
+      Worker.runReplayHistory(
+        { workflowsPath: require.resolve('./fixtures/bring-up-extra-step'), replayName: 'unpatched' },
+        historyProto(h),
+        historyIdentity(h).workflowId,
+      ),
       (err: unknown) => {
         assert.ok(err instanceof DeterminismViolationError, `expected DeterminismViolationError, got ${String(err)}`);
         assert.match(err.message, /readGpu|resolveServe/);
@@ -100,7 +107,11 @@ describe('versioning: an incompatible change fails replay, the same change behin
 
   test('the same activity behind patched(): the recorded history replays', async () => {
     const h = recorded();
-    await Worker.runReplayHistory({ workflowsPath: require.resolve('./fixtures/bring-up-extra-step-patched'), replayName: 'patched' }, historyProto(h), historyIdentity(h).workflowId);
+    await Worker.runReplayHistory(
+      { workflowsPath: require.resolve('./fixtures/bring-up-extra-step-patched'), replayName: 'patched' },
+      historyProto(h),
+      historyIdentity(h).workflowId,
+    );
   });
 
   test('the replay command reports the unpatched variant as FAIL with the event, the patched one as ok', async () => {
@@ -108,7 +119,10 @@ describe('versioning: an incompatible change fails replay, the same change behin
     assert.equal(bad[0]?.ok, false);
     assert.equal(bad[0]?.errorName, 'DeterminismViolationError');
     assert.ok(bad[0]);
-    assert.match(formatReplayOutcome(bad[0]), /^FAIL serves-up\/primary-node\/vision: nondeterminism: .*\[at event \d+ ActivityTaskScheduled: activity resolveServe/);
+    assert.match(
+      formatReplayOutcome(bad[0]),
+      /^FAIL serves-up\/primary-node\/vision: nondeterminism: .*\[at event \d+ ActivityTaskScheduled: activity resolveServe/,
+    );
     const good = await replayHistoryFiles([join(HISTORIES, 'bring-up.json')], { workflowsPath: require.resolve('./fixtures/bring-up-extra-step-patched') });
     assert.ok(good[0]);
     assert.equal(good[0].ok, true, formatReplayOutcome(good[0]));

@@ -48,23 +48,32 @@ describe('restore with guarded readmit', () => {
     await evictVision();
     const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
     assert.ok(down.ok, !down.ok ? down.message : '');
-    assert.deepEqual(down.result.restored.map((r) => [r.serve, r.ok, r.observedModels]), [['vision', true, ['qwen3-vl-4b-instruct']]]);
+    assert.deepEqual(
+      down.result.restored.map((r) => [r.serve, r.ok, r.observedModels]),
+      [['vision', true, ['qwen3-vl-4b-instruct']]],
+    );
     assert.match(down.result.message, /restore: vision restored$/);
     assert.equal((await t.routed('vision')).status, 200);
     const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
     assert.ok(l);
-    assert.deepEqual(l.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'vision:running']);
+    assert.deepEqual(
+      l.reservations.map((r) => `${r.serve}:${r.phase}`),
+      ['fast:running', 'vision:running'],
+    );
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 
-  test('serves down of an evicted serve says it stays down, and the acquirer\'s --restore then leaves it down', async () => {
+  test("serves down of an evicted serve says it stays down, and the acquirer's --restore then leaves it down", async () => {
     await evictVision();
     const downVision = await serveDown(t.temporal.client, t.node, 'vision');
     assert.ok(downVision.ok, !downVision.ok ? downVision.message : '');
     assert.equal(downVision.result.message, 'serves down vision: already stopped (evicted for comfyui-sim); it stays down and is no longer restored with it');
     assert.equal(downVision.result.outcome, 'already-stopped');
     const [mid] = await ledgerSnapshots(t.temporal.client, t.manifest);
-    assert.deepEqual(mid?.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running', 'comfyui-sim:running']);
+    assert.deepEqual(
+      mid?.reservations.map((r) => `${r.serve}:${r.phase}`),
+      ['fast:running', 'comfyui-sim:running'],
+    );
 
     const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
     assert.ok(down.ok, !down.ok ? down.message : '');
@@ -89,7 +98,10 @@ describe('restore with guarded readmit', () => {
     assert.equal((await slow).status, 200);
     assert.equal((await t.routed('fast')).status, 200);
     const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
-    assert.deepEqual(l?.reservations.map((r) => `${r.serve}:${r.phase}`), ['fast:running']);
+    assert.deepEqual(
+      l?.reservations.map((r) => `${r.serve}:${r.phase}`),
+      ['fast:running'],
+    );
     assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
   });
 
@@ -102,7 +114,10 @@ describe('restore with guarded readmit', () => {
     assert.equal((await slow).status, 200);
     assert.equal(down.result.drain?.drained, true);
     assert.equal(down.result.drain?.routerInFlightAtStart, 1);
-    assert.deepEqual(down.result.steps.map((x) => x.step), ['take', 'quiesce', 'drain', 'stop', 'release']);
+    assert.deepEqual(
+      down.result.steps.map((x) => x.step),
+      ['take', 'quiesce', 'drain', 'stop', 'release'],
+    );
     const after = await t.routed('fast');
     assert.equal(after.status, 503, 'a downed tier answers 503, not a connection error');
     const up = await serveUp(t.temporal.client, t.node, 'fast');
@@ -120,13 +135,19 @@ describe('restore with guarded readmit', () => {
       const up = await serveUp(t.temporal.client, t.node, 'vision');
       assert.ok(!up.ok);
       assert.equal(up.failureType, 'ReadmitRefused');
-      assert.match(up.message, /^serves up vision \(restore\) failed at readmit: router refused to readmit tier 'vision-local': identity_mismatch: .*qwen3-vl-4b-instruct/);
+      assert.match(
+        up.message,
+        /^serves up vision \(restore\) failed at readmit: router refused to readmit tier 'vision-local': identity_mismatch: .*qwen3-vl-4b-instruct/,
+      );
       // The tier's requiesce is registered before the guarded readmit (a cancel may land mid-readmit): it runs, a no-op on a tier the router kept quiesced.
       assert.match(up.message, /compensated: quiesce tier vision-local, remove container, release reservation$/);
       assert.equal((await t.box.runtime.inspect(`gpures-${t.node}-vision`)) ?? null, null);
       const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
       assert.ok(l);
-      assert.deepEqual(l.reservations.map((r) => r.serve), ['fast']);
+      assert.deepEqual(
+        l.reservations.map((r) => r.serve),
+        ['fast'],
+      );
       assert.equal(totals(l).committedMib, 14336);
       assert.equal((await t.routed('vision')).status, 503);
     } finally {

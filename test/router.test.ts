@@ -343,7 +343,11 @@ describe('reference router', () => {
   test('quiesce: new requests get 503 naming the tier, the 5 in flight finish 200, inFlight 5 -> 0 only after', async () => {
     const inflight = Array.from({ length: 5 }, (_, i) => chat(router.url, 'vision', { delay_ms: 700, messages: [{ role: 'user', content: `q${i}` }] }));
     let settled = 0;
-    for (const p of inflight) void p.then(() => settled++, () => settled++);
+    for (const p of inflight)
+      void p.then(
+        () => settled++,
+        () => settled++,
+      );
     await waitUntil('5 requests at the backend', () => visionBackend.active === 5);
 
     assert.equal((await admin.tierState('vision-local')).inFlight, 5);
@@ -369,7 +373,10 @@ describe('reference router', () => {
     assert.equal(mid.state, 'quiesced');
 
     const answers = await Promise.all(inflight);
-    assert.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200, 200]);
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [200, 200, 200, 200, 200],
+    );
     assert.deepEqual(answers.map(content), ['echo:q0', 'echo:q1', 'echo:q2', 'echo:q3', 'echo:q4']);
     assert.deepEqual(await admin.tierState('vision-local'), { ...q, inFlight: 0 });
     assert.equal(router.state().tiers.find((t) => t.tier === 'vision-local')?.inFlight, 0);
@@ -530,7 +537,10 @@ describe('reference router', () => {
     assert.equal((await chat(router.url, 'new')).status, 200);
 
     // Invalid: a preset naming an unknown tier and an unknown key.
-    writeFileSync(configPath, toml.replace('mapping_version = "test.v1"', 'mapping_version = "test.v3"\nbogus = 1').replace('tier = "dead-local"', 'tier = "ghost"'));
+    writeFileSync(
+      configPath,
+      toml.replace('mapping_version = "test.v1"', 'mapping_version = "test.v3"\nbogus = 1').replace('tier = "dead-local"', 'tier = "ghost"'),
+    );
     const err = await expectPermanent(admin.reload(), 'RouterConfigInvalid');
     assert.match(err.message, /ghost/);
     const raw = await fetch(`${router.url}/admin/reload`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
@@ -538,7 +548,10 @@ describe('reference router', () => {
     const body = (await raw.json()) as { error: { type: string; errors: string[]; mapping_version: string } };
     assert.equal(body.error.type, 'invalid_config');
     assert.equal(body.error.mapping_version, 'test.v2');
-    assert.ok(body.error.errors.some((e) => e.includes('presets[4].tier') && e.includes("unknown tier 'ghost'")), body.error.errors.join('\n'));
+    assert.ok(
+      body.error.errors.some((e) => e.includes('presets[4].tier') && e.includes("unknown tier 'ghost'")),
+      body.error.errors.join('\n'),
+    );
     assert.ok(body.error.errors.some((e) => e.includes('bogus')));
     assert.deepEqual(await admin.healthz(), { ok: true, mappingVersion: 'test.v2' }, 'the old mapping stays');
     assert.equal((await chat(router.url, 'new')).status, 200);
@@ -725,7 +738,7 @@ tier = "ghost"
     };
     expect('router.toml: mapping_version: is required');
     expect('router.toml: tiers[0].backend: must be an http(s) base URL', '"ftp://127.0.0.1:30001"');
-    expect("router.toml: tiers[0].model_identiy: unknown key", "did you mean 'model_identity'");
+    expect('router.toml: tiers[0].model_identiy: unknown key', "did you mean 'model_identity'");
     expect("router.toml: tiers[1].name: duplicate tier name 'a-local' (first declared at tiers[0])");
     expect('router.toml: tiers[2].backend: must be an http(s) base URL', '"not a url"');
     expect('router.toml: tiers[2].served_model_name: must be a non-empty string');
@@ -737,7 +750,7 @@ tier = "ghost"
   test('unknown top-level keys, no tiers, invalid TOML, bad value types', () => {
     const top = errorsOf(parse('mapping_version = "m"\npresetz = 1\n')).map(formatIssue);
     assert.deepEqual(top.sort(), [
-      "router.toml: presetz: unknown key \"presetz\" (did you mean 'presets'?)",
+      'router.toml: presetz: unknown key "presetz" (did you mean \'presets\'?)',
       'router.toml: tiers: at least one tier is required: add a [[tiers]] table with name, backend and served_model_name',
     ]);
     const toml = errorsOf(parse('mapping_version = \n'));
@@ -752,7 +765,9 @@ tier = "ghost"
   test('a tier no preset reaches is a warning', () => {
     const r = parse(`${MIN}[[tiers]]\nname = "lonely"\nbackend = "https://h.example"\nserved_model_name = "x"\n`);
     okConfig(r);
-    assert.deepEqual(r.ok && r.warnings.map(formatIssue), ["router.toml: tiers[1]: tier 'lonely' has no preset: clients cannot reach it (admin endpoints still can)"]);
+    assert.deepEqual(r.ok && r.warnings.map(formatIssue), [
+      "router.toml: tiers[1]: tier 'lonely' has no preset: clients cannot reach it (admin endpoints still can)",
+    ]);
   });
 
   test('parseBackendUrl', () => {
@@ -801,7 +816,7 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
     assert.deepEqual(checkRouterAgainstManifest(config, CFG, manifest, MANIFEST), []);
   });
 
-  test('an evictable serve\'s tier without model_identity = true is an error naming the tier and the file', () => {
+  test("an evictable serve's tier without model_identity = true is an error naming the tier and the file", () => {
     const config = okConfig(parseRouterConfig(routerText.replace(/(name = "vision-local"[^[]*?)model_identity = true\n/, '$1'), CFG));
     const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);
     const errors = routerCheckErrors(issues);
@@ -816,13 +831,12 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
     const config = okConfig(parseRouterConfig(routerText.replace(/(name = "fast-local"[^[]*?)model_identity = true\n/, '$1'), CFG));
     const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);
     assert.deepEqual(routerCheckErrors(issues), []);
-    assert.deepEqual(
-      issues.map(formatIssue),
-      ["router.toml: tiers[0].model_identity: tier 'fast-local' is backed by resident serve 'fast' (serves.toml) without model_identity = true: after `serves down fast` the tier stays quiesced and the guarded readmit of the next `serves up` will refuse with identity_not_configured"],
-    );
+    assert.deepEqual(issues.map(formatIssue), [
+      "router.toml: tiers[0].model_identity: tier 'fast-local' is backed by resident serve 'fast' (serves.toml) without model_identity = true: after `serves down fast` the tier stays quiesced and the guarded readmit of the next `serves up` will refuse with identity_not_configured",
+    ]);
   });
 
-  test('a served_model_name that differs from the serve\'s is an error; a missing tier is a warning', () => {
+  test("a served_model_name that differs from the serve's is an error; a missing tier is a warning", () => {
     const config = okConfig(
       parseRouterConfig(
         routerText
@@ -848,7 +862,7 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
     );
   });
 
-  test('a backend port that is not the serve\'s port is a warning', () => {
+  test("a backend port that is not the serve's port is a warning", () => {
     const config = okConfig(parseRouterConfig(routerText.replace('http://127.0.0.1:30008', 'http://127.0.0.1:30009'), CFG));
     const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);
     assert.deepEqual(routerCheckErrors(issues), []);

@@ -27,11 +27,22 @@ describe('serve secrets: environment, not command line; never in history', () =>
     const node = uniqueNode('secrets');
     box = await startTestBox(
       node,
-      renderManifest(node, [{ role: 'g', capacity_mib: 10000, reserve_mib: 0 }], [
-        { name: 'gated', vram_mib: 1000, args: ['--hf-token', HF_TOKEN, '--max-model-len', '4096', `--api-key=${API_KEY}`] },
-        // A job that prints its token and fails: the failure message quotes its last output.
-        { name: 'leaky', vram_mib: 1000, class: 'on-demand', api: 'none', env: { HF_TOKEN: LEAKED }, args: ['sh', '-c', 'echo "login with $HF_TOKEN refused"; exit 4'] },
-      ]),
+      renderManifest(
+        node,
+        [{ role: 'g', capacity_mib: 10000, reserve_mib: 0 }],
+        [
+          { name: 'gated', vram_mib: 1000, args: ['--hf-token', HF_TOKEN, '--max-model-len', '4096', `--api-key=${API_KEY}`] },
+          // A job that prints its token and fails: the failure message quotes its last output.
+          {
+            name: 'leaky',
+            vram_mib: 1000,
+            class: 'on-demand',
+            api: 'none',
+            env: { HF_TOKEN: LEAKED },
+            args: ['sh', '-c', 'echo "login with $HF_TOKEN refused"; exit 4'],
+          },
+        ],
+      ),
     );
   });
 
@@ -44,7 +55,8 @@ describe('serve secrets: environment, not command line; never in history', () =>
     assert.ok(up.ok, !up.ok ? up.message : '');
     const info = await docker().getContainer(containerName(box.node, 'gated')).inspect();
     const commandLine = [info.Path, ...info.Args, ...(info.Config.Cmd ?? []), ...[info.Config.Entrypoint ?? []].flat()];
-    for (const secret of [HF_TOKEN, API_KEY]) assert.ok(!commandLine.some((a) => a.includes(secret)), `${secret} on the command line: ${commandLine.join(' ')}`);
+    for (const secret of [HF_TOKEN, API_KEY])
+      assert.ok(!commandLine.some((a) => a.includes(secret)), `${secret} on the command line: ${commandLine.join(' ')}`);
     assert.ok(info.Config.Cmd?.includes('--max-model-len'), 'the other args are kept');
     assert.ok(!info.Config.Cmd?.some((a) => a.startsWith('--hf-token') || a.startsWith('--api-key')), info.Config.Cmd?.join(' '));
     assert.ok(info.Config.Env.includes(`HF_TOKEN=${HF_TOKEN}`), info.Config.Env.join(' '));
@@ -67,20 +79,33 @@ describe('serve secrets: environment, not command line; never in history', () =>
   test("no history of the node's workflows, and no audit report, carries a secret", async () => {
     const down = await serveDown(box.temporal.client, box.node, 'gated');
     assert.ok(down.ok, !down.ok ? down.message : '');
-    const ids = [workflowIds.bringUp(box.node, 'gated'), workflowIds.bringUp(box.node, 'leaky'), workflowIds.bringDown(box.node, 'gated'), workflowIds.ledger(box.node, 'g')];
+    const ids = [
+      workflowIds.bringUp(box.node, 'gated'),
+      workflowIds.bringUp(box.node, 'leaky'),
+      workflowIds.bringDown(box.node, 'gated'),
+      workflowIds.ledger(box.node, 'g'),
+    ];
     const query = `TaskQueue = 'gpures.${box.node}'`;
     const listed = new Set<string>();
-    await waitUntil('the workflows of this node listed', async () => {
-      for await (const wf of box.temporal.client.workflow.list({ query })) listed.add(wf.workflowId);
-      return ids.every((id) => listed.has(id));
-    }, 10_000, 100);
+    await waitUntil(
+      'the workflows of this node listed',
+      async () => {
+        for await (const wf of box.temporal.client.workflow.list({ query })) listed.add(wf.workflowId);
+        return ids.every((id) => listed.has(id));
+      },
+      10_000,
+      100,
+    );
     for (const id of listed) {
       const texts = historyTexts(await fetchHistoryJson(box.temporal.client, id));
       for (const secret of SECRETS) assert.ok(!texts.some((t) => t.includes(secret)), `${id}: carries a secret`);
     }
     // The scan sees inside payloads: the resolved serve (its env names, the redaction) is there.
     const upTexts = historyTexts(await fetchHistoryJson(box.temporal.client, ids[0] as string));
-    assert.ok(upTexts.some((t) => t.includes('VLLM_API_KEY') && t.includes(REDACTED)), 'the resolved serve is not in the scanned payloads');
+    assert.ok(
+      upTexts.some((t) => t.includes('VLLM_API_KEY') && t.includes(REDACTED)),
+      'the resolved serve is not in the scanned payloads',
+    );
 
     const env = { TEMPORAL_ADDRESS: box.temporal.address, TEMPORAL_NAMESPACE: 'default' };
     for (const id of ids.slice(0, 2)) {

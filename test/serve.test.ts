@@ -5,9 +5,21 @@ import { findSecretArgs, isSecretFlag, REDACTED, redactSecrets, redactServe, sec
 import type { ServeSpec } from '../src/domain/types';
 
 const serve: ServeSpec = {
-  name: 'gated', gpuRole: 'g', class: 'resident', vramMib: 1000, image: 'i', model: 'm', servedModelName: 's',
-  port: 30001, containerPort: 8000, bind: '127.0.0.1', args: ['--api-key', 'sk-one', '--max-model-len', '4096', '--api-key=sk-two'],
-  env: { HF_TOKEN: 'hf_secret_value', HF_HUB_OFFLINE: '1' }, healthPath: '/health', startTimeoutS: 60, stopTimeoutS: 5,
+  name: 'gated',
+  gpuRole: 'g',
+  class: 'resident',
+  vramMib: 1000,
+  image: 'i',
+  model: 'm',
+  servedModelName: 's',
+  port: 30001,
+  containerPort: 8000,
+  bind: '127.0.0.1',
+  args: ['--api-key', 'sk-one', '--max-model-len', '4096', '--api-key=sk-two'],
+  env: { HF_TOKEN: 'hf_secret_value', HF_HUB_OFFLINE: '1' },
+  healthPath: '/health',
+  startTimeoutS: 60,
+  stopTimeoutS: 5,
 };
 
 test('redactServe keeps env names and ordinary args, hides env values and --api-key values', () => {
@@ -24,14 +36,30 @@ test('redactSecrets removes every secret value from a log tail', () => {
 });
 
 test('a secret flag is one with a word token, key, secret, password, passwd or credential(s)', () => {
-  for (const f of ['--hf-token', '--api-key', '--api_key', '--token', '--password', '--db-passwd', '--client-secret', '--aws-credentials', '--openai-apikey', '--KEY']) assert.ok(isSecretFlag(f), f);
-  for (const f of ['--tokenizer', '--max-num-batched-tokens', '--ssl-keyfile', '--skip-tokenizer-init', '--keyring-path', 'token', '-k']) assert.ok(!isSecretFlag(f), f);
+  for (const f of [
+    '--hf-token',
+    '--api-key',
+    '--api_key',
+    '--token',
+    '--password',
+    '--db-passwd',
+    '--client-secret',
+    '--aws-credentials',
+    '--openai-apikey',
+    '--KEY',
+  ])
+    assert.ok(isSecretFlag(f), f);
+  for (const f of ['--tokenizer', '--max-num-batched-tokens', '--ssl-keyfile', '--skip-tokenizer-init', '--keyring-path', 'token', '-k'])
+    assert.ok(!isSecretFlag(f), f);
 });
 
 test('findSecretArgs: both forms; a bare flag carries no value', () => {
   assert.deepEqual(
     findSecretArgs(['--hf-token', 'hf_x', '--hf-token', '--api-key=sk', '--x-token']).map((s) => [s.canonical, s.index, s.valueIndex, s.value]),
-    [['--hf-token', 0, 1, 'hf_x'], ['--api-key', 3, 3, 'sk']],
+    [
+      ['--hf-token', 0, 1, 'hf_x'],
+      ['--api-key', 3, 3, 'sk'],
+    ],
   );
 });
 

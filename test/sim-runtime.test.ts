@@ -29,7 +29,9 @@ after(() => {
   // Every sim container is removed by its suite; what is left are files.
   for (const dir of simDirs) {
     assert.deepEqual(
-      listSimContainers(dir).filter((c) => c.running).map((c) => c.record.name),
+      listSimContainers(dir)
+        .filter((c) => c.running)
+        .map((c) => c.record.name),
       [],
       `sim processes left running in ${dir}`,
     );
@@ -53,20 +55,45 @@ runtimeContract('DockerRuntime', () => new DockerRuntime(new Docker()), DOCKER_I
 
 describe('sim model server arguments', () => {
   test('parseVllmArgs reads the arguments vllmCommand produces, in both spellings', () => {
-    assert.deepEqual(parseVllmArgs(['--model', 'Qwen/Qwen3-VL-4B-Instruct', '--revision', 'ebb281e', '--served-model-name', 'qwen3-vl-4b-instruct', '--host', '0.0.0.0', '--port', '30008', '--kv-cache-memory-bytes', '1342177280', '--enforce-eager']), {
-      model: 'Qwen/Qwen3-VL-4B-Instruct',
-      revision: 'ebb281e',
-      servedModelName: 'qwen3-vl-4b-instruct',
-      host: '0.0.0.0',
-      port: 30008,
-    });
+    assert.deepEqual(
+      parseVllmArgs([
+        '--model',
+        'Qwen/Qwen3-VL-4B-Instruct',
+        '--revision',
+        'ebb281e',
+        '--served-model-name',
+        'qwen3-vl-4b-instruct',
+        '--host',
+        '0.0.0.0',
+        '--port',
+        '30008',
+        '--kv-cache-memory-bytes',
+        '1342177280',
+        '--enforce-eager',
+      ]),
+      {
+        model: 'Qwen/Qwen3-VL-4B-Instruct',
+        revision: 'ebb281e',
+        servedModelName: 'qwen3-vl-4b-instruct',
+        host: '0.0.0.0',
+        port: 30008,
+      },
+    );
     assert.deepEqual(parseVllmArgs(['serve', 'org/m', '--port=9000']), { model: 'org/m', servedModelName: 'org/m', host: '127.0.0.1', port: 9000 });
     assert.throws(() => parseVllmArgs(['--port', 'http']), /invalid --port/);
     assert.throws(() => parseVllmArgs(['--model']), /--model needs a value/);
   });
 
   test('rewriteListenArgs moves the listener to bind:hostPort and keeps the rest', () => {
-    assert.deepEqual(rewriteListenArgs(['--model', 'm', '--host', '0.0.0.0', '--port', '8000', '--x'], '127.0.0.1', 31234), ['--model', 'm', '--host', '127.0.0.1', '--port', '31234', '--x']);
+    assert.deepEqual(rewriteListenArgs(['--model', 'm', '--host', '0.0.0.0', '--port', '8000', '--x'], '127.0.0.1', 31234), [
+      '--model',
+      'm',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '31234',
+      '--x',
+    ]);
     assert.deepEqual(rewriteListenArgs(['--port=8000'], '127.0.0.1', 31234), ['--port=31234', '--host', '127.0.0.1']);
   });
 
@@ -147,7 +174,11 @@ describe('SimRuntime and its model server', () => {
 
   test('concurrent ensureRunning of one name starts one process', async () => {
     const serve = await contractServe(runId, 'race', SIM_IMAGE, { SIM_START_DELAY_MS: '0' });
-    const results = await Promise.all([runtime.ensureRunning(serve.spec), new SimRuntime({ stateDir }).ensureRunning(serve.spec), runtime.ensureRunning(serve.spec)]);
+    const results = await Promise.all([
+      runtime.ensureRunning(serve.spec),
+      new SimRuntime({ stateDir }).ensureRunning(serve.spec),
+      runtime.ensureRunning(serve.spec),
+    ]);
     assert.equal(results.filter((r) => r.created).length, 1);
     assert.equal(new Set(results.map((r) => r.id)).size, 1);
     assert.ok(results.every((r) => !r.gpuPinned));
@@ -176,13 +207,18 @@ describe('SimRuntime and its model server', () => {
     assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
     const events = (await res.text()).split('\n\n').filter(Boolean);
     assert.equal(events[events.length - 1], 'data: [DONE]');
-    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.replace(/^data: /, '')) as { choices: { delta: { content?: string }; finish_reason: string | null }[] });
+    const chunks = events
+      .slice(0, -1)
+      .map((e) => JSON.parse(e.replace(/^data: /, '')) as { choices: { delta: { content?: string }; finish_reason: string | null }[] });
     assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), '[served-shapes] echo: describe the dashboard');
     assert.equal(chunks[chunks.length - 1]?.choices[0]?.finish_reason, 'stop');
 
     const emb = await fetch(`${serve.baseUrl}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ model: 'served-shapes', input: ['a', 'b'] }) });
     const embBody = (await emb.json()) as { data: { index: number; embedding: number[] }[] };
-    assert.deepEqual(embBody.data.map((d) => d.index), [0, 1]);
+    assert.deepEqual(
+      embBody.data.map((d) => d.index),
+      [0, 1],
+    );
     assert.deepEqual(embBody.data[0]?.embedding, simEmbedding('a'));
 
     assert.equal((await chat(serve.baseUrl, { model: 'not-this-one' })).status, 404);
@@ -256,7 +292,10 @@ describe('SimRuntime and its model server', () => {
 
   test('a bad name is refused before anything starts', async () => {
     const serve = await contractServe(runId, 'bad', SIM_IMAGE, {});
-    await assert.rejects(runtime.ensureRunning({ ...serve.spec, name: '../escape' }), (err: unknown) => err instanceof PermanentError && err.type === 'InvalidContainerName');
+    await assert.rejects(
+      runtime.ensureRunning({ ...serve.spec, name: '../escape' }),
+      (err: unknown) => err instanceof PermanentError && err.type === 'InvalidContainerName',
+    );
     assert.equal(await runtime.inspect('../escape'), undefined);
   });
 });

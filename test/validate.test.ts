@@ -19,7 +19,7 @@ test('the example manifest and router config pass together', async () => {
   assert.match(r.stdout, /ok \(node primary-node, 1 gpu, 6 serves\)/);
 });
 
-test('an evictable serve\'s tier without model_identity is a load error naming the tier and the file', async () => {
+test("an evictable serve's tier without model_identity is a load error naming the tier and the file", async () => {
   const dir = mkdtempSync(join(tmpdir(), 'gpures-validate-'));
   const bad = join(dir, 'router.toml');
   const text = readFileSync(ROUTER, 'utf8');
@@ -29,5 +29,10 @@ test('an evictable serve\'s tier without model_identity is a load error naming t
   const r = await gpures(['validate', MANIFEST, '--router', bad]);
   assert.equal(r.code, 2);
   assert.equal(r.stdout, '');
-  assert.match(r.stderr, new RegExp(`^${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: tiers\\[\\d+\\]\\.model_identity: tier 'vision-local' is backed by evictable serve 'vision' \\(.*serves\\.toml\\) and must set model_identity = true`));
+  assert.match(
+    r.stderr,
+    new RegExp(
+      `^${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: tiers\\[\\d+\\]\\.model_identity: tier 'vision-local' is backed by evictable serve 'vision' \\(.*serves\\.toml\\) and must set model_identity = true`,
+    ),
+  );
 });

@@ -115,7 +115,8 @@ export function createEvictionActivities(deps: EvictionDeps) {
       const state = await permanentAsFailure(() => r.tierState(input.tier));
       if (state.state === 'active') return { action: 'already-active' };
       const outcome = await permanentAsFailure(() => r.readmit(input.tier));
-      if (!outcome.ok) throw nonRetryable(Failure.ReadmitRefused, `router refused to readmit tier '${input.tier}': ${outcome.reason}: ${outcome.message}`, outcome);
+      if (!outcome.ok)
+        throw nonRetryable(Failure.ReadmitRefused, `router refused to readmit tier '${input.tier}': ${outcome.reason}: ${outcome.message}`, outcome);
       return { action: 'readmitted', observedModel: outcome.observedModel };
     },
 
@@ -179,7 +180,13 @@ export function createEvictionActivities(deps: EvictionDeps) {
      * After a victim's stop, waits until nvidia-smi shows its VRAM back on that GPU: used fell by
      * the expected MiB (within 5 %). Freed memory lags a process exit by up to seconds.
      */
-    async confirmVramReleased(input: { gpuUuid: string; victim: string; usedBeforeMib: number; expectedMib: number; deadlineEpochMs: number }): Promise<VramReleaseResult> {
+    async confirmVramReleased(input: {
+      gpuUuid: string;
+      victim: string;
+      usedBeforeMib: number;
+      expectedMib: number;
+      deadlineEpochMs: number;
+    }): Promise<VramReleaseResult> {
       const ctx = Context.current();
       const earlier = earlierProgress<{ startedAtEpochMs?: unknown }>();
       const started = typeof earlier?.startedAtEpochMs === 'number' ? earlier.startedAtEpochMs : Date.now();
@@ -187,7 +194,14 @@ export function createEvictionActivities(deps: EvictionDeps) {
       for (;;) {
         const g = await readGpu(input.gpuUuid);
         const releasedMib = input.usedBeforeMib - g.usedMib;
-        const result = { gpuUuid: input.gpuUuid, usedBeforeMib: input.usedBeforeMib, usedAfterMib: g.usedMib, releasedMib, expectedMib: input.expectedMib, waitedMs: Date.now() - started };
+        const result = {
+          gpuUuid: input.gpuUuid,
+          usedBeforeMib: input.usedBeforeMib,
+          usedAfterMib: g.usedMib,
+          releasedMib,
+          expectedMib: input.expectedMib,
+          waitedMs: Date.now() - started,
+        };
         if (releasedMib >= needed) return result;
         progress({ ...result, startedAtEpochMs: started });
         if (Date.now() >= input.deadlineEpochMs) {

@@ -104,7 +104,6 @@ export function createActivities(deps: ActivityDeps) {
 
   const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
 
-
   // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
   return heartbeating({
     ...createEvictionActivities(deps),
@@ -220,7 +219,8 @@ export function createActivities(deps: ActivityDeps) {
       // part of this step (and again by each retry), so a run whose reservation was taken away
       // fails here, before it creates anything.
       const run = Context.current().info.workflowExecution;
-      if (!run) throw nonRetryable(Failure.ReservationLost, `start of ${serve.name} refused: no operation holds it (the start was not asked by a workflow run)`);
+      if (!run)
+        throw nonRetryable(Failure.ReservationLost, `start of ${serve.name} refused: no operation holds it (the start was not asked by a workflow run)`);
       const holder = holderOf(run.workflowId, run.runId);
       await deps.ledger.fence(node, gpu, { serve: serve.name, holder, step: 'start' }, `${holder}/fence-start/${Context.current().info.attempt}`);
       const started = await permanentAsFailure(() =>
@@ -262,7 +262,8 @@ export function createActivities(deps: ActivityDeps) {
         // Nothing to ask a serve without HTTP: a command that fails exits within moments, so
         // staying up that long is its readiness.
         if (input.serve.api === 'none') {
-          if (Date.now() - started >= NO_API_SETTLE_MS || Date.now() >= input.deadlineEpochMs) return { url: `container ${name}`, probes, waitedMs: Date.now() - started };
+          if (Date.now() - started >= NO_API_SETTLE_MS || Date.now() >= input.deadlineEpochMs)
+            return { url: `container ${name}`, probes, waitedMs: Date.now() - started };
           progress({ startedAtEpochMs: started, probes, last: 'running' } satisfies HealthProgress);
           await ctx.sleep(Math.min(pollMs, NO_API_SETTLE_MS));
           continue;
@@ -272,10 +273,7 @@ export function createActivities(deps: ActivityDeps) {
         last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');
         progress({ startedAtEpochMs: started, probes, last } satisfies HealthProgress);
         if (Date.now() >= input.deadlineEpochMs) {
-          throw nonRetryable(
-            Failure.HealthTimeout,
-            `no 200 from ${url} within ${input.serve.startTimeoutS} s (${probes} probes, last: ${last})`,
-          );
+          throw nonRetryable(Failure.HealthTimeout, `no 200 from ${url} within ${input.serve.startTimeoutS} s (${probes} probes, last: ${last})`);
         }
         await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
       }
@@ -294,7 +292,8 @@ export function createActivities(deps: ActivityDeps) {
         const name = containerName(node, input.serve.name);
         const state = await deps.runtime.inspect(name);
         const details = { url: err.url, code: err.code };
-        if (!state?.running) throw nonRetryable(Failure.ContainerExited, `identity probe ${err.message}: ${await describeExit(name, input.serve.name, state)}`, details);
+        if (!state?.running)
+          throw nonRetryable(Failure.ContainerExited, `identity probe ${err.message}: ${await describeExit(name, input.serve.name, state)}`, details);
         throw transient(Transient.IdentityUnreachable, `identity probe ${err.message}, while container ${name} is ${state.status}`, details);
       }
       const expected = input.serve.servedModelName;
@@ -327,7 +326,13 @@ export function createActivities(deps: ActivityDeps) {
       const observed = await deps.runtime.stop(name, input.timeoutS);
       const remove = await deps.runtime.remove(name);
       const stoppedEarlier = issued.attempt !== attempt;
-      return { containerName: name, stop: stoppedEarlier ? 'stopped' : observed, remove, issuedAtEpochMs: issued.stopIssuedAtEpochMs, issuedByAttempt: issued.attempt };
+      return {
+        containerName: name,
+        stop: stoppedEarlier ? 'stopped' : observed,
+        remove,
+        issuedAtEpochMs: issued.stopIssuedAtEpochMs,
+        issuedByAttempt: issued.attempt,
+      };
     },
   });
 }

@@ -154,7 +154,10 @@ export function createPromotionActivities(deps: PromotionDeps) {
       const d = deployment();
       const container = await d.inspect(t.container);
       if (!container) {
-        throw nonRetryable(Failure.RouterNotDeployed, `router '${t.name}': no container '${t.container}' on this Docker host; deploy the router first (a promotion replaces a running router)`);
+        throw nonRetryable(
+          Failure.RouterNotDeployed,
+          `router '${t.name}': no container '${t.container}' on this Docker host; deploy the router first (a promotion replaces a running router)`,
+        );
       }
       const targetImageId = await d.imageId(input.image);
       if (!targetImageId) throw nonRetryable(Failure.ImageMissing, imageMissing(input.image).message);
@@ -183,7 +186,10 @@ export function createPromotionActivities(deps: PromotionDeps) {
         const path = resolvePath(input.config.path ?? '');
         const files = filesOf(target(input.router));
         if (dirname(path) !== files.dir) {
-          throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is outside the router's config directory ${files.dir}; send the content instead, or stage the file there`);
+          throw nonRetryable(
+            Failure.PromotionInputInvalid,
+            `config.path: ${path} is outside the router's config directory ${files.dir}; send the content instead, or stage the file there`,
+          );
         }
         const data = await files.read(path);
         if (!data) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} does not exist on the worker's host`);
@@ -212,7 +218,14 @@ export function createPromotionActivities(deps: PromotionDeps) {
         ),
       );
       const output = withoutToken(t, outcome.output.length > 4000 ? `…${outcome.output.slice(-4000)}` : outcome.output);
-      return { image: input.image, passed: !outcome.timedOut && outcome.exitCode === 0, exitCode: outcome.exitCode, output, timedOut: outcome.timedOut, durationMs: outcome.durationMs };
+      return {
+        image: input.image,
+        passed: !outcome.timedOut && outcome.exitCode === 0,
+        exitCode: outcome.exitCode,
+        output,
+        timedOut: outcome.timedOut,
+        durationMs: outcome.durationMs,
+      };
     },
 
     /** A timestamped copy next to the live file, one per run: a retried attempt returns the one it made. */
@@ -250,7 +263,12 @@ export function createPromotionActivities(deps: PromotionDeps) {
      * Atomic write of the candidate. Already live: a no-op. Otherwise the live file must still be
      * what was backed up (expectSha256; null: absent), or someone else changed it meanwhile.
      */
-    async promoteWrite(input: { router: string; content: string; expectSha256: string | null; run: RunRef }): Promise<{ outcome: 'written' | 'unchanged'; sha256: string }> {
+    async promoteWrite(input: {
+      router: string;
+      content: string;
+      expectSha256: string | null;
+      run: RunRef;
+    }): Promise<{ outcome: 'written' | 'unchanged'; sha256: string }> {
       const t = target(input.router);
       const files = filesOf(t);
       const digest = sha256(input.content);
@@ -271,7 +289,12 @@ export function createPromotionActivities(deps: PromotionDeps) {
     },
 
     /** Puts the backup back, atomically; a live file already equal to it is left alone. */
-    async promoteRestore(input: { router: string; backupPath: string | null; backupSha256: string | null; run: RunRef }): Promise<{ outcome: 'restored' | 'unchanged' | 'removed' }> {
+    async promoteRestore(input: {
+      router: string;
+      backupPath: string | null;
+      backupSha256: string | null;
+      run: RunRef;
+    }): Promise<{ outcome: 'restored' | 'unchanged' | 'removed' }> {
       const t = target(input.router);
       const files = filesOf(t);
       if (input.backupPath === null) {
@@ -285,7 +308,10 @@ export function createPromotionActivities(deps: PromotionDeps) {
       if (!backup) throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
       const digest = sha256(backup);
       if (input.backupSha256 && digest !== input.backupSha256) {
-        throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`);
+        throw nonRetryable(
+          Failure.BackupMissing,
+          `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`,
+        );
       }
       const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath };
       const live = await files.read(t.configPath);
@@ -302,7 +328,9 @@ export function createPromotionActivities(deps: PromotionDeps) {
     /** Same name, labels, env, command, ports, mounts and restart policy; another image. */
     async promoteRecreate(input: { router: string; image: { ref: string; id?: string }; opKey: string }): Promise<RecreateResult> {
       const t = target(input.router);
-      return permanentAsFailure(() => deployment().recreate(t.container, input.image, { opKey: input.opKey, stopTimeoutS: t.stopTimeoutS ?? PROMOTION_DEFAULTS.stopTimeoutS }));
+      return permanentAsFailure(() =>
+        deployment().recreate(t.container, input.image, { opKey: input.opKey, stopTimeoutS: t.stopTimeoutS ?? PROMOTION_DEFAULTS.stopTimeoutS }),
+      );
     },
 
     /** POST /admin/reload with the worker's token; the restart count just before is the verify baseline. */
@@ -345,14 +373,20 @@ export function createPromotionActivities(deps: PromotionDeps) {
           Failure.CrashLoopDetected,
           `router container ${t.container} ${what} within ${((Date.now() - started) / 1000).toFixed(1)} s of verification: restart count ${input.baselineRestartCount} → ${c?.restartCount ?? '?'}` +
             `${c ? ` (status ${c.status}, last exit code ${c.exitCode})` : ''}${tail ? `; last output: ${tail}` : ''}`,
-          { baselineRestartCount: input.baselineRestartCount, restartCount: c?.restartCount ?? null, status: c?.status ?? 'gone', exitCode: c?.exitCode ?? null },
+          {
+            baselineRestartCount: input.baselineRestartCount,
+            restartCount: c?.restartCount ?? null,
+            status: c?.status ?? 'gone',
+            exitCode: c?.exitCode ?? null,
+          },
         );
       };
       for (;;) {
         const c = await d.inspect(t.container);
         polls += 1;
         if (!c) return crash(undefined, 'disappeared');
-        if (input.expectContainerId && c.id !== input.expectContainerId) return crash(c, `was replaced (id ${input.expectContainerId.slice(0, 12)} → ${c.id.slice(0, 12)})`);
+        if (input.expectContainerId && c.id !== input.expectContainerId)
+          return crash(c, `was replaced (id ${input.expectContainerId.slice(0, 12)} → ${c.id.slice(0, 12)})`);
         if (c.restartCount > input.baselineRestartCount) return crash(c, 'restarted');
         if (!c.running) return crash(c, `stopped`);
         try {

@@ -84,4 +84,3 @@ export function decodePayloads(ps: unknown): unknown[] {
   const list = (ps as { payloads?: unknown } | undefined)?.payloads;
   return Array.isArray(list) ? list.map(decodePayload) : [];
 }
-

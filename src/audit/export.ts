@@ -30,7 +30,11 @@ function writeJson(file: string, h: HistoryJson): void {
   writeFileSync(file, `${JSON.stringify(h, null, 2)}\n`);
 }
 
-export async function exportWorkflow(client: Client, workflowId: string, opts: { runId?: string; file?: string } = {}): Promise<{ exported: ExportedHistory; history: HistoryJson }> {
+export async function exportWorkflow(
+  client: Client,
+  workflowId: string,
+  opts: { runId?: string; file?: string } = {},
+): Promise<{ exported: ExportedHistory; history: HistoryJson }> {
   const history = await fetchHistoryJson(client, workflowId, opts.runId);
   const id = historyIdentity(history, workflowId);
   if (opts.file) writeJson(opts.file, history);

@@ -85,5 +85,7 @@ export function historyFiles(paths: string[]): string[] {
 
 /** A fallback workflow id from a file name `audit export` wrote (the inverse of safeFileName for plain ids). */
 export function idFromFileName(file: string): string {
-  return basename(file).replace(/\.json$/, '').replace(/__/g, '/');
+  return basename(file)
+    .replace(/\.json$/, '')
+    .replace(/__/g, '/');
 }

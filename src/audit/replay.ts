@@ -62,7 +62,9 @@ function describeEvent(e: HistoryEventJson): { id: number; type: string; detail?
   const timer = typeof a['timerId'] === 'string' ? `timer ${a['timerId']}` : undefined;
   const child = (a['workflowType'] as { name?: unknown } | undefined)?.name;
   const marker = typeof a['markerName'] === 'string' ? `marker ${a['markerName']}` : undefined;
-  const detail = activity ? `activity ${activity}${typeof a['activityId'] === 'string' ? ` (id ${a['activityId']})` : ''}` : (timer ?? marker ?? (typeof child === 'string' ? `workflow ${child}` : undefined));
+  const detail = activity
+    ? `activity ${activity}${typeof a['activityId'] === 'string' ? ` (id ${a['activityId']})` : ''}`
+    : (timer ?? marker ?? (typeof child === 'string' ? `workflow ${child}` : undefined));
   return { id: Number(e.eventId), type: eventTypeName(e.eventType), ...(detail ? { detail } : {}) };
 }
 
@@ -110,7 +112,11 @@ export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = 
       return { file, history, workflowId: historyIdentity(history, idFromFileName(file)).workflowId };
     } catch (err) {
       const message = err instanceof HistoryFileError ? err.message : String(err);
-      return { file, workflowId: idFromFileName(file), outcome: { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName: 'HistoryFileError', error: message } };
+      return {
+        file,
+        workflowId: idFromFileName(file),
+        outcome: { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName: 'HistoryFileError', error: message },
+      };
     }
   });
   const toReplay = loaded.filter((l) => l.history);
@@ -140,7 +146,15 @@ export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = 
   return loaded.map(
     (l) =>
       l.outcome ??
-      results.get(l.file) ?? { file: l.file, workflowId: l.workflowId, workflowType: 'unknown', events: l.history?.events.length ?? 0, ok: false, errorName: 'ReplayError', error: 'the replayer returned no result for this history' },
+      results.get(l.file) ?? {
+        file: l.file,
+        workflowId: l.workflowId,
+        workflowType: 'unknown',
+        events: l.history?.events.length ?? 0,
+        ok: false,
+        errorName: 'ReplayError',
+        error: 'the replayer returned no result for this history',
+      },
   );
 }
 

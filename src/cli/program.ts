@@ -30,10 +30,12 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
   const manifestOpt = () => new Option('-m, --manifest <file>', `serves manifest (default: $GPURES_MANIFEST or ./${DEFAULT_MANIFEST})`);
   const jsonOpt = () => new Option('--json', 'print only the result, as JSON');
   // commander hands an action its arguments, its options, then the command itself.
-  const run = (fn: (...a: never[]) => Promise<Rendered>) => async (...args: unknown[]) => {
-    const cmd = args[args.length - 1] as Command;
-    out(await (fn as (...a: unknown[]) => Promise<Rendered>)(...args), Boolean(cmd.opts<{ json?: boolean }>().json));
-  };
+  const run =
+    (fn: (...a: never[]) => Promise<Rendered>) =>
+    async (...args: unknown[]) => {
+      const cmd = args[args.length - 1] as Command;
+      out(await (fn as (...a: unknown[]) => Promise<Rendered>)(...args), Boolean(cmd.opts<{ json?: boolean }>().json));
+    };
 
   program
     .command('validate')
@@ -64,7 +66,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .action(run((names: string[], opts: ServeOpts) => servesDown({ ...opts, names }, ctx)));
   serves
     .command('status')
-    .description("each declared serve with its ledger state")
+    .description('each declared serve with its ledger state')
     .addOption(manifestOpt())
     .addOption(jsonOpt())
     .action(run((opts: { manifest?: string }) => servesStatus(opts, ctx)));
@@ -124,7 +126,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .argument('[workflowId]', 'the workflow to export (its latest run unless --run-id)')
     .option('-o, --output <path>', 'file to write (default: stdout); with --query, the directory (required)')
     .option('--run-id <id>', 'a particular run')
-    .option('--query <query>', "a visibility query, e.g. \"WorkflowType = 'acquireWorkflow'\" or \"TaskQueue = 'gpures.primary-node'\"")
+    .option('--query <query>', 'a visibility query, e.g. "WorkflowType = \'acquireWorkflow\'" or "TaskQueue = \'gpures.primary-node\'"')
     .addOption(jsonOpt())
     .action(run((workflowId: string | undefined, opts: { output?: string; runId?: string; query?: string }) => auditExport({ ...opts, workflowId }, ctx)));
   audit

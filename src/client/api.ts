@@ -25,7 +25,11 @@ const AcquisitionBody = z.strictObject({
   serve: z.string().min(1),
   evict: z.boolean().default(false),
   force: z.boolean().default(false),
-  drain_timeout_s: z.custom<number>((v) => boundProblem('drainTimeoutS', v) === undefined, { error: (iss) => `${boundProblem('drainTimeoutS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})` }).optional(),
+  drain_timeout_s: z
+    .custom<number>((v) => boundProblem('drainTimeoutS', v) === undefined, {
+      error: (iss) => `${boundProblem('drainTimeoutS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,
+    })
+    .optional(),
 });
 
 /**
@@ -86,7 +90,9 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   app.post('/v1/acquisitions', async (req, reply) => {
     const parsed = AcquisitionBody.safeParse(req.body);
     if (!parsed.success) {
-      return reply.code(400).send({ error: { type: 'bad_request', message: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ') } });
+      return reply
+        .code(400)
+        .send({ error: { type: 'bad_request', message: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ') } });
     }
     const body = parsed.data;
     if (!findServe(manifest, body.serve)) {
@@ -123,7 +129,8 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       // The run described, not the latest: a POST in between must not make this GET wait on it.
       const run = client.workflow.getHandle(workflowId, d.runId);
       if (status === 'COMPLETED') return { workflow_id: workflowId, run_id: d.runId, status: 'completed', result: (await run.result()) as unknown };
-      if (status === 'RUNNING' || status === 'PAUSED' || d.closeTime === undefined) return { workflow_id: workflowId, run_id: d.runId, status: status === 'PAUSED' ? 'paused' : 'running' };
+      if (status === 'RUNNING' || status === 'PAUSED' || d.closeTime === undefined)
+        return { workflow_id: workflowId, run_id: d.runId, status: status === 'PAUSED' ? 'paused' : 'running' };
       let failure: { type?: string; message: string } = { message: status.toLowerCase() };
       try {
         await run.result();

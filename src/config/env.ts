@@ -57,9 +57,9 @@ const absolutePath = optional.pipe(
 );
 
 // A malformed JSON text throws JSON.parse's own SyntaxError, as it always has.
-const jsonStringArray = optional.transform((v): unknown => (v === undefined ? undefined : JSON.parse(v))).pipe(
-  z.custom<string[]>((v) => Array.isArray(v) && v.every((a) => typeof a === 'string'), 'a JSON array of strings').optional(),
-);
+const jsonStringArray = optional
+  .transform((v): unknown => (v === undefined ? undefined : JSON.parse(v)))
+  .pipe(z.custom<string[]>((v) => Array.isArray(v) && v.every((a) => typeof a === 'string'), 'a JSON array of strings').optional());
 
 // ---------------------------------------------------------------------------------------------
 // The reference router (src/router/main.ts)

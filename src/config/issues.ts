@@ -29,8 +29,7 @@ export function describe(value: unknown): string {
 /** A field schema: `expectation` completes "must be …". */
 export function field<T>(predicate: (v: unknown) => boolean, expectation: string) {
   return z.custom<T>(predicate, {
-    error: (iss) =>
-      iss.input === undefined ? `is required (${expectation})` : `must be ${expectation} (got ${describe(iss.input)})`,
+    error: (iss) => (iss.input === undefined ? `is required (${expectation})` : `must be ${expectation} (got ${describe(iss.input)})`),
   });
 }
 
@@ -98,9 +97,7 @@ function unknownKeyMessage(key: string, allowed: readonly string[]): string {
     .map((k) => ({ k, d: lower.length >= 3 && (k.startsWith(lower) || lower.startsWith(k)) ? 1 : editDistance(lower, k) }))
     .filter(({ d }) => d <= 2)
     .sort((x, y) => x.d - y.d)[0];
-  return close
-    ? `unknown key ${JSON.stringify(key)} (did you mean '${close.k}'?)`
-    : `unknown key ${JSON.stringify(key)} (allowed keys: ${allowed.join(', ')})`;
+  return close ? `unknown key ${JSON.stringify(key)} (did you mean '${close.k}'?)` : `unknown key ${JSON.stringify(key)} (allowed keys: ${allowed.join(', ')})`;
 }
 
 /**

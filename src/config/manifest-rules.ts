@@ -197,7 +197,9 @@ const gpuMemoryUtilizationFlag: Rule<ParsedServe, void> = ({ index, spec }) => {
   return found;
 };
 
-const SECRET_FLAG_ENV_TEXT = Object.entries(SECRET_FLAG_ENV).map(([flag, env]) => `${flag} → env.${env}`).join(', ');
+const SECRET_FLAG_ENV_TEXT = Object.entries(SECRET_FLAG_ENV)
+  .map(([flag, env]) => `${flag} → env.${env}`)
+  .join(', ');
 
 /**
  * A secret on a command line is visible to every `ps` on the host. An openai serve's vLLM flags
@@ -315,13 +317,7 @@ const vramCoversVllmDraw: Rule<Indexed<ServeSpec>, ManifestContext> = ({ index, 
   ];
 };
 
-export const crossServeRules: Rule<Indexed<ServeSpec>, ManifestContext>[] = [
-  uniqueServeName,
-  hostPortFree,
-  gpuRoleKnown,
-  withinGpuBudget,
-  vramCoversVllmDraw,
-];
+export const crossServeRules: Rule<Indexed<ServeSpec>, ManifestContext>[] = [uniqueServeName, hostPortFree, gpuRoleKnown, withinGpuBudget, vramCoversVllmDraw];
 
 // ---------------------------------------------------------------------------------------------
 // The whole manifest

@@ -39,11 +39,9 @@ const healthPath = field<string>((v) => isString(v) && v.startsWith('/'), "a URL
 const stringArray = z.array(field<string>(isString, 'a string'), {
   error: (iss) => `must be an array of strings (got ${describe(iss.input)})`,
 });
-const stringTable = z.record(
-  z.string(),
-  field<string>(isString, 'a string; quote it, e.g. "1"'),
-  { error: (iss) => `must be a table of string values (got ${describe(iss.input)})` },
-);
+const stringTable = z.record(z.string(), field<string>(isString, 'a string; quote it, e.g. "1"'), {
+  error: (iss) => `must be a table of string values (got ${describe(iss.input)})`,
+});
 
 const nodeShape = { name: safeName('it becomes part of container names, workflow ids and the task queue') };
 

@@ -10,16 +10,7 @@
 import { Issues, parseEach, parseTomlTable, tableEntries } from './issues';
 import { GpuSchema, gpuShape, ServeSchema, serveShape, toGpu, toServe, TopSchema, topAllowedKeys } from './manifest-schema';
 import type { Indexed } from './manifest-rules';
-import {
-  crossServeRules,
-  documentRules,
-  gpuIdentities,
-  gpuIdentityRules,
-  gpuRules,
-  manifestContext,
-  manifestRules,
-  serveRules,
-} from './manifest-rules';
+import { crossServeRules, documentRules, gpuIdentities, gpuIdentityRules, gpuRules, manifestContext, manifestRules, serveRules } from './manifest-rules';
 import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeSpec } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { secretArgsToEnv } from '../domain/serve';

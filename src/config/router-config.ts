@@ -32,10 +32,7 @@ export function routerConfigOrThrow(result: RouterConfigResult): RouterConfig {
 // ---------------------------------------------------------------------------------------------
 // Schema (the shared fields, and the "must be …" message style, are in issues.ts)
 
-const tierName = field<string>(
-  (v) => isString(v) && TIER_NAME_PATTERN.test(v),
-  `a tier name matching ${String(TIER_NAME_PATTERN)} (it appears in admin URLs)`,
-);
+const tierName = field<string>((v) => isString(v) && TIER_NAME_PATTERN.test(v), `a tier name matching ${String(TIER_NAME_PATTERN)} (it appears in admin URLs)`);
 const presetName = field<string>(
   (v) => isString(v) && PRESET_NAME_PATTERN.test(v),
   `a preset name matching ${String(PRESET_NAME_PATTERN)} (clients send it as \`model\`)`,

@@ -27,8 +27,7 @@ export interface RouterConfig {
 }
 
 export type RouterConfigResult =
-  | { ok: true; config: RouterConfig; warnings: ManifestIssue[] }
-  | { ok: false; errors: ManifestIssue[]; warnings: ManifestIssue[] };
+  { ok: true; config: RouterConfig; warnings: ManifestIssue[] } | { ok: false; errors: ManifestIssue[]; warnings: ManifestIssue[] };
 
 /** A cross-check finding: a ManifestIssue that also says whether it blocks loading. */
 export interface RouterCheckIssue extends ManifestIssue {

@@ -54,8 +54,7 @@ const uniqueTierName: Rule<Indexed<unknown>, RouterContext> = ({ index, spec }, 
 /** Over every [[tiers]] entry, valid or not. */
 export const tierIdentityRules: Rule<Indexed<unknown>, RouterContext>[] = [uniqueTierName];
 
-const isDuplicatePreset = ({ index, spec }: Indexed<RouterPreset>, { presetFirst }: RouterContext): boolean =>
-  presetFirst.get(spec.name) !== index;
+const isDuplicatePreset = ({ index, spec }: Indexed<RouterPreset>, { presetFirst }: RouterContext): boolean => presetFirst.get(spec.name) !== index;
 
 const uniquePresetName: Rule<Indexed<RouterPreset>, RouterContext> = (preset, ctx) =>
   isDuplicatePreset(preset, ctx)

@@ -105,7 +105,9 @@ async function routedVision(ctx: DemoContext): Promise<string> {
     body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'Describe the dashboard screenshot.' }] }),
   });
   const body = (await res.json()) as { choices?: { finish_reason?: string }[]; error?: { message?: string } };
-  ctx.out(`    routed vision request: HTTP ${res.status}${res.status === 200 ? `, finish ${body.choices?.[0]?.finish_reason ?? '?'}` : `, ${body.error?.message ?? ''}`}`);
+  ctx.out(
+    `    routed vision request: HTTP ${res.status}${res.status === 200 ? `, finish ${body.choices?.[0]?.finish_reason ?? '?'}` : `, ${body.error?.message ?? ''}`}`,
+  );
   return String(res.status);
 }
 
@@ -132,7 +134,7 @@ async function sequence(ctx: DemoContext): Promise<void> {
   check(ctx, 'routed vision request', '200', await routedVision(ctx));
 
   ctx.step = 3;
-  ctx.out('\n(3) Eviction: on-demand comfyui-sim takes vision\'s VRAM');
+  ctx.out("\n(3) Eviction: on-demand comfyui-sim takes vision's VRAM");
   const acq = await op(ctx, 'serves up comfyui-sim --evict', () => serveAcquire(ctx.client, ctx.manifest.node, { serve: 'comfyui-sim', evict: true }));
   const eviction = acq.ok ? acq.result.steps.filter((x) => /^(plan|preflight|quiesce|drain|stop|release)/.test(x.step)) : [];
   for (const s of eviction) ctx.out(`    - ${s.step}: ${s.outcome}`);
@@ -142,18 +144,35 @@ async function sequence(ctx: DemoContext): Promise<void> {
     ctx,
     'eviction order',
     'quiesce vision → drain vision → stop vision → release vision',
-    acq.ok ? eviction.filter((s) => !/^(plan|preflight)$/.test(s.step)).map((s) => s.step).join(' → ') : acq.message,
+    acq.ok
+      ? eviction
+          .filter((s) => !/^(plan|preflight)$/.test(s.step))
+          .map((s) => s.step)
+          .join(' → ')
+      : acq.message,
   );
   l = await printLedger(ctx);
   check(ctx, 'committed', '22528', String(totals(l).committedMib));
-  check(ctx, 'vision in the ledger', 'vision 12288 MiB (evictable, evicted)', formatLedger(l).find((x) => x.includes('vision'))?.trim() ?? 'absent');
+  check(
+    ctx,
+    'vision in the ledger',
+    'vision 12288 MiB (evictable, evicted)',
+    formatLedger(l)
+      .find((x) => x.includes('vision'))
+      ?.trim() ?? 'absent',
+  );
   check(ctx, 'routed vision request while evicted', '503', await routedVision(ctx));
 
   ctx.step = 4;
   ctx.out('\n(4) Restore: down comfyui-sim, vision comes back through the guarded readmit');
   const down = await op(ctx, 'serves down comfyui-sim --restore', () => serveDown(ctx.client, ctx.manifest.node, 'comfyui-sim', { restore: true }));
   const restored = down.ok ? down.result.restored.find((r) => r.serve === 'vision') : undefined;
-  check(ctx, 'observed_model after readmit', 'qwen3-vl-4b-instruct', restored?.ok ? (restored.observedModels ?? []).join(',') : (restored?.message ?? 'not restored'));
+  check(
+    ctx,
+    'observed_model after readmit',
+    'qwen3-vl-4b-instruct',
+    restored?.ok ? (restored.observedModels ?? []).join(',') : (restored?.message ?? 'not restored'),
+  );
   check(ctx, 'routed vision request after restore', '200', await routedVision(ctx));
   l = await printLedger(ctx);
   check(ctx, 'committed/budget', '26624/27999, free 1375', committedFree(l));
@@ -197,7 +216,13 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       stops.push(() => (server as DevServer).stop());
     }
     const address = opts.temporalAddress ?? (server as DevServer).address;
-    const box = await startSimBox({ manifest, stateDir: join(dir, 'box'), routerConfigPath, routerToken: randomToken(), nonLedgerDrawMib: NON_LEDGER_DRAW_MIB });
+    const box = await startSimBox({
+      manifest,
+      stateDir: join(dir, 'box'),
+      routerConfigPath,
+      routerToken: randomToken(),
+      nonLedgerDrawMib: NON_LEDGER_DRAW_MIB,
+    });
     stops.push(() => box.close());
     const connection = await Connection.connect({ address });
     const nativeConnection = await NativeConnection.connect({ address });
@@ -224,16 +249,22 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     });
     out(`Temporal ${address}${server?.uiUrl ? `, UI ${server.uiUrl}/namespaces/default/workflows` : ''}`);
     out(`router ${box.router.url} (mapping_version ${box.router.state().mappingVersion}); simulated box in ${dir}`);
-    out(`box: node ${manifest.node}, gpu_role ${manifest.gpus.map((g) => g.role).join(', ')}; non-ledger draw ${NON_LEDGER_DRAW_MIB} MiB (display, voice sidecars)`);
+    out(
+      `box: node ${manifest.node}, gpu_role ${manifest.gpus.map((g) => g.role).join(', ')}; non-ledger draw ${NON_LEDGER_DRAW_MIB} MiB (display, voice sidecars)`,
+    );
 
     Object.assign(ctx, { client, manifest, box, uiUrl: server?.uiUrl });
     await sequence(ctx as DemoContext);
 
     const checks = ctx.checks ?? [];
     const failed = checks.filter((c) => !c.ok);
-    out(`\n${checks.length - failed.length} of ${checks.length} checks matched the field report${failed.length ? `; FAILED: ${failed.map((c) => `(${c.step}) ${c.what}`).join(', ')}` : ''}`);
+    out(
+      `\n${checks.length - failed.length} of ${checks.length} checks matched the field report${failed.length ? `; FAILED: ${failed.map((c) => `(${c.step}) ${c.what}`).join(', ')}` : ''}`,
+    );
     if (server?.uiUrl) {
-      out(`workflows: ${ctx.workflowIds?.length ?? 0} runs, each linked under its command; all of them: ${server.uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(`TaskQueue = '${taskQueueFor(manifest.node)}'`)}`);
+      out(
+        `workflows: ${ctx.workflowIds?.length ?? 0} runs, each linked under its command; all of them: ${server.uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(`TaskQueue = '${taskQueueFor(manifest.node)}'`)}`,
+      );
     }
     if (opts.keep) {
       out('--keep: everything stays up; Ctrl-C stops it');

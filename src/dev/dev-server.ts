@@ -18,10 +18,7 @@ export { TEMPORAL_CLI_TAG } from './toolchain';
  * history.maxInFlightUpdates is left at its default (10) like a production server's: LedgerClient
  * bounds the ledger's updates itself.
  */
-export const DEV_SERVER_FLAGS = [
-  ...DEV_SERVER.dynamicConfig.flatMap((setting) => ['--dynamic-config-value', setting]),
-  ...DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS,
-];
+export const DEV_SERVER_FLAGS = [...DEV_SERVER.dynamicConfig.flatMap((setting) => ['--dynamic-config-value', setting]), ...DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS];
 
 export interface DevServerArgs {
   port: number;

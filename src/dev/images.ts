@@ -39,8 +39,30 @@ export const TEST_IMAGE_RECIPES = {
     inputDir: join(ROOT, 'test', 'images', 'fake-vllm'),
     port: 8000,
     dirs: ['www/v1'],
-    applets: ['sh', 'ash', 'httpd', 'sleep', 'cat', 'mkdir', 'mv', 'rm', 'rmdir', 'sed', 'kill', 'printf', 'echo', 'test', '[', 'ls', 'ps', 'env', 'wget', 'nc',
-      'head', 'chmod'],
+    applets: [
+      'sh',
+      'ash',
+      'httpd',
+      'sleep',
+      'cat',
+      'mkdir',
+      'mv',
+      'rm',
+      'rmdir',
+      'sed',
+      'kill',
+      'printf',
+      'echo',
+      'test',
+      '[',
+      'ls',
+      'ps',
+      'env',
+      'wget',
+      'nc',
+      'head',
+      'chmod',
+    ],
   }),
   // What the promotion tests' router entrypoint uses, plus a few for `docker exec` debugging.
   'fake-router': (env: NodeJS.ProcessEnv = process.env): BusyboxImage => ({
@@ -135,7 +157,11 @@ export async function buildBusyboxImage(docker: Docker, spec: BusyboxImage, busy
     rmSync(tmp, { recursive: true, force: true });
   }
   // Drop the image this one replaces (fails harmlessly if a container still uses it).
-  if (oldId) await docker.getImage(oldId).remove().catch(() => undefined);
+  if (oldId)
+    await docker
+      .getImage(oldId)
+      .remove()
+      .catch(() => undefined);
   log(`built ${spec.image}`);
   return 'built';
 }

@@ -45,7 +45,16 @@ export function planEviction(state: LedgerState, vramMib: number): EvictionPlan 
     if (ma !== mb) return ma < mb;
     const recency = (set: Reservation[]) => -Math.max(...set.map((r) => order.get(r.serve) ?? 0));
     if (recency(a) !== recency(b)) return recency(a) < recency(b);
-    return a.map((r) => r.serve).sort().join(',') < b.map((r) => r.serve).sort().join(',');
+    return (
+      a
+        .map((r) => r.serve)
+        .sort()
+        .join(',') <
+      b
+        .map((r) => r.serve)
+        .sort()
+        .join(',')
+    );
   };
   if (candidates.length <= MAX_ENUMERATED) {
     for (let mask = 1; mask < 1 << candidates.length; mask++) {

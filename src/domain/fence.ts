@@ -40,7 +40,12 @@ export function operationUnderWay(state: LedgerState, r: Reservation): Operation
   if (r.phase === 'evicting') {
     // Victims planned before evictedBy existed: their acquirer's own reservation names its run.
     const acquirer = r.evictedFor !== undefined ? findReservation(state, r.evictedFor) : undefined;
-    return { serve: r.serve, phase: r.phase, holder: r.evictedBy ?? acquirer?.holder ?? r.holder, ...(r.evictedFor !== undefined ? { evictedFor: r.evictedFor } : {}) };
+    return {
+      serve: r.serve,
+      phase: r.phase,
+      holder: r.evictedBy ?? acquirer?.holder ?? r.holder,
+      ...(r.evictedFor !== undefined ? { evictedFor: r.evictedFor } : {}),
+    };
   }
   return { serve: r.serve, phase: r.phase, holder: r.holder };
 }
@@ -87,8 +92,20 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
   const ours = op !== undefined && (op.holder === req.holder || (req.takeOverFrom !== undefined && op.holder === req.takeOverFrom));
   if (op && !ours) return { decision: 'busy', serve: req.serve, operation: op };
   const down = req.victimsDown ?? [];
-  const victimsRunning = req.takeOverFrom !== undefined ? victimsOf(state, req.serve).filter((v) => !down.includes(v.serve)).map((v) => v.serve) : [];
-  return { decision: 'taken', serve: req.serve, vramMib: r.vramMib, from: r.phase, previousHolder: r.holder, ...(victimsRunning.length ? { victimsRunning } : {}) };
+  const victimsRunning =
+    req.takeOverFrom !== undefined
+      ? victimsOf(state, req.serve)
+          .filter((v) => !down.includes(v.serve))
+          .map((v) => v.serve)
+      : [];
+  return {
+    decision: 'taken',
+    serve: req.serve,
+    vramMib: r.vramMib,
+    from: r.phase,
+    previousHolder: r.holder,
+    ...(victimsRunning.length ? { victimsRunning } : {}),
+  };
 }
 
 function victimsOf(state: LedgerState, acquirer: string): Reservation[] {
@@ -101,7 +118,13 @@ function victimsOf(state: LedgerState, acquirer: string): Reservation[] {
  * victims (it never started). A taken-over acquisition's victims leave its eviction.
  */
 export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision): LedgerState {
-  const hold = (r: Reservation | undefined): Reservation => ({ serve: req.serve, vramMib: 0, class: r?.class ?? req.class ?? 'resident', phase: 'stopping', holder: req.holder });
+  const hold = (r: Reservation | undefined): Reservation => ({
+    serve: req.serve,
+    vramMib: 0,
+    class: r?.class ?? req.class ?? 'resident',
+    phase: 'stopping',
+    holder: req.holder,
+  });
   if (d.decision === 'absent' || d.decision === 'evicted') {
     const r = findReservation(state, req.serve);
     return { ...state, reservations: [...state.reservations.filter((x) => x.serve !== req.serve), hold(r)] };

@@ -52,7 +52,10 @@ export function ledgerInputProblems(input: unknown): string[] {
   } else {
     name('gpu.role', gpu['role']);
     if (typeof gpu['uuid'] !== 'string' || gpu['uuid'] === '') problems.push(`gpu.uuid: the GPU's uuid, a non-empty string (got ${show(gpu['uuid'])})`);
-    for (const [k, bound] of [['capacityMib', BOUNDS.capacityMib], ['reserveMib', BOUNDS.reserveMib]] as const) {
+    for (const [k, bound] of [
+      ['capacityMib', BOUNDS.capacityMib],
+      ['reserveMib', BOUNDS.reserveMib],
+    ] as const) {
       if (!withinBound(bound, gpu[k])) problems.push(`gpu.${k}: ${boundRule(bound)} (got ${show(gpu[k])})`);
     }
     const { capacityMib, reserveMib } = gpu;
@@ -60,7 +63,8 @@ export function ledgerInputProblems(input: unknown): string[] {
       problems.push(`gpu.reserveMib: ${reserveMib} MiB must be less than gpu.capacityMib ${capacityMib} MiB`);
     }
   }
-  if (input['state'] !== undefined && !isRecord(input['state'])) problems.push(`state: the ledger a continue-as-new carries, an object (got ${show(input['state'])})`);
+  if (input['state'] !== undefined && !isRecord(input['state']))
+    problems.push(`state: the ledger a continue-as-new carries, an object (got ${show(input['state'])})`);
   const maxEvents = input['maxHistoryEvents'];
   if (maxEvents !== undefined && !(typeof maxEvents === 'number' && Number.isSafeInteger(maxEvents) && maxEvents > 0)) {
     problems.push(`maxHistoryEvents: a positive integer (got ${show(maxEvents)})`);

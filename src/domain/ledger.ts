@@ -72,8 +72,7 @@ export function emptyLedger(node: string, gpu: { role: string; uuid: string; cap
 
 export function totals(state: LedgerState): LedgerTotals {
   const budgetMib = state.capacityMib - state.reserveMib;
-  const sum = (phases: readonly ReservationPhase[]) =>
-    state.reservations.filter((r) => phases.includes(r.phase)).reduce((total, r) => total + r.vramMib, 0);
+  const sum = (phases: readonly ReservationPhase[]) => state.reservations.filter((r) => phases.includes(r.phase)).reduce((total, r) => total + r.vramMib, 0);
   const committedMib = sum(COMMITTED);
   const heldMib = sum(['pending']);
   return { budgetMib, committedMib, heldMib, freeMib: budgetMib - committedMib - heldMib };
@@ -112,7 +111,10 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
 }
 
 export function withPhase(state: LedgerState, serve: string, phase: ReservationPhase, measuredMib?: number): LedgerState {
-  return { ...state, reservations: state.reservations.map((r) => (r.serve === serve ? { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}) } : r)) };
+  return {
+    ...state,
+    reservations: state.reservations.map((r) => (r.serve === serve ? { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}) } : r)),
+  };
 }
 
 /** The reservation in a new phase, no longer part of an eviction (as victim of whom, for whom). */

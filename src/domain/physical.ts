@@ -23,7 +23,14 @@ export interface PhysicalTruth {
 export function physicalTruth(ledger: LedgerState, reading: DeviceReading): PhysicalTruth {
   const servesMib = ledger.reservations.filter((r) => r.phase === 'running' || r.phase === 'evicting').reduce((s, r) => s + r.vramMib, 0);
   const nonLedgerDrawMib = reading.usedMib - servesMib;
-  return { usedMib: reading.usedMib, totalMib: reading.totalMib, servesMib, nonLedgerDrawMib, reserveMib: ledger.reserveMib, optimistic: nonLedgerDrawMib > ledger.reserveMib };
+  return {
+    usedMib: reading.usedMib,
+    totalMib: reading.totalMib,
+    servesMib,
+    nonLedgerDrawMib,
+    reserveMib: ledger.reserveMib,
+    optimistic: nonLedgerDrawMib > ledger.reserveMib,
+  };
 }
 
 export function formatPhysical(t: PhysicalTruth): string[] {

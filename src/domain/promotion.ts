@@ -21,7 +21,8 @@ export function promoteInputProblems(input: unknown): string[] {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return ['input must be one JSON object { router, config, image, ... }'];
   const i = input as Partial<Record<PromoteInputField, unknown>>;
   const problems: string[] = [];
-  if (typeof i.router !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(i.router)) problems.push(`router: a deployment name such as "router" (got ${JSON.stringify(i.router)})`);
+  if (typeof i.router !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(i.router))
+    problems.push(`router: a deployment name such as "router" (got ${JSON.stringify(i.router)})`);
   if (typeof i.image !== 'string' || i.image.trim() === '') problems.push('image: a non-empty image reference is required');
   const c = i.config as { path?: unknown; content?: unknown } | undefined;
   if (typeof c !== 'object' || c === null) {
@@ -40,8 +41,10 @@ export function promoteInputProblems(input: unknown): string[] {
   if (v !== undefined) {
     if (typeof v !== 'object' || v === null) problems.push('verify: { windowS?, streak? }');
     else {
-      if (v.windowS !== undefined && !(typeof v.windowS === 'number' && v.windowS >= 0 && v.windowS <= 3600)) problems.push('verify.windowS: seconds in 0..3600');
-      if (v.streak !== undefined && !(typeof v.streak === 'number' && Number.isInteger(v.streak) && v.streak >= 1 && v.streak <= 100)) problems.push('verify.streak: an integer in 1..100');
+      if (v.windowS !== undefined && !(typeof v.windowS === 'number' && v.windowS >= 0 && v.windowS <= 3600))
+        problems.push('verify.windowS: seconds in 0..3600');
+      if (v.streak !== undefined && !(typeof v.streak === 'number' && Number.isInteger(v.streak) && v.streak >= 1 && v.streak <= 100))
+        problems.push('verify.streak: an integer in 1..100');
     }
   }
   return problems;

@@ -44,11 +44,15 @@ export function serveCommand(serve: ServeSpec): string[] {
 
 export function vllmCommand(serve: ServeSpec): string[] {
   return [
-    '--model', serve.model,
+    '--model',
+    serve.model,
     ...(serve.revision ? ['--revision', serve.revision] : []),
-    '--served-model-name', serve.servedModelName,
-    '--host', '0.0.0.0',
-    '--port', String(serve.containerPort),
+    '--served-model-name',
+    serve.servedModelName,
+    '--host',
+    '0.0.0.0',
+    '--port',
+    String(serve.containerPort),
     ...serve.args,
   ];
 }
@@ -77,7 +81,14 @@ export const REDACTED = '<redacted>';
 const SECRET_WORDS = new Set(['token', 'key', 'apikey', 'secret', 'password', 'passwd', 'credential', 'credentials']);
 
 export function isSecretFlag(flag: string): boolean {
-  return flag.startsWith('--') && flag.slice(2).toLowerCase().split(/[-_]/).some((w) => SECRET_WORDS.has(w));
+  return (
+    flag.startsWith('--') &&
+    flag
+      .slice(2)
+      .toLowerCase()
+      .split(/[-_]/)
+      .some((w) => SECRET_WORDS.has(w))
+  );
 }
 
 /**

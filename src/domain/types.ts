@@ -63,9 +63,7 @@ export interface ManifestIssue {
   message: string;
 }
 
-export type ManifestResult =
-  | { ok: true; manifest: Manifest; warnings: ManifestIssue[] }
-  | { ok: false; errors: ManifestIssue[]; warnings: ManifestIssue[] };
+export type ManifestResult = { ok: true; manifest: Manifest; warnings: ManifestIssue[] } | { ok: false; errors: ManifestIssue[]; warnings: ManifestIssue[] };
 
 export function formatIssue(issue: ManifestIssue): string {
   return issue.path ? `${issue.file}: ${issue.path}: ${issue.message}` : `${issue.file}: ${issue.message}`;

@@ -56,13 +56,11 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
     });
 
     const unknownTier = (reply: FastifyReply, name: string) =>
-      reply
-        .code(404)
-        .send(
-          errorBody(`unknown tier '${name}' (known tiers: ${table.config.tiers.map((t) => t.name).join(', ')})`, 'unknown_tier', {
-            tier: name,
-          }),
-        );
+      reply.code(404).send(
+        errorBody(`unknown tier '${name}' (known tiers: ${table.config.tiers.map((t) => t.name).join(', ')})`, 'unknown_tier', {
+          tier: name,
+        }),
+      );
 
     scope.get('/admin/tiers', () => ({ mapping_version: table.config.mappingVersion, tiers: table.config.tiers.map((t) => table.state(t)) }));
 

@@ -38,17 +38,13 @@ async function proxy(table: TierTable, route: (typeof PROXIED)[number], req: Fas
   if (!preset) {
     const presets = cfg.presets.map((p) => p.name);
     const what = typeof model === 'string' ? `unknown model '${model}'` : 'missing "model"';
-    return reply
-      .code(typeof model === 'string' ? 404 : 400)
-      .send(errorBody(`${what}; known presets: ${presets.join(', ')}`, 'model_not_found', { presets }));
+    return reply.code(typeof model === 'string' ? 404 : 400).send(errorBody(`${what}; known presets: ${presets.join(', ')}`, 'model_not_found', { presets }));
   }
   const tier = findTier(cfg, preset.tier);
   if (!tier) throw new Error(`preset '${preset.name}' names missing tier '${preset.tier}'`); // a validated config rules this out
   const rt = table.runtimeOf(tier.name);
   if (rt.mode === 'quiesced') {
-    return reply
-      .code(503)
-      .send(errorBody(`tier '${tier.name}' is quiesced (evicted or draining); retry later`, 'tier_unavailable', { tier: tier.name }));
+    return reply.code(503).send(errorBody(`tier '${tier.name}' is quiesced (evicted or draining); retry later`, 'tier_unavailable', { tier: tier.name }));
   }
 
   // In flight from here (the check above and this increment are one synchronous step, so no
@@ -69,14 +65,12 @@ async function proxy(table: TierTable, route: (typeof PROXIED)[number], req: Fas
     upstream = await forward(`${tier.backend}${route}`, payload, req, reply);
   } catch (err) {
     if (reply.raw.destroyed) return reply.hijack();
-    return reply
-      .code(502)
-      .send(
-        errorBody(`tier '${tier.name}' backend ${tier.backend} is unreachable: ${errText(err)}`, 'backend_unreachable', {
-          tier: tier.name,
-          backend: tier.backend,
-        }),
-      );
+    return reply.code(502).send(
+      errorBody(`tier '${tier.name}' backend ${tier.backend} is unreachable: ${errText(err)}`, 'backend_unreachable', {
+        tier: tier.name,
+        backend: tier.backend,
+      }),
+    );
   }
   if (reply.raw.destroyed) {
     upstream.destroy();

@@ -42,9 +42,7 @@ export class TierTable {
   /** The table of a config, with the tiers the state file says are quiesced; saves it at once. */
   static async open(config: RouterConfig, stateFile: string | undefined): Promise<TierTable> {
     const persisted = stateFile ? await loadQuiesced(stateFile) : new Set<string>();
-    const runtime = new Map<string, TierRuntime>(
-      config.tiers.map((t) => [t.name, { mode: persisted.has(t.name) ? 'quiesced' : 'active', inFlight: 0 }]),
-    );
+    const runtime = new Map<string, TierRuntime>(config.tiers.map((t) => [t.name, { mode: persisted.has(t.name) ? 'quiesced' : 'active', inFlight: 0 }]));
     const table = new TierTable(config, runtime, stateFile);
     // A state file that cannot be written fails the start, not the first eviction.
     await table.save();
@@ -100,7 +98,10 @@ export class TierTable {
 
   private async save(): Promise<void> {
     if (!this.stateFile) return;
-    const quiesced = [...this.runtime].filter(([, rt]) => rt.mode === 'quiesced').map(([name]) => name).sort();
+    const quiesced = [...this.runtime]
+      .filter(([, rt]) => rt.mode === 'quiesced')
+      .map(([name]) => name)
+      .sort();
     const tmp = `${this.stateFile}.${process.pid}.tmp`;
     await writeFile(tmp, `${JSON.stringify({ quiesced }, null, 2)}\n`);
     await rename(tmp, this.stateFile);

@@ -19,9 +19,7 @@ export interface TierState {
 
 export type ReadmitRefusal = 'identity_not_configured' | 'identity_mismatch' | 'unhealthy';
 
-export type ReadmitOutcome =
-  | { ok: true; tier: string; observedModel: string }
-  | { ok: false; tier: string; reason: ReadmitRefusal; message: string };
+export type ReadmitOutcome = { ok: true; tier: string; observedModel: string } | { ok: false; tier: string; reason: ReadmitRefusal; message: string };
 
 // ---- the GPU, as nvidia-smi reads it ----
 

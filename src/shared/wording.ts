@@ -31,7 +31,8 @@ export const start = {
     `container ${c.containerName} ${c.created ? 'created' : 'already running'}${c.gpuPinned ? `, pinned to ${gpuUuid}` : ''}`,
   healthy: (api: string, h: { url: string; probes: number }) =>
     api === 'none' ? `${h.url} stayed running (api none: no HTTP to probe)` : `200 from ${h.url} after ${h.probes} probes`,
-  identity: (api: string, servedModelName: string) => (api === 'openai' ? `observed '${servedModelName}'` : `not checked: an api ${api} serve reports no model`),
+  identity: (api: string, servedModelName: string) =>
+    api === 'openai' ? `observed '${servedModelName}'` : `not checked: an api ${api} serve reports no model`,
   readmit: (tier: string, r: { action: string; observedModel?: string }) =>
     r.action === 'readmitted'
       ? `router readmitted tier ${tier}: health and identity passed (observed '${r.observedModel ?? '?'}')`
@@ -48,7 +49,8 @@ export const eviction = {
     p.tiers.map((t) => `, tier ${t.tier} can readmit ${t.serve}`).join(''),
   quiesced: (tier: string, inFlight: number) => `tier ${tier} quiesced with ${inFlight} in flight`,
   /** What a drain that timed out left behind. */
-  stillInFlight: (d: Drain) => `${d.routerInFlightAtEnd} in flight at the router${d.vllmRunningAtEnd !== null ? `, ${d.vllmRunningAtEnd} running in vLLM` : ''}`,
+  stillInFlight: (d: Drain) =>
+    `${d.routerInFlightAtEnd} in flight at the router${d.vllmRunningAtEnd !== null ? `, ${d.vllmRunningAtEnd} running in vLLM` : ''}`,
   drained: (d: Drain) => `drained after ${d.waitedMs} ms (${d.routerInFlightAtStart} in flight at start)`,
   forced: (d: Drain, timeoutS: number) => `not drained within ${timeoutS} s (${eviction.stillInFlight(d)}); stopping anyway (--force)`,
   drainTimeout: (victim: string, d: Drain, timeoutS: number) => `${victim} did not drain within ${timeoutS} s (${eviction.stillInFlight(d)})`,
@@ -61,8 +63,10 @@ export const eviction = {
 
 /** A bring-down's own sentences, where they differ from a victim's. */
 export const bringDown = {
-  drained: (d: Drain, timeoutS: number) => (d.drained ? `drained after ${d.waitedMs} ms` : `not drained within ${timeoutS} s (${d.routerInFlightAtEnd} in flight); stopping anyway`),
-  released: (reservedMib: number | undefined, evicted: boolean) => (reservedMib !== undefined ? `released ${reservedMib} MiB` : evicted ? 'held no MiB (evicted)' : 'held no reservation'),
+  drained: (d: Drain, timeoutS: number) =>
+    d.drained ? `drained after ${d.waitedMs} ms` : `not drained within ${timeoutS} s (${d.routerInFlightAtEnd} in flight); stopping anyway`,
+  released: (reservedMib: number | undefined, evicted: boolean) =>
+    reservedMib !== undefined ? `released ${reservedMib} MiB` : evicted ? 'held no MiB (evicted)' : 'held no reservation',
   cancelReadmitted: (tier: string, serve: string) => `cancelled before the stop: tier ${tier} readmitted, ${serve} still running`,
   cancelReadmitFailed: (tier: string, error: string) => `cancelled before the stop; readmit of tier ${tier} failed: ${error}`,
   noneEvicted: (serve: string) => `no serve was evicted for ${serve}`,

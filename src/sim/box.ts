@@ -54,7 +54,13 @@ export async function startSimBox(o: SimBoxOptions): Promise<SimBox> {
   const runtime = new SimRuntime({ stateDir: servesDir });
   const nvidiaSmiStatePath = join(o.stateDir, 'nvidia-smi.json');
   let smiState: FakeNvidiaSmiState = {
-    gpus: o.manifest.gpus.map((g, index) => ({ index, uuid: g.uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: g.capacityMib, baseUsedMib: o.nonLedgerDrawMib })),
+    gpus: o.manifest.gpus.map((g, index) => ({
+      index,
+      uuid: g.uuid,
+      name: 'NVIDIA GeForce RTX 5090',
+      totalMib: g.capacityMib,
+      baseUsedMib: o.nonLedgerDrawMib,
+    })),
     simStateDir: servesDir,
   };
   const writeNvidiaSmiState = (patch: Partial<FakeNvidiaSmiState>) => {
@@ -63,7 +69,12 @@ export async function startSimBox(o: SimBoxOptions): Promise<SimBox> {
   };
   writeNvidiaSmiState({});
   const gpu = new NvidiaSmi({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: nvidiaSmiStatePath } });
-  const router = await startRouter({ configPath: o.routerConfigPath, adminToken: o.routerToken, port: o.routerPort ?? 0, stateFile: join(o.stateDir, 'router-state.json') });
+  const router = await startRouter({
+    configPath: o.routerConfigPath,
+    adminToken: o.routerToken,
+    port: o.routerPort ?? 0,
+    stateFile: join(o.stateDir, 'router-state.json'),
+  });
   const routerAdmin = new HttpRouterAdmin({ baseUrl: router.url, token: o.routerToken });
   return {
     runtime,

@@ -78,7 +78,8 @@ export function parseFakeArgs(argv: readonly string[]): Query {
   const apps = opts.get('--query-compute-apps');
   if (format === undefined || (gpu === undefined) === (apps === undefined)) throw new Exit(2, INVALID_ARGS);
   if (format !== CSV_FORMAT) throw new Exit(2, `fake-nvidia-smi supports only --format=${CSV_FORMAT} (got '${format}')`);
-  const [query, asked, supported]: [Query, string, readonly string[]] = gpu !== undefined ? ['gpu', gpu, GPU_QUERY_FIELDS] : ['compute-apps', apps ?? '', COMPUTE_APPS_QUERY_FIELDS];
+  const [query, asked, supported]: [Query, string, readonly string[]] =
+    gpu !== undefined ? ['gpu', gpu, GPU_QUERY_FIELDS] : ['compute-apps', apps ?? '', COMPUTE_APPS_QUERY_FIELDS];
   const fields = asked.split(',');
   const bad = fields.find((f) => !supported.includes(f));
   if (bad !== undefined) throw new Exit(2, `Field "${bad}" is not a valid field to query.`);
@@ -101,7 +102,10 @@ export function readFakeState(path: string | undefined): FakeNvidiaSmiState {
   const s = parsed as Partial<FakeNvidiaSmiState> | null;
   const gpusOk =
     Array.isArray(s?.gpus) &&
-    s.gpus.every((g: Partial<FakeGpu>) => isFiniteNumber(g.index) && typeof g.uuid === 'string' && typeof g.name === 'string' && isFiniteNumber(g.totalMib) && isFiniteNumber(g.baseUsedMib));
+    s.gpus.every(
+      (g: Partial<FakeGpu>) =>
+        isFiniteNumber(g.index) && typeof g.uuid === 'string' && typeof g.name === 'string' && isFiniteNumber(g.totalMib) && isFiniteNumber(g.baseUsedMib),
+    );
   if (!s || !gpusOk) throw new Exit(9, `NVIDIA-SMI has failed: ${path} needs gpus: [{ index, uuid, name, totalMib, baseUsedMib }]`);
   return s as FakeNvidiaSmiState;
 }

@@ -207,7 +207,8 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
   function checkModel(body: Record<string, unknown>): void {
     const m = body['model'];
     if (m === undefined || m === null) return;
-    if (m !== opts.servedModelName && m !== id) throw new HttpError(404, 'NotFoundError', `The model \`${typeof m === 'string' ? m : JSON.stringify(m)}\` does not exist.`);
+    if (m !== opts.servedModelName && m !== id)
+      throw new HttpError(404, 'NotFoundError', `The model \`${typeof m === 'string' ? m : JSON.stringify(m)}\` does not exist.`);
   }
 
   async function parseJsonBody(req: IncomingMessage): Promise<Record<string, unknown>> {
@@ -252,7 +253,9 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
       res.write(chunk({}, 'stop'));
       const streamOptions = body['stream_options'];
       if (isRecord(streamOptions) && streamOptions['include_usage'] === true) {
-        res.write(`data: ${JSON.stringify({ id: completionId, object: 'chat.completion.chunk', created, model: opts.servedModelName, choices: [], usage })}\n\n`);
+        res.write(
+          `data: ${JSON.stringify({ id: completionId, object: 'chat.completion.chunk', created, model: opts.servedModelName, choices: [], usage })}\n\n`,
+        );
       }
       res.end('data: [DONE]\n\n');
       return;
@@ -327,7 +330,9 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
     if (path === '/v1/models') {
       return sendJson(res, 200, {
         object: 'list',
-        data: [{ id, object: 'model', created: Math.floor(startedAt / 1000), owned_by: 'vllm', root: opts.model, parent: null, max_model_len: 4096, permission: [] }],
+        data: [
+          { id, object: 'model', created: Math.floor(startedAt / 1000), owned_by: 'vllm', root: opts.model, parent: null, max_model_len: 4096, permission: [] },
+        ],
       });
     }
     track(res);
@@ -351,7 +356,9 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
     server.listen(opts.port, opts.host, () => {
       server.off('error', reject);
       const port = (server.address() as AddressInfo).port;
-      log(`serving model=${opts.model} revision=${opts.revision ?? '<none>'} served-model-name=${opts.servedModelName} id=${id} on ${opts.host}:${port}, start delay ${String(opts.startDelayMs)} ms`);
+      log(
+        `serving model=${opts.model} revision=${opts.revision ?? '<none>'} served-model-name=${opts.servedModelName} id=${id} on ${opts.host}:${port}, start delay ${String(opts.startDelayMs)} ms`,
+      );
       resolve({
         host: opts.host,
         port,

@@ -50,7 +50,16 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   }
   if (decision.decision === 'already-held') {
     const held = await alreadyHeld(node, serve.name, decision, op, log);
-    return { ...base, outcome: 'already-running', message: held.message, containerId: held.containerId, victims: [], ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
+    return {
+      ...base,
+      outcome: 'already-running',
+      message: held.message,
+      containerId: held.containerId,
+      victims: [],
+      ledgerBefore,
+      ledgerAfter: ledgerBefore,
+      steps: log.steps,
+    };
   }
 
   const saga = new Saga();
@@ -59,7 +68,13 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
     saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }));
   } else {
-    log.record('plan', admission.plan(decision.victims.map((v) => v.serve), decision.reason));
+    log.record(
+      'plan',
+      admission.plan(
+        decision.victims.map((v) => v.serve),
+        decision.reason,
+      ),
+    );
     saga.add('abort eviction', () => abortEviction(evicting, decision.victims));
   }
 
@@ -116,7 +131,12 @@ async function preflight({ acquirer, log }: Eviction, victims: Victim[]): Promis
 async function abortEviction({ node, acquirer, holder }: Eviction, victims: Victim[]) {
   const down: string[] = [];
   for (const v of victims) if (!(await act.inspectServe({ node, serve: v.serve }))?.running) down.push(v.serve);
-  return act.ledgerAbortEviction({ node, gpu: acquirer.gpu, args: { acquirer: acquirer.serve.name, stopped: down, holder }, updateId: `${holder}/compensate-abort` });
+  return act.ledgerAbortEviction({
+    node,
+    gpu: acquirer.gpu,
+    args: { acquirer: acquirer.serve.name, stopped: down, holder },
+    updateId: `${holder}/compensate-abort`,
+  });
 }
 
 /** quiesce its tier → drain → stop → confirm the VRAM came back → hand its MiB to the acquirer. */
@@ -148,7 +168,12 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   const drain = await drainFor(tier, victim, drainTimeoutS);
   record.drain = drain;
   if (!drain.drained && !input.force) {
-    throw ApplicationFailure.create({ type: Failure.DrainTimeout, message: eviction.drainTimeout(victim.name, drain, drainTimeoutS), nonRetryable: true, details: [drain] });
+    throw ApplicationFailure.create({
+      type: Failure.DrainTimeout,
+      message: eviction.drainTimeout(victim.name, drain, drainTimeoutS),
+      nonRetryable: true,
+      details: [drain],
+    });
   }
   log.record(`drain ${victim.name}`, drain.drained ? eviction.drained(drain) : eviction.forced(drain, drainTimeoutS));
   record.inFlightAtStop = drain.routerInFlightAtEnd;

@@ -54,7 +54,8 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   let release: LedgerReleaseResult;
   try {
     // An evicted serve is down and its tier quiesced already: nothing to drain.
-    if (serve.routerTier && taken?.decision !== 'evicted') drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S);
+    if (serve.routerTier && taken?.decision !== 'evicted')
+      drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S);
     // Fenced, a stop once issued is seen through to its release: cancelled in between, the serve
     // would stay held as stopping by a closed run, its container gone.
     [stop, release] = down.fenced ? await CancellationScope.nonCancellable(() => stopAndRelease(down)) : await stopAndRelease(down);
@@ -75,7 +76,17 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     serve: serve.name,
     outcome: cancelled.length && wasDown ? 'cancelled' : wasDown || taken?.decision === 'evicted' ? 'already-stopped' : 'stopped',
     ...(ended.length ? { ended } : {}),
-    message: downMessage({ serve: serve.name, gpuRole: gpu.role, taken, ended, wasDown, reservedMib: reserved ? release.vramMib : undefined, restore: Boolean(input.restore), restored }) + restoreNote(restored),
+    message:
+      downMessage({
+        serve: serve.name,
+        gpuRole: gpu.role,
+        taken,
+        ended,
+        wasDown,
+        reservedMib: reserved ? release.vramMib : undefined,
+        restore: Boolean(input.restore),
+        restored,
+      }) + restoreNote(restored),
     gpuRole: gpu.role,
     releasedMib: release.vramMib,
     drain,
@@ -159,7 +170,10 @@ function downMessage(o: {
     return `serves down ${o.serve}: already stopped (evicted for ${taken.evictedFor ?? 'another serve'}); it stays down and is no longer restored with it`;
   }
   if (o.wasDown && notes) return `serves down ${o.serve}: ${notes}; nothing was left running`;
-  if (o.wasDown) return o.restore && o.restored.length ? `serves down ${o.serve}: was not running, nothing to stop` : `serves down ${o.serve}: already stopped, nothing changed`;
+  if (o.wasDown)
+    return o.restore && o.restored.length
+      ? `serves down ${o.serve}: was not running, nothing to stop`
+      : `serves down ${o.serve}: already stopped, nothing changed`;
   return `serves down ${o.serve}: ${notes ? `${notes}; ` : ''}stopped${o.reservedMib !== undefined ? `, ${o.reservedMib} MiB released on '${o.gpuRole}'` : ''}`;
 }
 
@@ -183,7 +197,10 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
       act.ledgerBeginStop({ node, gpu, args: { serve: serve.name, holder, class: serve.class, ...(takeOver ?? {}) }, updateId: `${holder}/take/${attempt}` }),
     );
     if (decision.decision === 'taken') {
-      log.record('take', `${serve.name} held for this bring-down (was ${decision.from}${takeOver ? `, taken over from ${takeOver.takeOverFrom}, which had ended` : ''})`);
+      log.record(
+        'take',
+        `${serve.name} held for this bring-down (was ${decision.from}${takeOver ? `, taken over from ${takeOver.takeOverFrom}, which had ended` : ''})`,
+      );
       await readmitVictims(decision.victimsRunning ?? [], log);
       return decision;
     }
@@ -200,20 +217,28 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
     if (end && end.outcome !== 'running') {
       // It has ended and still holds the serve: take its hold over, with its victims as the box has them.
       const victimsDown = await victimsDownFor(node, gpu, serve.name);
-      log.record('take', `${op.holder} (${op.phase}) ended ${end.closedAs ?? ''} without giving ${serve.name} back: taking it over${victimsDown.length ? `; its victims ${victimsDown.join(', ')} are down` : ''}`);
+      log.record(
+        'take',
+        `${op.holder} (${op.phase}) ended ${end.closedAs ?? ''} without giving ${serve.name} back: taking it over${victimsDown.length ? `; its victims ${victimsDown.join(', ')} are down` : ''}`,
+      );
       takeOver = { takeOverFrom: op.holder, victimsDown };
       continue;
     }
     const mode = op.phase === 'evicting' ? 'status' : op.phase === 'stopping' ? 'wait' : 'cancel';
     if (attempt < MAX_TAKE_ATTEMPTS) {
-      log.record('take', `${op.holder} holds ${serve.name} (${op.phase}): ${mode === 'cancel' ? 'cancelling it' : mode === 'wait' ? 'waiting for it' : 'asking whether it still runs'}`);
+      log.record(
+        'take',
+        `${op.holder} holds ${serve.name} (${op.phase}): ${mode === 'cancel' ? 'cancelling it' : mode === 'wait' ? 'waiting for it' : 'asking whether it still runs'}`,
+      );
       log.begin(mode === 'cancel' ? 'cancel' : 'wait');
       const e = await waiting(endTimeoutS).endOperation({ holder: op.holder, timeoutS: endTimeoutS, mode });
       if (e.outcome !== 'running') {
         ended.push(e);
         log.record(
           mode === 'cancel' ? 'cancel' : 'wait',
-          e.outcome === 'cancelled' ? `${op.holder} (${op.phase}) cancelled; it ended after ${e.waitedMs} ms` : `${op.holder} (${op.phase}) ended ${e.closedAs ?? ''} after ${e.waitedMs} ms`,
+          e.outcome === 'cancelled'
+            ? `${op.holder} (${op.phase}) cancelled; it ended after ${e.waitedMs} ms`
+            : `${op.holder} (${op.phase}) ended ${e.closedAs ?? ''} after ${e.waitedMs} ms`,
         );
         continue;
       }

@@ -46,7 +46,15 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   }
   if (decision.decision === 'already-held') {
     const held = await alreadyHeld(node, serve.name, decision, `serves up ${serve.name}`, log);
-    return { ...base, outcome: 'already-running', message: held.message, containerId: held.containerId, ledgerBefore, ledgerAfter: ledgerBefore, steps: log.steps };
+    return {
+      ...base,
+      outcome: 'already-running',
+      message: held.message,
+      containerId: held.containerId,
+      ledgerBefore,
+      ledgerAfter: ledgerBefore,
+      steps: log.steps,
+    };
   }
   const restoring = Boolean(admit.wasEvicted);
   log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib, restoring));
@@ -169,7 +177,9 @@ function busyMessage(op: string, serve: string, held: { phase: string; holder: s
     );
   }
   const busy = `${op}: ${held.holder} holds its reservation (${held.phase}${container ? `, container ${container.status}` : ', no container yet'}), an operation still under way; nothing changed. `;
-  if (held.phase === 'stopping') return `${busy}It is being brought down: bring it up again once that has ended (\`gpures serves down ${serve}\` takes over a bring-down that died)`;
-  if (held.phase === 'evicting') return `${busy}It is being evicted: bring it up again once the eviction has ended, or cancel it to keep it up: ${cancelHint(held.holder)}`;
+  if (held.phase === 'stopping')
+    return `${busy}It is being brought down: bring it up again once that has ended (\`gpures serves down ${serve}\` takes over a bring-down that died)`;
+  if (held.phase === 'evicting')
+    return `${busy}It is being evicted: bring it up again once the eviction has ended, or cancel it to keep it up: ${cancelHint(held.holder)}`;
   return `${busy}Wait for it to end, or cancel it: ${cancelHint(held.holder)} (\`gpures serves down ${serve}\` cancels it too)`;
 }

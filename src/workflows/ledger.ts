@@ -8,7 +8,17 @@ import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEvict
 import { applyStop, decideStop, fenceProblem, operationUnderWay } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
 import { Failure } from '../shared/failures';
-import { abortEvictionUpdate, acquireUpdate, admitUpdate, beginStopUpdate, fenceUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, victimReleasedUpdate } from '../shared/messages';
+import {
+  abortEvictionUpdate,
+  acquireUpdate,
+  admitUpdate,
+  beginStopUpdate,
+  fenceUpdate,
+  releaseUpdate,
+  setPhaseUpdate,
+  snapshotQuery,
+  victimReleasedUpdate,
+} from '../shared/messages';
 import type {
   AcquireDecision,
   LedgerAbortArgs,
@@ -128,7 +138,14 @@ class GpuLedger {
     const held = activeReservation(this.state, req.serve);
     if (held?.phase === 'pending' && held.holder === req.holder) {
       const victims = this.state.reservations.filter((r) => r.evictedFor === req.serve && r.phase === 'evicting').map(toVictim);
-      const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: 0, victims, reason: 'retry of a planned eviction' };
+      const decision: AcquireDecision = {
+        decision: 'evicting',
+        serve: req.serve,
+        vramMib: req.vramMib,
+        shortfallMib: 0,
+        victims,
+        reason: 'retry of a planned eviction',
+      };
       return this.answer({ decision });
     }
     const admit = this.decide(req);
@@ -147,7 +164,14 @@ class GpuLedger {
       return this.answer({ decision });
     }
     this.state = applyEvictionPlan(this.state, req, plan.victims);
-    const decision: AcquireDecision = { decision: 'evicting', serve: req.serve, vramMib: req.vramMib, shortfallMib: plan.shortfallMib, victims: plan.victims, reason: plan.reason };
+    const decision: AcquireDecision = {
+      decision: 'evicting',
+      serve: req.serve,
+      vramMib: req.vramMib,
+      shortfallMib: plan.shortfallMib,
+      victims: plan.victims,
+      reason: plan.reason,
+    };
     return this.answer({ decision });
   };
 

@@ -62,11 +62,28 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
   const recreate = d.imageChanged || !d.container.running;
   try {
     const image = { ref: input.image, id: d.targetImageId };
-    const live = await reloadAndVerify(p, d, { steps: '', image, recreate, expectMappingVersion: mappingVersion, opKey: `${workflowId}/${runId}/promote`, ...verify });
+    const live = await reloadAndVerify(p, d, {
+      steps: '',
+      image,
+      recreate,
+      expectMappingVersion: mappingVersion,
+      opKey: `${workflowId}/${runId}/promote`,
+      ...verify,
+    });
     const message = `${p.op}: mapping_version '${mappingVersion}' is live on ${input.image} (${live.reload}), verified for ${verify.windowS} s${backup.path ? `; backup ${backup.path}` : ''}`;
     log.begin('done');
     log.record('done', message);
-    return { ...base, outcome: 'promoted', message, backupPath: backup.path, write, reload: live.reload, containerId: live.verify.containerId, verify: live.verify, steps: log.steps };
+    return {
+      ...base,
+      outcome: 'promoted',
+      message,
+      backupPath: backup.path,
+      write,
+      reload: live.reload,
+      containerId: live.verify.containerId,
+      verify: live.verify,
+      steps: log.steps,
+    };
   } catch (err) {
     const failedAt = log.current;
     const cause = rootCause(err);
@@ -106,7 +123,12 @@ interface Deployment {
   streak: number;
 }
 
-async function resolveAndValidate({ input, router, run, log }: Promotion): Promise<{ d: RouterDescription; candidate: CandidateConfig; validation: ValidationRun }> {
+async function resolveAndValidate({
+  input,
+  router,
+  run,
+  log,
+}: Promotion): Promise<{ d: RouterDescription; candidate: CandidateConfig; validation: ValidationRun }> {
   log.begin('resolve');
   const d = await act.promoteDescribe({ router, image: input.image });
   const candidate = await act.promoteCandidate({ router: input.router, config: input.config });
@@ -128,15 +150,23 @@ function judge({ input, op, log }: Promotion, validation: ValidationRun, candida
   const verdict = `${input.image} --validate-only ${validation.timedOut ? 'timed out' : `exit ${validation.exitCode}`} in ${validation.durationMs} ms`;
   if (!validation.passed) {
     log.record('validate', `failed: ${verdict}: ${lastLine(validation.output)}`);
-    throw fail(Failure.ValidationFailed, `${op}: ${verdict} rejected the config: ${validation.output || '(no output)'}; nothing was changed`, { step: 'validate', steps: log.steps, validation });
-  }
-  if (candidate.mappingVersion === null) {
-    log.record('validate', `failed: the config declares no top-level mapping_version`);
-    throw fail(Failure.ValidationFailed, `${op}: the config declares no top-level mapping_version, which verification needs (/healthz reports it); nothing was changed`, {
+    throw fail(Failure.ValidationFailed, `${op}: ${verdict} rejected the config: ${validation.output || '(no output)'}; nothing was changed`, {
       step: 'validate',
       steps: log.steps,
       validation,
     });
+  }
+  if (candidate.mappingVersion === null) {
+    log.record('validate', `failed: the config declares no top-level mapping_version`);
+    throw fail(
+      Failure.ValidationFailed,
+      `${op}: the config declares no top-level mapping_version, which verification needs (/healthz reports it); nothing was changed`,
+      {
+        step: 'validate',
+        steps: log.steps,
+        validation,
+      },
+    );
   }
   log.record('validate', `passed: ${verdict}: ${lastLine(validation.output)}`);
   return candidate.mappingVersion;
@@ -161,16 +191,31 @@ async function untouchedIfFails<T>({ op, log }: Promotion, validation: Validatio
     const cause = rootCause(err);
     log.record(log.current, `failed: ${cause.message}`);
     if (isCancellation(err)) throw err;
-    throw fail(cause.type, `${op} failed at ${log.current}: ${cause.message}; nothing was changed`, { step: log.current, steps: log.steps, ...(validation ? { validation } : {}) });
+    throw fail(cause.type, `${op} failed at ${log.current}: ${cause.message}; nothing was changed`, {
+      step: log.current,
+      steps: log.steps,
+      ...(validation ? { validation } : {}),
+    });
   }
 }
 
-async function writeCandidate(p: Promotion, d: RouterDescription, candidate: CandidateConfig, backup: BackupResult, validation: ValidationRun): Promise<'written' | 'unchanged'> {
+async function writeCandidate(
+  p: Promotion,
+  d: RouterDescription,
+  candidate: CandidateConfig,
+  backup: BackupResult,
+  validation: ValidationRun,
+): Promise<'written' | 'unchanged'> {
   const { router, run, op, log } = p;
   try {
     log.begin('write');
     const write = (await files.promoteWrite({ router, content: candidate.content, expectSha256: backup.sha256, run })).outcome;
-    log.record('write', write === 'written' ? `wrote ${candidate.bytes} bytes to ${d.target.configPath} (temp file, fsync, rename, fsync dir)` : `${d.target.configPath} already holds this config`);
+    log.record(
+      'write',
+      write === 'written'
+        ? `wrote ${candidate.bytes} bytes to ${d.target.configPath} (temp file, fsync, rename, fsync dir)`
+        : `${d.target.configPath} already holds this config`,
+    );
     return write;
   } catch (err) {
     const cause = rootCause(err);
@@ -226,13 +271,24 @@ async function reloadAndVerify({ router, log }: Promotion, d: RouterDescription,
 }
 
 /** Restore the backup, bring the previous image back (or reload), verify the old mapping. */
-async function rollBack(p: Promotion, d: RouterDescription, backup: BackupResult, recreated: boolean, verify: { windowS: number; streak: number }): Promise<RollbackReport> {
+async function rollBack(
+  p: Promotion,
+  d: RouterDescription,
+  backup: BackupResult,
+  recreated: boolean,
+  verify: { windowS: number; streak: number },
+): Promise<RollbackReport> {
   const { router, run, log } = p;
   const report: RollbackReport = { ok: false };
   try {
     log.begin('rollback: restore');
     report.restored = (await files.promoteRestore({ router, backupPath: backup.path, backupSha256: backup.sha256, run })).outcome;
-    log.record('rollback: restore', report.restored === 'unchanged' ? 'the live config already equals the backup' : `${report.restored} ${d.target.configPath} from ${backup.path ?? '(none)'}`);
+    log.record(
+      'rollback: restore',
+      report.restored === 'unchanged'
+        ? 'the live config already equals the backup'
+        : `${report.restored} ${d.target.configPath} from ${backup.path ?? '(none)'}`,
+    );
 
     log.begin('rollback: reload');
     const now = await act.promoteInspect({ router });

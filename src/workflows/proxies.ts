@@ -28,7 +28,12 @@ const routerOps: ActivityOptions = { startToCloseTimeout: '90s', heartbeatTimeou
  * Creating or removing a container: wait for a cancelled attempt to finish, so a compensation
  * registered for it never runs before the container exists.
  */
-const containerOps: ActivityOptions = { startToCloseTimeout: '2m', heartbeatTimeout, retry, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED };
+const containerOps: ActivityOptions = {
+  startToCloseTimeout: '2m',
+  heartbeatTimeout,
+  retry,
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+};
 
 /** A graceful stop: SIGTERM, up to the serve's stop timeout, then SIGKILL and removal. */
 function stopOptions(stopTimeoutS: number): ActivityOptions {

@@ -4,7 +4,6 @@ import { setHandler } from '@temporalio/workflow';
 import { progressQuery } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 
-
 export class StepLog {
   readonly steps: StepRecord[] = [];
   /** The step under way, named in the error if it fails. */

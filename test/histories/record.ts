@@ -136,7 +136,9 @@ async function main(): Promise<void> {
     let v2 = '';
     if (withPromotion && (want('promote-success') || want('promote-rollback'))) {
       await d.ping().catch((err: Error) => {
-        throw new Error(`no dockerd at DOCKER_HOST=${process.env['DOCKER_HOST'] ?? '(default)'}: ${err.message}; run through npm run record-histories, or pass --no-promotion`);
+        throw new Error(
+          `no dockerd at DOCKER_HOST=${process.env['DOCKER_HOST'] ?? '(default)'}: ${err.message}; run through npm run record-histories, or pass --no-promotion`,
+        );
       });
       cleanups.push(() => removeTestArtifacts(d, run, images));
       v2 = await makeVariantImage(d, run, `record-v2-${run}`);
@@ -145,7 +147,10 @@ async function main(): Promise<void> {
       cleanups.push(() => Promise.resolve(rmSync(join(target?.configPath ?? dir, '..'), { recursive: true, force: true })));
     }
 
-    const bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: say, error: say } });
+    const bundle = await bundleWorkflowCode({
+      workflowsPath: require.resolve('../../src/workflows'),
+      logger: { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: say, error: say },
+    });
     const worker: Worker = await createGpuresWorker({
       connection: native,
       client,
@@ -196,7 +201,11 @@ async function main(): Promise<void> {
     say('(3) comfyui-sim --evict with a 1 s drain and a 4 s request in flight: DrainTimeout');
     const slow = routed(box, 'vision', { sim_delay_ms: 4000 });
     await until('a vision request in flight', async () => (await box.routerAdmin.tierState('vision-local')).inFlight >= 1);
-    const timedOut = await step('serves up comfyui-sim --evict --drain-timeout 1', serveAcquire(client, NODE, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 1 }), false);
+    const timedOut = await step(
+      'serves up comfyui-sim --evict --drain-timeout 1',
+      serveAcquire(client, NODE, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 1 }),
+      false,
+    );
     expect(!timedOut.ok && timedOut.failureType === 'DrainTimeout', 'the drain timed out');
     await record('drain-timeout', workflowIds.acquire(NODE, 'comfyui-sim'));
     expect((await slow) === 200, 'the slow request finished 200');
@@ -206,8 +215,14 @@ async function main(): Promise<void> {
     const five = Array.from({ length: 5 }, () => routed(box, 'vision', { sim_delay_ms: 1500 }));
     await until('5 vision requests in flight', async () => (await box.routerAdmin.tierState('vision-local')).inFlight >= 5);
     const evicted = await step('serves up comfyui-sim --evict', serveAcquire(client, NODE, { serve: 'comfyui-sim', evict: true }), true);
-    expect(evicted.ok && evicted.result.victims.length === 1 && evicted.result.victims[0]?.inFlightAtQuiesce === 5, 'vision evicted with 5 in flight at quiesce');
-    expect((await Promise.all(five)).every((s) => s === 200), 'every in-flight request finished 200');
+    expect(
+      evicted.ok && evicted.result.victims.length === 1 && evicted.result.victims[0]?.inFlightAtQuiesce === 5,
+      'vision evicted with 5 in flight at quiesce',
+    );
+    expect(
+      (await Promise.all(five)).every((s) => s === 200),
+      'every in-flight request finished 200',
+    );
     expect(totals(await ledger()).committedMib === 22528, 'committed 22528 after the eviction');
     await record('eviction', workflowIds.acquire(NODE, 'comfyui-sim'));
 
@@ -231,10 +246,24 @@ async function main(): Promise<void> {
         expect(out.ok === ok, `${what} was expected to ${ok ? 'succeed' : 'fail'}`);
       };
       say('(6) router promote: a new image and mapping, verified');
-      await promote('router promote (success)', { router: 'router', config: { content: routerConfig('2026-07-13.primary-node-t013-vision') }, image: v2, profile: 'promotion-profile.json', verify: { windowS: 2 } }, true);
+      await promote(
+        'router promote (success)',
+        {
+          router: 'router',
+          config: { content: routerConfig('2026-07-13.primary-node-t013-vision') },
+          image: v2,
+          profile: 'promotion-profile.json',
+          verify: { windowS: 2 },
+        },
+        true,
+      );
       await record('promote-success', promoteWorkflowId(NODE, 'router'));
       say('(7) router promote: a crash-looping release, rolled back');
-      await promote('router promote (crash loop)', { router: 'router', config: { content: routerConfig('2026-07-14.crashes', ['', 'crash = true']) }, image: ROUTER_IMAGE, verify: { windowS: 2 } }, false);
+      await promote(
+        'router promote (crash loop)',
+        { router: 'router', config: { content: routerConfig('2026-07-14.crashes', ['', 'crash = true']) }, image: ROUTER_IMAGE, verify: { windowS: 2 } },
+        false,
+      );
       await record('promote-rollback', promoteWorkflowId(NODE, 'router'));
     } else if (withPromotion) {
       say('(6) promotions: not selected');
@@ -245,7 +274,9 @@ async function main(): Promise<void> {
     for (const c of cleanups.reverse()) await c().catch((err: unknown) => say(`cleanup: ${String(err)}`));
   }
 
-  process.stdout.write(`${recorded.map((r) => `${r.kind.padEnd(24)} ${relative(process.cwd(), r.file).padEnd(44)} ${String(r.events).padStart(4)} events  ${r.workflowType} ${r.workflowId}`).join('\n')}\n`);
+  process.stdout.write(
+    `${recorded.map((r) => `${r.kind.padEnd(24)} ${relative(process.cwd(), r.file).padEnd(44)} ${String(r.events).padStart(4)} events  ${r.workflowType} ${r.workflowId}`).join('\n')}\n`,
+  );
 }
 
 main().catch((err: unknown) => {

@@ -47,7 +47,14 @@ let nextPort = 20000 + Math.floor(Math.random() * 9000);
 export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[]): string {
   const lines = [`[node]`, `name = "${node}"`, ''];
   gpus.forEach((g, i) => {
-    lines.push(`[[gpus]]`, `role = "${g.role}"`, `uuid = "GPU-00000000-0000-0000-0000-00000000000${i}"`, `capacity_mib = ${g.capacity_mib}`, `reserve_mib = ${g.reserve_mib}`, '');
+    lines.push(
+      `[[gpus]]`,
+      `role = "${g.role}"`,
+      `uuid = "GPU-00000000-0000-0000-0000-00000000000${i}"`,
+      `capacity_mib = ${g.capacity_mib}`,
+      `reserve_mib = ${g.reserve_mib}`,
+      '',
+    );
   });
   for (const s of serves) {
     lines.push(
@@ -66,7 +73,12 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
     if (s.router_tier) lines.push(`router_tier = "${s.router_tier}"`);
     if (s.api) lines.push(`api = "${s.api}"`);
     if (s.args) lines.push(`args = [${s.args.map((a) => JSON.stringify(a)).join(', ')}]`);
-    if (s.env) lines.push(`env = { ${Object.entries(s.env).map(([k, v]) => `${k} = "${v}"`).join(', ')} }`);
+    if (s.env)
+      lines.push(
+        `env = { ${Object.entries(s.env)
+          .map(([k, v]) => `${k} = "${v}"`)
+          .join(', ')} }`,
+      );
     lines.push('');
   }
   return lines.join('\n');

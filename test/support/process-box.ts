@@ -63,7 +63,13 @@ export async function startProcessBox(prefix: string, gpu: TestGpu, serves: Test
 
   const temporal = await testTemporal();
   const env = { TEMPORAL_ADDRESS: temporal.address };
-  const workerEnv = { ...env, GPURES_ROUTER_URL: router.url, GPURES_ROUTER_TOKEN: routerToken, GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI, FAKE_NVIDIA_SMI_STATE: smiStatePath };
+  const workerEnv = {
+    ...env,
+    GPURES_ROUTER_URL: router.url,
+    GPURES_ROUTER_TOKEN: routerToken,
+    GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
+    FAKE_NVIDIA_SMI_STATE: smiStatePath,
+  };
   const startWorker = () => startWorkerProcess(['--manifest', manifestPath, '--gpus', 'off'], workerEnv);
   const box: ProcessBox = {
     node,

@@ -110,14 +110,28 @@ export async function makeVariantImage(docker: Docker, run: string, tag: string)
 /** Backup file names next to a live config. */
 export function backupsIn(configPath: string): string[] {
   const dir = join(configPath, '..');
-  return readdirSync(dir).filter((n) => /^router\.toml\.\d{8}T\d{9}Z\.[0-9a-f]{12}\.bak$/.test(n)).sort();
+  return readdirSync(dir)
+    .filter((n) => /^router\.toml\.\d{8}T\d{9}Z\.[0-9a-f]{12}\.bak$/.test(n))
+    .sort();
 }
 
 export async function removeTestArtifacts(docker: Docker, run: string, images: string[]): Promise<void> {
   const containers = await docker.listContainers({ all: true, filters: { label: [`${TEST_LABEL}=${run}`] } });
-  for (const c of containers) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  for (const c of containers)
+    await docker
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .catch(() => undefined);
   // Leftovers of a recreate or a validate run cut short carry the deployment's name.
   const named = await docker.listContainers({ all: true, filters: { name: [`gpures-test-${run}-`] } });
-  for (const c of named) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
-  for (const image of images) await docker.getImage(image).remove({ force: true }).catch(() => undefined);
+  for (const c of named)
+    await docker
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .catch(() => undefined);
+  for (const image of images)
+    await docker
+      .getImage(image)
+      .remove({ force: true })
+      .catch(() => undefined);
 }

@@ -95,7 +95,12 @@ export function uniqueRunId(): string {
   return `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 }
 
-export function runtimeContract(name: string, makeRuntime: () => ContainerRuntime | Promise<ContainerRuntime>, image: string, options: RuntimeContractOptions): void {
+export function runtimeContract(
+  name: string,
+  makeRuntime: () => ContainerRuntime | Promise<ContainerRuntime>,
+  image: string,
+  options: RuntimeContractOptions,
+): void {
   describe(`ContainerRuntime contract: ${name}`, () => {
     let runtime: ContainerRuntime;
     const runId = uniqueRunId();

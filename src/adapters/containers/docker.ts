@@ -81,7 +81,10 @@ export class DockerRuntime implements ContainerRuntime {
       // Another process holds the port: retrying will not free it, and the operator must know which.
       if (/address already in use|port is already allocated/i.test(String((err as Error).message))) {
         await this.remove(spec.name);
-        throw new PermanentError(Failure.PortInUse, `port ${spec.hostPort} on ${spec.bind} is already in use by another process; free it or change serves.port`);
+        throw new PermanentError(
+          Failure.PortInUse,
+          `port ${spec.hostPort} on ${spec.bind} is already in use by another process; free it or change serves.port`,
+        );
       }
       throw err;
     }
@@ -146,7 +149,7 @@ export class DockerRuntime implements ContainerRuntime {
 
   async logsTail(name: string, lines: number): Promise<string> {
     try {
-      const buf = (await this.docker.getContainer(name).logs({ stdout: true, stderr: true, tail: lines, follow: false }));
+      const buf = await this.docker.getContainer(name).logs({ stdout: true, stderr: true, tail: lines, follow: false });
       return demuxLogs(buf);
     } catch (err) {
       if (statusCode(err) === 404) return '';

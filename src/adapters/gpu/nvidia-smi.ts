@@ -115,7 +115,13 @@ export class NvidiaSmi implements GpuProbe {
       execFile(
         this.binary,
         args,
-        { timeout: this.timeoutMs, maxBuffer: 4 * 1024 * 1024, encoding: 'utf8', windowsHide: true, ...(this.env ? { env: { ...process.env, ...this.env } } : {}) },
+        {
+          timeout: this.timeoutMs,
+          maxBuffer: 4 * 1024 * 1024,
+          encoding: 'utf8',
+          windowsHide: true,
+          ...(this.env ? { env: { ...process.env, ...this.env } } : {}),
+        },
         (error, stdout, stderr) => {
           if (!error) {
             resolve({ stdout, stderr, code: 0 });
@@ -126,7 +132,9 @@ export class NvidiaSmi implements GpuProbe {
             reject(
               new PermanentError(
                 NvidiaSmiFailure.Missing,
-                code === 'ENOENT' ? `nvidia-smi not found at '${this.binary}' (is the NVIDIA driver installed, or the binary path configured?)` : `nvidia-smi at '${this.binary}' is not executable`,
+                code === 'ENOENT'
+                  ? `nvidia-smi not found at '${this.binary}' (is the NVIDIA driver installed, or the binary path configured?)`
+                  : `nvidia-smi at '${this.binary}' is not executable`,
               ),
             );
             return;
@@ -142,7 +150,12 @@ export class NvidiaSmi implements GpuProbe {
   }
 
   private failure(args: readonly string[], out: ExecOutcome): Error {
-    const how = out.code === null ? (out.error?.killed ? `timed out after ${this.timeoutMs} ms` : `was killed by ${out.error?.signal ?? 'a signal'}`) : `exited with code ${out.code}`;
+    const how =
+      out.code === null
+        ? out.error?.killed
+          ? `timed out after ${this.timeoutMs} ms`
+          : `was killed by ${out.error?.signal ?? 'a signal'}`
+        : `exited with code ${out.code}`;
     const said = `${out.stderr} ${out.stdout}`.trim().replace(/\s+/g, ' ');
     return new Error(`${this.binary} ${args.join(' ')} ${how}${said ? `: ${said.slice(0, 500)}` : ''}`);
   }

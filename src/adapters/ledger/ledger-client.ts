@@ -66,7 +66,9 @@ export class LedgerClient implements LedgerPort {
   ) {
     const n = options.maxUpdatesInFlight ?? DEFAULT_LEDGER_UPDATES_IN_FLIGHT;
     if (!Number.isInteger(n) || n < 1 || n > MAX_LEDGER_UPDATES_IN_FLIGHT) {
-      throw new RangeError(`LedgerClient: maxUpdatesInFlight must be an integer from 1 to ${MAX_LEDGER_UPDATES_IN_FLIGHT} (the server's default history.maxInFlightUpdates), got ${n}`);
+      throw new RangeError(
+        `LedgerClient: maxUpdatesInFlight must be an integer from 1 to ${MAX_LEDGER_UPDATES_IN_FLIGHT} (the server's default history.maxInFlightUpdates), got ${n}`,
+      );
     }
     this.maxInFlight = n;
   }
@@ -128,7 +130,13 @@ export class LedgerClient implements LedgerPort {
    * Each update answers a few fields (the ledger's history keeps every answer); the whole ledger
    * an operation records comes from a query right after, which leaves no trace in that history.
    */
-  private async updateAndRead<R extends object, A>(node: string, gpu: GpuSpec, def: UpdateDefinition<R, [A]>, arg: A, updateId: string): Promise<R & { ledger: LedgerState }> {
+  private async updateAndRead<R extends object, A>(
+    node: string,
+    gpu: GpuSpec,
+    def: UpdateDefinition<R, [A]>,
+    arg: A,
+    updateId: string,
+  ): Promise<R & { ledger: LedgerState }> {
     const answer = await this.update(node, gpu, def, arg, updateId);
     return { ...answer, ledger: await this.read(node, gpu) };
   }
@@ -190,11 +198,15 @@ export class LedgerClient implements LedgerPort {
         state = await this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery));
       } catch (err) {
         if (!isNoWorker(err, queryDeadline)) throw err;
-        throw new LedgerUnanswered(`no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`);
+        throw new LedgerUnanswered(
+          `no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`,
+        );
       }
       if (!state.reconciling) return state;
       if (Date.now() > deadline) {
-        throw new LedgerUnanswered(`the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: is a worker for ${node} running?`);
+        throw new LedgerUnanswered(
+          `the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: is a worker for ${node} running?`,
+        );
       }
       await new Promise((r) => setTimeout(r, 100));
     }

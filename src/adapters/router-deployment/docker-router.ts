@@ -49,7 +49,9 @@ async function realConfigDir(dir: string, path = dir): Promise<void> {
     throw err;
   }
   if (real !== dir) {
-    throw unsafe(`${path}: the router's config directory ${dir} resolves to ${real}, so a symbolic link on the way leads outside it; refused (configure the directory by its real path)`);
+    throw unsafe(
+      `${path}: the router's config directory ${dir} resolves to ${real}, so a symbolic link on the way leads outside it; refused (configure the directory by its real path)`,
+    );
   }
 }
 
@@ -65,7 +67,9 @@ async function inConfigDir(dir: string, path: string): Promise<string> {
 async function mustBeRegular(abs: string, dir: string, st: Stats): Promise<void> {
   if (st.isSymbolicLink()) {
     const to = await readlink(abs).catch(() => '?');
-    throw unsafe(`${abs} is a symbolic link (to ${to}): promotion reads and writes the router's config directory ${dir} only through regular files in it; refused`);
+    throw unsafe(
+      `${abs} is a symbolic link (to ${to}): promotion reads and writes the router's config directory ${dir} only through regular files in it; refused`,
+    );
   }
   if (!st.isFile()) throw unsafe(`${abs} is not a regular file (in the router's config directory ${dir}); refused`);
   if (st.nlink > 1) throw unsafe(`${abs} has ${st.nlink} hard links, and another name of it may lie outside the router's config directory ${dir}; refused`);
@@ -100,7 +104,8 @@ async function openInConfigDir(dir: string, path: string, flags: number, mode?: 
   try {
     await mustBeRegular(abs, dir, await fh.stat());
     const opened = await readlink(`/proc/self/fd/${fh.fd}`).catch(() => undefined);
-    if (opened !== undefined && dirname(opened) !== dir) throw unsafe(`${abs} opened as ${opened}, outside the router's config directory ${dir} (a directory on the way changed meanwhile); refused`);
+    if (opened !== undefined && dirname(opened) !== dir)
+      throw unsafe(`${abs} opened as ${opened}, outside the router's config directory ${dir} (a directory on the way changed meanwhile); refused`);
     return fh;
   } catch (err) {
     await fh.close();
@@ -270,7 +275,12 @@ export class DockerRouterDeployment implements RouterDeployment {
     } catch (err) {
       if (statusCode(err) !== 404) throw err;
     }
-    const cfg = source.Config as typeof source.Config & { Entrypoint?: string[] | string | null; User?: string; WorkingDir?: string; ExposedPorts?: Record<string, object> };
+    const cfg = source.Config as typeof source.Config & {
+      Entrypoint?: string[] | string | null;
+      User?: string;
+      WorkingDir?: string;
+      ExposedPorts?: Record<string, object>;
+    };
     const imageEnv = new Set(img?.Env ?? []);
     const imageLabels = img?.Labels ?? {};
     const entrypoint = typeof cfg.Entrypoint === 'string' ? [cfg.Entrypoint] : cfg.Entrypoint;

@@ -117,7 +117,10 @@ const SECTIONS: Section[] = [
         textLines: readings.map((g) => `${time(g.at)}  ${g.activity.padEnd(10)} ${g.uuid}: used ${g.usedMib} MiB, free ${g.freeMib} of ${g.totalMib} MiB`),
       });
     }
-    w.items(releases.map((v) => `release of ${v.victim ?? '?'}: ${vramLine(v)}`), true);
+    w.items(
+      releases.map((v) => `release of ${v.victim ?? '?'}: ${vramLine(v)}`),
+      true,
+    );
     if (d) w.items([`measured delta: ${d.serve ?? '?'} ${w.signed(d.deltaMib)} MiB device used (declared ${d.declaredMib ?? '?'} MiB)`], true);
   },
   ({ promotion }, w) => {

@@ -29,9 +29,10 @@ export async function routerPromote(input: PromoteOpts, ctx: CommandContext): Pr
     if (ruleErrors.length) throw new CliError(ruleErrors.map(formatIssue).join('\n'), EXIT.badInput, { errors: ruleErrors });
   }
   const profile = input.profile === undefined ? undefined : resolvePath(input.profile);
-  if (profile) await readFile(profile).catch((err: Error) => {
-    throw new CliError(`${profile}: cannot read promotion profile: ${err.message}`, EXIT.badInput);
-  });
+  if (profile)
+    await readFile(profile).catch((err: Error) => {
+      throw new CliError(`${profile}: cannot read promotion profile: ${err.message}`, EXIT.badInput);
+    });
   const { followPromotion, PromotionRefused, startPromotion } = await import('../../client/promote');
   const promotion = {
     router: input.router,
