@@ -3,6 +3,9 @@
 // report reads the same facts back from history, so both word a fact the same way. Pure
 // functions of the facts; changing one changes what operators and tests read.
 
+import type { RouterDescription } from './contracts';
+import type { RollbackReport, VerifyReport } from './promotion';
+
 interface Drain {
   drained: boolean;
   waitedMs: number;
@@ -45,7 +48,8 @@ export const start = {
 /** Taking a tier out and a serve down: an eviction's victim and a bring-down say the same. */
 export const eviction = {
   preflight: (p: { image: string; gpu?: { uuid: string; usedMib: number; totalMib: number } | null; tiers: { tier: string; serve: string }[] }) =>
-    `image ${p.image} present, ${p.gpu ? `nvidia-smi reads ${p.gpu.uuid} (${p.gpu.usedMib} of ${p.gpu.totalMib} MiB used)` : 'no victim running (no VRAM to confirm)'}` +
+    `image ${p.image} present, ` +
+    (p.gpu ? `nvidia-smi reads ${p.gpu.uuid} (${p.gpu.usedMib} of ${p.gpu.totalMib} MiB used)` : 'no victim running (no VRAM to confirm)') +
     p.tiers.map((t) => `, tier ${t.tier} can readmit ${t.serve}`).join(''),
   quiesced: (tier: string, inFlight: number) => `tier ${tier} quiesced with ${inFlight} in flight`,
   /** What a drain that timed out left behind. */
@@ -79,3 +83,76 @@ export const failure = {
   cancelled: (operation: string, step: string, compensated: string[], extra = '') =>
     `${operation} cancelled at ${step}; compensated: ${compensated.join(', ') || 'nothing'}${extra}`,
 };
+
+/** A bring-down taking its serve in the ledger: who held it, and what was done about them. */
+interface Holder {
+  holder: string;
+  phase: string;
+  evictedFor?: string;
+}
+
+export const take = {
+  taken: (serve: string, from: string, takenOverFrom: string | undefined) =>
+    `${serve} held for this bring-down (was ${from}${takenOverFrom ? `, taken over from ${takenOverFrom}, which had ended` : ''})`,
+  absent: (serve: string) => `${serve} holds no reservation; held for this bring-down while a stray container is stopped`,
+  evicted: (serve: string, evictedFor: string | undefined) => `${serve} was evicted for ${evictedFor ?? '?'}: it stays down, off that serve's restore list`,
+  takingOver: (op: Holder, closedAs: string | undefined, serve: string, victimsDown: string[]) =>
+    `${op.holder} (${op.phase}) ended ${closedAs ?? ''} without giving ${serve} back: taking it over` +
+    (victimsDown.length ? `; its victims ${victimsDown.join(', ')} are down` : ''),
+  ending: (op: Holder, serve: string, mode: 'cancel' | 'wait' | 'status') =>
+    `${op.holder} holds ${serve} (${op.phase}): ` + (mode === 'cancel' ? 'cancelling it' : mode === 'wait' ? 'waiting for it' : 'asking whether it still runs'),
+  ended: (op: Holder, e: { outcome: string; closedAs?: string; waitedMs: number }) =>
+    e.outcome === 'cancelled'
+      ? `${op.holder} (${op.phase}) cancelled; it ended after ${e.waitedMs} ms`
+      : `${op.holder} (${op.phase}) ended ${e.closedAs ?? ''} after ${e.waitedMs} ms`,
+  why: (op: Holder, attempts: number) =>
+    op.phase === 'evicting'
+      ? `it is being evicted for ${op.evictedFor ?? '?'} by ${op.holder}, which stops it unless its drain times out`
+      : `${op.holder} holds it (${op.phase}) after ${attempts} attempts to take it`,
+  refusal: (serve: string, why: string, ended: string[], cancelHint: string) =>
+    `serves down ${serve}: ${why}; ${ended.length ? `ended meanwhile: ${ended.join(', ')}` : 'nothing changed'}. ` +
+    `To keep it up instead, cancel that operation: ${cancelHint}`,
+  victimReadmitted: (victim: string, tier: string, action: string) => `${victim} still runs: tier ${tier} ${action}`,
+  victimReadmitFailed: (victim: string, tier: string, error: string) => `${victim} still runs; readmit of tier ${tier} failed: ${error}`,
+};
+
+/** router promote: validate → backup → write → reload → verify, and the rollback's same steps. */
+export const promotion = {
+  described: (d: RouterDescription, image: string) => {
+    const c = d.container;
+    const next = d.imageChanged
+      ? `is a different image (${short(d.targetImageId)}): the router will be recreated`
+      : `is the running image: the router will ${c.running ? 'reload' : 'be recreated (it is not running)'}`;
+    return (
+      `container ${c.name} runs ${c.image} (${c.running ? 'running' : c.status}, restart count ${c.restartCount}); ` +
+      `live ${d.target.configPath} ${d.live.exists ? `has mapping_version '${d.live.mappingVersion ?? '?'}'` : 'is absent'}; ` +
+      `${image} ${next}`
+    );
+  },
+  backedUp: (b: { path: string | null; created: boolean; pruned: string[] }, configPath: string) =>
+    b.path
+      ? `${b.created ? 'saved' : 'already saved by this run:'} ${b.path}${b.pruned.length ? `; ${b.pruned.length} older backup(s) pruned` : ''}`
+      : `no live config at ${configPath}: nothing to back up`,
+  written: (write: 'written' | 'unchanged', bytes: number, configPath: string) =>
+    write === 'written' ? `wrote ${bytes} bytes to ${configPath} (temp file, fsync, rename, fsync dir)` : `${configPath} already holds this config`,
+  restored: (outcome: string, configPath: string, backupPath: string | null) =>
+    outcome === 'unchanged' ? 'the live config already equals the backup' : `${outcome} ${configPath} from ${backupPath ?? '(none)'}`,
+  recreated: (container: string, image: string, id: string) => `recreated container ${container} from ${image} (id ${short(id)})`,
+  reloaded: (url: string, mappingVersion: string | null) => `POST ${url}/admin/reload: the router answered mapping_version '${mappingVersion}'`,
+  verified: (v: VerifyReport, windowS: number) =>
+    `running, restart count flat at ${v.restartCount}, /healthz 200 with mapping_version '${v.mappingVersion ?? '?'}' ${v.streak} times in a row ` +
+    `(${v.polls} polls over ${(v.waitedMs / 1000).toFixed(1)} s, window ${windowS} s)`,
+  live: (op: string, mappingVersion: string, image: string, reload: string, windowS: number, backupPath: string | null) =>
+    `${op}: mapping_version '${mappingVersion}' is live on ${image} (${reload}), verified for ${windowS} s${backupPath ? `; backup ${backupPath}` : ''}`,
+  rolledBack: (r: RollbackReport, previousImage: string, backupPath: string | null) =>
+    r.ok
+      ? `rolled back: config ${r.restored === 'unchanged' ? 'already the backup' : r.restored} (${backupPath ?? 'no backup: there was no live file'}), ` +
+        `${r.reload === 'recreated' ? `${r.image ?? previousImage} recreated` : 'router reloaded'}, ` +
+        `verified on mapping_version '${r.verify?.mappingVersion ?? '?'}'`
+      : `ROLLBACK FAILED (${r.error ?? '?'}): the router needs attention; backup ${backupPath ?? '(none)'}`,
+};
+
+/** An image id as docker prints it short. */
+function short(id: string): string {
+  return id.replace(/^sha256:/, '').slice(0, 12);
+}

@@ -9,7 +9,7 @@ import { cancelHint, holderOf } from '../domain/fence';
 import type { StopDecision } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import type { LedgerReleaseResult } from '../shared/messages';
-import { bringDown, eviction } from '../shared/wording';
+import { bringDown, eviction, take } from '../shared/wording';
 import { PATCHES } from './patches';
 import { act, router, waiting } from './proxies';
 import { restoreEvicted, restoreNote } from './restore';
@@ -197,19 +197,16 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
       act.ledgerBeginStop({ node, gpu, args: { serve: serve.name, holder, class: serve.class, ...(takeOver ?? {}) }, updateId: `${holder}/take/${attempt}` }),
     );
     if (decision.decision === 'taken') {
-      log.record(
-        'take',
-        `${serve.name} held for this bring-down (was ${decision.from}${takeOver ? `, taken over from ${takeOver.takeOverFrom}, which had ended` : ''})`,
-      );
+      log.record('take', take.taken(serve.name, decision.from, takeOver?.takeOverFrom));
       await readmitVictims(decision.victimsRunning ?? [], log);
       return decision;
     }
     if (decision.decision === 'absent') {
-      log.record('take', `${serve.name} holds no reservation; held for this bring-down while a stray container is stopped`);
+      log.record('take', take.absent(serve.name));
       return decision;
     }
     if (decision.decision === 'evicted') {
-      log.record('take', `${serve.name} was evicted for ${decision.evictedFor ?? '?'}: it stays down, off that serve's restore list`);
+      log.record('take', take.evicted(serve.name, decision.evictedFor));
       return decision;
     }
     const op = decision.operation;
@@ -217,40 +214,31 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
     if (end && end.outcome !== 'running') {
       // It has ended and still holds the serve: take its hold over, with its victims as the box has them.
       const victimsDown = await victimsDownFor(node, gpu, serve.name);
-      log.record(
-        'take',
-        `${op.holder} (${op.phase}) ended ${end.closedAs ?? ''} without giving ${serve.name} back: taking it over${victimsDown.length ? `; its victims ${victimsDown.join(', ')} are down` : ''}`,
-      );
+      log.record('take', take.takingOver(op, end.closedAs, serve.name, victimsDown));
       takeOver = { takeOverFrom: op.holder, victimsDown };
       continue;
     }
     const mode = op.phase === 'evicting' ? 'status' : op.phase === 'stopping' ? 'wait' : 'cancel';
     if (attempt < MAX_TAKE_ATTEMPTS) {
-      log.record(
-        'take',
-        `${op.holder} holds ${serve.name} (${op.phase}): ${mode === 'cancel' ? 'cancelling it' : mode === 'wait' ? 'waiting for it' : 'asking whether it still runs'}`,
-      );
+      log.record('take', take.ending(op, serve.name, mode));
       log.begin(mode === 'cancel' ? 'cancel' : 'wait');
       const e = await waiting(endTimeoutS).endOperation({ holder: op.holder, timeoutS: endTimeoutS, mode });
       if (e.outcome !== 'running') {
         ended.push(e);
-        log.record(
-          mode === 'cancel' ? 'cancel' : 'wait',
-          e.outcome === 'cancelled'
-            ? `${op.holder} (${op.phase}) cancelled; it ended after ${e.waitedMs} ms`
-            : `${op.holder} (${op.phase}) ended ${e.closedAs ?? ''} after ${e.waitedMs} ms`,
-        );
+        log.record(mode === 'cancel' ? 'cancel' : 'wait', take.ended(op, e));
         continue;
       }
     }
-    const why =
-      op.phase === 'evicting'
-        ? `it is being evicted for ${op.evictedFor ?? '?'} by ${op.holder}, which stops it unless its drain times out`
-        : `${op.holder} holds it (${op.phase}) after ${attempt} attempts to take it`;
+    const why = take.why(op, attempt);
     log.record('take', `refused: ${why}`);
     throw ApplicationFailure.create({
       type: Failure.ServeBusy,
-      message: `serves down ${serve.name}: ${why}; ${ended.length ? `ended meanwhile: ${ended.map((e) => e.holder).join(', ')}` : 'nothing changed'}. To keep it up instead, cancel that operation: ${cancelHint(op.holder)}`,
+      message: take.refusal(
+        serve.name,
+        why,
+        ended.map((e) => e.holder),
+        cancelHint(op.holder),
+      ),
       nonRetryable: true,
       details: [{ operation: op, steps: log.steps }],
     });
@@ -275,9 +263,9 @@ async function readmitVictims(victims: string[], log: StepLog): Promise<void> {
     const tier = serve.routerTier;
     try {
       const r = await router.readmitIfQuiesced({ tier });
-      log.record('take', `${v} still runs: tier ${tier} ${r.action}`);
+      log.record('take', take.victimReadmitted(v, tier, r.action));
     } catch (err) {
-      log.record('take', `${v} still runs; readmit of tier ${tier} failed: ${rootCause(err).message}`);
+      log.record('take', take.victimReadmitFailed(v, tier, rootCause(err).message));
     }
   }
 }

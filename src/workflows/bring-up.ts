@@ -172,11 +172,14 @@ export async function alreadyHeld(
 function busyMessage(op: string, serve: string, held: { phase: string; holder: string }, container: { status: string } | null | undefined): string {
   if (held.phase === 'running') {
     return (
-      `${op}: the ledger holds it running (${held.holder}) but ${container ? `its container is ${container.status}` : 'it has no container'}; nothing changed. ` +
+      `${op}: the ledger holds it running (${held.holder}) but ` +
+      `${container ? `its container is ${container.status}` : 'it has no container'}; nothing changed. ` +
       `\`gpures serves down ${serve}\` clears it, then bring it up again`
     );
   }
-  const busy = `${op}: ${held.holder} holds its reservation (${held.phase}${container ? `, container ${container.status}` : ', no container yet'}), an operation still under way; nothing changed. `;
+  const busy =
+    `${op}: ${held.holder} holds its reservation (${held.phase}${container ? `, container ${container.status}` : ', no container yet'}), ` +
+    'an operation still under way; nothing changed. ';
   if (held.phase === 'stopping')
     return `${busy}It is being brought down: bring it up again once that has ended (\`gpures serves down ${serve}\` takes over a bring-down that died)`;
   if (held.phase === 'evicting')

@@ -9,11 +9,17 @@ export const PATCHES = {
   quiesceWhole: 'quiesce-whole',
   /** The eviction checks image, nvidia-smi and readmit path before touching a victim. Before: eviction-before-preflight.json; after: eviction.json. */
   evictionPreflight: 'eviction-preflight',
-  /** A readmitted tier is quiesced again if the run still fails. Before: bring-up-before-admit-whole.json; after: bring-up.json, restore-child-bring-up.json. */
+  /**
+   * A readmitted tier is quiesced again if the run still fails.
+   * Before: bring-up-before-admit-whole.json; after: bring-up.json, restore-child-bring-up.json.
+   */
   requiesceOnCompensate: 'requiesce-on-compensate',
   /** Bring-down takes its serve in the ledger before the stop. Before: restore-before-fenced.json; after: restore.json. */
   bringDownFenced: 'bring-down-fenced',
-  /** A cancelled run ends Cancelled, not Failed. Reached only by a cancel, which no recording has: test/acquire.test.ts and test/bring-up.test.ts cancel runs. */
+  /**
+   * A cancelled run ends Cancelled, not Failed. Reached only by a cancel, which no recording has:
+   * test/acquire.test.ts and test/bring-up.test.ts cancel runs.
+   */
   cancelledEndsCancelled: 'cancelled-ends-cancelled',
   /** A bring-down cancelled before its stop readmits the tier. Reached only by cancelling a bring-down mid-drain, which no recording or test does yet. */
   bringDownCancelReadmits: 'bring-down-cancel-readmits',

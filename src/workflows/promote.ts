@@ -12,8 +12,9 @@ import type { CandidateConfig } from '../activities/promotion';
 import type { BackupResult, RouterDescription } from '../shared/contracts';
 import { promoteInputProblems } from '../domain/promotion';
 import { Failure } from '../shared/failures';
-import type { PromoteFailureDetails, PromoteInput, PromoteResult, RollbackReport, ValidationRun, VerifyReport } from '../shared/promotion';
+import type { PromoteFailureDetails, PromoteInput, PromoteResult, RollbackReport, ValidationRun } from '../shared/promotion';
 import { promotionStepsQuery } from '../shared/promotion';
+import { promotion } from '../shared/wording';
 import { act, containers, files, waiting } from './proxies';
 import { rootCause } from './saga';
 import { StepLog } from './step-log';
@@ -70,7 +71,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
       opKey: `${workflowId}/${runId}/promote`,
       ...verify,
     });
-    const message = `${p.op}: mapping_version '${mappingVersion}' is live on ${input.image} (${live.reload}), verified for ${verify.windowS} s${backup.path ? `; backup ${backup.path}` : ''}`;
+    const message = promotion.live(p.op, mappingVersion, input.image, live.reload, verify.windowS, backup.path);
     log.begin('done');
     log.record('done', message);
     return {
@@ -91,7 +92,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
     const rollback = await CancellationScope.nonCancellable(() => rollBack(p, d, backup, recreate, verify));
     if (isCancellation(err)) throw err;
     const observed = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause.details?.[0] : undefined;
-    throw fail(cause.type, `${p.op} failed at ${failedAt}: ${cause.message}; ${rollbackSummary(rollback, d, backup)}`, {
+    throw fail(cause.type, `${p.op} failed at ${failedAt}: ${cause.message}; ${promotion.rolledBack(rollback, d.container.image, backup.path)}`, {
       step: failedAt,
       steps: log.steps,
       validation,
@@ -132,13 +133,7 @@ async function resolveAndValidate({
   log.begin('resolve');
   const d = await act.promoteDescribe({ router, image: input.image });
   const candidate = await act.promoteCandidate({ router: input.router, config: input.config });
-  const c = d.container;
-  log.record(
-    'resolve',
-    `container ${c.name} runs ${c.image} (${c.running ? 'running' : c.status}, restart count ${c.restartCount}); ` +
-      `live ${d.target.configPath} ${d.live.exists ? `has mapping_version '${d.live.mappingVersion ?? '?'}'` : 'is absent'}; ` +
-      `${input.image} ${d.imageChanged ? `is a different image (${short(d.targetImageId)}): the router will be recreated` : `is the running image: the router will ${c.running ? 'reload' : 'be recreated (it is not running)'}`}`,
-  );
+  log.record('resolve', promotion.described(d, input.image));
 
   log.begin('validate');
   const validation = await waiting(d.target.validateTimeoutS).promoteValidate({ router, image: input.image, content: candidate.content, run });
@@ -174,12 +169,7 @@ function judge({ input, op, log }: Promotion, validation: ValidationRun, candida
 
 async function backUp({ router, run, log }: Promotion, d: RouterDescription): Promise<BackupResult> {
   const backup = await files.promoteBackup({ router, run });
-  log.record(
-    'backup',
-    backup.path
-      ? `${backup.created ? 'saved' : 'already saved by this run:'} ${backup.path}${backup.pruned.length ? `; ${backup.pruned.length} older backup(s) pruned` : ''}`
-      : `no live config at ${d.target.configPath}: nothing to back up`,
-  );
+  log.record('backup', promotion.backedUp(backup, d.target.configPath));
   return backup;
 }
 
@@ -210,12 +200,7 @@ async function writeCandidate(
   try {
     log.begin('write');
     const write = (await files.promoteWrite({ router, content: candidate.content, expectSha256: backup.sha256, run })).outcome;
-    log.record(
-      'write',
-      write === 'written'
-        ? `wrote ${candidate.bytes} bytes to ${d.target.configPath} (temp file, fsync, rename, fsync dir)`
-        : `${d.target.configPath} already holds this config`,
-    );
+    log.record('write', promotion.written(write, candidate.bytes, d.target.configPath));
     return write;
   } catch (err) {
     const cause = rootCause(err);
@@ -248,13 +233,13 @@ async function reloadAndVerify({ router, log }: Promotion, d: RouterDescription,
     image = r.image;
     containerId = r.id;
     baseline = 0;
-    log.record(`${to.steps}reload`, `recreated container ${d.target.container} from ${r.image} (id ${short(r.id)})`);
+    log.record(`${to.steps}reload`, promotion.recreated(d.target.container, r.image, r.id));
   } else {
     const r = await act.promoteReload({ router });
     reload = 'reloaded';
     containerId = r.containerId;
     baseline = r.restartCountBefore;
-    log.record(`${to.steps}reload`, `POST ${d.target.url}/admin/reload: the router answered mapping_version '${r.mappingVersion}'`);
+    log.record(`${to.steps}reload`, promotion.reloaded(d.target.url, r.mappingVersion));
   }
 
   log.begin(`${to.steps}verify`);
@@ -266,7 +251,7 @@ async function reloadAndVerify({ router, log }: Promotion, d: RouterDescription,
     windowS: to.windowS,
     streak: to.streak,
   });
-  log.record(`${to.steps}verify`, verifyOutcome(verify, to.windowS));
+  log.record(`${to.steps}verify`, promotion.verified(verify, to.windowS));
   return { reload, image, verify };
 }
 
@@ -283,12 +268,7 @@ async function rollBack(
   try {
     log.begin('rollback: restore');
     report.restored = (await files.promoteRestore({ router, backupPath: backup.path, backupSha256: backup.sha256, run })).outcome;
-    log.record(
-      'rollback: restore',
-      report.restored === 'unchanged'
-        ? 'the live config already equals the backup'
-        : `${report.restored} ${d.target.configPath} from ${backup.path ?? '(none)'}`,
-    );
+    log.record('rollback: restore', promotion.restored(report.restored, d.target.configPath, backup.path));
 
     log.begin('rollback: reload');
     const now = await act.promoteInspect({ router });
@@ -314,17 +294,6 @@ async function rollBack(
   return report;
 }
 
-function rollbackSummary(rollback: RollbackReport, d: RouterDescription, backup: BackupResult): string {
-  return rollback.ok
-    ? `rolled back: config ${rollback.restored === 'unchanged' ? 'already the backup' : rollback.restored} (${backup.path ?? 'no backup: there was no live file'}), ` +
-        `${rollback.reload === 'recreated' ? `${rollback.image ?? d.container.image} recreated` : 'router reloaded'}, verified on mapping_version '${rollback.verify?.mappingVersion ?? '?'}'`
-    : `ROLLBACK FAILED (${rollback.error ?? '?'}): the router needs attention; backup ${backup.path ?? '(none)'}`;
-}
-
-function verifyOutcome(v: VerifyReport, windowS: number): string {
-  return `running, restart count flat at ${v.restartCount}, /healthz 200 with mapping_version '${v.mappingVersion ?? '?'}' ${v.streak} times in a row (${v.polls} polls over ${(v.waitedMs / 1000).toFixed(1)} s, window ${windowS} s)`;
-}
-
 function fail(type: string, message: string, details: PromoteFailureDetails): ApplicationFailure {
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: [details] });
 }
@@ -332,8 +301,4 @@ function fail(type: string, message: string, details: PromoteFailureDetails): Ap
 function lastLine(text: string): string {
   const lines = text.trim().split('\n');
   return lines[lines.length - 1] ?? '';
-}
-
-function short(id: string): string {
-  return id.replace(/^sha256:/, '').slice(0, 12);
 }
