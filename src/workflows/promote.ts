@@ -221,7 +221,13 @@ async function writeCandidate(
 }
 
 /** Recreate from the image (or reload the running router), then verify it holds the expected mapping without crash-looping. */
-async function reloadAndVerify({ router, log }: Promotion, d: RouterDescription, to: Deployment) {
+async function reloadAndVerify(
+  { router, log }: Promotion,
+  d: RouterDescription,
+  to: Deployment,
+  /** Told as soon as the reload acted, so a verify that fails still leaves what was done on record. */
+  reloaded: (reload: 'recreated' | 'reloaded', image?: string) => void = () => undefined,
+) {
   log.begin(`${to.steps}reload`);
   let reload: 'recreated' | 'reloaded';
   let image: string | undefined;
@@ -242,6 +248,7 @@ async function reloadAndVerify({ router, log }: Promotion, d: RouterDescription,
     log.record(`${to.steps}reload`, promotion.reloaded(d.target.url, r.mappingVersion));
   }
 
+  reloaded(reload, image);
   log.begin(`${to.steps}verify`);
   const verify = await waiting(to.windowS + (to.streak + 2) * 5 + 30).promoteVerify({
     router,
@@ -273,17 +280,23 @@ async function rollBack(
     log.begin('rollback: reload');
     const now = await act.promoteInspect({ router });
     const unsteady = !now || !now.running || now.restartCount > d.container.restartCount;
-    const back = await reloadAndVerify(p, d, {
-      steps: 'rollback: ',
-      image: { ref: d.container.image, id: d.container.imageId },
-      // A recreated router goes back to its old image too.
-      recreate: recreated || unsteady,
-      expectMappingVersion: backup.mappingVersion ?? d.live.mappingVersion,
-      opKey: `${run.workflowId}/${run.runId}/rollback`,
-      ...verify,
-    });
-    report.reload = back.reload;
-    if (back.image !== undefined) report.image = back.image;
+    const back = await reloadAndVerify(
+      p,
+      d,
+      {
+        steps: 'rollback: ',
+        image: { ref: d.container.image, id: d.container.imageId },
+        // A recreated router goes back to its old image too.
+        recreate: recreated || unsteady,
+        expectMappingVersion: backup.mappingVersion ?? d.live.mappingVersion,
+        opKey: `${run.workflowId}/${run.runId}/rollback`,
+        ...verify,
+      },
+      (reload, image) => {
+        report.reload = reload;
+        if (image !== undefined) report.image = image;
+      },
+    );
     report.verify = back.verify;
     report.ok = true;
   } catch (err) {
