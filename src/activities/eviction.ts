@@ -91,7 +91,8 @@ export function createEvictionActivities(deps: EvictionDeps) {
         if (!state.modelIdentity) {
           throw nonRetryable(
             Failure.TierNotReadmittable,
-            `tier '${tier}' of ${name} has no model_identity at the router: evicted, ${name} could never be readmitted (set model_identity for the tier and promote the router config)`,
+            `tier '${tier}' of ${name} has no model_identity at the router: evicted, ` +
+              `${name} could never be readmitted (set model_identity for the tier and promote the router config)`,
           );
         }
         tiers.push({ serve: name, tier });

@@ -176,7 +176,8 @@ export function createActivities(deps: ActivityDeps) {
           throw nonRetryable(
             Failure.ServeBusy,
             mode === 'cancel'
-              ? `${run.workflowId} (run ${run.runId}) was asked to cancel and has not ended within ${input.timeoutS} s; it may still be giving back what it took`
+              ? `${run.workflowId} (run ${run.runId}) was asked to cancel and has not ended within ${input.timeoutS} s; ` +
+                  `it may still be giving back what it took`
               : `${run.workflowId} (run ${run.runId}) has not ended within ${input.timeoutS} s`,
           );
         }

@@ -1,12 +1,12 @@
 // Activities of a router promotion (docs/promotion.md), built over the RouterDeployment port and
 // the router's admin API. Each is idempotent, so a worker killed mid-way and replaced converges:
 // a backup is found again by its run key, a write whose content is already live is a no-op, a
-// recreate recognizes the container it already made.
-import { createHash } from 'node:crypto';
-import { basename, dirname, join, resolve as resolvePath } from 'node:path';
+// recreate recognizes the container it already made. The steps that change the live config file
+// (backup, write, restore) and its journal are in promotion-files.ts.
+import { dirname, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { mappingVersionOf } from '../config/mapping-version';
-import { backupFileName, backupRunKey, backupsToPrune, MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
+import { MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
 import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';
@@ -14,9 +14,11 @@ import type { RouterAdmin } from '../adapters/router-admin/port';
 import { imageMissing } from '../adapters/errors';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { heartbeating, progress } from './heartbeat';
-import type { JournalEntry, RecreateResult, RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
+import type { RecreateResult, RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
 import { journalPath } from '../adapters/router-deployment/port';
-import type { BackupResult, PublicRouterTarget, RouterContainer, RouterDescription } from '../shared/contracts';
+import type { PublicRouterTarget, RouterContainer, RouterDescription } from '../shared/contracts';
+import { configFilesOf, createConfigFileSteps, runKey, sha256 } from './promotion-files';
+import type { ConfigFiles, RunRef } from './promotion-files';
 
 export interface PromotionDeps {
   /** Docker and the live config's filesystem; needed only for promotions. */
@@ -35,56 +37,9 @@ export interface CandidateConfig {
   mappingVersion: string | null;
 }
 
-export interface RunRef {
-  workflowId: string;
-  runId: string;
-}
-
-function sha256(data: Buffer | string): string {
-  return createHash('sha256').update(data).digest('hex');
-}
-
-/** 12 hex digits naming one workflow run (id + run id) in backup and container names. */
-export function runKey(run: RunRef): string {
-  return sha256(`${run.workflowId}/${run.runId}`).slice(0, 12);
-}
-
 /** A router's output goes into history: its admin token, should it print it, must not. */
 function withoutToken(t: RouterTarget, text: string): string {
   return t.adminToken.length >= 8 ? text.split(t.adminToken).join(REDACTED) : text;
-}
-
-/** A journal entry but its time and phase: what one effect of one run is. */
-type Effect = Omit<JournalEntry, 'at' | 'phase'>;
-
-/** The journal of one live config, reached only inside its directory (see filesOf). */
-interface Journal {
-  journal(entry: JournalEntry): Promise<void>;
-  readJournal(): Promise<JournalEntry[]>;
-}
-
-/** This run's lines for the effect: whether an earlier attempt announced it, and whether one finished it. */
-async function journalState(j: Journal, effect: Effect): Promise<{ intent: boolean; done: boolean }> {
-  const lines = (await j.readJournal()).filter((e) => e.run === effect.run && e.op === effect.op && e.sha256 === effect.sha256);
-  return { intent: lines.some((e) => e.phase === 'intent'), done: lines.some((e) => (e.phase ?? 'done') === 'done') };
-}
-
-/**
- * The effect journaled write-ahead: its intent (unless an earlier attempt of this run left one),
- * the effect, then its completion. A worker killed between the change and the last line leaves
- * the intent, which the retry finds (completeJournaled) instead of losing the line.
- */
-async function journaled(j: Journal, effect: Effect, change: () => Promise<void>): Promise<void> {
-  if (!(await journalState(j, effect)).intent) await j.journal({ at: new Date().toISOString(), phase: 'intent', ...effect });
-  await change();
-  await j.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
-}
-
-/** A retry that finds the effect in place: finishes an earlier attempt's entry. True when this run had announced it (it made the change). */
-async function completeJournaled(j: Journal, effect: Effect): Promise<boolean> {
-  const state = await journalState(j, effect);
-  if (state.intent && !state.done) await j.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
-  return state.intent;
 }
 
 function errText(err: unknown): string {
@@ -128,25 +83,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
     backupsKept: t.backupsKept ?? PROMOTION_DEFAULTS.backupsKept,
     validateTimeoutS: t.validateTimeoutS ?? PROMOTION_DEFAULTS.validateTimeoutS,
   });
-  /**
-   * The live config's directory and its files, each call confined to it (UnsafeConfigPath: a
-   * symbolic link, a path elsewhere, see RouterDeployment) and that refusal made non-retryable.
-   */
-  const filesOf = (t: RouterTarget) => {
-    const d = deployment();
-    const dir = resolvePath(dirname(t.configPath));
-    return {
-      dir,
-      read: (path: string) => permanentAsFailure(() => d.readFile(dir, path)),
-      mode: (path: string) => permanentAsFailure(() => d.fileMode(dir, path)),
-      write: (path: string, data: Buffer | string, mode: number) => permanentAsFailure(() => d.writeFileAtomic(dir, path, data, mode)),
-      list: () => permanentAsFailure(() => d.listDir(dir)),
-      remove: (path: string) => permanentAsFailure(() => d.removeFile(dir, path)),
-      journal: (entry: JournalEntry) => permanentAsFailure(() => d.appendJournal(dir, t.configPath, entry)),
-      readJournal: () => permanentAsFailure(() => d.readJournal(dir, t.configPath)),
-    };
-  };
-  const journalRun = (run: RunRef) => `${run.workflowId}/${run.runId}`;
+  const filesOf = (t: RouterTarget): ConfigFiles => configFilesOf(deployment(), t);
 
   return heartbeating({
     async promoteDescribe(input: { router: string; image: string }): Promise<RouterDescription> {
@@ -228,98 +165,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
       };
     },
 
-    /** A timestamped copy next to the live file, one per run: a retried attempt returns the one it made. */
-    async promoteBackup(input: { router: string; run: RunRef }): Promise<BackupResult> {
-      const t = target(input.router);
-      const files = filesOf(t);
-      const dir = files.dir;
-      const base = basename(t.configPath);
-      const key = runKey(input.run);
-      const keep = t.backupsKept ?? PROMOTION_DEFAULTS.backupsKept;
-      const names = await files.list();
-      const mine = names.find((n) => backupRunKey(base, n) === key);
-      if (mine) {
-        const data = await files.read(join(dir, mine));
-        if (data) {
-          await completeJournaled(files, { op: 'backup', run: journalRun(input.run), sha256: sha256(data), path: join(dir, mine) });
-          const pruned = backupsToPrune(base, names, keep, key);
-          for (const p of pruned) await files.remove(join(dir, p));
-          return { path: join(dir, mine), sha256: sha256(data), mappingVersion: mappingVersionOf(data.toString('utf8')) ?? null, created: false, pruned };
-        }
-      }
-      const live = await files.read(t.configPath);
-      if (!live) return { path: null, sha256: null, mappingVersion: null, created: false, pruned: [] };
-      const name = backupFileName(base, Date.now(), key);
-      const path = join(dir, name);
-      const digest = sha256(live);
-      const mode = (await files.mode(t.configPath)) ?? 0o644;
-      await journaled(files, { op: 'backup', run: journalRun(input.run), sha256: digest, path }, () => files.write(path, live, mode));
-      const pruned = backupsToPrune(base, [...names, name], keep, key);
-      for (const p of pruned) await files.remove(join(dir, p));
-      return { path, sha256: digest, mappingVersion: mappingVersionOf(live.toString('utf8')) ?? null, created: true, pruned };
-    },
-
-    /**
-     * Atomic write of the candidate. Already live: a no-op. Otherwise the live file must still be
-     * what was backed up (expectSha256; null: absent), or someone else changed it meanwhile.
-     */
-    async promoteWrite(input: {
-      router: string;
-      content: string;
-      expectSha256: string | null;
-      run: RunRef;
-    }): Promise<{ outcome: 'written' | 'unchanged'; sha256: string }> {
-      const t = target(input.router);
-      const files = filesOf(t);
-      const digest = sha256(input.content);
-      const effect: Effect = { op: 'write', run: journalRun(input.run), sha256: digest };
-      const live = await files.read(t.configPath);
-      const liveSha = live ? sha256(live) : null;
-      // Already live: this run's own write when an earlier attempt announced it, else someone's before.
-      if (liveSha === digest) return { outcome: (await completeJournaled(files, effect)) ? 'written' : 'unchanged', sha256: digest };
-      if (liveSha !== input.expectSha256) {
-        throw nonRetryable(
-          Failure.LiveConfigConflict,
-          `${t.configPath} changed since the backup (now ${liveSha ? `sha256 ${liveSha.slice(0, 12)}` : 'absent'}, backed up ${input.expectSha256 ? `sha256 ${input.expectSha256.slice(0, 12)}` : 'absent'}); not overwriting someone else's change`,
-        );
-      }
-      const mode = (await files.mode(t.configPath)) ?? 0o644;
-      await journaled(files, effect, () => files.write(t.configPath, input.content, mode));
-      return { outcome: 'written', sha256: digest };
-    },
-
-    /** Puts the backup back, atomically; a live file already equal to it is left alone. */
-    async promoteRestore(input: {
-      router: string;
-      backupPath: string | null;
-      backupSha256: string | null;
-      run: RunRef;
-    }): Promise<{ outcome: 'restored' | 'unchanged' | 'removed' }> {
-      const t = target(input.router);
-      const files = filesOf(t);
-      if (input.backupPath === null) {
-        // There was no live file before the promotion: rolling back removes the one it wrote.
-        const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: '' };
-        if (await files.read(t.configPath)) await journaled(files, effect, () => files.remove(t.configPath));
-        else await completeJournaled(files, effect);
-        return { outcome: 'removed' };
-      }
-      const backup = await files.read(input.backupPath);
-      if (!backup) throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
-      const digest = sha256(backup);
-      if (input.backupSha256 && digest !== input.backupSha256) {
-        throw nonRetryable(
-          Failure.BackupMissing,
-          `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`,
-        );
-      }
-      const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath };
-      const live = await files.read(t.configPath);
-      if (live && sha256(live) === digest) return { outcome: (await completeJournaled(files, effect)) ? 'restored' : 'unchanged' };
-      const mode = (await files.mode(input.backupPath)) ?? 0o644;
-      await journaled(files, effect, () => files.write(t.configPath, backup, mode));
-      return { outcome: 'restored' };
-    },
+    ...createConfigFileSteps({ target, filesOf }),
 
     async promoteInspect(input: { router: string }): Promise<RouterContainer | null> {
       return (await deployment().inspect(target(input.router).container)) ?? null;
@@ -371,7 +217,8 @@ export function createPromotionActivities(deps: PromotionDeps) {
         const tail = withoutToken(t, (await d.logsTail(t.container, 5)).split('\n').join(' | '));
         throw nonRetryable(
           Failure.CrashLoopDetected,
-          `router container ${t.container} ${what} within ${((Date.now() - started) / 1000).toFixed(1)} s of verification: restart count ${input.baselineRestartCount} → ${c?.restartCount ?? '?'}` +
+          `router container ${t.container} ${what} within ${((Date.now() - started) / 1000).toFixed(1)} s of verification: ` +
+            `restart count ${input.baselineRestartCount} → ${c?.restartCount ?? '?'}` +
             `${c ? ` (status ${c.status}, last exit code ${c.exitCode})` : ''}${tail ? `; last output: ${tail}` : ''}`,
           {
             baselineRestartCount: input.baselineRestartCount,
@@ -409,7 +256,8 @@ export function createPromotionActivities(deps: PromotionDeps) {
         if (elapsed >= windowMs + graceMs) {
           throw nonRetryable(
             Failure.HealthzMismatch,
-            `${t.url}/healthz did not answer 200 with mapping_version '${input.expectMappingVersion ?? '(any)'}' ${input.streak} times in a row within ${input.windowS} s (${polls} polls); last answer: ${last}`,
+            `${t.url}/healthz did not answer 200 with mapping_version '${input.expectMappingVersion ?? '(any)'}' ` +
+              `${input.streak} times in a row within ${input.windowS} s (${polls} polls); last answer: ${last}`,
             { expected: input.expectMappingVersion, observed: lastVersion, last, polls },
           );
         }

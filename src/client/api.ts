@@ -42,7 +42,10 @@ export const MIN_API_TOKEN_CHARS = 32;
 export function apiTokenProblem(token: string | undefined): string | undefined {
   if (!token) return 'GPURES_API_TOKEN is not set: the acquisition API changes the box and refuses to run without a token';
   if (token.length < MIN_API_TOKEN_CHARS) {
-    return `GPURES_API_TOKEN is ${token.length} characters, too short to be secret: at least ${MIN_API_TOKEN_CHARS} are required (e.g. \`openssl rand -hex 32\`)`;
+    return (
+      `GPURES_API_TOKEN is ${token.length} characters, too short to be secret: ` +
+      `at least ${MIN_API_TOKEN_CHARS} are required (e.g. \`openssl rand -hex 32\`)`
+    );
   }
   return undefined;
 }

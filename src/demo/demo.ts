@@ -106,7 +106,8 @@ async function routedVision(ctx: DemoContext): Promise<string> {
   });
   const body = (await res.json()) as { choices?: { finish_reason?: string }[]; error?: { message?: string } };
   ctx.out(
-    `    routed vision request: HTTP ${res.status}${res.status === 200 ? `, finish ${body.choices?.[0]?.finish_reason ?? '?'}` : `, ${body.error?.message ?? ''}`}`,
+    `    routed vision request: ` +
+      `HTTP ${res.status}${res.status === 200 ? `, finish ${body.choices?.[0]?.finish_reason ?? '?'}` : `, ${body.error?.message ?? ''}`}`,
   );
   return String(res.status);
 }
@@ -250,7 +251,8 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     out(`Temporal ${address}${server?.uiUrl ? `, UI ${server.uiUrl}/namespaces/default/workflows` : ''}`);
     out(`router ${box.router.url} (mapping_version ${box.router.state().mappingVersion}); simulated box in ${dir}`);
     out(
-      `box: node ${manifest.node}, gpu_role ${manifest.gpus.map((g) => g.role).join(', ')}; non-ledger draw ${NON_LEDGER_DRAW_MIB} MiB (display, voice sidecars)`,
+      `box: node ${manifest.node}, gpu_role ${manifest.gpus.map((g) => g.role).join(', ')}; ` +
+        `non-ledger draw ${NON_LEDGER_DRAW_MIB} MiB (display, voice sidecars)`,
     );
 
     Object.assign(ctx, { client, manifest, box, uiUrl: server?.uiUrl });
@@ -259,11 +261,13 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     const checks = ctx.checks ?? [];
     const failed = checks.filter((c) => !c.ok);
     out(
-      `\n${checks.length - failed.length} of ${checks.length} checks matched the field report${failed.length ? `; FAILED: ${failed.map((c) => `(${c.step}) ${c.what}`).join(', ')}` : ''}`,
+      `\n${checks.length - failed.length} of ${checks.length} checks matched the field report` +
+        `${failed.length ? `; FAILED: ${failed.map((c) => `(${c.step}) ${c.what}`).join(', ')}` : ''}`,
     );
     if (server?.uiUrl) {
       out(
-        `workflows: ${ctx.workflowIds?.length ?? 0} runs, each linked under its command; all of them: ${server.uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(`TaskQueue = '${taskQueueFor(manifest.node)}'`)}`,
+        `workflows: ${ctx.workflowIds?.length ?? 0} runs, each linked under its command; all of them: ` +
+          `${server.uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(`TaskQueue = '${taskQueueFor(manifest.node)}'`)}`,
       );
     }
     if (opts.keep) {

@@ -152,7 +152,8 @@ export function formatLedger(state: LedgerState): string[] {
   const t = totals(state);
   const held = t.heldMib > 0 ? `, held ${t.heldMib} MiB` : '';
   return [
-    `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, committed ${t.committedMib} MiB${held}, free ${t.freeMib} MiB`,
+    `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, ` +
+      `committed ${t.committedMib} MiB${held}, free ${t.freeMib} MiB`,
     ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${phaseLabel(r)})`),
   ];
 }

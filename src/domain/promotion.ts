@@ -57,7 +57,10 @@ function pad(n: number, width = 2): string {
 /** `20261130T051120123Z`: sorts chronologically as text. */
 export function backupStamp(epochMs: number): string {
   const d = new Date(epochMs);
-  return `${d.getUTCFullYear()}${pad(d.getUTCMonth() + 1)}${pad(d.getUTCDate())}T${pad(d.getUTCHours())}${pad(d.getUTCMinutes())}${pad(d.getUTCSeconds())}${pad(d.getUTCMilliseconds(), 3)}Z`;
+  return (
+    `${d.getUTCFullYear()}${pad(d.getUTCMonth() + 1)}${pad(d.getUTCDate())}` +
+    `T${pad(d.getUTCHours())}${pad(d.getUTCMinutes())}${pad(d.getUTCSeconds())}${pad(d.getUTCMilliseconds(), 3)}Z`
+  );
 }
 
 /** `router.toml.20261130T051120123Z.<key>.bak`, next to the live file; key: 12 hex digits per run. */

@@ -7,7 +7,8 @@ import { isLoopback } from '../domain/manifest';
 import { startRouter } from './server';
 
 const USAGE =
-  'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host 127.0.0.1] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]';
+  'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE ' +
+  '[--host 127.0.0.1] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]';
 
 function fail(message: string): never {
   process.stderr.write(`gpures-router: ${message}\n`);

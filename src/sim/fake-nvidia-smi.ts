@@ -17,7 +17,7 @@
 import { readFileSync } from 'node:fs';
 import { LABEL } from '../domain/serve';
 import { COMPUTE_APPS_QUERY_FIELDS, CSV_FORMAT, GPU_QUERY_FIELDS } from '../adapters/gpu/nvidia-smi';
-import { listSimContainers } from './runtime';
+import { listSimContainers } from './state-dir';
 
 export interface FakeGpu {
   index: number;

@@ -240,8 +240,16 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
 
     if (body['stream'] === true) {
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
-      const chunk = (delta: Record<string, unknown>, finish: string | null) =>
-        `data: ${JSON.stringify({ id: completionId, object: 'chat.completion.chunk', created, model: opts.servedModelName, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+      const chunk = (delta: Record<string, unknown>, finish: string | null) => {
+        const event = {
+          id: completionId,
+          object: 'chat.completion.chunk',
+          created,
+          model: opts.servedModelName,
+          choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+        };
+        return `data: ${JSON.stringify(event)}\n\n`;
+      };
       res.write(chunk({ role: 'assistant', content: '' }, null));
       const pieces = answer.split(/(?<=\s)/);
       const step = pieces.length > 0 ? delay / pieces.length : delay;
@@ -357,7 +365,8 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
       server.off('error', reject);
       const port = (server.address() as AddressInfo).port;
       log(
-        `serving model=${opts.model} revision=${opts.revision ?? '<none>'} served-model-name=${opts.servedModelName} id=${id} on ${opts.host}:${port}, start delay ${String(opts.startDelayMs)} ms`,
+        `serving model=${opts.model} revision=${opts.revision ?? '<none>'} served-model-name=${opts.servedModelName} ` +
+          `id=${id} on ${opts.host}:${port}, start delay ${String(opts.startDelayMs)} ms`,
       );
       resolve({
         host: opts.host,

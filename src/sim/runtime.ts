@@ -1,56 +1,18 @@
 // ContainerRuntime without Docker or a GPU: each "container" is a detached local process of the
 // simulated vLLM server (model-server-main.js). Its state is one JSON file per container name in a
-// state directory, so separate processes (a worker, the CLI, the fake nvidia-smi) see the same
-// box, and the processes outlive the worker that started them, as containers outlive dockerd's
-// clients. Semantics follow docker.ts: idempotent ensureRunning, stop of a stopped or absent
-// container is fine, an unknown image is a PermanentError('ImageMissing').
+// state directory (state-dir.ts), so separate processes (a worker, the CLI, the fake nvidia-smi)
+// see the same box, and the processes outlive the worker that started them, as containers outlive
+// dockerd's clients. Semantics follow docker.ts: idempotent ensureRunning, stop of a stopped or
+// absent container is fine, an unknown image is a PermanentError('ImageMissing').
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  existsSync,
-  fstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  readSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ContainerRuntime, ContainerSpec, ContainerState } from '../adapters/containers/port';
 import { imageMissing, PermanentError } from '../adapters/errors';
-
-/** What the state file of one simulated container holds. */
-export interface SimContainerRecord {
-  id: string;
-  name: string;
-  pid: number;
-  labels: Record<string, string>;
-  image: string;
-  /** The arguments the server process got (the spec's cmd with --host/--port rewritten). */
-  cmd: string[];
-  env: Record<string, string>;
-  hostPort: number;
-  bind: string;
-  containerPort: number;
-  /** The spec's GPU: not pinned (there is none), recorded for the fake nvidia-smi. */
-  gpuUuid?: string;
-  startedAt: string;
-  /** Start time of the process in clock ticks since boot (Linux), to tell a reused pid apart. */
-  procStart?: string;
-  exitCode?: number;
-}
-
-export interface SimContainer {
-  record: SimContainerRecord;
-  running: boolean;
-}
+import { errCode, HAS_PROC, listSimContainers, processAlive, procStat, readRecordFile, withFileLock, writeRecordFile } from './state-dir';
+import type { SimContainerRecord } from './state-dir';
 
 export interface SimRuntimeOptions {
   /** Shared by every process that looks at this box; created when missing. */
@@ -62,82 +24,10 @@ export interface SimRuntimeOptions {
 }
 
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
-const LOCK_TIMEOUT_MS = 30_000;
 const KILL_WAIT_MS = 5_000;
 const LISTEN_WAIT_MS = 10_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function errCode(err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : undefined;
-}
-
-/** Fields of /proc/PID/stat after the command name: [0] is the state, [19] the start time. */
-function procStat(pid: number): string[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-
-const HAS_PROC = existsSync('/proc/self/stat');
-
-/** A process exists, is not a zombie, and (where /proc tells) is the one that was started. */
-export function processAlive(pid: number, procStart?: string): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    if (errCode(err) !== 'EPERM') return false;
-  }
-  if (!HAS_PROC) return true;
-  const stat = procStat(pid);
-  if (!stat) return false;
-  if (stat[0] === 'Z' || stat[0] === 'X') return false;
-  return procStart === undefined || stat[19] === procStart;
-}
-
-function isRecord(v: unknown): v is SimContainerRecord {
-  if (typeof v !== 'object' || v === null) return false;
-  const r = v as Partial<SimContainerRecord>;
-  return typeof r.id === 'string' && typeof r.name === 'string' && typeof r.pid === 'number' && typeof r.labels === 'object' && r.labels !== null;
-}
-
-function readRecordFile(file: string): SimContainerRecord | undefined {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    if (errCode(err) === 'ENOENT') return undefined;
-    throw err;
-  }
-  try {
-    const parsed: unknown = JSON.parse(text);
-    return isRecord(parsed) ? parsed : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Every simulated container in a state directory, with whether its process is running. */
-export function listSimContainers(stateDir: string): SimContainer[] {
-  let entries: string[];
-  try {
-    entries = readdirSync(stateDir);
-  } catch (err) {
-    if (errCode(err) === 'ENOENT') return [];
-    throw err;
-  }
-  const out: SimContainer[] = [];
-  for (const entry of entries.sort()) {
-    if (!entry.endsWith('.json') || entry.startsWith('.')) continue;
-    const record = readRecordFile(join(stateDir, entry));
-    if (record) out.push({ record, running: processAlive(record.pid, record.procStart) });
-  }
-  return out;
-}
 
 /** The spec's cmd listening on bind:hostPort instead of the container's 0.0.0.0:containerPort. */
 export function rewriteListenArgs(cmd: readonly string[], bind: string, hostPort: number): string[] {
@@ -192,10 +82,7 @@ export class SimRuntime implements ContainerRuntime {
   }
 
   private write(record: SimContainerRecord): void {
-    const target = this.file(record.name, 'json');
-    const tmp = join(this.stateDir, `.${record.name}.json.${process.pid}.${randomBytes(4).toString('hex')}`);
-    writeFileSync(tmp, `${JSON.stringify(record, null, 2)}\n`);
-    renameSync(tmp, target);
+    writeRecordFile(this.stateDir, record);
   }
 
   /** First writer wins: the server itself on a clean exit, else whoever saw it die. */
@@ -231,38 +118,9 @@ export class SimRuntime implements ContainerRuntime {
     };
   }
 
-  /** A per-name lock file holding the holder's pid, so concurrent processes don't start a name twice. */
-  private async withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
-    const lock = this.file(name, 'lock');
-    const deadline = Date.now() + LOCK_TIMEOUT_MS;
-    for (;;) {
-      try {
-        const fd = openSync(lock, 'wx');
-        try {
-          writeSync(fd, String(process.pid));
-        } finally {
-          closeSync(fd);
-        }
-        break;
-      } catch (err) {
-        if (errCode(err) !== 'EEXIST') throw err;
-      }
-      let stale = false;
-      try {
-        const holder = Number(readFileSync(lock, 'utf8'));
-        stale = holder > 0 ? !processAlive(holder) : Date.now() - statSync(lock).mtimeMs > 5_000;
-      } catch {
-        // Released meanwhile: try again.
-      }
-      if (stale) rmSync(lock, { force: true });
-      else if (Date.now() > deadline) throw new Error(`sim runtime: ${lock} held for over ${LOCK_TIMEOUT_MS} ms`);
-      else await sleep(20);
-    }
-    try {
-      return await fn();
-    } finally {
-      rmSync(lock, { force: true });
-    }
+  /** A per-name lock, so concurrent processes don't start a name twice. */
+  private withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    return withFileLock(this.file(name, 'lock'), fn);
   }
 
   private async waitDead(record: SimContainerRecord, timeoutMs: number): Promise<boolean> {

@@ -75,7 +75,8 @@ export class DockerRuntime implements ContainerRuntime {
         await this.remove(spec.name);
         throw new PermanentError(
           Failure.GpuRuntimeMissing,
-          `Docker cannot give ${spec.name} GPU ${spec.gpuUuid ?? '?'}: ${(err as Error).message.replace(/^\(HTTP code \d+\)[^-]*- /, '').trim()}; install the NVIDIA Container Toolkit${this.options.gpus === 'on' ? ', or run the worker with --gpus auto' : ''}`,
+          `Docker cannot give ${spec.name} GPU ${spec.gpuUuid ?? '?'}: ${(err as Error).message.replace(/^\(HTTP code \d+\)[^-]*- /, '').trim()}; ` +
+            `install the NVIDIA Container Toolkit${this.options.gpus === 'on' ? ', or run the worker with --gpus auto' : ''}`,
         );
       }
       // Another process holds the port: retrying will not free it, and the operator must know which.

@@ -67,7 +67,8 @@ export class LedgerClient implements LedgerPort {
     const n = options.maxUpdatesInFlight ?? DEFAULT_LEDGER_UPDATES_IN_FLIGHT;
     if (!Number.isInteger(n) || n < 1 || n > MAX_LEDGER_UPDATES_IN_FLIGHT) {
       throw new RangeError(
-        `LedgerClient: maxUpdatesInFlight must be an integer from 1 to ${MAX_LEDGER_UPDATES_IN_FLIGHT} (the server's default history.maxInFlightUpdates), got ${n}`,
+        `LedgerClient: maxUpdatesInFlight must be an integer from 1 to ${MAX_LEDGER_UPDATES_IN_FLIGHT} ` +
+          `(the server's default history.maxInFlightUpdates), got ${n}`,
       );
     }
     this.maxInFlight = n;
@@ -199,13 +200,15 @@ export class LedgerClient implements LedgerPort {
       } catch (err) {
         if (!isNoWorker(err, queryDeadline)) throw err;
         throw new LedgerUnanswered(
-          `no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`,
+          `no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: ` +
+            `is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`,
         );
       }
       if (!state.reconciling) return state;
       if (Date.now() > deadline) {
         throw new LedgerUnanswered(
-          `the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: is a worker for ${node} running?`,
+          `the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: ` +
+            `is a worker for ${node} running?`,
         );
       }
       await new Promise((r) => setTimeout(r, 100));

@@ -167,7 +167,8 @@ function parse<T>(schema: z.ZodType<T>, a: Answer, what: string): T {
   const r = schema.safeParse(a.body);
   if (!r.success) {
     throw new Error(
-      `router ${what} answered ${a.status} with an unexpected body: ${a.text.slice(0, 300)} (${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')})`,
+      `router ${what} answered ${a.status} with an unexpected body: ${a.text.slice(0, 300)} ` +
+        `(${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')})`,
     );
   }
   return r.data;

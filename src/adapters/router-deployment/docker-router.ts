@@ -50,7 +50,8 @@ async function realConfigDir(dir: string, path = dir): Promise<void> {
   }
   if (real !== dir) {
     throw unsafe(
-      `${path}: the router's config directory ${dir} resolves to ${real}, so a symbolic link on the way leads outside it; refused (configure the directory by its real path)`,
+      `${path}: the router's config directory ${dir} resolves to ${real}, so a symbolic link on the way leads outside it; ` +
+        `refused (configure the directory by its real path)`,
     );
   }
 }

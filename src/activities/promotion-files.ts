@@ -1,0 +1,182 @@
+// The live config's files during a promotion (docs/promotion.md): every access confined to its
+// directory, a write-ahead journal beside it, and the three steps that change it (backup, write,
+// restore). Each step is idempotent through the journal and the backup's run key, so a worker
+// killed between a change and its journal line leaves what the retry needs to finish the entry.
+import { createHash } from 'node:crypto';
+import { basename, dirname, join, resolve as resolvePath } from 'node:path';
+import { mappingVersionOf } from '../config/mapping-version';
+import { backupFileName, backupRunKey, backupsToPrune, PROMOTION_DEFAULTS } from '../domain/promotion';
+import { Failure } from '../shared/failures';
+import type { BackupResult } from '../shared/contracts';
+import type { JournalEntry, RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
+import { nonRetryable, permanentAsFailure } from './failure';
+
+export interface RunRef {
+  workflowId: string;
+  runId: string;
+}
+
+export function sha256(data: Buffer | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** 12 hex digits naming one workflow run (id + run id) in backup and container names. */
+export function runKey(run: RunRef): string {
+  return sha256(`${run.workflowId}/${run.runId}`).slice(0, 12);
+}
+
+/** A journal entry but its time and phase: what one effect of one run is. */
+type Effect = Omit<JournalEntry, 'at' | 'phase'>;
+
+/** The journal of one live config, reached only inside its directory (see configFilesOf). */
+interface Journal {
+  journal(entry: JournalEntry): Promise<void>;
+  readJournal(): Promise<JournalEntry[]>;
+}
+
+/** This run's lines for the effect: whether an earlier attempt announced it, and whether one finished it. */
+async function journalState(j: Journal, effect: Effect): Promise<{ intent: boolean; done: boolean }> {
+  const lines = (await j.readJournal()).filter((e) => e.run === effect.run && e.op === effect.op && e.sha256 === effect.sha256);
+  return { intent: lines.some((e) => e.phase === 'intent'), done: lines.some((e) => (e.phase ?? 'done') === 'done') };
+}
+
+/**
+ * The effect journaled write-ahead: its intent (unless an earlier attempt of this run left one),
+ * the effect, then its completion. A worker killed between the change and the last line leaves
+ * the intent, which the retry finds (completeJournaled) instead of losing the line.
+ */
+async function journaled(j: Journal, effect: Effect, change: () => Promise<void>): Promise<void> {
+  if (!(await journalState(j, effect)).intent) await j.journal({ at: new Date().toISOString(), phase: 'intent', ...effect });
+  await change();
+  await j.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
+}
+
+/** A retry that finds the effect in place: finishes an earlier attempt's entry. True when this run had announced it (it made the change). */
+async function completeJournaled(j: Journal, effect: Effect): Promise<boolean> {
+  const state = await journalState(j, effect);
+  if (state.intent && !state.done) await j.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
+  return state.intent;
+}
+
+/**
+ * The live config's directory and its files, each call confined to it (UnsafeConfigPath: a
+ * symbolic link, a path elsewhere, see RouterDeployment) and that refusal made non-retryable.
+ */
+export function configFilesOf(d: RouterDeployment, t: RouterTarget) {
+  const dir = resolvePath(dirname(t.configPath));
+  return {
+    dir,
+    read: (path: string) => permanentAsFailure(() => d.readFile(dir, path)),
+    mode: (path: string) => permanentAsFailure(() => d.fileMode(dir, path)),
+    write: (path: string, data: Buffer | string, mode: number) => permanentAsFailure(() => d.writeFileAtomic(dir, path, data, mode)),
+    list: () => permanentAsFailure(() => d.listDir(dir)),
+    remove: (path: string) => permanentAsFailure(() => d.removeFile(dir, path)),
+    journal: (entry: JournalEntry) => permanentAsFailure(() => d.appendJournal(dir, t.configPath, entry)),
+    readJournal: () => permanentAsFailure(() => d.readJournal(dir, t.configPath)),
+  };
+}
+
+export type ConfigFiles = ReturnType<typeof configFilesOf>;
+
+const journalRun = (run: RunRef) => `${run.workflowId}/${run.runId}`;
+
+/** The steps that change the live config; `target` and `filesOf` are the promotion factory's (they refuse an unknown router). */
+export function createConfigFileSteps(of: { target: (name: string) => RouterTarget; filesOf: (t: RouterTarget) => ConfigFiles }) {
+  const { target, filesOf } = of;
+  return {
+    /** A timestamped copy next to the live file, one per run: a retried attempt returns the one it made. */
+    async promoteBackup(input: { router: string; run: RunRef }): Promise<BackupResult> {
+      const t = target(input.router);
+      const files = filesOf(t);
+      const dir = files.dir;
+      const base = basename(t.configPath);
+      const key = runKey(input.run);
+      const keep = t.backupsKept ?? PROMOTION_DEFAULTS.backupsKept;
+      const names = await files.list();
+      const mine = names.find((n) => backupRunKey(base, n) === key);
+      if (mine) {
+        const data = await files.read(join(dir, mine));
+        if (data) {
+          await completeJournaled(files, { op: 'backup', run: journalRun(input.run), sha256: sha256(data), path: join(dir, mine) });
+          const pruned = backupsToPrune(base, names, keep, key);
+          for (const p of pruned) await files.remove(join(dir, p));
+          return { path: join(dir, mine), sha256: sha256(data), mappingVersion: mappingVersionOf(data.toString('utf8')) ?? null, created: false, pruned };
+        }
+      }
+      const live = await files.read(t.configPath);
+      if (!live) return { path: null, sha256: null, mappingVersion: null, created: false, pruned: [] };
+      const name = backupFileName(base, Date.now(), key);
+      const path = join(dir, name);
+      const digest = sha256(live);
+      const mode = (await files.mode(t.configPath)) ?? 0o644;
+      await journaled(files, { op: 'backup', run: journalRun(input.run), sha256: digest, path }, () => files.write(path, live, mode));
+      const pruned = backupsToPrune(base, [...names, name], keep, key);
+      for (const p of pruned) await files.remove(join(dir, p));
+      return { path, sha256: digest, mappingVersion: mappingVersionOf(live.toString('utf8')) ?? null, created: true, pruned };
+    },
+
+    /**
+     * Atomic write of the candidate. Already live: a no-op. Otherwise the live file must still be
+     * what was backed up (expectSha256; null: absent), or someone else changed it meanwhile.
+     */
+    async promoteWrite(input: {
+      router: string;
+      content: string;
+      expectSha256: string | null;
+      run: RunRef;
+    }): Promise<{ outcome: 'written' | 'unchanged'; sha256: string }> {
+      const t = target(input.router);
+      const files = filesOf(t);
+      const digest = sha256(input.content);
+      const effect: Effect = { op: 'write', run: journalRun(input.run), sha256: digest };
+      const live = await files.read(t.configPath);
+      const liveSha = live ? sha256(live) : null;
+      // Already live: this run's own write when an earlier attempt announced it, else someone's before.
+      if (liveSha === digest) return { outcome: (await completeJournaled(files, effect)) ? 'written' : 'unchanged', sha256: digest };
+      if (liveSha !== input.expectSha256) {
+        throw nonRetryable(
+          Failure.LiveConfigConflict,
+          `${t.configPath} changed since the backup (now ${liveSha ? `sha256 ${liveSha.slice(0, 12)}` : 'absent'}, ` +
+            `backed up ${input.expectSha256 ? `sha256 ${input.expectSha256.slice(0, 12)}` : 'absent'}); not overwriting someone else's change`,
+        );
+      }
+      const mode = (await files.mode(t.configPath)) ?? 0o644;
+      await journaled(files, effect, () => files.write(t.configPath, input.content, mode));
+      return { outcome: 'written', sha256: digest };
+    },
+
+    /** Puts the backup back, atomically; a live file already equal to it is left alone. */
+    async promoteRestore(input: {
+      router: string;
+      backupPath: string | null;
+      backupSha256: string | null;
+      run: RunRef;
+    }): Promise<{ outcome: 'restored' | 'unchanged' | 'removed' }> {
+      const t = target(input.router);
+      const files = filesOf(t);
+      if (input.backupPath === null) {
+        // There was no live file before the promotion: rolling back removes the one it wrote.
+        const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: '' };
+        if (await files.read(t.configPath)) await journaled(files, effect, () => files.remove(t.configPath));
+        else await completeJournaled(files, effect);
+        return { outcome: 'removed' };
+      }
+      const backup = await files.read(input.backupPath);
+      if (!backup) throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
+      const digest = sha256(backup);
+      if (input.backupSha256 && digest !== input.backupSha256) {
+        throw nonRetryable(
+          Failure.BackupMissing,
+          `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, ` +
+            `expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`,
+        );
+      }
+      const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath };
+      const live = await files.read(t.configPath);
+      if (live && sha256(live) === digest) return { outcome: (await completeJournaled(files, effect)) ? 'restored' : 'unchanged' };
+      const mode = (await files.mode(input.backupPath)) ?? 0o644;
+      await journaled(files, effect, () => files.write(t.configPath, backup, mode));
+      return { outcome: 'restored' };
+    },
+  };
+}
