@@ -7,6 +7,7 @@ import { summarizeActivity, updateSummary } from './activities';
 import type { ActivityEvidence, ActivityInput, ActivityName, ActivityResult, ChildEvidence, FailureEvidence, UpdateEvidence, WorkflowStatus } from './model';
 import { failureOf, isoMs, obj, path, rootOf, str, txt } from './read';
 import type { Loose, Obj } from './read';
+import type * as workflows from '../../workflows';
 
 /** An activity of one known type, its input and result read with that activity's types. */
 export interface DoneActivity<K extends ActivityName> {
@@ -45,32 +46,40 @@ export function isOf(x: ActivityEvidence, ...types: ActivityName[]): boolean {
   return (types as string[]).includes(x.type);
 }
 
+type Workflows = typeof workflows;
+type WorkflowName = keyof Workflows;
+type WorkflowInput<K extends WorkflowName> = Loose<Parameters<Workflows[K]>[0]>;
+
+/**
+ * Each workflow type the worker registers, read back as the operator's command. Keyed by the
+ * workflows' own names, so a renamed or added workflow fails to compile until it has its line.
+ * Inputs are read loosely: an old history may lack a field, and what is printed is checked first.
+ */
+const OPERATIONS: { [K in WorkflowName]: (i: WorkflowInput<K>) => { operation: string; serve?: string } } = {
+  bringUpWorkflow: (i) => ({ operation: `serves up ${str(i.serve) ?? '?'}`, serve: str(i.serve) }),
+  acquireWorkflow: (i) => ({
+    operation:
+      `serves up ${str(i.serve) ?? '?'}${i.evict ? ' --evict' : ''}${i.force ? ' --force' : ''}` +
+      `${i.drainTimeoutS !== undefined ? ` --drain-timeout ${txt(i.drainTimeoutS)}` : ''}`,
+    serve: str(i.serve),
+  }),
+  bringDownWorkflow: (i) => ({ operation: `serves down ${str(i.serve) ?? '?'}${i.restore ? ' --restore' : ''}`, serve: str(i.serve) }),
+  promoteWorkflow: (i) => ({
+    operation:
+      `router promote --router ${str(i.router) ?? '?'} --image ${str(i.image) ?? '?'}` +
+      `${i.profile ? ` --profile ${txt(i.profile)}` : ''}${i.validateOnly ? ' --validate-only' : ''}`,
+  }),
+  ledgerWorkflow: (i) => ({ operation: `ledger of gpu_role '${txt(path(i, 'gpu', 'role'))}' on node '${txt(i.node)}'` }),
+};
+
+function isWorkflowName(type: string): type is WorkflowName {
+  return Object.hasOwn(OPERATIONS, type);
+}
+
 function operationOf(type: string, input: unknown): { operation: string; serve?: string } {
   const i = obj(input) ?? {};
-  const serve = str(i['serve']);
-  switch (type) {
-    case 'bringUpWorkflow':
-      return { operation: `serves up ${serve ?? '?'}`, serve };
-    case 'acquireWorkflow':
-      return {
-        operation:
-          `serves up ${serve ?? '?'}${i['evict'] ? ' --evict' : ''}${i['force'] ? ' --force' : ''}` +
-          `${i['drainTimeoutS'] !== undefined ? ` --drain-timeout ${txt(i['drainTimeoutS'])}` : ''}`,
-        serve,
-      };
-    case 'bringDownWorkflow':
-      return { operation: `serves down ${serve ?? '?'}${i['restore'] ? ' --restore' : ''}`, serve };
-    case 'promoteWorkflow':
-      return {
-        operation:
-          `router promote --router ${str(i['router']) ?? '?'} --image ${str(i['image']) ?? '?'}` +
-          `${i['profile'] ? ` --profile ${txt(i['profile'])}` : ''}${i['validateOnly'] ? ' --validate-only' : ''}`,
-      };
-    case 'ledgerWorkflow':
-      return { operation: `ledger of gpu_role '${txt(path(i, 'gpu', 'role'))}' on node '${txt(i['node'])}'` };
-    default:
-      return { operation: type, serve };
-  }
+  if (!isWorkflowName(type)) return { operation: type, serve: str(i['serve']) };
+  return OPERATIONS[type](i);
 }
 
 const CHILD_CLOSE: Record<string, ChildEvidence['status']> = {
