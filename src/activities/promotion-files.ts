@@ -10,6 +10,7 @@ import { Failure } from '../shared/failures';
 import type { BackupResult } from '../shared/contracts';
 import type { JournalEntry, RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
 import { nonRetryable, permanentAsFailure } from './failure';
+import { holderOf } from '../domain/fence';
 
 export interface RunRef {
   workflowId: string;
@@ -22,7 +23,7 @@ export function sha256(data: Buffer | string): string {
 
 /** 12 hex digits naming one workflow run (id + run id) in backup and container names. */
 export function runKey(run: RunRef): string {
-  return sha256(`${run.workflowId}/${run.runId}`).slice(0, 12);
+  return sha256(holderOf(run.workflowId, run.runId)).slice(0, 12);
 }
 
 /** A journal entry but its time and phase: what one effect of one run is. */
@@ -78,7 +79,7 @@ export function configFilesOf(d: RouterDeployment, t: RouterTarget) {
 
 export type ConfigFiles = ReturnType<typeof configFilesOf>;
 
-const journalRun = (run: RunRef) => `${run.workflowId}/${run.runId}`;
+const journalRun = (run: RunRef) => holderOf(run.workflowId, run.runId);
 
 /** The steps that change the live config; `target` and `filesOf` are the promotion factory's (they refuse an unknown router). */
 export function createConfigFileSteps(of: { target: (name: string) => RouterTarget; filesOf: (t: RouterTarget) => ConfigFiles }) {

@@ -13,7 +13,7 @@ import { PATCHES } from './patches';
 import { act, router, waiting } from './proxies';
 import { failAndCompensate, Saga, whole } from './saga';
 import { checkInput } from './input';
-import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, stopServe } from './steps';
+import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, drainFor, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { AcquireInput, AcquireResult, VictimRecord } from '../shared/operations';
 
@@ -188,7 +188,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
 
   log.begin(`release ${victim.name}`);
   if (gpuBefore) {
-    const releaseTimeoutS = input.releaseTimeoutS ?? 30;
+    const releaseTimeoutS = input.releaseTimeoutS ?? DEFAULT_RELEASE_TIMEOUT_S;
     record.vram = await waiting(releaseTimeoutS).confirmVramReleased({
       gpuUuid: gpu.uuid,
       victim: victim.name,

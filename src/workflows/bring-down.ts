@@ -19,7 +19,7 @@ import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { BringDownInput, BringDownResult, RestoreRecord } from '../shared/operations';
 
-/** How the operation holding the serve may take to end once cancelled: its compensations stop a container and readmit a tier. */
+/** How long the operation holding the serve may take to end once cancelled: its compensations stop a container and readmit a tier. */
 export const OPERATION_END_TIMEOUT_S = 300;
 /** Take, end the holder, take again (taking over if it ended holding the serve): more holders in between is a fight, not a race, and is refused. */
 const MAX_TAKE_ATTEMPTS = 4;
@@ -78,6 +78,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     ...(ended.length ? { ended } : {}),
     message:
       downMessage({
+        cancelled,
         serve: serve.name,
         gpuRole: gpu.role,
         taken,
@@ -148,6 +149,8 @@ async function letGo({ node, gpu, serve, holder }: Down, taken: StopDecision) {
 }
 
 function downMessage(o: {
+  /** The holders this bring-down cancelled (they gave back what they took). */
+  cancelled: OperationEnd[];
   serve: string;
   gpuRole: string;
   taken: StopDecision | undefined;
@@ -157,7 +160,7 @@ function downMessage(o: {
   restore: boolean;
   restored: RestoreRecord[];
 }): string {
-  const cancelled = o.ended.filter((e) => e.outcome === 'cancelled');
+  const { cancelled } = o;
   const taken = o.taken;
   const tookOver = taken?.decision === 'taken' ? o.ended.find((e) => e.holder === taken.previousHolder && e.outcome !== 'cancelled') : undefined;
   const notes = [

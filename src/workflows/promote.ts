@@ -10,6 +10,7 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { CandidateConfig } from '../activities/promotion';
 import type { BackupResult, RouterDescription } from '../shared/contracts';
+import { holderOf } from '../domain/fence';
 import { promoteInputProblems } from '../domain/promotion';
 import { Failure } from '../shared/failures';
 import type { PromoteFailureDetails, PromoteInput, PromoteResult, RollbackReport, ValidationRun } from '../shared/promotion';
@@ -68,7 +69,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
       image,
       recreate,
       expectMappingVersion: mappingVersion,
-      opKey: `${workflowId}/${runId}/promote`,
+      opKey: `${holderOf(workflowId, runId)}/promote`,
       ...verify,
     });
     const message = promotion.live(p.op, mappingVersion, input.image, live.reload, verify.windowS, backup.path);
@@ -289,7 +290,7 @@ async function rollBack(
         // A recreated router goes back to its old image too.
         recreate: recreated || unsteady,
         expectMappingVersion: backup.mappingVersion ?? d.live.mappingVersion,
-        opKey: `${run.workflowId}/${run.runId}/rollback`,
+        opKey: `${holderOf(run.workflowId, run.runId)}/rollback`,
         ...verify,
       },
       (reload, image) => {

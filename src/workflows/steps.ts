@@ -5,6 +5,8 @@ import type { ServeSpec } from '../domain/types';
 import { stopping, waiting } from './proxies';
 
 export const DEFAULT_DRAIN_TIMEOUT_S = 120;
+/** How long nvidia-smi may take to show a stopped victim's VRAM back. */
+export const DEFAULT_RELEASE_TIMEOUT_S = 30;
 
 /** Waits until nothing is in flight to the serve (its tier at the router, and vLLM), up to timeoutS. */
 export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: number): Promise<DrainResult> {
