@@ -215,16 +215,18 @@ export function createPromotionActivities(deps: PromotionDeps) {
       let lastVersion: string | null = null;
       const crash = async (c: RouterContainer | undefined, what: string): Promise<never> => {
         const tail = withoutToken(t, (await d.logsTail(t.container, 5)).split('\n').join(' | '));
+        // Restarted and running again: inspect's exit code is the new run's 0, the daemon's events keep the crash's.
+        const exitCode = c && c.restartCount > input.baselineRestartCount ? ((await d.lastExitCode(t.container, started - 1000)) ?? c.exitCode) : c?.exitCode;
         throw nonRetryable(
           Failure.CrashLoopDetected,
           `router container ${t.container} ${what} within ${((Date.now() - started) / 1000).toFixed(1)} s of verification: ` +
             `restart count ${input.baselineRestartCount} → ${c?.restartCount ?? '?'}` +
-            `${c ? ` (status ${c.status}, last exit code ${c.exitCode})` : ''}${tail ? `; last output: ${tail}` : ''}`,
+            `${c ? ` (status ${c.status}, last exit code ${exitCode})` : ''}${tail ? `; last output: ${tail}` : ''}`,
           {
             baselineRestartCount: input.baselineRestartCount,
             restartCount: c?.restartCount ?? null,
             status: c?.status ?? 'gone',
-            exitCode: c?.exitCode ?? null,
+            exitCode: exitCode ?? null,
           },
         );
       };

@@ -160,6 +160,24 @@ export class DockerRouterDeployment implements RouterDeployment {
     };
   }
 
+  async lastExitCode(container: string, sinceMs: number): Promise<number | undefined> {
+    // With `until` set to now the daemon sends the events so far and ends the stream at once.
+    const stream = await this.docker.getEvents({
+      since: sinceMs / 1000,
+      until: Date.now() / 1000,
+      filters: { container: [container], event: ['die'] },
+    });
+    let text = '';
+    for await (const chunk of stream) text += chunk.toString();
+    let code: number | undefined;
+    for (const line of text.split('\n')) {
+      if (!line.trim()) continue;
+      const exit = Number((JSON.parse(line) as { Actor?: { Attributes?: Record<string, string> } }).Actor?.Attributes?.exitCode);
+      if (Number.isInteger(exit)) code = exit;
+    }
+    return code;
+  }
+
   async imageId(image: string): Promise<string | undefined> {
     try {
       return ((await this.docker.getImage(image).inspect()) as { Id: string }).Id;

@@ -74,6 +74,11 @@ export interface JournalEntry {
 
 export interface RouterDeployment {
   inspect(container: string): Promise<RouterContainer | undefined>;
+  /**
+   * The exit code of the container's last death since `sinceMs`, from the daemon's events: once a
+   * restart policy has started it again, inspect reports exit code 0, and the crash's code is only there.
+   */
+  lastExitCode(container: string, sinceMs: number): Promise<number | undefined>;
   /** The id of a local image, or undefined when the Docker host does not have it. */
   imageId(image: string): Promise<string | undefined>;
   /** Runs the image once against the candidate, read-only and without network; always cleans up. */
