@@ -351,8 +351,11 @@ describe('reference router', () => {
     await waitUntil('5 requests at the backend', () => visionBackend.active === 5);
 
     assert.equal((await admin.tierState('vision-local')).inFlight, 5);
+    const beforeQuiesce = Date.now();
     const q = await admin.quiesce('vision-local');
-    assert.deepEqual(q, { tier: 'vision-local', state: 'quiesced', inFlight: 5, backend: visionBackend.url, modelIdentity: true });
+    const { lastUsedAtEpochMs: usedAtQuiesce, ...rest } = q;
+    assert.deepEqual(rest, { tier: 'vision-local', state: 'quiesced', inFlight: 5, backend: visionBackend.url, modelIdentity: true });
+    assert.ok(typeof usedAtQuiesce === 'number' && usedAtQuiesce <= beforeQuiesce, 'the requests in flight began before the quiesce');
     assert.deepEqual(await admin.quiesce('vision-local'), q, 'quiesce is idempotent');
 
     const refused = await chat(router.url, 'vision');
@@ -378,7 +381,9 @@ describe('reference router', () => {
       [200, 200, 200, 200, 200],
     );
     assert.deepEqual(answers.map(content), ['echo:q0', 'echo:q1', 'echo:q2', 'echo:q3', 'echo:q4']);
-    assert.deepEqual(await admin.tierState('vision-local'), { ...q, inFlight: 0 });
+    const drained = await admin.tierState('vision-local');
+    assert.deepEqual(drained, { ...q, inFlight: 0, lastUsedAtEpochMs: drained.lastUsedAtEpochMs });
+    assert.ok((drained.lastUsedAtEpochMs ?? 0) > usedAtQuiesce, 'the last response to end counts as use');
     assert.equal(router.state().tiers.find((t) => t.tier === 'vision-local')?.inFlight, 0);
     assert.equal((await chat(router.url, 'vision')).status, 503, 'still quiesced after the drain');
 

@@ -50,11 +50,13 @@ async function proxy(table: TierTable, route: (typeof PROXIED)[number], req: Fas
   // In flight from here (the check above and this increment are one synchronous step, so no
   // request gets past a quiesce that has returned) until the response is finished or aborted.
   rt.inFlight++;
+  rt.lastUsedAtEpochMs = Date.now();
   let released = false;
   const release = () => {
     if (released) return;
     released = true;
     rt.inFlight--;
+    rt.lastUsedAtEpochMs = Date.now();
   };
   reply.raw.once('finish', release);
   reply.raw.once('close', release);

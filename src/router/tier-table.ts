@@ -14,7 +14,11 @@ export interface RouterSnapshot {
 export interface TierRuntime {
   mode: TierMode;
   inFlight: number;
+  /** When a routed request last began or ended; what an idle lease is judged by. */
+  lastUsedAtEpochMs: number | null;
 }
+
+const fresh = (mode: TierMode = 'active'): TierRuntime => ({ mode, inFlight: 0, lastUsedAtEpochMs: null });
 
 /** The tiers a previous run left quiesced; none when the file does not exist yet. */
 async function loadQuiesced(file: string): Promise<Set<string>> {
@@ -42,7 +46,7 @@ export class TierTable {
   /** The table of a config, with the tiers the state file says are quiesced; saves it at once. */
   static async open(config: RouterConfig, stateFile: string | undefined): Promise<TierTable> {
     const persisted = stateFile ? await loadQuiesced(stateFile) : new Set<string>();
-    const runtime = new Map<string, TierRuntime>(config.tiers.map((t) => [t.name, { mode: persisted.has(t.name) ? 'quiesced' : 'active', inFlight: 0 }]));
+    const runtime = new Map<string, TierRuntime>(config.tiers.map((t) => [t.name, fresh(persisted.has(t.name) ? 'quiesced' : 'active')]));
     const table = new TierTable(config, runtime, stateFile);
     // A state file that cannot be written fails the start, not the first eviction.
     await table.save();
@@ -56,7 +60,7 @@ export class TierTable {
   runtimeOf(name: string): TierRuntime {
     let rt = this.runtime.get(name);
     if (!rt) {
-      rt = { mode: 'active', inFlight: 0 };
+      rt = fresh();
       this.runtime.set(name, rt);
     }
     return rt;
@@ -64,7 +68,14 @@ export class TierTable {
 
   state(tier: RouterTier): TierState {
     const rt = this.runtimeOf(tier.name);
-    return { tier: tier.name, state: rt.mode, inFlight: rt.inFlight, backend: tier.backend, modelIdentity: tier.modelIdentity };
+    return {
+      tier: tier.name,
+      state: rt.mode,
+      inFlight: rt.inFlight,
+      backend: tier.backend,
+      modelIdentity: tier.modelIdentity,
+      lastUsedAtEpochMs: rt.lastUsedAtEpochMs,
+    };
   }
 
   snapshot(): RouterSnapshot {
@@ -90,7 +101,7 @@ export class TierTable {
    */
   async replace(config: RouterConfig): Promise<void> {
     const next = new Map<string, TierRuntime>();
-    for (const t of config.tiers) next.set(t.name, this.runtime.get(t.name) ?? { mode: 'active', inFlight: 0 });
+    for (const t of config.tiers) next.set(t.name, this.runtime.get(t.name) ?? fresh());
     this.current = config;
     this.runtime = next;
     await this.save();

@@ -15,6 +15,12 @@ export interface TierState {
   inFlight: number;
   backend: string;
   modelIdentity: boolean;
+  /**
+   * When a routed request to the tier last began or ended (epoch ms); null when none has since the
+   * router started. With inFlight it is the use an idle lease is judged by. Optional in the contract:
+   * a router that does not report it leaves idle leases to count from the acquisition.
+   */
+  lastUsedAtEpochMs?: number | null;
 }
 
 export type ReadmitRefusal = 'identity_not_configured' | 'identity_mismatch' | 'unhealthy';

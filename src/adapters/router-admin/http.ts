@@ -36,6 +36,7 @@ const TierStateSchema = z.object({
   inFlight: z.number().int().nonnegative(),
   backend: z.string(),
   modelIdentity: z.boolean(),
+  lastUsedAtEpochMs: z.number().int().nonnegative().nullable().optional(),
 });
 
 const ReadmitSchema = z.discriminatedUnion('ok', [
