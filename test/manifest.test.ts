@@ -180,6 +180,7 @@ describe('valid manifests', () => {
       healthPath: '/health',
       startTimeoutS: 600,
       stopTimeoutS: 30,
+      minResidencyS: 120,
     });
   });
 

@@ -235,6 +235,17 @@ const secretsThroughEnv: Rule<ParsedServe, void> = ({ index, spec: serve }) => {
   return found;
 };
 
+/** Only evictable serves are ever evicted, so only theirs protects anything. */
+const residencyOfAVictim: Rule<ParsedServe, void> = ({ index, raw, spec }) =>
+  raw.min_residency_s !== undefined && spec.class !== 'evictable'
+    ? [
+        warning(
+          ['serves', index, 'min_residency_s'],
+          `has no effect on a ${spec.class} serve: only evictable serves are evicted, so only they need time before they may be evicted again`,
+        ),
+      ]
+    : [];
+
 export const serveRules: Rule<ParsedServe, void>[] = [
   openaiNamesItsModel,
   routerTierNeedsOpenai,
@@ -242,6 +253,7 @@ export const serveRules: Rule<ParsedServe, void>[] = [
   envNamesArePosix,
   gpuMemoryUtilizationFlag,
   secretsThroughEnv,
+  residencyOfAVictim,
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -43,7 +43,11 @@ const stringTable = z.record(z.string(), field<string>(isString, 'a string; quot
   error: (iss) => `must be a table of string values (got ${describe(iss.input)})`,
 });
 
-const nodeShape = { name: safeName('it becomes part of container names, workflow ids and the task queue') };
+const nodeShape = {
+  name: safeName('it becomes part of container names, workflow ids and the task queue'),
+  /** The default of every serve's min_residency_s. */
+  min_residency_s: bounded(BOUNDS.minResidencyS).optional(),
+};
 
 export const gpuShape = {
   role: safeName("it becomes part of the ledger's workflow id and a container label"),
@@ -73,6 +77,7 @@ export const serveShape = {
   health_path: healthPath.optional(),
   start_timeout_s: bounded(BOUNDS.startTimeoutS).optional(),
   stop_timeout_s: bounded(BOUNDS.stopTimeoutS).optional(),
+  min_residency_s: bounded(BOUNDS.minResidencyS).optional(),
 };
 
 const topShape = {
@@ -99,7 +104,8 @@ export function toGpu(raw: RawGpu): GpuSpec {
   return { role: raw.role, uuid: raw.uuid, capacityMib: raw.capacity_mib, reserveMib: raw.reserve_mib };
 }
 
-export function toServe(raw: RawServe): ServeSpec {
+/** `nodeMinResidencyS`: [node] min_residency_s, or its default. */
+export function toServe(raw: RawServe, nodeMinResidencyS: number): ServeSpec {
   const serve: ServeSpec = {
     name: raw.name,
     gpuRole: raw.gpu_role,
@@ -118,6 +124,7 @@ export function toServe(raw: RawServe): ServeSpec {
     healthPath: raw.health_path ?? SERVE_DEFAULTS.healthPath,
     startTimeoutS: raw.start_timeout_s ?? SERVE_DEFAULTS.startTimeoutS,
     stopTimeoutS: raw.stop_timeout_s ?? SERVE_DEFAULTS.stopTimeoutS,
+    minResidencyS: raw.min_residency_s ?? nodeMinResidencyS,
   };
   if (raw.revision !== undefined) serve.revision = raw.revision;
   if (raw.router_tier !== undefined) serve.routerTier = raw.router_tier;

@@ -14,6 +14,7 @@ import { crossServeRules, documentRules, gpuIdentities, gpuIdentityRules, gpuRul
 import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeSpec } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { secretArgsToEnv } from '../domain/serve';
+import { SERVE_DEFAULTS } from '../domain/manifest';
 
 /** Thrown by manifestOrThrow; the message is one formatted issue per line. */
 export class ManifestError extends Error {
@@ -47,14 +48,14 @@ function loadGpus(rawGpus: readonly unknown[], issues: Issues): Indexed<GpuSpec>
 }
 
 /** The serves whose own fields and own rules pass, their secret flags moved into env. */
-function loadServes(rawServes: readonly unknown[], issues: Issues): Indexed<ServeSpec>[] {
+function loadServes(rawServes: readonly unknown[], issues: Issues, nodeMinResidencyS: number): Indexed<ServeSpec>[] {
   const serves: Indexed<ServeSpec>[] = [];
   for (const e of parseEach(rawServes, ServeSchema)) {
     if (e.issues) {
       issues.fromZod(e.issues, ['serves', e.index], Object.keys(serveShape));
       continue;
     }
-    const serve = { index: e.index, raw: e.spec, spec: toServe(e.spec) };
+    const serve = { index: e.index, raw: e.spec, spec: toServe(e.spec, nodeMinResidencyS) };
     if (issues.check(serveRules, serve, undefined)) serves.push({ index: e.index, spec: secretArgsToEnv(serve.spec) });
   }
   return serves;
@@ -86,7 +87,8 @@ export function parseManifest(text: string, file: string): ManifestResult {
   });
   const gpuByRole = new Map(gpus.filter((g) => !duplicated.has(g.index)).map((g) => [g.spec.role, g] as const));
 
-  const serves = loadServes(tableEntries(doc, 'serves'), issues);
+  const minResidencyS = (top.success ? top.data.node.min_residency_s : undefined) ?? SERVE_DEFAULTS.minResidencyS;
+  const serves = loadServes(tableEntries(doc, 'serves'), issues, minResidencyS);
   const ctx = manifestContext(identities, gpuByRole, serves);
   for (const serve of serves) issues.check(crossServeRules, serve, ctx);
   issues.check(manifestRules, undefined, ctx);
@@ -94,7 +96,7 @@ export function parseManifest(text: string, file: string): ManifestResult {
   if (issues.errors.length > 0 || !top.success) return fail();
   return {
     ok: true,
-    manifest: { node: top.data.node.name, gpus: gpus.map((g) => g.spec), serves: serves.map((s) => s.spec) },
+    manifest: { node: top.data.node.name, minResidencyS, gpus: gpus.map((g) => g.spec), serves: serves.map((s) => s.spec) },
     warnings: issues.warnings,
   };
 }

@@ -51,6 +51,11 @@ export const BOUNDS = {
   drainTimeoutS: { min: 1, max: 3_600, unit: 'seconds' },
   /** How long an acquisition waits for an evicted serve's VRAM to come back on nvidia-smi. */
   releaseTimeoutS: { min: 1, max: 600, unit: 'seconds' },
+  /**
+   * How long a serve that came up by an acquisition or a restore stays safe from eviction. 0 turns
+   * it off; past an hour it no longer damps thrash, it pins the serve, which class = "resident" says.
+   */
+  minResidencyS: { min: 0, max: 3_600, unit: 'seconds' },
 } as const satisfies Record<string, Bound>;
 
 export type BoundName = keyof typeof BOUNDS;

@@ -17,6 +17,12 @@ export const SERVE_DEFAULTS = {
   healthPath: '/health',
   startTimeoutS: 600,
   stopTimeoutS: 30,
+  /**
+   * Twice a cold start on the seeds' box (a vLLM reload takes 38-58 s, a 26B model ~60 s): a serve
+   * evicted and restored in a loop then spends at most a third of the GPU's time loading, and an
+   * on-demand job refused for it waits at most two minutes, told exactly how long.
+   */
+  minResidencyS: 120,
 } as const;
 
 // ---------------------------------------------------------------------------------------------

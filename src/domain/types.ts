@@ -47,10 +47,17 @@ export interface ServeSpec {
   healthPath: string;
   startTimeoutS: number;
   stopTimeoutS: number;
+  /**
+   * How long it stays safe from eviction once an acquisition or a restore brought it up: its own
+   * min_residency_s, else the node's. Absent in histories recorded before the setting existed.
+   */
+  minResidencyS?: number;
 }
 
 export interface Manifest {
   node: string;
+  /** [node] min_residency_s, or its default: what a serve without its own setting gets. */
+  minResidencyS: number;
   gpus: GpuSpec[];
   serves: ServeSpec[];
 }
