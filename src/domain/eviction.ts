@@ -10,10 +10,27 @@ export interface Victim {
   measuredMib?: number;
 }
 
+/** A running evictable serve inside its minimum residency: not a victim until it ends. */
+export interface ResidencyWindow {
+  serve: string;
+  cameUpBy: 'acquisition' | 'restore';
+  /** The ledger's workflow time when it became running. */
+  runningSinceMs: number;
+  minResidencyS: number;
+  /** Whole seconds, rounded down: with evictableInS (rounded up) they add up to minResidencyS. */
+  runningForS: number;
+  evictableInS: number;
+}
+
 export type EvictionPlan =
   | { kind: 'fits' }
   | { kind: 'evict'; victims: Victim[]; shortfallMib: number; reason: string }
-  | { kind: 'impossible'; shortfallMib: number; evictableMib: number };
+  | { kind: 'impossible'; shortfallMib: number; evictableMib: number }
+  /**
+   * The evictable serves would cover the shortfall, but not without one inside its minimum
+   * residency. `windows`: every such serve, the first to end first; retryAfterS: until that end.
+   */
+  | { kind: 'resident'; shortfallMib: number; evictableMib: number; windows: ResidencyWindow[]; retryAfterS: number };
 
 /** Beyond this many candidates, subsets are not enumerated; a GPU never runs that many evictables. */
 const MAX_ENUMERATED = 16;
@@ -24,18 +41,40 @@ export function toVictim(r: Reservation): Victim {
 }
 
 /**
- * The smallest set of running evictable serves on this GPU whose MiB cover the shortfall.
+ * The window a reservation is inside at `nowMs`, if any. A plain bring-up has none: what came up
+ * by hand may be taken again at once (field report T013 evicts vision right after its bring-up).
+ * The window ends at runningSinceMs + minResidencyS: from that instant on it may be evicted.
+ */
+export function residencyWindow(r: Reservation, nowMs: number): ResidencyWindow | undefined {
+  const { cameUpBy, minResidencyS, runningSinceMs } = r;
+  if ((cameUpBy !== 'acquisition' && cameUpBy !== 'restore') || minResidencyS === undefined || runningSinceMs === undefined) return undefined;
+  const endsAtMs = runningSinceMs + minResidencyS * 1000;
+  if (nowMs >= endsAtMs) return undefined;
+  const runningForS = Math.max(0, Math.floor((nowMs - runningSinceMs) / 1000));
+  return { serve: r.serve, cameUpBy, runningSinceMs, minResidencyS, runningForS, evictableInS: Math.ceil((endsAtMs - nowMs) / 1000) };
+}
+
+/**
+ * The smallest set of running evictable serves on this GPU whose MiB cover the shortfall, none
+ * of them inside its minimum residency at `nowMs` (the ledger's workflow time; without it, as in
+ * a what-if, every window counts as ended).
  * Tie-break, in order: fewest victims; then the least MiB evicted (take no more than needed);
  * then the most recently admitted (the one that has served least since it came up); then name.
  */
-export function planEviction(state: LedgerState, vramMib: number): EvictionPlan {
+export function planEviction(state: LedgerState, vramMib: number, nowMs?: number): EvictionPlan {
   const { freeMib } = totals(state);
   if (vramMib <= freeMib) return { kind: 'fits' };
   const shortfallMib = vramMib - Math.max(0, freeMib);
   const order = new Map(state.reservations.map((r, i) => [r.serve, i]));
-  const candidates = state.reservations.filter((r) => r.class === 'evictable' && r.phase === 'running');
-  const evictableMib = candidates.reduce((s, r) => s + r.vramMib, 0);
+  const evictable = state.reservations.filter((r) => r.class === 'evictable' && r.phase === 'running');
+  const evictableMib = evictable.reduce((s, r) => s + r.vramMib, 0);
   if (evictableMib < shortfallMib) return { kind: 'impossible', shortfallMib, evictableMib };
+  const windows = nowMs === undefined ? [] : evictable.flatMap((r) => residencyWindow(r, nowMs) ?? []);
+  const candidates = evictable.filter((r) => !windows.some((w) => w.serve === r.serve));
+  if (candidates.reduce((s, r) => s + r.vramMib, 0) < shortfallMib) {
+    windows.sort((a, b) => a.evictableInS - b.evictableInS || a.serve.localeCompare(b.serve));
+    return { kind: 'resident', shortfallMib, evictableMib, windows, retryAfterS: windows[0]?.evictableInS ?? 0 };
+  }
 
   let best: Reservation[] | undefined;
   const better = (a: Reservation[], b: Reservation[]): boolean => {
@@ -72,7 +111,8 @@ export function planEviction(state: LedgerState, vramMib: number): EvictionPlan 
   const victims = (best ?? []).map(toVictim);
   const reason =
     `short by ${shortfallMib} MiB; ${victims.map((v) => `${v.serve} (${v.vramMib} MiB)`).join(' + ')} ` +
-    `is the smallest set of running evictable serves that covers it (of ${candidates.length} evictable)`;
+    `is the smallest set of running evictable serves that covers it (of ${candidates.length} evictable)` +
+    (windows.length ? `; ${windows.map((w) => w.serve).join(', ')} kept: inside ${windows.length > 1 ? 'their' : 'its'} minimum residency` : '');
   return { kind: 'evict', victims, shortfallMib, reason };
 }
 
@@ -83,7 +123,7 @@ export function applyEvictionPlan(state: LedgerState, req: AdmitRequest, victims
     ...state,
     reservations: state.reservations.map((r) => (names.has(r.serve) ? { ...r, phase: 'evicting', evictedFor: req.serve, evictedBy: req.holder } : r)),
   };
-  return applyAdmit(marked, req, 'pending');
+  return applyAdmit(marked, req, 'pending', 'acquisition');
 }
 
 /**

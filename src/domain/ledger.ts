@@ -32,7 +32,20 @@ export interface Reservation {
   evictedBy?: string;
   /** nvidia-smi's device delta when the serve came up, where measured. */
   measuredMib?: number;
+  /**
+   * The residency fields: recorded only for an admission whose request carried minResidencyS
+   * (none before the setting existed), so a ledger's older decisions replay unchanged.
+   * How the serve came up; only an acquisition or a restore is protected from eviction.
+   */
+  cameUpBy?: CameUpBy;
+  /** Its min_residency_s when it was admitted. */
+  minResidencyS?: number;
+  /** The ledger's workflow time (epoch ms) when it was first marked running. */
+  runningSinceMs?: number;
 }
+
+/** A plain bring-up, an acquisition (with or without victims), or the restore of an evicted serve. */
+export type CameUpBy = 'bring-up' | 'acquisition' | 'restore';
 
 export interface LedgerState {
   node: string;
@@ -51,6 +64,8 @@ export interface AdmitRequest {
   vramMib: number;
   class: ServeClass;
   holder: string;
+  /** The serve's min_residency_s; absent from requests made before the setting existed. */
+  minResidencyS?: number;
 }
 
 export type AdmitDecision =
@@ -100,20 +115,27 @@ export function decideAdmit(state: LedgerState, req: AdmitRequest): AdmitDecisio
 }
 
 /** Commits an admission; a restored serve takes the place of its evicted entry. */
-export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: ReservationPhase = 'admitted'): LedgerState {
+export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: ReservationPhase = 'admitted', cameUpBy: CameUpBy = 'bring-up'): LedgerState {
+  const residency = req.minResidencyS !== undefined ? { cameUpBy, minResidencyS: req.minResidencyS } : {};
   return {
     ...state,
     reservations: [
       ...state.reservations.filter((r) => r.serve !== req.serve),
-      { serve: req.serve, vramMib: req.vramMib, class: req.class, phase, holder: req.holder },
+      { serve: req.serve, vramMib: req.vramMib, class: req.class, phase, holder: req.holder, ...residency },
     ],
   };
 }
 
-export function withPhase(state: LedgerState, serve: string, phase: ReservationPhase, measuredMib?: number): LedgerState {
+/**
+ * `atMs`, the ledger's clock: a reservation with a residency records when it first became
+ * running (a retried setPhase, or an eviction given up, does not restart its window).
+ */
+export function withPhase(state: LedgerState, serve: string, phase: ReservationPhase, measuredMib?: number, atMs?: number): LedgerState {
+  const since = (r: Reservation) =>
+    phase === 'running' && atMs !== undefined && r.minResidencyS !== undefined && r.runningSinceMs === undefined ? { runningSinceMs: atMs } : {};
   return {
     ...state,
-    reservations: state.reservations.map((r) => (r.serve === serve ? { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}) } : r)),
+    reservations: state.reservations.map((r) => (r.serve === serve ? { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}), ...since(r) } : r)),
   };
 }
 

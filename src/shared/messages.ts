@@ -4,7 +4,7 @@
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { AdmitDecision, AdmitRequest, LedgerState, LedgerTotals, ReservationPhase } from '../domain/ledger';
 import type { GpuSpec } from '../domain/types';
-import type { Victim } from '../domain/eviction';
+import type { ResidencyWindow, Victim } from '../domain/eviction';
 import type { StopDecision, StopRequest } from '../domain/fence';
 
 export interface LedgerAdmitArgs extends AdmitRequest {
@@ -81,7 +81,18 @@ export interface LedgerAcquireArgs extends LedgerAdmitArgs {
 export type AcquireDecision =
   | { decision: 'admitted'; serve: string; vramMib: number; freeAfterMib: number }
   | { decision: 'already-held'; serve: string; phase: ReservationPhase; holder: string }
-  | { decision: 'denied'; serve: string; vramMib: number; freeMib: number; shortfallMib: number; evictableMib?: number }
+  | {
+      decision: 'denied';
+      serve: string;
+      vramMib: number;
+      freeMib: number;
+      shortfallMib: number;
+      evictableMib?: number;
+      /** Denied because the victims that would cover it are inside their minimum residency: each of them, the first to end first. */
+      residency?: ResidencyWindow[];
+      /** With residency: the seconds until the first of those windows ends, when asking again may be admitted. */
+      retryAfterS?: number;
+    }
   | { decision: 'evicting'; serve: string; vramMib: number; shortfallMib: number; victims: Victim[]; reason: string };
 export interface LedgerAcquireAnswer extends LedgerAnswer {
   decision: AcquireDecision;

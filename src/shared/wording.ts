@@ -3,6 +3,7 @@
 // report reads the same facts back from history, so both word a fact the same way. Pure
 // functions of the facts; changing one changes what operators and tests read.
 
+import type { ResidencyWindow } from '../domain/eviction';
 import type { RouterDescription } from './contracts';
 import type { RollbackReport, VerifyReport } from './promotion';
 
@@ -22,8 +23,18 @@ export const admission = {
   overBudget: (shortfallMib: number) => `denied: over budget by ${shortfallMib} MiB`,
   /** An acquisition's denial, with what eviction could or could not do about it. */
   short: (shortfallMib: number, hint: string) => `denied: short by ${shortfallMib} MiB${hint}`,
-  evictionHint: (gpuRole: string, evictableMib: number | undefined, evict: boolean) =>
-    evictableMib !== undefined ? `; evictable serves on '${gpuRole}' hold only ${evictableMib} MiB` : evict ? '' : ' (add --evict to evict evictable serves)',
+  evictionHint: (gpuRole: string, evictableMib: number | undefined, evict: boolean, residency?: ResidencyWindow[]) =>
+    residency?.length
+      ? `; ${residency.map(admission.resident).join('; ')}`
+      : evictableMib !== undefined
+        ? `; evictable serves on '${gpuRole}' hold only ${evictableMib} MiB`
+        : evict
+          ? ''
+          : ' (add --evict to evict evictable serves)',
+  /** Which serve, since when, and when it may be evicted: `vision came back 12 s ago and stays resident for 60 s: it may be evicted in 48 s`. */
+  resident: (w: ResidencyWindow) =>
+    `${w.serve} ${w.cameUpBy === 'restore' ? 'came back' : 'was acquired'} ${w.runningForS} s ago and stays resident for ${w.minResidencyS} s: ` +
+    `it may be evicted in ${w.evictableInS} s`,
   plan: (victims: string[], reason: string) => `victims ${victims.join(', ')}: ${reason}`,
   alreadyRunning: 'already running',
 };

@@ -34,12 +34,12 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const { decision } = await whole(PATCHES.admitWhole, () =>
     act.ledgerAcquire({
       node,
-      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, evict: Boolean(input.evict) },
+      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, evict: Boolean(input.evict), minResidencyS: serve.minResidencyS },
       updateId: `${holder}/acquire`,
     }),
   );
   if (decision.decision === 'denied') {
-    const hint = admission.evictionHint(gpu.role, decision.evictableMib, Boolean(input.evict));
+    const hint = admission.evictionHint(gpu.role, decision.evictableMib, Boolean(input.evict), decision.residency);
     log.record('admit', admission.short(decision.shortfallMib, hint));
     throw ApplicationFailure.create({
       type: Failure.AdmissionDenied,

@@ -31,7 +31,11 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
 
   log.begin('admit');
   const admit = await whole(PATCHES.admitWhole, () =>
-    act.ledgerAdmit({ node, args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu }, updateId: `${holder}/admit` }),
+    act.ledgerAdmit({
+      node,
+      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, minResidencyS: serve.minResidencyS },
+      updateId: `${holder}/admit`,
+    }),
   );
   const { decision } = admit;
   const ledgerBefore = formatLedger(decision.decision === 'admitted' ? withoutReservation(admit.ledger, serve.name) : admit.ledger);

@@ -7,6 +7,7 @@ import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservatio
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
 import { applyStop, decideStop, fenceProblem, operationUnderWay } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
+import { boundProblem } from '../domain/inputs';
 import { Failure } from '../shared/failures';
 import {
   abortEvictionUpdate,
@@ -121,6 +122,8 @@ class GpuLedger {
     if (!Number.isInteger(req.vramMib) || req.vramMib <= 0) invalid(`admit ${req.serve}: vramMib must be a positive integer`);
     if (req.gpu.role !== this.state.gpuRole) invalid(`admit ${req.serve}: gpu role '${req.gpu.role}' sent to the ledger of '${this.state.gpuRole}'`);
     if (!req.holder) invalid(`admit ${req.serve}: holder is required`);
+    const residency = req.minResidencyS === undefined ? undefined : boundProblem('minResidencyS', req.minResidencyS);
+    if (residency) invalid(`admit ${req.serve}: minResidencyS ${residency}`);
   };
 
   admit = (req: LedgerAdmitArgs): LedgerAdmitAnswer => {
@@ -128,7 +131,7 @@ class GpuLedger {
     if (retry) return retry;
     const wasEvicted = findReservation(this.state, req.serve)?.phase === 'evicted';
     const decision = this.decide(req);
-    if (decision.decision === 'admitted') this.state = applyAdmit(this.state, req);
+    if (decision.decision === 'admitted') this.state = applyAdmit(this.state, req, 'admitted', wasEvicted ? 'restore' : 'bring-up');
     return this.answer({ decision, wasEvicted });
   };
 
@@ -150,16 +153,20 @@ class GpuLedger {
     }
     const admit = this.decide(req);
     if (admit.decision !== 'denied') {
-      if (admit.decision === 'admitted') this.state = applyAdmit(this.state, req);
+      if (admit.decision === 'admitted') this.state = applyAdmit(this.state, req, 'admitted', 'acquisition');
       return this.answer({ decision: admit });
     }
     if (!req.evict) return this.answer({ decision: admit });
-    const plan = planEviction(this.state, req.vramMib);
+    // Workflow time: the same instant when this update replays.
+    const plan = planEviction(this.state, req.vramMib, Date.now());
     if (plan.kind === 'impossible') {
       return this.answer({ decision: { ...admit, evictableMib: plan.evictableMib } });
     }
+    if (plan.kind === 'resident') {
+      return this.answer({ decision: { ...admit, residency: plan.windows, retryAfterS: plan.retryAfterS } });
+    }
     if (plan.kind === 'fits') {
-      this.state = applyAdmit(this.state, req);
+      this.state = applyAdmit(this.state, req, 'admitted', 'acquisition');
       const decision: AcquireDecision = { decision: 'admitted', serve: req.serve, vramMib: req.vramMib, freeAfterMib: totals(this.state).freeMib };
       return this.answer({ decision });
     }
@@ -272,7 +279,7 @@ class GpuLedger {
 
   setPhase = (args: LedgerPhaseArgs): LedgerChangeAnswer => {
     this.phaseCheck(args);
-    this.state = withPhase(this.state, args.serve, args.phase, args.measuredMib);
+    this.state = withPhase(this.state, args.serve, args.phase, args.measuredMib, Date.now());
     return this.change(args.serve);
   };
 
