@@ -39,7 +39,8 @@ import { testTemporal, workflowBundle } from '../test/support/temporal';
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
-  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  // Each run evicts the vision the run before restored: no minimum residency between runs.
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local', min_residency_s: 0 },
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
 ];
 const ROUTER_TOKEN = 'bench-router-token';
