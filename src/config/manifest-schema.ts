@@ -73,6 +73,7 @@ export const serveShape = {
   health_path: healthPath.optional(),
   start_timeout_s: bounded(BOUNDS.startTimeoutS).optional(),
   stop_timeout_s: bounded(BOUNDS.stopTimeoutS).optional(),
+  idle_ttl_s: bounded(BOUNDS.idleTtlS).optional(),
 };
 
 const topShape = {
@@ -121,5 +122,6 @@ export function toServe(raw: RawServe): ServeSpec {
   };
   if (raw.revision !== undefined) serve.revision = raw.revision;
   if (raw.router_tier !== undefined) serve.routerTier = raw.router_tier;
+  if (raw.idle_ttl_s !== undefined) serve.idleTtlS = raw.idle_ttl_s;
   return serve;
 }

@@ -47,6 +47,11 @@ export interface ServeSpec {
   healthPath: string;
   startTimeoutS: number;
   stopTimeoutS: number;
+  /**
+   * An idle lease's time to live: a router-triggered acquisition of the serve gives its VRAM
+   * back once its tier has had no routed request for this long (only with a router tier).
+   */
+  idleTtlS?: number;
 }
 
 export interface Manifest {
