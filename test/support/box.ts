@@ -32,6 +32,7 @@ export interface TestServe {
   args?: string[];
   /** Host port; by default the next free one of a sequence. */
   port?: number;
+  idle_ttl_s?: number;
 }
 
 export interface TestGpu {
@@ -71,6 +72,7 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
       `stop_timeout_s = 5`,
     );
     if (s.router_tier) lines.push(`router_tier = "${s.router_tier}"`);
+    if (s.idle_ttl_s !== undefined) lines.push(`idle_ttl_s = ${s.idle_ttl_s}`);
     if (s.api) lines.push(`api = "${s.api}"`);
     if (s.args) lines.push(`args = [${s.args.map((a) => JSON.stringify(a)).join(', ')}]`);
     if (s.env)
