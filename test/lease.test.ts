@@ -9,6 +9,7 @@ import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { leaseHandle, leaseTimes } from './support/lease';
 import { sleep, waitUntil } from './support/wait';
+import { workflowIds } from '../src/shared/messages';
 
 describe('leases', () => {
   let t: SimTestBox;
@@ -124,6 +125,25 @@ describe('leases', () => {
     assert.ok(sinceIdle >= 0 && sinceIdle < 3000, `serves down asked ${sinceIdle} ms after last use + ttl`);
     await assertRestored();
     assert.equal((await t.routed('coder')).status, 503);
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test("an operator's serves down already running at the expiry: the lease leaves it to finish", async () => {
+    await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 3 });
+    // A run under the CLI's id that nothing works on (another task queue): what the lease finds when an operator's down runs.
+    const downId = workflowIds.bringDown(t.node, 'comfyui-sim');
+    const operator = await t.temporal.client.workflow.start('bringDownWorkflow', {
+      taskQueue: `${t.node}-nobody`,
+      workflowId: downId,
+      args: [{ serve: 'comfyui-sim' }],
+    });
+    const result = await leaseHandle(t.temporal.client, t.node, 'comfyui-sim').result();
+    assert.equal(result.outcome, 'down-under-way', result.message);
+    assert.match(result.message, /a serves down of comfyui-sim is already under way \(serves-down\/.*\/comfyui-sim\); it is left to finish/);
+    assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'comfyui-sim:running']);
+    await operator.terminate('test over');
+    assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true })).ok);
+    await assertRestored();
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 

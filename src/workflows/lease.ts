@@ -11,10 +11,12 @@ import {
   getExternalWorkflowHandle,
   ParentClosePolicy,
   setHandler,
+  sleep,
   startChild,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { GpuSpec, ServeSpec } from '../domain/types';
+import type { LedgerState } from '../domain/ledger';
 import { expiresAt, extendedExpiry, extensionProblem, formatDuration, leaseInputProblems, newClock, withUse } from '../domain/lease';
 import type { LeaseClock, LeaseKind, LeaseView } from '../domain/lease';
 import { Failure } from '../shared/failures';
@@ -25,7 +27,7 @@ import { act, router } from './proxies';
 import { rootCause } from './saga';
 import { StepLog } from './step-log';
 
-/** A router that did not answer is asked again this much later: an unknown use is not idleness. */
+/** A router (or ledger) that did not answer is asked again this much later: an unknown use is not idleness. */
 const ROUTER_RETRY_MS = 60_000;
 /** Past this many events a lease continues as new (an idle lease checks the router each ttl). */
 const MAX_HISTORY_EVENTS = 2_000;
@@ -140,6 +142,18 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   return result;
 }
 
+/** A lease that gave up on an unanswering ledger would leave its serve holding the victims' VRAM for good: it waits instead. */
+async function ledgerWhenItAnswers(node: string, gpu: GpuSpec, log: StepLog): Promise<LedgerState> {
+  for (;;) {
+    try {
+      return await act.ledgerSnapshot({ node, gpu });
+    } catch (err) {
+      log.record('expire', `the ledger did not answer (${rootCause(err).message}); asking again in ${ROUTER_RETRY_MS / 1000} s`);
+      await sleep(ROUTER_RETRY_MS);
+    }
+  }
+}
+
 /** The SDK's WorkflowExecutionAlreadyStartedError lives in @temporalio/common, which workflow files do not import. */
 function alreadyStarted(err: unknown): boolean {
   return err instanceof Error && err.name === 'WorkflowExecutionAlreadyStartedError';
@@ -154,7 +168,7 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
   const why = released ? 'released' : terms.kind === 'idle' ? `idle for ${formatDuration(terms.seconds * 1000)}` : 'expired';
   const base = { serve, outcome: released ? ('released' as const) : ('expired' as const) };
   log.record('expire', why);
-  const ledger = await act.ledgerSnapshot({ node, gpu });
+  const ledger = await ledgerWhenItAnswers(node, gpu, log);
   const r = ledger.reservations.find((x) => x.serve === serve);
   if (!r || r.holder !== terms.holder || r.phase !== 'running') {
     const now = r ? `${r.phase === 'admitted' ? 'starting' : r.phase}, held by ${r.holder}` : 'not in the ledger';
@@ -181,7 +195,9 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
   } catch (err) {
     if (alreadyStarted(err)) {
       // The operator's serves down is already taking it: it decides what is restored.
-      const message = `lease of ${serve} ${why}: a serves down of ${serve} is already under way (${workflowId}); it is left to finish, and restores what it was asked to`;
+      const message =
+        `lease of ${serve} ${why}: a serves down of ${serve} is already under way (${workflowId}); ` +
+        'it is left to finish, and restores what it was asked to';
       log.record('end', message);
       return { serve, outcome: 'down-under-way', message, steps: log.steps };
     }
