@@ -22,6 +22,7 @@ import type {
 import { holderOf, parseHolder } from '../domain/fence';
 import { workflowIds } from '../shared/messages';
 import { createEvictionActivities } from './eviction';
+import { createLeaseActivities } from './lease';
 import { loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
@@ -108,6 +109,7 @@ export function createActivities(deps: ActivityDeps) {
   return heartbeating({
     ...createEvictionActivities(deps),
     ...createPromotionActivities(deps),
+    ...createLeaseActivities(deps),
 
     /**
      * The serve as the manifest declares it now, for the workflow's history: env values and

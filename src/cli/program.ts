@@ -17,6 +17,7 @@ import { ledger } from './commands/ledger';
 import { routerPromote } from './commands/router-promote';
 import type { PromoteOpts } from './commands/router-promote';
 import { servesDown } from './commands/serves-down';
+import { servesExtend, servesRelease } from './commands/serves-lease';
 import { servesStatus } from './commands/serves-status';
 import { servesUp } from './commands/serves-up';
 import { validate } from './commands/validate';
@@ -54,8 +55,9 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--evict', 'when it does not fit, evict evictable serves on the same GPU (quiesce, drain, stop)')
     .option('--force', 'with --evict: stop victims even if their drain times out')
     .option('--drain-timeout <seconds>', `with --evict: how long each victim may drain (default 120, at most ${BOUNDS.drainTimeoutS.max})`)
+    .option('--lease <duration>', 'once running, bring it down again after this long (90s, 30m, 2h; at most 7d), restoring what it evicted')
     .addOption(jsonOpt())
-    .action(run((names: string[], opts: ServeOpts) => servesUp({ ...opts, names }, ctx)));
+    .action(run((names: string[], opts: ServeOpts & { lease?: string }) => servesUp({ ...opts, names }, ctx)));
   serves
     .command('down')
     .description('stop gracefully, then release the reservation')
@@ -64,6 +66,22 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--restore', 'then bring back the serves evicted for it (health, identity, guarded readmit)')
     .addOption(jsonOpt())
     .action(run((names: string[], opts: ServeOpts) => servesDown({ ...opts, names }, ctx)));
+  serves
+    .command('extend')
+    .description("move a running lease's expiry on: by DURATION past it (90s, 30m, 2h), or to --until TIME; at most 7d from now")
+    .argument('<name>')
+    .argument('[duration]')
+    .option('--until <time>', 'the new expiry, e.g. 2026-12-01T18:00:00Z')
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(run((name: string, duration: string | undefined, opts: { until?: string; manifest?: string }) => servesExtend({ ...opts, name, duration }, ctx)));
+  serves
+    .command('release')
+    .description('expire a running lease now: the serve goes down and what it evicted comes back (as serves down --restore)')
+    .argument('<name>')
+    .addOption(manifestOpt())
+    .addOption(jsonOpt())
+    .action(run((name: string, opts: { manifest?: string }) => servesRelease({ ...opts, name }, ctx)));
   serves
     .command('status')
     .description('each declared serve with its ledger state')

@@ -18,6 +18,8 @@ export interface ServeOpts {
   force?: boolean;
   drainTimeout?: string;
   restore?: boolean;
+  /** serves up --lease: seconds, parsed by the command. */
+  leaseS?: number;
 }
 
 type ServeOutcome = OperationOutcome<{ message: string; ledgerAfter: string[] }>;
@@ -31,8 +33,15 @@ function operationFor(client: Client, node: string, verb: 'up' | 'down', name: s
   if (verb === 'down') {
     return { workflowId: workflowIds.bringDown(node, name), operate: () => serveDown(client, node, name, { restore: opts.restore, onStep }) };
   }
-  if (!opts.evict) return { workflowId: workflowIds.bringUp(node, name), operate: () => serveUp(client, node, name, onStep) };
-  const input = { serve: name, evict: true, force: Boolean(opts.force), drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined };
+  // A lease is the acquisition's to start: a leased serve goes up as one, evicting only with --evict.
+  if (!opts.evict && opts.leaseS === undefined) return { workflowId: workflowIds.bringUp(node, name), operate: () => serveUp(client, node, name, onStep) };
+  const input = {
+    serve: name,
+    evict: Boolean(opts.evict),
+    force: Boolean(opts.force),
+    drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined,
+    ...(opts.leaseS !== undefined ? { lease: { kind: 'fixed' as const, seconds: opts.leaseS } } : {}),
+  };
   return { workflowId: workflowIds.acquire(node, name), operate: () => serveAcquire(client, node, input, onStep) };
 }
 

@@ -9,7 +9,8 @@ import { z } from 'zod';
 import { boundProblem } from '../domain/inputs';
 import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
-import type { Manifest } from '../domain/types';
+import type { Manifest, ServeSpec } from '../domain/types';
+import type { LeaseRequest } from '../shared/operations';
 import { workflowIds } from '../shared/messages';
 import { startOperation } from './start-operation';
 import type { acquireWorkflow } from '../workflows/acquire';
@@ -30,7 +31,21 @@ const AcquisitionBody = z.strictObject({
       error: (iss) => `${boundProblem('drainTimeoutS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,
     })
     .optional(),
+  /** Who asks: the router sends 'router' for an acquisition a routed request triggered. */
+  trigger: z.enum(['operator', 'router']).default('operator'),
+  /** A fixed lease; without it, a router's acquisition of a serve that declares idle_ttl_s gets an idle lease. */
+  lease_s: z
+    .custom<number>((v) => boundProblem('leaseS', v) === undefined, {
+      error: (iss) => `${boundProblem('leaseS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,
+    })
+    .optional(),
 });
+
+/** The lease an acquisition asked through the API carries: lease_s, else idle for a router's when the serve declares idle_ttl_s. */
+export function leaseFor(body: { trigger: 'operator' | 'router'; lease_s?: number }, serve: ServeSpec): LeaseRequest | undefined {
+  if (body.lease_s !== undefined) return { kind: 'fixed', seconds: body.lease_s };
+  return body.trigger === 'router' && serve.idleTtlS !== undefined ? { kind: 'idle' } : undefined;
+}
 
 /**
  * The shortest GPURES_API_TOKEN accepted: 32 characters, e.g. 16 random bytes in hex (`openssl
@@ -98,16 +113,18 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
         .send({ error: { type: 'bad_request', message: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ') } });
     }
     const body = parsed.data;
-    if (!findServe(manifest, body.serve)) {
+    const serve = findServe(manifest, body.serve);
+    if (!serve) {
       return reply.code(404).send({ error: { type: 'unknown_serve', message: `${opts.manifestFile}: no serve named '${body.serve}'` } });
     }
+    const lease = leaseFor(body, serve);
     const workflowId = workflowIds.acquire(manifest.node, body.serve);
     // A repeated POST while an acquisition runs joins it.
     const handle = await startOperation<typeof acquireWorkflow>(client, {
       workflowType: 'acquireWorkflow',
       workflowId,
       node: manifest.node,
-      input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s },
+      input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s, ...(lease ? { lease } : {}) },
       summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (acquisition API) on ${manifest.node}`,
       onConflict: 'join',
       tags: { serve: body.serve, operation: 'serves up' },

@@ -2,6 +2,7 @@
 // deterministic id and returns data; printing and exit codes belong to the CLI.
 import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../domain/ledger';
+import { formatDuration } from '../domain/lease';
 import type { Manifest } from '../domain/types';
 import { progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
@@ -59,7 +60,8 @@ export function serveDown(
 }
 
 export function serveAcquire(client: Client, node: string, input: AcquireInput, onStep?: (step: StepRecord) => void): Promise<OperationOutcome<AcquireResult>> {
-  const summary = `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}`;
+  const lease = input.lease?.kind === 'fixed' ? ` --lease ${formatDuration(input.lease.seconds * 1000)}` : input.lease ? ' (idle lease)' : '';
+  const summary = `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}${lease}`;
   const op = { workflowType: 'acquireWorkflow', workflowId: workflowIds.acquire(node, input.serve), serve: input.serve, input: { ...input }, summary } as const;
   return runOperation(client, node, op, onStep);
 }

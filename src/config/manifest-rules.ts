@@ -152,6 +152,19 @@ const routerTierNeedsOpenai: Rule<ParsedServe, void> = ({ index, spec }) =>
       ]
     : [];
 
+/** Idle is judged by the router's record of routed requests: a serve it does not route has none, and would look idle while busy. */
+const idleTtlNeedsRouterTier: Rule<ParsedServe, void> = ({ index, spec }) =>
+  spec.idleTtlS !== undefined && spec.routerTier === undefined
+    ? [
+        error(
+          ['serves', index, 'idle_ttl_s'],
+          'needs a router_tier: an idle lease expires when the router has routed no request to the serve for that long, ' +
+            'and the router sees no request of a serve it does not route, so it would bring the serve down while in use; ' +
+            "give the serve a router tier, or lease it for a fixed time (`serves up --lease`, the API's lease_s)",
+        ),
+      ]
+    : [];
+
 const loopbackBind: Rule<ParsedServe, void> = ({ index, raw, spec }) => {
   if (isLoopback(spec.bind)) return [];
   const at = ['serves', index, 'bind'];
@@ -249,6 +262,7 @@ const residencyOfAVictim: Rule<ParsedServe, void> = ({ index, raw, spec }) =>
 export const serveRules: Rule<ParsedServe, void>[] = [
   openaiNamesItsModel,
   routerTierNeedsOpenai,
+  idleTtlNeedsRouterTier,
   loopbackBind,
   envNamesArePosix,
   gpuMemoryUtilizationFlag,

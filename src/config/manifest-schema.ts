@@ -78,6 +78,7 @@ export const serveShape = {
   start_timeout_s: bounded(BOUNDS.startTimeoutS).optional(),
   stop_timeout_s: bounded(BOUNDS.stopTimeoutS).optional(),
   min_residency_s: bounded(BOUNDS.minResidencyS).optional(),
+  idle_ttl_s: bounded(BOUNDS.idleTtlS).optional(),
 };
 
 const topShape = {
@@ -128,5 +129,6 @@ export function toServe(raw: RawServe, nodeMinResidencyS: number): ServeSpec {
   };
   if (raw.revision !== undefined) serve.revision = raw.revision;
   if (raw.router_tier !== undefined) serve.routerTier = raw.router_tier;
+  if (raw.idle_ttl_s !== undefined) serve.idleTtlS = raw.idle_ttl_s;
   return serve;
 }

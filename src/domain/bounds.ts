@@ -56,6 +56,13 @@ export const BOUNDS = {
    * it off; past an hour it no longer damps thrash, it pins the serve, which class = "resident" says.
    */
   minResidencyS: { min: 0, max: 3_600, unit: 'seconds' },
+  /**
+   * A fixed lease, and how far one extension may reach from now: a week covers a job left over a
+   * weekend; a serve meant to stay longer is brought up without a lease, not leased for a year.
+   */
+  leaseS: { min: 1, max: 604_800, unit: 'seconds' },
+  /** An idle lease's time to live without a routed request: a day (Ollama keeps 5 min, llama-swap's ttl is per model). */
+  idleTtlS: { min: 1, max: 86_400, unit: 'seconds' },
 } as const satisfies Record<string, Bound>;
 
 export type BoundName = keyof typeof BOUNDS;

@@ -7,6 +7,8 @@ export interface InputSpec {
   booleans?: readonly string[];
   /** Durations, each within its bound in BOUNDS. */
   seconds?: readonly BoundName[];
+  /** Fields of their own shape, each with the problem it finds (undefined: fine). */
+  other?: Readonly<Record<string, (v: unknown) => string | undefined>>;
 }
 
 /** The problem with a duration the operator gave, as "must be …"; undefined when it is fine. */
@@ -29,7 +31,11 @@ export function operationInputProblems(input: unknown, spec: InputSpec = {}): st
     const problem = o[k] === undefined ? undefined : boundProblem(k, o[k]);
     if (problem) problems.push(`${k}: ${problem} (got ${show(o[k])})`);
   }
-  const known = new Set<string>(['serve', ...(spec.booleans ?? []), ...(spec.seconds ?? [])]);
+  for (const [k, check] of Object.entries(spec.other ?? {})) {
+    const problem = o[k] === undefined ? undefined : check(o[k]);
+    if (problem) problems.push(`${k}: ${problem} (got ${show(o[k])})`);
+  }
+  const known = new Set<string>(['serve', ...(spec.booleans ?? []), ...(spec.seconds ?? []), ...Object.keys(spec.other ?? {})]);
   for (const k of Object.keys(o)) if (!known.has(k)) problems.push(`${k}: unknown field (known: ${[...known].join(', ')})`);
   return problems;
 }

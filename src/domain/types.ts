@@ -52,6 +52,11 @@ export interface ServeSpec {
    * min_residency_s, else the node's. Absent in histories recorded before the setting existed.
    */
   minResidencyS?: number;
+  /**
+   * An idle lease's time to live: a router-triggered acquisition of the serve gives its VRAM
+   * back once its tier has had no routed request for this long (only with a router tier).
+   */
+  idleTtlS?: number;
 }
 
 export interface Manifest {

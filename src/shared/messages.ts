@@ -1,7 +1,8 @@
 // Message definitions, ids and task-queue names shared by workflows, activities and clients.
 // Only @temporalio/workflow's define* helpers are used here: they are plain descriptors, safe
 // to import on the client side as well as inside the workflow sandbox.
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { LeaseExtension, LeaseView } from '../domain/lease';
 import type { AdmitDecision, AdmitRequest, LedgerState, LedgerTotals, ReservationPhase } from '../domain/ledger';
 import type { GpuSpec } from '../domain/types';
 import type { ResidencyWindow, Victim } from '../domain/eviction';
@@ -134,6 +135,15 @@ export const progressQuery = defineQuery<StepRecord[]>('progress');
 
 export const snapshotQuery = defineQuery<LedgerState>('snapshot');
 
+/** A lease's serve, kind, expiry and the use it saw. */
+export const leaseQuery = defineQuery<LeaseView>('lease');
+/** Moves the expiry (by seconds past it, or to a time), bounded; answers the lease as it is after. */
+export const extendLeaseUpdate = defineUpdate<LeaseView, [LeaseExtension]>('extend');
+/** Expires the lease now; answers the lease as it expires. */
+export const releaseLeaseUpdate = defineUpdate<LeaseView, []>('release');
+/** A new acquisition of a serve whose lease still runs: the lease goes on under the new holder and terms. */
+export const renewLeaseSignal = defineSignal<[{ holder: string; kind: 'fixed' | 'idle'; seconds: number }]>('renew');
+
 export function taskQueueFor(node: string): string {
   return `gpures.${node}`;
 }
@@ -143,4 +153,5 @@ export const workflowIds = {
   bringUp: (node: string, serve: string) => `serves-up/${node}/${serve}`,
   bringDown: (node: string, serve: string) => `serves-down/${node}/${serve}`,
   acquire: (node: string, serve: string) => `acquire/${node}/${serve}`,
+  lease: (node: string, serve: string) => `lease/${node}/${serve}`,
 };

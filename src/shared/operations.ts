@@ -2,6 +2,7 @@
 // the API and the audit read. The workflows build them; nothing here runs.
 import type { DrainResult, OperationEnd, VramReleaseResult } from './contracts';
 import type { StepRecord } from './messages';
+import type { LeaseClock, LeaseKind } from '../domain/lease';
 
 // ---- serves up (bring-up) ------------------------------------------------------------------------
 
@@ -37,7 +38,12 @@ export interface AcquireInput {
   drainTimeoutS?: number;
   /** How long nvidia-smi may take to show a victim's VRAM back; default 30 s. */
   releaseTimeoutS?: number;
+  /** Once running, the serve is held under a lease (lease.ts): on expiry it goes down and its victims come back. */
+  lease?: LeaseRequest;
 }
+
+/** A fixed lease of so many seconds, or an idle one whose time to live is the serve's idle_ttl_s. */
+export type LeaseRequest = { kind: 'fixed'; seconds: number } | { kind: 'idle' };
 
 export interface VictimRecord {
   serve: string;
@@ -62,8 +68,36 @@ export interface AcquireResult {
   containerId?: string;
   observedModels?: string[];
   measuredDeltaMib?: number;
+  /** The lease the serve is now held under, when one was asked (and could be started). */
+  lease?: { workflowId: string; kind: LeaseKind; seconds: number };
   ledgerBefore: string[];
   ledgerAfter: string[];
+  steps: StepRecord[];
+}
+
+// ---- a lease (lease/<node>/<serve>) -------------------------------------------------------------------
+
+export interface LeaseInput {
+  serve: string;
+  /** The acquisition run that holds the serve: a serve held by anything else by the expiry is left alone. */
+  holder: string;
+  kind: LeaseKind;
+  /** fixed: the lease's length; idle: its time to live without a routed request. */
+  seconds: number;
+  /** What a continue-as-new carries: the lease's times so far. */
+  clock?: LeaseClock;
+}
+
+export interface LeaseResult {
+  serve: string;
+  /**
+   * expired or released: the serve was brought down and its victims restored (bringDown);
+   * not-held: the serve was no longer held by the lease's acquisition, nothing was done;
+   * down-under-way: a serves down of it was already running, and is left to finish.
+   */
+  outcome: 'expired' | 'released' | 'not-held' | 'down-under-way';
+  message: string;
+  bringDown?: { workflowId: string; ok: boolean; message: string; restored?: RestoreRecord[] };
   steps: StepRecord[];
 }
 

@@ -13,12 +13,14 @@ import { PATCHES } from './patches';
 import { act, router, waiting } from './proxies';
 import { failAndCompensate, Saga, whole } from './saga';
 import { checkInput } from './input';
+import { startLease } from './lease';
+import { formatDuration, leaseRequestProblem } from '../domain/lease';
 import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, drainFor, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { AcquireInput, AcquireResult, VictimRecord } from '../shared/operations';
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
-  checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'] });
+  checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'], other: { lease: leaseRequestProblem } });
   const { workflowId, runId } = workflowInfo();
   const holder = holderOf(workflowId, runId);
   const op = `serves up ${input.serve}${input.evict ? ' --evict' : ''}`;
@@ -87,10 +89,14 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     }
     const started = await startServe(resolved, saga, log);
     const evicted = victims.map((v) => v.serve);
+    const lease = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
     return {
       ...base,
       outcome: 'started',
-      message: `${op}: running, ${serve.vramMib} MiB committed on '${gpu.role}'${evicted.length ? `; evicted ${evicted.join(', ')}` : ''}`,
+      message:
+        `${op}: running, ${serve.vramMib} MiB committed on '${gpu.role}'${evicted.length ? `; evicted ${evicted.join(', ')}` : ''}` +
+        (lease ? `; ${lease.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(lease.seconds * 1000)} (${lease.workflowId})` : ''),
+      ...(lease ? { lease } : {}),
       evictionReason: decision.decision === 'evicting' ? decision.reason : undefined,
       victims,
       containerId: started.containerId,

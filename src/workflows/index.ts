@@ -5,3 +5,4 @@ export { bringUpWorkflow } from './bring-up';
 export { bringDownWorkflow } from './bring-down';
 export { acquireWorkflow } from './acquire';
 export { promoteWorkflow } from './promote';
+export { leaseWorkflow } from './lease';

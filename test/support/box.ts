@@ -33,6 +33,7 @@ export interface TestServe {
   /** Host port; by default the next free one of a sequence. */
   port?: number;
   min_residency_s?: number;
+  idle_ttl_s?: number;
 }
 
 export interface TestGpu {
@@ -72,6 +73,7 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
       `stop_timeout_s = 5`,
     );
     if (s.router_tier) lines.push(`router_tier = "${s.router_tier}"`);
+    if (s.idle_ttl_s !== undefined) lines.push(`idle_ttl_s = ${s.idle_ttl_s}`);
     if (s.api) lines.push(`api = "${s.api}"`);
     if (s.min_residency_s !== undefined) lines.push(`min_residency_s = ${s.min_residency_s}`);
     if (s.args) lines.push(`args = [${s.args.map((a) => JSON.stringify(a)).join(', ')}]`);

@@ -137,6 +137,10 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     const known = r.action === 'readmitted' || r.action === 'already-active' || r.action === 'no-router';
     return known ? start.readmit(txt(i?.tier), { action: r.action ?? '', observedModel: str(r.observedModel) }) : txt(r.action);
   },
+  tierUse: (r, i) =>
+    r
+      ? `tier ${txt(i?.tier)}: ${txt(r.inFlight)} in flight, last used ${r.lastUsedAtEpochMs ? new Date(Number(r.lastUsedAtEpochMs)).toISOString() : 'never'}`
+      : undefined,
   promoteDescribe: (r) => {
     const c = fields(r?.container);
     if (!c) return undefined;

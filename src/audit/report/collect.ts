@@ -69,6 +69,7 @@ const OPERATIONS: { [K in WorkflowName]: (i: WorkflowInput<K>) => { operation: s
       `router promote --router ${str(i.router) ?? '?'} --image ${str(i.image) ?? '?'}` +
       `${i.profile ? ` --profile ${txt(i.profile)}` : ''}${i.validateOnly ? ' --validate-only' : ''}`,
   }),
+  leaseWorkflow: (i) => ({ operation: `${i.kind === 'idle' ? 'idle lease' : 'lease'} of ${str(i.serve) ?? '?'} (${txt(i.seconds)} s)`, serve: str(i.serve) }),
   ledgerWorkflow: (i) => ({ operation: `ledger of gpu_role '${txt(path(i, 'gpu', 'role'))}' on node '${txt(i.node)}'` }),
 };
 

@@ -1,11 +1,12 @@
 // gpures ledger: the per-GPU ledger, and beside it what nvidia-smi sees on this box, if it has one.
-import { formatLedger } from '../../domain/ledger';
 import { formatPhysical, physicalTruth } from '../../domain/physical';
 import type { GpuReading } from '../../shared/contracts';
 import type { CommandContext, Rendered } from '../command';
 import { EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
 import { ledgerJson, readLedgers, withClient } from '../temporal';
+import { runningLeases } from '../../client/lease';
+import { heldLeases, leasesOn, withLeaseLines } from '../leases';
 
 /** nvidia-smi on this box, if it has one: the ledger is printed either way. */
 async function readDevices(binary: string): Promise<{ ok: true; gpus: GpuReading[] } | { ok: false; error: string }> {
@@ -19,7 +20,8 @@ async function readDevices(binary: string): Promise<{ ok: true; gpus: GpuReading
 
 export async function ledger(input: { manifest?: string }, ctx: CommandContext): Promise<Rendered> {
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
-  const ledgers = await withClient((client) => readLedgers(client, manifest));
+  const [ledgers, leases] = await withClient((client) => Promise.all([readLedgers(client, manifest), runningLeases(client, manifest.node)]));
+  const held = heldLeases(ledgers, leases, Date.now());
   const readings = await readDevices(ctx.env.nvidiaSmi);
   // The ledger's own lines stay exactly the field report's shape; a missing probe is a note.
   if (!readings.ok) ctx.note(`nvidia-smi: ${readings.error}`);
@@ -28,8 +30,8 @@ export async function ledger(input: { manifest?: string }, ctx: CommandContext):
     return { ledger: l, physical: reading ? physicalTruth(l, reading) : undefined };
   });
   return {
-    data: rows.map((r) => ({ ...ledgerJson(r.ledger), physical: r.physical ?? null })),
-    text: rows.flatMap((r) => [...formatLedger(r.ledger), ...(r.physical ? formatPhysical(r.physical) : [])]),
+    data: rows.map((r) => ({ ...ledgerJson(r.ledger), leases: leasesOn(r.ledger, held), physical: r.physical ?? null })),
+    text: rows.flatMap((r) => [...withLeaseLines(r.ledger, held), ...(r.physical ? formatPhysical(r.physical) : [])]),
     exitCode: EXIT.ok,
   };
 }

@@ -3,10 +3,12 @@ import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../../domain/ledger';
 import type { Manifest } from '../../domain/types';
 import { taskQueueFor } from '../../shared/messages';
+import { runningLeases } from '../../client/lease';
 import type { CommandContext, Rendered } from '../command';
 import { EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
 import { readLedgers, withClient } from '../temporal';
+import { heldLeases } from '../leases';
 
 /** Operations under way on the node, by serve: what `serves status` shows beside the ledger. */
 async function runningOperations(client: Client, node: string): Promise<Map<string, { workflowId: string; since: string }>> {
@@ -32,13 +34,17 @@ function statusLines(manifest: Manifest, ledgers: LedgerState[]): { serve: strin
 
 export async function servesStatus(input: { manifest?: string }, ctx: CommandContext): Promise<Rendered> {
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
-  const [ledgers, running] = await withClient((client) => Promise.all([readLedgers(client, manifest), runningOperations(client, manifest.node)]));
-  const rows = statusLines(manifest, ledgers).map((r) => ({ ...r, operation: running.get(r.serve) ?? null }));
+  const [ledgers, running, leases] = await withClient((client) =>
+    Promise.all([readLedgers(client, manifest), runningOperations(client, manifest.node), runningLeases(client, manifest.node)]),
+  );
+  const held = heldLeases(ledgers, leases, Date.now());
+  const rows = statusLines(manifest, ledgers).map((r) => ({ ...r, operation: running.get(r.serve) ?? null, lease: held.get(r.serve) ?? null }));
   return {
     data: rows,
     text: rows.map(
       (r) =>
         `${r.serve.padEnd(16)} ${String(r.vramMib).padStart(6)} MiB  ${r.class.padEnd(9)}  ${r.gpuRole.padEnd(10)}  ${r.state}` +
+        (r.lease ? `  ${r.lease.text}` : '') +
         (r.operation ? `  (${r.operation.workflowId} running since ${r.operation.since})` : ''),
     ),
     exitCode: EXIT.ok,

@@ -3,13 +3,15 @@ import { boundProblem } from '../../domain/inputs';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
 import { serveOperation } from '../serve-operations';
+import { leaseSeconds } from './serves-lease';
 import type { ServeOpts } from '../serve-operations';
 
-export function servesUp(input: { names: string[] } & ServeOpts, ctx: CommandContext): Promise<Rendered> {
+export function servesUp(input: { names: string[]; lease?: string } & ServeOpts, ctx: CommandContext): Promise<Rendered> {
   const { names, ...opts } = input;
   if (opts.force && !opts.evict) throw new CliError('--force applies only with --evict', EXIT.badInput);
   const drainProblem =
     opts.drainTimeout === undefined ? undefined : boundProblem('drainTimeoutS', /^\d+$/.test(opts.drainTimeout) ? Number(opts.drainTimeout) : NaN);
   if (drainProblem) throw new CliError(`--drain-timeout: ${drainProblem} (got '${opts.drainTimeout}')`, EXIT.badInput);
-  return serveOperation(ctx, 'up', names, opts);
+  const leaseS = opts.lease === undefined ? undefined : leaseSeconds('--lease', opts.lease);
+  return serveOperation(ctx, 'up', names, { ...opts, leaseS });
 }

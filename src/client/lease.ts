@@ -1,0 +1,68 @@
+// A lease as the operator reaches it: the running lease workflows of a node and what each says
+// (one list and one query per leased serve, so status and ledger stay quick), extend and release.
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { LeaseExtension, LeaseView } from '../domain/lease';
+import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, taskQueueFor, workflowIds } from '../shared/messages';
+import type { LeaseResult } from '../shared/operations';
+
+/** No lease runs for the serve: the operator is told which id was looked for. */
+export class NoLease extends Error {}
+
+/** The node's running leases by serve; a serve whose lease does not answer its query is left out (visibility is advice). */
+export async function runningLeases(client: Client, node: string): Promise<Map<string, LeaseView>> {
+  const out = new Map<string, LeaseView>();
+  const query = `TaskQueue = '${taskQueueFor(node)}' AND ExecutionStatus = 'Running' AND WorkflowType = 'leaseWorkflow'`;
+  const ids: string[] = [];
+  try {
+    for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
+  } catch {
+    return out;
+  }
+  const views = await Promise.all(
+    ids.map((id) =>
+      client.workflow
+        .getHandle(id)
+        .query(leaseQuery)
+        .catch(() => undefined),
+    ),
+  );
+  for (const v of views) if (v) out.set(v.serve, v);
+  return out;
+}
+
+async function runningLease(client: Client, node: string, serve: string) {
+  const workflowId = workflowIds.lease(node, serve);
+  const handle = client.workflow.getHandle(workflowId);
+  try {
+    const d = await handle.describe();
+    if (d.status.name === 'RUNNING') return client.workflow.getHandle(workflowId, d.runId);
+    throw new NoLease(`no lease runs for ${serve}: ${workflowId} ${d.status.name.toLowerCase()} at ${d.closeTime?.toISOString() ?? '?'}`);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError)
+      throw new NoLease(`no lease runs for ${serve} (no ${workflowId}); \`serves up ${serve} --lease DURATION\` starts one`);
+    throw err;
+  }
+}
+
+/** The update's own refusal (expired, out of bounds) is the operator's message. */
+function refusal(err: unknown): Error {
+  const cause = (err as { cause?: { message?: string } }).cause;
+  return cause?.message ? new NoLease(cause.message) : (err as Error);
+}
+
+export async function extendLease(client: Client, node: string, serve: string, ext: LeaseExtension): Promise<LeaseView> {
+  const handle = await runningLease(client, node, serve);
+  return handle.executeUpdate(extendLeaseUpdate, { args: [ext] }).catch((err: unknown) => {
+    throw refusal(err);
+  });
+}
+
+/** Expires the lease now and waits for its bring-down (and restore) to end. */
+export async function releaseLease(client: Client, node: string, serve: string): Promise<{ view: LeaseView; result: LeaseResult }> {
+  const handle = await runningLease(client, node, serve);
+  const view = await handle.executeUpdate(releaseLeaseUpdate).catch((err: unknown) => {
+    throw refusal(err);
+  });
+  return { view, result: (await handle.result()) as LeaseResult };
+}

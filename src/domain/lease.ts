@@ -1,0 +1,130 @@
+// A lease's arithmetic: when it expires, what an idle lease's use moves, how an extension is
+// bounded, and the operator's durations (90s, 30m, 2h, 1h30m) both ways. Pure: the lease
+// workflow, the CLI and the API share it.
+import { BOUNDS, boundRule, NAME_PATTERN, withinBound } from './bounds';
+
+export type LeaseKind = 'fixed' | 'idle';
+
+/**
+ * What a lease carries across continue-as-new, all epoch ms. A fixed lease expires at notBefore;
+ * an idle one at the later of notBefore (its first ttl, or an extension) and its last use + ttl.
+ */
+export interface LeaseClock {
+  startedAtEpochMs: number;
+  notBeforeEpochMs: number;
+  /** The last use the lease saw at the router (or its start, when none was reported since). */
+  lastUseSeenEpochMs: number;
+}
+
+export function newClock(seconds: number, nowMs: number): LeaseClock {
+  return { startedAtEpochMs: nowMs, notBeforeEpochMs: nowMs + seconds * 1000, lastUseSeenEpochMs: nowMs };
+}
+
+export function expiresAt(kind: LeaseKind, seconds: number, c: LeaseClock): number {
+  return kind === 'fixed' ? c.notBeforeEpochMs : Math.max(c.notBeforeEpochMs, c.lastUseSeenEpochMs + seconds * 1000);
+}
+
+/**
+ * The use the router reports, folded in: a request in flight is use now; a last use newer than
+ * the one seen moves it. A router that reports none leaves the lease counting from what it saw.
+ */
+export function withUse(c: LeaseClock, use: { inFlight: number; lastUsedAtEpochMs?: number | null }, nowMs: number): LeaseClock {
+  const last = use.inFlight > 0 ? nowMs : (use.lastUsedAtEpochMs ?? null);
+  return last !== null && last > c.lastUseSeenEpochMs ? { ...c, lastUseSeenEpochMs: Math.min(last, nowMs) } : c;
+}
+
+/** An extension: by seconds past the current expiry, or to a time; undefined fields are not given. */
+export interface LeaseExtension {
+  byS?: number;
+  toEpochMs?: number;
+}
+
+/** Why an extension is refused, or undefined: exactly one of by/to, and the new expiry within leaseS of now. */
+export function extensionProblem(ext: unknown, currentExpiryMs: number, nowMs: number): string | undefined {
+  const e = (typeof ext === 'object' && ext !== null ? ext : {}) as Record<string, unknown>;
+  const given = ['byS', 'toEpochMs'].filter((k) => e[k] !== undefined);
+  if (given.length !== 1) return 'give exactly one of byS (seconds past the current expiry) or toEpochMs (the new expiry)';
+  const max = BOUNDS.leaseS.max;
+  if (e['byS'] !== undefined && !withinBound(BOUNDS.leaseS, e['byS'])) return `byS: must be ${boundRule(BOUNDS.leaseS)} (got ${JSON.stringify(e['byS'])})`;
+  if (e['toEpochMs'] !== undefined && !(typeof e['toEpochMs'] === 'number' && Number.isSafeInteger(e['toEpochMs']) && e['toEpochMs'] > nowMs))
+    return `toEpochMs: must be a time after now, in epoch ms (got ${JSON.stringify(e['toEpochMs'])})`;
+  const to = extendedExpiry(e, currentExpiryMs, nowMs);
+  if (to - nowMs > max * 1000)
+    return `the new expiry would be ${formatDuration(to - nowMs)} from now; a lease reaches at most ${formatDuration(max * 1000)} ahead`;
+  return undefined;
+}
+
+export function extendedExpiry(e: LeaseExtension, currentExpiryMs: number, nowMs: number): number {
+  return e.toEpochMs ?? Math.max(currentExpiryMs, nowMs) + (e.byS ?? 0) * 1000;
+}
+
+const UNIT_S: Record<string, number> = { d: 86_400, h: 3_600, m: 60, s: 1 };
+
+/** `90s`, `30m`, `2h`, `1h30m`, `1d`, or a plain number of seconds; undefined when it is none of those. */
+export function parseDuration(text: string): number | undefined {
+  const t = text.trim();
+  if (/^\d+$/.test(t)) return Number(t);
+  if (!/^(\d+[dhms])+$/.test(t)) return undefined;
+  let total = 0;
+  for (const [, n, u] of t.matchAll(/(\d+)([dhms])/g)) total += Number(n) * (UNIT_S[u ?? 's'] ?? 1);
+  return Number.isSafeInteger(total) ? total : undefined;
+}
+
+/** `1h59m`, `4m12s`, `45s`, `2d3h`: the two largest units, rounded down, as `serves status` prints time left. */
+export function formatDuration(ms: number): string {
+  let s = Math.max(0, Math.floor(ms / 1000));
+  const parts: string[] = [];
+  for (const [u, size] of Object.entries(UNIT_S)) {
+    const n = Math.floor(s / size);
+    s -= n * size;
+    if (n > 0 || (u === 's' && parts.length === 0)) parts.push(`${n}${u}`);
+  }
+  return parts.slice(0, 2).join('');
+}
+
+/** What the lease query answers: what the CLI prints beside the serve. */
+export interface LeaseView {
+  serve: string;
+  kind: LeaseKind;
+  /** The acquisition run that holds the serve under this lease. */
+  holder: string;
+  expiresAtEpochMs: number;
+  /** Idle leases: the time to live without a routed request. */
+  idleTtlS?: number;
+  /** Idle leases: the last use seen at the router (the lease's start when none was). */
+  lastUseSeenEpochMs?: number;
+  /** running: waiting for its expiry; expiring: the serve is being brought down. */
+  state: 'running' | 'expiring';
+}
+
+/** `lease: 1h59m left`, `idle lease: 4m12s left (ttl 5m)`, `lease: expired, bringing the serve down`. */
+export function leaseText(v: LeaseView, nowMs: number): string {
+  const name = v.kind === 'idle' ? 'idle lease' : 'lease';
+  if (v.state === 'expiring') return `${name}: expired, bringing ${v.serve} down`;
+  const ttl = v.kind === 'idle' && v.idleTtlS !== undefined ? ` (ttl ${formatDuration(v.idleTtlS * 1000)})` : '';
+  return `${name}: ${formatDuration(v.expiresAtEpochMs - nowMs)} left${ttl}`;
+}
+
+/** An acquisition's `lease`: `{ kind: 'fixed', seconds }` within leaseS, or `{ kind: 'idle' }`; the problem, or undefined. */
+export function leaseRequestProblem(v: unknown): string | undefined {
+  const o = (typeof v === 'object' && v !== null && !Array.isArray(v) ? v : undefined) as Record<string, unknown> | undefined;
+  if (o?.['kind'] === 'idle' && Object.keys(o).length === 1) return undefined;
+  if (o?.['kind'] === 'fixed' && Object.keys(o).length === 2 && withinBound(BOUNDS.leaseS, o['seconds'])) return undefined;
+  return `{ "kind": "fixed", "seconds": ${boundRule(BOUNDS.leaseS).replace('a whole number of seconds in ', '')} } or { "kind": "idle" }`;
+}
+
+/** The lease workflow's input problems, for a start from the UI's form as much as from an acquisition. */
+export function leaseInputProblems(input: unknown): string[] {
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    return ['the input must be one JSON object, { "serve", "holder", "kind": "fixed" | "idle", "seconds" }'];
+  const o = input as Record<string, unknown>;
+  const problems: string[] = [];
+  if (typeof o['serve'] !== 'string' || !NAME_PATTERN.test(o['serve'])) problems.push(`serve: a serve name from the manifest (got ${String(o['serve'])})`);
+  if (typeof o['holder'] !== 'string' || o['holder'] === '') problems.push('holder: the acquisition run (<workflow id>/<run id>) that holds the serve');
+  if (o['kind'] !== 'fixed' && o['kind'] !== 'idle') problems.push(`kind: 'fixed' or 'idle' (got ${String(o['kind'])})`);
+  const bound = o['kind'] === 'idle' ? BOUNDS.idleTtlS : BOUNDS.leaseS;
+  if (!withinBound(bound, o['seconds'])) problems.push(`seconds: must be ${boundRule(bound)} (got ${String(o['seconds'])})`);
+  const known = ['serve', 'holder', 'kind', 'seconds', 'clock'];
+  for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${k}: unknown field (known: ${known.join(', ')})`);
+  return problems;
+}

@@ -1,0 +1,248 @@
+// A lease: the acquisition that brought a serve up hands it this workflow (lease/<node>/<serve>),
+// which outlives it. Its clock is a Temporal timer, so it fires on time across worker and server
+// restarts. On expiry (or release) the serve goes down and its victims come back, through the
+// very bring-down `serves down NAME --restore` runs, under the id the CLI uses, so its fences apply.
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  executeChild,
+  getExternalWorkflowHandle,
+  ParentClosePolicy,
+  setHandler,
+  sleep,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { GpuSpec, ServeSpec } from '../domain/types';
+import type { LedgerState } from '../domain/ledger';
+import { expiresAt, extendedExpiry, extensionProblem, formatDuration, leaseInputProblems, newClock, withUse } from '../domain/lease';
+import type { LeaseClock, LeaseKind, LeaseView } from '../domain/lease';
+import { Failure } from '../shared/failures';
+import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
+import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult } from '../shared/operations';
+import { bringDownWorkflow } from './bring-down';
+import { act, router } from './proxies';
+import { rootCause } from './saga';
+import { StepLog } from './step-log';
+
+/** A router (or ledger) that did not answer is asked again this much later: an unknown use is not idleness. */
+const ROUTER_RETRY_MS = 60_000;
+/** Past this many events a lease continues as new (an idle lease checks the router each ttl). */
+const MAX_HISTORY_EVENTS = 2_000;
+
+interface Terms {
+  holder: string;
+  kind: LeaseKind;
+  seconds: number;
+}
+
+export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
+  const problems = leaseInputProblems(input);
+  if (problems.length) throw ApplicationFailure.create({ type: Failure.InvalidInput, message: `invalid input: ${problems.join('; ')}`, nonRetryable: true });
+  const log = new StepLog();
+  let terms: Terms = { holder: input.holder, kind: input.kind, seconds: input.seconds };
+  let clock: LeaseClock = input.clock ?? newClock(input.seconds, Date.now());
+  let expiring = false;
+  let released = false;
+  let changed = false;
+  /** A renewal that came while the lease was expiring: it runs once this one has ended. */
+  let renewal: Terms | undefined;
+
+  const expiry = () => expiresAt(terms.kind, terms.seconds, clock);
+  const view = (): LeaseView => ({
+    serve: input.serve,
+    kind: terms.kind,
+    holder: terms.holder,
+    expiresAtEpochMs: expiry(),
+    ...(terms.kind === 'idle' ? { idleTtlS: terms.seconds, lastUseSeenEpochMs: clock.lastUseSeenEpochMs } : {}),
+    state: expiring ? 'expiring' : 'running',
+  });
+  const refuseIfExpiring = () => {
+    if (expiring || released)
+      throw ApplicationFailure.create({ type: Failure.InvalidInput, message: `the lease of ${input.serve} has expired: ${input.serve} is being brought down` });
+  };
+  setHandler(leaseQuery, view);
+  setHandler(
+    extendLeaseUpdate,
+    (ext) => {
+      clock = { ...clock, notBeforeEpochMs: extendedExpiry(ext, expiry(), Date.now()) };
+      changed = true;
+      log.record('extend', `expires at ${new Date(expiry()).toISOString()}`);
+      return view();
+    },
+    {
+      validator: (ext) => {
+        refuseIfExpiring();
+        const problem = extensionProblem(ext, expiry(), Date.now());
+        if (problem) throw ApplicationFailure.create({ type: Failure.InvalidInput, message: problem });
+      },
+    },
+  );
+  setHandler(
+    releaseLeaseUpdate,
+    () => {
+      released = true;
+      log.record('release', 'released: expires now');
+      return { ...view(), expiresAtEpochMs: Date.now() };
+    },
+    { validator: refuseIfExpiring },
+  );
+  setHandler(renewLeaseSignal, (next) => {
+    if (expiring) {
+      renewal = next;
+      return;
+    }
+    terms = next;
+    clock = newClock(next.seconds, Date.now());
+    changed = true;
+    log.record('renew', `held by ${next.holder}: ${describe(next)}`);
+  });
+
+  const { node, serve, gpu } = await act.resolveServe({ serve: input.serve });
+  if (!input.clock) log.record('start', `${describe(terms)}; expires at ${new Date(expiry()).toISOString()}`);
+
+  for (;;) {
+    if (released) break;
+    const due = expiry() - Date.now();
+    if (due > 0) {
+      if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > MAX_HISTORY_EVENTS) {
+        await condition(allHandlersFinished);
+        return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...terms, clock });
+      }
+      changed = false;
+      if (await condition(() => released || changed, due)) continue;
+    }
+    if (released) break;
+    // An idle lease is judged by the router's tier as it is now, not by a signal per request.
+    if (terms.kind === 'idle' && serve.routerTier) {
+      try {
+        const use = await router.tierUse({ tier: serve.routerTier });
+        clock = withUse(clock, use, Date.now());
+      } catch (err) {
+        log.record('use', `router did not answer for tier ${serve.routerTier} (${rootCause(err).message}); asking again in ${ROUTER_RETRY_MS / 1000} s`);
+        changed = false;
+        await condition(() => released || changed, ROUTER_RETRY_MS);
+        continue;
+      }
+      if (expiry() > Date.now()) continue;
+    }
+    break;
+  }
+
+  expiring = true;
+  const result = await expire(node, gpu, input.serve, terms, released, log);
+  if (renewal) {
+    // An acquisition came back for the serve while this lease ended: its lease runs on from here.
+    await condition(allHandlersFinished);
+    return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...renewal });
+  }
+  await condition(allHandlersFinished);
+  return result;
+}
+
+/** A lease that gave up on an unanswering ledger would leave its serve holding the victims' VRAM for good: it waits instead. */
+async function ledgerWhenItAnswers(node: string, gpu: GpuSpec, log: StepLog): Promise<LedgerState> {
+  for (;;) {
+    try {
+      return await act.ledgerSnapshot({ node, gpu });
+    } catch (err) {
+      log.record('expire', `the ledger did not answer (${rootCause(err).message}); asking again in ${ROUTER_RETRY_MS / 1000} s`);
+      await sleep(ROUTER_RETRY_MS);
+    }
+  }
+}
+
+/** The SDK's WorkflowExecutionAlreadyStartedError lives in @temporalio/common, which workflow files do not import. */
+function alreadyStarted(err: unknown): boolean {
+  return err instanceof Error && err.name === 'WorkflowExecutionAlreadyStartedError';
+}
+
+function describe(t: Terms): string {
+  return t.kind === 'idle' ? `idle lease, ttl ${formatDuration(t.seconds * 1000)}` : `lease of ${formatDuration(t.seconds * 1000)}`;
+}
+
+/** The serve down and its victims back, unless it is no longer this lease's to bring down. */
+async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, released: boolean, log: StepLog): Promise<LeaseResult> {
+  const why = released ? 'released' : terms.kind === 'idle' ? `idle for ${formatDuration(terms.seconds * 1000)}` : 'expired';
+  const base = { serve, outcome: released ? ('released' as const) : ('expired' as const) };
+  log.record('expire', why);
+  const ledger = await ledgerWhenItAnswers(node, gpu, log);
+  const r = ledger.reservations.find((x) => x.serve === serve);
+  if (!r || r.holder !== terms.holder || r.phase !== 'running') {
+    const now = r ? `${r.phase === 'admitted' ? 'starting' : r.phase}, held by ${r.holder}` : 'not in the ledger';
+    const message = `lease of ${serve} ${why}: ${serve} is no longer held by ${terms.holder} (now ${now}), so the lease leaves it alone`;
+    log.record('end', message);
+    return { serve, outcome: 'not-held', message, steps: log.steps };
+  }
+  const workflowId = workflowIds.bringDown(node, serve);
+  try {
+    // Abandoned, like an operator's: once its stop is issued a bring-down sees it through, lease or not.
+    const down = await executeChild(bringDownWorkflow, {
+      workflowId,
+      args: [{ serve, restore: true }],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      staticSummary: `serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`,
+    });
+    log.record('down', down.message);
+    return {
+      ...base,
+      message: `lease of ${serve} ${why}: ${down.message}`,
+      bringDown: { workflowId, ok: true, message: down.message, restored: down.restored },
+      steps: log.steps,
+    };
+  } catch (err) {
+    if (alreadyStarted(err)) {
+      // The operator's serves down is already taking it: it decides what is restored.
+      const message =
+        `lease of ${serve} ${why}: a serves down of ${serve} is already under way (${workflowId}); ` +
+        'it is left to finish, and restores what it was asked to';
+      log.record('end', message);
+      return { serve, outcome: 'down-under-way', message, steps: log.steps };
+    }
+    const cause = rootCause(err).message;
+    log.record('down', `failed: ${cause}`);
+    return {
+      ...base,
+      message: `lease of ${serve} ${why}: serves down ${serve} --restore failed: ${cause}`,
+      bringDown: { workflowId, ok: false, message: cause },
+      steps: log.steps,
+    };
+  }
+}
+
+/**
+ * The acquisition's hand-over: its serve now runs, so its lease starts, as a workflow of its own
+ * that outlives the acquisition. A lease of the serve that still runs (its serve was brought down
+ * by hand, then acquired again) is renewed instead, under this acquisition and its terms.
+ */
+export async function startLease(node: string, serve: ServeSpec, holder: string, request: LeaseRequest, log: StepLog): Promise<AcquireResult['lease']> {
+  log.begin('lease');
+  const seconds = request.kind === 'fixed' ? request.seconds : serve.idleTtlS;
+  if (seconds === undefined) {
+    log.record('lease', `no lease: ${serve.name} declares no idle_ttl_s, so an idle lease has no time to live; it stays up until serves down`);
+    return undefined;
+  }
+  const workflowId = workflowIds.lease(node, serve.name);
+  const terms: Terms = { holder, kind: request.kind, seconds };
+  try {
+    try {
+      await startChild(leaseWorkflow, {
+        workflowId,
+        args: [{ serve: serve.name, ...terms }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        staticSummary: `${describe(terms)} of ${serve.name} on ${node}`,
+      });
+    } catch (err) {
+      if (!alreadyStarted(err)) throw err;
+      await getExternalWorkflowHandle(workflowId).signal(renewLeaseSignal, terms);
+    }
+  } catch (err) {
+    // The serve runs either way: a lease that could not start is said, not a reason to stop it.
+    log.record('lease', `not started (${rootCause(err).message}): ${serve.name} stays up until serves down`);
+    return undefined;
+  }
+  log.record('lease', `${describe(terms)} (${workflowId})`);
+  return { workflowId, kind: request.kind, seconds };
+}

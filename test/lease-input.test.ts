@@ -1,0 +1,156 @@
+// A lease's bounds and arithmetic, the manifest's idle_ttl_s, the API's lease_s and trigger, and a
+// lease workflow started with bad input: each refused with the field and the rule, nothing started.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Client } from '@temporalio/client';
+import { buildApi, leaseFor } from '../src/client/api';
+import { parseManifest } from '../src/config/manifest';
+import { formatIssue } from '../src/domain/types';
+import { expiresAt, extensionProblem, formatDuration, leaseText, newClock, parseDuration, withUse } from '../src/domain/lease';
+import { operationInputProblems } from '../src/domain/inputs';
+import { leaseRequestProblem } from '../src/domain/lease';
+import { taskQueueFor } from '../src/shared/messages';
+import { renderManifest, uniqueNode } from './support/box';
+import { testTemporal } from './support/temporal';
+import type { TestTemporal } from './support/temporal';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+
+describe('lease arithmetic', () => {
+  test('durations: 90s, 30m, 2h, 1h30m, plain seconds; printed as the two largest units', () => {
+    assert.deepEqual(['90s', '30m', '2h', '1h30m', '1d', '45', '2h0m5s'].map(parseDuration), [90, 1800, 7200, 5400, 86_400, 45, 7205]);
+    for (const bad of ['', '2x', 'h', '1.5h', '-3s', '2h 3m']) assert.equal(parseDuration(bad), undefined, bad);
+    assert.deepEqual([7_140_000, 252_000, 45_000, 0, 183_600_000, 604_800_000].map(formatDuration), ['1h59m', '4m12s', '45s', '0s', '2d3h', '7d']);
+  });
+
+  test('an idle lease moves with use seen at the router, and counts from its start when none is reported', () => {
+    const c = newClock(300, 1_000_000);
+    assert.equal(expiresAt('idle', 300, c), 1_300_000);
+    assert.equal(expiresAt('idle', 300, withUse(c, { inFlight: 0, lastUsedAtEpochMs: null }, 1_300_000)), 1_300_000);
+    assert.equal(expiresAt('idle', 300, withUse(c, { inFlight: 0 }, 1_300_000)), 1_300_000);
+    assert.equal(expiresAt('idle', 300, withUse(c, { inFlight: 0, lastUsedAtEpochMs: 1_200_000 }, 1_300_000)), 1_500_000);
+    // A use from before the lease (the acquisition's own probes) does not shorten it.
+    assert.equal(expiresAt('idle', 300, withUse(c, { inFlight: 0, lastUsedAtEpochMs: 900_000 }, 1_300_000)), 1_300_000);
+    // A request still in flight is use now, however long ago it began.
+    assert.equal(expiresAt('idle', 300, withUse(c, { inFlight: 1, lastUsedAtEpochMs: 1_000_500 }, 1_300_000)), 1_600_000);
+    assert.equal(expiresAt('fixed', 300, withUse(c, { inFlight: 1 }, 1_300_000)), 1_300_000);
+  });
+
+  test('extensions are bounded: one of by or to, within 7 days of now', () => {
+    const now = 1_000_000;
+    assert.equal(extensionProblem({ byS: 3600 }, now + 60_000, now), undefined);
+    assert.equal(extensionProblem({ toEpochMs: now + 60_000 }, now, now), undefined);
+    assert.match(extensionProblem({}, now, now) ?? '', /exactly one of byS/);
+    assert.match(extensionProblem({ byS: 1, toEpochMs: now + 1 }, now, now) ?? '', /exactly one of byS/);
+    assert.match(extensionProblem({ byS: 0 }, now, now) ?? '', /^byS: must be a whole number of seconds in 1\.\.604800/);
+    assert.match(extensionProblem({ toEpochMs: now - 1 }, now, now) ?? '', /^toEpochMs: must be a time after now/);
+    assert.match(extensionProblem({ byS: 604_800 }, now + 1000, now) ?? '', /would be 7d1s from now; a lease reaches at most 7d ahead$/);
+    assert.equal(
+      leaseText({ serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 252_000, idleTtlS: 300, state: 'running' }, now),
+      'idle lease: 4m12s left (ttl 5m)',
+    );
+  });
+
+  test("an acquisition's lease input is checked like its other fields", () => {
+    const spec = { other: { lease: leaseRequestProblem } };
+    assert.deepEqual(operationInputProblems({ serve: 'sd', lease: { kind: 'fixed', seconds: 7200 } }, spec), []);
+    assert.deepEqual(operationInputProblems({ serve: 'sd', lease: { kind: 'idle' } }, spec), []);
+    for (const lease of [{ kind: 'fixed', seconds: 0 }, { kind: 'fixed' }, { kind: 'idle', seconds: 5 }, 'idle', { kind: 'fixed', seconds: 1e300 }]) {
+      const [problem] = operationInputProblems({ serve: 'sd', lease }, spec);
+      assert.match(problem ?? '', /^lease: \{ "kind": "fixed", "seconds": 1\.\.604800 \} or \{ "kind": "idle" \} \(got /, JSON.stringify(lease));
+    }
+  });
+});
+
+describe('idle_ttl_s in the manifest', () => {
+  const manifest = (extra: string, tier = true) =>
+    renderManifest('n1', [GPU], [{ name: 'coder', vram_mib: 8192, class: 'on-demand', ...(tier ? { router_tier: 'coder-local' } : {}) }]).replace(
+      'stop_timeout_s = 5',
+      `stop_timeout_s = 5\n${extra}`,
+    );
+
+  test('on a routed serve it is the ServeSpec idleTtlS', () => {
+    const r = parseManifest(manifest('idle_ttl_s = 300'), 'serves.toml');
+    assert.ok(r.ok, r.ok ? '' : r.errors.map(formatIssue).join('\n'));
+    assert.equal(r.manifest.serves[0]?.idleTtlS, 300);
+  });
+
+  test('bounded, and only behind a router tier, each error naming the file and field', () => {
+    for (const [text, tier, want] of [
+      ['idle_ttl_s = 0', true, /^serves\.toml: serves\[0\]\.idle_ttl_s: must be a whole number of seconds in 1\.\.86400/],
+      ['idle_ttl_s = 86401', true, /1\.\.86400/],
+      ['idle_ttl_s = "5m"', true, /1\.\.86400/],
+      ['idle_ttl_s = 300', false, /^serves\.toml: serves\[0\]\.idle_ttl_s: needs a router_tier: .*the router sees no request of a serve it does not route/],
+    ] as const) {
+      const r = parseManifest(manifest(text, tier), 'serves.toml');
+      assert.equal(r.ok, false, text);
+      if (!r.ok) assert.match(r.errors.map(formatIssue).join('\n'), want, text);
+    }
+  });
+});
+
+describe('lease_s and trigger in the acquisition API', () => {
+  const file = resolve(__dirname, '..', '..', 'examples', 'primary-node', 'serves.toml');
+  const parsed = parseManifest(readFileSync(file, 'utf8'), file);
+  assert.ok(parsed.ok);
+  const TOKEN = 'lease-test-token-0123456789abcdef-0123456789';
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  const client = new Client();
+  const api = buildApi({ client, manifest: parsed.manifest, manifestFile: file, token: TOKEN });
+  after(async () => {
+    await api.close();
+    await client.connection.close();
+  });
+
+  test('lease_s is bounded like the CLI --lease, refused before Temporal', async () => {
+    for (const lease_s of [0, 604_801, 1.5, '2h']) {
+      const r = await api.inject({ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', lease_s } });
+      assert.equal(r.statusCode, 400);
+      assert.match(r.json<{ error: { message: string } }>().error.message, /^lease_s: must be a whole number of seconds in 1\.\.604800 \(got /);
+    }
+  });
+
+  test("trigger 'router' without lease_s is an idle lease when the serve declares idle_ttl_s; lease_s is fixed", () => {
+    const coder = { ...parsed.manifest.serves[0]!, idleTtlS: 300 };
+    const plain = { ...parsed.manifest.serves[0]! };
+    assert.deepEqual(leaseFor({ trigger: 'router' }, coder), { kind: 'idle' });
+    assert.equal(leaseFor({ trigger: 'router' }, plain), undefined);
+    assert.equal(leaseFor({ trigger: 'operator' }, coder), undefined);
+    assert.deepEqual(leaseFor({ trigger: 'router', lease_s: 600 }, coder), { kind: 'fixed', seconds: 600 });
+  });
+});
+
+describe('the lease workflow refuses bad input at once', () => {
+  let temporal: TestTemporal;
+  const node = uniqueNode('lease-input');
+  before(async () => {
+    temporal = await testTemporal();
+  });
+  after(async () => {
+    await temporal?.close();
+  });
+
+  test('an out-of-bounds lease from the UI start form fails InvalidInput, naming each field', async () => {
+    const { Worker } = await import('@temporalio/worker');
+    const { workflowBundle } = await import('./support/temporal');
+    const worker = await Worker.create({
+      connection: temporal.nativeConnection,
+      taskQueue: taskQueueFor(node),
+      workflowBundle: await workflowBundle(),
+    });
+    await worker.runUntil(async () => {
+      const handle = await temporal.client.workflow.start('leaseWorkflow', {
+        taskQueue: taskQueueFor(node),
+        workflowId: `lease/${node}/x`,
+        args: [{ serve: 'x', holder: '', kind: 'idle', seconds: 90_000, ttl: 3 }],
+      });
+      await assert.rejects(handle.result(), (err: { cause?: { type?: string; message?: string } }) => {
+        assert.equal(err.cause?.type, 'InvalidInput');
+        assert.match(err.cause?.message ?? '', /holder: .*; seconds: must be a whole number of seconds in 1\.\.86400 \(got 90000\); ttl: unknown field/);
+        return true;
+      });
+    });
+  });
+});

@@ -1,0 +1,100 @@
+// A lease as an operator runs it, as processes on Docker: `serves up --evict --lease`, its time
+// left in `serves status` and `gpures ledger`, `serves extend`; then the worker is killed -9
+// during the lease and the next worker still fires it on time, restoring the victim.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { LeaseView } from '../src/domain/lease';
+import type { RunningRouter } from '../src/router/server';
+import type { TestServe } from './support/box';
+import { gpures, show } from './support/cli';
+import { leaseHandle, leaseTimes } from './support/lease';
+import { startProcessBox } from './support/process-box';
+import type { ProcessBox } from './support/process-box';
+import { sleep } from './support/wait';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
+];
+
+describe('a lease across a worker kill -9, as processes on Docker', () => {
+  let box: ProcessBox;
+  let router: RunningRouter;
+  let manifest: string;
+  let env: Record<string, string>;
+
+  before(async () => {
+    box = await startProcessBox('lease-kill', GPU, SERVES);
+    ({ router, env, manifestPath: manifest } = box);
+  });
+  after(async () => {
+    await box?.close();
+  });
+
+  async function routedVision(): Promise<number> {
+    const res = await fetch(`${router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'describe the dashboard' }] }),
+    });
+    await res.text();
+    return res.status;
+  }
+
+  test('serves up --lease, time left shown, extend; kill -9 of the worker; the next worker fires the lease on time', async () => {
+    assert.equal((await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env)).code, 0);
+    const bad = await gpures(['serves', 'up', 'comfyui-sim', '--evict', '--lease', '8d', '--manifest', manifest], env);
+    assert.equal(bad.code, 2, show(bad));
+    assert.match(bad.stderr, /--lease: must be a whole number of seconds in 1\.\.604800 \(at most 7d; got '8d'\)/);
+
+    const up = await gpures(['serves', 'up', 'comfyui-sim', '--evict', '--lease', '20s', '--manifest', manifest], env);
+    assert.equal(up.code, 0, show(up));
+    assert.match(
+      up.stderr,
+      /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision; lease 20s \(lease\/.*\/comfyui-sim\)$/m,
+    );
+    assert.equal(await routedVision(), 503);
+
+    const status = await gpures(['serves', 'status', '--manifest', manifest], env);
+    assert.equal(status.code, 0, show(status));
+    assert.match(status.stdout, /^comfyui-sim .* running {2}lease: 1\ds left$/m, show(status));
+    assert.doesNotMatch(status.stdout, /^(fast|vision) .*lease/m);
+    const ledger = await gpures(['ledger', '--manifest', manifest], env);
+    assert.match(ledger.stdout, /^ {2}comfyui-sim 8192 MiB \(on-demand, running\) {2}lease: 1\ds left$/m, show(ledger));
+
+    const extend = await gpures(['serves', 'extend', 'comfyui-sim', '10s', '--manifest', manifest], env);
+    assert.equal(extend.code, 0, show(extend));
+    assert.match(extend.stdout, /^serves extend comfyui-sim: lease: 2\ds left, expires at \d{4}-/m, show(extend));
+    const tooFar = await gpures(['serves', 'extend', 'comfyui-sim', '7d', '--manifest', manifest], env);
+    assert.equal(tooFar.code, 3, show(tooFar));
+    assert.match(tooFar.stderr, /a lease reaches at most 7d ahead/);
+    const none = await gpures(['serves', 'release', 'vision', '--manifest', manifest], env);
+    assert.equal(none.code, 3, show(none));
+    assert.match(none.stderr, /no lease runs for vision \(no lease\/.*\/vision\)/);
+
+    const lease = leaseHandle(box.temporal.client, box.node, 'comfyui-sim');
+    const view: LeaseView = await lease.view();
+    // SIGKILL, as a crash: no goodbye to the server, the lease's workflow cached on a dead worker.
+    const child = box.worker.child;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+    await sleep(2000);
+    await box.startWorker();
+
+    const result = await lease.result();
+    assert.equal(result.outcome, 'expired', result.message);
+    assert.match(result.message, /restore: vision restored$/);
+    const times = await leaseTimes(box.temporal.client, box.node, 'comfyui-sim');
+    const late = (times.downInitiatedAtMs ?? NaN) - view.expiresAtEpochMs;
+    console.log(`  after a worker kill -9: serves down asked ${(late / 1000).toFixed(2)} s after the lease's expiry`);
+    assert.ok(late >= 0 && late < 5000, `serves down asked ${late} ms after the expiry`);
+    assert.equal(await routedVision(), 200);
+
+    const after = await gpures(['serves', 'status', '--manifest', manifest], env);
+    assert.doesNotMatch(after.stdout, /lease/, show(after));
+    assert.equal((await gpures(['serves', 'down', 'vision', 'fast', '--manifest', manifest], env)).code, 0);
+  });
+});

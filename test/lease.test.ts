@@ -1,0 +1,167 @@
+// Leases on a simulated box with the reference router: a fixed lease that expires brings its serve
+// down and its victim back through the guarded readmit; an idle lease lives while its tier is used
+// and expires a ttl after the last routed request; extend, release, and a serve brought down by hand.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { serveAcquire, serveDown, serveUp, ledgerSnapshots } from '../src/client/operations';
+import { extendLease, releaseLease } from '../src/client/lease';
+import { startSimTestBox } from './support/sim';
+import type { SimTestBox } from './support/sim';
+import { leaseHandle, leaseTimes } from './support/lease';
+import { sleep, waitUntil } from './support/wait';
+import { workflowIds } from '../src/shared/messages';
+
+describe('leases', () => {
+  let t: SimTestBox;
+  before(async () => {
+    t = await startSimTestBox(
+      'lease',
+      [{ role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 }],
+      [
+        { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+        { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+        { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+        { name: 'coder', vram_mib: 8192, class: 'on-demand', router_tier: 'coder-local', idle_ttl_s: 4 },
+      ],
+    );
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  async function phases(): Promise<string[]> {
+    const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+    return l?.reservations.map((r) => `${r.serve}:${r.phase}`) ?? [];
+  }
+
+  /** fast and vision up, then `serve` acquired over vision with this lease. */
+  async function acquireLeased(serve: string, lease: { kind: 'fixed'; seconds: number } | { kind: 'idle' }) {
+    for (const s of ['fast', 'vision']) assert.ok((await serveUp(t.temporal.client, t.node, s)).ok);
+    const acq = await serveAcquire(t.temporal.client, t.node, { serve, evict: true, lease });
+    assert.ok(acq.ok, !acq.ok ? acq.message : '');
+    assert.equal(acq.result.lease?.workflowId, `lease/${t.node}/${serve}`);
+    assert.equal((await t.routed('vision')).status, 503);
+    return acq.result;
+  }
+
+  async function assertRestored(): Promise<void> {
+    assert.deepEqual(await phases(), ['fast:running', 'vision:running']);
+    assert.equal((await t.routed('vision')).status, 200);
+  }
+
+  test('a fixed lease expires: the serve is down, vision restored and routed again, on time', async () => {
+    const acq = await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 3 });
+    assert.match(acq.message, /; lease 3s \(lease\/.*\/comfyui-sim\)$/);
+    const lease = leaseHandle(t.temporal.client, t.node, 'comfyui-sim');
+    const view = await lease.view();
+    assert.equal(view.kind, 'fixed');
+    assert.equal(view.state, 'running');
+    const result = await lease.result();
+    assert.equal(result.outcome, 'expired', result.message);
+    assert.match(
+      result.message,
+      /^lease of comfyui-sim expired: serves down comfyui-sim: stopped, 8192 MiB released on 'dark-fast'; restore: vision restored$/,
+    );
+    assert.deepEqual(
+      result.bringDown?.restored?.map((r) => [r.serve, r.ok]),
+      [['vision', true]],
+    );
+    await assertRestored();
+    const times = await leaseTimes(t.temporal.client, t.node, 'comfyui-sim');
+    const late = (times.downInitiatedAtMs ?? NaN) - view.expiresAtEpochMs;
+    console.log(`  fixed lease: serves down asked ${(late / 1000).toFixed(2)} s after the expiry`);
+    assert.ok(late >= 0 && late < 3000, `serves down asked ${late} ms after the expiry`);
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test('a lease extended does not expire at its old time; release then expires it at once', async () => {
+    await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 3 });
+    const lease = leaseHandle(t.temporal.client, t.node, 'comfyui-sim');
+    const before = await lease.view();
+    const extended = await extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 600 });
+    assert.equal(extended.expiresAtEpochMs, before.expiresAtEpochMs + 600_000);
+    await assert.rejects(extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 604_800 }), /a lease reaches at most 7d ahead/);
+    // Well past the old expiry: still leased, still running, vision still evicted.
+    await sleep(before.expiresAtEpochMs - Date.now() + 2000);
+    assert.equal((await lease.view()).state, 'running');
+    assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'comfyui-sim:running']);
+
+    const asked = Date.now();
+    const { result } = await releaseLease(t.temporal.client, t.node, 'comfyui-sim');
+    assert.equal(result.outcome, 'released', result.message);
+    assert.match(result.message, /^lease of comfyui-sim released: serves down comfyui-sim: stopped.*restore: vision restored$/);
+    const times = await leaseTimes(t.temporal.client, t.node, 'comfyui-sim');
+    const took = (times.downInitiatedAtMs ?? NaN) - asked;
+    console.log(`  release: serves down asked ${(took / 1000).toFixed(2)} s after the release`);
+    assert.ok(took >= 0 && took < 3000, `serves down asked ${took} ms after the release`);
+    await assertRestored();
+    await assert.rejects(releaseLease(t.temporal.client, t.node, 'comfyui-sim'), /no lease runs for comfyui-sim/);
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test('an idle lease lives while its tier is routed to and expires a ttl after the last request', async () => {
+    await acquireLeased('coder', { kind: 'idle' });
+    const lease = leaseHandle(t.temporal.client, t.node, 'coder');
+    const first = await lease.view();
+    assert.equal(first.kind, 'idle');
+    assert.equal(first.idleTtlS, 4);
+    // Routed use for three ttls, one request a second: the lease must not expire meanwhile.
+    const until = Date.now() + 12_000;
+    while (Date.now() < until) {
+      assert.equal((await t.routed('coder')).status, 200);
+      await sleep(1000);
+    }
+    assert.equal((await lease.view()).state, 'running');
+    assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'coder:running']);
+    const last = await t.box.routerAdmin.tierState('coder-local');
+    const lastUse = last.lastUsedAtEpochMs ?? NaN;
+
+    const result = await lease.result();
+    assert.equal(result.outcome, 'expired', result.message);
+    assert.match(result.message, /^lease of coder idle for 4s: serves down coder: stopped.*restore: vision restored$/);
+    const times = await leaseTimes(t.temporal.client, t.node, 'coder');
+    const sinceIdle = (times.downInitiatedAtMs ?? NaN) - (lastUse + 4000);
+    console.log(`  idle lease: serves down asked ${(sinceIdle / 1000).toFixed(2)} s after last use + ttl`);
+    assert.ok(sinceIdle >= 0 && sinceIdle < 3000, `serves down asked ${sinceIdle} ms after last use + ttl`);
+    await assertRestored();
+    assert.equal((await t.routed('coder')).status, 503);
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test("an operator's serves down already running at the expiry: the lease leaves it to finish", async () => {
+    await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 3 });
+    // A run under the CLI's id that nothing works on (another task queue): what the lease finds when an operator's down runs.
+    const downId = workflowIds.bringDown(t.node, 'comfyui-sim');
+    const operator = await t.temporal.client.workflow.start('bringDownWorkflow', {
+      taskQueue: `${t.node}-nobody`,
+      workflowId: downId,
+      args: [{ serve: 'comfyui-sim' }],
+    });
+    const result = await leaseHandle(t.temporal.client, t.node, 'comfyui-sim').result();
+    assert.equal(result.outcome, 'down-under-way', result.message);
+    assert.match(result.message, /a serves down of comfyui-sim is already under way \(serves-down\/.*\/comfyui-sim\); it is left to finish/);
+    assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'comfyui-sim:running']);
+    await operator.terminate('test over');
+    assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true })).ok);
+    await assertRestored();
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test('a serve brought down by hand: its lease ends without acting, and says so', async () => {
+    await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 4 });
+    const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    await assertRestored();
+    // Someone else's bring-up of it meanwhile: not the lease's acquisition, so not its to stop.
+    assert.ok((await serveDown(t.temporal.client, t.node, 'vision')).ok);
+    assert.ok((await serveUp(t.temporal.client, t.node, 'comfyui-sim')).ok);
+    const result = await leaseHandle(t.temporal.client, t.node, 'comfyui-sim').result();
+    assert.equal(result.outcome, 'not-held', result.message);
+    assert.match(
+      result.message,
+      /comfyui-sim is no longer held by acquire\/.*\/comfyui-sim\/.* \(now running, held by serves-up\/.*\), so the lease leaves it alone$/,
+    );
+    await waitUntil('comfyui-sim still running', async () => (await phases()).includes('comfyui-sim:running'));
+    for (const s of ['comfyui-sim', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+});
