@@ -128,6 +128,25 @@ describe('leases', () => {
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 
+  test('an idle lease does not expire under a request still in flight, however long ago it began', async () => {
+    await acquireLeased('coder', { kind: 'idle' });
+    const lease = leaseHandle(t.temporal.client, t.node, 'coder');
+    // One request of 9 s: past two ttls of 4 s with no other use, yet in flight the whole time.
+    const slow = t.routed('coder', { sim_delay_ms: 9000 });
+    await waitUntil('the request in flight at the router', async () => (await t.box.routerAdmin.tierState('coder-local')).inFlight === 1, 5000, 50);
+    const answered = await slow;
+    assert.equal(answered.status, 200);
+    assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'coder:running']);
+    const result = await lease.result();
+    assert.equal(result.outcome, 'expired', result.message);
+    const times = await leaseTimes(t.temporal.client, t.node, 'coder');
+    const sinceIdle = (times.downInitiatedAtMs ?? NaN) - (answered.finishedAt + 4000);
+    console.log(`  idle lease after a long request: serves down asked ${(sinceIdle / 1000).toFixed(2)} s after its end + ttl`);
+    assert.ok(sinceIdle >= -100 && sinceIdle < 3000, `serves down asked ${sinceIdle} ms after the request's end + ttl`);
+    await assertRestored();
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
   test("an operator's serves down already running at the expiry: the lease leaves it to finish", async () => {
     await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 3 });
     // A run under the CLI's id that nothing works on (another task queue): what the lease finds when an operator's down runs.
