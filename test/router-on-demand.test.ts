@@ -65,11 +65,12 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
   });
 
   const chat = (model: string) => openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'hello' }] });
-  const raw = (model: string, extra: Record<string, unknown> = {}) =>
+  const raw = (model: string, extra: Record<string, unknown> = {}, init: { signal?: AbortSignal } = {}) =>
     fetch(`${box.router.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], ...extra }),
+      ...init,
     });
   const acquisitionRuns = async (serve: string) => {
     const ids: string[] = [];
@@ -199,5 +200,16 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     const body = (await r.json()) as RouterError;
     assert.equal(body.error.reason, 'acquisition_denied');
     assert.match(body.error.message, /over budget by \d+ MiB/);
+  });
+
+  test('a client that goes away leaves the queue', async () => {
+    const down = await serveDown(box.temporal.client, box.node, 'slow');
+    assert.ok(down.ok, down.ok ? '' : down.message);
+    const abort = new AbortController();
+    const gone = raw('slow', {}, { signal: abort.signal }).catch((err: unknown) => err);
+    await waitUntil('one request queued on slow-local', async () => (await box.tiers()).some((t) => t.tier === 'slow-local' && t.queued === 1));
+    abort.abort();
+    assert.ok((await gone) instanceof Error);
+    await waitUntil('the queue empty again', async () => (await box.tiers()).some((t) => t.tier === 'slow-local' && t.queued === 0));
   });
 });
