@@ -2,7 +2,8 @@
 # The benchmarks (`npm run bench`): setup (with the test infrastructure), then bench/bring-up.ts:
 # bring-up as a Temporal workflow vs. the same dockerode calls in a plain script; then
 # bench/eviction.ts: drain-to-stop latency and the orchestration cost of an acquisition with
-# eviction on the simulated box. Extra arguments go to both (e.g. npm run bench -- --runs 11);
+# eviction on the simulated box; then bench/router-on-demand.ts: request -> first byte when the
+# router must acquire the serve first, and what the router adds when it is up. Extra arguments go to both (e.g. npm run bench -- --runs 11);
 # both take --runs N and --poll-ms MS.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,7 +15,7 @@ bash scripts/setup.sh --test
 
 export_test_env
 
-for bench in bring-up eviction; do
+for bench in bring-up eviction router-on-demand; do
   if [[ ! -f "dist/bench/$bench.js" ]]; then
     die "dist/bench/$bench.js does not exist: bench/ was not compiled"
   fi
@@ -24,4 +25,7 @@ log "bench: node dist/bench/bring-up.js $* (TEMPORAL_CLI=$TEMPORAL_CLI DOCKER_HO
 node --enable-source-maps dist/bench/bring-up.js "$@"
 echo
 log "bench: node dist/bench/eviction.js $*"
-exec node --enable-source-maps dist/bench/eviction.js "$@"
+node --enable-source-maps dist/bench/eviction.js "$@"
+echo
+log "bench: node dist/bench/router-on-demand.js $*"
+exec node --enable-source-maps dist/bench/router-on-demand.js "$@"

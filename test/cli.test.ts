@@ -466,7 +466,7 @@ describe('gpures CLI, as real processes', () => {
   test('validate the example manifest: exit 0', async () => {
     const r = await gpures(['validate', EXAMPLE], env);
     assert.equal(r.code, EXIT.ok, show(r));
-    assert.equal(r.stdout, `${EXAMPLE}: ok (node primary-node, 1 gpu, 6 serves)\n`);
+    assert.equal(r.stdout, `${EXAMPLE}: ok (node primary-node, 1 gpu, 7 serves)\n`);
   });
 
   test('Temporal unreachable: exit 4, quickly, nothing started', async () => {

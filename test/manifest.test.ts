@@ -94,6 +94,7 @@ describe('example manifest (examples/primary-node/serves.toml)', () => {
         ['reranker', 'resident', 3456, 30004],
         ['ocr', 'resident', 5120, 30007],
         ['vision', 'evictable', 12288, 30008],
+        ['chat-large', 'on-demand', 12288, 30010],
         ['comfyui-sim', 'on-demand', 8192, 30009],
       ],
     );
@@ -123,7 +124,7 @@ describe('example manifest (examples/primary-node/serves.toml)', () => {
     for (const s of manifest.serves) {
       assert.equal(s.bind, '127.0.0.1', s.name);
       assert.equal(gpuFor(manifest, s).role, 'dark-fast');
-      if (s.class === 'on-demand') assert.equal(s.routerTier, undefined, s.name);
+      if (s.name === 'comfyui-sim') assert.equal(s.routerTier, undefined, s.name);
       else assert.equal(s.routerTier, `${s.name}-local`, s.name);
     }
     const fast = findServe(manifest, 'fast');

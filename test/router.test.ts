@@ -291,7 +291,13 @@ describe('reference router', () => {
     assert.equal(models.object, 'list');
     assert.deepEqual(
       models.data,
-      ['chat', 'embeddings', 'plain', 'vision', 'dead'].map((id) => ({ id, object: 'model', owned_by: 'gpures-router' })),
+      [
+        ['chat', 'chat-local'],
+        ['embeddings', 'chat-local'],
+        ['plain', 'plain-local'],
+        ['vision', 'vision-local'],
+        ['dead', 'dead-local'],
+      ].map(([id, tier]) => ({ id, object: 'model', owned_by: 'gpures-router', tier, availability: 'now' })),
     );
   });
 
@@ -364,7 +370,10 @@ describe('reference router', () => {
       error: {
         message: "tier 'vision-local' is quiesced (evicted or draining); retry later",
         type: 'tier_unavailable',
+        code: 'quiesced',
         tier: 'vision-local',
+        reason: 'quiesced',
+        retry_after_s: 10,
       },
     });
     assert.equal(visionBackend.active, 5, 'the refused request never reached the backend');
@@ -640,8 +649,19 @@ describe('router start-up', () => {
     assert.equal(refusedCode, 2);
     assert.match(refusedErr, /GPURES_ROUTER_TOKEN is not set/);
 
-    const child = spawn(process.execPath, [main, '--config', config, '--port', '0'], {
+    // The example's chat-large-local tier is on demand: without the acquisition API it refuses too.
+    const noApi = spawn(process.execPath, [main, '--config', config, '--port', '0'], {
       env: { ...env, GPURES_ROUTER_TOKEN: TOKEN },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let noApiErr = '';
+    noApi.stderr.on('data', (c: Buffer) => (noApiErr += c.toString()));
+    assert.equal(await new Promise<number | null>((resolve) => noApi.on('close', (code) => resolve(code))), 2);
+    assert.match(noApiErr, /tiers\[5\]\.on_demand: tier 'chat-large-local' is on demand, .*set GPURES_API_URL and GPURES_API_TOKEN/);
+
+    // The API is only called for a request: any URL lets the router start.
+    const child = spawn(process.execPath, [main, '--config', config, '--port', '0'], {
+      env: { ...env, GPURES_ROUTER_TOKEN: TOKEN, GPURES_API_URL: 'http://127.0.0.1:9', GPURES_API_TOKEN: 'x'.repeat(32) },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
@@ -696,6 +716,7 @@ describe('parseRouterConfig', () => {
     const config = okConfig(r);
     assert.deepEqual(config, {
       mappingVersion: 'm1',
+      retryAfterS: 10,
       tiers: [{ name: 'a-local', backend: 'http://127.0.0.1:30001', servedModelName: 'model-a', modelIdentity: false }],
       presets: [{ name: 'a', tier: 'a-local' }],
     });
@@ -805,8 +826,16 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
         ['reranker-local', 'http://127.0.0.1:30004', 'bge-reranker-v2-m3', true],
         ['ocr-local', 'http://127.0.0.1:30007', 'paddleocr-vl', true],
         ['vision-local', 'http://127.0.0.1:30008', 'qwen3-vl-4b-instruct', true],
+        ['chat-large-local', 'http://127.0.0.1:30010', 'qwen3-14b-awq', true],
       ],
     );
+    assert.deepEqual(config.tiers.find((t) => t.onDemand)?.onDemand, {
+      serve: 'chat-large',
+      evict: true,
+      queueSize: 64,
+      waitTimeoutS: 300,
+      keepaliveS: 15,
+    });
     assert.deepEqual(
       config.presets.map((p) => [p.name, p.tier]),
       [
@@ -816,6 +845,7 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
         ['rerank', 'reranker-local'],
         ['ocr', 'ocr-local'],
         ['vision', 'vision-local'],
+        ['chat-large', 'chat-large-local'],
       ],
     );
     assert.deepEqual(checkRouterAgainstManifest(config, CFG, manifest, MANIFEST), []);

@@ -16,7 +16,7 @@ const gpures = (args: string[]) => runGpures(args, { GPURES_ROUTER_CONFIG: '' })
 test('the example manifest and router config pass together', async () => {
   const r = await gpures(['validate', MANIFEST, '--router', ROUTER]);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /ok \(node primary-node, 1 gpu, 6 serves\)/);
+  assert.match(r.stdout, /ok \(node primary-node, 1 gpu, 7 serves\)/);
 });
 
 test("an evictable serve's tier without model_identity is a load error naming the tier and the file", async () => {

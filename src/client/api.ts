@@ -4,14 +4,16 @@ import { timingSafeEqual } from 'node:crypto';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
 import { z } from 'zod';
 import { boundProblem } from '../domain/inputs';
 import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest, ServeSpec } from '../domain/types';
 import type { LeaseRequest } from '../shared/operations';
-import { workflowIds } from '../shared/messages';
+import { progressQuery, workflowIds } from '../shared/messages';
+import type { StepRecord } from '../shared/messages';
 import { startOperation } from './start-operation';
 import type { acquireWorkflow } from '../workflows/acquire';
 
@@ -26,13 +28,13 @@ const AcquisitionBody = z.strictObject({
   serve: z.string().min(1),
   evict: z.boolean().default(false),
   force: z.boolean().default(false),
+  /** Who asked: an operator's script, or the router for a held request (the lease seam). */
+  trigger: z.enum(['operator', 'router']).default('operator'),
   drain_timeout_s: z
     .custom<number>((v) => boundProblem('drainTimeoutS', v) === undefined, {
       error: (iss) => `${boundProblem('drainTimeoutS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,
     })
     .optional(),
-  /** Who asks: the router sends 'router' for an acquisition a routed request triggered. */
-  trigger: z.enum(['operator', 'router']).default('operator'),
   /** A fixed lease; without it, a router's acquisition of a serve that declares idle_ttl_s gets an idle lease. */
   lease_s: z
     .custom<number>((v) => boundProblem('leaseS', v) === undefined, {
@@ -84,6 +86,37 @@ function tokenMatches(header: string | undefined, token: string): boolean {
   return given.length === want.length && timingSafeEqual(given, want);
 }
 
+/**
+ * A running acquisition's steps so far, from its `progress` query: `step` is the last one
+ * completed (`admit`, `quiesce vision`, `stop vision`, …). Nothing when the query cannot be
+ * answered yet (no worker has run the first task).
+ */
+async function progressOf(run: WorkflowHandle): Promise<{ step?: StepRecord; steps_completed?: number }> {
+  try {
+    const steps = await run.query(progressQuery);
+    const last = steps[steps.length - 1];
+    return { steps_completed: steps.length, ...(last ? { step: last } : {}) };
+  } catch {
+    return {};
+  }
+}
+
+/** A failed acquisition's error; a denial that says when to retry (details[0].retryAfterS) passes it on. */
+function failureOf(err: unknown): { type?: string; message: string; retry_after_s?: number } {
+  const cause = (err as { cause?: unknown }).cause;
+  if (!(cause instanceof ApplicationFailure)) {
+    const c = cause as { type?: string; message?: string } | undefined;
+    return { type: c?.type, message: c?.message ?? String(err) };
+  }
+  const first = cause.details?.[0] as { retryAfterS?: unknown } | undefined;
+  const retryAfterS = first?.retryAfterS;
+  return {
+    type: cause.type ?? undefined,
+    message: cause.message,
+    ...(typeof retryAfterS === 'number' && Number.isFinite(retryAfterS) ? { retry_after_s: retryAfterS } : {}),
+  };
+}
+
 export function buildApi(opts: ApiOptions): FastifyInstance {
   const problem = apiTokenProblem(opts.token);
   if (problem) throw new Error(problem);
@@ -125,7 +158,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       workflowId,
       node: manifest.node,
       input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s, ...(lease ? { lease } : {}) },
-      summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (acquisition API) on ${manifest.node}`,
+      summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (acquisition API${body.trigger === 'router' ? ', for the router' : ''}) on ${manifest.node}`,
       onConflict: 'join',
       tags: { serve: body.serve, operation: 'serves up' },
     });
@@ -150,13 +183,12 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       const run = client.workflow.getHandle(workflowId, d.runId);
       if (status === 'COMPLETED') return { workflow_id: workflowId, run_id: d.runId, status: 'completed', result: (await run.result()) as unknown };
       if (status === 'RUNNING' || status === 'PAUSED' || d.closeTime === undefined)
-        return { workflow_id: workflowId, run_id: d.runId, status: status === 'PAUSED' ? 'paused' : 'running' };
-      let failure: { type?: string; message: string } = { message: status.toLowerCase() };
+        return { workflow_id: workflowId, run_id: d.runId, status: status === 'PAUSED' ? 'paused' : 'running', ...(await progressOf(run)) };
+      let failure: { type?: string; message: string; retry_after_s?: number } = { message: status.toLowerCase() };
       try {
         await run.result();
       } catch (err) {
-        const cause = (err as { cause?: { type?: string; message?: string } }).cause;
-        failure = { type: cause?.type, message: cause?.message ?? String(err) };
+        failure = failureOf(err);
       }
       return { workflow_id: workflowId, run_id: d.runId, status: status.toLowerCase(), error: failure };
     } catch (err) {

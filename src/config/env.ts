@@ -67,6 +67,30 @@ const jsonStringArray = optional
 export interface RouterProcessEnv {
   /** GPURES_ROUTER_TOKEN: the admin API's bearer token. Any non-blank value is accepted. */
   adminToken: string;
+  /**
+   * GPURES_API_URL and GPURES_API_TOKEN: the acquisition API (docs/acquisition-api.md) an
+   * on-demand tier acquires its serve through. Optional here; a config with an on-demand tier
+   * refuses to load without them (src/router/server.ts).
+   */
+  acquisitions?: { url: string; token: string };
+}
+
+const httpBase = optional.pipe(
+  z
+    .string()
+    .refine((v) => /^https?:\/\/[^\s/?#@]+(\/[^\s?#]*)?$/.test(v), {
+      error: (iss) => `an http(s) base URL such as http://127.0.0.1:8090, without credentials (got '${String(iss.input)}')`,
+    })
+    .transform((v) => v.replace(/\/+$/, ''))
+    .optional(),
+);
+
+function acquisitionApiEnv(env: Env): RouterProcessEnv['acquisitions'] {
+  const url = read(env, 'GPURES_API_URL', httpBase);
+  const token = read(env, 'GPURES_API_TOKEN', optional);
+  if (url && !token) throw new EnvError('GPURES_API_TOKEN', 'GPURES_API_URL is set but GPURES_API_TOKEN is not: the acquisition API needs its token');
+  if (token && !url) throw new EnvError('GPURES_API_URL', 'GPURES_API_TOKEN is set but GPURES_API_URL is not: on-demand tiers need both');
+  return url && token ? { url, token } : undefined;
 }
 
 export function routerProcessEnv(env: Env): RouterProcessEnv {
@@ -78,7 +102,8 @@ export function routerProcessEnv(env: Env): RouterProcessEnv {
         'Export GPURES_ROUTER_TOKEN=<secret> and start again.',
     );
   }
-  return { adminToken };
+  const acquisitions = acquisitionApiEnv(env);
+  return { adminToken, ...(acquisitions ? { acquisitions } : {}) };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,11 +6,15 @@
 //
 // Shape:
 //   mapping_version = "2026-07-13.primary-node-t013-vision"
+//   retry_after_s = 10              # Retry-After of a 503 with no better figure
 //   [[tiers]]                       # a backend the router can route to, quiesce and readmit
 //   name = "vision-local"
 //   backend = "http://127.0.0.1:30008"
 //   served_model_name = "qwen3-vl-4b-instruct"
 //   model_identity = true           # default false
+//   [tiers.on_demand]               # optional: a request finding the serve down acquires it
+//   serve = "vision"                # the manifest serve behind the tier
+//   evict = false                   # and queue_size, wait_timeout_s, keepalive_s (router-model.ts)
 //   [[presets]]                     # what clients send as `model`
 //   name = "vision"
 //   tier = "vision-local"
@@ -18,8 +22,8 @@
 import { z } from 'zod';
 import { bool, field, Issues, isString, nonEmptyString, parseEach, parsed, parseTomlTable, tableArray, tableEntries } from './issues';
 import type { RouterCheckIssue, RouterConfig, RouterConfigResult, RouterPreset, RouterTier } from './router-model';
-import { parseBackendUrl, PRESET_NAME_PATTERN, TIER_NAME_PATTERN } from './router-model';
-import { configRules, crossRules, documentRules, presetRules, routerContext, tierIdentityRules, tierOfServe } from './router-rules';
+import { parseBackendUrl, PRESET_NAME_PATTERN, ROUTER_BOUNDS, TIER_NAME_PATTERN } from './router-model';
+import { configRules, crossRules, documentRules, onDemandServeChecks, presetRules, routerContext, tierIdentityRules, tierOfServe } from './router-rules';
 import type { Manifest } from '../domain/types';
 import { formatIssue } from '../domain/types';
 
@@ -42,11 +46,24 @@ const backendUrl = field<string>(
   'an http(s) base URL such as "http://127.0.0.1:30008" (no query, fragment or credentials)',
 );
 
+type RouterBound = (typeof ROUTER_BOUNDS)[keyof typeof ROUTER_BOUNDS];
+const bounded = (b: RouterBound) =>
+  field<number>((v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= b.min && v <= b.max, `a whole number of ${b.unit} in ${b.min}..${b.max}`);
+
+const onDemandShape = {
+  serve: nonEmptyString,
+  evict: bool.optional(),
+  queue_size: bounded(ROUTER_BOUNDS.queueSize).optional(),
+  wait_timeout_s: bounded(ROUTER_BOUNDS.waitTimeoutS).optional(),
+  keepalive_s: bounded(ROUTER_BOUNDS.keepaliveS).optional(),
+};
+
 const tierShape = {
   name: tierName,
   backend: backendUrl,
   served_model_name: nonEmptyString,
   model_identity: bool.optional(),
+  on_demand: z.strictObject(onDemandShape).optional(),
 };
 
 const presetShape = {
@@ -56,6 +73,7 @@ const presetShape = {
 
 const topShape = {
   mapping_version: nonEmptyString,
+  retry_after_s: bounded(ROUTER_BOUNDS.retryAfterS).optional(),
   tiers: tableArray('tiers').optional(),
   presets: tableArray('presets').optional(),
 };
@@ -84,12 +102,24 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
 
   const rawTiers = tableEntries(table, 'tiers');
   const tierEntries = parseEach(rawTiers, TierSchema);
-  for (const e of tierEntries) if (e.issues) issues.fromZod(e.issues, ['tiers', e.index], Object.keys(tierShape));
+  const tierKeys = (rel: readonly unknown[]) => Object.keys(rel[0] === 'on_demand' ? onDemandShape : tierShape);
+  for (const e of tierEntries) if (e.issues) issues.fromZod(e.issues, ['tiers', e.index], tierKeys);
   const tiers: RouterTier[] = parsed(tierEntries).map(({ spec: t }) => ({
     name: t.name,
     backend: t.backend.replace(/\/+$/, ''),
     servedModelName: t.served_model_name,
     modelIdentity: t.model_identity ?? false,
+    ...(t.on_demand
+      ? {
+          onDemand: {
+            serve: t.on_demand.serve,
+            evict: t.on_demand.evict ?? false,
+            queueSize: t.on_demand.queue_size ?? ROUTER_BOUNDS.queueSize.default,
+            waitTimeoutS: t.on_demand.wait_timeout_s ?? ROUTER_BOUNDS.waitTimeoutS.default,
+            keepaliveS: t.on_demand.keepalive_s ?? ROUTER_BOUNDS.keepaliveS.default,
+          },
+        }
+      : {}),
   }));
 
   // Each preset's own fields, then its rules, before the next preset's.
@@ -104,7 +134,8 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
   issues.check(configRules, { tiers, presets }, ctx);
 
   if (issues.errors.length > 0 || !top.success) return fail();
-  return { ok: true, config: { mappingVersion: top.data.mapping_version, tiers, presets }, warnings: issues.warnings };
+  const retryAfterS = top.data.retry_after_s ?? ROUTER_BOUNDS.retryAfterS.default;
+  return { ok: true, config: { mappingVersion: top.data.mapping_version, retryAfterS, tiers, presets }, warnings: issues.warnings };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -120,10 +151,13 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
  */
 export function checkRouterAgainstManifest(config: RouterConfig, routerFile: string, manifest: Manifest, manifestFile: string): RouterCheckIssue[] {
   const ctx = { config, routerFile, manifestFile };
-  return manifest.serves
-    .map((spec, index) => ({ index, spec }))
-    .filter(({ spec }) => spec.routerTier !== undefined)
-    .flatMap((serve) => crossRules.flatMap((rule) => rule(tierOfServe(config, serve), ctx)));
+  return [
+    ...manifest.serves
+      .map((spec, index) => ({ index, spec }))
+      .filter(({ spec }) => spec.routerTier !== undefined)
+      .flatMap((serve) => crossRules.flatMap((rule) => rule(tierOfServe(config, serve), ctx))),
+    ...onDemandServeChecks(config, ctx, manifest.serves),
+  ];
 }
 
 /** The errors among cross-check findings. */

@@ -12,6 +12,25 @@ export interface RouterTier {
   servedModelName: string;
   /** Whether a guarded readmit may verify this tier's identity; without it readmit refuses. */
   modelIdentity: boolean;
+  /** Set when a request may bring the tier's serve up (`[tiers.on_demand]`). */
+  onDemand?: OnDemandPolicy;
+}
+
+/**
+ * A tier whose serve the router acquires when a request finds it down: the request waits in a
+ * bounded FIFO queue until the acquisition's guarded readmit lets the tier back, then goes on.
+ */
+export interface OnDemandPolicy {
+  /** The manifest serve that backs the tier (its router_tier is this tier). */
+  serve: string;
+  /** Whether the acquisition may evict evictable serves to make room. */
+  evict: boolean;
+  /** Requests held while the serve comes up; the next one gets 503 + Retry-After. */
+  queueSize: number;
+  /** How long a held request waits before 503 + Retry-After. */
+  waitTimeoutS: number;
+  /** Seconds between SSE comment lines sent to a held streaming request. */
+  keepaliveS: number;
 }
 
 export interface RouterPreset {
@@ -22,6 +41,8 @@ export interface RouterPreset {
 
 export interface RouterConfig {
   mappingVersion: string;
+  /** Retry-After of a 503 that has no better figure (a quiesced tier, a full queue, a timed-out wait). */
+  retryAfterS: number;
   tiers: RouterTier[];
   presets: RouterPreset[];
 }
@@ -38,6 +59,28 @@ export interface RouterCheckIssue extends ManifestIssue {
 export const TIER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 /** Preset names are OpenAI model ids clients send; `/` and `:` are allowed (`anvil/ocr`). */
 export const PRESET_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/-]*$/;
+
+/**
+ * Bounds and defaults of the router's numbers (docs/router-admin-api.md says why each):
+ * - retry_after_s 10 (1..60): openai-node retries a 503 twice by default, sleeping Retry-After
+ *   when given (else 0.5..8 s of its own backoff; its older releases ignored a Retry-After of 60 s
+ *   or more), so 10 s gives a client's own retries 20 s for an eviction to finish, where 503s
+ *   without it gave up within 1.2 s.
+ * - queue_size 512 (1..4096): Ollama's OLLAMA_MAX_QUEUE, what users of local boxes know; each held
+ *   request keeps its body, so the bound keeps the memory a stuck acquisition can take in check.
+ * - wait_timeout_s 300 (1..3600): OpenAI clients give up after 600 s by default; 300 s leaves the
+ *   other half for the answer itself, and a client with a longer timeout may raise it.
+ * - keepalive_s 15 (1..60): below the 60 s idle timeouts of common proxies (nginx, ELB).
+ */
+export const ROUTER_BOUNDS = {
+  retryAfterS: { min: 1, max: 60, default: 10, unit: 'seconds' },
+  queueSize: { min: 1, max: 4096, default: 512, unit: 'requests' },
+  waitTimeoutS: { min: 1, max: 3600, default: 300, unit: 'seconds' },
+  keepaliveS: { min: 1, max: 60, default: 15, unit: 'seconds' },
+} as const;
+
+/** What OpenAI clients wait for an answer by default (openai-node, openai-python: 10 minutes). */
+export const OPENAI_CLIENT_TIMEOUT_S = 600;
 
 // ---------------------------------------------------------------------------------------------
 // Lookups

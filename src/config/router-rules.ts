@@ -5,7 +5,7 @@
 import type { Finding, Rule } from './issues';
 import { error, formatPath, isString, warning } from './issues';
 import type { RouterCheckIssue, RouterConfig, RouterPreset, RouterTier } from './router-model';
-import { parseBackendUrl } from './router-model';
+import { OPENAI_CLIENT_TIMEOUT_S, parseBackendUrl } from './router-model';
 import type { ServeSpec } from '../domain/types';
 
 interface Indexed<T> {
@@ -85,8 +85,52 @@ const everyTierHasPreset: Rule<{ tiers: RouterTier[]; presets: RouterPreset[] },
     .map((t) => warning(['tiers', tierFirst.get(t.name) ?? 0], `tier '${t.name}' has no preset: clients cannot reach it (admin endpoints still can)`));
 };
 
+type TiersAndPresets = { tiers: RouterTier[]; presets: RouterPreset[] };
+
+/** The acquisition readmits the tier through the guard, which refuses without model_identity. */
+const onDemandTierHasIdentity: Rule<TiersAndPresets, RouterContext> = ({ tiers }, { tierFirst }) =>
+  tiers
+    .filter((t) => t.onDemand && !t.modelIdentity)
+    .map((t) =>
+      error(
+        ['tiers', tierFirst.get(t.name) ?? 0, 'model_identity'],
+        `tier '${t.name}' is on demand and must set model_identity = true: the acquisition it triggers readmits it through the guarded readmit, ` +
+          'which refuses with identity_not_configured without it, so every held request would wait for nothing',
+      ),
+    );
+
+/** Two tiers acquiring one serve would each queue for a readmit only one of them gets. */
+const onDemandServeOnce: Rule<TiersAndPresets, RouterContext> = ({ tiers }, { tierFirst }) => {
+  const first = new Map<string, string>();
+  return tiers.flatMap((t) => {
+    if (!t.onDemand) return [];
+    const other = first.get(t.onDemand.serve);
+    if (other === undefined) first.set(t.onDemand.serve, t.name);
+    return other === undefined
+      ? []
+      : [error(['tiers', tierFirst.get(t.name) ?? 0, 'on_demand', 'serve'], `serve '${t.onDemand.serve}' already backs on-demand tier '${other}'`)];
+  });
+};
+
+/** A non-streaming client gives up at its own timeout and never sees the 503 + Retry-After. */
+const onDemandWaitWithinClientTimeout: Rule<TiersAndPresets, RouterContext> = ({ tiers }, { tierFirst }) =>
+  tiers
+    .filter((t) => t.onDemand && t.onDemand.waitTimeoutS >= OPENAI_CLIENT_TIMEOUT_S)
+    .map((t) =>
+      warning(
+        ['tiers', tierFirst.get(t.name) ?? 0, 'on_demand', 'wait_timeout_s'],
+        `${t.onDemand?.waitTimeoutS ?? 0} s is not below OpenAI clients' default timeout of ${OPENAI_CLIENT_TIMEOUT_S} s: ` +
+          'a client with the default gives up (and retries from scratch) before the router answers 503 with Retry-After',
+      ),
+    );
+
 /** Over the valid tiers and presets. */
-export const configRules: Rule<{ tiers: RouterTier[]; presets: RouterPreset[] }, RouterContext>[] = [everyTierHasPreset];
+export const configRules: Rule<TiersAndPresets, RouterContext>[] = [
+  everyTierHasPreset,
+  onDemandTierHasIdentity,
+  onDemandServeOnce,
+  onDemandWaitWithinClientTimeout,
+];
 
 // ---------------------------------------------------------------------------------------------
 // Against the manifest: one rule per finding, over each serve that names a router tier
@@ -176,6 +220,40 @@ const tierBackendOnServePort: CrossRule = ({ serve: { spec: serve }, tier }, { r
 };
 
 export const crossRules: CrossRule[] = [serveTierDeclared, evictableTierHasIdentity, tierIdentityForReadmit, tierSendsServesModel, tierBackendOnServePort];
+
+/**
+ * An on-demand tier's serve: it must be in the manifest and name this tier as its router_tier
+ * (the acquisition readmits that tier and no other).
+ */
+export function onDemandServeChecks(config: RouterConfig, ctx: CrossCheck, serves: readonly ServeSpec[]): RouterCheckIssue[] {
+  return config.tiers.flatMap((tier, index) => {
+    const policy = tier.onDemand;
+    if (!policy) return [];
+    const path = ['tiers', index, 'on_demand', 'serve'];
+    const serve = serves.find((s) => s.name === policy.serve);
+    if (!serve) {
+      const known = serves.filter((s) => s.routerTier === tier.name).map((s) => `'${s.name}'`);
+      return found(
+        'error',
+        ctx.routerFile,
+        path,
+        `tier '${tier.name}' is on demand for serve '${policy.serve}', which is not a serve in ${ctx.manifestFile}` +
+          (known.length ? ` (serves with router_tier '${tier.name}': ${known.join(', ')})` : ''),
+      );
+    }
+    if (serve.routerTier !== tier.name) {
+      return found(
+        'error',
+        ctx.routerFile,
+        path,
+        `tier '${tier.name}' is on demand for serve '${serve.name}', whose router_tier is ` +
+          `${serve.routerTier ? `'${serve.routerTier}'` : 'not set'} in ${ctx.manifestFile}: its acquisition would readmit another tier, ` +
+          `and requests held here would never be let through; set router_tier = "${tier.name}" on the serve`,
+      );
+    }
+    return [];
+  });
+}
 
 export function tierOfServe(config: RouterConfig, serve: Indexed<ServeSpec>): TierOfServe {
   const index = config.tiers.findIndex((t) => t.name === serve.spec.routerTier);

@@ -4,17 +4,23 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { findTier } from '../config/router-model';
+import type { RouterTier } from '../config/router-model';
 import { formatIssue } from '../domain/types';
 import type { LoadedConfig } from './config-file';
 import { ConfigLoadError, loadConfig } from './config-file';
 import { errorBody } from './errors';
 import { guardedReadmit } from './readmit';
+import type { Mutex } from './mutex';
+import type { OnDemand } from './on-demand';
+import { onDemandWithoutApi } from './on-demand-config';
 import type { TierTable } from './tier-table';
 
 export interface AdminOptions {
   configPath: string;
   adminToken: string;
   probeTimeoutMs: number;
+  /** A reloaded config with an on-demand tier is refused while the router has no acquisition API. */
+  requireAcquisitionApi: boolean;
 }
 
 function digest(s: string): Buffer {
@@ -28,23 +34,10 @@ function bearerMatches(header: string | undefined, expected: Buffer): boolean {
   return timingSafeEqual(presented, expected) && m !== null;
 }
 
-/** Serializes admin changes. */
-class Mutex {
-  private tail: Promise<void> = Promise.resolve();
-
-  run<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(fn);
-    this.tail = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    return result;
-  }
-}
-
-export async function registerAdminRoutes(app: FastifyInstance, table: TierTable, opts: AdminOptions): Promise<void> {
+export async function registerAdminRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand, admin: Mutex, opts: AdminOptions): Promise<void> {
   const tokenDigest = digest(opts.adminToken);
-  const admin = new Mutex();
+  // The contract's TierState, and what an on-demand tier's queue holds (docs/router-admin-api.md).
+  const stateOf = (tier: RouterTier) => ({ ...table.state(tier), ...demand.state(tier.name) });
 
   await app.register((scope, _o, done) => {
     scope.addHook('onRequest', (req, reply, next) => {
@@ -62,18 +55,18 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
         }),
       );
 
-    scope.get('/admin/tiers', () => ({ mapping_version: table.config.mappingVersion, tiers: table.config.tiers.map((t) => table.state(t)) }));
+    scope.get('/admin/tiers', () => ({ mapping_version: table.config.mappingVersion, tiers: table.config.tiers.map(stateOf) }));
 
     scope.get<{ Params: { tier: string } }>('/admin/tiers/:tier', (req, reply) => {
       const tier = findTier(table.config, req.params.tier);
-      return tier ? reply.send(table.state(tier)) : unknownTier(reply, req.params.tier);
+      return tier ? reply.send(stateOf(tier)) : unknownTier(reply, req.params.tier);
     });
 
     scope.post<{ Params: { tier: string } }>('/admin/tiers/:tier/quiesce', (req, reply) =>
       admin.run(() => {
         const tier = findTier(table.config, req.params.tier);
         if (!tier) return Promise.resolve(unknownTier(reply, req.params.tier));
-        return table.setMode(tier.name, 'quiesced').then(() => reply.send(table.state(tier)));
+        return table.setMode(tier.name, 'quiesced').then(() => reply.send(stateOf(tier)));
       }),
     );
 
@@ -102,6 +95,21 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
               issues: err.issues,
               mapping_version: running,
             }),
+          );
+        }
+        const missing = demand.enabled || !opts.requireAcquisitionApi ? [] : onDemandWithoutApi(loaded.config, opts.configPath);
+        if (missing.length > 0) {
+          const running = table.config.mappingVersion;
+          return reply.code(400).send(
+            errorBody(
+              `config ${opts.configPath} has on-demand tiers this router cannot acquire for; the running mapping '${running}' stays`,
+              'invalid_config',
+              {
+                errors: missing.map(formatIssue),
+                issues: missing,
+                mapping_version: running,
+              },
+            ),
           );
         }
         await table.replace(loaded.config);

@@ -1,5 +1,6 @@
 // Runnable reference router:
 //   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H] [--port P] [--state FILE]
+// On-demand tiers also need GPURES_API_URL and GPURES_API_TOKEN (the acquisition API).
 // Binds 127.0.0.1:8000 unless told otherwise; SIGTERM/SIGINT close it (in-flight requests finish).
 import { parseArgs } from 'node:util';
 import { routerProcessEnv } from '../config/env';
@@ -36,9 +37,9 @@ async function main(): Promise<void> {
     return;
   }
   if (!values.config) fail(`--config is required\n${USAGE}`);
-  let token: string;
+  let env: ReturnType<typeof routerProcessEnv>;
   try {
-    token = routerProcessEnv(process.env).adminToken;
+    env = routerProcessEnv(process.env);
   } catch (err) {
     fail(err instanceof Error ? err.message : String(err));
   }
@@ -48,7 +49,15 @@ async function main(): Promise<void> {
 
   let router: Awaited<ReturnType<typeof startRouter>>;
   try {
-    router = await startRouter({ configPath: values.config, host, port, adminToken: token, ...(values.state ? { stateFile: values.state } : {}) });
+    router = await startRouter({
+      configPath: values.config,
+      host,
+      port,
+      adminToken: env.adminToken,
+      requireAcquisitionApi: true,
+      ...(env.acquisitions ? { acquisitions: env.acquisitions } : {}),
+      ...(values.state ? { stateFile: values.state } : {}),
+    });
   } catch (err) {
     fail(`cannot start:\n${err instanceof Error ? err.message : String(err)}`);
   }

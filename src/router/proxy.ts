@@ -1,33 +1,108 @@
 // The router's public surface: /healthz, /v1/models (the presets), and the proxied OpenAI routes,
 // each forwarded to its preset's tier with `model` rewritten to the tier's served_model_name.
-// A quiesced tier answers 503; a request counts as in flight until its response is done.
+// A quiesced tier answers 503 with Retry-After, unless it is on demand: then the request waits in
+// its queue while the serve is acquired (on-demand.ts). A request counts as in flight from when it
+// is forwarded until its response is done; a held one is not (there is nothing to drain yet).
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { findTier } from '../config/router-model';
 import { errorBody, errText } from './errors';
-import type { TierTable } from './tier-table';
+import type { RouterTier } from '../config/router-model';
+import type { OnDemand, Refusal } from './on-demand';
+import type { TierRuntime, TierTable } from './tier-table';
 
 /** Routes the router proxies, and the backend path each goes to. */
 const PROXIED = ['/v1/chat/completions', '/v1/embeddings'] as const;
 /** Response headers relayed from the backend besides the status and the body. */
 const RELAYED_HEADERS = ['content-type', 'cache-control'] as const;
 
-export function registerPublicRoutes(app: FastifyInstance, table: TierTable): void {
+export function registerPublicRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand): void {
   app.get('/healthz', () => ({ status: 'ok', mapping_version: table.config.mappingVersion }));
 
-  app.get('/v1/models', () => ({
-    object: 'list',
-    data: table.config.presets.map((p) => ({ id: p.name, object: 'model', owned_by: 'gpures-router' })),
-  }));
+  app.get('/v1/models', () => modelList(table, demand));
 
   for (const route of PROXIED) {
-    app.post(route, (req, reply) => proxy(table, route, req, reply));
+    app.post(route, (req, reply) => proxy(table, demand, route, req, reply));
   }
 }
 
-async function proxy(table: TierTable, route: (typeof PROXIED)[number], req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+/**
+ * What OpenAI clients read (`data`: id, object, owned_by) for the presets that can answer now or
+ * on demand, each with `availability`; the others under `unavailable`, with why and when to retry.
+ */
+function modelList(table: TierTable, demand: OnDemand) {
+  const cfg = table.config;
+  const data: Record<string, unknown>[] = [];
+  const unavailable: Record<string, unknown>[] = [];
+  for (const p of cfg.presets) {
+    const tier = findTier(cfg, p.tier);
+    if (!tier) continue;
+    const quiesced = table.runtimeOf(tier.name).mode === 'quiesced';
+    const refusal = tier.onDemand ? demand.cooldown(tier.name) : undefined;
+    if (refusal) unavailable.push({ id: p.name, tier: tier.name, reason: refusal.reason, message: refusal.message, retry_after_s: refusal.retryAfterS });
+    else if (quiesced && !(tier.onDemand && demand.enabled))
+      unavailable.push({ id: p.name, tier: tier.name, reason: 'quiesced', retry_after_s: cfg.retryAfterS });
+    else data.push({ id: p.name, object: 'model', owned_by: 'gpures-router', tier: tier.name, availability: quiesced ? 'on_demand' : 'now' });
+  }
+  return { object: 'list', data, unavailable };
+}
+
+/** 503 with Retry-After and the router's error shape; once a held stream has begun, an SSE error event. */
+function refuse(reply: FastifyReply, r: Refusal, streamed = false): void {
+  const body = errorBody(r.message, 'tier_unavailable', {
+    code: r.reason,
+    tier: r.tier,
+    reason: r.reason,
+    retry_after_s: r.retryAfterS,
+    ...(r.acquisition ? { acquisition: { workflow_id: r.acquisition.workflowId, step: r.acquisition.step ?? null } } : {}),
+  });
+  if (streamed) reply.raw.end(sseError(body));
+  else void reply.code(503).header('retry-after', String(r.retryAfterS)).send(body);
+}
+
+/** openai-node throws an APIError for an SSE message whose data carries `error`. */
+const sseError = (body: unknown) => `event: error\ndata: ${JSON.stringify(body)}\n\n`;
+
+/**
+ * While a streaming request waits: after each keepalive_s an SSE comment line (which OpenAI
+ * clients skip), the 200 and the event-stream headers going out with the first. Until then the
+ * client may still get a plain status, whatever the wait ends in.
+ */
+function keepAlive(reply: FastifyReply, tier: RouterTier, seconds: number): { started: () => boolean; stop: () => void } {
+  let started = false;
+  const timer = setInterval(() => {
+    if (reply.raw.destroyed) return;
+    if (!started) {
+      started = true;
+      reply.hijack();
+      reply.raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-gpures-tier': tier.name });
+    }
+    reply.raw.write(`: waiting for tier '${tier.name}' to be acquired\n\n`);
+  }, seconds * 1000);
+  return { started: () => started, stop: () => clearInterval(timer) };
+}
+
+/** Counts the request in flight until its response is finished or aborted; the release is idempotent. */
+function enterInFlight(rt: TierRuntime, reply: FastifyReply): () => void {
+  rt.inFlight++;
+  rt.lastUsedAtEpochMs = Date.now();
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    rt.inFlight--;
+    rt.lastUsedAtEpochMs = Date.now();
+  };
+  reply.raw.once('finish', release);
+  reply.raw.once('close', release);
+  return release;
+}
+
+const refused = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code === 'ECONNREFUSED';
+
+async function proxy(table: TierTable, demand: OnDemand, route: (typeof PROXIED)[number], req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const body = req.body;
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return reply.code(400).send(errorBody('request body must be a JSON object with a "model" field', 'invalid_request'));
@@ -43,49 +118,96 @@ async function proxy(table: TierTable, route: (typeof PROXIED)[number], req: Fas
   const tier = findTier(cfg, preset.tier);
   if (!tier) throw new Error(`preset '${preset.name}' names missing tier '${preset.tier}'`); // a validated config rules this out
   const rt = table.runtimeOf(tier.name);
-  if (rt.mode === 'quiesced') {
-    return reply.code(503).send(errorBody(`tier '${tier.name}' is quiesced (evicted or draining); retry later`, 'tier_unavailable', { tier: tier.name }));
-  }
-
-  // In flight from here (the check above and this increment are one synchronous step, so no
-  // request gets past a quiesce that has returned) until the response is finished or aborted.
-  rt.inFlight++;
-  rt.lastUsedAtEpochMs = Date.now();
-  let released = false;
-  const release = () => {
-    if (released) return;
-    released = true;
-    rt.inFlight--;
-    rt.lastUsedAtEpochMs = Date.now();
-  };
-  reply.raw.once('finish', release);
-  reply.raw.once('close', release);
-
+  const streaming = (body as Record<string, unknown>).stream === true;
   const payload = JSON.stringify({ ...(body as Record<string, unknown>), model: tier.servedModelName });
-  let upstream: IncomingMessage;
-  try {
-    upstream = await forward(`${tier.backend}${route}`, payload, req, reply);
-  } catch (err) {
-    if (reply.raw.destroyed) return reply.hijack();
-    return reply.code(502).send(
-      errorBody(`tier '${tier.name}' backend ${tier.backend} is unreachable: ${errText(err)}`, 'backend_unreachable', {
+  let held: ReturnType<typeof keepAlive> | undefined;
+
+  /**
+   * Waits in the tier's queue: false to go on, true once the reply has been given. (Not the
+   * reply itself: a FastifyReply is thenable, and an async function would await it.)
+   */
+  const wait = async (): Promise<boolean> => {
+    if (!tier.onDemand || !demand.enabled) {
+      const why = tier.onDemand ? '; it is on demand, but this router has no acquisition API (GPURES_API_URL, GPURES_API_TOKEN)' : '';
+      refuse(reply, {
+        tier: tier.name,
+        reason: 'quiesced',
+        message: `tier '${tier.name}' is quiesced (evicted or draining)${why}; retry later`,
+        retryAfterS: cfg.retryAfterS,
+      });
+      return true;
+    }
+    if (streaming) held ??= keepAlive(reply, tier, tier.onDemand.keepaliveS);
+    const outcome = await demand.hold(tier, reply);
+    held?.stop();
+    if (outcome.ok) return false;
+    if ('gone' in outcome) reply.hijack();
+    else refuse(reply, outcome.refusal, held?.started());
+    return true;
+  };
+
+  for (let attempt = 0; ; attempt++) {
+    if (rt.mode === 'quiesced' && (await wait())) return reply;
+    // In flight from here (the check above and this increment are one synchronous step, so no
+    // request gets past a quiesce that has returned) until the response is finished or aborted.
+    const release = enterInFlight(rt, reply);
+    let upstream: IncomingMessage;
+    try {
+      upstream = await forward(`${tier.backend}${route}`, payload, req, reply);
+    } catch (err) {
+      if (reply.raw.destroyed) return reply.hijack();
+      // An on-demand tier's serve that is down: hold the request and acquire it, once.
+      if (attempt === 0 && tier.onDemand && demand.enabled && refused(err)) {
+        release();
+        if (await wait()) return reply;
+        continue;
+      }
+      const e = errorBody(`tier '${tier.name}' backend ${tier.backend} is unreachable: ${errText(err)}`, 'backend_unreachable', {
         tier: tier.name,
         backend: tier.backend,
-      }),
-    );
+      });
+      if (!held?.started()) return reply.code(502).send(e);
+      reply.raw.end(sseError(e));
+      return reply;
+    }
+    if (reply.raw.destroyed) {
+      upstream.destroy();
+      return reply.hijack();
+    }
+    if (held?.started()) {
+      await relayIntoStream(upstream, reply);
+      return reply;
+    }
+    reply.code(upstream.statusCode ?? 502);
+    for (const h of RELAYED_HEADERS) {
+      const v = upstream.headers[h];
+      if (v !== undefined) reply.header(h, v);
+    }
+    reply.header('x-gpures-tier', tier.name);
+    // Streamed, never buffered: SSE chunks reach the client as the backend writes them.
+    return reply.send(upstream);
   }
-  if (reply.raw.destroyed) {
-    upstream.destroy();
-    return reply.hijack();
+}
+
+/** The backend's answer into a stream whose 200 already went out: its events, or its error as an SSE error event. */
+async function relayIntoStream(upstream: IncomingMessage, reply: FastifyReply): Promise<void> {
+  if (upstream.statusCode === 200) {
+    upstream.pipe(reply.raw);
+    return;
   }
-  reply.code(upstream.statusCode ?? 502);
-  for (const h of RELAYED_HEADERS) {
-    const v = upstream.headers[h];
-    if (v !== undefined) reply.header(h, v);
+  const chunks: Buffer[] = [];
+  for await (const c of upstream) chunks.push(c as Buffer);
+  const text = Buffer.concat(chunks).toString('utf8');
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
   }
-  reply.header('x-gpures-tier', tier.name);
-  // Streamed, never buffered: SSE chunks reach the client as the backend writes them.
-  return reply.send(upstream);
+  const error = (body as { error?: unknown } | undefined)?.error
+    ? body
+    : errorBody(`backend answered ${upstream.statusCode ?? 0}: ${text.slice(0, 500)}`, 'backend_error');
+  reply.raw.end(sseError(error));
 }
 
 /** POSTs the payload to the backend; resolves at the response headers. Aborts when the client goes. */

@@ -4,13 +4,18 @@
 // router plugs in by implementing the same contract.
 //
 // This file wires the parts into fastify: the tier table (tier-table.ts), the public routes and
-// the proxy (proxy.ts), the admin API (admin.ts) with its guarded readmit (readmit.ts).
+// the proxy (proxy.ts), the admin API (admin.ts) with its guarded readmit (readmit.ts), and the
+// on-demand queues (on-demand.ts) with their acquisition API client (acquisitions.ts).
 import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import { httpUrl } from '../domain/serve';
 import { registerAdminRoutes } from './admin';
-import { loadConfig } from './config-file';
+import { AcquisitionApi } from './acquisitions';
+import { ConfigLoadError, loadConfig } from './config-file';
+import { Mutex } from './mutex';
+import { OnDemand } from './on-demand';
+import { onDemandWithoutApi } from './on-demand-config';
 import { errorBody, errText } from './errors';
 import { registerPublicRoutes } from './proxy';
 import type { RouterSnapshot } from './tier-table';
@@ -34,6 +39,15 @@ export interface RouterOptions {
    * the next readmit.
    */
   stateFile?: string;
+  /**
+   * The acquisition API on-demand tiers acquire through (GPURES_API_URL, GPURES_API_TOKEN).
+   * Without it an on-demand tier answers like any other: 503 with Retry-After while quiesced.
+   */
+  acquisitions?: { url: string; token: string };
+  /** Refuse a config (at start and on reload) with an on-demand tier when there is no acquisition API: main.js sets it. */
+  requireAcquisitionApi?: boolean;
+  /** Between two GETs of a running acquisition. Default 500 ms. */
+  acquisitionPollMs?: number;
 }
 
 export interface RunningRouter {
@@ -75,13 +89,24 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const host = opts.host ?? '127.0.0.1';
 
   const { config } = await loadConfig(opts.configPath);
+  const missing = opts.acquisitions || !opts.requireAcquisitionApi ? [] : onDemandWithoutApi(config, opts.configPath);
+  if (missing.length > 0) throw new ConfigLoadError(missing);
   const table = await TierTable.open(config, opts.stateFile);
+  const probeTimeoutMs = opts.probeTimeoutMs ?? 5000;
+  const changes = new Mutex();
+  const api = opts.acquisitions ? new AcquisitionApi(opts.acquisitions) : undefined;
+  const demand = new OnDemand(table, api, changes, { probeTimeoutMs, ...(opts.acquisitionPollMs ? { pollMs: opts.acquisitionPollMs } : {}) });
 
   const app: FastifyInstance = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024 });
   acceptJsonBodies(app);
   answerErrors(app);
-  registerPublicRoutes(app, table);
-  await registerAdminRoutes(app, table, { configPath: opts.configPath, adminToken: opts.adminToken, probeTimeoutMs: opts.probeTimeoutMs ?? 5000 });
+  registerPublicRoutes(app, table, demand);
+  await registerAdminRoutes(app, table, demand, changes, {
+    configPath: opts.configPath,
+    adminToken: opts.adminToken,
+    probeTimeoutMs,
+    requireAcquisitionApi: Boolean(opts.requireAcquisitionApi),
+  });
 
   await app.listen({ host, port: opts.port ?? 0 });
   const address = app.server.address() as AddressInfo;

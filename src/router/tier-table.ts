@@ -37,6 +37,8 @@ async function loadQuiesced(file: string): Promise<Set<string>> {
 }
 
 export class TierTable {
+  private readonly modeListeners: ((name: string, mode: TierMode) => void)[] = [];
+
   private constructor(
     private current: RouterConfig,
     private runtime: Map<string, TierRuntime>,
@@ -82,6 +84,11 @@ export class TierTable {
     return { mappingVersion: this.current.mappingVersion, tiers: this.current.tiers.map((t) => this.state(t)) };
   }
 
+  /** Called after each mode change has been saved: the on-demand queue waits for 'active'. */
+  onModeChange(listener: (name: string, mode: TierMode) => void): void {
+    this.modeListeners.push(listener);
+  }
+
   /** A failed write leaves memory and file as they were. Callers serialize it (the admin mutex). */
   async setMode(name: string, mode: TierMode): Promise<void> {
     const rt = this.runtimeOf(name);
@@ -93,6 +100,7 @@ export class TierTable {
       rt.mode = previous;
       throw err;
     }
+    for (const l of this.modeListeners) l(name, mode);
   }
 
   /**

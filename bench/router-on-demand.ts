@@ -1,0 +1,138 @@
+// Benchmark: what the router's on-demand path costs beyond the work it waits for.
+//
+// On the simulated box with the acquisition API and the reference router wired as in production
+// (test/support/on-demand-box.ts): fast + vision up, then N runs of
+//
+//   cold   one request for the on-demand preset `big` while its serve is down: the router POSTs
+//          the acquisition (evict vision), holds the request, and forwards it once the guarded
+//          readmit lets the tier back. request → first byte, against the physical work in the
+//          acquire workflow's history (drainServe + stopServeContainer + startServeContainer +
+//          waitHealthy, ActivityTaskScheduled → Completed), as a ratio; then
+//          `serves down big --restore` for the next run.
+//   warm   with big up, K sequential requests through the router against the same requests
+//          straight to the backend: the median difference is what the router (its queue check
+//          included) adds when the serve is up.
+//
+//   node dist/bench/router-on-demand.js [--runs N] [--warm K] [--poll-ms MS]    (scripts/bench.sh sets the env up)
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import type { Client } from '@temporalio/client';
+import { tsToMs } from '@temporalio/common/lib/time';
+import { serveDown, serveUp } from '../src/client/operations';
+import { serveBaseUrl } from '../src/domain/serve';
+import { workflowIds } from '../src/shared/messages';
+import type { TestServe } from '../test/support/box';
+import { startOnDemandBox } from '../test/support/on-demand-box';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'big', vram_mib: 8192, class: 'on-demand', router_tier: 'big-local' },
+];
+const PHYSICAL = new Set(['drainServe', 'stopServeContainer', 'startServeContainer', 'waitHealthy']);
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
+};
+
+/** Summed durations of the physical steps in the latest run of the workflow. */
+async function physicalMs(client: Client, workflowId: string): Promise<number> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const scheduled = new Map<string, { type: string; at: number }>();
+  let total = 0;
+  for (const e of history.events ?? []) {
+    const s = e.activityTaskScheduledEventAttributes;
+    if (s?.activityType?.name) scheduled.set(String(e.eventId), { type: s.activityType.name, at: tsToMs(e.eventTime) });
+    const c = e.activityTaskCompletedEventAttributes;
+    const from = c ? scheduled.get(String(c.scheduledEventId)) : undefined;
+    if (from && PHYSICAL.has(from.type)) total += tsToMs(e.eventTime) - from.at;
+  }
+  return total;
+}
+
+/** Milliseconds from sending the request to the response's first body byte. */
+async function firstByteMs(url: string, model: string): Promise<number> {
+  const t0 = performance.now();
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }] }),
+  });
+  const reader = res.body?.getReader();
+  await reader?.read();
+  const ms = performance.now() - t0;
+  await reader?.cancel();
+  if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
+  return ms;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { runs: { type: 'string', default: '5' }, warm: { type: 'string', default: '50' }, 'poll-ms': { type: 'string', default: '100' } },
+  });
+  const pollIntervalMs = Number(values['poll-ms']);
+  const runs = Number(values.runs);
+  const warm = Number(values.warm);
+  if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(warm) || warm < 1) throw new Error('--runs and --warm must be positive integers');
+
+  const box = await startOnDemandBox({
+    prefix: 'bench-od',
+    gpu: GPU,
+    serves: SERVES,
+    onDemand: [{ tier: 'big-local', serve: 'big', evict: true }],
+    pollIntervalMs,
+  });
+  const client = box.temporal.client;
+  try {
+    for (const s of ['fast', 'vision']) {
+      const o = await serveUp(client, box.node, s);
+      if (!o.ok) throw new Error(`serves up ${s}: ${o.message}`);
+    }
+    const cold: { ttfbMs: number; physicalMs: number }[] = [];
+    for (let i = 0; i < runs; i++) {
+      const ttfbMs = await firstByteMs(box.router.url, 'big');
+      cold.push({ ttfbMs, physicalMs: await physicalMs(client, workflowIds.acquire(box.node, 'big')) });
+      if (i < runs - 1) {
+        const down = await serveDown(client, box.node, 'big', { restore: true });
+        if (!down.ok) throw new Error(`serves down big --restore: ${down.message}`);
+      }
+    }
+    // big is up now: the router's path against the backend's own.
+    const big = box.manifest.serves.find((s) => s.name === 'big');
+    if (!big) throw new Error('no serve big');
+    const direct: number[] = [];
+    const routed: number[] = [];
+    for (let i = 0; i < warm; i++) {
+      direct.push(await firstByteMs(serveBaseUrl(big), 'big'));
+      routed.push(await firstByteMs(box.router.url, 'big'));
+    }
+
+    process.stdout.write(`router on demand (sim box, ${runs} cold runs, ${warm} warm pairs)\n`);
+    process.stdout.write('cold: request -> first byte, serve acquired first (evicting vision)\n');
+    process.stdout.write('  run  first-byte-ms  physical-ms (drain+stop+start+health)  ratio\n');
+    cold.forEach((c, i) => {
+      process.stdout.write(
+        `  ${String(i + 1).padStart(3)}  ${c.ttfbMs.toFixed(0).padStart(13)}  ${c.physicalMs.toFixed(0).padStart(36)}  ${(c.ttfbMs / c.physicalMs).toFixed(2)}\n`,
+      );
+    });
+    const mt = median(cold.map((c) => c.ttfbMs));
+    const mp = median(cold.map((c) => c.physicalMs));
+    process.stdout.write(`  median first byte ${mt.toFixed(0)} ms, physical ${mp.toFixed(0)} ms, ratio ${(mt / mp).toFixed(2)}\n`);
+    const md = median(direct);
+    const mr = median(routed);
+    process.stdout.write(`warm: median first byte direct ${md.toFixed(2)} ms, through the router ${mr.toFixed(2)} ms, added ${(mr - md).toFixed(2)} ms\n`);
+  } finally {
+    await box.close();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,93 @@
+// The router's side of the acquisition API (docs/acquisition-api.md): POST one acquisition for a
+// tier's serve, then GET it for its status and step. The token comes from the router's own
+// environment and is sent only in the Authorization header; no message here quotes it.
+import { errText } from './errors';
+
+export interface AcquisitionApiOptions {
+  /** Base URL, without a trailing slash: `http://127.0.0.1:8090`. */
+  url: string;
+  token: string;
+  /** Timeout of each call. Default 10 s. */
+  timeoutMs?: number;
+}
+
+/** What a GET answers, reduced to what the router acts on. */
+export type AcquisitionStatus =
+  { status: 'running'; step?: string } | { status: 'completed'; outcome?: string } | { status: 'failed'; type?: string; message: string; retryAfterS?: number };
+
+/** The API could not be reached, or answered other than documented. */
+export class AcquisitionApiError extends Error {
+  constructor(
+    message: string,
+    readonly httpStatus?: number,
+  ) {
+    super(message);
+    this.name = 'AcquisitionApiError';
+  }
+}
+
+interface ApiError {
+  error?: { type?: string; message?: string; retry_after_s?: unknown };
+}
+
+export class AcquisitionApi {
+  private readonly timeoutMs: number;
+
+  constructor(private readonly opts: AcquisitionApiOptions) {
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+  }
+
+  /** Starts the acquisition, or joins the one running: its workflow id either way. */
+  async acquire(serve: string, evict: boolean): Promise<string> {
+    const body = await this.call<{ workflow_id?: unknown }>('POST', '/v1/acquisitions', { serve, evict, trigger: 'router' }, 202);
+    if (typeof body.workflow_id !== 'string') throw new AcquisitionApiError('POST /v1/acquisitions answered 202 without a workflow_id');
+    return body.workflow_id;
+  }
+
+  async status(workflowId: string): Promise<AcquisitionStatus> {
+    const body = await this.call<{ status?: unknown; step?: { step?: unknown }; result?: { outcome?: unknown } } & ApiError>(
+      'GET',
+      `/v1/acquisitions/${encodeURIComponent(workflowId)}`,
+      undefined,
+      200,
+    );
+    if (body.status === 'running' || body.status === 'paused') {
+      return { status: 'running', ...(typeof body.step?.step === 'string' ? { step: body.step.step } : {}) };
+    }
+    if (body.status === 'completed') return { status: 'completed', ...(typeof body.result?.outcome === 'string' ? { outcome: body.result.outcome } : {}) };
+    const e = body.error ?? {};
+    const retryAfterS = e.retry_after_s;
+    return {
+      status: 'failed',
+      ...(e.type ? { type: e.type } : {}),
+      message: e.message ?? `acquisition ${String(body.status)}`,
+      ...(typeof retryAfterS === 'number' && Number.isFinite(retryAfterS) && retryAfterS > 0 ? { retryAfterS } : {}),
+    };
+  }
+
+  private async call<T>(method: 'GET' | 'POST', path: string, payload: unknown, expected: number): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.opts.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${this.opts.token}`, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(payload === undefined ? {} : { body: JSON.stringify(payload) }),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (err) {
+      throw new AcquisitionApiError(`acquisition API ${this.opts.url} is unreachable: ${errText(err)}`);
+    }
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new AcquisitionApiError(`${method} ${path} answered ${res.status} with a body that is not JSON`, res.status);
+    }
+    if (res.status !== expected) {
+      const e = (body as ApiError).error;
+      throw new AcquisitionApiError(`${method} ${path} answered ${res.status}: ${e?.message ?? text.slice(0, 200)}`, res.status);
+    }
+    return body as T;
+  }
+}

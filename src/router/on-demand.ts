@@ -1,0 +1,273 @@
+// On-demand tiers: a request that finds its tier's serve down (the tier quiesced, or its backend
+// refusing connections) waits in the tier's bounded FIFO queue while the router acquires the
+// serve through the acquisition API, and goes on once the acquisition's guarded readmit has let
+// the tier back. One acquisition per tier at a time, however many requests wait (the API joins a
+// running one too: one workflow id). See docs/on-demand.md.
+import type { FastifyReply } from 'fastify';
+import type { RouterConfig, RouterTier } from '../config/router-model';
+import type { TierMode } from '../shared/contracts';
+import { AcquisitionApiError } from './acquisitions';
+import type { AcquisitionApi } from './acquisitions';
+import { errText } from './errors';
+import type { Mutex } from './mutex';
+import { guardedReadmit } from './readmit';
+import type { TierTable } from './tier-table';
+
+/** Why a request to a tier is answered 503; `code` and `reason` of the error body. */
+export type RefusalReason =
+  'quiesced' | 'queue_full' | 'wait_timeout' | 'acquisition_denied' | 'acquisition_failed' | 'acquisition_unavailable' | 'readmit_refused';
+
+export interface AcquisitionRef {
+  workflowId: string;
+  /** The last step the acquisition completed, when it has reported one. */
+  step?: string;
+}
+
+export interface Refusal {
+  tier: string;
+  reason: RefusalReason;
+  message: string;
+  retryAfterS: number;
+  acquisition?: AcquisitionRef;
+}
+
+export type HoldOutcome = { ok: true } | { ok: false; refusal: Refusal } | { ok: false; gone: true };
+
+interface Waiter {
+  settle(outcome: HoldOutcome): void;
+}
+
+interface Acquisition {
+  startedAtEpochMs: number;
+  workflowId?: string;
+  step?: string;
+  /** The tier was active (its backend down) and this acquisition quiesced it for the guard. */
+  quiescedByRouter: boolean;
+  /** Resolves when the tier turns active. */
+  readmitted: Promise<void>;
+  wake: () => void;
+}
+
+interface TierDemand {
+  /** Insertion order is arrival order: released first come, first served. */
+  queue: Set<Waiter>;
+  acquisition?: Acquisition;
+  /** A failed acquisition's refusal, repeated without a new acquisition until it expires. */
+  cooldown?: { untilEpochMs: number; refusal: Refusal };
+}
+
+export interface OnDemandOptions {
+  probeTimeoutMs: number;
+  /** Between two GETs of a running acquisition. Default 500 ms. */
+  pollMs?: number;
+}
+
+/** What the admin API shows of a tier's queue. */
+export interface DemandState {
+  queued: number;
+  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number } | null;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+export class OnDemand {
+  private readonly tiers = new Map<string, TierDemand>();
+  private readonly pollMs: number;
+
+  constructor(
+    private readonly table: TierTable,
+    private readonly api: AcquisitionApi | undefined,
+    private readonly changes: Mutex,
+    private readonly opts: OnDemandOptions,
+  ) {
+    this.pollMs = opts.pollMs ?? 500;
+    table.onModeChange((name, mode) => {
+      if (mode === 'active') this.tiers.get(name)?.acquisition?.wake();
+    });
+  }
+
+  private get config(): RouterConfig {
+    return this.table.config;
+  }
+
+  private demand(name: string): TierDemand {
+    let d = this.tiers.get(name);
+    if (!d) {
+      d = { queue: new Set() };
+      this.tiers.set(name, d);
+    }
+    return d;
+  }
+
+  /** Whether on-demand tiers can acquire (the router has the acquisition API's URL and token). */
+  get enabled(): boolean {
+    return this.api !== undefined;
+  }
+
+  /** A recent failure's refusal, with the seconds left of it, while no acquisition runs. */
+  cooldown(name: string): Refusal | undefined {
+    const d = this.tiers.get(name);
+    const now = Date.now();
+    if (!d || d.acquisition || !d.cooldown || d.cooldown.untilEpochMs <= now) return undefined;
+    return { ...d.cooldown.refusal, retryAfterS: Math.ceil((d.cooldown.untilEpochMs - now) / 1000) };
+  }
+
+  state(name: string): DemandState {
+    const d = this.tiers.get(name);
+    const a = d?.acquisition;
+    return {
+      queued: d?.queue.size ?? 0,
+      acquisition: a ? { workflowId: a.workflowId ?? null, step: a.step ?? null, startedAtEpochMs: a.startedAtEpochMs } : null,
+    };
+  }
+
+  /** The acquisition a refusal names while one runs. */
+  private ref(d: TierDemand): AcquisitionRef | undefined {
+    const a = d.acquisition;
+    return a?.workflowId ? { workflowId: a.workflowId, ...(a.step ? { step: a.step } : {}) } : undefined;
+  }
+
+  /**
+   * Holds the request until the tier is active again (`ok`), refuses it, or reports that the
+   * client went away (it has then left the queue). Starts the tier's acquisition if none runs.
+   */
+  hold(tier: RouterTier, reply: FastifyReply): Promise<HoldOutcome> {
+    const policy = tier.onDemand;
+    if (!policy || !this.api) throw new Error(`tier '${tier.name}' is not on demand`);
+    const d = this.demand(tier.name);
+    const cooling = this.cooldown(tier.name);
+    if (cooling) return Promise.resolve({ ok: false, refusal: cooling });
+    if (d.queue.size >= policy.queueSize) {
+      const ref = this.ref(d);
+      return Promise.resolve({
+        ok: false,
+        refusal: {
+          tier: tier.name,
+          reason: 'queue_full',
+          message: `tier '${tier.name}' is being acquired and its queue is full (${policy.queueSize} requests waiting); retry later`,
+          retryAfterS: this.config.retryAfterS,
+          ...(ref ? { acquisition: ref } : {}),
+        },
+      });
+    }
+    return new Promise<HoldOutcome>((resolve) => {
+      let done = false;
+      const waiter: Waiter = {
+        settle: (outcome) => {
+          if (done) return;
+          done = true;
+          clearTimeout(timer);
+          reply.raw.off('close', onGone);
+          d.queue.delete(waiter);
+          resolve(outcome);
+        },
+      };
+      const timer = setTimeout(() => {
+        const ref = this.ref(d);
+        waiter.settle({
+          ok: false,
+          refusal: {
+            tier: tier.name,
+            reason: 'wait_timeout',
+            message:
+              `tier '${tier.name}' was not back within its wait_timeout_s of ${policy.waitTimeoutS} s` +
+              (ref ? `; acquisition ${ref.workflowId} is still under way${ref.step ? ` (last step: ${ref.step})` : ''}` : ''),
+            retryAfterS: this.config.retryAfterS,
+            ...(ref ? { acquisition: ref } : {}),
+          },
+        });
+      }, policy.waitTimeoutS * 1000);
+      const onGone = () => waiter.settle({ ok: false, gone: true });
+      reply.raw.once('close', onGone);
+      d.queue.add(waiter);
+      if (!d.acquisition) void this.run(tier, d);
+    });
+  }
+
+  /** One acquisition: its outcome settles every request queued meanwhile. */
+  private async run(tier: RouterTier, d: TierDemand): Promise<void> {
+    let wake = () => undefined as void;
+    const readmitted = new Promise<void>((r) => (wake = r));
+    const a: Acquisition = { startedAtEpochMs: Date.now(), quiescedByRouter: false, readmitted, wake };
+    d.acquisition = a;
+    d.cooldown = undefined;
+    let refusal: Refusal | undefined;
+    try {
+      refusal = await this.acquire(tier, d, a);
+    } catch (err) {
+      refusal = this.refusal(tier, d, 'acquisition_unavailable', `acquiring tier '${tier.name}' failed in the router: ${errText(err)}`);
+    }
+    if (refusal) {
+      d.cooldown = { untilEpochMs: Date.now() + refusal.retryAfterS * 1000, refusal };
+      // Leave the tier as the acquisition found it: an active tier over a down backend stays active.
+      if (a.quiescedByRouter && this.table.runtimeOf(tier.name).mode === 'quiesced') {
+        await this.changes.run(() => this.table.setMode(tier.name, 'active')).catch(() => undefined);
+      }
+    }
+    d.acquisition = undefined;
+    const outcome: HoldOutcome = refusal ? { ok: false, refusal } : { ok: true };
+    for (const w of [...d.queue]) w.settle(outcome);
+  }
+
+  private refusal(tier: RouterTier, d: TierDemand, reason: RefusalReason, message: string, retryAfterS?: number): Refusal {
+    const ref = this.ref(d);
+    return { tier: tier.name, reason, message, retryAfterS: retryAfterS ?? this.config.retryAfterS, ...(ref ? { acquisition: ref } : {}) };
+  }
+
+  /** Undefined once the tier is active; the refusal otherwise. Ends early when no request waits any more. */
+  private async acquire(tier: RouterTier, d: TierDemand, a: Acquisition): Promise<Refusal | undefined> {
+    const policy = tier.onDemand;
+    const api = this.api;
+    if (!policy || !api) throw new Error(`tier '${tier.name}' is not on demand`);
+    const mode = (): TierMode => this.table.runtimeOf(tier.name).mode;
+    // Active over a backend refusing connections: quiesce it first, so the acquisition's readmit
+    // goes through the guard (it only readmits a quiesced tier) rather than finding it active.
+    if (mode() === 'active') {
+      await this.changes.run(() => this.table.setMode(tier.name, 'quiesced'));
+      a.quiescedByRouter = true;
+    }
+    try {
+      a.workflowId = await api.acquire(policy.serve, policy.evict);
+    } catch (err) {
+      if (!(err instanceof AcquisitionApiError)) throw err;
+      return this.refusal(tier, d, 'acquisition_unavailable', `tier '${tier.name}' needs serve '${policy.serve}', but ${err.message}`);
+    }
+    for (;;) {
+      if (mode() === 'active') return undefined;
+      if (d.queue.size === 0) return undefined; // nobody waits: the workflow goes on alone, and a later request joins it
+      let st;
+      try {
+        st = await api.status(a.workflowId);
+      } catch (err) {
+        if (!(err instanceof AcquisitionApiError)) throw err;
+        // A blip of the API is not the acquisition's failure: the requests' own timeouts bound this.
+        await Promise.race([a.readmitted, sleep(this.pollMs)]);
+        continue;
+      }
+      if (st.status === 'running') {
+        if (st.step) a.step = st.step;
+        await Promise.race([a.readmitted, sleep(this.pollMs)]);
+        continue;
+      }
+      if (st.status === 'failed') {
+        const denied = st.type === 'AdmissionDenied';
+        return this.refusal(
+          tier,
+          d,
+          denied ? 'acquisition_denied' : 'acquisition_failed',
+          `acquisition ${a.workflowId} of serve '${policy.serve}' ${denied ? 'was denied' : 'failed'}: ${st.message}`,
+          st.retryAfterS !== undefined ? Math.max(1, Math.ceil(st.retryAfterS)) : undefined,
+        );
+      }
+      // Completed with the tier still quiesced: the serve was already running (no readmit step
+      // ran). The router's own guarded readmit is the same guard.
+      if (mode() === 'active') return undefined;
+      const outcome = await this.changes.run(async () => {
+        const o = await guardedReadmit(tier, this.opts.probeTimeoutMs);
+        if (o.ok) await this.table.setMode(tier.name, 'active');
+        return o;
+      });
+      return outcome.ok ? undefined : this.refusal(tier, d, 'readmit_refused', `serve '${policy.serve}' is up but ${outcome.reason}: ${outcome.message}`);
+    }
+  }
+}

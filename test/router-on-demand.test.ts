@@ -1,0 +1,215 @@
+// The closed loop through the reference router, driven by the official `openai` client: a request
+// for an on-demand preset whose serve is down makes the router acquire it through the acquisition
+// API (a real dev server, the worker, the sim box) and hold the request until the acquisition's
+// guarded readmit lets the tier back. Every 503 carries Retry-After and the router's error shape.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { ledgerSnapshots, serveDown, serveUp } from '../src/client/operations';
+import { workflowIds } from '../src/shared/messages';
+import type { TestServe } from './support/box';
+import { startOnDemandBox } from './support/on-demand-box';
+import type { OnDemandBox } from './support/on-demand-box';
+import { waitFor, waitUntil } from './support/wait';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  // Fits only by evicting vision: the on-demand chat model of the examples.
+  { name: 'big', vram_mib: 8192, class: 'on-demand', router_tier: 'big-local' },
+  // Fits beside the residents; slow to start, so requests stay queued long enough to look at.
+  { name: 'slow', vram_mib: 512, class: 'on-demand', router_tier: 'slow-local', env: { SIM_START_DELAY_MS: '3000' } },
+  { name: 'unbuilt', vram_mib: 256, class: 'on-demand', router_tier: 'unbuilt-local', image: 'gpures/not-built:none' },
+  { name: 'liar', vram_mib: 256, class: 'on-demand', router_tier: 'liar-local', env: { SIM_MODEL_ID: 'someone-else' } },
+  { name: 'huge', vram_mib: 20000, class: 'on-demand', router_tier: 'huge-local' },
+];
+
+interface RouterError {
+  error: { type: string; code: string; reason: string; tier: string; message: string; retry_after_s: number; acquisition?: { workflow_id: string } };
+}
+
+describe('on-demand tiers through the router (openai client, sim box, acquisition API)', () => {
+  let box: OnDemandBox;
+  const statuses: number[] = [];
+  let openai: OpenAI;
+
+  before(async () => {
+    box = await startOnDemandBox({
+      prefix: 'router-od',
+      gpu: GPU,
+      serves: SERVES,
+      retryAfterS: 1,
+      onDemand: [
+        { tier: 'big-local', serve: 'big', evict: true },
+        { tier: 'slow-local', serve: 'slow', queue_size: 2, keepalive_s: 1 },
+        { tier: 'unbuilt-local', serve: 'unbuilt' },
+        { tier: 'liar-local', serve: 'liar' },
+        { tier: 'huge-local', serve: 'huge' },
+      ],
+    });
+    // Every answer the client saw, retries included.
+    const counting: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      statuses.push(res.status);
+      return res;
+    };
+    openai = new OpenAI({ baseURL: `${box.router.url}/v1`, apiKey: 'unused', fetch: counting, maxRetries: 8 });
+    for (const s of ['fast', 'vision']) {
+      const o = await serveUp(box.temporal.client, box.node, s);
+      assert.ok(o.ok, o.ok ? '' : o.message);
+    }
+  });
+  after(async () => {
+    await box?.close();
+  });
+
+  const chat = (model: string) => openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'hello' }] });
+  const raw = (model: string, extra: Record<string, unknown> = {}, init: { signal?: AbortSignal } = {}) =>
+    fetch(`${box.router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], ...extra }),
+      ...init,
+    });
+  const acquisitionRuns = async (serve: string) => {
+    const ids: string[] = [];
+    for await (const w of box.temporal.client.workflow.list({ query: `WorkflowId = '${workflowIds.acquire(box.node, serve)}'` })) ids.push(w.runId);
+    return ids;
+  };
+  const modes = async () => Object.fromEntries((await box.tiers()).map((t) => [t.tier, t.state]));
+
+  test('10 concurrent requests to a down on-demand serve: one acquisition (evicting vision), all answered 200', async () => {
+    // A fresh router has big-local active over a backend that refuses connections.
+    const answers = await Promise.all(Array.from({ length: 10 }, () => chat('big')));
+    for (const a of answers) assert.equal(a.model, 'big');
+    assert.deepEqual(
+      statuses.filter((s) => s !== 200),
+      [],
+      'no request needed a retry',
+    );
+    const runs = await waitFor('the acquisition in visibility', async () => ((await acquisitionRuns('big')).length > 0 ? acquisitionRuns('big') : undefined));
+    assert.equal(runs.length, 1, `one acquire workflow run, got ${runs.join(', ')}`);
+    const tiers = await modes();
+    assert.equal(tiers['big-local'], 'active');
+    assert.equal(tiers['vision-local'], 'quiesced', 'vision was evicted for big');
+  });
+
+  test('an evicted tier answers 503 with Retry-After and the JSON body; the client retries succeed once it is back', async () => {
+    const res = await raw('vision');
+    assert.equal(res.status, 503);
+    assert.equal(res.headers.get('retry-after'), '1');
+    const body = (await res.json()) as RouterError;
+    assert.equal(body.error.tier, 'vision-local');
+    assert.equal(body.error.reason, 'quiesced');
+    assert.equal(body.error.retry_after_s, 1);
+    // openai.models.list() reads `data`; `unavailable` is for clients that look further.
+    const listed = await openai.models.list();
+    assert.ok(!listed.data.some((m) => m.id === 'vision'), 'an evicted preset is not listed as answering');
+    const models = (await (await fetch(`${box.router.url}/v1/models`)).json()) as { data: { id: string }[]; unavailable?: { id: string; reason: string }[] };
+    assert.deepEqual(
+      models.unavailable?.filter((m) => m.id === 'vision').map((m) => m.reason),
+      ['quiesced'],
+    );
+
+    statuses.length = 0;
+    const answer = chat('vision');
+    await waitUntil('the client got a 503', () => statuses.includes(503));
+    const down = await serveDown(box.temporal.client, box.node, 'big', { restore: true });
+    assert.ok(down.ok, down.ok ? '' : down.message);
+    assert.equal((await answer).model, 'qwen3-vl-4b-instruct');
+    assert.ok(statuses.filter((s) => s === 503).length >= 1 && statuses[statuses.length - 1] === 200, `statuses ${statuses.join(',')}`);
+  });
+
+  test('past the queue limit: 503 queue_full with Retry-After naming the acquisition; the queued ones answered', async () => {
+    const held = [raw('slow'), raw('slow')];
+    // Once the POST has answered, the acquisition has an id to name.
+    await waitUntil('two requests queued on slow-local, its acquisition started', async () =>
+      (await box.tiers()).some((t) => t.tier === 'slow-local' && t.queued === 2 && t.acquisition?.workflowId),
+    );
+    const over = await raw('slow');
+    assert.equal(over.status, 503);
+    assert.equal(over.headers.get('retry-after'), '1');
+    const body = (await over.json()) as RouterError;
+    assert.equal(body.error.reason, 'queue_full');
+    assert.equal(body.error.tier, 'slow-local');
+    const id = workflowIds.acquire(box.node, 'slow');
+    assert.equal(body.error.acquisition?.workflow_id, id);
+    // Admin tier state shows the queue and the acquisition; the API's GET its last step.
+    const state = (await box.tiers()).find((t) => t.tier === 'slow-local');
+    assert.equal(state?.queued, 2);
+    assert.equal(state?.acquisition?.workflowId, id);
+    // The serve takes 3 s to turn healthy: meanwhile the last step completed is its start.
+    const progress = await waitFor('the acquisition past its start step', async () => {
+      const get = await fetch(`${box.apiUrl}/v1/acquisitions/${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${box.apiToken}` } });
+      const p = (await get.json()) as { status: string; step?: { step: string; outcome: string }; steps_completed?: number };
+      return p.step?.step === 'start' ? p : undefined;
+    });
+    assert.equal(progress.status, 'running');
+    assert.equal(progress.steps_completed, 2, 'admit, start');
+    for (const r of await Promise.all(held)) assert.equal(r.status, 200);
+    const down = await serveDown(box.temporal.client, box.node, 'slow');
+    assert.ok(down.ok, down.ok ? '' : down.message);
+    assert.equal((await modes())['slow-local'], 'quiesced', 'serves down quiesced the tier');
+  });
+
+  test('a streaming request held in the queue gets SSE keepalives, then the stream', async () => {
+    // slow-local is quiesced now (serves down): the quiesced path, with the serve's 3 s start.
+    const res = await raw('slow', { stream: true });
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    const keepalives = text.split('\n').filter((l) => l.startsWith(': waiting for tier'));
+    assert.ok(keepalives.length >= 1, `keepalives before the stream: ${text.slice(0, 300)}`);
+    assert.ok(text.indexOf(': waiting') < text.indexOf('data: {'), 'keepalives come before the first event');
+    assert.match(text, /data: \[DONE\]/);
+    // And the official client takes such a stream as it is.
+    const down = await serveDown(box.temporal.client, box.node, 'slow');
+    assert.ok(down.ok);
+    const stream = await openai.chat.completions.create({ model: 'slow', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    let content = '';
+    for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? '';
+    assert.ok(content.length > 0);
+  });
+
+  test('a failed acquisition (image missing, identity mismatch): every queued request gets 503 with the reason; nothing left quiesced', async () => {
+    const before = await modes();
+    for (const [preset, reason] of [
+      ['unbuilt', /ImageMissing|image/i],
+      ['liar', /identity|someone-else/i],
+    ] as const) {
+      const answers = await Promise.all(Array.from({ length: 3 }, () => raw(preset)));
+      for (const r of answers) {
+        assert.equal(r.status, 503);
+        assert.ok(Number(r.headers.get('retry-after')) >= 1);
+        const body = (await r.json()) as RouterError;
+        assert.equal(body.error.reason, 'acquisition_failed', JSON.stringify(body));
+        assert.match(body.error.message, reason);
+        assert.equal(body.error.acquisition?.workflow_id, workflowIds.acquire(box.node, preset));
+      }
+      assert.equal((await acquisitionRuns(preset)).length, 1, `one acquisition of ${preset}`);
+    }
+    assert.deepEqual(await modes(), before, 'every tier as it was');
+    const [ledger] = await ledgerSnapshots(box.temporal.client, box.manifest);
+    assert.ok(ledger && !ledger.reservations.some((r) => r.serve === 'unbuilt' || r.serve === 'liar'), 'nothing reserved for them');
+  });
+
+  test("a denied acquisition passes the ledger's text", async () => {
+    const r = await raw('huge');
+    assert.equal(r.status, 503);
+    assert.ok(r.headers.get('retry-after'));
+    const body = (await r.json()) as RouterError;
+    assert.equal(body.error.reason, 'acquisition_denied');
+    assert.match(body.error.message, /over budget by \d+ MiB/);
+  });
+
+  test('a client that goes away leaves the queue', async () => {
+    const down = await serveDown(box.temporal.client, box.node, 'slow');
+    assert.ok(down.ok, down.ok ? '' : down.message);
+    const abort = new AbortController();
+    const gone = raw('slow', {}, { signal: abort.signal }).catch((err: unknown) => err);
+    await waitUntil('one request queued on slow-local', async () => (await box.tiers()).some((t) => t.tier === 'slow-local' && t.queued === 1));
+    abort.abort();
+    assert.ok((await gone) instanceof Error);
+    await waitUntil('the queue empty again', async () => (await box.tiers()).some((t) => t.tier === 'slow-local' && t.queued === 0));
+  });
+});

@@ -1,0 +1,148 @@
+// A simulated box with the whole closed loop: sim serves as local processes, the fake nvidia-smi,
+// a worker on a real dev server, the acquisition API (buildApi, on loopback) and the reference
+// router with GPURES_API_URL/TOKEN's equivalent, so on-demand tiers acquire through the API.
+// For the on-demand router tests and bench/router-on-demand.ts.
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
+import { NvidiaSmi } from '../../src/adapters/gpu/nvidia-smi';
+import { HttpRouterAdmin } from '../../src/adapters/router-admin/http';
+import { buildApi } from '../../src/client/api';
+import { parseManifest } from '../../src/config/manifest';
+import type { Manifest } from '../../src/domain/types';
+import { startRouter } from '../../src/router/server';
+import type { RunningRouter } from '../../src/router/server';
+import { FAKE_NVIDIA_SMI, routerConfigFor } from '../../src/sim/box';
+import type { FakeNvidiaSmiState } from '../../src/sim/fake-nvidia-smi';
+import { SimRuntime } from '../../src/sim/runtime';
+import { renderManifest, TEST_IMAGE, uniqueNode } from './box';
+import type { TestGpu, TestServe } from './box';
+import { testTemporal } from './temporal';
+import type { TestTemporal } from './temporal';
+import { startTestWorker } from './worker';
+import type { TestWorker } from './worker';
+
+export interface OnDemandTier {
+  /** The tier (router_tier of `serve` in the manifest). */
+  tier: string;
+  serve: string;
+  evict?: boolean;
+  queue_size?: number;
+  wait_timeout_s?: number;
+  keepalive_s?: number;
+}
+
+export interface OnDemandBoxOptions {
+  prefix: string;
+  gpu: TestGpu;
+  serves: TestServe[];
+  onDemand: OnDemandTier[];
+  retryAfterS?: number;
+  pollIntervalMs?: number;
+}
+
+export interface OnDemandBox {
+  node: string;
+  manifest: Manifest;
+  temporal: TestTemporal;
+  router: RunningRouter;
+  admin: HttpRouterAdmin;
+  apiUrl: string;
+  apiToken: string;
+  runtime: SimRuntime;
+  /** GET /admin/tiers as the router answers it, the queue and acquisition included. */
+  tiers(): Promise<AdminTier[]>;
+  close(): Promise<void>;
+}
+
+export interface AdminTier {
+  tier: string;
+  state: 'active' | 'quiesced';
+  inFlight: number;
+  queued: number;
+  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number } | null;
+}
+
+export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandBox> {
+  const node = uniqueNode(o.prefix);
+  const dir = mkdtempSync(join(tmpdir(), `gpures-${o.prefix}-`));
+  const text = renderManifest(node, [o.gpu], o.serves).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
+  const manifestPath = join(dir, 'serves.toml');
+  writeFileSync(manifestPath, text);
+  const parsed = parseManifest(text, manifestPath);
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+  const manifest = parsed.manifest;
+
+  const servesDir = join(dir, 'serves');
+  mkdirSync(servesDir, { recursive: true });
+  // Only the test image exists: a serve naming another one fails with ImageMissing.
+  const runtime = new SimRuntime({ stateDir: servesDir, knownImages: [TEST_IMAGE] });
+  const smiState: FakeNvidiaSmiState = {
+    gpus: manifest.gpus.map((g, index) => ({ index, uuid: g.uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: g.capacityMib, baseUsedMib: 1200 })),
+    simStateDir: servesDir,
+  };
+  const smiStatePath = join(dir, 'nvidia-smi.json');
+  writeFileSync(smiStatePath, JSON.stringify(smiState));
+  const gpu = new NvidiaSmi({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: smiStatePath } });
+
+  const temporal = await testTemporal();
+  const apiToken = `api-token-${randomUUID()}`;
+  const api: FastifyInstance = buildApi({ client: temporal.client, manifest, manifestFile: manifestPath, token: apiToken });
+  await api.listen({ host: '127.0.0.1', port: 0 });
+  const address = api.server.address();
+  if (!address || typeof address === 'string') throw new Error('the acquisition API did not bind a TCP port');
+  const apiUrl = `http://127.0.0.1:${address.port}`;
+
+  const doc = parseToml(routerConfigFor(manifest, `test.${node}`)) as { retry_after_s?: number; tiers: Record<string, unknown>[] };
+  if (o.retryAfterS !== undefined) doc.retry_after_s = o.retryAfterS;
+  for (const od of o.onDemand) {
+    const tier = doc.tiers.find((t) => t['name'] === od.tier);
+    if (!tier) throw new Error(`no tier ${od.tier} in the router config`);
+    tier['on_demand'] = Object.fromEntries(Object.entries(od).filter(([k]) => k !== 'tier'));
+  }
+  const routerConfigPath = join(dir, 'router.toml');
+  writeFileSync(routerConfigPath, stringifyToml(doc));
+  const routerToken = `router-token-${randomUUID()}`;
+  const router = await startRouter({
+    configPath: routerConfigPath,
+    adminToken: routerToken,
+    port: 0,
+    acquisitions: { url: apiUrl, token: apiToken },
+    acquisitionPollMs: 200,
+  });
+  const admin = new HttpRouterAdmin({ baseUrl: router.url, token: routerToken });
+
+  let worker: TestWorker | undefined;
+  try {
+    worker = await startTestWorker({ temporal, node, manifest: manifestPath, runtime, router: admin, gpu, pollIntervalMs: o.pollIntervalMs ?? 100 });
+  } catch (err) {
+    await router.close();
+    await api.close();
+    throw err;
+  }
+  const w = worker;
+  return {
+    node,
+    manifest,
+    temporal,
+    router,
+    admin,
+    apiUrl,
+    apiToken,
+    runtime,
+    async tiers() {
+      const res = await fetch(`${router.url}/admin/tiers`, { headers: { authorization: `Bearer ${routerToken}` } });
+      return ((await res.json()) as { tiers: AdminTier[] }).tiers;
+    },
+    async close() {
+      await router.close();
+      await api.close();
+      await w.stop();
+      for (const c of await runtime.list({})) await runtime.remove(c.name);
+      await temporal.close();
+    },
+  };
+}
