@@ -152,13 +152,14 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     }
     const lease = leaseFor(body, serve);
     const workflowId = workflowIds.acquire(manifest.node, body.serve);
+    const via = body.trigger === 'router' ? 'acquisition API, for the router' : 'acquisition API';
     // A repeated POST while an acquisition runs joins it.
     const handle = await startOperation<typeof acquireWorkflow>(client, {
       workflowType: 'acquireWorkflow',
       workflowId,
       node: manifest.node,
       input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s, ...(lease ? { lease } : {}) },
-      summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (acquisition API${body.trigger === 'router' ? ', for the router' : ''}) on ${manifest.node}`,
+      summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (${via}) on ${manifest.node}`,
       onConflict: 'join',
       tags: { serve: body.serve, operation: 'serves up' },
     });
