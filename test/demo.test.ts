@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { runDemo } from '../src/demo/demo';
 import { testTemporal } from './support/temporal';
 
-test('gpures demo: every step of T013 matches the field report', async () => {
+test('gpures demo: every step of T013 matches the field report, and the closed loop runs after it', async () => {
   const temporal = await testTemporal();
   const lines: string[] = [];
   try {
@@ -23,8 +23,24 @@ test('gpures demo: every step of T013 matches the field report', async () => {
     assert.equal(byWhat(4, 'routed vision request after restore'), '200');
     assert.equal(byWhat(4, 'committed/budget'), '26624/27999, free 1375');
     assert.equal(byWhat(5, 'committed/budget'), '26112/27999, free 1887');
+    // The loop: three routed requests for chat-large while it is down → one acquisition evicting
+    // vision, all answered; its idle lease then brings it down and vision back.
+    assert.equal(byWhat(6, 'routed chat-large requests'), '200,200,200');
+    assert.equal(byWhat(6, 'acquisitions the router started'), '1');
+    assert.equal(byWhat(6, 'victims'), 'vision');
+    assert.equal(byWhat(6, 'chat-large in the ledger'), 'chat-large 12288 MiB (on-demand, running)');
+    assert.equal(byWhat(6, 'routed vision request while evicted'), '503, Retry-After 10');
+    assert.equal(byWhat(6, 'lease outcome'), 'expired');
+    assert.equal(byWhat(6, 'restored by the lease'), 'vision');
+    assert.equal(byWhat(6, 'routed vision request after the lease'), '200');
+    assert.equal(byWhat(6, 'committed/budget'), '26624/27999, free 1375');
+    assert.equal(byWhat(6, 'chat-large in the ledger after the lease'), 'absent');
     assert.equal(result.ok, true, lines.join('\n'));
-    assert.equal(result.checks.length, 14);
+    assert.equal(result.checks.length, 24);
+    assert.ok(
+      lines.some((l) => l.trim() === '14 of 14 checks matched the field report, 10 of 10 of the closed loop'),
+      lines.join('\n'),
+    );
     // The report's ledger-0 … ledger-4, whole and in order (the demo prints a ledger after each step).
     const header = (committed: number, free: number) =>
       `  gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed ${committed} MiB, free ${free} MiB`;
@@ -47,7 +63,13 @@ test('gpures demo: every step of T013 matches the field report', async () => {
       if (l.startsWith("  gpu_role 'dark-fast'"))
         blocks.push(lines.slice(i, i + 1 + lines.slice(i + 1).findIndex((x) => !x.startsWith('    ') || x.startsWith('    nvidia-smi'))));
     });
-    assert.deepEqual(blocks, [fullResidentSet, fastAndVision, evicted, fastAndVision, fullResidentSet], lines.join('\n'));
+    const onDemand = [
+      header(26624, 1375),
+      '    fast 14336 MiB (resident, running)',
+      '    vision 12288 MiB (evictable, evicted)',
+      '    chat-large 12288 MiB (on-demand, running)',
+    ];
+    assert.deepEqual(blocks, [fullResidentSet, fastAndVision, evicted, fastAndVision, fullResidentSet, onDemand, fastAndVision], lines.join('\n'));
     assert.ok(lines.some((l) => /non-ledger draw 5700 MiB against a reserve of 4608 MiB/.test(l)));
   } finally {
     await temporal.close();

@@ -36,6 +36,8 @@ export interface SimBoxOptions {
   /** Display, sidecars and the like: what the ledger's reserve is meant to cover. */
   nonLedgerDrawMib: number;
   routerPort?: number;
+  /** The acquisition API the router's on-demand tiers acquire through; without it they are ordinary tiers. */
+  acquisitions?: { url: string; token: string };
 }
 
 export interface SimBox {
@@ -74,6 +76,7 @@ export async function startSimBox(o: SimBoxOptions): Promise<SimBox> {
     adminToken: o.routerToken,
     port: o.routerPort ?? 0,
     stateFile: join(o.stateDir, 'router-state.json'),
+    ...(o.acquisitions ? { acquisitions: o.acquisitions, acquisitionPollMs: 200 } : {}),
   });
   const routerAdmin = new HttpRouterAdmin({ baseUrl: router.url, token: o.routerToken });
   return {
