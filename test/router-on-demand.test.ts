@@ -121,6 +121,21 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     assert.ok(statuses.filter((s) => s === 503).length >= 1 && statuses[statuses.length - 1] === 200, `statuses ${statuses.join(',')}`);
   });
 
+  test("inside vision's minimum residency: a request that would evict it again gets 503 with the window's own Retry-After", async () => {
+    // vision has just come back by the restore above, so for the node's default 120 s it is no victim.
+    const r = await raw('big');
+    assert.equal(r.status, 503);
+    const body = (await r.json()) as RouterError;
+    assert.equal(body.error.reason, 'acquisition_denied');
+    const m = /over budget by \d+ MiB.*vision came back \d+ s ago and stays resident for 120 s: it may be evicted in (\d+) s/.exec(body.error.message);
+    assert.ok(m, body.error.message);
+    const left = Number(m[1]);
+    assert.ok(left > 60 && left <= 120, `evictable again in ${left} s`);
+    assert.equal(body.error.retry_after_s, left, 'the window, not the router default of 1 s');
+    assert.equal(r.headers.get('retry-after'), String(left));
+    assert.equal((await modes())['vision-local'], 'active', 'vision untouched');
+  });
+
   test('past the queue limit: 503 queue_full with Retry-After naming the acquisition; the queued ones answered', async () => {
     const held = [raw('slow'), raw('slow')];
     // Once the POST has answered, the acquisition has an id to name.

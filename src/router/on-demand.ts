@@ -200,8 +200,13 @@ export class OnDemand {
     if (refusal) {
       d.cooldown = { untilEpochMs: Date.now() + refusal.retryAfterS * 1000, refusal };
       // Leave the tier as the acquisition found it: an active tier over a down backend stays active.
-      if (a.quiescedByRouter && this.table.runtimeOf(tier.name).mode === 'quiesced') {
-        await this.changes.run(() => this.table.setMode(tier.name, 'active')).catch(() => undefined);
+      // Checked inside the admin mutex, so a quiesce queued meanwhile (an eviction's) is not undone.
+      if (a.quiescedByRouter) {
+        await this.changes
+          .run(async () => {
+            if (this.table.runtimeOf(tier.name).mode === 'quiesced') await this.table.setMode(tier.name, 'active');
+          })
+          .catch(() => undefined);
       }
     }
     d.acquisition = undefined;
@@ -214,7 +219,7 @@ export class OnDemand {
     return { tier: tier.name, reason, message, retryAfterS: retryAfterS ?? this.config.retryAfterS, ...(ref ? { acquisition: ref } : {}) };
   }
 
-  /** Undefined once the tier is active; the refusal otherwise. Ends early when no request waits any more. */
+  /** Undefined once the tier is active; the refusal otherwise. */
   private async acquire(tier: RouterTier, d: TierDemand, a: Acquisition): Promise<Refusal | undefined> {
     const policy = tier.onDemand;
     const api = this.api;
@@ -234,7 +239,8 @@ export class OnDemand {
     }
     for (;;) {
       if (mode() === 'active') return undefined;
-      if (d.queue.size === 0) return undefined; // nobody waits: the workflow goes on alone, and a later request joins it
+      // Followed to its end even when every waiter has gone (timed out, disconnected): a failure
+      // must still start the cooldown and give back a tier this router quiesced for it.
       let st;
       try {
         st = await api.status(a.workflowId);

@@ -3,6 +3,7 @@
 // A quiesced tier answers 503 with Retry-After, unless it is on demand: then the request waits in
 // its queue while the serve is acquired (on-demand.ts). A request counts as in flight from when it
 // is forwarded until its response is done; a held one is not (there is nothing to drain yet).
+import { pipeline } from 'node:stream/promises';
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingMessage } from 'node:http';
@@ -40,7 +41,8 @@ function modelList(table: TierTable, demand: OnDemand) {
     const tier = findTier(cfg, p.tier);
     if (!tier) continue;
     const quiesced = table.runtimeOf(tier.name).mode === 'quiesced';
-    const refusal = tier.onDemand ? demand.cooldown(tier.name) : undefined;
+    // A refusal's cooldown says nothing once the tier is back (brought up by an operator meanwhile).
+    const refusal = tier.onDemand && quiesced ? demand.cooldown(tier.name) : undefined;
     if (refusal) unavailable.push({ id: p.name, tier: tier.name, reason: refusal.reason, message: refusal.message, retry_after_s: refusal.retryAfterS });
     else if (quiesced && !(tier.onDemand && demand.enabled))
       unavailable.push({ id: p.name, tier: tier.name, reason: 'quiesced', retry_after_s: cfg.retryAfterS });
@@ -192,11 +194,18 @@ async function proxy(table: TierTable, demand: OnDemand, route: (typeof PROXIED)
 /** The backend's answer into a stream whose 200 already went out: its events, or its error as an SSE error event. */
 async function relayIntoStream(upstream: IncomingMessage, reply: FastifyReply): Promise<void> {
   if (upstream.statusCode === 200) {
-    upstream.pipe(reply.raw);
+    // pipeline, not pipe: a backend that dies mid-stream never emits 'end', and pipe would leave
+    // the client's stream open and the request in flight for good (no drain, no idle lease, ends).
+    await pipeline(upstream, reply.raw).catch((err: unknown) => reply.raw.destroy(err instanceof Error ? err : undefined));
     return;
   }
   const chunks: Buffer[] = [];
-  for await (const c of upstream) chunks.push(c as Buffer);
+  try {
+    for await (const c of upstream) chunks.push(c as Buffer);
+  } catch (err) {
+    reply.raw.destroy(err instanceof Error ? err : undefined);
+    return;
+  }
   const text = Buffer.concat(chunks).toString('utf8');
   let body: unknown;
   try {
