@@ -46,6 +46,7 @@ describe('lease arithmetic', () => {
     assert.match(extensionProblem({ byS: 1, toEpochMs: now + 1 }, now, now) ?? '', /exactly one of byS/);
     assert.match(extensionProblem({ byS: 0 }, now, now) ?? '', /^byS: must be a whole number of seconds in 1\.\.604800/);
     assert.match(extensionProblem({ toEpochMs: now - 1 }, now, now) ?? '', /^toEpochMs: must be a time after now/);
+    assert.match(extensionProblem({ toEpochMs: now + 30_000 }, now + 60_000, now) ?? '', /before the lease's current expiry .*does not shorten a lease/);
     assert.match(extensionProblem({ byS: 604_800 }, now + 1000, now) ?? '', /would be 7d1s from now; a lease reaches at most 7d ahead$/);
     assert.equal(
       leaseText({ serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 252_000, idleTtlS: 300, state: 'running' }, now),

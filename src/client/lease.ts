@@ -1,7 +1,7 @@
 // A lease as the operator reaches it: the running lease workflows of a node and what each says
 // (one list and one query per leased serve, so status and ledger stay quick), extend and release.
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { LeaseExtension, LeaseView } from '../domain/lease';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, taskQueueFor, workflowIds } from '../shared/messages';
 import type { LeaseResult } from '../shared/operations';
@@ -45,10 +45,11 @@ async function runningLease(client: Client, node: string, serve: string) {
   }
 }
 
-/** The update's own refusal (expired, out of bounds) is the operator's message. */
+/** The update's own refusal (expired, out of bounds) is the operator's message; anything else (Temporal unreachable) stays what it is. */
 function refusal(err: unknown): Error {
+  if (!(err instanceof WorkflowUpdateFailedError)) return err as Error;
   const cause = (err as { cause?: { message?: string } }).cause;
-  return cause?.message ? new NoLease(cause.message) : (err as Error);
+  return cause?.message ? new NoLease(cause.message) : err;
 }
 
 export async function extendLease(client: Client, node: string, serve: string, ext: LeaseExtension): Promise<LeaseView> {

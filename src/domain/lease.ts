@@ -48,6 +48,8 @@ export function extensionProblem(ext: unknown, currentExpiryMs: number, nowMs: n
   if (e['byS'] !== undefined && !withinBound(BOUNDS.leaseS, e['byS'])) return `byS: must be ${boundRule(BOUNDS.leaseS)} (got ${JSON.stringify(e['byS'])})`;
   if (e['toEpochMs'] !== undefined && !(typeof e['toEpochMs'] === 'number' && Number.isSafeInteger(e['toEpochMs']) && e['toEpochMs'] > nowMs))
     return `toEpochMs: must be a time after now, in epoch ms (got ${JSON.stringify(e['toEpochMs'])})`;
+  if (typeof e['toEpochMs'] === 'number' && e['toEpochMs'] < currentExpiryMs)
+    return `toEpochMs: ${new Date(e['toEpochMs']).toISOString()} is before the lease's current expiry ${new Date(currentExpiryMs).toISOString()}: an extension does not shorten a lease (\`serves release\` ends it now)`;
   const to = extendedExpiry(e, currentExpiryMs, nowMs);
   if (to - nowMs > max * 1000)
     return `the new expiry would be ${formatDuration(to - nowMs)} from now; a lease reaches at most ${formatDuration(max * 1000)} ahead`;

@@ -15,6 +15,8 @@ export const Failure = {
   ServeBusy: 'ServeBusy',
   /** A step's fence failed: the run no longer holds the serve's reservation, so it changes nothing. */
   ReservationLost: 'ReservationLost',
+  /** A lease's bring-down kept failing: the serve still holds its victims' VRAM, and an operator must look. */
+  LeaseExpiryFailed: 'LeaseExpiryFailed',
   DrainTimeout: 'DrainTimeout',
   ReadmitRefused: 'ReadmitRefused',
   TierNotReadmittable: 'TierNotReadmittable',

@@ -29,6 +29,8 @@ import { StepLog } from './step-log';
 
 /** A router (or ledger) that did not answer is asked again this much later: an unknown use is not idleness. */
 const ROUTER_RETRY_MS = 60_000;
+/** A failed bring-down is tried again each ROUTER_RETRY_MS this many times (half an hour) before the lease fails. */
+const BRING_DOWN_ATTEMPTS = 30;
 /** Past this many events a lease continues as new (an idle lease checks the router each ttl). */
 const MAX_HISTORY_EVENTS = 2_000;
 
@@ -163,52 +165,58 @@ function describe(t: Terms): string {
   return t.kind === 'idle' ? `idle lease, ttl ${formatDuration(t.seconds * 1000)}` : `lease of ${formatDuration(t.seconds * 1000)}`;
 }
 
-/** The serve down and its victims back, unless it is no longer this lease's to bring down. */
+/**
+ * The serve down and its victims back, unless it is no longer this lease's to bring down. A
+ * bring-down that fails (a router mid-restart, say) is tried again a minute later, the ledger
+ * checked again first: a lease that gave up would leave the victims' VRAM taken for good.
+ */
 async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, released: boolean, log: StepLog): Promise<LeaseResult> {
   const why = released ? 'released' : terms.kind === 'idle' ? `idle for ${formatDuration(terms.seconds * 1000)}` : 'expired';
   const base = { serve, outcome: released ? ('released' as const) : ('expired' as const) };
   log.record('expire', why);
-  const ledger = await ledgerWhenItAnswers(node, gpu, log);
-  const r = ledger.reservations.find((x) => x.serve === serve);
-  if (!r || r.holder !== terms.holder || r.phase !== 'running') {
-    const now = r ? `${r.phase === 'admitted' ? 'starting' : r.phase}, held by ${r.holder}` : 'not in the ledger';
-    const message = `lease of ${serve} ${why}: ${serve} is no longer held by ${terms.holder} (now ${now}), so the lease leaves it alone`;
-    log.record('end', message);
-    return { serve, outcome: 'not-held', message, steps: log.steps };
-  }
   const workflowId = workflowIds.bringDown(node, serve);
-  try {
-    // Abandoned, like an operator's: once its stop is issued a bring-down sees it through, lease or not.
-    const down = await executeChild(bringDownWorkflow, {
-      workflowId,
-      args: [{ serve, restore: true }],
-      parentClosePolicy: ParentClosePolicy.ABANDON,
-      staticSummary: `serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`,
-    });
-    log.record('down', down.message);
-    return {
-      ...base,
-      message: `lease of ${serve} ${why}: ${down.message}`,
-      bringDown: { workflowId, ok: true, message: down.message, restored: down.restored },
-      steps: log.steps,
-    };
-  } catch (err) {
-    if (alreadyStarted(err)) {
-      // The operator's serves down is already taking it: it decides what is restored.
-      const message =
-        `lease of ${serve} ${why}: a serves down of ${serve} is already under way (${workflowId}); ` +
-        'it is left to finish, and restores what it was asked to';
+  for (let attempt = 1; ; attempt++) {
+    const ledger = await ledgerWhenItAnswers(node, gpu, log);
+    const r = ledger.reservations.find((x) => x.serve === serve);
+    if (!r || r.holder !== terms.holder || r.phase !== 'running') {
+      const now = r ? `${r.phase === 'admitted' ? 'starting' : r.phase}, held by ${r.holder}` : 'not in the ledger';
+      const message = `lease of ${serve} ${why}: ${serve} is no longer held by ${terms.holder} (now ${now}), so the lease leaves it alone`;
       log.record('end', message);
-      return { serve, outcome: 'down-under-way', message, steps: log.steps };
+      return { serve, outcome: 'not-held', message, steps: log.steps };
     }
-    const cause = rootCause(err).message;
-    log.record('down', `failed: ${cause}`);
-    return {
-      ...base,
-      message: `lease of ${serve} ${why}: serves down ${serve} --restore failed: ${cause}`,
-      bringDown: { workflowId, ok: false, message: cause },
-      steps: log.steps,
-    };
+    try {
+      // Abandoned, like an operator's: once its stop is issued a bring-down sees it through, lease or not.
+      const down = await executeChild(bringDownWorkflow, {
+        workflowId,
+        args: [{ serve, restore: true }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        staticSummary: `serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`,
+      });
+      log.record('down', down.message);
+      return {
+        ...base,
+        message: `lease of ${serve} ${why}: ${down.message}`,
+        bringDown: { workflowId, ok: true, message: down.message, restored: down.restored },
+        steps: log.steps,
+      };
+    } catch (err) {
+      if (alreadyStarted(err)) {
+        // The operator's serves down is already taking it: it decides what is restored.
+        const message =
+          `lease of ${serve} ${why}: a serves down of ${serve} is already under way (${workflowId}); ` +
+          'it is left to finish, and restores what it was asked to';
+        log.record('end', message);
+        return { serve, outcome: 'down-under-way', message, steps: log.steps };
+      }
+      const cause = rootCause(err).message;
+      if (attempt >= BRING_DOWN_ATTEMPTS) {
+        const message = `lease of ${serve} ${why}: serves down ${serve} --restore failed ${attempt} times, the last: ${cause}; ${serve} still holds its MiB`;
+        log.record('down', message);
+        throw ApplicationFailure.create({ type: Failure.LeaseExpiryFailed, message, nonRetryable: true, details: [{ workflowId, steps: log.steps }] });
+      }
+      log.record('down', `failed (attempt ${attempt} of ${BRING_DOWN_ATTEMPTS}): ${cause}; trying again in ${ROUTER_RETRY_MS / 1000} s`);
+      await sleep(ROUTER_RETRY_MS);
+    }
   }
 }
 
