@@ -27,7 +27,8 @@ import { startOnDemandBox } from '../test/support/on-demand-box';
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
-  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  // No residency: each run evicts the vision the previous run restored.
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local', min_residency_s: 0 },
   { name: 'big', vram_mib: 8192, class: 'on-demand', router_tier: 'big-local' },
 ];
 const PHYSICAL = new Set(['drainServe', 'stopServeContainer', 'startServeContainer', 'waitHealthy']);

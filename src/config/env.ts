@@ -79,7 +79,7 @@ const httpBase = optional.pipe(
   z
     .string()
     .refine((v) => /^https?:\/\/[^\s/?#@]+(\/[^\s?#]*)?$/.test(v), {
-      error: (iss) => `an http(s) base URL such as http://127.0.0.1:8090, without credentials (got '${String(iss.input)}')`,
+      error: (iss) => `an http(s) base URL such as http://127.0.0.1:8090, without credentials (got '${String(iss.input).replace(/\/\/[^/@]*@/, '//***@')}')`,
     })
     .transform((v) => v.replace(/\/+$/, ''))
     .optional(),
