@@ -9,7 +9,7 @@ import type { DrainResult } from '../src/shared/contracts';
 import { containerName } from '../src/domain/serve';
 import { workflowIds } from '../src/shared/messages';
 import type { RunningRouter } from '../src/router/server';
-import { docker } from './support/box';
+import { docker, routedChat } from './support/box';
 import type { TestServe } from './support/box';
 import { gpures, show } from './support/cli';
 import { startProcessBox } from './support/process-box';
@@ -44,15 +44,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     await box?.close();
   });
 
-  async function routedVision(): Promise<number> {
-    const res = await fetch(`${router.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'describe the dashboard' }] }),
-    });
-    await res.text();
-    return res.status;
-  }
+  const routedVision = async (): Promise<number> => (await routedChat(router.url, 'vision')).status;
 
   test('evict vision for comfyui-sim, then restore it through the guarded readmit', async () => {
     const up = await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env);

@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LeaseView } from '../src/domain/lease';
 import type { RunningRouter } from '../src/router/server';
+import { routedChat } from './support/box';
 import type { TestServe } from './support/box';
 import { gpures, show } from './support/cli';
 import { leaseHandle, leaseTimes } from './support/lease';
@@ -33,15 +34,7 @@ describe('a lease across a worker kill -9, as processes on Docker', () => {
     await box?.close();
   });
 
-  async function routedVision(): Promise<number> {
-    const res = await fetch(`${router.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'describe the dashboard' }] }),
-    });
-    await res.text();
-    return res.status;
-  }
+  const routedVision = async (): Promise<number> => (await routedChat(router.url, 'vision')).status;
 
   test('serves up --lease, time left shown, extend; kill -9 of the worker; the next worker fires the lease on time', async () => {
     assert.equal((await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env)).code, 0);

@@ -50,12 +50,15 @@ function isDrainProgress(p: unknown): p is DrainProgress {
   return typeof d?.startedAtEpochMs === 'number' && typeof d.polls === 'number' && typeof d.first?.router === 'number';
 }
 
+/** The worker's router admin, or the failure that says how to configure one. */
+export function configuredRouter(router: RouterAdmin | undefined): RouterAdmin {
+  if (!router) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router admin configured (GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN)');
+  return router;
+}
+
 export function createEvictionActivities(deps: EvictionDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
-  const router = (): RouterAdmin => {
-    if (!deps.router) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router admin configured (GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN)');
-    return deps.router;
-  };
+  const router = (): RouterAdmin => configuredRouter(deps.router);
   const gpuProbe = (): GpuProbe => {
     if (!deps.gpu) throw nonRetryable(Failure.NvidiaSmiMissing, 'this worker has no GPU probe configured (GPURES_NVIDIA_SMI)');
     return deps.gpu;

@@ -1,8 +1,8 @@
 // What an idle lease is judged by: its serve's router tier as the router sees it when the
 // lease's timer fires (requests in flight, when a routed request last began or ended).
 import type { RouterAdmin } from '../adapters/router-admin/port';
-import { Failure } from '../shared/failures';
-import { nonRetryable, permanentAsFailure } from './failure';
+import { configuredRouter } from './eviction';
+import { permanentAsFailure } from './failure';
 import { heartbeating } from './heartbeat';
 
 export interface TierUse {
@@ -15,8 +15,7 @@ export interface TierUse {
 export function createLeaseActivities(deps: { router?: RouterAdmin }) {
   return heartbeating({
     async tierUse(input: { tier: string }): Promise<TierUse> {
-      const router = deps.router;
-      if (!router) throw nonRetryable(Failure.RouterNotConfigured, 'this worker has no router admin configured (GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN)');
+      const router = configuredRouter(deps.router);
       const s = await permanentAsFailure(() => router.tierState(input.tier));
       return { tier: s.tier, inFlight: s.inFlight, lastUsedAtEpochMs: s.lastUsedAtEpochMs ?? null };
     },

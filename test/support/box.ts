@@ -134,3 +134,24 @@ export async function startTestBox(node: string, manifestText: string): Promise<
     },
   };
 }
+
+/** One chat request through a router: its status, its body (JSON when it parses), and when it ended. */
+export async function routedChat(
+  routerUrl: string,
+  preset: string,
+  body: Record<string, unknown> = {},
+): Promise<{ status: number; body: unknown; finishedAt: number }> {
+  const res = await fetch(`${routerUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: preset, messages: [{ role: 'user', content: 'describe the screenshot' }], ...body }),
+  });
+  const text = await res.text();
+  let parsedBody: unknown = text;
+  try {
+    parsedBody = JSON.parse(text);
+  } catch {
+    // SSE or plain text: keep it as it came.
+  }
+  return { status: res.status, body: parsedBody, finishedAt: Date.now() };
+}

@@ -8,7 +8,7 @@ import { parseManifest } from '../../src/config/manifest';
 import type { Manifest } from '../../src/domain/types';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
 import type { SimBox } from '../../src/sim/box';
-import { renderManifest, uniqueNode } from './box';
+import { renderManifest, routedChat, uniqueNode } from './box';
 import type { TestGpu, TestServe } from './box';
 import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
@@ -59,21 +59,7 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     box,
     temporal,
     worker,
-    async routed(preset, body = {}) {
-      const res = await fetch(`${box.router.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: preset, messages: [{ role: 'user', content: 'describe the screenshot' }], ...body }),
-      });
-      const text = await res.text();
-      let parsedBody: unknown = text;
-      try {
-        parsedBody = JSON.parse(text);
-      } catch {
-        // SSE or plain text: keep it as it came.
-      }
-      return { status: res.status, body: parsedBody, finishedAt: Date.now() };
-    },
+    routed: (preset, body) => routedChat(box.router.url, preset, body),
     async close() {
       await stop();
       await box.close();
