@@ -13,6 +13,7 @@ import { auditReplay } from './commands/audit-replay';
 import { auditReport } from './commands/audit-report';
 import type { ReportOpts } from './commands/audit-report';
 import { demo } from './commands/demo';
+import type { DemoOpts } from './commands/demo';
 import { ledger } from './commands/ledger';
 import { routerPromote } from './commands/router-promote';
 import type { PromoteOpts } from './commands/router-promote';
@@ -103,7 +104,11 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--no-ui', 'start the dev server without its web UI')
     .option('--manifest <file>', 'the box to simulate (default: examples/primary-node/serves.toml)')
     .option('--router-config <file>', 'its router config (default: examples/primary-node/router.toml)')
-    .action(run((opts: { keep?: boolean; ui: boolean; manifest?: string; routerConfig?: string }) => demo(opts, ctx)));
+    .option(
+      '--temporal-address <host:port>',
+      'run on this existing server instead (namespace, TLS and API key from the Temporal environment; search attributes registered when missing)',
+    )
+    .action(run((opts: DemoOpts) => demo(opts, ctx)));
 
   program
     .command('api')

@@ -1,10 +1,12 @@
 // Search attributes that let the Temporal UI filter operations by serve, node and verb
 // (`GpuresServe = "vision"`). A server only accepts attributes it has registered: the dev
-// server registers them at start (src/dev/dev-server.ts); on another server register them with
+// server registers them at start (src/dev/dev-server.ts), `gpures demo --temporal-address`
+// registers them when missing (registerSearchAttributes); on another server register them with
 // `temporal operator search-attribute create --name GpuresServe --type Keyword` (and the others),
 // and until then operations simply start without them.
 import type { Client } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 
 export const SEARCH_ATTRIBUTES = {
   serve: defineSearchAttributeKey('GpuresServe', SearchAttributeType.KEYWORD),
@@ -16,6 +18,34 @@ export const SEARCH_ATTRIBUTES = {
 export const DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS = Object.values(SEARCH_ATTRIBUTES).flatMap((k) => ['--search-attribute', `${k.name}=Keyword`]);
 
 const registered = new WeakMap<Client, Promise<boolean>>();
+
+/** How long a just-registered attribute may take to be accepted by the frontend (its cache refreshes on its own). */
+const REGISTERED_WAIT_MS = 30_000;
+
+/**
+ * Registers whichever of the attributes this namespace lacks, and waits until the server lists
+ * them. Answers the names it added; throws with the server's reason when it may not (no operator
+ * access), so a caller that needs them can say why.
+ */
+export async function registerSearchAttributes(client: Client): Promise<string[]> {
+  const namespace = client.options.namespace;
+  const listed = async () => (await client.connection.operatorService.listSearchAttributes({ namespace })).customAttributes ?? {};
+  const present = await listed();
+  const missing = Object.values(SEARCH_ATTRIBUTES).filter((k) => present[k.name] === undefined);
+  if (missing.length === 0) return [];
+  await client.connection.operatorService.addSearchAttributes({
+    namespace,
+    searchAttributes: Object.fromEntries(missing.map((k) => [k.name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
+  });
+  for (const deadline = Date.now() + REGISTERED_WAIT_MS; ;) {
+    const now = await listed();
+    if (missing.every((k) => now[k.name] !== undefined)) break;
+    if (Date.now() > deadline) throw new Error(`${missing.map((k) => k.name).join(', ')} not listed ${REGISTERED_WAIT_MS / 1000} s after registering them`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  registered.delete(client);
+  return missing.map((k) => k.name);
+}
 
 async function hasOurAttributes(client: Client): Promise<boolean> {
   try {

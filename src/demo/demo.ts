@@ -7,9 +7,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import type { ClientConnectConfig } from '@temporalio/envconfig';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { buildApi } from '../client/api';
+import { registerSearchAttributes } from '../client/search-attributes';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../client/operations';
 import type { OperationOutcome } from '../client/operations';
 import { startDevServer } from '../dev/dev-server';
@@ -49,7 +51,10 @@ export interface DemoOptions {
   /** Where to print; the CLI passes stdout. */
   out?: (line: string) => void;
   /** Temporal to use instead of starting a dev server (tests). */
+  /** An existing server to run on (its address only), instead of a dev server of the demo's own. */
   temporalAddress?: string;
+  /** An existing server, reached as Temporal's environment configuration says (TLS, API key, namespace). */
+  temporal?: { connectionOptions: ClientConnectConfig['connectionOptions']; namespace?: string };
   ui?: boolean;
 }
 
@@ -264,17 +269,21 @@ async function closedLoop(ctx: DemoContext): Promise<void> {
  * The manifest the demo runs: the example's, with the on-demand serve's idle time shortened so the
  * lease expires within the demo. Rewritten as TOML (comments dropped) into the demo's own copy.
  */
-function withDemoIdleTtl(text: string): string {
-  const doc = parseToml(text) as { serves?: { name?: unknown; idle_ttl_s?: unknown }[] };
+function withDemoIdleTtl(text: string, nodeSuffix: string | undefined): string {
+  const doc = parseToml(text) as { node?: { name?: unknown }; serves?: { name?: unknown; idle_ttl_s?: unknown }[] };
   const serve = doc.serves?.find((s) => s.name === ON_DEMAND);
-  if (!serve) return text;
-  serve.idle_ttl_s = DEMO_IDLE_TTL_S;
-  return stringifyToml(doc);
+  if (serve) serve.idle_ttl_s = DEMO_IDLE_TTL_S;
+  if (nodeSuffix && typeof doc.node?.name === 'string') doc.node.name = `${doc.node.name}-${nodeSuffix}`;
+  return serve || nodeSuffix ? stringifyToml(doc) : text;
 }
 
 /** Loads the demo's inputs and applies the load-time rule before anything starts. */
-function loadInputs(manifestPath: string, routerConfigPath: string): { manifest: Manifest; manifestText: string; routerText: string } {
-  const manifestText = withDemoIdleTtl(readFileSync(manifestPath, 'utf8'));
+function loadInputs(
+  manifestPath: string,
+  routerConfigPath: string,
+  nodeSuffix: string | undefined,
+): { manifest: Manifest; manifestText: string; routerText: string } {
+  const manifestText = withDemoIdleTtl(readFileSync(manifestPath, 'utf8'), nodeSuffix);
   const manifest = manifestOrThrow(parseManifest(manifestText, manifestPath));
   const routerText = readFileSync(routerConfigPath, 'utf8');
   const router = routerConfigOrThrow(parseRouterConfig(routerText, routerConfigPath));
@@ -285,7 +294,12 @@ function loadInputs(manifestPath: string, routerConfigPath: string): { manifest:
 
 export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const { manifest, manifestText, routerText } = loadInputs(opts.manifestPath ?? DEMO_MANIFEST, opts.routerConfigPath ?? DEMO_ROUTER_CONFIG);
+  const existing = opts.temporal ?? (opts.temporalAddress ? { connectionOptions: { address: opts.temporalAddress } } : undefined);
+  const namespace = existing?.namespace ?? 'default';
+  // On a server of its own the demo's node is the example's; on a shared one, a node of this run
+  // alone, so that a ledger left by an earlier demo (or a real node of that name) is never touched.
+  const nodeSuffix = existing ? `demo-${randomBytes(3).toString('hex')}` : undefined;
+  const { manifest, manifestText, routerText } = loadInputs(opts.manifestPath ?? DEMO_MANIFEST, opts.routerConfigPath ?? DEMO_ROUTER_CONFIG, nodeSuffix);
   const dir = mkdtempSync(join(tmpdir(), 'gpures-demo-'));
   // The sim box reads the manifest the worker reads: keep them one file.
   const manifestPath = join(dir, 'serves.toml');
@@ -297,19 +311,25 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   const ctx: Partial<DemoContext> = { out, checks: [], workflowIds: [], step: 0 };
   let server: DevServer | undefined;
   try {
-    if (!opts.temporalAddress) {
+    if (!existing) {
       out('starting the Temporal dev server (with its UI) …');
       server = await startDevServer({ ui: opts.ui ?? true });
       stops.push(() => (server as DevServer).stop());
     }
-    const address = opts.temporalAddress ?? (server as DevServer).address;
-    const connection = await Connection.connect({ address });
-    const nativeConnection = await NativeConnection.connect({ address });
+    const connectionOptions = existing?.connectionOptions ?? { address: (server as DevServer).address };
+    const address = connectionOptions.address ?? '?';
+    const connection = await Connection.connect(connectionOptions);
+    const nativeConnection = await NativeConnection.connect(connectionOptions);
     stops.push(async () => {
       await nativeConnection.close();
       await connection.close();
     });
-    const client = new Client({ connection, namespace: 'default' });
+    const client = new Client({ connection, namespace });
+    if (existing) {
+      await prepareExistingServer(client, out);
+      // The simulated box is gone after the demo: so are its ledgers, rather than running on forever.
+      if (!opts.keep) stops.push(() => endLedgers(client, manifest));
+    }
     // The acquisition API the router's on-demand tier calls, as `gpures api` serves it.
     const apiToken = randomToken();
     const api = buildApi({ client, manifest, manifestFile: manifestPath, token: apiToken });
@@ -328,7 +348,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     const worker: Worker = await createGpuresWorker({
       connection: nativeConnection,
       client,
-      namespace: 'default',
+      namespace,
       node: manifest.node,
       manifest: fileManifest(manifestPath),
       runtime: box.runtime,
@@ -341,7 +361,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       worker.shutdown();
       await running;
     });
-    out(`Temporal ${address}${server?.uiUrl ? `, UI ${server.uiUrl}/namespaces/default/workflows` : ''}`);
+    out(`Temporal ${address} namespace ${namespace}${server?.uiUrl ? `, UI ${server.uiUrl}/namespaces/default/workflows` : ''}`);
     out(`router ${box.router.url} (mapping_version ${box.router.state().mappingVersion}); acquisition API ${apiUrl}; simulated box in ${dir}`);
     out(
       `box: node ${manifest.node}, gpu_role ${manifest.gpus.map((g) => g.role).join(', ')}; ` +
@@ -382,6 +402,41 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
         out(`cleanup: ${(err as Error).message}`);
       }
     }
+  }
+}
+
+/**
+ * An existing server: its namespace must exist (the demo does not create one on somebody's
+ * server), and the search attributes the operations carry are registered when missing.
+ */
+async function prepareExistingServer(client: Client, out: (line: string) => void): Promise<void> {
+  const namespace = client.options.namespace;
+  try {
+    await client.workflowService.describeNamespace({ namespace });
+  } catch (err) {
+    throw new Error(
+      `namespace '${namespace}' cannot be used on this server (${(err as Error).message}); ` +
+        `create it with \`temporal operator namespace create --namespace ${namespace}\` or pick another with TEMPORAL_NAMESPACE`,
+    );
+  }
+  try {
+    const added = await registerSearchAttributes(client);
+    out(
+      added.length
+        ? `registered search attributes ${added.join(', ')} (Keyword) in namespace ${namespace}`
+        : `search attributes present in namespace ${namespace}`,
+    );
+  } catch (err) {
+    out(`warning: search attributes not registered (${(err as Error).message}); the operations run without them`);
+  }
+}
+
+async function endLedgers(client: Client, manifest: Manifest): Promise<void> {
+  for (const gpu of manifest.gpus) {
+    await client.workflow
+      .getHandle(workflowIds.ledger(manifest.node, gpu.role))
+      .terminate('gpures demo finished: its simulated box is gone')
+      .catch(() => undefined);
   }
 }
 
