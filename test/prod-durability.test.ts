@@ -83,7 +83,7 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
   test('kill -9 of temporal-server mid-drain, restarted 3 s later: the acquisition completes once, the in-flight request answers 200', async () => {
     const up = await cli(['serves', 'up', 'fast', 'vision']);
     assert.equal(up.code, 0, show(up));
-    const slow = routedChat(box.router.url, 'vision', { sim_delay_ms: 10_000 });
+    const slow = routedChat(box.router.url, 'vision', { sim_delay_ms: 15_000 });
     const admin = new HttpRouterAdmin({ baseUrl: box.router.url, token: box.routerToken });
     await waitUntil('the request in flight at the router', async () => (await admin.tierState('vision-local')).inFlight === 1, 10_000, 50);
 
@@ -103,6 +103,8 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
     assert.match(r.stderr, /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision$/m, show(r));
     const answer = await slow;
     assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    // The drain cannot end before the request does: it was under way across the kill and the restart.
+    assert.ok(answer.finishedAt > answeredAt, `the request ended ${answeredAt - answer.finishedAt} ms before the server answered again`);
 
     // Exactly once: one run of the acquisition, one stop of the victim and one start of the acquirer, in its history and in Docker's.
     const runs = [];

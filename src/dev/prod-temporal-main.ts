@@ -11,7 +11,7 @@ const USAGE = `A production-shaped Temporal on this machine: PostgreSQL 15 and t
 usage: scripts/temporal-prod.sh start|stop|status [--dir D] [--port N] [--pg-port N]
   start        initialise (first time), start PostgreSQL and the server, create the namespace and search attributes
   stop         the server (SIGTERM), then PostgreSQL (pg_ctl stop -m fast); the state stays in D
-  status       what runs, with pids and ports
+  status       what runs, with pids and ports (exit 0 when both run, 3 otherwise)
   --dir D      state directory (default ${defaultStateDir()})
   --port N     frontend gRPC port; the server's other ports are the eight after it (default ${PROD_TEMPORAL.port}, or the last start's)
   --pg-port N  PostgreSQL port (default ${PROD_TEMPORAL.pgPort}, or the last start's)
@@ -49,6 +49,8 @@ async function main(): Promise<void> {
   if (command === 'status') {
     const s = t.status();
     process.stdout.write(`${describe(s)}\n`);
+    const ports = Object.entries(t.ports).map(([name, p]) => `${name} ${p}`);
+    process.stdout.write(`ports (${PROD_TEMPORAL.ip}): ${ports.join(', ')}\n`);
     if (s.server) process.stdout.write(`TEMPORAL_ADDRESS=${s.server.address} TEMPORAL_NAMESPACE=${t.namespace}\n`);
     process.exit(s.server && s.postgres ? 0 : 3);
   }
