@@ -44,7 +44,8 @@ npm run build --silent
 
 if [[ $with_test -eq 1 ]]; then
   ensure_apt_packages docker.io busybox-static "$GPURES_POSTGRES_APT_PACKAGE"
-  log "temporal server: $(temporal_server_bins)"
+  server_dir="$(temporal_server_bins)"
+  log "temporal-server and temporal-sql-tool: $server_dir"
   ensure_dockerd
   build_test_images
 fi
