@@ -118,8 +118,10 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
     assert.equal(await assertLedgerIsTheBox(), 'comfyui-sim:8192 fast:14336');
 
     const closedAt = tsToMs(history.at(-1)?.eventTime);
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    console.log(`  temporal-server down ${s(answeredAt - killedAt)} (kill -9 to answering again)`);
     console.log(
-      `  temporal-server down ${((answeredAt - killedAt) / 1000).toFixed(1)} s (kill -9 to answering); acquisition completed ${((closedAt - answeredAt) / 1000).toFixed(1)} s after the server answered, ${((closedAt - answer.finishedAt) / 1000).toFixed(1)} s after the in-flight request's 200`,
+      `  acquisition completed ${s(closedAt - answeredAt)} after the server answered, ${s(closedAt - answer.finishedAt)} after the in-flight request's 200`,
     );
     assert.ok(closedAt - answeredAt < 60_000, `completed ${closedAt - answeredAt} ms after the server answered`);
   });
@@ -158,9 +160,8 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
     assert.equal(await dockerEvents(containerName(box.node, 'ocr'), 'start', upStartedAt), 1, 'the container started once');
     assert.equal(await assertLedgerIsTheBox(), 'comfyui-sim:8192 fast:14336 ocr:1024');
     const closedAt = tsToMs((await bringUp.fetchHistory()).events?.at(-1)?.eventTime);
-    console.log(
-      `  PostgreSQL down ${((backAt - crashedAt) / 1000).toFixed(1)} s (stop -m immediate to accepting again); bring-up completed ${((closedAt - backAt) / 1000).toFixed(1)} s after`,
-    );
+    const downS = ((backAt - crashedAt) / 1000).toFixed(1);
+    console.log(`  PostgreSQL down ${downS} s (stop -m immediate to accepting again); bring-up completed ${((closedAt - backAt) / 1000).toFixed(1)} s after`);
 
     const down = await cli(['serves', 'down', 'ocr', 'comfyui-sim', 'fast']);
     assert.equal(down.code, 0, show(down));

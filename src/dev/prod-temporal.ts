@@ -51,7 +51,6 @@ export class ProdTemporal {
   readonly schemaLog: string;
   private readonly serverDir: string;
   private readonly pidFile: string;
-  private child: ChildProcess | undefined;
 
   private constructor(
     readonly stateDir: string,
@@ -127,7 +126,8 @@ export class ProdTemporal {
     const child = spawn(this.bin('temporal-server'), args, { cwd: this.stateDir, detached: true, stdio: ['ignore', log, log] });
     closeSync(log);
     child.unref();
-    this.child = child;
+    // A spawn failure is reported below from the missing pid, not as an unhandled 'error' event.
+    child.once('error', () => undefined);
     if (!child.pid) throw new Error(`cannot run ${this.bin('temporal-server')}: see ${this.serverLog}`);
     writeFileSync(this.pidFile, `${child.pid}\n`);
     await this.waitForFrontend(child, 120_000);
