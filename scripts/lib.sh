@@ -40,6 +40,12 @@ _gpures_toolchain="$(node -e '
   const lines = {
     TEMPORAL_CLI_MODULE: c.temporalCli.module,
     TEMPORAL_CLI_TAG: c.temporalCli.tag,
+    TEMPORAL_SERVER_MODULE: c.temporalServer.module,
+    TEMPORAL_SERVER_TAG: c.temporalServer.tag,
+    TEMPORAL_SERVER_PACKAGE: c.temporalServer.serverPackage,
+    TEMPORAL_SERVER_SQL_TOOL_PACKAGE: c.temporalServer.sqlToolPackage,
+    TEMPORAL_SERVER_SCHEMA_DIR: c.temporalServer.schemaDir,
+    GPURES_POSTGRES_APT_PACKAGE: c.postgres.aptPackage,
     GPURES_CACHE_UNDER_HOME: c.cacheUnderHome,
     GPURES_DOCKER_SOCK: c.testDockerd.socket,
     GPURES_DOCKER_DATA_ROOT: c.testDockerd.dataRoot,
@@ -54,7 +60,7 @@ _gpures_toolchain="$(node -e '
   }
 ' "$GPURES_ROOT/config/toolchain.json")" || die "cannot read $GPURES_ROOT/config/toolchain.json (is node installed?)"
 while IFS='=' read -r _gpures_name _gpures_value; do
-  [[ "$_gpures_name" =~ ^(GPURES|TEMPORAL_CLI)_[A-Z_]+$ ]] || die "unexpected line from config/toolchain.json: $_gpures_name"
+  [[ "$_gpures_name" =~ ^(GPURES|TEMPORAL_CLI|TEMPORAL_SERVER)_[A-Z_]+$ ]] || die "unexpected line from config/toolchain.json: $_gpures_name"
   printf -v "$_gpures_name" '%s' "$_gpures_value"
 done <<<"$_gpures_toolchain"
 unset _gpures_toolchain _gpures_name _gpures_value
@@ -128,6 +134,64 @@ temporal_bin() {
   printf '%s\n' "$bin"
 }
 
+# --- Temporal server (the production-shaped Temporal) ---------------------------------------
+
+# Prints the directory holding temporal-server, temporal-sql-tool and schema/ (the PostgreSQL v12
+# schemas of the same tag): $GPURES_CACHE/temporal-server-<tag>/, built with `go install` on first
+# use. The schemas are copied out of Go's module cache so that nothing later depends on it.
+_gpures_server_bins_ready() {
+  [[ -x "$1/temporal-server" && -x "$1/temporal-sql-tool" && -d "$1/schema/temporal/versioned" && -d "$1/schema/visibility/versioned" ]]
+}
+
+temporal_server_bins() {
+  local dir="$GPURES_CACHE/temporal-server-$TEMPORAL_SERVER_TAG"
+  if _gpures_server_bins_ready "$dir"; then
+    printf '%s\n' "$dir"
+    return 0
+  fi
+  local go
+  go="$(_gpures_find_go)" || return 1
+  mkdir -p "$dir" || return 1
+  # Same lock discipline as temporal_bin: a concurrent set-up waits for this build.
+  (
+    flock 9 || exit 1
+    if _gpures_server_bins_ready "$dir"; then
+      exit 0
+    fi
+    log "building temporal-server and temporal-sql-tool $TEMPORAL_SERVER_TAG with go install into $dir"
+    log "(first run only; this takes a few minutes)"
+    tmp="$(mktemp -d "$dir/.build.XXXXXX")" || exit 1
+    if ! GOBIN="$tmp" "$go" install "$TEMPORAL_SERVER_MODULE/$TEMPORAL_SERVER_PACKAGE@$TEMPORAL_SERVER_TAG" \
+      "$TEMPORAL_SERVER_MODULE/$TEMPORAL_SERVER_SQL_TOOL_PACKAGE@$TEMPORAL_SERVER_TAG" >&2; then
+      rm -rf "$tmp"
+      log "error: go install $TEMPORAL_SERVER_MODULE/{$TEMPORAL_SERVER_PACKAGE,$TEMPORAL_SERVER_SQL_TOOL_PACKAGE}@$TEMPORAL_SERVER_TAG failed"
+      exit 1
+    fi
+    # go install names a binary after its package's last element: cmd/server -> server, cmd/tools/sql -> sql.
+    modcache="$("$go" env GOMODCACHE)" || exit 1
+    schema="$modcache/$TEMPORAL_SERVER_MODULE@$TEMPORAL_SERVER_TAG/$TEMPORAL_SERVER_SCHEMA_DIR"
+    if [[ ! -d "$schema/temporal/versioned" || ! -d "$schema/visibility/versioned" ]]; then
+      rm -rf "$tmp"
+      log "error: no PostgreSQL schemas at $schema/{temporal,visibility}/versioned after go install"
+      exit 1
+    fi
+    mkdir -p "$tmp/schema" &&
+      cp -R "$schema/temporal" "$schema/visibility" "$tmp/schema/" &&
+      chmod -R u+w "$tmp/schema" &&
+      rm -rf "$dir/schema" &&
+      mv "$tmp/schema" "$dir/schema" &&
+      mv -f "$tmp/$(basename "$TEMPORAL_SERVER_SQL_TOOL_PACKAGE")" "$dir/temporal-sql-tool" &&
+      mv -f "$tmp/$(basename "$TEMPORAL_SERVER_PACKAGE")" "$dir/temporal-server" || {
+      rm -rf "$tmp"
+      log "error: cannot install the server binaries and schemas into $dir"
+      exit 1
+    }
+    rm -rf "$tmp"
+    log "built $dir/temporal-server and $dir/temporal-sql-tool (schemas in $dir/schema)"
+  ) 9>"$dir/.lock" || return 1
+  printf '%s\n' "$dir"
+}
+
 # --- npm -----------------------------------------------------------------------------------
 
 # `npm ci` when node_modules is missing or package-lock.json changed since the last install
@@ -141,6 +205,16 @@ ensure_npm_deps() {
     }
   else
     log "npm dependencies up to date"
+  fi
+}
+
+# Builds dist/ (npm run build) unless ENTRY, a compiled entry point under the checkout, is there:
+# the scripts that run one of dist/src/dev/*-main.js need no full set-up first.
+ensure_dist() {
+  if [[ ! -f "$GPURES_ROOT/$1" ]]; then
+    ensure_npm_deps
+    log "building (npm run build)"
+    (cd "$GPURES_ROOT" && npm run build --silent) || return 1
   fi
 }
 

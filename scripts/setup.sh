@@ -3,7 +3,9 @@
 # fresh `npm run build` into dist/.
 #   --test   also what the tests need: docker.io + busybox-static (apt), this project's own
 #            dockerd on unix:///run/gpures/docker.sock, and the gpures/fake-vllm:test and
-#            gpures/fake-router:test images (built by dist/src/dev/images-main.js).
+#            gpures/fake-router:test images (built by dist/src/dev/images-main.js); and for the
+#            production-shaped Temporal (scripts/temporal-prod.sh, the durability tests): PostgreSQL 15
+#            (apt) and temporal-server + temporal-sql-tool (built once with go install).
 # Paths, the CLI tag and the image names: config/toolchain.json.
 # Idempotent: a second run only re-checks and rebuilds dist/.
 set -euo pipefail
@@ -41,7 +43,9 @@ rm -rf dist
 npm run build --silent
 
 if [[ $with_test -eq 1 ]]; then
-  ensure_apt_packages docker.io busybox-static
+  ensure_apt_packages docker.io busybox-static "$GPURES_POSTGRES_APT_PACKAGE"
+  server_dir="$(temporal_server_bins)"
+  log "temporal-server and temporal-sql-tool: $server_dir"
   ensure_dockerd
   build_test_images
 fi

@@ -12,9 +12,5 @@ source scripts/lib.sh
 
 TEMPORAL_CLI="$(temporal_bin)"
 export TEMPORAL_CLI
-if [[ ! -f dist/src/dev/dev-server-main.js ]]; then
-  ensure_npm_deps
-  log "building (npm run build)"
-  npm run build --silent
-fi
+ensure_dist dist/src/dev/dev-server-main.js
 exec node dist/src/dev/dev-server-main.js "$@"

@@ -14,7 +14,7 @@ import type { TestServe } from './support/box';
 import { gpures, show } from './support/cli';
 import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
-import { activityRuns } from './support/history-scan';
+import { activityRuns, waitForPendingActivity } from './support/history-scan';
 import type { TestTemporal } from './support/temporal';
 import { waitUntil } from './support/wait';
 
@@ -119,15 +119,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     const evict = gpures(['serves', 'up', 'comfyui-sim', '--evict', '--manifest', manifest], env, 180_000);
     const acquire = temporal.client.workflow.getHandle(workflowIds.acquire(node, 'comfyui-sim'));
     // The drain's first poll is its first heartbeat: once the server has it, the figures at the start are durable.
-    await waitUntil(
-      'the drain heartbeating on the first worker',
-      async () =>
-        (await acquire.describe()).raw.pendingActivities?.some(
-          (a) => a.activityType?.name === 'drainServe' && (a.heartbeatDetails?.payloads?.length ?? 0) > 0,
-        ) ?? false,
-      30_000,
-      50,
-    );
+    await waitForPendingActivity(acquire, 'drainServe', { heartbeated: true });
     const drainKilledAt = await killWorker();
 
     // The second worker takes the drain's retry; it is killed the moment vision's container exits under its stop.

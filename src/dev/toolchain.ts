@@ -16,6 +16,14 @@ export const DEV_SERVER = {
   dynamicConfig: toolchain.devServer.dynamicConfig.map((d) => `${d.name}=${d.value}`),
 };
 
+/** The production-shaped Temporal (src/dev/prod-temporal.ts): temporal-server on PostgreSQL, its defaults. */
+export const PROD_TEMPORAL = {
+  ...toolchain.prodTemporal,
+  serverTag: toolchain.temporalServer.tag,
+  sqlPlugin: toolchain.temporalServer.sqlPlugin,
+  postgresBin: toolchain.postgres.bin,
+};
+
 export const TEST_DOCKERD = toolchain.testDockerd;
 
 /** The test images' default names; GPURES_TEST_IMAGE and GPURES_ROUTER_TEST_IMAGE override them. */
@@ -29,4 +37,9 @@ export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
 /** The Temporal CLI that scripts/setup.sh builds with `go install` when none is on PATH. */
 export function cachedTemporalCli(env: NodeJS.ProcessEnv = process.env): string {
   return join(cacheDir(env), `temporal-cli-${TEMPORAL_CLI_TAG}`, 'temporal');
+}
+
+/** temporal-server, temporal-sql-tool and schema/, as scripts/lib.sh's temporal_server_bins caches them. */
+export function cachedTemporalServerDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(cacheDir(env), `temporal-server-${toolchain.temporalServer.tag}`);
 }

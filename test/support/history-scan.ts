@@ -1,9 +1,10 @@
 // Where a secret could hide in a history file: every string in it, and every base64 string
 // (payload data and metadata in proto JSON) decoded as text.
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import { tsToMs } from '@temporalio/common/lib/time';
 import type { HistoryJson } from '../../src/audit/events';
 import type { LedgerTotals } from '../../src/domain/ledger';
+import { waitUntil } from './wait';
 
 export function historyTexts(h: HistoryJson): string[] {
   const out: string[] = [];
@@ -79,4 +80,17 @@ export function activityRuns(events: readonly ActivityEvents[], type: string): A
     if (done && data) done.result = JSON.parse(Buffer.from(data).toString('utf8'));
   }
   return [...runs.values()];
+}
+
+/** Waits until the workflow has an activity of `type` pending; with `heartbeated`, one whose heartbeat the server holds. */
+export async function waitForPendingActivity(handle: WorkflowHandle, type: string, opts: { heartbeated?: boolean } = {}): Promise<void> {
+  await waitUntil(
+    `${type} pending in ${handle.workflowId}${opts.heartbeated ? ', heartbeating' : ''}`,
+    async () =>
+      (await handle.describe()).raw.pendingActivities?.some(
+        (a) => a.activityType?.name === type && (!opts.heartbeated || (a.heartbeatDetails?.payloads?.length ?? 0) > 0),
+      ) ?? false,
+    30_000,
+    50,
+  );
 }

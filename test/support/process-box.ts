@@ -37,7 +37,8 @@ export interface ProcessBox {
   close(): Promise<void>;
 }
 
-export async function startProcessBox(prefix: string, gpu: TestGpu, serves: TestServe[]): Promise<ProcessBox> {
+/** With `opts.temporal` the box runs on that server and leaves closing it to its owner; else on testTemporal(). */
+export async function startProcessBox(prefix: string, gpu: TestGpu, serves: TestServe[], opts: { temporal?: TestTemporal } = {}): Promise<ProcessBox> {
   const node = uniqueNode(prefix);
   const dir = mkdtempSync(join(tmpdir(), `gpures-${prefix}-`));
   const text = renderManifest(node, [gpu], serves).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
@@ -61,7 +62,7 @@ export async function startProcessBox(prefix: string, gpu: TestGpu, serves: Test
   const smiStatePath = join(dir, 'nvidia-smi.json');
   writeFileSync(smiStatePath, JSON.stringify(smiState));
 
-  const temporal = await testTemporal();
+  const temporal = opts.temporal ?? (await testTemporal());
   const env = { TEMPORAL_ADDRESS: temporal.address };
   const workerEnv = {
     ...env,
@@ -89,7 +90,7 @@ export async function startProcessBox(prefix: string, gpu: TestGpu, serves: Test
       await box.worker.stop();
       await removeNodeContainers(node);
       await router.close();
-      await temporal.close();
+      if (!opts.temporal) await temporal.close();
     },
   };
   return box;

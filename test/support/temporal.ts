@@ -18,11 +18,15 @@ export interface TestTemporal {
 let shared: Promise<TestTemporal> | undefined;
 let runtimeInstalled = false;
 
+/** Once per process, before the first NativeConnection: expected failures (denials, timeouts) are logged by the worker as warnings: keep test output readable. */
+export function installTestRuntime(): void {
+  if (!runtimeInstalled) Runtime.install({ logger: new DefaultLogger(process.env['GPURES_TEST_LOG'] === 'debug' ? 'DEBUG' : 'ERROR') });
+  runtimeInstalled = true;
+}
+
 export function testTemporal(): Promise<TestTemporal> {
   shared ??= (async () => {
-    // Expected failures (denials, timeouts) are logged by the worker as warnings: keep test output readable.
-    if (!runtimeInstalled) Runtime.install({ logger: new DefaultLogger(process.env['GPURES_TEST_LOG'] === 'debug' ? 'DEBUG' : 'ERROR') });
-    runtimeInstalled = true;
+    installTestRuntime();
     const server = process.env['TEMPORAL_TEST_ADDRESS'] ? undefined : await startDevServer();
     const address = server?.address ?? process.env['TEMPORAL_TEST_ADDRESS'] ?? '';
     const connection = await Connection.connect({ address });

@@ -1,0 +1,92 @@
+// scripts/temporal-prod.sh as an operator runs it: start, start again, status, stop, and a start on
+// the same state directory that reuses the cluster, the schemas, the namespace and its attributes.
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Connection } from '@temporalio/client';
+import { ROOT } from './support/cli';
+import type { Run } from './support/cli';
+
+function script(args: string[]): Promise<Run> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    execFile('bash', [join(ROOT, 'scripts', 'temporal-prod.sh'), ...args], { cwd: ROOT, timeout: 180_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+const show = (r: Run) => `exit ${r.code}\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
+
+const listening = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(true));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(false)));
+  });
+
+/** A base port whose next nine are free too, below the smallint a membership port is stored in. */
+async function freeBlock(): Promise<number> {
+  for (;;) {
+    const base = 10000 + Math.floor(Math.random() * 9000);
+    let free = true;
+    for (let p = base; p < base + 10 && free; p++) free = !(await listening(p));
+    if (free) return base;
+  }
+}
+
+describe('scripts/temporal-prod.sh start | status | stop', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-prod-command-'));
+  after(async () => {
+    await script(['stop', '--dir', dir]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('idempotent start, status with pids, stop, and a restart that reuses the store', async () => {
+    const base = await freeBlock();
+    const opts = ['--dir', dir, '--port', String(base), '--pg-port', String(base + 9)];
+    const first = await script(['start', ...opts]);
+    assert.equal(first.code, 0, show(first));
+    assert.equal(first.stdout, `TEMPORAL_ADDRESS=127.0.0.1:${base} TEMPORAL_NAMESPACE=default\n`, show(first));
+    for (const step of ['PostgreSQL cluster initialised', 'namespace default created', 'search attributes GpuresServe, GpuresNode, GpuresOperation registered'])
+      assert.ok(first.stderr.includes(step), `${step}: ${show(first)}`);
+    assert.equal(statSync(join(dir, 'temporal-password')).mode & 0o777, 0o600);
+    assert.equal(statSync(join(dir, 'config', 'production.yaml')).mode & 0o777, 0o600);
+
+    const again = await script(['start', '--dir', dir]);
+    assert.equal(again.code, 0, show(again));
+    assert.match(again.stderr, /already running; nothing started/, show(again));
+
+    const status = await script(['status', '--dir', dir]);
+    assert.equal(status.code, 0, show(status));
+    assert.match(
+      status.stdout,
+      new RegExp(`^PostgreSQL pid [0-9]+ on 127\\.0\\.0\\.1:${base + 9}, temporal-server pid [0-9]+ on 127\\.0\\.0\\.1:${base} `),
+      show(status),
+    );
+
+    const stop = await script(['stop', '--dir', dir]);
+    assert.equal(stop.code, 0, show(stop));
+    assert.match(stop.stderr, /temporal-server stopped; PostgreSQL stopped/, show(stop));
+    const stopped = await script(['status', '--dir', dir]);
+    assert.equal(stopped.code, 3, show(stopped));
+    assert.ok(!(await listening(base)) && !(await listening(base + 9)), 'nothing listens after stop');
+
+    // The same directory, the ports remembered: nothing initialised or registered twice.
+    const second = await script(['start', '--dir', dir]);
+    assert.equal(second.code, 0, show(second));
+    assert.equal(second.stdout, first.stdout);
+    assert.doesNotMatch(second.stderr, /initialised|created|registered/, show(second));
+    const connection = await Connection.connect({ address: `127.0.0.1:${base}` });
+    try {
+      const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
+      assert.deepEqual(Object.keys(customAttributes ?? {}).sort(), ['GpuresNode', 'GpuresOperation', 'GpuresServe']);
+    } finally {
+      await connection.close();
+    }
+  });
+});
