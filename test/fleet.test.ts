@@ -95,7 +95,7 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
       JSON.stringify({ gpus: [{ index: 0, uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: GPU.capacity_mib, baseUsedMib: 1200 }], simStateDir: stateDir }),
     );
     const netns = await createNodeNetns(id, index, temporal.address);
-    const workerEnv = { TEMPORAL_ADDRESS: netns.temporalAddress, GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI, FAKE_NVIDIA_SMI_STATE: smiState };
+    const workerEnv = { ...env, TEMPORAL_ADDRESS: netns.temporalAddress, GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI, FAKE_NVIDIA_SMI_STATE: smiState };
     const startWorker = () =>
       startWorkerProcess(['--manifest', manifestPath, '--state', stateDir], workerEnv, [...netns.exec, process.execPath, '--enable-source-maps', FLEET_WORKER]);
     const n: FleetNode = { id, node, manifestPath, stateDir, serves, netns, worker: await startWorker(), startWorker };
@@ -107,7 +107,8 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     const stale = await removeStaleNetns();
     if (stale.length) console.log(`removed what an earlier run left: ${stale.join(', ')}`);
     temporal = await fleetTemporal();
-    env = { TEMPORAL_ADDRESS: temporal.address };
+    // The namespace too: the production-shaped server's is its own to name.
+    env = { TEMPORAL_ADDRESS: temporal.address, TEMPORAL_NAMESPACE: temporal.client.options.namespace };
     nodes.push(await startNode('a', 0), await startNode('b', 1));
   });
 
