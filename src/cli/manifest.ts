@@ -58,3 +58,8 @@ export function checkServes(manifest: Manifest, file: string, names: string[]): 
     throw new CliError(unknown.map((n) => `${file}: no serve named '${n}' (serves: ${known})`).join('\n'), EXIT.badInput);
   }
 }
+
+/** The GPUs the named (checked) serves run on: the ledgers an operation on them asks. */
+export function gpuRolesOf(manifest: Manifest, names: readonly string[]): string[] {
+  return [...new Set(names.flatMap((n) => findServe(manifest, n)?.gpuRole ?? []))];
+}

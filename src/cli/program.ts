@@ -7,6 +7,8 @@ import { DEFAULT_ROUTER } from '../shared/promotion';
 import type { CommandContext, Rendered } from './command';
 import { DEFAULT_MANIFEST } from './manifest';
 import type { ServeOpts } from './serve-operations';
+import type { FleetOpts } from './fleet';
+import { NODE_ANSWER_MS } from '../client/fleet';
 import { api } from './commands/api';
 import { auditExport } from './commands/audit-export';
 import { auditReplay } from './commands/audit-replay';
@@ -83,19 +85,28 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .addOption(manifestOpt())
     .addOption(jsonOpt())
     .action(run((name: string, opts: { manifest?: string }) => servesRelease({ ...opts, name }, ctx)));
+  // Reading is safe from anywhere: --all and --node need no manifest. Operations are not: they take
+  // the node's manifest, so the serve names are checked before anything starts (README, Fleet).
+  const allOpt = () =>
+    new Option('--all', `every node with a ledger running in Temporal, by node (no manifest); a node unanswered within ${NODE_ANSWER_MS / 1000} s: exit 4`);
+  const nodeOpt = () => new Option('--node <name>', "this node's, found from Temporal (no manifest)");
   serves
     .command('status')
-    .description('each declared serve with its ledger state')
+    .description('each declared serve with its ledger state; with --all or --node, no manifest: only what the ledgers and running operations know')
     .addOption(manifestOpt())
+    .addOption(allOpt())
+    .addOption(nodeOpt())
     .addOption(jsonOpt())
-    .action(run((opts: { manifest?: string }) => servesStatus(opts, ctx)));
+    .action(run((opts: FleetOpts) => servesStatus(opts, ctx)));
 
   program
     .command('ledger')
     .description('the per-GPU ledger: capacity, reserve, committed, free, and each reservation')
     .addOption(manifestOpt())
+    .addOption(allOpt())
+    .addOption(nodeOpt())
     .addOption(jsonOpt())
-    .action(run((opts: { manifest?: string }) => ledger(opts, ctx)));
+    .action(run((opts: FleetOpts) => ledger(opts, ctx)));
 
   program
     .command('demo')

@@ -9,8 +9,8 @@ import { serveAcquire, serveDown, serveUp } from '../client/operations';
 import type { OperationOutcome } from '../client/operations';
 import type { CommandContext, Rendered } from './command';
 import { operationsExit } from './exit-codes';
-import { checkServes, loadManifest, manifestPath } from './manifest';
-import { ledgerJson, readLedgers, warnWithoutWorker, withClient } from './temporal';
+import { checkServes, gpuRolesOf, loadManifest, manifestPath } from './manifest';
+import { ledgerJson, readLedgers, requireWorker, withClient } from './temporal';
 
 export interface ServeOpts {
   manifest?: string;
@@ -50,7 +50,7 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
   const { manifest } = await loadManifest(ctx, file);
   checkServes(manifest, file, names);
   return withClient(async (client) => {
-    await warnWithoutWorker(ctx, client, manifest.node);
+    await requireWorker(client, manifest, gpuRolesOf(manifest, names));
     const outcomes: ServeOutcome[] = [];
     // Progress is noted as each step completes: the result is what the command returns.
     const printStep = (step: StepRecord) => ctx.note(formatStep(step));

@@ -8,9 +8,9 @@ import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { taskQueueFor } from '../shared/messages';
 import { connectClient } from '../client/connection';
-import { LedgerUnanswered } from '../adapters/ledger/ledger-client';
+import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
+import { NODE_ANSWER_MS } from '../client/fleet';
 import { ledgerSnapshots } from '../client/operations';
-import type { CommandContext } from './command';
 import { CliError, EXIT } from './exit-codes';
 
 export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {
@@ -31,7 +31,7 @@ export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise
  * How many workflow pollers the server saw on the node's task queue lately (its poller history
  * keeps a few minutes); undefined when it would not say. Zero means no worker can answer.
  */
-async function workflowPollers(client: Client, node: string): Promise<number | undefined> {
+export async function workflowPollers(client: Client, node: string): Promise<number | undefined> {
   try {
     const { pollers } = await client.workflowService.describeTaskQueue({
       namespace: client.options.namespace,
@@ -45,29 +45,14 @@ async function workflowPollers(client: Client, node: string): Promise<number | u
   }
 }
 
-/**
- * Workflows wait durably for a worker; an operator at a terminal should know one is missing
- * rather than watch a command that seems to hang.
- */
-export async function warnWithoutWorker(ctx: CommandContext, client: Client, node: string): Promise<void> {
-  if ((await workflowPollers(client, node)) === 0) {
-    ctx.note(`warning: no worker has polled task queue ${taskQueueFor(node)} recently; the operation waits until \`gpures worker\` runs for node '${node}'`);
-  }
-}
-
 /** A worker that has only just started may not have polled yet: look again for about a second. */
 const POLLER_CHECKS = 3;
 const POLLER_CHECK_INTERVAL_MS = 500;
 
-/**
- * The ledger answers only through a running worker: say so in one line (exit 4) instead of a
- * stack trace. With no poller on the task queue that is known at once; a worker that died in
- * the last few minutes still counts as a poller, and then the query's own deadline tells.
- */
-export async function readLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
-  const node = manifest.node;
+/** With no poller on the node's task queue no worker can answer, and that is known at once (exit 4). */
+async function requirePoller(client: Client, node: string): Promise<void> {
   for (let check = 1; ; check++) {
-    if ((await workflowPollers(client, node)) !== 0) break;
+    if ((await workflowPollers(client, node)) !== 0) return;
     if (check === POLLER_CHECKS) {
       throw new CliError(
         `node '${node}': no worker polls task queue ${taskQueueFor(node)}, so nothing can answer its ledger; start \`gpures worker\` for node '${node}'`,
@@ -76,6 +61,39 @@ export async function readLedgers(client: Client, manifest: Manifest): Promise<L
     }
     await new Promise((r) => setTimeout(r, POLLER_CHECK_INTERVAL_MS));
   }
+}
+
+/**
+ * Before an operation starts: the node's worker must answer the ledgers of the GPUs it touches
+ * within NODE_ANSWER_MS, or the command refuses in one line (exit 4) and starts nothing. A
+ * workflow would wait durably for a worker, and a worker killed a minute ago still counts as a
+ * poller for minutes, so without this an operation for a dead node waits in silence.
+ */
+export async function requireWorker(client: Client, manifest: Manifest, gpuRoles: readonly string[]): Promise<void> {
+  const node = manifest.node;
+  await requirePoller(client, node);
+  const ledger = new LedgerClient(client);
+  const gpus = manifest.gpus.filter((g) => gpuRoles.includes(g.role));
+  try {
+    await Promise.all(gpus.map((gpu) => ledger.probe(node, gpu, NODE_ANSWER_MS)));
+  } catch (err) {
+    if (!(err instanceof LedgerUnanswered)) throw err;
+    throw new CliError(
+      `node '${node}': no worker answered within ${NODE_ANSWER_MS / 1000} s on task queue ${taskQueueFor(node)}; nothing was started: ` +
+        `is \`gpures worker\` running for node '${node}'?`,
+      EXIT.unreachable,
+    );
+  }
+}
+
+/**
+ * The ledger answers only through a running worker: say so in one line (exit 4) instead of a
+ * stack trace. With no poller on the task queue that is known at once; a worker that died in
+ * the last few minutes still counts as a poller, and then the query's own deadline tells.
+ */
+export async function readLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
+  const node = manifest.node;
+  await requirePoller(client, node);
   try {
     return await ledgerSnapshots(client, manifest);
   } catch (err) {

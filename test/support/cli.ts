@@ -41,9 +41,13 @@ export interface WorkerProcess {
   stop(): Promise<void>;
 }
 
-/** `gpures worker ARGS` as its own process, resolved once it says it is up. */
-export function startWorkerProcess(args: string[], env: Record<string, string>): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, [GPURES, 'worker', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+/**
+ * `gpures worker ARGS` as its own process, resolved once it says it is up; `command` runs another
+ * worker entry point instead (the fleet test's, inside a network namespace).
+ */
+export function startWorkerProcess(args: string[], env: Record<string, string>, command = [process.execPath, GPURES, 'worker']): Promise<WorkerProcess> {
+  const [file = process.execPath, ...prefix] = command;
+  const child = spawn(file, [...prefix, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   const worker: WorkerProcess = {
     child,

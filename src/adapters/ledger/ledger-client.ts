@@ -189,21 +189,9 @@ export class LedgerClient implements LedgerPort {
    */
   async snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs = 30_000): Promise<LedgerState> {
     await this.start(node, gpu);
-    const h = this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role));
     const deadline = Date.now() + reconcileTimeoutMs;
     for (;;) {
-      let state: LedgerState;
-      const queryDeadline = Date.now() + QUERY_TIMEOUT_MS;
-      try {
-        // A query is answered by a worker: without one it would wait for the RPC's own timeout.
-        state = await this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery));
-      } catch (err) {
-        if (!isNoWorker(err, queryDeadline)) throw err;
-        throw new LedgerUnanswered(
-          `no worker answered the ledger of gpu_role '${gpu.role}' on ${node} within ${QUERY_TIMEOUT_MS / 1000} s: ` +
-            `is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`,
-        );
-      }
+      const state = await this.answer(node, gpu.role);
       if (!state.reconciling) return state;
       if (Date.now() > deadline) {
         throw new LedgerUnanswered(
@@ -213,6 +201,37 @@ export class LedgerClient implements LedgerPort {
       }
       await new Promise((r) => setTimeout(r, 100));
     }
+  }
+
+  /**
+   * The state of a ledger that runs, as its node's worker answers it within `withinMs`
+   * (reconciling or not); LedgerUnanswered when no worker does. Starts nothing: for ledgers found
+   * from Temporal, whose GPU spec only their node's manifest knows.
+   */
+  async answer(node: string, gpuRole: string, withinMs = QUERY_TIMEOUT_MS): Promise<LedgerState> {
+    const h = this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpuRole));
+    const queryDeadline = Date.now() + withinMs;
+    try {
+      // A query is answered by a worker: without one it would wait for the RPC's own timeout.
+      return await this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery));
+    } catch (err) {
+      if (!isNoWorker(err, queryDeadline)) throw err;
+      throw new LedgerUnanswered(
+        `no worker answered the ledger of gpu_role '${gpuRole}' on ${node} within ${withinMs / 1000} s: ` +
+          `is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`,
+      );
+    }
+  }
+
+  /**
+   * Whether the node's worker answers now, within `withinMs`: the one live proof there is. The
+   * server lists a worker killed a minute ago as a poller for minutes, and a workflow started for
+   * it waits silently. Starts the GPU's ledger when none runs (in Temporal, nothing on the box),
+   * as the operation would at its admission.
+   */
+  async probe(node: string, gpu: GpuSpec, withinMs: number): Promise<void> {
+    await this.start(node, gpu);
+    await this.answer(node, gpu.role, withinMs);
   }
 }
 

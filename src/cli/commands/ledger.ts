@@ -1,4 +1,5 @@
-// gpures ledger: the per-GPU ledger, and beside it what nvidia-smi sees on this box, if it has one.
+// gpures ledger: the per-GPU ledger, and beside it what nvidia-smi sees on this box, if it has one;
+// with --all every node's ledgers, with --node one node's, found from Temporal.
 import { formatPhysical, physicalTruth } from '../../domain/physical';
 import type { GpuReading } from '../../shared/contracts';
 import type { CommandContext, Rendered } from '../command';
@@ -7,6 +8,8 @@ import { loadManifest, manifestPath } from '../manifest';
 import { ledgerJson, readLedgers, withClient } from '../temporal';
 import { runningLeases } from '../../client/lease';
 import { heldLeases, leasesOn, withLeaseLines } from '../leases';
+import { fleetExit, fleetTarget, nodeHeading, readFleet } from '../fleet';
+import type { FleetOpts } from '../fleet';
 
 /** nvidia-smi on this box, if it has one: the ledger is printed either way. */
 async function readDevices(binary: string): Promise<{ ok: true; gpus: GpuReading[] } | { ok: false; error: string }> {
@@ -18,7 +21,24 @@ async function readDevices(binary: string): Promise<{ ok: true; gpus: GpuReading
   }
 }
 
-export async function ledger(input: { manifest?: string }, ctx: CommandContext): Promise<Rendered> {
+/** Every node's ledgers (--all) or one node's (--node), found from Temporal: no nvidia-smi, which only this box has. */
+async function fleetLedger(node: string | null, ctx: CommandContext): Promise<Rendered> {
+  const nodes = await withClient((client) => readFleet(client, node, (line) => ctx.note(line)));
+  const now = Date.now();
+  const rows = nodes.map((n) => {
+    if (!n.answered) return { data: { node: n.node, taskQueue: n.taskQueue, answered: false, error: n.error }, text: [nodeHeading(n)] };
+    const held = heldLeases(n.ledgers, n.leases, now);
+    return {
+      data: { node: n.node, taskQueue: n.taskQueue, answered: true, ledgers: n.ledgers.map((l) => ({ ...ledgerJson(l), leases: leasesOn(l, held) })) },
+      text: [nodeHeading(n), ...n.ledgers.flatMap((l) => withLeaseLines(l, held))],
+    };
+  });
+  return { data: { nodes: rows.map((r) => r.data) }, text: rows.flatMap((r) => r.text), exitCode: fleetExit(nodes) };
+}
+
+export async function ledger(input: FleetOpts, ctx: CommandContext): Promise<Rendered> {
+  const target = fleetTarget(input);
+  if (target !== undefined) return fleetLedger(target, ctx);
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
   const [ledgers, leases] = await withClient((client) => Promise.all([readLedgers(client, manifest), runningLeases(client, manifest.node)]));
   const held = heldLeases(ledgers, leases, Date.now());

@@ -8,8 +8,8 @@ import type { LeaseExtension } from '../../domain/lease';
 import { extendLease, NoLease, releaseLease } from '../../client/lease';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
-import { checkServes, loadManifest, manifestPath } from '../manifest';
-import { withClient } from '../temporal';
+import { checkServes, gpuRolesOf, loadManifest, manifestPath } from '../manifest';
+import { requireWorker, withClient } from '../temporal';
 
 /** `90s`, `30m`, `2h`, `1h30m` (or plain seconds), within the lease bound; the option's name leads the error. */
 export function leaseSeconds(flag: string, text: string): number {
@@ -24,6 +24,8 @@ async function onLease<T>(ctx: CommandContext, file: string | undefined, serve: 
   const { manifest } = await loadManifest(ctx, path);
   checkServes(manifest, path, [serve]);
   return withClient(async (client) => {
+    // The lease workflow runs on the node's worker: an update to it would wait for one in silence.
+    await requireWorker(client, manifest, gpuRolesOf(manifest, [serve]));
     try {
       return await fn(client, manifest.node);
     } catch (err) {

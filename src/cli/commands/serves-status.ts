@@ -1,4 +1,5 @@
-// gpures serves status: each declared serve with its ledger state, and the operation under way on it.
+// gpures serves status: each declared serve with its ledger state, and the operation under way on it;
+// with --all or --node, what Temporal alone knows of every node's (or one node's) serves.
 import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../../domain/ledger';
 import type { Manifest } from '../../domain/types';
@@ -9,6 +10,9 @@ import { EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
 import { readLedgers, withClient } from '../temporal';
 import { heldLeases } from '../leases';
+import type { HeldLease } from '../leases';
+import { fleetExit, fleetTarget, nodeHeading, readFleet } from '../fleet';
+import type { FleetOpts } from '../fleet';
 
 /** Operations under way on the node, by serve: what `serves status` shows beside the ledger. */
 async function runningOperations(client: Client, node: string): Promise<Map<string, { workflowId: string; since: string }>> {
@@ -28,25 +32,79 @@ async function runningOperations(client: Client, node: string): Promise<Map<stri
 function statusLines(manifest: Manifest, ledgers: LedgerState[]): { serve: string; gpuRole: string; class: string; vramMib: number; state: string }[] {
   return manifest.serves.map((s) => {
     const r = ledgers.find((l) => l.gpuRole === s.gpuRole)?.reservations.find((x) => x.serve === s.name);
-    return { serve: s.name, gpuRole: s.gpuRole, class: s.class, vramMib: s.vramMib, state: r ? (r.phase === 'admitted' ? 'starting' : r.phase) : 'stopped' };
+    return { serve: s.name, gpuRole: s.gpuRole, class: s.class, vramMib: s.vramMib, state: r ? reservationState(r.phase) : 'stopped' };
   });
 }
 
-export async function servesStatus(input: { manifest?: string }, ctx: CommandContext): Promise<Rendered> {
+interface StatusRow {
+  serve: string;
+  gpuRole: string;
+  class: string;
+  vramMib: number | null;
+  state: string;
+  operation: { workflowId: string; since: string } | null;
+  lease: HeldLease | null;
+}
+
+function statusText(r: StatusRow): string {
+  return (
+    `${r.serve.padEnd(16)} ${String(r.vramMib ?? '?').padStart(6)} MiB  ${r.class.padEnd(9)}  ${r.gpuRole.padEnd(10)}  ${r.state}` +
+    (r.lease ? `  ${r.lease.text}` : '') +
+    (r.operation ? `  (${r.operation.workflowId} running since ${r.operation.since})` : '')
+  );
+}
+
+/** A ledger's reservation as a status row; the state is the ledger's phase, `admitted` read as starting. */
+function reservationState(phase: string): string {
+  return phase === 'admitted' ? 'starting' : phase;
+}
+
+export const FLEET_STATUS_HEADER =
+  "from Temporal, without the nodes' manifests: each node's reservations (class, phase, lease) and operations under way; a declared serve that is stopped is not listed";
+
+/**
+ * Every node's serves (--all) or one node's (--node) with no manifest: what its ledgers and
+ * running operations know, under a header that says so.
+ */
+async function fleetStatus(node: string | null, ctx: CommandContext): Promise<Rendered> {
+  const [nodes, operations] = await withClient(async (client) => {
+    const read = await readFleet(client, node, (line) => ctx.note(line));
+    return [read, await Promise.all(read.map((n) => runningOperations(client, n.node)))] as const;
+  });
+  const now = Date.now();
+  const rows = nodes.map((n, i) => {
+    if (!n.answered) return { data: { node: n.node, taskQueue: n.taskQueue, answered: false, error: n.error }, text: [nodeHeading(n)] };
+    const running = operations[i] ?? new Map<string, { workflowId: string; since: string }>();
+    const held = heldLeases(n.ledgers, n.leases, now);
+    const serves: StatusRow[] = n.ledgers.flatMap((l) =>
+      l.reservations.map((r) => ({
+        serve: r.serve,
+        gpuRole: l.gpuRole,
+        class: r.class,
+        vramMib: r.vramMib,
+        state: reservationState(r.phase),
+        operation: running.get(r.serve) ?? null,
+        lease: held.get(r.serve) ?? null,
+      })),
+    );
+    // An operation on a serve the ledgers hold nothing of (a bring-up not admitted yet, say).
+    for (const [serve, operation] of running) {
+      if (!serves.some((s) => s.serve === serve))
+        serves.push({ serve, gpuRole: '?', class: '?', vramMib: null, state: 'no reservation', operation, lease: null });
+    }
+    return { data: { node: n.node, taskQueue: n.taskQueue, answered: true, serves }, text: [nodeHeading(n), ...serves.map((s) => `  ${statusText(s)}`)] };
+  });
+  return { data: { nodes: rows.map((r) => r.data) }, text: [FLEET_STATUS_HEADER, ...rows.flatMap((r) => r.text)], exitCode: fleetExit(nodes) };
+}
+
+export async function servesStatus(input: FleetOpts, ctx: CommandContext): Promise<Rendered> {
+  const target = fleetTarget(input);
+  if (target !== undefined) return fleetStatus(target, ctx);
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
   const [ledgers, running, leases] = await withClient((client) =>
     Promise.all([readLedgers(client, manifest), runningOperations(client, manifest.node), runningLeases(client, manifest.node)]),
   );
   const held = heldLeases(ledgers, leases, Date.now());
   const rows = statusLines(manifest, ledgers).map((r) => ({ ...r, operation: running.get(r.serve) ?? null, lease: held.get(r.serve) ?? null }));
-  return {
-    data: rows,
-    text: rows.map(
-      (r) =>
-        `${r.serve.padEnd(16)} ${String(r.vramMib).padStart(6)} MiB  ${r.class.padEnd(9)}  ${r.gpuRole.padEnd(10)}  ${r.state}` +
-        (r.lease ? `  ${r.lease.text}` : '') +
-        (r.operation ? `  (${r.operation.workflowId} running since ${r.operation.since})` : ''),
-    ),
-    exitCode: EXIT.ok,
-  };
+  return { data: rows, text: rows.map(statusText), exitCode: EXIT.ok };
 }

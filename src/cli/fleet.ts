@@ -1,0 +1,71 @@
+// `--all` and `--node NAME` on ledger and serves status: nodes found from Temporal rather than a
+// local manifest (any node's ledgers read from any machine that reaches Temporal), each node under
+// a heading of its own, and a node whose worker does not answer printed as unanswered after the
+// others, within NODE_ANSWER_MS, the command then exiting 4.
+import type { Client } from '@temporalio/client';
+import { NAME_PATTERN, NAME_RULE } from '../domain/bounds';
+import type { LeaseView } from '../domain/lease';
+import { taskQueueFor } from '../shared/messages';
+import { ledgerNodes, NODE_ANSWER_MS, readNodeLedgers } from '../client/fleet';
+import type { NodeLedgers } from '../client/fleet';
+import { runningLeases } from '../client/lease';
+import { CliError, EXIT } from './exit-codes';
+import { workflowPollers } from './temporal';
+
+export interface FleetOpts {
+  all?: boolean;
+  node?: string;
+  manifest?: string;
+}
+
+/** The node asked for (`--node`), every node (`--all`: null), or undefined: this node, from its manifest. */
+export function fleetTarget(opts: FleetOpts): string | null | undefined {
+  if (opts.all && opts.node !== undefined) throw new CliError('give --all or --node NAME, not both', EXIT.badInput);
+  if (!opts.all && opts.node === undefined) return undefined;
+  if (opts.manifest !== undefined) {
+    throw new CliError('--manifest reads this node from its manifest; --all and --node read nodes from Temporal: give one of them', EXIT.badInput);
+  }
+  if (opts.node !== undefined && !NAME_PATTERN.test(opts.node)) {
+    throw new CliError(`--node: a node name of ${NAME_RULE}, as in the manifest's node.name (got '${opts.node}')`, EXIT.badInput);
+  }
+  return opts.node ?? null;
+}
+
+export type FleetNode = NodeLedgers & { taskQueue: string; leases: Map<string, LeaseView> };
+
+/**
+ * The nodes' ledgers (and leases of the nodes that answered). `--node` of a node Temporal knows
+ * nothing of is bad input; one whose worker polls but that has no ledger yet is an empty answer.
+ */
+export async function readFleet(client: Client, node: string | null, note: (line: string) => void): Promise<FleetNode[]> {
+  const found = await ledgerNodes(client, node ?? undefined);
+  if (node !== null && !found.has(node)) {
+    if (!(await workflowPollers(client, node))) {
+      const known = [...(await ledgerNodes(client)).keys()];
+      throw new CliError(
+        `--node ${node}: no ledger of node '${node}' runs in Temporal and no worker polls ${taskQueueFor(node)} ` +
+          `(nodes with a ledger: ${known.join(', ') || 'none'})`,
+        EXIT.badInput,
+      );
+    }
+    note(`node '${node}': its worker polls ${taskQueueFor(node)} but no ledger of it runs yet: a GPU's ledger starts with its first serve`);
+  }
+  if (found.size === 0 && node === null) note('no ledger runs in Temporal: no serve was brought up on any node yet');
+  return Promise.all(
+    [...found].map(async ([n, roles]) => {
+      const read = await readNodeLedgers(client, n, roles);
+      // Lease queries too are answered by the node's worker: bounded like its ledgers.
+      const leases = read.answered ? await client.withDeadline(Date.now() + NODE_ANSWER_MS, () => runningLeases(client, n)) : new Map<string, LeaseView>();
+      return { ...read, taskQueue: taskQueueFor(n), leases };
+    }),
+  );
+}
+
+/** A node's heading line: its name, or that it did not answer and why. */
+export function nodeHeading(n: FleetNode): string {
+  return n.answered ? `node '${n.node}' (task queue ${n.taskQueue}):` : `node '${n.node}': unanswered: ${n.error}`;
+}
+
+export function fleetExit(nodes: readonly FleetNode[]): number {
+  return nodes.every((n) => n.answered) ? EXIT.ok : EXIT.unreachable;
+}
