@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a checkout: npm dependencies, the Temporal CLI (built once with go install), and a
 # fresh `npm run build` into dist/.
-#   --test   also what the tests need: docker.io + busybox-static (apt), this project's own
+#   --test   also what the tests need: docker.io, busybox-static and iproute2 (apt), this project's own
 #            dockerd on unix:///run/gpures/docker.sock, and the gpures/fake-vllm:test and
 #            gpures/fake-router:test images (built by dist/src/dev/images-main.js); and for the
 #            production-shaped Temporal (scripts/temporal-prod.sh, the durability tests): PostgreSQL 15
@@ -43,7 +43,8 @@ rm -rf dist
 npm run build --silent
 
 if [[ $with_test -eq 1 ]]; then
-  ensure_apt_packages docker.io busybox-static "$GPURES_POSTGRES_APT_PACKAGE"
+  # iproute2: the fleet test puts each node's worker in a network namespace of its own.
+  ensure_apt_packages docker.io busybox-static iproute2 "$GPURES_POSTGRES_APT_PACKAGE"
   server_dir="$(temporal_server_bins)"
   log "temporal-server and temporal-sql-tool: $server_dir"
   ensure_dockerd

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { SEARCH_ATTRIBUTES } from '../src/client/search-attributes';
-import { DEV_SERVER } from '../src/dev/toolchain';
+import { DEV_SERVER, PROD_TEMPORAL } from '../src/dev/toolchain';
 import { ROOT } from './support/cli';
 
 interface Service {
@@ -48,5 +48,5 @@ test('compose pins every image to an exact release (major.minor at least), and p
     for (const port of service.ports ?? []) assert.match(port, /^127\.0\.0\.1:\d+:\d+$/, `services.${name}.ports`);
   }
   const server = compose.services['temporal']?.image ?? '';
-  assert.equal(server.split(':')[1], '1.29.1', 'the server release the tested set-up builds');
+  assert.equal(`v${server.split(':')[1]}`, PROD_TEMPORAL.serverTag, 'the server release the tested set-up builds (config/toolchain.json)');
 });

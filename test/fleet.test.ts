@@ -23,12 +23,12 @@ import { gpures, ROOT, show, startWorkerProcess } from './support/cli';
 import type { Run, WorkerProcess } from './support/cli';
 import { connectFrom, createNodeNetns, netnsOf, removeStaleNetns } from './support/netns';
 import type { NodeNetns } from './support/netns';
-import { testTemporal } from './support/temporal';
+import { productionTemporal } from './support/prod-temporal';
 import type { TestTemporal } from './support/temporal';
 
-/** The one place the fleet's Temporal comes from (the production-shaped server at the merge). */
+/** The one place the fleet's Temporal comes from: PostgreSQL and temporal-server, as a fleet would run. */
 function fleetTemporal(): Promise<TestTemporal> {
-  return testTemporal();
+  return productionTemporal();
 }
 
 const EXIT = { ok: 0, unreachable: 4 } as const;

@@ -1,10 +1,9 @@
 // What a fresh temporal-server lacks that the dev server has from its flags: the `default`
-// namespace and our search attributes (src/client/search-attributes.ts). Both are registered only
+// namespace and our search attributes (registerSearchAttributes). Both are registered only
 // when missing, so a second start on the same store changes nothing.
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
-import { temporal } from '@temporalio/proto';
-import { SEARCH_ATTRIBUTES } from '../client/search-attributes';
+import { registerSearchAttributes } from '../client/search-attributes';
 import { PROD_TEMPORAL } from './toolchain';
 
 const NOT_FOUND = 5;
@@ -30,7 +29,7 @@ export async function ensureNamespace(address: string, namespace: string): Promi
   const connection = await Connection.connect({ address });
   const done: string[] = [];
   try {
-    const { workflowService, operatorService } = connection;
+    const { workflowService } = connection;
     try {
       await workflowService.describeNamespace({ namespace });
     } catch (err) {
@@ -45,20 +44,8 @@ export async function ensureNamespace(address: string, namespace: string): Promi
     // The frontend learns of a new namespace on its next registry refresh (2 s by default).
     await poll(`namespace ${namespace} usable`, 30_000, async () => (await workflowService.countWorkflowExecutions({ namespace }), true));
 
-    const listed = async () => (await operatorService.listSearchAttributes({ namespace })).customAttributes ?? {};
-    const have = await listed();
-    const missing = Object.values(SEARCH_ATTRIBUTES)
-      .map((k) => k.name)
-      .filter((name) => have[name] === undefined);
-    if (missing.length > 0) {
-      const keyword = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
-      await operatorService.addSearchAttributes({ namespace, searchAttributes: Object.fromEntries(missing.map((name) => [name, keyword])) });
-      await poll(`search attributes ${missing.join(', ')} listed`, 30_000, async () => {
-        const now = await listed();
-        return missing.every((name) => now[name] !== undefined);
-      });
-      done.push(`search attributes ${missing.join(', ')} registered (Keyword)`);
-    }
+    const added = await registerSearchAttributes(new Client({ connection, namespace }));
+    if (added.length > 0) done.push(`search attributes ${added.join(', ')} registered (Keyword)`);
   } finally {
     await connection.close();
   }
