@@ -11,7 +11,6 @@ import type { ClientConnectConfig } from '@temporalio/envconfig';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { buildApi } from '../client/api';
-import { registerSearchAttributes } from '../client/search-attributes';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../client/operations';
 import type { OperationOutcome } from '../client/operations';
 import { startDevServer } from '../dev/dev-server';
@@ -27,6 +26,7 @@ import { startSimBox } from '../sim/box';
 import type { SimBox } from '../sim/box';
 import { createGpuresWorker, fileManifest } from '../worker/worker';
 import { taskQueueFor, workflowIds } from '../shared/messages';
+import { demoNodeSuffix, endDemoNode, prepareExistingServer } from './existing-server';
 import type { AcquireResult, LeaseResult } from '../shared/operations';
 import type { Worker } from '@temporalio/worker';
 
@@ -50,7 +50,6 @@ export interface DemoOptions {
   routerConfigPath?: string;
   /** Where to print; the CLI passes stdout. */
   out?: (line: string) => void;
-  /** Temporal to use instead of starting a dev server (tests). */
   /** An existing server to run on (its address only), instead of a dev server of the demo's own. */
   temporalAddress?: string;
   /** An existing server, reached as Temporal's environment configuration says (TLS, API key, namespace). */
@@ -296,9 +295,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const existing = opts.temporal ?? (opts.temporalAddress ? { connectionOptions: { address: opts.temporalAddress } } : undefined);
   const namespace = existing?.namespace ?? 'default';
-  // On a server of its own the demo's node is the example's; on a shared one, a node of this run
-  // alone, so that a ledger left by an earlier demo (or a real node of that name) is never touched.
-  const nodeSuffix = existing ? `demo-${randomBytes(3).toString('hex')}` : undefined;
+  const nodeSuffix = existing ? demoNodeSuffix() : undefined;
   const { manifest, manifestText, routerText } = loadInputs(opts.manifestPath ?? DEMO_MANIFEST, opts.routerConfigPath ?? DEMO_ROUTER_CONFIG, nodeSuffix);
   const dir = mkdtempSync(join(tmpdir(), 'gpures-demo-'));
   // The sim box reads the manifest the worker reads: keep them one file.
@@ -327,8 +324,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     const client = new Client({ connection, namespace });
     if (existing) {
       await prepareExistingServer(client, out);
-      // The simulated box is gone after the demo: so are its ledgers, rather than running on forever.
-      if (!opts.keep) stops.push(() => endLedgers(client, manifest));
+      if (!opts.keep) stops.push(() => endDemoNode(client, manifest));
     }
     // The acquisition API the router's on-demand tier calls, as `gpures api` serves it.
     const apiToken = randomToken();
@@ -402,41 +398,6 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
         out(`cleanup: ${(err as Error).message}`);
       }
     }
-  }
-}
-
-/**
- * An existing server: its namespace must exist (the demo does not create one on somebody's
- * server), and the search attributes the operations carry are registered when missing.
- */
-async function prepareExistingServer(client: Client, out: (line: string) => void): Promise<void> {
-  const namespace = client.options.namespace;
-  try {
-    await client.workflowService.describeNamespace({ namespace });
-  } catch (err) {
-    throw new Error(
-      `namespace '${namespace}' cannot be used on this server (${(err as Error).message}); ` +
-        `create it with \`temporal operator namespace create --namespace ${namespace}\` or pick another with TEMPORAL_NAMESPACE`,
-    );
-  }
-  try {
-    const added = await registerSearchAttributes(client);
-    out(
-      added.length
-        ? `registered search attributes ${added.join(', ')} (Keyword) in namespace ${namespace}`
-        : `search attributes present in namespace ${namespace}`,
-    );
-  } catch (err) {
-    out(`warning: search attributes not registered (${(err as Error).message}); the operations run without them`);
-  }
-}
-
-async function endLedgers(client: Client, manifest: Manifest): Promise<void> {
-  for (const gpu of manifest.gpus) {
-    await client.workflow
-      .getHandle(workflowIds.ledger(manifest.node, gpu.role))
-      .terminate('gpures demo finished: its simulated box is gone')
-      .catch(() => undefined);
   }
 }
 
