@@ -27,8 +27,8 @@ const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
   { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
-  // Healthy 8 s after its start: a bring-up long enough to crash the store under it.
-  { name: 'ocr', vram_mib: 1024, env: { FAKE_START_DELAY_S: '8' }, start_timeout_s: 60 },
+  // Healthy 20 s after its start: PostgreSQL's crash and restart (3.7 s down when measured) fit well inside the bring-up.
+  { name: 'ocr', vram_mib: 1024, env: { FAKE_START_DELAY_S: '20' }, start_timeout_s: 60 },
 ];
 const VRAM = new Map(SERVES.map((s) => [s.name, s.vram_mib]));
 
@@ -159,9 +159,16 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
     assert.equal(runs.length, 1);
     assert.equal(await dockerEvents(containerName(box.node, 'ocr'), 'start', upStartedAt), 1, 'the container started once');
     assert.equal(await assertLedgerIsTheBox(), 'comfyui-sim:8192 fast:14336 ocr:1024');
-    const closedAt = tsToMs((await bringUp.fetchHistory()).events?.at(-1)?.eventTime);
-    const downS = ((backAt - crashedAt) / 1000).toFixed(1);
-    console.log(`  PostgreSQL down ${downS} s (stop -m immediate to accepting again); bring-up completed ${((closedAt - backAt) / 1000).toFixed(1)} s after`);
+    const events = (await bringUp.fetchHistory()).events ?? [];
+    const closedAt = tsToMs(events.at(-1)?.eventTime);
+    // The crash hit the bring-up, not a finished one: its health wait was still pending when the store came back.
+    const healthWait = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'waitHealthy');
+    const healthy = events.find((e) => String(e.activityTaskCompletedEventAttributes?.scheduledEventId) === String(healthWait?.eventId));
+    const healthyAt = tsToMs(healthy?.eventTime);
+    assert.ok(healthyAt > backAt, `waitHealthy completed ${backAt - healthyAt} ms before PostgreSQL was back`);
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    console.log(`  PostgreSQL down ${s(backAt - crashedAt)} (stop -m immediate to accepting again)`);
+    console.log(`  serve healthy ${s(healthyAt - backAt)} after the store was back; bring-up completed ${s(closedAt - backAt)} after`);
 
     const down = await cli(['serves', 'down', 'ocr', 'comfyui-sim', 'fast']);
     assert.equal(down.code, 0, show(down));
