@@ -130,10 +130,16 @@ export class ProdTemporal {
     child.once('error', () => undefined);
     if (!child.pid) throw new Error(`cannot run ${this.bin('temporal-server')}: see ${this.serverLog}`);
     writeFileSync(this.pidFile, `${child.pid}\n`);
-    await this.waitForFrontend(child, 120_000);
-    const notes = [`temporal-server (pid ${child.pid}) on ${this.address}, log ${this.serverLog}`];
-    notes.push(...(await ensureNamespace(this.address, this.namespace)));
-    return notes;
+    try {
+      await this.waitForFrontend(child, 120_000);
+      const notes = [`temporal-server (pid ${child.pid}) on ${this.address}, log ${this.serverLog}`];
+      notes.push(...(await ensureNamespace(this.address, this.namespace)));
+      return notes;
+    } catch (err) {
+      // Detached, it would outlive the failed start and hold the ports the next start needs.
+      await this.killServer();
+      throw err;
+    }
   }
 
   /** kill -9: a crash, no orderly shutdown; resolves once the process is gone. */
