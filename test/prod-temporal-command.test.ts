@@ -4,12 +4,12 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { ROOT } from './support/cli';
 import type { Run } from './support/cli';
+import { freeLowPorts, listening } from './support/low-ports';
 
 function script(args: string[]): Promise<Run> {
   const started = Date.now();
@@ -22,23 +22,6 @@ function script(args: string[]): Promise<Run> {
 
 const show = (r: Run) => `exit ${r.code}\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
 
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const srv = createServer();
-    srv.once('error', () => resolve(true));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(false)));
-  });
-
-/** A base port whose next nine are free too, below the smallint a membership port is stored in. */
-async function freeBlock(): Promise<number> {
-  for (;;) {
-    const base = 10000 + Math.floor(Math.random() * 9000);
-    let free = true;
-    for (let p = base; p < base + 10 && free; p++) free = !(await listening(p));
-    if (free) return base;
-  }
-}
-
 describe('scripts/temporal-prod.sh start | status | stop', () => {
   const dir = mkdtempSync(join(tmpdir(), 'gpures-prod-command-'));
   after(async () => {
@@ -47,7 +30,8 @@ describe('scripts/temporal-prod.sh start | status | stop', () => {
   });
 
   test('idempotent start, status with pids, stop, and a restart that reuses the store', async () => {
-    const base = await freeBlock();
+    const block = await freeLowPorts(10, { block: true });
+    const base = block[0] ?? 0;
     const opts = ['--dir', dir, '--port', String(base), '--pg-port', String(base + 9)];
     const first = await script(['start', ...opts]);
     assert.equal(first.code, 0, show(first));
@@ -74,7 +58,9 @@ describe('scripts/temporal-prod.sh start | status | stop', () => {
     assert.match(stop.stderr, /temporal-server stopped; PostgreSQL stopped/, show(stop));
     const stopped = await script(['status', '--dir', dir]);
     assert.equal(stopped.code, 3, show(stopped));
-    assert.ok(!(await listening(base)) && !(await listening(base + 9)), 'nothing listens after stop');
+    const held = [];
+    for (const p of block) if (await listening(p)) held.push(p);
+    assert.deepEqual(held, [], `ports still listened on after stop, of ${base}..${base + 9}`);
 
     // The same directory, the ports remembered: nothing initialised or registered twice.
     const second = await script(['start', '--dir', dir]);
