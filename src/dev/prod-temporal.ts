@@ -11,6 +11,7 @@ import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSyn
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
+import { pollUntil } from '../client/poll';
 import { ensureNamespace } from './prod-temporal-namespace';
 import { checkPorts, dynamicConfigYaml, portsFrom, SERVER_ENV, serverConfigYaml } from './prod-temporal-config';
 import type { ProdTemporalPorts } from './prod-temporal-config';
@@ -247,25 +248,24 @@ export class ProdTemporal {
   }
 
   private async waitForFrontend(child: ChildProcess, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    let last: unknown;
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null || child.signalCode !== null)
-        throw new Error(`temporal-server exited (${child.exitCode ?? child.signalCode}) during start-up: see ${this.serverLog}`);
+    const exited = () =>
+      child.exitCode !== null || child.signalCode !== null
+        ? new Error(`temporal-server exited (${child.exitCode ?? child.signalCode}) during start-up`)
+        : undefined;
+    const answers = async () => {
+      const c = await Connection.connect({ address: this.address, connectTimeout: '1s' });
       try {
-        const c = await Connection.connect({ address: this.address, connectTimeout: '1s' });
-        try {
-          await c.workflowService.getSystemInfo({});
-        } finally {
-          await c.close();
-        }
-        return;
-      } catch (err) {
-        last = err;
-        await sleep(250);
+        await c.workflowService.getSystemInfo({});
+        return true;
+      } finally {
+        await c.close();
       }
+    };
+    try {
+      await pollUntil(`temporal-server answering on ${this.address}`, timeoutMs, answers, { abort: exited });
+    } catch (err) {
+      throw new Error(`${(err as Error).message}: see ${this.serverLog}`);
     }
-    throw new Error(`temporal-server did not answer on ${this.address} within ${timeoutMs / 1000} s (${String(last)}): see ${this.serverLog}`);
   }
 }
 
