@@ -1,5 +1,5 @@
-// scripts/temporal-prod.sh as an operator runs it: start, start again, status, stop, and a start on
-// the same state directory that reuses the cluster, the schemas, the namespace and its attributes.
+// scripts/temporal-prod.sh as an operator runs it: two starts at once, start again, status, stop, and
+// a start on the same state directory that reuses the cluster, the schemas, the namespace and its attributes.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -29,12 +29,20 @@ describe('scripts/temporal-prod.sh start | status | stop', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test('idempotent start, status with pids, stop, and a restart that reuses the store', async () => {
+  test('two starts at once (one waits), idempotent start, status with pids, stop, and a restart that reuses the store', async () => {
     const block = await freeLowPorts(10, { block: true });
     const base = block[0] ?? 0;
     const opts = ['--dir', dir, '--port', String(base), '--pg-port', String(base + 9)];
-    const first = await script(['start', ...opts]);
-    assert.equal(first.code, 0, show(first));
+    // Two starts at once on a fresh directory: one initialises and starts, the other waits for it and finds it running.
+    const both = await Promise.all([script(['start', ...opts]), script(['start', ...opts])]);
+    for (const r of both) assert.equal(r.code, 0, show(r));
+    const first = both.find((r) => r.stderr.includes('PostgreSQL cluster initialised')) ?? both[0];
+    const rival = both.find((r) => r !== first) ?? both[1];
+    assert.ok(first && rival);
+    assert.match(rival.stderr, /another start \(pid [0-9]+\) is under way/, show(rival));
+    assert.match(rival.stderr, /already running; nothing started/, show(rival));
+    assert.doesNotMatch(rival.stderr, /initialised|created|registered/, show(rival));
+    assert.equal(rival.stdout, first.stdout);
     assert.equal(first.stdout, `TEMPORAL_ADDRESS=127.0.0.1:${base} TEMPORAL_NAMESPACE=default\n`, show(first));
     for (const step of ['PostgreSQL cluster initialised', 'namespace default created', 'search attributes GpuresServe, GpuresNode, GpuresOperation registered'])
       assert.ok(first.stderr.includes(step), `${step}: ${show(first)}`);

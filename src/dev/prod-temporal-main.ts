@@ -69,7 +69,7 @@ async function main(): Promise<void> {
     log(`${server ? 'temporal-server stopped' : 'temporal-server was not running'}; ${postgres ? 'PostgreSQL stopped' : 'PostgreSQL was not running'}`);
     return;
   }
-  const { alreadyRunning, notes } = await t.start();
+  const { alreadyRunning, notes } = await t.start(log);
   for (const n of notes) log(n);
   if (alreadyRunning) log('already running; nothing started');
   process.stdout.write(`TEMPORAL_ADDRESS=${t.status().server?.address ?? t.address} TEMPORAL_NAMESPACE=${t.namespace}\n`);

@@ -17,6 +17,7 @@ import { checkPorts, dynamicConfigYaml, portsFrom, SERVER_ENV, serverConfigYaml 
 import type { ProdTemporalPorts } from './prod-temporal-config';
 import { alive, initCluster, makeStateDir, postgresCluster, postgresPid, startPostgres, stopPostgres } from './postgres';
 import type { PostgresCluster } from './postgres';
+import { withStartLock } from './start-lock';
 import { cacheDir, cachedTemporalServerDir, DEV_SERVER, PROD_TEMPORAL } from './toolchain';
 
 export type { ProdTemporalPorts } from './prod-temporal-config';
@@ -92,15 +93,23 @@ export class ProdTemporal {
     };
   }
 
-  /** Everything, idempotently: initdb and the schemas on first use, then PostgreSQL, the server, the namespace. Says what it did. */
-  async start(): Promise<{ alreadyRunning: boolean; notes: string[] }> {
+  /**
+   * Everything, idempotently: initdb and the schemas on first use, then PostgreSQL, the server, the
+   * namespace. Says what it did. One start at a time per state directory: a second one waits
+   * (saying so through `waiting`), then finds it running.
+   */
+  async start(waiting?: (note: string) => void): Promise<{ alreadyRunning: boolean; notes: string[] }> {
+    makeStateDir(this.stateDir);
+    return withStartLock(this.stateDir, () => this.startLocked(), waiting);
+  }
+
+  private async startLocked(): Promise<{ alreadyRunning: boolean; notes: string[] }> {
     const now = this.status();
     if (now.server && now.postgres) return { alreadyRunning: true, notes: [`running: ${describe(now)}`] };
     const stored = readPorts(this.stateDir);
     if ((now.server || now.postgres) && stored && JSON.stringify(stored) !== JSON.stringify(this.ports))
       throw new Error(`partly running on other ports (${describe(now)}): scripts/temporal-prod.sh stop --dir ${this.stateDir} first`);
     const notes: string[] = [];
-    makeStateDir(this.stateDir);
     writeFileSync(join(this.stateDir, 'ports.json'), `${JSON.stringify(this.ports, null, 2)}\n`);
     const password = this.password();
     if (await initCluster(this.postgres, password)) notes.push(`PostgreSQL cluster initialised in ${this.postgres.dataDir}`);
