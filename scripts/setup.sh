@@ -42,7 +42,35 @@ log "building (npm run build)"
 rm -rf dist
 npm run build --silent
 
+# Debian's postgresql-15 creates a 15/main cluster on 5432, started at boot under systemd; our
+# PostgreSQL runs from its own data directory, so when we are the ones installing the package we
+# tell postgresql-common not to create it. Only for our install: an existing installation and its
+# clusters are left as they are. An existing createcluster.conf is edited in place; before
+# postgresql-common is installed, a drop-in in createcluster.d (which its createcluster.conf
+# includes), since writing the conffile itself would make dpkg ask whether to keep it.
+no_main_cluster() {
+  local conf=/etc/postgresql-common/createcluster.conf
+  local dropin_dir=/etc/postgresql-common/createcluster.d
+  if _gpures_pkg_installed "$GPURES_POSTGRES_APT_PACKAGE"; then
+    return 0
+  fi
+  if [[ -f "$conf" && -w "$conf" ]]; then
+    if grep -Eq '^[[:space:]]*#?[[:space:]]*create_main_cluster[[:space:]]*=' "$conf"; then
+      sed -Ei 's/^[[:space:]]*#?[[:space:]]*create_main_cluster[[:space:]]*=.*/create_main_cluster = false/' "$conf"
+    else
+      printf 'create_main_cluster = false\n' >>"$conf"
+    fi
+    log "postgresql-common: create_main_cluster = false in $conf (no 15/main cluster on 5432)"
+  elif [[ ! -e "$conf" && -w /etc ]]; then
+    mkdir -p "$dropin_dir"
+    printf '# gpures setup: no main cluster for our install of %s\ncreate_main_cluster = false\n' \
+      "$GPURES_POSTGRES_APT_PACKAGE" >"$dropin_dir/gpures.conf"
+    log "postgresql-common: create_main_cluster = false in $dropin_dir/gpures.conf (no 15/main cluster on 5432)"
+  fi
+}
+
 if [[ $with_test -eq 1 ]]; then
+  no_main_cluster
   # iproute2: the fleet test puts each node's worker in a network namespace of its own.
   ensure_apt_packages docker.io busybox-static iproute2 "$GPURES_POSTGRES_APT_PACKAGE"
   server_dir="$(temporal_server_bins)"

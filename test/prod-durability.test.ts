@@ -27,8 +27,8 @@ const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
   { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
-  // Healthy 8 s after its start: a bring-up long enough to crash the store under it.
-  { name: 'ocr', vram_mib: 1024, env: { FAKE_START_DELAY_S: '8' }, start_timeout_s: 60 },
+  // Healthy 20 s after its start: PostgreSQL's crash and restart (3.7 s down when measured) fit well inside the bring-up.
+  { name: 'ocr', vram_mib: 1024, env: { FAKE_START_DELAY_S: '20' }, start_timeout_s: 60 },
 ];
 const VRAM = new Map(SERVES.map((s) => [s.name, s.vram_mib]));
 
@@ -83,7 +83,8 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
   test('kill -9 of temporal-server mid-drain, restarted 3 s later: the acquisition completes once, the in-flight request answers 200', async () => {
     const up = await cli(['serves', 'up', 'fast', 'vision']);
     assert.equal(up.code, 0, show(up));
-    const slow = routedChat(box.router.url, 'vision', { sim_delay_ms: 15_000 });
+    // 40 s: the kill, the 3 s pause and the restart took 4.3 s when measured; the request outlasts them by a wide margin on a loaded machine.
+    const slow = routedChat(box.router.url, 'vision', { sim_delay_ms: 40_000 });
     const admin = new HttpRouterAdmin({ baseUrl: box.router.url, token: box.routerToken });
     await waitUntil('the request in flight at the router', async () => (await admin.tierState('vision-local')).inFlight === 1, 10_000, 50);
 
@@ -103,8 +104,8 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
     assert.match(r.stderr, /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision$/m, show(r));
     const answer = await slow;
     assert.equal(answer.status, 200, JSON.stringify(answer.body));
-    // The drain cannot end before the request does: it was under way across the kill and the restart.
-    assert.ok(answer.finishedAt > answeredAt, `the request ended ${answeredAt - answer.finishedAt} ms before the server answered again`);
+    // The drain was heartbeating at the kill and cannot end before the request does: the request was in flight across the kill, not cut off.
+    assert.ok(answer.finishedAt > killedAt, `the request ended ${killedAt - answer.finishedAt} ms before the kill`);
 
     // Exactly once: one run of the acquisition, one stop of the victim and one start of the acquirer, in its history and in Docker's.
     const runs = [];
@@ -120,10 +121,9 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
     const closedAt = tsToMs(history.at(-1)?.eventTime);
     const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
     console.log(`  temporal-server down ${s(answeredAt - killedAt)} (kill -9 to answering again)`);
-    console.log(
-      `  acquisition completed ${s(closedAt - answeredAt)} after the server answered, ${s(closedAt - answer.finishedAt)} after the in-flight request's 200`,
-    );
-    assert.ok(closedAt - answeredAt < 60_000, `completed ${closedAt - answeredAt} ms after the server answered`);
+    console.log(`  the in-flight request answered ${s(answer.finishedAt - answeredAt)} after the server answered again`);
+    console.log(`  acquisition completed ${s(closedAt - answer.finishedAt)} after the in-flight request's 200`);
+    assert.ok(closedAt - answer.finishedAt < 60_000, `completed ${closedAt - answer.finishedAt} ms after the request's 200`);
   });
 
   test('the acquisition history exported from this server replays with gpures audit replay', async () => {
@@ -159,9 +159,16 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
     assert.equal(runs.length, 1);
     assert.equal(await dockerEvents(containerName(box.node, 'ocr'), 'start', upStartedAt), 1, 'the container started once');
     assert.equal(await assertLedgerIsTheBox(), 'comfyui-sim:8192 fast:14336 ocr:1024');
-    const closedAt = tsToMs((await bringUp.fetchHistory()).events?.at(-1)?.eventTime);
-    const downS = ((backAt - crashedAt) / 1000).toFixed(1);
-    console.log(`  PostgreSQL down ${downS} s (stop -m immediate to accepting again); bring-up completed ${((closedAt - backAt) / 1000).toFixed(1)} s after`);
+    const events = (await bringUp.fetchHistory()).events ?? [];
+    const closedAt = tsToMs(events.at(-1)?.eventTime);
+    // The crash hit the bring-up, not a finished one: its health wait was still pending when the store came back.
+    const healthWait = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'waitHealthy');
+    const healthy = events.find((e) => String(e.activityTaskCompletedEventAttributes?.scheduledEventId) === String(healthWait?.eventId));
+    const healthyAt = tsToMs(healthy?.eventTime);
+    assert.ok(healthyAt > backAt, `waitHealthy completed ${backAt - healthyAt} ms before PostgreSQL was back`);
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    console.log(`  PostgreSQL down ${s(backAt - crashedAt)} (stop -m immediate to accepting again)`);
+    console.log(`  serve healthy ${s(healthyAt - backAt)} after the store was back; bring-up completed ${s(closedAt - backAt)} after`);
 
     const down = await cli(['serves', 'down', 'ocr', 'comfyui-sim', 'fast']);
     assert.equal(down.code, 0, show(down));

@@ -1,15 +1,15 @@
-// scripts/temporal-prod.sh as an operator runs it: start, start again, status, stop, and a start on
-// the same state directory that reuses the cluster, the schemas, the namespace and its attributes.
+// scripts/temporal-prod.sh as an operator runs it: two starts at once, start again, status, stop, and
+// a start on the same state directory that reuses the cluster, the schemas, the namespace and its attributes.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { ROOT } from './support/cli';
 import type { Run } from './support/cli';
+import { freeLowPorts, listening } from './support/low-ports';
 
 function script(args: string[]): Promise<Run> {
   const started = Date.now();
@@ -22,23 +22,6 @@ function script(args: string[]): Promise<Run> {
 
 const show = (r: Run) => `exit ${r.code}\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
 
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const srv = createServer();
-    srv.once('error', () => resolve(true));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(false)));
-  });
-
-/** A base port whose next nine are free too, below the smallint a membership port is stored in. */
-async function freeBlock(): Promise<number> {
-  for (;;) {
-    const base = 10000 + Math.floor(Math.random() * 9000);
-    let free = true;
-    for (let p = base; p < base + 10 && free; p++) free = !(await listening(p));
-    if (free) return base;
-  }
-}
-
 describe('scripts/temporal-prod.sh start | status | stop', () => {
   const dir = mkdtempSync(join(tmpdir(), 'gpures-prod-command-'));
   after(async () => {
@@ -46,11 +29,20 @@ describe('scripts/temporal-prod.sh start | status | stop', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test('idempotent start, status with pids, stop, and a restart that reuses the store', async () => {
-    const base = await freeBlock();
+  test('two starts at once (one waits), idempotent start, status with pids, stop, and a restart that reuses the store', async () => {
+    const block = await freeLowPorts(10, { block: true });
+    const base = block[0] ?? 0;
     const opts = ['--dir', dir, '--port', String(base), '--pg-port', String(base + 9)];
-    const first = await script(['start', ...opts]);
-    assert.equal(first.code, 0, show(first));
+    // Two starts at once on a fresh directory: one initialises and starts, the other waits for it and finds it running.
+    const both = await Promise.all([script(['start', ...opts]), script(['start', ...opts])]);
+    for (const r of both) assert.equal(r.code, 0, show(r));
+    const first = both.find((r) => r.stderr.includes('PostgreSQL cluster initialised')) ?? both[0];
+    const rival = both.find((r) => r !== first) ?? both[1];
+    assert.ok(first && rival);
+    assert.match(rival.stderr, /another start \(pid [0-9]+\) is under way/, show(rival));
+    assert.match(rival.stderr, /already running; nothing started/, show(rival));
+    assert.doesNotMatch(rival.stderr, /initialised|created|registered/, show(rival));
+    assert.equal(rival.stdout, first.stdout);
     assert.equal(first.stdout, `TEMPORAL_ADDRESS=127.0.0.1:${base} TEMPORAL_NAMESPACE=default\n`, show(first));
     for (const step of ['PostgreSQL cluster initialised', 'namespace default created', 'search attributes GpuresServe, GpuresNode, GpuresOperation registered'])
       assert.ok(first.stderr.includes(step), `${step}: ${show(first)}`);
@@ -74,7 +66,9 @@ describe('scripts/temporal-prod.sh start | status | stop', () => {
     assert.match(stop.stderr, /temporal-server stopped; PostgreSQL stopped/, show(stop));
     const stopped = await script(['status', '--dir', dir]);
     assert.equal(stopped.code, 3, show(stopped));
-    assert.ok(!(await listening(base)) && !(await listening(base + 9)), 'nothing listens after stop');
+    const held = [];
+    for (const p of block) if (await listening(p)) held.push(p);
+    assert.deepEqual(held, [], `ports still listened on after stop, of ${base}..${base + 9}`);
 
     // The same directory, the ports remembered: nothing initialised or registered twice.
     const second = await script(['start', '--dir', dir]);

@@ -7,6 +7,7 @@
 import type { Client } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
+import { pollUntil } from './poll';
 
 export const SEARCH_ATTRIBUTES = {
   serve: defineSearchAttributeKey('GpuresServe', SearchAttributeType.KEYWORD),
@@ -37,12 +38,11 @@ export async function registerSearchAttributes(client: Client): Promise<string[]
     namespace,
     searchAttributes: Object.fromEntries(missing.map((k) => [k.name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
   });
-  for (const deadline = Date.now() + REGISTERED_WAIT_MS; ;) {
+  const names = missing.map((k) => k.name).join(', ');
+  await pollUntil(`${names} listed after registering them`, REGISTERED_WAIT_MS, async () => {
     const now = await listed();
-    if (missing.every((k) => now[k.name] !== undefined)) break;
-    if (Date.now() > deadline) throw new Error(`${missing.map((k) => k.name).join(', ')} not listed ${REGISTERED_WAIT_MS / 1000} s after registering them`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+    return missing.every((k) => now[k.name] !== undefined);
+  });
   registered.delete(client);
   return missing.map((k) => k.name);
 }

@@ -2,7 +2,7 @@
 // binaries, a data directory of its own, loopback only, scram passwords. PostgreSQL refuses to run
 // as root, so as root every pg_* binary runs as the `postgres` user, on a data directory it owns.
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { PROD_TEMPORAL } from './toolchain';
@@ -108,7 +108,11 @@ export async function initCluster(cluster: PostgresCluster, password: string): P
   return true;
 }
 
-/** Whether the postmaster of this data directory runs, and its pid (postmaster.pid's first line). */
+/**
+ * Whether the postmaster of this data directory runs, and its pid (postmaster.pid's first line).
+ * After a crash or a reboot the file stays and its pid may be another process's: only a postgres
+ * whose working directory is this data directory (the postmaster chdirs into it) counts.
+ */
 export function postgresPid(cluster: PostgresCluster): number | undefined {
   let text: string;
   try {
@@ -117,7 +121,13 @@ export function postgresPid(cluster: PostgresCluster): number | undefined {
     return undefined;
   }
   const pid = Number(text.split('\n')[0]);
-  return pid > 0 && alive(pid) ? pid : undefined;
+  if (!(pid > 0) || !alive(pid)) return undefined;
+  try {
+    const argv0 = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] ?? '';
+    return argv0.endsWith('postgres') && readlinkSync(`/proc/${pid}/cwd`) === realpathSync(cluster.dataDir) ? pid : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function alive(pid: number): boolean {

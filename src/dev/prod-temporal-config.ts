@@ -42,6 +42,9 @@ export function portsFrom(base: number, postgres: number): ProdTemporalPorts {
 /** The highest port a membership port may be: cluster_membership keeps it in a PostgreSQL smallint. */
 export const MAX_MEMBERSHIP_PORT = 32767;
 
+/** The highest base port for portsFrom: its last membership port must stay within MAX_MEMBERSHIP_PORT. */
+export const MAX_BASE_PORT = MAX_MEMBERSHIP_PORT - Math.max(...SERVER_PORT_NAMES.map((n, i) => (n.endsWith('Membership') ? i : 0)));
+
 export function checkPorts(ports: ProdTemporalPorts): void {
   for (const name of [...SERVER_PORT_NAMES, 'postgres'] as const) {
     const p = ports[name];

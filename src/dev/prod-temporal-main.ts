@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { defaultStateDir, describe, ProdTemporal } from './prod-temporal';
 import { die, log } from './log';
+import { MAX_BASE_PORT, MAX_MEMBERSHIP_PORT, SERVER_PORT_NAMES } from './prod-temporal-config';
 import { PROD_TEMPORAL } from './toolchain';
 
 const USAGE = `A production-shaped Temporal on this machine: PostgreSQL 15 and temporal-server ${PROD_TEMPORAL.serverTag}, loopback only.
@@ -13,7 +14,8 @@ usage: scripts/temporal-prod.sh start|stop|status [--dir D] [--port N] [--pg-por
   stop         the server (SIGTERM), then PostgreSQL (pg_ctl stop -m fast); the state stays in D
   status       what runs, with pids and ports (exit 0 when both run, 3 otherwise)
   --dir D      state directory (default ${defaultStateDir()})
-  --port N     frontend gRPC port; the server's other ports are the eight after it (default ${PROD_TEMPORAL.port}, or the last start's)
+  --port N     frontend gRPC port (at most ${MAX_BASE_PORT}); the server's other ports are the eight after it
+               (default ${PROD_TEMPORAL.port}, or the last start's)
   --pg-port N  PostgreSQL port (default ${PROD_TEMPORAL.pgPort}, or the last start's)
 `;
 
@@ -22,11 +24,15 @@ function usage(code: number): never {
   process.exit(code);
 }
 
-function port(text: string | undefined, option: string): number | undefined {
+function port(text: string | undefined, option: string, max = 65535, why = ''): number | undefined {
   if (text === undefined) return undefined;
-  if (!/^[0-9]+$/.test(text) || Number(text) < 1024 || Number(text) > 65535) die(`${option} ${text}: not a port in 1024..65535`);
+  if (!/^[0-9]+$/.test(text) || Number(text) < 1024 || Number(text) > max) die(`${option} ${text}: not a port in 1024..${max}${why}`);
   return Number(text);
 }
+
+// Named here, where the option is known: past MAX_BASE_PORT, checkPorts could only name the membership port it overflows.
+const MEMBERSHIP_LIMIT = ` (the eight server ports after it include membership ports, kept in a smallint: at most ${MAX_MEMBERSHIP_PORT})`;
+const portOption = (text: string | undefined) => port(text, '--port', MAX_BASE_PORT, MEMBERSHIP_LIMIT);
 
 async function main(): Promise<void> {
   let parsed;
@@ -44,7 +50,11 @@ async function main(): Promise<void> {
   const [command, ...rest] = parsed.positionals;
   if (!command || rest.length > 0 || !['start', 'stop', 'status'].includes(command)) usage(2);
   const stateDir = parsed.values.dir ?? defaultStateDir();
-  const t = ProdTemporal.open({ stateDir, port: port(parsed.values.port, '--port'), pgPort: port(parsed.values['pg-port'], '--pg-port') });
+  const [base, pgPort] = [portOption(parsed.values.port), port(parsed.values['pg-port'], '--pg-port')];
+  const last = base === undefined ? undefined : base + SERVER_PORT_NAMES.length - 1;
+  if (base !== undefined && last !== undefined && pgPort !== undefined && pgPort >= base && pgPort <= last)
+    die(`--pg-port ${pgPort}: one of the server's ports (--port ${base}: ${base}..${last})`);
+  const t = ProdTemporal.open({ stateDir, port: base, pgPort });
 
   if (command === 'status') {
     const s = t.status();
@@ -59,7 +69,7 @@ async function main(): Promise<void> {
     log(`${server ? 'temporal-server stopped' : 'temporal-server was not running'}; ${postgres ? 'PostgreSQL stopped' : 'PostgreSQL was not running'}`);
     return;
   }
-  const { alreadyRunning, notes } = await t.start();
+  const { alreadyRunning, notes } = await t.start(log);
   for (const n of notes) log(n);
   if (alreadyRunning) log('already running; nothing started');
   process.stdout.write(`TEMPORAL_ADDRESS=${t.status().server?.address ?? t.address} TEMPORAL_NAMESPACE=${t.namespace}\n`);

@@ -3,26 +3,13 @@
 // when missing, so a second start on the same store changes nothing.
 import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
+import { pollUntil } from '../client/poll';
 import { registerSearchAttributes } from '../client/search-attributes';
 import { PROD_TEMPORAL } from './toolchain';
 
 const NOT_FOUND = 5;
 const ALREADY_EXISTS = 6;
 const grpcCode = (err: unknown) => (err as { code?: unknown } | undefined)?.code;
-
-async function poll(what: string, timeoutMs: number, fn: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      if (await fn()) return;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`${what} not within ${timeoutMs / 1000} s${last instanceof Error ? `: ${last.message}` : ''}`);
-}
 
 /** Creates `namespace` and registers the Keyword attributes; says what it had to do. */
 export async function ensureNamespace(address: string, namespace: string): Promise<string[]> {
@@ -42,7 +29,7 @@ export async function ensureNamespace(address: string, namespace: string): Promi
       }
     }
     // The frontend learns of a new namespace on its next registry refresh (2 s by default).
-    await poll(`namespace ${namespace} usable`, 30_000, async () => (await workflowService.countWorkflowExecutions({ namespace }), true));
+    await pollUntil(`namespace ${namespace} usable`, 30_000, async () => (await workflowService.countWorkflowExecutions({ namespace }), true));
 
     const added = await registerSearchAttributes(new Client({ connection, namespace }));
     if (added.length > 0) done.push(`search attributes ${added.join(', ')} registered (Keyword)`);

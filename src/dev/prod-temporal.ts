@@ -11,11 +11,13 @@ import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSyn
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
+import { pollUntil } from '../client/poll';
 import { ensureNamespace } from './prod-temporal-namespace';
 import { checkPorts, dynamicConfigYaml, portsFrom, SERVER_ENV, serverConfigYaml } from './prod-temporal-config';
 import type { ProdTemporalPorts } from './prod-temporal-config';
 import { alive, initCluster, makeStateDir, postgresCluster, postgresPid, startPostgres, stopPostgres } from './postgres';
 import type { PostgresCluster } from './postgres';
+import { withStartLock } from './start-lock';
 import { cacheDir, cachedTemporalServerDir, DEV_SERVER, PROD_TEMPORAL } from './toolchain';
 
 export type { ProdTemporalPorts } from './prod-temporal-config';
@@ -91,15 +93,23 @@ export class ProdTemporal {
     };
   }
 
-  /** Everything, idempotently: initdb and the schemas on first use, then PostgreSQL, the server, the namespace. Says what it did. */
-  async start(): Promise<{ alreadyRunning: boolean; notes: string[] }> {
+  /**
+   * Everything, idempotently: initdb and the schemas on first use, then PostgreSQL, the server, the
+   * namespace. Says what it did. One start at a time per state directory: a second one waits
+   * (saying so through `waiting`), then finds it running.
+   */
+  async start(waiting?: (note: string) => void): Promise<{ alreadyRunning: boolean; notes: string[] }> {
+    makeStateDir(this.stateDir);
+    return withStartLock(this.stateDir, () => this.startLocked(), waiting);
+  }
+
+  private async startLocked(): Promise<{ alreadyRunning: boolean; notes: string[] }> {
     const now = this.status();
     if (now.server && now.postgres) return { alreadyRunning: true, notes: [`running: ${describe(now)}`] };
     const stored = readPorts(this.stateDir);
     if ((now.server || now.postgres) && stored && JSON.stringify(stored) !== JSON.stringify(this.ports))
       throw new Error(`partly running on other ports (${describe(now)}): scripts/temporal-prod.sh stop --dir ${this.stateDir} first`);
     const notes: string[] = [];
-    makeStateDir(this.stateDir);
     writeFileSync(join(this.stateDir, 'ports.json'), `${JSON.stringify(this.ports, null, 2)}\n`);
     const password = this.password();
     if (await initCluster(this.postgres, password)) notes.push(`PostgreSQL cluster initialised in ${this.postgres.dataDir}`);
@@ -130,10 +140,16 @@ export class ProdTemporal {
     child.once('error', () => undefined);
     if (!child.pid) throw new Error(`cannot run ${this.bin('temporal-server')}: see ${this.serverLog}`);
     writeFileSync(this.pidFile, `${child.pid}\n`);
-    await this.waitForFrontend(child, 120_000);
-    const notes = [`temporal-server (pid ${child.pid}) on ${this.address}, log ${this.serverLog}`];
-    notes.push(...(await ensureNamespace(this.address, this.namespace)));
-    return notes;
+    try {
+      await this.waitForFrontend(child, 120_000);
+      const notes = [`temporal-server (pid ${child.pid}) on ${this.address}, log ${this.serverLog}`];
+      notes.push(...(await ensureNamespace(this.address, this.namespace)));
+      return notes;
+    } catch (err) {
+      // Detached, it would outlive the failed start and hold the ports the next start needs.
+      await this.killServer();
+      throw err;
+    }
   }
 
   /** kill -9: a crash, no orderly shutdown; resolves once the process is gone. */
@@ -241,25 +257,24 @@ export class ProdTemporal {
   }
 
   private async waitForFrontend(child: ChildProcess, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    let last: unknown;
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null || child.signalCode !== null)
-        throw new Error(`temporal-server exited (${child.exitCode ?? child.signalCode}) during start-up: see ${this.serverLog}`);
+    const exited = () =>
+      child.exitCode !== null || child.signalCode !== null
+        ? new Error(`temporal-server exited (${child.exitCode ?? child.signalCode}) during start-up`)
+        : undefined;
+    const answers = async () => {
+      const c = await Connection.connect({ address: this.address, connectTimeout: '1s' });
       try {
-        const c = await Connection.connect({ address: this.address, connectTimeout: '1s' });
-        try {
-          await c.workflowService.getSystemInfo({});
-        } finally {
-          await c.close();
-        }
-        return;
-      } catch (err) {
-        last = err;
-        await sleep(250);
+        await c.workflowService.getSystemInfo({});
+        return true;
+      } finally {
+        await c.close();
       }
+    };
+    try {
+      await pollUntil(`temporal-server answering on ${this.address}`, timeoutMs, answers, { abort: exited });
+    } catch (err) {
+      throw new Error(`${(err as Error).message}: see ${this.serverLog}`);
     }
-    throw new Error(`temporal-server did not answer on ${this.address} within ${timeoutMs / 1000} s (${String(last)}): see ${this.serverLog}`);
   }
 }
 

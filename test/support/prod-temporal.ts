@@ -2,7 +2,6 @@
 // temporal-server on free loopback ports, its state in a temp dir of this test process, removed at
 // close. Like testTemporal(), one per process; unlike it, the server and the store can be crashed.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -10,6 +9,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { ProdTemporal } from '../../src/dev/prod-temporal';
 import { SERVER_PORT_NAMES } from '../../src/dev/prod-temporal-config';
 import type { ProdTemporalPorts } from '../../src/dev/prod-temporal-config';
+import { freeLowPorts } from './low-ports';
 import { installTestRuntime } from './temporal';
 import type { TestTemporal } from './temporal';
 
@@ -23,21 +23,10 @@ export interface ProductionTemporal extends TestTemporal {
   restartPostgres(opts?: { downMs?: number }): Promise<void>;
 }
 
-/** A port nobody listens on now, in 10000..19999: below the serves' 20000+ (box.ts) and the smallint a membership port is stored in. */
-function freeLowPort(taken: Set<number>): Promise<number> {
-  const port = 10000 + Math.floor(Math.random() * 10000);
-  if (taken.has(port)) return freeLowPort(taken);
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.once('error', () => resolve(freeLowPort(taken)));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => (taken.add(port), resolve(port))));
-  });
-}
-
 async function freePorts(): Promise<ProdTemporalPorts> {
-  const taken = new Set<number>();
-  const ports = { postgres: await freeLowPort(taken) } as ProdTemporalPorts;
-  for (const name of SERVER_PORT_NAMES) ports[name] = await freeLowPort(taken);
+  const [postgres = 0, ...server] = await freeLowPorts(1 + SERVER_PORT_NAMES.length);
+  const ports = { postgres } as ProdTemporalPorts;
+  SERVER_PORT_NAMES.forEach((name, i) => (ports[name] = server[i] ?? 0));
   return ports;
 }
 
