@@ -222,6 +222,8 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     assert.equal(await connectFrom(a().netns, '127.0.0.1', portOf(b(), 'chat-b')), 'ECONNREFUSED');
     assert.equal(await connectFrom(b().netns, '127.0.0.1', portOf(a(), 'chat-a')), 'ECONNREFUSED');
     assert.equal(await connectFrom(a().netns, b().netns.nsAddress, portOf(b(), 'chat-b')), 'ENETUNREACH');
+    // Nor the host's end of B's veth: each namespace is routed to its own /30 only.
+    assert.equal(await connectFrom(a().netns, b().netns.hostAddress, Number(b().netns.temporalAddress.split(':').pop())), 'ENETUNREACH');
     const temporalPort = Number(temporal.address.split(':').pop());
     assert.equal(await connectFrom(a().netns, '127.0.0.1', temporalPort), 'ECONNREFUSED');
   });
