@@ -75,7 +75,7 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
   const b = () => nodes[1] as FleetNode;
   const cli = (args: string[], timeoutMs = 120_000): Promise<Run> => gpures(args, env, timeoutMs);
 
-  async function startNode(id: 'a' | 'b', index: number): Promise<FleetNode> {
+  async function startNode(id: 'a' | 'b', index: number): Promise<void> {
     const node = uniqueNode(`fleet-${id}`);
     const dir = mkdtempSync(join(tmpdir(), `gpures-fleet-${id}-`));
     const base = 21000 + Math.floor(Math.random() * 8000);
@@ -98,9 +98,17 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     const workerEnv = { ...env, TEMPORAL_ADDRESS: netns.temporalAddress, GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI, FAKE_NVIDIA_SMI_STATE: smiState };
     const startWorker = () =>
       startWorkerProcess(['--manifest', manifestPath, '--state', stateDir], workerEnv, [...netns.exec, process.execPath, '--enable-source-maps', FLEET_WORKER]);
-    const n: FleetNode = { id, node, manifestPath, stateDir, serves, netns, worker: await startWorker(), startWorker };
+    // Until the node is in `nodes` (after() cleans up what is there), its namespace is this function's to remove.
+    let worker: WorkerProcess;
+    try {
+      worker = await startWorker();
+    } catch (err) {
+      await netns.close();
+      throw err;
+    }
+    const n: FleetNode = { id, node, manifestPath, stateDir, serves, netns, worker, startWorker };
     n.startWorker = async () => (n.worker = await startWorker());
-    return n;
+    nodes.push(n);
   }
 
   before(async () => {
@@ -109,15 +117,21 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     temporal = await fleetTemporal();
     // The namespace too: the production-shaped server's is its own to name.
     env = { TEMPORAL_ADDRESS: temporal.address, TEMPORAL_NAMESPACE: temporal.client.options.namespace };
-    nodes.push(await startNode('a', 0), await startNode('b', 1));
+    // One after the other, each in `nodes` once started: B failing to start leaves A to after().
+    await startNode('a', 0);
+    await startNode('b', 1);
   });
 
   after(async () => {
     for (const n of nodes) {
-      await n.worker.stop();
-      const runtime = new SimRuntime({ stateDir: n.stateDir });
-      for (const c of await runtime.list({})) await runtime.remove(c.name);
-      await n.netns.close();
+      try {
+        await n.worker.stop();
+        const runtime = new SimRuntime({ stateDir: n.stateDir });
+        for (const c of await runtime.list({})) await runtime.remove(c.name);
+      } finally {
+        // Kills whatever is left in it, too.
+        await n.netns.close();
+      }
     }
     await temporal?.close();
   });
