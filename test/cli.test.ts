@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { workflowIds } from '../src/shared/messages';
+import { NODE_ANSWER_MS, workflowIds } from '../src/shared/messages';
 import { nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
 import { testTemporal } from './support/temporal';
@@ -456,7 +456,7 @@ describe('gpures CLI, as real processes', () => {
       r,
       other,
       new RegExp(
-        `^no worker answered the ledger of gpu_role 'dark-fast' on ${other} within 10 s: is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?$`,
+        `^no worker answered the ledger of gpu_role 'dark-fast' on ${other} within ${NODE_ANSWER_MS / 1000} s: is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?$`,
         'm',
       ),
     );

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { LABEL } from '../src/domain/serve';
-import { workflowIds } from '../src/shared/messages';
+import { NODE_ANSWER_MS, workflowIds } from '../src/shared/messages';
 import { FAKE_NVIDIA_SMI } from '../src/sim/box';
 import { SimRuntime } from '../src/sim/runtime';
 import { listSimContainers, processAlive } from '../src/sim/state-dir';
@@ -33,7 +33,7 @@ function fleetTemporal(): Promise<TestTemporal> {
 
 const EXIT = { ok: 0, unreachable: 4 } as const;
 /** The CLI's bound on a node's answer (NODE_ANSWER_MS) plus a process start on a loaded machine: generous, never a hang. */
-const UNANSWERED_BOUND_MS = 20_000;
+const UNANSWERED_BOUND_MS = NODE_ANSWER_MS + 15_000;
 const GPU = { role: 'gpu0', capacity_mib: 32607, reserve_mib: 4608 };
 const FLEET_WORKER = join(ROOT, 'dist', 'test', 'support', 'fleet-worker.js');
 
@@ -272,7 +272,7 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     assert.match(
       all.stdout,
       new RegExp(
-        `^node '${victim.node}': unanswered: no worker answered the ledger of gpu_role 'gpu0' on ${victim.node} within 5 s: .*gpures\\.${victim.node}`,
+        `^node '${victim.node}': unanswered: no worker answered the ledger of gpu_role 'gpu0' on ${victim.node} within ${NODE_ANSWER_MS / 1000} s: .*gpures\\.${victim.node}`,
         'm',
       ),
       show(all),
@@ -291,7 +291,7 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     assert.equal(lines.length, 1, show(upB));
     assert.match(
       lines[0] ?? '',
-      new RegExp(`^node '${victim.node}': no worker answered within 5 s on task queue gpures\\.${victim.node}; nothing was started`),
+      new RegExp(`^node '${victim.node}': no worker answered within ${NODE_ANSWER_MS / 1000} s on task queue gpures\\.${victim.node}; nothing was started`),
       show(upB),
     );
     // Nothing started: no operation in Temporal, and the box as it was.

@@ -5,8 +5,8 @@
 import type { Client } from '@temporalio/client';
 import { NAME_PATTERN, NAME_RULE } from '../domain/bounds';
 import type { LeaseView } from '../domain/lease';
-import { taskQueueFor } from '../shared/messages';
-import { ledgerNodes, NODE_ANSWER_MS, readNodeLedgers } from '../client/fleet';
+import { NODE_ANSWER_MS, taskQueueFor } from '../shared/messages';
+import { ledgerNodes, readNodeLedgers } from '../client/fleet';
 import type { NodeLedgers } from '../client/fleet';
 import { runningLeases } from '../client/lease';
 import { CliError, EXIT } from './exit-codes';

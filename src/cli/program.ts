@@ -8,7 +8,7 @@ import type { CommandContext, Rendered } from './command';
 import { DEFAULT_MANIFEST } from './manifest';
 import type { ServeOpts } from './serve-operations';
 import type { FleetOpts } from './fleet';
-import { NODE_ANSWER_MS } from '../client/fleet';
+import { NODE_ANSWER_MS } from '../shared/messages';
 import { api } from './commands/api';
 import { auditExport } from './commands/audit-export';
 import { auditReplay } from './commands/audit-replay';

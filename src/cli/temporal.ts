@@ -6,10 +6,9 @@ import { temporal } from '@temporalio/proto';
 import { totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
-import { taskQueueFor } from '../shared/messages';
+import { NODE_ANSWER_MS, taskQueueFor } from '../shared/messages';
 import { connectClient } from '../client/connection';
 import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
-import { NODE_ANSWER_MS } from '../client/fleet';
 import { ledgerSnapshots } from '../client/operations';
 import { CliError, EXIT } from './exit-codes';
 

@@ -4,10 +4,8 @@
 import type { Client } from '@temporalio/client';
 import { NAME_PATTERN } from '../domain/bounds';
 import type { LedgerState } from '../domain/ledger';
+import { NODE_ANSWER_MS } from '../shared/messages';
 import { LedgerUnanswered, LedgerClient } from '../adapters/ledger/ledger-client';
-
-/** How long a node's worker has to answer its ledgers before the node is printed as unanswered. */
-export const NODE_ANSWER_MS = 5_000;
 
 export type NodeLedgers = { node: string; answered: true; ledgers: LedgerState[] } | { node: string; answered: false; error: string };
 

@@ -23,6 +23,7 @@ import type {
   LedgerVictimArgs,
 } from '../../shared/messages';
 import {
+  NODE_ANSWER_MS,
   abortEvictionUpdate,
   acquireUpdate,
   admitUpdate,
@@ -208,7 +209,7 @@ export class LedgerClient implements LedgerPort {
    * (reconciling or not); LedgerUnanswered when no worker does. Starts nothing: for ledgers found
    * from Temporal, whose GPU spec only their node's manifest knows.
    */
-  async answer(node: string, gpuRole: string, withinMs = QUERY_TIMEOUT_MS): Promise<LedgerState> {
+  async answer(node: string, gpuRole: string, withinMs = NODE_ANSWER_MS): Promise<LedgerState> {
     const h = this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpuRole));
     const queryDeadline = Date.now() + withinMs;
     try {
@@ -306,7 +307,6 @@ export class LedgerUnanswered extends Error {
   override name = 'LedgerUnanswered';
 }
 
-const QUERY_TIMEOUT_MS = 10_000;
 /** gRPC's status codes; @grpc/grpc-js is the SDK's dependency, not ours. */
 const DEADLINE_EXCEEDED = 4;
 const FAILED_PRECONDITION = 9;
