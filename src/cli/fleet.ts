@@ -51,14 +51,17 @@ export async function readFleet(client: Client, node: string | null, note: (line
     note(`node '${node}': its worker polls ${taskQueueFor(node)} but no ledger of it runs yet: a GPU's ledger starts with its first serve`);
   }
   if (found.size === 0 && node === null) note('no ledger runs in Temporal: no serve was brought up on any node yet');
-  return Promise.all(
+  const nodes = await Promise.all(
     [...found].map(async ([n, roles]) => {
       const read = await readNodeLedgers(client, n, roles);
+      if (!read) return undefined;
       // Lease queries too are answered by the node's worker: bounded like its ledgers.
       const leases = read.answered ? await client.withDeadline(Date.now() + NODE_ANSWER_MS, () => runningLeases(client, n)) : new Map<string, LeaseView>();
       return { ...read, taskQueue: taskQueueFor(n), leases };
     }),
   );
+  // A node none of whose ledgers runs any more (terminated a moment ago) is not listed.
+  return nodes.filter((n) => n !== undefined);
 }
 
 /** A node's heading line: its name, or that it did not answer and why. */
