@@ -43,12 +43,7 @@ async function stillRunning(client: Client, node: string, role: string): Promise
  * One node's ledgers, each asked at once; any left unanswered within `withinMs` makes the node
  * unanswered. Undefined when none of them runs any more (the node is then not listed).
  */
-export async function readNodeLedgers(
-  client: Client,
-  node: string,
-  roles: readonly string[],
-  withinMs = NODE_ANSWER_MS,
-): Promise<NodeLedgers | undefined> {
+export async function readNodeLedgers(client: Client, node: string, roles: readonly string[], withinMs = NODE_ANSWER_MS): Promise<NodeLedgers | undefined> {
   const ledger = new LedgerClient(client);
   const asked = await Promise.allSettled(roles.map((role) => ledger.answer(node, role, withinMs)));
   const ledgers = asked.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
