@@ -237,12 +237,13 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     assert.equal(await connectFrom(b().netns, '127.0.0.1', portOf(a(), 'chat-a')), 'ECONNREFUSED');
     assert.equal(await connectFrom(a().netns, b().netns.nsAddress, portOf(b(), 'chat-b')), 'ENETUNREACH');
     // Nor the host's end of B's veth: each namespace is routed to its own /30 only.
-    assert.equal(await connectFrom(a().netns, b().netns.hostAddress, Number(b().netns.temporalAddress.split(':').pop())), 'ENETUNREACH');
+    const forwarderB = Number(b().netns.temporalAddress.split(':').pop());
+    assert.equal(await connectFrom(a().netns, b().netns.hostAddress, forwarderB), 'ENETUNREACH');
     const temporalPort = Number(temporal.address.split(':').pop());
     assert.equal(await connectFrom(a().netns, '127.0.0.1', temporalPort), 'ECONNREFUSED');
   });
 
-  test("kill -9 of B's worker: A still works, B is unanswered within seconds and its serves up refused (exit 4), nothing started; B restarted works", async () => {
+  test("kill -9 of B's worker: A still works, B unanswered within seconds, its serves up refused (exit 4) starting nothing; B restarted works", async () => {
     const victim = b();
     const before = sampleBox(victim);
     victim.worker.child.kill('SIGKILL');
@@ -272,7 +273,8 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     assert.match(
       all.stdout,
       new RegExp(
-        `^node '${victim.node}': unanswered: no worker answered the ledger of gpu_role 'gpu0' on ${victim.node} within ${NODE_ANSWER_MS / 1000} s: .*gpures\\.${victim.node}`,
+        `^node '${victim.node}': unanswered: no worker answered the ledger of gpu_role 'gpu0' on ${victim.node} ` +
+          `within ${NODE_ANSWER_MS / 1000} s: .*gpures\\.${victim.node}`,
         'm',
       ),
       show(all),

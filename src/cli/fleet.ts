@@ -69,6 +69,11 @@ export function nodeHeading(n: FleetNode): string {
   return n.answered ? `node '${n.node}' (task queue ${n.taskQueue}):` : `node '${n.node}': unanswered: ${n.error}`;
 }
 
+/** The row of a node that did not answer, the same in `ledger` and `serves status`: its JSON and its one line. */
+export function unansweredRow(n: FleetNode & { answered: false }) {
+  return { data: { node: n.node, taskQueue: n.taskQueue, answered: false as const, error: n.error }, text: [nodeHeading(n)] };
+}
+
 export function fleetExit(nodes: readonly FleetNode[]): number {
   return nodes.every((n) => n.answered) ? EXIT.ok : EXIT.unreachable;
 }

@@ -48,13 +48,17 @@ export async function workflowPollers(client: Client, node: string): Promise<num
 const POLLER_CHECKS = 3;
 const POLLER_CHECK_INTERVAL_MS = 500;
 
-/** With no poller on the node's task queue no worker can answer, and that is known at once (exit 4). */
-async function requirePoller(client: Client, node: string): Promise<void> {
+/**
+ * With no poller on the node's task queue no worker can answer, and that is known at once (exit
+ * 4); before an operation the refusal says too that nothing was started.
+ */
+async function requirePoller(client: Client, node: string, operation = false): Promise<void> {
   for (let check = 1; ; check++) {
     if ((await workflowPollers(client, node)) !== 0) return;
     if (check === POLLER_CHECKS) {
       throw new CliError(
-        `node '${node}': no worker polls task queue ${taskQueueFor(node)}, so nothing can answer its ledger; start \`gpures worker\` for node '${node}'`,
+        `node '${node}': no worker polls task queue ${taskQueueFor(node)}, so nothing can answer its ledger; ` +
+          `${operation ? 'nothing was started: ' : ''}start \`gpures worker\` for node '${node}'`,
         EXIT.unreachable,
       );
     }
@@ -72,7 +76,7 @@ async function requirePoller(client: Client, node: string): Promise<void> {
  */
 export async function requireWorker(client: Client, manifest: Manifest, gpuRoles: readonly string[], note: (line: string) => void): Promise<void> {
   const node = manifest.node;
-  await requirePoller(client, node);
+  await requirePoller(client, node, true);
   const ledger = new LedgerClient(client);
   const roles = manifest.gpus.filter((g) => gpuRoles.includes(g.role)).map((g) => g.role);
   try {
