@@ -169,7 +169,12 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     const json = await cli(['ledger', '--all', '--json']);
     assert.equal(json.code, EXIT.ok, show(json));
     const data = JSON.parse(json.stdout) as {
-      nodes: { node: string; answered: boolean; ledgers: { gpuRole: string; committedMib: number; reservations: { serve: string }[] }[] }[];
+      nodes: {
+        node: string;
+        answered: boolean;
+        leasesPartial: boolean;
+        ledgers: { gpuRole: string; committedMib: number; reservations: { serve: string }[] }[];
+      }[];
     };
     // Each test file has a Temporal of its own: these two are all the nodes it knows.
     assert.deepEqual(
@@ -180,6 +185,7 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     for (const n of nodes) {
       const entry = data.nodes.find((x) => x.node === n.node);
       assert.equal(entry?.answered, true, json.stdout);
+      assert.equal(entry.leasesPartial, false, json.stdout);
       assert.deepEqual(
         entry.ledgers.map((l) => [l.gpuRole, l.committedMib, l.reservations.map((r) => r.serve)]),
         [['gpu0', 14336, [`chat-${n.id}`]]],

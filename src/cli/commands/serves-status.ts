@@ -11,7 +11,7 @@ import { loadManifest, manifestPath } from '../manifest';
 import { readLedgers, withClient } from '../temporal';
 import { heldLeases } from '../leases';
 import type { HeldLease } from '../leases';
-import { fleetExit, fleetTarget, nodeHeading, readFleet, unansweredRow } from '../fleet';
+import { answeredText, fleetExit, fleetTarget, readFleet, unansweredRow } from '../fleet';
 import type { FleetOpts } from '../fleet';
 
 /** Operations under way on the node, by serve: what `serves status` shows beside the ledger. */
@@ -93,7 +93,13 @@ async function fleetStatus(node: string | null, ctx: CommandContext): Promise<Re
       if (!serves.some((s) => s.serve === serve))
         serves.push({ serve, gpuRole: '?', class: '?', vramMib: null, state: 'no reservation', operation, lease: null });
     }
-    return { data: { node: n.node, taskQueue: n.taskQueue, answered: true, serves }, text: [nodeHeading(n), ...serves.map((s) => `  ${statusText(s)}`)] };
+    return {
+      data: { node: n.node, taskQueue: n.taskQueue, answered: true, leasesPartial: n.leasesPartial, serves },
+      text: answeredText(
+        n,
+        serves.map((s) => `  ${statusText(s)}`),
+      ),
+    };
   });
   return { data: { nodes: rows.map((r) => r.data) }, text: [FLEET_STATUS_HEADER, ...rows.flatMap((r) => r.text)], exitCode: fleetExit(nodes) };
 }
