@@ -10,7 +10,7 @@ import { Client } from '@temporalio/client';
 import type { InjectOptions } from 'fastify';
 import { buildApi, MIN_API_TOKEN_CHARS } from '../src/client/api';
 import { parseManifest } from '../src/config/manifest';
-import { taskQueueFor, workflowIds } from '../src/shared/messages';
+import { NODE_ANSWER_MS, taskQueueFor, workflowIds } from '../src/shared/messages';
 import { gpures, GPURES, ROOT, show } from './support/cli';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
@@ -174,6 +174,46 @@ describe('acquisition API against a real dev server', () => {
     } finally {
       await mine.close();
       await theirs.close();
+    }
+  });
+
+  test("GET of an acquisition whose node's worker ran its first task and is gone: running, no progress, within the answer bound", async () => {
+    const dead = uniqueNode('api-dead');
+    const id = workflowIds.acquire(dead, 'comfyui-sim');
+    const { client } = temporal;
+    const started = await client.workflow.start('acquireWorkflow', {
+      workflowId: id,
+      taskQueue: taskQueueFor(dead),
+      args: [{ serve: 'comfyui-sim', evict: true }],
+    });
+    const api = buildApi({ client, manifest: { ...manifest, node: dead }, manifestFile: file, token: TOKEN });
+    try {
+      // What a worker that ran the first task and was killed leaves: the task answered (with no
+      // command: the workflow waits) and its poller listed for minutes, so a query waits for it.
+      const task = await client.withDeadline(Date.now() + 10_000, () =>
+        client.workflowService.pollWorkflowTaskQueue({
+          namespace: client.options.namespace,
+          taskQueue: { name: taskQueueFor(dead) },
+          identity: 'a worker that died',
+        }),
+      );
+      assert.ok(task.taskToken?.length, 'the first workflow task was polled');
+      await client.workflowService.respondWorkflowTaskCompleted({
+        namespace: client.options.namespace,
+        taskToken: task.taskToken,
+        identity: 'a worker that died',
+      });
+      const t0 = Date.now();
+      const r = await api.inject({ method: 'GET', url: `/v1/acquisitions/${encodeURIComponent(id)}`, headers: auth });
+      const ms = Date.now() - t0;
+      console.log(`GET with ${dead}'s worker gone: ${r.statusCode} after ${(ms / 1000).toFixed(2)} s`);
+      assert.equal(r.statusCode, 200, r.body);
+      assert.deepEqual(r.json(), { workflow_id: id, run_id: started.firstExecutionRunId, status: 'running' });
+      // The progress query's bound and a loaded machine's slack: generous, never the RPC's own timeout.
+      assert.ok(ms < NODE_ANSWER_MS + 10_000, `took ${ms} ms`);
+    } finally {
+      await api.close();
+      await started.terminate('test over').catch(() => undefined);
     }
   });
 

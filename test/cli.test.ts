@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { workflowIds } from '../src/shared/messages';
+import { NODE_ANSWER_MS, workflowIds } from '../src/shared/messages';
 import { nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
 import { testTemporal } from './support/temporal';
@@ -436,8 +436,12 @@ describe('gpures CLI, as real processes', () => {
       assert.equal(data.error.exitCode, EXIT.unreachable);
       assert.ok(r.stderr.split('\n').includes(data.error.message), show(json));
     }
+    // An operation is refused the same way, and says that nothing was started.
+    const up = await gpures(['serves', 'up', 'a', '--manifest', file], env, 60_000);
+    const refused = `^node '${other}': no worker polls task queue gpures\\.${other}, so nothing can answer its ledger; nothing was started: `;
+    assertNoWorker(up, other, new RegExp(refused, 'm'));
     // Nothing was started on its behalf: not even the ledger.
-    await assertNothingStarted(other, []);
+    await assertNothingStarted(other, ['a']);
   });
 
   test('a worker that polled a moment ago and is gone: the query deadline, still exit 4 and one line', async () => {
@@ -456,7 +460,8 @@ describe('gpures CLI, as real processes', () => {
       r,
       other,
       new RegExp(
-        `^no worker answered the ledger of gpu_role 'dark-fast' on ${other} within 10 s: is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?$`,
+        `^no worker answered the ledger of gpu_role 'dark-fast' on ${other} within ${NODE_ANSWER_MS / 1000} s: ` +
+          `is \`gpures worker\` running for ${other} \\(task queue gpures\\.${other}\\)\\?$`,
         'm',
       ),
     );

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { LABEL } from '../src/domain/serve';
-import { workflowIds } from '../src/shared/messages';
+import { NODE_ANSWER_MS, workflowIds } from '../src/shared/messages';
 import { FAKE_NVIDIA_SMI } from '../src/sim/box';
 import { SimRuntime } from '../src/sim/runtime';
 import { listSimContainers, processAlive } from '../src/sim/state-dir';
@@ -33,7 +33,7 @@ function fleetTemporal(): Promise<TestTemporal> {
 
 const EXIT = { ok: 0, unreachable: 4 } as const;
 /** The CLI's bound on a node's answer (NODE_ANSWER_MS) plus a process start on a loaded machine: generous, never a hang. */
-const UNANSWERED_BOUND_MS = 20_000;
+const UNANSWERED_BOUND_MS = NODE_ANSWER_MS + 15_000;
 const GPU = { role: 'gpu0', capacity_mib: 32607, reserve_mib: 4608 };
 const FLEET_WORKER = join(ROOT, 'dist', 'test', 'support', 'fleet-worker.js');
 
@@ -75,7 +75,7 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
   const b = () => nodes[1] as FleetNode;
   const cli = (args: string[], timeoutMs = 120_000): Promise<Run> => gpures(args, env, timeoutMs);
 
-  async function startNode(id: 'a' | 'b', index: number): Promise<FleetNode> {
+  async function startNode(id: 'a' | 'b', index: number): Promise<void> {
     const node = uniqueNode(`fleet-${id}`);
     const dir = mkdtempSync(join(tmpdir(), `gpures-fleet-${id}-`));
     const base = 21000 + Math.floor(Math.random() * 8000);
@@ -98,9 +98,17 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     const workerEnv = { ...env, TEMPORAL_ADDRESS: netns.temporalAddress, GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI, FAKE_NVIDIA_SMI_STATE: smiState };
     const startWorker = () =>
       startWorkerProcess(['--manifest', manifestPath, '--state', stateDir], workerEnv, [...netns.exec, process.execPath, '--enable-source-maps', FLEET_WORKER]);
-    const n: FleetNode = { id, node, manifestPath, stateDir, serves, netns, worker: await startWorker(), startWorker };
+    // Until the node is in `nodes` (after() cleans up what is there), its namespace is this function's to remove.
+    let worker: WorkerProcess;
+    try {
+      worker = await startWorker();
+    } catch (err) {
+      await netns.close();
+      throw err;
+    }
+    const n: FleetNode = { id, node, manifestPath, stateDir, serves, netns, worker, startWorker };
     n.startWorker = async () => (n.worker = await startWorker());
-    return n;
+    nodes.push(n);
   }
 
   before(async () => {
@@ -109,15 +117,21 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     temporal = await fleetTemporal();
     // The namespace too: the production-shaped server's is its own to name.
     env = { TEMPORAL_ADDRESS: temporal.address, TEMPORAL_NAMESPACE: temporal.client.options.namespace };
-    nodes.push(await startNode('a', 0), await startNode('b', 1));
+    // One after the other, each in `nodes` once started: B failing to start leaves A to after().
+    await startNode('a', 0);
+    await startNode('b', 1);
   });
 
   after(async () => {
     for (const n of nodes) {
-      await n.worker.stop();
-      const runtime = new SimRuntime({ stateDir: n.stateDir });
-      for (const c of await runtime.list({})) await runtime.remove(c.name);
-      await n.netns.close();
+      try {
+        await n.worker.stop();
+        const runtime = new SimRuntime({ stateDir: n.stateDir });
+        for (const c of await runtime.list({})) await runtime.remove(c.name);
+      } finally {
+        // Kills whatever is left in it, too.
+        await n.netns.close();
+      }
     }
     await temporal?.close();
   });
@@ -155,7 +169,12 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     const json = await cli(['ledger', '--all', '--json']);
     assert.equal(json.code, EXIT.ok, show(json));
     const data = JSON.parse(json.stdout) as {
-      nodes: { node: string; answered: boolean; ledgers: { gpuRole: string; committedMib: number; reservations: { serve: string }[] }[] }[];
+      nodes: {
+        node: string;
+        answered: boolean;
+        leasesPartial: boolean;
+        ledgers: { gpuRole: string; committedMib: number; reservations: { serve: string }[] }[];
+      }[];
     };
     // Each test file has a Temporal of its own: these two are all the nodes it knows.
     assert.deepEqual(
@@ -166,6 +185,7 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     for (const n of nodes) {
       const entry = data.nodes.find((x) => x.node === n.node);
       assert.equal(entry?.answered, true, json.stdout);
+      assert.equal(entry.leasesPartial, false, json.stdout);
       assert.deepEqual(
         entry.ledgers.map((l) => [l.gpuRole, l.committedMib, l.reservations.map((r) => r.serve)]),
         [['gpu0', 14336, [`chat-${n.id}`]]],
@@ -222,11 +242,14 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     assert.equal(await connectFrom(a().netns, '127.0.0.1', portOf(b(), 'chat-b')), 'ECONNREFUSED');
     assert.equal(await connectFrom(b().netns, '127.0.0.1', portOf(a(), 'chat-a')), 'ECONNREFUSED');
     assert.equal(await connectFrom(a().netns, b().netns.nsAddress, portOf(b(), 'chat-b')), 'ENETUNREACH');
+    // Nor the host's end of B's veth: each namespace is routed to its own /30 only.
+    const forwarderB = Number(b().netns.temporalAddress.split(':').pop());
+    assert.equal(await connectFrom(a().netns, b().netns.hostAddress, forwarderB), 'ENETUNREACH');
     const temporalPort = Number(temporal.address.split(':').pop());
     assert.equal(await connectFrom(a().netns, '127.0.0.1', temporalPort), 'ECONNREFUSED');
   });
 
-  test("kill -9 of B's worker: A still works, B is unanswered within seconds and its serves up refused (exit 4), nothing started; B restarted works", async () => {
+  test("kill -9 of B's worker: A still works, B unanswered within seconds, its serves up refused (exit 4) starting nothing; B restarted works", async () => {
     const victim = b();
     const before = sampleBox(victim);
     victim.worker.child.kill('SIGKILL');
@@ -256,7 +279,8 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     assert.match(
       all.stdout,
       new RegExp(
-        `^node '${victim.node}': unanswered: no worker answered the ledger of gpu_role 'gpu0' on ${victim.node} within 5 s: .*gpures\\.${victim.node}`,
+        `^node '${victim.node}': unanswered: no worker answered the ledger of gpu_role 'gpu0' on ${victim.node} ` +
+          `within ${NODE_ANSWER_MS / 1000} s: .*gpures\\.${victim.node}`,
         'm',
       ),
       show(all),
@@ -275,7 +299,7 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
     assert.equal(lines.length, 1, show(upB));
     assert.match(
       lines[0] ?? '',
-      new RegExp(`^node '${victim.node}': no worker answered within 5 s on task queue gpures\\.${victim.node}; nothing was started`),
+      new RegExp(`^node '${victim.node}': no worker answered within ${NODE_ANSWER_MS / 1000} s on task queue gpures\\.${victim.node}; nothing was started`),
       show(upB),
     );
     // Nothing started: no operation in Temporal, and the box as it was.

@@ -5,10 +5,10 @@
 import type { Client } from '@temporalio/client';
 import { NAME_PATTERN, NAME_RULE } from '../domain/bounds';
 import type { LeaseView } from '../domain/lease';
-import { taskQueueFor } from '../shared/messages';
-import { ledgerNodes, NODE_ANSWER_MS, readNodeLedgers } from '../client/fleet';
+import { NODE_ANSWER_MS, taskQueueFor } from '../shared/messages';
+import { ledgerNodes, readNodeLedgers } from '../client/fleet';
 import type { NodeLedgers } from '../client/fleet';
-import { runningLeases } from '../client/lease';
+import { nodeLeases } from '../client/lease';
 import { CliError, EXIT } from './exit-codes';
 import { workflowPollers } from './temporal';
 
@@ -31,7 +31,8 @@ export function fleetTarget(opts: FleetOpts): string | null | undefined {
   return opts.node ?? null;
 }
 
-export type FleetNode = NodeLedgers & { taskQueue: string; leases: Map<string, LeaseView> };
+/** leasesPartial: a lease query (or their list) did not answer within NODE_ANSWER_MS, so a serve's lease may be missing. */
+export type FleetNode = NodeLedgers & { taskQueue: string; leases: Map<string, LeaseView>; leasesPartial: boolean };
 
 /**
  * The nodes' ledgers (and leases of the nodes that answered). `--node` of a node Temporal knows
@@ -51,19 +52,35 @@ export async function readFleet(client: Client, node: string | null, note: (line
     note(`node '${node}': its worker polls ${taskQueueFor(node)} but no ledger of it runs yet: a GPU's ledger starts with its first serve`);
   }
   if (found.size === 0 && node === null) note('no ledger runs in Temporal: no serve was brought up on any node yet');
-  return Promise.all(
+  const nodes = await Promise.all(
     [...found].map(async ([n, roles]) => {
       const read = await readNodeLedgers(client, n, roles);
+      if (!read) return undefined;
       // Lease queries too are answered by the node's worker: bounded like its ledgers.
-      const leases = read.answered ? await client.withDeadline(Date.now() + NODE_ANSWER_MS, () => runningLeases(client, n)) : new Map<string, LeaseView>();
-      return { ...read, taskQueue: taskQueueFor(n), leases };
+      const { leases, partial } = read.answered
+        ? await client.withDeadline(Date.now() + NODE_ANSWER_MS, () => nodeLeases(client, n))
+        : { leases: new Map<string, LeaseView>(), partial: false };
+      return { ...read, taskQueue: taskQueueFor(n), leases, leasesPartial: partial };
     }),
   );
+  // A node none of whose ledgers runs any more (terminated a moment ago) is not listed.
+  return nodes.filter((n) => n !== undefined);
 }
 
 /** A node's heading line: its name, or that it did not answer and why. */
 export function nodeHeading(n: FleetNode): string {
   return n.answered ? `node '${n.node}' (task queue ${n.taskQueue}):` : `node '${n.node}': unanswered: ${n.error}`;
+}
+
+/** An answered node's lines under its heading: a note first when some of its leases went unread. */
+export function answeredText(n: FleetNode, lines: string[]): string[] {
+  const partial = `  (leases partial: a lease query did not answer within ${NODE_ANSWER_MS / 1000} s; a serve's lease may be missing below)`;
+  return [nodeHeading(n), ...(n.leasesPartial ? [partial] : []), ...lines];
+}
+
+/** The row of a node that did not answer, the same in `ledger` and `serves status`: its JSON and its one line. */
+export function unansweredRow(n: FleetNode & { answered: false }) {
+  return { data: { node: n.node, taskQueue: n.taskQueue, answered: false as const, error: n.error }, text: [nodeHeading(n)] };
 }
 
 export function fleetExit(nodes: readonly FleetNode[]): number {

@@ -8,7 +8,7 @@ import type { CommandContext, Rendered } from './command';
 import { DEFAULT_MANIFEST } from './manifest';
 import type { ServeOpts } from './serve-operations';
 import type { FleetOpts } from './fleet';
-import { NODE_ANSWER_MS } from '../client/fleet';
+import { NODE_ANSWER_MS } from '../shared/messages';
 import { api } from './commands/api';
 import { auditExport } from './commands/audit-export';
 import { auditReplay } from './commands/audit-replay';
@@ -89,7 +89,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
   // the node's manifest, so the serve names are checked before anything starts (README, Fleet).
   const allOpt = () =>
     new Option('--all', `every node with a ledger running in Temporal, by node (no manifest); a node unanswered within ${NODE_ANSWER_MS / 1000} s: exit 4`);
-  const nodeOpt = () => new Option('--node <name>', "this node's, found from Temporal (no manifest)");
+  const nodeOpt = () => new Option('--node <name>', "that node's, found from Temporal (no manifest)");
   serves
     .command('status')
     .description('each declared serve with its ledger state; with --all or --node, no manifest: only what the ledgers and running operations know')

@@ -50,7 +50,7 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
   const { manifest } = await loadManifest(ctx, file);
   checkServes(manifest, file, names);
   return withClient(async (client) => {
-    await requireWorker(client, manifest, gpuRolesOf(manifest, names));
+    await requireWorker(client, manifest, gpuRolesOf(manifest, names), (line) => ctx.note(line));
     const outcomes: ServeOutcome[] = [];
     // Progress is noted as each step completes: the result is what the command returns.
     const printStep = (step: StepRecord) => ctx.note(formatStep(step));

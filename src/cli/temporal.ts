@@ -6,10 +6,9 @@ import { temporal } from '@temporalio/proto';
 import { totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
-import { taskQueueFor } from '../shared/messages';
+import { NODE_ANSWER_MS, taskQueueFor } from '../shared/messages';
 import { connectClient } from '../client/connection';
 import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
-import { NODE_ANSWER_MS } from '../client/fleet';
 import { ledgerSnapshots } from '../client/operations';
 import { CliError, EXIT } from './exit-codes';
 
@@ -49,13 +48,17 @@ export async function workflowPollers(client: Client, node: string): Promise<num
 const POLLER_CHECKS = 3;
 const POLLER_CHECK_INTERVAL_MS = 500;
 
-/** With no poller on the node's task queue no worker can answer, and that is known at once (exit 4). */
-async function requirePoller(client: Client, node: string): Promise<void> {
+/**
+ * With no poller on the node's task queue no worker can answer, and that is known at once (exit
+ * 4); before an operation the refusal says too that nothing was started.
+ */
+async function requirePoller(client: Client, node: string, operation = false): Promise<void> {
   for (let check = 1; ; check++) {
     if ((await workflowPollers(client, node)) !== 0) return;
     if (check === POLLER_CHECKS) {
       throw new CliError(
-        `node '${node}': no worker polls task queue ${taskQueueFor(node)}, so nothing can answer its ledger; start \`gpures worker\` for node '${node}'`,
+        `node '${node}': no worker polls task queue ${taskQueueFor(node)}, so nothing can answer its ledger; ` +
+          `${operation ? 'nothing was started: ' : ''}start \`gpures worker\` for node '${node}'`,
         EXIT.unreachable,
       );
     }
@@ -64,18 +67,26 @@ async function requirePoller(client: Client, node: string): Promise<void> {
 }
 
 /**
- * Before an operation starts: the node's worker must answer the ledgers of the GPUs it touches
- * within NODE_ANSWER_MS, or the command refuses in one line (exit 4) and starts nothing. A
+ * Before an operation starts: the node's worker must answer the running ledgers of the GPUs it
+ * touches within NODE_ANSWER_MS, or the command refuses in one line (exit 4) and starts nothing. A
  * workflow would wait durably for a worker, and a worker killed a minute ago still counts as a
- * poller for minutes, so without this an operation for a dead node waits in silence.
+ * poller for minutes, so without this an operation for a dead node waits in silence. Where none
+ * of those ledgers runs yet there is nothing to ask (the operation's admission starts them): the
+ * poller the server saw is all there is, and `note` says so.
  */
-export async function requireWorker(client: Client, manifest: Manifest, gpuRoles: readonly string[]): Promise<void> {
+export async function requireWorker(client: Client, manifest: Manifest, gpuRoles: readonly string[], note: (line: string) => void): Promise<void> {
   const node = manifest.node;
-  await requirePoller(client, node);
+  await requirePoller(client, node, true);
   const ledger = new LedgerClient(client);
-  const gpus = manifest.gpus.filter((g) => gpuRoles.includes(g.role));
+  const roles = manifest.gpus.filter((g) => gpuRoles.includes(g.role)).map((g) => g.role);
   try {
-    await Promise.all(gpus.map((gpu) => ledger.probe(node, gpu, NODE_ANSWER_MS)));
+    const answers = await Promise.all(roles.map((role) => ledger.probe(node, role, NODE_ANSWER_MS)));
+    if (answers.length > 0 && answers.every((a) => a === 'no ledger')) {
+      note(
+        `node '${node}': no ledger of ${roles.map((r) => `gpu_role '${r}'`).join(', ')} runs yet, so its worker's answer cannot be checked first; ` +
+          `a worker polled ${taskQueueFor(node)} lately, and the operation's admission starts the ledger (it waits for a worker if that one is gone)`,
+      );
+    }
   } catch (err) {
     if (!(err instanceof LedgerUnanswered)) throw err;
     throw new CliError(

@@ -12,7 +12,7 @@ import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest, ServeSpec } from '../domain/types';
 import type { LeaseRequest } from '../shared/operations';
-import { progressQuery, workflowIds } from '../shared/messages';
+import { NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { startOperation } from './start-operation';
 import type { acquireWorkflow } from '../workflows/acquire';
@@ -89,11 +89,13 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 /**
  * A running acquisition's steps so far, from its `progress` query: `step` is the last one
  * completed (`admit`, `quiesce vision`, `stop vision`, …). Nothing when the query cannot be
- * answered yet (no worker has run the first task).
+ * answered (no worker has run the first task), or not within NODE_ANSWER_MS: the node's worker
+ * answers it, and with that worker dead (the server still listing its poller) the query would
+ * hold the GET until the RPC's own timeout.
  */
-async function progressOf(run: WorkflowHandle): Promise<{ step?: StepRecord; steps_completed?: number }> {
+async function progressOf(client: Client, run: WorkflowHandle): Promise<{ step?: StepRecord; steps_completed?: number }> {
   try {
-    const steps = await run.query(progressQuery);
+    const steps = await client.withDeadline(Date.now() + NODE_ANSWER_MS, () => run.query(progressQuery));
     const last = steps[steps.length - 1];
     return { steps_completed: steps.length, ...(last ? { step: last } : {}) };
   } catch {
@@ -184,7 +186,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       const run = client.workflow.getHandle(workflowId, d.runId);
       if (status === 'COMPLETED') return { workflow_id: workflowId, run_id: d.runId, status: 'completed', result: (await run.result()) as unknown };
       if (status === 'RUNNING' || status === 'PAUSED' || d.closeTime === undefined)
-        return { workflow_id: workflowId, run_id: d.runId, status: status === 'PAUSED' ? 'paused' : 'running', ...(await progressOf(run)) };
+        return { workflow_id: workflowId, run_id: d.runId, status: status === 'PAUSED' ? 'paused' : 'running', ...(await progressOf(client, run)) };
       let failure: { type?: string; message: string; retry_after_s?: number } = { message: status.toLowerCase() };
       try {
         await run.result();

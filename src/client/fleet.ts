@@ -2,12 +2,11 @@
 // `ledger/<node>/<gpuRole>` workflows), each read by its snapshot query within a bound, so a node
 // whose worker is dead is reported as unanswered instead of holding up the others.
 import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { NAME_PATTERN } from '../domain/bounds';
 import type { LedgerState } from '../domain/ledger';
+import { NODE_ANSWER_MS, workflowIds } from '../shared/messages';
 import { LedgerUnanswered, LedgerClient } from '../adapters/ledger/ledger-client';
-
-/** How long a node's worker has to answer its ledgers before the node is printed as unanswered. */
-export const NODE_ANSWER_MS = 5_000;
 
 export type NodeLedgers = { node: string; answered: true; ledgers: LedgerState[] } | { node: string; answered: false; error: string };
 
@@ -31,15 +30,36 @@ export async function ledgerNodes(client: Client, node?: string): Promise<Map<st
   return new Map([...found.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([n, roles]) => [n, [...roles].sort()]));
 }
 
-/** One node's ledgers, each asked at once; any left unanswered within `withinMs` makes the node unanswered. */
-export async function readNodeLedgers(client: Client, node: string, roles: readonly string[], withinMs = NODE_ANSWER_MS): Promise<NodeLedgers> {
-  const ledger = new LedgerClient(client);
+/** Whether the ledger's latest run is still running; a describe Temporal refuses keeps it (the query's failure stands). */
+async function stillRunning(client: Client, node: string, role: string): Promise<boolean> {
   try {
-    return { node, answered: true, ledgers: await Promise.all(roles.map((role) => ledger.answer(node, role, withinMs))) };
+    return (await client.workflow.getHandle(workflowIds.ledger(node, role)).describe()).status.name === 'RUNNING';
   } catch (err) {
-    // Anything else (a ledger closed between the list and its query, Temporal refusing the call)
-    // is this node's answer too: the other nodes are still printed.
-    const error = err instanceof LedgerUnanswered ? err.message : `the ledgers of ${node} did not answer: ${(err as Error).message}`;
-    return { node, answered: false, error };
+    return !(err instanceof WorkflowNotFoundError);
   }
+}
+
+/**
+ * One node's ledgers, each asked at once; any left unanswered within `withinMs` makes the node
+ * unanswered. Undefined when none of them runs any more (the node is then not listed).
+ */
+export async function readNodeLedgers(client: Client, node: string, roles: readonly string[], withinMs = NODE_ANSWER_MS): Promise<NodeLedgers | undefined> {
+  const ledger = new LedgerClient(client);
+  const asked = await Promise.allSettled(roles.map((role) => ledger.answer(node, role, withinMs)));
+  const ledgers = asked.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
+  const failed = roles.flatMap((role, i) => {
+    const a = asked[i];
+    return a?.status === 'rejected' ? [{ role, err: a.reason as unknown }] : [];
+  });
+  if (failed.length === 0) return { node, answered: true, ledgers };
+  // Visibility trails a terminate: a ledger terminated a moment ago may still be listed as
+  // Running, and with its node's worker gone its query goes unanswered. Each unanswered one is
+  // described, and those no longer running are dropped, so a node whose ledgers were just
+  // terminated (taken out of the fleet) is not reported as unanswered.
+  const stuck = (await Promise.all(failed.map(async (f) => ((await stillRunning(client, node, f.role)) ? [f] : [])))).flat();
+  const first = stuck[0];
+  if (!first) return ledgers.length > 0 ? { node, answered: true, ledgers } : undefined;
+  // Anything else (Temporal refusing the call) is this node's answer too: the other nodes are still printed.
+  const error = first.err instanceof LedgerUnanswered ? first.err.message : `the ledgers of ${node} did not answer: ${(first.err as Error).message}`;
+  return { node, answered: false, error };
 }

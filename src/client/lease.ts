@@ -9,15 +9,15 @@ import type { LeaseResult } from '../shared/operations';
 /** No lease runs for the serve: the operator is told which id was looked for. */
 export class NoLease extends Error {}
 
-/** The node's running leases by serve; a serve whose lease does not answer its query is left out (visibility is advice). */
-export async function runningLeases(client: Client, node: string): Promise<Map<string, LeaseView>> {
+/** The node's running leases by serve, and whether any went unread (the list or a lease's query failed: past a deadline, say). */
+export async function nodeLeases(client: Client, node: string): Promise<{ leases: Map<string, LeaseView>; partial: boolean }> {
   const out = new Map<string, LeaseView>();
   const query = `TaskQueue = '${taskQueueFor(node)}' AND ExecutionStatus = 'Running' AND WorkflowType = 'leaseWorkflow'`;
   const ids: string[] = [];
   try {
     for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
   } catch {
-    return out;
+    return { leases: out, partial: true };
   }
   const views = await Promise.all(
     ids.map((id) =>
@@ -28,7 +28,12 @@ export async function runningLeases(client: Client, node: string): Promise<Map<s
     ),
   );
   for (const v of views) if (v) out.set(v.serve, v);
-  return out;
+  return { leases: out, partial: views.includes(undefined) };
+}
+
+/** The node's running leases by serve; a serve whose lease does not answer its query is left out (visibility is advice). */
+export async function runningLeases(client: Client, node: string): Promise<Map<string, LeaseView>> {
+  return (await nodeLeases(client, node)).leases;
 }
 
 async function runningLease(client: Client, node: string, serve: string) {

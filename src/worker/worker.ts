@@ -19,7 +19,7 @@ import type { ServeProbe } from '../adapters/serve-probe/port';
 import { HttpServeProbe } from '../adapters/serve-probe/http';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 import { TemporalOperations } from '../adapters/operations/temporal';
-import { taskQueueFor } from '../shared/messages';
+import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
 
 export function fileManifest(path: string): ManifestSource {
@@ -64,6 +64,8 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     taskQueue: taskQueueFor(opts.node),
     activities,
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+    // The CLI's bound on a node's answer (NODE_ANSWER_MS) is set past it.
+    stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START_MS,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
   });
 }

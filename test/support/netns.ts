@@ -1,7 +1,10 @@
 // A node of the fleet test in a network namespace of its own (`ip netns`, iproute2; root): its own
 // loopback, where its worker's serves listen, and one veth to the host, where a forwarder to
-// Temporal listens on the host side. Nothing else is routed: a worker in it reaches Temporal and
-// its own serves, and cannot even connect to another node's.
+// Temporal listens on the host side. Nothing else is routed: from the namespace only the host's
+// end of its own veth answers (the forwarder, and any host service bound to every interface);
+// the host's loopback services and the other node's serves cannot even be connected to.
+// Every name carries the test process's pid and its addresses come from it, so two fleet runs on
+// one host neither collide nor remove each other's namespaces.
 import { execFile } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
@@ -11,9 +14,11 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 const IP = 'ip';
 
-/** Every namespace and host-side veth this support makes starts so, so a killed run's are found. */
+/** Namespaces are `gpures-fleet-<pid>-<id>`, host-side veths `gpf<pid><id>h`: a dead pid's are a killed run's. */
 export const NETNS_PREFIX = 'gpures-fleet-';
-const VETH_PREFIX = 'gpf-';
+const VETH_PREFIX = 'gpf';
+const OWNED_NETNS = /^gpures-fleet-(\d+)-[a-z]$/;
+const OWNED_VETH = /^gpf(\d+)[a-z][hn]$/;
 
 export interface NodeNetns {
   name: string;
@@ -56,19 +61,70 @@ async function removeNetns(name: string, veth?: string): Promise<void> {
   await ip('netns', 'del', name).catch(() => undefined);
 }
 
-/** What an earlier run killed before its cleanup left: namespaces, their processes, host-side veths. */
+/** Whether the process that made a namespace still runs (EPERM: it runs, as someone else). */
+function ownerAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * What a killed run left (namespaces, their processes, host-side veths): only those whose owning
+ * pid is dead, so a fleet run going on beside this one keeps its own. Names without a pid (an
+ * older checkout's) are left alone too: such a run may be going on.
+ */
 export async function removeStaleNetns(): Promise<string[]> {
+  const stale = (name: string, pattern: RegExp) => {
+    const pid = Number(pattern.exec(name)?.[1] ?? NaN);
+    return Number.isInteger(pid) && pid !== process.pid && !ownerAlive(pid);
+  };
   const names = (await ip('netns', 'list'))
     .split('\n')
     .map((l) => l.split(' ')[0] ?? '')
-    .filter((n) => n.startsWith(NETNS_PREFIX));
+    .filter((n) => stale(n, OWNED_NETNS));
+  for (const n of names) await removeNetns(n);
+  // Listed after the namespaces went: a veth whose peer was in one went with it.
   const links = (await ip('-o', 'link', 'show'))
     .split('\n')
     .map((l) => /^\d+:\s+([^@:]+)/.exec(l)?.[1] ?? '')
-    .filter((n) => n.startsWith(VETH_PREFIX));
-  for (const n of names) await removeNetns(n);
+    .filter((n) => stale(n, OWNED_VETH));
   for (const l of links) await ip('link', 'del', l).catch(() => undefined);
   return [...names, ...links];
+}
+
+/** 10.231.0.0/16 in /29 slots, one per test process: a /30 for each of its two nodes. */
+const SLOTS = 8192;
+
+/** The IPv4 addresses the host holds now, as numbers. */
+async function hostAddresses(): Promise<Set<number>> {
+  const out = await ip('-o', '-4', 'addr', 'show');
+  const found = new Set<number>();
+  for (const m of out.matchAll(/inet (\d+)\.(\d+)\.(\d+)\.(\d+)/g)) {
+    found.add(((Number(m[1]) << 24) | (Number(m[2]) << 16) | (Number(m[3]) << 8) | Number(m[4])) >>> 0);
+  }
+  return found;
+}
+
+const BASE = ((10 << 24) | (231 << 16)) >>> 0;
+const dotted = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+let slot: number | undefined;
+
+/**
+ * This process's /29: the slot its pid names, or the next one free of host addresses (another
+ * run whose pid falls in the same slot). Chosen once, so both nodes of a run share it.
+ */
+async function ownSlot(): Promise<number> {
+  if (slot !== undefined) return slot;
+  const taken = await hostAddresses();
+  for (let i = 0; i < SLOTS; i++) {
+    const s = (process.pid + i) % SLOTS;
+    const first = BASE + s * 8;
+    if (![...Array(8).keys()].some((k) => taken.has(first + k))) return (slot = s);
+  }
+  throw new Error('no free /29 left in 10.231.0.0/16 for the fleet test');
 }
 
 /** Forwards each connection to `target` (host:port); Temporal listens on the host's loopback only. */
@@ -101,13 +157,19 @@ async function forwarder(host: string, target: string): Promise<{ port: number; 
   };
 }
 
-/** Namespace `gpures-fleet-<id>` with 10.231.<index>.0/30 on its veth (no default route), and a forwarder to Temporal. */
-export async function createNodeNetns(id: string, index: number, temporalAddress: string): Promise<NodeNetns> {
-  const name = `${NETNS_PREFIX}${id}`;
-  const veth = `${VETH_PREFIX}${id}-h`;
-  const peer = `${VETH_PREFIX}${id}-n`;
-  const hostAddress = `10.231.${index}.1`;
-  const nsAddress = `10.231.${index}.2`;
+/**
+ * Namespace `gpures-fleet-<pid>-<id>` with a /30 of this process's slot in 10.231.0.0/16 on its
+ * veth (node index 0 or 1; no default route), and a forwarder to Temporal.
+ */
+export async function createNodeNetns(id: 'a' | 'b', index: number, temporalAddress: string): Promise<NodeNetns> {
+  if (index !== 0 && index !== 1) throw new RangeError(`createNodeNetns: node index 0 or 1 (a run's /29 holds two /30s), got ${index}`);
+  const name = `${NETNS_PREFIX}${process.pid}-${id}`;
+  // At most 3 + 7 (pid_max 4194304) + 2 characters: within IFNAMSIZ's 15.
+  const veth = `${VETH_PREFIX}${process.pid}${id}h`;
+  const peer = `${VETH_PREFIX}${process.pid}${id}n`;
+  const subnet = BASE + (await ownSlot()) * 8 + index * 4;
+  const hostAddress = dotted(subnet + 1);
+  const nsAddress = dotted(subnet + 2);
   await ip('netns', 'add', name);
   await ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', peer);
   await ip('link', 'set', peer, 'netns', name);

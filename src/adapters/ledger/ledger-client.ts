@@ -23,6 +23,7 @@ import type {
   LedgerVictimArgs,
 } from '../../shared/messages';
 import {
+  NODE_ANSWER_MS,
   abortEvictionUpdate,
   acquireUpdate,
   admitUpdate,
@@ -208,7 +209,7 @@ export class LedgerClient implements LedgerPort {
    * (reconciling or not); LedgerUnanswered when no worker does. Starts nothing: for ledgers found
    * from Temporal, whose GPU spec only their node's manifest knows.
    */
-  async answer(node: string, gpuRole: string, withinMs = QUERY_TIMEOUT_MS): Promise<LedgerState> {
+  async answer(node: string, gpuRole: string, withinMs = NODE_ANSWER_MS): Promise<LedgerState> {
     const h = this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpuRole));
     const queryDeadline = Date.now() + withinMs;
     try {
@@ -224,14 +225,22 @@ export class LedgerClient implements LedgerPort {
   }
 
   /**
-   * Whether the node's worker answers now, within `withinMs`: the one live proof there is. The
-   * server lists a worker killed a minute ago as a poller for minutes, and a workflow started for
-   * it waits silently. Starts the GPU's ledger when none runs (in Temporal, nothing on the box),
-   * as the operation would at its admission.
+   * Whether the node's worker answers its running ledger now, within `withinMs`: the one live
+   * proof there is (the server lists a worker killed a minute ago as a poller for minutes, and a
+   * workflow started for it waits silently). Starts nothing: a GPU whose ledger does not run
+   * (never ran, or terminated) has nothing to ask, 'no ledger'; starting one to ask it would leave
+   * a dead node a ledger that no worker ever answers.
    */
-  async probe(node: string, gpu: GpuSpec, withinMs: number): Promise<void> {
-    await this.start(node, gpu);
-    await this.answer(node, gpu.role, withinMs);
+  async probe(node: string, gpuRole: string, withinMs: number): Promise<'answered' | 'no ledger'> {
+    try {
+      const d = await this.client.workflow.getHandle(workflowIds.ledger(node, gpuRole)).describe();
+      if (d.status.name !== 'RUNNING') return 'no ledger';
+    } catch (err) {
+      if (isNoRunningLedger(err)) return 'no ledger';
+      throw err;
+    }
+    await this.answer(node, gpuRole, withinMs);
+    return 'answered';
   }
 }
 
@@ -306,7 +315,6 @@ export class LedgerUnanswered extends Error {
   override name = 'LedgerUnanswered';
 }
 
-const QUERY_TIMEOUT_MS = 10_000;
 /** gRPC's status codes; @grpc/grpc-js is the SDK's dependency, not ours. */
 const DEADLINE_EXCEEDED = 4;
 const FAILED_PRECONDITION = 9;

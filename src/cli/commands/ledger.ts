@@ -8,7 +8,7 @@ import { loadManifest, manifestPath } from '../manifest';
 import { ledgerJson, readLedgers, withClient } from '../temporal';
 import { runningLeases } from '../../client/lease';
 import { heldLeases, leasesOn, withLeaseLines } from '../leases';
-import { fleetExit, fleetTarget, nodeHeading, readFleet } from '../fleet';
+import { answeredText, fleetExit, fleetTarget, readFleet, unansweredRow } from '../fleet';
 import type { FleetOpts } from '../fleet';
 
 /** nvidia-smi on this box, if it has one: the ledger is printed either way. */
@@ -26,11 +26,20 @@ async function fleetLedger(node: string | null, ctx: CommandContext): Promise<Re
   const nodes = await withClient((client) => readFleet(client, node, (line) => ctx.note(line)));
   const now = Date.now();
   const rows = nodes.map((n) => {
-    if (!n.answered) return { data: { node: n.node, taskQueue: n.taskQueue, answered: false, error: n.error }, text: [nodeHeading(n)] };
+    if (!n.answered) return unansweredRow(n);
     const held = heldLeases(n.ledgers, n.leases, now);
     return {
-      data: { node: n.node, taskQueue: n.taskQueue, answered: true, ledgers: n.ledgers.map((l) => ({ ...ledgerJson(l), leases: leasesOn(l, held) })) },
-      text: [nodeHeading(n), ...n.ledgers.flatMap((l) => withLeaseLines(l, held))],
+      data: {
+        node: n.node,
+        taskQueue: n.taskQueue,
+        answered: true,
+        leasesPartial: n.leasesPartial,
+        ledgers: n.ledgers.map((l) => ({ ...ledgerJson(l), leases: leasesOn(l, held) })),
+      },
+      text: answeredText(
+        n,
+        n.ledgers.flatMap((l) => withLeaseLines(l, held)),
+      ),
     };
   });
   return { data: { nodes: rows.map((r) => r.data) }, text: rows.flatMap((r) => r.text), exitCode: fleetExit(nodes) };

@@ -25,7 +25,7 @@ async function onLease<T>(ctx: CommandContext, file: string | undefined, serve: 
   checkServes(manifest, path, [serve]);
   return withClient(async (client) => {
     // The lease workflow runs on the node's worker: an update to it would wait for one in silence.
-    await requireWorker(client, manifest, gpuRolesOf(manifest, [serve]));
+    await requireWorker(client, manifest, gpuRolesOf(manifest, [serve]), (line) => ctx.note(line));
     try {
       return await fn(client, manifest.node);
     } catch (err) {

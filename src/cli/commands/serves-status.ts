@@ -11,7 +11,7 @@ import { loadManifest, manifestPath } from '../manifest';
 import { readLedgers, withClient } from '../temporal';
 import { heldLeases } from '../leases';
 import type { HeldLease } from '../leases';
-import { fleetExit, fleetTarget, nodeHeading, readFleet } from '../fleet';
+import { answeredText, fleetExit, fleetTarget, readFleet, unansweredRow } from '../fleet';
 import type { FleetOpts } from '../fleet';
 
 /** Operations under way on the node, by serve: what `serves status` shows beside the ledger. */
@@ -60,7 +60,8 @@ function reservationState(phase: string): string {
 }
 
 export const FLEET_STATUS_HEADER =
-  "from Temporal, without the nodes' manifests: each node's reservations (class, phase, lease) and operations under way; a declared serve that is stopped is not listed";
+  "from Temporal, without the nodes' manifests: each node's reservations (class, phase, lease) and operations under way; " +
+  'a declared serve that is stopped is not listed';
 
 /**
  * Every node's serves (--all) or one node's (--node) with no manifest: what its ledgers and
@@ -73,7 +74,7 @@ async function fleetStatus(node: string | null, ctx: CommandContext): Promise<Re
   });
   const now = Date.now();
   const rows = nodes.map((n, i) => {
-    if (!n.answered) return { data: { node: n.node, taskQueue: n.taskQueue, answered: false, error: n.error }, text: [nodeHeading(n)] };
+    if (!n.answered) return unansweredRow(n);
     const running = operations[i] ?? new Map<string, { workflowId: string; since: string }>();
     const held = heldLeases(n.ledgers, n.leases, now);
     const serves: StatusRow[] = n.ledgers.flatMap((l) =>
@@ -92,7 +93,13 @@ async function fleetStatus(node: string | null, ctx: CommandContext): Promise<Re
       if (!serves.some((s) => s.serve === serve))
         serves.push({ serve, gpuRole: '?', class: '?', vramMib: null, state: 'no reservation', operation, lease: null });
     }
-    return { data: { node: n.node, taskQueue: n.taskQueue, answered: true, serves }, text: [nodeHeading(n), ...serves.map((s) => `  ${statusText(s)}`)] };
+    return {
+      data: { node: n.node, taskQueue: n.taskQueue, answered: true, leasesPartial: n.leasesPartial, serves },
+      text: answeredText(
+        n,
+        serves.map((s) => `  ${statusText(s)}`),
+      ),
+    };
   });
   return { data: { nodes: rows.map((r) => r.data) }, text: [FLEET_STATUS_HEADER, ...rows.flatMap((r) => r.text)], exitCode: fleetExit(nodes) };
 }
