@@ -430,6 +430,17 @@ describe('rejected manifests: one rule each', () => {
     }
   });
 
+  test("no memory flag on a vLLM image: warned for an OpenAI serve, not for one that runs something else (api 'http' or 'none')", () => {
+    const bare = (api?: string) => serve('alpha', 31001, { args: [], ...(api ? { api } : {}) });
+    const warned = parse(render({ serves: [bare()] }));
+    assert.ok(warned.ok);
+    assert.deepEqual(
+      warned.warnings.map((w) => `${w.path}: ${w.message.slice(0, 60)}`),
+      ['serves[0].args: no --gpu-memory-utilization or --kv-cache-memory-bytes: vLLM'],
+    );
+    for (const api of ['http', 'none']) assert.deepEqual(assertOk(parse(render({ serves: [bare(api)] }))).warnings, [], `api ${api}`);
+  });
+
   test('--gpu-memory-utilization outside (0, 1] or not a number', () => {
     for (const [args, index] of [
       [['--gpu-memory-utilization', '0'], 1],

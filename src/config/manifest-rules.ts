@@ -330,7 +330,9 @@ const vramCoversVllmDraw: Rule<Indexed<ServeSpec>, ManifestContext> = ({ index, 
       ),
     ];
   }
-  if (!/vllm/i.test(s.image) || hasFlag(s.args, '--kv-cache-memory-bytes')) return [];
+  // Only an OpenAI-speaking serve is a vLLM server: an image name with "vllm" in it that runs
+  // something else (api "http" or "none", a sidecar, a sleep) takes no vLLM default.
+  if ((s.api ?? 'openai') !== 'openai' || !/vllm/i.test(s.image) || hasFlag(s.args, '--kv-cache-memory-bytes')) return [];
   const draw = utilizationMib(VLLM_DEFAULT_UTILIZATION, gpu.capacityMib);
   if (s.vramMib >= draw) return [];
   return [
