@@ -485,7 +485,7 @@ describe('gpures CLI, as real processes', () => {
     runs.forEach((r, i) => {
       const what = commands[i]?.join(' ') ?? '?';
       assert.equal(r.code, EXIT.unreachable, `${what}: ${show(r)}`);
-      assert.match(r.stderr, /^cannot reach Temporal: /m, show(r));
+      assert.match(r.stderr, /^cannot reach Temporal at 127\.0\.0\.1:1 \(namespace default\): /m, show(r));
       assert.equal(r.stdout, '');
       // The client's connect timeout is 5 s; four processes starting at once on a loaded machine
       // take a few more, but nowhere near a hang.
@@ -495,7 +495,32 @@ describe('gpures CLI, as real processes', () => {
     assert.equal(json.code, EXIT.unreachable, show(json));
     const data = JSON.parse(json.stdout) as { error: { message: string; exitCode: number } };
     assert.equal(data.error.exitCode, EXIT.unreachable);
-    assert.match(data.error.message, /^cannot reach Temporal: /);
+    assert.match(data.error.message, /^cannot reach Temporal at 127\.0\.0\.1:1 \(namespace default\): /);
+    await assertNothingStarted(n, ['a']);
+  });
+
+  test('Temporal config file: an empty one configures nothing (exit 4 at the address given, not a TypeError); one that is not TOML, or lacks the profile named, is exit 2 naming the file', async () => {
+    const n = uniqueNode('cli-envconfig');
+    nodes.push(n);
+    const file = writeManifest(dir, `${n}.toml`, renderManifest(n, [GPU], SERVES));
+    const empty = writeManifest(dir, `${n}-empty.toml`, '');
+    const broken = writeManifest(dir, `${n}-broken.toml`, 'address = = "x"\n');
+    const runs = await Promise.all([
+      gpures(['ledger', '--manifest', file], { TEMPORAL_CONFIG_FILE: empty, TEMPORAL_ADDRESS: '127.0.0.1:1' }, 30_000),
+      gpures(['ledger', '--manifest', file], { TEMPORAL_CONFIG_FILE: empty, TEMPORAL_PROFILE: 'prod' }, 30_000),
+      gpures(['serves', 'up', 'a', '--manifest', file], { TEMPORAL_CONFIG_FILE: broken }, 30_000),
+    ]);
+    const [unset, noProfile, notToml] = runs;
+    assert.equal(unset.code, EXIT.unreachable, show(unset));
+    assert.match(unset.stderr, /^cannot reach Temporal at 127\.0\.0\.1:1 /m, show(unset));
+    assert.equal(noProfile.code, EXIT.badInput, show(noProfile));
+    assert.equal(noProfile.stderr.trim().split('\n').pop(), `${empty}: no [profile.prod] (TEMPORAL_PROFILE): the file has no profile table at all`);
+    assert.equal(notToml.code, EXIT.badInput, show(notToml));
+    assert.match(
+      notToml.stderr,
+      new RegExp(`^${broken.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: Temporal's environment configuration cannot be used: Invalid TOML`, 'm'),
+    );
+    for (const r of runs) assert.doesNotMatch(r.stderr, /Cannot read properties/, show(r));
     await assertNothingStarted(n, ['a']);
   });
 });

@@ -7,18 +7,24 @@ import { totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { NODE_ANSWER_MS, taskQueueFor } from '../shared/messages';
-import { connectClient } from '../client/connection';
+import { connectClient, TemporalConfigError, TemporalUnreachable } from '../client/connection';
 import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
 import { ledgerSnapshots } from '../client/operations';
 import { CliError, EXIT } from './exit-codes';
 
-export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {
-  let conn: Awaited<ReturnType<typeof connectClient>>;
+/** A connection, or the one line that says why not: a configuration to fix (exit 2), or a server that did not answer (exit 4). */
+export async function connectOrExit(): Promise<Awaited<ReturnType<typeof connectClient>>> {
   try {
-    conn = await connectClient();
+    return await connectClient();
   } catch (err) {
-    throw new CliError(`cannot reach Temporal: ${(err as Error).message} (set TEMPORAL_ADDRESS or a temporal.toml profile)`, EXIT.unreachable);
+    if (err instanceof TemporalConfigError) throw new CliError(err.message, EXIT.badInput);
+    if (err instanceof TemporalUnreachable) throw new CliError(`${err.message} (set TEMPORAL_ADDRESS or a temporal.toml profile)`, EXIT.unreachable);
+    throw err;
   }
+}
+
+export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {
+  const conn = await connectOrExit();
   try {
     return await fn(conn.client);
   } finally {

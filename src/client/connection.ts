@@ -1,20 +1,77 @@
 // The Temporal connection follows Temporal's own environment configuration (TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings, TEMPORAL_PROFILE and the config file), so
 // a user's existing `temporal` CLI setup works unchanged. Default: the local dev server.
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { ClientConnectConfig } from '@temporalio/envconfig';
+import { parse as parseToml } from 'smol-toml';
 
-export function temporalConfig(): ClientConnectConfig {
-  const config = loadClientConnectConfig();
-  config.connectionOptions.address ??= '127.0.0.1:7233';
+const DEFAULT_ADDRESS = '127.0.0.1:7233';
+
+/** The environment configuration cannot be used: a bad input of the operator's, named by its file. */
+export class TemporalConfigError extends Error {
+  override readonly name = 'TemporalConfigError';
+}
+
+/** Temporal did not answer at the address the configuration gave. */
+export class TemporalUnreachable extends Error {
+  override readonly name = 'TemporalUnreachable';
+  constructor(
+    readonly address: string,
+    readonly namespace: string,
+    cause: Error,
+  ) {
+    super(`cannot reach Temporal at ${address} (namespace ${namespace}): ${cause.message}`);
+  }
+}
+
+/** Where envconfig reads its file from: TEMPORAL_CONFIG_FILE, else the user's config dir. */
+function configFile(env: NodeJS.ProcessEnv): string {
+  return env['TEMPORAL_CONFIG_FILE'] ?? join(env['XDG_CONFIG_HOME'] ?? join(homedir(), '.config'), 'temporalio', 'temporal.toml');
+}
+
+/** Whether the file is TOML without any [profile.*] table (empty, say); false when it cannot be read or parsed. */
+function profileless(file: string): boolean {
+  try {
+    return (parseToml(readFileSync(file, 'utf8')) as { profile?: unknown }).profile === undefined;
+  } catch {
+    return false;
+  }
+}
+
+export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConnectConfig {
+  let config: ClientConnectConfig;
+  try {
+    config = loadClientConnectConfig();
+  } catch (err) {
+    const file = configFile(env);
+    const profile = env['TEMPORAL_PROFILE'];
+    // envconfig fails with a TypeError on a file without any profile table. Such a file
+    // configures nothing, as one without the profile asked for does, unless a profile was named.
+    if (err instanceof TypeError && profileless(file)) {
+      if (profile && profile !== 'default') {
+        throw new TemporalConfigError(`${file}: no [profile.${profile}] (TEMPORAL_PROFILE): the file has no profile table at all`);
+      }
+      config = loadClientConnectConfig({ disableFile: true });
+    } else {
+      throw new TemporalConfigError(`${file}: Temporal's environment configuration cannot be used: ${(err as Error).message}`);
+    }
+  }
+  config.connectionOptions.address ??= DEFAULT_ADDRESS;
   return config;
 }
 
 export async function connectClient(): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
   const config = temporalConfig();
-  const address = config.connectionOptions.address ?? '127.0.0.1:7233';
+  const address = config.connectionOptions.address ?? DEFAULT_ADDRESS;
   const namespace = config.namespace ?? 'default';
-  const connection = await Connection.connect({ ...config.connectionOptions, connectTimeout: '5s' });
-  return { client: new Client({ connection, namespace }), connection, address, namespace };
+  try {
+    const connection = await Connection.connect({ ...config.connectionOptions, connectTimeout: '5s' });
+    return { client: new Client({ connection, namespace }), connection, address, namespace };
+  } catch (err) {
+    throw new TemporalUnreachable(address, namespace, err as Error);
+  }
 }

@@ -1,9 +1,9 @@
 // gpures api: serve the acquisition API the router calls, until SIGINT or SIGTERM.
 import { isLoopback } from '../../domain/manifest';
-import { connectClient } from '../../client/connection';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
+import { connectOrExit } from '../temporal';
 
 export async function api(input: { manifest?: string; host: string; port: string; allowNonLoopback?: boolean }, ctx: CommandContext): Promise<Rendered> {
   if (!isLoopback(input.host) && !input.allowNonLoopback) {
@@ -20,9 +20,7 @@ export async function api(input: { manifest?: string; host: string; port: string
   const token = ctx.env.apiToken;
   const problem = apiTokenProblem(token);
   if (problem) throw new CliError(problem, EXIT.badInput);
-  const conn = await connectClient().catch((err: Error) => {
-    throw new CliError(`cannot reach Temporal: ${err.message}`, EXIT.unreachable);
-  });
+  const conn = await connectOrExit();
   const app = buildApi({ client: conn.client, manifest, manifestFile: file, token });
   await app.listen({ host: input.host, port });
   ctx.note(`acquisition API for node '${manifest.node}' listening on ${boundAddresses(app).join(', ')}`);
