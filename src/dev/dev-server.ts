@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { Connection } from '@temporalio/client';
 import type { Env } from '../config/env';
 import { devServerEnv } from '../config/env';
+import { pollUntil } from '../client/poll';
 import { DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS } from '../client/search-attributes';
 import { cachedTemporalCli, DEV_SERVER } from './toolchain';
 
@@ -56,22 +57,25 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function waitForServer(address: string, child: ChildProcess | undefined, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastErr: unknown;
-  while (Date.now() < deadline) {
-    if (child && child.exitCode !== null) throw new Error(`temporal dev server exited with ${child.exitCode}`);
+/**
+ * Until the frontend at `address` answers (a server, dev or production-shaped, that its own start
+ * gives no event for); a `child` that exits meanwhile ends the wait at once, naming `what`.
+ */
+export async function waitForServer(address: string, child: ChildProcess | undefined, timeoutMs: number, what = 'temporal dev server'): Promise<void> {
+  const exited = () =>
+    child && (child.exitCode !== null || child.signalCode !== null)
+      ? new Error(`${what} exited (${child.exitCode ?? child.signalCode}) during start-up`)
+      : undefined;
+  const answers = async () => {
+    const c = await Connection.connect({ address, connectTimeout: '1s' });
     try {
-      const c = await Connection.connect({ address, connectTimeout: '1s' });
       await c.workflowService.getSystemInfo({});
+      return true;
+    } finally {
       await c.close();
-      return;
-    } catch (err) {
-      lastErr = err;
-      await new Promise((r) => setTimeout(r, 250));
     }
-  }
-  throw new Error(`temporal dev server at ${address} not up within ${timeoutMs} ms: ${String(lastErr)}`);
+  };
+  await pollUntil(`${what} answering on ${address}`, timeoutMs, answers, { abort: exited });
 }
 
 export interface DevServer {

@@ -10,8 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Connection } from '@temporalio/client';
-import { pollUntil } from '../client/poll';
+import { waitForServer } from './dev-server';
 import { ensureNamespace } from './prod-temporal-namespace';
 import { checkPorts, dynamicConfigYaml, portsFrom, SERVER_ENV, serverConfigYaml } from './prod-temporal-config';
 import type { ProdTemporalPorts } from './prod-temporal-config';
@@ -257,21 +256,8 @@ export class ProdTemporal {
   }
 
   private async waitForFrontend(child: ChildProcess, timeoutMs: number): Promise<void> {
-    const exited = () =>
-      child.exitCode !== null || child.signalCode !== null
-        ? new Error(`temporal-server exited (${child.exitCode ?? child.signalCode}) during start-up`)
-        : undefined;
-    const answers = async () => {
-      const c = await Connection.connect({ address: this.address, connectTimeout: '1s' });
-      try {
-        await c.workflowService.getSystemInfo({});
-        return true;
-      } finally {
-        await c.close();
-      }
-    };
     try {
-      await pollUntil(`temporal-server answering on ${this.address}`, timeoutMs, answers, { abort: exited });
+      await waitForServer(this.address, child, timeoutMs, 'temporal-server');
     } catch (err) {
       throw new Error(`${(err as Error).message}: see ${this.serverLog}`);
     }
