@@ -4,6 +4,7 @@
 // `patched()`.
 import { basename } from 'node:path';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { workflowCodeOptions } from '../worker/workflow-code';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eventAttributes, eventTypeName, historyIdentity } from './events';
 import type { HistoryEventJson, HistoryJson } from './events';
@@ -47,7 +48,7 @@ let bundled: Promise<WorkflowBundleWithSourceMap> | undefined;
 
 /** The workflows the worker runs (src/workflows), bundled once per process. */
 export function currentWorkflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundled ??= bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quietLogger });
+  bundled ??= bundleWorkflowCode(workflowCodeOptions(quietLogger));
   return bundled;
 }
 

@@ -21,6 +21,7 @@ import { LedgerClient } from '../adapters/ledger/ledger-client';
 import { TemporalOperations } from '../adapters/operations/temporal';
 import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
+import { WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH } from './workflow-code';
 
 export function fileManifest(path: string): ManifestSource {
   return { read: async () => ({ text: await readFile(path, 'utf8'), file: path }) };
@@ -66,6 +67,8 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     // The CLI's bound on a node's answer (NODE_ANSWER_MS) is set past it.
     stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START_MS,
-    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
+    ...(opts.workflowBundle
+      ? { workflowBundle: opts.workflowBundle }
+      : { workflowsPath: WORKFLOWS_PATH, interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES } }),
   });
 }

@@ -6,6 +6,7 @@ import { DEV_SERVER } from '../../src/dev/toolchain';
 export { freePort, temporalCliPath } from '../../src/dev/dev-server';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { workflowCodeOptions } from '../../src/worker/workflow-code';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 
 export interface TestTemporal {
@@ -50,7 +51,7 @@ let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
 /** Bundled once per test process: webpack is the slow part of starting a worker. */
 export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: quietLogger });
+  bundle ??= bundleWorkflowCode(workflowCodeOptions(quietLogger));
   return bundle;
 }
 

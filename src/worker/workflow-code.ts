@@ -1,0 +1,12 @@
+// The workflow code a worker runs and a replay checks, in one place: the workflows and the
+// interceptor modules bundled with them. A replay that bundled the workflows without the
+// interceptors would not see the commands they add, and would fail histories a worker wrote.
+import type { BundleOptions } from '@temporalio/worker';
+
+export const WORKFLOWS_PATH = require.resolve('../workflows');
+export const WORKFLOW_INTERCEPTOR_MODULES: string[] = [require.resolve('../workflows/interceptors')];
+
+/** bundleWorkflowCode's options for the worker's own workflows. */
+export function workflowCodeOptions(logger?: BundleOptions['logger']): BundleOptions {
+  return { workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES, ...(logger ? { logger } : {}) };
+}

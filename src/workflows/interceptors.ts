@@ -1,0 +1,7 @@
+// The workflow interceptors every bundle carries (src/worker/workflow-code.ts lists this module):
+// what each run does whoever started it (the CLI, the API, the Temporal UI, `temporal workflow
+// start`, a parent), without each workflow repeating it. They run inside the sandbox, so they take
+// what workflows take (the rule in .dependency-cruiser.cjs).
+import type { WorkflowInterceptorsFactory } from '@temporalio/workflow';
+
+export const interceptors: WorkflowInterceptorsFactory = () => ({ inbound: [], outbound: [], internals: [] });
