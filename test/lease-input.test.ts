@@ -80,10 +80,14 @@ describe('idle_ttl_s in the manifest', () => {
 
   test('bounded, and only behind a router tier, each error naming the file and field', () => {
     for (const [text, tier, want] of [
-      ['idle_ttl_s = 0', true, /^serves\.toml: serves\[0\]\.idle_ttl_s: must be a whole number of seconds in 1\.\.86400/],
+      ['idle_ttl_s = 0', true, /^serves\.toml: serve 'coder' \(serves\[0\]\.idle_ttl_s\): must be a whole number of seconds in 1\.\.86400/],
       ['idle_ttl_s = 86401', true, /1\.\.86400/],
       ['idle_ttl_s = "5m"', true, /1\.\.86400/],
-      ['idle_ttl_s = 300', false, /^serves\.toml: serves\[0\]\.idle_ttl_s: needs a router_tier: .*the router sees no request of a serve it does not route/],
+      [
+        'idle_ttl_s = 300',
+        false,
+        /^serves\.toml: serve 'coder' \(serves\[0\]\.idle_ttl_s\): needs a router_tier: .*the router sees no request of a serve it does not route/,
+      ],
     ] as const) {
       const r = parseManifest(manifest(text, tier), 'serves.toml');
       assert.equal(r.ok, false, text);

@@ -70,7 +70,8 @@ function assertOneError(result: ManifestResult, path: string, ...fragments: stri
   assert.equal(issue.file, FILE);
   assert.equal(issue.path, path);
   for (const f of fragments) assert.ok(issue.message.includes(f), `message ${JSON.stringify(issue.message)} lacks ${JSON.stringify(f)}`);
-  assert.ok(formatIssue(issue).startsWith(`${FILE}: ${path ? `${path}: ` : ''}`));
+  const where = issue.subject ? `${issue.subject} (${path})` : path;
+  assert.ok(formatIssue(issue).startsWith(`${FILE}: ${where ? `${where}: ` : ''}`));
   return issue;
 }
 
@@ -339,7 +340,7 @@ describe('rejected manifests: one rule each', () => {
   test('vram_mib zero', () => {
     const text = render({ serves: [serve('a', 31001), serve('b', 31002), serve('c', 31003), serve('d', 31004, { vram_mib: 0 })] });
     const issue = assertOneError(parse(text), 'serves[3].vram_mib', 'must be a whole number of MiB in 1..1048576 (got 0)');
-    assert.equal(formatIssue(issue), `${FILE}: serves[3].vram_mib: must be a whole number of MiB in 1..1048576 (got 0)`);
+    assert.equal(formatIssue(issue), `${FILE}: serve 'd' (serves[3].vram_mib): must be a whole number of MiB in 1..1048576 (got 0)`);
   });
 
   test('vram_mib negative, fractional or a string', () => {
@@ -758,8 +759,8 @@ describe('helpers', () => {
         assert.equal(
           err.message,
           [
-            `${FILE}: serves[0].vram_mib: must be a whole number of MiB in 1..1048576 (got 0)`,
-            `${FILE}: serves[1].port: must be an integer port in 1..65535 (got 0)`,
+            `${FILE}: serve 'alpha' (serves[0].vram_mib): must be a whole number of MiB in 1..1048576 (got 0)`,
+            `${FILE}: serve 'beta' (serves[1].port): must be an integer port in 1..65535 (got 0)`,
           ].join('\n'),
         );
         return true;

@@ -48,16 +48,16 @@ describe('[tiers.on_demand]', () => {
   test('every number is bounded, and the error names the file, the field and the bound', () => {
     assert.deepEqual(errors(tierWith('serve = "x"\nqueue_size = 0\nwait_timeout_s = 1e9\nkeepalive_s = 1.5', 'retry_after_s = 61')), [
       'router.toml: retry_after_s: must be a whole number of seconds in 1..60 (got 61)',
-      'router.toml: tiers[0].on_demand.queue_size: must be a whole number of requests in 1..4096 (got 0)',
-      'router.toml: tiers[0].on_demand.wait_timeout_s: must be a whole number of seconds in 1..3600 (got 1000000000)',
-      'router.toml: tiers[0].on_demand.keepalive_s: must be a whole number of seconds in 1..60 (got 1.5)',
+      "router.toml: tier 'big-local' (tiers[0].on_demand.queue_size): must be a whole number of requests in 1..4096 (got 0)",
+      "router.toml: tier 'big-local' (tiers[0].on_demand.wait_timeout_s): must be a whole number of seconds in 1..3600 (got 1000000000)",
+      "router.toml: tier 'big-local' (tiers[0].on_demand.keepalive_s): must be a whole number of seconds in 1..60 (got 1.5)",
     ]);
   });
 
   test('a missing serve, an unknown key (with a suggestion), and no model_identity are errors', () => {
     assert.deepEqual(errors(tierWith('evict = true\nqueue = 3')), [
-      'router.toml: tiers[0].on_demand.serve: is required (a non-empty string)',
-      'router.toml: tiers[0].on_demand.queue: unknown key "queue" (did you mean \'queue_size\'?)',
+      "router.toml: tier 'big-local' (tiers[0].on_demand.serve): is required (a non-empty string)",
+      `router.toml: tier 'big-local' (tiers[0].on_demand.queue): unknown key "queue" (did you mean 'queue_size'?)`,
     ]);
     const noIdentity = tierWith('serve = "chat-large"').replace('model_identity = true\n', '');
     assert.match(errors(noIdentity).join('\n'), /^router\.toml: tiers\[0\]\.model_identity: tier 'big-local' is on demand and must set model_identity = true/);
@@ -67,7 +67,7 @@ describe('[tiers.on_demand]', () => {
     const r = parseRouterConfig(tierWith('serve = "chat-large"\nwait_timeout_s = 600'), CFG);
     assert.ok(r.ok);
     assert.deepEqual(r.warnings.map(formatIssue), [
-      "router.toml: tiers[0].on_demand.wait_timeout_s: 600 s is not below OpenAI clients' default timeout of 600 s: " +
+      "router.toml: tier 'big-local' (tiers[0].on_demand.wait_timeout_s): 600 s is not below OpenAI clients' default timeout of 600 s: " +
         'a client with the default gives up (and retries from scratch) before the router answers 503 with Retry-After',
     ]);
   });

@@ -628,7 +628,7 @@ describe('router start-up', () => {
     try {
       const file = join(dir, 'router.toml');
       writeFileSync(file, 'mapping_version = "x"\n[[tiers]]\nname = "a"\nbackend = "ftp://x"\nserved_model_name = "m"\n');
-      await assert.rejects(startRouter({ configPath: file, adminToken: TOKEN }), /tiers\[0\]\.backend: must be an http\(s\) base URL/);
+      await assert.rejects(startRouter({ configPath: file, adminToken: TOKEN }), /tiers\[0\]\.backend\): must be an http\(s\) base URL/);
       await assert.rejects(startRouter({ configPath: join(dir, 'missing.toml'), adminToken: TOKEN }), /cannot read/);
       await assert.rejects(startRouter({ configPath: file, adminToken: '' }), /adminToken is required/);
     } finally {
@@ -763,12 +763,12 @@ tier = "ghost"
       assert.ok(hit, `no issue ${prefix} ${fragments.join(' ')} in:\n${lines.join('\n')}`);
     };
     expect('router.toml: mapping_version: is required');
-    expect('router.toml: tiers[0].backend: must be an http(s) base URL', '"ftp://127.0.0.1:30001"');
-    expect('router.toml: tiers[0].model_identiy: unknown key', "did you mean 'model_identity'");
-    expect("router.toml: tiers[1].name: duplicate tier name 'a-local' (first declared at tiers[0])");
-    expect('router.toml: tiers[2].backend: must be an http(s) base URL', '"not a url"');
-    expect('router.toml: tiers[2].served_model_name: must be a non-empty string');
-    expect("router.toml: presets[1].name: duplicate preset name 'a' (first declared at presets[0])");
+    expect("router.toml: tier 'a-local' (tiers[0].backend): must be an http(s) base URL", '"ftp://127.0.0.1:30001"');
+    expect("router.toml: tier 'a-local' (tiers[0].model_identiy): unknown key", "did you mean 'model_identity'");
+    expect("router.toml: tier 'a-local' (tiers[1].name): duplicate tier name 'a-local' (first declared at tiers[0])");
+    expect("router.toml: tier 'c-local' (tiers[2].backend): must be an http(s) base URL", '"not a url"');
+    expect("router.toml: tier 'c-local' (tiers[2].served_model_name): must be a non-empty string");
+    expect("router.toml: preset 'a' (presets[1].name): duplicate preset name 'a' (first declared at presets[0])");
     expect("router.toml: presets[2].tier: preset 'b' names unknown tier 'ghost'", "'a-local'", "'c-local'");
     assert.equal(lines.length, 8, lines.join('\n'));
   });
@@ -783,7 +783,7 @@ tier = "ghost"
     assert.equal(toml.length, 1);
     assert.match(formatIssue(toml[0] as ManifestIssue), /^router\.toml: line 1, column \d+: invalid TOML/);
     const types = errorsOf(parse(MIN.replace('served_model_name = "model-a"', 'served_model_name = "model-a"\nmodel_identity = "yes"'))).map(formatIssue);
-    assert.deepEqual(types, ['router.toml: tiers[0].model_identity: must be true or false (got "yes")']);
+    assert.deepEqual(types, [`router.toml: tier 'a-local' (tiers[0].model_identity): must be true or false (got "yes")`]);
     const name = errorsOf(parse(MIN.replace('name = "a-local"', 'name = "a local"').replace('tier = "a-local"', 'tier = "a local"')));
     assert.equal(name[0]?.path, 'tiers[0].name');
   });

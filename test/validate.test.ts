@@ -36,3 +36,33 @@ test("an evictable serve's tier without model_identity is a load error naming th
     ),
   );
 });
+
+test("both files' errors in one run, each entry named by its name: a bad manifest does not hide the router config's own", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-validate-'));
+  const manifest = join(dir, 'serves.toml');
+  const router = join(dir, 'router.toml');
+  const visionVram = /(name = "vision"[^[]*?)vram_mib = 12288/;
+  assert.match(readFileSync(MANIFEST, 'utf8'), visionVram);
+  writeFileSync(manifest, readFileSync(MANIFEST, 'utf8').replace(visionVram, '$1vram_mib = -5'));
+  const fastIdentity = /(name = "fast-local"[^[]*?)model_identity = true/;
+  assert.match(readFileSync(ROUTER, 'utf8'), fastIdentity);
+  writeFileSync(router, readFileSync(ROUTER, 'utf8').replace(fastIdentity, '$1model_identity = "yes"'));
+
+  const r = await gpures(['validate', manifest, '--router', router]);
+  assert.equal(r.code, 2, r.stderr);
+  const lines = r.stderr.trim().split('\n');
+  assert.deepEqual(lines, [
+    `${manifest}: serve 'vision' (serves[4].vram_mib): must be a whole number of MiB in 1..1048576 (got -5)`,
+    `${router}: tier 'fast-local' (tiers[0].model_identity): must be true or false (got "yes")`,
+  ]);
+  const json = await gpures(['validate', manifest, '--router', router, '--json']);
+  assert.equal(json.code, 2, json.stderr);
+  const data = JSON.parse(json.stdout) as { error: { details: { errors: { file: string; path: string; subject?: string }[] } } };
+  assert.deepEqual(
+    data.error.details.errors.map((e) => [e.file, e.path, e.subject]),
+    [
+      [manifest, 'serves[4].vram_mib', "serve 'vision'"],
+      [router, 'tiers[0].model_identity', "tier 'fast-local'"],
+    ],
+  );
+});

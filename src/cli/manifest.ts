@@ -35,16 +35,16 @@ export async function loadManifest(
   routerFile = ctx.env.routerConfig,
 ): Promise<{ manifest: Manifest; warnings: ManifestIssue[] }> {
   const result = parseManifest(await readText(file, 'manifest'), file);
-  if (!result.ok) {
-    throw new CliError(result.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: result.errors });
-  }
+  // Both files' errors in one run: the router config's own are found without a valid manifest,
+  // only the check against the manifest needs one.
+  const router = routerFile ? parseRouterConfig(await readText(routerFile, 'router config'), routerFile) : undefined;
+  const errors = [...(result.ok ? [] : result.errors), ...(router && !router.ok ? router.errors : [])];
+  if (!result.ok || (router && !router.ok)) throw new CliError(errors.map(formatIssue).join('\n'), EXIT.badInput, { errors });
   const warnings = [...result.warnings];
-  if (routerFile) {
-    const router = parseRouterConfig(await readText(routerFile, 'router config'), routerFile);
-    if (!router.ok) throw new CliError(router.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: router.errors });
+  if (router?.ok && routerFile) {
     const issues = checkRouterAgainstManifest(router.config, routerFile, result.manifest, file);
-    const errors = routerCheckErrors(issues);
-    if (errors.length) throw new CliError(errors.map(formatIssue).join('\n'), EXIT.badInput, { errors });
+    const crossErrors = routerCheckErrors(issues);
+    if (crossErrors.length) throw new CliError(crossErrors.map(formatIssue).join('\n'), EXIT.badInput, { errors: crossErrors });
     warnings.push(...router.warnings, ...issues.filter((i) => i.severity !== 'error'));
   }
   for (const w of warnings) ctx.note(`warning: ${formatIssue(w)}`);

@@ -111,14 +111,31 @@ export class Issues {
   readonly errors: ManifestIssue[] = [];
   readonly warnings: ManifestIssue[] = [];
 
+  /** `serves[7]` → `serve 'vision'`: an operator knows the entry by its name, not its place. */
+  private readonly subjects = new Map<string, string>();
+
   constructor(private readonly file: string) {}
 
+  /** Names each entry of the array of tables `key` by its `name` field, where it has a string one. */
+  nameEntries(key: string, noun: string, entries: readonly unknown[]): void {
+    entries.forEach((entry, index) => {
+      const name = (entry as { name?: unknown } | null)?.name;
+      if (typeof name === 'string' && name.trim() !== '') this.subjects.set(formatPath([key, index]), `${noun} '${name}'`);
+    });
+  }
+
   error(path: readonly PathSegment[] | string, message: string): void {
-    this.errors.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
+    this.errors.push(this.issue(path, message));
   }
 
   warn(path: readonly PathSegment[] | string, message: string): void {
-    this.warnings.push({ file: this.file, path: typeof path === 'string' ? path : formatPath(path), message });
+    this.warnings.push(this.issue(path, message));
+  }
+
+  private issue(path: readonly PathSegment[] | string, message: string): ManifestIssue {
+    const text = typeof path === 'string' ? path : formatPath(path);
+    const subject = this.subjects.get(/^[A-Za-z0-9_-]+\[\d+\]/.exec(text)?.[0] ?? '');
+    return { file: this.file, path: text, ...(subject ? { subject } : {}), message };
   }
 
   /** Records what the rules found over one subject, in rule order; true when none found an error. */

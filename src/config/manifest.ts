@@ -72,6 +72,12 @@ export function parseManifest(text: string, file: string): ManifestResult {
   const doc = parseTomlTable(text, issues);
   if (doc === undefined) return fail();
 
+  issues.nameEntries('serves', 'serve', tableEntries(doc, 'serves'));
+  issues.nameEntries(
+    'gpus',
+    'gpu',
+    tableEntries(doc, 'gpus').map((g) => ({ name: (g as { role?: unknown } | null)?.role })),
+  );
   const top = TopSchema.safeParse(doc, { reportInput: true });
   if (!top.success) issues.fromZod(top.error.issues, [], topAllowedKeys);
   issues.check(documentRules, doc, undefined);

@@ -96,6 +96,8 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
   const table = parseTomlTable(text, issues);
   if (table === undefined) return fail();
 
+  issues.nameEntries('tiers', 'tier', tableEntries(table, 'tiers'));
+  issues.nameEntries('presets', 'preset', tableEntries(table, 'presets'));
   const top = TopSchema.safeParse(table, { reportInput: true });
   if (!top.success) issues.fromZod(top.error.issues, [], Object.keys(topShape));
   issues.check(documentRules, table, undefined);

@@ -72,11 +72,15 @@ export interface ManifestIssue {
   file: string;
   /** Dotted path of the offending field, e.g. `serves[3].vram_mib`; empty for the whole file. */
   path: string;
+  /** The entry the path lies in, by its name, when it has one: `serve 'vision'` for `serves[7]…`. */
+  subject?: string;
   message: string;
 }
 
 export type ManifestResult = { ok: true; manifest: Manifest; warnings: ManifestIssue[] } | { ok: false; errors: ManifestIssue[]; warnings: ManifestIssue[] };
 
 export function formatIssue(issue: ManifestIssue): string {
-  return issue.path ? `${issue.file}: ${issue.path}: ${issue.message}` : `${issue.file}: ${issue.message}`;
+  // A message that opens with its subject ("tier 'x' has no preset") needs it only once.
+  const where = issue.subject && !issue.message.startsWith(issue.subject) ? `${issue.subject} (${issue.path})` : issue.path;
+  return where ? `${issue.file}: ${where}: ${issue.message}` : `${issue.file}: ${issue.message}`;
 }
