@@ -2,6 +2,7 @@
 // TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings, TEMPORAL_PROFILE and the config file), so
 // a user's existing `temporal` CLI setup works unchanged. Default: the local dev server.
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -64,12 +65,39 @@ export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConn
   return config;
 }
 
+/** Nothing listening is known within this; the gRPC connect would retry a refused port until its deadline. */
+export const TCP_PROBE_MS = 2000;
+/** Once the port answers, a loaded server (or 30 CLIs starting at once) gets this long to complete the handshake. */
+const CONNECT_TIMEOUT = '10s';
+
+/** Resolves when a TCP connection to HOST:PORT opens; rejects at once when refused or unresolvable, or after `timeoutMs`. */
+export function probeTcp(address: string, timeoutMs = TCP_PROBE_MS): Promise<void> {
+  const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(address);
+  if (!m?.[1] || !m[2]) return Promise.resolve(); // not HOST:PORT: leave it to the SDK's own error
+  const [host, port] = [m[1], Number(m[2])];
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port, timeout: timeoutMs });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve();
+    });
+    socket.once('timeout', () => {
+      socket.destroy();
+      reject(new Error(`no TCP answer within ${timeoutMs} ms`));
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) =>
+      reject(new Error(err.code === 'ECONNREFUSED' ? 'connection refused (nothing listens there)' : err.message)),
+    );
+  });
+}
+
 export async function connectClient(): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
   const config = temporalConfig();
   const address = config.connectionOptions.address ?? DEFAULT_ADDRESS;
   const namespace = config.namespace ?? 'default';
   try {
-    const connection = await Connection.connect({ ...config.connectionOptions, connectTimeout: '5s' });
+    await probeTcp(address);
+    const connection = await Connection.connect({ ...config.connectionOptions, connectTimeout: CONNECT_TIMEOUT });
     return { client: new Client({ connection, namespace }), connection, address, namespace };
   } catch (err) {
     throw new TemporalUnreachable(address, namespace, err as Error);
