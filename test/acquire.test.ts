@@ -82,7 +82,7 @@ describe('on-demand acquisition with eviction', () => {
     assert.deepEqual(formatLedger(await ledger()), [
       "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB",
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, evicted)',
+      '  vision 12288 MiB (evictable, evicted for comfyui-sim)',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
     const routed = await t.routed('vision');
@@ -185,7 +185,7 @@ describe('on-demand acquisition with eviction', () => {
     assert.equal(o.result.steps.find((s) => s.step === 'release vision')?.outcome, 'container was not running: its VRAM counts as released');
     assert.deepEqual(formatLedger(await ledger()).slice(1), [
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, evicted)',
+      '  vision 12288 MiB (evictable, evicted for comfyui-sim)',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
     assert.equal((await t.routed('vision')).status, 503);
@@ -241,8 +241,8 @@ describe('on-demand acquisition with eviction', () => {
     assert.deepEqual(formatLedger(await ledger('heavy')), [
       "gpu_role 'heavy': capacity 20000 MiB, reserve 2000 MiB, committed 17000 MiB, free 1000 MiB",
       '  resident-h 5000 MiB (resident, running)',
-      '  batch-a 6000 MiB (evictable, evicted)',
-      '  batch-b 6000 MiB (evictable, evicted)',
+      '  batch-a 6000 MiB (evictable, evicted for render)',
+      '  batch-b 6000 MiB (evictable, evicted for render)',
       '  render 12000 MiB (on-demand, running)',
     ]);
     // The other card's ledger is untouched.
@@ -289,7 +289,10 @@ describe('on-demand acquisition with eviction', () => {
     // Without --evict an acquisition that does not fit touches nothing either.
     const plain = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: false });
     assert.ok(!plain.ok);
-    assert.equal(plain.message, 'serves up comfyui-sim denied: over budget by 6817 MiB, nothing started (add --evict to evict evictable serves)');
+    assert.equal(
+      plain.message,
+      'serves up comfyui-sim denied: over budget by 6817 MiB, nothing started (gpures serves up comfyui-sim --evict would evict vision: 12288 MiB)',
+    );
     await restoreBox();
   });
 
@@ -303,7 +306,11 @@ describe('on-demand acquisition with eviction', () => {
     const racer = await serveUp(client(), t.node, 'filler');
     assert.ok(!racer.ok);
     assert.equal(racer.failureType, 'AdmissionDenied');
-    assert.equal(racer.message, 'serves up filler denied: over budget by 2000 MiB, nothing started');
+    // The denial names the eviction that holds the MiB.
+    assert.equal(
+      racer.message,
+      `serves up filler denied: over budget by 2000 MiB, nothing started; 8192 MiB are held for comfyui-sim while vision is being evicted for it (acquire/${t.node}/comfyui-sim)`,
+    );
     const o = await acquisition;
     assert.ok(o.ok, !o.ok ? o.message : '');
     await slow;

@@ -72,6 +72,7 @@ describe('audit report of recorded histories, no server', () => {
       r.steps.map((s) => s.step),
       ['plan', 'preflight', 'quiesce vision', 'drain vision', 'stop vision', 'release vision', 'start', 'health', 'identity', 'measure', 'running'],
     );
+    // Recorded before an evicted entry kept whom it was evicted for: it reads plain 'evicted'.
     assert.ok(r.ledger.after?.includes('  vision 12288 MiB (evictable, evicted)'), JSON.stringify(r.ledger.after));
     assert.deepEqual(
       r.identity.map((i) => [i.serve, i.observed, i.ok]),
@@ -166,7 +167,7 @@ describe('audit: workflow history as evidence', () => {
     );
     assert.match(
       out,
-      /Ledger after\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, evicted\)\n {4}comfyui-sim 8192 MiB \(on-demand, running\)\n/,
+      /Ledger after\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, evicted for comfyui-sim\)\n {4}comfyui-sim 8192 MiB \(on-demand, running\)\n/,
     );
     assert.match(out, /comfyui-sim: GET \/v1\/models observed 'comfyui-sim', expected 'comfyui-sim': ok/);
     assert.match(out, /release: nvidia-smi: 12288 MiB back on GPU-\S+ \(used \d+ → \d+ MiB, expected 12288 MiB\)/);

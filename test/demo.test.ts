@@ -17,7 +17,7 @@ test('gpures demo: every step of T013 matches the field report, and the closed l
     assert.equal(byWhat(3, 'victims'), 'vision');
     assert.equal(byWhat(3, 'eviction order'), 'quiesce vision → drain vision → stop vision → release vision');
     assert.equal(byWhat(3, 'committed'), '22528');
-    assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, evicted)');
+    assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, evicted for comfyui-sim)');
     assert.equal(byWhat(3, 'routed vision request while evicted'), '503');
     assert.equal(byWhat(4, 'observed_model after readmit'), 'qwen3-vl-4b-instruct');
     assert.equal(byWhat(4, 'routed vision request after restore'), '200');
@@ -55,7 +55,7 @@ test('gpures demo: every step of T013 matches the field report, and the closed l
     const evicted = [
       header(22528, 5471),
       '    fast 14336 MiB (resident, running)',
-      '    vision 12288 MiB (evictable, evicted)',
+      '    vision 12288 MiB (evictable, evicted for comfyui-sim)',
       '    comfyui-sim 8192 MiB (on-demand, running)',
     ];
     const blocks: string[][] = [];
@@ -66,7 +66,7 @@ test('gpures demo: every step of T013 matches the field report, and the closed l
     const onDemand = [
       header(26624, 1375),
       '    fast 14336 MiB (resident, running)',
-      '    vision 12288 MiB (evictable, evicted)',
+      '    vision 12288 MiB (evictable, evicted for chat-large)',
       '    chat-large 12288 MiB (on-demand, running)',
     ];
     assert.deepEqual(blocks, [fullResidentSet, fastAndVision, evicted, fastAndVision, fullResidentSet, onDemand, fastAndVision], lines.join('\n'));

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { applyAdmit, decideAdmit, denialMessage, emptyLedger, formatLedger, totals, withPhase } from '../src/domain/ledger';
 import type { AdmitRequest, LedgerState } from '../src/domain/ledger';
-import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
+import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, evictionOutlook, planEviction } from '../src/domain/eviction';
 import type { ServeClass } from '../src/domain/types';
 
 const GPU = { role: 'dark-fast', uuid: 'GPU-1', capacityMib: 32607, reserveMib: 4608 };
@@ -55,14 +55,30 @@ describe('eviction planning', () => {
     // While vision drains its MiB still count and the acquirer's are held: nothing else fits.
     assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, heldMib: 8192, freeMib: -6817 });
     assert.equal(decideAdmit(l, { serve: 'small', vramMib: 100, class: 'resident', holder: 's' }).decision, 'denied');
+    // The text never shows the negative free: it says held for whom, and overbooked until what.
+    assert.deepEqual(formatLedger(l), [
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26624 MiB, held 8192 MiB for comfyui-sim, free 0 MiB (overbooked by 6817 MiB until vision stops)",
+      '  fast 14336 MiB (resident, running)',
+      '  vision 12288 MiB (evictable, evicting for comfyui-sim)',
+      '  comfyui-sim 8192 MiB (on-demand, waiting for victims vision)',
+    ]);
+    // A rival's denial names the eviction that holds the MiB.
+    const rival = evictionOutlook(l, 4096);
+    assert.deepEqual(rival, { kind: 'short', evictableMib: 0, held: [{ serve: 'comfyui-sim', vramMib: 8192, holder: 'acq', victims: ['vision'] }] });
     l = applyVictimReleased(l, 'vision', 'comfyui-sim');
     l = withPhase(l, 'comfyui-sim', 'running');
     assert.deepEqual(formatLedger(l), [
       "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB",
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, evicted)',
+      '  vision 12288 MiB (evictable, evicted for comfyui-sim)',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
+  });
+
+  test('a plain denial learns what --evict would evict', () => {
+    const l = seed4();
+    assert.deepEqual(evictionOutlook(l, 8192), { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] });
+    assert.deepEqual(evictionOutlook(l, 20000), { kind: 'short', evictableMib: 12288, held: [] });
   });
 
   test('fewest victims first, then least MiB, then most recent', () => {

@@ -161,12 +161,32 @@ describe("the residency denial's words", () => {
     const plan = resident(planEviction(box('restore', 60), 8192, T0 + 12_000));
     const denied = { decision: 'denied' as const, serve: 'comfyui-sim', vramMib: 8192, freeMib: 1375, shortfallMib: 6817 };
     assert.equal(
-      `${denialMessage(denied)}${admission.evictionHint('dark-fast', undefined, true, plan.windows)}`,
+      `${denialMessage(denied)}${admission.evictionHint('dark-fast', { kind: 'resident', windows: plan.windows }, true, 'comfyui-sim')}`,
       'serves up comfyui-sim denied: over budget by 6817 MiB, nothing started; vision came back 12 s ago and stays resident for 60 s: it may be evicted in 48 s',
     );
-    // The other hints are as they were.
-    assert.equal(admission.evictionHint('dark-fast', 12288, true), "; evictable serves on 'dark-fast' hold only 12288 MiB");
-    assert.equal(admission.evictionHint('dark-fast', undefined, false, []), ' (add --evict to evict evictable serves)');
+    // The other hints.
+    assert.equal(
+      admission.evictionHint('dark-fast', { kind: 'short', evictableMib: 12288, held: [] }, true, 'x'),
+      "; evictable serves on 'dark-fast' hold only 12288 MiB",
+    );
+    assert.equal(
+      admission.evictionHint('dark-fast', { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] }, false, 'comfyui-sim'),
+      ' (gpures serves up comfyui-sim --evict would evict vision: 12288 MiB)',
+    );
+    assert.equal(admission.evictionHint('dark-fast', { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] }, true, 'comfyui-sim'), '');
+    assert.equal(
+      admission.evictionHint(
+        'dark-fast',
+        {
+          kind: 'short',
+          evictableMib: 0,
+          held: [{ serve: 'comfyui-sim', vramMib: 8192, holder: 'acquire/primary-node/comfyui-sim/run-1', victims: ['vision'] }],
+        },
+        true,
+        'rival',
+      ),
+      "; evictable serves on 'dark-fast' hold only 0 MiB; 8192 MiB are held for comfyui-sim while vision is being evicted for it (acquire/primary-node/comfyui-sim)",
+    );
   });
 });
 
@@ -211,8 +231,8 @@ describe('min_residency_s in the manifest', () => {
     assert.deepEqual(issues(node), ['serves.toml: node.min_residency_s: must be a whole number of seconds in 0..3600 (got 3601)']);
     const own = parse({}, [serve('a', 31001, { min_residency_s: -1 }), serve('b', 31002, { min_residency_s: 1.5 })]);
     assert.deepEqual(issues(own), [
-      'serves.toml: serves[0].min_residency_s: must be a whole number of seconds in 0..3600 (got -1)',
-      'serves.toml: serves[1].min_residency_s: must be a whole number of seconds in 0..3600 (got 1.5)',
+      "serves.toml: serve 'a' (serves[0].min_residency_s): must be a whole number of seconds in 0..3600 (got -1)",
+      "serves.toml: serve 'b' (serves[1].min_residency_s): must be a whole number of seconds in 0..3600 (got 1.5)",
     ]);
     assert.ok(parse({ min_residency_s: 3600 }, [serve('a', 31001, { min_residency_s: 0 })]).ok);
   });
@@ -221,7 +241,7 @@ describe('min_residency_s in the manifest', () => {
     const r = parse({}, [serve('a', 31001, { class: 'resident', min_residency_s: 60 }), serve('b', 31002, { class: 'on-demand' })]);
     assert.ok(r.ok);
     assert.deepEqual(issues(r), [
-      'serves.toml: serves[0].min_residency_s: has no effect on a resident serve: only evictable serves are evicted, ' +
+      "serves.toml: serve 'a' (serves[0].min_residency_s): has no effect on a resident serve: only evictable serves are evicted, " +
         'so only they need time before they may be evicted again',
     ]);
   });

@@ -188,7 +188,7 @@ async function sequence(ctx: DemoContext): Promise<void> {
   );
   l = await printLedger(ctx);
   check(ctx, 'committed', '22528', String(totals(l).committedMib));
-  check(ctx, 'vision in the ledger', 'vision 12288 MiB (evictable, evicted)', reservationLine(l, 'vision'));
+  check(ctx, 'vision in the ledger', 'vision 12288 MiB (evictable, evicted for comfyui-sim)', reservationLine(l, 'vision'));
   check(ctx, 'routed vision request while evicted', '503', await routedVision(ctx));
 
   ctx.step = 4;

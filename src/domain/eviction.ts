@@ -154,3 +154,38 @@ export function applyEvictionAborted(state: LedgerState, acquirer: string, stopp
       }),
   };
 }
+
+/** MiB held for an acquirer while its victims drain: taken on paper, not free for anyone else. */
+export interface HeldFor {
+  serve: string;
+  vramMib: number;
+  /** The acquirer's run (its fencing token). */
+  holder: string;
+  victims: string[];
+}
+
+export function heldForAcquirers(state: LedgerState): HeldFor[] {
+  return state.reservations
+    .filter((r) => r.phase === 'pending')
+    .map((r) => ({
+      serve: r.serve,
+      vramMib: r.vramMib,
+      holder: r.holder,
+      victims: state.reservations.filter((v) => v.phase === 'evicting' && v.evictedFor === r.serve).map((v) => v.serve),
+    }));
+}
+
+/**
+ * What eviction could do for a denied request, told with the denial and never acted on:
+ * `--evict` would evict these; or it could not, because of residency windows or too few
+ * evictable MiB (and whose eviction holds the rest).
+ */
+export type EvictionOutlook =
+  { kind: 'would-evict'; victims: Victim[] } | { kind: 'resident'; windows: ResidencyWindow[] } | { kind: 'short'; evictableMib: number; held: HeldFor[] };
+
+export function evictionOutlook(state: LedgerState, vramMib: number, nowMs?: number): EvictionOutlook {
+  const plan = planEviction(state, vramMib, nowMs);
+  if (plan.kind === 'evict') return { kind: 'would-evict', victims: plan.victims };
+  if (plan.kind === 'resident') return { kind: 'resident', windows: plan.windows };
+  return { kind: 'short', evictableMib: plan.kind === 'impossible' ? plan.evictableMib : 0, held: heldForAcquirers(state) };
+}

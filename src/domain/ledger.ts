@@ -156,26 +156,47 @@ export function denialMessage(d: Extract<AdmitDecision, { decision: 'denied' }>)
   return `serves up ${d.serve} denied: over budget by ${d.shortfallMib} MiB, nothing started`;
 }
 
-function phaseLabel(r: Reservation): string {
+/** The victims an acquirer waits for: the serves being evicted for it. */
+function victimsOf(state: LedgerState, acquirer: string): string[] {
+  return state.reservations.filter((r) => r.evictedFor === acquirer && r.phase === 'evicting').map((r) => r.serve);
+}
+
+function phaseLabel(state: LedgerState, r: Reservation): string {
   switch (r.phase) {
     case 'admitted':
       return 'starting';
     case 'evicting':
       return `evicting for ${r.evictedFor ?? '?'}`;
-    case 'pending':
-      return 'waiting for victims';
+    case 'evicted':
+      return r.evictedFor ? `evicted for ${r.evictedFor}` : 'evicted';
+    case 'pending': {
+      const victims = victimsOf(state, r.serve);
+      return victims.length ? `waiting for victims ${victims.join(', ')}` : 'waiting for victims';
+    }
     default:
       return r.phase;
   }
 }
 
+/**
+ * The MiB held for acquirers, and for whom. While victims drain, the acquirer's MiB are promised
+ * on paper before the victims' are given back, so free can fall below zero: the text says how far
+ * and until what, and never prints a negative free.
+ */
+function heldAndFree(state: LedgerState, t: LedgerTotals): string {
+  const pending = state.reservations.filter((r) => r.phase === 'pending');
+  const held = t.heldMib > 0 ? `, held ${t.heldMib} MiB for ${pending.map((r) => r.serve).join(', ')}` : '';
+  if (t.freeMib >= 0) return `${held}, free ${t.freeMib} MiB`;
+  const victims = pending.flatMap((r) => victimsOf(state, r.serve));
+  const until = victims.length ? ` until ${victims.join(', ')} ${victims.length === 1 ? 'stops' : 'stop'}` : '';
+  return `${held}, free 0 MiB (overbooked by ${-t.freeMib} MiB${until})`;
+}
+
 /** Renders the ledger exactly as the field reports print it. */
 export function formatLedger(state: LedgerState): string[] {
   const t = totals(state);
-  const held = t.heldMib > 0 ? `, held ${t.heldMib} MiB` : '';
   return [
-    `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, ` +
-      `committed ${t.committedMib} MiB${held}, free ${t.freeMib} MiB`,
-    ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${phaseLabel(r)})`),
+    `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, committed ${t.committedMib} MiB${heldAndFree(state, t)}`,
+    ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${phaseLabel(state, r)})`),
   ];
 }

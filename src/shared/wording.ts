@@ -3,7 +3,8 @@
 // report reads the same facts back from history, so both word a fact the same way. Pure
 // functions of the facts; changing one changes what operators and tests read.
 
-import type { ResidencyWindow } from '../domain/eviction';
+import type { EvictionOutlook, HeldFor, ResidencyWindow } from '../domain/eviction';
+import { parseHolder } from '../domain/fence';
 import type { RouterDescription } from './contracts';
 import type { RollbackReport, VerifyReport } from './promotion';
 
@@ -23,14 +24,29 @@ export const admission = {
   overBudget: (shortfallMib: number) => `denied: over budget by ${shortfallMib} MiB`,
   /** An acquisition's denial, with what eviction could or could not do about it. */
   short: (shortfallMib: number, hint: string) => `denied: short by ${shortfallMib} MiB${hint}`,
-  evictionHint: (gpuRole: string, evictableMib: number | undefined, evict: boolean, residency?: ResidencyWindow[]) =>
-    residency?.length
-      ? `; ${residency.map(admission.resident).join('; ')}`
-      : evictableMib !== undefined
-        ? `; evictable serves on '${gpuRole}' hold only ${evictableMib} MiB`
-        : evict
-          ? ''
-          : ' (add --evict to evict evictable serves)',
+  /**
+   * What eviction could or could not do about a denial. With --evict it was tried: why it could
+   * not. Without: the --evict that would help, when one would.
+   */
+  evictionHint: (gpuRole: string, outlook: EvictionOutlook, evict: boolean, serve: string): string => {
+    if (outlook.kind === 'resident') return `; ${outlook.windows.map(admission.resident).join('; ')}`;
+    if (outlook.kind === 'would-evict') return evict ? '' : admission.suggestEvict(serve, outlook.victims);
+    return `; evictable serves on '${gpuRole}' hold only ${outlook.evictableMib} MiB${admission.held(outlook.held)}`;
+  },
+  /** A plain bring-up never evicts: its denial names the --evict that would help, or whose eviction holds the MiB. */
+  bringUpHint: (outlook: EvictionOutlook, serve: string): string =>
+    outlook.kind === 'would-evict' ? admission.suggestEvict(serve, outlook.victims) : outlook.kind === 'short' ? admission.held(outlook.held) : '',
+  suggestEvict: (serve: string, victims: readonly { serve: string; vramMib: number }[]) =>
+    ` (gpures serves up ${serve} --evict would evict ${victims.map((v) => v.serve).join(', ')}: ${victims.reduce((s, v) => s + v.vramMib, 0)} MiB)`,
+  held: (held: readonly HeldFor[]) =>
+    held
+      .map(
+        (h) =>
+          `; ${h.vramMib} MiB are held for ${h.serve}` +
+          (h.victims.length ? ` while ${h.victims.join(', ')} ${h.victims.length === 1 ? 'is' : 'are'} being evicted for it` : '') +
+          ` (${parseHolder(h.holder)?.workflowId ?? h.holder})`,
+      )
+      .join(''),
   /** Which serve, since when, and when it may be evicted: `vision came back 12 s ago and stays resident for 60 s: it may be evicted in 48 s`. */
   resident: (w: ResidencyWindow) =>
     `${w.serve} ${w.cameUpBy === 'restore' ? 'came back' : 'was acquired'} ${w.runningForS} s ago and stays resident for ${w.minResidencyS} s: ` +

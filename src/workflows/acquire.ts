@@ -4,7 +4,10 @@
 import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
 import type { ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger } from '../domain/ledger';
-import type { Victim } from '../domain/eviction';
+import type { LedgerState } from '../domain/ledger';
+import { evictionOutlook, heldForAcquirers } from '../domain/eviction';
+import type { EvictionOutlook, Victim } from '../domain/eviction';
+import type { AcquireDecision } from '../shared/messages';
 import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { admission, eviction } from '../shared/wording';
@@ -33,7 +36,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   log.begin('admit');
   const before = await act.ledgerSnapshot({ node, gpu });
   const ledgerBefore = formatLedger(before);
-  const { decision } = await whole(PATCHES.admitWhole, () =>
+  const { decision, ledger } = await whole(PATCHES.admitWhole, () =>
     act.ledgerAcquire({
       node,
       args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, evict: Boolean(input.evict), minResidencyS: serve.minResidencyS },
@@ -41,7 +44,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     }),
   );
   if (decision.decision === 'denied') {
-    const hint = admission.evictionHint(gpu.role, decision.evictableMib, Boolean(input.evict), decision.residency);
+    const hint = admission.evictionHint(gpu.role, deniedOutlook(decision, ledger, Boolean(input.evict)), Boolean(input.evict), serve.name);
     log.record('admit', admission.short(decision.shortfallMib, hint));
     throw ApplicationFailure.create({
       type: Failure.AdmissionDenied,
@@ -212,4 +215,14 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   const args = { victim: victim.name, acquirer: acquirer.serve.name, holder };
   await act.ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` });
   return record;
+}
+
+/**
+ * With --evict the ledger tried and says why it could not; without, what --evict would do,
+ * from the ledger it answered with (workflow time: the same instant on replay).
+ */
+function deniedOutlook(decision: Extract<AcquireDecision, { decision: 'denied' }>, ledger: LedgerState, evict: boolean): EvictionOutlook {
+  if (decision.residency?.length) return { kind: 'resident', windows: decision.residency };
+  if (!evict) return evictionOutlook(ledger, decision.vramMib, Date.now());
+  return { kind: 'short', evictableMib: decision.evictableMib ?? 0, held: heldForAcquirers(ledger) };
 }

@@ -5,6 +5,7 @@
 import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
 import type { ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
+import { evictionOutlook } from '../domain/eviction';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';
 import { cancelHint, holderOf } from '../domain/fence';
@@ -43,7 +44,8 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
     log.record('admit', admission.overBudget(decision.shortfallMib));
     throw ApplicationFailure.create({
       type: Failure.AdmissionDenied,
-      message: denialMessage(decision),
+      // Workflow time: the same instant on replay.
+      message: denialMessage(decision) + admission.bringUpHint(evictionOutlook(admit.ledger, serve.vramMib, Date.now()), serve.name),
       nonRetryable: true,
       details: [{ ...decision, ledger: ledgerBefore, steps: log.steps }],
     });
