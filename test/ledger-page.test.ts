@@ -273,6 +273,8 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
       assert.ok(l);
       assert.equal(l.heldMib, 8192);
       assert.ok(l.freeMib < 0, `free ${l.freeMib}: committed and held exceed the budget while vision drains`);
+      assert.match(during.text, /evicting vision \(12288 MiB\) for comfyui-sim: short by 6817 MiB/);
+      assert.doesNotMatch(during.text, /still held by this run/, 'a fence that changed nothing listed as a decision');
       assert.match(during.text, /free 0 MiB \(committed and held exceed the budget by \d+ MiB until the victims are stopped\)/);
 
       // Held for whom: the acquisition's run, linked into the Temporal UI; the same run is the operation running now.

@@ -1,10 +1,10 @@
 // The ledger's last decisions, as its history keeps them: each update it accepted (admit,
-// acquire, setPhase, release, victimReleased, abortEviction, ...) with the line `gpures audit
-// report` prints for it. A history is read again only when it has grown.
+// acquire, setPhase, beginStop, release, victimReleased, abortEviction, a fence it refused) with
+// the line `gpures audit report` prints for it. A history is read again only when it has grown.
 import type { Client } from '@temporalio/client';
 import { fetchHistoryJson } from '../audit/export';
 import { collect } from '../audit/report/collect';
-import { workflowIds } from '../shared/messages';
+import { fenceUpdate, workflowIds } from '../shared/messages';
 
 export interface LedgerDecision {
   gpuRole: string;
@@ -39,7 +39,9 @@ export class LedgerDecisions {
     const cached = this.cache.get(workflowId);
     if (cached && cached.runId === d.runId && cached.length === length) return cached.decisions;
     const { updates } = collect(await fetchHistoryJson(this.client, workflowId, d.runId), workflowId);
+    // A fence that passed changed nothing (the run still holds its serve): only a lost one is news.
     const decisions = updates
+      .filter((u) => u.name !== fenceUpdate.name || u.failure !== undefined)
       .slice(-DECISIONS_KEPT)
       .reverse()
       .map((u) => ({ gpuRole, update: u.name, ...(u.acceptedAt ? { at: u.acceptedAt } : {}), summary: u.summary }));
