@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { Client } from '@temporalio/client';
 import { buildApi } from '../src/client/api';
+import { loopbackHost, temporalUiLink } from '../src/client/ledger-page';
 import { serveAcquire, serveUp } from '../src/client/operations';
 import type { OperationOutcome } from '../src/client/operations';
 import { parseManifest } from '../src/config/manifest';
@@ -156,6 +157,16 @@ describe('the ledger page without Temporal', () => {
     await open.close();
     await closed.close();
     await client.connection.close();
+  });
+
+  test('a loopback Host is a loopback name with or without its port; a Temporal UI link encodes the workflow id', () => {
+    for (const host of ['127.0.0.1:8420', '127.0.0.1', '[::1]:8420', 'localhost:8420', 'LOCALHOST']) assert.equal(loopbackHost(host), true, host);
+    for (const host of [undefined, '', 'rebound.example:8420', '10.0.0.1:8420', '[::2]:8420', '127.0.0.1.example', '0.0.0.0:8420'])
+      assert.equal(loopbackHost(host), false, String(host));
+    assert.equal(
+      temporalUiLink(UI, 'default', 'acquire/box/comfyui-sim', 'r-1'),
+      'http://127.0.0.1:8233/namespaces/default/workflows/acquire%2Fbox%2Fcomfyui-sim/r-1',
+    );
   });
 
   test('the document: no data in it, inline style and script allowed by hash only, never cached', async () => {

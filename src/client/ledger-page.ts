@@ -56,11 +56,11 @@ function splitHolder(holder: string): { workflowId: string; runId: string } | un
   return i > 0 && i < holder.length - 1 ? { workflowId: holder.slice(0, i), runId: holder.slice(i + 1) } : undefined;
 }
 
-/** The Host header's name: `127.0.0.1:8090` → 127.0.0.1, `[::1]:8090` → ::1. */
-function hostName(host: string | undefined): string {
-  if (!host) return '';
-  if (host.startsWith('[')) return host.slice(1, host.indexOf(']'));
-  return host.replace(/:\d+$/, '');
+/** Whether a Host header names this host by a loopback name: `127.0.0.1:8090`, `[::1]:8090`, `localhost`. */
+export function loopbackHost(host: string | undefined): boolean {
+  if (!host) return false;
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '');
+  return isLoopback(name);
 }
 
 const sha256 = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
@@ -85,7 +85,7 @@ export function registerLedgerPage(app: FastifyInstance, opts: LedgerPageOptions
   const decisions = new LedgerDecisions(client);
   const html = pageHtml();
 
-  const mayRead = (req: FastifyRequest) => (opts.loopbackOnly && isLoopback(hostName(req.headers.host))) || opts.authorized(req);
+  const mayRead = (req: FastifyRequest) => (opts.loopbackOnly && loopbackHost(req.headers.host)) || opts.authorized(req);
 
   async function snapshot() {
     const node = manifest.node;
