@@ -15,7 +15,6 @@ import type { LeaseRequest } from '../shared/operations';
 import { NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { startOperation } from './start-operation';
-import { DEFAULT_TEMPORAL_UI_URL } from '../config/env';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
 import type { LedgerPageOptions } from './ledger-page';
 import type { acquireWorkflow } from '../workflows/acquire';
@@ -26,7 +25,7 @@ export interface ApiOptions {
   manifestFile: string;
   token: string;
   /** The ledger page's settings (src/client/ledger-page.ts); by default it needs the token. */
-  ledgerPage?: Partial<Pick<LedgerPageOptions, 'nvidiaSmi' | 'temporalUiUrl' | 'loopbackOnly'>>;
+  ledgerPage?: Pick<LedgerPageOptions, 'nvidiaSmi' | 'temporalUiUrl' | 'loopbackOnly'>;
 }
 
 const AcquisitionBody = z.strictObject({
@@ -146,14 +145,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     return undefined;
   });
 
-  registerLedgerPage(app, {
-    client,
-    manifest,
-    nvidiaSmi: opts.ledgerPage?.nvidiaSmi ?? 'nvidia-smi',
-    temporalUiUrl: opts.ledgerPage?.temporalUiUrl ?? DEFAULT_TEMPORAL_UI_URL,
-    loopbackOnly: opts.ledgerPage?.loopbackOnly ?? false,
-    authorized: (req) => tokenMatches(req.headers.authorization, opts.token),
-  });
+  registerLedgerPage(app, { client, manifest, ...opts.ledgerPage, authorized: (req) => tokenMatches(req.headers.authorization, opts.token) });
 
   app.post('/v1/acquisitions', async (req, reply) => {
     const parsed = AcquisitionBody.safeParse(req.body);

@@ -12,6 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DEFAULT_TEMPORAL_UI_URL } from '../config/env';
 import { isLoopback } from '../domain/manifest';
 import type { Manifest } from '../domain/types';
 import { LedgerDecisions } from './ledger-decisions';
@@ -28,12 +29,12 @@ export const DECISIONS_SHOWN = 15;
 export interface LedgerPageOptions {
   client: Client;
   manifest: Manifest;
-  /** nvidia-smi's binary, as `gpures ledger` runs it (GPURES_NVIDIA_SMI). */
-  nvidiaSmi: string;
+  /** nvidia-smi's binary, as `gpures ledger` runs it (GPURES_NVIDIA_SMI; default nvidia-smi). */
+  nvidiaSmi?: string;
   /** The Temporal UI the page links operations into (GPURES_TEMPORAL_UI_URL), without a trailing slash. */
-  temporalUiUrl: string;
-  /** The API listens on loopback addresses only: a loopback Host reads without the token. */
-  loopbackOnly: boolean;
+  temporalUiUrl?: string;
+  /** The API listens on loopback addresses only: a loopback Host reads without the token. By default the token is needed. */
+  loopbackOnly?: boolean;
   /** Whether the request carries the API's token. */
   authorized: (req: FastifyRequest) => boolean;
 }
@@ -82,19 +83,21 @@ function noStore(reply: FastifyReply): FastifyReply {
 
 export function registerLedgerPage(app: FastifyInstance, opts: LedgerPageOptions): void {
   const { client, manifest } = opts;
+  const nvidiaSmi = opts.nvidiaSmi ?? 'nvidia-smi';
+  const ui = opts.temporalUiUrl ?? DEFAULT_TEMPORAL_UI_URL;
   const decisions = new LedgerDecisions(client);
   const html = pageHtml();
 
-  const mayRead = (req: FastifyRequest) => (opts.loopbackOnly && loopbackHost(req.headers.host)) || opts.authorized(req);
+  const mayRead = (req: FastifyRequest) => (opts.loopbackOnly === true && loopbackHost(req.headers.host)) || opts.authorized(req);
 
   async function snapshot() {
     const node = manifest.node;
-    const [local, operations] = await Promise.all([readLocalLedger(client, manifest, opts.nvidiaSmi, readNodeLedgers), serveOperationsRunning(client, node)]);
+    const [local, operations] = await Promise.all([readLocalLedger(client, manifest, nvidiaSmi, readNodeLedgers), serveOperationsRunning(client, node)]);
     const ledgers = local.rows.map(ledgerRowJson);
     // Decisions are history, read beside the figures: one ledger's refused read leaves the others'.
     const decided = await Promise.all(ledgers.map((l) => decisions.latest(node, l.gpuRole).catch((): LedgerDecision[] => [])));
     const namespace = client.options.namespace;
-    const link = (workflowId: string, runId: string) => temporalUiLink(opts.temporalUiUrl, namespace, workflowId, runId);
+    const link = (workflowId: string, runId: string) => temporalUiLink(ui, namespace, workflowId, runId);
     const links: Record<string, string> = {};
     for (const l of ledgers) {
       for (const r of l.reservations) {
@@ -108,7 +111,7 @@ export function registerLedgerPage(app: FastifyInstance, opts: LedgerPageOptions
       node,
       readAt: new Date().toISOString(),
       namespace,
-      temporalUi: opts.temporalUiUrl,
+      temporalUi: ui,
       ledgers,
       ...(local.nvidiaSmiError ? { nvidiaSmiError: local.nvidiaSmiError } : {}),
       serves: manifest.serves.map((s) => ({ name: s.name, gpuRole: s.gpuRole, class: s.class, vramMib: s.vramMib, routerTier: s.routerTier ?? null })),
