@@ -293,7 +293,7 @@ async function poll() {
   try {
     const res = await fetch('/v1/ledger', { headers: token ? { authorization: 'Bearer ' + token } : {}, signal: ctl.signal, cache: 'no-store' });
     if (res.status === 401) {
-      showTokenForm(token ? 'The API refused this token.' : 'This API listens beyond loopback: enter its token (GPURES_API_TOKEN).');
+      showTokenForm(token ? 'The API refused this token.' : 'This API needs its token here (it listens beyond loopback, or was reached by another name): enter GPURES_API_TOKEN.');
       return;
     }
     const body = await res.json();
