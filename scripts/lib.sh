@@ -46,6 +46,7 @@ _gpures_toolchain="$(node -e '
     TEMPORAL_SERVER_SQL_TOOL_PACKAGE: c.temporalServer.sqlToolPackage,
     TEMPORAL_SERVER_SCHEMA_DIR: c.temporalServer.schemaDir,
     GPURES_POSTGRES_APT_PACKAGE: c.postgres.aptPackage,
+    GPURES_TEST_BROWSER_APT_PACKAGE: c.testBrowser.aptPackage,
     GPURES_CACHE_UNDER_HOME: c.cacheUnderHome,
     GPURES_DOCKER_SOCK: c.testDockerd.socket,
     GPURES_DOCKER_DATA_ROOT: c.testDockerd.dataRoot,

@@ -5,7 +5,8 @@
 #            dockerd on unix:///run/gpures/docker.sock, and the gpures/fake-vllm:test and
 #            gpures/fake-router:test images (built by dist/src/dev/images-main.js); and for the
 #            production-shaped Temporal (scripts/temporal-prod.sh, the durability tests): PostgreSQL 15
-#            (apt) and temporal-server + temporal-sql-tool (built once with go install).
+#            (apt) and temporal-server + temporal-sql-tool (built once with go install); and Chromium
+#            (apt) for the ledger page's browser test.
 # Paths, the CLI tag and the image names: config/toolchain.json.
 # Idempotent: a second run only re-checks and rebuilds dist/.
 set -euo pipefail
@@ -71,8 +72,9 @@ no_main_cluster() {
 
 if [[ $with_test -eq 1 ]]; then
   no_main_cluster
-  # iproute2: the fleet test puts each node's worker in a network namespace of its own.
-  ensure_apt_packages docker.io busybox-static iproute2 "$GPURES_POSTGRES_APT_PACKAGE"
+  # iproute2: the fleet test puts each node's worker in a network namespace of its own; chromium:
+  # the ledger page's test drives Debian's browser (playwright-core downloads none).
+  ensure_apt_packages docker.io busybox-static iproute2 "$GPURES_POSTGRES_APT_PACKAGE" "$GPURES_TEST_BROWSER_APT_PACKAGE"
   server_dir="$(temporal_server_bins)"
   log "temporal-server and temporal-sql-tool: $server_dir"
   ensure_dockerd

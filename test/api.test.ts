@@ -3,7 +3,6 @@
 // process printing what it actually bound, and a GET that shows only its own node's acquisitions.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Client } from '@temporalio/client';
@@ -11,7 +10,9 @@ import type { InjectOptions } from 'fastify';
 import { buildApi, MIN_API_TOKEN_CHARS } from '../src/client/api';
 import { parseManifest } from '../src/config/manifest';
 import { NODE_ANSWER_MS, taskQueueFor, workflowIds } from '../src/shared/messages';
-import { gpures, GPURES, ROOT, show } from './support/cli';
+import { gpures, show } from './support/cli';
+import { startApiProcess } from './support/api-process';
+import type { ApiProcess } from './support/api-process';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { uniqueNode } from './support/box';
@@ -217,36 +218,10 @@ describe('acquisition API against a real dev server', () => {
     }
   });
 
-  /** `gpures api ARGS` until it prints where it listens; then the addresses it printed and a stop. */
-  async function startApi(args: string[]): Promise<{ printed: string; stop: () => Promise<number | null> }> {
-    const child = spawn(process.execPath, [GPURES, 'api', '--manifest', file, '--port', '0', ...args], {
-      cwd: ROOT,
-      env: { ...process.env, GPURES_API_TOKEN: TOKEN, TEMPORAL_ADDRESS: temporal.address },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    const printed = await new Promise<string>((ok, fail) => {
-      const timer = setTimeout(() => fail(new Error(`not listening within 30 s: ${stderr}`)), 30_000);
-      child.stderr.setEncoding('utf8');
-      child.stderr.on('data', (chunk: string) => {
-        stderr += chunk;
-        const m = /listening on (.*)\n/.exec(stderr);
-        if (m?.[1]) {
-          clearTimeout(timer);
-          ok(m[1]);
-        }
-      });
-      child.once('exit', (code) => fail(new Error(`gpures api exited ${code}: ${stderr}`)));
-    });
-    assert.ok(!stderr.includes(TOKEN), 'the token is printed');
-    return {
-      printed,
-      stop: () =>
-        new Promise((ok) => {
-          child.once('exit', (code) => ok(code));
-          child.kill('SIGTERM');
-        }),
-    };
+  async function startApi(args: string[]): Promise<ApiProcess> {
+    const api = await startApiProcess(file, args, { GPURES_API_TOKEN: TOKEN, TEMPORAL_ADDRESS: temporal.address });
+    assert.ok(!api.stderr().includes(TOKEN), 'the token is printed');
+    return api;
   }
 
   test('gpures api prints the address it bound: loopback by default, and 0.0.0.0 as every interface', async () => {

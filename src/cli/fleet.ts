@@ -10,7 +10,7 @@ import { ledgerNodes, readNodeLedgers } from '../client/fleet';
 import type { NodeLedgers } from '../client/fleet';
 import { nodeLeases } from '../client/lease';
 import { CliError, EXIT } from './exit-codes';
-import { workflowPollers } from './temporal';
+import { workflowPollers } from '../client/node-ledgers';
 
 export interface FleetOpts {
   all?: boolean;

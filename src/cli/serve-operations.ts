@@ -10,7 +10,8 @@ import type { OperationOutcome } from '../client/operations';
 import type { CommandContext, Rendered } from './command';
 import { operationsExit } from './exit-codes';
 import { checkServes, gpuRolesOf, loadManifest, manifestPath } from './manifest';
-import { ledgerJson, readLedgers, requireWorker, withClient } from './temporal';
+import { readLedgers, requireWorker, withClient } from './temporal';
+import { ledgerJson } from '../client/node-ledgers';
 
 export interface ServeOpts {
   manifest?: string;

@@ -2,14 +2,12 @@
 // missing worker is one line for the operator (exit 4) rather than a hang or a stack trace.
 import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
-import { totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { NODE_ANSWER_MS, taskQueueFor } from '../shared/messages';
 import { connectClient, TemporalConfigError, TemporalUnreachable } from '../client/connection';
 import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
-import { ledgerSnapshots } from '../client/operations';
+import { NodeUnanswered, readNodeLedgers, requirePoller } from '../client/node-ledgers';
 import { CliError, EXIT } from './exit-codes';
 
 /** A connection, or the one line that says why not: a configuration to fix (exit 2), or a server that did not answer (exit 4). */
@@ -32,43 +30,13 @@ export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise
   }
 }
 
-/**
- * How many workflow pollers the server saw on the node's task queue lately (its poller history
- * keeps a few minutes); undefined when it would not say. Zero means no worker can answer.
- */
-export async function workflowPollers(client: Client, node: string): Promise<number | undefined> {
+/** A node no worker answers for is the operator's one line, exit 4. */
+async function unreachableAsExit<T>(fn: () => Promise<T>): Promise<T> {
   try {
-    const { pollers } = await client.workflowService.describeTaskQueue({
-      namespace: client.options.namespace,
-      taskQueue: { name: taskQueueFor(node) },
-      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-    });
-    return pollers?.length ?? 0;
-  } catch {
-    // Only advice: the call that matters reports for itself.
-    return undefined;
-  }
-}
-
-/** A worker that has only just started may not have polled yet: look again for about a second. */
-const POLLER_CHECKS = 3;
-const POLLER_CHECK_INTERVAL_MS = 500;
-
-/**
- * With no poller on the node's task queue no worker can answer, and that is known at once (exit
- * 4); before an operation the refusal says too that nothing was started.
- */
-async function requirePoller(client: Client, node: string, operation = false): Promise<void> {
-  for (let check = 1; ; check++) {
-    if ((await workflowPollers(client, node)) !== 0) return;
-    if (check === POLLER_CHECKS) {
-      throw new CliError(
-        `node '${node}': no worker polls task queue ${taskQueueFor(node)}, so nothing can answer its ledger; ` +
-          `${operation ? 'nothing was started: ' : ''}start \`gpures worker\` for node '${node}'`,
-        EXIT.unreachable,
-      );
-    }
-    await new Promise((r) => setTimeout(r, POLLER_CHECK_INTERVAL_MS));
+    return await fn();
+  } catch (err) {
+    if (err instanceof NodeUnanswered) throw new CliError(err.message, EXIT.unreachable);
+    throw err;
   }
 }
 
@@ -82,7 +50,7 @@ async function requirePoller(client: Client, node: string, operation = false): P
  */
 export async function requireWorker(client: Client, manifest: Manifest, gpuRoles: readonly string[], note: (line: string) => void): Promise<void> {
   const node = manifest.node;
-  await requirePoller(client, node, true);
+  await unreachableAsExit(() => requirePoller(client, node, true));
   const ledger = new LedgerClient(client);
   const roles = manifest.gpus.filter((g) => gpuRoles.includes(g.role)).map((g) => g.role);
   try {
@@ -103,31 +71,9 @@ export async function requireWorker(client: Client, manifest: Manifest, gpuRoles
   }
 }
 
-/**
- * The ledger answers only through a running worker: say so in one line (exit 4) instead of a
- * stack trace. With no poller on the task queue that is known at once; a worker that died in
- * the last few minutes still counts as a poller, and then the query's own deadline tells.
- */
-export async function readLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
-  const node = manifest.node;
-  await requirePoller(client, node);
-  try {
-    return await ledgerSnapshots(client, manifest);
-  } catch (err) {
-    if (err instanceof LedgerUnanswered) throw new CliError(err.message, EXIT.unreachable);
-    if (err instanceof ServiceError) {
-      throw new CliError(
-        `node '${node}': the ledger did not answer (${err.message}); is \`gpures worker\` running for it (task queue ${taskQueueFor(node)})?`,
-        EXIT.unreachable,
-      );
-    }
-    throw err;
-  }
-}
-
-/** A ledger as --json prints it: its reservations with the totals a person reads in its text. */
-export function ledgerJson(l: LedgerState) {
-  return { ...l, ...totals(l) };
+/** The node's ledgers (src/client/node-ledgers.ts); no worker to answer them is exit 4. */
+export function readLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
+  return unreachableAsExit(() => readNodeLedgers(client, manifest));
 }
 
 /** fetchHistory lets the raw gRPC error through: status 5 is NOT_FOUND. */

@@ -15,6 +15,8 @@ import type { LeaseRequest } from '../shared/operations';
 import { NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { startOperation } from './start-operation';
+import { checksOwnReader, registerLedgerPage } from './ledger-page';
+import type { LedgerPageOptions } from './ledger-page';
 import type { acquireWorkflow } from '../workflows/acquire';
 
 export interface ApiOptions {
@@ -22,6 +24,8 @@ export interface ApiOptions {
   manifest: Manifest;
   manifestFile: string;
   token: string;
+  /** The ledger page's settings (src/client/ledger-page.ts); by default it needs the token. */
+  ledgerPage?: Pick<LedgerPageOptions, 'nvidiaSmi' | 'temporalUiUrl' | 'loopbackOnly'>;
 }
 
 const AcquisitionBody = z.strictObject({
@@ -134,11 +138,14 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   app.setNotFoundHandler(async (req, reply) => reply.code(404).send({ error: { type: 'not_found', message: `no route ${req.method} ${req.url}` } }));
 
   app.addHook('onRequest', async (req, reply) => {
+    if (checksOwnReader(req)) return undefined;
     if (!tokenMatches(req.headers.authorization, opts.token)) {
       return reply.code(401).send({ error: { type: 'unauthorized', message: 'missing or wrong bearer token' } });
     }
     return undefined;
   });
+
+  registerLedgerPage(app, { client, manifest, ...opts.ledgerPage, authorized: (req) => tokenMatches(req.headers.authorization, opts.token) });
 
   app.post('/v1/acquisitions', async (req, reply) => {
     const parsed = AcquisitionBody.safeParse(req.body);

@@ -4,7 +4,7 @@ import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../domain/ledger';
 import { formatDuration } from '../domain/lease';
 import type { Manifest } from '../domain/types';
-import { progressQuery, workflowIds } from '../shared/messages';
+import { progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { followOperation, startOperation } from './start-operation';
 import type { Settled } from './start-operation';
@@ -69,4 +69,34 @@ export function serveAcquire(client: Client, node: string, input: AcquireInput, 
 export async function ledgerSnapshots(client: Client, manifest: Manifest): Promise<LedgerState[]> {
   const ledger = new LedgerClient(client);
   return Promise.all(manifest.gpus.map((gpu) => ledger.snapshot(manifest.node, gpu)));
+}
+
+/** An operation under way on one of the node's serves. */
+export interface RunningOperation {
+  serve: string;
+  workflowId: string;
+  runId: string;
+  workflowType: string;
+  /** When it started (ISO). */
+  since: string;
+}
+
+const SERVE_OPERATION_ID = /^(?:serves-up|serves-down|acquire)\/[^/]+\/(.+)$/;
+
+/**
+ * The serve operations (bring-ups, bring-downs, acquisitions) running on the node, from
+ * visibility: advice, so a list Temporal refuses is none (the ledger is the answer).
+ */
+export async function serveOperationsRunning(client: Client, node: string): Promise<RunningOperation[]> {
+  const out: RunningOperation[] = [];
+  try {
+    const query = `TaskQueue = '${taskQueueFor(node)}' AND ExecutionStatus = 'Running' AND WorkflowType != 'ledgerWorkflow'`;
+    for await (const wf of client.workflow.list({ query })) {
+      const serve = SERVE_OPERATION_ID.exec(wf.workflowId)?.[1];
+      if (serve) out.push({ serve, workflowId: wf.workflowId, runId: wf.runId, workflowType: wf.type, since: wf.startTime.toISOString() });
+    }
+  } catch {
+    // Visibility is advice here.
+  }
+  return out;
 }

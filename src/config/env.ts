@@ -176,6 +176,9 @@ export function promotionEnv(env: Env, checkConfigPath: (path: string) => void =
 // ---------------------------------------------------------------------------------------------
 // The CLI (for src/cli/: what it reads today by hand)
 
+/** The dev server's own UI (`temporal server start-dev` serves it on its port + 1000). */
+export const DEFAULT_TEMPORAL_UI_URL = 'http://127.0.0.1:8233';
+
 export interface CliEnv {
   /** GPURES_MANIFEST: the manifest when --manifest is not given (empty is kept, as today). */
   manifest?: string;
@@ -185,6 +188,8 @@ export interface CliEnv {
   apiToken: string;
   /** GPURES_NVIDIA_SMI (default nvidia-smi). */
   nvidiaSmi: string;
+  /** GPURES_TEMPORAL_UI_URL: the Temporal UI the ledger page links into (default http://127.0.0.1:8233, the dev server's). */
+  temporalUiUrl: string;
 }
 
 export function cliEnv(env: Env): CliEnv {
@@ -195,6 +200,7 @@ export function cliEnv(env: Env): CliEnv {
     ...(routerConfig !== undefined ? { routerConfig } : {}),
     apiToken: read(env, 'GPURES_API_TOKEN', raw) ?? '',
     nvidiaSmi: read(env, 'GPURES_NVIDIA_SMI', raw) ?? 'nvidia-smi',
+    temporalUiUrl: read(env, 'GPURES_TEMPORAL_UI_URL', httpBase) ?? DEFAULT_TEMPORAL_UI_URL,
   };
 }
 

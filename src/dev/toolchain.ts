@@ -29,6 +29,9 @@ export const TEST_DOCKERD = toolchain.testDockerd;
 /** The test images' default names; GPURES_TEST_IMAGE and GPURES_ROUTER_TEST_IMAGE override them. */
 export const TEST_IMAGES = toolchain.testImages;
 
+/** Debian's Chromium, for the ledger page's test (test/support/chromium.ts). */
+export const TEST_BROWSER = { aptPackage: toolchain.testBrowser.aptPackage, executable: toolchain.testBrowser.executable };
+
 /** Where the set-up keeps what it builds outside the checkout: $GPURES_CACHE, else under $HOME. */
 export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return devServerEnv(env).cacheDir;

@@ -93,6 +93,14 @@ export function totals(state: LedgerState): LedgerTotals {
   return { budgetMib, committedMib, heldMib, freeMib: budgetMib - committedMib - heldMib };
 }
 
+/**
+ * Free MiB as a person reads them: never negative. While victims drain, an acquirer's held MiB and
+ * its victims' still-committed MiB exceed the budget until the victims are stopped.
+ */
+export function freeText(freeMib: number): string {
+  return freeMib >= 0 ? `free ${freeMib} MiB` : `free 0 MiB (over budget by ${-freeMib} MiB while victims drain)`;
+}
+
 /** Any entry for the serve, evicted ones included. */
 export function findReservation(state: LedgerState, serve: string): Reservation | undefined {
   return state.reservations.find((r) => r.serve === serve);

@@ -3,10 +3,20 @@
 // renamed, removed or added without a line here fails to compile; anything a history holds that
 // this code does not know is shown as compact JSON. Where a line states what a workflow's step
 // also states (a stop, a readmit, a release), it is worded by src/shared/wording.ts, as there.
-import { totals } from '../../domain/ledger';
+import { freeText, totals } from '../../domain/ledger';
 import type { LedgerState } from '../../domain/ledger';
+import type { StopDecision } from '../../domain/fence';
 import type { AcquireDecision, LedgerAbortArgs, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../../shared/messages';
-import { abortEvictionUpdate, acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, victimReleasedUpdate } from '../../shared/messages';
+import {
+  abortEvictionUpdate,
+  acquireUpdate,
+  admitUpdate,
+  beginStopUpdate,
+  fenceUpdate,
+  releaseUpdate,
+  setPhaseUpdate,
+  victimReleasedUpdate,
+} from '../../shared/messages';
 import { bringDown, eviction, start } from '../../shared/wording';
 import type { ActivityInput, ActivityName, ActivityResult, FailureEvidence } from './model';
 import { compact, fields, ledgerIn, num, obj, str, strs, txt } from './read';
@@ -20,7 +30,7 @@ type Summary<K extends ActivityName> = (
 
 export function ledgerTotalsLine(l: LedgerState): string {
   const t = totals(l);
-  return `committed ${t.committedMib} MiB, free ${t.freeMib} MiB${t.heldMib ? `, held ${t.heldMib} MiB` : ''}`;
+  return `committed ${t.committedMib} MiB, ${freeText(t.freeMib)}${t.heldMib ? `, held ${t.heldMib} MiB` : ''}`;
 }
 
 function decisionLine(decision: unknown): string {
@@ -30,7 +40,7 @@ function decisionLine(decision: unknown): string {
     case 'admitted':
       return `admitted ${txt(d.serve)} ${txt(d.vramMib)} MiB, free after ${txt(d.freeAfterMib)} MiB`;
     case 'denied':
-      return `denied ${txt(d.serve)}: asked ${txt(d.vramMib)} MiB, free ${txt(d.freeMib)} MiB, over budget by ${txt(d.shortfallMib)} MiB${
+      return `denied ${txt(d.serve)}: asked ${txt(d.vramMib)} MiB, free ${typeof d.freeMib === 'number' ? Math.max(0, d.freeMib) : txt(d.freeMib)} MiB, over budget by ${txt(d.shortfallMib)} MiB${
         d.evictableMib !== undefined ? `; evictable only ${txt(d.evictableMib)} MiB` : ''
       }`;
     case 'evicting': {
@@ -56,6 +66,23 @@ function gpuLine(g: Loose<GpuReading> | null | undefined): string {
 function withLedger(what: string, result: unknown): string | undefined {
   const l = ledgerIn(result);
   return l ? `${what}${ledgerTotalsLine(l)}` : undefined;
+}
+
+/** A bring-down's claim on its serve, as the ledger decided it. */
+function stopLine(answer: Obj | undefined): string {
+  const d = answer as Loose<StopDecision> | undefined;
+  switch (d?.decision) {
+    case 'taken':
+      return `${txt(d.serve)} taken to stop (${txt(d.vramMib)} MiB, was ${txt(d.from)})`;
+    case 'absent':
+      return `${txt(d.serve)}: no reservation, held at 0 MiB while a stray container is stopped`;
+    case 'evicted':
+      return `${txt(d.serve)}: evicted${d.evictedFor ? ` for ${txt(d.evictedFor)}` : ''}, stays down`;
+    case 'busy':
+      return `${txt(d.serve)} busy: held by ${txt(obj(d.operation)?.['holder'])}`;
+    default:
+      return compact(answer);
+  }
 }
 
 /** A release's answer: the MiB it gave back, or that it held none. */
@@ -196,6 +223,8 @@ const UPDATE_SUMMARIES: Record<string, ((request: Obj | undefined, result: Obj |
     const req = request as Loose<LedgerVictimArgs> | undefined;
     return `${txt(req?.victim)}'s MiB handed to ${txt(req?.acquirer)}${tail}`;
   },
+  [fenceUpdate.name]: (_req, res, tail) => `${txt(res?.['serve'])} still held by this run (${txt(res?.['phase'])})${tail}`,
+  [beginStopUpdate.name]: (_req, res, tail) => `${stopLine(res)}${tail}`,
   [abortEvictionUpdate.name]: (request, _res, tail) => `eviction for ${txt((request as Loose<LedgerAbortArgs> | undefined)?.acquirer)} abandoned${tail}`,
 };
 

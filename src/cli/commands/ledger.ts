@@ -1,25 +1,15 @@
 // gpures ledger: the per-GPU ledger, and beside it what nvidia-smi sees on this box, if it has one;
 // with --all every node's ledgers, with --node one node's, found from Temporal.
-import { formatPhysical, physicalTruth } from '../../domain/physical';
-import type { GpuReading } from '../../shared/contracts';
+import { formatPhysical } from '../../domain/physical';
 import type { CommandContext, Rendered } from '../command';
 import { EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
-import { ledgerJson, readLedgers, withClient } from '../temporal';
-import { runningLeases } from '../../client/lease';
-import { heldLeases, leasesOn, withLeaseLines } from '../leases';
+import { readLedgers, withClient } from '../temporal';
+import { ledgerJson } from '../../client/node-ledgers';
+import { heldLeases, leasesOn, ledgerRowJson, readLocalLedger } from '../../client/ledger-view';
+import { withLeaseLines } from '../leases';
 import { answeredText, fleetExit, fleetTarget, readFleet, unansweredRow } from '../fleet';
 import type { FleetOpts } from '../fleet';
-
-/** nvidia-smi on this box, if it has one: the ledger is printed either way. */
-async function readDevices(binary: string): Promise<{ ok: true; gpus: GpuReading[] } | { ok: false; error: string }> {
-  const { NvidiaSmi } = await import('../../adapters/gpu/nvidia-smi');
-  try {
-    return { ok: true, gpus: await new NvidiaSmi({ binary }).readGpus() };
-  } catch (err) {
-    return { ok: false, error: `not available (${(err as Error).message})` };
-  }
-}
 
 /** Every node's ledgers (--all) or one node's (--node), found from Temporal: no nvidia-smi, which only this box has. */
 async function fleetLedger(node: string | null, ctx: CommandContext): Promise<Rendered> {
@@ -49,18 +39,12 @@ export async function ledger(input: FleetOpts, ctx: CommandContext): Promise<Ren
   const target = fleetTarget(input);
   if (target !== undefined) return fleetLedger(target, ctx);
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
-  const [ledgers, leases] = await withClient((client) => Promise.all([readLedgers(client, manifest), runningLeases(client, manifest.node)]));
-  const held = heldLeases(ledgers, leases, Date.now());
-  const readings = await readDevices(ctx.env.nvidiaSmi);
+  const { rows, nvidiaSmiError } = await withClient((client) => readLocalLedger(client, manifest, ctx.env.nvidiaSmi, readLedgers));
   // The ledger's own lines stay exactly the field report's shape; a missing probe is a note.
-  if (!readings.ok) ctx.note(`nvidia-smi: ${readings.error}`);
-  const rows = ledgers.map((l) => {
-    const reading = readings.ok ? readings.gpus.find((g) => g.uuid === l.gpuUuid) : undefined;
-    return { ledger: l, physical: reading ? physicalTruth(l, reading) : undefined };
-  });
+  if (nvidiaSmiError) ctx.note(`nvidia-smi: ${nvidiaSmiError}`);
   return {
-    data: rows.map((r) => ({ ...ledgerJson(r.ledger), leases: leasesOn(r.ledger, held), physical: r.physical ?? null })),
-    text: rows.flatMap((r) => [...withLeaseLines(r.ledger, held), ...(r.physical ? formatPhysical(r.physical) : [])]),
+    data: rows.map(ledgerRowJson),
+    text: rows.flatMap((r) => [...withLeaseLines(r.ledger, r.held), ...(r.physical ? formatPhysical(r.physical) : [])]),
     exitCode: EXIT.ok,
   };
 }

@@ -3,30 +3,20 @@
 import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../../domain/ledger';
 import type { Manifest } from '../../domain/types';
-import { taskQueueFor } from '../../shared/messages';
 import { runningLeases } from '../../client/lease';
+import { serveOperationsRunning } from '../../client/operations';
 import type { CommandContext, Rendered } from '../command';
 import { EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
 import { readLedgers, withClient } from '../temporal';
-import { heldLeases } from '../leases';
-import type { HeldLease } from '../leases';
+import { heldLeases } from '../../client/ledger-view';
+import type { HeldLease } from '../../client/ledger-view';
 import { answeredText, fleetExit, fleetTarget, readFleet, unansweredRow } from '../fleet';
 import type { FleetOpts } from '../fleet';
 
 /** Operations under way on the node, by serve: what `serves status` shows beside the ledger. */
 async function runningOperations(client: Client, node: string): Promise<Map<string, { workflowId: string; since: string }>> {
-  const out = new Map<string, { workflowId: string; since: string }>();
-  try {
-    const query = `TaskQueue = '${taskQueueFor(node)}' AND ExecutionStatus = 'Running' AND WorkflowType != 'ledgerWorkflow'`;
-    for await (const wf of client.workflow.list({ query })) {
-      const serve = /^(?:serves-up|serves-down|acquire)\/[^/]+\/(.+)$/.exec(wf.workflowId)?.[1];
-      if (serve) out.set(serve, { workflowId: wf.workflowId, since: wf.startTime.toISOString() });
-    }
-  } catch {
-    // Visibility is advice here; the ledger is the answer.
-  }
-  return out;
+  return new Map((await serveOperationsRunning(client, node)).map((o) => [o.serve, { workflowId: o.workflowId, since: o.since }]));
 }
 
 function statusLines(manifest: Manifest, ledgers: LedgerState[]): { serve: string; gpuRole: string; class: string; vramMib: number; state: string }[] {
