@@ -55,9 +55,9 @@ describe('eviction planning', () => {
     // While vision drains its MiB still count and the acquirer's are held: nothing else fits.
     assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 26624, heldMib: 8192, freeMib: -6817 });
     assert.equal(decideAdmit(l, { serve: 'small', vramMib: 100, class: 'resident', holder: 's' }).decision, 'denied');
-    // The text never shows the negative free: it says held for whom, and overbooked until what.
+    // The text never shows the negative free: it says held for whom, and over budget until what.
     assert.deepEqual(formatLedger(l), [
-      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26624 MiB, held 8192 MiB for comfyui-sim, free 0 MiB (overbooked by 6817 MiB until vision stops)",
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26624 MiB, held 8192 MiB for comfyui-sim, free 0 MiB (over budget by 6817 MiB until vision stops)",
       '  fast 14336 MiB (resident, running)',
       '  vision 12288 MiB (evictable, evicting for comfyui-sim)',
       '  comfyui-sim 8192 MiB (on-demand, waiting for victims vision)',

@@ -97,8 +97,10 @@ export function totals(state: LedgerState): LedgerTotals {
  * Free MiB as a person reads them: never negative. While victims drain, an acquirer's held MiB and
  * its victims' still-committed MiB exceed the budget until the victims are stopped.
  */
-export function freeText(freeMib: number): string {
-  return freeMib >= 0 ? `free ${freeMib} MiB` : `free 0 MiB (over budget by ${-freeMib} MiB while victims drain)`;
+export function freeText(freeMib: number, victims: readonly string[] = []): string {
+  if (freeMib >= 0) return `free ${freeMib} MiB`;
+  const until = victims.length ? `until ${victims.join(', ')} ${victims.length === 1 ? 'stops' : 'stop'}` : 'while victims drain';
+  return `free 0 MiB (over budget by ${-freeMib} MiB ${until})`;
 }
 
 /** Any entry for the serve, evicted ones included. */
@@ -194,10 +196,10 @@ function phaseLabel(state: LedgerState, r: Reservation): string {
 function heldAndFree(state: LedgerState, t: LedgerTotals): string {
   const pending = state.reservations.filter((r) => r.phase === 'pending');
   const held = t.heldMib > 0 ? `, held ${t.heldMib} MiB for ${pending.map((r) => r.serve).join(', ')}` : '';
-  if (t.freeMib >= 0) return `${held}, free ${t.freeMib} MiB`;
-  const victims = pending.flatMap((r) => victimsOf(state, r.serve));
-  const until = victims.length ? ` until ${victims.join(', ')} ${victims.length === 1 ? 'stops' : 'stop'}` : '';
-  return `${held}, free 0 MiB (overbooked by ${-t.freeMib} MiB${until})`;
+  return `${held}, ${freeText(
+    t.freeMib,
+    pending.flatMap((r) => victimsOf(state, r.serve)),
+  )}`;
 }
 
 /** Renders the ledger exactly as the field reports print it. */
