@@ -21,7 +21,7 @@ export async function api(input: { manifest?: string; host: string; port: string
   const problem = apiTokenProblem(token);
   if (problem) throw new CliError(problem, EXIT.badInput);
   const conn = await connectOrExit();
-  const app = buildApi({ client: conn.client, manifest, manifestFile: file, token });
+  const app = buildApi({ client: conn.client, manifest, manifestFile: file, token, processMetrics: true });
   await app.listen({ host: input.host, port });
   ctx.note(`acquisition API for node '${manifest.node}' listening on ${boundAddresses(app).join(', ')}`);
   await ctx.stopped();
