@@ -71,7 +71,7 @@ describe("the worker's log", () => {
     log.warn('Workflow failed', { workflowType: 'bringUpWorkflow', workflowId: 'up/box/ocr', error: { message: 'no 200' }, [OUTCOME_LOG_ATTRIBUTE]: 'failed' });
     assert.equal(lines.length, 2);
     assert.equal(lines[0]?.level, 'INFO');
-    assert.equal(lines[0]?.message, 'bringUpWorkflow up/box/vision denied: serves up vision denied: over budget by 10401 MiB, nothing started');
+    assert.equal(lines[0]?.message, 'bringUpWorkflow up/box/vision: serves up vision denied: over budget by 10401 MiB, nothing started');
     assert.equal(Object.keys(lines[0]?.meta ?? {}).length, 0, 'no error, no stack');
     assert.equal(lines[1]?.level, 'WARN');
     assert.deepEqual(lines[1]?.meta?.['error'], { message: 'no 200' });

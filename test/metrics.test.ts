@@ -184,7 +184,9 @@ describe('/metrics of the worker, the router and the acquisition API during an e
     assert.equal(await operations('bring-up', 'failed'), 0);
 
     const log = box.worker.stderr();
-    const denials = log.split('\n').filter((line) => /\[INFO\] bringUpWorkflow \S+ denied: /.test(line));
+    const denials = log
+      .split('\n')
+      .filter((line) => /\[INFO\] bringUpWorkflow \S+: serves up comfyui-sim denied: over budget by \d+ MiB, nothing started$/.test(line));
     assert.equal(denials.length, 2, log);
     assert.ok(
       denials.some((line) => line.includes(`metrics-direct-${node}`)),

@@ -8,8 +8,9 @@ import { OUTCOME_LOG_ATTRIBUTE } from '../shared/operation-metrics';
 /** The one line for a denied run: which operation, and the ledger's words. */
 export function denialLine(meta: LogMetadata): string {
   const error = meta['error'] as { message?: unknown } | undefined;
-  const said = typeof error?.message === 'string' ? error.message.replace(/\s*\n\s*/g, ' ') : 'denied';
-  return `${String(meta['workflowType'] ?? 'workflow')} ${String(meta['workflowId'] ?? '?')} denied: ${said}`;
+  const said = typeof error?.message === 'string' ? error.message.replace(/\s*\n\s*/g, ' ') : '';
+  // The ledger's message says 'denied' itself (denialMessage); anything else is said to be one.
+  return `${String(meta['workflowType'] ?? 'workflow')} ${String(meta['workflowId'] ?? '?')}: ${said.includes('denied') ? said : `denied: ${said}`}`;
 }
 
 export function isDenialLog(level: LogLevel, message: string, meta: LogMetadata | undefined): meta is LogMetadata {

@@ -2,6 +2,7 @@
 // SIGTERM (the SDK installs those handlers and drains in-flight tasks first).
 import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
+import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { temporalConfig } from '../client/connection';
 import type { Env, MetricsAddr } from '../config/env';
@@ -63,7 +64,7 @@ async function installRuntime(exportCore: boolean): Promise<string | undefined> 
         : {}),
     });
   } catch (err) {
-    if ((err as Error).name !== 'IllegalStateError') throw err;
+    if (!(err instanceof IllegalStateError)) throw err;
     return undefined;
   }
   return corePort !== undefined ? `${httpUrl('127.0.0.1', corePort)}/metrics` : undefined;
