@@ -51,23 +51,30 @@ export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: NvidiaSm
  * first): then its logger stays, and /metrics has the domain metrics only.
  */
 async function installRuntime(exportCore: boolean): Promise<string | undefined> {
-  const corePort = exportCore ? await freePort() : undefined;
+  const logger = denialsAsInfo(new DefaultLogger('INFO'));
   try {
-    Runtime.install({
-      logger: denialsAsInfo(new DefaultLogger('INFO')),
-      ...(corePort !== undefined
-        ? {
-            telemetryOptions: {
-              metrics: { prometheus: { bindAddress: `127.0.0.1:${corePort}`, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true } },
-            },
-          }
-        : {}),
-    });
+    if (!exportCore) {
+      Runtime.install({ logger });
+      return undefined;
+    }
+    const corePort = await freePort();
+    const prometheus = { bindAddress: `127.0.0.1:${corePort}`, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true };
+    try {
+      Runtime.install({ logger, telemetryOptions: { metrics: { prometheus } } });
+      return `${httpUrl('127.0.0.1', corePort)}/metrics`;
+    } catch (err) {
+      if (err instanceof IllegalStateError) throw err;
+      // The core's exporter could not start (its port taken between the pick and the bind): the worker runs, with the domain metrics.
+      process.stderr.write(
+        `worker: warning: the Temporal SDK's metrics exporter did not start (${(err as Error).message}); /metrics has the worker's own only\n`,
+      );
+      Runtime.install({ logger });
+      return undefined;
+    }
   } catch (err) {
     if (!(err instanceof IllegalStateError)) throw err;
     return undefined;
   }
-  return corePort !== undefined ? `${httpUrl('127.0.0.1', corePort)}/metrics` : undefined;
 }
 
 /**
