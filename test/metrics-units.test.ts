@@ -11,6 +11,7 @@ import { denialsAsInfo } from '../src/worker/log';
 import { WorkerMetrics } from '../src/worker/metrics';
 import { completedOutcome, failedOutcome } from '../src/workflows/operation-metrics';
 import { renderManifest } from './support/box';
+import { gpures, show } from './support/cli';
 import { parseExposition, valueOf } from './support/prom-text';
 
 describe('operation outcomes', () => {
@@ -43,6 +44,12 @@ describe('metrics address', () => {
     assert.throws(() => workerEnv({ GPURES_METRICS_ADDR: 'localhost' }), /^Error: GPURES_METRICS_ADDR: HOST:PORT/);
     assert.deepEqual(workerEnv({ GPURES_METRICS_ADDR: 'off' }).metrics, 'off');
     assert.equal(workerEnv({}).metrics, undefined);
+  });
+
+  test('gpures worker --metrics with a bad address: exit 2 naming the option, before anything connects', async () => {
+    const r = await gpures(['worker', '--metrics', '0.0.0.0'], {});
+    assert.equal(r.code, 2, show(r));
+    assert.match(r.stderr, /--metrics: HOST:PORT \(PORT 0\.\.65535, an IPv6 host in brackets\) or 'off' \(got '0\.0\.0\.0'\)/, show(r));
   });
 });
 

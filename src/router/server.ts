@@ -5,7 +5,8 @@
 //
 // This file wires the parts into fastify: the tier table (tier-table.ts), the public routes and
 // the proxy (proxy.ts), the admin API (admin.ts) with its guarded readmit (readmit.ts), and the
-// on-demand queues (on-demand.ts) with their acquisition API client (acquisitions.ts).
+// on-demand queues (on-demand.ts) with their acquisition API client (acquisitions.ts), and its
+// /metrics (metrics.ts).
 import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
