@@ -22,12 +22,14 @@ import type {
 import { holderOf, parseHolder } from '../domain/fence';
 import { workflowIds } from '../shared/messages';
 import { createEvictionActivities } from './eviction';
+import { observedEviction } from './eviction-metrics';
 import { createLeaseActivities } from './lease';
 import { loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort } from '../adapters/ledger/port';
+import type { ActivityMetrics } from '../adapters/metrics/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { OperationControl } from '../adapters/operations/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
@@ -56,6 +58,8 @@ export interface ActivityDeps {
   routerTargets?: RouterTarget[];
   /** The admin client of a router target (HTTP, wired by the worker); needed only to reload and verify. */
   routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
+  /** The worker's metrics: how long drains and VRAM-release waits took (docs/metrics.md). */
+  metrics?: ActivityMetrics;
 }
 
 export interface StartedContainer {
@@ -107,7 +111,7 @@ export function createActivities(deps: ActivityDeps) {
 
   // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
   return heartbeating({
-    ...createEvictionActivities(deps),
+    ...observedEviction(createEvictionActivities(deps), deps.metrics),
     ...createPromotionActivities(deps),
     ...createLeaseActivities(deps),
 

@@ -135,7 +135,8 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .description("run this node's worker: the ledger, bring-up and bring-down workflows and their activities")
     .addOption(manifestOpt())
     .addOption(new Option('--gpus <mode>', 'pin GPUs by UUID through Docker device requests').choices(['auto', 'on', 'off']).default('auto'))
-    .action(run((opts: { manifest?: string; gpus: 'auto' | 'on' | 'off' }) => worker(opts, ctx)));
+    .option('--metrics <host:port>', "where GET /metrics listens, or 'off' (default $GPURES_METRICS_ADDR, else 127.0.0.1:9475; docs/metrics.md)")
+    .action(run((opts: { manifest?: string; gpus: 'auto' | 'on' | 'off'; metrics?: string }) => worker(opts, ctx)));
 
   program
     .command('router')

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
+import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { boundProblem } from '../domain/inputs';
 import { findServe, isLoopback } from '../domain/manifest';
@@ -26,7 +27,15 @@ export interface ApiOptions {
   token: string;
   /** The ledger page's settings (src/client/ledger-page.ts); by default it needs the token. */
   ledgerPage?: Pick<LedgerPageOptions, 'nvidiaSmi' | 'temporalUiUrl' | 'loopbackOnly'>;
+  /** /metrics carries prom-client's process_* and nodejs_* metrics too: for the `gpures api` process. */
+  processMetrics?: boolean;
 }
+
+/** Routes anyone on the network path may ask, without the token: they tell nothing secret and change nothing. */
+const OPEN_ROUTES = new Set(['/healthz', '/metrics']);
+
+/** How long /healthz waits for Temporal's answer. */
+const HEALTH_TEMPORAL_MS = 2000;
 
 const AcquisitionBody = z.strictObject({
   serve: z.string().min(1),
@@ -137,8 +146,21 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   });
   app.setNotFoundHandler(async (req, reply) => reply.code(404).send({ error: { type: 'not_found', message: `no route ${req.method} ${req.url}` } }));
 
+  const registry = new Registry();
+  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
+  const requests = new Counter({
+    name: 'gpures_api_requests_total',
+    help: "Requests the acquisition API answered, by route (its pattern; 'unmatched' for none) and HTTP status code",
+    labelNames: ['route', 'code'],
+    registers: [registry],
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    requests.inc({ route: req.routeOptions.url ?? 'unmatched', code: String(reply.statusCode) });
+  });
+
   app.addHook('onRequest', async (req, reply) => {
     if (checksOwnReader(req)) return undefined;
+    if (OPEN_ROUTES.has(req.url.split('?')[0] ?? '') && req.method === 'GET') return undefined;
     if (!tokenMatches(req.headers.authorization, opts.token)) {
       return reply.code(401).send({ error: { type: 'unauthorized', message: 'missing or wrong bearer token' } });
     }
@@ -146,6 +168,17 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   });
 
   registerLedgerPage(app, { client, manifest, ...opts.ledgerPage, authorized: (req) => tokenMatches(req.headers.authorization, opts.token) });
+  // Alive, and whether Temporal answers: without it no acquisition can start (503).
+  app.get('/healthz', async (_req, reply) => {
+    try {
+      await client.withDeadline(Date.now() + HEALTH_TEMPORAL_MS, () => client.workflowService.getSystemInfo({}));
+      return { status: 'ok', node: manifest.node, temporal: 'reachable' };
+    } catch {
+      return reply.code(503).send({ status: 'degraded', node: manifest.node, temporal: 'unreachable' });
+    }
+  });
+
+  app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
 
   app.post('/v1/acquisitions', async (req, reply) => {
     const parsed = AcquisitionBody.safeParse(req.body);

@@ -116,7 +116,37 @@ export interface WorkerEnv {
   routerUrl?: string;
   /** GPURES_NVIDIA_SMI (default nvidia-smi). */
   nvidiaSmi: string;
+  /** GPURES_METRICS_ADDR: where /metrics listens (docs/metrics.md); unset is the default address, 'off' none. */
+  metrics?: MetricsAddr | 'off';
 }
+
+/** HOST:PORT of a metrics endpoint; an IPv6 host in brackets ([::1]:9475). */
+export interface MetricsAddr {
+  host: string;
+  port: number;
+}
+
+/** The worker's /metrics unless told otherwise: loopback, a port of its own. */
+export const DEFAULT_METRICS_ADDR: MetricsAddr = { host: '127.0.0.1', port: 9475 };
+
+/** 'off', or HOST:PORT with PORT in 0..65535 (0 picks a free one); the problem otherwise. */
+export function parseMetricsAddr(value: string): MetricsAddr | 'off' | { problem: string } {
+  if (value === 'off') return 'off';
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(value);
+  const port = Number(m?.[3]);
+  if (!m || port > 65535) return { problem: `HOST:PORT (PORT 0..65535, an IPv6 host in brackets) or 'off' (got '${value}')` };
+  return { host: (m[1] ?? m[2]) as string, port };
+}
+
+const metricsAddr = optional.transform((v, ctx) => {
+  if (v === undefined) return undefined;
+  const parsed = parseMetricsAddr(v);
+  if (typeof parsed === 'object' && 'problem' in parsed) {
+    ctx.addIssue({ code: 'custom', message: parsed.problem });
+    return z.NEVER;
+  }
+  return parsed;
+});
 
 export function workerEnv(env: Env): WorkerEnv {
   const url = read(env, 'GPURES_ROUTER_URL', raw);
@@ -125,7 +155,13 @@ export function workerEnv(env: Env): WorkerEnv {
     throw new EnvError('GPURES_ROUTER_TOKEN', 'GPURES_ROUTER_URL is set but GPURES_ROUTER_TOKEN is not: the router admin API needs its token');
   }
   const nvidiaSmi = read(env, 'GPURES_NVIDIA_SMI', raw) ?? 'nvidia-smi';
-  return { ...(url && token ? { router: { url, token } } : {}), ...(url !== undefined ? { routerUrl: url } : {}), nvidiaSmi };
+  const metrics = read(env, 'GPURES_METRICS_ADDR', metricsAddr);
+  return {
+    ...(url && token ? { router: { url, token } } : {}),
+    ...(url !== undefined ? { routerUrl: url } : {}),
+    nvidiaSmi,
+    ...(metrics !== undefined ? { metrics } : {}),
+  };
 }
 
 /** The router deployment a worker may promote (docs/promotion.md); see src/worker/router-targets.ts. */

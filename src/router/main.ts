@@ -1,7 +1,8 @@
 // Runnable reference router:
 //   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H] [--port P] [--state FILE]
 // On-demand tiers also need GPURES_API_URL and GPURES_API_TOKEN (the acquisition API).
-// Binds 127.0.0.1:8000 unless told otherwise; SIGTERM/SIGINT close it (in-flight requests finish).
+// Binds 127.0.0.1:8000 unless told otherwise, GET /metrics on the same port (docs/metrics.md);
+// SIGTERM/SIGINT close it (in-flight requests finish).
 import { parseArgs } from 'node:util';
 import { routerProcessEnv } from '../config/env';
 import { isLoopback } from '../domain/manifest';
@@ -55,6 +56,7 @@ async function main(): Promise<void> {
       port,
       adminToken: env.adminToken,
       requireAcquisitionApi: true,
+      processMetrics: true,
       ...(env.acquisitions ? { acquisitions: env.acquisitions } : {}),
       ...(values.state ? { stateFile: values.state } : {}),
     });

@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { findTier } from '../config/router-model';
 import { errorBody, errText } from './errors';
 import type { RouterTier } from '../config/router-model';
+import type { RouterMetrics } from './metrics';
 import type { OnDemand, Refusal } from './on-demand';
 import type { TierRuntime, TierTable } from './tier-table';
 
@@ -19,13 +20,13 @@ const PROXIED = ['/v1/chat/completions', '/v1/embeddings'] as const;
 /** Response headers relayed from the backend besides the status and the body. */
 const RELAYED_HEADERS = ['content-type', 'cache-control'] as const;
 
-export function registerPublicRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand): void {
+export function registerPublicRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand, metrics: RouterMetrics): void {
   app.get('/healthz', () => ({ status: 'ok', mapping_version: table.config.mappingVersion }));
 
   app.get('/v1/models', () => modelList(table, demand));
 
   for (const route of PROXIED) {
-    app.post(route, (req, reply) => proxy(table, demand, route, req, reply));
+    app.post(route, (req, reply) => proxy(table, demand, metrics, route, req, reply));
   }
 }
 
@@ -52,7 +53,7 @@ function modelList(table: TierTable, demand: OnDemand) {
 }
 
 /** 503 with Retry-After and the router's error shape; once a held stream has begun, an SSE error event. */
-function refuse(reply: FastifyReply, r: Refusal, streamed = false): void {
+function refuseWith(reply: FastifyReply, r: Refusal, streamed: boolean): void {
   const body = errorBody(r.message, 'tier_unavailable', {
     code: r.reason,
     tier: r.tier,
@@ -104,7 +105,14 @@ function enterInFlight(rt: TierRuntime, reply: FastifyReply): () => void {
 
 const refused = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code === 'ECONNREFUSED';
 
-async function proxy(table: TierTable, demand: OnDemand, route: (typeof PROXIED)[number], req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+async function proxy(
+  table: TierTable,
+  demand: OnDemand,
+  metrics: RouterMetrics,
+  route: (typeof PROXIED)[number],
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
   const body = req.body;
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return reply.code(400).send(errorBody('request body must be a JSON object with a "model" field', 'invalid_request'));
@@ -120,6 +128,11 @@ async function proxy(table: TierTable, demand: OnDemand, route: (typeof PROXIED)
   const tier = findTier(cfg, preset.tier);
   if (!tier) throw new Error(`preset '${preset.name}' names missing tier '${preset.tier}'`); // a validated config rules this out
   const rt = table.runtimeOf(tier.name);
+  metrics.requestFor(tier.name, reply);
+  const refuse = (r: Refusal, streamed = false) => {
+    metrics.refused(r);
+    refuseWith(reply, r, streamed);
+  };
   const streaming = (body as Record<string, unknown>).stream === true;
   const payload = JSON.stringify({ ...(body as Record<string, unknown>), model: tier.servedModelName });
   let held: ReturnType<typeof keepAlive> | undefined;
@@ -131,7 +144,7 @@ async function proxy(table: TierTable, demand: OnDemand, route: (typeof PROXIED)
   const wait = async (): Promise<boolean> => {
     if (!tier.onDemand || !demand.enabled) {
       const why = tier.onDemand ? '; it is on demand, but this router has no acquisition API (GPURES_API_URL, GPURES_API_TOKEN)' : '';
-      refuse(reply, {
+      refuse({
         tier: tier.name,
         reason: 'quiesced',
         message: `tier '${tier.name}' is quiesced (evicted or draining)${why}; retry later`,
@@ -144,7 +157,7 @@ async function proxy(table: TierTable, demand: OnDemand, route: (typeof PROXIED)
     held?.stop();
     if (outcome.ok) return false;
     if ('gone' in outcome) reply.hijack();
-    else refuse(reply, outcome.refusal, held?.started());
+    else refuse(outcome.refusal, held?.started());
     return true;
   };
 

@@ -5,7 +5,8 @@
 //
 // This file wires the parts into fastify: the tier table (tier-table.ts), the public routes and
 // the proxy (proxy.ts), the admin API (admin.ts) with its guarded readmit (readmit.ts), and the
-// on-demand queues (on-demand.ts) with their acquisition API client (acquisitions.ts).
+// on-demand queues (on-demand.ts) with their acquisition API client (acquisitions.ts), and its
+// /metrics (metrics.ts).
 import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
@@ -13,6 +14,7 @@ import { httpUrl } from '../domain/serve';
 import { registerAdminRoutes } from './admin';
 import { AcquisitionApi } from './acquisitions';
 import { ConfigLoadError, loadConfig } from './config-file';
+import { RouterMetrics } from './metrics';
 import { Mutex } from './mutex';
 import { OnDemand } from './on-demand';
 import { onDemandWithoutApi } from './on-demand-config';
@@ -48,6 +50,8 @@ export interface RouterOptions {
   requireAcquisitionApi?: boolean;
   /** Between two GETs of a running acquisition. Default 500 ms. */
   acquisitionPollMs?: number;
+  /** /metrics carries prom-client's process_* and nodejs_* metrics too: for the router's own process (main.ts). */
+  processMetrics?: boolean;
 }
 
 export interface RunningRouter {
@@ -100,7 +104,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const app: FastifyInstance = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024 });
   acceptJsonBodies(app);
   answerErrors(app);
-  registerPublicRoutes(app, table, demand);
+  const metrics = new RouterMetrics(table, demand, { processMetrics: Boolean(opts.processMetrics) });
+  metrics.route(app);
+  registerPublicRoutes(app, table, demand, metrics);
   await registerAdminRoutes(app, table, demand, changes, {
     configPath: opts.configPath,
     adminToken: opts.adminToken,

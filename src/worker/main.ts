@@ -2,10 +2,14 @@
 // SIGTERM (the SDK installs those handlers and drains in-flight tasks first).
 import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import { IllegalStateError } from '@temporalio/common';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { temporalConfig } from '../client/connection';
-import type { Env } from '../config/env';
-import { workerEnv } from '../config/env';
+import type { Env, MetricsAddr } from '../config/env';
+import { DEFAULT_METRICS_ADDR, workerEnv } from '../config/env';
+import { freePort } from '../dev/dev-server';
+import { isLoopback } from '../domain/manifest';
+import { httpUrl } from '../domain/serve';
 import { DockerRuntime } from '../adapters/containers/docker';
 import { NvidiaSmi } from '../adapters/gpu/nvidia-smi';
 import type { ContainerRuntime } from '../adapters/containers/port';
@@ -13,6 +17,10 @@ import type { RouterAdmin } from '../adapters/router-admin/port';
 import { HttpRouterAdmin } from '../adapters/router-admin/http';
 import { taskQueueFor } from '../shared/messages';
 import { createGpuresWorker, fileManifest } from './worker';
+import { denialsAsInfo } from './log';
+import { WorkerMetrics } from './metrics';
+import { startMetricsServer } from './metrics-server';
+import type { MetricsServer } from './metrics-server';
 
 export interface WorkerRunOptions {
   manifestPath: string;
@@ -21,6 +29,8 @@ export interface WorkerRunOptions {
   /** The simulated box's runtime instead of Docker (the demo). */
   runtime?: ContainerRuntime;
   env?: NodeJS.ProcessEnv;
+  /** --metrics: overrides GPURES_METRICS_ADDR. */
+  metrics?: MetricsAddr | 'off';
 }
 
 /** Router and GPU probe from the environment: secrets stay in the worker, never in history. */
@@ -34,10 +44,65 @@ export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: NvidiaSm
   };
 }
 
+/**
+ * The process's one Runtime, before any connection: the worker's logger (a denial is one info
+ * line), and the SDK core's Prometheus exporter on a loopback port of its own, whose text the
+ * worker's /metrics appends. Undefined when a Runtime exists already (a process that made one
+ * first): then its logger stays, and /metrics has the domain metrics only.
+ */
+async function installRuntime(exportCore: boolean): Promise<string | undefined> {
+  const logger = denialsAsInfo(new DefaultLogger('INFO'));
+  try {
+    if (!exportCore) {
+      Runtime.install({ logger });
+      return undefined;
+    }
+    const corePort = await freePort();
+    const prometheus = { bindAddress: `127.0.0.1:${corePort}`, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true };
+    try {
+      Runtime.install({ logger, telemetryOptions: { metrics: { prometheus } } });
+      return `${httpUrl('127.0.0.1', corePort)}/metrics`;
+    } catch (err) {
+      if (err instanceof IllegalStateError) throw err;
+      // The core's exporter could not start (its port taken between the pick and the bind): the worker runs, with the domain metrics.
+      process.stderr.write(
+        `worker: warning: the Temporal SDK's metrics exporter did not start (${(err as Error).message}); /metrics has the worker's own only\n`,
+      );
+      Runtime.install({ logger });
+      return undefined;
+    }
+  } catch (err) {
+    if (!(err instanceof IllegalStateError)) throw err;
+    return undefined;
+  }
+}
+
+/**
+ * /metrics where asked (--metrics, GPURES_METRICS_ADDR), else at the default address. A busy
+ * default port is a warning, the worker runs without it; an address asked for that cannot be
+ * bound fails the start.
+ */
+async function serveMetrics(asked: MetricsAddr | undefined, metrics: WorkerMetrics, coreUrl: string | undefined): Promise<MetricsServer | undefined> {
+  const addr = asked ?? DEFAULT_METRICS_ADDR;
+  try {
+    return await startMetricsServer({ host: addr.host, port: addr.port, metrics, ...(coreUrl ? { coreUrl } : {}) });
+  } catch (err) {
+    const why = `cannot listen for /metrics on ${httpUrl(addr.host, addr.port)}: ${(err as Error).message}`;
+    if (asked) throw new Error(`${why} (--metrics or GPURES_METRICS_ADDR)`);
+    process.stderr.write(`worker: warning: ${why}; running without /metrics (set --metrics or GPURES_METRICS_ADDR, or 'off')\n`);
+    return undefined;
+  }
+}
+
 export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   const config = temporalConfig();
   const namespace = config.namespace ?? 'default';
-  const adapters = adaptersFromEnv(opts.env ?? process.env);
+  const env = opts.env ?? process.env;
+  const adapters = adaptersFromEnv(env);
+  const asked = opts.metrics ?? workerEnv(env).metrics;
+  const coreUrl = await installRuntime(asked !== 'off');
+  const metrics = new WorkerMetrics({ processMetrics: true });
+  const metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl);
   const nativeConnection = await NativeConnection.connect(config.connectionOptions);
   const connection = await Connection.connect(config.connectionOptions);
   try {
@@ -50,14 +115,22 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       runtime: opts.runtime ?? new DockerRuntime(new Docker(), { gpus: opts.gpus }),
       router: adapters.router,
       gpu: adapters.gpu,
+      metrics,
     });
     process.stderr.write(
       `worker for node '${opts.node}' on ${config.connectionOptions.address ?? '?'} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
-        `manifest ${opts.manifestPath}; ${adapters.describe.join('; ')}\n`,
+        `manifest ${opts.manifestPath}; ${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
     );
     await worker.run();
   } finally {
+    await metricsServer?.close();
     await connection.close();
     await nativeConnection.close();
   }
+}
+
+function metricsLine(server: MetricsServer | undefined, asked: MetricsAddr | 'off' | undefined): string {
+  if (!server) return asked === 'off' ? 'metrics off' : 'metrics not served';
+  const host = new URL(server.url).hostname.replace(/^\[|\]$/g, '');
+  return `metrics ${server.url}${isLoopback(host) ? '' : ' (reachable beyond this host)'}`;
 }

@@ -21,6 +21,7 @@ import { LedgerClient } from '../adapters/ledger/ledger-client';
 import { TemporalOperations } from '../adapters/operations/temporal';
 import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
+import { WorkerMetrics } from './metrics';
 import { WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH } from './workflow-code';
 
 export function fileManifest(path: string): ManifestSource {
@@ -41,16 +42,22 @@ export interface GpuresWorkerOptions {
   /** Routers this worker may promote (default: from GPURES_ROUTER_CONFIG and friends, see docs/promotion.md). */
   routerTargets?: RouterTarget[];
   routerDeployment?: RouterDeployment;
+  /** Where the worker counts operations and reads the ledgers for /metrics (docs/metrics.md); one of its own when not given. */
+  metrics?: WorkerMetrics;
   /** A prebuilt bundle (tests build one per suite); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
 }
 
 export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Worker> {
+  const ledger = new LedgerClient(opts.client);
+  // Always there, scraped or not: the workflows' sink calls need a sink to land in.
+  const metrics = opts.metrics ?? new WorkerMetrics();
+  metrics.observeLedgers({ node: opts.node, manifest: opts.manifest, ledger, ...(opts.gpu ? { gpu: opts.gpu } : {}) });
   const activities = createActivities({
     runtime: opts.runtime ?? new DockerRuntime(new Docker()),
     probe: opts.probe ?? new HttpServeProbe(),
     manifest: opts.manifest,
-    ledger: new LedgerClient(opts.client),
+    ledger,
     operations: new TemporalOperations(opts.client),
     router: opts.router,
     gpu: opts.gpu,
@@ -58,12 +65,14 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     routerDeployment: opts.routerDeployment ?? new DockerRouterDeployment(new Docker()),
     routerTargets: opts.routerTargets ?? routerTargetsFromEnv(process.env),
     routerAdminFor: httpRouterAdminFor,
+    metrics: metrics.activities,
   });
   return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: taskQueueFor(opts.node),
     activities,
+    sinks: metrics.sinks(),
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     // The CLI's bound on a node's answer (NODE_ANSWER_MS) is set past it.
     stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START_MS,

@@ -1,7 +1,8 @@
 // The workflow code a worker runs and a replay checks, in one place: the workflows and the
 // interceptor modules bundled with them. A replay that bundled the workflows without the
 // interceptors would not see the commands they add, and would fail histories a worker wrote.
-import type { BundleOptions } from '@temporalio/worker';
+import type { BundleOptions, InjectedSinks } from '@temporalio/worker';
+import type { OperationSinks } from '../shared/operation-metrics';
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 export const WORKFLOW_INTERCEPTOR_MODULES: string[] = [require.resolve('../workflows/interceptors')];
@@ -10,3 +11,9 @@ export const WORKFLOW_INTERCEPTOR_MODULES: string[] = [require.resolve('../workf
 export function workflowCodeOptions(logger?: BundleOptions['logger']): BundleOptions {
   return { workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES, ...(logger ? { logger } : {}) };
 }
+
+/**
+ * The sinks the workflows call (src/shared/operation-metrics.ts), for a replay: none is called
+ * there, but a sink a workflow names must exist, or the replay logs each call as an error.
+ */
+export const REPLAY_SINKS: InjectedSinks<OperationSinks> = { operations: { ended: { fn: () => undefined } } };

@@ -3,5 +3,9 @@
 // start`, a parent), without each workflow repeating it. They run inside the sandbox, so they take
 // what workflows take (the rule in .dependency-cruiser.cjs).
 import type { WorkflowInterceptorsFactory } from '@temporalio/workflow';
+import { operationMetricsInterceptors } from './operation-metrics';
 
-export const interceptors: WorkflowInterceptorsFactory = () => ({ inbound: [], outbound: [], internals: [] });
+export const interceptors: WorkflowInterceptorsFactory = () => {
+  const metrics = operationMetricsInterceptors();
+  return { inbound: [metrics.inbound], outbound: [metrics.outbound], internals: [] };
+};

@@ -38,7 +38,12 @@ export interface ProcessBox {
 }
 
 /** With `opts.temporal` the box runs on that server and leaves closing it to its owner; else on testTemporal(). */
-export async function startProcessBox(prefix: string, gpu: TestGpu, serves: TestServe[], opts: { temporal?: TestTemporal } = {}): Promise<ProcessBox> {
+export async function startProcessBox(
+  prefix: string,
+  gpu: TestGpu,
+  serves: TestServe[],
+  opts: { temporal?: TestTemporal; workerEnv?: Record<string, string> } = {},
+): Promise<ProcessBox> {
   const node = uniqueNode(prefix);
   const dir = mkdtempSync(join(tmpdir(), `gpures-${prefix}-`));
   const text = renderManifest(node, [gpu], serves).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
@@ -70,6 +75,7 @@ export async function startProcessBox(prefix: string, gpu: TestGpu, serves: Test
     GPURES_ROUTER_TOKEN: routerToken,
     GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
     FAKE_NVIDIA_SMI_STATE: smiStatePath,
+    ...opts.workerEnv,
   };
   const startWorker = () => startWorkerProcess(['--manifest', manifestPath, '--gpus', 'off'], workerEnv);
   const box: ProcessBox = {

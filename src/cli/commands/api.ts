@@ -22,7 +22,7 @@ export async function api(input: { manifest?: string; host: string; port: string
   if (problem) throw new CliError(problem, EXIT.badInput);
   const conn = await connectOrExit();
   const ledgerPage = { nvidiaSmi: ctx.env.nvidiaSmi, temporalUiUrl: ctx.env.temporalUiUrl, loopbackOnly: isLoopback(input.host) };
-  const app = buildApi({ client: conn.client, manifest, manifestFile: file, token, ledgerPage });
+  const app = buildApi({ client: conn.client, manifest, manifestFile: file, token, ledgerPage, processMetrics: true });
   await app.listen({ host: input.host, port });
   ctx.note(`acquisition API for node '${manifest.node}' listening on ${boundAddresses(app).join(', ')}`);
   ctx.note(`ledger page: ${boundAddresses(app)[0]?.split(' ')[0] ?? ''}/ledger${ledgerPage.loopbackOnly ? '' : ' (its figures need the API token)'}`);

@@ -1,0 +1,63 @@
+// The router's /metrics (docs/metrics.md): per tier the requests it answered by status code, the
+// 503s by reason, and, read at scrape time, the requests in flight, the on-demand queue's depth
+// and whether the tier is quiesced.
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { OnDemand, Refusal } from './on-demand';
+import type { TierTable } from './tier-table';
+
+export class RouterMetrics {
+  readonly registry = new Registry();
+
+  private readonly requests = new Counter({
+    name: 'gpures_router_requests_total',
+    help: 'Proxied requests answered, by tier and HTTP status code (counted when the response ends)',
+    labelNames: ['tier', 'code'],
+    registers: [this.registry],
+  });
+  private readonly refusals = new Counter({
+    name: 'gpures_router_unavailable_total',
+    help: "Requests refused as unavailable (503, or an SSE error once a held stream began), by tier and reason (the error body's reason)",
+    labelNames: ['tier', 'reason'],
+    registers: [this.registry],
+  });
+
+  constructor(table: TierTable, demand: OnDemand, opts: { processMetrics?: boolean } = {}) {
+    const tiers = () => table.config.tiers.map((t) => t.name);
+    const perTier = (name: string, help: string, value: (tier: string) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['tier'],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const tier of tiers()) this.set({ tier }, value(tier));
+        },
+      });
+    perTier(
+      'gpures_router_in_flight',
+      'Requests forwarded to the tier whose response has not ended: what a drain waits for',
+      (t) => table.runtimeOf(t).inFlight,
+    );
+    perTier('gpures_router_queue_depth', "Requests waiting in an on-demand tier's queue while its serve is acquired", (t) => demand.state(t).queued);
+    perTier('gpures_router_tier_quiesced', '1 when the tier is quiesced (evicted or draining), 0 when active', (t) =>
+      table.runtimeOf(t).mode === 'quiesced' ? 1 : 0,
+    );
+    if (opts.processMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Counts the request by its status once its response has ended (finished, or the client went away). */
+  requestFor(tier: string, reply: FastifyReply): void {
+    reply.raw.once('close', () => this.requests.inc({ tier, code: String(reply.raw.statusCode) }));
+  }
+
+  refused(r: Refusal): void {
+    this.refusals.inc({ tier: r.tier, reason: r.reason });
+  }
+
+  /** GET /metrics on the app: no token, like /healthz (counts and states, nothing secret). */
+  route(app: FastifyInstance): void {
+    app.get('/metrics', async (_req, reply) => reply.type(this.registry.contentType).send(await this.registry.metrics()));
+  }
+}

@@ -1,0 +1,131 @@
+// The pieces of /metrics that need no server: how a run's end is classified, the metrics address,
+// the worker's denial line, and the per-GPU reading's bounds (a ledger that does not answer).
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import type { LogLevel, LogMetadata, Logger } from '@temporalio/worker';
+import { parseMetricsAddr, workerEnv } from '../src/config/env';
+import type { LedgerState } from '../src/domain/ledger';
+import { OUTCOME_LOG_ATTRIBUTE } from '../src/shared/operation-metrics';
+import { denialsAsInfo } from '../src/worker/log';
+import { WorkerMetrics } from '../src/worker/metrics';
+import { completedOutcome, failedOutcome } from '../src/workflows/operation-metrics';
+import { renderManifest } from './support/box';
+import { gpures, show } from './support/cli';
+import { parseExposition, valueOf } from './support/prom-text';
+
+describe('operation outcomes', () => {
+  test('results: restored, evicted, admitted, already-running, stopped, completed', () => {
+    assert.deepEqual(completedOutcome('bring-up', { outcome: 'restored' }), { kind: 'bring-up', outcome: 'restored' });
+    assert.deepEqual(completedOutcome('bring-up', { outcome: 'started' }), { kind: 'bring-up', outcome: 'admitted' });
+    assert.deepEqual(completedOutcome('acquisition', { outcome: 'started', victims: [{ serve: 'vision' }] }), { kind: 'acquisition', outcome: 'evicted' });
+    assert.deepEqual(completedOutcome('acquisition', { outcome: 'started', victims: [] }), { kind: 'acquisition', outcome: 'admitted' });
+    assert.deepEqual(completedOutcome('acquisition', { outcome: 'already-running', victims: [] }), { kind: 'acquisition', outcome: 'already-running' });
+    assert.deepEqual(completedOutcome('bring-down', { outcome: 'cancelled' }), { kind: 'bring-down', outcome: 'stopped' });
+    assert.deepEqual(completedOutcome('lease', { outcome: 'expired' }), { kind: 'lease', outcome: 'completed' });
+  });
+
+  test('failures: a denial, a cancel, any other failure with its type', () => {
+    const denial = ApplicationFailure.create({ type: 'AdmissionDenied', message: 'over budget', nonRetryable: true });
+    assert.deepEqual(failedOutcome('bring-up', denial), { kind: 'bring-up', outcome: 'denied' });
+    assert.deepEqual(failedOutcome('acquisition', new CancelledFailure('cancelled')), { kind: 'acquisition', outcome: 'cancelled' });
+    const health = ApplicationFailure.create({ type: 'HealthTimeout', message: 'no 200', nonRetryable: true });
+    assert.deepEqual(failedOutcome('bring-up', health), { kind: 'bring-up', outcome: 'failed', failureType: 'HealthTimeout' });
+    assert.deepEqual(failedOutcome('promotion', new Error('boom')), { kind: 'promotion', outcome: 'failed', failureType: 'unknown' });
+  });
+});
+
+describe('metrics address', () => {
+  test('HOST:PORT, [IPv6]:PORT, off; anything else named', () => {
+    assert.deepEqual(parseMetricsAddr('127.0.0.1:9475'), { host: '127.0.0.1', port: 9475 });
+    assert.deepEqual(parseMetricsAddr('[::1]:0'), { host: '::1', port: 0 });
+    assert.equal(parseMetricsAddr('off'), 'off');
+    for (const bad of ['9475', '127.0.0.1:70000', '::1:9475', 'host:', ':9475']) assert.ok('problem' in (parseMetricsAddr(bad) as object), bad);
+    assert.throws(() => workerEnv({ GPURES_METRICS_ADDR: 'localhost' }), /^Error: GPURES_METRICS_ADDR: HOST:PORT/);
+    assert.deepEqual(workerEnv({ GPURES_METRICS_ADDR: 'off' }).metrics, 'off');
+    assert.equal(workerEnv({}).metrics, undefined);
+  });
+
+  test('gpures worker --metrics with a bad address: exit 2 naming the option, before anything connects', async () => {
+    const r = await gpures(['worker', '--metrics', '0.0.0.0'], {});
+    assert.equal(r.code, 2, show(r));
+    assert.match(r.stderr, /--metrics: HOST:PORT \(PORT 0\.\.65535, an IPv6 host in brackets\) or 'off' \(got '0\.0\.0\.0'\)/, show(r));
+  });
+});
+
+describe("the worker's log", () => {
+  function recorder(): { logger: Logger; lines: { level: LogLevel; message: string; meta?: LogMetadata }[] } {
+    const lines: { level: LogLevel; message: string; meta?: LogMetadata }[] = [];
+    const log = (level: LogLevel, message: string, meta?: LogMetadata) => void lines.push({ level, message, ...(meta ? { meta } : {}) });
+    return {
+      lines,
+      logger: {
+        log,
+        trace: (m, x) => log('TRACE', m, x),
+        debug: (m, x) => log('DEBUG', m, x),
+        info: (m, x) => log('INFO', m, x),
+        warn: (m, x) => log('WARN', m, x),
+        error: (m, x) => log('ERROR', m, x),
+      },
+    };
+  }
+
+  test("a denied run's WARN is one INFO line; any other failure stays a WARN with its error", () => {
+    const { logger, lines } = recorder();
+    const log = denialsAsInfo(logger);
+    const error = { message: 'serves up vision denied: over budget by 10401 MiB,\nnothing started', stack: 'ApplicationFailure: ...\n    at x' };
+    log.warn('Workflow failed', { workflowType: 'bringUpWorkflow', workflowId: 'up/box/vision', error, [OUTCOME_LOG_ATTRIBUTE]: 'denied' });
+    log.warn('Workflow failed', { workflowType: 'bringUpWorkflow', workflowId: 'up/box/ocr', error: { message: 'no 200' }, [OUTCOME_LOG_ATTRIBUTE]: 'failed' });
+    assert.equal(lines.length, 2);
+    assert.equal(lines[0]?.level, 'INFO');
+    assert.equal(lines[0]?.message, 'bringUpWorkflow up/box/vision: serves up vision denied: over budget by 10401 MiB, nothing started');
+    assert.equal(Object.keys(lines[0]?.meta ?? {}).length, 0, 'no error, no stack');
+    assert.equal(lines[1]?.level, 'WARN');
+    assert.deepEqual(lines[1]?.meta?.['error'], { message: 'no 200' });
+  });
+});
+
+describe('the per-GPU reading', () => {
+  const MANIFEST = renderManifest('box', [{ role: 'main', capacity_mib: 24000, reserve_mib: 1000 }], [{ name: 'a', vram_mib: 1000 }]);
+  const manifest = { read: () => Promise.resolve({ text: MANIFEST, file: 'serves.toml' }) };
+  const state: LedgerState = {
+    node: 'box',
+    gpuRole: 'main',
+    gpuUuid: 'GPU-00000000-0000-0000-0000-000000000000',
+    capacityMib: 24000,
+    reserveMib: 1000,
+    reservations: [
+      { serve: 'a', vramMib: 10000, class: 'evictable', phase: 'evicting', holder: 'x/1' },
+      { serve: 'b', vramMib: 16000, class: 'on-demand', phase: 'pending', holder: 'y/1' },
+    ],
+  };
+
+  test('the gauges are the ledger: free goes negative while a victim drains', async () => {
+    const m = new WorkerMetrics({ cacheMs: 0 });
+    let asked = 0;
+    m.observeLedgers({ node: 'box', manifest, ledger: { answer: () => (asked++, Promise.resolve(state)) } });
+    const e = parseExposition(await m.text());
+    const labels = { node: 'box', gpu_role: 'main', gpu_uuid: state.gpuUuid };
+    assert.equal(valueOf(e, 'gpures_gpu_committed_mib', labels), 10000);
+    assert.equal(valueOf(e, 'gpures_gpu_held_mib', labels), 16000);
+    assert.equal(valueOf(e, 'gpures_gpu_free_mib', labels), 24000 - 1000 - 10000 - 16000);
+    assert.equal(valueOf(e, 'gpures_reservation_mib', { serve: 'b', phase: 'pending' }), 16000);
+    assert.equal(valueOf(e, 'gpures_ledger_up', { gpu_role: 'main' }), 1);
+    await m.text();
+    assert.equal(asked, 2, 'cacheMs 0: each scrape reads');
+  });
+
+  test('a ledger that does not answer: ledger_up 0 and no figures, within the read timeout; one reading shared within cacheMs', async () => {
+    const m = new WorkerMetrics({ readTimeoutMs: 200, cacheMs: 60_000 });
+    let asked = 0;
+    m.observeLedgers({ node: 'box', manifest, ledger: { answer: () => (asked++, new Promise<LedgerState>(() => undefined)) } });
+    const started = Date.now();
+    const [a, b] = await Promise.all([m.text(), m.text()]);
+    assert.ok(Date.now() - started < 5000, 'bounded');
+    assert.equal(asked, 1, 'two scrapes, one reading');
+    assert.equal(a, b);
+    const e = parseExposition(a);
+    assert.equal(valueOf(e, 'gpures_ledger_up', { gpu_role: 'main' }), 0);
+    assert.equal(valueOf(e, 'gpures_gpu_committed_mib', { gpu_role: 'main' }), undefined);
+  });
+});
