@@ -75,6 +75,14 @@ describe('eviction planning', () => {
     ]);
   });
 
+  test('a budget shrunk under running serves (the reserve raised) is no eviction: the text says so', () => {
+    const l = { ...seed4(), reserveMib: 10000 };
+    assert.equal(
+      formatLedger(l)[0],
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 10000 MiB, committed 26624 MiB, free 0 MiB (committed exceeds the budget by 4017 MiB)",
+    );
+  });
+
   test('a plain denial learns what --evict would evict', () => {
     const l = seed4();
     assert.deepEqual(evictionOutlook(l, 8192), { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] });

@@ -1,7 +1,7 @@
 // Victim planning and the hand-over of freed MiB to an acquirer. Pure over LedgerState, so the
 // ledger workflow's decisions replay exactly and the tie-break is testable on its own.
 import type { AdmitRequest, LedgerState, Reservation } from './ledger';
-import { applyAdmit, outOfEviction, totals } from './ledger';
+import { applyAdmit, outOfEviction, totals, victimsOf } from './ledger';
 
 export interface Victim {
   serve: string;
@@ -171,7 +171,7 @@ export function heldForAcquirers(state: LedgerState): HeldFor[] {
       serve: r.serve,
       vramMib: r.vramMib,
       holder: r.holder,
-      victims: state.reservations.filter((v) => v.phase === 'evicting' && v.evictedFor === r.serve).map((v) => v.serve),
+      victims: victimsOf(state, r.serve).map((v) => v.serve),
     }));
 }
 

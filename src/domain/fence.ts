@@ -4,7 +4,7 @@
 // serve as stopping (it takes the serve first, even one with no reservation). Pure over
 // LedgerState, so the ledger workflow's decisions replay exactly.
 import type { LedgerState, Reservation, ReservationPhase } from './ledger';
-import { findReservation, outOfEviction } from './ledger';
+import { findReservation, outOfEviction, victimsOf } from './ledger';
 import type { ServeClass } from './types';
 
 /** The fencing token of a workflow run. */
@@ -106,10 +106,6 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
     previousHolder: r.holder,
     ...(victimsRunning.length ? { victimsRunning } : {}),
   };
-}
-
-function victimsOf(state: LedgerState, acquirer: string): Reservation[] {
-  return state.reservations.filter((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
 }
 
 /**

@@ -97,10 +97,12 @@ export function totals(state: LedgerState): LedgerTotals {
  * Free MiB as a person reads them: never negative. While victims drain, an acquirer's held MiB and
  * its victims' still-committed MiB exceed the budget until the victims are stopped.
  */
-export function freeText(freeMib: number, victims: readonly string[] = []): string {
-  if (freeMib >= 0) return `free ${freeMib} MiB`;
+export function freeText(t: Pick<LedgerTotals, 'freeMib' | 'heldMib'>, victims: readonly string[] = []): string {
+  if (t.freeMib >= 0) return `free ${t.freeMib} MiB`;
+  // Without an eviction under way the budget itself shrank (the manifest's reserve was raised).
+  if (t.heldMib === 0) return `free 0 MiB (committed exceeds the budget by ${-t.freeMib} MiB)`;
   const until = victims.length ? `until ${victims.join(', ')} ${victims.length === 1 ? 'stops' : 'stop'}` : 'while victims drain';
-  return `free 0 MiB (over budget by ${-freeMib} MiB ${until})`;
+  return `free 0 MiB (over budget by ${-t.freeMib} MiB ${until})`;
 }
 
 /** Any entry for the serve, evicted ones included. */
@@ -166,9 +168,9 @@ export function denialMessage(d: Extract<AdmitDecision, { decision: 'denied' }>)
   return `serves up ${d.serve} denied: over budget by ${d.shortfallMib} MiB, nothing started`;
 }
 
-/** The victims an acquirer waits for: the serves being evicted for it. */
-function victimsOf(state: LedgerState, acquirer: string): string[] {
-  return state.reservations.filter((r) => r.evictedFor === acquirer && r.phase === 'evicting').map((r) => r.serve);
+/** The victims an acquirer waits for: the reservations being evicted for it. */
+export function victimsOf(state: LedgerState, acquirer: string): Reservation[] {
+  return state.reservations.filter((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
 }
 
 function phaseLabel(state: LedgerState, r: Reservation): string {
@@ -180,7 +182,7 @@ function phaseLabel(state: LedgerState, r: Reservation): string {
     case 'evicted':
       return r.evictedFor ? `evicted for ${r.evictedFor}` : 'evicted';
     case 'pending': {
-      const victims = victimsOf(state, r.serve);
+      const victims = victimsOf(state, r.serve).map((v) => v.serve);
       return victims.length ? `waiting for victims ${victims.join(', ')}` : 'waiting for victims';
     }
     default:
@@ -197,8 +199,8 @@ function heldAndFree(state: LedgerState, t: LedgerTotals): string {
   const pending = state.reservations.filter((r) => r.phase === 'pending');
   const held = t.heldMib > 0 ? `, held ${t.heldMib} MiB for ${pending.map((r) => r.serve).join(', ')}` : '';
   return `${held}, ${freeText(
-    t.freeMib,
-    pending.flatMap((r) => victimsOf(state, r.serve)),
+    t,
+    pending.flatMap((r) => victimsOf(state, r.serve).map((v) => v.serve)),
   )}`;
 }
 

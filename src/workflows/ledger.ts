@@ -3,7 +3,7 @@
 // Its life: reconcile with the box (a first run only) → answer updates → continue-as-new.
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { LedgerState, LedgerTotals } from '../domain/ledger';
-import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservation, totals, withoutReservation, withPhase } from '../domain/ledger';
+import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservation, totals, victimsOf, withoutReservation, withPhase } from '../domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
 import { applyStop, decideStop, fenceProblem, operationUnderWay } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
@@ -140,7 +140,7 @@ class GpuLedger {
     if (retry) return retry;
     const held = activeReservation(this.state, req.serve);
     if (held?.phase === 'pending' && held.holder === req.holder) {
-      const victims = this.state.reservations.filter((r) => r.evictedFor === req.serve && r.phase === 'evicting').map(toVictim);
+      const victims = victimsOf(this.state, req.serve).map(toVictim);
       const decision: AcquireDecision = {
         decision: 'evicting',
         serve: req.serve,

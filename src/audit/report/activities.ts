@@ -30,7 +30,7 @@ type Summary<K extends ActivityName> = (
 
 export function ledgerTotalsLine(l: LedgerState): string {
   const t = totals(l);
-  return `committed ${t.committedMib} MiB, ${freeText(t.freeMib)}${t.heldMib ? `, held ${t.heldMib} MiB` : ''}`;
+  return `committed ${t.committedMib} MiB, ${freeText(t)}${t.heldMib ? `, held ${t.heldMib} MiB` : ''}`;
 }
 
 function decisionLine(decision: unknown): string {
