@@ -171,7 +171,7 @@ describe("the residency denial's words", () => {
     );
     assert.equal(
       admission.evictionHint('dark-fast', { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] }, false, 'comfyui-sim'),
-      ' (gpures serves up comfyui-sim --evict would evict vision: 12288 MiB)',
+      ' (with --evict it would evict vision: 12288 MiB)',
     );
     assert.equal(admission.evictionHint('dark-fast', { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] }, true, 'comfyui-sim'), '');
     assert.equal(

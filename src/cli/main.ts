@@ -2,7 +2,7 @@
 // --json only JSON) and everything else to stderr, and answers the exit code. bin/gpures runs this.
 import { ServiceError } from '@temporalio/client';
 import type { CommandContext, Rendered } from './command';
-import { cliEnv } from '../config/env';
+import { cliEnv, EnvError } from '../config/env';
 import { CliError, commanderExit, EXIT, unexpectedExit } from './exit-codes';
 import { buildProgram } from './program';
 
@@ -28,6 +28,16 @@ function processContext(): CommandContext {
   };
 }
 
+/** A malformed variable is the operator's input: exit 2 naming it, for every command, as a bad flag is. */
+function envChecked(context: () => CommandContext): CommandContext {
+  try {
+    return context();
+  } catch (err) {
+    if (err instanceof EnvError) throw new CliError(err.message, EXIT.badInput);
+    throw err;
+  }
+}
+
 function write(r: Rendered, json: boolean): void {
   process.stdout.write(json ? `${JSON.stringify(r.data, null, 2)}\n` : r.text.map((l) => `${l}\n`).join(''));
 }
@@ -35,12 +45,12 @@ function write(r: Rendered, json: boolean): void {
 export async function main(argv: string[]): Promise<number> {
   let json = argv.includes('--json');
   let exitCode: number = EXIT.ok;
-  const program = buildProgram(processContext(), (r, j) => {
-    json = j;
-    exitCode = r.exitCode;
-    write(r, j);
-  });
   try {
+    const program = buildProgram(envChecked(processContext), (r, j) => {
+      json = j;
+      exitCode = r.exitCode;
+      write(r, j);
+    });
     await program.parseAsync(argv);
     return exitCode;
   } catch (err) {

@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { parseManifest } from '../config/manifest';
 import { findServe } from '../domain/manifest';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
+import type { RouterConfigResult } from '../config/router-model';
 import type { Manifest, ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import type { CommandContext } from './command';
@@ -37,7 +38,7 @@ export async function loadManifest(
   const result = parseManifest(await readText(file, 'manifest'), file);
   // Both files' errors in one run: the router config's own are found without a valid manifest,
   // only the check against the manifest needs one.
-  const router = routerFile ? parseRouterConfig(await readText(routerFile, 'router config'), routerFile) : undefined;
+  const router = routerFile ? await readRouterConfig(routerFile) : undefined;
   const errors = [...(result.ok ? [] : result.errors), ...(router && !router.ok ? router.errors : [])];
   if (!result.ok || (router && !router.ok)) throw new CliError(errors.map(formatIssue).join('\n'), EXIT.badInput, { errors });
   const warnings = [...result.warnings];
@@ -49,6 +50,15 @@ export async function loadManifest(
   }
   for (const w of warnings) ctx.note(`warning: ${formatIssue(w)}`);
   return { manifest: result.manifest, warnings };
+}
+
+/** The router config parsed, or its read failure as one more issue beside the manifest's. */
+async function readRouterConfig(file: string): Promise<RouterConfigResult> {
+  try {
+    return parseRouterConfig(await readFile(file, 'utf8'), file);
+  } catch (err) {
+    return { ok: false, errors: [{ file, path: '', message: `cannot read router config: ${(err as Error).message}` }], warnings: [] };
+  }
 }
 
 export function checkServes(manifest: Manifest, file: string, names: string[]): void {

@@ -91,12 +91,18 @@ export function probeTcp(address: string, timeoutMs = TCP_PROBE_MS): Promise<voi
   });
 }
 
+/** Whether grpc-js would reach Temporal through a proxy: then only the gRPC connect can tell. */
+export function viaProxy(env: NodeJS.ProcessEnv): boolean {
+  return ['grpc_proxy', 'https_proxy', 'http_proxy', 'GRPC_PROXY', 'HTTPS_PROXY', 'HTTP_PROXY'].some((v) => (env[v] ?? '') !== '');
+}
+
 export async function connectClient(): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
   const config = temporalConfig();
   const address = config.connectionOptions.address ?? DEFAULT_ADDRESS;
   const namespace = config.namespace ?? 'default';
   try {
-    await probeTcp(address);
+    // Through a proxy (grpc-js honours these) the address need not be reachable from here.
+    if (!viaProxy(process.env)) await probeTcp(address);
     const connection = await Connection.connect({ ...config.connectionOptions, connectTimeout: CONNECT_TIMEOUT });
     return { client: new Client({ connection, namespace }), connection, address, namespace };
   } catch (err) {

@@ -30,14 +30,15 @@ export const admission = {
    */
   evictionHint: (gpuRole: string, outlook: EvictionOutlook, evict: boolean, serve: string): string => {
     if (outlook.kind === 'resident') return `; ${outlook.windows.map(admission.resident).join('; ')}`;
-    if (outlook.kind === 'would-evict') return evict ? '' : admission.suggestEvict(serve, outlook.victims);
+    if (outlook.kind === 'would-evict') return evict ? '' : admission.suggestEvict(outlook.victims);
     return `; evictable serves on '${gpuRole}' hold only ${outlook.evictableMib} MiB${admission.held(outlook.held)}`;
   },
   /** A plain bring-up never evicts: its denial names the --evict that would help, or whose eviction holds the MiB. */
   bringUpHint: (outlook: EvictionOutlook, serve: string): string =>
-    outlook.kind === 'would-evict' ? admission.suggestEvict(serve, outlook.victims) : outlook.kind === 'short' ? admission.held(outlook.held) : '',
-  suggestEvict: (serve: string, victims: readonly { serve: string; vramMib: number }[]) =>
-    ` (gpures serves up ${serve} --evict would evict ${victims.map((v) => v.serve).join(', ')}: ${victims.reduce((s, v) => s + v.vramMib, 0)} MiB)`,
+    outlook.kind === 'would-evict' ? admission.suggestEvict(outlook.victims) : outlook.kind === 'short' ? admission.held(outlook.held) : '',
+  /** Read by CLI operators and API callers alike (`evict: true` there). */
+  suggestEvict: (victims: readonly { serve: string; vramMib: number }[]) =>
+    ` (with --evict it would evict ${victims.map((v) => v.serve).join(', ')}: ${victims.reduce((s, v) => s + v.vramMib, 0)} MiB)`,
   held: (held: readonly HeldFor[]) =>
     held
       .map(
