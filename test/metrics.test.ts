@@ -186,7 +186,7 @@ describe('/metrics of the worker, the router and the acquisition API during an e
     const log = box.worker.stderr();
     const denials = log
       .split('\n')
-      .filter((line) => /\[INFO\] bringUpWorkflow \S+: serves up comfyui-sim denied: over budget by \d+ MiB, nothing started$/.test(line));
+      .filter((line) => /\[INFO\] bringUpWorkflow \S+: serves up comfyui-sim denied: over budget by \d+ MiB, nothing started( \(with --evict it would evict vision: \d+ MiB\))?$/.test(line));
     assert.equal(denials.length, 2, log);
     assert.ok(
       denials.some((line) => line.includes(`metrics-direct-${node}`)),
