@@ -4,6 +4,7 @@
 // its times, the step under way as one status line, and a child's steps (a restore's bring-ups,
 // a lease's bring-down) beneath its parent's, until the workflow closes. What the operator
 // watches while a drain runs out or a vLLM serve takes minutes to load.
+import { QueryNotRegisteredError } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -102,9 +103,9 @@ export function pendingOf(raw: Raw): { pending: PendingWait[]; children: ChildRu
   return { pending, children };
 }
 
+/** A run whose worker has no handler for the query (one from before it): the SDK's name for that answer. */
 function isQueryUnknown(err: unknown): boolean {
-  // The server answers a query no handler takes with the worker's own words.
-  return err instanceof Error && /unknown queryType|QueryNotRegistered|did not register a handler|not registered/i.test(`${err.name} ${err.message}`);
+  return err instanceof QueryNotRegisteredError;
 }
 
 /** One run followed: its steps reported once each, its children followed beneath it. */
