@@ -1,7 +1,7 @@
 // What an operator watches while an operation runs, as processes on the simulated box: each step
 // with its times, the probe count of a slow bring-up, the in-flight count of a drain falling as
-// held requests end, a restore's child bring-up step by step, what a cancelled --evict undid, and
-// a second `serves up` that joins the first. Captured under a pseudo-terminal (util-linux's
+// held requests end, a restore's child bring-up step by step (and a lease's bring-down with its
+// restore beneath it), what a cancelled --evict undid, and a second `serves up` that joins the first. Captured under a pseudo-terminal (util-linux's
 // script), where the step under way is redrawn in place, and without one, where it is not.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -191,5 +191,26 @@ describe('live progress of serves up, --evict, serves down --restore, as process
     assert.ok(!down.stdout.includes(CSI), show(down));
     assert.match(plain(down.stdout), /^ {2}stop: container \S+-vision: stopped, removed {2}\[\+/m, show(down));
     assert.match(plain(down.stdout), /^ {2}"outcomes": \[$/m, show(down));
+  });
+
+  test("serves release: the lease's bring-down and its restore, each printed beneath the run that started it", async () => {
+    const up = await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env);
+    assert.equal(up.code, 0, show(up));
+    const leased = await gpures(['serves', 'up', 'comfyui-sim', '--evict', '--lease', '10m', '--manifest', manifest], env, 120_000);
+    assert.equal(leased.code, 0, show(leased));
+    const release = await gpures(['serves', 'release', 'comfyui-sim', '--manifest', manifest], env, 120_000);
+    assert.equal(release.code, 0, show(release));
+    const lines = release.stderr.split('\n');
+    const at = (re: RegExp) => lines.findIndex((l) => re.test(l));
+    const down = at(/^ {2}serves-down\/\S+\/comfyui-sim \(bringDownWorkflow\):$/);
+    const stop = at(/^ {4}stop: container \S+-comfyui-sim: stopped, removed {2}\[\+/);
+    const restore = at(/^ {4}serves-up\/\S+\/vision \(bringUpWorkflow\):$/);
+    const running = at(/^ {6}running: reservation marked running {2}\[\+/);
+    const restored = at(/^ {4}restore: serves up vision: restored/);
+    const leaseDown = at(/^ {2}down: serves down comfyui-sim: stopped/);
+    assert.ok(0 <= down && down < stop && stop < restore && restore < running && running < restored && restored < leaseDown, show(release));
+
+    const rest = await gpures(['serves', 'down', 'vision', 'fast', '--manifest', manifest], env);
+    assert.equal(rest.code, 0, show(rest));
   });
 });
