@@ -190,10 +190,11 @@ describe('bring-up and bring-down', () => {
     const out = await pending;
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'CancelledFailure');
-    // The caller is told what its cancelled operation gave back, from the operation's own last step.
+    // The caller is told what its cancelled operation gave back, from the operation's own last
+    // step, and who cancelled it, from its history: here this test's client.
     assert.equal(
       out.message,
-      'serves up stuck cancelled at health; compensated: remove container, release reservation (cancelled by a serves down of it, or from the UI)',
+      `serves up stuck cancelled at health; compensated: remove container, release reservation (cancelled by ${box.temporal.client.workflow.options.identity})`,
     );
     assert.equal((await handle.describe()).status.name, 'CANCELLED');
     assert.equal((await box.containers()).filter((c) => c.serve === 'stuck').length, 0);

@@ -69,7 +69,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
       show(evict),
     );
     assert.match(evict.stderr, /^ {2}release vision: nvidia-smi: 12288 MiB back on GPU-/m);
-    assert.match(evict.stderr, /^ {2}health: container gpures-.*-comfyui-sim stayed running \(api none: no HTTP to probe\)$/m);
+    assert.match(evict.stderr, /^ {2}health: container gpures-.*-comfyui-sim stayed running \(api none: no HTTP to probe\) {2}\[\+[\d.]+s, took [\d.]+s\]$/m);
     assert.match(evict.stderr, /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision$/m);
     assert.ok(
       evict.stdout.endsWith(

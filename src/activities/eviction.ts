@@ -10,6 +10,7 @@ import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
 import { imageMissing } from '../adapters/errors';
 import type { DrainResult, GpuReading, TierState, VramReleaseResult } from '../shared/contracts';
+import type { DrainBeat, VramBeat } from '../shared/progress';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { earlierProgress, heartbeating, progress } from './heartbeat';
 import { loadManifest } from './resolve';
@@ -36,13 +37,10 @@ export interface EvictionPreflight {
 /**
  * What a drain's attempt heartbeats each poll: a retry after a dead worker resumes from these, so
  * the figures at the drain's start are the first attempt's (the retry may well find 0 in flight).
+ * The rest of DrainBeat (the deadline, when read) is for a follower's live line.
  */
-interface DrainProgress {
-  startedAtEpochMs: number;
-  polls: number;
+interface DrainProgress extends DrainBeat {
   first: { router: number; vllm: number | null };
-  routerInFlight: number;
-  vllmRunning: number | null;
 }
 
 function isDrainProgress(p: unknown): p is DrainProgress {
@@ -158,7 +156,15 @@ export function createEvictionActivities(deps: EvictionDeps) {
           vllmRunningAtEnd: vllmRunning,
         };
         if (routerInFlight === 0 && !vllmRunning) return { ...result, drained: true, drainedAtEpochMs: Date.now() };
-        progress({ startedAtEpochMs: started, polls, first, routerInFlight, vllmRunning } satisfies DrainProgress);
+        progress({
+          startedAtEpochMs: started,
+          polls,
+          first,
+          routerInFlight,
+          vllmRunning,
+          deadlineEpochMs: input.deadlineEpochMs,
+          atEpochMs: Date.now(),
+        } satisfies DrainProgress);
         if (Date.now() >= input.deadlineEpochMs) return { ...result, drained: false };
         // Short polls: the stop should follow the last response closely.
         await ctx.sleep(Math.min(pollMs, 100, Math.max(0, input.deadlineEpochMs - Date.now())));
@@ -207,7 +213,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
           waitedMs: Date.now() - started,
         };
         if (releasedMib >= needed) return result;
-        progress({ ...result, startedAtEpochMs: started });
+        progress({ ...result, startedAtEpochMs: started, deadlineEpochMs: input.deadlineEpochMs, atEpochMs: Date.now() } satisfies VramBeat);
         if (Date.now() >= input.deadlineEpochMs) {
           throw nonRetryable(
             Failure.VramNotReleased,

@@ -37,6 +37,7 @@ import type { RouterDeployment, RouterTarget } from '../adapters/router-deployme
 import type { ServeProbe } from '../adapters/serve-probe/port';
 import { ServeUnreachable } from '../adapters/errors';
 import type { OperationEnd, OperationEndMode, ResolvedServe, StopResult } from '../shared/contracts';
+import type { HealthBeat } from '../shared/progress';
 import { nonRetryable, permanentAsFailure, transient } from './failure';
 import { activityContext, earlierProgress, heartbeating, progress } from './heartbeat';
 
@@ -87,12 +88,11 @@ interface StopProgress {
   attempt: number;
 }
 
-/** What a health wait carries over to its next attempt, for an honest waitedMs and probe count. */
-interface HealthProgress {
-  startedAtEpochMs: number;
-  probes: number;
-  last: string;
-}
+/**
+ * What a health wait carries over to its next attempt, for an honest waitedMs and probe count;
+ * the deadline and start timeout are for a follower's live line.
+ */
+type HealthProgress = HealthBeat;
 
 /** How long a serve with api = "none" must stay running to count as started. */
 export const NO_API_SETTLE_MS = 2000;
@@ -262,6 +262,13 @@ export function createActivities(deps: ActivityDeps) {
       const started = typeof earlier?.startedAtEpochMs === 'number' ? earlier.startedAtEpochMs : Date.now();
       let probes = typeof earlier?.probes === 'number' ? earlier.probes : 0;
       let last = 'no probe yet';
+      const beat = () => ({
+        startedAtEpochMs: started,
+        probes,
+        deadlineEpochMs: input.deadlineEpochMs,
+        timeoutS: input.serve.startTimeoutS,
+        atEpochMs: Date.now(),
+      });
       for (;;) {
         const state = await deps.runtime.inspect(name);
         if (!state?.running) throw nonRetryable(Failure.ContainerExited, await describeExit(name, input.serve.name, state));
@@ -271,14 +278,14 @@ export function createActivities(deps: ActivityDeps) {
         if (input.serve.api === 'none') {
           if (Date.now() - started >= NO_API_SETTLE_MS || Date.now() >= input.deadlineEpochMs)
             return { url: `container ${name}`, probes, waitedMs: Date.now() - started };
-          progress({ startedAtEpochMs: started, probes, last: 'running' } satisfies HealthProgress);
+          progress({ ...beat(), last: 'running' } satisfies HealthProgress);
           await ctx.sleep(Math.min(pollMs, NO_API_SETTLE_MS));
           continue;
         }
         const h = await deps.probe.health(url, 2000);
         if (h.ok) return { url, probes, waitedMs: Date.now() - started };
         last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');
-        progress({ startedAtEpochMs: started, probes, last } satisfies HealthProgress);
+        progress({ ...beat(), last } satisfies HealthProgress);
         if (Date.now() >= input.deadlineEpochMs) {
           throw nonRetryable(Failure.HealthTimeout, `no 200 from ${url} within ${input.serve.startTimeoutS} s (${probes} probes, last: ${last})`);
         }

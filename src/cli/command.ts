@@ -2,6 +2,7 @@
 // It never writes to stdout or stderr nor exits: the program layer (main.ts) does, so `--json`
 // prints only the result and every exit code comes from one table (exit-codes.ts).
 import type { CliEnv } from '../config/env';
+import type { StatusLine } from '../client/follow';
 
 export interface Rendered {
   /** What --json prints. */
@@ -15,6 +16,11 @@ export interface CommandContext {
   env: CliEnv;
   /** One line for the operator as it happens (progress, warnings, notes): stderr, so stdout stays the result. */
   note(line: string): void;
+  /**
+   * The step under way (undefined: none): redrawn in place under the notes on a terminal; off one,
+   * or with --json, appended as plain lines when it says something new. stderr too.
+   */
+  status(line: StatusLine | undefined): void;
   /**
    * Until the returned function is called, Ctrl-C prints what `message` says (if anything) and exits
    * with EXIT.interrupted: following an operation stops, the workflow goes on.

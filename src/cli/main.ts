@@ -5,16 +5,20 @@ import type { CommandContext, Rendered } from './command';
 import { cliEnv, EnvError } from '../config/env';
 import { CliError, commanderExit, EXIT, unexpectedExit } from './exit-codes';
 import { buildProgram } from './program';
+import { plainDisplay, terminalDisplay } from './progress-display';
+import type { ProgressDisplay } from './progress-display';
 
 /** What commands may ask of the process, done here so that no command writes or exits itself. */
-function processContext(): CommandContext {
+function processContext(display: ProgressDisplay): CommandContext {
   return {
     env: cliEnv(process.env),
-    note: (line) => process.stderr.write(`${line}\n`),
+    note: (line) => display.note(line),
+    status: (line) => display.status(line),
     onInterrupt(message) {
       const onSigint = () => {
         const m = message();
-        if (m) process.stderr.write(`${m}\n`);
+        display.status(undefined);
+        if (m) display.note(m);
         process.exit(EXIT.interrupted);
       };
       process.once('SIGINT', onSigint);
@@ -45,8 +49,12 @@ function write(r: Rendered, json: boolean): void {
 export async function main(argv: string[]): Promise<number> {
   let json = argv.includes('--json');
   let exitCode: number = EXIT.ok;
+  // Redrawn in place only for a person at a terminal: --json is for a program, which reads lines;
+  // a terminal of no size (a pty nobody sized) would show nothing of a redraw.
+  const terminal = process.stderr.isTTY && process.stderr.columns > 0 && process.stderr.rows > 0 && !json;
+  const display = terminal ? await terminalDisplay(process.stderr) : plainDisplay((text) => process.stderr.write(text));
   try {
-    const program = buildProgram(envChecked(processContext), (r, j) => {
+    const program = buildProgram(envChecked(() => processContext(display)), (r, j) => {
       json = j;
       exitCode = r.exitCode;
       write(r, j);
@@ -54,6 +62,8 @@ export async function main(argv: string[]): Promise<number> {
     await program.parseAsync(argv);
     return exitCode;
   } catch (err) {
+    // A status line left by a follow the error cut short goes: the error is what stays.
+    display.status(undefined);
     if (err instanceof CliError) {
       if (json) process.stdout.write(`${JSON.stringify({ error: { message: err.message, exitCode: err.exitCode, details: err.details } }, null, 2)}\n`);
       else process.stderr.write(`${err.message}\n`);

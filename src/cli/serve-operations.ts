@@ -3,15 +3,14 @@
 import type { Client } from '@temporalio/client';
 import { formatLedger } from '../domain/ledger';
 import { workflowIds } from '../shared/messages';
-import type { StepRecord } from '../shared/messages';
-import { formatStep } from '../client/follow';
 import { serveAcquire, serveDown, serveUp } from '../client/operations';
-import type { OperationOutcome } from '../client/operations';
+import type { OperationOutcome, OperationWatch } from '../client/operations';
 import type { CommandContext, Rendered } from './command';
 import { operationsExit } from './exit-codes';
 import { checkServes, gpuRolesOf, loadManifest, manifestPath } from './manifest';
 import { readLedgers, requireWorker, withClient } from './temporal';
 import { ledgerJson } from '../client/node-ledgers';
+import { watchFor } from './progress-lines';
 
 export interface ServeOpts {
   manifest?: string;
@@ -30,12 +29,12 @@ function renderOutcome(o: ServeOutcome): string[] {
 }
 
 /** The workflow that does `serves <verb> <name>` with these options, and how to run it. */
-function operationFor(client: Client, node: string, verb: 'up' | 'down', name: string, opts: ServeOpts, onStep: (step: StepRecord) => void) {
+function operationFor(client: Client, node: string, verb: 'up' | 'down', name: string, opts: ServeOpts, watch: OperationWatch) {
   if (verb === 'down') {
-    return { workflowId: workflowIds.bringDown(node, name), operate: () => serveDown(client, node, name, { restore: opts.restore, onStep }) };
+    return { workflowId: workflowIds.bringDown(node, name), operate: () => serveDown(client, node, name, { restore: opts.restore, watch }) };
   }
   // A lease is the acquisition's to start: a leased serve goes up as one, evicting only with --evict.
-  if (!opts.evict && opts.leaseS === undefined) return { workflowId: workflowIds.bringUp(node, name), operate: () => serveUp(client, node, name, onStep) };
+  if (!opts.evict && opts.leaseS === undefined) return { workflowId: workflowIds.bringUp(node, name), operate: () => serveUp(client, node, name, watch) };
   const input = {
     serve: name,
     evict: Boolean(opts.evict),
@@ -43,7 +42,7 @@ function operationFor(client: Client, node: string, verb: 'up' | 'down', name: s
     drainTimeoutS: opts.drainTimeout ? Number(opts.drainTimeout) : undefined,
     ...(opts.leaseS !== undefined ? { lease: { kind: 'fixed' as const, seconds: opts.leaseS } } : {}),
   };
-  return { workflowId: workflowIds.acquire(node, name), operate: () => serveAcquire(client, node, input, onStep) };
+  return { workflowId: workflowIds.acquire(node, name), operate: () => serveAcquire(client, node, input, watch) };
 }
 
 export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', names: string[], opts: ServeOpts): Promise<Rendered> {
@@ -53,8 +52,8 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
   return withClient(async (client) => {
     await requireWorker(client, manifest, gpuRolesOf(manifest, names), (line) => ctx.note(line));
     const outcomes: ServeOutcome[] = [];
-    // Progress is noted as each step completes: the result is what the command returns.
-    const printStep = (step: StepRecord) => ctx.note(formatStep(step));
+    // Progress is noted as each step completes, the step under way as a status line: the result is what the command returns.
+    const watch = watchFor(ctx);
     // Ctrl-C stops following, not the operation: it is a workflow, and goes on without this process.
     let current: { name: string; workflowId: string } | undefined;
     const interrupted = () =>
@@ -65,7 +64,7 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
     const releaseInterrupt = ctx.onInterrupt(interrupted);
     // In the order given, as an operator reads the command line; one failure does not stop the rest.
     for (const name of names) {
-      const { workflowId, operate } = operationFor(client, manifest.node, verb, name, opts, printStep);
+      const { workflowId, operate } = operationFor(client, manifest.node, verb, name, opts, watch);
       current = { name, workflowId };
       const o: ServeOutcome = await operate();
       outcomes.push(o);

@@ -1,24 +1,242 @@
-// Live progress of a running operation: polls its steps query and reports each new step once,
-// until the workflow closes. What the operator watches while a vLLM serve takes minutes to load.
+// Live progress of a running operation: polls its steps (the `liveProgress` query, or `progress`
+// on a worker from before it) and its description (the activity it waits in, with the figures
+// that activity heartbeats; the child runs it waits for), and reports each new step once with
+// its times, the step under way as one status line, and a child's steps (a restore's bring-ups,
+// a lease's bring-down) beneath its parent's, until the workflow closes. What the operator
+// watches while a drain runs out or a vLLM serve takes minutes to load.
+import { QueryNotRegisteredError } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
+import type { temporal } from '@temporalio/proto';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { liveProgressQuery, progressQuery } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
+import type { DrainBeat, HealthBeat, StepUnderWay, VramBeat } from '../shared/progress';
+
+/** A step as completed, with when: since the operation began, and since the step before it (or its run's start). */
+export interface TimedStep extends StepRecord {
+  /** 0: the operation's own step; 1: a step of a child it waits for; 2: a grandchild's. */
+  depth: number;
+  elapsedMs?: number;
+  tookMs?: number;
+}
+
+/** The line about the step under way: `key` changes only when something worth a new plain line does (a count, the step). */
+export interface StatusLine {
+  text: string;
+  key: string;
+  /** It tells more than the time (a count, a retry): a plain log takes it at once. */
+  figures: boolean;
+  /** How long the step has been under way, where that is all it tells. */
+  sinceMs?: number;
+}
+
+/** How a follower reports; every callback may be left out. */
+export interface FollowHandlers {
+  onStep?: (step: TimedStep) => void;
+  /** A child run first seen, before its steps. */
+  onChild?: (child: ChildRun, depth: number) => void;
+  /** The step under way now; undefined when none is (between steps, or closed). */
+  onStatus?: (status: StatusLine | undefined) => void;
+}
+
+export interface ChildRun {
+  workflowId: string;
+  runId: string;
+  workflowType: string;
+}
+
+/** An activity the run waits in, as describe() shows it. */
+export interface PendingWait {
+  activity: string;
+  attempt: number;
+  /** The attempt's latest heartbeat details, decoded. */
+  details?: unknown;
+  lastFailure?: string;
+  lastStartedAtMs?: number;
+}
+
+/** What one poll of a run reads. */
+export interface RunReading {
+  steps: readonly StepRecord[];
+  underway?: StepUnderWay;
+  startedAtMs?: number;
+  pending: PendingWait[];
+  children: ChildRun[];
+  closed: boolean;
+}
+
+/** What a follower needs of Temporal for one run: `client.workflow.getHandle(id, runId)`. */
+export type RunHandle = Pick<WorkflowHandle, 'workflowId' | 'query' | 'describe'>;
+
+/** Opens a child's handle by id and run. */
+export type HandleFor = (workflowId: string, runId: string) => RunHandle;
+
+type Raw = temporal.api.workflowservice.v1.IDescribeWorkflowExecutionResponse;
+
+function decodeDetails(payloads: temporal.api.common.v1.IPayload[] | null | undefined): unknown {
+  const first = payloads?.[0];
+  if (!first) return undefined;
+  try {
+    return defaultPayloadConverter.fromPayload(first);
+  } catch {
+    return undefined;
+  }
+}
+
+function tsMs(ts: { seconds?: unknown; nanos?: number | null } | null | undefined): number | undefined {
+  if (!ts?.seconds) return undefined;
+  return Number(ts.seconds) * 1000 + Math.floor((ts.nanos ?? 0) / 1e6);
+}
+
+/** The activities a run waits in and the children it waits for, from its description. */
+export function pendingOf(raw: Raw): { pending: PendingWait[]; children: ChildRun[] } {
+  const pending = (raw.pendingActivities ?? []).map((a) => ({
+    activity: a.activityType?.name ?? '?',
+    attempt: a.attempt ?? 1,
+    details: decodeDetails(a.heartbeatDetails?.payloads),
+    ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}),
+    ...(tsMs(a.lastStartedTime) ? { lastStartedAtMs: tsMs(a.lastStartedTime) } : {}),
+  }));
+  const children = (raw.pendingChildren ?? []).flatMap((c) =>
+    c.workflowId && c.runId ? [{ workflowId: c.workflowId, runId: c.runId, workflowType: c.workflowTypeName ?? '?' }] : [],
+  );
+  return { pending, children };
+}
+
+/** A run whose worker has no handler for the query (one from before it): the SDK's name for that answer. */
+function isQueryUnknown(err: unknown): boolean {
+  return err instanceof QueryNotRegisteredError;
+}
+
+/** One run followed: its steps reported once each, its children followed beneath it. */
+class RunFollower {
+  private seen = 0;
+  private startedAtMs: number | undefined;
+  private lastAtMs: number | undefined;
+  private live = true;
+  private readonly children = new Map<string, RunFollower>();
+  private reading: RunReading | undefined;
+
+  constructor(
+    private readonly handle: RunHandle,
+    private readonly depth: number,
+    private readonly handlers: FollowHandlers,
+    private readonly handleFor: HandleFor | undefined,
+    /** When the operation began: the clock every line's elapsed time is on. */
+    private readonly origin: { ms?: number },
+  ) {}
+
+  private async readSteps(): Promise<{ steps: readonly StepRecord[]; underway?: StepUnderWay }> {
+    if (this.live) {
+      try {
+        return await this.handle.query(liveProgressQuery);
+      } catch (err) {
+        if (!isQueryUnknown(err)) throw err;
+        this.live = false;
+      }
+    }
+    return { steps: await this.handle.query(progressQuery) };
+  }
+
+  /** Reads the run (steps and description together); undefined when neither answered (no worker yet, say). */
+  async read(): Promise<RunReading | undefined> {
+    const [steps, desc] = await Promise.allSettled([this.readSteps(), this.handle.describe()]);
+    if (steps.status === 'rejected' && desc.status === 'rejected') return undefined;
+    const d = desc.status === 'fulfilled' ? desc.value : undefined;
+    if (d) this.startedAtMs ??= d.startTime.getTime();
+    if (d && this.depth === 0) this.origin.ms ??= d.startTime.getTime();
+    const { pending, children } = d ? pendingOf(d.raw) : { pending: [], children: [] };
+    const s = steps.status === 'fulfilled' ? steps.value : { steps: [] };
+    return { steps: s.steps, underway: s.underway, startedAtMs: this.startedAtMs, pending, children, closed: Boolean(d && d.status.name !== 'RUNNING') };
+  }
+
+  /**
+   * One poll, in the order things happened: the children already followed (one that closed since
+   * reports its last steps before the parent's step about it), this run's steps, then the
+   * children it started since (after the steps it took before starting them).
+   */
+  async poll(): Promise<void> {
+    const r = await this.read();
+    if (!r) return;
+    this.reading = r;
+    const pendingIds = new Set(r.children.map((c) => c.runId));
+    for (const [runId, child] of this.children) {
+      await child.poll().catch(() => undefined);
+      // Closed: its last steps were read by the poll above; it is not asked again.
+      if (!pendingIds.has(runId)) this.children.delete(runId);
+    }
+    this.report(r.steps);
+    for (const c of r.children) {
+      if (this.children.has(c.runId) || !this.handleFor) continue;
+      const child = new RunFollower(this.handleFor(c.workflowId, c.runId), this.depth + 1, this.handlers, this.handleFor, this.origin);
+      this.children.set(c.runId, child);
+      this.handlers.onChild?.(c, this.depth + 1);
+      await child.poll().catch(() => undefined);
+    }
+  }
+
+  /** Reports the steps not seen yet, e.g. the final list from a result or failure details. */
+  report(steps: readonly StepRecord[]): void {
+    for (; this.seen < steps.length; this.seen++) {
+      const s = steps[this.seen];
+      if (!s) continue;
+      const at = Date.parse(s.at);
+      const from = this.lastAtMs ?? this.startedAtMs;
+      const timed: TimedStep = { ...s, depth: this.depth };
+      if (!Number.isNaN(at)) {
+        if (this.origin.ms !== undefined) timed.elapsedMs = at - this.origin.ms;
+        if (from !== undefined) timed.tookMs = at - from;
+        this.lastAtMs = at;
+      }
+      this.handlers.onStep?.(timed);
+    }
+  }
+
+  /** The status of the deepest run waiting on something: a child's wait is what the parent waits on. */
+  status(nowMs: number): StatusLine | undefined {
+    for (const child of this.children.values()) {
+      const s = child.status(nowMs);
+      if (s) return s;
+    }
+    return this.reading && !this.reading.closed ? statusOf(this.reading, nowMs, this.depth) : undefined;
+  }
+
+  /** Makes sure the run's start is known, for the times of steps reported after it closed. */
+  async knowStart(): Promise<void> {
+    if (this.startedAtMs !== undefined) return;
+    try {
+      const d = await this.handle.describe();
+      this.startedAtMs = d.startTime.getTime();
+      if (this.depth === 0) this.origin.ms ??= this.startedAtMs;
+    } catch {
+      // Steps then go without times.
+    }
+  }
+}
 
 export interface StepFollower {
   /** Reports the steps not seen yet, e.g. the final list from a result or failure details. */
-  report(this: void, steps: readonly StepRecord[]): void;
-  /** Resolves once `done` settles, having polled `readSteps` meanwhile. */
+  report(this: void, steps: readonly StepRecord[]): Promise<void>;
+  /** Resolves once `done` settles, having polled meanwhile. */
   until(done: Promise<unknown>): Promise<void>;
 }
 
-export function followSteps(readSteps: () => Promise<readonly StepRecord[]>, onStep: (step: StepRecord) => void, pollMs = 500): StepFollower {
-  let seen = 0;
-  const report = (steps: readonly StepRecord[]) => {
-    for (; seen < steps.length; seen++) {
-      const s = steps[seen];
-      if (s) onStep(s);
-    }
+/** Follows one run and, where `handleFor` is given, the children it waits for. */
+export function followRun(handle: RunHandle, handlers: FollowHandlers, opts: { pollMs?: number; handleFor?: HandleFor } = {}): StepFollower {
+  const pollMs = opts.pollMs ?? 500;
+  // A step completed: the status line about it is stale until the next poll says what is under way.
+  const onStep = (step: TimedStep) => {
+    handlers.onStatus?.(undefined);
+    handlers.onStep?.(step);
   };
+  const top = new RunFollower(handle, 0, { ...handlers, onStep }, opts.handleFor, {});
+  const showStatus = () => handlers.onStatus?.(top.status(Date.now()));
   return {
-    report,
+    async report(steps) {
+      await top.knowStart();
+      handlers.onStatus?.(undefined);
+      top.report(steps);
+    },
     async until(done) {
       let finished = false;
       const settled = done.then(
@@ -30,17 +248,94 @@ export function followSteps(readSteps: () => Promise<readonly StepRecord[]>, onS
       });
       while (!finished) {
         try {
-          report(await readSteps());
+          await top.poll();
+          if (!finished) showStatus();
         } catch {
           // no worker answered yet, or the workflow just closed
         }
         if (!finished) await Promise.race([settled, new Promise((r) => setTimeout(r, pollMs))]);
       }
+      // The children's last steps: a restore's last bring-up may close with its parent.
+      try {
+        await top.poll();
+      } catch {
+        // the final result carries the run's own steps
+      }
+      handlers.onStatus?.(undefined);
     },
   };
 }
 
-/** One line per step, as the CLI prints progress. */
-export function formatStep(s: StepRecord): string {
-  return `  ${s.step}: ${s.outcome}`;
+/** 0.4s, 12.3s, 2m05s, 1h02m: to a tenth under a minute, where a drain's or a probe's pace shows. */
+export function formatElapsed(ms: number): string {
+  const s = Math.max(0, ms) / 1000;
+  if (s < 60) return `${s.toFixed(1)}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m${String(Math.floor(s % 60)).padStart(2, '0')}s`;
+  return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
+}
+
+/** One line per step, as the CLI prints progress: indented by depth, its times after it. */
+export function formatStep(s: StepRecord & Partial<TimedStep>): string {
+  const times = [
+    s.elapsedMs !== undefined ? `+${formatElapsed(s.elapsedMs)}` : undefined,
+    s.tookMs !== undefined ? `took ${formatElapsed(s.tookMs)}` : undefined,
+  ]
+    .filter(Boolean)
+    .join(', ');
+  return `${'  '.repeat((s.depth ?? 0) + 1)}${s.step}: ${s.outcome}${times ? `  [${times}]` : ''}`;
+}
+
+/** The line a child's steps go under. */
+export function formatChild(c: ChildRun, depth: number): string {
+  return `${'  '.repeat(depth)}${c.workflowId} (${c.workflowType}):`;
+}
+
+/** How an activity's wait is named when the run names no step under way. */
+const WAIT_NAMES: Record<string, string> = {
+  drainServe: 'drain',
+  waitHealthy: 'health',
+  verifyIdentity: 'identity',
+  confirmVramReleased: 'release',
+  stopServeContainer: 'stop',
+  startServeContainer: 'start',
+};
+
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+
+function ofBound(nowMs: number, startedAtMs: number, deadlineMs: number | undefined, timeoutS?: number): string {
+  const elapsed = formatElapsed(nowMs - startedAtMs);
+  const bound = timeoutS ?? (deadlineMs !== undefined ? Math.round((deadlineMs - startedAtMs) / 1000) : undefined);
+  return bound !== undefined ? `${elapsed} of ${bound}s` : elapsed;
+}
+
+/** The step under way in the operator's words, with the figures its activity heartbeats. */
+export function statusOf(r: RunReading, nowMs: number, depth = 0): StatusLine | undefined {
+  const wait = r.pending.find((p) => p.activity in WAIT_NAMES);
+  // An activity of no step of the operator's (a ledger read, a measure) goes unsaid.
+  const step = r.underway?.step ?? (wait ? WAIT_NAMES[wait.activity] : undefined);
+  if (!step) return undefined;
+  const indent = '  '.repeat(depth + 1);
+  const line = (what: string, key = step, figures = true) => ({ text: `${indent}… ${step}: ${what}`, key: `${depth}/${key}`, figures });
+  const d = (wait?.details ?? {}) as Partial<DrainBeat & HealthBeat & VramBeat>;
+  const started = num(d.startedAtEpochMs);
+  if (wait?.activity === 'drainServe' && started !== undefined && num(d.routerInFlight) !== undefined) {
+    const vllm = num(d.vllmRunning);
+    const inFlight = `${d.routerInFlight} in flight at the router${vllm !== undefined ? `, ${vllm} running in the serve` : ''}`;
+    return line(`${inFlight}, ${ofBound(nowMs, started, num(d.deadlineEpochMs))}`, `${step}/${d.routerInFlight}/${vllm ?? '-'}`);
+  }
+  if (wait?.activity === 'waitHealthy' && started !== undefined && num(d.probes) !== undefined) {
+    const last = typeof d.last === 'string' ? `, last: ${d.last}` : '';
+    return line(`probe ${d.probes}${last}, ${ofBound(nowMs, started, num(d.deadlineEpochMs), num(d.timeoutS))}`);
+  }
+  if (wait?.activity === 'confirmVramReleased' && started !== undefined && num(d.expectedMib) !== undefined) {
+    return line(`${Math.max(0, num(d.releasedMib) ?? 0)} of ${d.expectedMib} MiB back, ${ofBound(nowMs, started, num(d.deadlineEpochMs))}`);
+  }
+  const since = r.underway ? Date.parse(r.underway.since) : (wait?.lastStartedAtMs ?? NaN);
+  const retry = wait && wait.attempt > 1 ? `attempt ${wait.attempt}${wait.lastFailure ? ` (last: ${wait.lastFailure})` : ''}, ` : '';
+  const sinceMs = Number.isNaN(since) ? undefined : nowMs - since;
+  return {
+    ...line(`${retry}${sinceMs === undefined ? 'under way' : formatElapsed(sinceMs)}`, `${step}/${wait?.attempt ?? 0}`, Boolean(retry)),
+    ...(sinceMs !== undefined ? { sinceMs } : {}),
+  };
 }

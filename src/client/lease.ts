@@ -5,6 +5,8 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import type { LeaseExtension, LeaseView } from '../domain/lease';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, taskQueueFor, workflowIds } from '../shared/messages';
 import type { LeaseResult } from '../shared/operations';
+import { followRun } from './follow';
+import type { FollowHandlers } from './follow';
 
 /** No lease runs for the serve: the operator is told which id was looked for. */
 export class NoLease extends Error {}
@@ -64,11 +66,18 @@ export async function extendLease(client: Client, node: string, serve: string, e
   });
 }
 
-/** Expires the lease now and waits for its bring-down (and restore) to end. */
-export async function releaseLease(client: Client, node: string, serve: string): Promise<{ view: LeaseView; result: LeaseResult }> {
+/** Expires the lease now and waits for its bring-down (and restore) to end, reporting their steps as they happen. */
+export async function releaseLease(client: Client, node: string, serve: string, handlers?: FollowHandlers): Promise<{ view: LeaseView; result: LeaseResult }> {
   const handle = await runningLease(client, node, serve);
   const view = await handle.executeUpdate(releaseLeaseUpdate).catch((err: unknown) => {
     throw refusal(err);
   });
-  return { view, result: (await handle.result()) as LeaseResult };
+  const result = handle.result() as Promise<LeaseResult>;
+  if (handlers) {
+    const follower = followRun(handle, handlers, { handleFor: (id, runId) => client.workflow.getHandle(id, runId) });
+    await follower.until(result);
+    const done = await result.catch(() => undefined);
+    if (done) await follower.report(done.steps);
+  }
+  return { view, result: await result };
 }

@@ -6,20 +6,32 @@ import { formatDuration } from '../domain/lease';
 import type { Manifest } from '../domain/types';
 import { progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
-import { followOperation, startOperation } from './start-operation';
-import type { Settled } from './start-operation';
+import { cancellationOf } from './cancellation';
+import type { CancellationRecord } from './cancellation';
+import type { FollowHandlers } from './follow';
+import { followOperation, runOrigin, startOperation } from './start-operation';
+import type { RunOrigin, Settled } from './start-operation';
 import type { AcquireInput, AcquireResult, BringDownResult, BringUpResult } from '../shared/operations';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 
 export type OperationOutcome<R> = { serve: string; workflowId: string; runId: string } & Settled<R>;
 
 /**
- * A cancelled operation carries no message of its own: what it did is its last step, the
- * compensation it ran (a `serves down` of the same serve cancels a bring-up, as does the UI).
+ * A cancelled operation carries no message of its own: what it undid is its last step, the
+ * compensation it ran (a `serves down` of the same serve cancels a bring-up, as does the UI);
+ * who asked is in its history, and so, where the steps cannot be read, what ran after the ask.
  */
-function describeCancellation(steps: readonly StepRecord[]): string {
+function describeCancellation(steps: readonly StepRecord[], record: CancellationRecord | undefined): string {
   const last = steps.filter((s) => s.step === 'compensate').pop();
-  return `${last?.outcome ?? 'cancelled'} (cancelled by a serves down of it, or from the UI)`;
+  const by = `cancelled by ${record?.by ?? 'a serves down of it, or from the UI'}`;
+  if (last) return `${last.outcome} (${by})`;
+  const ran = record?.ranAfter.length ? `; ran after the cancel: ${record.ranAfter.join(', ')}` : '';
+  return `cancelled (${by})${ran}`;
+}
+
+/** How the CLI watches an operation: its steps and waits, and whether this process started it or joined it. */
+export interface OperationWatch extends FollowHandlers {
+  onStart?: (start: { operation: string; workflowId: string; runId: string; origin?: RunOrigin }) => void;
 }
 
 interface ServeOperation {
@@ -31,39 +43,50 @@ interface ServeOperation {
   summary: string;
 }
 
-async function runOperation<R>(client: Client, node: string, op: ServeOperation, onStep?: (step: StepRecord) => void): Promise<OperationOutcome<R>> {
+async function runOperation<R>(client: Client, node: string, op: ServeOperation, watch?: OperationWatch): Promise<OperationOutcome<R>> {
   const { workflowId, serve } = op;
   const operation = op.summary.split(' ').slice(0, 2).join(' ');
   const start = { workflowType: op.workflowType, workflowId, node, input: op.input, summary: `${op.summary} on ${node}`, onConflict: 'join' as const };
   const handle = await startOperation(client, { ...start, tags: { serve, operation } });
   // The run this call started or joined: a workflow id names every run of the operation on that serve.
   const runId = handle.firstExecutionRunId;
-  const following = { readSteps: () => handle.query(progressQuery), onStep, cancelled: describeCancellation };
+  if (watch?.onStart) {
+    const origin = await runOrigin(client, workflowId, runId).catch(() => undefined);
+    watch.onStart({ operation: op.summary, workflowId, runId, origin });
+  }
+  const run = client.workflow.getHandle(workflowId, runId);
+  const following = {
+    readSteps: () => run.query(progressQuery),
+    run,
+    handleFor: (id: string, childRun: string) => client.workflow.getHandle(id, childRun),
+    handlers: watch,
+    cancelled: async (steps: readonly StepRecord[]) => describeCancellation(steps, await cancellationOf(client, workflowId, runId).catch(() => undefined)),
+  };
   const settled = await followOperation(handle as { result(): Promise<R> }, following);
   return { serve, workflowId, runId, ...settled };
 }
 
-export function serveUp(client: Client, node: string, serve: string, onStep?: (step: StepRecord) => void): Promise<OperationOutcome<BringUpResult>> {
+export function serveUp(client: Client, node: string, serve: string, watch?: OperationWatch): Promise<OperationOutcome<BringUpResult>> {
   const op = { workflowType: 'bringUpWorkflow', workflowId: workflowIds.bringUp(node, serve), serve, input: { serve }, summary: `serves up ${serve}` } as const;
-  return runOperation(client, node, op, onStep);
+  return runOperation(client, node, op, watch);
 }
 
 export function serveDown(
   client: Client,
   node: string,
   serve: string,
-  opts: { restore?: boolean; onStep?: (step: StepRecord) => void } = {},
+  opts: { restore?: boolean; watch?: OperationWatch } = {},
 ): Promise<OperationOutcome<BringDownResult>> {
   const summary = `serves down ${serve}${opts.restore ? ' --restore' : ''}`;
   const input = { serve, restore: Boolean(opts.restore) };
-  return runOperation(client, node, { workflowType: 'bringDownWorkflow', workflowId: workflowIds.bringDown(node, serve), serve, input, summary }, opts.onStep);
+  return runOperation(client, node, { workflowType: 'bringDownWorkflow', workflowId: workflowIds.bringDown(node, serve), serve, input, summary }, opts.watch);
 }
 
-export function serveAcquire(client: Client, node: string, input: AcquireInput, onStep?: (step: StepRecord) => void): Promise<OperationOutcome<AcquireResult>> {
+export function serveAcquire(client: Client, node: string, input: AcquireInput, watch?: OperationWatch): Promise<OperationOutcome<AcquireResult>> {
   const lease = input.lease?.kind === 'fixed' ? ` --lease ${formatDuration(input.lease.seconds * 1000)}` : input.lease ? ' (idle lease)' : '';
   const summary = `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}${lease}`;
   const op = { workflowType: 'acquireWorkflow', workflowId: workflowIds.acquire(node, input.serve), serve: input.serve, input: { ...input }, summary } as const;
-  return runOperation(client, node, op, onStep);
+  return runOperation(client, node, op, watch);
 }
 
 export async function ledgerSnapshots(client: Client, manifest: Manifest): Promise<LedgerState[]> {

@@ -4,6 +4,7 @@
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { PromoteFailureDetails, PromoteInput, PromoteResult, StepRecord } from '../shared/promotion';
+import type { FollowHandlers } from './follow';
 import { promoteWorkflowId, promotionStepsQuery } from '../shared/promotion';
 import { followOperation, startOperation } from './start-operation';
 import type { promoteWorkflow } from '../workflows/promote';
@@ -69,15 +70,18 @@ export async function startPromotion(
   }
 }
 
-/** Reports each step as it completes, until the workflow closes; then its outcome. */
+/** Reports each step as it completes (and the step under way), until the workflow closes; then its outcome. */
 export async function followPromotion(
   handle: WorkflowHandleWithFirstExecutionRunId<typeof promoteWorkflow>,
-  onStep: (step: StepRecord) => void,
+  watch: FollowHandlers | ((step: StepRecord) => void),
   pollMs = 500,
 ): Promise<PromotionOutcome> {
   const { workflowId } = handle;
   const runId = handle.firstExecutionRunId;
-  const settled = await followOperation(handle, { readSteps: async () => (await handle.query(promotionStepsQuery)).steps, onStep, pollMs });
+  const handlers = typeof watch === 'function' ? { onStep: watch } : watch;
+  const run = handle.client.getHandle(workflowId, runId);
+  const readSteps = async () => (await handle.query(promotionStepsQuery)).steps;
+  const settled = await followOperation(handle, { readSteps, run, handlers, pollMs });
   if (settled.ok) return { ok: true, workflowId, runId, result: settled.result };
   const { failureType, message } = settled;
   // Only an application failure carries details; the outcome has the key exactly when it does.

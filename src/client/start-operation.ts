@@ -7,7 +7,8 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { taskQueueFor } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
-import { followSteps } from './follow';
+import { followRun } from './follow';
+import type { FollowHandlers, HandleFor, RunHandle } from './follow';
 import { operationSearchAttributes } from './search-attributes';
 
 export interface OperationStart {
@@ -50,16 +51,20 @@ export async function startOperation<W extends Workflow = Workflow>(client: Clie
 export type Settled<R> = { ok: true; result: R } | { ok: false; failureType: string; message: string; details?: unknown };
 
 export interface Following {
-  /** The run's steps so far, from its query. */
+  /** The run's steps so far, from its query: what a cancellation is described from. */
   readSteps: () => Promise<readonly StepRecord[]>;
-  /** Each step once, as it completes; without it the run is only awaited. */
-  onStep?: (step: StepRecord) => void;
+  /** The run to poll for its steps, waits and children; without it (or handlers) the run is only awaited. */
+  run?: RunHandle;
+  /** The children's handles, to follow their steps too (a restore's bring-ups). */
+  handleFor?: HandleFor;
+  /** Each step once, as it completes, with its times; the step under way; each child first seen. */
+  handlers?: FollowHandlers;
   pollMs?: number;
   /**
    * A cancelled run in the operator's words, from its steps (a cancellation carries no message of
    * its own); without it, the cancellation's own name and message.
    */
-  cancelled?: (steps: readonly StepRecord[]) => string;
+  cancelled?: (steps: readonly StepRecord[]) => string | Promise<string>;
 }
 
 function stepsOf(value: unknown): readonly StepRecord[] | undefined {
@@ -69,26 +74,65 @@ function stepsOf(value: unknown): readonly StepRecord[] | undefined {
 /** Awaits the run, reporting its steps meanwhile; then how it closed. Only a workflow's own failure is an outcome: anything else throws. */
 export async function followOperation<R>(handle: { result(): Promise<R> }, how: Following): Promise<Settled<R>> {
   const result = handle.result();
-  const follower = how.onStep ? followSteps(how.readSteps, how.onStep, how.pollMs) : undefined;
+  const follower = how.handlers && how.run ? followRun(how.run, how.handlers, { pollMs: how.pollMs, handleFor: how.handleFor }) : undefined;
   await follower?.until(result);
   let settled: Settled<R>;
+  let steps: readonly StepRecord[] | undefined;
   try {
     settled = { ok: true, result: await result };
+    steps = stepsOf(settled.result);
   } catch (err) {
     if (!(err instanceof WorkflowFailedError)) throw err;
-    settled = { ok: false, ...(await describeFailure(err, how)) };
+    const failed = await describeFailure(err, how);
+    settled = { ok: false, failureType: failed.failureType, message: failed.message, ...('details' in failed ? { details: failed.details } : {}) };
+    steps = failed.steps ?? stepsOf(failed.details);
   }
-  // The steps the last poll did not see: a quick operation may finish between two polls.
-  const steps = stepsOf(settled.ok ? settled.result : settled.details);
-  if (steps) follower?.report(steps);
+  // The steps the last poll did not see: a quick operation may finish between two polls, and a
+  // cancelled one records what it undid as it closes.
+  if (steps) await follower?.report(steps);
   return settled;
 }
 
-async function describeFailure(err: WorkflowFailedError, how: Following): Promise<{ failureType: string; message: string; details?: unknown }> {
+async function describeFailure(
+  err: WorkflowFailedError,
+  how: Following,
+): Promise<{ failureType: string; message: string; details?: unknown; steps?: readonly StepRecord[] }> {
   const { cause } = err;
   if (cause instanceof CancelledFailure && how.cancelled) {
-    return { failureType: 'CancelledFailure', message: how.cancelled(await how.readSteps().catch(() => [])) };
+    const steps = await how.readSteps().catch(() => []);
+    return { failureType: 'CancelledFailure', message: await how.cancelled(steps), steps };
   }
   if (cause instanceof ApplicationFailure) return { failureType: cause.type ?? 'Error', message: cause.message, details: cause.details?.[0] };
   return { failureType: cause?.name ?? 'WorkflowFailed', message: cause?.message ?? err.message };
+}
+
+/** Who started a run, and when: what a process that joined it tells the operator. */
+export interface RunOrigin {
+  /** This process did not start the run: it was running already under the operation's id. */
+  joined: boolean;
+  startedAt: Date;
+  /** The starting client's identity, or the parent workflow that started it. */
+  startedBy: string;
+}
+
+/**
+ * Read from the run's first event. A start that joins (USE_EXISTING) answers the running run's
+ * id like a start that starts, and the SDK drops the response's `started` flag; the run's
+ * WorkflowExecutionStarted event names the identity that started it, and this client's identity
+ * (pid@host unless configured) is its own.
+ */
+export async function runOrigin(client: Client, workflowId: string, runId: string): Promise<RunOrigin | undefined> {
+  const res = await client.workflowService.getWorkflowExecutionHistory({
+    namespace: client.options.namespace,
+    execution: { workflowId, runId },
+    maximumPageSize: 1,
+  });
+  const first = res.history?.events?.[0];
+  const attrs = first?.workflowExecutionStartedEventAttributes;
+  if (!first || !attrs) return undefined;
+  const seconds = Number(first.eventTime?.seconds ?? 0);
+  const startedAt = new Date(seconds * 1000 + Math.floor((first.eventTime?.nanos ?? 0) / 1e6));
+  const parent = attrs.parentWorkflowExecution?.workflowId;
+  const startedBy = parent ? `workflow ${parent}` : attrs.identity || 'an unnamed client';
+  return { joined: Boolean(parent) || attrs.identity !== client.workflow.options.identity, startedAt, startedBy };
 }

@@ -7,6 +7,7 @@ import type { AdmitDecision, AdmitRequest, LedgerState, LedgerTotals, Reservatio
 import type { GpuSpec } from '../domain/types';
 import type { ResidencyWindow, Victim } from '../domain/eviction';
 import type { StopDecision, StopRequest } from '../domain/fence';
+import type { LiveProgress } from './progress';
 
 export interface LedgerAdmitArgs extends AdmitRequest {
   /** The GPU as the manifest declares it now: the ledger adopts the newest capacity and reserve. */
@@ -132,6 +133,12 @@ export interface StepRecord {
 
 /** The steps an operation (bring-up, bring-down, acquisition) has completed so far. */
 export const progressQuery = defineQuery<StepRecord[]>('progress');
+/**
+ * The steps so far and the step under way, with when it began: what a follower times its lines
+ * by. A query of its own, so clients of `progress` keep their answer; a run on a worker from
+ * before it has no handler, and a follower falls back to `progress`.
+ */
+export const liveProgressQuery = defineQuery<LiveProgress>('liveProgress');
 
 export const snapshotQuery = defineQuery<LedgerState>('snapshot');
 

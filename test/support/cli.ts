@@ -14,20 +14,20 @@ export interface Run {
   ms: number;
 }
 
-/** Runs `bin/gpures ARGS` with `env` over this process's; never rejects, so every assertion sees all three outputs. */
-export function gpures(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+/** Runs FILE ARGS with `env` over this process's; never rejects, so every assertion sees all three outputs. */
+function capture(file: string, args: string[], env: Record<string, string>, timeoutMs: number): Promise<Run> {
   const started = Date.now();
   return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [GPURES, ...args],
-      { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 32 * 1024 * 1024 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
-        resolve({ code, stdout, stderr, ms: Date.now() - started });
-      },
-    );
+    execFile(file, args, { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 32 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    });
   });
+}
+
+/** Runs `bin/gpures ARGS` with `env` over this process's; never rejects, so every assertion sees all three outputs. */
+export function gpures(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+  return capture(process.execPath, [GPURES, ...args], env, timeoutMs);
 }
 
 export function show(r: Run): string {
@@ -76,4 +76,20 @@ export function startWorkerProcess(args: string[], env: Record<string, string>, 
       reject(new Error(`worker exited (${code ?? signal}) before it was up; stderr:\n${stderr}`));
     });
   });
+}
+
+/** A word as POSIX sh reads it literally. */
+function shellWord(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * `bin/gpures ARGS` on a pseudo-terminal, as an operator at a terminal runs it: util-linux's
+ * `script` gives it one (stdout and stderr both go to it, so `stdout` here is what the terminal
+ * showed, escape sequences and all). script runs its command through sh, so every word is quoted;
+ * the pty gets a size first (one nobody sized is 0x0, where nothing is redrawn).
+ */
+export function gpuresUnderPty(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+  const command = `stty cols 160 rows 50; exec ${[process.execPath, GPURES, ...args].map(shellWord).join(' ')}`;
+  return capture('script', ['-qefc', command, '/dev/null'], env, timeoutMs);
 }

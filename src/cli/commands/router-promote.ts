@@ -3,11 +3,11 @@ import { readFile } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../../config/router-config';
 import { formatIssue } from '../../domain/types';
-import { formatStep } from '../../client/follow';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT, promotionExit } from '../exit-codes';
 import { loadManifest, manifestPath, readText } from '../manifest';
 import { withClient } from '../temporal';
+import { followFor } from '../progress-lines';
 
 export interface PromoteOpts {
   config: string;
@@ -49,7 +49,7 @@ export async function routerPromote(input: PromoteOpts, ctx: CommandContext): Pr
       throw err;
     });
     ctx.note(`router promote ${input.router}: workflow ${handle.workflowId} (run ${handle.firstExecutionRunId})`);
-    const outcome = await followPromotion(handle, (s) => ctx.note(formatStep(s)));
+    const outcome = await followPromotion(handle, followFor(ctx));
     const text = outcome.ok ? [outcome.result.message] : [`${outcome.message} [${outcome.failureType}; workflow ${outcome.workflowId}]`];
     return { data: outcome, text, exitCode: promotionExit(outcome) };
   });

@@ -10,6 +10,7 @@ import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
 import { checkServes, gpuRolesOf, loadManifest, manifestPath } from '../manifest';
 import { requireWorker, withClient } from '../temporal';
+import { followFor } from '../progress-lines';
 
 /** `90s`, `30m`, `2h`, `1h30m` (or plain seconds), within the lease bound; the option's name leads the error. */
 export function leaseSeconds(flag: string, text: string): number {
@@ -56,7 +57,7 @@ export async function servesExtend(input: { name: string; duration?: string; unt
 export async function servesRelease(input: { name: string; manifest?: string }, ctx: CommandContext): Promise<Rendered> {
   return onLease(ctx, input.manifest, input.name, async (client, node) => {
     ctx.note(`serves release ${input.name}: the lease expires now; bringing ${input.name} down and restoring what it evicted`);
-    const { result } = await releaseLease(client, node, input.name);
+    const { result } = await releaseLease(client, node, input.name, followFor(ctx));
     return { data: result, text: [result.message], exitCode: result.bringDown && !result.bringDown.ok ? EXIT.failed : EXIT.ok };
   });
 }

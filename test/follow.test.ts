@@ -1,0 +1,201 @@
+// The follower and the plain display on their own: the status line each wait's heartbeat makes,
+// a run whose worker predates the liveProgress query, a child's steps in order beneath its
+// parent's with their times, and which status lines a plain log takes. No server: runs are fakes
+// answering describe() and queries as Temporal would.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { QueryNotRegisteredError } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { followRun, formatStep, pendingOf, statusOf } from '../src/client/follow';
+import type { RunHandle, RunReading, StatusLine, TimedStep } from '../src/client/follow';
+import { plainDisplay, PLAIN_STATUS_EVERY_MS } from '../src/cli/progress-display';
+import type { StepRecord } from '../src/shared/messages';
+
+const T0 = Date.UTC(2026, 11, 1, 12, 0, 0);
+const at = (ms: number) => new Date(T0 + ms).toISOString();
+const step = (name: string, ms: number, outcome = 'done'): StepRecord => ({ step: name, at: at(ms), outcome });
+
+function reading(over: Partial<RunReading>): RunReading {
+  return { steps: [], pending: [], children: [], closed: false, ...over };
+}
+
+describe('statusOf: the step under way in words, from the pending activity and its heartbeat', () => {
+  test("a drain: the router's and the serve's in-flight counts, elapsed of its timeout; the count is in the key", () => {
+    const details = { startedAtEpochMs: T0, polls: 9, first: { router: 3, vllm: 3 }, routerInFlight: 2, vllmRunning: 1, deadlineEpochMs: T0 + 120_000 };
+    const r = reading({ underway: { step: 'drain vision', since: at(0) }, pending: [{ activity: 'drainServe', attempt: 1, details }] });
+    const s = statusOf(r, T0 + 6200);
+    assert.equal(s?.text, '  … drain vision: 2 in flight at the router, 1 running in the serve, 6.2s of 120s');
+    assert.equal(s?.figures, true);
+    const fewer = statusOf(reading({ ...r, pending: [{ activity: 'drainServe', attempt: 1, details: { ...details, routerInFlight: 1 } }] }), T0 + 6200);
+    assert.notEqual(fewer?.key, s?.key);
+    assert.equal(statusOf(r, T0 + 9000)?.key, s?.key);
+  });
+
+  test('a drain on a worker from before the deadline was heartbeated: elapsed alone; a serve without metrics: the router only', () => {
+    const details = { startedAtEpochMs: T0, polls: 2, first: { router: 1, vllm: null }, routerInFlight: 1, vllmRunning: null };
+    const s = statusOf(reading({ pending: [{ activity: 'drainServe', attempt: 1, details }] }), T0 + 3000);
+    assert.equal(s?.text, '  … drain: 1 in flight at the router, 3.0s');
+  });
+
+  test('a health wait: the probe count, the last answer, elapsed of start_timeout_s; nested a level for a child', () => {
+    const details = { startedAtEpochMs: T0, probes: 4, last: 'HTTP 404', deadlineEpochMs: T0 + 30_000, timeoutS: 30 };
+    const s = statusOf(reading({ underway: { step: 'health', since: at(0) }, pending: [{ activity: 'waitHealthy', attempt: 1, details }] }), T0 + 3000, 1);
+    assert.equal(s?.text, '    … health: probe 4, last: HTTP 404, 3.0s of 30s');
+  });
+
+  test('a retried identity probe says its attempt; a step with nothing but its time says so, figures false', () => {
+    const retried = statusOf(
+      reading({ underway: { step: 'identity', since: at(0) }, pending: [{ activity: 'verifyIdentity', attempt: 3, lastFailure: 'connection refused' }] }),
+      T0 + 4000,
+    );
+    assert.equal(retried?.text, '  … identity: attempt 3 (last: connection refused), 4.0s');
+    assert.equal(retried?.figures, true);
+    const bare = statusOf(reading({ underway: { step: 'start', since: at(0) } }), T0 + 1500);
+    assert.deepEqual(bare, { text: '  … start: 1.5s', key: '0/start/0', figures: false, sinceMs: 1500 });
+  });
+
+  test("an activity of no step of the operator's (a ledger read) says nothing; nor does a closed run", () => {
+    assert.equal(statusOf(reading({ pending: [{ activity: 'ledgerSnapshot', attempt: 1 }] }), T0), undefined);
+  });
+});
+
+test("pendingOf: an activity's heartbeat details decoded from describe()'s payload, its retry, the children waited for", () => {
+  const raw = {
+    pendingActivities: [
+      {
+        activityType: { name: 'drainServe' },
+        attempt: 2,
+        heartbeatDetails: { payloads: [defaultPayloadConverter.toPayload({ routerInFlight: 2, polls: 5 })] },
+        lastFailure: { message: 'activity Heartbeat timeout' },
+      },
+    ],
+    pendingChildren: [{ workflowId: 'serves-up/n/vision', runId: 'r1', workflowTypeName: 'bringUpWorkflow' }],
+  };
+  assert.deepEqual(pendingOf(raw), {
+    pending: [{ activity: 'drainServe', attempt: 2, details: { routerInFlight: 2, polls: 5 }, lastFailure: 'activity Heartbeat timeout' }],
+    children: [{ workflowId: 'serves-up/n/vision', runId: 'r1', workflowType: 'bringUpWorkflow' }],
+  });
+});
+
+test('formatStep: the step, its outcome, then its times; indented by depth', () => {
+  assert.equal(formatStep({ ...step('admit', 400), depth: 0, elapsedMs: 400, tookMs: 400 }), '  admit: done  [+0.4s, took 0.4s]');
+  assert.equal(formatStep({ ...step('running', 0), depth: 1, elapsedMs: 125_000, tookMs: 65_500 }), '    running: done  [+2m05s, took 1m05s]');
+  assert.equal(formatStep(step('old', 0)), '  old: done');
+});
+
+/** Advanced by the parent's describe: what every fake run answers follows it, as one box's state would. */
+const clock = { tick: 0 };
+
+/** A run answering as a worker would: `phase(tick)` says what its queries and description find. */
+function fakeRun(
+  workflowId: string,
+  startMs: number,
+  phase: (tick: number) => { steps: StepRecord[]; children?: { workflowId: string; runId: string; workflowTypeName: string }[]; status?: string },
+  opts: { live: boolean; ticks?: boolean },
+): RunHandle {
+  const run = {
+    workflowId,
+    query(def: { name: string } | string) {
+      const name = typeof def === 'string' ? def : def.name;
+      const { steps } = phase(clock.tick);
+      if (name === 'liveProgress') {
+        if (!opts.live) return Promise.reject(new QueryNotRegisteredError('Workflow did not register a handler for liveProgress', 3));
+        return Promise.resolve({ steps });
+      }
+      return Promise.resolve(steps);
+    },
+    describe() {
+      if (opts.ticks) clock.tick += 1;
+      const now = phase(clock.tick);
+      const raw = { pendingActivities: [], pendingChildren: now.children ?? [] };
+      return Promise.resolve({ startTime: new Date(startMs), status: { name: now.status ?? 'RUNNING' }, raw });
+    },
+  };
+  return run as unknown as RunHandle;
+}
+
+test("followRun: a restore's child followed beneath its parent, in order, timed on the operation's clock; a worker without liveProgress still followed", async () => {
+  const child = fakeRun(
+    'serves-up/n/vision',
+    T0 + 1500,
+    (tick) => ({ steps: tick < 2 ? [step('admit', 2000)] : [step('admit', 2000), step('running', 4000)], status: tick < 2 ? 'RUNNING' : 'COMPLETED' }),
+    { live: true },
+  );
+  const childRef = { workflowId: child.workflowId, runId: 'c1', workflowTypeName: 'bringUpWorkflow' };
+  // The parent's worker predates the liveProgress query: its steps come from `progress`.
+  const parent = fakeRun(
+    'serves-down/n/comfyui-sim',
+    T0,
+    (tick) => (tick < 2 ? { steps: [step('take', 1000)], children: [childRef] } : { steps: [step('take', 1000), step('restore', 5000)] }),
+    { live: false, ticks: true },
+  );
+  const seen: string[] = [];
+  const steps: TimedStep[] = [];
+  let done!: () => void;
+  const closed = new Promise<void>((r) => (done = r));
+  const follower = followRun(
+    parent,
+    {
+      onStep: (s) => {
+        steps.push(s);
+        seen.push(`${s.depth}:${s.step}`);
+        if (s.step === 'restore') done();
+      },
+      onChild: (c, depth) => seen.push(`${depth}:child ${c.workflowId}`),
+    },
+    { pollMs: 5, handleFor: (id) => (id === child.workflowId ? child : parent) },
+  );
+  await follower.until(closed);
+  assert.deepEqual(seen, ['0:take', '1:child serves-up/n/vision', '1:admit', '1:running', '0:restore']);
+  assert.deepEqual(
+    steps.map((s) => [s.step, s.elapsedMs, s.tookMs]),
+    [
+      ['take', 1000, 1000],
+      ['admit', 2000, 500],
+      ['running', 4000, 2000],
+      ['restore', 5000, 4000],
+    ],
+  );
+  // The final list from the result reports nothing twice.
+  await follower.report([step('take', 1000), step('restore', 5000)]);
+  assert.equal(steps.length, 4);
+});
+
+describe('plainDisplay: which status lines a log takes', () => {
+  const line = (text: string, key: string, figures = true, sinceMs?: number): StatusLine => ({
+    text,
+    key,
+    figures,
+    ...(sinceMs !== undefined ? { sinceMs } : {}),
+  });
+
+  test('a new key at once, the same key again only after PLAIN_STATUS_EVERY_MS; after a clear, at once', () => {
+    let now = 0;
+    const out: string[] = [];
+    const d = plainDisplay(
+      (t) => out.push(t),
+      () => now,
+    );
+    d.status(line('3 in flight', 'drain/3'));
+    now = 1000;
+    d.status(line('3 in flight, later', 'drain/3'));
+    d.status(line('2 in flight', 'drain/2'));
+    now = 1000 + PLAIN_STATUS_EVERY_MS;
+    d.status(line('2 in flight, still', 'drain/2'));
+    d.status(undefined);
+    d.status(line('2 in flight, after a step', 'drain/2'));
+    d.note('a step');
+    assert.deepEqual(out, ['3 in flight\n', '2 in flight\n', '2 in flight, still\n', '2 in flight, after a step\n', 'a step\n']);
+  });
+
+  test('a line with only a time is left out until the step has run PLAIN_STATUS_EVERY_MS', () => {
+    const out: string[] = [];
+    const d = plainDisplay(
+      (t) => out.push(t),
+      () => 0,
+    );
+    d.status(line('start: 0.1s', 'start', false, 100));
+    d.status(line('start: 5.0s', 'start', false, PLAIN_STATUS_EVERY_MS));
+    assert.deepEqual(out, ['start: 5.0s\n']);
+  });
+});
