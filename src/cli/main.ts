@@ -54,11 +54,14 @@ export async function main(argv: string[]): Promise<number> {
   const terminal = process.stderr.isTTY && process.stderr.columns > 0 && process.stderr.rows > 0 && !json;
   const display = terminal ? await terminalDisplay(process.stderr) : plainDisplay((text) => process.stderr.write(text));
   try {
-    const program = buildProgram(envChecked(() => processContext(display)), (r, j) => {
-      json = j;
-      exitCode = r.exitCode;
-      write(r, j);
-    });
+    const program = buildProgram(
+      envChecked(() => processContext(display)),
+      (r, j) => {
+        json = j;
+        exitCode = r.exitCode;
+        write(r, j);
+      },
+    );
     await program.parseAsync(argv);
     return exitCode;
   } catch (err) {
