@@ -161,19 +161,19 @@ describe("the residency denial's words", () => {
     const plan = resident(planEviction(box('restore', 60), 8192, T0 + 12_000));
     const denied = { decision: 'denied' as const, serve: 'comfyui-sim', vramMib: 8192, freeMib: 1375, shortfallMib: 6817 };
     assert.equal(
-      `${denialMessage(denied)}${admission.evictionHint('dark-fast', { kind: 'resident', windows: plan.windows }, true, 'comfyui-sim')}`,
+      `${denialMessage(denied)}${admission.evictionHint('dark-fast', { kind: 'resident', windows: plan.windows }, true)}`,
       'serves up comfyui-sim denied: over budget by 6817 MiB, nothing started; vision came back 12 s ago and stays resident for 60 s: it may be evicted in 48 s',
     );
     // The other hints.
     assert.equal(
-      admission.evictionHint('dark-fast', { kind: 'short', evictableMib: 12288, held: [] }, true, 'x'),
+      admission.evictionHint('dark-fast', { kind: 'short', evictableMib: 12288, held: [] }, true),
       "; evictable serves on 'dark-fast' hold only 12288 MiB",
     );
     assert.equal(
-      admission.evictionHint('dark-fast', { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] }, false, 'comfyui-sim'),
+      admission.evictionHint('dark-fast', { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] }, false),
       ' (with --evict it would evict vision: 12288 MiB)',
     );
-    assert.equal(admission.evictionHint('dark-fast', { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] }, true, 'comfyui-sim'), '');
+    assert.equal(admission.evictionHint('dark-fast', { kind: 'would-evict', victims: [{ serve: 'vision', vramMib: 12288 }] }, true), '');
     assert.equal(
       admission.evictionHint(
         'dark-fast',
@@ -183,7 +183,6 @@ describe("the residency denial's words", () => {
           held: [{ serve: 'comfyui-sim', vramMib: 8192, holder: 'acquire/primary-node/comfyui-sim/run-1', victims: ['vision'] }],
         },
         true,
-        'rival',
       ),
       "; evictable serves on 'dark-fast' hold only 0 MiB; 8192 MiB are held for comfyui-sim while vision is being evicted for it (acquire/primary-node/comfyui-sim)",
     );

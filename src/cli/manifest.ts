@@ -10,6 +10,7 @@ import { formatIssue } from '../domain/types';
 import type { CommandContext } from './command';
 import type { CliEnv } from '../config/env';
 import { CliError, EXIT } from './exit-codes';
+import { notShownBefore } from './warned-once';
 
 export const DEFAULT_MANIFEST = 'serves.toml';
 
@@ -34,6 +35,8 @@ export async function loadManifest(
   ctx: CommandContext,
   file: string,
   routerFile = ctx.env.routerConfig,
+  /** 'once': warnings shown before for the same text are not repeated (warned-once.ts). */
+  show: 'always' | 'once' = 'once',
 ): Promise<{ manifest: Manifest; warnings: ManifestIssue[] }> {
   const result = parseManifest(await readText(file, 'manifest'), file);
   // Both files' errors in one run: the router config's own are found without a valid manifest,
@@ -48,7 +51,10 @@ export async function loadManifest(
     if (crossErrors.length) throw new CliError(crossErrors.map(formatIssue).join('\n'), EXIT.badInput, { errors: crossErrors });
     warnings.push(...router.warnings, ...issues.filter((i) => i.severity !== 'error'));
   }
-  for (const w of warnings) ctx.note(`warning: ${formatIssue(w)}`);
+  const lines = warnings.map((w) => `warning: ${formatIssue(w)}`);
+  const shown = show === 'always' ? lines : notShownBefore(lines);
+  for (const line of shown) ctx.note(line);
+  if (show === 'once' && shown.length) ctx.note('warning: (shown once while the manifest warns the same; `gpures validate` shows them every time)');
   return { manifest: result.manifest, warnings };
 }
 

@@ -28,13 +28,13 @@ export const admission = {
    * What eviction could or could not do about a denial. With --evict it was tried: why it could
    * not. Without: the --evict that would help, when one would.
    */
-  evictionHint: (gpuRole: string, outlook: EvictionOutlook, evict: boolean, serve: string): string => {
+  evictionHint: (gpuRole: string, outlook: EvictionOutlook, evict: boolean): string => {
     if (outlook.kind === 'resident') return `; ${outlook.windows.map(admission.resident).join('; ')}`;
     if (outlook.kind === 'would-evict') return evict ? '' : admission.suggestEvict(outlook.victims);
     return `; evictable serves on '${gpuRole}' hold only ${outlook.evictableMib} MiB${admission.held(outlook.held)}`;
   },
   /** A plain bring-up never evicts: its denial names the --evict that would help, or whose eviction holds the MiB. */
-  bringUpHint: (outlook: EvictionOutlook, serve: string): string =>
+  bringUpHint: (outlook: EvictionOutlook): string =>
     outlook.kind === 'would-evict' ? admission.suggestEvict(outlook.victims) : outlook.kind === 'short' ? admission.held(outlook.held) : '',
   /** Read by CLI operators and API callers alike (`evict: true` there). */
   suggestEvict: (victims: readonly { serve: string; vramMib: number }[]) =>

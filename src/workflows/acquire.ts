@@ -44,7 +44,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     }),
   );
   if (decision.decision === 'denied') {
-    const hint = admission.evictionHint(gpu.role, deniedOutlook(decision, ledger, Boolean(input.evict)), Boolean(input.evict), serve.name);
+    const hint = admission.evictionHint(gpu.role, deniedOutlook(decision, ledger, Boolean(input.evict)), Boolean(input.evict));
     log.record('admit', admission.short(decision.shortfallMib, hint));
     throw ApplicationFailure.create({
       type: Failure.AdmissionDenied,

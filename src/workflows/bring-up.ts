@@ -45,7 +45,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
     throw ApplicationFailure.create({
       type: Failure.AdmissionDenied,
       // Workflow time: the same instant on replay.
-      message: denialMessage(decision) + admission.bringUpHint(evictionOutlook(admit.ledger, serve.vramMib, Date.now()), serve.name),
+      message: denialMessage(decision) + admission.bringUpHint(evictionOutlook(admit.ledger, serve.vramMib, Date.now())),
       nonRetryable: true,
       details: [{ ...decision, ledger: ledgerBefore, steps: log.steps }],
     });

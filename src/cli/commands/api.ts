@@ -15,7 +15,7 @@ export async function api(input: { manifest?: string; host: string; port: string
   const port = Number(input.port);
   if (!/^\d+$/.test(input.port) || port > 65535) throw new CliError(`--port: an integer in 0..65535 (got '${input.port}')`, EXIT.badInput);
   const file = manifestPath(input.manifest, ctx.env);
-  const { manifest } = await loadManifest(ctx, file);
+  const { manifest } = await loadManifest(ctx, file, undefined, 'always');
   const { apiTokenProblem, boundAddresses, buildApi } = await import('../../client/api');
   const token = ctx.env.apiToken;
   const problem = apiTokenProblem(token);

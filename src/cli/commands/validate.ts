@@ -5,7 +5,7 @@ import { loadManifest, manifestPath } from '../manifest';
 
 export async function validate(input: { file?: string; router?: string }, ctx: CommandContext): Promise<Rendered> {
   const path = manifestPath(input.file, ctx.env);
-  const { manifest, warnings } = await loadManifest(ctx, path, input.router ?? ctx.env.routerConfig);
+  const { manifest, warnings } = await loadManifest(ctx, path, input.router ?? ctx.env.routerConfig, 'always');
   return {
     data: { file: path, ok: true, node: manifest.node, gpus: manifest.gpus.length, serves: manifest.serves.length, warnings },
     text: [`${path}: ok (node ${manifest.node}, ${manifest.gpus.length} gpu, ${manifest.serves.length} serves)`],
