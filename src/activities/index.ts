@@ -25,6 +25,7 @@ import { createEvictionActivities } from './eviction';
 import { createLeaseActivities } from './lease';
 import { loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
+import { createRunTagActivities } from './run-tags';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort } from '../adapters/ledger/port';
@@ -33,6 +34,7 @@ import type { OperationControl } from '../adapters/operations/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
+import type { SearchAttributeRegistry } from '../adapters/search-attributes/port';
 import { ServeUnreachable } from '../adapters/errors';
 import type { OperationEnd, OperationEndMode, ResolvedServe, StopResult } from '../shared/contracts';
 import { nonRetryable, permanentAsFailure, transient } from './failure';
@@ -56,6 +58,8 @@ export interface ActivityDeps {
   routerTargets?: RouterTarget[];
   /** The admin client of a router target (HTTP, wired by the worker); needed only to reload and verify. */
   routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
+  /** The namespace's registered search attributes: a run started untagged is tagged only with those. Without it, runs stay as started. */
+  searchAttributes?: SearchAttributeRegistry;
 }
 
 export interface StartedContainer {
@@ -110,6 +114,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createEvictionActivities(deps),
     ...createPromotionActivities(deps),
     ...createLeaseActivities(deps),
+    ...createRunTagActivities(deps),
 
     /**
      * The serve as the manifest declares it now, for the workflow's history: env values and

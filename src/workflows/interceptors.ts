@@ -3,5 +3,6 @@
 // start`, a parent), without each workflow repeating it. They run inside the sandbox, so they take
 // what workflows take (the rule in .dependency-cruiser.cjs).
 import type { WorkflowInterceptorsFactory } from '@temporalio/workflow';
+import { RunTagsInterceptor } from './run-tags';
 
-export const interceptors: WorkflowInterceptorsFactory = () => ({ inbound: [], outbound: [], internals: [] });
+export const interceptors: WorkflowInterceptorsFactory = () => ({ inbound: [new RunTagsInterceptor()], outbound: [], internals: [] });
