@@ -3,7 +3,7 @@
 import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import { temporalConfig } from '../client/connection';
+import { clientIdentity, temporalConfig } from '../client/connection';
 import type { Env } from '../config/env';
 import { workerEnv } from '../config/env';
 import { DockerRuntime } from '../adapters/containers/docker';
@@ -43,7 +43,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   try {
     const worker = await createGpuresWorker({
       connection: nativeConnection,
-      client: new Client({ connection, namespace }),
+      client: new Client({ connection, namespace, identity: clientIdentity('worker') }),
       namespace,
       node: opts.node,
       manifest: fileManifest(opts.manifestPath),

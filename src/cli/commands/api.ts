@@ -20,7 +20,7 @@ export async function api(input: { manifest?: string; host: string; port: string
   const token = ctx.env.apiToken;
   const problem = apiTokenProblem(token);
   if (problem) throw new CliError(problem, EXIT.badInput);
-  const conn = await connectOrExit();
+  const conn = await connectOrExit('api');
   const app = buildApi({ client: conn.client, manifest, manifestFile: file, token });
   await app.listen({ host: input.host, port });
   ctx.note(`acquisition API for node '${manifest.node}' listening on ${boundAddresses(app).join(', ')}`);
