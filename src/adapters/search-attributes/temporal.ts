@@ -1,6 +1,8 @@
-// The namespace's registered search attributes, through the operator service. Asked once a
-// minute at most: every run started without its tags asks (src/workflows/run-tags.ts), and the
-// answer changes only when an operator registers or removes one.
+// The namespace's registered search attributes, through the operator service. Every run started
+// without its tags asks (src/workflows/run-tags.ts): a listing that has them all is kept a minute,
+// one that lacks some is asked again next time, so a run started just after an operator registers
+// them is tagged. (One removed within that minute would fail the upsert of a run started
+// meanwhile until it is registered again: remove them only with no run starting.)
 import type { Client } from '@temporalio/client';
 import type { SearchAttributeRegistry } from './port';
 
@@ -26,7 +28,9 @@ export class TemporalSearchAttributes implements SearchAttributeRegistry {
   async registered(names: readonly string[]): Promise<string[]> {
     try {
       const known = await this.names();
-      return names.filter((n) => known.has(n));
+      const registered = names.filter((n) => known.has(n));
+      if (registered.length < names.length) this.listed = undefined;
+      return registered;
     } catch {
       // No operator access (Temporal Cloud API keys without it, say): say none, and the run goes untagged.
       return [];
