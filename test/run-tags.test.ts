@@ -154,7 +154,7 @@ describe('runs tagged however started (sim box, dev server with the attributes r
     ]) {
       await listedBy(t.temporal.client, query, runId);
     }
-    const metadata = (await handle.query('__temporal_workflow_metadata')) as { currentDetails?: string };
+    const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
     assert.equal(metadata.currentDetails, literalMarkdown(`serves up fast on ${t.node}`));
 
     const h = await fetchHistoryJson(t.temporal.client, workflowId, runId);
