@@ -32,8 +32,8 @@ function escapeLine(line: string): string {
     else if (c === '.') out += prev === '.' || (prev === ' ' && s.charAt(i - 2) === '.') ? '\\.' : c;
     // (c), (r), (tm) become symbols.
     else if (c === '(' && /^\((c|r|tm)\)/i.test(rest)) out += '\\(';
-    // Fractions: 1/2 becomes ½-like markup. `/` has no backslash escape: a character reference.
-    else if (c === '/' && isDigit(prev) && isDigit(next)) out += '&#47;';
+    // Fractions: a word 1/2 becomes a superscript and subscript. `/` has no backslash escape: a character reference.
+    else if (c === '/' && isDigit(next) && /(^|[^A-Za-z0-9])\d+$/.test(s.slice(0, i))) out += '&#47;';
     // Autolinks: http://, mailto:.
     else if (c === ':' && (next === '/' || /mailto$/i.test(s.slice(0, i)))) out += '\\:';
     // Block markup at the start of a line: a heading, a list item.
