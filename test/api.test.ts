@@ -9,6 +9,9 @@ import { Client } from '@temporalio/client';
 import type { InjectOptions } from 'fastify';
 import { buildApi, MIN_API_TOKEN_CHARS } from '../src/client/api';
 import { parseManifest } from '../src/config/manifest';
+import { fetchHistoryJson } from '../src/audit/export';
+import { buildReport } from '../src/audit/report';
+import { SEARCH_ATTRIBUTES } from '../src/shared/run-tags';
 import { NODE_ANSWER_MS, taskQueueFor, workflowIds } from '../src/shared/messages';
 import { gpures, show } from './support/cli';
 import { startApiProcess } from './support/api-process';
@@ -243,6 +246,34 @@ describe('acquisition API against a real dev server', () => {
       } finally {
         assert.equal(await api.stop(), 0);
       }
+    }
+  });
+
+  test('a run gpures api starts names it: identity gpures-api/<pid>@<host>, caller API; tagged, its summary escaped for the UI', async () => {
+    const api = await startApi([]);
+    const port = Number(/:(\d+)/.exec(api.printed)?.[1]);
+    const id = workflowIds.acquire(parsed.manifest.node, 'comfyui-sim');
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/acquisitions`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ serve: 'comfyui-sim', evict: true }),
+      });
+      assert.equal(res.status, 202, await res.clone().text());
+      const runId = ((await res.json()) as { run_id: string }).run_id;
+      const report = buildReport(await fetchHistoryJson(temporal.client, id, runId));
+      assert.equal(report.workflow.startedBy.caller, 'API');
+      assert.match(report.workflow.startedBy.identity, /^gpures-api\/\d+@/);
+      const d = await temporal.client.workflow.getHandle(id, runId).describe();
+      assert.equal(await d.staticSummary(), `serves up comfyui-sim -\\-evict (acquisition API) on ${parsed.manifest.node}`);
+      assert.equal(d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.operation), 'serves up');
+      assert.equal(d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.serve), 'comfyui-sim');
+    } finally {
+      await temporal.client.workflow
+        .getHandle(id)
+        .terminate('test over')
+        .catch(() => undefined);
+      assert.equal(await api.stop(), 0);
     }
   });
 

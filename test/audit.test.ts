@@ -208,10 +208,11 @@ describe('audit: workflow history as evidence', () => {
     const parent = await gpures(['audit', 'report', workflowIds.bringDown(t.node, 'comfyui-sim')]);
     assert.equal(parent.code, 0, show(parent));
     assert.match(parent.stdout, /^serves down comfyui-sim --restore\n/);
-    assert.match(parent.stdout, /Child workflows\n {2}serves-up\/\S+\/vision \(bringUpWorkflow\): completed: serves up vision: restored/);
+    assert.match(parent.stdout, /Child workflows\n {2}serves-up\/\S+\/vision \(bringUpWorkflow, run [0-9a-f-]{36}\): completed: serves up vision: restored/);
     const child = await gpures(['audit', 'report', workflowIds.bringUp(t.node, 'vision')]);
     assert.equal(child.code, 0, show(child));
     assert.match(child.stdout, /child of serves-down\/\S+\/comfyui-sim/);
+    assert.match(child.stdout, /started by parent serves-down\/\S+\/comfyui-sim \(run [0-9a-f-]{36}\)/);
     assert.match(child.stdout, /tier vision-local: router readmit observed 'qwen3-vl-4b-instruct': ok/);
     assert.match(child.stdout, /vision: GET \/v1\/models observed 'qwen3-vl-4b-instruct', expected 'qwen3-vl-4b-instruct': ok/);
   });

@@ -8,7 +8,7 @@ import { extendLease, releaseLease } from '../src/client/lease';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { leaseHandle, leaseTimes } from './support/lease';
-import { sleep, waitUntil } from './support/wait';
+import { sleep, waitFor, waitUntil } from './support/wait';
 import { workflowIds } from '../src/shared/messages';
 
 describe('leases', () => {
@@ -67,6 +67,21 @@ describe('leases', () => {
       [['vision', true]],
     );
     await assertRestored();
+    // The lease (the acquisition's child) and its serves down (the lease's) were started with no
+    // search attributes: the workflows tagged themselves, and the UI finds them by serve and verb.
+    for (const [id, operation] of [
+      [workflowIds.lease(t.node, 'comfyui-sim'), 'lease'],
+      [workflowIds.bringDown(t.node, 'comfyui-sim'), 'serves down'],
+    ] as const) {
+      const { runId } = await t.temporal.client.workflow.getHandle(id).describe();
+      const query = `GpuresServe = 'comfyui-sim' AND GpuresNode = '${t.node}' AND GpuresOperation = '${operation}'`;
+      await waitFor(`${query} to list ${id}`, async () => {
+        for await (const w of t.temporal.client.workflow.list({ query })) if (w.runId === runId) return true;
+        return undefined;
+      });
+    }
+    const down = await t.temporal.client.workflow.getHandle(workflowIds.bringDown(t.node, 'comfyui-sim')).describe();
+    assert.equal(await down.staticSummary(), `serves down comfyui-sim -\\-restore (lease expired) on ${t.node}`);
     const times = await leaseTimes(t.temporal.client, t.node, 'comfyui-sim');
     const late = (times.downInitiatedAtMs ?? NaN) - view.expiresAtEpochMs;
     console.log(`  fixed lease: serves down asked ${(late / 1000).toFixed(2)} s after the expiry`);

@@ -26,6 +26,7 @@ import { observedEviction } from './eviction-metrics';
 import { createLeaseActivities } from './lease';
 import { loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
+import { createRunTagActivities } from './run-tags';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort } from '../adapters/ledger/port';
@@ -35,6 +36,7 @@ import type { OperationControl } from '../adapters/operations/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
+import type { SearchAttributeRegistry } from '../adapters/search-attributes/port';
 import { ServeUnreachable } from '../adapters/errors';
 import type { OperationEnd, OperationEndMode, ResolvedServe, StopResult } from '../shared/contracts';
 import type { HealthBeat } from '../shared/progress';
@@ -61,6 +63,8 @@ export interface ActivityDeps {
   routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
   /** The worker's metrics: how long drains and VRAM-release waits took (docs/metrics.md). */
   metrics?: ActivityMetrics;
+  /** The namespace's registered search attributes: a run started untagged is tagged only with those. Without it, runs stay as started. */
+  searchAttributes?: SearchAttributeRegistry;
 }
 
 export interface StartedContainer {
@@ -114,6 +118,7 @@ export function createActivities(deps: ActivityDeps) {
     ...observedEviction(createEvictionActivities(deps), deps.metrics),
     ...createPromotionActivities(deps),
     ...createLeaseActivities(deps),
+    ...createRunTagActivities(deps),
 
     /**
      * The serve as the manifest declares it now, for the workflow's history: env values and

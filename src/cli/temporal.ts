@@ -6,14 +6,15 @@ import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { NODE_ANSWER_MS, taskQueueFor } from '../shared/messages';
 import { connectClient, TemporalConfigError, TemporalUnreachable } from '../client/connection';
+import type { ClientRole } from '../client/connection';
 import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
 import { NodeUnanswered, readNodeLedgers, requirePoller } from '../client/node-ledgers';
 import { CliError, EXIT } from './exit-codes';
 
 /** A connection, or the one line that says why not: a configuration to fix (exit 2), or a server that did not answer (exit 4). */
-export async function connectOrExit(): Promise<Awaited<ReturnType<typeof connectClient>>> {
+export async function connectOrExit(role: ClientRole = 'cli'): Promise<Awaited<ReturnType<typeof connectClient>>> {
   try {
-    return await connectClient();
+    return await connectClient(role);
   } catch (err) {
     if (err instanceof TemporalConfigError) throw new CliError(err.message, EXIT.badInput);
     if (err instanceof TemporalUnreachable) throw new CliError(`${err.message} (set TEMPORAL_ADDRESS or a temporal.toml profile)`, EXIT.unreachable);

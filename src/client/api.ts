@@ -203,7 +203,6 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s, ...(lease ? { lease } : {}) },
       summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (${via}) on ${manifest.node}`,
       onConflict: 'join',
-      tags: { serve: body.serve, operation: 'serves up' },
     });
     return reply
       .code(202)

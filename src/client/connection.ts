@@ -3,7 +3,7 @@
 // a user's existing `temporal` CLI setup works unchanged. Default: the local dev server.
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { homedir } from 'node:os';
+import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
@@ -96,7 +96,18 @@ export function viaProxy(env: NodeJS.ProcessEnv): boolean {
   return ['grpc_proxy', 'https_proxy', 'http_proxy', 'GRPC_PROXY', 'HTTPS_PROXY', 'HTTP_PROXY'].some((v) => (env[v] ?? '') !== '');
 }
 
-export async function connectClient(): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
+/**
+ * Who starts, signals or cancels a run, as its history records it (the identity of
+ * WorkflowExecutionStarted, of a cancel request): `gpures-cli/<pid>@<host>`, `gpures-api/…`,
+ * `gpures-worker/…`. The audit report tells the callers apart by it (src/audit/report/caller.ts);
+ * the SDK's own default, `<pid>@<host>`, would not say which of them it was. No secret in it.
+ */
+export type ClientRole = 'cli' | 'api' | 'worker';
+export function clientIdentity(role: ClientRole): string {
+  return `gpures-${role}/${process.pid}@${hostname()}`;
+}
+
+export async function connectClient(role: ClientRole = 'cli'): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
   const config = temporalConfig();
   const address = config.connectionOptions.address ?? DEFAULT_ADDRESS;
   const namespace = config.namespace ?? 'default';
@@ -104,7 +115,7 @@ export async function connectClient(): Promise<{ client: Client; connection: Con
     // Through a proxy (grpc-js honours these) the address need not be reachable from here.
     if (!viaProxy(process.env)) await probeTcp(address);
     const connection = await Connection.connect({ ...config.connectionOptions, connectTimeout: CONNECT_TIMEOUT });
-    return { client: new Client({ connection, namespace }), connection, address, namespace };
+    return { client: new Client({ connection, namespace, identity: clientIdentity(role) }), connection, address, namespace };
   } catch (err) {
     throw new TemporalUnreachable(address, namespace, err as Error);
   }

@@ -39,15 +39,14 @@ interface ServeOperation {
   workflowId: string;
   serve: string;
   input: Record<string, unknown>;
-  /** The command line as the operator typed it; its first two words are the operation the UI filters by. */
+  /** The command line as the operator typed it. */
   summary: string;
 }
 
 async function runOperation<R>(client: Client, node: string, op: ServeOperation, watch?: OperationWatch): Promise<OperationOutcome<R>> {
   const { workflowId, serve } = op;
-  const operation = op.summary.split(' ').slice(0, 2).join(' ');
   const start = { workflowType: op.workflowType, workflowId, node, input: op.input, summary: `${op.summary} on ${node}`, onConflict: 'join' as const };
-  const handle = await startOperation(client, { ...start, tags: { serve, operation } });
+  const handle = await startOperation(client, start);
   // The run this call started or joined: a workflow id names every run of the operation on that serve.
   const runId = handle.firstExecutionRunId;
   if (watch?.onStart) {

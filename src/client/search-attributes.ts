@@ -5,15 +5,14 @@
 // `temporal operator search-attribute create --name GpuresServe --type Keyword` (and the others),
 // and until then operations simply start without them.
 import type { Client } from '@temporalio/client';
-import { defineSearchAttributeKey, SearchAttributeType, TypedSearchAttributes } from '@temporalio/common';
+import { TypedSearchAttributes } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
+import { TemporalSearchAttributes } from '../adapters/search-attributes/temporal';
+import { runTagPairs, SEARCH_ATTRIBUTE_NAMES, SEARCH_ATTRIBUTES } from '../shared/run-tags';
+import type { RunTags } from '../shared/run-tags';
 import { pollUntil } from './poll';
 
-export const SEARCH_ATTRIBUTES = {
-  serve: defineSearchAttributeKey('GpuresServe', SearchAttributeType.KEYWORD),
-  node: defineSearchAttributeKey('GpuresNode', SearchAttributeType.KEYWORD),
-  operation: defineSearchAttributeKey('GpuresOperation', SearchAttributeType.KEYWORD),
-};
+export { SEARCH_ATTRIBUTES };
 
 /** `--search-attribute` flags for `temporal server start-dev`. */
 export const DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS = Object.values(SEARCH_ATTRIBUTES).flatMap((k) => ['--search-attribute', `${k.name}=Keyword`]);
@@ -48,26 +47,17 @@ export async function registerSearchAttributes(client: Client): Promise<string[]
 }
 
 async function hasOurAttributes(client: Client): Promise<boolean> {
-  try {
-    const { customAttributes } = await client.connection.operatorService.listSearchAttributes({ namespace: client.options.namespace });
-    return Object.values(SEARCH_ATTRIBUTES).every((k) => customAttributes?.[k.name] !== undefined);
-  } catch {
-    // No operator access (e.g. Temporal Cloud API keys without it): start without attributes.
-    return false;
-  }
+  // No operator access (e.g. Temporal Cloud API keys without it) answers none: start without attributes.
+  return (await new TemporalSearchAttributes(client).registered(SEARCH_ATTRIBUTE_NAMES)).length === SEARCH_ATTRIBUTE_NAMES.length;
 }
 
-/** The attributes for an operation, when this namespace has them registered; asked once per client. */
-export async function operationSearchAttributes(client: Client, node: string, serve: string, operation: string): Promise<TypedSearchAttributes | undefined> {
+/** The attributes of a run's tags, when this namespace has them registered; asked once per client. */
+export async function operationSearchAttributes(client: Client, tags: RunTags): Promise<TypedSearchAttributes | undefined> {
   let known = registered.get(client);
   if (!known) {
     known = hasOurAttributes(client);
     registered.set(client, known);
   }
   if (!(await known)) return undefined;
-  return new TypedSearchAttributes([
-    { key: SEARCH_ATTRIBUTES.serve, value: serve },
-    { key: SEARCH_ATTRIBUTES.node, value: node },
-    { key: SEARCH_ATTRIBUTES.operation, value: operation },
-  ]);
+  return new TypedSearchAttributes(runTagPairs(tags));
 }

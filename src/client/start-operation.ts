@@ -5,7 +5,9 @@
 import type { Client, Workflow, WorkflowHandleWithFirstExecutionRunId, WorkflowStartOptions } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { literalMarkdown } from '../domain/markdown';
 import { taskQueueFor } from '../shared/messages';
+import { runTags } from '../shared/run-tags';
 import type { StepRecord } from '../shared/messages';
 import { followRun } from './follow';
 import type { FollowHandlers, HandleFor, RunHandle } from './follow';
@@ -17,7 +19,7 @@ export interface OperationStart {
   workflowId: string;
   node: string;
   input: unknown;
-  /** What the Temporal UI lists for the run, in the operator's words. */
+  /** What the Temporal UI lists for the run, in the operator's words (escaped here: the UI reads it as markdown). */
   summary: string;
   /**
    * 'join': a repeated trigger joins the running operation instead of starting another (USE_EXISTING).
@@ -25,23 +27,23 @@ export interface OperationStart {
    * queued or joined; once it has closed the id starts a new run (FAIL, ALLOW_DUPLICATE).
    */
   onConflict: 'join' | 'refuse';
-  /** Tags the run for the UI's filters (GpuresServe, GpuresOperation) when the namespace has them; absent: untagged. */
-  tags?: { serve: string; operation: string };
 }
 
 /** Starts the operation's workflow on the node's task queue, or joins the one running under its id. */
 export async function startOperation<W extends Workflow = Workflow>(client: Client, start: OperationStart): Promise<WorkflowHandleWithFirstExecutionRunId<W>> {
-  const { node, tags } = start;
-  const typedSearchAttributes = tags ? await operationSearchAttributes(client, node, tags.serve, tags.operation) : undefined;
+  const { node } = start;
+  const taskQueue = taskQueueFor(node);
+  // The tags the workflows' interceptor would give the run (src/workflows/run-tags.ts), set at start where the namespace has them.
+  const typedSearchAttributes = await operationSearchAttributes(client, runTags(start.workflowType, taskQueue, start.input));
   const conflict: Pick<WorkflowStartOptions, 'workflowIdConflictPolicy' | 'workflowIdReusePolicy'> =
     start.onConflict === 'join' ? { workflowIdConflictPolicy: 'USE_EXISTING' } : { workflowIdConflictPolicy: 'FAIL', workflowIdReusePolicy: 'ALLOW_DUPLICATE' };
   const options = {
     ...(typedSearchAttributes ? { typedSearchAttributes } : {}),
     workflowId: start.workflowId,
-    taskQueue: taskQueueFor(node),
+    taskQueue,
     args: [start.input],
     ...conflict,
-    staticSummary: start.summary,
+    staticSummary: literalMarkdown(start.summary),
   };
   // The input is the caller's to match to the workflow type; the SDK cannot check a type named by a string.
   return client.workflow.start<W>(start.workflowType, options as unknown as WorkflowStartOptions<W>);

@@ -166,8 +166,15 @@ export const STICKY_SCHEDULE_TO_START_MS = 10_000;
  */
 export const NODE_ANSWER_MS = STICKY_SCHEDULE_TO_START_MS + 2_000;
 
+const TASK_QUEUE_PREFIX = 'gpures.';
+
 export function taskQueueFor(node: string): string {
-  return `gpures.${node}`;
+  return `${TASK_QUEUE_PREFIX}${node}`;
+}
+
+/** The node whose task queue this is; undefined for a queue that is not a node's. */
+export function nodeOfTaskQueue(taskQueue: string): string | undefined {
+  return taskQueue.startsWith(TASK_QUEUE_PREFIX) && taskQueue.length > TASK_QUEUE_PREFIX.length ? taskQueue.slice(TASK_QUEUE_PREFIX.length) : undefined;
 }
 
 export const workflowIds = {

@@ -4,7 +4,7 @@ import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { temporalConfig } from '../client/connection';
+import { clientIdentity, temporalConfig } from '../client/connection';
 import type { Env, MetricsAddr } from '../config/env';
 import { DEFAULT_METRICS_ADDR, workerEnv } from '../config/env';
 import { freePort } from '../dev/dev-server';
@@ -108,7 +108,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   try {
     const worker = await createGpuresWorker({
       connection: nativeConnection,
-      client: new Client({ connection, namespace }),
+      client: new Client({ connection, namespace, identity: clientIdentity('worker') }),
       namespace,
       node: opts.node,
       manifest: fileManifest(opts.manifestPath),

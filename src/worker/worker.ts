@@ -19,6 +19,7 @@ import type { ServeProbe } from '../adapters/serve-probe/port';
 import { HttpServeProbe } from '../adapters/serve-probe/http';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 import { TemporalOperations } from '../adapters/operations/temporal';
+import { TemporalSearchAttributes } from '../adapters/search-attributes/temporal';
 import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
 import { WorkerMetrics } from './metrics';
@@ -66,6 +67,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     routerTargets: opts.routerTargets ?? routerTargetsFromEnv(process.env),
     routerAdminFor: httpRouterAdminFor,
     metrics: metrics.activities,
+    searchAttributes: new TemporalSearchAttributes(opts.client),
   });
   return Worker.create({
     connection: opts.connection,

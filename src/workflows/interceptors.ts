@@ -4,8 +4,10 @@
 // what workflows take (the rule in .dependency-cruiser.cjs).
 import type { WorkflowInterceptorsFactory } from '@temporalio/workflow';
 import { operationMetricsInterceptors } from './operation-metrics';
+import { RunTagsInterceptor } from './run-tags';
 
+// The metrics interceptor outermost: it sees how the run closed, tagging included.
 export const interceptors: WorkflowInterceptorsFactory = () => {
   const metrics = operationMetricsInterceptors();
-  return { inbound: [metrics.inbound], outbound: [metrics.outbound], internals: [] };
+  return { inbound: [metrics.inbound, new RunTagsInterceptor()], outbound: [metrics.outbound], internals: [] };
 };

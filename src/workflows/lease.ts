@@ -19,6 +19,7 @@ import type { GpuSpec, ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
 import { expiresAt, extendedExpiry, extensionProblem, formatDuration, leaseInputProblems, newClock, withUse } from '../domain/lease';
 import type { LeaseClock, LeaseKind, LeaseView } from '../domain/lease';
+import { literalMarkdown } from '../domain/markdown';
 import { Failure } from '../shared/failures';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
 import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult } from '../shared/operations';
@@ -190,7 +191,7 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
         workflowId,
         args: [{ serve, restore: true }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
-        staticSummary: `serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`,
+        staticSummary: literalMarkdown(`serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`),
       });
       log.record('down', down.message);
       return {
@@ -240,7 +241,7 @@ export async function startLease(node: string, serve: ServeSpec, holder: string,
         workflowId,
         args: [{ serve: serve.name, ...terms }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
-        staticSummary: `${describe(terms)} of ${serve.name} on ${node}`,
+        staticSummary: literalMarkdown(`${describe(terms)} of ${serve.name} on ${node}`),
       });
     } catch (err) {
       if (!alreadyStarted(err)) throw err;

@@ -23,5 +23,11 @@ export const PATCHES = {
   cancelledEndsCancelled: 'cancelled-ends-cancelled',
   /** A bring-down cancelled before its stop readmits the tier. Reached only by cancelling a bring-down mid-drain, which no recording or test does yet. */
   bringDownCancelReadmits: 'bring-down-cancel-readmits',
+  /**
+   * A run started without its search attributes (the UI, `temporal workflow start`, a parent) upserts
+   * them (src/workflows/run-tags.ts). Before: every recording (each was started tagged by gpures, or
+   * replays untagged: restore-child-bring-up.json); after: test/run-tags.test.ts starts runs untagged.
+   */
+  runTags: 'run-tags',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

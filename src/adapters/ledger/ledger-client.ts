@@ -1,6 +1,7 @@
 // Talks to the per-GPU ledger entity workflows: starts one on first use (USE_EXISTING, so
 // concurrent callers converge on the same run) and sends it updates. Used by activities (a
 // workflow cannot send an update to another workflow) and by the CLI for snapshots.
+import { literalMarkdown } from '../../domain/markdown';
 import { ServiceError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { UpdateDefinition } from '@temporalio/common';
@@ -82,7 +83,7 @@ export class LedgerClient implements LedgerPort {
       taskQueue: taskQueueFor(node),
       args: [{ node, gpu }],
       workflowIdConflictPolicy: 'USE_EXISTING',
-      staticSummary: `ledger of gpu_role '${gpu.role}' on ${node}`,
+      staticSummary: literalMarkdown(`ledger of gpu_role ${gpu.role} on ${node}`),
     });
   }
 

@@ -168,6 +168,7 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     r
       ? `tier ${txt(i?.tier)}: ${txt(r.inFlight)} in flight, last used ${r.lastUsedAtEpochMs ? new Date(Number(r.lastUsedAtEpochMs)).toISOString() : 'never'}`
       : undefined,
+  registeredSearchAttributes: (r) => (Array.isArray(r) ? `registered search attributes: ${r.join(', ') || 'none'}` : undefined),
   promoteDescribe: (r) => {
     const c = fields(r?.container);
     if (!c) return undefined;

@@ -4,6 +4,7 @@
 import { decodePayloads, eventAttributes, eventTypeName, historyIdentity } from '../events';
 import type { HistoryEventJson, HistoryIdentity, HistoryJson } from '../events';
 import { summarizeActivity, updateSummary } from './activities';
+import { childRunId } from './caller';
 import type { ActivityEvidence, ActivityInput, ActivityName, ActivityResult, ChildEvidence, FailureEvidence, UpdateEvidence, WorkflowStatus } from './model';
 import { failureOf, isoMs, obj, path, rootOf, str, txt } from './read';
 import type { Loose, Obj } from './read';
@@ -229,6 +230,8 @@ export function collect(h: HistoryJson, fallbackId?: string): Collected {
       }
       case 'ChildWorkflowExecutionStarted':
         if (child) {
+          const runId = childRunId(a);
+          if (runId) child.runId = runId;
           child.status = 'running';
           child.summary = 'running';
         }

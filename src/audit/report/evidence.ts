@@ -2,6 +2,7 @@
 // ledger before/after, the eviction's victims, observed identity, nvidia-smi, the promotion and
 // what a restore brought back. The workflow's own result wins where it records a fact; the
 // activities fill in what it does not.
+import { callerOf } from './caller';
 import { emptyLedger, formatLedger, withoutReservation } from '../../domain/ledger';
 import type { HistoryJson } from '../events';
 import { collect, isOf } from './collect';
@@ -254,6 +255,7 @@ export function buildReport(h: HistoryJson, fallbackId?: string): AuditReport {
       status,
       events: events.length,
       ...(parent ? { parent } : {}),
+      startedBy: callerOf(startedAttrs),
     },
     operation,
     ...(serve ? { serve } : {}),

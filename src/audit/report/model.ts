@@ -53,6 +53,8 @@ export interface UpdateEvidence {
 
 export interface ChildEvidence {
   workflowId: string;
+  /** From ChildWorkflowExecutionStarted: absent while the child has not started (or never did). */
+  runId?: string;
   workflowType: string;
   initiatedAt?: string;
   closedAt?: string;
@@ -108,6 +110,16 @@ export interface PromotionEvidence {
   outcome: string;
 }
 
+/** Who started the run (src/audit/report/caller.ts). */
+export interface CallerEvidence {
+  caller: 'CLI' | 'API' | 'worker' | 'UI' | 'temporal CLI' | 'parent' | 'continue-as-new' | 'retry' | 'cron' | 'SDK client';
+  /** The identity of WorkflowExecutionStarted, as sent ('' when none was). */
+  identity: string;
+  parent?: { workflowId: string; runId: string };
+  /** The run this one continues (continue-as-new, a retry, a cron run). */
+  continuedFrom?: string;
+}
+
 export type WorkflowStatus = 'completed' | 'failed' | 'running' | 'canceled' | 'terminated' | 'timed-out' | 'continued-as-new';
 
 export interface AuditReport {
@@ -121,6 +133,7 @@ export interface AuditReport {
     status: WorkflowStatus;
     events: number;
     parent?: string;
+    startedBy: CallerEvidence;
   };
   /** The operator's verb, as the CLI spells it. */
   operation: string;

@@ -136,7 +136,7 @@ const SECTIONS: Section[] = [
   ({ children }, w) => {
     if (!children.length) return;
     w.heading('Child workflows');
-    w.items(children.map((c) => `${w.code(c.workflowId)} (${c.workflowType}): ${c.status}: ${c.summary}`));
+    w.items(children.map((c) => `${w.code(c.workflowId)} (${c.workflowType}${c.runId ? `, run ${c.runId}` : ''}): ${c.status}: ${c.summary}`));
   },
   ({ updates }, w) => {
     if (!updates.length) return;

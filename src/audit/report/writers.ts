@@ -1,5 +1,6 @@
 // How each format lays out the parts of a section (sections.ts walks them once): text for a
 // terminal, markdown for an evidence file. A section says what it shows; the writer decides how.
+import { callerLine } from './caller';
 import type { AuditReport } from './model';
 
 /** A cell of a table: text as it is, or an instant (text shows its clock time, markdown all of it). */
@@ -66,6 +67,7 @@ export function textWriter(): Writer {
         r.operation,
         `  workflow ${w.workflowId} (${w.type})${w.runId ? `, run ${w.runId}` : ''}${w.parent ? `, child of ${w.parent}` : ''}`,
         `  task queue ${w.taskQueue ?? '?'}; started ${w.startedAt ?? '?'}${w.closedAt ? `, closed ${w.closedAt}` : ''}; ${w.status}; ${w.events} events`,
+        `  started by ${callerLine(w.startedBy)}`,
         `  outcome: ${outcomeLine(r)}`,
       );
     },
@@ -119,7 +121,7 @@ export function markdownWriter(): Writer {
         '|---|---|',
         `| workflow | \`${cell(w.workflowId)}\` (${w.type}) |`,
         ...(w.runId ? [`| run | \`${w.runId}\` |`] : []),
-        ...(w.parent ? [`| started by | \`${cell(w.parent)}\` |`] : []),
+        `| started by | ${cell(callerLine(w.startedBy))} |`,
         `| task queue | \`${cell(w.taskQueue ?? '?')}\` |`,
         `| started | ${w.startedAt ?? '?'} |`,
         `| closed | ${w.closedAt ?? '(still running)'} |`,

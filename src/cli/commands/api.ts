@@ -20,7 +20,7 @@ export async function api(input: { manifest?: string; host: string; port: string
   const token = ctx.env.apiToken;
   const problem = apiTokenProblem(token);
   if (problem) throw new CliError(problem, EXIT.badInput);
-  const conn = await connectOrExit();
+  const conn = await connectOrExit('api');
   const ledgerPage = { nvidiaSmi: ctx.env.nvidiaSmi, temporalUiUrl: ctx.env.temporalUiUrl, loopbackOnly: isLoopback(input.host) };
   const app = buildApi({ client: conn.client, manifest, manifestFile: file, token, ledgerPage, processMetrics: true });
   await app.listen({ host: input.host, port });

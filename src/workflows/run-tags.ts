@@ -1,0 +1,65 @@
+// Every run tagged whoever started it: `gpures` tags the runs it starts (src/client/start-operation.ts),
+// but a run started from the Temporal UI's form, by `temporal workflow start`, or as a child
+// (a restore's bring-ups, a lease's bring-down, an acquisition's lease) carries none. At the start
+// of execute() this upserts the GpuresServe / GpuresNode / GpuresOperation the run lacks, derived
+// from its type, task queue and input (runTags), and gives it current details in the operator's
+// words for the UI.
+//
+// An upsert of an attribute the namespace has not registered fails the workflow task, and the
+// server retries it for ever (cause BAD_SEARCH_ATTRIBUTES): the run would be stuck. So the run
+// first asks the worker which of them are registered (a local activity, its answer recorded in
+// history) and upserts only those; a worker that cannot tell answers none. A run that lacks
+// nothing issues no command at all, and the upsert is behind patched() so runs recorded before
+// it replay unchanged. Whatever goes wrong here, the run goes on untagged.
+import {
+  CancellationScope,
+  getCurrentDetails,
+  log,
+  patched,
+  proxyLocalActivities,
+  setCurrentDetails,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Next, WorkflowExecuteInput, WorkflowInboundCallsInterceptor } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { literalMarkdown } from '../domain/markdown';
+import { runTagPairs, runTags } from '../shared/run-tags';
+import type { RunTags } from '../shared/run-tags';
+import { PATCHES } from './patches';
+
+const local = proxyLocalActivities<Pick<Activities, 'registeredSearchAttributes'>>({
+  startToCloseTimeout: '10s',
+  retry: { initialInterval: '1s', maximumAttempts: 3 },
+});
+
+export class RunTagsInterceptor implements WorkflowInboundCallsInterceptor {
+  async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+    const info = workflowInfo();
+    const tags = runTags(info.workflowType, info.taskQueue, input.args[0]);
+    if (!getCurrentDetails()) setCurrentDetails(literalMarkdown(tags.summary));
+    const missing = runTagPairs(tags).filter((p) => info.typedSearchAttributes.get(p.key) === undefined);
+    if (!missing.length || !patched(PATCHES.runTags)) return next(input);
+    // Alongside the workflow, not before it: its handlers (queries, the ledger's updates) are set at once.
+    const tagging = CancellationScope.nonCancellable(() => tag(missing, tags));
+    try {
+      return await next(input);
+    } finally {
+      await tagging;
+    }
+  }
+}
+
+async function tag(missing: ReturnType<typeof runTagPairs>, tags: RunTags): Promise<void> {
+  try {
+    const registered = new Set(await local.registeredSearchAttributes({ names: missing.map((p) => p.key.name) }));
+    const pairs = missing.filter((p) => registered.has(p.key.name));
+    if (pairs.length) upsertSearchAttributes(pairs);
+    if (pairs.length < missing.length) {
+      const left = missing.filter((p) => !registered.has(p.key.name)).map((p) => p.key.name);
+      log.info(`${tags.summary}: untagged by ${left.join(', ')}: not registered in this namespace (temporal operator search-attribute create)`);
+    }
+  } catch (err) {
+    log.warn(`${tags.summary}: left untagged: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
