@@ -81,6 +81,20 @@ describe('runTags: the tags of a run from its type, task queue and input', () =>
     assert.deepEqual(runTags('bringUpWorkflow', taskQueueFor('box-1'), {}), { node: 'box-1', operation: 'serves up', summary: 'serves up ? on box-1' });
     assert.deepEqual(runTags('bringUpWorkflow', 'elsewhere', 'vision'), { operation: 'serves up', summary: 'serves up ?' });
   });
+
+  test('a value no manifest could name (over 2 KB, or with spaces) is not a tag: the server would refuse the upsert on every retry', () => {
+    const long = 'v'.repeat(3000);
+    assert.deepEqual(runTags('bringUpWorkflow', taskQueueFor('box-1'), { serve: long }), {
+      node: 'box-1',
+      operation: 'serves up',
+      summary: 'serves up ? on box-1',
+    });
+    assert.equal(runTags('bringUpWorkflow', taskQueueFor('box-1'), { serve: 'a b' }).serve, undefined);
+    // Summary-only text is kept, cut to a line.
+    const lease = runTags('leaseWorkflow', taskQueueFor('box-1'), { serve: 'comfyui', holder: long });
+    assert.equal(lease.serve, 'comfyui');
+    assert.ok(lease.summary.length < 260, lease.summary);
+  });
 });
 
 describe('callerOf: who started a run, from its started event', () => {

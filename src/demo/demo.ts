@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { clientIdentity } from '../client/connection';
 import type { ClientConnectConfig } from '@temporalio/envconfig';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
@@ -321,7 +322,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       await nativeConnection.close();
       await connection.close();
     });
-    const client = new Client({ connection, namespace });
+    const client = new Client({ connection, namespace, identity: clientIdentity('cli') });
     if (existing) {
       await prepareExistingServer(client, out);
       if (!opts.keep) stops.push(() => endDemoNode(client, manifest));

@@ -28,15 +28,26 @@ export interface RunTags {
 }
 
 const field = (input: unknown, k: string): unknown => (typeof input === 'object' && input !== null ? (input as Record<string, unknown>)[k] : undefined);
+/**
+ * A name as the manifest and the router config spell them. Anything else (a UI form may send any
+ * text) is left untagged: the server refuses a value over 2 KB, and an upsert it refuses fails the
+ * workflow task on every retry.
+ */
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$/;
+const name = (input: unknown, k: string): string | undefined => {
+  const v = field(input, k);
+  return typeof v === 'string' && NAME.test(v) ? v : undefined;
+};
+/** Text for the summary only, cut to a line an operator reads. */
 const text = (input: unknown, k: string): string | undefined => {
   const v = field(input, k);
-  return typeof v === 'string' && v !== '' ? v : undefined;
+  return typeof v === 'string' && v !== '' ? (v.length > 200 ? `${v.slice(0, 199)}…` : v) : undefined;
 };
 
 /** The run's tags; inputs are read loosely (a UI form may send anything): what is missing is left out. */
 export function runTags(workflowType: string, taskQueue: string, input: unknown): RunTags {
-  const serve = text(input, 'serve');
-  const node = nodeOfTaskQueue(taskQueue) ?? text(input, 'node');
+  const serve = name(input, 'serve');
+  const node = nodeOfTaskQueue(taskQueue) ?? name(input, 'node');
   const on = node ? ` on ${node}` : '';
   const flag = (k: string, spelled = k) => (field(input, k) === true ? ` --${spelled}` : '');
   const tags = (operation: string, summary: string, s = serve): RunTags => ({
@@ -57,7 +68,7 @@ export function runTags(workflowType: string, taskQueue: string, input: unknown)
       return tags('lease', `${field(input, 'kind') === 'idle' ? 'idle lease' : 'lease'} of ${serve ?? '?'}${holder ? ` for ${holder}` : ''}`);
     }
     case 'promoteWorkflow': {
-      const router = text(input, 'router');
+      const router = name(input, 'router');
       const image = text(input, 'image');
       return tags(
         'router promote',
@@ -66,7 +77,7 @@ export function runTags(workflowType: string, taskQueue: string, input: unknown)
       );
     }
     case 'ledgerWorkflow':
-      return tags('ledger', `ledger of gpu_role ${text(field(input, 'gpu'), 'role') ?? '?'}`, undefined);
+      return tags('ledger', `ledger of gpu_role ${name(field(input, 'gpu'), 'role') ?? '?'}`, undefined);
     default:
       return tags(workflowType, workflowType);
   }

@@ -67,7 +67,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     routerTargets: opts.routerTargets ?? routerTargetsFromEnv(process.env),
     routerAdminFor: httpRouterAdminFor,
     metrics: metrics.activities,
-    searchAttributes: new TemporalSearchAttributes(opts.client),
+    searchAttributes: new TemporalSearchAttributes(opts.client, opts.namespace),
   });
   return Worker.create({
     connection: opts.connection,

@@ -29,7 +29,9 @@ import type { RunTags } from '../shared/run-tags';
 import { PATCHES } from './patches';
 
 const local = proxyLocalActivities<Pick<Activities, 'registeredSearchAttributes'>>({
-  startToCloseTimeout: '10s',
+  startToCloseTimeout: '3s',
+  // A listing the registry cannot get in time says none (its own 2 s deadline): the run goes untagged, never waits long.
+  scheduleToCloseTimeout: '8s',
   retry: { initialInterval: '1s', maximumAttempts: 3 },
 });
 

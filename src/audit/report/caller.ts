@@ -22,7 +22,7 @@ export function callerOf(startedAttrs: Obj): CallerEvidence {
   const continuedFrom = str(startedAttrs['continuedExecutionRunId']);
   if (continuedFrom) {
     const initiator = str(startedAttrs['initiator']) ?? '';
-    const how = /RETRY/.test(initiator) ? 'retry' : /CRON/.test(initiator) ? 'cron' : 'continue-as-new';
+    const how = /retry/i.test(initiator) ? 'retry' : /cron/i.test(initiator) ? 'cron' : 'continue-as-new';
     return { caller: how, identity, continuedFrom };
   }
   const gpures = GPURES.exec(identity)?.[1];
