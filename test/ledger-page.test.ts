@@ -6,12 +6,15 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
+import { createServer } from 'node:http2';
+import type { ServerHttp2Stream } from 'node:http2';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
-import { Client } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { buildApi } from '../src/client/api';
-import { loopbackHost, temporalUiLink } from '../src/client/ledger-page';
+import { temporalUiLink } from '../src/client/ledger-page';
+import { loopbackHost } from '../src/client/loopback-host';
 import { serveAcquire, serveUp } from '../src/client/operations';
 import type { OperationOutcome } from '../src/client/operations';
 import { parseManifest } from '../src/config/manifest';
@@ -133,16 +136,22 @@ function assertSameAsCli(page: Shown, cli: CliLedger[]): void {
   assert.doesNotMatch(page.text, /-\d+ MiB/, 'a negative figure in the text');
 }
 
-/** GET with a Host of our choosing (fetch may not set it): the status code. */
-function getStatus(port: number, path: string, headers: Record<string, string>): Promise<number> {
+/** GET with a Host of our choosing (fetch may not set it): the status code and the body. */
+function get(port: number, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
   return new Promise((ok, fail) => {
     const req = request({ host: '127.0.0.1', port, path, headers }, (res) => {
-      res.resume();
-      ok(res.statusCode ?? 0);
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => ok({ status: res.statusCode ?? 0, body }));
     });
     req.on('error', fail);
     req.end();
   });
+}
+
+async function getStatus(port: number, path: string, headers: Record<string, string>): Promise<number> {
+  return (await get(port, path, headers)).status;
 }
 
 describe('the ledger page without Temporal', () => {
@@ -151,7 +160,7 @@ describe('the ledger page without Temporal', () => {
   assert.ok(parsed.ok);
   // A lazy client: none of these requests may reach it.
   const client = new Client();
-  const open = buildApi({ client, manifest: parsed.manifest, manifestFile: 'serves.toml', token: TOKEN, ledgerPage: { loopbackOnly: true } });
+  const open = buildApi({ client, manifest: parsed.manifest, manifestFile: 'serves.toml', token: TOKEN, loopbackOnly: true });
   const closed = buildApi({ client, manifest: parsed.manifest, manifestFile: 'serves.toml', token: TOKEN });
   after(async () => {
     await open.close();
@@ -185,10 +194,73 @@ describe('the ledger page without Temporal', () => {
   test('its JSON: 401 without the token unless loopback-only and asked by a loopback name; the acquisitions still need the token', async () => {
     assert.equal((await closed.inject({ method: 'GET', url: '/v1/ledger', headers: { host: '127.0.0.1:8090' } })).statusCode, 401);
     assert.equal((await closed.inject({ method: 'GET', url: '/v1/ledger', headers: { authorization: `Bearer ${TOKEN}x` } })).statusCode, 401);
-    // A page on another name resolving to 127.0.0.1 (DNS rebinding) reads nothing without the token.
-    assert.equal((await open.inject({ method: 'GET', url: '/v1/ledger', headers: { host: 'rebound.example:8090' } })).statusCode, 401);
     const post = await open.inject({ method: 'POST', url: '/v1/acquisitions', headers: { host: '127.0.0.1:8090' }, payload: { serve: 'comfyui-sim' } });
     assert.equal(post.statusCode, 401);
+  });
+
+  test('loopback-only, a Host that is not a loopback name (DNS rebinding) gets 421 and the loopback URL on every route, token or not: never the page', async () => {
+    for (const [method, url] of [
+      ['GET', '/ledger'],
+      ['GET', '/v1/ledger'],
+      ['GET', '/healthz'],
+      ['GET', '/metrics'],
+      ['POST', '/v1/acquisitions'],
+      ['GET', '/v1/acquisitions/acquire%2Fpage-unit%2Fcomfyui-sim'],
+    ] as const) {
+      for (const headers of [{ host: 'rebound.example:8090' }, { host: 'rebound.example:8090', authorization: `Bearer ${TOKEN}` }, { host: '10.0.0.1:8090' }]) {
+        const r = await open.inject({ method, url, headers, ...(method === 'POST' ? { payload: { serve: 'comfyui-sim' } } : {}) });
+        assert.equal(r.statusCode, 421, `${method} ${url} ${JSON.stringify(headers)}`);
+        assert.match(String(r.headers['content-type']), /^text\/plain/);
+        assert.equal(
+          r.body,
+          `This API listens on loopback only and answers only to a loopback name (127.0.0.1, ::1, localhost): open http://127.0.0.1:8090${url}\n`,
+        );
+        assert.doesNotMatch(r.body, /token/i);
+      }
+    }
+    // A loopback name still gets the page; bound beyond loopback, any Host does (the token guards the figures).
+    assert.equal((await open.inject({ method: 'GET', url: '/ledger', headers: { host: 'localhost:8090' } })).statusCode, 200);
+    assert.equal((await closed.inject({ method: 'GET', url: '/ledger', headers: { host: 'box.example:8090' } })).statusCode, 200);
+  });
+
+  test('a read that does not finish within its deadline answers 503 naming the parts that did not answer, and the next poll reads afresh', async () => {
+    // A Temporal address that takes every call and never answers one (an HTTP/2 server that holds its streams).
+    const held: ServerHttp2Stream[] = [];
+    const hole = createServer();
+    hole.on('stream', (stream) => held.push(stream));
+    await new Promise<void>((ok) => hole.listen(0, '127.0.0.1', ok));
+    const address = hole.address();
+    assert.ok(address && typeof address === 'object');
+    const silent = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${address.port}` }) });
+    const api = buildApi({
+      client: silent,
+      manifest: parsed.manifest,
+      manifestFile: 'serves.toml',
+      token: TOKEN,
+      loopbackOnly: true,
+      ledgerPage: { readDeadlineMs: 300, nvidiaSmi: FAKE_NVIDIA_SMI },
+    });
+    try {
+      for (let poll = 1; poll <= 2; poll++) {
+        const r = await api.inject({ method: 'GET', url: '/v1/ledger', headers: { host: '127.0.0.1:8090' } });
+        assert.equal(r.statusCode, 503, r.body);
+        const { error } = JSON.parse(r.body) as { error: { type: string; message: string } };
+        assert.equal(error.type, 'unavailable');
+        assert.match(error.message, /^the ledger could not be read within 0\.3 s: .*did not answer$/);
+        for (const part of ["the ledgers of node 'page-unit'", 'the leases', 'the operations running (visibility)'])
+          assert.ok(error.message.includes(part), error.message);
+      }
+      assert.throws(
+        () => buildApi({ client: silent, manifest: parsed.manifest, manifestFile: 'f', token: TOKEN, ledgerPage: { readDeadlineMs: 15_000 } }),
+        /readDeadlineMs/,
+      );
+    } finally {
+      await api.close();
+      // The API's close waited for the reads it gave up on: no call is left on the connection.
+      await silent.connection.close();
+      for (const s of held) s.close();
+      await new Promise((ok) => hole.close(ok));
+    }
   });
 });
 
@@ -244,6 +316,26 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
     );
   }
 
+  test('before any serve: no ledger runs, the page says so for the GPU and starts none', async () => {
+    const r = await get(api.port, '/v1/ledger', {});
+    assert.equal(r.status, 200, r.body);
+    const body = JSON.parse(r.body) as { ledgers: unknown[]; noLedger: { gpuRole: string }[] };
+    assert.deepEqual(body.ledgers, []);
+    assert.deepEqual(
+      body.noLedger.map((g) => g.gpuRole),
+      [GPU.role],
+    );
+    // The process names the address it listens on to a rebound name.
+    const rebound = await get(api.port, '/ledger', { host: `rebound.example:${api.port}` });
+    assert.equal(rebound.status, 421);
+    assert.match(rebound.body, new RegExp(`open http://127\\.0\\.0\\.1:${api.port}/ledger\n$`));
+    await page.goto(`${base}/ledger`);
+    await waitUntil('the page to say no ledger', async () => /no ledger running for this GPU/.test((await shown(page)).text), 10_000, 200);
+    assert.equal((await shown(page)).status, 'live');
+    // The page read it a few times by now: still no ledger workflow at all.
+    await assert.rejects(t.temporal.client.workflow.getHandle(workflowIds.ledger(t.node, GPU.role)).describe(), WorkflowNotFoundError);
+  });
+
   test('the bars, serves and figures are those of gpures ledger --json', async () => {
     for (const s of ['fast', 'vision']) {
       const o = await serveUp(t.temporal.client, t.node, s);
@@ -286,7 +378,13 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
       assert.ok(l.freeMib < 0, `free ${l.freeMib}: committed and held exceed the budget while vision drains`);
       assert.match(during.text, /evicting vision \(12288 MiB\) for comfyui-sim: short by 6817 MiB/);
       assert.doesNotMatch(during.text, /still held by this run/, 'a fence that changed nothing listed as a decision');
-      assert.match(during.text, /free 0 MiB \(committed and held exceed the budget by \d+ MiB until the victims are stopped\)/);
+      // The ledger's own wording (src/domain/ledger.ts freeText), as `gpures ledger` prints it.
+      assert.match(during.text, /free 0 MiB \(over budget by \d+ MiB until vision stops\)/);
+      const text = await gpures(['ledger', '--manifest', t.manifestPath], env);
+      assert.equal(text.code, 0, show(text));
+      const free = /free 0 MiB \(over budget by \d+ MiB until vision stops\)/.exec(text.stdout)?.[0];
+      assert.ok(free, text.stdout);
+      assert.ok(during.text.includes(free), `the page does not say ${free}`);
 
       // Held for whom: the acquisition's run, linked into the Temporal UI; the same run is the operation running now.
       const acquireId = workflowIds.acquire(t.node, 'comfyui-sim');
@@ -315,6 +413,8 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
     } finally {
       inFlight.abort();
       await slow;
+      // The acquisition ends once the drain does, whatever failed above: not left to the next test.
+      await acquired?.catch(() => undefined);
     }
     const o = await acquired;
     assert.ok(o.ok, !o.ok ? o.message : '');
@@ -361,7 +461,9 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
         await p.close();
       }
     } finally {
-      assert.equal(await wide.stop(), 0);
+      // Within stop()'s 10 s: the page's spare connection does not hold the close.
+      const code = await wide.stop();
+      assert.equal(code, 0);
     }
   });
 
@@ -387,6 +489,7 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
                 committedMib: 50,
                 heldMib: 0,
                 freeMib: 40,
+                freeText: evil,
                 budgetMib: 90,
                 reservations: [{ serve: evil, vramMib: 50, class: evil, phase: 'running', holder: `${evil}/r` }],
                 leases: [],
@@ -406,6 +509,7 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
       assert.equal(await p.evaluate<number | undefined>('window.injected'), undefined);
       assert.ok(((await p.textContent('#decisions')) ?? '').includes(evil));
       assert.ok(((await p.textContent('.gpu h3')) ?? '').includes(evil));
+      assert.equal(await p.textContent('[data-figure="free"]'), evil);
       assert.equal(await p.$$eval('a[href^="javascript"]', (as) => as.length), 0);
     } finally {
       await p.close();

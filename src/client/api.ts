@@ -18,6 +18,7 @@ import type { StepRecord } from '../shared/messages';
 import { startOperation } from './start-operation';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
 import type { LedgerPageOptions } from './ledger-page';
+import { refuseForeignHosts } from './loopback-host';
 import type { acquireWorkflow } from '../workflows/acquire';
 
 export interface ApiOptions {
@@ -25,8 +26,13 @@ export interface ApiOptions {
   manifest: Manifest;
   manifestFile: string;
   token: string;
-  /** The ledger page's settings (src/client/ledger-page.ts); by default it needs the token. */
-  ledgerPage?: Pick<LedgerPageOptions, 'nvidiaSmi' | 'temporalUiUrl' | 'loopbackOnly'>;
+  /**
+   * The API listens on loopback addresses only: every route answers 421 to a Host that is not a
+   * loopback name (DNS rebinding), and the ledger page reads without the token.
+   */
+  loopbackOnly?: boolean;
+  /** The ledger page's settings (src/client/ledger-page.ts). */
+  ledgerPage?: Pick<LedgerPageOptions, 'nvidiaSmi' | 'temporalUiUrl' | 'readDeadlineMs'>;
   /** /metrics carries prom-client's process_* and nodejs_* metrics too: for the `gpures api` process. */
   processMetrics?: boolean;
 }
@@ -158,6 +164,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     requests.inc({ route: req.routeOptions.url ?? 'unmatched', code: String(reply.statusCode) });
   });
 
+  if (opts.loopbackOnly) refuseForeignHosts(app);
   app.addHook('onRequest', async (req, reply) => {
     if (checksOwnReader(req)) return undefined;
     if (OPEN_ROUTES.has(req.url.split('?')[0] ?? '') && req.method === 'GET') return undefined;
@@ -167,7 +174,13 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     return undefined;
   });
 
-  registerLedgerPage(app, { client, manifest, ...opts.ledgerPage, authorized: (req) => tokenMatches(req.headers.authorization, opts.token) });
+  registerLedgerPage(app, {
+    client,
+    manifest,
+    ...opts.ledgerPage,
+    loopbackOnly: opts.loopbackOnly === true,
+    authorized: (req) => tokenMatches(req.headers.authorization, opts.token),
+  });
   // Alive, and whether Temporal answers: without it no acquisition can start (503).
   app.get('/healthz', async (_req, reply) => {
     try {

@@ -119,13 +119,8 @@ function gpuCard(l, links) {
     el('li', {}, 'capacity ', el('b', { 'data-figure': 'capacity', 'data-mib': l.capacityMib, text: mib(l.capacityMib) })),
     el('li', {}, 'committed ', el('b', { 'data-figure': 'committed', 'data-mib': l.committedMib, text: mib(l.committedMib) })),
     el('li', {}, 'held ', el('b', { 'data-figure': 'held', 'data-mib': l.heldMib, text: mib(l.heldMib) }), heldFor),
-    el(
-      'li',
-      {},
-      'free ',
-      el('b', { 'data-figure': 'free', 'data-mib': freeShown, text: mib(freeShown) }),
-      over ? el('span', { class: 'warn', text: ' (committed and held exceed the budget by ' + mib(over) + ' until the victims are stopped)' }) : null,
-    ),
+    // The ledger's own words (the API's, as \`gpures ledger\` prints them): never a negative free.
+    el('li', { class: over ? 'warn' : null, 'data-figure': 'free', 'data-mib': freeShown, text: l.freeText }),
     el('li', {}, 'reserve ', el('b', { 'data-figure': 'reserve', 'data-mib': l.reserveMib, text: mib(l.reserveMib) })),
   );
   const card = el('section', { class: 'gpu', 'data-gpu-role': l.gpuRole }, el('h3', {}, 'gpu_role ' + l.gpuRole + ' ', el('small', { text: l.gpuUuid })));
@@ -152,6 +147,15 @@ function gpuCard(l, links) {
   }
   card.append(figures);
   return card;
+}
+
+function noLedgerCard(g) {
+  return el(
+    'section',
+    { class: 'gpu', 'data-gpu-role': g.gpuRole, 'data-no-ledger': 'true' },
+    el('h3', {}, 'gpu_role ' + g.gpuRole + ' ', el('small', { text: g.gpuUuid })),
+    el('p', { class: 'muted', text: 'no ledger running for this GPU (it starts with the first serve brought up on it)' }),
+  );
 }
 
 function forWhom(r, links) {
@@ -245,6 +249,7 @@ function render(data) {
     el('h2', { text: 'GPUs' }),
     smi,
     data.ledgers.map((l) => gpuCard(l, data.links)),
+    (data.noLedger || []).map(noLedgerCard),
     el('h2', { text: 'Serves' }),
     servesTable(data),
     el('h2', { text: 'Operations running now' }),
@@ -293,7 +298,7 @@ async function poll() {
   try {
     const res = await fetch('/v1/ledger', { headers: token ? { authorization: 'Bearer ' + token } : {}, signal: ctl.signal, cache: 'no-store' });
     if (res.status === 401) {
-      showTokenForm(token ? 'The API refused this token.' : 'This API needs its token here (it listens beyond loopback, or was reached by another name): enter GPURES_API_TOKEN.');
+      showTokenForm(token ? 'The API refused this token.' : 'This API listens beyond loopback and needs its token: enter GPURES_API_TOKEN.');
       return;
     }
     const body = await res.json();

@@ -36,10 +36,10 @@ export function leasesOn(l: LedgerState, held: ReadonlyMap<string, HeldLease>): 
 export type DeviceReadings = { ok: true; gpus: GpuReading[] } | { ok: false; error: string };
 
 /** nvidia-smi on this box, if it has one: the ledger is shown either way. */
-export async function readDevices(binary: string): Promise<DeviceReadings> {
+export async function readDevices(binary: string, timeoutMs?: number): Promise<DeviceReadings> {
   const { NvidiaSmi } = await import('../adapters/gpu/nvidia-smi');
   try {
-    return { ok: true, gpus: await new NvidiaSmi({ binary }).readGpus() };
+    return { ok: true, gpus: await new NvidiaSmi({ binary, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }).readGpus() };
   } catch (err) {
     return { ok: false, error: `not available (${(err as Error).message})` };
   }
@@ -68,8 +68,12 @@ export async function readLocalLedger(
   readLedgers: (client: Client, manifest: Manifest) => Promise<LedgerState[]>,
 ): Promise<LocalLedger> {
   const [ledgers, leases] = await Promise.all([readLedgers(client, manifest), runningLeases(client, manifest.node)]);
-  const held = heldLeases(ledgers, leases, Date.now());
-  const readings = await readDevices(nvidiaSmi);
+  return localLedger(ledgers, leases, await readDevices(nvidiaSmi), Date.now());
+}
+
+/** The rows, from the ledgers, the leases and nvidia-smi's readings however they were read. */
+export function localLedger(ledgers: readonly LedgerState[], leases: ReadonlyMap<string, LeaseView>, readings: DeviceReadings, nowMs: number): LocalLedger {
+  const held = heldLeases(ledgers, leases, nowMs);
   const rows = ledgers.map((ledger) => {
     const reading = readings.ok ? readings.gpus.find((g) => g.uuid === ledger.gpuUuid) : undefined;
     return { ledger, held, ...(reading ? { physical: physicalTruth(ledger, reading) } : {}) };

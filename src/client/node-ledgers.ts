@@ -7,7 +7,7 @@ import { totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { taskQueueFor } from '../shared/messages';
-import { LedgerUnanswered } from '../adapters/ledger/ledger-client';
+import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
 import { ledgerSnapshots } from './operations';
 
 /** No worker of the node can answer (none polls, or none answered in time): the message says which, and what to start. */
@@ -58,10 +58,27 @@ export async function requirePoller(client: Client, node: string, operation = fa
  * the query's own deadline tells.
  */
 export async function readNodeLedgers(client: Client, manifest: Manifest): Promise<LedgerState[]> {
-  const node = manifest.node;
+  await requirePoller(client, manifest.node);
+  return ledgerOrUnanswered(manifest.node, ledgerSnapshots(client, manifest));
+}
+
+/**
+ * The node's ledgers that run, each as its worker answers within `withinMs`, in the manifest's
+ * order; a GPU whose ledger does not run is left out. Starts nothing, unlike readNodeLedgers: for
+ * a read-only reader (the ledger page), which must not start a workflow on the box.
+ */
+export async function readRunningLedgers(client: Client, manifest: Manifest, withinMs: number): Promise<LedgerState[]> {
+  const { node } = manifest;
   await requirePoller(client, node);
+  const ledger = new LedgerClient(client);
+  const read = await ledgerOrUnanswered(node, Promise.all(manifest.gpus.map((gpu) => ledger.running(node, gpu.role, withinMs))));
+  return read.filter((l): l is LedgerState => l !== undefined);
+}
+
+/** A ledger no worker answered, or a refused call, is the node's NodeUnanswered. */
+async function ledgerOrUnanswered<T>(node: string, read: Promise<T>): Promise<T> {
   try {
-    return await ledgerSnapshots(client, manifest);
+    return await read;
   } catch (err) {
     if (err instanceof LedgerUnanswered) throw new NodeUnanswered(err.message);
     if (err instanceof ServiceError) {

@@ -198,10 +198,16 @@ function phaseLabel(state: LedgerState, r: Reservation): string {
 function heldAndFree(state: LedgerState, t: LedgerTotals): string {
   const pending = state.reservations.filter((r) => r.phase === 'pending');
   const held = t.heldMib > 0 ? `, held ${t.heldMib} MiB for ${pending.map((r) => r.serve).join(', ')}` : '';
-  return `${held}, ${freeText(
+  return `${held}, ${ledgerFreeText(state, t)}`;
+}
+
+/** The ledger's free MiB as its text says them, the victims its acquirers wait for named. */
+export function ledgerFreeText(state: LedgerState, t: LedgerTotals = totals(state)): string {
+  const pending = state.reservations.filter((r) => r.phase === 'pending');
+  return freeText(
     t,
     pending.flatMap((r) => victimsOf(state, r.serve).map((v) => v.serve)),
-  )}`;
+  );
 }
 
 /** Renders the ledger exactly as the field reports print it. */

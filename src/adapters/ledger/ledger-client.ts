@@ -233,15 +233,23 @@ export class LedgerClient implements LedgerPort {
    * a dead node a ledger that no worker ever answers.
    */
   async probe(node: string, gpuRole: string, withinMs: number): Promise<'answered' | 'no ledger'> {
+    return (await this.running(node, gpuRole, withinMs)) ? 'answered' : 'no ledger';
+  }
+
+  /**
+   * The state of the GPU's ledger if one runs, as its worker answers within `withinMs`
+   * (reconciling or not); undefined when none runs (never ran, or terminated: a closed run would
+   * still answer a query, with what it held when it closed). Starts nothing: for read-only readers.
+   */
+  async running(node: string, gpuRole: string, withinMs: number): Promise<LedgerState | undefined> {
     try {
       const d = await this.client.workflow.getHandle(workflowIds.ledger(node, gpuRole)).describe();
-      if (d.status.name !== 'RUNNING') return 'no ledger';
+      if (d.status.name !== 'RUNNING') return undefined;
     } catch (err) {
-      if (isNoRunningLedger(err)) return 'no ledger';
+      if (isNoRunningLedger(err)) return undefined;
       throw err;
     }
-    await this.answer(node, gpuRole, withinMs);
-    return 'answered';
+    return this.answer(node, gpuRole, withinMs);
   }
 }
 
