@@ -54,6 +54,22 @@ describe('statusOf: the step under way in words, from the pending activity and i
     assert.deepEqual(bare, { text: '  … start: 1.5s', key: '0/start/0', figures: false, sinceMs: 1500 });
   });
 
+  test("elapsed on the worker's clock: its heartbeat's reading less its start, plus this process's time since it saw that heartbeat", () => {
+    // The worker's clock runs an hour ahead of this one: no difference mixes the two.
+    const workerT0 = T0 + 3_600_000;
+    const details = {
+      startedAtEpochMs: workerT0,
+      polls: 6,
+      routerInFlight: 1,
+      vllmRunning: 1,
+      deadlineEpochMs: workerT0 + 120_000,
+      atEpochMs: workerT0 + 6000,
+    };
+    const r = reading({ pending: [{ activity: 'drainServe', attempt: 1, details, seenAtMs: T0 + 10_000 }] });
+    assert.equal(statusOf(r, T0 + 10_200)?.text, '  … drain: 1 in flight at the router, 1 running in the serve, 6.2s of 120s');
+    assert.equal(statusOf(r, T0 + 13_000)?.text, '  … drain: 1 in flight at the router, 1 running in the serve, 9.0s of 120s');
+  });
+
   test("an activity of no step of the operator's (a ledger read) says nothing; nor does a closed run", () => {
     assert.equal(statusOf(reading({ pending: [{ activity: 'ledgerSnapshot', attempt: 1 }] }), T0), undefined);
   });
@@ -143,7 +159,7 @@ test("followRun: a restore's child followed beneath its parent, in order, timed 
       },
       onChild: (c, depth) => seen.push(`${depth}:child ${c.workflowId}`),
     },
-    { pollMs: 5, handleFor: (id) => (id === child.workflowId ? child : parent) },
+    { pollMs: 5, describeEveryMs: 0, handleFor: (id) => (id === child.workflowId ? child : parent) },
   );
   await follower.until(closed);
   assert.deepEqual(seen, ['0:take', '1:child serves-up/n/vision', '1:admit', '1:running', '0:restore']);
@@ -198,4 +214,76 @@ describe('plainDisplay: which status lines a log takes', () => {
     d.status(line('start: 5.0s', 'start', false, PLAIN_STATUS_EVERY_MS));
     assert.deepEqual(out, ['start: 5.0s\n']);
   });
+});
+
+/** A run whose queries answer only when the test says (a worker killed mid-drain answers none), describing itself each time asked. */
+function stalledRun(): { run: RunHandle; answer: (steps: StepRecord[]) => void; describes: () => number; queries: () => number } {
+  let describes = 0;
+  let queries = 0;
+  const waiting: ((v: { steps: StepRecord[] }) => void)[] = [];
+  const run = {
+    workflowId: 'serves-down/n/vision',
+    query: () => {
+      queries += 1;
+      return new Promise((r) => waiting.push(r));
+    },
+    describe: () => {
+      describes += 1;
+      return Promise.resolve({ startTime: new Date(T0), status: { name: 'RUNNING' }, raw: { pendingActivities: [], pendingChildren: [] } });
+    },
+  };
+  return {
+    run: run as unknown as RunHandle,
+    answer: (steps) => waiting.splice(0).forEach((r) => r({ steps })),
+    describes: () => describes,
+    queries: () => queries,
+  };
+}
+
+test('followRun: a poll its worker never answers gives way to the run settling, the final poll is bounded, and an answer arriving after reports nothing', async () => {
+  const s = stalledRun();
+  const seen: string[] = [];
+  let settle!: () => void;
+  const done = new Promise<void>((r) => (settle = r));
+  const follower = followRun(s.run, { onStep: (x) => seen.push(x.step), onStatus: () => seen.push('status') }, { pollMs: 5, finalPollMs: 20 });
+  const until = follower.until(done);
+  // The first poll's query hangs; the run settles meanwhile.
+  while (s.queries() < 1) await new Promise((r) => setImmediate(r));
+  settle();
+  // Resolves although no query has ever answered: the loop's and the final poll's.
+  await until;
+  const after = seen.length;
+  s.answer([step('drain vision', 1000)]);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(seen.length, after, `nothing reported once until() returned: ${seen.join(', ')}`);
+  await follower.report([step('drain vision', 1000)]);
+  assert.deepEqual(
+    seen.filter((x) => x !== 'status'),
+    ['drain vision'],
+  );
+});
+
+test("followRun: the description (the waits' heartbeats) is read at most every describeEveryMs, the steps every poll", async () => {
+  let queries = 0;
+  let describes = 0;
+  const run = {
+    workflowId: 'serves-down/n/vision',
+    query: () => {
+      queries += 1;
+      return Promise.resolve({ steps: [] });
+    },
+    describe: () => {
+      describes += 1;
+      return Promise.resolve({ startTime: new Date(T0), status: { name: 'RUNNING' }, raw: { pendingActivities: [], pendingChildren: [] } });
+    },
+  } as unknown as RunHandle;
+  let settle!: () => void;
+  const done = new Promise<void>((r) => (settle = r));
+  const follower = followRun(run, {}, { pollMs: 1, describeEveryMs: 3_600_000 });
+  const until = follower.until(done);
+  while (queries < 20) await new Promise((r) => setTimeout(r, 1));
+  settle();
+  await until;
+  // The first poll's, then the final poll's (which reads it afresh for the children's last steps).
+  assert.equal(describes, 2, `${describes} describes for ${queries} queries`);
 });
