@@ -8,7 +8,7 @@ import { QueryNotRegisteredError } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { followRun, formatStep, pendingOf, statusOf } from '../src/client/follow';
 import type { RunHandle, RunReading, StatusLine, TimedStep } from '../src/client/follow';
-import { plainDisplay, PLAIN_STATUS_EVERY_MS } from '../src/cli/progress-display';
+import { plainDisplay, PLAIN_STATUS_EVERY_MS, terminalDisplay } from '../src/cli/progress-display';
 import type { StepRecord } from '../src/shared/messages';
 
 const T0 = Date.UTC(2026, 11, 1, 12, 0, 0);
@@ -286,4 +286,28 @@ test("followRun: the description (the waits' heartbeats) is read at most every d
   await until;
   // The first poll's, then the final poll's (which reads it afresh for the children's last steps).
   assert.equal(describes, 2, `${describes} describes for ${queries} queries`);
+});
+
+test('terminalDisplay: log-update is loaded when a status line is first drawn, not for notes alone; its line is drawn once it has', async () => {
+  const loaded = () => Object.keys(require.cache).some((k) => k.includes(`${'node_modules'}/log-update/`));
+  const out: string[] = [];
+  const stream = {
+    isTTY: true,
+    columns: 80,
+    rows: 24,
+    write: (t: string) => out.push(t) > 0,
+    on: () => stream,
+    off: () => stream,
+  } as unknown as NodeJS.WriteStream;
+  const d = terminalDisplay(stream);
+  d.note('a note');
+  assert.equal(loaded(), false, 'a command that only notes (validate) does not load it');
+  d.status({ text: '  … drain: 2 in flight', key: 'drain/2', figures: true });
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(loaded(), true);
+  d.status(undefined);
+  assert.equal(out[0], 'a note\n');
+  assert.match(out.join(''), /… drain: 2 in flight/);
+  // Cleared: log-update's erase sequence, after the line it drew.
+  assert.ok(out.slice(1).join('').includes('\u001b[2K'), JSON.stringify(out));
 });
