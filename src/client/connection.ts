@@ -3,7 +3,8 @@
 // a user's existing `temporal` CLI setup works unchanged. Default: the local dev server.
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { homedir } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
@@ -15,6 +16,15 @@ const DEFAULT_ADDRESS = '127.0.0.1:7233';
 /** The environment configuration cannot be used: a bad input of the operator's, named by its file. */
 export class TemporalConfigError extends Error {
   override readonly name = 'TemporalConfigError';
+}
+
+/**
+ * This process's identity to Temporal: the SDK's pid@host, made unique by a random tail, since a
+ * pid is reused (two CLIs minutes apart, or in two containers of one host name) and a run's start
+ * identity is how a CLI tells the operation it started from one it joined (runOrigin).
+ */
+export function clientIdentity(): string {
+  return `${process.pid}@${hostname()}/${randomUUID().slice(0, 8)}`;
 }
 
 /** Temporal did not answer at the address the configuration gave. */
@@ -104,7 +114,7 @@ export async function connectClient(): Promise<{ client: Client; connection: Con
     // Through a proxy (grpc-js honours these) the address need not be reachable from here.
     if (!viaProxy(process.env)) await probeTcp(address);
     const connection = await Connection.connect({ ...config.connectionOptions, connectTimeout: CONNECT_TIMEOUT });
-    return { client: new Client({ connection, namespace }), connection, address, namespace };
+    return { client: new Client({ connection, namespace, identity: clientIdentity() }), connection, address, namespace };
   } catch (err) {
     throw new TemporalUnreachable(address, namespace, err as Error);
   }
