@@ -63,7 +63,8 @@ async function runOperation<R>(client: Client, node: string, op: ServeOperation,
     within,
     handleFor: (id: string, childRun: string) => client.workflow.getHandle(id, childRun),
     handlers: watch,
-    cancelled: async (steps: readonly StepRecord[]) => describeCancellation(steps, await cancellationOf(client, workflowId, runId).catch(() => undefined)),
+    cancelled: async (steps: readonly StepRecord[]) =>
+      describeCancellation(steps, await within(() => cancellationOf(client, workflowId, runId)).catch(() => undefined)),
   };
   const settled = await followOperation(handle as { result(): Promise<R> }, following);
   return { serve, workflowId, runId, ...settled };
