@@ -121,7 +121,7 @@ export interface RunOrigin {
  * Read from the run's first event. A start that joins (USE_EXISTING) answers the running run's
  * id like a start that starts, and the SDK drops the response's `started` flag; the run's
  * WorkflowExecutionStarted event names the identity that started it, and this client's identity
- * (pid@host unless configured) is its own.
+ * (pid@host and a random tail, connection.ts clientIdentity) is its own.
  */
 export async function runOrigin(client: Client, workflowId: string, runId: string): Promise<RunOrigin | undefined> {
   const res = await client.workflowService.getWorkflowExecutionHistory({
