@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QueryNotRegisteredError } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { followRun, formatStep, pendingOf, statusOf } from '../src/client/follow';
+import { followRun, formatStep, keepSeen, pendingOf, statusOf } from '../src/client/follow';
 import type { RunHandle, RunReading, StatusLine, TimedStep } from '../src/client/follow';
 import { plainDisplay, PLAIN_STATUS_EVERY_MS, terminalDisplay } from '../src/cli/progress-display';
 import type { StepRecord } from '../src/shared/messages';
@@ -68,6 +68,17 @@ describe('statusOf: the step under way in words, from the pending activity and i
     const r = reading({ pending: [{ activity: 'drainServe', attempt: 1, details, seenAtMs: T0 + 10_000 }] });
     assert.equal(statusOf(r, T0 + 10_200)?.text, '  … drain: 1 in flight at the router, 1 running in the serve, 6.2s of 120s');
     assert.equal(statusOf(r, T0 + 13_000)?.text, '  … drain: 1 in flight at the router, 1 running in the serve, 9.0s of 120s');
+  });
+
+  test('a heartbeat seen later than the last one was (the SDK throttles them) never runs the elapsed back', () => {
+    const beat = (atMs: number) => ({ startedAtEpochMs: T0, polls: 1, routerInFlight: 2, vllmRunning: 2, deadlineEpochMs: T0 + 120_000, atEpochMs: T0 + atMs });
+    const first = keepSeen([{ activity: 'drainServe', attempt: 1, details: beat(4000) }], [], T0 + 4100);
+    assert.equal(statusOf(reading({ pending: first }), T0 + 7500)?.text, '  … drain: 2 in flight at the router, 2 running in the serve, 7.4s of 120s');
+    // Read at 6 s by the worker, seen 1.5 s after: carried on from the first (7.4 s), not 6.0 s.
+    const second = keepSeen([{ activity: 'drainServe', attempt: 1, details: beat(6000) }], first, T0 + 7500);
+    assert.equal(statusOf(reading({ pending: second }), T0 + 7500)?.text, '  … drain: 2 in flight at the router, 2 running in the serve, 7.4s of 120s');
+    // The same heartbeat read again keeps when it was first seen.
+    assert.deepEqual(keepSeen([{ activity: 'drainServe', attempt: 1, details: beat(6000) }], second, T0 + 9000), second);
   });
 
   test("an activity of no step of the operator's (a ledger read) says nothing; nor does a closed run", () => {

@@ -55,6 +55,8 @@ export interface PendingWait {
   lastStartedAtMs?: number;
   /** When this process first read these details (its own clock): how long ago the worker's figures were true. */
   seenAtMs?: number;
+  /** The wait's elapsed time (worker's clock) when these details were first seen: never less than the last heartbeat's carried on. */
+  elapsedAtSeenMs?: number;
 }
 
 /** What one poll of a run reads. */
@@ -132,13 +134,27 @@ interface FollowContext {
   epoch: number;
 }
 
-/** The pending waits, each keeping when its details were first seen while its heartbeat has not moved. */
-function keepSeen(now: PendingWait[], before: PendingWait[], nowMs: number): PendingWait[] {
+/**
+ * The pending waits, each with when its details were first seen (this process's clock) and the
+ * wait's elapsed then. A heartbeat reaches the server some time after its reading (the SDK
+ * throttles them): the one seen later may have waited longer, so the elapsed shown is carried on
+ * from the last one where that is more, and never runs back.
+ */
+export function keepSeen(now: PendingWait[], before: PendingWait[], nowMs: number): PendingWait[] {
+  const beat = (d: unknown) => d as { atEpochMs?: unknown; startedAtEpochMs?: unknown } | undefined;
   return now.map((p) => {
     const was = before.find((b) => b.activity === p.activity && b.attempt === p.attempt);
-    const at = (d: unknown) => num((d as { atEpochMs?: unknown } | undefined)?.atEpochMs);
-    const same = was?.seenAtMs !== undefined && at(was.details) !== undefined && at(was.details) === at(p.details);
-    return { ...p, seenAtMs: same ? was.seenAtMs : nowMs };
+    const at = num(beat(p.details)?.atEpochMs);
+    const started = num(beat(p.details)?.startedAtEpochMs);
+    if (was?.seenAtMs !== undefined && at !== undefined && num(beat(was.details)?.atEpochMs) === at) {
+      return { ...p, seenAtMs: was.seenAtMs, ...(was.elapsedAtSeenMs !== undefined ? { elapsedAtSeenMs: was.elapsedAtSeenMs } : {}) };
+    }
+    if (at === undefined || started === undefined) return { ...p, seenAtMs: nowMs };
+    const carried =
+      was?.seenAtMs !== undefined && was.elapsedAtSeenMs !== undefined && num(beat(was.details)?.startedAtEpochMs) === started
+        ? was.elapsedAtSeenMs + (nowMs - was.seenAtMs)
+        : undefined;
+    return { ...p, seenAtMs: nowMs, elapsedAtSeenMs: Math.max(at - started, carried ?? 0) };
   });
 }
 
@@ -385,10 +401,15 @@ const WAIT_NAMES: Record<string, string> = {
  * plus the time (this process's clock) since that heartbeat was first seen. Two machines' clocks
  * never meet in one difference; a worker from before atEpochMs is read against this clock.
  */
-export function waitElapsedMs(d: { startedAtEpochMs: number; atEpochMs?: unknown }, nowMs: number, seenAtMs: number | undefined): number {
+export function waitElapsedMs(
+  d: { startedAtEpochMs: number; atEpochMs?: unknown },
+  nowMs: number,
+  wait: Pick<PendingWait, 'seenAtMs' | 'elapsedAtSeenMs'> = {},
+): number {
   const at = num(d.atEpochMs);
+  const { seenAtMs } = wait;
   if (at === undefined || seenAtMs === undefined) return nowMs - d.startedAtEpochMs;
-  return at - d.startedAtEpochMs + Math.max(0, nowMs - seenAtMs);
+  return (wait.elapsedAtSeenMs ?? at - d.startedAtEpochMs) + Math.max(0, nowMs - seenAtMs);
 }
 
 function ofBound(elapsedMs: number, startedAtMs: number, deadlineMs: number | undefined, timeoutS?: number): string {
@@ -407,7 +428,7 @@ export function statusOf(r: RunReading, nowMs: number, depth = 0): StatusLine | 
   const line = (what: string, key = step, figures = true) => ({ text: `${indent}… ${step}: ${what}`, key: `${depth}/${key}`, figures });
   const d = (wait?.details ?? {}) as Partial<DrainBeat & HealthBeat & VramBeat>;
   const started = num(d.startedAtEpochMs);
-  const elapsedMs = started !== undefined ? waitElapsedMs({ startedAtEpochMs: started, atEpochMs: d.atEpochMs }, nowMs, wait?.seenAtMs) : 0;
+  const elapsedMs = started !== undefined ? waitElapsedMs({ startedAtEpochMs: started, atEpochMs: d.atEpochMs }, nowMs, wait) : 0;
   if (wait?.activity === 'drainServe' && started !== undefined && num(d.routerInFlight) !== undefined) {
     const vllm = num(d.vllmRunning);
     const inFlight = `${d.routerInFlight} in flight at the router${vllm !== undefined ? `, ${vllm} running in the serve` : ''}`;
