@@ -11,7 +11,7 @@ import { docker, renderManifest, startTestBox, uniqueNode } from './support/box'
 import { containerName } from '../src/domain/serve';
 import type { TestBox, TestServe } from './support/box';
 import { waitFor, waitUntil } from './support/wait';
-import { ledgerTotalsAfterEachUpdate, scheduledActivities } from './support/history-scan';
+import { ledgerTotalsAfterEachUpdate, scheduledActivities, waitForPendingActivity } from './support/history-scan';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { workflowIds } from '../src/shared/messages';
 
@@ -204,6 +204,19 @@ describe('bring-up and bring-down', () => {
     const cancelAt = events.findIndex((e) => e.workflowExecutionCancelRequestedEventAttributes);
     const after = scheduledActivities(events.slice(cancelAt));
     assert.deepEqual(after, ['stopServeContainer', 'ledgerRelease']);
+  });
+
+  test('cancelled by a serves down of it: named so, not by the identity of the worker whose bring-down sent the cancel', async () => {
+    const pending = serveUp(box.temporal.client, box.node, 'stuck');
+    const handle = box.temporal.client.workflow.getHandle(workflowIds.bringUp(box.node, 'stuck'));
+    await waitForPendingActivity(handle, 'waitHealthy');
+    const down = await serveDown(box.temporal.client, box.node, 'stuck');
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    const out = await pending;
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'CancelledFailure');
+    assert.equal(out.message, 'serves up stuck cancelled at health; compensated: remove container, release reservation (cancelled by serves down stuck)');
+    assert.equal((await box.containers()).filter((c) => c.serve === 'stuck').length, 0);
   });
 
   test('a serve reporting another model id: IdentityMismatch, nothing left running', async () => {

@@ -6,9 +6,9 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QueryNotRegisteredError } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { followRun, formatStep, pendingOf, statusOf } from '../src/client/follow';
+import { followRun, formatStep, keepSeen, pendingOf, statusOf } from '../src/client/follow';
 import type { RunHandle, RunReading, StatusLine, TimedStep } from '../src/client/follow';
-import { plainDisplay, PLAIN_STATUS_EVERY_MS } from '../src/cli/progress-display';
+import { plainDisplay, PLAIN_STATUS_EVERY_MS, terminalDisplay } from '../src/cli/progress-display';
 import type { StepRecord } from '../src/shared/messages';
 
 const T0 = Date.UTC(2026, 11, 1, 12, 0, 0);
@@ -52,6 +52,33 @@ describe('statusOf: the step under way in words, from the pending activity and i
     assert.equal(retried?.figures, true);
     const bare = statusOf(reading({ underway: { step: 'start', since: at(0) } }), T0 + 1500);
     assert.deepEqual(bare, { text: '  … start: 1.5s', key: '0/start/0', figures: false, sinceMs: 1500 });
+  });
+
+  test("elapsed on the worker's clock: its heartbeat's reading less its start, plus this process's time since it saw that heartbeat", () => {
+    // The worker's clock runs an hour ahead of this one: no difference mixes the two.
+    const workerT0 = T0 + 3_600_000;
+    const details = {
+      startedAtEpochMs: workerT0,
+      polls: 6,
+      routerInFlight: 1,
+      vllmRunning: 1,
+      deadlineEpochMs: workerT0 + 120_000,
+      atEpochMs: workerT0 + 6000,
+    };
+    const r = reading({ pending: [{ activity: 'drainServe', attempt: 1, details, seenAtMs: T0 + 10_000 }] });
+    assert.equal(statusOf(r, T0 + 10_200)?.text, '  … drain: 1 in flight at the router, 1 running in the serve, 6.2s of 120s');
+    assert.equal(statusOf(r, T0 + 13_000)?.text, '  … drain: 1 in flight at the router, 1 running in the serve, 9.0s of 120s');
+  });
+
+  test('a heartbeat seen later than the last one was (the SDK throttles them) never runs the elapsed back', () => {
+    const beat = (atMs: number) => ({ startedAtEpochMs: T0, polls: 1, routerInFlight: 2, vllmRunning: 2, deadlineEpochMs: T0 + 120_000, atEpochMs: T0 + atMs });
+    const first = keepSeen([{ activity: 'drainServe', attempt: 1, details: beat(4000) }], [], T0 + 4100);
+    assert.equal(statusOf(reading({ pending: first }), T0 + 7500)?.text, '  … drain: 2 in flight at the router, 2 running in the serve, 7.4s of 120s');
+    // Read at 6 s by the worker, seen 1.5 s after: carried on from the first (7.4 s), not 6.0 s.
+    const second = keepSeen([{ activity: 'drainServe', attempt: 1, details: beat(6000) }], first, T0 + 7500);
+    assert.equal(statusOf(reading({ pending: second }), T0 + 7500)?.text, '  … drain: 2 in flight at the router, 2 running in the serve, 7.4s of 120s');
+    // The same heartbeat read again keeps when it was first seen.
+    assert.deepEqual(keepSeen([{ activity: 'drainServe', attempt: 1, details: beat(6000) }], second, T0 + 9000), second);
   });
 
   test("an activity of no step of the operator's (a ledger read) says nothing; nor does a closed run", () => {
@@ -143,7 +170,7 @@ test("followRun: a restore's child followed beneath its parent, in order, timed 
       },
       onChild: (c, depth) => seen.push(`${depth}:child ${c.workflowId}`),
     },
-    { pollMs: 5, handleFor: (id) => (id === child.workflowId ? child : parent) },
+    { pollMs: 5, describeEveryMs: 0, handleFor: (id) => (id === child.workflowId ? child : parent) },
   );
   await follower.until(closed);
   assert.deepEqual(seen, ['0:take', '1:child serves-up/n/vision', '1:admit', '1:running', '0:restore']);
@@ -198,4 +225,100 @@ describe('plainDisplay: which status lines a log takes', () => {
     d.status(line('start: 5.0s', 'start', false, PLAIN_STATUS_EVERY_MS));
     assert.deepEqual(out, ['start: 5.0s\n']);
   });
+});
+
+/** A run whose queries answer only when the test says (a worker killed mid-drain answers none), describing itself each time asked. */
+function stalledRun(): { run: RunHandle; answer: (steps: StepRecord[]) => void; describes: () => number; queries: () => number } {
+  let describes = 0;
+  let queries = 0;
+  const waiting: ((v: { steps: StepRecord[] }) => void)[] = [];
+  const run = {
+    workflowId: 'serves-down/n/vision',
+    query: () => {
+      queries += 1;
+      return new Promise((r) => waiting.push(r));
+    },
+    describe: () => {
+      describes += 1;
+      return Promise.resolve({ startTime: new Date(T0), status: { name: 'RUNNING' }, raw: { pendingActivities: [], pendingChildren: [] } });
+    },
+  };
+  return {
+    run: run as unknown as RunHandle,
+    answer: (steps) => waiting.splice(0).forEach((r) => r({ steps })),
+    describes: () => describes,
+    queries: () => queries,
+  };
+}
+
+test('followRun: a poll its worker never answers gives way to the run settling, the final poll is bounded, and an answer arriving after reports nothing', async () => {
+  const s = stalledRun();
+  const seen: string[] = [];
+  let settle!: () => void;
+  const done = new Promise<void>((r) => (settle = r));
+  const follower = followRun(s.run, { onStep: (x) => seen.push(x.step), onStatus: () => seen.push('status') }, { pollMs: 5, finalPollMs: 20 });
+  const until = follower.until(done);
+  // The first poll's query hangs; the run settles meanwhile.
+  while (s.queries() < 1) await new Promise((r) => setImmediate(r));
+  settle();
+  // Resolves although no query has ever answered: the loop's and the final poll's.
+  await until;
+  const after = seen.length;
+  s.answer([step('drain vision', 1000)]);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(seen.length, after, `nothing reported once until() returned: ${seen.join(', ')}`);
+  await follower.report([step('drain vision', 1000)]);
+  assert.deepEqual(
+    seen.filter((x) => x !== 'status'),
+    ['drain vision'],
+  );
+});
+
+test("followRun: the description (the waits' heartbeats) is read at most every describeEveryMs, the steps every poll", async () => {
+  let queries = 0;
+  let describes = 0;
+  const run = {
+    workflowId: 'serves-down/n/vision',
+    query: () => {
+      queries += 1;
+      return Promise.resolve({ steps: [] });
+    },
+    describe: () => {
+      describes += 1;
+      return Promise.resolve({ startTime: new Date(T0), status: { name: 'RUNNING' }, raw: { pendingActivities: [], pendingChildren: [] } });
+    },
+  } as unknown as RunHandle;
+  let settle!: () => void;
+  const done = new Promise<void>((r) => (settle = r));
+  const follower = followRun(run, {}, { pollMs: 1, describeEveryMs: 3_600_000 });
+  const until = follower.until(done);
+  while (queries < 20) await new Promise((r) => setTimeout(r, 1));
+  settle();
+  await until;
+  // The first poll's, then the final poll's (which reads it afresh for the children's last steps).
+  assert.equal(describes, 2, `${describes} describes for ${queries} queries`);
+});
+
+test('terminalDisplay: log-update is loaded when a status line is first drawn, not for notes alone; its line is drawn once it has', async () => {
+  const loaded = () => Object.keys(require.cache).some((k) => k.includes(`${'node_modules'}/log-update/`));
+  const out: string[] = [];
+  const stream = {
+    isTTY: true,
+    columns: 80,
+    rows: 24,
+    write: (t: string) => out.push(t) > 0,
+    on: () => stream,
+    off: () => stream,
+  } as unknown as NodeJS.WriteStream;
+  const d = terminalDisplay(stream);
+  d.note('a note');
+  assert.equal(loaded(), false, 'a command that only notes (validate) does not load it');
+  d.status({ text: '  … drain: 2 in flight', key: 'drain/2', figures: true });
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(loaded(), true);
+  d.status(undefined);
+  assert.equal(out[0], 'a note\n');
+  assert.match(out.join(''), /… drain: 2 in flight/);
+  // Cleared: log-update's erase sequence, after the line it drew.
+  assert.ok(out.slice(1).join('').includes('\u001b[2K'), JSON.stringify(out));
 });

@@ -21,6 +21,7 @@ import type {
 } from '../shared/messages';
 import { holderOf, parseHolder } from '../domain/fence';
 import { workflowIds } from '../shared/messages';
+import { cancelReason } from '../shared/wording';
 import { createEvictionActivities } from './eviction';
 import { observedEviction } from './eviction-metrics';
 import { createLeaseActivities } from './lease';
@@ -178,7 +179,7 @@ export function createActivities(deps: ActivityDeps) {
       const retried = (activityContext()?.info.attempt ?? 1) > 1;
       if (first.status === 'closed') return closed(first.closedAs, mode === 'cancel' && retried);
       if (mode === 'status') return { holder: input.holder, outcome: 'running', waitedMs: 0 };
-      if (mode === 'cancel') await deps.operations.cancel(run.workflowId, run.runId);
+      if (mode === 'cancel') await deps.operations.cancel(run.workflowId, run.runId, cancelReason(activityContext()?.info.workflowExecution?.workflowId));
       const ctx = Context.current();
       for (;;) {
         const now = await deps.operations.status(run.workflowId, run.runId);

@@ -52,7 +52,7 @@ export async function main(argv: string[]): Promise<number> {
   // Redrawn in place only for a person at a terminal: --json is for a program, which reads lines;
   // a terminal of no size (a pty nobody sized) would show nothing of a redraw.
   const terminal = process.stderr.isTTY && process.stderr.columns > 0 && process.stderr.rows > 0 && !json;
-  const display = terminal ? await terminalDisplay(process.stderr) : plainDisplay((text) => process.stderr.write(text));
+  const display = terminal ? terminalDisplay(process.stderr) : plainDisplay((text) => process.stderr.write(text));
   try {
     const program = buildProgram(
       envChecked(() => processContext(display)),

@@ -35,36 +35,50 @@ export function plainDisplay(write: (text: string) => void, now: () => number = 
   };
 }
 
-type LogUpdate = typeof LogUpdateModule;
+type LogUpdate = ReturnType<typeof LogUpdateModule.createLogUpdate>;
 
 /**
- * log-update is an ES module and this project compiles to CommonJS, where TypeScript turns an
- * `import()` into a `require()`: Node 20 before 20.19 cannot require an ES module. A Function
- * keeps the dynamic import as written.
+ * Status lines redrawn in place. log-update is an ES module, loaded (Node ≥ 20.19 requires an ES
+ * module from CommonJS) when the first status line is drawn, not by every command on a terminal:
+ * `validate` or `serves list` never draw one. The line drawn meanwhile is drawn once it has loaded;
+ * if it cannot be, status lines are written as a plain display would.
  */
-// eslint-disable-next-line @typescript-eslint/no-implied-eval
-const importEsm = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<LogUpdate>;
-
-export async function terminalDisplay(stream: NodeJS.WriteStream): Promise<ProgressDisplay> {
-  const { createLogUpdate } = await importEsm('log-update');
-  // The cursor stays shown: a follower killed mid-redraw must not leave the terminal without one.
-  const live = createLogUpdate(stream, { showCursor: true });
+export function terminalDisplay(stream: NodeJS.WriteStream): ProgressDisplay {
+  const plain = plainDisplay((text) => stream.write(text));
+  let live: LogUpdate | undefined;
+  let loading: Promise<void> | undefined;
+  let failed = false;
   let shown: string | undefined;
+  const load = () =>
+    import('log-update').then(
+      ({ createLogUpdate }) => {
+        // The cursor stays shown: a follower killed mid-redraw must not leave the terminal without one.
+        live = createLogUpdate(stream, { showCursor: true });
+        if (shown !== undefined) live(shown);
+      },
+      () => {
+        failed = true;
+        if (shown !== undefined) plain.status({ text: shown, key: shown, figures: true });
+      },
+    );
   return {
     note(line) {
       // Written as it is, not through log-update's wrapping: a long line stays one line to copy.
-      if (shown !== undefined) live.clear();
+      if (live && shown !== undefined) live.clear();
       stream.write(`${line}\n`);
-      if (shown !== undefined) live(shown);
+      if (live && shown !== undefined) live(shown);
     },
     status(s) {
       if (!s) {
-        if (shown !== undefined) live.clear();
+        if (live && shown !== undefined) live.clear();
         shown = undefined;
+        if (failed) plain.status(undefined);
         return;
       }
       shown = s.text;
-      live(s.text);
+      if (live) live(s.text);
+      else if (failed) plain.status(s);
+      else loading ??= load();
     },
   };
 }

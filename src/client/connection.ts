@@ -3,6 +3,7 @@
 // a user's existing `temporal` CLI setup works unchanged. Default: the local dev server.
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { randomUUID } from 'node:crypto';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -103,8 +104,11 @@ export function viaProxy(env: NodeJS.ProcessEnv): boolean {
  * the SDK's own default, `<pid>@<host>`, would not say which of them it was. No secret in it.
  */
 export type ClientRole = 'cli' | 'api' | 'worker';
+// Made unique by a random tail: a pid is reused (two CLIs minutes apart, two containers of one host
+// name), and a run's start identity is how a CLI tells an operation it started from one it joined.
+const TAIL = randomUUID().slice(0, 8);
 export function clientIdentity(role: ClientRole): string {
-  return `gpures-${role}/${process.pid}@${hostname()}`;
+  return `gpures-${role}/${process.pid}@${hostname()}/${TAIL}`;
 }
 
 export async function connectClient(role: ClientRole = 'cli'): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {

@@ -53,6 +53,10 @@ export interface PendingWait {
   details?: unknown;
   lastFailure?: string;
   lastStartedAtMs?: number;
+  /** When this process first read these details (its own clock): how long ago the worker's figures were true. */
+  seenAtMs?: number;
+  /** The wait's elapsed time (worker's clock) when these details were first seen: never less than the last heartbeat's carried on. */
+  elapsedAtSeenMs?: number;
 }
 
 /** What one poll of a run reads. */
@@ -103,6 +107,57 @@ export function pendingOf(raw: Raw): { pending: PendingWait[]; children: ChildRu
   return { pending, children };
 }
 
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+
+/** A poll's bound on one answer: a poll is advice, the next one asks again (shorter than a node's NODE_ANSWER_MS). */
+export const FOLLOW_ANSWER_MS = 5_000;
+/** Heartbeat details reach the server at most every 2 s (the SDK's throttle): describing more often reads the same figures. */
+export const DESCRIBE_EVERY_MS = 1_500;
+/** The last poll after the run closed (a child's last steps): never longer than this before the outcome prints. */
+export const FINAL_POLL_MS = 2_000;
+
+/** Bounds one call to Temporal. */
+export type Within = <T>(call: () => Promise<T>) => Promise<T>;
+
+/** A follower's bound on each call: FOLLOW_ANSWER_MS past its start, as a gRPC deadline (the call is abandoned, not only unawaited). */
+export function followDeadline(client: { withDeadline<R>(deadline: number, fn: () => Promise<R>): Promise<R> }): Within {
+  return (call) => client.withDeadline(Date.now() + FOLLOW_ANSWER_MS, call);
+}
+
+/** What every follower of one operation shares: its clock, its bound on calls, whether its polls still report. */
+interface FollowContext {
+  /** When the operation began: the clock every line's elapsed time is on. */
+  origin: { ms?: number };
+  within: Within;
+  describeEveryMs: number;
+  /** Bumped when a poll is given up (the run settled first): an answer arriving after reports nothing. */
+  epoch: number;
+}
+
+/**
+ * The pending waits, each with when its details were first seen (this process's clock) and the
+ * wait's elapsed then. A heartbeat reaches the server some time after its reading (the SDK
+ * throttles them): the one seen later may have waited longer, so the elapsed shown is carried on
+ * from the last one where that is more, and never runs back.
+ */
+export function keepSeen(now: PendingWait[], before: PendingWait[], nowMs: number): PendingWait[] {
+  const beat = (d: unknown) => d as { atEpochMs?: unknown; startedAtEpochMs?: unknown } | undefined;
+  return now.map((p) => {
+    const was = before.find((b) => b.activity === p.activity && b.attempt === p.attempt);
+    const at = num(beat(p.details)?.atEpochMs);
+    const started = num(beat(p.details)?.startedAtEpochMs);
+    if (was?.seenAtMs !== undefined && at !== undefined && num(beat(was.details)?.atEpochMs) === at) {
+      return { ...p, seenAtMs: was.seenAtMs, ...(was.elapsedAtSeenMs !== undefined ? { elapsedAtSeenMs: was.elapsedAtSeenMs } : {}) };
+    }
+    if (at === undefined || started === undefined) return { ...p, seenAtMs: nowMs };
+    const carried =
+      was?.seenAtMs !== undefined && was.elapsedAtSeenMs !== undefined && num(beat(was.details)?.startedAtEpochMs) === started
+        ? was.elapsedAtSeenMs + (nowMs - was.seenAtMs)
+        : undefined;
+    return { ...p, seenAtMs: nowMs, elapsedAtSeenMs: Math.max(at - started, carried ?? 0) };
+  });
+}
+
 /** A run whose worker has no handler for the query (one from before it): the SDK's name for that answer. */
 function isQueryUnknown(err: unknown): boolean {
   return err instanceof QueryNotRegisteredError;
@@ -116,38 +171,51 @@ class RunFollower {
   private live = true;
   private readonly children = new Map<string, RunFollower>();
   private reading: RunReading | undefined;
+  private described: { atMs: number; pending: PendingWait[]; children: ChildRun[]; closed: boolean } | undefined;
 
   constructor(
     private readonly handle: RunHandle,
     private readonly depth: number,
     private readonly handlers: FollowHandlers,
     private readonly handleFor: HandleFor | undefined,
-    /** When the operation began: the clock every line's elapsed time is on. */
-    private readonly origin: { ms?: number },
+    private readonly ctx: FollowContext,
   ) {}
+
+  private get origin(): { ms?: number } {
+    return this.ctx.origin;
+  }
 
   private async readSteps(): Promise<{ steps: readonly StepRecord[]; underway?: StepUnderWay }> {
     if (this.live) {
       try {
-        return await this.handle.query(liveProgressQuery);
+        return await this.ctx.within(() => this.handle.query(liveProgressQuery));
       } catch (err) {
         if (!isQueryUnknown(err)) throw err;
         this.live = false;
       }
     }
-    return { steps: await this.handle.query(progressQuery) };
+    return { steps: await this.ctx.within(() => this.handle.query(progressQuery)) };
+  }
+
+  /** The run's description, read again only every describeEveryMs (or when `fresh`): the steps are what changes between. */
+  private async describeRun(fresh: boolean): Promise<{ pending: PendingWait[]; children: ChildRun[]; closed: boolean }> {
+    const nowMs = Date.now();
+    if (!fresh && this.described && nowMs - this.described.atMs < this.ctx.describeEveryMs) return this.described;
+    const d = await this.ctx.within(() => this.handle.describe());
+    this.startedAtMs ??= d.startTime.getTime();
+    if (this.depth === 0) this.origin.ms ??= d.startTime.getTime();
+    const { pending, children } = pendingOf(d.raw);
+    this.described = { atMs: nowMs, pending: keepSeen(pending, this.described?.pending ?? [], nowMs), children, closed: d.status.name !== 'RUNNING' };
+    return this.described;
   }
 
   /** Reads the run (steps and description together); undefined when neither answered (no worker yet, say). */
-  async read(): Promise<RunReading | undefined> {
-    const [steps, desc] = await Promise.allSettled([this.readSteps(), this.handle.describe()]);
+  async read(fresh = false): Promise<RunReading | undefined> {
+    const [steps, desc] = await Promise.allSettled([this.readSteps(), this.describeRun(fresh)]);
     if (steps.status === 'rejected' && desc.status === 'rejected') return undefined;
-    const d = desc.status === 'fulfilled' ? desc.value : undefined;
-    if (d) this.startedAtMs ??= d.startTime.getTime();
-    if (d && this.depth === 0) this.origin.ms ??= d.startTime.getTime();
-    const { pending, children } = d ? pendingOf(d.raw) : { pending: [], children: [] };
+    const { pending, children, closed } = desc.status === 'fulfilled' ? desc.value : { pending: [], children: [], closed: false };
     const s = steps.status === 'fulfilled' ? steps.value : { steps: [] };
-    return { steps: s.steps, underway: s.underway, startedAtMs: this.startedAtMs, pending, children, closed: Boolean(d && d.status.name !== 'RUNNING') };
+    return { steps: s.steps, underway: s.underway, startedAtMs: this.startedAtMs, pending, children, closed };
   }
 
   /**
@@ -155,23 +223,27 @@ class RunFollower {
    * reports its last steps before the parent's step about it), this run's steps, then the
    * children it started since (after the steps it took before starting them).
    */
-  async poll(): Promise<void> {
-    const r = await this.read();
-    if (!r) return;
+  async poll(fresh = false): Promise<void> {
+    const epoch = this.ctx.epoch;
+    const r = await this.read(fresh);
+    // Given up while it waited for an answer: what it read is reported by the final list, or not at all.
+    if (!r || epoch !== this.ctx.epoch) return;
     this.reading = r;
     const pendingIds = new Set(r.children.map((c) => c.runId));
     for (const [runId, child] of this.children) {
-      await child.poll().catch(() => undefined);
+      await child.poll(fresh).catch(() => undefined);
+      if (epoch !== this.ctx.epoch) return;
       // Closed: its last steps were read by the poll above; it is not asked again.
       if (!pendingIds.has(runId)) this.children.delete(runId);
     }
     this.report(r.steps);
     for (const c of r.children) {
       if (this.children.has(c.runId) || !this.handleFor) continue;
-      const child = new RunFollower(this.handleFor(c.workflowId, c.runId), this.depth + 1, this.handlers, this.handleFor, this.origin);
+      const child = new RunFollower(this.handleFor(c.workflowId, c.runId), this.depth + 1, this.handlers, this.handleFor, this.ctx);
       this.children.set(c.runId, child);
       this.handlers.onChild?.(c, this.depth + 1);
-      await child.poll().catch(() => undefined);
+      await child.poll(fresh).catch(() => undefined);
+      if (epoch !== this.ctx.epoch) return;
     }
   }
 
@@ -205,7 +277,7 @@ class RunFollower {
   async knowStart(): Promise<void> {
     if (this.startedAtMs !== undefined) return;
     try {
-      const d = await this.handle.describe();
+      const d = await this.ctx.within(() => this.handle.describe());
       this.startedAtMs = d.startTime.getTime();
       if (this.depth === 0) this.origin.ms ??= this.startedAtMs;
     } catch {
@@ -221,15 +293,36 @@ export interface StepFollower {
   until(done: Promise<unknown>): Promise<void>;
 }
 
+export interface FollowOptions {
+  pollMs?: number;
+  /** How often the description (the waits' heartbeats, the children) is read again; DESCRIBE_EVERY_MS unless set. */
+  describeEveryMs?: number;
+  handleFor?: HandleFor;
+  /** Bounds each query and describe (a worker killed mid-wait answers no query); unbounded unless set. */
+  within?: Within;
+  /** The last poll's bound once the run has settled; FINAL_POLL_MS unless set. */
+  finalPollMs?: number;
+}
+
+/** A timer cleared once raced, so a settled follower leaves none behind to hold the process. */
+function sleep(ms: number): { done: Promise<void>; clear: () => void } {
+  let timer: NodeJS.Timeout | undefined;
+  const done = new Promise<void>((r) => {
+    timer = setTimeout(r, ms);
+  });
+  return { done, clear: () => clearTimeout(timer) };
+}
+
 /** Follows one run and, where `handleFor` is given, the children it waits for. */
-export function followRun(handle: RunHandle, handlers: FollowHandlers, opts: { pollMs?: number; handleFor?: HandleFor } = {}): StepFollower {
+export function followRun(handle: RunHandle, handlers: FollowHandlers, opts: FollowOptions = {}): StepFollower {
   const pollMs = opts.pollMs ?? 500;
+  const ctx: FollowContext = { origin: {}, within: opts.within ?? ((call) => call()), describeEveryMs: opts.describeEveryMs ?? DESCRIBE_EVERY_MS, epoch: 0 };
   // A step completed: the status line about it is stale until the next poll says what is under way.
   const onStep = (step: TimedStep) => {
     handlers.onStatus?.(undefined);
     handlers.onStep?.(step);
   };
-  const top = new RunFollower(handle, 0, { ...handlers, onStep }, opts.handleFor, {});
+  const top = new RunFollower(handle, 0, { ...handlers, onStep }, opts.handleFor, ctx);
   const showStatus = () => handlers.onStatus?.(top.status(Date.now()));
   return {
     async report(steps) {
@@ -247,20 +340,22 @@ export function followRun(handle: RunHandle, handlers: FollowHandlers, opts: { p
         finished = true;
       });
       while (!finished) {
-        try {
-          await top.poll();
-          if (!finished) showStatus();
-        } catch {
-          // no worker answered yet, or the workflow just closed
-        }
-        if (!finished) await Promise.race([settled, new Promise((r) => setTimeout(r, pollMs))]);
+        // A poll waiting on a worker that died gives way to the run's settling: the outcome is not held up.
+        await Promise.race([settled, top.poll().catch(() => undefined)]);
+        // A poll unanswered (no worker yet, or gone) still redraws the last status: its time moves on.
+        if (!finished) showStatus();
+        if (finished) break;
+        const pause = sleep(pollMs);
+        await Promise.race([settled, pause.done]);
+        pause.clear();
       }
-      // The children's last steps: a restore's last bring-up may close with its parent.
-      try {
-        await top.poll();
-      } catch {
-        // the final result carries the run's own steps
-      }
+      ctx.epoch += 1;
+      // The children's last steps: a restore's last bring-up may close with its parent. A closed
+      // run's query needs a worker to replay it: bounded, the final list carries the run's own steps.
+      const bound = sleep(opts.finalPollMs ?? FINAL_POLL_MS);
+      await Promise.race([top.poll(true).catch(() => undefined), bound.done]);
+      bound.clear();
+      ctx.epoch += 1;
       handlers.onStatus?.(undefined);
     },
   };
@@ -301,10 +396,24 @@ const WAIT_NAMES: Record<string, string> = {
   startServeContainer: 'start',
 };
 
-const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+/**
+ * How long a wait has run, on the worker's clock alone: from its start to the heartbeat's reading,
+ * plus the time (this process's clock) since that heartbeat was first seen. Two machines' clocks
+ * never meet in one difference; a worker from before atEpochMs is read against this clock.
+ */
+export function waitElapsedMs(
+  d: { startedAtEpochMs: number; atEpochMs?: unknown },
+  nowMs: number,
+  wait: Pick<PendingWait, 'seenAtMs' | 'elapsedAtSeenMs'> = {},
+): number {
+  const at = num(d.atEpochMs);
+  const { seenAtMs } = wait;
+  if (at === undefined || seenAtMs === undefined) return nowMs - d.startedAtEpochMs;
+  return (wait.elapsedAtSeenMs ?? at - d.startedAtEpochMs) + Math.max(0, nowMs - seenAtMs);
+}
 
-function ofBound(nowMs: number, startedAtMs: number, deadlineMs: number | undefined, timeoutS?: number): string {
-  const elapsed = formatElapsed(nowMs - startedAtMs);
+function ofBound(elapsedMs: number, startedAtMs: number, deadlineMs: number | undefined, timeoutS?: number): string {
+  const elapsed = formatElapsed(elapsedMs);
   const bound = timeoutS ?? (deadlineMs !== undefined ? Math.round((deadlineMs - startedAtMs) / 1000) : undefined);
   return bound !== undefined ? `${elapsed} of ${bound}s` : elapsed;
 }
@@ -319,17 +428,18 @@ export function statusOf(r: RunReading, nowMs: number, depth = 0): StatusLine | 
   const line = (what: string, key = step, figures = true) => ({ text: `${indent}… ${step}: ${what}`, key: `${depth}/${key}`, figures });
   const d = (wait?.details ?? {}) as Partial<DrainBeat & HealthBeat & VramBeat>;
   const started = num(d.startedAtEpochMs);
+  const elapsedMs = started !== undefined ? waitElapsedMs({ startedAtEpochMs: started, atEpochMs: d.atEpochMs }, nowMs, wait) : 0;
   if (wait?.activity === 'drainServe' && started !== undefined && num(d.routerInFlight) !== undefined) {
     const vllm = num(d.vllmRunning);
     const inFlight = `${d.routerInFlight} in flight at the router${vllm !== undefined ? `, ${vllm} running in the serve` : ''}`;
-    return line(`${inFlight}, ${ofBound(nowMs, started, num(d.deadlineEpochMs))}`, `${step}/${d.routerInFlight}/${vllm ?? '-'}`);
+    return line(`${inFlight}, ${ofBound(elapsedMs, started, num(d.deadlineEpochMs))}`, `${step}/${d.routerInFlight}/${vllm ?? '-'}`);
   }
   if (wait?.activity === 'waitHealthy' && started !== undefined && num(d.probes) !== undefined) {
     const last = typeof d.last === 'string' ? `, last: ${d.last}` : '';
-    return line(`probe ${d.probes}${last}, ${ofBound(nowMs, started, num(d.deadlineEpochMs), num(d.timeoutS))}`);
+    return line(`probe ${d.probes}${last}, ${ofBound(elapsedMs, started, num(d.deadlineEpochMs), num(d.timeoutS))}`);
   }
   if (wait?.activity === 'confirmVramReleased' && started !== undefined && num(d.expectedMib) !== undefined) {
-    return line(`${Math.max(0, num(d.releasedMib) ?? 0)} of ${d.expectedMib} MiB back, ${ofBound(nowMs, started, num(d.deadlineEpochMs))}`);
+    return line(`${Math.max(0, num(d.releasedMib) ?? 0)} of ${d.expectedMib} MiB back, ${ofBound(elapsedMs, started, num(d.deadlineEpochMs))}`);
   }
   const since = r.underway ? Date.parse(r.underway.since) : (wait?.lastStartedAtMs ?? NaN);
   const retry = wait && wait.attempt > 1 ? `attempt ${wait.attempt}${wait.lastFailure ? ` (last: ${wait.lastFailure})` : ''}, ` : '';

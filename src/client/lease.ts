@@ -5,7 +5,7 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import type { LeaseExtension, LeaseView } from '../domain/lease';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, taskQueueFor, workflowIds } from '../shared/messages';
 import type { LeaseResult } from '../shared/operations';
-import { followRun } from './follow';
+import { followDeadline, followRun } from './follow';
 import type { FollowHandlers } from './follow';
 
 /** No lease runs for the serve: the operator is told which id was looked for. */
@@ -74,7 +74,7 @@ export async function releaseLease(client: Client, node: string, serve: string, 
   });
   const result = handle.result() as Promise<LeaseResult>;
   if (handlers) {
-    const follower = followRun(handle, handlers, { handleFor: (id, runId) => client.workflow.getHandle(id, runId) });
+    const follower = followRun(handle, handlers, { handleFor: (id, runId) => client.workflow.getHandle(id, runId), within: followDeadline(client) });
     await follower.until(result);
     const done = await result.catch(() => undefined);
     if (done) await follower.report(done.steps);

@@ -8,6 +8,7 @@ import { progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { cancellationOf } from './cancellation';
 import type { CancellationRecord } from './cancellation';
+import { followDeadline } from './follow';
 import type { FollowHandlers } from './follow';
 import { followOperation, runOrigin, startOperation } from './start-operation';
 import type { RunOrigin, Settled } from './start-operation';
@@ -54,12 +55,15 @@ async function runOperation<R>(client: Client, node: string, op: ServeOperation,
     watch.onStart({ operation: op.summary, workflowId, runId, origin });
   }
   const run = client.workflow.getHandle(workflowId, runId);
+  const within = followDeadline(client);
   const following = {
-    readSteps: () => run.query(progressQuery),
+    readSteps: () => within(() => run.query(progressQuery)),
     run,
+    within,
     handleFor: (id: string, childRun: string) => client.workflow.getHandle(id, childRun),
     handlers: watch,
-    cancelled: async (steps: readonly StepRecord[]) => describeCancellation(steps, await cancellationOf(client, workflowId, runId).catch(() => undefined)),
+    cancelled: async (steps: readonly StepRecord[]) =>
+      describeCancellation(steps, await within(() => cancellationOf(client, workflowId, runId)).catch(() => undefined)),
   };
   const settled = await followOperation(handle as { result(): Promise<R> }, following);
   return { serve, workflowId, runId, ...settled };

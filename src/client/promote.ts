@@ -4,6 +4,7 @@
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { PromoteFailureDetails, PromoteInput, PromoteResult, StepRecord } from '../shared/promotion';
+import { followDeadline } from './follow';
 import type { FollowHandlers } from './follow';
 import { promoteWorkflowId, promotionStepsQuery } from '../shared/promotion';
 import { followOperation, startOperation } from './start-operation';
@@ -80,8 +81,9 @@ export async function followPromotion(
   const runId = handle.firstExecutionRunId;
   const handlers = typeof watch === 'function' ? { onStep: watch } : watch;
   const run = handle.client.getHandle(workflowId, runId);
-  const readSteps = async () => (await handle.query(promotionStepsQuery)).steps;
-  const settled = await followOperation(handle, { readSteps, run, handlers, pollMs });
+  const within = followDeadline(handle.client);
+  const readSteps = async () => (await within(() => handle.query(promotionStepsQuery))).steps;
+  const settled = await followOperation(handle, { readSteps, run, handlers, pollMs, within });
   if (settled.ok) return { ok: true, workflowId, runId, result: settled.result };
   const { failureType, message } = settled;
   // Only an application failure carries details; the outcome has the key exactly when it does.

@@ -10,7 +10,7 @@ import { taskQueueFor } from '../shared/messages';
 import { runTags } from '../shared/run-tags';
 import type { StepRecord } from '../shared/messages';
 import { followRun } from './follow';
-import type { FollowHandlers, HandleFor, RunHandle } from './follow';
+import type { FollowHandlers, HandleFor, RunHandle, Within } from './follow';
 import { operationSearchAttributes } from './search-attributes';
 
 export interface OperationStart {
@@ -62,6 +62,8 @@ export interface Following {
   /** Each step once, as it completes, with its times; the step under way; each child first seen. */
   handlers?: FollowHandlers;
   pollMs?: number;
+  /** Bounds each of the follower's queries and describes. */
+  within?: Within;
   /**
    * A cancelled run in the operator's words, from its steps (a cancellation carries no message of
    * its own); without it, the cancellation's own name and message.
@@ -76,7 +78,7 @@ function stepsOf(value: unknown): readonly StepRecord[] | undefined {
 /** Awaits the run, reporting its steps meanwhile; then how it closed. Only a workflow's own failure is an outcome: anything else throws. */
 export async function followOperation<R>(handle: { result(): Promise<R> }, how: Following): Promise<Settled<R>> {
   const result = handle.result();
-  const follower = how.handlers && how.run ? followRun(how.run, how.handlers, { pollMs: how.pollMs, handleFor: how.handleFor }) : undefined;
+  const follower = how.handlers && how.run ? followRun(how.run, how.handlers, { pollMs: how.pollMs, handleFor: how.handleFor, within: how.within }) : undefined;
   await follower?.until(result);
   let settled: Settled<R>;
   let steps: readonly StepRecord[] | undefined;
@@ -121,7 +123,7 @@ export interface RunOrigin {
  * Read from the run's first event. A start that joins (USE_EXISTING) answers the running run's
  * id like a start that starts, and the SDK drops the response's `started` flag; the run's
  * WorkflowExecutionStarted event names the identity that started it, and this client's identity
- * (pid@host unless configured) is its own.
+ * (pid@host and a random tail, connection.ts clientIdentity) is its own.
  */
 export async function runOrigin(client: Client, workflowId: string, runId: string): Promise<RunOrigin | undefined> {
   const res = await client.workflowService.getWorkflowExecutionHistory({

@@ -184,3 +184,13 @@ export const promotion = {
 function short(id: string): string {
   return id.replace(/^sha256:/, '').slice(0, 12);
 }
+
+/**
+ * The reason a bring-down records when it cancels the operation holding its serve: what the
+ * cancelled run's follower prints as who cancelled it ("cancelled by serves down vision"), where
+ * the request's identity would name only the worker (pid@host) that ran the bring-down.
+ */
+export function cancelReason(bringDownWorkflowId: string | undefined): string {
+  const serve = /^serves-down\/[^/]+\/(.+)$/.exec(bringDownWorkflowId ?? '')?.[1];
+  return serve ? `serves down ${serve}` : `a bring-down (workflow ${bringDownWorkflowId ?? '?'})`;
+}

@@ -87,9 +87,11 @@ function shellWord(s: string): string {
  * `bin/gpures ARGS` on a pseudo-terminal, as an operator at a terminal runs it: util-linux's
  * `script` gives it one (stdout and stderr both go to it, so `stdout` here is what the terminal
  * showed, escape sequences and all). script runs its command through sh, so every word is quoted;
- * the pty gets a size first (one nobody sized is 0x0, where nothing is redrawn).
+ * the pty gets a size first (one nobody sized is 0x0, where nothing is redrawn). `stdoutTo`: the
+ * command's stdout goes to that file instead, stderr alone to the terminal, as `gpures … >file`.
  */
-export function gpuresUnderPty(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
-  const command = `stty cols 160 rows 50; exec ${[process.execPath, GPURES, ...args].map(shellWord).join(' ')}`;
+export function gpuresUnderPty(args: string[], env: Record<string, string>, timeoutMs = 60_000, stdoutTo?: string): Promise<Run> {
+  const redirect = stdoutTo !== undefined ? ` >${shellWord(stdoutTo)}` : '';
+  const command = `stty cols 160 rows 50; exec ${[process.execPath, GPURES, ...args].map(shellWord).join(' ')}${redirect}`;
   return capture('script', ['-qefc', command, '/dev/null'], env, timeoutMs);
 }

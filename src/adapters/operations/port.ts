@@ -6,6 +6,9 @@ export type OperationStatus = 'running' | 'closed';
 
 export interface OperationControl {
   status(workflowId: string, runId: string): Promise<{ status: OperationStatus; closedAs?: string }>;
-  /** Requests cancellation; the operation's compensations then give back what it took. */
-  cancel(workflowId: string, runId: string): Promise<void>;
+  /**
+   * Requests cancellation; the operation's compensations then give back what it took. `reason`
+   * is recorded with the request: what the cancelled run's follower names as who cancelled it.
+   */
+  cancel(workflowId: string, runId: string, reason?: string): Promise<void>;
 }

@@ -1,5 +1,6 @@
 // The operations that hold serves, seen through Temporal: a bring-down asks whether the run that
 // holds its serve still runs, and cancels it (its compensations give the serve back).
+import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import type { OperationControl, OperationStatus } from './port';
@@ -18,9 +19,16 @@ export class TemporalOperations implements OperationControl {
     }
   }
 
-  async cancel(workflowId: string, runId: string): Promise<void> {
+  async cancel(workflowId: string, runId: string, reason?: string): Promise<void> {
     try {
-      await this.client.workflow.getHandle(workflowId, runId).cancel();
+      // The service's call, not the handle's: the SDK's cancel() sends no reason.
+      await this.client.workflowService.requestCancelWorkflowExecution({
+        namespace: this.client.options.namespace,
+        workflowExecution: { workflowId, runId },
+        identity: this.client.options.identity,
+        requestId: randomUUID(),
+        ...(reason ? { reason } : {}),
+      });
     } catch (err) {
       // Ended meanwhile: there is nothing left to cancel, which is what the caller wants.
       if ((await this.status(workflowId, runId)).status === 'closed') return;
