@@ -3,13 +3,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { ContinueAsNew } from '@temporalio/workflow';
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/worker';
 import { parseMetricsAddr, workerEnv } from '../src/config/env';
 import type { LedgerState } from '../src/domain/ledger';
 import { OUTCOME_LOG_ATTRIBUTE } from '../src/shared/operation-metrics';
 import { denialsAsInfo } from '../src/worker/log';
 import { WorkerMetrics } from '../src/worker/metrics';
-import { completedOutcome, failedOutcome } from '../src/workflows/operation-metrics';
+import { closesRun, completedOutcome, failedOutcome } from '../src/workflows/operation-metrics';
 import { renderManifest } from './support/box';
 import { gpures, show } from './support/cli';
 import { parseExposition, valueOf } from './support/prom-text';
@@ -27,11 +28,32 @@ describe('operation outcomes', () => {
 
   test('failures: a denial, a cancel, any other failure with its type', () => {
     const denial = ApplicationFailure.create({ type: 'AdmissionDenied', message: 'over budget', nonRetryable: true });
-    assert.deepEqual(failedOutcome('bring-up', denial), { kind: 'bring-up', outcome: 'denied' });
-    assert.deepEqual(failedOutcome('acquisition', new CancelledFailure('cancelled')), { kind: 'acquisition', outcome: 'cancelled' });
+    assert.deepEqual(failedOutcome('bring-up', denial, false), { kind: 'bring-up', outcome: 'denied' });
+    assert.deepEqual(failedOutcome('acquisition', new CancelledFailure('cancelled'), true), { kind: 'acquisition', outcome: 'cancelled' });
     const health = ApplicationFailure.create({ type: 'HealthTimeout', message: 'no 200', nonRetryable: true });
-    assert.deepEqual(failedOutcome('bring-up', health), { kind: 'bring-up', outcome: 'failed', failureType: 'HealthTimeout' });
-    assert.deepEqual(failedOutcome('promotion', new Error('boom')), { kind: 'promotion', outcome: 'failed', failureType: 'unknown' });
+    assert.deepEqual(failedOutcome('bring-up', health, false), { kind: 'bring-up', outcome: 'failed', failureType: 'HealthTimeout' });
+    assert.deepEqual(failedOutcome('promotion', ApplicationFailure.create({ message: 'boom' }), false), {
+      kind: 'promotion',
+      outcome: 'failed',
+      failureType: 'unknown',
+    });
+  });
+
+  test("a cancellation error the run was not cancelled with (an inner scope's) is the run's failure, not a cancel", () => {
+    assert.deepEqual(failedOutcome('bring-down', new CancelledFailure('inner scope'), false), {
+      kind: 'bring-down',
+      outcome: 'failed',
+      failureType: 'unknown',
+    });
+  });
+
+  test('counted only when the error closes the run: a Temporal failure or a cancel asked for, not a bug (the task fails and retries) nor continue-as-new', () => {
+    assert.equal(closesRun(ApplicationFailure.create({ type: 'HealthTimeout', message: 'no 200' }), false), true);
+    assert.equal(closesRun(new CancelledFailure('cancelled'), true), true);
+    assert.equal(closesRun(new CancelledFailure('inner scope'), false), true, 'a TemporalFailure: the SDK fails the run with it');
+    assert.equal(closesRun(new TypeError("cannot read properties of undefined (reading 'vramMib')"), false), false);
+    assert.equal(closesRun(new Error('boom'), true), false, 'a plain Error fails the task even while cancelled');
+    assert.equal(closesRun(new ContinueAsNew({ workflowType: 'leaseWorkflow' }), false), false);
   });
 });
 
