@@ -16,13 +16,15 @@ import { gpures, show } from './support/cli';
 import { parseExposition, valueOf } from './support/prom-text';
 
 describe('operation outcomes', () => {
-  test('results: restored, evicted, admitted, already-running, stopped, completed', () => {
+  test('results: restored, evicted, admitted, already-running, stopped, already-stopped, completed', () => {
     assert.deepEqual(completedOutcome('bring-up', { outcome: 'restored' }), { kind: 'bring-up', outcome: 'restored' });
     assert.deepEqual(completedOutcome('bring-up', { outcome: 'started' }), { kind: 'bring-up', outcome: 'admitted' });
     assert.deepEqual(completedOutcome('acquisition', { outcome: 'started', victims: [{ serve: 'vision' }] }), { kind: 'acquisition', outcome: 'evicted' });
     assert.deepEqual(completedOutcome('acquisition', { outcome: 'started', victims: [] }), { kind: 'acquisition', outcome: 'admitted' });
     assert.deepEqual(completedOutcome('acquisition', { outcome: 'already-running', victims: [] }), { kind: 'acquisition', outcome: 'already-running' });
+    assert.deepEqual(completedOutcome('bring-down', { outcome: 'stopped' }), { kind: 'bring-down', outcome: 'stopped' });
     assert.deepEqual(completedOutcome('bring-down', { outcome: 'cancelled' }), { kind: 'bring-down', outcome: 'stopped' });
+    assert.deepEqual(completedOutcome('bring-down', { outcome: 'already-stopped' }), { kind: 'bring-down', outcome: 'already-stopped' });
     assert.deepEqual(completedOutcome('lease', { outcome: 'expired' }), { kind: 'lease', outcome: 'completed' });
   });
 

@@ -31,7 +31,8 @@ export function completedOutcome(kind: OperationKind, result: unknown): Operatio
     case 'acquisition':
       return { kind, outcome: Array.isArray(r.victims) && r.victims.length > 0 ? 'evicted' : 'admitted' };
     case 'bring-down':
-      return { kind, outcome: 'stopped' };
+      // 'cancelled' (it cancelled the serve's holder) stopped it too; a serve found stopped did not need one.
+      return { kind, outcome: r.outcome === 'already-stopped' ? 'already-stopped' : 'stopped' };
     default:
       return { kind, outcome: 'completed' };
   }
