@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { ContinueAsNew } from '@temporalio/workflow';
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/worker';
+import type { WorkflowInfo } from '@temporalio/workflow';
 import { parseMetricsAddr, workerEnv } from '../src/config/env';
 import type { LedgerState } from '../src/domain/ledger';
 import { OUTCOME_LOG_ATTRIBUTE } from '../src/shared/operation-metrics';
@@ -151,5 +152,21 @@ describe('the per-GPU reading', () => {
     const e = parseExposition(a);
     assert.equal(valueOf(e, 'gpures_ledger_up', { gpu_role: 'main' }), 0);
     assert.equal(valueOf(e, 'gpures_gpu_committed_mib', { gpu_role: 'main' }), undefined);
+  });
+});
+
+describe('operation durations', () => {
+  test("a lease is timed from its chain's start, not its last continue-as-new run; hours have buckets", async () => {
+    const m = new WorkerMetrics();
+    const now = Date.now();
+    const info = { startTime: new Date(now - 3 * 3600_000), runStartTime: new Date(now - 60_000) } as WorkflowInfo;
+    await m.sinks().operations.ended.fn(info, { kind: 'lease', outcome: 'completed' });
+    const e = parseExposition(await m.registry.metrics());
+    const bucket = (le: string) => valueOf(e, 'gpures_operation_duration_seconds_bucket', { kind: 'lease', le });
+    assert.equal(bucket('3600'), 0);
+    assert.equal(bucket('7200'), 0);
+    assert.equal(bucket('14400'), 1);
+    const sum = valueOf(e, 'gpures_operation_duration_seconds_sum', { kind: 'lease' }) ?? 0;
+    assert.ok(sum >= 3 * 3600 && sum < 3 * 3600 + 600, `about 3 h, got ${sum} s`);
   });
 });

@@ -38,8 +38,8 @@ export interface WorkerMetricsOptions {
 
 /** Seconds: from a fast drain (a fraction of a second) to the 120 s default timeout and past it. */
 const WAIT_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300];
-/** Seconds: a bring-up waits on model loads (minutes); a denial ends in under one. */
-const OPERATION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800];
+/** Seconds: a bring-up waits on model loads (minutes); a denial ends in under one; a lease holds for hours. */
+const OPERATION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400];
 
 const GPU_LABELS = ['node', 'gpu_role', 'gpu_uuid'] as const;
 
@@ -138,7 +138,8 @@ export class WorkerMetrics {
     return {
       operations: {
         ended: {
-          fn: (info, e: OperationEnded) => this.operationEnded(e, Date.now() - info.runStartTime.getTime()),
+          // From the chain's start: a lease continues as new while it holds, and its last run is not its length.
+          fn: (info, e: OperationEnded) => this.operationEnded(e, Date.now() - info.startTime.getTime()),
           callDuringReplay: false,
         },
       },
