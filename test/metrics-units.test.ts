@@ -153,6 +153,29 @@ describe('the per-GPU reading', () => {
     assert.equal(valueOf(e, 'gpures_ledger_up', { gpu_role: 'main' }), 0);
     assert.equal(valueOf(e, 'gpures_gpu_committed_mib', { gpu_role: 'main' }), undefined);
   });
+
+  test(
+    'single flight: a scrape while a slow reading is under way joins it, none starts beside it; the cache counts from its end',
+    { timeout: 60_000 },
+    async () => {
+      const m = new WorkerMetrics({ readTimeoutMs: 10_000, cacheMs: 1000 });
+      const gates: ((s: LedgerState) => void)[] = [];
+      m.observeLedgers({ node: 'box', manifest, ledger: { answer: () => new Promise<LedgerState>((resolve) => gates.push(resolve)) } });
+      const first = m.text();
+      await new Promise((r) => setTimeout(r, 50));
+      const second = m.text();
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.equal(gates.length, 1, 'no second reading while the first, older than cacheMs, is under way');
+      const third = m.text();
+      gates[0]?.(state);
+      const [a, b, c] = await Promise.all([first, second, third]);
+      assert.equal(a, b);
+      assert.equal(b, c);
+      assert.equal(valueOf(parseExposition(a), 'gpures_gpu_held_mib', { gpu_role: 'main' }), 16000);
+      await m.text();
+      assert.equal(gates.length, 1, 'a scrape right after a 1.5 s reading is served by it: cacheMs from its end, not its start');
+    },
+  );
 });
 
 describe('operation durations', () => {

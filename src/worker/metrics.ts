@@ -62,7 +62,10 @@ export class WorkerMetrics {
   private readonly readTimeoutMs: number;
   private readonly cacheMs: number;
   private sources: LedgerSources | undefined;
-  private reading: { at: number; done: Promise<void> } | undefined;
+  /** The reading under way: scrapes meanwhile share it, none starts beside it (an older one ending later would set staler figures). */
+  private inFlight: Promise<void> | undefined;
+  /** When the last reading ended: it serves scrapes for cacheMs from then. */
+  private readAt: number | undefined;
 
   private readonly operations = new Counter({
     name: 'gpures_operations_total',
@@ -168,10 +171,13 @@ export class WorkerMetrics {
   }
 
   private refresh(): Promise<void> {
-    const now = Date.now();
-    if (this.reading && now - this.reading.at <= this.cacheMs) return this.reading.done;
-    const done = this.readGpus();
-    this.reading = { at: now, done };
+    if (this.inFlight) return this.inFlight;
+    if (this.readAt !== undefined && Date.now() - this.readAt <= this.cacheMs) return Promise.resolve();
+    const done = this.readGpus().finally(() => {
+      this.readAt = Date.now();
+      this.inFlight = undefined;
+    });
+    this.inFlight = done;
     return done;
   }
 
