@@ -1,13 +1,18 @@
 // The pieces of /metrics that need no server: how a run's end is classified, the metrics address,
 // the worker's denial line, and the per-GPU reading's bounds (a ledger that does not answer).
+import { EventEmitter } from 'node:events';
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { ContinueAsNew } from '@temporalio/workflow';
+import type { FastifyReply } from 'fastify';
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
 import { parseMetricsAddr, workerEnv } from '../src/config/env';
 import type { LedgerState } from '../src/domain/ledger';
+import { RouterMetrics } from '../src/router/metrics';
+import type { OnDemand } from '../src/router/on-demand';
+import type { TierTable } from '../src/router/tier-table';
 import { OUTCOME_LOG_ATTRIBUTE } from '../src/shared/operation-metrics';
 import { denialsAsInfo } from '../src/worker/log';
 import { WorkerMetrics } from '../src/worker/metrics';
@@ -191,5 +196,28 @@ describe('operation durations', () => {
     assert.equal(bucket('14400'), 1);
     const sum = valueOf(e, 'gpures_operation_duration_seconds_sum', { kind: 'lease' }) ?? 0;
     assert.ok(sum >= 3 * 3600 && sum < 3 * 3600 + 600, `about 3 h, got ${sum} s`);
+  });
+});
+
+describe("the router's request count", () => {
+  function closed(headersSent: boolean, statusCode: number): FastifyReply {
+    const raw = Object.assign(new EventEmitter(), { headersSent, statusCode });
+    return { raw } as unknown as FastifyReply;
+  }
+
+  test("a client that left before any status was sent (held in the on-demand queue) is code 'aborted', not the raw default 200", async () => {
+    const m = new RouterMetrics({ config: { tiers: [] } } as unknown as TierTable, {} as OnDemand);
+    for (const [sent, code] of [
+      [false, 200],
+      [true, 200],
+      [true, 503],
+    ] as const) {
+      const reply = closed(sent, code);
+      m.requestFor('vision-local', reply);
+      reply.raw.emit('close');
+    }
+    const e = parseExposition(await m.registry.metrics());
+    const count = (code: string) => valueOf(e, 'gpures_router_requests_total', { tier: 'vision-local', code });
+    assert.deepEqual([count('aborted'), count('200'), count('503')], [1, 1, 1]);
   });
 });
