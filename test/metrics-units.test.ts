@@ -1,14 +1,20 @@
-// The pieces of /metrics that need no server: how a run's end is classified, the metrics address,
-// the worker's denial line, and the per-GPU reading's bounds (a ledger that does not answer).
+// The pieces of /metrics that need no Temporal: how a run's end is classified, the metrics address,
+// the worker's denial line, the per-GPU reading's bounds (a ledger that does not answer), the
+// router's count of a client gone, and the caches of the endpoints that need no token.
 import { EventEmitter } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { ContinueAsNew } from '@temporalio/workflow';
+import type { Client } from '@temporalio/client';
 import type { FastifyReply } from 'fastify';
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
+import { buildApi } from '../src/client/api';
 import { parseMetricsAddr, workerEnv } from '../src/config/env';
+import { parseManifest } from '../src/config/manifest';
 import type { LedgerState } from '../src/domain/ledger';
 import { RouterMetrics } from '../src/router/metrics';
 import type { OnDemand } from '../src/router/on-demand';
@@ -16,10 +22,12 @@ import type { TierTable } from '../src/router/tier-table';
 import { OUTCOME_LOG_ATTRIBUTE } from '../src/shared/operation-metrics';
 import { denialsAsInfo } from '../src/worker/log';
 import { WorkerMetrics } from '../src/worker/metrics';
+import { startMetricsServer } from '../src/worker/metrics-server';
 import { closesRun, completedOutcome, failedOutcome } from '../src/workflows/operation-metrics';
 import { renderManifest } from './support/box';
 import { gpures, show } from './support/cli';
 import { parseExposition, valueOf } from './support/prom-text';
+import { waitUntil } from './support/wait';
 
 describe('operation outcomes', () => {
   test('results: restored, evicted, admitted, already-running, stopped, already-stopped, completed', () => {
@@ -115,8 +123,9 @@ describe("the worker's log", () => {
   });
 });
 
+const MANIFEST = renderManifest('box', [{ role: 'main', capacity_mib: 24000, reserve_mib: 1000 }], [{ name: 'a', vram_mib: 1000 }]);
+
 describe('the per-GPU reading', () => {
-  const MANIFEST = renderManifest('box', [{ role: 'main', capacity_mib: 24000, reserve_mib: 1000 }], [{ name: 'a', vram_mib: 1000 }]);
   const manifest = { read: () => Promise.resolve({ text: MANIFEST, file: 'serves.toml' }) };
   const state: LedgerState = {
     node: 'box',
@@ -218,5 +227,54 @@ describe("the router's request count", () => {
     const e = parseExposition(await m.registry.metrics());
     const count = (code: string) => valueOf(e, 'gpures_router_requests_total', { tier: 'vision-local', code });
     assert.deepEqual([count('aborted'), count('200'), count('503')], [1, 1, 1]);
+  });
+});
+
+describe('unauthenticated endpoints do their work once per cache period, however many ask', () => {
+  test("the worker's /metrics fetches the SDK core's text once for concurrent scrapes and the cacheMs after", async () => {
+    let fetched = 0;
+    const core = createServer((_req, res) => {
+      fetched++;
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('# TYPE temporal_sticky_cache_size gauge\ntemporal_sticky_cache_size 3\n');
+    });
+    await new Promise<void>((resolve) => core.listen(0, '127.0.0.1', resolve));
+    const server = await startMetricsServer({
+      host: '127.0.0.1',
+      port: 0,
+      metrics: new WorkerMetrics({ cacheMs: 60_000 }),
+      coreUrl: `http://127.0.0.1:${(core.address() as AddressInfo).port}/metrics`,
+    });
+    try {
+      const texts = await Promise.all([1, 2, 3].map(async () => (await fetch(server.url)).text()));
+      texts.push(await (await fetch(server.url)).text());
+      assert.equal(fetched, 1, 'four scrapes, one fetch of the core');
+      for (const t of texts) assert.equal(valueOf(parseExposition(t), 'temporal_sticky_cache_size'), 3);
+    } finally {
+      await server.close();
+      await new Promise((resolve) => core.close(resolve));
+    }
+  });
+
+  test('/healthz asks Temporal once for concurrent probes and the second after; an unreachable answer is 503 the same way', async () => {
+    let asked = 0;
+    let reachable = true;
+    const client = {
+      withDeadline: (_deadline: number, fn: () => Promise<unknown>) => fn(),
+      workflowService: { getSystemInfo: () => (asked++, reachable ? Promise.resolve({}) : Promise.reject(new Error('UNAVAILABLE'))) },
+    } as unknown as Client;
+    const parsed = parseManifest(MANIFEST, 'serves.toml');
+    assert.ok(parsed.ok);
+    const api = buildApi({ client, manifest: parsed.manifest, manifestFile: 'serves.toml', token: 'units-test-token-0123456789abcdef0123' });
+    try {
+      const probe = async () => (await api.inject({ method: 'GET', url: '/healthz' })).statusCode;
+      assert.deepEqual(await Promise.all([probe(), probe(), probe()]), [200, 200, 200]);
+      assert.equal(await probe(), 200);
+      assert.equal(asked, 1, 'four probes, one RPC');
+      reachable = false;
+      await waitUntil('/healthz to say 503 once its cached answer is older than 1 s', async () => (await probe()) === 503, 30_000, 200);
+      assert.equal(asked, 2);
+    } finally {
+      await api.close();
+    }
   });
 });

@@ -14,6 +14,7 @@ import { physicalTruth } from '../domain/physical';
 import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
 import type { OperationEnded, OperationSinks } from '../shared/operation-metrics';
+import { singleFlight } from '../shared/single-flight';
 
 /** The one read of a ledger metrics need: its snapshot as its worker answers it, starting nothing (LedgerClient.answer). */
 export interface LedgerReader {
@@ -60,12 +61,11 @@ function withTimeout<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
 export class WorkerMetrics {
   readonly registry = new Registry();
   private readonly readTimeoutMs: number;
-  private readonly cacheMs: number;
+  /** How long one reading serves the scrapes after it (the worker's /metrics caches the SDK core's text as long). */
+  readonly cacheMs: number;
   private sources: LedgerSources | undefined;
-  /** The reading under way: scrapes meanwhile share it, none starts beside it (an older one ending later would set staler figures). */
-  private inFlight: Promise<void> | undefined;
-  /** When the last reading ended: it serves scrapes for cacheMs from then. */
-  private readAt: number | undefined;
+  /** The per-GPU reading: scrapes share the one under way, and its figures serve for cacheMs after it ends. */
+  private readonly refresh: () => Promise<void>;
 
   private readonly operations = new Counter({
     name: 'gpures_operations_total',
@@ -128,6 +128,7 @@ export class WorkerMetrics {
   constructor(opts: WorkerMetricsOptions = {}) {
     this.readTimeoutMs = bounded('readTimeoutMs', opts.readTimeoutMs, 2000, 10_000);
     this.cacheMs = bounded('cacheMs', opts.cacheMs, 1000, 60_000);
+    this.refresh = singleFlight(() => this.readGpus(), this.cacheMs);
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -168,17 +169,6 @@ export class WorkerMetrics {
 
   get contentType(): string {
     return this.registry.contentType;
-  }
-
-  private refresh(): Promise<void> {
-    if (this.inFlight) return this.inFlight;
-    if (this.readAt !== undefined && Date.now() - this.readAt <= this.cacheMs) return Promise.resolve();
-    const done = this.readGpus().finally(() => {
-      this.readAt = Date.now();
-      this.inFlight = undefined;
-    });
-    this.inFlight = done;
-    return done;
   }
 
   private async readGpus(): Promise<void> {
