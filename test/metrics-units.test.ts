@@ -1,6 +1,7 @@
 // The pieces of /metrics that need no Temporal: how a run's end is classified, the metrics address,
 // the worker's denial line, the per-GPU reading's bounds (a ledger that does not answer), the
-// router's count of a client gone, and the caches of the endpoints that need no token.
+// router's count of a client gone, the caches of the endpoints that need no token, and what a
+// worker whose connect is refused leaves behind.
 import { EventEmitter } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,11 +23,13 @@ import type { TierTable } from '../src/router/tier-table';
 import { OUTCOME_LOG_ATTRIBUTE } from '../src/shared/operation-metrics';
 import { denialsAsInfo } from '../src/worker/log';
 import { WorkerMetrics } from '../src/worker/metrics';
+import { runWorker } from '../src/worker/main';
 import { startMetricsServer } from '../src/worker/metrics-server';
 import { closesRun, completedOutcome, failedOutcome } from '../src/workflows/operation-metrics';
 import { renderManifest } from './support/box';
 import { gpures, show } from './support/cli';
 import { parseExposition, valueOf } from './support/prom-text';
+import { freePort } from './support/temporal';
 import { waitUntil } from './support/wait';
 
 describe('operation outcomes', () => {
@@ -276,5 +279,28 @@ describe('unauthenticated endpoints do their work once per cache period, however
     } finally {
       await api.close();
     }
+  });
+});
+
+describe("the worker's start", () => {
+  test('a refused Temporal connect leaves its /metrics address unbound', async () => {
+    const [dead, port] = [await freePort(), await freePort()];
+    const saved = process.env['TEMPORAL_ADDRESS'];
+    process.env['TEMPORAL_ADDRESS'] = `127.0.0.1:${dead}`;
+    try {
+      await assert.rejects(
+        runWorker({ manifestPath: 'serves.toml', node: 'box', gpus: 'off', metrics: { host: '127.0.0.1', port } }),
+        /connect|ECONNREFUSED|transport/i,
+      );
+    } finally {
+      if (saved === undefined) delete process.env['TEMPORAL_ADDRESS'];
+      else process.env['TEMPORAL_ADDRESS'] = saved;
+    }
+    const probe = createServer();
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen(port, '127.0.0.1', resolve);
+    });
+    await new Promise((resolve) => probe.close(resolve));
   });
 });
