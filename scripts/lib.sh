@@ -340,9 +340,11 @@ build_test_images() {
 }
 
 # What the tests, the benchmarks and the history recorder run with: the Temporal CLI, the test
-# dockerd and the test image (after `scripts/setup.sh --test`).
+# dockerd and the test image (after `scripts/setup.sh --test`); no worker /metrics (the box's real
+# worker has 127.0.0.1:9475; a test that scrapes one passes its own address).
 export_test_env() {
   TEMPORAL_CLI="$(temporal_bin)"
   DOCKER_HOST="unix://$GPURES_DOCKER_SOCK"
-  export TEMPORAL_CLI DOCKER_HOST GPURES_TEST_IMAGE
+  GPURES_METRICS_ADDR=off
+  export TEMPORAL_CLI DOCKER_HOST GPURES_TEST_IMAGE GPURES_METRICS_ADDR
 }

@@ -26,6 +26,7 @@ const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
   { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
+  { name: 'stuck', vram_mib: 1000, env: { FAKE_START_DELAY_S: 'never' }, start_timeout_s: 120 },
 ];
 const API_TOKEN = 'metrics-test-token-0123456789abcdef0123';
 
@@ -186,7 +187,11 @@ describe('/metrics of the worker, the router and the acquisition API during an e
     const log = box.worker.stderr();
     const denials = log
       .split('\n')
-      .filter((line) => /\[INFO\] bringUpWorkflow \S+: serves up comfyui-sim denied: over budget by \d+ MiB, nothing started( \(with --evict it would evict vision: \d+ MiB\))?$/.test(line));
+      .filter((line) =>
+        /\[INFO\] bringUpWorkflow \S+: serves up comfyui-sim denied: over budget by \d+ MiB, nothing started( \(with --evict it would evict vision: \d+ MiB\))?$/.test(
+          line,
+        ),
+      );
     assert.equal(denials.length, 2, log);
     assert.ok(
       denials.some((line) => line.includes(`metrics-direct-${node}`)),
@@ -204,7 +209,7 @@ describe('/metrics of the worker, the router and the acquisition API during an e
     assert.equal(ok200, 1, 'the routed request of the first test');
 
     // One request in flight to vision: the drain waits for it.
-    const slow = routedChat(router.url, 'vision', { sim_delay_ms: 6000 });
+    const slow = routedChat(router.url, 'vision', { sim_delay_ms: 20_000 });
     await waitUntil(
       'the router /metrics to show 1 in flight to vision-local',
       async () => valueOf(await scrape(`${router.url}/metrics`), 'gpures_router_in_flight', admin) === 1,
@@ -300,5 +305,25 @@ describe('/metrics of the worker, the router and the acquisition API during an e
     assert.equal(rest.code, 0, show(rest));
     const l = await gaugesMatchLedger();
     assert.equal(l.committedMib, 0);
+  });
+
+  test('a cancelled bring-up is counted once, as cancelled, not as failed', async () => {
+    const before = { cancelled: await operations('bring-up', 'cancelled'), failed: await operations('bring-up', 'failed') };
+    const up = await temporal.client.workflow.start('bringUpWorkflow', {
+      taskQueue: taskQueueFor(node),
+      workflowId: workflowIds.bringUp(node, 'stuck'),
+      args: [{ serve: 'stuck' }],
+    });
+    await waitForPendingActivity(up, 'waitHealthy');
+    await up.cancel();
+    await assert.rejects(up.result());
+    assert.equal((await up.describe()).status.name, 'CANCELLED');
+    await operationsReach('bring-up', 'cancelled', before.cancelled + 1);
+    // Past another scrape cache: still once, and nothing counted as failed.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(await operations('bring-up', 'cancelled'), before.cancelled + 1);
+    assert.equal(await operations('bring-up', 'failed'), before.failed);
+    const l = await gaugesMatchLedger();
+    assert.equal(l.committedMib, 0, 'the cancelled bring-up gave back its MiB');
   });
 });

@@ -15,6 +15,7 @@ import type { Manifest, ServeSpec } from '../domain/types';
 import type { LeaseRequest } from '../shared/operations';
 import { NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
+import { singleFlight } from '../shared/single-flight';
 import { startOperation } from './start-operation';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
 import type { LedgerPageOptions } from './ledger-page';
@@ -42,6 +43,8 @@ const OPEN_ROUTES = new Set(['/healthz', '/metrics']);
 
 /** How long /healthz waits for Temporal's answer. */
 const HEALTH_TEMPORAL_MS = 2000;
+/** How long one answer of Temporal's serves the /healthz after it: the route needs no token, so a flood of probes is not a flood of RPCs. */
+const HEALTH_CACHE_MS = 1000;
 
 const AcquisitionBody = z.strictObject({
   serve: z.string().min(1),
@@ -182,13 +185,19 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     authorized: (req) => tokenMatches(req.headers.authorization, opts.token),
   });
   // Alive, and whether Temporal answers: without it no acquisition can start (503).
+  const temporalReachable = singleFlight(
+    () =>
+      client
+        .withDeadline(Date.now() + HEALTH_TEMPORAL_MS, () => client.workflowService.getSystemInfo({}))
+        .then(
+          () => true,
+          () => false,
+        ),
+    HEALTH_CACHE_MS,
+  );
   app.get('/healthz', async (_req, reply) => {
-    try {
-      await client.withDeadline(Date.now() + HEALTH_TEMPORAL_MS, () => client.workflowService.getSystemInfo({}));
-      return { status: 'ok', node: manifest.node, temporal: 'reachable' };
-    } catch {
-      return reply.code(503).send({ status: 'degraded', node: manifest.node, temporal: 'unreachable' });
-    }
+    if (await temporalReachable()) return { status: 'ok', node: manifest.node, temporal: 'reachable' };
+    return reply.code(503).send({ status: 'degraded', node: manifest.node, temporal: 'unreachable' });
   });
 
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));

@@ -47,9 +47,13 @@ export class RouterMetrics {
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
-  /** Counts the request by its status once its response has ended (finished, or the client went away). */
+  /**
+   * Counts the request by its status once its response has ended (finished, or the client went
+   * away); 'aborted' when the client left before any status was sent (held in the on-demand queue,
+   * the reply hijacked), where the raw response's statusCode is only its default 200.
+   */
   requestFor(tier: string, reply: FastifyReply): void {
-    reply.raw.once('close', () => this.requests.inc({ tier, code: String(reply.raw.statusCode) }));
+    reply.raw.once('close', () => this.requests.inc({ tier, code: reply.raw.headersSent ? String(reply.raw.statusCode) : 'aborted' }));
   }
 
   refused(r: Refusal): void {

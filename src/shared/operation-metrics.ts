@@ -15,10 +15,22 @@ export type OperationKind = (typeof OPERATION_KINDS)[keyof typeof OPERATION_KIND
 
 /**
  * admitted: a serve came up on free MiB; evicted: it came up after evicting victims; restored: an
- * evicted serve came back; already-running: nothing to do; stopped: a bring-down's stop;
- * completed: a promotion or lease that ended well; denied: the ledger said no; cancelled; failed.
+ * evicted serve came back; already-running: nothing to do; stopped: a bring-down's stop (of
+ * the serve, or of its holder's operation, cancelled); already-stopped: a bring-down found the
+ * serve stopped; completed: a promotion or lease that ended well; denied: the ledger said no; cancelled; failed.
  */
-export const OPERATION_OUTCOMES = ['admitted', 'evicted', 'restored', 'already-running', 'stopped', 'completed', 'denied', 'cancelled', 'failed'] as const;
+export const OPERATION_OUTCOMES = [
+  'admitted',
+  'evicted',
+  'restored',
+  'already-running',
+  'stopped',
+  'already-stopped',
+  'completed',
+  'denied',
+  'cancelled',
+  'failed',
+] as const;
 export type OperationOutcome = (typeof OPERATION_OUTCOMES)[number];
 
 export interface OperationEnded {

@@ -102,10 +102,14 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   const asked = opts.metrics ?? workerEnv(env).metrics;
   const coreUrl = await installRuntime(asked !== 'off');
   const metrics = new WorkerMetrics({ processMetrics: true });
-  const metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl);
-  const nativeConnection = await NativeConnection.connect(config.connectionOptions);
-  const connection = await Connection.connect(config.connectionOptions);
+  // Everything opened is closed however the start fails: a refused connect must not leave /metrics bound.
+  let metricsServer: MetricsServer | undefined;
+  let nativeConnection: NativeConnection | undefined;
+  let connection: Connection | undefined;
   try {
+    metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl);
+    nativeConnection = await NativeConnection.connect(config.connectionOptions);
+    connection = await Connection.connect(config.connectionOptions);
     const worker = await createGpuresWorker({
       connection: nativeConnection,
       client: new Client({ connection, namespace, identity: clientIdentity('worker') }),
@@ -124,8 +128,8 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     await worker.run();
   } finally {
     await metricsServer?.close();
-    await connection.close();
-    await nativeConnection.close();
+    await connection?.close();
+    await nativeConnection?.close();
   }
 }
 

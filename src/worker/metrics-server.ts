@@ -1,10 +1,13 @@
 // The worker's one /metrics: its domain metrics (metrics.ts) followed by the Temporal SDK's own
 // (task slots, poll and schedule-to-start latencies, sticky cache...), which the SDK's core
-// exports on an internal loopback port of its own; each scrape fetches that text and appends it.
-// The two never share a name: the core's all start with temporal_.
+// exports on an internal loopback port of its own; scrapes fetch that text and append it, one
+// fetch at a time and its text kept for the domain reading's cacheMs: /metrics needs no token, so
+// a flood of scrapes must not become a flood of fetches. The two never share a name: the core's
+// all start with temporal_.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { httpUrl } from '../domain/serve';
+import { singleFlight } from '../shared/single-flight';
 import type { WorkerMetrics } from './metrics';
 
 export interface MetricsServerOptions {
@@ -38,13 +41,14 @@ async function coreText(url: string | undefined, timeoutMs: number): Promise<str
 
 export async function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
   const timeoutMs = opts.coreTimeoutMs ?? 2000;
+  const core = singleFlight(() => coreText(opts.coreUrl, timeoutMs), opts.metrics.cacheMs);
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' || path !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('only GET /metrics here\n');
       return;
     }
-    Promise.all([opts.metrics.text(), coreText(opts.coreUrl, timeoutMs)]).then(
+    Promise.all([opts.metrics.text(), core()]).then(
       ([own, core]) => res.writeHead(200, { 'content-type': opts.metrics.contentType }).end(own + core),
       (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end(`metrics failed: ${(err as Error).message}\n`),
     );

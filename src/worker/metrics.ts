@@ -14,6 +14,7 @@ import { physicalTruth } from '../domain/physical';
 import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
 import type { OperationEnded, OperationSinks } from '../shared/operation-metrics';
+import { singleFlight } from '../shared/single-flight';
 
 /** The one read of a ledger metrics need: its snapshot as its worker answers it, starting nothing (LedgerClient.answer). */
 export interface LedgerReader {
@@ -38,8 +39,8 @@ export interface WorkerMetricsOptions {
 
 /** Seconds: from a fast drain (a fraction of a second) to the 120 s default timeout and past it. */
 const WAIT_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300];
-/** Seconds: a bring-up waits on model loads (minutes); a denial ends in under one. */
-const OPERATION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800];
+/** Seconds: a bring-up waits on model loads (minutes); a denial ends in under one; a lease holds for hours. */
+const OPERATION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400];
 
 const GPU_LABELS = ['node', 'gpu_role', 'gpu_uuid'] as const;
 
@@ -60,9 +61,11 @@ function withTimeout<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
 export class WorkerMetrics {
   readonly registry = new Registry();
   private readonly readTimeoutMs: number;
-  private readonly cacheMs: number;
+  /** How long one reading serves the scrapes after it (the worker's /metrics caches the SDK core's text as long). */
+  readonly cacheMs: number;
   private sources: LedgerSources | undefined;
-  private reading: { at: number; done: Promise<void> } | undefined;
+  /** The per-GPU reading: scrapes share the one under way, and its figures serve for cacheMs after it ends. */
+  private readonly refresh: () => Promise<void>;
 
   private readonly operations = new Counter({
     name: 'gpures_operations_total',
@@ -125,6 +128,7 @@ export class WorkerMetrics {
   constructor(opts: WorkerMetricsOptions = {}) {
     this.readTimeoutMs = bounded('readTimeoutMs', opts.readTimeoutMs, 2000, 10_000);
     this.cacheMs = bounded('cacheMs', opts.cacheMs, 1000, 60_000);
+    this.refresh = singleFlight(() => this.readGpus(), this.cacheMs);
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -138,7 +142,8 @@ export class WorkerMetrics {
     return {
       operations: {
         ended: {
-          fn: (info, e: OperationEnded) => this.operationEnded(e, Date.now() - info.runStartTime.getTime()),
+          // From the chain's start: a lease continues as new while it holds, and its last run is not its length.
+          fn: (info, e: OperationEnded) => this.operationEnded(e, Date.now() - info.startTime.getTime()),
           callDuringReplay: false,
         },
       },
@@ -164,14 +169,6 @@ export class WorkerMetrics {
 
   get contentType(): string {
     return this.registry.contentType;
-  }
-
-  private refresh(): Promise<void> {
-    const now = Date.now();
-    if (this.reading && now - this.reading.at <= this.cacheMs) return this.reading.done;
-    const done = this.readGpus();
-    this.reading = { at: now, done };
-    return done;
   }
 
   private async readGpus(): Promise<void> {

@@ -2,7 +2,7 @@
 // Temporal UI, `temporal workflow start`, a restore's parent): an inbound interceptor around each
 // run's execute() that tells the worker through a Sink at the end. A sink adds no command and no
 // history event, so recorded histories replay unchanged; it is not called during replay.
-import { ApplicationFailure, ContinueAsNew, isCancellation, proxySinks, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, ContinueAsNew, TemporalFailure, isCancellation, proxySinks, workflowInfo } from '@temporalio/workflow';
 import type {
   GetLogAttributesInput,
   Next,
@@ -31,16 +31,33 @@ export function completedOutcome(kind: OperationKind, result: unknown): Operatio
     case 'acquisition':
       return { kind, outcome: Array.isArray(r.victims) && r.victims.length > 0 ? 'evicted' : 'admitted' };
     case 'bring-down':
-      return { kind, outcome: 'stopped' };
+      // 'cancelled' (it cancelled the serve's holder) stopped it too; a serve found stopped did not need one.
+      return { kind, outcome: r.outcome === 'already-stopped' ? 'already-stopped' : 'stopped' };
     default:
       return { kind, outcome: 'completed' };
   }
 }
 
-export function failedOutcome(kind: OperationKind, err: unknown): OperationEnded {
-  if (isCancellation(err)) return { kind, outcome: 'cancelled' };
+/**
+ * A run's failure as an outcome. `cancelRequested`: the run itself was cancelled; a cancellation
+ * error without it (an inner CancellationScope's, a cancelled activity's) fails the run, as the
+ * SDK closes it.
+ */
+export function failedOutcome(kind: OperationKind, err: unknown, cancelRequested: boolean): OperationEnded {
+  if (cancelRequested && isCancellation(err)) return { kind, outcome: 'cancelled' };
   const type = err instanceof ApplicationFailure ? (err.type ?? 'unknown') : 'unknown';
   return type === Failure.AdmissionDenied ? { kind, outcome: 'denied' } : { kind, outcome: 'failed', failureType: type };
+}
+
+/** The run was cancelled (its root scope, which execute runs in), not an inner scope of it. */
+function runCancelled(): boolean {
+  return CancellationScope.current().consideredCancelled;
+}
+
+/** Whether the SDK closes the run on this error (src: the SDK's handleWorkflowFailure), continue-as-new aside. */
+export function closesRun(err: unknown, cancelRequested: boolean): boolean {
+  if (err instanceof ContinueAsNew) return false;
+  return (cancelRequested && isCancellation(err)) || err instanceof TemporalFailure;
 }
 
 /** How the run ended, once it has: shared by the run's two interceptors below. */
@@ -58,9 +75,12 @@ export class OperationMetricsInterceptor implements WorkflowInboundCallsIntercep
     try {
       result = await next(input);
     } catch (err) {
-      // A lease that continues as new has not ended.
-      if (!(err instanceof ContinueAsNew)) {
-        const ended = failedOutcome(kind, err);
+      // Only what closes the run counts: a lease that continues as new has not ended, and any
+      // other error (a TypeError, a bug) fails the workflow task, which the server retries while
+      // the run stays Running; the sink would fire again on every retry.
+      const cancelled = runCancelled();
+      if (closesRun(err, cancelled)) {
+        const ended = failedOutcome(kind, err, cancelled);
         this.end.outcome = ended.outcome;
         operations.ended(ended);
       }

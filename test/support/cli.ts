@@ -43,11 +43,16 @@ export interface WorkerProcess {
 
 /**
  * `gpures worker ARGS` as its own process, resolved once it says it is up; `command` runs another
- * worker entry point instead (the fleet test's, inside a network namespace).
+ * worker entry point instead (the fleet test's, inside a network namespace). No /metrics unless
+ * `env` asks for an address: the default 127.0.0.1:9475 is the box's real worker's.
  */
 export function startWorkerProcess(args: string[], env: Record<string, string>, command = [process.execPath, GPURES, 'worker']): Promise<WorkerProcess> {
   const [file = process.execPath, ...prefix] = command;
-  const child = spawn(file, [...prefix, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(file, [...prefix, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, GPURES_METRICS_ADDR: 'off', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   const worker: WorkerProcess = {
     child,
