@@ -101,7 +101,7 @@ describe('live progress of serves up, --evict, serves down --restore, as process
     assert.match(
       second.stderr,
       // The first CLI's identity, pid@host and a random tail: a reused pid is not taken for this process.
-      /^joined serves up slow already running since \d\d:\d\d:\d\d \(started by \d+@\S+\/[0-9a-f]{8}; workflow serves-up\/\S+\/slow\)$/m,
+      /^joined serves up slow already running since \d\d:\d\d:\d\d \(started by gpures-cli\/\d+@\S+\/[0-9a-f]{8}; workflow serves-up\/\S+\/slow\)$/m,
       show(second),
     );
     assert.doesNotMatch(second.stderr, /^serves up slow: workflow/m, show(second));
@@ -192,7 +192,7 @@ describe('live progress of serves up, --evict, serves down --restore, as process
     assert.match(r.stderr, /^ {2}drain vision: cancelled {2}\[/m, show(r));
     const undone = 'serves up comfyui-sim --evict cancelled at drain vision; compensated: readmit tier vision-local, abort eviction';
     assert.match(r.stderr, new RegExp(`^ {2}compensate: ${undone} {2}\\[`, 'm'), show(r));
-    assert.match(r.stderr, new RegExp(`^${undone} \\(cancelled by \\d+@\\S+\\) \\[CancelledFailure; workflow acquire/`, 'm'), show(r));
+    assert.match(r.stderr, new RegExp(`^${undone} \\(cancelled by (gpures-cli/)?\\d+@\\S+\\) \\[CancelledFailure; workflow acquire/`, 'm'), show(r));
     assert.doesNotMatch(r.stderr, /Workflow canceled/, show(r));
     // Undone indeed: vision answers through its tier again, and the held request finished.
     assert.equal((await heldRequest).status, 200);
