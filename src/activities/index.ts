@@ -93,12 +93,6 @@ interface StopProgress {
   attempt: number;
 }
 
-/**
- * What a health wait carries over to its next attempt, for an honest waitedMs and probe count;
- * the deadline and start timeout are for a follower's live line.
- */
-type HealthProgress = HealthBeat;
-
 /** How long a serve with api = "none" must stay running to count as started. */
 export const NO_API_SETTLE_MS = 2000;
 
@@ -264,7 +258,7 @@ export function createActivities(deps: ActivityDeps) {
       const ctx = Context.current();
       const name = containerName(input.node, input.serve.name);
       const url = serveHealthUrl(input.serve);
-      const earlier = earlierProgress<Partial<HealthProgress>>();
+      const earlier = earlierProgress<Partial<HealthBeat>>();
       const started = typeof earlier?.startedAtEpochMs === 'number' ? earlier.startedAtEpochMs : Date.now();
       let probes = typeof earlier?.probes === 'number' ? earlier.probes : 0;
       let last = 'no probe yet';
@@ -284,14 +278,14 @@ export function createActivities(deps: ActivityDeps) {
         if (input.serve.api === 'none') {
           if (Date.now() - started >= NO_API_SETTLE_MS || Date.now() >= input.deadlineEpochMs)
             return { url: `container ${name}`, probes, waitedMs: Date.now() - started };
-          progress({ ...beat(), last: 'running' } satisfies HealthProgress);
+          progress({ ...beat(), last: 'running' } satisfies HealthBeat);
           await ctx.sleep(Math.min(pollMs, NO_API_SETTLE_MS));
           continue;
         }
         const h = await deps.probe.health(url, 2000);
         if (h.ok) return { url, probes, waitedMs: Date.now() - started };
         last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');
-        progress({ ...beat(), last } satisfies HealthProgress);
+        progress({ ...beat(), last } satisfies HealthBeat);
         if (Date.now() >= input.deadlineEpochMs) {
           throw nonRetryable(Failure.HealthTimeout, `no 200 from ${url} within ${input.serve.startTimeoutS} s (${probes} probes, last: ${last})`);
         }
