@@ -107,6 +107,15 @@ export function registerLedgerPage(app: FastifyInstance, opts: LedgerPageOptions
   app.addHook('onClose', async () => {
     await Promise.all(unfinished);
   });
+  /** Each part of a read, not only the read: one part failing ends the read while the others' calls are still out. */
+  const track = (p: Promise<unknown>) => {
+    const settled = p.then(
+      () => undefined,
+      () => undefined,
+    );
+    unfinished.add(settled);
+    void settled.then(() => unfinished.delete(settled));
+  };
 
   /** One read, each part named while it is under way, so a read past its deadline says which did not answer. */
   async function snapshot() {
@@ -114,6 +123,7 @@ export function registerLedgerPage(app: FastifyInstance, opts: LedgerPageOptions
     const pending = new Set<string>();
     const part = <T>(name: string, p: Promise<T>): Promise<T> => {
       pending.add(name);
+      track(p);
       return p.finally(() => pending.delete(name));
     };
     // Temporal's calls end soon after the deadline (the read's parts are not left running); anything else (nvidia-smi) is raced.
@@ -126,12 +136,7 @@ export function registerLedgerPage(app: FastifyInstance, opts: LedgerPageOptions
       }, deadlineMs);
     });
     // A read given up may still fail later: nobody waits for it but the API's close.
-    const settled = work.then(
-      () => undefined,
-      () => undefined,
-    );
-    unfinished.add(settled);
-    void settled.then(() => unfinished.delete(settled));
+    track(work);
     try {
       return await Promise.race([work, late]);
     } finally {
