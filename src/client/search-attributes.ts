@@ -47,17 +47,22 @@ export async function registerSearchAttributes(client: Client): Promise<string[]
 }
 
 async function hasOurAttributes(client: Client): Promise<boolean> {
-  // No operator access (e.g. Temporal Cloud API keys without it) answers none: start without attributes.
-  return (await new TemporalSearchAttributes(client).registered(SEARCH_ATTRIBUTE_NAMES)).length === SEARCH_ATTRIBUTE_NAMES.length;
+  // No operator access (e.g. Temporal Cloud API keys without it), or no answer now: start without
+  // attributes, and the run tags itself (src/workflows/run-tags.ts).
+  const names = await new TemporalSearchAttributes(client).registered(SEARCH_ATTRIBUTE_NAMES).catch((): string[] => []);
+  return names.length === SEARCH_ATTRIBUTE_NAMES.length;
 }
 
-/** The attributes of a run's tags, when this namespace has them registered; asked once per client. */
+/** The attributes of a run's tags, when this namespace has them registered; a yes is kept per client, a no asked again. */
 export async function operationSearchAttributes(client: Client, tags: RunTags): Promise<TypedSearchAttributes | undefined> {
   let known = registered.get(client);
   if (!known) {
     known = hasOurAttributes(client);
     registered.set(client, known);
   }
-  if (!(await known)) return undefined;
+  if (!(await known)) {
+    registered.delete(client);
+    return undefined;
+  }
   return new TypedSearchAttributes(runTagPairs(tags));
 }

@@ -5,10 +5,11 @@
 // meanwhile until it is registered again: remove them only with no run starting.)
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
+import { grpcCode, GrpcStatus } from '../grpc-status';
 import type { SearchAttributeRegistry } from './port';
 
 const FRESH_MS = 60_000;
-/** A listing that takes longer says none: the run goes on untagged rather than waiting. */
+/** One listing's bound; a slow one is asked again (the local activity's retries), then the run goes on untagged. */
 const LIST_DEADLINE_MS = 2000;
 /** Our attributes are Keyword: one registered with another type would fail every upsert of it. */
 const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
@@ -34,15 +35,26 @@ export class TemporalSearchAttributes implements SearchAttributeRegistry {
     return this.listed.names;
   }
 
+  /**
+   * Throws when the server could not answer now (a listing past its deadline on a loaded or
+   * restarting server): the caller asks again, rather than a run going untagged for a slow moment.
+   */
   async registered(names: readonly string[]): Promise<string[]> {
     try {
       const known = await this.names();
       const registered = names.filter((n) => known.has(n));
       if (registered.length < names.length) this.listed = undefined;
       return registered;
-    } catch {
+    } catch (err) {
       // No operator access (Temporal Cloud API keys without it, say): say none, and the run goes untagged.
-      return [];
+      if (deniedForGood(err)) return [];
+      throw err;
     }
   }
+}
+
+/** The server's answer will not change by asking again: no access to the operator service, or none on this server. */
+function deniedForGood(err: unknown): boolean {
+  const code = grpcCode(err);
+  return code === GrpcStatus.PERMISSION_DENIED || code === GrpcStatus.UNAUTHENTICATED || code === GrpcStatus.UNIMPLEMENTED || code === GrpcStatus.NOT_FOUND;
 }
