@@ -4,7 +4,9 @@
 // answering describe() and queries as Temporal would.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { QueryNotRegisteredError } from '@temporalio/client';
+import { QueryNotRegisteredError, ServiceError } from '@temporalio/client';
+import { GrpcStatus } from '../src/adapters/grpc-status';
+import { outcomeOf } from '../src/client/start-operation';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { followRun, formatStep, keepSeen, pendingOf, statusOf } from '../src/client/follow';
 import type { RunHandle, RunReading, StatusLine, TimedStep } from '../src/client/follow';
@@ -321,4 +323,43 @@ test('terminalDisplay: log-update is loaded when a status line is first drawn, n
   assert.match(out.join(''), /… drain: 2 in flight/);
   // Cleared: log-update's erase sequence, after the line it drew.
   assert.ok(out.slice(1).join('').includes('\u001b[2K'), JSON.stringify(out));
+});
+
+describe('outcomeOf: a run awaited across a Temporal that cannot answer for a moment', () => {
+  /** An error as the SDK throws it when the server answers with this gRPC code. */
+  const grpcError = (code: number) =>
+    new ServiceError('Failed to get Workflow execution history', { cause: Object.assign(new Error(`code ${code}`), { code, details: '', metadata: {} }) });
+  /** A handle whose result() fails with each error in turn, then answers. */
+  const handle = (errors: Error[], answer = 'closed') => {
+    let calls = 0;
+    return {
+      calls: () => calls,
+      result: () => {
+        calls += 1;
+        const err = errors.shift();
+        return err ? Promise.reject(err) : Promise.resolve(answer);
+      },
+    };
+  };
+
+  test('UNAVAILABLE and DEADLINE_EXCEEDED are asked again; the outcome is the run’s', async () => {
+    const h = handle([grpcError(GrpcStatus.UNAVAILABLE), grpcError(GrpcStatus.DEADLINE_EXCEEDED)]);
+    assert.equal(await outcomeOf(h), 'closed');
+    assert.equal(h.calls(), 3);
+  });
+
+  test('an answer that will not change (NOT_FOUND, a plain error) is thrown at once', async () => {
+    for (const err of [grpcError(GrpcStatus.NOT_FOUND), new TypeError('a bug')]) {
+      const h = handle([err]);
+      await assert.rejects(outcomeOf(h), (e) => e === err);
+      assert.equal(h.calls(), 1);
+    }
+  });
+
+  test('past the outage bound the last error is thrown', async () => {
+    const errors = Array.from({ length: 10 }, () => grpcError(GrpcStatus.UNAVAILABLE));
+    const h = handle(errors);
+    await assert.rejects(outcomeOf(h, 1500), ServiceError);
+    assert.ok(h.calls() >= 2 && h.calls() <= 3, `${h.calls()} calls within 1.5 s, one a second`);
+  });
 });

@@ -5,6 +5,7 @@
 import type { Client, Workflow, WorkflowHandleWithFirstExecutionRunId, WorkflowStartOptions } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { temporalBusy } from '../adapters/grpc-status';
 import { literalMarkdown } from '../domain/markdown';
 import { taskQueueFor } from '../shared/messages';
 import { runTags } from '../shared/run-tags';
@@ -75,9 +76,31 @@ function stepsOf(value: unknown): readonly StepRecord[] | undefined {
   return (value as { steps?: readonly StepRecord[] } | undefined)?.steps;
 }
 
+/**
+ * How long the wait for a run's outcome rides out a Temporal that cannot answer (restarting, its
+ * store away): the run goes on in the server and the worker meanwhile, so an operator's command
+ * should not fail because the server blinked. The SDK's own retries cover about 20 s of it.
+ */
+export const OUTCOME_OUTAGE_MS = 120_000;
+const OUTCOME_RETRY_MS = 1000;
+
+/** The run's result, asked again while Temporal cannot answer, for up to `outageMs` without an answer. */
+export async function outcomeOf<R>(handle: { result(): Promise<R> }, outageMs = OUTCOME_OUTAGE_MS): Promise<R> {
+  let unansweredSince: number | undefined;
+  for (;;) {
+    try {
+      return await handle.result();
+    } catch (err) {
+      unansweredSince ??= Date.now();
+      if (!temporalBusy(err) || Date.now() - unansweredSince >= outageMs) throw err;
+      await new Promise((r) => setTimeout(r, OUTCOME_RETRY_MS));
+    }
+  }
+}
+
 /** Awaits the run, reporting its steps meanwhile; then how it closed. Only a workflow's own failure is an outcome: anything else throws. */
 export async function followOperation<R>(handle: { result(): Promise<R> }, how: Following): Promise<Settled<R>> {
-  const result = handle.result();
+  const result = outcomeOf(handle);
   const follower = how.handlers && how.run ? followRun(how.run, how.handlers, { pollMs: how.pollMs, handleFor: how.handleFor, within: how.within }) : undefined;
   await follower?.until(result);
   let settled: Settled<R>;
