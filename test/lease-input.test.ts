@@ -140,9 +140,11 @@ describe('the lease workflow refuses bad input at once', () => {
   test('an out-of-bounds lease from the UI start form fails InvalidInput, naming each field', async () => {
     const { Worker } = await import('@temporalio/worker');
     const { workflowBundle } = await import('./support/temporal');
+    const { UNCOUNTED_SINKS } = await import('../src/worker/workflow-code');
     const worker = await Worker.create({
       connection: temporal.nativeConnection,
       taskQueue: taskQueueFor(node),
+      sinks: UNCOUNTED_SINKS,
       workflowBundle: await workflowBundle(),
     });
     await worker.runUntil(async () => {

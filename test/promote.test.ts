@@ -28,6 +28,7 @@ import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/prom
 import { docker, renderManifest, uniqueNode } from './support/box';
 import { activityRuns, historyTexts } from './support/history-scan';
 import { backupsIn, deployTestRouter, healthz, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
+import { UNCOUNTED_SINKS } from '../src/worker/workflow-code';
 import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { startTestWorker } from './support/worker';
@@ -599,7 +600,7 @@ describe('router promotion: a worker killed just after the backup, or mid-recrea
     );
 
     // The history, worker crash and retried backup included, replays against the bundle.
-    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, await handle.fetchHistory(), handle.workflowId);
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle(), sinks: UNCOUNTED_SINKS }, await handle.fetchHistory(), handle.workflowId);
 
     second.kill('SIGTERM');
     await new Promise((r) => second.once('exit', r));

@@ -4,7 +4,7 @@
 // `patched()`.
 import { basename } from 'node:path';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
-import { REPLAY_SINKS, workflowCodeOptions } from '../worker/workflow-code';
+import { UNCOUNTED_SINKS, workflowCodeOptions } from '../worker/workflow-code';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eventAttributes, eventTypeName, historyIdentity } from './events';
 import type { HistoryEventJson, HistoryJson } from './events';
@@ -127,7 +127,7 @@ export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = 
     // Histories go in one at a time and come out in the same order: pair them by position.
     let i = 0;
     const replay = Worker.runReplayHistories(
-      { ...bundleOpt, replayName: 'gpures-audit', sinks: REPLAY_SINKS },
+      { ...bundleOpt, replayName: 'gpures-audit', sinks: UNCOUNTED_SINKS },
       toReplay.map((l) => ({ workflowId: l.workflowId, history: historyProto(l.history as HistoryJson) })),
     );
     for await (const r of replay) {

@@ -13,7 +13,8 @@ export function workflowCodeOptions(logger?: BundleOptions['logger']): BundleOpt
 }
 
 /**
- * The sinks the workflows call (src/shared/operation-metrics.ts), for a replay: none is called
- * there, but a sink a workflow names must exist, or the replay logs each call as an error.
+ * The sinks the workflows call (src/shared/operation-metrics.ts), counting nothing: for a replay
+ * (none is called there) or a worker nothing scrapes. A sink a workflow names must exist, or the
+ * worker logs each call as an error.
  */
-export const REPLAY_SINKS: InjectedSinks<OperationSinks> = { operations: { ended: { fn: () => undefined } } };
+export const UNCOUNTED_SINKS: InjectedSinks<OperationSinks> = { operations: { ended: { fn: () => undefined } } };

@@ -16,6 +16,7 @@ import { createPromotionActivities } from '../../src/activities/promotion';
 import { httpRouterAdminFor } from '../../src/adapters/router-admin/http';
 import type { RouterTarget } from '../../src/adapters/router-deployment/port';
 import { taskQueueFor } from '../../src/shared/messages';
+import { UNCOUNTED_SINKS } from '../../src/worker/workflow-code';
 
 interface ChildConfig {
   address: string;
@@ -67,6 +68,8 @@ async function main(): Promise<void> {
       taskQueue: taskQueueFor(cfg.node),
       activities,
       maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+      // The workflows' operation-metrics sink must exist (nothing scrapes this worker).
+      sinks: UNCOUNTED_SINKS,
       workflowBundle: { codePath: cfg.bundlePath },
     });
     const running = worker.run();
