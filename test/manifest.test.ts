@@ -785,3 +785,95 @@ describe('helpers', () => {
     assert.deepEqual(findGpuMemoryUtilization(['--max-model-len', '4096']), []);
   });
 });
+
+describe('eviction by sleeping (vLLM sleep mode)', () => {
+  // 0.37 x 32607 = 12064 <= 12288.
+  const UTIL = ['--gpu-memory-utilization', '0.37'];
+  const sleeper = (extra: Table = {}) =>
+    serve('vision', 31003, {
+      class: 'evictable',
+      vram_mib: 12288,
+      args: UTIL,
+      eviction: 'sleep',
+      sleep_level: 1,
+      sleep_residual_mib: 600,
+      sleep_host_ram_mib: 9000,
+      ...extra,
+    });
+
+  test('a level-1 sleeper: the flag and the endpoints variable added, the settings carried; a stopped serve has none', () => {
+    const { manifest } = assertOk(parse(render({ node: { name: 'n', host_ram_budget_mib: 65536 }, serves: [sleeper(), serve('alpha', 31001)] })));
+    assert.equal(manifest.hostRamBudgetMib, 65536);
+    const vision = findServe(manifest, 'vision');
+    assert.deepEqual(vision?.sleep, { level: 1, residualMib: 600, hostRamMib: 9000 });
+    assert.deepEqual(vision?.args, [...UTIL, '--enable-sleep-mode']);
+    assert.equal(vision?.env['VLLM_SERVER_DEV_MODE'], '1');
+    const alpha = findServe(manifest, 'alpha');
+    assert.equal(alpha?.sleep, undefined);
+    assert.equal(alpha?.env['VLLM_SERVER_DEV_MODE'], undefined);
+    assert.ok(!alpha?.args.includes('--enable-sleep-mode'));
+  });
+
+  test('level 2 needs no host RAM; sleep_level defaults to 1; the flag given already is not repeated', () => {
+    const two = assertOk(parse(render({ serves: [sleeper({ sleep_level: 2, sleep_host_ram_mib: undefined, args: ['--enable-sleep-mode', ...UTIL] })] })));
+    const vision = findServe(two.manifest, 'vision');
+    assert.deepEqual(vision?.sleep, { level: 2, residualMib: 600 });
+    assert.deepEqual(vision?.args, ['--enable-sleep-mode', ...UTIL]);
+    const one = assertOk(parse(render({ serves: [sleeper({ sleep_level: undefined })] })));
+    assert.equal(findServe(one.manifest, 'vision')?.sleep?.level, 1);
+  });
+
+  test('each missing or contradictory setting is named by its field', () => {
+    assertOneError(
+      parse(render({ serves: [sleeper({ sleep_residual_mib: undefined })] })),
+      'serves[0].sleep_residual_mib',
+      'is required',
+      'ledger keeps it committed',
+    );
+    assertOneError(parse(render({ serves: [sleeper({ sleep_residual_mib: 12288 })] })), 'serves[0].sleep_residual_mib', 'would free nothing');
+    assertOneError(parse(render({ serves: [sleeper({ sleep_host_ram_mib: undefined })] })), 'serves[0].sleep_host_ram_mib', 'required with sleep_level 1');
+    assertOneError(parse(render({ serves: [sleeper({ sleep_level: 3 })] })), 'serves[0].sleep_level', '1 (weights offloaded to host RAM) or 2');
+    assertOneError(parse(render({ serves: [sleeper({ eviction: 'hibernate' })] })), 'serves[0].eviction', 'unknown eviction "hibernate"', 'stop, sleep');
+    assertOneError(parse(render({ serves: [sleeper({ class: 'on-demand' })] })), 'serves[0].eviction', 'only evictable serves are evicted');
+    assertOneError(parse(render({ serves: [sleeper({ api: 'http', model: undefined })] })), 'serves[0].eviction', 'needs a vLLM serve');
+    assertOneError(
+      parse(render({ serves: [sleeper({ env: { VLLM_SERVER_DEV_MODE: '0' } })] })),
+      'serves[0].env.VLLM_SERVER_DEV_MODE',
+      'only with VLLM_SERVER_DEV_MODE=1',
+    );
+    assert.deepEqual(
+      errorsOf(parse(render({ serves: [sleeper({ eviction: undefined })] }))).map((e) => [e.path, e.message]),
+      ['sleep_level', 'sleep_residual_mib', 'sleep_host_ram_mib'].map((f) => [
+        `serves[0].${f}`,
+        'applies only with eviction = "sleep" (this serve is stopped, the default when evicted)',
+      ]),
+    );
+    assertOneError(
+      parse(render({ serves: [sleeper({ eviction: 'stop', sleep_level: undefined, sleep_host_ram_mib: undefined })] })),
+      'serves[0].sleep_residual_mib',
+      'only with eviction',
+    );
+    assertOneError(parse(render({ serves: [sleeper({ sleep_host_ram_mib: 0 })] })), 'serves[0].sleep_host_ram_mib', '1..16777216');
+  });
+
+  test('warnings: host RAM unused at level 2, a level-1 sleep over the node budget, sleep endpoints beyond loopback, eviction on a resident', () => {
+    const messages = (r: ManifestResult) => assertOk(r).warnings.map(formatIssue);
+    assert.deepEqual(messages(parse(render({ serves: [sleeper({ sleep_level: 2 })] }))), [
+      `${FILE}: serve 'vision' (serves[0].sleep_host_ram_mib): has no effect at sleep_level 2, which discards the weights instead of keeping them in host RAM`,
+    ]);
+    const over = messages(parse(render({ node: { name: 'n', host_ram_budget_mib: 8192 }, serves: [sleeper()] })));
+    assert.equal(over.length, 1);
+    assert.match(over[0] ?? '', /serves\[0\]\.sleep_host_ram_mib\): 9000 MiB is over the node's host_ram_budget_mib 8192: .* falls back to level 2$/);
+    const wide = messages(parse(render({ serves: [sleeper({ bind: '0.0.0.0', allow_non_loopback_bind: true })] })));
+    assert.ok(
+      wide.some((w) => /serves\[0\]\.eviction\): "sleep" turns on vLLM's development endpoints .* on '0\.0\.0\.0'/.test(w)),
+      wide.join('\n'),
+    );
+    const resident = messages(parse(render({ serves: [serve('alpha', 31001, { eviction: 'stop' })] })));
+    assert.deepEqual(resident, [`${FILE}: serve 'alpha' (serves[0].eviction): has no effect: only evictable serves are evicted, and this one is resident`]);
+  });
+
+  test('[node] host_ram_budget_mib is bounded and named', () => {
+    assertOneError(parse(render({ node: { name: 'n', host_ram_budget_mib: -1 } })), 'node.host_ram_budget_mib', '1..16777216');
+  });
+});

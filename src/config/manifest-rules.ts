@@ -17,7 +17,7 @@ import {
   utilizationMib,
   VLLM_DEFAULT_UTILIZATION,
 } from '../domain/manifest';
-import { findSecretArgs, SECRET_FLAG_ENV } from '../domain/serve';
+import { findSecretArgs, SECRET_FLAG_ENV, SLEEP_ENDPOINTS_ENV } from '../domain/serve';
 import { ENV_NAME_PATTERN } from '../domain/bounds';
 
 export interface Indexed<T> {
@@ -47,6 +47,8 @@ export interface ManifestContext {
   nameFirst: Map<string, number>;
   /** The earlier serve holding the host port a serve asks for, by serves[] index. */
   portTaken: Map<number, Indexed<ServeSpec>>;
+  /** [node] host_ram_budget_mib, when declared. */
+  hostRamBudgetMib?: number;
 }
 
 const usable = (v: unknown): v is string => isString(v) && v.trim() !== '';
@@ -75,10 +77,15 @@ function portsTaken(serves: readonly Indexed<ServeSpec>[]): Map<number, Indexed<
   return taken;
 }
 
-export function manifestContext(identities: GpuIdentities, gpuByRole: Map<string, Indexed<GpuSpec>>, serves: Indexed<ServeSpec>[]): ManifestContext {
+export function manifestContext(
+  identities: GpuIdentities,
+  gpuByRole: Map<string, Indexed<GpuSpec>>,
+  serves: Indexed<ServeSpec>[],
+  hostRamBudgetMib?: number,
+): ManifestContext {
   const nameFirst = new Map<string, number>();
   for (const { index, spec } of serves) if (!nameFirst.has(spec.name)) nameFirst.set(spec.name, index);
-  return { identities, gpuByRole, serves, nameFirst, portTaken: portsTaken(serves) };
+  return { identities, gpuByRole, serves, nameFirst, portTaken: portsTaken(serves), ...(hostRamBudgetMib !== undefined ? { hostRamBudgetMib } : {}) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,6 +266,87 @@ const residencyOfAVictim: Rule<ParsedServe, void> = ({ index, raw, spec }) =>
       ]
     : [];
 
+// ---------------------------------------------------------------------------------------------
+// Eviction by sleeping (vLLM's sleep mode)
+
+const SLEEP_FIELDS = ['sleep_level', 'sleep_residual_mib', 'sleep_host_ram_mib'] as const;
+
+/** How a serve is evicted matters only to a serve that is evicted, and sleeping only to a vLLM. */
+const evictionOfAVictim: Rule<ParsedServe, void> = ({ index, raw, spec }) => {
+  const at = ['serves', index, 'eviction'];
+  if (raw.eviction === undefined) return [];
+  if (spec.class !== 'evictable') {
+    const why = `only evictable serves are evicted, and this one is ${spec.class}`;
+    return [
+      raw.eviction === 'sleep' ? error(at, `"sleep" cannot apply: ${why}; make it class = "evictable" or drop eviction`) : warning(at, `has no effect: ${why}`),
+    ];
+  }
+  if (raw.eviction === 'sleep' && spec.api !== 'openai') {
+    return [
+      error(
+        at,
+        `"sleep" needs a vLLM serve (api = "openai"): sleep mode is vLLM's /sleep and /wake_up, which an api = "${spec.api}" serve does not have; use "stop"`,
+      ),
+    ];
+  }
+  return [];
+};
+
+/** The sleep settings: each only with eviction = "sleep", and what the ledger and the host need to know declared. */
+const sleepDeclared: Rule<ParsedServe, void> = ({ index, raw, spec }) => {
+  const at = (field: string): PathSegment[] => ['serves', index, field];
+  if (raw.eviction !== 'sleep') {
+    return SLEEP_FIELDS.filter((f) => raw[f] !== undefined).map((f) =>
+      error(at(f), `applies only with eviction = "sleep" (this serve is ${raw.eviction === undefined ? 'stopped, the default' : 'stopped'} when evicted)`),
+    );
+  }
+  const found: Finding[] = [];
+  const level = raw.sleep_level ?? 1;
+  if (raw.sleep_residual_mib === undefined) {
+    found.push(
+      error(
+        at('sleep_residual_mib'),
+        'is required with eviction = "sleep": what the sleeping serve still holds on its GPU (its CUDA context and buffers, often 500–1000 MiB); ' +
+          'the ledger keeps it committed and hands the rest to the acquirer',
+      ),
+    );
+  } else if (raw.sleep_residual_mib >= spec.vramMib) {
+    found.push(
+      error(at('sleep_residual_mib'), `${raw.sleep_residual_mib} MiB is not below vram_mib ${spec.vramMib}: a sleep would free nothing; use eviction = "stop"`),
+    );
+  }
+  if (level === 1 && raw.sleep_host_ram_mib === undefined) {
+    found.push(
+      error(
+        at('sleep_host_ram_mib'),
+        'is required with sleep_level 1: the host RAM the offloaded weights take (about their size); ' +
+          "a sleep that does not fit the node's host_ram_budget_mib falls back to level 2",
+      ),
+    );
+  }
+  if (level === 2 && raw.sleep_host_ram_mib !== undefined) {
+    found.push(warning(at('sleep_host_ram_mib'), 'has no effect at sleep_level 2, which discards the weights instead of keeping them in host RAM'));
+  }
+  const devMode = spec.env[SLEEP_ENDPOINTS_ENV];
+  if (devMode !== undefined && devMode !== '1') {
+    found.push(
+      error(
+        ['serves', index, 'env', SLEEP_ENDPOINTS_ENV],
+        `is ${JSON.stringify(devMode)}: vLLM serves /sleep and /wake_up only with ${SLEEP_ENDPOINTS_ENV}=1, which eviction = "sleep" sets; remove it`,
+      ),
+    );
+  }
+  if (!isLoopback(spec.bind)) {
+    found.push(
+      warning(
+        at('eviction'),
+        `"sleep" turns on vLLM's development endpoints (${SLEEP_ENDPOINTS_ENV}=1: /sleep, /wake_up, /collective_rpc) on '${spec.bind}', beyond this host: anyone who reaches port ${spec.port} can put the serve to sleep`,
+      ),
+    );
+  }
+  return found;
+};
+
 export const serveRules: Rule<ParsedServe, void>[] = [
   openaiNamesItsModel,
   routerTierNeedsOpenai,
@@ -268,6 +356,8 @@ export const serveRules: Rule<ParsedServe, void>[] = [
   gpuMemoryUtilizationFlag,
   secretsThroughEnv,
   residencyOfAVictim,
+  evictionOfAVictim,
+  sleepDeclared,
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -345,7 +435,25 @@ const vramCoversVllmDraw: Rule<Indexed<ServeSpec>, ManifestContext> = ({ index, 
   ];
 };
 
-export const crossServeRules: Rule<Indexed<ServeSpec>, ManifestContext>[] = [uniqueServeName, hostPortFree, gpuRoleKnown, withinGpuBudget, vramCoversVllmDraw];
+/** A level-1 sleep larger than the node's host RAM budget never fits: every eviction of it would fall back. */
+const levelOneSleepFitsHostRam: Rule<Indexed<ServeSpec>, ManifestContext> = ({ index, spec: s }, { hostRamBudgetMib }) =>
+  s.sleep?.level === 1 && s.sleep.hostRamMib !== undefined && hostRamBudgetMib !== undefined && s.sleep.hostRamMib > hostRamBudgetMib
+    ? [
+        warning(
+          ['serves', index, 'sleep_host_ram_mib'],
+          `${s.sleep.hostRamMib} MiB is over the node's host_ram_budget_mib ${hostRamBudgetMib}: a level-1 sleep of it never fits, so every eviction falls back to level 2`,
+        ),
+      ]
+    : [];
+
+export const crossServeRules: Rule<Indexed<ServeSpec>, ManifestContext>[] = [
+  uniqueServeName,
+  hostPortFree,
+  gpuRoleKnown,
+  withinGpuBudget,
+  vramCoversVllmDraw,
+  levelOneSleepFitsHostRam,
+];
 
 // ---------------------------------------------------------------------------------------------
 // The whole manifest

@@ -5,7 +5,8 @@ import { z } from 'zod';
 import type { PathSegment } from './issues';
 import { bool, describe, field, isString, nonEmptyString, tableArray } from './issues';
 import type { GpuSpec, ServeApi, ServeClass, ServeSpec } from '../domain/types';
-import { SERVE_APIS, SERVE_CLASSES } from '../domain/types';
+import { EVICTION_MODES, SERVE_APIS, SERVE_CLASSES } from '../domain/types';
+import type { EvictionMode } from '../domain/types';
 import { IPV4, SERVE_DEFAULTS } from '../domain/manifest';
 import type { Bound } from '../domain/bounds';
 import { BOUNDS, boundRule, GPU_UUID_PATTERN, GPU_UUID_RULE, NAME_PATTERN, NAME_RULE, withinBound } from '../domain/bounds';
@@ -34,6 +35,10 @@ const serveClass = z.custom<ServeClass>((v) => isString(v) && (SERVE_CLASSES as 
 const serveApi = z.custom<ServeApi>((v) => isString(v) && (SERVE_APIS as readonly string[]).includes(v), {
   error: (iss) => `unknown api ${isString(iss.input) ? JSON.stringify(iss.input) : describe(iss.input)} (allowed: ${SERVE_APIS.join(', ')})`,
 });
+const evictionMode = z.custom<EvictionMode>((v) => isString(v) && (EVICTION_MODES as readonly string[]).includes(v), {
+  error: (iss) => `unknown eviction ${isString(iss.input) ? JSON.stringify(iss.input) : describe(iss.input)} (allowed: ${EVICTION_MODES.join(', ')})`,
+});
+const sleepLevel = field<1 | 2>((v) => v === 1 || v === 2, '1 (weights offloaded to host RAM) or 2 (weights discarded)');
 const bindAddress = field<string>((v) => isString(v) && isAddress(v), "an IPv4 or IPv6 address, or 'localhost'");
 const healthPath = field<string>((v) => isString(v) && v.startsWith('/'), "a URL path starting with '/'");
 const stringArray = z.array(field<string>(isString, 'a string'), {
@@ -47,6 +52,8 @@ const nodeShape = {
   name: safeName('it becomes part of container names, workflow ids and the task queue'),
   /** The default of every serve's min_residency_s. */
   min_residency_s: bounded(BOUNDS.minResidencyS).optional(),
+  /** What level-1 sleeps may take of host RAM together. */
+  host_ram_budget_mib: bounded(BOUNDS.hostRamMib).optional(),
 };
 
 export const gpuShape = {
@@ -79,6 +86,11 @@ export const serveShape = {
   stop_timeout_s: bounded(BOUNDS.stopTimeoutS).optional(),
   min_residency_s: bounded(BOUNDS.minResidencyS).optional(),
   idle_ttl_s: bounded(BOUNDS.idleTtlS).optional(),
+  // How an evictable serve is evicted; the sleep_* fields only with eviction = "sleep" (manifest-rules.ts).
+  eviction: evictionMode.optional(),
+  sleep_level: sleepLevel.optional(),
+  sleep_residual_mib: bounded(BOUNDS.sleepResidualMib).optional(),
+  sleep_host_ram_mib: bounded(BOUNDS.hostRamMib).optional(),
 };
 
 const topShape = {
@@ -130,5 +142,14 @@ export function toServe(raw: RawServe, nodeMinResidencyS: number): ServeSpec {
   if (raw.revision !== undefined) serve.revision = raw.revision;
   if (raw.router_tier !== undefined) serve.routerTier = raw.router_tier;
   if (raw.idle_ttl_s !== undefined) serve.idleTtlS = raw.idle_ttl_s;
+  // Incomplete sleep settings are refused by the rules before the serve is used.
+  if (raw.eviction === 'sleep') {
+    const level = raw.sleep_level ?? 1;
+    serve.sleep = {
+      level,
+      residualMib: raw.sleep_residual_mib ?? 0,
+      ...(level === 1 && raw.sleep_host_ram_mib !== undefined ? { hostRamMib: raw.sleep_host_ram_mib } : {}),
+    };
+  }
   return serve;
 }

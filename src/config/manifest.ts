@@ -13,7 +13,7 @@ import type { Indexed } from './manifest-rules';
 import { crossServeRules, documentRules, gpuIdentities, gpuIdentityRules, gpuRules, manifestContext, manifestRules, serveRules } from './manifest-rules';
 import type { GpuSpec, Manifest, ManifestIssue, ManifestResult, ServeSpec } from '../domain/types';
 import { formatIssue } from '../domain/types';
-import { secretArgsToEnv } from '../domain/serve';
+import { secretArgsToEnv, withSleepMode } from '../domain/serve';
 import { SERVE_DEFAULTS } from '../domain/manifest';
 
 /** Thrown by manifestOrThrow; the message is one formatted issue per line. */
@@ -47,7 +47,7 @@ function loadGpus(rawGpus: readonly unknown[], issues: Issues): Indexed<GpuSpec>
   return gpus;
 }
 
-/** The serves whose own fields and own rules pass, their secret flags moved into env. */
+/** The serves whose own fields and own rules pass, their secret flags moved into env, sleep mode's flag and variable added where they sleep. */
 function loadServes(rawServes: readonly unknown[], issues: Issues, nodeMinResidencyS: number): Indexed<ServeSpec>[] {
   const serves: Indexed<ServeSpec>[] = [];
   for (const e of parseEach(rawServes, ServeSchema)) {
@@ -56,7 +56,7 @@ function loadServes(rawServes: readonly unknown[], issues: Issues, nodeMinReside
       continue;
     }
     const serve = { index: e.index, raw: e.spec, spec: toServe(e.spec, nodeMinResidencyS) };
-    if (issues.check(serveRules, serve, undefined)) serves.push({ index: e.index, spec: secretArgsToEnv(serve.spec) });
+    if (issues.check(serveRules, serve, undefined)) serves.push({ index: e.index, spec: withSleepMode(secretArgsToEnv(serve.spec)) });
   }
   return serves;
 }
@@ -95,14 +95,21 @@ export function parseManifest(text: string, file: string): ManifestResult {
 
   const minResidencyS = (top.success ? top.data.node.min_residency_s : undefined) ?? SERVE_DEFAULTS.minResidencyS;
   const serves = loadServes(tableEntries(doc, 'serves'), issues, minResidencyS);
-  const ctx = manifestContext(identities, gpuByRole, serves);
+  const hostRamBudgetMib = top.success ? top.data.node.host_ram_budget_mib : undefined;
+  const ctx = manifestContext(identities, gpuByRole, serves, hostRamBudgetMib);
   for (const serve of serves) issues.check(crossServeRules, serve, ctx);
   issues.check(manifestRules, undefined, ctx);
 
   if (issues.errors.length > 0 || !top.success) return fail();
   return {
     ok: true,
-    manifest: { node: top.data.node.name, minResidencyS, gpus: gpus.map((g) => g.spec), serves: serves.map((s) => s.spec) },
+    manifest: {
+      node: top.data.node.name,
+      minResidencyS,
+      ...(hostRamBudgetMib !== undefined ? { hostRamBudgetMib } : {}),
+      gpus: gpus.map((g) => g.spec),
+      serves: serves.map((s) => s.spec),
+    },
     warnings: issues.warnings,
   };
 }

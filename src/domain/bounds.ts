@@ -63,6 +63,10 @@ export const BOUNDS = {
   leaseS: { min: 1, max: 604_800, unit: 'seconds' },
   /** An idle lease's time to live without a routed request: a day (Ollama keeps 5 min, llama-swap's ttl is per model). */
   idleTtlS: { min: 1, max: 86_400, unit: 'seconds' },
+  /** What a sleeping serve keeps on its GPU: 0 (nothing) up to a whole GPU's memory. */
+  sleepResidualMib: { min: 0, max: 1_048_576, unit: 'MiB' },
+  /** Host RAM: 16 TiB, above any single host. */
+  hostRamMib: { min: 1, max: 16_777_216, unit: 'MiB' },
 } as const satisfies Record<string, Bound>;
 
 export type BoundName = keyof typeof BOUNDS;

@@ -33,7 +33,6 @@ export function serveHealthUrl(serve: Pick<ServeSpec, 'bind' | 'port' | 'healthP
   return `${serveBaseUrl(serve)}${serve.healthPath}`;
 }
 
-/** vLLM's OpenAI server arguments; the manifest's extra args come last so they can override. */
 /**
  * The container's CMD: vLLM's arguments for an openai serve (its image's entrypoint is the
  * server), the manifest's args otherwise; empty keeps the image's own.
@@ -42,6 +41,7 @@ export function serveCommand(serve: ServeSpec): string[] {
   return (serve.api ?? 'openai') === 'openai' ? vllmCommand(serve) : [...serve.args];
 }
 
+/** vLLM's OpenAI server arguments; the manifest's extra args come last so they can override. */
 export function vllmCommand(serve: ServeSpec): string[] {
   return [
     '--model',
@@ -148,6 +148,18 @@ export function secretArgsToEnv(serve: ServeSpec): ServeSpec {
   const env = { ...serve.env };
   for (const s of secrets) env[SECRET_FLAG_ENV[s.canonical] as string] = s.value;
   return { ...serve, args: serve.args.filter((_, i) => !drop.has(i)), env };
+}
+
+/** vLLM's flag that puts its memory under the sleep-mode allocator; without it /sleep frees nothing. */
+export const SLEEP_MODE_FLAG = '--enable-sleep-mode';
+/** vLLM serves /sleep, /wake_up and /is_sleeping only with this set to 1. */
+export const SLEEP_ENDPOINTS_ENV = 'VLLM_SERVER_DEV_MODE';
+
+/** A serve evicted by sleeping gets what vLLM's sleep mode needs: the flag (unless given) and the endpoints' variable. */
+export function withSleepMode(serve: ServeSpec): ServeSpec {
+  if (!serve.sleep) return serve;
+  const args = serve.args.some((a) => a === SLEEP_MODE_FLAG || a.replace(/_/g, '-') === SLEEP_MODE_FLAG) ? serve.args : [...serve.args, SLEEP_MODE_FLAG];
+  return { ...serve, args, env: { ...serve.env, [SLEEP_ENDPOINTS_ENV]: '1' } };
 }
 
 /**

@@ -16,6 +16,26 @@ export const SERVE_CLASSES: readonly ServeClass[] = ['resident', 'evictable', 'o
 export type ServeApi = 'openai' | 'http' | 'none';
 export const SERVE_APIS: readonly ServeApi[] = ['openai', 'http', 'none'];
 
+export type EvictionMode = 'stop' | 'sleep';
+export const EVICTION_MODES: readonly EvictionMode[] = ['stop', 'sleep'];
+
+/**
+ * How an evictable serve gives its GPU back: stopped (its container ends; a restore is a cold
+ * start), or put to sleep by vLLM's sleep mode (its process stays; a restore is a wake):
+ * - level 1 offloads the weights to host RAM and discards the KV cache: the fastest wake, but
+ *   it takes host RAM about the size of the weights (hostRamMib);
+ * - level 2 discards the weights too: they are reloaded from disk at the wake.
+ * Either way the process keeps some MiB on the GPU (residualMib, the CUDA context and buffers),
+ * which stay committed in the ledger while it sleeps.
+ */
+export interface SleepEviction {
+  level: 1 | 2;
+  /** What a sleeping serve still holds on its GPU, as declared; the rest is handed to the acquirer. */
+  residualMib: number;
+  /** Level 1: the host RAM its offloaded weights take. */
+  hostRamMib?: number;
+}
+
 export interface GpuSpec {
   role: string;
   uuid: string;
@@ -57,12 +77,16 @@ export interface ServeSpec {
    * back once its tier has had no routed request for this long (only with a router tier).
    */
   idleTtlS?: number;
+  /** Evicted by sleeping rather than stopping (an evictable openai serve only); absent: stopped. */
+  sleep?: SleepEviction;
 }
 
 export interface Manifest {
   node: string;
   /** [node] min_residency_s, or its default: what a serve without its own setting gets. */
   minResidencyS: number;
+  /** [node] host_ram_budget_mib: what level-1 sleeps may take of host RAM together; absent: not bounded by the manifest. */
+  hostRamBudgetMib?: number;
   gpus: GpuSpec[];
   serves: ServeSpec[];
 }
