@@ -3,7 +3,7 @@
 // named by FAKE_NVIDIA_SMI_STATE:
 //
 //   { "gpus": [{ "index": 0, "uuid": "GPU-…", "name": "NVIDIA GeForce RTX 5090", "totalMib": 32607, "baseUsedMib": 5700 }],
-//     "simStateDir": "/path",          // SimRuntime state: running sim serves draw their gpures.vram_mib
+//     "simStateDir": "/path",          // SimRuntime state: running sim serves draw their gpures.vram_mib, or what their draw file says (a sleeping serve)
 //     "docker": true,                  // running Docker containers labelled gpures.gpu_uuid draw theirs too
 //     "heldMib": { "GPU-…": 12288 },   // VRAM that is not released (a stuck process, the lag after an exit)
 //     "fixedUsedMib": { "GPU-…": 30057 }, // memory.used pinned at this value whatever runs (a frozen reading)
@@ -17,7 +17,7 @@
 import { readFileSync } from 'node:fs';
 import { LABEL } from '../domain/serve';
 import { COMPUTE_APPS_QUERY_FIELDS, CSV_FORMAT, GPU_QUERY_FIELDS } from '../adapters/gpu/nvidia-smi';
-import { listSimContainers } from './state-dir';
+import { listSimContainers, readSimDrawMib } from './state-dir';
 
 export interface FakeGpu {
   index: number;
@@ -121,7 +121,7 @@ export async function serveDraws(state: FakeNvidiaSmiState): Promise<FakeServeDr
   if (state.simStateDir) {
     for (const { record, running } of listSimContainers(state.simStateDir)) {
       const gpuUuid = record.gpuUuid ?? record.labels[LABEL.gpuUuid];
-      if (running && gpuUuid) draws.push({ gpuUuid, pid: record.pid, vramMib: vramOf(record.labels) });
+      if (running && gpuUuid) draws.push({ gpuUuid, pid: record.pid, vramMib: readSimDrawMib(state.simStateDir, record.name) ?? vramOf(record.labels) });
     }
   }
   if (state.docker) {

@@ -1,10 +1,13 @@
 // A small vLLM imitation for the simulated box: the same arguments, the same endpoints and the
 // same observable states (503 while "loading", then 200), so bring-up, identity checks, drain
 // and eviction run against it exactly as against a vLLM container, without a GPU.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { renameSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { SleepMode, SleepModeError, sleepModeFromEnv } from './sleep-mode';
+import type { Draw, SleepModeOptions } from './sleep-mode';
 
 export interface VllmArgs {
   model: string;
@@ -12,6 +15,8 @@ export interface VllmArgs {
   servedModelName: string;
   host: string;
   port: number;
+  /** --enable-sleep-mode was given. */
+  sleepMode?: true;
 }
 
 export interface ModelServerOptions extends VllmArgs {
@@ -23,6 +28,10 @@ export interface ModelServerOptions extends VllmArgs {
   responseDelayMs: number;
   /** How long a SIGTERM waits for in-flight requests before the process exits anyway. */
   drainTimeoutMs: number;
+  /** vLLM's sleep mode (src/sim/sleep-mode.ts); without it, no sleep endpoints. */
+  sleep?: SleepModeOptions;
+  /** Where the serve's GPU and host-RAM draw is written as it sleeps and wakes, for the fake nvidia-smi (SIM_DRAW_FILE). */
+  drawFile?: string;
   log?: (line: string) => void;
 }
 
@@ -42,7 +51,10 @@ export const DEFAULTS = { startDelayMs: 300, responseDelayMs: 0, drainTimeoutMs:
 
 /** Parses vLLM's api_server arguments (`--flag value` and `--flag=value`, a leading `serve MODEL`); others are ignored. */
 export function parseVllmArgs(argv: readonly string[]): VllmArgs {
-  const out: { model?: string; revision?: string; served?: string; host: string; port: number } = { host: DEFAULTS.host, port: DEFAULTS.port };
+  const out: { model?: string; revision?: string; served?: string; host: string; port: number; sleepMode?: true } = {
+    host: DEFAULTS.host,
+    port: DEFAULTS.port,
+  };
   let i = 0;
   if (argv[0] === 'serve' && argv[1] !== undefined && !argv[1].startsWith('-')) {
     out.model = argv[1];
@@ -51,6 +63,7 @@ export function parseVllmArgs(argv: readonly string[]): VllmArgs {
   const known = new Set(['--model', '--revision', '--served-model-name', '--host', '--port']);
   for (; i < argv.length; i++) {
     const arg = argv[i] ?? '';
+    if (arg === '--enable-sleep-mode' || arg === '--enable_sleep_mode') out.sleepMode = true;
     let flag: string;
     let value: string | undefined;
     const eq = arg.indexOf('=');
@@ -85,7 +98,14 @@ export function parseVllmArgs(argv: readonly string[]): VllmArgs {
     }
   }
   const model = out.model ?? DEFAULT_MODEL;
-  return { model, ...(out.revision !== undefined ? { revision: out.revision } : {}), servedModelName: out.served ?? model, host: out.host, port: out.port };
+  return {
+    model,
+    ...(out.revision !== undefined ? { revision: out.revision } : {}),
+    servedModelName: out.served ?? model,
+    host: out.host,
+    port: out.port,
+    ...(out.sleepMode ? { sleepMode: true as const } : {}),
+  };
 }
 
 function envMs(env: NodeJS.ProcessEnv, key: string, fallback: number): number {
@@ -96,13 +116,16 @@ function envMs(env: NodeJS.ProcessEnv, key: string, fallback: number): number {
   return n;
 }
 
-/** SIM_START_DELAY_MS (ms or 'never'), SIM_MODEL_ID, SIM_RESPONSE_DELAY_MS, SIM_DRAIN_TIMEOUT_MS. */
+/** SIM_START_DELAY_MS (ms or 'never'), SIM_MODEL_ID, SIM_RESPONSE_DELAY_MS, SIM_DRAIN_TIMEOUT_MS, SIM_DRAW_FILE, and sleep mode's (sleepModeFromEnv). */
 export function optionsFromEnv(args: VllmArgs, env: NodeJS.ProcessEnv): ModelServerOptions {
   const start = env['SIM_START_DELAY_MS'];
   const reportedId = env['SIM_MODEL_ID'];
+  const drawFile = env['SIM_DRAW_FILE'];
   return {
     ...args,
     ...(reportedId ? { reportedId } : {}),
+    sleep: sleepModeFromEnv(args.sleepMode === true, env),
+    ...(drawFile ? { drawFile } : {}),
     startDelayMs: start === 'never' ? 'never' : envMs(env, 'SIM_START_DELAY_MS', DEFAULTS.startDelayMs),
     responseDelayMs: envMs(env, 'SIM_RESPONSE_DELAY_MS', DEFAULTS.responseDelayMs),
     drainTimeoutMs: envMs(env, 'SIM_DRAIN_TIMEOUT_MS', DEFAULTS.drainTimeoutMs),
@@ -181,17 +204,29 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
   const idleWaiters: (() => void)[] = [];
 
   const isReady = () => Date.now() >= readyAt;
+  const sleepMode = opts.sleep ? new SleepMode(opts.sleep, (draw) => writeDraw(draw)) : undefined;
+  /** Atomically, so the fake nvidia-smi never reads half a file. */
+  function writeDraw(draw: Draw): void {
+    if (!opts.drawFile) return;
+    const tmp = `${opts.drawFile}.${randomBytes(4).toString('hex')}`;
+    writeFileSync(tmp, JSON.stringify(draw));
+    renameSync(tmp, opts.drawFile);
+    log(`draw: ${draw.gpuMib} MiB on the GPU, ${draw.hostRamMib} MiB of host RAM (sleep level ${draw.level})`);
+  }
   if (Number.isFinite(readyAt)) {
     setTimeout(() => log(`ready: serving ${id}`), Math.max(0, readyAt - Date.now())).unref();
   }
 
   /** Counts the request as running until its response is finished or its connection gone. */
+  const running = new Set<ServerResponse>();
   function track(res: ServerResponse): void {
     inFlight++;
+    running.add(res);
     let done = false;
     res.on('close', () => {
       if (done) return;
       done = true;
+      running.delete(res);
       inFlight--;
       if (inFlight === 0) idleWaiters.splice(0).forEach((w) => w());
     });
@@ -321,9 +356,50 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
     res.end(text);
   }
 
+  /** Sleep mode's endpoints: undefined when the path is none of them (or they are not served). */
+  async function sleepEndpoint(path: string, method: string, url: URL, req: IncomingMessage, res: ServerResponse): Promise<true | undefined> {
+    if (!sleepMode?.endpoints) return undefined;
+    const routes: Record<string, string> = { '/sleep': 'POST', '/wake_up': 'POST', '/is_sleeping': 'GET', '/collective_rpc': 'POST' };
+    const allowed = routes[path];
+    if (allowed === undefined) return undefined;
+    if (method !== allowed) {
+      sendJson(res, 405, { detail: 'Method Not Allowed' });
+      return true;
+    }
+    try {
+      if (path === '/is_sleeping') {
+        sendJson(res, 200, { is_sleeping: sleepMode.sleeping() });
+        return true;
+      }
+      if (path === '/sleep') {
+        // As vLLM's: a sleep aborts what is in flight; a drain must come first.
+        const aborted = inFlight;
+        await sleepMode.sleep(url.searchParams.get('level'));
+        for (const r of running) r.destroy();
+        log(`sleeping at level ${sleepMode.draw().level}${aborted ? `; ${aborted} request(s) in flight aborted` : ''}`);
+      } else if (path === '/wake_up') {
+        await sleepMode.wakeUp(url.searchParams.getAll('tags'));
+        log(sleepMode.sleeping() ? `partly awake (${url.searchParams.getAll('tags').join(', ')})` : 'awake');
+      } else {
+        const body = await parseJsonBody(req);
+        if (body['method'] !== 'reload_weights') throw new HttpError(400, 'BadRequestError', 'the simulation runs only collective_rpc reload_weights');
+        await sleepMode.reloadWeights();
+        log('weights reloaded');
+      }
+      res.writeHead(200, { 'content-length': 0 });
+      res.end();
+    } catch (err) {
+      if (!(err instanceof SleepModeError)) throw err;
+      sendError(res, err.status, err.status === 400 ? 'BadRequestError' : 'InternalServerError', err.message);
+    }
+    return true;
+  }
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const url = new URL(req.url ?? '/', 'http://sim');
+    const path = url.pathname;
     const method = req.method ?? 'GET';
+    if (await sleepEndpoint(path, method, url, req, res)) return;
     if (path === '/health') {
       res.writeHead(isReady() && !draining ? 200 : 503, { 'content-length': 0 });
       res.end();
@@ -335,6 +411,14 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
     if (allowed === undefined) return sendJson(res, 404, { detail: 'Not Found' });
     if (method !== allowed) return sendJson(res, 405, { detail: 'Method Not Allowed' });
     if (!isReady()) return sendError(res, 503, 'ServiceUnavailableError', 'model is loading');
+    if (path !== '/v1/models' && sleepMode && !sleepMode.serving()) {
+      return sendError(
+        res,
+        503,
+        'ServiceUnavailableError',
+        sleepMode.sleeping() ? 'the engine is sleeping: POST /wake_up first' : 'the weights are not loaded: reload them',
+      );
+    }
     if (path === '/v1/models') {
       return sendJson(res, 200, {
         object: 'list',

@@ -11,7 +11,8 @@ import { constants as osConstants } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ContainerRuntime, ContainerSpec, ContainerState } from '../adapters/containers/port';
 import { imageMissing, PermanentError } from '../adapters/errors';
-import { errCode, HAS_PROC, listSimContainers, processAlive, procStat, readRecordFile, withFileLock, writeRecordFile } from './state-dir';
+import { LABEL } from '../domain/serve';
+import { errCode, HAS_PROC, listSimContainers, processAlive, procStat, readRecordFile, simDrawFile, withFileLock, writeRecordFile } from './state-dir';
 import type { SimContainerRecord } from './state-dir';
 
 export interface SimRuntimeOptions {
@@ -144,6 +145,7 @@ export class SimRuntime implements ContainerRuntime {
 
   private removeFiles(name: string): void {
     for (const ext of ['json', 'log', 'exit'] as const) rmSync(this.file(name, ext), { force: true });
+    rmSync(simDrawFile(this.stateDir, name), { force: true });
   }
 
   hasImage(image: string): Promise<boolean> {
@@ -168,6 +170,9 @@ export class SimRuntime implements ContainerRuntime {
       const cmd = rewriteListenArgs(spec.cmd, spec.bind, spec.hostPort);
       const exitFile = this.file(spec.name, 'exit');
       rmSync(exitFile, { force: true });
+      // A new process draws its whole reservation until it sleeps.
+      const drawFile = simDrawFile(this.stateDir, spec.name);
+      rmSync(drawFile, { force: true });
       const logFd = openSync(this.file(spec.name, 'log'), 'w');
       let pid: number;
       try {
@@ -178,7 +183,14 @@ export class SimRuntime implements ContainerRuntime {
           stdio: ['ignore', logFd, logFd, 'pipe'],
           cwd: this.stateDir,
           // Like a container, the server sees its own environment, not the worker's.
-          env: { ...spec.env, SIM_CONTAINER_ID: id, SIM_EXIT_CODE_FILE: exitFile, SIM_READY_FD: '3' },
+          env: {
+            ...spec.env,
+            SIM_CONTAINER_ID: id,
+            SIM_EXIT_CODE_FILE: exitFile,
+            SIM_READY_FD: '3',
+            SIM_DRAW_FILE: drawFile,
+            ...(spec.labels[LABEL.vramMib] ? { SIM_VRAM_MIB: spec.labels[LABEL.vramMib] } : {}),
+          },
         });
         await new Promise<void>((ok, fail) => {
           child.once('spawn', ok);

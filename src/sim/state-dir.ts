@@ -89,6 +89,25 @@ export function readRecordFile(file: string): SimContainerRecord | undefined {
   }
 }
 
+/**
+ * Where a simulated serve writes what it draws as it sleeps and wakes (src/sim/sleep-mode.ts); not
+ * a .json, so listSimContainers never takes it for a record.
+ */
+export function simDrawFile(stateDir: string, name: string): string {
+  return join(stateDir, `${name}.draw`);
+}
+
+/** A serve's draw file, when it has written one: its MiB on the GPU now. */
+export function readSimDrawMib(stateDir: string, name: string): number | undefined {
+  try {
+    const draw = JSON.parse(readFileSync(simDrawFile(stateDir, name), 'utf8')) as { gpuMib?: unknown };
+    return typeof draw.gpuMib === 'number' && Number.isFinite(draw.gpuMib) ? draw.gpuMib : undefined;
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
 /** Every simulated container in a state directory, with whether its process is running. */
 export function listSimContainers(stateDir: string): SimContainer[] {
   let entries: string[];
