@@ -32,3 +32,27 @@ export class ServeUnreachable extends Error {
     this.name = 'ServeUnreachable';
   }
 }
+
+/**
+ * fetch's "fetch failed" names nothing; its cause holds the system's code (an AggregateError of
+ * one per address tried, for a name that resolves to several), a timeout is a TimeoutError.
+ */
+export function unreachable(url: string, err: unknown): ServeUnreachable {
+  const e = err as { name?: string; message?: string; cause?: { code?: unknown; message?: unknown; errors?: { code?: unknown }[] } };
+  if (e.name === 'TimeoutError' || e.name === 'AbortError') return new ServeUnreachable(url, 'TIMEOUT', e.message ?? '');
+  const code = e.cause?.code ?? e.cause?.errors?.find((x) => typeof x.code === 'string')?.code;
+  const detail = typeof e.cause?.message === 'string' ? e.cause.message : (e.message ?? String(err));
+  return new ServeUnreachable(url, typeof code === 'string' ? code : 'UNREACHABLE', detail);
+}
+
+/** A sleep-mode endpoint of a serve answered, but not with success: its status and what it said. */
+export class SleepEndpointError extends Error {
+  constructor(
+    readonly url: string,
+    readonly status: number,
+    detail: string,
+  ) {
+    super(`${url} answered ${status}${detail ? `: ${detail}` : ''}`);
+    this.name = 'SleepEndpointError';
+  }
+}

@@ -1,18 +1,6 @@
 // ServeProbe over HTTP: vLLM's /health answers 200 when ready, /v1/models lists served names.
 import type { HealthProbe, ServeProbe } from './port';
-import { ServeUnreachable } from '../errors';
-
-/**
- * fetch's "fetch failed" names nothing; its cause holds the system's code (an AggregateError of
- * one per address tried, for a name that resolves to several), a timeout is a TimeoutError.
- */
-function unreachable(url: string, err: unknown): ServeUnreachable {
-  const e = err as { name?: string; message?: string; cause?: { code?: unknown; message?: unknown; errors?: { code?: unknown }[] } };
-  if (e.name === 'TimeoutError' || e.name === 'AbortError') return new ServeUnreachable(url, 'TIMEOUT', e.message ?? '');
-  const code = e.cause?.code ?? e.cause?.errors?.find((x) => typeof x.code === 'string')?.code;
-  const detail = typeof e.cause?.message === 'string' ? e.cause.message : (e.message ?? String(err));
-  return new ServeUnreachable(url, typeof code === 'string' ? code : 'UNREACHABLE', detail);
-}
+import { unreachable } from '../errors';
 
 export class HttpServeProbe implements ServeProbe {
   async health(url: string, timeoutMs: number): Promise<HealthProbe> {
