@@ -474,6 +474,13 @@ describe('gpures CLI, as real processes', () => {
     const r = await gpures(['validate', EXAMPLE], env);
     assert.equal(r.code, EXIT.ok, show(r));
     assert.equal(r.stdout, `${EXAMPLE}: ok (node primary-node, 1 gpu, 7 serves)\n`);
+    // As every other command takes it.
+    const named = await gpures(['validate', '--manifest', EXAMPLE], env);
+    assert.equal(named.code, EXIT.ok, show(named));
+    assert.equal(named.stdout, r.stdout);
+    const both = await gpures(['validate', EXAMPLE, '--manifest', 'other.toml'], env);
+    assert.equal(both.code, EXIT.badInput, show(both));
+    assert.match(both.stderr, /give the manifest once: as the argument \(.*\) or as --manifest \(other\.toml\), not both/);
   });
 
   test('Temporal unreachable: exit 4, quickly, nothing started', async () => {

@@ -44,10 +44,11 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
   program
     .command('validate')
     .description('check a manifest offline: every problem as file: field: message')
-    .argument('[file]', 'manifest to check')
+    .argument('[file]', 'manifest to check (or --manifest FILE, as every other command takes it)')
+    .addOption(manifestOpt())
     .option('--router <file>', 'also check a router config against it (default: $GPURES_ROUTER_CONFIG)')
     .addOption(jsonOpt())
-    .action(run((file: string | undefined, opts: { router?: string }) => validate({ ...opts, file }, ctx)));
+    .action(run((file: string | undefined, opts: { router?: string; manifest?: string }) => validate({ ...opts, file }, ctx)));
 
   const serves = program.command('serves').description('bring serves up or down through the ledger');
   serves

@@ -1,10 +1,13 @@
 // gpures validate: a manifest checked offline, and a router config against it.
 import type { CommandContext, Rendered } from '../command';
-import { EXIT } from '../exit-codes';
+import { CliError, EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
 
-export async function validate(input: { file?: string; router?: string }, ctx: CommandContext): Promise<Rendered> {
-  const path = manifestPath(input.file, ctx.env);
+export async function validate(input: { file?: string; manifest?: string; router?: string }, ctx: CommandContext): Promise<Rendered> {
+  if (input.file !== undefined && input.manifest !== undefined && input.file !== input.manifest) {
+    throw new CliError(`give the manifest once: as the argument (${input.file}) or as --manifest (${input.manifest}), not both`, EXIT.badInput);
+  }
+  const path = manifestPath(input.file ?? input.manifest, ctx.env);
   const { manifest, warnings } = await loadManifest(ctx, path, input.router ?? ctx.env.routerConfig, 'always');
   return {
     data: { file: path, ok: true, node: manifest.node, gpus: manifest.gpus.length, serves: manifest.serves.length, warnings },
