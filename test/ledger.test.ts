@@ -135,3 +135,80 @@ describe('eviction planning', () => {
     );
   });
 });
+
+describe('eviction by sleeping: the residual stays committed', () => {
+  const SLEEP = { level: 1 as const, residualMib: 600 };
+  /** The seeds' box: fast resident, vision evictable and evicted by sleeping. */
+  function box(): LedgerState {
+    let l = running(emptyLedger('primary-node', GPU), 'fast', 14336);
+    const req: AdmitRequest = { serve: 'vision', vramMib: 12288, class: 'evictable', holder: 'h/vision', sleep: SLEEP };
+    l = withPhase(applyAdmit(l, req), 'vision', 'running');
+    return l;
+  }
+  const acquirer: AdmitRequest = { serve: 'comfyui-sim', vramMib: 8192, class: 'on-demand', holder: 'acquire/n/comfyui-sim/r1' };
+
+  test('the plan counts what a sleep gives back (12288 − 600), and says so', () => {
+    const plan = planEviction(box(), 8192);
+    assert.equal(plan.kind, 'evict');
+    assert.ok(plan.kind === 'evict');
+    assert.deepEqual(plan.victims, [{ serve: 'vision', vramMib: 12288, sleep: SLEEP }]);
+    assert.match(plan.reason, /vision \(11688 of 12288 MiB by sleeping\)/);
+    // 1375 free + 11688 from a sleep = 13063: a request of 13064 cannot be covered.
+    assert.equal(planEviction(box(), 1375 + 11688).kind, 'evict');
+    const short = planEviction(box(), 1375 + 11688 + 1);
+    assert.deepEqual(short, { kind: 'impossible', shortfallMib: 11689, evictableMib: 11688 });
+  });
+
+  test('asleep: committed keeps the residual, the acquirer is admitted, the ledger says it', () => {
+    let l = applyEvictionPlan(box(), acquirer, [{ serve: 'vision', vramMib: 12288, sleep: SLEEP }]);
+    l = applyVictimReleased(l, 'vision', 'comfyui-sim', 1);
+    const vision = l.reservations.find((r) => r.serve === 'vision');
+    assert.equal(vision?.phase, 'sleeping');
+    assert.equal(vision?.sleptAtLevel, 1);
+    assert.equal(l.reservations.find((r) => r.serve === 'comfyui-sim')?.phase, 'admitted');
+    // 14336 + 600 + 8192
+    assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 23128, heldMib: 0, freeMib: 4871 });
+    assert.ok(formatLedger(l).includes('  vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held)'), formatLedger(l).join('\n'));
+  });
+
+  test('waking needs only what the sleep gave back; the woken serve commits its whole reservation again', () => {
+    let l = applyVictimReleased(applyEvictionPlan(box(), acquirer, [{ serve: 'vision', vramMib: 12288, sleep: SLEEP }]), 'vision', 'comfyui-sim', 2);
+    l = withPhase(l, 'comfyui-sim', 'running');
+    const wake: AdmitRequest = { serve: 'vision', vramMib: 12288, class: 'evictable', holder: 'serves-up/n/vision/r2', sleep: SLEEP };
+    // Free 4871 while comfyui-sim runs: 11688 are needed, not 12288.
+    assert.deepEqual(decideAdmit(l, wake), { decision: 'denied', serve: 'vision', vramMib: 12288, freeMib: 4871, shortfallMib: 6817 });
+    const down = l.reservations.filter((r) => r.serve !== 'comfyui-sim');
+    const after = { ...l, reservations: down };
+    assert.deepEqual(decideAdmit(after, wake), { decision: 'admitted', serve: 'vision', vramMib: 12288, freeAfterMib: 13063 - 11688 });
+    const woken = applyAdmit(after, wake);
+    assert.equal(woken.reservations.filter((r) => r.serve === 'vision').length, 1);
+    assert.deepEqual(totals(woken), { budgetMib: 27999, committedMib: 26624, heldMib: 0, freeMib: 1375 });
+  });
+
+  test('an eviction given up leaves a victim already asleep sleeping, the others running', () => {
+    let l = box();
+    const req: AdmitRequest = { serve: 'embeddings-2', vramMib: 3200, class: 'evictable', holder: 'h/e2' };
+    l = withPhase(applyAdmit(l, req), 'embeddings-2', 'running');
+    const victims = [
+      { serve: 'vision', vramMib: 12288, sleep: SLEEP },
+      { serve: 'embeddings-2', vramMib: 3200 },
+    ];
+    l = applyEvictionAborted(applyEvictionPlan(l, { ...acquirer, vramMib: 20000 }, victims), 'comfyui-sim', [], { vision: 2 });
+    assert.deepEqual(
+      l.reservations.map((r) => [r.serve, r.phase]),
+      [
+        ['fast', 'running'],
+        ['vision', 'sleeping'],
+        ['embeddings-2', 'running'],
+      ],
+    );
+    assert.equal(l.reservations.find((r) => r.serve === 'vision')?.sleptAtLevel, 2);
+  });
+
+  test('a stopped victim commits nothing, as before: no sleep in the request, no residual', () => {
+    let l = running(emptyLedger('n', GPU), 'vision', 12288, 'evictable');
+    l = applyVictimReleased(applyEvictionPlan(l, acquirer, [{ serve: 'vision', vramMib: 12288 }]), 'vision', 'comfyui-sim');
+    assert.equal(l.reservations.find((r) => r.serve === 'vision')?.phase, 'evicted');
+    assert.equal(totals(l).committedMib, 8192, "the acquirer's alone");
+  });
+});

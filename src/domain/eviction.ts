@@ -1,13 +1,15 @@
 // Victim planning and the hand-over of freed MiB to an acquirer. Pure over LedgerState, so the
 // ledger workflow's decisions replay exactly and the tie-break is testable on its own.
 import type { AdmitRequest, LedgerState, Reservation } from './ledger';
-import { applyAdmit, outOfEviction, totals, victimsOf } from './ledger';
+import { applyAdmit, freedByEviction, outOfEviction, totals, victimsOf } from './ledger';
 
 export interface Victim {
   serve: string;
   vramMib: number;
   /** What nvidia-smi saw it take at bring-up, where measured: what its stop should give back. */
   measuredMib?: number;
+  /** Evicted by sleeping at this level, keeping residualMib on the GPU; absent: stopped. */
+  sleep?: { level: 1 | 2; residualMib: number };
 }
 
 /** A running evictable serve inside its minimum residency: not a victim until it ends. */
@@ -37,7 +39,12 @@ const MAX_ENUMERATED = 16;
 
 /** A reservation as a victim: what the eviction needs to know of it. */
 export function toVictim(r: Reservation): Victim {
-  return { serve: r.serve, vramMib: r.vramMib, ...(r.measuredMib !== undefined ? { measuredMib: r.measuredMib } : {}) };
+  return {
+    serve: r.serve,
+    vramMib: r.vramMib,
+    ...(r.measuredMib !== undefined ? { measuredMib: r.measuredMib } : {}),
+    ...(r.sleep ? { sleep: { ...r.sleep } } : {}),
+  };
 }
 
 /**
@@ -67,11 +74,13 @@ export function planEviction(state: LedgerState, vramMib: number, nowMs?: number
   const shortfallMib = vramMib - Math.max(0, freeMib);
   const order = new Map(state.reservations.map((r, i) => [r.serve, i]));
   const evictable = state.reservations.filter((r) => r.class === 'evictable' && r.phase === 'running');
-  const evictableMib = evictable.reduce((s, r) => s + r.vramMib, 0);
+  // A victim put to sleep gives back all but its residual.
+  const freed = (set: readonly Reservation[]) => set.reduce((s, r) => s + freedByEviction(r), 0);
+  const evictableMib = freed(evictable);
   if (evictableMib < shortfallMib) return { kind: 'impossible', shortfallMib, evictableMib };
   const windows = nowMs === undefined ? [] : evictable.flatMap((r) => residencyWindow(r, nowMs) ?? []);
   const candidates = evictable.filter((r) => !windows.some((w) => w.serve === r.serve));
-  if (candidates.reduce((s, r) => s + r.vramMib, 0) < shortfallMib) {
+  if (freed(candidates) < shortfallMib) {
     windows.sort((a, b) => a.evictableInS - b.evictableInS || a.serve.localeCompare(b.serve));
     return { kind: 'resident', shortfallMib, evictableMib, windows, retryAfterS: windows[0]?.evictableInS ?? 0 };
   }
@@ -79,8 +88,8 @@ export function planEviction(state: LedgerState, vramMib: number, nowMs?: number
   let best: Reservation[] | undefined;
   const better = (a: Reservation[], b: Reservation[]): boolean => {
     if (a.length !== b.length) return a.length < b.length;
-    const ma = a.reduce((s, r) => s + r.vramMib, 0);
-    const mb = b.reduce((s, r) => s + r.vramMib, 0);
+    const ma = freed(a);
+    const mb = freed(b);
     if (ma !== mb) return ma < mb;
     const recency = (set: Reservation[]) => -Math.max(...set.map((r) => order.get(r.serve) ?? 0));
     if (recency(a) !== recency(b)) return recency(a) < recency(b);
@@ -98,19 +107,19 @@ export function planEviction(state: LedgerState, vramMib: number, nowMs?: number
   if (candidates.length <= MAX_ENUMERATED) {
     for (let mask = 1; mask < 1 << candidates.length; mask++) {
       const set = candidates.filter((_, i) => mask & (1 << i));
-      if (set.reduce((s, r) => s + r.vramMib, 0) >= shortfallMib && (!best || better(set, best))) best = set;
+      if (freed(set) >= shortfallMib && (!best || better(set, best))) best = set;
     }
   } else {
     // Largest first reaches the shortfall in the fewest victims.
     best = [];
-    for (const r of [...candidates].sort((a, b) => b.vramMib - a.vramMib)) {
-      if (best.reduce((s, x) => s + x.vramMib, 0) >= shortfallMib) break;
+    for (const r of [...candidates].sort((a, b) => freedByEviction(b) - freedByEviction(a))) {
+      if (freed(best) >= shortfallMib) break;
       best.push(r);
     }
   }
   const victims = (best ?? []).map(toVictim);
   const reason =
-    `short by ${shortfallMib} MiB; ${victims.map((v) => `${v.serve} (${v.vramMib} MiB)`).join(' + ')} ` +
+    `short by ${shortfallMib} MiB; ${victims.map((v) => `${v.serve} (${v.sleep ? `${freedByEviction(v)} of ${v.vramMib} MiB by sleeping` : `${v.vramMib} MiB`})`).join(' + ')} ` +
     `is the smallest set of running evictable serves that covers it (of ${candidates.length} evictable)` +
     (windows.length ? `; ${windows.map((w) => w.serve).join(', ')} kept: inside ${windows.length > 1 ? 'their' : 'its'} minimum residency` : '');
   return { kind: 'evict', victims, shortfallMib, reason };
@@ -127,11 +136,13 @@ export function applyEvictionPlan(state: LedgerState, req: AdmitRequest, victims
 }
 
 /**
- * A victim's stop is confirmed: it stops counting. Once no victim of the acquirer is still
- * evicting, the acquirer's held MiB become its admitted reservation.
+ * A victim's stop (or sleep, at `asleepAt`) is confirmed: it stops counting, but for a sleeping
+ * victim's residual. Once no victim of the acquirer is still evicting, the acquirer's held MiB
+ * become its admitted reservation.
  */
-export function applyVictimReleased(state: LedgerState, victim: string, acquirer: string): LedgerState {
-  const reservations = state.reservations.map((r) => (r.serve === victim && r.phase === 'evicting' ? { ...r, phase: 'evicted' as const } : r));
+export function applyVictimReleased(state: LedgerState, victim: string, acquirer: string, asleepAt?: 1 | 2): LedgerState {
+  const setAside = (r: Reservation): Reservation => (asleepAt !== undefined ? { ...r, phase: 'sleeping', sleptAtLevel: asleepAt } : { ...r, phase: 'evicted' });
+  const reservations = state.reservations.map((r) => (r.serve === victim && r.phase === 'evicting' ? setAside(r) : r));
   const waiting = reservations.some((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
   return {
     ...state,
@@ -140,16 +151,19 @@ export function applyVictimReleased(state: LedgerState, victim: string, acquirer
 }
 
 /**
- * An acquisition gave up: victims already stopped stay evicted, the others return to running,
- * and the acquirer's held or admitted MiB are let go.
+ * An acquisition gave up: victims already stopped stay evicted, those already asleep stay
+ * sleeping (`slept`, by the level they sleep at), the others return to running, and the
+ * acquirer's held or admitted MiB are let go.
  */
-export function applyEvictionAborted(state: LedgerState, acquirer: string, stopped: string[] = []): LedgerState {
+export function applyEvictionAborted(state: LedgerState, acquirer: string, stopped: string[] = [], slept: Record<string, 1 | 2> = {}): LedgerState {
   return {
     ...state,
     reservations: state.reservations
       .filter((r) => !(r.serve === acquirer && (r.phase === 'pending' || r.phase === 'admitted')))
       .map((r) => {
         if (r.phase !== 'evicting' || r.evictedFor !== acquirer) return r;
+        const level = slept[r.serve];
+        if (level !== undefined) return { ...r, phase: 'sleeping' as const, sleptAtLevel: level };
         return stopped.includes(r.serve) ? { ...r, phase: 'evicted' as const } : outOfEviction(r, 'running');
       }),
   };

@@ -1,6 +1,6 @@
 // Ledger arithmetic for one GPU: pure functions over a JSON-safe state, so the ledger workflow
 // can carry the state across continue-as-new and the CLI can render a snapshot it received.
-import type { ServeClass } from './types';
+import type { ServeClass, SleepEviction } from './types';
 
 /**
  * admitted: reservation held, container being brought up by its holder.
@@ -8,10 +8,12 @@ import type { ServeClass } from './types';
  * stopping: a bring-down holds it while its tier drains and its container stops; still committed.
  * evicting: chosen as a victim; still holds its MiB until its stop is confirmed.
  * evicted: stopped for an acquirer; listed, not committed, until restored or released.
+ * sleeping: put to sleep for an acquirer (vLLM's sleep mode); only its residual MiB stay committed,
+ *   until it is woken (restored) or released.
  * pending: an acquirer waiting for its victims; its MiB are held so no one else takes them.
  * Entries leave the ledger when released.
  */
-export type ReservationPhase = 'admitted' | 'running' | 'stopping' | 'evicting' | 'evicted' | 'pending';
+export type ReservationPhase = 'admitted' | 'running' | 'stopping' | 'evicting' | 'evicted' | 'sleeping' | 'pending';
 
 /** Phases whose MiB count as committed. */
 const COMMITTED: readonly ReservationPhase[] = ['admitted', 'running', 'stopping', 'evicting'];
@@ -40,6 +42,13 @@ export interface Reservation {
   cameUpBy?: CameUpBy;
   /** Its min_residency_s when it was admitted. */
   minResidencyS?: number;
+  /**
+   * How it is evicted when it is: by sleeping at this level, keeping residualMib on the GPU
+   * (absent: stopped). Recorded only for an admission whose request carried it.
+   */
+  sleep?: Pick<SleepEviction, 'level' | 'residualMib'>;
+  /** While sleeping: the level it was put to sleep at (a level-1 sleep may have fallen back to 2). */
+  sleptAtLevel?: 1 | 2;
   /** The ledger's workflow time (epoch ms) when it was first marked running. */
   runningSinceMs?: number;
 }
@@ -66,6 +75,8 @@ export interface AdmitRequest {
   holder: string;
   /** The serve's min_residency_s; absent from requests made before the setting existed. */
   minResidencyS?: number;
+  /** How the serve is evicted, when by sleeping; absent from requests made before sleep mode existed. */
+  sleep?: Pick<SleepEviction, 'level' | 'residualMib'>;
 }
 
 export type AdmitDecision =
@@ -85,11 +96,21 @@ export function emptyLedger(node: string, gpu: { role: string; uuid: string; cap
   return { node, gpuRole: gpu.role, gpuUuid: gpu.uuid, capacityMib: gpu.capacityMib, reserveMib: gpu.reserveMib, reservations: [] };
 }
 
+/** What a reservation commits now: its MiB in a committed phase, its residual while it sleeps, else none. */
+export function committedMibOf(r: Reservation): number {
+  if (COMMITTED.includes(r.phase)) return r.vramMib;
+  return r.phase === 'sleeping' ? (r.sleep?.residualMib ?? 0) : 0;
+}
+
+/** What evicting it gives back: all of its MiB when stopped, all but the residual when put to sleep. */
+export function freedByEviction(r: Pick<Reservation, 'vramMib' | 'sleep'>): number {
+  return r.vramMib - (r.sleep?.residualMib ?? 0);
+}
+
 export function totals(state: LedgerState): LedgerTotals {
   const budgetMib = state.capacityMib - state.reserveMib;
-  const sum = (phases: readonly ReservationPhase[]) => state.reservations.filter((r) => phases.includes(r.phase)).reduce((total, r) => total + r.vramMib, 0);
-  const committedMib = sum(COMMITTED);
-  const heldMib = sum(['pending']);
+  const committedMib = state.reservations.reduce((total, r) => total + committedMibOf(r), 0);
+  const heldMib = state.reservations.filter((r) => r.phase === 'pending').reduce((total, r) => total + r.vramMib, 0);
   return { budgetMib, committedMib, heldMib, freeMib: budgetMib - committedMib - heldMib };
 }
 
@@ -110,9 +131,14 @@ export function findReservation(state: LedgerState, serve: string): Reservation 
   return state.reservations.find((r) => r.serve === serve);
 }
 
-/** The serve's entry if it holds MiB now (an evicted entry holds none). */
+/** Put out of the way for an acquirer, stopped or asleep: the serve itself runs nothing. */
+export function setAside(r: Pick<Reservation, 'phase'>): boolean {
+  return r.phase === 'evicted' || r.phase === 'sleeping';
+}
+
+/** The serve's entry if it holds the serve now (an evicted or sleeping entry does not). */
 export function activeReservation(state: LedgerState, serve: string): Reservation | undefined {
-  return state.reservations.find((r) => r.serve === serve && r.phase !== 'evicted');
+  return state.reservations.find((r) => r.serve === serve && !setAside(r));
 }
 
 /** Decide an admission without changing the state; `applyAdmit` commits an 'admitted' decision. */
@@ -120,20 +146,23 @@ export function decideAdmit(state: LedgerState, req: AdmitRequest): AdmitDecisio
   const held = activeReservation(state, req.serve);
   if (held) return { decision: 'already-held', serve: req.serve, phase: held.phase, holder: held.holder };
   const { freeMib } = totals(state);
-  if (req.vramMib > freeMib) {
-    return { decision: 'denied', serve: req.serve, vramMib: req.vramMib, freeMib, shortfallMib: req.vramMib - Math.max(0, freeMib) };
+  // Waking a sleeping serve needs only what its sleep gave back: its residual is still committed.
+  const asleep = findReservation(state, req.serve);
+  const needMib = req.vramMib - (asleep?.phase === 'sleeping' ? committedMibOf(asleep) : 0);
+  if (needMib > freeMib) {
+    return { decision: 'denied', serve: req.serve, vramMib: req.vramMib, freeMib, shortfallMib: needMib - Math.max(0, freeMib) };
   }
-  return { decision: 'admitted', serve: req.serve, vramMib: req.vramMib, freeAfterMib: freeMib - req.vramMib };
+  return { decision: 'admitted', serve: req.serve, vramMib: req.vramMib, freeAfterMib: freeMib - needMib };
 }
 
-/** Commits an admission; a restored serve takes the place of its evicted entry. */
+/** Commits an admission; a restored serve takes the place of its evicted (or sleeping) entry. */
 export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: ReservationPhase = 'admitted', cameUpBy: CameUpBy = 'bring-up'): LedgerState {
   const residency = req.minResidencyS !== undefined ? { cameUpBy, minResidencyS: req.minResidencyS } : {};
   return {
     ...state,
     reservations: [
       ...state.reservations.filter((r) => r.serve !== req.serve),
-      { serve: req.serve, vramMib: req.vramMib, class: req.class, phase, holder: req.holder, ...residency },
+      { serve: req.serve, vramMib: req.vramMib, class: req.class, phase, holder: req.holder, ...residency, ...(req.sleep ? { sleep: { ...req.sleep } } : {}) },
     ],
   };
 }
@@ -181,6 +210,8 @@ function phaseLabel(state: LedgerState, r: Reservation): string {
       return `evicting for ${r.evictedFor ?? '?'}`;
     case 'evicted':
       return r.evictedFor ? `evicted for ${r.evictedFor}` : 'evicted';
+    case 'sleeping':
+      return `sleeping${r.sleptAtLevel ? ` at level ${r.sleptAtLevel}` : ''}${r.evictedFor ? ` for ${r.evictedFor}` : ''}, ${committedMibOf(r)} MiB held`;
     case 'pending': {
       const victims = victimsOf(state, r.serve).map((v) => v.serve);
       return victims.length ? `waiting for victims ${victims.join(', ')}` : 'waiting for victims';
