@@ -478,6 +478,14 @@ describe('gpures CLI, as real processes', () => {
     const named = await gpures(['validate', '--manifest', EXAMPLE], env);
     assert.equal(named.code, EXIT.ok, show(named));
     assert.equal(named.stdout, r.stdout);
+    // A malformed variable is exit 2 naming it, for a command that runs; --help shows regardless.
+    const badVar = { ...env, GPURES_TEMPORAL_UI_URL: 'ftp://ui' };
+    const refused = await gpures(['validate', EXAMPLE], badVar);
+    assert.equal(refused.code, EXIT.badInput, show(refused));
+    assert.match(refused.stderr, /^GPURES_TEMPORAL_UI_URL: an http\(s\) base URL .*\(got 'ftp:\/\/ui'\)$/m);
+    const help = await gpures(['--help'], badVar);
+    assert.equal(help.code, EXIT.ok, show(help));
+    assert.match(help.stdout, /^Usage: gpures /);
     const both = await gpures(['validate', EXAMPLE, '--manifest', 'other.toml'], env);
     assert.equal(both.code, EXIT.badInput, show(both));
     assert.match(both.stderr, /give the manifest once: as the argument \(.*\) or as --manifest \(other\.toml\), not both/);

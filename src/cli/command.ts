@@ -14,6 +14,8 @@ export interface Rendered {
 
 export interface CommandContext {
   env: CliEnv;
+  /** Reads what `env` says (the environment, checked) before a command runs; --help and usage errors never need it. */
+  prepare?(): Promise<void>;
   /** One line for the operator as it happens (progress, warnings, notes): stderr, so stdout stays the result. */
   note(line: string): void;
   /**

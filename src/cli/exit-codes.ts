@@ -14,7 +14,6 @@
 //
 // Each mapping from an outcome to its code is below; a command that refuses its input throws a
 // CliError carrying the code. Only the program layer (src/cli/main.ts) turns either into the exit.
-import { ServiceError } from '@temporalio/client';
 import type { OperationOutcome } from '../client/operations';
 import type { PromotionOutcome } from '../client/promote';
 
@@ -67,7 +66,16 @@ export function commanderExit(err: unknown): number | undefined {
   return code === 'commander.helpDisplayed' || code === 'commander.version' || code === 'commander.help' ? EXIT.ok : EXIT.badInput;
 }
 
+/**
+ * The Temporal client's ServiceError, told by the marker its instanceof itself reads
+ * (Symbol.for('__temporal_isServiceError')), so a command that never reached Temporal (--help,
+ * validate) need not load the client library to tell.
+ */
+export function isServiceError(err: unknown): err is Error {
+  return err instanceof Error && (err as unknown as Record<symbol, unknown>)[Symbol.for('__temporal_isServiceError')] === true;
+}
+
 /** Anything else thrown: Temporal refusing or dropping a call mid-command is the same audience as "unreachable". */
 export function unexpectedExit(err: unknown): number {
-  return err instanceof ServiceError ? EXIT.unreachable : EXIT.failed;
+  return isServiceError(err) ? EXIT.unreachable : EXIT.failed;
 }

@@ -1,17 +1,35 @@
 // The program layer's edge: runs one command line, writes its result to stdout (text, or with
 // --json only JSON) and everything else to stderr, and answers the exit code. bin/gpures runs this.
-import { ServiceError } from '@temporalio/client';
 import type { CommandContext, Rendered } from './command';
-import { cliEnv, EnvError } from '../config/env';
-import { CliError, commanderExit, EXIT, unexpectedExit } from './exit-codes';
+import type { CliEnv } from '../config/env';
+import { CliError, commanderExit, EXIT, isServiceError, unexpectedExit } from './exit-codes';
 import { buildProgram } from './program';
 import { plainDisplay, terminalDisplay } from './progress-display';
 import type { ProgressDisplay } from './progress-display';
 
+/** A malformed variable is the operator's input: exit 2 naming it, for every command, as a bad flag is. */
+async function checkedEnv(): Promise<CliEnv> {
+  const { cliEnv, EnvError } = await import('../config/env');
+  try {
+    return cliEnv(process.env);
+  } catch (err) {
+    if (err instanceof EnvError) throw new CliError(err.message, EXIT.badInput);
+    throw err;
+  }
+}
+
 /** What commands may ask of the process, done here so that no command writes or exits itself. */
 function processContext(display: ProgressDisplay): CommandContext {
+  let env: CliEnv | undefined;
   return {
-    env: cliEnv(process.env),
+    // Read before a command runs (prepare): --help and a usage error need none of it, nor zod, which checks it.
+    get env(): CliEnv {
+      if (!env) throw new Error('the environment is read by prepare() before a command runs');
+      return env;
+    },
+    async prepare() {
+      env ??= await checkedEnv();
+    },
     note: (line) => display.note(line),
     status: (line) => display.status(line),
     onInterrupt(message) {
@@ -32,16 +50,6 @@ function processContext(display: ProgressDisplay): CommandContext {
   };
 }
 
-/** A malformed variable is the operator's input: exit 2 naming it, for every command, as a bad flag is. */
-function envChecked(context: () => CommandContext): CommandContext {
-  try {
-    return context();
-  } catch (err) {
-    if (err instanceof EnvError) throw new CliError(err.message, EXIT.badInput);
-    throw err;
-  }
-}
-
 function write(r: Rendered, json: boolean): void {
   process.stdout.write(json ? `${JSON.stringify(r.data, null, 2)}\n` : r.text.map((l) => `${l}\n`).join(''));
 }
@@ -54,14 +62,11 @@ export async function main(argv: string[]): Promise<number> {
   const terminal = process.stderr.isTTY && process.stderr.columns > 0 && process.stderr.rows > 0 && !json;
   const display = terminal ? terminalDisplay(process.stderr) : plainDisplay((text) => process.stderr.write(text));
   try {
-    const program = buildProgram(
-      envChecked(() => processContext(display)),
-      (r, j) => {
-        json = j;
-        exitCode = r.exitCode;
-        write(r, j);
-      },
-    );
+    const program = buildProgram(processContext(display), (r, j) => {
+      json = j;
+      exitCode = r.exitCode;
+      write(r, j);
+    });
     await program.parseAsync(argv);
     return exitCode;
   } catch (err) {
@@ -76,8 +81,9 @@ export async function main(argv: string[]): Promise<number> {
     const usage = commanderExit(err);
     if (usage !== undefined) return usage;
     const code = unexpectedExit(err);
-    const message =
-      err instanceof ServiceError ? `Temporal refused the call: ${err.message}` : `gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
+    const message = isServiceError(err)
+      ? `Temporal refused the call: ${err.message}`
+      : `gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
     if (json) process.stdout.write(`${JSON.stringify({ error: { message: err instanceof Error ? err.message : String(err), exitCode: code } }, null, 2)}\n`);
     else process.stderr.write(`${message}\n`);
     return code;

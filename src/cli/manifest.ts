@@ -2,7 +2,7 @@
 // a router config checked against it, before anything reaches the box.
 import { readFile } from 'node:fs/promises';
 import { parseManifest } from '../config/manifest';
-import { findServe } from '../domain/manifest';
+import { DEFAULT_MANIFEST, findServe } from '../domain/manifest';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
 import type { RouterConfigResult } from '../config/router-model';
 import type { Manifest, ManifestIssue } from '../domain/types';
@@ -12,7 +12,7 @@ import type { CliEnv } from '../config/env';
 import { CliError, EXIT } from './exit-codes';
 import { notShownBefore } from './warned-once';
 
-export const DEFAULT_MANIFEST = 'serves.toml';
+export { DEFAULT_MANIFEST };
 
 export function manifestPath(opt: string | undefined, env: CliEnv): string {
   return opt ?? env.manifest ?? DEFAULT_MANIFEST;

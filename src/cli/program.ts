@@ -3,28 +3,33 @@
 // with --json, as JSON only.
 import { Command, Option } from 'commander';
 import { BOUNDS } from '../domain/bounds';
-import { DEFAULT_ROUTER } from '../shared/promotion';
+import { DEFAULT_ROUTER } from '../domain/promotion';
 import type { CommandContext, Rendered } from './command';
-import { DEFAULT_MANIFEST } from './manifest';
+import { DEFAULT_MANIFEST } from '../domain/manifest';
 import type { ServeOpts } from './serve-operations';
 import type { FleetOpts } from './fleet';
-import { NODE_ANSWER_MS } from '../shared/messages';
-import { api } from './commands/api';
-import { auditExport } from './commands/audit-export';
-import { auditReplay } from './commands/audit-replay';
-import { auditReport } from './commands/audit-report';
+import { NODE_ANSWER_MS } from '../shared/node-answer';
 import type { ReportOpts } from './commands/audit-report';
-import { demo } from './commands/demo';
 import type { DemoOpts } from './commands/demo';
-import { ledger } from './commands/ledger';
-import { routerPromote } from './commands/router-promote';
 import type { PromoteOpts } from './commands/router-promote';
-import { servesDown } from './commands/serves-down';
-import { servesExtend, servesRelease } from './commands/serves-lease';
-import { servesStatus } from './commands/serves-status';
-import { servesUp } from './commands/serves-up';
-import { validate } from './commands/validate';
-import { worker } from './commands/worker';
+
+// Each command's module is loaded when it runs: `--help` and `validate` need neither the Temporal
+// client, Docker, fastify nor the worker (issue 15: the CLI spent 370 ms loading modules before any work).
+const commands = {
+  api: () => import('./commands/api'),
+  auditExport: () => import('./commands/audit-export'),
+  auditReplay: () => import('./commands/audit-replay'),
+  auditReport: () => import('./commands/audit-report'),
+  demo: () => import('./commands/demo'),
+  ledger: () => import('./commands/ledger'),
+  routerPromote: () => import('./commands/router-promote'),
+  servesDown: () => import('./commands/serves-down'),
+  servesLease: () => import('./commands/serves-lease'),
+  servesStatus: () => import('./commands/serves-status'),
+  servesUp: () => import('./commands/serves-up'),
+  validate: () => import('./commands/validate'),
+  worker: () => import('./commands/worker'),
+};
 
 export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boolean) => void): Command {
   const program = new Command('gpures')
@@ -38,6 +43,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     (fn: (...a: never[]) => Promise<Rendered>) =>
     async (...args: unknown[]) => {
       const cmd = args[args.length - 1] as Command;
+      await ctx.prepare?.();
       out(await (fn as (...a: unknown[]) => Promise<Rendered>)(...args), Boolean(cmd.opts<{ json?: boolean }>().json));
     };
 
@@ -48,7 +54,9 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .addOption(manifestOpt())
     .option('--router <file>', 'also check a router config against it (default: $GPURES_ROUTER_CONFIG)')
     .addOption(jsonOpt())
-    .action(run((file: string | undefined, opts: { router?: string; manifest?: string }) => validate({ ...opts, file }, ctx)));
+    .action(
+      run((file: string | undefined, opts: { router?: string; manifest?: string }) => commands.validate().then((c) => c.validate({ ...opts, file }, ctx))),
+    );
 
   const serves = program.command('serves').description('bring serves up or down through the ledger');
   serves
@@ -61,7 +69,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--drain-timeout <seconds>', `with --evict: how long each victim may drain (default 120, at most ${BOUNDS.drainTimeoutS.max})`)
     .option('--lease <duration>', 'once running, bring it down again after this long (90s, 30m, 2h; at most 7d), restoring what it evicted')
     .addOption(jsonOpt())
-    .action(run((names: string[], opts: ServeOpts & { lease?: string }) => servesUp({ ...opts, names }, ctx)));
+    .action(run((names: string[], opts: ServeOpts & { lease?: string }) => commands.servesUp().then((c) => c.servesUp({ ...opts, names }, ctx))));
   serves
     .command('down')
     .description('stop gracefully, then release the reservation')
@@ -69,7 +77,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .addOption(manifestOpt())
     .option('--restore', 'then bring back the serves evicted for it (health, identity, guarded readmit)')
     .addOption(jsonOpt())
-    .action(run((names: string[], opts: ServeOpts) => servesDown({ ...opts, names }, ctx)));
+    .action(run((names: string[], opts: ServeOpts) => commands.servesDown().then((c) => c.servesDown({ ...opts, names }, ctx))));
   serves
     .command('extend')
     .description("move a running lease's expiry on: by DURATION past it (90s, 30m, 2h), or to --until TIME; at most 7d from now")
@@ -78,14 +86,18 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--until <time>', 'the new expiry, e.g. 2026-12-01T18:00:00Z')
     .addOption(manifestOpt())
     .addOption(jsonOpt())
-    .action(run((name: string, duration: string | undefined, opts: { until?: string; manifest?: string }) => servesExtend({ ...opts, name, duration }, ctx)));
+    .action(
+      run((name: string, duration: string | undefined, opts: { until?: string; manifest?: string }) =>
+        commands.servesLease().then((c) => c.servesExtend({ ...opts, name, duration }, ctx)),
+      ),
+    );
   serves
     .command('release')
     .description('expire a running lease now: the serve goes down and what it evicted comes back (as serves down --restore)')
     .argument('<name>')
     .addOption(manifestOpt())
     .addOption(jsonOpt())
-    .action(run((name: string, opts: { manifest?: string }) => servesRelease({ ...opts, name }, ctx)));
+    .action(run((name: string, opts: { manifest?: string }) => commands.servesLease().then((c) => c.servesRelease({ ...opts, name }, ctx))));
   // Reading is safe from anywhere: --all and --node need no manifest. Operations are not: they take
   // the node's manifest, so the serve names are checked before anything starts (README, Fleet).
   const allOpt = () =>
@@ -98,7 +110,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .addOption(allOpt())
     .addOption(nodeOpt())
     .addOption(jsonOpt())
-    .action(run((opts: FleetOpts) => servesStatus(opts, ctx)));
+    .action(run((opts: FleetOpts) => commands.servesStatus().then((c) => c.servesStatus(opts, ctx))));
 
   program
     .command('ledger')
@@ -107,7 +119,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .addOption(allOpt())
     .addOption(nodeOpt())
     .addOption(jsonOpt())
-    .action(run((opts: FleetOpts) => ledger(opts, ctx)));
+    .action(run((opts: FleetOpts) => commands.ledger().then((c) => c.ledger(opts, ctx))));
 
   program
     .command('demo')
@@ -120,7 +132,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
       '--temporal-address <host:port>',
       'run on this existing server instead (namespace, TLS and API key from the Temporal environment; search attributes registered when missing)',
     )
-    .action(run((opts: DemoOpts) => demo(opts, ctx)));
+    .action(run((opts: DemoOpts) => commands.demo().then((c) => c.demo(opts, ctx))));
 
   program
     .command('api')
@@ -129,7 +141,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--host <addr>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on', '8420')
     .option('--allow-non-loopback', 'allow --host beyond loopback (the API can change the box)')
-    .action(run((opts: { manifest?: string; host: string; port: string; allowNonLoopback?: boolean }) => api(opts, ctx)));
+    .action(run((opts: { manifest?: string; host: string; port: string; allowNonLoopback?: boolean }) => commands.api().then((c) => c.api(opts, ctx))));
 
   program
     .command('worker')
@@ -137,7 +149,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .addOption(manifestOpt())
     .addOption(new Option('--gpus <mode>', 'pin GPUs by UUID through Docker device requests').choices(['auto', 'on', 'off']).default('auto'))
     .option('--metrics <host:port>', "where GET /metrics listens, or 'off' (default $GPURES_METRICS_ADDR, else 127.0.0.1:9475; docs/metrics.md)")
-    .action(run((opts: { manifest?: string; gpus: 'auto' | 'on' | 'off'; metrics?: string }) => worker(opts, ctx)));
+    .action(run((opts: { manifest?: string; gpus: 'auto' | 'on' | 'off'; metrics?: string }) => commands.worker().then((c) => c.worker(opts, ctx))));
 
   program
     .command('router')
@@ -151,7 +163,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--router <name>', "router deployment name, as the worker's GPURES_ROUTER_NAME", DEFAULT_ROUTER)
     .addOption(manifestOpt())
     .addOption(jsonOpt())
-    .action(run((opts: PromoteOpts) => routerPromote(opts, ctx)));
+    .action(run((opts: PromoteOpts) => commands.routerPromote().then((c) => c.routerPromote(opts, ctx))));
 
   // audit (README "Audit"): workflow history as evidence. Export it as the JSON every Temporal
   // tool reads, replay it against the current workflow code (no server), render what it proves.
@@ -164,13 +176,17 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--run-id <id>', 'a particular run')
     .option('--query <query>', 'a visibility query, e.g. "WorkflowType = \'acquireWorkflow\'" or "TaskQueue = \'gpures.primary-node\'"')
     .addOption(jsonOpt())
-    .action(run((workflowId: string | undefined, opts: { output?: string; runId?: string; query?: string }) => auditExport({ ...opts, workflowId }, ctx)));
+    .action(
+      run((workflowId: string | undefined, opts: { output?: string; runId?: string; query?: string }) =>
+        commands.auditExport().then((c) => c.auditExport({ ...opts, workflowId }, ctx)),
+      ),
+    );
   audit
     .command('replay')
     .description('replay recorded histories against the current workflow code (no server); non-zero exit on any nondeterminism')
     .argument('<paths...>', 'history files, or directories of *.json')
     .addOption(jsonOpt())
-    .action(run((paths: string[]) => auditReplay({ paths }, ctx)));
+    .action(run((paths: string[]) => commands.auditReplay().then((c) => c.auditReplay({ paths }, ctx))));
   audit
     .command('report')
     .description(
@@ -181,7 +197,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--run-id <id>', 'a particular run (with a workflow id)')
     .option('-o, --output <file>', 'write the text or Markdown there instead of stdout')
     .addOption(jsonOpt())
-    .action(run((target: string, opts: Omit<ReportOpts, 'target'>) => auditReport({ ...opts, target }, ctx)));
+    .action(run((target: string, opts: Omit<ReportOpts, 'target'>) => commands.auditReport().then((c) => c.auditReport({ ...opts, target }, ctx))));
 
   return program;
 }

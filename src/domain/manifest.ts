@@ -11,6 +11,9 @@ export const GPU_MEMORY_UTILIZATION_FLAG = '--gpu-memory-utilization';
 /** vLLM's default --gpu-memory-utilization when the flag is absent. */
 export const VLLM_DEFAULT_UTILIZATION = 0.9;
 
+/** The manifest a command reads when neither --manifest nor GPURES_MANIFEST names one: in the working directory. */
+export const DEFAULT_MANIFEST = 'serves.toml';
+
 export const SERVE_DEFAULTS = {
   containerPort: 8000,
   bind: '127.0.0.1',

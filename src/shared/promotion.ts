@@ -98,7 +98,7 @@ export interface PromotionProgress {
 
 export const promotionStepsQuery = defineQuery<PromotionProgress>('steps');
 
-export const DEFAULT_ROUTER = 'router';
+export { DEFAULT_ROUTER } from '../domain/promotion';
 
 /** One promotion per router and node: started with conflict policy FAIL, see docs/promotion.md. */
 export function promoteWorkflowId(node: string, router: string): string {
