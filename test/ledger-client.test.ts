@@ -7,6 +7,10 @@ import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { isUpdateLimit, LedgerClient } from '../src/adapters/ledger/ledger-client';
 import type { GpuSpec } from '../src/domain/types';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { workflowIds } from '../src/shared/messages';
+import { uniqueNode } from './support/box';
+import { testTemporal } from './support/temporal';
 
 const GPU: GpuSpec = { role: 'g', uuid: 'GPU-g', capacityMib: 1000, reserveMib: 0 };
 
@@ -106,5 +110,38 @@ describe('LedgerClient: updates in flight per ledger', () => {
     assert.equal(s.tries.get('u'), 1);
     assert.equal(isUpdateLimit(refused(14, 'connection refused')), false);
     assert.equal(isUpdateLimit(new Error('workflow update was aborted')), false);
+  });
+});
+
+describe('an update sent from an activity ends with the activity (a real dev server, no worker)', () => {
+  test('cancelled with its activity, as a stopping worker cancels it, rather than waiting for a ledger nobody runs', async () => {
+    const temporal = await testTemporal();
+    try {
+      const node = uniqueNode('ledger-cancel');
+      // The ledger runs on a task queue nobody polls: its updates are never answered.
+      await temporal.client.workflow.start('ledgerWorkflow', {
+        taskQueue: `nobody-${node}`,
+        workflowId: workflowIds.ledger(node, GPU.role),
+        args: [{ node, gpu: GPU }],
+      });
+      const ledger = new LedgerClient(temporal.client);
+      const env = new MockActivityEnvironment();
+      const fenced = env.run(() => ledger.fence(node, GPU, { serve: 's', holder: 'h/r', step: 'started' }, 'h/r/fence-started/1'));
+      const outcome = fenced.then(
+        () => 'answered',
+        (err: unknown) => err,
+      );
+      const unanswered = await Promise.race([outcome, new Promise((r) => setTimeout(() => r('waiting'), 1500))]);
+      assert.equal(unanswered, 'waiting', 'nobody runs the ledger, so nothing answers');
+      const cancelledAt = Date.now();
+      env.cancel();
+      const err = await Promise.race([outcome, new Promise((r) => setTimeout(() => r('still waiting 15 s after the cancel'), 15_000))]);
+      assert.ok(err instanceof Error, `the update ended with ${String(err)}`);
+      assert.match(err.name, /WorkflowUpdateRPCTimeoutOrCancelledError|CancelledFailure|AbortError/);
+      assert.ok(Date.now() - cancelledAt < 10_000, 'ended with the cancel, not by a timeout of its own');
+      await temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role)).terminate('test done');
+    } finally {
+      await temporal.close();
+    }
   });
 });

@@ -226,5 +226,9 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     abort.abort();
     assert.ok((await gone) instanceof Error);
     await waitUntil('the queue empty again', async () => (await box.tiers()).some((t) => t.tier === 'slow-local' && t.queued === 0));
+    // The acquisition the request set off goes on without it (the serve comes up for the next):
+    // it ends here, not under the box's teardown.
+    const acquired: unknown = await box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'slow')).result();
+    assert.equal((acquired as { outcome?: string }).outcome, 'started');
   });
 });

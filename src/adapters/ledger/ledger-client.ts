@@ -2,6 +2,7 @@
 // concurrent callers converge on the same run) and sends it updates. Used by activities (a
 // workflow cannot send an update to another workflow) and by the CLI for snapshots.
 import { literalMarkdown } from '../../domain/markdown';
+import { Context } from '@temporalio/activity';
 import { ServiceError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { UpdateDefinition } from '@temporalio/common';
@@ -96,7 +97,7 @@ export class LedgerClient implements LedgerPort {
     const workflowId = workflowIds.ledger(node, gpu.role);
     const h = this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
     // The same updateId on every try: the server answers a repeat with the first one's outcome.
-    const send = () => withUpdateLimitRetry(() => h.executeUpdate(def, { args: [arg], updateId }));
+    const send = () => boundToActivity(this.client, () => withUpdateLimitRetry(() => h.executeUpdate(def, { args: [arg], updateId })));
     try {
       return await this.inFlightSlot(workflowId, async () => {
         try {
@@ -278,6 +279,24 @@ class FifoSemaphore {
   idle(): boolean {
     return this.inFlight === 0 && this.waiting.length === 0;
   }
+}
+
+/**
+ * Inside an activity an update lasts no longer than the activity's attempt: it is cancelled with
+ * it. A worker that is stopping stops polling workflow tasks, the ledger's too, and cancels its
+ * activities; an update left waiting for the ledger's answer would wait for ever, and hold the
+ * worker's shutdown with it (seen when a test tore its box down under an acquisition's fence).
+ * The step fails, and its retry (on the next worker) sends the same updateId.
+ */
+function boundToActivity<T>(client: Client, send: () => Promise<T>): Promise<T> {
+  let signal: AbortSignal;
+  try {
+    signal = Context.current().cancellationSignal;
+  } catch {
+    // Not in an activity (the CLI, the API): the caller bounds its own wait.
+    return send();
+  }
+  return client.withAbortSignal(signal, send);
 }
 
 /**
