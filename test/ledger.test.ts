@@ -203,6 +203,10 @@ describe('eviction by sleeping: the residual stays committed', () => {
       ],
     );
     assert.equal(l.reservations.find((r) => r.serve === 'vision')?.sleptAtLevel, 2);
+    // A serve's name is looked up as the map's own key only: 'constructor' is a valid serve name.
+    let c = withPhase(applyAdmit(emptyLedger('n', GPU), { serve: 'constructor', vramMib: 1000, class: 'evictable', holder: 'h/c' }), 'constructor', 'running');
+    c = applyEvictionAborted(applyEvictionPlan(c, { ...acquirer, vramMib: 27000 }, [{ serve: 'constructor', vramMib: 1000 }]), 'comfyui-sim');
+    assert.deepEqual(c.reservations, [{ serve: 'constructor', vramMib: 1000, class: 'evictable', phase: 'running', holder: 'h/c' }]);
   });
 
   test('a stopped victim commits nothing, as before: no sleep in the request, no residual', () => {

@@ -84,13 +84,19 @@ function stepsOf(value: unknown): readonly StepRecord[] | undefined {
 export const OUTCOME_OUTAGE_MS = 120_000;
 const OUTCOME_RETRY_MS = 1000;
 
+/** A wait for the result that failed only after this long had answers in between (long polls): a new outage. */
+const ANSWERED_WAIT_MS = 30_000;
+
 /** The run's result, asked again while Temporal cannot answer, for up to `outageMs` without an answer. */
 export async function outcomeOf<R>(handle: { result(): Promise<R> }, outageMs = OUTCOME_OUTAGE_MS): Promise<R> {
   let unansweredSince: number | undefined;
   for (;;) {
+    const askedAt = Date.now();
     try {
       return await handle.result();
     } catch (err) {
+      // The SDK's own retries take ~20 s: a wait that failed later had been answered until then.
+      if (Date.now() - askedAt > ANSWERED_WAIT_MS) unansweredSince = undefined;
       unansweredSince ??= Date.now();
       if (!temporalBusy(err) || Date.now() - unansweredSince >= outageMs) throw err;
       await new Promise((r) => setTimeout(r, OUTCOME_RETRY_MS));

@@ -43,7 +43,7 @@ export function toVictim(r: Reservation): Victim {
     serve: r.serve,
     vramMib: r.vramMib,
     ...(r.measuredMib !== undefined ? { measuredMib: r.measuredMib } : {}),
-    ...(r.sleep ? { sleep: { ...r.sleep } } : {}),
+    ...(r.sleep ? { sleep: { level: r.sleep.level, residualMib: r.sleep.residualMib } } : {}),
   };
 }
 
@@ -162,7 +162,7 @@ export function applyEvictionAborted(state: LedgerState, acquirer: string, stopp
       .filter((r) => !(r.serve === acquirer && (r.phase === 'pending' || r.phase === 'admitted')))
       .map((r) => {
         if (r.phase !== 'evicting' || r.evictedFor !== acquirer) return r;
-        const level = slept[r.serve];
+        const level = Object.hasOwn(slept, r.serve) ? slept[r.serve] : undefined;
         if (level !== undefined) return { ...r, phase: 'sleeping' as const, sleptAtLevel: level };
         return stopped.includes(r.serve) ? { ...r, phase: 'evicted' as const } : outOfEviction(r, 'running');
       }),

@@ -162,7 +162,15 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
     ...state,
     reservations: [
       ...state.reservations.filter((r) => r.serve !== req.serve),
-      { serve: req.serve, vramMib: req.vramMib, class: req.class, phase, holder: req.holder, ...residency, ...(req.sleep ? { sleep: { ...req.sleep } } : {}) },
+      {
+        serve: req.serve,
+        vramMib: req.vramMib,
+        class: req.class,
+        phase,
+        holder: req.holder,
+        ...residency,
+        ...(req.sleep ? { sleep: { level: req.sleep.level, residualMib: req.sleep.residualMib } } : {}),
+      },
     ],
   };
 }

@@ -5,10 +5,10 @@
 /** The fields of a promotion's input (src/shared/promotion.ts checks its PromoteInput names no other). */
 export type PromoteInputField = 'router' | 'config' | 'image' | 'profile' | 'validateOnly' | 'verify';
 
-/** Largest candidate config accepted (it travels through workflow history). */
 /** The router deployment a worker promotes when its configuration names none. */
 export const DEFAULT_ROUTER = 'router';
 
+/** Largest candidate config accepted (it travels through workflow history). */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
 
 export const PROMOTION_DEFAULTS = {

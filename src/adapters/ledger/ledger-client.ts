@@ -286,17 +286,23 @@ class FifoSemaphore {
  * it. A worker that is stopping stops polling workflow tasks, the ledger's too, and cancels its
  * activities; an update left waiting for the ledger's answer would wait for ever, and hold the
  * worker's shutdown with it (seen when a test tore its box down under an acquisition's fence).
- * The step fails, and its retry (on the next worker) sends the same updateId.
+ * The activity ends as cancelled (the SDK's CancelledFailure); its retry on the next worker sends
+ * the same updateId. A cancel that came before the call, or between the SDK's own re-sends (which
+ * the abort signal reaches only while one is in flight), ends it as well: hence the race.
  */
-function boundToActivity<T>(client: Client, send: () => Promise<T>): Promise<T> {
-  let signal: AbortSignal;
+async function boundToActivity<T>(client: Client, send: () => Promise<T>): Promise<T> {
+  let ctx: Context;
   try {
-    signal = Context.current().cancellationSignal;
+    ctx = Context.current();
   } catch {
     // Not in an activity (the CLI, the API): the caller bounds its own wait.
     return send();
   }
-  return client.withAbortSignal(signal, send);
+  if (ctx.cancellationSignal.aborted) await ctx.cancelled;
+  const sent = client.withAbortSignal(ctx.cancellationSignal, send);
+  // Lost to the cancel, it still ends (aborted): nobody waits for it then.
+  sent.catch(() => undefined);
+  return Promise.race([sent, ctx.cancelled]);
 }
 
 /**
