@@ -1,5 +1,6 @@
 // The CLI's side of Temporal: one connection per command, and the node's ledger read so that a
 // missing worker is one line for the operator (exit 4) rather than a hang or a stack trace.
+import { GrpcStatus } from '../adapters/grpc-status';
 import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../domain/ledger';
@@ -77,11 +78,11 @@ export function readLedgers(client: Client, manifest: Manifest): Promise<LedgerS
   return unreachableAsExit(() => readNodeLedgers(client, manifest));
 }
 
-/** fetchHistory lets the raw gRPC error through: status 5 is NOT_FOUND. */
+/** fetchHistory lets the raw gRPC error through, with its status. */
 export function notFound(err: unknown): boolean {
   return (
     (err instanceof Error && err.name === 'WorkflowNotFoundError') ||
     (err instanceof ServiceError && /not found/i.test(err.message)) ||
-    (err instanceof Error && (err as { code?: unknown }).code === 5)
+    (err instanceof Error && (err as { code?: unknown }).code === GrpcStatus.NOT_FOUND)
   );
 }

@@ -1,12 +1,12 @@
 // A small vLLM imitation for the simulated box: the same arguments, the same endpoints and the
 // same observable states (503 while "loading", then 200), so bring-up, identity checks, drain
 // and eviction run against it exactly as against a vLLM container, without a GPU.
-import { createHash, randomBytes } from 'node:crypto';
-import { renameSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { SleepMode, SleepModeError, sleepModeFromEnv } from './sleep-mode';
+import { envNumber, SleepMode, SleepModeError, sleepModeFromEnv } from './sleep-mode';
+import { writeFileAtomic } from './state-dir';
 import type { Draw, SleepModeOptions } from './sleep-mode';
 
 export interface VllmArgs {
@@ -108,13 +108,7 @@ export function parseVllmArgs(argv: readonly string[]): VllmArgs {
   };
 }
 
-function envMs(env: NodeJS.ProcessEnv, key: string, fallback: number): number {
-  const raw = env[key];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`invalid ${key}: ${raw} (milliseconds)`);
-  return n;
-}
+const envMs = (env: NodeJS.ProcessEnv, key: string, fallback: number) => envNumber(env, key, fallback, 'milliseconds');
 
 /** SIM_START_DELAY_MS (ms or 'never'), SIM_MODEL_ID, SIM_RESPONSE_DELAY_MS, SIM_DRAIN_TIMEOUT_MS, SIM_DRAW_FILE, and sleep mode's (sleepModeFromEnv). */
 export function optionsFromEnv(args: VllmArgs, env: NodeJS.ProcessEnv): ModelServerOptions {
@@ -208,9 +202,7 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
   /** Atomically, so the fake nvidia-smi never reads half a file. */
   function writeDraw(draw: Draw): void {
     if (!opts.drawFile) return;
-    const tmp = `${opts.drawFile}.${randomBytes(4).toString('hex')}`;
-    writeFileSync(tmp, JSON.stringify(draw));
-    renameSync(tmp, opts.drawFile);
+    writeFileAtomic(opts.drawFile, JSON.stringify(draw));
     log(`draw: ${draw.gpuMib} MiB on the GPU, ${draw.hostRamMib} MiB of host RAM (sleep level ${draw.level})`);
   }
   if (Number.isFinite(readyAt)) {

@@ -144,11 +144,12 @@ export class SleepMode {
   }
 }
 
-function envNumber(env: NodeJS.ProcessEnv, key: string, fallback: number): number {
+/** A non-negative number from the simulation's environment (`unit` names it in the error), or the fallback when unset. */
+export function envNumber(env: NodeJS.ProcessEnv, key: string, fallback: number, unit?: string): number {
   const raw = env[key];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`invalid ${key}: ${raw}`);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`invalid ${key}: ${raw}${unit ? ` (${unit})` : ''}`);
   return n;
 }
 

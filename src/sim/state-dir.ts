@@ -4,7 +4,7 @@
 // the process that was started: /proc's start time tells a reused pid apart.
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 
 const LOCK_TIMEOUT_MS = 30_000;
 
@@ -126,12 +126,15 @@ export function listSimContainers(stateDir: string): SimContainer[] {
   return out;
 }
 
-/** Atomically, through a temporary file in the same directory, so a reader never sees half a record. */
-export function writeRecordFile(stateDir: string, record: SimContainerRecord): void {
-  const target = join(stateDir, `${record.name}.json`);
-  const tmp = join(stateDir, `.${record.name}.json.${process.pid}.${randomBytes(4).toString('hex')}`);
-  writeFileSync(tmp, `${JSON.stringify(record, null, 2)}\n`);
+/** Atomically, through a temporary dot-file in the same directory, so a reader never sees half a file. */
+export function writeFileAtomic(target: string, text: string): void {
+  const tmp = join(dirname(target), `.${basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}`);
+  writeFileSync(tmp, text);
   renameSync(tmp, target);
+}
+
+export function writeRecordFile(stateDir: string, record: SimContainerRecord): void {
+  writeFileAtomic(join(stateDir, `${record.name}.json`), `${JSON.stringify(record, null, 2)}\n`);
 }
 
 /** A lock file holding the holder's pid; one its holder left behind by dying is taken over. */

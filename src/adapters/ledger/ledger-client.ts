@@ -39,6 +39,7 @@ import {
   workflowIds,
 } from '../../shared/messages';
 import type { ledgerWorkflow } from '../../workflows/ledger';
+import { GrpcStatus } from '../grpc-status';
 import type { LedgerPort } from './port';
 
 export interface LedgerClientOptions {
@@ -330,9 +331,6 @@ async function withUpdateLimitRetry<T>(send: () => Promise<T>): Promise<T> {
   }
 }
 
-const RESOURCE_EXHAUSTED = 8;
-const UNAVAILABLE = 14;
-
 /**
  * The server's refusal past history.maxInFlightUpdates, or its abort of the updates then in
  * flight; any RESOURCE_EXHAUSTED (a rate limit too) passes with time, the same way.
@@ -341,7 +339,7 @@ export function isUpdateLimit(err: unknown): boolean {
   if (!(err instanceof ServiceError)) return false;
   const cause = err.cause as { code?: unknown; details?: unknown; message?: unknown } | undefined;
   const text = `${typeof cause?.details === 'string' ? cause.details : ''} ${typeof cause?.message === 'string' ? cause.message : ''}`;
-  return cause?.code === RESOURCE_EXHAUSTED || (cause?.code === UNAVAILABLE && /update was aborted/i.test(text));
+  return cause?.code === GrpcStatus.RESOURCE_EXHAUSTED || (cause?.code === GrpcStatus.UNAVAILABLE && /update was aborted/i.test(text));
 }
 
 /** No worker answered the ledger (or finished its reconcile) in time: Temporal-side, not a fault of the caller's. */
