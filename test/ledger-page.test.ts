@@ -418,6 +418,10 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
     }
     const o = await acquired;
     assert.ok(o.ok, !o.ok ? o.message : '');
+    await pageShows({ vision: 'evicted', 'comfyui-sim': 'running' });
+    // The ledger says so as the acquisition's last step; the run's close reaches visibility (the
+    // page's "operations running") a moment after it: waited for, as the page polls once a second.
+    await waitUntil('the page to list no operation running', async () => (await shown(page)).operations.length === 0, 20_000, 200);
     const settled = await pageShows({ vision: 'evicted', 'comfyui-sim': 'running' });
     const cli = await cliLedger();
     assertSameAsCli(settled, cli);
