@@ -28,6 +28,7 @@ import { createLeaseActivities } from './lease';
 import { loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
 import { createRunTagActivities } from './run-tags';
+import { createSleepActivities } from './sleep';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort } from '../adapters/ledger/port';
@@ -37,6 +38,7 @@ import type { OperationControl } from '../adapters/operations/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
+import type { ServeSleep } from '../adapters/serve-sleep/port';
 import type { SearchAttributeRegistry } from '../adapters/search-attributes/port';
 import { ServeUnreachable } from '../adapters/errors';
 import type { OperationEnd, OperationEndMode, ResolvedServe, StopResult } from '../shared/contracts';
@@ -55,6 +57,8 @@ export interface ActivityDeps {
   router?: RouterAdmin;
   /** nvidia-smi; needed only to confirm an evicted serve's VRAM came back. */
   gpu?: GpuProbe;
+  /** vLLM's sleep-mode endpoints; needed only for serves evicted by sleeping. */
+  sleep?: ServeSleep;
   /** How often health is polled while waiting; tests shorten it. */
   pollIntervalMs?: number;
   /** Router promotion (docs/promotion.md): Docker and the live config's files, and the routers this worker may promote. */
@@ -114,6 +118,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createPromotionActivities(deps),
     ...createLeaseActivities(deps),
     ...createRunTagActivities(deps),
+    ...createSleepActivities(deps),
 
     /**
      * The serve as the manifest declares it now, for the workflow's history: env values and

@@ -3,13 +3,14 @@
 import { parseManifest } from '../config/manifest';
 import { findServe, gpuFor } from '../domain/manifest';
 import { formatIssue } from '../domain/types';
+import type { Manifest } from '../domain/types';
 import { Failure } from '../shared/failures';
 import { nonRetryable } from './failure';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { ResolvedServe } from '../shared/contracts';
 
 /** The manifest, read and parsed once; `resolve` looks serves up in it. */
-export async function loadManifest(source: ManifestSource): Promise<{ resolve(name: string): ResolvedServe }> {
+export async function loadManifest(source: ManifestSource): Promise<{ manifest: Manifest; resolve(name: string): ResolvedServe }> {
   const { text, file } = await source.read();
   const result = parseManifest(text, file);
   if (!result.ok) {
@@ -17,6 +18,7 @@ export async function loadManifest(source: ManifestSource): Promise<{ resolve(na
   }
   const manifest = result.manifest;
   return {
+    manifest,
     resolve(name) {
       const serve = findServe(manifest, name);
       if (!serve) {

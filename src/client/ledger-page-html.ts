@@ -25,6 +25,7 @@ body[data-stale="true"] main { opacity: 0.55; }
 .seg[data-kind="committed"] { background: var(--committed); }
 .seg[data-kind="evicting"] { background: repeating-linear-gradient(45deg, var(--evicting), var(--evicting) 6px, #d9736f 6px, #d9736f 12px); }
 .seg[data-kind="held"] { background: repeating-linear-gradient(45deg, var(--held), var(--held) 6px, #f0c060 6px, #f0c060 12px); color: #332; }
+.seg[data-kind="sleeping"] { background: repeating-linear-gradient(90deg, var(--committed), var(--committed) 4px, #9fb7d9 4px, #9fb7d9 8px); }
 .seg[data-kind="free"] { background: var(--free); color: #335; }
 .seg[data-kind="reserve"] { background: var(--reserve); }
 .seg[data-kind="used"] { background: var(--smi); padding: 0; }
@@ -101,6 +102,11 @@ function gpuCard(l, links) {
       const title = r.serve + ' ' + mib(r.vramMib) + ' (' + r.class + ', ' + r.phase + (evicting && r.evictedFor ? ' for ' + r.evictedFor : '') + ')';
       const label = evicting && r.evictedFor ? r.serve + ' (evicting for ' + r.evictedFor + ')' : r.serve;
       bar.append(segment(evicting ? 'evicting' : 'committed', r.vramMib, scale, label, title, { 'data-serve': r.serve }));
+    } else if (r.phase === 'sleeping') {
+      // Asleep, its process keeps the residual on the GPU: that much stays committed.
+      const held = r.sleep ? r.sleep.residualMib : 0;
+      const title = r.serve + ' ' + mib(held) + ' held asleep (level ' + (r.sleptAtLevel || (r.sleep && r.sleep.level)) + (r.evictedFor ? ', for ' + r.evictedFor : '') + ')';
+      bar.append(segment('sleeping', held, scale, r.serve + ' (asleep)', title, { 'data-serve': r.serve }));
     } else if (r.phase === 'pending') {
       const title = 'held for ' + r.serve + ' by ' + holderId(r.holder) + ' while its victims drain';
       bar.append(segment('held', r.vramMib, scale, 'held: ' + r.serve, title, { 'data-serve': r.serve }));
@@ -160,7 +166,8 @@ function noLedgerCard(g) {
 
 function forWhom(r, links) {
   if (r.phase === 'pending') return el('span', {}, 'waiting for victims; held by ', link(links[r.holder], holderId(r.holder)));
-  if (r.evictedFor) return el('span', {}, (r.phase === 'evicting' ? 'evicting for ' : 'evicted for ') + r.evictedFor + (r.evictedBy ? ' by ' : ''), r.evictedBy ? link(links[r.evictedBy], holderId(r.evictedBy)) : null);
+  const why = { evicting: 'evicting for ', sleeping: 'asleep for ' }[r.phase] || 'evicted for ';
+  if (r.evictedFor) return el('span', {}, why + r.evictedFor + (r.evictedBy ? ' by ' : ''), r.evictedBy ? link(links[r.evictedBy], holderId(r.evictedBy)) : null);
   return el('span', {}, 'held by ', link(links[r.holder], holderId(r.holder)));
 }
 

@@ -4,7 +4,7 @@
 // serve as stopping (it takes the serve first, even one with no reservation). Pure over
 // LedgerState, so the ledger workflow's decisions replay exactly.
 import type { LedgerState, Reservation, ReservationPhase } from './ledger';
-import { findReservation, outOfEviction, victimsOf } from './ledger';
+import { committedMibOf, findReservation, outOfEviction, victimsOf } from './ledger';
 import type { ServeClass } from './types';
 
 /** The fencing token of a workflow run. */
@@ -63,7 +63,10 @@ export type StopDecision =
    * stopping entry of 0 MiB), so no bring-up starts it while a stray container is stopped.
    */
   | { decision: 'absent'; serve: string }
-  /** It had been evicted for another serve: it stays down and leaves that serve's restore list (held, 0 MiB, until the release). */
+  /**
+   * It had been evicted (stopped) for another serve: it stays down and leaves that serve's restore
+   * list (held, 0 MiB, until the release). A sleeping serve is `taken` instead: its process runs.
+   */
   | { decision: 'evicted'; serve: string; evictedFor?: string }
   /** Another operation holds it: cancel that operation, wait for it, or be refused. */
   | { decision: 'busy'; serve: string; operation: OperationUnderWay };
@@ -101,7 +104,8 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
   return {
     decision: 'taken',
     serve: req.serve,
-    vramMib: r.vramMib,
+    // A sleeping serve holds only its residual: that is what the bring-down stops and releases.
+    vramMib: r.phase === 'sleeping' ? committedMibOf(r) : r.vramMib,
     from: r.phase,
     previousHolder: r.holder,
     ...(victimsRunning.length ? { victimsRunning } : {}),
@@ -130,7 +134,12 @@ export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision)
   return {
     ...state,
     reservations: state.reservations.map((r) => {
-      if (r.serve === req.serve) return r.phase === 'pending' ? hold(r) : outOfEviction(r, 'stopping', req.holder);
+      if (r.serve === req.serve) {
+        if (r.phase === 'pending') return hold(r);
+        // Asleep, its process still holds the residual until the stop.
+        if (r.phase === 'sleeping') return { ...hold(r), vramMib: committedMibOf(r) };
+        return outOfEviction(r, 'stopping', req.holder);
+      }
       if (req.takeOverFrom === undefined || r.phase !== 'evicting' || r.evictedFor !== req.serve) return r;
       return down.includes(r.serve) ? { ...r, phase: 'evicted' as const } : outOfEviction(r, 'running');
     }),
@@ -141,6 +150,7 @@ export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision)
 export function fenceProblem(state: LedgerState, serve: string, holder: string, allowed: readonly ReservationPhase[]): string | undefined {
   const r = findReservation(state, serve);
   if (!r || r.phase === 'evicted') return `'${serve}' holds no reservation on '${state.gpuRole}'`;
+  if (r.phase === 'sleeping') return `'${serve}' sleeps for ${r.evictedFor ?? 'another serve'}; only a restore (an admission) may wake it`;
   const op = operationUnderWay(state, r);
   const by = op?.holder ?? r.holder;
   if (by !== holder) return `the reservation of '${serve}' is held by ${by} (${r.phase}), not ${holder}`;

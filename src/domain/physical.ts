@@ -1,6 +1,7 @@
 // The physical truth beside the ledger (the field report's honesty note): what nvidia-smi says
 // the device uses, and how much of it no reservation accounts for.
 import type { LedgerState } from './ledger';
+import { committedMibOf } from './ledger';
 
 export interface DeviceReading {
   uuid: string;
@@ -21,7 +22,11 @@ export interface PhysicalTruth {
 }
 
 export function physicalTruth(ledger: LedgerState, reading: DeviceReading): PhysicalTruth {
-  const servesMib = ledger.reservations.filter((r) => r.phase === 'running' || r.phase === 'evicting').reduce((s, r) => s + r.vramMib, 0);
+  // A sleeping serve's process still holds its residual.
+  const servesMib = ledger.reservations.reduce(
+    (s, r) => s + (r.phase === 'running' || r.phase === 'evicting' ? r.vramMib : r.phase === 'sleeping' ? committedMibOf(r) : 0),
+    0,
+  );
   const nonLedgerDrawMib = reading.usedMib - servesMib;
   return {
     usedMib: reading.usedMib,

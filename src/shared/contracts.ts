@@ -105,6 +105,26 @@ export interface VramReleaseResult {
   waitedMs: number;
 }
 
+/** A victim put to sleep (vLLM's sleep mode): at which level, and how long /sleep took. */
+export interface SleepResult {
+  serve: string;
+  level: 1 | 2;
+  /** It was asleep already (a retried attempt after the first one's sleep landed). */
+  alreadyAsleep: boolean;
+  /** When /sleep was sent (absent when it was asleep already): after the drain's last answer. */
+  issuedAtEpochMs?: number;
+  waitedMs: number;
+}
+
+/** A sleeping serve woken for its restore: how long /wake_up (and the reload after level 2) took. */
+export interface WakeResult {
+  serve: string;
+  level: 1 | 2;
+  /** It was awake already (a retried attempt after the first one's wake landed). */
+  alreadyAwake: boolean;
+  waitedMs: number;
+}
+
 // ---- router promotion (docs/promotion.md) ----
 
 export interface RouterContainer {

@@ -21,6 +21,10 @@ export const Failure = {
   ReadmitRefused: 'ReadmitRefused',
   TierNotReadmittable: 'TierNotReadmittable',
   VramNotReleased: 'VramNotReleased',
+  /** vLLM's /sleep refused or failed: the eviction falls back to stopping the victim. */
+  SleepFailed: 'SleepFailed',
+  /** vLLM's /wake_up (or the weight reload after level 2) failed: the restore falls back to a cold start. */
+  WakeFailed: 'WakeFailed',
   RouterNotConfigured: 'RouterNotConfigured',
   RouterAuthFailed: 'RouterAuthFailed',
   UnknownTier: 'UnknownTier',

@@ -25,6 +25,8 @@ export interface LedgerAdmitAnswer extends LedgerAnswer {
   decision: AdmitDecision;
   /** The serve had been evicted: this admission is its restore. */
   wasEvicted?: boolean;
+  /** It had been put to sleep at this level: its restore may wake it rather than start it cold. */
+  wasAsleep?: 1 | 2;
 }
 /** What an operation's activity returns: the answer and the ledger read right after it. */
 export interface LedgerAdmitResult extends LedgerAdmitAnswer {
@@ -107,11 +109,15 @@ export interface LedgerVictimArgs {
   acquirer: string;
   /** The acquirer's run: only the eviction that holds the victim may hand its MiB over. */
   holder?: string;
+  /** The victim was put to sleep at this level, not stopped: its residual stays committed. */
+  asleepAt?: 1 | 2;
 }
 export interface LedgerAbortArgs {
   acquirer: string;
   /** Victims whose containers were already stopped: they stay evicted. */
   stopped: string[];
+  /** Victims already put to sleep, by the level they sleep at: they stay sleeping. */
+  slept?: Record<string, 1 | 2>;
   /** The acquirer's run: an eviction another run holds by now is left alone. */
   holder?: string;
 }

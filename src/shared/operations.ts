@@ -21,6 +21,8 @@ export interface BringUpResult {
   observedModels?: string[];
   measuredDeltaMib?: number;
   readmittedTier?: string;
+  /** A serve that slept: woken, or started cold when it could not be. */
+  restoredBy?: 'wake' | 'cold-start';
   ledgerBefore: string[];
   ledgerAfter: string[];
   steps: StepRecord[];
@@ -55,6 +57,20 @@ export interface VictimRecord {
   wasRunning: boolean;
   stopIssuedAtEpochMs?: number;
   vram?: VramReleaseResult;
+  /** Evicted by sleeping (or tried to be): the level, its figures, and why it was stopped instead, if it was. */
+  sleep?: {
+    level: 1 | 2;
+    /** Why the level differs from the declared one (the node's host-RAM budget). */
+    levelFellBack?: string;
+    /** When /sleep was sent, and how long it took. */
+    issuedAtEpochMs?: number;
+    waitedMs?: number;
+    residualDeclaredMib: number;
+    /** What it was seen to keep on the GPU asleep. */
+    residualSeenMib?: number;
+    /** The sleep gave up and the victim was stopped: why, with the figures. */
+    fellBack?: string;
+  };
 }
 
 export interface AcquireResult {

@@ -93,6 +93,21 @@ export const eviction = {
   victimsDown: (stopped: string[]) => (stopped.length ? `; victims now down: ${stopped.join(', ')} (restore with gpures serves up ${stopped.join(' ')})` : ''),
 };
 
+/** Eviction by sleeping and restore by waking (vLLM's sleep mode). */
+export const sleeping = {
+  slept: (r: { level: number; alreadyAsleep: boolean; waitedMs: number }) =>
+    r.alreadyAsleep ? `already asleep at level ${r.level}` : `asleep at level ${r.level} after ${r.waitedMs} ms`,
+  residualAbove: (serve: string, seenMib: number, declaredMib: number) =>
+    `${serve} keeps ${seenMib} MiB on the GPU asleep, above its sleep_residual_mib of ${declaredMib}: raise the declaration`,
+  fallBack: (serve: string, why: string) => `sleep of ${serve} gave up (${why}): stopping it instead`,
+  notFreed: (v: { releasedMib: number; expectedMib: number; usedBeforeMib: number; usedAfterMib: number }) =>
+    `freed ${v.releasedMib} of ${v.expectedMib} MiB (used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB)`,
+  woke: (r: { level: number; alreadyAwake: boolean; waitedMs: number }) =>
+    r.alreadyAwake ? 'already awake' : `awake from level ${r.level} after ${r.waitedMs} ms`,
+  coldRestart: (serve: string, why: string) => `wake of ${serve} failed (${why}): cold restart`,
+  notAsleep: (serve: string, status: string) => `${serve} is recorded asleep but its container is ${status}: cold start`,
+};
+
 /** A bring-down's own sentences, where they differ from a victim's. */
 export const bringDown = {
   drained: (d: Drain, timeoutS: number) =>

@@ -17,6 +17,8 @@ import type { RouterAdmin } from '../adapters/router-admin/port';
 import { httpRouterAdminFor } from '../adapters/router-admin/http';
 import type { ServeProbe } from '../adapters/serve-probe/port';
 import { HttpServeProbe } from '../adapters/serve-probe/http';
+import type { ServeSleep } from '../adapters/serve-sleep/port';
+import { HttpServeSleep } from '../adapters/serve-sleep/http';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 import { TemporalOperations } from '../adapters/operations/temporal';
 import { TemporalSearchAttributes } from '../adapters/search-attributes/temporal';
@@ -37,6 +39,8 @@ export interface GpuresWorkerOptions {
   manifest: ManifestSource;
   runtime?: ContainerRuntime;
   probe?: ServeProbe;
+  /** vLLM's sleep-mode endpoints (default: over HTTP). */
+  sleep?: ServeSleep;
   router?: RouterAdmin;
   gpu?: GpuProbe;
   pollIntervalMs?: number;
@@ -57,6 +61,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
   const activities = createActivities({
     runtime: opts.runtime ?? new DockerRuntime(new Docker()),
     probe: opts.probe ?? new HttpServeProbe(),
+    sleep: opts.sleep ?? new HttpServeSleep(),
     manifest: opts.manifest,
     ledger,
     operations: new TemporalOperations(opts.client),

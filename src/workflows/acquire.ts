@@ -1,8 +1,11 @@
 // On-demand acquisition: if the serve fits it is a bring-up; if not and eviction was asked,
 // the ledger picks victims and holds their MiB for this acquirer, then for each victim:
-// quiesce its tier → drain → stop → confirm the VRAM came back → hand the MiB over → start.
-import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
-import type { ResolvedServe } from '../shared/contracts';
+// quiesce its tier → drain → stop (or sleep) → confirm the VRAM came back → hand the MiB over → start.
+import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
+import type { GpuReading, ResolvedServe, VramReleaseResult } from '../shared/contracts';
+import type { ServeSpec } from '../domain/types';
+import { admittedSleep, residualSeen } from '../domain/sleep';
+import type { SleepLevel } from '../domain/sleep';
 import { denialMessage, formatLedger } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import { evictionOutlook, heldForAcquirers } from '../domain/eviction';
@@ -10,15 +13,15 @@ import type { EvictionOutlook, Victim } from '../domain/eviction';
 import type { AcquireDecision } from '../shared/messages';
 import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
-import { admission, eviction } from '../shared/wording';
+import { admission, eviction, sleeping } from '../shared/wording';
 import { alreadyHeld, startServe } from './bring-up';
 import { PATCHES } from './patches';
 import { act, router, waiting } from './proxies';
-import { failAndCompensate, Saga, whole } from './saga';
+import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { startLease } from './lease';
 import { formatDuration, leaseRequestProblem } from '../domain/lease';
-import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, drainFor, stopServe } from './steps';
+import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { AcquireInput, AcquireResult, VictimRecord } from '../shared/operations';
 
@@ -39,7 +42,16 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const { decision, ledger } = await whole(PATCHES.admitWhole, () =>
     act.ledgerAcquire({
       node,
-      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, evict: Boolean(input.evict), minResidencyS: serve.minResidencyS },
+      args: {
+        serve: serve.name,
+        vramMib: serve.vramMib,
+        class: serve.class,
+        holder,
+        gpu,
+        evict: Boolean(input.evict),
+        minResidencyS: serve.minResidencyS,
+        ...admittedSleep(serve),
+      },
       updateId: `${holder}/acquire`,
     }),
   );
@@ -68,7 +80,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   }
 
   const saga = new Saga();
-  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [] };
+  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {} };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
     saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }));
@@ -110,9 +122,12 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       steps: log.steps,
     };
   } catch (err) {
-    throw await failAndCompensate(op, err, saga, log, eviction.victimsDown(evicting.stopped));
+    throw await failAndCompensate(op, err, saga, log, eviction.victimsDown([...evicting.stopped, ...Object.keys(evicting.slept)]));
   }
 }
+
+/** A victim evicted by sleeping. */
+type Sleeper = Victim & Required<Pick<Victim, 'sleep'>>;
 
 /** One acquisition's eviction: what each victim's steps need, and the victims stopped so far. */
 interface Eviction {
@@ -124,6 +139,8 @@ interface Eviction {
   log: StepLog;
   /** Victims whose container this run stopped: they stay evicted whatever happens next. */
   stopped: string[];
+  /** Victims this run put to sleep, by level: they stay asleep whatever happens next. */
+  slept: Record<string, SleepLevel>;
 }
 
 /** Image, nvidia-smi and every victim's readmit path are checked before any victim is touched. */
@@ -137,18 +154,23 @@ async function preflight({ acquirer, log }: Eviction, victims: Victim[]): Promis
  * The compensation: which victims are down is read from the box, not assumed (a stop may have
  * acted before it failed). Those stay evicted; the others go back to running; the held MiB are let go.
  */
-async function abortEviction({ node, acquirer, holder }: Eviction, victims: Victim[]) {
+async function abortEviction({ node, acquirer, holder, slept }: Eviction, victims: Victim[]) {
   const down: string[] = [];
   for (const v of victims) if (!(await act.inspectServe({ node, serve: v.serve }))?.running) down.push(v.serve);
+  // Asleep and not since stopped: it stays asleep, its residual held.
+  const asleep = Object.fromEntries(Object.entries(slept).filter(([serve]) => !down.includes(serve)));
   return act.ledgerAbortEviction({
     node,
     gpu: acquirer.gpu,
-    args: { acquirer: acquirer.serve.name, stopped: down, holder },
+    args: { acquirer: acquirer.serve.name, stopped: down, holder, ...(Object.keys(asleep).length ? { slept: asleep } : {}) },
     updateId: `${holder}/compensate-abort`,
   });
 }
 
-/** quiesce its tier → drain → stop → confirm the VRAM came back → hand its MiB to the acquirer. */
+/**
+ * quiesce its tier → drain → stop (or sleep, for a victim evicted by sleeping, with stop as the
+ * fallback) → confirm the VRAM came back → hand its MiB to the acquirer.
+ */
 async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> {
   const { node, acquirer, input, holder, saga, log } = e;
   const { gpu } = acquirer;
@@ -187,34 +209,91 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   log.record(`drain ${victim.name}`, drain.drained ? eviction.drained(drain) : eviction.forced(drain, drainTimeoutS));
   record.inFlightAtStop = drain.routerInFlightAtEnd;
 
-  log.begin(`stop ${victim.name}`);
-  const stop = await stopServe(node, victim);
-  // The victim is down: readmitting its tier would route to nothing, and it stays evicted.
-  withdrawReadmit();
-  e.stopped.push(victim.name);
-  record.stopIssuedAtEpochMs = stop.issuedAtEpochMs;
-  log.record(`stop ${victim.name}`, eviction.stopped(stop));
+  // Histories recorded before sleep mode existed have no victim that sleeps, and replay without it.
+  const sleeper = planned.sleep ? { ...planned, sleep: planned.sleep } : undefined;
+  const asleepAt = sleeper && gpuBefore && patched(PATCHES.evictBySleep) ? await sleepVictim(e, victim, sleeper, gpuBefore, record) : undefined;
+  if (asleepAt !== undefined) {
+    // Asleep: it answers no request, and only a restore's wake and guarded readmit bring it back.
+    withdrawReadmit();
+  } else {
+    log.begin(`stop ${victim.name}`);
+    const stop = await stopServe(node, victim);
+    // The victim is down: readmitting its tier would route to nothing, and it stays evicted.
+    withdrawReadmit();
+    e.stopped.push(victim.name);
+    record.stopIssuedAtEpochMs = stop.issuedAtEpochMs;
+    log.record(`stop ${victim.name}`, eviction.stopped(stop));
 
-  log.begin(`release ${victim.name}`);
-  if (gpuBefore) {
-    const releaseTimeoutS = input.releaseTimeoutS ?? DEFAULT_RELEASE_TIMEOUT_S;
-    record.vram = await waiting(releaseTimeoutS).confirmVramReleased({
-      gpuUuid: gpu.uuid,
-      victim: victim.name,
-      usedBeforeMib: gpuBefore.usedMib,
+    log.begin(`release ${victim.name}`);
+    if (gpuBefore) {
       // What it was seen to take when it came up, else its reservation: a serve reserved with
       // headroom gives back less than it reserved.
-      expectedMib: Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib),
-      deadlineEpochMs: Date.now() + releaseTimeoutS * 1000,
-    });
-    log.record(`release ${victim.name}`, eviction.vramBack(record.vram, gpu.uuid));
-  } else {
-    log.record(`release ${victim.name}`, eviction.notRunning);
+      record.vram = await confirmReleased(e, victim.name, gpuBefore.usedMib, Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib));
+      log.record(`release ${victim.name}`, eviction.vramBack(record.vram, gpu.uuid));
+    } else {
+      log.record(`release ${victim.name}`, eviction.notRunning);
+    }
   }
   // Names this run: only the eviction that holds the victim hands its MiB over.
-  const args = { victim: victim.name, acquirer: acquirer.serve.name, holder };
+  const args = { victim: victim.name, acquirer: acquirer.serve.name, holder, ...(asleepAt !== undefined ? { asleepAt } : {}) };
   await act.ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` });
   return record;
+}
+
+/** nvidia-smi shows `expectedMib` back on the acquirer's GPU, against the reading taken before the drain. */
+function confirmReleased({ acquirer, input }: Eviction, victim: string, usedBeforeMib: number, expectedMib: number): Promise<VramReleaseResult> {
+  const releaseTimeoutS = input.releaseTimeoutS ?? DEFAULT_RELEASE_TIMEOUT_S;
+  return waiting(releaseTimeoutS).confirmVramReleased({
+    gpuUuid: acquirer.gpu.uuid,
+    victim,
+    usedBeforeMib,
+    expectedMib,
+    deadlineEpochMs: Date.now() + releaseTimeoutS * 1000,
+  });
+}
+
+/**
+ * sleep → nvidia-smi confirms all but the residual came back. Returns the level it sleeps at, or
+ * undefined when the sleep gave up (refused, or freed too little within the release timeout: vLLM's
+ * sleep leaks) and the victim is to be stopped instead; the figures are in the record and the log.
+ */
+async function sleepVictim(e: Eviction, victim: ServeSpec, planned: Sleeper, gpuBefore: GpuReading, record: VictimRecord): Promise<SleepLevel | undefined> {
+  const { log } = e;
+  const step = `sleep ${victim.name}`;
+  log.begin(step);
+  const plan = await act.planSleep({ serve: victim.name });
+  const declared = planned.sleep;
+  const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);
+  // What the sleep should give back: what it took less what it keeps asleep.
+  const expectedMib = Math.max(0, tookMib - declared.residualMib);
+  record.sleep = { level: plan.level, residualDeclaredMib: declared.residualMib, ...(plan.fellBack ? { levelFellBack: plan.fellBack } : {}) };
+  try {
+    // Whole: a cancel must not leave it unknown whether the victim sleeps (its tier would be readmitted to a sleeping serve).
+    const slept = await CancellationScope.nonCancellable(() =>
+      waiting(DEFAULT_SLEEP_TIMEOUT_S).sleepServe({ serve: victim, level: plan.level, timeoutS: DEFAULT_SLEEP_TIMEOUT_S }),
+    );
+    e.slept[victim.name] = plan.level;
+    record.sleep.waitedMs = slept.waitedMs;
+    if (slept.issuedAtEpochMs !== undefined) record.sleep.issuedAtEpochMs = slept.issuedAtEpochMs;
+    log.record(step, `${sleeping.slept(slept)}${plan.fellBack ? ` (${plan.fellBack})` : ''}`);
+    log.begin(`release ${victim.name}`);
+    record.vram = await confirmReleased(e, victim.name, gpuBefore.usedMib, expectedMib);
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    const why = rootCause(err).message;
+    record.sleep.fellBack = why;
+    delete e.slept[victim.name];
+    log.record(step, sleeping.fallBack(victim.name, why));
+    return undefined;
+  }
+  const seen = residualSeen(tookMib, record.vram.releasedMib, declared.residualMib);
+  record.sleep.residualSeenMib = seen.mib;
+  log.record(
+    `release ${victim.name}`,
+    eviction.vramBack(record.vram, e.acquirer.gpu.uuid) +
+      (seen.aboveDeclared ? `; ${sleeping.residualAbove(victim.name, seen.mib, declared.residualMib)}` : ''),
+  );
+  return plan.level;
 }
 
 /**

@@ -2,7 +2,7 @@
 // the ledger denies starts nothing; a failure after admission removes the container and releases
 // the MiB. Every way up shares the steps from start on (startServe): an acquisition and a restore
 // differ only in how they got the MiB.
-import { ApplicationFailure, patched, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
 import type { ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { evictionOutlook } from '../domain/eviction';
@@ -10,10 +10,12 @@ import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta } from '../domain/physical';
 import { cancelHint, holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
-import { admission, start } from '../shared/wording';
+import { admission, eviction, sleeping, start } from '../shared/wording';
+import { admittedSleep } from '../domain/sleep';
+import type { SleepLevel } from '../domain/sleep';
 import { PATCHES } from './patches';
 import { act, containers, router, waiting } from './proxies';
-import { failAndCompensate, Saga, whole } from './saga';
+import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { stopServe } from './steps';
 import { StepLog } from './step-log';
@@ -34,7 +36,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   const admit = await whole(PATCHES.admitWhole, () =>
     act.ledgerAdmit({
       node,
-      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, minResidencyS: serve.minResidencyS },
+      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, minResidencyS: serve.minResidencyS, ...admittedSleep(serve) },
       updateId: `${holder}/admit`,
     }),
   );
@@ -68,12 +70,16 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   const saga = new Saga();
   saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }));
   try {
-    const started = await startServe(resolved, saga, log);
+    // Histories recorded before sleep mode existed restore no sleeping serve, and replay without it.
+    const asleep = admit.wasAsleep !== undefined && patched(PATCHES.wakeOnRestore) ? admit.wasAsleep : undefined;
+    const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log) : await startServe(resolved, saga, log);
     const readmitted = started.readmittedTier ? `; tier ${started.readmittedTier} readmitted (identity '${serve.servedModelName}')` : '';
+    const how = started.restoredBy === 'wake' ? ` by waking (${started.wakeMs ?? 0} ms)` : started.restoredBy === 'cold-start' ? ' by a cold start' : '';
     return {
       ...base,
       outcome: restoring ? 'restored' : 'started',
-      message: `serves up ${serve.name}: ${restoring ? 'restored' : 'running'}, ${serve.vramMib} MiB committed on '${gpu.role}'${readmitted}`,
+      ...(started.restoredBy ? { restoredBy: started.restoredBy } : {}),
+      message: `serves up ${serve.name}: ${restoring ? `restored${how}` : 'running'}, ${serve.vramMib} MiB committed on '${gpu.role}'${readmitted}`,
       containerId: started.containerId,
       observedModels: started.observedModels,
       readmittedTier: started.readmittedTier,
@@ -95,6 +101,10 @@ export interface StartedServe {
   /** nvidia-smi's device used after health minus before start, where a probe works. */
   measuredDeltaMib?: number;
   ledger: LedgerState;
+  /** For a serve that slept: woken, or started cold (the fallback). */
+  restoredBy?: 'wake' | 'cold-start';
+  /** How long the wake took. */
+  wakeMs?: number;
 }
 
 /**
@@ -102,12 +112,7 @@ export interface StartedServe {
  * Registers the container's removal with the saga as soon as the container may exist.
  */
 export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepLog): Promise<StartedServe> {
-  const { workflowId, runId } = workflowInfo();
-  const holder = holderOf(workflowId, runId);
   const { node, serve, gpu } = resolved;
-  // Serves recorded before api existed are openai.
-  const api = serve.api ?? 'openai';
-
   const gpuBefore = await act.measureGpu({ uuid: gpu.uuid });
 
   log.begin('start');
@@ -116,6 +121,61 @@ export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepL
   saga.add('remove container', () => stopServe(node, serve));
   const started = await containers.startServeContainer(resolved);
   log.record('start', start.started(started, gpu.uuid));
+  return serveReady(resolved, started.containerId, gpuBefore?.usedMib, saga, log);
+}
+
+/**
+ * A restore of a serve put to sleep: wake → health → identity → readmit → running, in seconds
+ * where a cold start takes a model load. Falls back to a cold restart (stop, then startServe) when
+ * its container is gone, the GPU lacks the room the wake needs, or the wake fails.
+ */
+export async function wakeOrRestart(resolved: ResolvedServe, level: SleepLevel, saga: Saga, log: StepLog): Promise<StartedServe> {
+  const { node, serve, gpu } = resolved;
+  log.begin('wake');
+  const container = await act.inspectServe({ node, serve: serve.name });
+  if (!container?.running) {
+    log.record('wake', sleeping.notAsleep(serve.name, container?.status ?? 'gone'));
+    return { ...(await startServe(resolved, saga, log)), restoredBy: 'cold-start' };
+  }
+  // Registered first: a wake that fails past its fallback must not leave the process holding its residual.
+  saga.add('remove container', () => stopServe(node, serve));
+  const why = await wakeProblem(resolved, level);
+  if (why === undefined) {
+    try {
+      const woke = await waiting(serve.startTimeoutS).wakeServe({ node, gpu, serve, level, timeoutS: serve.startTimeoutS });
+      log.record('wake', sleeping.woke(woke));
+      return { ...(await serveReady(resolved, container.id, undefined, saga, log)), restoredBy: 'wake', wakeMs: woke.waitedMs };
+    } catch (err) {
+      // A lost reservation is not the wake's to work around.
+      if (isCancellation(err) || rootCause(err).type === Failure.ReservationLost) throw err;
+      log.record('wake', sleeping.coldRestart(serve.name, rootCause(err).message));
+    }
+  } else {
+    log.record('wake', sleeping.coldRestart(serve.name, why));
+  }
+  log.begin('stop');
+  log.record('stop', eviction.stopped(await stopServe(node, serve)));
+  return { ...(await startServe(resolved, saga, log)), restoredBy: 'cold-start' };
+}
+
+/**
+ * Why waking would fail for want of room: the GPU must have free what the sleep gave back (a
+ * co-located wake hit OOM in vLLM #47654). A stop frees the residual and whatever the sleep leaked.
+ */
+async function wakeProblem({ serve, gpu }: ResolvedServe, level: SleepLevel): Promise<string | undefined> {
+  const reading = await act.measureGpu({ uuid: gpu.uuid });
+  const needMib = serve.vramMib - (serve.sleep?.residualMib ?? 0);
+  if (!reading || reading.freeMib >= needMib) return undefined;
+  return `nvidia-smi shows ${reading.freeMib} MiB free on ${gpu.uuid}; waking from level ${level} needs ${needMib} MiB`;
+}
+
+/** health → identity → measure → readmit → running, for a serve whose container runs. */
+async function serveReady(resolved: ResolvedServe, containerId: string, usedBeforeMib: number | undefined, saga: Saga, log: StepLog): Promise<StartedServe> {
+  const { workflowId, runId } = workflowInfo();
+  const holder = holderOf(workflowId, runId);
+  const { node, serve, gpu } = resolved;
+  // Serves recorded before api existed are openai.
+  const api = serve.api ?? 'openai';
 
   log.begin('health');
   const health = await waiting(serve.startTimeoutS).waitHealthy({ node, serve, deadlineEpochMs: Date.now() + serve.startTimeoutS * 1000 });
@@ -125,14 +185,15 @@ export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepL
   const observedModels = api === 'openai' ? (await act.verifyIdentity({ serve })).observed : [];
   log.record('identity', start.identity(api, serve.servedModelName));
 
-  const measuredDeltaMib = gpuBefore ? await measureDelta(resolved, gpuBefore.usedMib, log) : undefined;
+  // A wake's delta is only what its sleep gave back: not measured.
+  const measuredDeltaMib = usedBeforeMib !== undefined ? await measureDelta(resolved, usedBeforeMib, log) : undefined;
   const readmittedTier = serve.routerTier ? await readmit(serve.routerTier, saga, log) : undefined;
 
   log.begin('running');
   const measured = measuredDeltaMib !== undefined && measuredDeltaMib > 0 ? { measuredMib: measuredDeltaMib } : {};
   const ledger = await act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder, ...measured }, updateId: `${holder}/running` });
   log.record('running', start.running);
-  return { containerId: started.containerId, observedModels, readmittedTier, measuredDeltaMib, ledger };
+  return { containerId, observedModels, readmittedTier, measuredDeltaMib, ledger };
 }
 
 /** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */

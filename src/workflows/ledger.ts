@@ -3,7 +3,18 @@
 // Its life: reconcile with the box (a first run only) → answer updates → continue-as-new.
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { LedgerState, LedgerTotals } from '../domain/ledger';
-import { activeReservation, applyAdmit, decideAdmit, emptyLedger, findReservation, totals, victimsOf, withoutReservation, withPhase } from '../domain/ledger';
+import {
+  activeReservation,
+  applyAdmit,
+  decideAdmit,
+  emptyLedger,
+  findReservation,
+  setAside,
+  totals,
+  victimsOf,
+  withoutReservation,
+  withPhase,
+} from '../domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
 import { applyStop, decideStop, fenceProblem, operationUnderWay } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
@@ -129,10 +140,12 @@ class GpuLedger {
   admit = (req: LedgerAdmitArgs): LedgerAdmitAnswer => {
     const retry = this.admitOrRecognise(req);
     if (retry) return retry;
-    const wasEvicted = findReservation(this.state, req.serve)?.phase === 'evicted';
+    const before = findReservation(this.state, req.serve);
+    const wasEvicted = before !== undefined && setAside(before);
+    const wasAsleep = before?.phase === 'sleeping' ? (before.sleptAtLevel ?? before.sleep?.level) : undefined;
     const decision = this.decide(req);
     if (decision.decision === 'admitted') this.state = applyAdmit(this.state, req, 'admitted', wasEvicted ? 'restore' : 'bring-up');
-    return this.answer({ decision, wasEvicted });
+    return this.answer({ decision, wasEvicted, ...(wasAsleep !== undefined ? { wasAsleep } : {}) });
   };
 
   acquire = (req: LedgerAcquireArgs): LedgerAcquireAnswer => {
@@ -221,15 +234,15 @@ class GpuLedger {
   victimReleased = (args: LedgerVictimArgs): LedgerChangeAnswer => {
     const problem = this.victimProblem(args);
     if (problem) lost(`victimReleased: ${problem}`);
-    this.state = applyVictimReleased(this.state, args.victim, args.acquirer);
+    this.state = applyVictimReleased(this.state, args.victim, args.acquirer, args.asleepAt);
     return this.change(args.victim);
   };
 
-  abortEviction = ({ acquirer, stopped, holder }: LedgerAbortArgs): LedgerChangeAnswer => {
+  abortEviction = ({ acquirer, stopped, slept, holder }: LedgerAbortArgs): LedgerChangeAnswer => {
     // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
     const held = activeReservation(this.state, acquirer);
     if (holder !== undefined && held !== undefined && held.holder !== holder) return this.change(acquirer);
-    this.state = applyEvictionAborted(this.state, acquirer, stopped);
+    this.state = applyEvictionAborted(this.state, acquirer, stopped, slept);
     return this.change(acquirer);
   };
 
@@ -251,7 +264,8 @@ class GpuLedger {
     // Before the start: admitted. Just after it: admitted, or running when a ledger restarted
     // meanwhile took the container over for its own holder (its label names the run).
     const problem = fenceProblem(this.state, serve, holder, step === 'started' ? ['admitted', 'running'] : ['admitted']);
-    if (problem) lost(`${step} of ${serve} refused: ${problem}; ${step === 'started' ? 'the container it started is removed' : 'nothing was created'}`);
+    const undone = step === 'started' ? 'the container it started is removed' : step === 'wake' ? 'it was not woken' : 'nothing was created';
+    if (problem) lost(`${step} of ${serve} refused: ${problem}; ${undone}`);
   }
 
   validateFence = (args: LedgerFenceArgs): void => {

@@ -29,5 +29,12 @@ export const PATCHES = {
    * replays untagged: restore-child-bring-up.json); after: test/run-tags.test.ts starts runs untagged.
    */
   runTags: 'run-tags',
+  /**
+   * A victim with eviction = "sleep" is put to sleep (stop as the fallback) instead of stopped.
+   * Reached only by a victim that declares sleep, which no recording before it has; after: test/sleep-eviction.test.ts.
+   */
+  evictBySleep: 'evict-by-sleep',
+  /** The restore of a sleeping serve wakes it (cold start as the fallback). After: test/sleep-eviction.test.ts. */
+  wakeOnRestore: 'wake-on-restore',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

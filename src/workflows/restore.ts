@@ -4,6 +4,7 @@
 import { executeChild } from '@temporalio/workflow';
 import type { GpuSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
+import { setAside } from '../domain/ledger';
 import { workflowIds } from '../shared/messages';
 import { bringDown } from '../shared/wording';
 import { bringUpWorkflow } from './bring-up';
@@ -20,7 +21,8 @@ export async function restoreEvicted(
   ledger: LedgerState,
   log: StepLog,
 ): Promise<{ restored: RestoreRecord[]; ledgerAfter?: LedgerState }> {
-  const victims = ledger.reservations.filter((r) => r.phase === 'evicted' && r.evictedFor === acquirer).map((r) => r.serve);
+  // Stopped or asleep: a sleeping one comes back by waking (the bring-up's admission says it slept).
+  const victims = ledger.reservations.filter((r) => setAside(r) && r.evictedFor === acquirer).map((r) => r.serve);
   const restored: RestoreRecord[] = [];
   for (const victim of victims) {
     const workflowId = workflowIds.bringUp(node, victim);

@@ -7,6 +7,11 @@ import { stopping, waiting } from './proxies';
 export const DEFAULT_DRAIN_TIMEOUT_S = 120;
 /** How long nvidia-smi may take to show a stopped victim's VRAM back. */
 export const DEFAULT_RELEASE_TIMEOUT_S = 30;
+/**
+ * How long vLLM's /sleep may take: a level-1 sleep copies the weights to host RAM ("3–6 s" for large
+ * models in vLLM's own figures); past this the victim is stopped instead.
+ */
+export const DEFAULT_SLEEP_TIMEOUT_S = 60;
 
 /** Waits until nothing is in flight to the serve (its tier at the router, and vLLM), up to timeoutS. */
 export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: number): Promise<DrainResult> {

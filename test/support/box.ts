@@ -34,6 +34,8 @@ export interface TestServe {
   port?: number;
   min_residency_s?: number;
   idle_ttl_s?: number;
+  /** Eviction by sleeping: eviction = "sleep" with these. */
+  sleep?: { level?: 1 | 2; residual_mib: number; host_ram_mib?: number };
 }
 
 export interface TestGpu {
@@ -76,6 +78,11 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
     if (s.idle_ttl_s !== undefined) lines.push(`idle_ttl_s = ${s.idle_ttl_s}`);
     if (s.api) lines.push(`api = "${s.api}"`);
     if (s.min_residency_s !== undefined) lines.push(`min_residency_s = ${s.min_residency_s}`);
+    if (s.sleep) {
+      lines.push(`eviction = "sleep"`, `sleep_residual_mib = ${s.sleep.residual_mib}`);
+      if (s.sleep.level !== undefined) lines.push(`sleep_level = ${s.sleep.level}`);
+      if (s.sleep.host_ram_mib !== undefined) lines.push(`sleep_host_ram_mib = ${s.sleep.host_ram_mib}`);
+    }
     if (s.args) lines.push(`args = [${s.args.map((a) => JSON.stringify(a)).join(', ')}]`);
     if (s.env)
       lines.push(

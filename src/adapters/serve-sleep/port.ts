@@ -2,7 +2,9 @@
 // most of its GPU memory goes): HTTP against vLLM's own endpoints (http.ts) implements it.
 // A sleep aborts the requests in flight (vLLM's default): an eviction quiesces and drains first.
 
-export type SleepLevel = 1 | 2;
+import type { SleepLevel } from '../../domain/sleep';
+
+export type { SleepLevel };
 
 export interface ServeSleep {
   /** POST /sleep?level=N: level 1 offloads the weights to host RAM, level 2 discards them; the KV cache goes either way. */

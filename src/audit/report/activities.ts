@@ -17,7 +17,7 @@ import {
   setPhaseUpdate,
   victimReleasedUpdate,
 } from '../../shared/messages';
-import { bringDown, eviction, start } from '../../shared/wording';
+import { bringDown, eviction, sleeping, start } from '../../shared/wording';
 import type { ActivityInput, ActivityName, ActivityResult, FailureEvidence } from './model';
 import { compact, fields, ledgerIn, num, obj, str, strs, txt } from './read';
 import type { Loose, Obj } from './read';
@@ -103,12 +103,23 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   },
   ledgerSnapshot: (r) => withLedger('', r),
   ledgerSetPhase: (r, i) => withLedger(`${txt(i?.args?.serve)} → ${txt(i?.args?.phase)}; `, r),
-  ledgerVictimReleased: (r, i) => withLedger(`${txt(i?.args?.victim)}'s MiB handed to ${txt(i?.args?.acquirer)}; `, r),
+  ledgerVictimReleased: (r, i) =>
+    withLedger(
+      `${txt(i?.args?.victim)}'s MiB handed to ${txt(i?.args?.acquirer)}${i?.args?.asleepAt ? ` (asleep at level ${txt(i.args.asleepAt)})` : ''}; `,
+      r,
+    ),
   ledgerAbortEviction: (r, i) => {
     const stayed = strs(i?.args?.stopped);
-    return withLedger(`eviction for ${txt(i?.args?.acquirer)} abandoned${stayed?.length ? ` (stayed evicted: ${stayed.join(', ')})` : ''}; `, r);
+    const slept = Object.keys(obj(i?.args?.slept) ?? {});
+    return withLedger(
+      `eviction for ${txt(i?.args?.acquirer)} abandoned${stayed?.length ? ` (stayed evicted: ${stayed.join(', ')})` : ''}${slept.length ? ` (stayed asleep: ${slept.join(', ')})` : ''}; `,
+      r,
+    );
   },
-  ledgerAdmit: (r) => (r ? `${decisionLine(r.decision)}${r.wasEvicted ? ' (restoring an evicted serve)' : ''}` : undefined),
+  ledgerAdmit: (r) =>
+    r
+      ? `${decisionLine(r.decision)}${r.wasAsleep ? ` (restoring a serve asleep at level ${txt(r.wasAsleep)})` : r.wasEvicted ? ' (restoring an evicted serve)' : ''}`
+      : undefined,
   ledgerAcquire: (r) => (r ? decisionLine(r.decision) : undefined),
   ledgerRelease: (r) => (r ? releaseLine(r.released, r.vramMib) : undefined),
   ledgerBeginStop: asJson,
@@ -131,6 +142,11 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     const vllm = `vLLM running ${txt(r.vllmRunningAtStart)} → ${txt(r.vllmRunningAtEnd)}`;
     return `${r.drained ? 'drained' : 'NOT drained'} after ${txt(r.waitedMs)} ms: ${router}, ${vllm}`;
   },
+  planSleep: (r) => (r ? `sleep at level ${txt(r.level)}${r.fellBack ? `: ${txt(r.fellBack)}` : ''}` : undefined),
+  sleepServe: (r) =>
+    r && typeof r.level === 'number' ? sleeping.slept({ level: r.level, alreadyAsleep: Boolean(r.alreadyAsleep), waitedMs: num(r.waitedMs) ?? 0 }) : undefined,
+  wakeServe: (r) =>
+    r && typeof r.level === 'number' ? sleeping.woke({ level: r.level, alreadyAwake: Boolean(r.alreadyAwake), waitedMs: num(r.waitedMs) ?? 0 }) : undefined,
   inspectServe: (r) => (r ? `container ${txt(r.name)} ${txt(r.status)}` : 'no container'),
   readGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
   measureGpu: (r) => `nvidia-smi ${gpuLine(r)}`,

@@ -1,0 +1,58 @@
+// Eviction by sleeping (vLLM's sleep mode): which level a victim sleeps at, and what its sleep
+// should give back. Pure, so the choice is testable and its reason is the same wherever it is read.
+import type { LedgerState } from './ledger';
+import type { ServeSpec, SleepEviction } from './types';
+
+export type SleepLevel = 1 | 2;
+
+/** A serve asleep at level 1 somewhere on the node: its weights sit in host RAM. */
+export interface LevelOneSleeper {
+  serve: string;
+  hostRamMib: number;
+}
+
+export interface SleepPlan {
+  level: SleepLevel;
+  /** Why the level differs from the declared one, when it does. */
+  fellBack?: string;
+}
+
+/**
+ * The declared level, unless a level-1 sleep would take more host RAM than the node's budget
+ * leaves beside the serves already asleep at level 1: then level 2 (the weights are discarded and
+ * reloaded from disk on wake), which takes none.
+ */
+export function sleepLevelFor(sleep: SleepEviction, asleep: readonly LevelOneSleeper[], budgetMib: number | undefined): SleepPlan {
+  if (sleep.level === 2 || budgetMib === undefined) return { level: sleep.level };
+  const takenMib = asleep.reduce((s, a) => s + a.hostRamMib, 0);
+  const needMib = sleep.hostRamMib ?? 0;
+  if (takenMib + needMib <= budgetMib) return { level: 1 };
+  const who = asleep.length ? ` beside ${asleep.map((a) => `${a.serve} (${a.hostRamMib} MiB)`).join(', ')}` : '';
+  return {
+    level: 2,
+    fellBack: `level 1 would take ${needMib} MiB of host RAM${who}: ${takenMib + needMib} MiB, over the node's host_ram_budget_mib of ${budgetMib}; sleeping at level 2`,
+  };
+}
+
+/** The serves of these ledgers asleep at level 1, with the host RAM each declared. */
+export function levelOneSleepers(ledgers: readonly LedgerState[], hostRamOf: (serve: string) => number | undefined): LevelOneSleeper[] {
+  return ledgers.flatMap((l) =>
+    l.reservations
+      .filter((r) => r.phase === 'sleeping' && (r.sleptAtLevel ?? r.sleep?.level) === 1)
+      .map((r) => ({ serve: r.serve, hostRamMib: hostRamOf(r.serve) ?? 0 })),
+  );
+}
+
+/**
+ * What the serve was seen to keep on the GPU once asleep: what it took less what its sleep gave
+ * back. Above the declared residual, the manifest's figure is optimistic (vLLM's sleep leaks).
+ */
+export function residualSeen(tookMib: number, releasedMib: number, declaredMib: number): { mib: number; aboveDeclared: boolean } {
+  const mib = Math.max(0, tookMib - releasedMib);
+  return { mib, aboveDeclared: mib > declaredMib };
+}
+
+/** What an admission tells the ledger of a serve evicted by sleeping: what the planner must count it as freeing. */
+export function admittedSleep(serve: Pick<ServeSpec, 'sleep'>): { sleep?: { level: SleepLevel; residualMib: number } } {
+  return serve.sleep ? { sleep: { level: serve.sleep.level, residualMib: serve.sleep.residualMib } } : {};
+}

@@ -1,0 +1,225 @@
+// Eviction by sleeping (vLLM's sleep mode) on a simulated box: real dev server, the reference
+// router, sim serves as local processes with sleep mode, the fake nvidia-smi reading what each
+// serve draws asleep and awake. Each case samples the box itself (its nvidia-smi, its processes),
+// not only the ledger's word.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { formatLedger, totals } from '../src/domain/ledger';
+import type { LedgerState } from '../src/domain/ledger';
+import { physicalTruth } from '../src/domain/physical';
+import { containerName } from '../src/domain/serve';
+import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
+import type { TestServe } from './support/box';
+import { startSimTestBox } from './support/sim';
+import type { SimTestBox } from './support/sim';
+import { waitUntil } from './support/wait';
+import { activitiesInOrder } from './support/history-scan';
+
+const NON_LEDGER_MIB = 1200;
+const GPUS = [
+  { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 },
+  { role: 'leaky', capacity_mib: 20000, reserve_mib: 2000 },
+  { role: 'wakefail', capacity_mib: 16000, reserve_mib: 1000 },
+];
+const SERVES: TestServe[] = [
+  // The seeds' box: vision sleeps at level 1 and keeps 600 MiB; the sim keeps what it declares.
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  {
+    name: 'vision',
+    vram_mib: 12288,
+    class: 'evictable',
+    served_model_name: 'qwen3-vl-4b-instruct',
+    router_tier: 'vision-local',
+    sleep: { level: 1, residual_mib: 600, host_ram_mib: 8000 },
+    env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_WAKE_DELAY_MS: '200' },
+  },
+  { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+  // A sleep that keeps 5000 MiB more than it declares (vLLM #32714).
+  {
+    name: 'leaky',
+    gpu_role: 'leaky',
+    vram_mib: 12000,
+    class: 'evictable',
+    router_tier: 'leaky-local',
+    sleep: { level: 2, residual_mib: 600 },
+    env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_SLEEP_LEAK_MIB: '5000' },
+  },
+  { name: 'taker-l', gpu_role: 'leaky', vram_mib: 12000, class: 'on-demand' },
+  // A wake that fails, as one that hits an OOM does (vLLM #47654).
+  {
+    name: 'wf',
+    gpu_role: 'wakefail',
+    vram_mib: 10000,
+    class: 'evictable',
+    router_tier: 'wf-local',
+    sleep: { level: 2, residual_mib: 500 },
+    env: { SIM_SLEEP_RESIDUAL_MIB: '500', SIM_WAKE_FAIL: '1' },
+  },
+  { name: 'taker-w', gpu_role: 'wakefail', vram_mib: 10000, class: 'on-demand' },
+];
+
+describe('eviction by sleeping, restore by waking', () => {
+  let t: SimTestBox;
+
+  before(async () => {
+    t = await startSimTestBox('sleep', GPUS, SERVES);
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  const client = () => t.temporal.client;
+  async function ledger(role: string): Promise<LedgerState> {
+    const l = (await ledgerSnapshots(client(), t.manifest)).find((x) => x.gpuRole === role);
+    assert.ok(l);
+    return l;
+  }
+  /** The box against the ledger: what nvidia-smi shows used, less what the ledger says the serves hold, is the non-ledger draw and nothing else. */
+  async function assertLedgerIsTheBox(role: string): Promise<void> {
+    const l = await ledger(role);
+    const reading = (await t.box.gpu.readGpus()).find((g) => g.uuid === l.gpuUuid);
+    assert.ok(reading);
+    const truth = physicalTruth(l, reading);
+    assert.equal(truth.nonLedgerDrawMib, NON_LEDGER_MIB, `${role}: nvidia-smi used ${truth.usedMib} MiB, ledger's serves ${truth.servesMib} MiB`);
+  }
+  async function containerId(serve: string): Promise<string | undefined> {
+    const c = await t.box.runtime.inspect(containerName(t.node, serve));
+    return c?.running ? c.id : undefined;
+  }
+  async function up(...serves: string[]): Promise<void> {
+    for (const s of serves) {
+      const o = await serveUp(client(), t.node, s);
+      assert.ok(o.ok, !o.ok ? o.message : '');
+    }
+  }
+
+  test('requests in flight all finish 200; the sleep comes after the drain; 11688 MiB confirmed back; vision sleeps holding 600 MiB', async () => {
+    await up('fast', 'vision');
+    const visionId = await containerId('vision');
+    assert.ok(visionId);
+    const slow = Array.from({ length: 3 }, () => t.routed('vision', { sim_delay_ms: 2500 }));
+    await waitUntil('3 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 3, 5000);
+
+    const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const done = await Promise.all(slow);
+    assert.deepEqual(
+      done.map((d) => d.status),
+      [200, 200, 200],
+    );
+    const v = o.result.victims[0];
+    assert.ok(v?.sleep);
+    assert.match(o.result.evictionReason ?? '', /vision \(11688 of 12288 MiB by sleeping\)/);
+    assert.equal(v.sleep.level, 1);
+    assert.equal(v.sleep.fellBack, undefined);
+    assert.equal(v.inFlightAtQuiesce, 3);
+    assert.equal(v.inFlightAtStop, 0);
+    const answeredAt = done.map((d) => (d.body as { sim_answered_at_ms: number }).sim_answered_at_ms);
+    assert.ok((v.sleep.issuedAtEpochMs ?? 0) >= Math.max(...answeredAt), "sleep issued before the serve's last answer");
+    assert.equal(v.vram?.releasedMib, 11688);
+    assert.equal(v.sleep.residualSeenMib, 600);
+
+    const acts = await activitiesInOrder(client(), o.workflowId);
+    const at = (name: string) => acts.indexOf(name);
+    assert.ok(at('drainServe') >= 0 && at('drainServe') < at('sleepServe'), acts.join(','));
+    assert.ok(at('sleepServe') < at('confirmVramReleased'));
+    assert.ok(at('confirmVramReleased') < at('ledgerVictimReleased'));
+    assert.ok(at('ledgerVictimReleased') < at('startServeContainer'));
+    assert.equal(acts.filter((a) => a === 'stopServeContainer').length, 0, 'vision was stopped, not put to sleep');
+
+    assert.deepEqual(formatLedger(await ledger('dark-fast')), [
+      "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 23128 MiB, free 4871 MiB",
+      '  fast 14336 MiB (resident, running)',
+      '  vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held)',
+      '  comfyui-sim 8192 MiB (on-demand, running)',
+    ]);
+    // The process is the one that served before: asleep, not stopped.
+    assert.equal(await containerId('vision'), visionId);
+    assert.equal((await t.routed('vision')).status, 503);
+    await assertLedgerIsTheBox('dark-fast');
+  });
+
+  test('restore by waking: the same process, woken, passes the guarded readmit; the ledger is the box again', async () => {
+    const visionId = await containerId('vision');
+    assert.ok(visionId);
+    const o = await serveDown(client(), t.node, 'comfyui-sim', { restore: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const r = o.result.restored[0];
+    assert.ok(r?.ok, r?.message);
+    assert.match(
+      r.message,
+      /serves up vision: restored by waking \(\d+ ms\), 12288 MiB committed on 'dark-fast'; tier vision-local readmitted \(identity 'qwen3-vl-4b-instruct'\)/,
+    );
+    assert.equal(await containerId('vision'), visionId, 'restored by a cold start, not a wake');
+    const routed = await t.routed('vision');
+    assert.equal(routed.status, 200);
+    assert.equal(totals(await ledger('dark-fast')).committedMib, 26624);
+    await assertLedgerIsTheBox('dark-fast');
+    const acts = await activitiesInOrder(client(), r.workflowId);
+    assert.ok(acts.indexOf('wakeServe') >= 0 && acts.indexOf('wakeServe') < acts.indexOf('waitHealthy'), acts.join(','));
+    assert.equal(acts.filter((a) => a === 'startServeContainer').length, 0, acts.join(','));
+    for (const s of ['vision', 'fast']) await serveDown(client(), t.node, s);
+  });
+
+  test('a sleep that leaks falls back to stop, recorded with the figures; the victim is evicted, the ledger is the box', async () => {
+    await up('leaky');
+    const o = await serveAcquire(client(), t.node, { serve: 'taker-l', evict: true, releaseTimeoutS: 2 });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const v = o.result.victims[0];
+    assert.ok(v?.sleep);
+    // Expected back 11400 MiB (12000 less the 600 declared); the sleep freed 6400 (it kept 5000 more).
+    assert.match(v.sleep.fellBack ?? '', /VRAM of leaky not released on GPU \S+: 5000 MiB still held after \d+ s/);
+    assert.equal(v.vram?.releasedMib, 12000);
+    assert.ok(await t.box.runtime.inspect(containerName(t.node, 'leaky')).then((c) => !c?.running));
+    const steps = o.result.steps.map((s) => `${s.step}: ${s.outcome}`);
+    assert.ok(
+      steps.some((s) => /^sleep leaky: sleep of leaky gave up \(VRAM of leaky not released/.test(s)),
+      steps.join('\n'),
+    );
+    assert.deepEqual(formatLedger(await ledger('leaky')).slice(1), [
+      '  leaky 12000 MiB (evictable, evicted for taker-l)',
+      '  taker-l 12000 MiB (on-demand, running)',
+    ]);
+    await assertLedgerIsTheBox('leaky');
+    await serveDown(client(), t.node, 'taker-l');
+    await serveDown(client(), t.node, 'leaky');
+  });
+
+  test('a wake that fails falls back to a cold start: a new process, through the guarded readmit', async () => {
+    await up('wf');
+    const asleepId = await containerId('wf');
+    const o = await serveAcquire(client(), t.node, { serve: 'taker-w', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    assert.equal(o.result.victims[0]?.sleep?.level, 2);
+    assert.deepEqual(formatLedger(await ledger('wakefail')).slice(1), [
+      '  wf 10000 MiB (evictable, sleeping at level 2 for taker-w, 500 MiB held)',
+      '  taker-w 10000 MiB (on-demand, running)',
+    ]);
+    await assertLedgerIsTheBox('wakefail');
+
+    const down = await serveDown(client(), t.node, 'taker-w', { restore: true });
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    const r = down.result.restored[0];
+    assert.ok(r?.ok, r?.message);
+    assert.match(r.message, /restored by a cold start/);
+    const coldId = await containerId('wf');
+    assert.ok(coldId);
+    assert.notEqual(coldId, asleepId);
+    assert.equal((await t.routed('wf')).status, 200);
+    await assertLedgerIsTheBox('wakefail');
+    await serveDown(client(), t.node, 'wf');
+  });
+
+  test('serves down of a sleeping serve stops its process and gives back the residual', async () => {
+    await up('wf');
+    const o = await serveAcquire(client(), t.node, { serve: 'taker-w', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const down = await serveDown(client(), t.node, 'wf');
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    assert.equal(down.result.releasedMib, 500);
+    assert.equal(await containerId('wf'), undefined);
+    assert.deepEqual(formatLedger(await ledger('wakefail')).slice(1), ['  taker-w 10000 MiB (on-demand, running)']);
+    await assertLedgerIsTheBox('wakefail');
+    await serveDown(client(), t.node, 'taker-w');
+  });
+});
