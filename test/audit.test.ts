@@ -40,6 +40,22 @@ const SERVES: TestServe[] = [
 const HISTORIES = join(__dirname, '..', '..', 'test', 'histories');
 
 describe('audit report of recorded histories, no server', () => {
+  test('a recorded eviction by sleeping: the sleep after the drain with its figures, no stop, the residual kept; its restore by waking', () => {
+    const text = render(buildReport(readHistoryFile(join(HISTORIES, 'sleep-eviction.json')), 'sleep-eviction'), 'text').join('\n');
+    assert.match(text, /outcome: serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; put to sleep vision-sleeper/);
+    assert.match(
+      text,
+      /victim vision-sleeper \(12288 MiB, tier sleeper-local\)\n {4}quiesce: 0 in flight at quiesce\n {4}drain: .*\n {4}sleep: level 1, issued \S+, \d+ ms; keeps 600 MiB asleep \(declared 600\)\n {4}stop: not stopped \(asleep\)\n {4}release: nvidia-smi: 11688 MiB back/,
+    );
+    assert.match(text, /vision-sleeper 12288 MiB \(evictable, sleeping at level 1 for comfyui-sim, 600 MiB held\)/);
+    assert.match(text, /Patches: .*evict-by-sleep/);
+    const wake = render(buildReport(readHistoryFile(join(HISTORIES, 'wake-restore-child-bring-up.json')), 'wake'), 'text').join('\n');
+    assert.match(wake, /outcome: serves up vision-sleeper: restored by waking \(\d+ ms\)/);
+    assert.match(wake, /wakeServe +completed: awake from level 1 after \d+ ms/);
+    assert.match(wake, /ledgerAdmit +completed: admitted vision-sleeper 12288 MiB, free after 1375 MiB \(restoring a serve asleep at level 1\)/);
+    assert.doesNotMatch(wake, /startServeContainer/);
+  });
+
   test('a recorded eviction as JSON: its victim, the drain, the stop, the VRAM back, the result', () => {
     const h = readHistoryFile(join(HISTORIES, 'eviction.json'));
     const lines = render(buildReport(h, 'eviction'), 'json');

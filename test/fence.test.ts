@@ -2,7 +2,7 @@
 // which steps the ledger lets change a container.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyAdmit, decideAdmit, emptyLedger, totals, withPhase } from '../src/domain/ledger';
+import { applyAdmit, decideAdmit, emptyLedger, totals, withoutReservation, withPhase } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
 import { applyStop, cancelHint, decideStop, fenceProblem, holderOf, operationUnderWay, parseHolder } from '../src/domain/fence';
@@ -139,5 +139,50 @@ describe('the fence a start must show', () => {
     assert.match(fenceProblem(l, 'o1', D, ['admitted']) ?? '', /held by serves-up\/n\/o1\/run-u \(admitted\), not serves-down\/n\/o1\/run-d/);
     assert.match(fenceProblem(emptyLedger('n', GPU), 'o1', U, ['admitted']) ?? '', /'o1' holds no reservation on 'dark-fast'/);
     assert.match(fenceProblem(withPhase(l, 'o1', 'running'), 'o1', U, ['admitted']) ?? '', /is running, not admitted/);
+  });
+});
+
+describe('a sleeping serve under the fences', () => {
+  const sleep = { level: 1 as const, residualMib: 600 };
+  /** o1 running, evicted by sleeping for sd, which then runs. */
+  function asleep(): LedgerState {
+    let l = withPhase(applyAdmit(emptyLedger('n', GPU), { serve: 'o1', vramMib: 12288, class: 'evictable', holder: U, sleep }), 'o1', 'running');
+    const plan = planEviction(l, 22000);
+    assert.equal(plan.kind, 'evict');
+    if (plan.kind !== 'evict') return l;
+    l = applyEvictionPlan(l, { serve: 'sd', vramMib: 22000, class: 'on-demand', holder: A }, plan.victims);
+    l = applyVictimReleased(l, 'o1', 'sd', 1);
+    return withPhase(l, 'sd', 'running');
+  }
+
+  test('no start or wake may touch it until a restore admits it', () => {
+    assert.match(fenceProblem(asleep(), 'o1', U, ['admitted']) ?? '', /'o1' sleeps for sd; only a restore \(an admission\) may wake it/);
+  });
+
+  test('a bring-down takes it at its residual, stops it, and releases that much', () => {
+    const l = asleep();
+    assert.equal(totals(l).committedMib, 22000 + 600);
+    const d = decideStop(l, { serve: 'o1', holder: D });
+    assert.deepEqual(d, { decision: 'taken', serve: 'o1', vramMib: 600, from: 'sleeping', previousHolder: U });
+    const after = applyStop(l, { serve: 'o1', holder: D }, d);
+    assert.deepEqual(
+      after.reservations.find((r) => r.serve === 'o1'),
+      { serve: 'o1', vramMib: 600, class: 'evictable', phase: 'stopping', holder: D },
+    );
+    assert.equal(totals(after).committedMib, 22000 + 600);
+  });
+
+  test("its restore needs only what the sleep gave back, and takes the sleeper's place", () => {
+    const l = asleep();
+    // Free: 27999 - 22600 = 5399; a cold start would need 12288, a wake 11688.
+    const d = decideAdmit(l, { serve: 'o1', vramMib: 12288, class: 'evictable', holder: U, sleep });
+    assert.deepEqual(d, { decision: 'denied', serve: 'o1', vramMib: 12288, freeMib: 5399, shortfallMib: 6289 });
+    // sd gone: 27999 - 600 free.
+    const roomy = withoutReservation(l, 'sd');
+    const woke = decideAdmit(roomy, { serve: 'o1', vramMib: 12288, class: 'evictable', holder: U, sleep });
+    assert.deepEqual(woke, { decision: 'admitted', serve: 'o1', vramMib: 12288, freeAfterMib: 27999 - 600 - 11688 });
+    const after = applyAdmit(roomy, { serve: 'o1', vramMib: 12288, class: 'evictable', holder: U, sleep });
+    assert.equal(after.reservations.filter((r) => r.serve === 'o1').length, 1);
+    assert.equal(totals(after).committedMib, 12288);
   });
 });

@@ -103,13 +103,15 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
     }
     const started = await startServe(resolved, saga, log);
-    const evicted = victims.map((v) => v.serve);
+    const asleep = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
+    const evicted = victims.map((v) => v.serve).filter((v) => !asleep.includes(v));
     const lease = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
     return {
       ...base,
       outcome: 'started',
       message:
         `${op}: running, ${serve.vramMib} MiB committed on '${gpu.role}'${evicted.length ? `; evicted ${evicted.join(', ')}` : ''}` +
+        (asleep.length ? `; put to sleep ${asleep.join(', ')}` : '') +
         (lease ? `; ${lease.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(lease.seconds * 1000)} (${lease.workflowId})` : ''),
       ...(lease ? { lease } : {}),
       evictionReason: decision.decision === 'evicting' ? decision.reason : undefined,

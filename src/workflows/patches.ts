@@ -31,10 +31,10 @@ export const PATCHES = {
   runTags: 'run-tags',
   /**
    * A victim with eviction = "sleep" is put to sleep (stop as the fallback) instead of stopped.
-   * Reached only by a victim that declares sleep, which no recording before it has; after: test/sleep-eviction.test.ts.
+   * Reached only by a victim that declares sleep, which no recording before it has; after: sleep-eviction.json.
    */
   evictBySleep: 'evict-by-sleep',
-  /** The restore of a sleeping serve wakes it (cold start as the fallback). After: test/sleep-eviction.test.ts. */
+  /** The restore of a sleeping serve wakes it (cold start as the fallback). Before: none has slept; after: wake-restore-child-bring-up.json. */
   wakeOnRestore: 'wake-on-restore',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

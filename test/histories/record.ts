@@ -44,6 +44,15 @@ const SERVES: TestServe[] = [
   { name: 'ocr', vram_mib: 5120 },
   { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+  // Evicted by sleeping (vLLM's sleep mode): the sim keeps the residual it declares.
+  {
+    name: 'vision-sleeper',
+    vram_mib: 12288,
+    class: 'evictable',
+    router_tier: 'sleeper-local',
+    sleep: { level: 1, residual_mib: 600, host_ram_mib: 8000 },
+    env: { SIM_SLEEP_RESIDUAL_MIB: '600' },
+  },
 ];
 
 interface Recorded {
@@ -237,6 +246,19 @@ async function main(): Promise<void> {
 
     // The ledger entity itself: every admission, acquisition, hand-over and release as an update.
     await record('ledger', workflowIds.ledger(NODE, GPU.role));
+
+    // (8) eviction by sleeping, then the restore by waking.
+    say('(8) vision down, vision-sleeper up; comfyui-sim --evict puts it to sleep; comfyui-sim down --restore wakes it');
+    await step('serves down vision', serveDown(client, NODE, 'vision'), true);
+    await step('serves up vision-sleeper', serveUp(client, NODE, 'vision-sleeper'), true);
+    const slept = await step('serves up comfyui-sim --evict', serveAcquire(client, NODE, { serve: 'comfyui-sim', evict: true }), true);
+    expect(slept.ok && slept.result.victims[0]?.sleep?.level === 1 && !slept.result.victims[0].sleep.fellBack, 'vision-sleeper put to sleep at level 1');
+    expect(totals(await ledger()).committedMib === 14336 + 600 + 8192, 'committed 23128 with vision-sleeper asleep');
+    await record('sleep-eviction', workflowIds.acquire(NODE, 'comfyui-sim'));
+    const woken = await step('serves down comfyui-sim --restore', serveDown(client, NODE, 'comfyui-sim', { restore: true }), true);
+    expect(woken.ok && /restored by waking/.test(woken.result.restored[0]?.message ?? ''), 'vision-sleeper restored by waking');
+    await record('wake-restore', workflowIds.bringDown(NODE, 'comfyui-sim'));
+    await record('wake-restore-child-bring-up', workflowIds.bringUp(NODE, 'vision-sleeper'));
 
     // (6) promotions: a new release that holds, then one that crash-loops and is rolled back.
     if (target) {

@@ -9,7 +9,7 @@ import { collect, isOf } from './collect';
 import type { Collected } from './collect';
 import type { ActivityResult, AuditReport, DrainResult, IdentityEvidence, PromotionEvidence, StepEvidence, VictimEvidence, VramReleaseResult } from './model';
 import { fields, isLedgerState, isoMs, ledgerIn, num, obj, path, rootOf, str, strs, txt } from './read';
-import type { Loose } from './read';
+import type { Loose, Obj } from './read';
 
 /** The outcome as the operator read it, and the workflow's own step log (a denial's admission when it has none). */
 function outcomeAndSteps(c: Collected): { outcome: AuditReport['outcome']; steps: StepEvidence[] } {
@@ -103,6 +103,7 @@ function evictionEvidence(c: Collected): AuditReport['eviction'] {
     const vram = (obj(rec?.['vram']) ?? vramAct?.result) as VramReleaseResult | undefined;
     const vramMib = num(rec?.['vramMib'] ?? plan?.vramMib);
     const inFlightAtQuiesce = num(rec?.['inFlightAtQuiesce'] ?? quiesce?.result?.inFlight);
+    const sleep = sleepEvidence(obj(rec?.['sleep']));
     return {
       serve: name,
       ...(vramMib !== undefined ? { vramMib } : {}),
@@ -114,6 +115,7 @@ function evictionEvidence(c: Collected): AuditReport['eviction'] {
       ...(stopAct ? { stop: stopAct.evidence.summary } : {}),
       ...(stopIssued !== undefined ? { stopIssuedAt: new Date(stopIssued).toISOString() } : {}),
       ...(vram ? { vram } : {}),
+      ...(sleep ? { sleep } : {}),
     };
   });
   const shortfallMib = decision && 'shortfallMib' in decision ? num(decision.shortfallMib) : undefined;
@@ -121,6 +123,23 @@ function evictionEvidence(c: Collected): AuditReport['eviction'] {
     reason: str(res?.['evictionReason']) ?? str(evicting?.reason),
     ...(shortfallMib !== undefined ? { shortfallMib } : {}),
     victims,
+  };
+}
+
+/** A victim's sleep as its acquisition recorded it. */
+function sleepEvidence(s: Obj | undefined): VictimEvidence['sleep'] {
+  if (!s) return undefined;
+  const issued = num(s['issuedAtEpochMs']);
+  const figures = {
+    level: num(s['level']),
+    waitedMs: num(s['waitedMs']),
+    residualDeclaredMib: num(s['residualDeclaredMib']),
+    residualSeenMib: num(s['residualSeenMib']),
+  };
+  return {
+    ...Object.fromEntries(Object.entries(figures).filter(([, v]) => v !== undefined)),
+    ...(issued !== undefined ? { issuedAt: new Date(issued).toISOString() } : {}),
+    ...(str(s['fellBack']) ? { fellBack: str(s['fellBack']) } : {}),
   };
 }
 

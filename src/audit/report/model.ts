@@ -77,6 +77,8 @@ export interface VictimEvidence {
   stop?: string;
   stopIssuedAt?: string;
   vram?: VramReleaseResult;
+  /** Evicted by sleeping, or tried to be (then stopped): as the acquisition recorded it. */
+  sleep?: { level?: number; issuedAt?: string; waitedMs?: number; residualDeclaredMib?: number; residualSeenMib?: number; fellBack?: string };
 }
 
 export interface IdentityEvidence {

@@ -26,13 +26,21 @@ function identityLine(i: IdentityEvidence): string {
   return `${who}: ${how} observed ${seen}${i.expected ? `, expected '${i.expected}'` : ''}: ${i.ok ? 'ok' : 'MISMATCH'}`;
 }
 
+function sleepLine(s: NonNullable<VictimEvidence['sleep']>): string {
+  const asked = `level ${s.level ?? '?'}${s.issuedAt ? `, issued ${s.issuedAt}` : ''}${s.waitedMs !== undefined ? `, ${s.waitedMs} ms` : ''}`;
+  if (s.fellBack) return `${asked}; gave up (${s.fellBack}): stopped instead`;
+  const kept = s.residualSeenMib !== undefined ? `; keeps ${s.residualSeenMib} MiB asleep (declared ${s.residualDeclaredMib ?? '?'})` : '';
+  return `${asked}${kept}`;
+}
+
 /** A victim as text: what was asked of it and what it did, step by step. */
 function victimLines(v: VictimEvidence): string[] {
   const out = [`victim ${v.serve}${v.vramMib !== undefined ? ` (${v.vramMib} MiB` : ' ('}${v.tier ? `, tier ${v.tier}` : ', no router tier'})`];
   if (v.inFlightAtQuiesce !== undefined) out.push(`  quiesce: ${v.inFlightAtQuiesce} in flight at quiesce`);
   if (v.drain) out.push(`  drain: ${drainLine(v.drain)}`);
+  if (v.sleep) out.push(`  sleep: ${sleepLine(v.sleep)}`);
   if (v.stopped) out.push(`  stop: ${v.inFlightAtStop ?? '?'} in flight at stop${v.stopIssuedAt ? `, issued ${v.stopIssuedAt}` : ''}; ${v.stop ?? ''}`);
-  else out.push('  stop: never stopped');
+  else out.push(v.sleep && !v.sleep.fellBack ? '  stop: not stopped (asleep)' : '  stop: never stopped');
   if (v.vram) out.push(`  release: ${vramLine(v.vram)}`);
   return out;
 }
@@ -95,7 +103,7 @@ const SECTIONS: Section[] = [
         v.tier ?? '—',
         `${v.inFlightAtQuiesce ?? '—'}`,
         v.drain ? drainLine(v.drain) : '—',
-        v.stopped ? txt(v.inFlightAtStop ?? '?') : 'not stopped',
+        v.stopped ? txt(v.inFlightAtStop ?? '?') : v.sleep ? `asleep at level ${v.sleep.level ?? '?'}` : 'not stopped',
         v.vram ? `${v.vram.releasedMib} MiB (used ${v.vram.usedBeforeMib} → ${v.vram.usedAfterMib})` : '—',
       ]),
       textLines: eviction.victims.flatMap(victimLines),

@@ -1,0 +1,58 @@
+// Which level a victim evicted by sleeping sleeps at, and what it is seen to keep asleep: pure.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { admittedSleep, levelOneSleepers, residualSeen, sleepLevelFor } from '../src/domain/sleep';
+import { applyAdmit, emptyLedger, withPhase } from '../src/domain/ledger';
+import type { LedgerState } from '../src/domain/ledger';
+
+const GPU = { role: 'g', uuid: 'GPU-1', capacityMib: 32000, reserveMib: 0 };
+
+function withSleeper(l: LedgerState, serve: string, level: 1 | 2, sleptAtLevel: 1 | 2 | undefined): LedgerState {
+  const admitted = withPhase(applyAdmit(l, { serve, vramMib: 8000, class: 'evictable', holder: 'h/r', sleep: { level, residualMib: 500 } }), serve, 'sleeping');
+  return { ...admitted, reservations: admitted.reservations.map((r) => (r.serve === serve && sleptAtLevel ? { ...r, sleptAtLevel } : r)) };
+}
+
+describe('the level a victim sleeps at', () => {
+  test('level 2, or no host-RAM budget: the declared level', () => {
+    assert.deepEqual(sleepLevelFor({ level: 2, residualMib: 500 }, [], 1000), { level: 2 });
+    assert.deepEqual(sleepLevelFor({ level: 1, residualMib: 500, hostRamMib: 90000 }, [], undefined), { level: 1 });
+  });
+
+  test('level 1 within the budget beside the serves asleep at level 1: level 1, to the MiB', () => {
+    assert.deepEqual(sleepLevelFor({ level: 1, residualMib: 500, hostRamMib: 8000 }, [{ serve: 'a', hostRamMib: 8000 }], 16000), { level: 1 });
+  });
+
+  test('level 1 past the budget falls back to level 2, saying by how much and beside whom', () => {
+    const plan = sleepLevelFor({ level: 1, residualMib: 500, hostRamMib: 8000 }, [{ serve: 'a', hostRamMib: 8001 }], 16000);
+    assert.equal(plan.level, 2);
+    assert.equal(
+      plan.fellBack,
+      "level 1 would take 8000 MiB of host RAM beside a (8001 MiB): 16001 MiB, over the node's host_ram_budget_mib of 16000; sleeping at level 2",
+    );
+  });
+
+  test('only serves asleep at level 1 hold host RAM: one that fell back to level 2 does not, whatever it declared', () => {
+    let l = emptyLedger('n', GPU);
+    l = withSleeper(l, 'a', 1, 1);
+    l = withSleeper(l, 'b', 1, 2);
+    l = withSleeper(l, 'c', 2, undefined);
+    l = withPhase(applyAdmit(l, { serve: 'd', vramMib: 1000, class: 'evictable', holder: 'h/r', sleep: { level: 1, residualMib: 1 } }), 'd', 'running');
+    assert.deepEqual(
+      levelOneSleepers([l], (s) => ({ a: 7000, b: 6000, d: 5000 })[s]),
+      [{ serve: 'a', hostRamMib: 7000 }],
+    );
+  });
+});
+
+describe('what a sleeper keeps', () => {
+  test('what it took less what its sleep gave back; above the declaration is flagged', () => {
+    assert.deepEqual(residualSeen(12288, 11688, 600), { mib: 600, aboveDeclared: false });
+    assert.deepEqual(residualSeen(12288, 11000, 600), { mib: 1288, aboveDeclared: true });
+    assert.deepEqual(residualSeen(12288, 13000, 600), { mib: 0, aboveDeclared: false });
+  });
+
+  test('an admission carries the level and residual of a serve evicted by sleeping, and nothing for one stopped', () => {
+    assert.deepEqual(admittedSleep({ sleep: { level: 1, residualMib: 600, hostRamMib: 9000 } }), { sleep: { level: 1, residualMib: 600 } });
+    assert.deepEqual(admittedSleep({}), {});
+  });
+});
