@@ -14,7 +14,6 @@ import { HttpRouterAdmin } from '../src/adapters/router-admin/http';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
-import { parseManifest } from '../src/config/manifest';
 import type { Manifest } from '../src/domain/types';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
@@ -22,7 +21,7 @@ import { FAKE_NVIDIA_SMI, routerConfigFor } from '../src/sim/box';
 import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
 import { createGpuresWorker, fileManifest } from '../src/worker/worker';
 import type { AcquireResult } from '../src/shared/operations';
-import { docker, nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
+import { docker, nodeContainers, removeNodeContainers, renderManifest, uniqueNode, writeManifest } from './support/box';
 import type { TestServe } from './support/box';
 import { testTemporal, workflowBundle } from './support/temporal';
 import { waitUntil } from './support/wait';
@@ -59,11 +58,9 @@ describe('on-demand acquisition with eviction on Docker', () => {
     // A GPU uuid of its own: the fake nvidia-smi counts every running container labelled with the
     // uuid on this dockerd, and other suites' containers must not move this suite's readings.
     const text = renderManifest(node, [GPU], SERVES).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
-    const manifestPath = join(dir, 'serves.toml');
-    writeFileSync(manifestPath, text);
-    const parsed = parseManifest(text, manifestPath);
-    if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
-    manifest = parsed.manifest;
+    const written = writeManifest(dir, text);
+    const manifestPath = written.manifestPath;
+    manifest = written.manifest;
 
     const routerConfigPath = join(dir, 'router.toml');
     // Through the fake vLLM's CGI: busybox httpd answers a plain POST with 501 (see its entrypoint).

@@ -6,11 +6,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
-import { physicalTruth } from '../src/domain/physical';
 import { containerName } from '../src/domain/serve';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import type { TestServe } from './support/box';
-import { startSimTestBox } from './support/sim';
+import { nonLedgerDrawOf, startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
 import { activitiesInOrder } from './support/history-scan';
@@ -77,10 +76,7 @@ describe('eviction by sleeping, restore by waking', () => {
   /** The box against the ledger: what nvidia-smi shows used, less what the ledger says the serves hold, is the non-ledger draw and nothing else. */
   async function assertLedgerIsTheBox(role: string): Promise<void> {
     const l = await ledger(role);
-    const reading = (await t.box.gpu.readGpus()).find((g) => g.uuid === l.gpuUuid);
-    assert.ok(reading);
-    const truth = physicalTruth(l, reading);
-    assert.equal(truth.nonLedgerDrawMib, NON_LEDGER_MIB, `${role}: nvidia-smi used ${truth.usedMib} MiB, ledger's serves ${truth.servesMib} MiB`);
+    assert.equal(await nonLedgerDrawOf(t.box, l), NON_LEDGER_MIB, `${role}: ${formatLedger(l).join('; ')}`);
   }
   async function containerId(serve: string): Promise<string | undefined> {
     const c = await t.box.runtime.inspect(containerName(t.node, serve));

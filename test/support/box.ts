@@ -7,6 +7,8 @@ import Docker from 'dockerode';
 import type { Worker } from '@temporalio/worker';
 import { TEST_IMAGES } from '../../src/dev/toolchain';
 import { LABEL } from '../../src/domain/serve';
+import { parseManifest } from '../../src/config/manifest';
+import type { Manifest } from '../../src/domain/types';
 import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
 import { startTestWorker } from './worker';
@@ -93,6 +95,15 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
     lines.push('');
   }
   return lines.join('\n');
+}
+
+/** The manifest written as `dir`/serves.toml and parsed; a manifest the test wrote wrong throws. */
+export function writeManifest(dir: string, text: string): { manifestPath: string; manifest: Manifest } {
+  const manifestPath = join(dir, 'serves.toml');
+  writeFileSync(manifestPath, text);
+  const parsed = parseManifest(text, manifestPath);
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+  return { manifestPath, manifest: parsed.manifest };
 }
 
 /** The containers gpures labelled with `node`, running or not. */

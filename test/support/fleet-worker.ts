@@ -1,4 +1,4 @@
-// A node's worker for the fleet test: `gpures worker` (runWorker, configured by its environment)
+// A node's worker as its own process (the fleet test, the sleep kill test): `gpures worker` (runWorker, configured by its environment)
 // with the simulated box's runtime instead of Docker, so its serves are processes it starts in its
 // own network namespace, where Docker-published ports (on the host's loopback) would not be.
 //   node dist/test/support/fleet-worker.js --manifest FILE --state DIR

@@ -11,14 +11,13 @@ import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { NvidiaSmi } from '../../src/adapters/gpu/nvidia-smi';
 import { HttpRouterAdmin } from '../../src/adapters/router-admin/http';
 import { buildApi } from '../../src/client/api';
-import { parseManifest } from '../../src/config/manifest';
 import type { Manifest } from '../../src/domain/types';
 import { startRouter } from '../../src/router/server';
 import type { RunningRouter } from '../../src/router/server';
 import { FAKE_NVIDIA_SMI, routerConfigFor } from '../../src/sim/box';
 import type { FakeNvidiaSmiState } from '../../src/sim/fake-nvidia-smi';
 import { SimRuntime } from '../../src/sim/runtime';
-import { renderManifest, TEST_IMAGE, uniqueNode } from './box';
+import { renderManifest, TEST_IMAGE, uniqueNode, writeManifest } from './box';
 import type { TestGpu, TestServe } from './box';
 import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
@@ -70,11 +69,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
   const node = uniqueNode(o.prefix);
   const dir = mkdtempSync(join(tmpdir(), `gpures-${o.prefix}-`));
   const text = renderManifest(node, [o.gpu], o.serves).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
-  const manifestPath = join(dir, 'serves.toml');
-  writeFileSync(manifestPath, text);
-  const parsed = parseManifest(text, manifestPath);
-  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
-  const manifest = parsed.manifest;
+  const { manifestPath, manifest } = writeManifest(dir, text);
 
   const servesDir = join(dir, 'serves');
   mkdirSync(servesDir, { recursive: true });

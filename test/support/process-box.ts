@@ -6,13 +6,12 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
-import { parseManifest } from '../../src/config/manifest';
 import type { Manifest } from '../../src/domain/types';
 import { startRouter } from '../../src/router/server';
 import type { RunningRouter } from '../../src/router/server';
 import { FAKE_NVIDIA_SMI, routerConfigFor } from '../../src/sim/box';
 import type { FakeNvidiaSmiState } from '../../src/sim/fake-nvidia-smi';
-import { removeNodeContainers, renderManifest, uniqueNode } from './box';
+import { removeNodeContainers, renderManifest, uniqueNode, writeManifest } from './box';
 import type { TestGpu, TestServe } from './box';
 import { startWorkerProcess } from './cli';
 import type { WorkerProcess } from './cli';
@@ -47,13 +46,10 @@ export async function startProcessBox(
   const node = uniqueNode(prefix);
   const dir = mkdtempSync(join(tmpdir(), `gpures-${prefix}-`));
   const text = renderManifest(node, [gpu], serves).replace(/^uuid = "GPU-[^"]*"$/m, `uuid = "GPU-${randomUUID()}"`);
-  const manifestPath = join(dir, 'serves.toml');
-  writeFileSync(manifestPath, text);
-  const parsed = parseManifest(text, manifestPath);
-  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+  const { manifestPath, manifest } = writeManifest(dir, text);
 
   // The fake vLLM answers chat completions through its CGI, which holds each request for its sim_delay_ms.
-  const routerDoc = parseToml(routerConfigFor(parsed.manifest, `test.${node}`)) as { tiers: { backend: string }[] };
+  const routerDoc = parseToml(routerConfigFor(manifest, `test.${node}`)) as { tiers: { backend: string }[] };
   for (const tier of routerDoc.tiers) tier.backend = `${tier.backend}/cgi-bin/vllm`;
   const routerConfigPath = join(dir, 'router.toml');
   writeFileSync(routerConfigPath, stringifyToml(routerDoc));
@@ -61,7 +57,7 @@ export async function startProcessBox(
   const router = await startRouter({ configPath: routerConfigPath, adminToken: routerToken, port: 0 });
 
   const smiState: FakeNvidiaSmiState = {
-    gpus: parsed.manifest.gpus.map((g, index) => ({ index, uuid: g.uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: g.capacityMib, baseUsedMib: 1200 })),
+    gpus: manifest.gpus.map((g, index) => ({ index, uuid: g.uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: g.capacityMib, baseUsedMib: 1200 })),
     docker: true,
   };
   const smiStatePath = join(dir, 'nvidia-smi.json');
@@ -81,7 +77,7 @@ export async function startProcessBox(
   const box: ProcessBox = {
     node,
     manifestPath,
-    manifest: parsed.manifest,
+    manifest: manifest,
     temporal,
     router,
     routerToken,

@@ -4,15 +4,16 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Worker } from '@temporalio/worker';
-import { parseManifest } from '../../src/config/manifest';
 import type { Manifest } from '../../src/domain/types';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
 import type { SimBox } from '../../src/sim/box';
-import { renderManifest, routedChat, uniqueNode } from './box';
+import { renderManifest, routedChat, uniqueNode, writeManifest } from './box';
 import type { TestGpu, TestServe } from './box';
 import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
 import { startTestWorker } from './worker';
+import type { LedgerState } from '../../src/domain/ledger';
+import { physicalTruth } from '../../src/domain/physical';
 
 export const ROUTER_TOKEN = 'test-router-token';
 
@@ -33,11 +34,7 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
   const node = uniqueNode(prefix);
   const dir = mkdtempSync(join(tmpdir(), 'gpures-sim-'));
   const text = renderManifest(node, gpus, serves);
-  const manifestPath = join(dir, 'serves.toml');
-  writeFileSync(manifestPath, text);
-  const parsed = parseManifest(text, manifestPath);
-  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
-  const manifest = parsed.manifest;
+  const { manifestPath, manifest } = writeManifest(dir, text);
   const routerConfigPath = join(dir, 'router.toml');
   writeFileSync(routerConfigPath, routerConfigFor(manifest, `test.${node}`));
   const box = await startSimBox({ manifest, stateDir: join(dir, 'box'), routerConfigPath, routerToken: ROUTER_TOKEN, nonLedgerDrawMib: 1200 });
@@ -66,4 +63,11 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
       await temporal.close();
     },
   };
+}
+
+/** What nvidia-smi shows used on the ledger's GPU less what the ledger says its serves hold: the box's non-ledger draw, when the ledger is the box. */
+export async function nonLedgerDrawOf(box: SimBox, l: LedgerState): Promise<number> {
+  const reading = (await box.gpu.readGpus()).find((g) => g.uuid === l.gpuUuid);
+  if (!reading) throw new Error(`nvidia-smi shows no GPU ${l.gpuUuid}`);
+  return physicalTruth(l, reading).nonLedgerDrawMib;
 }
