@@ -75,3 +75,25 @@ test('gpures demo: every step of T013 matches the field report, and the closed l
     await temporal.close();
   }
 });
+
+test('gpures demo --sleep: vision is put to sleep and woken, not stopped and started; the wake restores it faster than its cold start', async () => {
+  const temporal = await testTemporal();
+  const lines: string[] = [];
+  try {
+    const result = await runDemo({ temporalAddress: temporal.address, out: (l) => lines.push(l), sleep: true });
+    const byWhat = (step: number, what: string) => result.checks.find((c) => c.step === step && c.what === what)?.observed;
+    assert.equal(byWhat(3, 'eviction order'), 'quiesce vision → drain vision → sleep vision → release vision');
+    assert.equal(byWhat(3, 'committed'), '23128');
+    assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held)');
+    assert.equal(byWhat(4, 'restored by'), 'waking');
+    assert.equal(byWhat(6, 'restored by the lease'), 'vision');
+    assert.equal(result.ok, true, lines.join('\n'));
+    const figures = lines.map((l) => /restore of vision by waking: (\d+) ms .*; its cold start at step 2: (\d+) ms/.exec(l)).find(Boolean);
+    assert.ok(figures, lines.join('\n'));
+    // The cold start waits out the simulated 5.81 s load; the wake, 82 ms and the checks around it.
+    assert.ok(Number(figures[2]) >= 5810, figures[0]);
+    assert.ok(Number(figures[1]) < Number(figures[2]), figures[0]);
+  } finally {
+    await temporal.close();
+  }
+});

@@ -128,6 +128,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--no-ui', 'start the dev server without its web UI')
     .option('--manifest <file>', 'the box to simulate (default: examples/primary-node/serves.toml)')
     .option('--router-config <file>', 'its router config (default: examples/primary-node/router.toml)')
+    .option('--sleep', "evict vision by vLLM's sleep mode and restore it by waking, its load and wake times set from vLLM's published figures")
     .option(
       '--temporal-address <host:port>',
       'run on this existing server instead (namespace, TLS and API key from the Temporal environment; search attributes registered when missing)',

@@ -6,6 +6,7 @@ import { CliError, EXIT } from '../exit-codes';
 export interface DemoOpts {
   keep?: boolean;
   ui: boolean;
+  sleep?: boolean;
   manifest?: string;
   routerConfig?: string;
   temporalAddress?: string;
@@ -18,6 +19,7 @@ export async function demo(input: DemoOpts, _ctx: CommandContext): Promise<Rende
   const result = await runDemo({
     keep: input.keep,
     ui: input.ui,
+    sleep: input.sleep,
     manifestPath: input.manifest,
     routerConfigPath: input.routerConfig,
     temporal: input.temporalAddress ? existingServer(input.temporalAddress) : undefined,
