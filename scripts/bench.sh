@@ -3,7 +3,8 @@
 # bring-up as a Temporal workflow vs. the same dockerode calls in a plain script; then
 # bench/eviction.ts: drain-to-stop latency and the orchestration cost of an acquisition with
 # eviction on the simulated box; then bench/router-on-demand.ts: request -> first byte when the
-# router must acquire the serve first, and what the router adds when it is up; then bench/cli.ts: the
+# router must acquire the serve first, and what the router adds when it is up; then bench/sleep.ts:
+# eviction and restore by vLLM's sleep mode against by stop and cold start; then bench/cli.ts: the
 # CLI's start-up against a bare node start. Extra arguments go to each (e.g. npm run bench -- --runs 11);
 # both take --runs N and --poll-ms MS.
 set -euo pipefail
@@ -16,7 +17,7 @@ bash scripts/setup.sh --test
 
 export_test_env
 
-for bench in bring-up eviction router-on-demand cli; do
+for bench in bring-up eviction router-on-demand sleep cli; do
   if [[ ! -f "dist/bench/$bench.js" ]]; then
     die "dist/bench/$bench.js does not exist: bench/ was not compiled"
   fi
@@ -30,6 +31,9 @@ node --enable-source-maps dist/bench/eviction.js "$@"
 echo
 log "bench: node dist/bench/router-on-demand.js $*"
 node --enable-source-maps dist/bench/router-on-demand.js "$@"
+echo
+log "bench: node dist/bench/sleep.js $*"
+node --enable-source-maps dist/bench/sleep.js "$@"
 echo
 log "bench: node dist/bench/cli.js $*"
 exec node --enable-source-maps dist/bench/cli.js "$@"
