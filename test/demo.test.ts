@@ -87,6 +87,7 @@ test('gpures demo --sleep: vision is put to sleep and woken, not stopped and sta
     assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held)');
     assert.equal(byWhat(4, 'restored by'), 'waking');
     assert.equal(byWhat(6, 'restored by the lease'), 'vision');
+    assert.equal(byWhat(6, 'restored by the lease by'), 'waking');
     assert.equal(result.ok, true, lines.join('\n'));
     const figures = lines.map((l) => /restore of vision by waking: (\d+) ms .*; its cold start at step 2: (\d+) ms/.exec(l)).find(Boolean);
     assert.ok(figures, lines.join('\n'));

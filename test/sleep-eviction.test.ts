@@ -8,6 +8,7 @@ import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { containerName } from '../src/domain/serve';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
+import { sleepingVision } from './support/box';
 import type { TestServe } from './support/box';
 import { nonLedgerDrawOf, startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
@@ -23,15 +24,7 @@ const GPUS = [
 const SERVES: TestServe[] = [
   // The seeds' box: vision sleeps at level 1 and keeps 600 MiB; the sim keeps what it declares.
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
-  {
-    name: 'vision',
-    vram_mib: 12288,
-    class: 'evictable',
-    served_model_name: 'qwen3-vl-4b-instruct',
-    router_tier: 'vision-local',
-    sleep: { level: 1, residual_mib: 600, host_ram_mib: 8000 },
-    env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_WAKE_DELAY_MS: '200' },
-  },
+  sleepingVision({ SIM_WAKE_DELAY_MS: '200' }),
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
   // A sleep that keeps 5000 MiB more than it declares (vLLM #32714).
   {

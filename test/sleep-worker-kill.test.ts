@@ -16,7 +16,7 @@ import { workflowIds } from '../src/shared/messages';
 import { FAKE_NVIDIA_SMI, routerConfigFor, startSimBox } from '../src/sim/box';
 import type { SimBox } from '../src/sim/box';
 import type { Manifest } from '../src/domain/types';
-import { renderManifest, uniqueNode, writeManifest } from './support/box';
+import { renderManifest, uniqueNode, writeManifest, sleepingVision } from './support/box';
 import type { TestServe } from './support/box';
 import { ROOT, startWorkerProcess } from './support/cli';
 import type { WorkerProcess } from './support/cli';
@@ -30,15 +30,8 @@ const SIM_WORKER = join(ROOT, 'dist', 'test', 'support', 'fleet-worker.js');
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
-  {
-    name: 'vision',
-    vram_mib: 12288,
-    class: 'evictable',
-    router_tier: 'vision-local',
-    sleep: { level: 1, residual_mib: 600, host_ram_mib: 8000 },
-    // A sleep that takes 3 s: long enough to kill the worker while it waits for it.
-    env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_SLEEP_DELAY_MS: '3000' },
-  },
+  // A sleep that takes 3 s: long enough to kill the worker while it waits for it.
+  sleepingVision({ SIM_SLEEP_DELAY_MS: '3000' }),
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
 ];
 

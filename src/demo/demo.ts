@@ -281,6 +281,10 @@ async function closedLoop(ctx: DemoContext): Promise<void> {
       .map((r) => r.serve)
       .join(',') || 'none',
   );
+  if (ctx.sleep) {
+    const woken = (lease.bringDown?.restored ?? []).find((r) => r.serve === 'vision');
+    check(ctx, 'restored by the lease by', 'waking', woken && /restored by waking/.test(woken.message) ? 'waking' : (woken?.message ?? 'not restored'));
+  }
   check(ctx, 'routed vision request after the lease', '200', await routedVision(ctx));
   l = await printLedger(ctx);
   check(ctx, 'committed/budget', '26624/27999, free 1375', committedFree(l));

@@ -115,7 +115,33 @@ function vramOf(labels: Record<string, string> | undefined): number {
   return Number.isFinite(n) && n > 0 ? n : 0;
 }
 
-/** Running sim serves and (with docker: true) Docker containers, each with the VRAM it declares. */
+/**
+ * What a Docker fake-vLLM serve draws while it sleeps, from the /sleep-state its entrypoint
+ * publishes (its residual and leak); undefined when awake, or for a serve that publishes none.
+ */
+async function dockerSleepDraw(hostPort: number): Promise<number | undefined> {
+  // A timer that holds the process: a port whose container does not answer (docker-proxy accepts
+  // for a serve with no HTTP) leaves fetch with no handle of its own, and node would exit mid-read.
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), 1000);
+  try {
+    const res = await fetch(`http://127.0.0.1:${hostPort}/sleep-state`, { signal: abort.signal });
+    if (!res.ok) return undefined;
+    const state = new Map(
+      (await res.text()).split('\n').map((line): [string, number] => {
+        const [key = '', value] = line.split('=');
+        return [key, Number(value)];
+      }),
+    );
+    return state.get('level') ? (state.get('residual') ?? 0) + (state.get('leak') ?? 0) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Running sim serves and (with docker: true) Docker containers, each with the VRAM it declares (or keeps asleep). */
 export async function serveDraws(state: FakeNvidiaSmiState): Promise<FakeServeDraw[]> {
   const draws: FakeServeDraw[] = [];
   if (state.simStateDir) {
@@ -133,7 +159,9 @@ export async function serveDraws(state: FakeNvidiaSmiState): Promise<FakeServeDr
       const gpuUuid = c.Labels[LABEL.gpuUuid];
       if (!gpuUuid || !uuids.has(gpuUuid)) continue;
       const info = await docker.getContainer(c.Id).inspect();
-      draws.push({ gpuUuid, pid: info.State.Pid, vramMib: vramOf(c.Labels) });
+      const published = c.Ports.find((p) => p.PublicPort)?.PublicPort;
+      const asleep = published ? await dockerSleepDraw(published) : undefined;
+      draws.push({ gpuUuid, pid: info.State.Pid, vramMib: asleep ?? vramOf(c.Labels) });
     }
   }
   return draws;

@@ -97,6 +97,22 @@ export function renderManifest(node: string, gpus: TestGpu[], serves: TestServe[
   return lines.join('\n');
 }
 
+/**
+ * The field report's vision, evicted by sleeping at level 1 and keeping 600 MiB (the serve, sim
+ * or fake-vLLM image, keeps what it declares); `env` adds the serve's sleep knobs.
+ */
+export function sleepingVision(env: Record<string, string> = {}): TestServe {
+  return {
+    name: 'vision',
+    vram_mib: 12288,
+    class: 'evictable',
+    served_model_name: 'qwen3-vl-4b-instruct',
+    router_tier: 'vision-local',
+    sleep: { level: 1, residual_mib: 600, host_ram_mib: 8837 },
+    env: { SIM_SLEEP_RESIDUAL_MIB: '600', ...env },
+  };
+}
+
 /** The manifest written as `dir`/serves.toml and parsed; a manifest the test wrote wrong throws. */
 export function writeManifest(dir: string, text: string): { manifestPath: string; manifest: Manifest } {
   const manifestPath = join(dir, 'serves.toml');

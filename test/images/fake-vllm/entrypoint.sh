@@ -17,12 +17,24 @@
 #   FAKE_EXIT_AT_START=1            exit with code 3 immediately (crash at start-up)
 #   FAKE_NUM_REQUESTS_RUNNING=N     value of vllm:num_requests_running (default 0)
 #   FAKE_NUM_REQUESTS_WAITING=N     value of vllm:num_requests_waiting (default 0)
+# vLLM's sleep mode, with the simulated box's knobs (src/sim/sleep-mode.ts):
+#   VLLM_SERVER_DEV_MODE=1          serve /sleep, /wake_up, /is_sleeping, /collective_rpc (else 404)
+#   --enable-sleep-mode             a sleep frees memory (without it /sleep answers 500)
+#   SIM_SLEEP_RESIDUAL_MIB=N        what a sleeping serve keeps on its GPU (default 512)
+#   SIM_SLEEP_LEAK_MIB=N            what a sleep fails to free on top (default 0)
+#   SIM_SLEEP_DELAY_MS, SIM_WAKE_DELAY_MS, SIM_RELOAD_DELAY_MS   how long each takes (100, 300, 1000)
+#   SIM_WAKE_FAIL=1                 every wake fails with 500, as one that hits an OOM
 #
 # Endpoints (busybox httpd serving files from /www):
 #   /health      200 with an empty body once ready, 404 before
 #   /v1/models   {"object":"list","data":[{"id":N,"object":"model","root":M,...}]}
 #   /metrics     Prometheus text with vllm:num_requests_running / vllm:num_requests_waiting;
 #                running counts the chat completions being answered (plus the knob)
+#   /sleep-state level=0|1|2, residual and leak MiB: what the fake nvidia-smi reads of a Docker serve
+#   /sleep?level=N, /wake_up[?tags=weights|kv_cache], /is_sleeping, /collective_rpc (reload_weights):
+#                busybox httpd runs no CGI for a POST outside cgi-bin, so each is a directory whose
+#                URL it redirects (302) to URL/, served by cgi-bin/index.cgi; a client that follows
+#                the redirect (fetch does) arrives there with GET, which the fake takes as the POST.
 #   /cgi-bin/vllm/v1/chat/completions
 #                a CGI (busybox httpd answers a plain POST with 501): answers after the body's
 #                sim_delay_ms, in the OpenAI shape. A router tier whose backend is
@@ -56,6 +68,7 @@ model=""
 revision=""
 served=""
 port=8000
+sleep_mode=0
 
 if [ "${1:-}" = serve ] && [ $# -ge 2 ]; then
   model=$2
@@ -64,6 +77,11 @@ fi
 
 while [ $# -gt 0 ]; do
   case "$1" in
+    --enable-sleep-mode | --enable_sleep_mode)
+      sleep_mode=1
+      shift
+      continue
+      ;;
     --model | --revision | --served-model-name | --port)
       if [ $# -lt 2 ]; then
         say "$1 needs a value"
@@ -104,7 +122,9 @@ case "$port" in
     exit 2
     ;;
 esac
-for knob in "FAKE_NUM_REQUESTS_RUNNING=$running" "FAKE_NUM_REQUESTS_WAITING=$waiting"; do
+for knob in "FAKE_NUM_REQUESTS_RUNNING=$running" "FAKE_NUM_REQUESTS_WAITING=$waiting" \
+  "SIM_SLEEP_RESIDUAL_MIB=${SIM_SLEEP_RESIDUAL_MIB:-512}" "SIM_SLEEP_LEAK_MIB=${SIM_SLEEP_LEAK_MIB:-0}" \
+  "SIM_SLEEP_DELAY_MS=${SIM_SLEEP_DELAY_MS:-100}" "SIM_WAKE_DELAY_MS=${SIM_WAKE_DELAY_MS:-300}" "SIM_RELOAD_DELAY_MS=${SIM_RELOAD_DELAY_MS:-1000}"; do
   case "${knob#*=}" in
     "" | *[!0-9]*)
       say "invalid $knob (a whole number)"
@@ -134,6 +154,84 @@ rm -rf /tmp/inflight/* /tmp/metrics.lock
 printf 'running=%s\nwaiting=%s\n' "$running" "$waiting" >/tmp/fake-vllm.env || exit 1
 # Already JSON-escaped; read with cat, never sourced (the shell would undo the escapes).
 json_escape "$id" >/tmp/fake-vllm.model-id || exit 1
+
+# Sleep mode: the state in /tmp/sleep (level, whether the weights are loaded), published as
+# /www/sleep-state for the fake nvidia-smi; the endpoints are directories whose URL/ index.cgi answers.
+dev_mode=0
+[ "${VLLM_SERVER_DEV_MODE:-}" = 1 ] && dev_mode=1
+wake_fail=0
+[ "${SIM_WAKE_FAIL:-}" = 1 ] && wake_fail=1
+cat >/tmp/sleep.env <<END || exit 1
+dev_mode=$dev_mode
+sleep_mode=$sleep_mode
+residual=${SIM_SLEEP_RESIDUAL_MIB:-512}
+leak=${SIM_SLEEP_LEAK_MIB:-0}
+sleep_ms=${SIM_SLEEP_DELAY_MS:-100}
+wake_ms=${SIM_WAKE_DELAY_MS:-300}
+reload_ms=${SIM_RELOAD_DELAY_MS:-1000}
+wake_fail=$wake_fail
+END
+printf 'level=0\nweights=1\n' >/tmp/sleep || exit 1
+rm -rf "$WWW/sleep" "$WWW/wake_up" "$WWW/is_sleeping" "$WWW/collective_rpc"
+if [ "$dev_mode" = 1 ]; then
+  mkdir -p "$WWW/sleep" "$WWW/wake_up" "$WWW/is_sleeping" "$WWW/collective_rpc" || exit 1
+fi
+printf 'level=0\nresidual=%s\nleak=%s\n' "${SIM_SLEEP_RESIDUAL_MIB:-512}" "${SIM_SLEEP_LEAK_MIB:-0}" >"$WWW/sleep-state" || exit 1
+
+cat >"$WWW/cgi-bin/index.cgi" <<'EOF' || exit 1
+#!/bin/sh
+# vLLM's sleep-mode endpoints, reached as URL/ after httpd's redirect (see the entrypoint).
+. /tmp/sleep.env
+. /tmp/sleep
+reply() { printf 'Status: %s\r\nContent-Type: application/json\r\n\r\n%s\n' "$1" "$2"; }
+publish() {
+  printf 'level=%s\nweights=%s\n' "$level" "$weights" >/tmp/sleep
+  printf 'level=%s\nresidual=%s\nleak=%s\n' "$level" "$residual" "$leak" >/www/sleep-state.$$
+  mv /www/sleep-state.$$ /www/sleep-state
+}
+pause() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
+path=${REQUEST_URI%%\?*}
+case "$path" in
+  /is_sleeping/)
+    if [ "$level" != 0 ]; then reply '200 OK' '{"is_sleeping":true}'; else reply '200 OK' '{"is_sleeping":false}'; fi
+    ;;
+  /sleep/)
+    if [ "$sleep_mode" != 1 ]; then
+      reply '500 Internal Server Error' '{"error":"sleep mode is not enabled: start with --enable-sleep-mode"}'
+      exit 0
+    fi
+    case "$QUERY_STRING" in *level=2*) new=2 ;; *) new=1 ;; esac
+    pause "$sleep_ms"
+    level=$new
+    [ "$new" = 2 ] && weights=0
+    publish
+    echo "fake-vllm: sleeping at level $level" >&2
+    reply '200 OK' '{}'
+    ;;
+  /wake_up/)
+    pause "$wake_ms"
+    if [ "$wake_fail" = 1 ]; then
+      reply '500 Internal Server Error' '{"error":"CUDA error: out of memory (simulated: SIM_WAKE_FAIL)"}'
+      exit 0
+    fi
+    case "$QUERY_STRING" in
+      *tags=weights*) ;;
+      *) level=0 ;;
+    esac
+    publish
+    reply '200 OK' '{}'
+    ;;
+  /collective_rpc/)
+    pause "$reload_ms"
+    weights=1
+    publish
+    reply '200 OK' '{"results":[null]}'
+    ;;
+  *)
+    reply '404 Not Found' '{"error":"not found"}'
+    ;;
+esac
+EOF
 
 # The CGI below rewrites /metrics as requests start and finish; httpd serves the file.
 cat >/bin/fake-vllm-metrics <<'EOF' || exit 1
@@ -168,6 +266,12 @@ case "$PATH_INFO" in
     ;;
   /v1/chat/completions)
     body=$(head -c "${CONTENT_LENGTH:-0}")
+    . /tmp/sleep
+    if [ "$level" != 0 ] || [ "$weights" != 1 ]; then
+      status '503 Service Unavailable'
+      printf '{"error":{"message":"the engine is sleeping","type":"ServiceUnavailableError"}}\n'
+      exit 0
+    fi
     : >/tmp/inflight/$$
     fake-vllm-metrics
     ms=$(printf '%s' "$body" | sed -n 's/.*"sim_delay_ms"[[:space:]]*:[[:space:]]*\([0-9][0-9]*\).*/\1/p')
@@ -183,7 +287,7 @@ case "$PATH_INFO" in
     ;;
 esac
 EOF
-chmod 0755 /bin/fake-vllm-metrics "$WWW/cgi-bin/vllm" || exit 1
+chmod 0755 /bin/fake-vllm-metrics "$WWW/cgi-bin/vllm" "$WWW/cgi-bin/index.cgi" || exit 1
 fake-vllm-metrics || exit 1
 
 httpd_pid=""
