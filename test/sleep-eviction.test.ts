@@ -14,6 +14,7 @@ import { nonLedgerDrawOf, startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
 import { activitiesInOrder } from './support/history-scan';
+import { workflowIds } from '../src/shared/messages';
 
 const NON_LEDGER_MIB = 1200;
 const GPUS = [
@@ -150,6 +151,32 @@ describe('eviction by sleeping, restore by waking', () => {
     for (const s of ['vision', 'fast']) await serveDown(client(), t.node, s);
   });
 
+  test('a GPU without the room a wake needs (a stray process took it): the restore is a cold restart, recorded', async () => {
+    await up('fast', 'vision');
+    const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const asleepId = await containerId('vision');
+    const l = await ledger('dark-fast');
+    // 10000 MiB drawn outside the ledger: free on the card 32607 - (14336 + 600 + 1200 + 10000) = 6471 once comfyui-sim stops, short of 11688.
+    t.box.writeNvidiaSmiState({ heldMib: { [l.gpuUuid]: 10000 } });
+    try {
+      const down = await serveDown(client(), t.node, 'comfyui-sim', { restore: true });
+      assert.ok(down.ok, !down.ok ? down.message : '');
+      const r = down.result.restored[0];
+      assert.ok(r?.ok, r?.message);
+      assert.match(r.message, /restored by a cold start/);
+      const bringUp = await client().workflow.getHandle(r.workflowId).result();
+      const wake = (bringUp as { steps: { step: string; outcome: string }[] }).steps.find((s) => s.step === 'wake');
+      assert.match(wake?.outcome ?? '', /^wake of vision failed \(nvidia-smi shows 6471 MiB free on \S+; waking from level 1 needs 11688 MiB\): cold restart$/);
+      assert.notEqual(await containerId('vision'), asleepId);
+    } finally {
+      t.box.writeNvidiaSmiState({ heldMib: {} });
+    }
+    assert.equal((await t.routed('vision')).status, 200);
+    await assertLedgerIsTheBox('dark-fast');
+    for (const s of ['vision', 'fast']) await serveDown(client(), t.node, s);
+  });
+
   test('a sleep that leaks falls back to stop, recorded with the figures; the victim is evicted, the ledger is the box', async () => {
     await up('leaky');
     const o = await serveAcquire(client(), t.node, { serve: 'taker-l', evict: true, releaseTimeoutS: 2 });
@@ -199,10 +226,18 @@ describe('eviction by sleeping, restore by waking', () => {
     await serveDown(client(), t.node, 'wf');
   });
 
-  test('serves down of a sleeping serve stops its process and gives back the residual', async () => {
+  test('a ledger started afresh takes a sleeping serve as sleeping; serves down of it stops its process and gives back the residual', async () => {
     await up('wf');
     const o = await serveAcquire(client(), t.node, { serve: 'taker-w', evict: true });
     assert.ok(o.ok, !o.ok ? o.message : '');
+    // Lose the ledger: the fresh one reads the running containers, and asks the sleeper whether it sleeps.
+    await client().workflow.getHandle(workflowIds.ledger(t.node, 'wakefail')).terminate('test: lose the ledger');
+    assert.deepEqual(formatLedger(await ledger('wakefail')), [
+      "gpu_role 'wakefail': capacity 16000 MiB, reserve 1000 MiB, committed 10500 MiB, free 4500 MiB",
+      '  taker-w 10000 MiB (on-demand, running)',
+      '  wf 10000 MiB (evictable, sleeping at level 2, 500 MiB held)',
+    ]);
+    await assertLedgerIsTheBox('wakefail');
     const down = await serveDown(client(), t.node, 'wf');
     assert.ok(down.ok, !down.ok ? down.message : '');
     assert.equal(down.result.releasedMib, 500);

@@ -3,7 +3,7 @@
 import { Context } from '@temporalio/activity';
 import type { LedgerState, Reservation } from '../domain/ledger';
 import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
-import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
+import type { GpuSpec, ServeClass, ServeSpec, SleepEviction } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
 import { Failure, Transient } from '../shared/failures';
 import type {
@@ -112,6 +112,21 @@ export function createActivities(deps: ActivityDeps) {
 
   const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
 
+  /**
+   * The serve's declared sleep when it is evicted by sleeping and says it sleeps now; undefined
+   * otherwise, or when that cannot be told (no manifest entry, no answer): then it counts whole.
+   */
+  async function asleepNow(name: string): Promise<SleepEviction | undefined> {
+    const sleeper = deps.sleep;
+    if (!sleeper) return undefined;
+    try {
+      const { serve } = await loadServe(name);
+      return serve.sleep && (await sleeper.isSleeping(serveBaseUrl(serve), 2000)) ? serve.sleep : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
   return heartbeating({
     ...observedEviction(createEvictionActivities(deps), deps.metrics),
@@ -202,20 +217,28 @@ export function createActivities(deps: ActivityDeps) {
       return deps.ledger.snapshot(input.node, input.gpu, 15_000);
     },
 
-    /** Running containers this project started for the GPU, as reservations: what a fresh ledger starts from. */
+    /**
+     * Running containers this project started for the GPU, as reservations: what a fresh ledger
+     * starts from. A serve evicted by sleeping that says it sleeps is taken as sleeping, holding its
+     * declared residual (a restore wakes it), not as running at its whole reservation.
+     */
     async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
       const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
-      return containers
-        .filter((c) => c.running && Number(c.labels[LABEL.vramMib]) > 0 && c.labels[LABEL.serve])
-        .map((c) => ({
-          serve: c.labels[LABEL.serve] ?? c.name,
+      const found: Reservation[] = [];
+      for (const c of containers.filter((x) => x.running && Number(x.labels[LABEL.vramMib]) > 0 && x.labels[LABEL.serve])) {
+        const serve = c.labels[LABEL.serve] ?? c.name;
+        const r: Reservation = {
+          serve,
           vramMib: Number(c.labels[LABEL.vramMib]),
           class: (SERVE_CLASSES as readonly string[]).includes(c.labels[LABEL.class] ?? '') ? (c.labels[LABEL.class] as ServeClass) : 'resident',
-          phase: 'running' as const,
+          phase: 'running',
           // The run that started it holds it still (its bring-up finishes against this ledger), else the container names the hold.
           holder: c.labels[LABEL.holder] ?? `reconciled from container ${c.name}`,
-        }))
-        .sort((a, b) => a.serve.localeCompare(b.serve));
+        };
+        const sleep = await asleepNow(serve);
+        found.push(sleep ? { ...r, phase: 'sleeping', sleep: { level: sleep.level, residualMib: sleep.residualMib }, sleptAtLevel: sleep.level } : r);
+      }
+      return found.sort((a, b) => a.serve.localeCompare(b.serve));
     },
 
     async inspectServe(input: { node: string; serve: string }): Promise<ContainerState | null> {
