@@ -15,6 +15,7 @@ import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
 import { activitiesInOrder } from './support/history-scan';
 import { workflowIds } from '../src/shared/messages';
+import type { BringUpResult } from '../src/shared/operations';
 
 const NON_LEDGER_MIB = 1200;
 const GPUS = [
@@ -165,8 +166,8 @@ describe('eviction by sleeping, restore by waking', () => {
       const r = down.result.restored[0];
       assert.ok(r?.ok, r?.message);
       assert.match(r.message, /restored by a cold start/);
-      const bringUp = await client().workflow.getHandle(r.workflowId).result();
-      const wake = (bringUp as { steps: { step: string; outcome: string }[] }).steps.find((s) => s.step === 'wake');
+      const bringUp: BringUpResult = await client().workflow.getHandle<() => Promise<BringUpResult>>(r.workflowId).result();
+      const wake = bringUp.steps.find((s) => s.step === 'wake');
       assert.match(wake?.outcome ?? '', /^wake of vision failed \(nvidia-smi shows 6471 MiB free on \S+; waking from level 1 needs 11688 MiB\): cold restart$/);
       assert.notEqual(await containerId('vision'), asleepId);
     } finally {
