@@ -6,14 +6,14 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
-import { containerName } from '../src/domain/serve';
+import { containerName, serveBaseUrl } from '../src/domain/serve';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { sleepingVision } from './support/box';
 import type { TestServe } from './support/box';
 import { nonLedgerDrawOf, startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
-import { activitiesInOrder } from './support/history-scan';
+import { activitiesInOrder, waitForPendingActivity } from './support/history-scan';
 import { workflowIds } from '../src/shared/messages';
 import type { BringUpResult } from '../src/shared/operations';
 
@@ -22,34 +22,49 @@ const GPUS = [
   { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 },
   { role: 'leaky', capacity_mib: 20000, reserve_mib: 2000 },
   { role: 'wakefail', capacity_mib: 16000, reserve_mib: 1000 },
+  { role: 'seeping', capacity_mib: 20000, reserve_mib: 2000 },
+  { role: 'takeover', capacity_mib: 20000, reserve_mib: 2000 },
 ];
+/**
+ * An evictable serve on its own GPU that sleeps at `level` keeping `residual` MiB (as the sim
+ * serve keeps them, plus `env`'s knobs), beside an on-demand `taker` of the same size.
+ */
+function sleeperAndTaker(
+  name: string,
+  taker: string,
+  gpuRole: string,
+  vramMib: number,
+  level: 1 | 2,
+  residual: number,
+  env: Record<string, string>,
+): TestServe[] {
+  return [
+    {
+      name,
+      gpu_role: gpuRole,
+      vram_mib: vramMib,
+      class: 'evictable',
+      router_tier: `${name}-local`,
+      sleep: { level, residual_mib: residual, ...(level === 1 ? { host_ram_mib: 7000 } : {}) },
+      env: { SIM_SLEEP_RESIDUAL_MIB: String(residual), ...env },
+    },
+    { name: taker, gpu_role: gpuRole, vram_mib: vramMib, class: 'on-demand' },
+  ];
+}
+
 const SERVES: TestServe[] = [
   // The seeds' box: vision sleeps at level 1 and keeps 600 MiB; the sim keeps what it declares.
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
   sleepingVision({ SIM_WAKE_DELAY_MS: '200' }),
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
   // A sleep that keeps 5000 MiB more than it declares (vLLM #32714).
-  {
-    name: 'leaky',
-    gpu_role: 'leaky',
-    vram_mib: 12000,
-    class: 'evictable',
-    router_tier: 'leaky-local',
-    sleep: { level: 2, residual_mib: 600 },
-    env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_SLEEP_LEAK_MIB: '5000' },
-  },
-  { name: 'taker-l', gpu_role: 'leaky', vram_mib: 12000, class: 'on-demand' },
+  ...sleeperAndTaker('leaky', 'taker-l', 'leaky', 12000, 2, 600, { SIM_SLEEP_LEAK_MIB: '5000' }),
   // A wake that fails, as one that hits an OOM does (vLLM #47654).
-  {
-    name: 'wf',
-    gpu_role: 'wakefail',
-    vram_mib: 10000,
-    class: 'evictable',
-    router_tier: 'wf-local',
-    sleep: { level: 2, residual_mib: 500 },
-    env: { SIM_SLEEP_RESIDUAL_MIB: '500', SIM_WAKE_FAIL: '1' },
-  },
-  { name: 'taker-w', gpu_role: 'wakefail', vram_mib: 10000, class: 'on-demand' },
+  ...sleeperAndTaker('wf', 'taker-w', 'wakefail', 10000, 2, 500, { SIM_WAKE_FAIL: '1' }),
+  // A sleep that keeps 300 MiB more than declared: within the release check's 5 %, so it is no fallback.
+  ...sleeperAndTaker('seep', 'taker-s', 'seeping', 12000, 1, 600, { SIM_SLEEP_LEAK_MIB: '300' }),
+  // A sleep that takes 2 s: time to end its acquisition between the /sleep and the hand-over.
+  ...sleeperAndTaker('slowsleep', 'taker-t', 'takeover', 12000, 1, 600, { SIM_SLEEP_DELAY_MS: '2000' }),
 ];
 
 describe('eviction by sleeping, restore by waking', () => {
@@ -152,6 +167,73 @@ describe('eviction by sleeping, restore by waking', () => {
     for (const s of ['vision', 'fast']) await serveDown(client(), t.node, s);
   });
 
+  test('an acquisition of a sleeping serve wakes it (the same process), and the ledger is the box', async () => {
+    await up('fast', 'vision');
+    const id = await containerId('vision');
+    assert.ok((await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true })).ok);
+    // comfyui-sim goes without a restore: vision sleeps on, until a router (or an operator) acquires it.
+    assert.ok((await serveDown(client(), t.node, 'comfyui-sim')).ok);
+    assert.match(formatLedger(await ledger('dark-fast'))[2] ?? '', /vision 12288 MiB \(evictable, sleeping at level 1 for comfyui-sim, 600 MiB held\)/);
+    const o = await serveAcquire(client(), t.node, { serve: 'vision', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const wake = o.result.steps.find((x) => x.step === 'wake');
+    assert.match(wake?.outcome ?? '', /^awake from level 1 after \d+ ms$/);
+    assert.equal(await containerId('vision'), id);
+    assert.equal((await t.routed('vision')).status, 200);
+    assert.equal(totals(await ledger('dark-fast')).committedMib, 26624);
+    await assertLedgerIsTheBox('dark-fast');
+    for (const s of ['vision', 'fast']) await serveDown(client(), t.node, s);
+  });
+
+  test('a sleeper seen to keep more than it declared (within the release check) is held in the ledger at what it keeps', async () => {
+    await up('seep');
+    const o = await serveAcquire(client(), t.node, { serve: 'taker-s', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const v = o.result.victims[0];
+    assert.equal(v?.sleep?.fellBack, undefined);
+    assert.equal(v?.sleep?.residualSeenMib, 900);
+    assert.ok(
+      o.result.steps.some((x) => /seep keeps 900 MiB on the GPU asleep, above its sleep_residual_mib of 600: raise the declaration/.test(x.outcome)),
+      o.result.steps.map((x) => x.outcome).join('\n'),
+    );
+    assert.deepEqual(formatLedger(await ledger('seeping')).slice(1), [
+      '  seep 12000 MiB (evictable, sleeping at level 1 for taker-s, 900 MiB held)',
+      '  taker-s 12000 MiB (on-demand, running)',
+    ]);
+    await assertLedgerIsTheBox('seeping');
+    for (const s of ['taker-s', 'seep']) await serveDown(client(), t.node, s);
+  });
+
+  test("an acquisition that ended between its victim's sleep and the hand-over: serves down takes it over, the victim stays asleep and out of rotation", async () => {
+    await up('slowsleep');
+    const acquisition = serveAcquire(client(), t.node, { serve: 'taker-t', evict: true });
+    const handle = client().workflow.getHandle(workflowIds.acquire(t.node, 'taker-t'));
+    await waitForPendingActivity(handle, 'sleepServe');
+    await handle.terminate('test: the acquisition dies while its victim falls asleep');
+    assert.ok(!(await acquisition).ok);
+    await waitUntil(
+      'slowsleep asleep',
+      async () =>
+        ((await fetch(`${serveBaseUrl(t.manifest.serves.find((x) => x.name === 'slowsleep')!)}/is_sleeping`).then((r) => r.json())) as { is_sleeping: boolean })
+          .is_sleeping,
+      10_000,
+    );
+    const down = await serveDown(client(), t.node, 'taker-t');
+    assert.ok(down.ok, !down.ok ? down.message : '');
+    assert.ok(
+      down.result.steps.some((x) => x.step === 'take' && /slowsleep sleeps$/.test(x.outcome)),
+      down.result.steps.map((x) => `${x.step}: ${x.outcome}`).join('\n'),
+    );
+    assert.deepEqual(formatLedger(await ledger('takeover')).slice(1), ['  slowsleep 12000 MiB (evictable, sleeping for taker-t, 600 MiB held)']);
+    assert.equal((await t.box.routerAdmin.tierState('slowsleep-local')).state, 'quiesced');
+    await assertLedgerIsTheBox('takeover');
+    const back = await serveUp(client(), t.node, 'slowsleep');
+    assert.ok(back.ok, !back.ok ? back.message : '');
+    assert.match(back.result.message, /restored by waking/);
+    assert.equal((await t.routed('slowsleep')).status, 200);
+    await serveDown(client(), t.node, 'slowsleep');
+  });
+
   test('a GPU without the room a wake needs (a stray process took it): the restore is a cold restart, recorded', async () => {
     await up('fast', 'vision');
     const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
@@ -236,7 +318,7 @@ describe('eviction by sleeping, restore by waking', () => {
     assert.deepEqual(formatLedger(await ledger('wakefail')), [
       "gpu_role 'wakefail': capacity 16000 MiB, reserve 1000 MiB, committed 10500 MiB, free 4500 MiB",
       '  taker-w 10000 MiB (on-demand, running)',
-      '  wf 10000 MiB (evictable, sleeping at level 2, 500 MiB held)',
+      '  wf 10000 MiB (evictable, sleeping, 500 MiB held)',
     ]);
     await assertLedgerIsTheBox('wakefail');
     const down = await serveDown(client(), t.node, 'wf');

@@ -236,7 +236,9 @@ export function createActivities(deps: ActivityDeps) {
           holder: c.labels[LABEL.holder] ?? `reconciled from container ${c.name}`,
         };
         const sleep = await asleepNow(serve);
-        found.push(sleep ? { ...r, phase: 'sleeping', sleep: { level: sleep.level, residualMib: sleep.residualMib }, sleptAtLevel: sleep.level } : r);
+        // The level it sleeps at is not known here (a level-1 sleep may have fallen back to 2): left
+        // unset, its wake reloads the weights as after level 2, right after either.
+        found.push(sleep ? { ...r, phase: 'sleeping', sleep: { level: sleep.level, residualMib: sleep.residualMib } } : r);
       }
       return found.sort((a, b) => a.serve.localeCompare(b.serve));
     },

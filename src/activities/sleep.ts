@@ -37,6 +37,14 @@ export function createSleepActivities(deps: SleepDeps) {
       ? nonRetryable(type, `${what}: ${err instanceof Error ? err.message : String(err)}`)
       : err;
 
+  /** The ledger's fence for this step of the run that asks (see the ledger's fenceCheck). */
+  async function fence(node: string, gpu: GpuSpec, serve: string, step: 'sleep' | 'wake'): Promise<void> {
+    const run = Context.current().info.workflowExecution;
+    if (!run) throw nonRetryable(Failure.ReservationLost, `${step} of ${serve} refused: no operation holds it`);
+    const holder = holderOf(run.workflowId, run.runId);
+    await deps.ledger.fence(node, gpu, { serve, holder, step }, `${holder}/fence-${step}/${Context.current().info.attempt}`);
+  }
+
   return {
     /**
      * The level the victim sleeps at now: its declared one, unless level 1 would take the node's
@@ -52,8 +60,19 @@ export function createSleepActivities(deps: SleepDeps) {
       return sleepLevelFor(serve.sleep, levelOneSleepers(ledgers, hostRamOf), manifest.hostRamBudgetMib);
     },
 
-    /** POST /sleep?level=N once the victim is drained; a retry finds it asleep and does not sleep it again. */
-    async sleepServe(input: { serve: ServeSpec; level: SleepLevel; timeoutS: number }): Promise<SleepResult> {
+    /** Whether the serve, evicted by sleeping, sleeps now; false for one that is not, or cannot tell. */
+    async serveAsleep(input: { serve: string }): Promise<boolean> {
+      const { serve } = (await loadManifest(deps.manifest)).resolve(input.serve);
+      if (!serve.sleep || !deps.sleep) return false;
+      return deps.sleep.isSleeping(serveBaseUrl(serve), LOOK_MS).catch(() => false);
+    },
+
+    /**
+     * POST /sleep?level=N once the victim is drained, fenced (only the acquisition that holds the
+     * victim as evicting may); a retry finds it asleep and does not sleep it again.
+     */
+    async sleepServe(input: { node: string; gpu: GpuSpec; serve: ServeSpec; level: SleepLevel; timeoutS: number }): Promise<SleepResult> {
+      await fence(input.node, input.gpu, input.serve.name, 'sleep');
       const baseUrl = serveBaseUrl(input.serve);
       const started = Date.now();
       let issued = started;
@@ -74,22 +93,17 @@ export function createSleepActivities(deps: SleepDeps) {
      * The restore's wake: fenced like a start (the run must hold the serve as admitted), then
      * /wake_up (after level 2: weights, their reload, the KV cache). A serve found awake is left as it is.
      */
-    async wakeServe(input: { node: string; gpu: GpuSpec; serve: ServeSpec; level: SleepLevel; timeoutS: number }): Promise<WakeResult> {
-      const run = Context.current().info.workflowExecution;
-      if (!run) throw nonRetryable(Failure.ReservationLost, `wake of ${input.serve.name} refused: no operation holds it`);
-      const holder = holderOf(run.workflowId, run.runId);
-      await deps.ledger.fence(
-        input.node,
-        input.gpu,
-        { serve: input.serve.name, holder, step: 'wake' },
-        `${holder}/fence-wake/${Context.current().info.attempt}`,
-      );
+    async wakeServe(input: { node: string; gpu: GpuSpec; serve: ServeSpec; level: SleepLevel; deadlineEpochMs: number }): Promise<WakeResult> {
+      await fence(input.node, input.gpu, input.serve.name, 'wake');
       const baseUrl = serveBaseUrl(input.serve);
       const started = Date.now();
       const what = `wake of ${input.serve.name} from level ${input.level}`;
       try {
         if (!(await endpoints().isSleeping(baseUrl, LOOK_MS))) return { serve: input.serve.name, level: input.level, alreadyAwake: true, waitedMs: 0 };
-        await endpoints().wake(baseUrl, input.level, input.timeoutS * 1000);
+        // The workflow's deadline: a retry does not get the whole time again.
+        const leftMs = input.deadlineEpochMs - Date.now();
+        if (leftMs <= 0) throw nonRetryable(Failure.WakeFailed, `${what}: no time left of its deadline`);
+        await endpoints().wake(baseUrl, input.level, leftMs);
       } catch (err) {
         throw asFailure(Failure.WakeFailed, what, err);
       }

@@ -137,11 +137,17 @@ export function applyEvictionPlan(state: LedgerState, req: AdmitRequest, victims
 
 /**
  * A victim's stop (or sleep, at `asleepAt`) is confirmed: it stops counting, but for a sleeping
- * victim's residual. Once no victim of the acquirer is still evicting, the acquirer's held MiB
+ * victim's residual (the one seen, when above the declared). Once no victim of the acquirer is still evicting, the acquirer's held MiB
  * become its admitted reservation.
  */
-export function applyVictimReleased(state: LedgerState, victim: string, acquirer: string, asleepAt?: 1 | 2): LedgerState {
-  const setAside = (r: Reservation): Reservation => (asleepAt !== undefined ? { ...r, phase: 'sleeping', sleptAtLevel: asleepAt } : { ...r, phase: 'evicted' });
+export function applyVictimReleased(state: LedgerState, victim: string, acquirer: string, asleepAt?: 1 | 2, residualSeenMib?: number): LedgerState {
+  // A sleeper seen to keep more than it declared holds what it keeps.
+  const kept = (sleep: NonNullable<Reservation['sleep']>, vramMib: number) =>
+    residualSeenMib !== undefined && residualSeenMib > sleep.residualMib ? { ...sleep, residualMib: Math.min(residualSeenMib, vramMib) } : sleep;
+  const setAside = (r: Reservation): Reservation =>
+    asleepAt !== undefined
+      ? { ...r, phase: 'sleeping', sleptAtLevel: asleepAt, ...(r.sleep ? { sleep: kept(r.sleep, r.vramMib) } : {}) }
+      : { ...r, phase: 'evicted' };
   const reservations = state.reservations.map((r) => (r.serve === victim && r.phase === 'evicting' ? setAside(r) : r));
   const waiting = reservations.some((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
   return {

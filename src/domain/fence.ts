@@ -83,6 +83,8 @@ export interface StopRequest {
   takeOverFrom?: string;
   /** With takeOverFrom of an acquisition: its victims whose containers are down (read from the box); they stay evicted. */
   victimsDown?: string[];
+  /** …and those that sleep (read from the box; at a level not known); they stay sleeping. */
+  victimsAsleep?: string[];
 }
 
 export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
@@ -95,10 +97,11 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
   const ours = op !== undefined && (op.holder === req.holder || (req.takeOverFrom !== undefined && op.holder === req.takeOverFrom));
   if (op && !ours) return { decision: 'busy', serve: req.serve, operation: op };
   const down = req.victimsDown ?? [];
+  const asleep = req.victimsAsleep ?? [];
   const victimsRunning =
     req.takeOverFrom !== undefined
       ? victimsOf(state, req.serve)
-          .filter((v) => !down.includes(v.serve))
+          .filter((v) => !down.includes(v.serve) && !asleep.includes(v.serve))
           .map((v) => v.serve)
       : [];
   return {
@@ -131,6 +134,7 @@ export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision)
   }
   if (d.decision !== 'taken') return state;
   const down = req.victimsDown ?? [];
+  const asleep = req.victimsAsleep ?? [];
   return {
     ...state,
     reservations: state.reservations.map((r) => {
@@ -141,6 +145,7 @@ export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision)
         return outOfEviction(r, 'stopping', req.holder);
       }
       if (req.takeOverFrom === undefined || r.phase !== 'evicting' || r.evictedFor !== req.serve) return r;
+      if (asleep.includes(r.serve)) return { ...r, phase: 'sleeping' as const };
       return down.includes(r.serve) ? { ...r, phase: 'evicted' as const } : outOfEviction(r, 'running');
     }),
   };

@@ -158,6 +158,9 @@ export function decideAdmit(state: LedgerState, req: AdmitRequest): AdmitDecisio
 /** Commits an admission; a restored serve takes the place of its evicted (or sleeping) entry. */
 export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: ReservationPhase = 'admitted', cameUpBy: CameUpBy = 'bring-up'): LedgerState {
   const residency = req.minResidencyS !== undefined ? { cameUpBy, minResidencyS: req.minResidencyS } : {};
+  // A sleeper woken is the process measured when it came up: its next eviction expects that back.
+  const asleep = findReservation(state, req.serve);
+  const measured = asleep?.phase === 'sleeping' && asleep.measuredMib !== undefined ? { measuredMib: asleep.measuredMib } : {};
   return {
     ...state,
     reservations: [
@@ -169,6 +172,7 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
         phase,
         holder: req.holder,
         ...residency,
+        ...measured,
         ...(req.sleep ? { sleep: { level: req.sleep.level, residualMib: req.sleep.residualMib } } : {}),
       },
     ],

@@ -100,6 +100,8 @@ export type AcquireDecision =
   | { decision: 'evicting'; serve: string; vramMib: number; shortfallMib: number; victims: Victim[]; reason: string };
 export interface LedgerAcquireAnswer extends LedgerAnswer {
   decision: AcquireDecision;
+  /** The serve acquired had been put to sleep at this level: it is woken rather than started. */
+  wasAsleep?: 1 | 2;
 }
 export interface LedgerAcquireResult extends LedgerAcquireAnswer {
   ledger: LedgerState;
@@ -111,6 +113,8 @@ export interface LedgerVictimArgs {
   holder?: string;
   /** The victim was put to sleep at this level, not stopped: its residual stays committed. */
   asleepAt?: 1 | 2;
+  /** What nvidia-smi showed it keep asleep, when above its declared residual: the ledger holds that instead. */
+  residualSeenMib?: number;
 }
 export interface LedgerAbortArgs {
   acquirer: string;

@@ -139,9 +139,10 @@ export const take = {
     `${serve} held for this bring-down (was ${from}${takenOverFrom ? `, taken over from ${takenOverFrom}, which had ended` : ''})`,
   absent: (serve: string) => `${serve} holds no reservation; held for this bring-down while a stray container is stopped`,
   evicted: (serve: string, evictedFor: string | undefined) => `${serve} was evicted for ${evictedFor ?? '?'}: it stays down, off that serve's restore list`,
-  takingOver: (op: Holder, closedAs: string | undefined, serve: string, victimsDown: string[]) =>
+  takingOver: (op: Holder, closedAs: string | undefined, serve: string, victimsDown: string[], victimsAsleep: string[] = []) =>
     `${op.holder} (${op.phase}) ended ${closedAs ?? ''} without giving ${serve} back: taking it over` +
-    (victimsDown.length ? `; its victims ${victimsDown.join(', ')} are down` : ''),
+    (victimsDown.length ? `; its victims ${victimsDown.join(', ')} are down` : '') +
+    (victimsAsleep.length ? `; ${victimsAsleep.join(', ')} ${victimsAsleep.length > 1 ? 'sleep' : 'sleeps'}` : ''),
   ending: (op: Holder, serve: string, mode: 'cancel' | 'wait' | 'status') =>
     `${op.holder} holds ${serve} (${op.phase}): ` + (mode === 'cancel' ? 'cancelling it' : mode === 'wait' ? 'waiting for it' : 'asking whether it still runs'),
   ended: (op: Holder, e: { outcome: string; closedAs?: string; waitedMs: number }) =>

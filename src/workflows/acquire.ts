@@ -14,7 +14,7 @@ import type { AcquireDecision } from '../shared/messages';
 import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { admission, eviction, sleeping } from '../shared/wording';
-import { alreadyHeld, startServe } from './bring-up';
+import { alreadyHeld, startServe, wakeOrRestart } from './bring-up';
 import { PATCHES } from './patches';
 import { act, router, waiting } from './proxies';
 import { failAndCompensate, rootCause, Saga, whole } from './saga';
@@ -39,7 +39,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   log.begin('admit');
   const before = await act.ledgerSnapshot({ node, gpu });
   const ledgerBefore = formatLedger(before);
-  const { decision, ledger } = await whole(PATCHES.admitWhole, () =>
+  const { decision, ledger, wasAsleep } = await whole(PATCHES.admitWhole, () =>
     act.ledgerAcquire({
       node,
       args: {
@@ -80,6 +80,10 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   }
 
   const saga = new Saga();
+  // Histories recorded before sleep mode existed acquired no sleeping serve, and replay without it.
+  const asleep = wasAsleep !== undefined && patched(PATCHES.wakeOnRestore) ? wasAsleep : undefined;
+  // A sleeper's process holds its residual: given up, its admission goes, and so must the process.
+  if (asleep !== undefined) saga.add('stop the sleeping serve', () => stopServe(node, serve));
   const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {} };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
@@ -102,16 +106,16 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       if (patched(PATCHES.evictionPreflight)) await preflight(evicting, decision.victims);
       for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
     }
-    const started = await startServe(resolved, saga, log);
-    const asleep = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
-    const evicted = victims.map((v) => v.serve).filter((v) => !asleep.includes(v));
+    const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log) : await startServe(resolved, saga, log);
+    const sleepers = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
+    const evicted = victims.map((v) => v.serve).filter((v) => !sleepers.includes(v));
     const lease = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
     return {
       ...base,
       outcome: 'started',
       message:
         `${op}: running, ${serve.vramMib} MiB committed on '${gpu.role}'${evicted.length ? `; evicted ${evicted.join(', ')}` : ''}` +
-        (asleep.length ? `; put to sleep ${asleep.join(', ')}` : '') +
+        (sleepers.length ? `; put to sleep ${sleepers.join(', ')}` : '') +
         (lease ? `; ${lease.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(lease.seconds * 1000)} (${lease.workflowId})` : ''),
       ...(lease ? { lease } : {}),
       evictionReason: decision.decision === 'evicting' ? decision.reason : undefined,
@@ -195,6 +199,9 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   const container = await act.inspectServe({ node, serve: victim.name });
   record.wasRunning = Boolean(container?.running);
   const gpuBefore = record.wasRunning ? await act.readGpu({ uuid: gpu.uuid }) : undefined;
+  // Histories recorded before sleep mode existed have no victim that sleeps, and replay without it.
+  // The level is chosen before the drain, so the sleep follows the last response as a stop would.
+  const sleeper = planned.sleep && gpuBefore && patched(PATCHES.evictBySleep) ? await planSleep(e, { ...planned, sleep: planned.sleep }, record) : undefined;
 
   log.begin(`drain ${victim.name}`);
   const drainTimeoutS = input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
@@ -211,18 +218,16 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   log.record(`drain ${victim.name}`, drain.drained ? eviction.drained(drain) : eviction.forced(drain, drainTimeoutS));
   record.inFlightAtStop = drain.routerInFlightAtEnd;
 
-  // Histories recorded before sleep mode existed have no victim that sleeps, and replay without it.
-  const sleeper = planned.sleep ? { ...planned, sleep: planned.sleep } : undefined;
-  const asleepAt = sleeper && gpuBefore && patched(PATCHES.evictBySleep) ? await sleepVictim(e, victim, sleeper, gpuBefore, record) : undefined;
-  if (asleepAt !== undefined) {
-    // Asleep: it answers no request, and only a restore's wake and guarded readmit bring it back.
-    withdrawReadmit();
-  } else {
+  // Asleep, it answers no request, and only a restore's wake and guarded readmit bring it back.
+  const asleep = sleeper && gpuBefore ? await sleepVictim(e, victim, sleeper, gpuBefore, record, withdrawReadmit) : undefined;
+  if (!asleep) {
     log.begin(`stop ${victim.name}`);
     const stop = await stopServe(node, victim);
     // The victim is down: readmitting its tier would route to nothing, and it stays evicted.
     withdrawReadmit();
     e.stopped.push(victim.name);
+    // A sleep that gave up is over once the stop has landed.
+    delete e.slept[victim.name];
     record.stopIssuedAtEpochMs = stop.issuedAtEpochMs;
     log.record(`stop ${victim.name}`, eviction.stopped(stop));
 
@@ -237,7 +242,12 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
     }
   }
   // Names this run: only the eviction that holds the victim hands its MiB over.
-  const args = { victim: victim.name, acquirer: acquirer.serve.name, holder, ...(asleepAt !== undefined ? { asleepAt } : {}) };
+  const args = {
+    victim: victim.name,
+    acquirer: acquirer.serve.name,
+    holder,
+    ...(asleep ? { asleepAt: asleep.level, ...(asleep.residualSeenMib !== undefined ? { residualSeenMib: asleep.residualSeenMib } : {}) } : {}),
+  };
   await act.ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` });
   return record;
 }
@@ -254,48 +264,79 @@ function confirmReleased({ acquirer, input }: Eviction, victim: string, usedBefo
   });
 }
 
+/** A victim evicted by sleeping, and the level it sleeps at now. */
+interface SleepPlanned extends Sleeper {
+  level: SleepLevel;
+}
+
 /**
- * sleep → nvidia-smi confirms all but the residual came back. Returns the level it sleeps at, or
- * undefined when the sleep gave up (refused, or freed too little within the release timeout: vLLM's
- * sleep leaks) and the victim is to be stopped instead; the figures are in the record and the log.
+ * The level the victim sleeps at (the node's host-RAM budget may take level 1 to 2), or undefined
+ * when it cannot be had (the manifest now says stop, a ledger did not answer): it is stopped then.
  */
-async function sleepVictim(e: Eviction, victim: ServeSpec, planned: Sleeper, gpuBefore: GpuReading, record: VictimRecord): Promise<SleepLevel | undefined> {
-  const { log } = e;
+async function planSleep({ log }: Eviction, planned: Sleeper, record: VictimRecord): Promise<SleepPlanned | undefined> {
+  try {
+    const plan = await act.planSleep({ serve: planned.serve });
+    record.sleep = { level: plan.level, residualDeclaredMib: planned.sleep.residualMib, ...(plan.fellBack ? { levelFellBack: plan.fellBack } : {}) };
+    return { ...planned, level: plan.level };
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    const why = rootCause(err).message;
+    record.sleep = { level: planned.sleep.level, residualDeclaredMib: planned.sleep.residualMib, fellBack: why };
+    log.record(`sleep ${planned.serve}`, sleeping.fallBack(planned.serve, why));
+    return undefined;
+  }
+}
+
+/**
+ * sleep → nvidia-smi confirms all but the residual came back. Returns how it sleeps, or undefined
+ * when the sleep gave up (refused, or freed too little within the release timeout: vLLM's sleep
+ * leaks) and the victim is to be stopped instead; the figures are in the record and the log.
+ * `asleep` runs as soon as the sleep has landed (the tier must not be readmitted to a sleeper).
+ */
+async function sleepVictim(
+  e: Eviction,
+  victim: ServeSpec,
+  planned: SleepPlanned,
+  gpuBefore: GpuReading,
+  record: VictimRecord,
+  asleep: () => void,
+): Promise<{ level: SleepLevel; residualSeenMib?: number } | undefined> {
+  const { log, node, acquirer } = e;
   const step = `sleep ${victim.name}`;
   log.begin(step);
-  const plan = await act.planSleep({ serve: victim.name });
   const declared = planned.sleep;
   const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);
   // What the sleep should give back: what it took less what it keeps asleep.
   const expectedMib = Math.max(0, tookMib - declared.residualMib);
-  record.sleep = { level: plan.level, residualDeclaredMib: declared.residualMib, ...(plan.fellBack ? { levelFellBack: plan.fellBack } : {}) };
+  const sleepRecord = (record.sleep ??= { level: planned.level, residualDeclaredMib: declared.residualMib });
   try {
-    // Whole: a cancel must not leave it unknown whether the victim sleeps (its tier would be readmitted to a sleeping serve).
+    // Whole: a cancel must not leave it unknown whether the victim sleeps.
     const slept = await CancellationScope.nonCancellable(() =>
-      waiting(DEFAULT_SLEEP_TIMEOUT_S).sleepServe({ serve: victim, level: plan.level, timeoutS: DEFAULT_SLEEP_TIMEOUT_S }),
+      waiting(DEFAULT_SLEEP_TIMEOUT_S).sleepServe({ node, gpu: acquirer.gpu, serve: victim, level: planned.level, timeoutS: DEFAULT_SLEEP_TIMEOUT_S }),
     );
-    e.slept[victim.name] = plan.level;
-    record.sleep.waitedMs = slept.waitedMs;
-    if (slept.issuedAtEpochMs !== undefined) record.sleep.issuedAtEpochMs = slept.issuedAtEpochMs;
-    log.record(step, `${sleeping.slept(slept)}${plan.fellBack ? ` (${plan.fellBack})` : ''}`);
+    asleep();
+    // Until a stop has landed it sleeps: an abort leaves it asleep, not running.
+    e.slept[victim.name] = planned.level;
+    sleepRecord.waitedMs = slept.waitedMs;
+    if (slept.issuedAtEpochMs !== undefined) sleepRecord.issuedAtEpochMs = slept.issuedAtEpochMs;
+    log.record(step, `${sleeping.slept(slept)}${sleepRecord.levelFellBack ? ` (${sleepRecord.levelFellBack})` : ''}`);
     log.begin(`release ${victim.name}`);
     record.vram = await confirmReleased(e, victim.name, gpuBefore.usedMib, expectedMib);
   } catch (err) {
     if (isCancellation(err)) throw err;
     const why = rootCause(err).message;
-    record.sleep.fellBack = why;
-    delete e.slept[victim.name];
+    sleepRecord.fellBack = why;
     log.record(step, sleeping.fallBack(victim.name, why));
     return undefined;
   }
   const seen = residualSeen(tookMib, record.vram.releasedMib, declared.residualMib);
-  record.sleep.residualSeenMib = seen.mib;
+  sleepRecord.residualSeenMib = seen.mib;
   log.record(
     `release ${victim.name}`,
-    eviction.vramBack(record.vram, e.acquirer.gpu.uuid) +
-      (seen.aboveDeclared ? `; ${sleeping.residualAbove(victim.name, seen.mib, declared.residualMib)}` : ''),
+    eviction.vramBack(record.vram, acquirer.gpu.uuid) + (seen.aboveDeclared ? `; ${sleeping.residualAbove(victim.name, seen.mib, declared.residualMib)}` : ''),
   );
-  return plan.level;
+  // Above the declaration, the ledger holds what the box shows.
+  return { level: planned.level, ...(seen.aboveDeclared ? { residualSeenMib: seen.mib } : {}) };
 }
 
 /**

@@ -53,9 +53,9 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   let stop: StopResult;
   let release: LedgerReleaseResult;
   try {
-    // An evicted serve is down and its tier quiesced already: nothing to drain.
-    if (serve.routerTier && taken?.decision !== 'evicted')
-      drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S);
+    // An evicted or sleeping serve answers nothing and its tier is quiesced already: nothing to drain.
+    const setAside = taken?.decision === 'evicted' || (taken?.decision === 'taken' && taken.from === 'sleeping');
+    if (serve.routerTier && !setAside) drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S);
     // Fenced, a stop once issued is seen through to its release: cancelled in between, the serve
     // would stay held as stopping by a closed run, its container gone.
     [stop, release] = down.fenced ? await CancellationScope.nonCancellable(() => stopAndRelease(down)) : await stopAndRelease(down);
@@ -216,9 +216,9 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
     const end = ended.find((e) => e.holder === op.holder);
     if (end && end.outcome !== 'running') {
       // It has ended and still holds the serve: take its hold over, with its victims as the box has them.
-      const victimsDown = await victimsDownFor(node, gpu, serve.name);
-      log.record('take', take.takingOver(op, end.closedAs, serve.name, victimsDown));
-      takeOver = { takeOverFrom: op.holder, victimsDown };
+      const { down: victimsDown, asleep: victimsAsleep } = await victimsSetAside(node, gpu, serve.name);
+      log.record('take', take.takingOver(op, end.closedAs, serve.name, victimsDown, victimsAsleep));
+      takeOver = { takeOverFrom: op.holder, victimsDown, ...(victimsAsleep.length ? { victimsAsleep } : {}) };
       continue;
     }
     const mode = op.phase === 'evicting' ? 'status' : op.phase === 'stopping' ? 'wait' : 'cancel';
@@ -248,14 +248,21 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
   }
 }
 
-/** The victims of this serve's acquisition whose containers are down, read from the box. */
-async function victimsDownFor(node: string, gpu: GpuSpec, acquirer: string): Promise<string[]> {
+/**
+ * The victims of this serve's acquisition whose containers are down, and those evicted by sleeping
+ * that sleep (the acquisition ended between their sleep and its hand-over), read from the box.
+ */
+async function victimsSetAside(node: string, gpu: GpuSpec, acquirer: string): Promise<{ down: string[]; asleep: string[] }> {
   const l = await act.ledgerSnapshot({ node, gpu });
   const down: string[] = [];
+  const asleep: string[] = [];
   for (const r of l.reservations) {
-    if (r.phase === 'evicting' && r.evictedFor === acquirer && !(await act.inspectServe({ node, serve: r.serve }))?.running) down.push(r.serve);
+    if (r.phase !== 'evicting' || r.evictedFor !== acquirer) continue;
+    if (!(await act.inspectServe({ node, serve: r.serve }))?.running) down.push(r.serve);
+    // At a level not known here: its wake reloads the weights, which is right after either.
+    else if (r.sleep && (await act.serveAsleep({ serve: r.serve }))) asleep.push(r.serve);
   }
-  return down;
+  return { down, asleep };
 }
 
 /** Victims back to running after their acquisition was taken over: their tiers go back into rotation through the guard. */

@@ -130,7 +130,7 @@ export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepL
  * its container is gone, the GPU lacks the room the wake needs, or the wake fails.
  */
 export async function wakeOrRestart(resolved: ResolvedServe, level: SleepLevel, saga: Saga, log: StepLog): Promise<StartedServe> {
-  const { node, serve, gpu } = resolved;
+  const { node, serve } = resolved;
   log.begin('wake');
   const container = await act.inspectServe({ node, serve: serve.name });
   if (!container?.running) {
@@ -138,24 +138,39 @@ export async function wakeOrRestart(resolved: ResolvedServe, level: SleepLevel, 
     return { ...(await startServe(resolved, saga, log)), restoredBy: 'cold-start' };
   }
   // Registered first: a wake that fails past its fallback must not leave the process holding its residual.
-  saga.add('remove container', () => stopServe(node, serve));
-  const why = await wakeProblem(resolved, level);
-  if (why === undefined) {
-    try {
-      const woke = await waiting(serve.startTimeoutS).wakeServe({ node, gpu, serve, level, timeoutS: serve.startTimeoutS });
-      log.record('wake', sleeping.woke(woke));
-      return { ...(await serveReady(resolved, container.id, undefined, saga, log)), restoredBy: 'wake', wakeMs: woke.waitedMs };
-    } catch (err) {
-      // A lost reservation is not the wake's to work around.
-      if (isCancellation(err) || rootCause(err).type === Failure.ReservationLost) throw err;
-      log.record('wake', sleeping.coldRestart(serve.name, rootCause(err).message));
-    }
-  } else {
-    log.record('wake', sleeping.coldRestart(serve.name, why));
-  }
+  const notOurs = saga.add('remove container', () => stopServe(node, serve));
+  const woke = await wake(resolved, level, notOurs, log);
+  if (woke.ok) return { ...(await serveReady(resolved, container.id, undefined, saga, log)), restoredBy: 'wake', wakeMs: woke.waitedMs };
+  log.record('wake', sleeping.coldRestart(serve.name, woke.why));
   log.begin('stop');
   log.record('stop', eviction.stopped(await stopServe(node, serve)));
   return { ...(await startServe(resolved, saga, log)), restoredBy: 'cold-start' };
+}
+
+/** The wake itself, where the GPU has the room for it: woken, or why not (the restore then starts cold). */
+async function wake(
+  resolved: ResolvedServe,
+  level: SleepLevel,
+  notOurs: () => void,
+  log: StepLog,
+): Promise<{ ok: true; waitedMs: number } | { ok: false; why: string }> {
+  const { node, serve, gpu } = resolved;
+  const short = await wakeProblem(resolved, level);
+  if (short) return { ok: false, why: short };
+  try {
+    const deadlineEpochMs = Date.now() + serve.startTimeoutS * 1000;
+    const woke = await waiting(serve.startTimeoutS).wakeServe({ node, gpu, serve, level, deadlineEpochMs });
+    log.record('wake', sleeping.woke(woke));
+    return { ok: true, waitedMs: woke.waitedMs };
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    // Its fence refused: the serve is not this run's, and neither is its container.
+    if (rootCause(err).type === Failure.ReservationLost) {
+      notOurs();
+      throw err;
+    }
+    return { ok: false, why: rootCause(err).message };
+  }
 }
 
 /**

@@ -2,10 +2,11 @@
 // single thread, so concurrent admissions are serialized and each decision lands in history.
 // Its life: reconcile with the box (a first run only) → answer updates → continue-as-new.
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { LedgerState, LedgerTotals } from '../domain/ledger';
+import type { LedgerState, LedgerTotals, Reservation, ReservationPhase } from '../domain/ledger';
 import {
   activeReservation,
   applyAdmit,
+  committedMibOf,
   decideAdmit,
   emptyLedger,
   findReservation,
@@ -87,6 +88,14 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   await continueAsNew<typeof ledgerWorkflow>({ ...input, state: ledger.state });
 }
 
+/**
+ * The level a sleeping entry is to be woken from: the one it was put to sleep at; when not known
+ * (taken from the box by a fresh ledger), 2, whose wake reloads the weights, right after either.
+ */
+function asleepAt(r: Reservation | undefined): 1 | 2 | undefined {
+  return r?.phase === 'sleeping' ? (r.sleptAtLevel ?? 2) : undefined;
+}
+
 function invalid(message: string): never {
   throw ApplicationFailure.create({ type: 'InvalidLedgerRequest', message, nonRetryable: true });
 }
@@ -142,7 +151,7 @@ class GpuLedger {
     if (retry) return retry;
     const before = findReservation(this.state, req.serve);
     const wasEvicted = before !== undefined && setAside(before);
-    const wasAsleep = before?.phase === 'sleeping' ? (before.sleptAtLevel ?? before.sleep?.level) : undefined;
+    const wasAsleep = asleepAt(before);
     const decision = this.decide(req);
     if (decision.decision === 'admitted') this.state = applyAdmit(this.state, req, 'admitted', wasEvicted ? 'restore' : 'bring-up');
     return this.answer({ decision, wasEvicted, ...(wasAsleep !== undefined ? { wasAsleep } : {}) });
@@ -164,14 +173,18 @@ class GpuLedger {
       };
       return this.answer({ decision });
     }
+    // A sleeper acquired is woken, not started: say so, and count its residual as held already.
+    const asleep = findReservation(this.state, req.serve);
+    const wasAsleep = asleepAt(asleep);
+    const woken = wasAsleep !== undefined ? { wasAsleep } : {};
     const admit = this.decide(req);
     if (admit.decision !== 'denied') {
       if (admit.decision === 'admitted') this.state = applyAdmit(this.state, req, 'admitted', 'acquisition');
-      return this.answer({ decision: admit });
+      return this.answer({ decision: admit, ...woken });
     }
     if (!req.evict) return this.answer({ decision: admit });
     // Workflow time: the same instant when this update replays.
-    const plan = planEviction(this.state, req.vramMib, Date.now());
+    const plan = planEviction(this.state, req.vramMib - (asleep && wasAsleep !== undefined ? committedMibOf(asleep) : 0), Date.now());
     if (plan.kind === 'impossible') {
       return this.answer({ decision: { ...admit, evictableMib: plan.evictableMib } });
     }
@@ -181,7 +194,7 @@ class GpuLedger {
     if (plan.kind === 'fits') {
       this.state = applyAdmit(this.state, req, 'admitted', 'acquisition');
       const decision: AcquireDecision = { decision: 'admitted', serve: req.serve, vramMib: req.vramMib, freeAfterMib: totals(this.state).freeMib };
-      return this.answer({ decision });
+      return this.answer({ decision, ...woken });
     }
     this.state = applyEvictionPlan(this.state, req, plan.victims);
     const decision: AcquireDecision = {
@@ -192,7 +205,7 @@ class GpuLedger {
       victims: plan.victims,
       reason: plan.reason,
     };
-    return this.answer({ decision });
+    return this.answer({ decision, ...woken });
   };
 
   /** Shared by admit and acquire: adopt the manifest's figures, recognise a retry, then decide. */
@@ -234,7 +247,7 @@ class GpuLedger {
   victimReleased = (args: LedgerVictimArgs): LedgerChangeAnswer => {
     const problem = this.victimProblem(args);
     if (problem) lost(`victimReleased: ${problem}`);
-    this.state = applyVictimReleased(this.state, args.victim, args.acquirer, args.asleepAt);
+    this.state = applyVictimReleased(this.state, args.victim, args.acquirer, args.asleepAt, args.residualSeenMib);
     return this.change(args.victim);
   };
 
@@ -261,10 +274,19 @@ class GpuLedger {
   };
 
   private fenceCheck({ serve, holder, step }: LedgerFenceArgs): void {
-    // Before the start: admitted. Just after it: admitted, or running when a ledger restarted
-    // meanwhile took the container over for its own holder (its label names the run).
-    const problem = fenceProblem(this.state, serve, holder, step === 'started' ? ['admitted', 'running'] : ['admitted']);
-    const undone = step === 'started' ? 'the container it started is removed' : step === 'wake' ? 'it was not woken' : 'nothing was created';
+    // Before the start (or a wake): admitted. Just after it: admitted, or running when a ledger
+    // restarted meanwhile took the container over for its own holder (its label names the run).
+    // A victim's sleep: evicting, by the acquisition that holds it.
+    const allowed: ReservationPhase[] = step === 'started' ? ['admitted', 'running'] : step === 'sleep' ? ['evicting'] : ['admitted'];
+    const problem = fenceProblem(this.state, serve, holder, allowed);
+    const undone =
+      step === 'started'
+        ? 'the container it started is removed'
+        : step === 'wake'
+          ? 'it was not woken'
+          : step === 'sleep'
+            ? 'it was not put to sleep'
+            : 'nothing was created';
     if (problem) lost(`${step} of ${serve} refused: ${problem}; ${undone}`);
   }
 

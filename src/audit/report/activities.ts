@@ -142,6 +142,7 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     const vllm = `vLLM running ${txt(r.vllmRunningAtStart)} → ${txt(r.vllmRunningAtEnd)}`;
     return `${r.drained ? 'drained' : 'NOT drained'} after ${txt(r.waitedMs)} ms: ${router}, ${vllm}`;
   },
+  serveAsleep: (r, i) => `${txt(i?.serve)} ${r ? 'sleeps' : 'does not sleep'}`,
   planSleep: (r) => (r ? `sleep at level ${txt(r.level)}${r.fellBack ? `: ${txt(r.fellBack)}` : ''}` : undefined),
   sleepServe: (r) =>
     r && typeof r.level === 'number' ? sleeping.slept({ level: r.level, alreadyAsleep: Boolean(r.alreadyAsleep), waitedMs: num(r.waitedMs) ?? 0 }) : undefined,
