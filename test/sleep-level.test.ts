@@ -31,6 +31,16 @@ describe('the level a victim sleeps at', () => {
     );
   });
 
+  test('another victim being evicted now that declares level 1 counts as asleep already; the victim planned does not count itself', () => {
+    let l = emptyLedger('n', GPU);
+    for (const serve of ['a', 'b'])
+      l = withPhase(applyAdmit(l, { serve, vramMib: 8000, class: 'evictable', holder: 'h/r', sleep: { level: 1, residualMib: 500 } }), serve, 'evicting');
+    assert.deepEqual(
+      levelOneSleepers([l], () => 7000, 'a'),
+      [{ serve: 'b', hostRamMib: 7000 }],
+    );
+  });
+
   test('only serves asleep at level 1 hold host RAM: one that fell back to level 2 does not, whatever it declared', () => {
     let l = emptyLedger('n', GPU);
     l = withSleeper(l, 'a', 1, 1);

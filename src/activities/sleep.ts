@@ -57,7 +57,7 @@ export function createSleepActivities(deps: SleepDeps) {
       if (!serve.sleep) throw nonRetryable(Failure.SleepFailed, `${serve.name} is not evicted by sleeping (eviction = "stop")`);
       const ledgers = await Promise.all(manifest.gpus.map((gpu) => deps.ledger.snapshot(manifest.node, gpu, 15_000)));
       const hostRamOf = (name: string) => manifest.serves.find((s) => s.name === name)?.sleep?.hostRamMib;
-      return sleepLevelFor(serve.sleep, levelOneSleepers(ledgers, hostRamOf), manifest.hostRamBudgetMib);
+      return sleepLevelFor(serve.sleep, levelOneSleepers(ledgers, hostRamOf, serve.name), manifest.hostRamBudgetMib);
     },
 
     /** Whether the serve, evicted by sleeping, sleeps now; false for one that is not, or cannot tell. */

@@ -1,6 +1,6 @@
 // Eviction by sleeping (vLLM's sleep mode): which level a victim sleeps at, and what its sleep
 // should give back. Pure, so the choice is testable and its reason is the same wherever it is read.
-import type { LedgerState } from './ledger';
+import type { LedgerState, Reservation } from './ledger';
 import type { ServeSpec, SleepEviction } from './types';
 
 export type SleepLevel = 1 | 2;
@@ -34,13 +34,15 @@ export function sleepLevelFor(sleep: SleepEviction, asleep: readonly LevelOneSle
   };
 }
 
-/** The serves of these ledgers asleep at level 1, with the host RAM each declared. */
-export function levelOneSleepers(ledgers: readonly LedgerState[], hostRamOf: (serve: string) => number | undefined): LevelOneSleeper[] {
-  return ledgers.flatMap((l) =>
-    l.reservations
-      .filter((r) => r.phase === 'sleeping' && (r.sleptAtLevel ?? r.sleep?.level) === 1)
-      .map((r) => ({ serve: r.serve, hostRamMib: hostRamOf(r.serve) ?? 0 })),
-  );
+/**
+ * The serves of these ledgers asleep at level 1, with the host RAM each declared; and, as if
+ * asleep already, other victims being evicted now that declare level 1 (two acquisitions on two
+ * GPUs must not both count on the same host RAM). `except`: the victim being planned.
+ */
+export function levelOneSleepers(ledgers: readonly LedgerState[], hostRamOf: (serve: string) => number | undefined, except?: string): LevelOneSleeper[] {
+  const levelOne = (r: Reservation): boolean =>
+    r.serve !== except && ((r.phase === 'sleeping' && (r.sleptAtLevel ?? r.sleep?.level) === 1) || (r.phase === 'evicting' && r.sleep?.level === 1));
+  return ledgers.flatMap((l) => l.reservations.filter(levelOne).map((r) => ({ serve: r.serve, hostRamMib: hostRamOf(r.serve) ?? 0 })));
 }
 
 /**
