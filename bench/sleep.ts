@@ -12,13 +12,12 @@
 //
 //   node dist/bench/sleep.js [--runs N] [--scale F]          (scripts/bench.sh sets the env up)
 import { parseArgs } from 'node:util';
-import type { Client } from '@temporalio/client';
-import { serveAcquire, serveDown, serveUp } from '../src/client/operations';
+import { runWallMs, serveAcquire, serveDown, serveUp } from '../src/client/operations';
+import { PHI3_VISION_A100 } from '../src/sim/sleep-mode';
 import type { TestServe } from '../test/support/box';
 import { startSimTestBox } from '../test/support/sim';
 
-/** vLLM's published figures for Phi-3-vision on an A100: a cold reload, and a wake from level 1. */
-const PUBLISHED = { coldLoadMs: 58_100, wakeLevel1Ms: 820 };
+const PUBLISHED = PHI3_VISION_A100;
 
 interface Sample {
   evictionMs: number;
@@ -30,12 +29,6 @@ function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
   return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
-}
-
-async function runMs(client: Client, workflowId: string, runId?: string): Promise<number> {
-  const d = await client.workflow.getHandle(workflowId, runId).describe();
-  if (!d.closeTime) throw new Error(`${workflowId} has not closed`);
-  return d.closeTime.getTime() - d.startTime.getTime();
 }
 
 function ok<T extends { message: string }>(o: { ok: true; result: T } | { ok: false; message: string }, what: string): T {
@@ -63,8 +56,13 @@ async function main(): Promise<void> {
     router_tier: `${name}-local`,
     min_residency_s: 0,
     start_timeout_s: Math.ceil(coldLoadMs / 1000) + 30,
-    ...(sleep ? { sleep: { level: 1 as const, residual_mib: 600, host_ram_mib: 8837 } } : {}),
-    env: { SIM_START_DELAY_MS: String(coldLoadMs), SIM_WAKE_DELAY_MS: String(wakeMs), SIM_SLEEP_RESIDUAL_MIB: '600', SIM_WEIGHTS_MIB: '8837' },
+    ...(sleep ? { sleep: { level: 1 as const, residual_mib: 600, host_ram_mib: PUBLISHED.weightsMib } } : {}),
+    env: {
+      SIM_START_DELAY_MS: String(coldLoadMs),
+      SIM_WAKE_DELAY_MS: String(wakeMs),
+      SIM_SLEEP_RESIDUAL_MIB: '600',
+      SIM_WEIGHTS_MIB: String(PUBLISHED.weightsMib),
+    },
   });
   const serves: TestServe[] = [
     { name: 'fast-a', gpu_role: 'stop-gpu', vram_mib: 14336 },
@@ -90,11 +88,11 @@ async function main(): Promise<void> {
         if (a.victims[0]?.serve !== victim || (mode === 'sleep') !== Boolean(a.victims[0].sleep && !a.victims[0].sleep.fellBack)) {
           throw new Error(`run ${i + 1}: ${a.message}`);
         }
-        const evictionMs = await runMs(client, acq.workflowId, acq.runId);
+        const evictionMs = await runWallMs(client, acq.workflowId, acq.runId);
         const down = ok(await serveDown(client, t.node, acquirer, { restore: true }), `serves down ${acquirer} --restore`);
         const restored = down.restored[0];
         if (!restored?.ok) throw new Error(`run ${i + 1}: ${victim} not restored: ${restored?.message ?? 'none'}`);
-        const restoreMs = await runMs(client, restored.workflowId);
+        const restoreMs = await runWallMs(client, restored.workflowId);
         const restoredBy = /by waking/.test(restored.message) ? 'wake' : 'cold start';
         samples[mode].push({ evictionMs, restoreMs, restoredBy });
         process.stderr.write(`  run ${i + 1} ${mode.padEnd(5)}: eviction ${evictionMs} ms, restore ${restoreMs} ms (${restoredBy})\n`);

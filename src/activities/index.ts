@@ -3,7 +3,7 @@
 import { Context } from '@temporalio/activity';
 import type { LedgerState, Reservation } from '../domain/ledger';
 import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
-import type { GpuSpec, ServeClass, ServeSpec, SleepEviction } from '../domain/types';
+import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
 import { Failure, Transient } from '../shared/failures';
 import type {
@@ -25,10 +25,10 @@ import { cancelReason } from '../shared/wording';
 import { createEvictionActivities } from './eviction';
 import { observedEviction } from './eviction-metrics';
 import { createLeaseActivities } from './lease';
-import { loadServe as loadServeFrom } from './resolve';
+import { loadManifest, loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
 import { createRunTagActivities } from './run-tags';
-import { createSleepActivities } from './sleep';
+import { createSleepActivities, sleepsNow } from './sleep';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort } from '../adapters/ledger/port';
@@ -111,21 +111,6 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
-
-  /**
-   * The serve's declared sleep when it is evicted by sleeping and says it sleeps now; undefined
-   * otherwise, or when that cannot be told (no manifest entry, no answer): then it counts whole.
-   */
-  async function asleepNow(name: string): Promise<SleepEviction | undefined> {
-    const sleeper = deps.sleep;
-    if (!sleeper) return undefined;
-    try {
-      const { serve } = await loadServe(name);
-      return serve.sleep && (await sleeper.isSleeping(serveBaseUrl(serve), 2000)) ? serve.sleep : undefined;
-    } catch {
-      return undefined;
-    }
-  }
 
   // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
   return heartbeating({
@@ -224,6 +209,8 @@ export function createActivities(deps: ActivityDeps) {
      */
     async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
       const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
+      // Read once for all of them; a manifest that cannot be read now takes none as asleep (each counts whole).
+      const manifest = await loadManifest(deps.manifest).catch(() => undefined);
       const found: Reservation[] = [];
       for (const c of containers.filter((x) => x.running && Number(x.labels[LABEL.vramMib]) > 0 && x.labels[LABEL.serve])) {
         const serve = c.labels[LABEL.serve] ?? c.name;
@@ -235,7 +222,8 @@ export function createActivities(deps: ActivityDeps) {
           // The run that started it holds it still (its bring-up finishes against this ledger), else the container names the hold.
           holder: c.labels[LABEL.holder] ?? `reconciled from container ${c.name}`,
         };
-        const sleep = await asleepNow(serve);
+        const spec = manifest?.manifest.serves.find((s) => s.name === serve);
+        const sleep = spec && (await sleepsNow(deps.sleep, spec)) ? spec.sleep : undefined;
         // The level it sleeps at is not known here (a level-1 sleep may have fallen back to 2): left
         // unset, its wake reloads the weights as after level 2, right after either.
         found.push(sleep ? { ...r, phase: 'sleeping', sleep: { level: sleep.level, residualMib: sleep.residualMib } } : r);

@@ -26,6 +26,15 @@ export interface SleepDeps {
 /** Each /is_sleeping look: a serve that cannot answer that quickly is not one to trust with a sleep. */
 const LOOK_MS = 5000;
 
+/**
+ * Whether the serve, evicted by sleeping, sleeps now: false for a serve that is not, where the
+ * worker has no sleep-mode client, or when it does not answer (it then counts as awake, whole).
+ */
+export async function sleepsNow(endpoints: ServeSleep | undefined, serve: ServeSpec): Promise<boolean> {
+  if (!serve.sleep || !endpoints) return false;
+  return endpoints.isSleeping(serveBaseUrl(serve), LOOK_MS).catch(() => false);
+}
+
 export function createSleepActivities(deps: SleepDeps) {
   const endpoints = (): ServeSleep => {
     if (!deps.sleep) throw nonRetryable(Failure.SleepFailed, 'this worker has no sleep-mode client configured');
@@ -62,9 +71,7 @@ export function createSleepActivities(deps: SleepDeps) {
 
     /** Whether the serve, evicted by sleeping, sleeps now; false for one that is not, or cannot tell. */
     async serveAsleep(input: { serve: string }): Promise<boolean> {
-      const { serve } = (await loadManifest(deps.manifest)).resolve(input.serve);
-      if (!serve.sleep || !deps.sleep) return false;
-      return deps.sleep.isSleeping(serveBaseUrl(serve), LOOK_MS).catch(() => false);
+      return sleepsNow(deps.sleep, (await loadManifest(deps.manifest)).resolve(input.serve).serve);
     },
 
     /**

@@ -92,6 +92,12 @@ export function serveAcquire(client: Client, node: string, input: AcquireInput, 
   return runOperation(client, node, op, watch);
 }
 
+/** A closed run's wall time by the server's clock, start to close (a run still open: to now). */
+export async function runWallMs(client: Client, workflowId: string, runId?: string): Promise<number> {
+  const d = await client.workflow.getHandle(workflowId, runId).describe();
+  return (d.closeTime?.getTime() ?? Date.now()) - d.startTime.getTime();
+}
+
 export async function ledgerSnapshots(client: Client, manifest: Manifest): Promise<LedgerState[]> {
   const ledger = new LedgerClient(client);
   return Promise.all(manifest.gpus.map((gpu) => ledger.snapshot(manifest.node, gpu)));

@@ -12,7 +12,8 @@ import type { ClientConnectConfig } from '@temporalio/envconfig';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { buildApi } from '../client/api';
-import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../client/operations';
+import { ledgerSnapshots, runWallMs, serveAcquire, serveDown, serveUp } from '../client/operations';
+import { PHI3_VISION_A100 } from '../sim/sleep-mode';
 import type { OperationOutcome } from '../client/operations';
 import { startDevServer } from '../dev/dev-server';
 import type { DevServer } from '../dev/dev-server';
@@ -51,7 +52,13 @@ const CONCURRENT_REQUESTS = 3;
  * (58.1 s and 0.82 s: vLLM's sleep-mode post, Oct 2025), so the demo stays short and the ratio is
  * the published one; what the demo measures on top is the orchestration around them.
  */
-const SLEEP = { residualMib: 600, weightsMib: 8837, coldLoadMs: 5810, wakeMs: 82, hostRamBudgetMib: 16384 };
+const SLEEP = {
+  residualMib: 600,
+  weightsMib: PHI3_VISION_A100.weightsMib,
+  coldLoadMs: PHI3_VISION_A100.coldLoadMs / 10,
+  wakeMs: PHI3_VISION_A100.wakeLevel1Ms / 10,
+  hostRamBudgetMib: 16384,
+};
 
 export interface DemoOptions {
   keep?: boolean;
@@ -176,7 +183,7 @@ async function sequence(ctx: DemoContext): Promise<void> {
   ctx.out('\n(2) Bring-up: down ocr reranker embeddings, up vision');
   for (const s of ['ocr', 'reranker', 'embeddings']) await op(ctx, `serves down ${s}`, () => serveDown(ctx.client, ctx.manifest.node, s));
   const vision = await op(ctx, 'serves up vision', () => serveUp(ctx.client, ctx.manifest.node, 'vision'));
-  const coldStartMs = await runMs(ctx, vision.workflowId, vision.runId);
+  const coldStartMs = await runWallMs(ctx.client, vision.workflowId, vision.runId);
   check(ctx, 'vision identity', 'qwen3-vl-4b-instruct', vision.ok ? (vision.result.observedModels ?? []).join(',') : vision.message);
   l = await printLedger(ctx);
   check(ctx, 'committed/budget', '26624/27999, free 1375', committedFree(l));
@@ -218,7 +225,7 @@ async function sequence(ctx: DemoContext): Promise<void> {
   );
   if (ctx.sleep && restored) {
     check(ctx, 'restored by', 'waking', /restored by waking/.test(restored.message) ? 'waking' : restored.message);
-    const restoreMs = await runMs(ctx, restored.workflowId);
+    const restoreMs = await runWallMs(ctx.client, restored.workflowId);
     ctx.out(
       `    restore of vision by waking: ${restoreMs} ms (wake, health, identity, guarded readmit); ` +
         `its cold start at step 2: ${coldStartMs} ms; ×${(coldStartMs / Math.max(1, restoreMs)).toFixed(1)}`,
@@ -289,12 +296,6 @@ async function closedLoop(ctx: DemoContext): Promise<void> {
   l = await printLedger(ctx);
   check(ctx, 'committed/budget', '26624/27999, free 1375', committedFree(l));
   check(ctx, `${ON_DEMAND} in the ledger after the lease`, 'absent', reservationLine(l, ON_DEMAND));
-}
-
-/** A run's wall time by the server's clock, start to close. */
-async function runMs(ctx: DemoContext, workflowId: string, runId?: string): Promise<number> {
-  const d = await ctx.client.workflow.getHandle(workflowId, runId).describe();
-  return (d.closeTime?.getTime() ?? Date.now()) - d.startTime.getTime();
 }
 
 type ManifestDoc = { node?: Record<string, unknown>; serves?: Record<string, unknown>[] };

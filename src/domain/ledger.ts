@@ -141,14 +141,19 @@ export function activeReservation(state: LedgerState, serve: string): Reservatio
   return state.reservations.find((r) => r.serve === serve && !setAside(r));
 }
 
+/** What a serve's sleeping entry still holds on its GPU: a wake needs only the rest. None when it does not sleep. */
+export function heldAsleepMib(state: LedgerState, serve: string): number {
+  const r = findReservation(state, serve);
+  return r?.phase === 'sleeping' ? committedMibOf(r) : 0;
+}
+
 /** Decide an admission without changing the state; `applyAdmit` commits an 'admitted' decision. */
 export function decideAdmit(state: LedgerState, req: AdmitRequest): AdmitDecision {
   const held = activeReservation(state, req.serve);
   if (held) return { decision: 'already-held', serve: req.serve, phase: held.phase, holder: held.holder };
   const { freeMib } = totals(state);
   // Waking a sleeping serve needs only what its sleep gave back: its residual is still committed.
-  const asleep = findReservation(state, req.serve);
-  const needMib = req.vramMib - (asleep?.phase === 'sleeping' ? committedMibOf(asleep) : 0);
+  const needMib = req.vramMib - heldAsleepMib(state, req.serve);
   if (needMib > freeMib) {
     return { decision: 'denied', serve: req.serve, vramMib: req.vramMib, freeMib, shortfallMib: needMib - Math.max(0, freeMib) };
   }

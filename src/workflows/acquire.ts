@@ -2,7 +2,7 @@
 // the ledger picks victims and holds their MiB for this acquirer, then for each victim:
 // quiesce its tier → drain → stop (or sleep) → confirm the VRAM came back → hand the MiB over → start.
 import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
-import type { GpuReading, ResolvedServe, VramReleaseResult } from '../shared/contracts';
+import type { ResolvedServe, VramReleaseResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
 import { admittedSleep, residualSeen } from '../domain/sleep';
 import type { SleepLevel } from '../domain/sleep';
@@ -132,9 +132,6 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   }
 }
 
-/** A victim evicted by sleeping. */
-type Sleeper = Victim & Required<Pick<Victim, 'sleep'>>;
-
 /** One acquisition's eviction: what each victim's steps need, and the victims stopped so far. */
 interface Eviction {
   node: string;
@@ -199,9 +196,12 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   const container = await act.inspectServe({ node, serve: victim.name });
   record.wasRunning = Boolean(container?.running);
   const gpuBefore = record.wasRunning ? await act.readGpu({ uuid: gpu.uuid }) : undefined;
+  // What it was seen to take when it came up, else its reservation: a serve reserved with
+  // headroom gives back less than it reserved.
+  const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);
   // Histories recorded before sleep mode existed have no victim that sleeps, and replay without it.
   // The level is chosen before the drain, so the sleep follows the last response as a stop would.
-  const sleeper = planned.sleep && gpuBefore && patched(PATCHES.evictBySleep) ? await planSleep(e, { ...planned, sleep: planned.sleep }, record) : undefined;
+  const sleep = planned.sleep && gpuBefore && patched(PATCHES.evictBySleep) ? await planSleep(e, victim.name, planned.sleep, record) : undefined;
 
   log.begin(`drain ${victim.name}`);
   const drainTimeoutS = input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
@@ -219,7 +219,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   record.inFlightAtStop = drain.routerInFlightAtEnd;
 
   // Asleep, it answers no request, and only a restore's wake and guarded readmit bring it back.
-  const asleep = sleeper && gpuBefore ? await sleepVictim(e, victim, sleeper, gpuBefore, record, withdrawReadmit) : undefined;
+  const asleep = sleep && gpuBefore ? await sleepVictim(e, victim, sleep, tookMib, gpuBefore.usedMib, record, withdrawReadmit) : undefined;
   if (!asleep) {
     log.begin(`stop ${victim.name}`);
     const stop = await stopServe(node, victim);
@@ -233,9 +233,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
 
     log.begin(`release ${victim.name}`);
     if (gpuBefore) {
-      // What it was seen to take when it came up, else its reservation: a serve reserved with
-      // headroom gives back less than it reserved.
-      record.vram = await confirmReleased(e, victim.name, gpuBefore.usedMib, Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib));
+      record.vram = await confirmReleased(e, victim.name, gpuBefore.usedMib, tookMib);
       log.record(`release ${victim.name}`, eviction.vramBack(record.vram, gpu.uuid));
     } else {
       log.record(`release ${victim.name}`, eviction.notRunning);
@@ -264,25 +262,23 @@ function confirmReleased({ acquirer, input }: Eviction, victim: string, usedBefo
   });
 }
 
-/** A victim evicted by sleeping, and the level it sleeps at now. */
-interface SleepPlanned extends Sleeper {
-  level: SleepLevel;
-}
+/** How a victim evicted by sleeping sleeps now: at the level planned, keeping its declared residual. */
+type SleepPlan = NonNullable<Victim['sleep']>;
 
 /**
  * The level the victim sleeps at (the node's host-RAM budget may take level 1 to 2), or undefined
  * when it cannot be had (the manifest now says stop, a ledger did not answer): it is stopped then.
  */
-async function planSleep({ log }: Eviction, planned: Sleeper, record: VictimRecord): Promise<SleepPlanned | undefined> {
+async function planSleep({ log }: Eviction, victim: string, declared: SleepPlan, record: VictimRecord): Promise<SleepPlan | undefined> {
   try {
-    const plan = await act.planSleep({ serve: planned.serve });
-    record.sleep = { level: plan.level, residualDeclaredMib: planned.sleep.residualMib, ...(plan.fellBack ? { levelFellBack: plan.fellBack } : {}) };
-    return { ...planned, level: plan.level };
+    const plan = await act.planSleep({ serve: victim });
+    record.sleep = { level: plan.level, residualDeclaredMib: declared.residualMib, ...(plan.fellBack ? { levelFellBack: plan.fellBack } : {}) };
+    return { level: plan.level, residualMib: declared.residualMib };
   } catch (err) {
     if (isCancellation(err)) throw err;
     const why = rootCause(err).message;
-    record.sleep = { level: planned.sleep.level, residualDeclaredMib: planned.sleep.residualMib, fellBack: why };
-    log.record(`sleep ${planned.serve}`, sleeping.fallBack(planned.serve, why));
+    record.sleep = { level: declared.level, residualDeclaredMib: declared.residualMib, fellBack: why };
+    log.record(`sleep ${victim}`, sleeping.fallBack(victim, why));
     return undefined;
   }
 }
@@ -296,19 +292,18 @@ async function planSleep({ log }: Eviction, planned: Sleeper, record: VictimReco
 async function sleepVictim(
   e: Eviction,
   victim: ServeSpec,
-  planned: SleepPlanned,
-  gpuBefore: GpuReading,
+  planned: SleepPlan,
+  tookMib: number,
+  usedBeforeMib: number,
   record: VictimRecord,
   asleep: () => void,
 ): Promise<{ level: SleepLevel; residualSeenMib?: number } | undefined> {
   const { log, node, acquirer } = e;
   const step = `sleep ${victim.name}`;
   log.begin(step);
-  const declared = planned.sleep;
-  const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);
   // What the sleep should give back: what it took less what it keeps asleep.
-  const expectedMib = Math.max(0, tookMib - declared.residualMib);
-  const sleepRecord = (record.sleep ??= { level: planned.level, residualDeclaredMib: declared.residualMib });
+  const expectedMib = Math.max(0, tookMib - planned.residualMib);
+  const sleepRecord = (record.sleep ??= { level: planned.level, residualDeclaredMib: planned.residualMib });
   try {
     // Whole: a cancel must not leave it unknown whether the victim sleeps.
     const slept = await CancellationScope.nonCancellable(() =>
@@ -321,7 +316,7 @@ async function sleepVictim(
     if (slept.issuedAtEpochMs !== undefined) sleepRecord.issuedAtEpochMs = slept.issuedAtEpochMs;
     log.record(step, `${sleeping.slept(slept)}${sleepRecord.levelFellBack ? ` (${sleepRecord.levelFellBack})` : ''}`);
     log.begin(`release ${victim.name}`);
-    record.vram = await confirmReleased(e, victim.name, gpuBefore.usedMib, expectedMib);
+    record.vram = await confirmReleased(e, victim.name, usedBeforeMib, expectedMib);
   } catch (err) {
     if (isCancellation(err)) throw err;
     const why = rootCause(err).message;
@@ -329,11 +324,11 @@ async function sleepVictim(
     log.record(step, sleeping.fallBack(victim.name, why));
     return undefined;
   }
-  const seen = residualSeen(tookMib, record.vram.releasedMib, declared.residualMib);
+  const seen = residualSeen(tookMib, record.vram.releasedMib, planned.residualMib);
   sleepRecord.residualSeenMib = seen.mib;
   log.record(
     `release ${victim.name}`,
-    eviction.vramBack(record.vram, acquirer.gpu.uuid) + (seen.aboveDeclared ? `; ${sleeping.residualAbove(victim.name, seen.mib, declared.residualMib)}` : ''),
+    eviction.vramBack(record.vram, acquirer.gpu.uuid) + (seen.aboveDeclared ? `; ${sleeping.residualAbove(victim.name, seen.mib, planned.residualMib)}` : ''),
   );
   // Above the declaration, the ledger holds what the box shows.
   return { level: planned.level, ...(seen.aboveDeclared ? { residualSeenMib: seen.mib } : {}) };

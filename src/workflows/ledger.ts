@@ -6,7 +6,7 @@ import type { LedgerState, LedgerTotals, Reservation, ReservationPhase } from '.
 import {
   activeReservation,
   applyAdmit,
-  committedMibOf,
+  heldAsleepMib,
   decideAdmit,
   emptyLedger,
   findReservation,
@@ -89,12 +89,27 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
 }
 
 /**
- * The level a sleeping entry is to be woken from: the one it was put to sleep at; when not known
- * (taken from the box by a fresh ledger), 2, whose wake reloads the weights, right after either.
+ * An admission's word that the serve slept, and the level to wake it from: the one it was put to
+ * sleep at; when not known (taken from the box by a fresh ledger), 2, whose wake reloads the
+ * weights, right after either. Empty for a serve that did not sleep.
  */
-function asleepAt(r: Reservation | undefined): 1 | 2 | undefined {
-  return r?.phase === 'sleeping' ? (r.sleptAtLevel ?? 2) : undefined;
+function wokenFrom(r: Reservation | undefined): { wasAsleep?: 1 | 2 } {
+  return r?.phase === 'sleeping' ? { wasAsleep: r.sleptAtLevel ?? 2 } : {};
 }
+
+/**
+ * The phases a fence step may find the serve in, and what refusing it leaves undone. Before the
+ * start (or a wake): admitted. Just after it: admitted, or running when a ledger restarted
+ * meanwhile took the container over for its own holder (its label names the run). A victim's
+ * sleep: evicting, by the acquisition that holds it.
+ */
+const FENCE_START = { allowed: ['admitted'] as ReservationPhase[], undone: 'nothing was created' };
+const FENCE_STEPS: Record<string, { allowed: ReservationPhase[]; undone: string }> = {
+  start: FENCE_START,
+  started: { allowed: ['admitted', 'running'], undone: 'the container it started is removed' },
+  wake: { allowed: ['admitted'], undone: 'it was not woken' },
+  sleep: { allowed: ['evicting'], undone: 'it was not put to sleep' },
+};
 
 function invalid(message: string): never {
   throw ApplicationFailure.create({ type: 'InvalidLedgerRequest', message, nonRetryable: true });
@@ -151,10 +166,9 @@ class GpuLedger {
     if (retry) return retry;
     const before = findReservation(this.state, req.serve);
     const wasEvicted = before !== undefined && setAside(before);
-    const wasAsleep = asleepAt(before);
     const decision = this.decide(req);
     if (decision.decision === 'admitted') this.state = applyAdmit(this.state, req, 'admitted', wasEvicted ? 'restore' : 'bring-up');
-    return this.answer({ decision, wasEvicted, ...(wasAsleep !== undefined ? { wasAsleep } : {}) });
+    return this.answer({ decision, wasEvicted, ...wokenFrom(before) });
   };
 
   acquire = (req: LedgerAcquireArgs): LedgerAcquireAnswer => {
@@ -174,9 +188,7 @@ class GpuLedger {
       return this.answer({ decision });
     }
     // A sleeper acquired is woken, not started: say so, and count its residual as held already.
-    const asleep = findReservation(this.state, req.serve);
-    const wasAsleep = asleepAt(asleep);
-    const woken = wasAsleep !== undefined ? { wasAsleep } : {};
+    const woken = wokenFrom(findReservation(this.state, req.serve));
     const admit = this.decide(req);
     if (admit.decision !== 'denied') {
       if (admit.decision === 'admitted') this.state = applyAdmit(this.state, req, 'admitted', 'acquisition');
@@ -184,7 +196,7 @@ class GpuLedger {
     }
     if (!req.evict) return this.answer({ decision: admit });
     // Workflow time: the same instant when this update replays.
-    const plan = planEviction(this.state, req.vramMib - (asleep && wasAsleep !== undefined ? committedMibOf(asleep) : 0), Date.now());
+    const plan = planEviction(this.state, req.vramMib - heldAsleepMib(this.state, req.serve), Date.now());
     if (plan.kind === 'impossible') {
       return this.answer({ decision: { ...admit, evictableMib: plan.evictableMib } });
     }
@@ -274,19 +286,8 @@ class GpuLedger {
   };
 
   private fenceCheck({ serve, holder, step }: LedgerFenceArgs): void {
-    // Before the start (or a wake): admitted. Just after it: admitted, or running when a ledger
-    // restarted meanwhile took the container over for its own holder (its label names the run).
-    // A victim's sleep: evicting, by the acquisition that holds it.
-    const allowed: ReservationPhase[] = step === 'started' ? ['admitted', 'running'] : step === 'sleep' ? ['evicting'] : ['admitted'];
+    const { allowed, undone } = FENCE_STEPS[step] ?? FENCE_START;
     const problem = fenceProblem(this.state, serve, holder, allowed);
-    const undone =
-      step === 'started'
-        ? 'the container it started is removed'
-        : step === 'wake'
-          ? 'it was not woken'
-          : step === 'sleep'
-            ? 'it was not put to sleep'
-            : 'nothing was created';
     if (problem) lost(`${step} of ${serve} refused: ${problem}; ${undone}`);
   }
 
