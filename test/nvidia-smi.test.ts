@@ -3,15 +3,17 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import Docker from 'dockerode';
 import { DockerRuntime } from '../src/adapters/containers/docker';
 import { NvidiaSmi, parseComputeAppsCsv, parseGpuCsv } from '../src/adapters/gpu/nvidia-smi';
+import { NvidiaSmiStream, parseTimestamp } from '../src/adapters/gpu/nvidia-smi-stream';
 import { PermanentError } from '../src/adapters/errors';
 import { TEST_IMAGES } from '../src/dev/toolchain';
 import { LABEL } from '../src/domain/serve';
+import { nvidiaSmiTimestamp } from '../src/sim/fake-nvidia-smi';
 import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
 import { SimRuntime } from '../src/sim/runtime';
 import { contractServe, RUN_LABEL, uniqueRunId } from './support/runtime-contract';
@@ -206,6 +208,132 @@ describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
     await assert.rejects(slow.computeApps(), /timed out after 200 ms/);
   });
 });
+
+describe('NvidiaSmiStream: one nvidia-smi -lms per node, read as a stream', () => {
+  let dir: string;
+  let statePath: string;
+  const streams: NvidiaSmiStream[] = [];
+  const state: FakeNvidiaSmiState = {
+    gpus: [
+      { index: 0, uuid: UUID_A, name: 'NVIDIA GeForce RTX 5090', totalMib: 32607, baseUsedMib: 5700 },
+      { index: 1, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000, Blackwell', totalMib: 97887, baseUsedMib: 600 },
+    ],
+  };
+  const writeState = (patch: Partial<FakeNvidiaSmiState> = {}) => writeFileSync(statePath, JSON.stringify({ ...state, ...patch }));
+  const stream = (binary = FAKE, intervalMs = 50) => {
+    const s = new NvidiaSmiStream({ binary, intervalMs, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
+    streams.push(s);
+    return s;
+  };
+  /** The pids of running `fake-nvidia-smi … -lms` processes whose environment names this test's state file. */
+  const loops = async (): Promise<number[]> => {
+    const { stdout } = await new Promise<{ stdout: string }>((res) => execFile('pgrep', ['-f', '--', '-lms'], (_e, stdout) => res({ stdout: String(stdout) })));
+    return stdout
+      .split('\n')
+      .filter(Boolean)
+      .map(Number)
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/environ`, 'utf8').includes(statePath);
+        } catch {
+          return false;
+        }
+      });
+  };
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-smi-stream-'));
+    statePath = join(dir, 'nvidia-smi.json');
+    writeState();
+  });
+
+  after(() => {
+    for (const s of streams) s.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("timestamps: the fake prints nvidia-smi's format, read back to the millisecond", () => {
+    const at = new Date(2026, 11, 2, 9, 5, 7, 42).getTime();
+    assert.equal(nvidiaSmiTimestamp(at), '2026/12/02 09:05:07.042');
+    assert.equal(parseTimestamp('2026/12/02 09:05:07.042'), at);
+    assert.ok(Number.isNaN(parseTimestamp('Tue Dec  2 09:05:07 2026')));
+  });
+
+  test('the first reading is a spawn, the rest come from one -lms process, each queried after its call', async () => {
+    writeState();
+    const s = stream();
+    assert.deepEqual(
+      (await s.readGpus()).map((g) => g.usedMib),
+      [5700, 600],
+    );
+    assert.deepEqual(s.served, { stream: 0, spawned: 1 });
+    // Each write lands just before the call: a reading queried before it would show the last one.
+    for (let i = 1; i <= 12; i++) {
+      writeState({ heldMib: { [UUID_A]: i * 100 } });
+      const [a, b] = await s.readGpus();
+      assert.equal(a?.usedMib, 5700 + i * 100, `reading ${i}`);
+      assert.equal(a?.freeMib, 32607 - 5700 - i * 100);
+      assert.equal(b?.name, 'NVIDIA RTX PRO 6000, Blackwell');
+    }
+    assert.deepEqual(s.served, { stream: 12, spawned: 1 });
+    assert.equal((await loops()).length, 1, 'one -lms process for the probe');
+    s.close();
+    await waitFor(async () => (await loops()).length === 0, 'the -lms process to end on close()');
+    // Closed: a reading is still answered, by a spawn, and no stream is started again.
+    assert.equal((await s.readGpus()).length, 2);
+    assert.deepEqual(s.served, { stream: 12, spawned: 2 });
+    assert.equal((await loops()).length, 0);
+  });
+
+  test('a stream that dies is replaced; a reading in between is a spawn', async () => {
+    writeState();
+    const s = stream();
+    await s.readGpus();
+    await s.readGpus();
+    const [first] = await loops();
+    assert.ok(first, 'a -lms process runs');
+    process.kill(first, 'SIGKILL');
+    await waitFor(async () => !(await loops()).includes(first), 'the killed -lms process to be gone');
+    writeState({ heldMib: { [UUID_A]: 700 } });
+    assert.equal((await s.readGpus())[0]?.usedMib, 6400);
+    assert.equal(s.served.spawned, 2, 'the reading after the loss was a spawn');
+    // The restart waits out its backoff (1 s): the readings in it are spawns, then the stream is back.
+    await new Promise((r) => setTimeout(r, 1100));
+    await s.readGpus();
+    const [second] = await loops();
+    assert.ok(second && second !== first, 'a new -lms process runs');
+    const before = s.served.stream;
+    await s.readGpus();
+    assert.equal(s.served.stream, before + 1);
+  });
+
+  test('an nvidia-smi without -lms: every reading is a spawn, the stream retried at most once a second', async () => {
+    writeState();
+    const old = join(dir, 'old-nvidia-smi');
+    const tries = join(dir, 'lms-tries');
+    writeFileSync(tries, '');
+    writeFileSync(
+      old,
+      `#!/bin/sh\nfor a in "$@"; do [ "$a" = -lms ] && { echo x >> ${tries}; echo 'Invalid combination of input arguments.' >&2; exit 2; }; done\nexec ${FAKE} "$@"\n`,
+    );
+    chmodSync(old, 0o755);
+    const s = stream(old);
+    const started = Date.now();
+    for (let i = 0; i < 8; i++) assert.equal((await s.readGpus())[0]?.usedMib, 5700);
+    assert.equal(s.served.stream, 0);
+    assert.equal(s.served.spawned, 8);
+    const lmsTries = readFileSync(tries, 'utf8').split('\n').filter(Boolean).length;
+    assert.ok(lmsTries >= 1 && lmsTries <= 1 + Math.ceil((Date.now() - started) / 1000), `${lmsTries} tries of -lms`);
+  });
+});
+
+async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
 
 // scripts/test.sh starts the private dockerd and points DOCKER_HOST at it.
 describe('the fake nvidia-smi with docker: true', () => {

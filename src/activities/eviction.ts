@@ -222,7 +222,8 @@ export function createEvictionActivities(deps: EvictionDeps) {
             result,
           );
         }
-        await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
+        // A stream paces the reads itself (each waits for its next reading): no sleep on top.
+        if (!gpuProbe().streams) await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
       }
     },
   });

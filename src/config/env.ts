@@ -116,6 +116,11 @@ export interface WorkerEnv {
   routerUrl?: string;
   /** GPURES_NVIDIA_SMI (default nvidia-smi). */
   nvidiaSmi: string;
+  /**
+   * GPURES_NVIDIA_SMI_LOOP_MS: the interval of the worker's one long-lived nvidia-smi -lms stream
+   * (default 100 ms), or 'off' for a process per reading (a driver whose nvidia-smi lacks -lms).
+   */
+  nvidiaSmiLoopMs: number | 'off';
   /** GPURES_METRICS_ADDR: where /metrics listens (docs/metrics.md); unset is the default address, 'off' none. */
   metrics?: MetricsAddr | 'off';
 }
@@ -148,6 +153,20 @@ const metricsAddr = optional.transform((v, ctx) => {
   return parsed;
 });
 
+/** The stream's default interval: a reading waits half of it on average, and nvidia-smi's own query takes milliseconds. */
+export const DEFAULT_NVIDIA_SMI_LOOP_MS = 100;
+
+const loopMs = optional.transform((v, ctx): number | 'off' => {
+  if (v === undefined) return DEFAULT_NVIDIA_SMI_LOOP_MS;
+  if (v === 'off') return 'off';
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || n < 20 || n > 10_000) {
+    ctx.addIssue({ code: 'custom', message: `an integer number of milliseconds from 20 to 10000, or 'off' (got '${v}')` });
+    return z.NEVER;
+  }
+  return n;
+});
+
 export function workerEnv(env: Env): WorkerEnv {
   const url = read(env, 'GPURES_ROUTER_URL', raw);
   const token = read(env, 'GPURES_ROUTER_TOKEN', optional);
@@ -155,11 +174,13 @@ export function workerEnv(env: Env): WorkerEnv {
     throw new EnvError('GPURES_ROUTER_TOKEN', 'GPURES_ROUTER_URL is set but GPURES_ROUTER_TOKEN is not: the router admin API needs its token');
   }
   const nvidiaSmi = read(env, 'GPURES_NVIDIA_SMI', raw) ?? 'nvidia-smi';
+  const nvidiaSmiLoopMs = read(env, 'GPURES_NVIDIA_SMI_LOOP_MS', loopMs);
   const metrics = read(env, 'GPURES_METRICS_ADDR', metricsAddr);
   return {
     ...(url && token ? { router: { url, token } } : {}),
     ...(url !== undefined ? { routerUrl: url } : {}),
     nvidiaSmi,
+    nvidiaSmiLoopMs,
     ...(metrics !== undefined ? { metrics } : {}),
   };
 }

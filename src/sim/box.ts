@@ -5,7 +5,8 @@ import { writeFileSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { stringify } from 'smol-toml';
 import { HttpRouterAdmin } from '../adapters/router-admin/http';
-import { NvidiaSmi } from '../adapters/gpu/nvidia-smi';
+import { NvidiaSmiStream } from '../adapters/gpu/nvidia-smi-stream';
+import { DEFAULT_NVIDIA_SMI_LOOP_MS } from '../config/env';
 import { serveBaseUrl } from '../domain/serve';
 import type { Manifest } from '../domain/types';
 import { startRouter } from '../router/server';
@@ -42,7 +43,8 @@ export interface SimBoxOptions {
 
 export interface SimBox {
   runtime: SimRuntime;
-  gpu: NvidiaSmi;
+  /** The fake nvidia-smi as a worker reads it by default: one -lms stream. */
+  gpu: NvidiaSmiStream;
   router: RunningRouter;
   routerAdmin: HttpRouterAdmin;
   nvidiaSmiStatePath: string;
@@ -70,7 +72,7 @@ export async function startSimBox(o: SimBoxOptions): Promise<SimBox> {
     writeFileSync(nvidiaSmiStatePath, JSON.stringify(smiState, null, 2));
   };
   writeNvidiaSmiState({});
-  const gpu = new NvidiaSmi({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: nvidiaSmiStatePath } });
+  const gpu = new NvidiaSmiStream({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: nvidiaSmiStatePath }, intervalMs: DEFAULT_NVIDIA_SMI_LOOP_MS });
   const router = await startRouter({
     configPath: o.routerConfigPath,
     adminToken: o.routerToken,
@@ -87,6 +89,7 @@ export async function startSimBox(o: SimBoxOptions): Promise<SimBox> {
     nvidiaSmiStatePath,
     writeNvidiaSmiState,
     async close() {
+      gpu.close();
       await router.close();
       for (const c of await runtime.list({})) await runtime.remove(c.name);
     },

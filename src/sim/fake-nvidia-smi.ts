@@ -61,18 +61,31 @@ class Exit extends Error {
 
 const INVALID_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.";
 
-type Query = 'gpu' | 'compute-apps';
+type Query = 'gpu' | 'stamped-gpu' | 'compute-apps';
 
-/** Accepts exactly the adapter's two query forms (in either argument order, `--flag value` or `--flag=value`). */
-export function parseFakeArgs(argv: readonly string[]): Query {
+/** nvidia-smi's `-lms` / `--loop-ms`: print a reading, sleep this long, repeat until killed. */
+const LOOP_FLAGS = ['-lms', '--loop-ms'];
+
+/**
+ * Accepts exactly the adapter's two query forms (in either argument order, `--flag value` or
+ * `--flag=value`), optionally looping (`-lms MS`, as the stream adapter runs it).
+ */
+export function parseFakeArgs(argv: readonly string[]): { query: Query; loopMs?: number } {
   const opts = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
     const eq = arg.indexOf('=');
-    const [flag, value] = eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, argv[++i]];
-    if (!['--query-gpu', '--query-compute-apps', '--format'].includes(flag) || value === undefined || opts.has(flag)) throw new Exit(2, INVALID_ARGS);
+    const [given, value] = eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, argv[++i]];
+    const flag = LOOP_FLAGS.includes(given) ? '-lms' : given;
+    if (!['--query-gpu', '--query-compute-apps', '--format', '-lms'].includes(flag) || value === undefined || opts.has(flag)) throw new Exit(2, INVALID_ARGS);
     opts.set(flag, value);
   }
+  const loop = opts.get('-lms');
+  if (loop !== undefined && !/^\d+$/.test(loop)) throw new Exit(2, INVALID_ARGS);
+  return { query: queryOf(opts), ...(loop !== undefined ? { loopMs: Math.max(1, Number(loop)) } : {}) };
+}
+
+function queryOf(opts: ReadonlyMap<string, string>): Query {
   const format = opts.get('--format');
   const gpu = opts.get('--query-gpu');
   const apps = opts.get('--query-compute-apps');
@@ -81,10 +94,23 @@ export function parseFakeArgs(argv: readonly string[]): Query {
   const [query, asked, supported]: [Query, string, readonly string[]] =
     gpu !== undefined ? ['gpu', gpu, GPU_QUERY_FIELDS] : ['compute-apps', apps ?? '', COMPUTE_APPS_QUERY_FIELDS];
   const fields = asked.split(',');
-  const bad = fields.find((f) => !supported.includes(f));
+  // The stream's form leads with the query's timestamp.
+  const stamped = query === 'gpu' && fields[0] === 'timestamp';
+  const bad = fields.slice(stamped ? 1 : 0).find((f) => !supported.includes(f));
   if (bad !== undefined) throw new Exit(2, `Field "${bad}" is not a valid field to query.`);
-  if (fields.join(',') !== supported.join(',')) throw new Exit(2, `fake-nvidia-smi answers only --query-${query}=${supported.join(',')}`);
-  return query;
+  if (fields.slice(stamped ? 1 : 0).join(',') !== supported.join(','))
+    throw new Exit(2, `fake-nvidia-smi answers only --query-${query}=${query === 'gpu' ? '[timestamp,]' : ''}${supported.join(',')}`);
+  return stamped ? 'stamped-gpu' : query;
+}
+
+/** nvidia-smi's timestamp field: local time, "YYYY/MM/DD HH:MM:SS.msec". */
+export function nvidiaSmiTimestamp(epochMs: number): string {
+  const d = new Date(epochMs);
+  const two = (n: number) => String(n).padStart(2, '0');
+  return (
+    `${d.getFullYear()}/${two(d.getMonth() + 1)}/${two(d.getDate())} ` +
+    `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}.${String(d.getMilliseconds()).padStart(3, '0')}`
+  );
 }
 
 function isFiniteNumber(v: unknown): v is number {
@@ -187,20 +213,33 @@ export function renderComputeAppsCsv(state: FakeNvidiaSmiState, draws: readonly 
     .join('');
 }
 
-/** Runs one invocation; returns the exit code. */
+async function reading(query: Query, env: NodeJS.ProcessEnv): Promise<string> {
+  // Taken before the state is read: a line stamped after a moment shows the state as of after it.
+  const stamp = nvidiaSmiTimestamp(Date.now());
+  const state = readFakeState(env['FAKE_NVIDIA_SMI_STATE']);
+  if (query === 'compute-apps' && state.computeAppsUnsupported) throw new Exit(3, 'Failed to query compute applications: Not Supported');
+  let draws: FakeServeDraw[];
+  try {
+    draws = await serveDraws(state);
+  } catch (err) {
+    throw new Exit(255, `Unknown Error: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (query === 'compute-apps') return renderComputeAppsCsv(state, draws);
+  const csv = renderGpuCsv(state, draws);
+  return query === 'gpu' ? csv : csv.replace(/^(?=.)/gm, `${stamp}, `);
+}
+
+/** Runs one invocation (or, with -lms, loops until killed); returns the exit code. */
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv, io: FakeIo): Promise<number> {
   try {
-    const query = parseFakeArgs(argv);
-    const state = readFakeState(env['FAKE_NVIDIA_SMI_STATE']);
-    if (query === 'compute-apps' && state.computeAppsUnsupported) throw new Exit(3, 'Failed to query compute applications: Not Supported');
-    let draws: FakeServeDraw[];
-    try {
-      draws = await serveDraws(state);
-    } catch (err) {
-      throw new Exit(255, `Unknown Error: ${err instanceof Error ? err.message : String(err)}`);
+    const { query, loopMs } = parseFakeArgs(argv);
+    // As nvidia-smi: a loop reads the state afresh each time, and runs until it is killed or its
+    // reader goes away (the bin's stdout then fails, and it exits).
+    for (;;) {
+      io.stdout(await reading(query, env));
+      if (loopMs === undefined) return 0;
+      await new Promise((resolve) => setTimeout(resolve, loopMs));
     }
-    io.stdout(query === 'gpu' ? renderGpuCsv(state, draws) : renderComputeAppsCsv(state, draws));
-    return 0;
   } catch (err) {
     if (err instanceof Exit) {
       io.stderr(`${err.message}\n`);

@@ -11,6 +11,8 @@ import { freePort } from '../dev/dev-server';
 import { isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import { DockerRuntime } from '../adapters/containers/docker';
+import { NvidiaSmiStream } from '../adapters/gpu/nvidia-smi-stream';
+import type { GpuProbe } from '../adapters/gpu/port';
 import { NvidiaSmi } from '../adapters/gpu/nvidia-smi';
 import type { ContainerRuntime } from '../adapters/containers/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
@@ -34,13 +36,17 @@ export interface WorkerRunOptions {
 }
 
 /** Router and GPU probe from the environment: secrets stay in the worker, never in history. */
-export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: NvidiaSmi; describe: string[] } {
+export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: GpuProbe; describe: string[] } {
   const e = workerEnv(env);
   const router = e.router ? new HttpRouterAdmin({ baseUrl: e.router.url, token: e.router.token }) : undefined;
+  const loop = e.nvidiaSmiLoopMs;
   return {
     router,
-    gpu: new NvidiaSmi({ binary: e.nvidiaSmi }),
-    describe: [`router ${e.routerUrl ?? 'not configured (eviction of routed serves will fail)'}`, `nvidia-smi ${e.nvidiaSmi}`],
+    gpu: loop === 'off' ? new NvidiaSmi({ binary: e.nvidiaSmi }) : new NvidiaSmiStream({ binary: e.nvidiaSmi, intervalMs: loop }),
+    describe: [
+      `router ${e.routerUrl ?? 'not configured (eviction of routed serves will fail)'}`,
+      `nvidia-smi ${e.nvidiaSmi} (${loop === 'off' ? 'a process per reading' : `one stream, -lms ${loop}`})`,
+    ],
   };
 }
 
@@ -127,6 +133,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     );
     await worker.run();
   } finally {
+    adapters.gpu.close?.();
     await metricsServer?.close();
     await connection?.close();
     await nativeConnection?.close();

@@ -18,6 +18,8 @@ export const COMPUTE_APPS_QUERY_FIELDS = ['gpu_uuid', 'pid', 'process_name', 'us
 export const CSV_FORMAT = 'csv,noheader,nounits';
 
 export const GPU_QUERY_ARGS: readonly string[] = [`--query-gpu=${GPU_QUERY_FIELDS.join(',')}`, `--format=${CSV_FORMAT}`];
+/** The stream's query: each line led by nvidia-smi's `timestamp` (when the query was made), so a reading's age is known. */
+export const STAMPED_GPU_QUERY_ARGS: readonly string[] = [`--query-gpu=timestamp,${GPU_QUERY_FIELDS.join(',')}`, `--format=${CSV_FORMAT}`];
 export const COMPUTE_APPS_QUERY_ARGS: readonly string[] = [`--query-compute-apps=${COMPUTE_APPS_QUERY_FIELDS.join(',')}`, `--format=${CSV_FORMAT}`];
 
 /** What nvidia-smi prints where a value is unavailable (WSL2 per-process memory, some drivers). */

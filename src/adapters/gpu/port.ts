@@ -4,6 +4,13 @@ import type { GpuProcess, GpuReading } from '../../shared/contracts';
 
 export interface GpuProbe {
   readGpus(): Promise<GpuReading[]>;
+  /**
+   * True where readGpus() waits for the next reading of a live stream (nvidia-smi-stream.ts): a
+   * wait for VRAM to come back then reads again at once, paced by the stream, not by a sleep.
+   */
+  readonly streams?: boolean;
+  /** Ends what the probe keeps running (the stream's process). */
+  close?(): void;
   /** Empty where the driver or the pid namespace hides processes. */
   computeApps(): Promise<GpuProcess[]>;
 }
