@@ -3,8 +3,9 @@
 // that code would break every running workflow shaped like it, unless the change is behind
 // `patched()`.
 import { basename } from 'node:path';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
-import { UNCOUNTED_SINKS, workflowCodeOptions } from '../worker/workflow-code';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { UNCOUNTED_SINKS } from '../worker/workflow-code';
+import { loadWorkflowBundle } from '../worker/prebuilt-bundle';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eventAttributes, eventTypeName, historyIdentity } from './events';
 import type { HistoryEventJson, HistoryJson } from './events';
@@ -46,9 +47,9 @@ export function quietReplayRuntime(): void {
 
 let bundled: Promise<WorkflowBundleWithSourceMap> | undefined;
 
-/** The workflows the worker runs (src/workflows), bundled once per process. */
+/** The workflows the worker runs (src/workflows): the build's bundle, or bundled once per process. */
 export function currentWorkflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundled ??= bundleWorkflowCode(workflowCodeOptions(quietLogger));
+  bundled ??= loadWorkflowBundle(quietLogger);
   return bundled;
 }
 

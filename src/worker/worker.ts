@@ -26,6 +26,7 @@ import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
 import { WorkerMetrics } from './metrics';
 import { WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH } from './workflow-code';
+import { prebuiltBundle } from './prebuilt-bundle';
 
 export function fileManifest(path: string): ManifestSource {
   return { read: async () => ({ text: await readFile(path, 'utf8'), file: path }) };
@@ -83,8 +84,12 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     // The CLI's bound on a node's answer (NODE_ANSWER_MS) is set past it.
     stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START_MS,
-    ...(opts.workflowBundle
-      ? { workflowBundle: opts.workflowBundle }
-      : { workflowsPath: WORKFLOWS_PATH, interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES } }),
+    ...workflowCode(opts.workflowBundle),
   });
+}
+
+/** The bundle given, else the build's (prebuilt-bundle.ts), else the workflows bundled at start. */
+function workflowCode(given: WorkerOptions['workflowBundle']): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath' | 'interceptors'> {
+  const bundle = given ?? prebuiltBundle();
+  return bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH, interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES } };
 }

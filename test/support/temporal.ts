@@ -5,8 +5,8 @@ import { startDevServer } from '../../src/dev/dev-server';
 import { DEV_SERVER } from '../../src/dev/toolchain';
 export { freePort, temporalCliPath } from '../../src/dev/dev-server';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { bundleWorkflowCode } from '@temporalio/worker';
-import { workflowCodeOptions } from '../../src/worker/workflow-code';
+
+import { loadWorkflowBundle } from '../../src/worker/prebuilt-bundle';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 
 export interface TestTemporal {
@@ -49,9 +49,9 @@ export function testTemporal(): Promise<TestTemporal> {
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
-/** Bundled once per test process: webpack is the slow part of starting a worker. */
+/** The build's bundle, or bundled once per test process: webpack is the slow part of starting a worker. */
 export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode(workflowCodeOptions(quietLogger));
+  bundle ??= loadWorkflowBundle(quietLogger);
   return bundle;
 }
 
