@@ -86,6 +86,8 @@ export interface HealthResult {
 }
 
 export interface IdentityResult {
+  /** The serve asked: a local activity's input is not in history, its result is. */
+  serve?: string;
   url: string;
   expected: string;
   observed: string[];
@@ -333,10 +335,10 @@ export function createActivities(deps: ActivityDeps) {
         throw nonRetryable(
           Failure.IdentityMismatch,
           `${url}/v1/models reports ${observed.length ? observed.map((id) => `'${id}'`).join(', ') : 'no model'}, expected '${expected}'`,
-          { url, expected, observed },
+          { serve: input.serve.name, url, expected, observed },
         );
       }
-      return { url, expected, observed };
+      return { serve: input.serve.name, url, expected, observed };
     },
 
     /**

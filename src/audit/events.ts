@@ -84,3 +84,25 @@ export function decodePayloads(ps: unknown): unknown[] {
   const list = (ps as { payloads?: unknown } | undefined)?.payloads;
   return Array.isArray(list) ? list.map(decodePayload) : [];
 }
+
+/** The marker the SDK's core records for a local activity: the history's only record of one. */
+export const LOCAL_ACTIVITY_MARKER = 'core_local_activity';
+
+/**
+ * A local activity's marker: its type, id, attempt, and result or failure. Its input is not in
+ * history (the workflow's code computed it, and computes it again on replay).
+ */
+export function localActivityOf(e: HistoryEventJson): { type: string; activityId: string; attempt: number; result?: unknown; failure?: unknown } | undefined {
+  const a = eventAttributes(e);
+  if (a['markerName'] !== LOCAL_ACTIVITY_MARKER) return undefined;
+  const details = (a['details'] ?? {}) as Record<string, unknown>;
+  const data = decodePayloads(details['data'])[0] as { activity_type?: unknown; activity_id?: unknown; attempt?: unknown } | undefined;
+  const result = decodePayloads(details['result']);
+  return {
+    type: str(data?.activity_type) ?? '?',
+    activityId: str(data?.activity_id) ?? '?',
+    attempt: typeof data?.attempt === 'number' ? data.attempt : 1,
+    ...(result.length ? { result: result[0] } : {}),
+    ...(a['failure'] ? { failure: a['failure'] } : {}),
+  };
+}

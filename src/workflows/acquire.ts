@@ -16,7 +16,7 @@ import { Failure } from '../shared/failures';
 import { admission, eviction, sleeping } from '../shared/wording';
 import { alreadyHeld, startServe, wakeOrRestart } from './bring-up';
 import { PATCHES } from './patches';
-import { act, router, waiting } from './proxies';
+import { act, ledgerUpdates, preflightReads, reads, router, waiting } from './proxies';
 import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { startLease } from './lease';
@@ -32,15 +32,15 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const op = `serves up ${input.serve}${input.evict ? ' --evict' : ''}`;
   const log = new StepLog();
 
-  const resolved = await act.resolveServe({ serve: input.serve });
+  const resolved = await reads().resolveServe({ serve: input.serve });
   const { node, serve, gpu } = resolved;
   const base = { serve: serve.name, gpuRole: gpu.role, vramMib: serve.vramMib };
 
   log.begin('admit');
-  const before = await act.ledgerSnapshot({ node, gpu });
+  const before = await reads().ledgerSnapshot({ node, gpu });
   const ledgerBefore = formatLedger(before);
   const { decision, ledger, wasAsleep } = await whole(PATCHES.admitWhole, () =>
-    act.ledgerAcquire({
+    ledgerUpdates().ledgerAcquire({
       node,
       args: {
         serve: serve.name,
@@ -149,7 +149,7 @@ interface Eviction {
 /** Image, nvidia-smi and every victim's readmit path are checked before any victim is touched. */
 async function preflight({ acquirer, log }: Eviction, victims: Victim[]): Promise<void> {
   log.begin('preflight');
-  const pre = await router.preflightEviction({ acquirer: acquirer.serve.name, gpuUuid: acquirer.gpu.uuid, victims: victims.map((v) => v.serve) });
+  const pre = await preflightReads().preflightEviction({ acquirer: acquirer.serve.name, gpuUuid: acquirer.gpu.uuid, victims: victims.map((v) => v.serve) });
   log.record('preflight', eviction.preflight(pre));
 }
 
@@ -159,7 +159,7 @@ async function preflight({ acquirer, log }: Eviction, victims: Victim[]): Promis
  */
 async function abortEviction({ node, acquirer, holder, slept }: Eviction, victims: Victim[]) {
   const down: string[] = [];
-  for (const v of victims) if (!(await act.inspectServe({ node, serve: v.serve }))?.running) down.push(v.serve);
+  for (const v of victims) if (!(await reads().inspectServe({ node, serve: v.serve }))?.running) down.push(v.serve);
   // Asleep and not since stopped: it stays asleep, its residual held.
   const asleep = Object.fromEntries(Object.entries(slept).filter(([serve]) => !down.includes(serve)));
   return act.ledgerAbortEviction({
@@ -177,7 +177,7 @@ async function abortEviction({ node, acquirer, holder, slept }: Eviction, victim
 async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> {
   const { node, acquirer, input, holder, saga, log } = e;
   const { gpu } = acquirer;
-  const { serve: victim } = await act.resolveServe({ serve: planned.serve });
+  const { serve: victim } = await reads().resolveServe({ serve: planned.serve });
   const tier = victim.routerTier;
   const record: VictimRecord = { serve: victim.name, vramMib: victim.vramMib, tier, inFlightAtStop: 0, wasRunning: true };
 
@@ -193,9 +193,9 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
 
   // Read while the victim still holds its VRAM, before the drain: the stop then follows the last
   // response with nothing else in between.
-  const container = await act.inspectServe({ node, serve: victim.name });
+  const container = await reads().inspectServe({ node, serve: victim.name });
   record.wasRunning = Boolean(container?.running);
-  const gpuBefore = record.wasRunning ? await act.readGpu({ uuid: gpu.uuid }) : undefined;
+  const gpuBefore = record.wasRunning ? await reads().readGpu({ uuid: gpu.uuid }) : undefined;
   // What it was seen to take when it came up, else its reservation: a serve reserved with
   // headroom gives back less than it reserved.
   const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);
@@ -246,7 +246,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
     holder,
     ...(asleep ? { asleepAt: asleep.level, ...(asleep.residualSeenMib !== undefined ? { residualSeenMib: asleep.residualSeenMib } : {}) } : {}),
   };
-  await act.ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` });
+  await ledgerUpdates().ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` });
   return record;
 }
 

@@ -11,7 +11,7 @@ import { Failure } from '../shared/failures';
 import type { LedgerReleaseResult } from '../shared/messages';
 import { bringDown, eviction, take } from '../shared/wording';
 import { PATCHES } from './patches';
-import { act, router, waiting } from './proxies';
+import { act, ledgerUpdates, reads, router, waiting } from './proxies';
 import { restoreEvicted, restoreNote } from './restore';
 import { rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
@@ -41,8 +41,8 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const holder = holderOf(workflowId, runId);
   const log = new StepLog();
 
-  const { node, serve, gpu } = await act.resolveServe({ serve: input.serve });
-  const before = await act.ledgerSnapshot({ node, gpu });
+  const { node, serve, gpu } = await reads().resolveServe({ serve: input.serve });
+  const before = await reads().ledgerSnapshot({ node, gpu });
   const down: Down = { node, gpu, serve, holder, log, fenced: patched(PATCHES.bringDownFenced) };
   const ended: OperationEnd[] = [];
   const taken = down.fenced ? await takeServe(down, ended) : undefined;
@@ -130,7 +130,7 @@ async function stopAndRelease({ node, gpu, serve, holder, log, fenced }: Down): 
   const st = await stopServe(node, serve);
   log.record('stop', eviction.stopped(st));
   // The fenced release names this run: the ledger gives up only what this bring-down took.
-  const rel = await act.ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${holder}/release` });
+  const rel = await ledgerUpdates().ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${holder}/release` });
   return [st, rel];
 }
 
@@ -140,7 +140,7 @@ async function stopAndRelease({ node, gpu, serve, holder, log, fenced }: Down): 
  * released; one this run took over still starting keeps its MiB committed until the next serves down.
  */
 async function letGo({ node, gpu, serve, holder }: Down, taken: StopDecision) {
-  const c = await act.inspectServe({ node, serve: serve.name });
+  const c = await reads().inspectServe({ node, serve: serve.name });
   if (c?.running && taken.decision === 'taken' && taken.from === 'running') {
     return act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder }, updateId: `${holder}/compensate-running` });
   }
@@ -253,12 +253,12 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
  * that sleep (the acquisition ended between their sleep and its hand-over), read from the box.
  */
 async function victimsSetAside(node: string, gpu: GpuSpec, acquirer: string): Promise<{ down: string[]; asleep: string[] }> {
-  const l = await act.ledgerSnapshot({ node, gpu });
+  const l = await reads().ledgerSnapshot({ node, gpu });
   const down: string[] = [];
   const asleep: string[] = [];
   for (const r of l.reservations) {
     if (r.phase !== 'evicting' || r.evictedFor !== acquirer) continue;
-    if (!(await act.inspectServe({ node, serve: r.serve }))?.running) down.push(r.serve);
+    if (!(await reads().inspectServe({ node, serve: r.serve }))?.running) down.push(r.serve);
     // At a level not known here: its wake reloads the weights, which is right after either.
     else if (r.sleep && (await act.serveAsleep({ serve: r.serve }))) asleep.push(r.serve);
   }
@@ -268,7 +268,7 @@ async function victimsSetAside(node: string, gpu: GpuSpec, acquirer: string): Pr
 /** Victims back to running after their acquisition was taken over: their tiers go back into rotation through the guard. */
 async function readmitVictims(victims: string[], log: StepLog): Promise<void> {
   for (const v of victims) {
-    const { serve } = await act.resolveServe({ serve: v });
+    const { serve } = await reads().resolveServe({ serve: v });
     if (!serve.routerTier) continue;
     const tier = serve.routerTier;
     try {

@@ -14,7 +14,7 @@ import { admission, eviction, sleeping, start } from '../shared/wording';
 import { admittedSleep } from '../domain/sleep';
 import type { SleepLevel } from '../domain/sleep';
 import { PATCHES } from './patches';
-import { act, containers, router, waiting } from './proxies';
+import { act, containers, ledgerUpdates, reads, router, waiting } from './proxies';
 import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { stopServe } from './steps';
@@ -28,13 +28,13 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   const holder = holderOf(workflowId, runId);
   const log = new StepLog();
 
-  const resolved = await act.resolveServe({ serve: input.serve });
+  const resolved = await reads().resolveServe({ serve: input.serve });
   const { node, serve, gpu } = resolved;
   const base = { serve: serve.name, gpuRole: gpu.role, vramMib: serve.vramMib };
 
   log.begin('admit');
   const admit = await whole(PATCHES.admitWhole, () =>
-    act.ledgerAdmit({
+    ledgerUpdates().ledgerAdmit({
       node,
       args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, minResidencyS: serve.minResidencyS, ...admittedSleep(serve) },
       updateId: `${holder}/admit`,
@@ -113,7 +113,7 @@ export interface StartedServe {
  */
 export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepLog): Promise<StartedServe> {
   const { node, serve, gpu } = resolved;
-  const gpuBefore = await act.measureGpu({ uuid: gpu.uuid });
+  const gpuBefore = await reads().measureGpu({ uuid: gpu.uuid });
 
   log.begin('start');
   // Registered first: a start that created the container before it failed or was cancelled must
@@ -132,7 +132,7 @@ export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepL
 export async function wakeOrRestart(resolved: ResolvedServe, level: SleepLevel, saga: Saga, log: StepLog): Promise<StartedServe> {
   const { node, serve } = resolved;
   log.begin('wake');
-  const container = await act.inspectServe({ node, serve: serve.name });
+  const container = await reads().inspectServe({ node, serve: serve.name });
   if (!container?.running) {
     log.record('wake', sleeping.notAsleep(serve.name, container?.status ?? 'gone'));
     return { ...(await startServe(resolved, saga, log)), restoredBy: 'cold-start' };
@@ -178,7 +178,7 @@ async function wake(
  * co-located wake hit OOM in vLLM #47654). A stop frees the residual and whatever the sleep leaked.
  */
 async function wakeProblem({ serve, gpu }: ResolvedServe, level: SleepLevel): Promise<string | undefined> {
-  const reading = await act.measureGpu({ uuid: gpu.uuid });
+  const reading = await reads().measureGpu({ uuid: gpu.uuid });
   const needMib = serve.vramMib - (serve.sleep?.residualMib ?? 0);
   if (!reading || reading.freeMib >= needMib) return undefined;
   return `nvidia-smi shows ${reading.freeMib} MiB free on ${gpu.uuid}; waking from level ${level} needs ${needMib} MiB`;
@@ -197,7 +197,7 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
   log.record('health', start.healthy(api, health));
 
   log.begin('identity');
-  const observedModels = api === 'openai' ? (await act.verifyIdentity({ serve })).observed : [];
+  const observedModels = api === 'openai' ? (await reads().verifyIdentity({ serve })).observed : [];
   log.record('identity', start.identity(api, serve.servedModelName));
 
   // A wake's delta is only what its sleep gave back: not measured.
@@ -206,14 +206,19 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 
   log.begin('running');
   const measured = measuredDeltaMib !== undefined && measuredDeltaMib > 0 ? { measuredMib: measuredDeltaMib } : {};
-  const ledger = await act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder, ...measured }, updateId: `${holder}/running` });
+  const ledgerAfter = await ledgerUpdates().ledgerSetPhase({
+    node,
+    gpu,
+    args: { serve: serve.name, phase: 'running', holder, ...measured },
+    updateId: `${holder}/running`,
+  });
   log.record('running', start.running);
-  return { containerId, observedModels, readmittedTier, measuredDeltaMib, ledger };
+  return { containerId, observedModels, readmittedTier, measuredDeltaMib, ledger: ledgerAfter };
 }
 
 /** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */
 async function measureDelta({ serve, gpu }: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
-  const gpuAfter = await act.measureGpu({ uuid: gpu.uuid });
+  const gpuAfter = await reads().measureGpu({ uuid: gpu.uuid });
   if (!gpuAfter) return undefined;
   const delta = gpuAfter.usedMib - usedBeforeMib;
   log.record('measure', formatMeasuredDelta(serve.name, delta, serve.vramMib).line);
@@ -243,7 +248,7 @@ export async function alreadyHeld(
   op: string,
   log: StepLog,
 ): Promise<{ containerId: string; message: string }> {
-  const container = await act.inspectServe({ node, serve });
+  const container = await reads().inspectServe({ node, serve });
   if (held.phase === 'running' && container?.running) {
     log.record('admit', admission.alreadyRunning);
     return { containerId: container.id, message: `${op}: already running, nothing changed` };

@@ -24,7 +24,7 @@ import { Failure } from '../shared/failures';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
 import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult } from '../shared/operations';
 import { bringDownWorkflow } from './bring-down';
-import { act, router } from './proxies';
+import { reads, router } from './proxies';
 import { rootCause } from './saga';
 import { StepLog } from './step-log';
 
@@ -103,7 +103,7 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
     log.record('renew', `held by ${next.holder}: ${describe(next)}`);
   });
 
-  const { node, serve, gpu } = await act.resolveServe({ serve: input.serve });
+  const { node, serve, gpu } = await reads().resolveServe({ serve: input.serve });
   if (!input.clock) log.record('start', `${describe(terms)}; expires at ${new Date(expiry()).toISOString()}`);
 
   for (;;) {
@@ -149,7 +149,7 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
 async function ledgerWhenItAnswers(node: string, gpu: GpuSpec, log: StepLog): Promise<LedgerState> {
   for (;;) {
     try {
-      return await act.ledgerSnapshot({ node, gpu });
+      return await reads().ledgerSnapshot({ node, gpu });
     } catch (err) {
       log.record('expire', `the ledger did not answer (${rootCause(err).message}); asking again in ${ROUTER_RETRY_MS / 1000} s`);
       await sleep(ROUTER_RETRY_MS);

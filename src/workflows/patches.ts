@@ -36,5 +36,11 @@ export const PATCHES = {
   evictBySleep: 'evict-by-sleep',
   /** The restore of a sleeping serve wakes it (cold start as the fallback). Before: none has slept; after: wake-restore-child-bring-up.json. */
   wakeOnRestore: 'wake-on-restore',
+  /**
+   * The read-only steps and the ledger's Updates on an operation's way through run as local
+   * activities (proxies.ts reads(), ledgerUpdates()). Before: every other recording; after:
+   * bring-up-local-steps.json, eviction-local-steps.json, restore-local-steps.json (and its child bring-up).
+   */
+  localSteps: 'local-steps',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -1,9 +1,11 @@
 // The activity proxies every workflow uses, each declared once with a named option set. The
 // options are not part of a workflow's commands: changing them is replay-safe.
-import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
+import { ActivityCancellationType, patched, proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import type { LocalActivityOptions } from '@temporalio/workflow';
 import type { ActivityOptions, RetryPolicy } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { NON_RETRYABLE } from '../shared/failures';
+import { PATCHES } from './patches';
 
 const retry: RetryPolicy = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE };
 
@@ -56,6 +58,37 @@ export const containers = proxyActivities<Activities>(containerOps);
 export const router = proxyActivities<Activities>(routerOps);
 /** A promotion's backup, write and restore of the live config. */
 export const files = proxyActivities<Activities>(fileOps);
+
+/**
+ * The steps of an operation that take milliseconds as local activities: run in the workflow task
+ * by the worker that holds it, their results recorded as markers, with no round trip to the
+ * server and no poll between. They are the read-only ones (resolve the serve, the ledger's
+ * snapshot, inspect a container, read the GPU, check a serve's identity, the eviction's
+ * preflight) and the ledger's Updates on the way through (admit, acquire, running, a victim's
+ * release, a bring-down's release), each idempotent by its update id. None waits on the box, so
+ * none needs heartbeats: a worker lost mid-step loses the workflow task, which times out (10 s)
+ * and runs again, step and all, on the next worker. Compensations stay activities, with their
+ * history of attempts. Histories recorded before ran these as activities, and replay that way.
+ */
+const localSteps: LocalActivityOptions = { startToCloseTimeout: '30s', retry };
+const local = proxyLocalActivities<Activities>(localSteps);
+/** The preflight waits on the router's admin calls (two of up to 15 s each). */
+const localRouterReads = proxyLocalActivities<Activities>({ ...localSteps, startToCloseTimeout: '90s' });
+
+/** The proxy a read-only step goes through: local where the run has the patch, an activity before. */
+export function reads(): Pick<typeof act, 'resolveServe' | 'ledgerSnapshot' | 'inspectServe' | 'readGpu' | 'measureGpu' | 'verifyIdentity'> {
+  return patched(PATCHES.localSteps) ? local : act;
+}
+
+/** The proxy an Update of the ledger on an operation's way through goes through, as reads() chooses. */
+export function ledgerUpdates(): Pick<typeof act, 'ledgerAdmit' | 'ledgerAcquire' | 'ledgerSetPhase' | 'ledgerVictimReleased' | 'ledgerRelease'> {
+  return patched(PATCHES.localSteps) ? local : act;
+}
+
+/** The eviction's preflight, as reads() chooses. */
+export function preflightReads(): Pick<typeof act, 'preflightEviction'> {
+  return patched(PATCHES.localSteps) ? localRouterReads : router;
+}
 
 /** Steps that wait on the box up to a deadline of their own (health, drain, VRAM release, verify). */
 export function waiting(seconds: number) {

@@ -8,7 +8,7 @@ import { setAside } from '../domain/ledger';
 import { workflowIds } from '../shared/messages';
 import { bringDown } from '../shared/wording';
 import { bringUpWorkflow } from './bring-up';
-import { act } from './proxies';
+import { reads } from './proxies';
 import { rootCause } from './saga';
 import type { StepLog } from './step-log';
 import type { RestoreRecord } from '../shared/operations';
@@ -39,7 +39,7 @@ export async function restoreEvicted(
     log.record('restore', bringDown.noneEvicted(acquirer));
     return { restored };
   }
-  return { restored, ledgerAfter: await act.ledgerSnapshot({ node, gpu }) };
+  return { restored, ledgerAfter: await reads().ledgerSnapshot({ node, gpu }) };
 }
 
 /** What the restore adds to the bring-down's message. */

@@ -199,6 +199,7 @@ async function main(): Promise<void> {
     await step('serves up vision', serveUp(client, NODE, 'vision'), true);
     expect(totals(await ledger()).committedMib === 26624, 'committed 26624 with fast and vision');
     await record('bring-up', workflowIds.bringUp(NODE, 'vision'));
+    await record('bring-up-local-steps', workflowIds.bringUp(NODE, 'vision'));
 
     // (3) drain timeout: a request outlives the 1 s drain; compensated, vision stays up.
     say('(3) comfyui-sim --evict with a 1 s drain and a 4 s request in flight: DrainTimeout');
@@ -228,6 +229,7 @@ async function main(): Promise<void> {
     );
     expect(totals(await ledger()).committedMib === 22528, 'committed 22528 after the eviction');
     await record('eviction', workflowIds.acquire(NODE, 'comfyui-sim'));
+    await record('eviction-local-steps', workflowIds.acquire(NODE, 'comfyui-sim'));
 
     // (5) restore: comfyui-sim down, vision back through a child bring-up and the guarded readmit.
     say('(5) comfyui-sim down --restore');
@@ -235,6 +237,8 @@ async function main(): Promise<void> {
     expect(restored.ok && restored.result.restored.length === 1 && restored.result.restored[0]?.ok === true, 'vision restored');
     await record('restore', workflowIds.bringDown(NODE, 'comfyui-sim'));
     await record('restore-child-bring-up', workflowIds.bringUp(NODE, 'vision'));
+    await record('restore-local-steps', workflowIds.bringDown(NODE, 'comfyui-sim'));
+    await record('restore-local-steps-child-bring-up', workflowIds.bringUp(NODE, 'vision'));
     expect((await routed(box, 'vision')) === 200, 'vision routed again after the restore');
     say(`  ${formatLedger(await ledger()).join('\n  ')}`);
 

@@ -19,11 +19,29 @@ export function historyTexts(h: HistoryJson): string[] {
   return out;
 }
 
-type HistoryEvent = { activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null };
+type Payloads = { payloads?: { data?: Uint8Array | null }[] | null } | null;
+type LocalActivityMarker = { markerRecordedEventAttributes?: { markerName?: string | null; details?: Record<string, Payloads> | null } | null };
+type HistoryEvent = { activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null } & LocalActivityMarker;
 
-/** The activity types the events schedule, in order. */
+function firstPayload(p: Payloads | undefined): unknown {
+  const data = p?.payloads?.[0]?.data;
+  return data ? JSON.parse(Buffer.from(data).toString('utf8')) : undefined;
+}
+
+/** A local activity's marker (src/workflows/proxies.ts): its type, attempt and result. */
+function localActivity(e: LocalActivityMarker): { type: string; attempt: number; result?: unknown } | undefined {
+  const m = e.markerRecordedEventAttributes;
+  if (m?.markerName !== 'core_local_activity') return undefined;
+  const data = firstPayload(m.details?.['data']) as { activity_type?: string; attempt?: number } | undefined;
+  return { type: data?.activity_type ?? '?', attempt: data?.attempt ?? 1, result: firstPayload(m.details?.['result']) };
+}
+
+/** The activity types the events schedule (or run as local activities), in order. */
 export function scheduledActivities(events: readonly HistoryEvent[]): string[] {
-  return events.flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+  return events.flatMap((e) => {
+    const name = e.activityTaskScheduledEventAttributes?.activityType?.name ?? localActivity(e)?.type;
+    return name ? [name] : [];
+  });
 }
 
 /** The activity types a workflow's latest run scheduled, in order. */
@@ -50,7 +68,7 @@ export async function ledgerTotalsAfterEachUpdate(client: Client, workflowId: st
 }
 
 type Timestamp = Parameters<typeof tsToMs>[0];
-interface ActivityEvents {
+interface ActivityEvents extends LocalActivityMarker {
   eventId?: unknown;
   eventTime?: Timestamp;
   activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null;
@@ -70,6 +88,9 @@ export interface ActivityRun {
 export function activityRuns(events: readonly ActivityEvents[], type: string): ActivityRun[] {
   const runs = new Map<string, ActivityRun>();
   for (const e of events) {
+    const local = localActivity(e);
+    // A local activity's marker is written when it closes: the time it started is not in history.
+    if (local?.type === type) runs.set(String(e.eventId), { attempt: local.attempt, startedAtMs: NaN, result: local.result });
     if (e.activityTaskScheduledEventAttributes?.activityType?.name === type) runs.set(String(e.eventId), { attempt: 0, startedAtMs: NaN });
     const started = e.activityTaskStartedEventAttributes;
     const run = started ? runs.get(String(started.scheduledEventId)) : undefined;

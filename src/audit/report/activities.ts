@@ -102,10 +102,11 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     return `${txt(s.name)}: ${txt(s.class)}, ${txt(s.vramMib)} MiB on '${txt(r?.gpu?.role)}' (${txt(r?.gpu?.uuid)})${tier}`;
   },
   ledgerSnapshot: (r) => withLedger('', r),
-  ledgerSetPhase: (r, i) => withLedger(`${txt(i?.args?.serve)} → ${txt(i?.args?.phase)}; `, r),
+  // A local activity's input is not in history: its summary is the ledger it answered.
+  ledgerSetPhase: (r, i) => withLedger(i ? `${txt(i.args?.serve)} → ${txt(i.args?.phase)}; ` : '', r),
   ledgerVictimReleased: (r, i) =>
     withLedger(
-      `${txt(i?.args?.victim)}'s MiB handed to ${txt(i?.args?.acquirer)}${i?.args?.asleepAt ? ` (asleep at level ${txt(i.args.asleepAt)})` : ''}; `,
+      i ? `${txt(i.args?.victim)}'s MiB handed to ${txt(i.args?.acquirer)}${i.args?.asleepAt ? ` (asleep at level ${txt(i.args.asleepAt)})` : ''}; ` : '',
       r,
     ),
   ledgerAbortEviction: (r, i) => {

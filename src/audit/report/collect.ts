@@ -1,7 +1,7 @@
 // History → what it holds, event by event: the workflow's input and close, each activity with
 // its input and result, the ledger's updates, child workflows and patch markers. Each section of
 // the model (evidence.ts) reads from this.
-import { decodePayloads, eventAttributes, eventTypeName, historyIdentity } from '../events';
+import { decodePayloads, eventAttributes, eventTypeName, historyIdentity, localActivityOf } from '../events';
 import type { HistoryEventJson, HistoryIdentity, HistoryJson } from '../events';
 import { summarizeActivity, updateSummary } from './activities';
 import { childRunId } from './caller';
@@ -190,6 +190,33 @@ export function collect(h: HistoryJson, fallbackId?: string): Collected {
           act.summary = act.failure ? `${act.failure.type ?? 'failed'}: ${act.failure.message}` : act.status;
         }
         break;
+      case 'MarkerRecorded': {
+        // A local activity (src/workflows/proxies.ts): scheduled, run and closed within one workflow task.
+        const local = localActivityOf(e);
+        if (!local) {
+          const details = obj(a['details']) ?? {};
+          for (const d of Object.values(details).flatMap((p) => decodePayloads(p))) {
+            const pid = str(obj(d)?.['patchId']) ?? str(obj(d)?.['id']) ?? str(obj(d)?.['patch_id']);
+            if (pid) patches.push(`${pid}${obj(d)?.['deprecated'] ? ' (deprecated)' : ''}`);
+          }
+          if (!Object.keys(details).length && str(a['markerName'])) patches.push(txt(a['markerName']));
+          break;
+        }
+        const failure = local.failure ? failureOf(local.failure) : undefined;
+        activities.push({
+          eventId: Number(e.eventId),
+          activityId: local.activityId,
+          type: local.type,
+          scheduledAt: at,
+          closedAt: at,
+          attempts: local.attempt,
+          status: failure ? 'failed' : 'completed',
+          input: undefined,
+          ...(failure ? { failure } : { result: local.result }),
+          summary: failure ? `${failure.type ?? 'failed'}: ${failure.message}` : summarizeActivity(local.type, undefined, local.result),
+        });
+        break;
+      }
       case 'WorkflowExecutionUpdateAccepted': {
         const req = obj(a['acceptedRequest']);
         const u: UpdateEvidence = {
@@ -256,15 +283,6 @@ export function collect(h: HistoryJson, fallbackId?: string): Collected {
           child.summary = child.failure ? `${rootOf(child.failure).type ?? 'failed'}: ${rootOf(child.failure).message}` : child.status;
         }
         break;
-      case 'MarkerRecorded': {
-        const details = obj(a['details']) ?? {};
-        for (const d of Object.values(details).flatMap((p) => decodePayloads(p))) {
-          const pid = str(obj(d)?.['patchId']) ?? str(obj(d)?.['id']) ?? str(obj(d)?.['patch_id']);
-          if (pid) patches.push(`${pid}${obj(d)?.['deprecated'] ? ' (deprecated)' : ''}`);
-        }
-        if (!Object.keys(details).length && str(a['markerName'])) patches.push(txt(a['markerName']));
-        break;
-      }
       default:
         close = closeOf(t, a, at) ?? close;
         break;

@@ -155,7 +155,14 @@ function identityEvidence(c: Collected): IdentityEvidence[] {
     const expected = str(r.expected) ?? str(x.input?.serve?.servedModelName);
     const observed = strs(r.observed) ?? [];
     const ok = x.evidence.status === 'completed';
-    identity.push({ serve: str(x.input?.serve?.name), by: 'v1/models', ...(expected ? { expected } : {}), observed, ok, at: x.evidence.closedAt });
+    identity.push({
+      serve: str(r.serve) ?? str(x.input?.serve?.name),
+      by: 'v1/models',
+      ...(expected ? { expected } : {}),
+      observed,
+      ok,
+      at: x.evidence.closedAt,
+    });
   }
   for (const x of done('readmitIfQuiesced')) {
     if (x.result?.action !== 'readmitted') continue;
