@@ -5,6 +5,7 @@ import { isGrpcServiceError, ServiceError } from '@temporalio/client';
 export const GrpcStatus = {
   CANCELLED: 1,
   UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
   DEADLINE_EXCEEDED: 4,
   NOT_FOUND: 5,
   PERMISSION_DENIED: 7,
@@ -31,4 +32,14 @@ export function temporalBusy(err: unknown): boolean {
     code === GrpcStatus.INTERNAL ||
     code === GrpcStatus.UNKNOWN
   );
+}
+
+/**
+ * A start refused for a search attribute the namespace has registered but the server's namespace
+ * cache does not map yet: for about a second after registering one (seen on temporal-server with
+ * PostgreSQL), every start that sets it is refused, then accepted.
+ */
+export function searchAttributeNotYetMapped(err: unknown): boolean {
+  const grpc = err instanceof ServiceError ? err.cause : err;
+  return grpcCode(err) === GrpcStatus.INVALID_ARGUMENT && isGrpcServiceError(grpc) && /has no mapping defined for search attribute/i.test(grpc.details);
 }

@@ -5,7 +5,7 @@
 import type { Client, Workflow, WorkflowHandleWithFirstExecutionRunId, WorkflowStartOptions } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { temporalBusy } from '../adapters/grpc-status';
+import { searchAttributeNotYetMapped, temporalBusy } from '../adapters/grpc-status';
 import { literalMarkdown } from '../domain/markdown';
 import { taskQueueFor } from '../shared/messages';
 import { runTags } from '../shared/run-tags';
@@ -47,8 +47,22 @@ export async function startOperation<W extends Workflow = Workflow>(client: Clie
     staticSummary: literalMarkdown(start.summary),
   };
   // The input is the caller's to match to the workflow type; the SDK cannot check a type named by a string.
-  return client.workflow.start<W>(start.workflowType, options as unknown as WorkflowStartOptions<W>);
+  const send = () => client.workflow.start<W>(start.workflowType, options as unknown as WorkflowStartOptions<W>);
+  // Attributes registered a moment ago (a fresh server, `gpures demo --temporal-address`) are
+  // refused until the server maps them: asked again, briefly, rather than failing the operation.
+  const deadline = Date.now() + SEARCH_ATTRIBUTE_MAPPING_WAIT_MS;
+  for (;;) {
+    try {
+      return await send();
+    } catch (err) {
+      if (!typedSearchAttributes || !searchAttributeNotYetMapped(err) || Date.now() >= deadline) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
 }
+
+/** How long a start waits for freshly registered search attributes to be mapped (about 1 s on temporal-server). */
+const SEARCH_ATTRIBUTE_MAPPING_WAIT_MS = 10_000;
 
 /** How a run closed: its result, or its failure as the operator reads it. */
 export type Settled<R> = { ok: true; result: R } | { ok: false; failureType: string; message: string; details?: unknown };
