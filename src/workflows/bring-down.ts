@@ -197,7 +197,12 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
     log.begin('take');
     // Whole: a take that landed is known, so its compensation (let go) is registered and runs.
     const decision = await CancellationScope.nonCancellable(() =>
-      act.ledgerBeginStop({ node, gpu, args: { serve: serve.name, holder, class: serve.class, ...(takeOver ?? {}) }, updateId: `${holder}/take/${attempt}` }),
+      ledgerUpdates().ledgerBeginStop({
+        node,
+        gpu,
+        args: { serve: serve.name, holder, class: serve.class, ...(takeOver ?? {}) },
+        updateId: `${holder}/take/${attempt}`,
+      }),
     );
     if (decision.decision === 'taken') {
       log.record('take', take.taken(serve.name, decision.from, takeOver?.takeOverFrom));

@@ -197,7 +197,7 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
   log.record('health', start.healthy(api, health));
 
   log.begin('identity');
-  const observedModels = api === 'openai' ? (await reads().verifyIdentity({ serve })).observed : [];
+  const observedModels = api === 'openai' ? (await act.verifyIdentity({ serve })).observed : [];
   log.record('identity', start.identity(api, serve.servedModelName));
 
   // A wake's delta is only what its sleep gave back: not measured.

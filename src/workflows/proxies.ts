@@ -63,12 +63,13 @@ export const files = proxyActivities<Activities>(fileOps);
  * The steps of an operation that take milliseconds as local activities: run in the workflow task
  * by the worker that holds it, their results recorded as markers, with no round trip to the
  * server and no poll between. They are the read-only ones (resolve the serve, the ledger's
- * snapshot, inspect a container, read the GPU, check a serve's identity, the eviction's
- * preflight) and the ledger's Updates on the way through (admit, acquire, running, a victim's
- * release, a bring-down's release), each idempotent by its update id. None waits on the box, so
- * none needs heartbeats: a worker lost mid-step loses the workflow task, which times out (10 s)
- * and runs again, step and all, on the next worker. Compensations stay activities, with their
- * history of attempts. Histories recorded before ran these as activities, and replay that way.
+ * snapshot, inspect a container, read the GPU, the eviction's preflight) and the ledger's Updates
+ * on the way through (admit, acquire, running, a victim's release, a bring-down's take and
+ * release), each idempotent by its update id. None waits on the box, so none needs heartbeats: a
+ * worker lost mid-step loses the workflow task, which times out (10 s) and runs again, step and
+ * all, on the next worker. Compensations stay activities, and so does the identity check, whose
+ * retries of a serve that does not answer are evidence an audit reads. Histories recorded before
+ * ran these as activities, and replay that way.
  */
 const localSteps: LocalActivityOptions = { startToCloseTimeout: '30s', retry };
 const local = proxyLocalActivities<Activities>(localSteps);
@@ -76,12 +77,15 @@ const local = proxyLocalActivities<Activities>(localSteps);
 const localRouterReads = proxyLocalActivities<Activities>({ ...localSteps, startToCloseTimeout: '90s' });
 
 /** The proxy a read-only step goes through: local where the run has the patch, an activity before. */
-export function reads(): Pick<typeof act, 'resolveServe' | 'ledgerSnapshot' | 'inspectServe' | 'readGpu' | 'measureGpu' | 'verifyIdentity'> {
+export function reads(): Pick<typeof act, 'resolveServe' | 'ledgerSnapshot' | 'inspectServe' | 'readGpu' | 'measureGpu'> {
   return patched(PATCHES.localSteps) ? local : act;
 }
 
 /** The proxy an Update of the ledger on an operation's way through goes through, as reads() chooses. */
-export function ledgerUpdates(): Pick<typeof act, 'ledgerAdmit' | 'ledgerAcquire' | 'ledgerSetPhase' | 'ledgerVictimReleased' | 'ledgerRelease'> {
+export function ledgerUpdates(): Pick<
+  typeof act,
+  'ledgerAdmit' | 'ledgerAcquire' | 'ledgerSetPhase' | 'ledgerVictimReleased' | 'ledgerRelease' | 'ledgerBeginStop'
+> {
   return patched(PATCHES.localSteps) ? local : act;
 }
 

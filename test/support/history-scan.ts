@@ -36,10 +36,14 @@ function localActivity(e: LocalActivityMarker): { type: string; attempt: number;
   return { type: data?.activity_type ?? '?', attempt: data?.attempt ?? 1, result: firstPayload(m.details?.['result']) };
 }
 
-/** The activity types the events schedule (or run as local activities), in order. */
+/** The local activity a run tags itself with (src/workflows/run-tags.ts): the run's bookkeeping, not one of its steps. */
+const RUN_TAGS_LOOKUP = 'registeredSearchAttributes';
+
+/** The activity types the events schedule (or run as local activities, the run's tagging aside), in order. */
 export function scheduledActivities(events: readonly HistoryEvent[]): string[] {
   return events.flatMap((e) => {
-    const name = e.activityTaskScheduledEventAttributes?.activityType?.name ?? localActivity(e)?.type;
+    const local = localActivity(e)?.type;
+    const name = e.activityTaskScheduledEventAttributes?.activityType?.name ?? (local !== RUN_TAGS_LOOKUP ? local : undefined);
     return name ? [name] : [];
   });
 }
