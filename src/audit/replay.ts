@@ -2,6 +2,7 @@
 // replayer (no server). A history the code can no longer reproduce is a nondeterminism: deploying
 // that code would break every running workflow shaped like it, unless the change is behind
 // `patched()`.
+import { availableParallelism } from 'node:os';
 import { basename } from 'node:path';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { UNCOUNTED_SINKS } from '../worker/workflow-code';
@@ -103,6 +104,19 @@ export interface ReplayOptions {
   /** Replay against these workflows instead of src/workflows (a module path, bundled here). */
   workflowsPath?: string;
   workflowBundle?: WorkflowBundleWithSourceMap;
+  /** Replayers run side by side (default: the machine's cores, at most 4). */
+  lanes?: number;
+}
+
+/** Replays in parallel past this many lanes gain nothing on the boxes this runs on, and cost a thread each. */
+const MAX_REPLAY_LANES = 4;
+
+function outcomeOf(file: string, workflowId: string, history: HistoryJson, error: Error | undefined): ReplayOutcome {
+  const id = historyIdentity(history, workflowId);
+  const base = { file, workflowId, workflowType: id.workflowType, events: id.events };
+  if (!error) return { ...base, ok: true };
+  const event = locateEvent(history, error.message);
+  return { ...base, ok: false, errorName: error.name, error: coreMessage(error.message), ...(event ? { event } : {}) };
 }
 
 /** Replays every history in `paths` (files, or directories of `*.json`), one outcome per file, in order. */
@@ -125,25 +139,24 @@ export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = 
   const results = new Map<string, ReplayOutcome>();
   if (toReplay.length) {
     const bundleOpt = opts.workflowsPath ? { workflowsPath: opts.workflowsPath } : { workflowBundle: opts.workflowBundle ?? (await currentWorkflowBundle()) };
-    // Histories go in one at a time and come out in the same order: pair them by position.
-    let i = 0;
-    const replay = Worker.runReplayHistories(
-      { ...bundleOpt, replayName: 'gpures-audit', sinks: UNCOUNTED_SINKS },
-      toReplay.map((l) => ({ workflowId: l.workflowId, history: historyProto(l.history as HistoryJson) })),
+    // A replayer takes one history at a time: lanes of them side by side keep the SDK core's threads busy.
+    const lanes = Math.max(1, Math.min(opts.lanes ?? availableParallelism(), MAX_REPLAY_LANES, toReplay.length));
+    const shards = Array.from({ length: lanes }, (_, k) => toReplay.filter((_, i) => i % lanes === k));
+    await Promise.all(
+      shards.map(async (shard, k) => {
+        // Histories go in one at a time and come out in the same order: pair them by position.
+        let i = 0;
+        const replay = Worker.runReplayHistories(
+          { ...bundleOpt, replayName: `gpures-audit-${k}`, sinks: UNCOUNTED_SINKS },
+          shard.map((l) => ({ workflowId: l.workflowId, history: historyProto(l.history as HistoryJson) })),
+        );
+        for await (const r of replay) {
+          const l = shard[i++];
+          if (!l?.history) break;
+          results.set(l.file, outcomeOf(l.file, l.workflowId, l.history, r.error));
+        }
+      }),
     );
-    for await (const r of replay) {
-      const l = toReplay[i++];
-      if (!l?.history) break;
-      const id = historyIdentity(l.history, l.workflowId);
-      const base = { file: l.file, workflowId: l.workflowId, workflowType: id.workflowType, events: id.events };
-      if (!r.error) {
-        results.set(l.file, { ...base, ok: true });
-        continue;
-      }
-      const message = coreMessage(r.error.message);
-      const event = locateEvent(l.history, r.error.message);
-      results.set(l.file, { ...base, ok: false, errorName: r.error.name, error: message, ...(event ? { event } : {}) });
-    }
   }
   return loaded.map(
     (l) =>

@@ -67,8 +67,9 @@ export async function readLocalLedger(
   nvidiaSmi: string,
   readLedgers: (client: Client, manifest: Manifest) => Promise<LedgerState[]>,
 ): Promise<LocalLedger> {
-  const [ledgers, leases] = await Promise.all([readLedgers(client, manifest), runningLeases(client, manifest.node)]);
-  return localLedger(ledgers, leases, await readDevices(nvidiaSmi), Date.now());
+  // nvidia-smi's spawn (100–300 ms) runs beside the Temporal reads rather than after them.
+  const [ledgers, leases, devices] = await Promise.all([readLedgers(client, manifest), runningLeases(client, manifest.node), readDevices(nvidiaSmi)]);
+  return localLedger(ledgers, leases, devices, Date.now());
 }
 
 /** The rows, from the ledgers, the leases and nvidia-smi's readings however they were read. */

@@ -168,7 +168,7 @@ async function dockerSleepDraw(hostPort: number): Promise<number | undefined> {
 }
 
 /** Running sim serves and (with docker: true) Docker containers, each with the VRAM it declares (or keeps asleep). */
-export async function serveDraws(state: FakeNvidiaSmiState): Promise<FakeServeDraw[]> {
+export async function serveDraws(state: FakeNvidiaSmiState, opts: { pids?: boolean } = {}): Promise<FakeServeDraw[]> {
   const draws: FakeServeDraw[] = [];
   if (state.simStateDir) {
     for (const { record, running } of listSimContainers(state.simStateDir)) {
@@ -184,10 +184,11 @@ export async function serveDraws(state: FakeNvidiaSmiState): Promise<FakeServeDr
     for (const c of await docker.listContainers({ filters: { label: [LABEL.gpuUuid], status: ['running'] } })) {
       const gpuUuid = c.Labels[LABEL.gpuUuid];
       if (!gpuUuid || !uuids.has(gpuUuid)) continue;
-      const info = await docker.getContainer(c.Id).inspect();
+      // The pid only for --query-compute-apps: a -lms loop of the GPU query inspects nothing.
+      const pid = opts.pids === false ? 0 : (await docker.getContainer(c.Id).inspect()).State.Pid;
       const published = c.Ports.find((p) => p.PublicPort)?.PublicPort;
       const asleep = published ? await dockerSleepDraw(published) : undefined;
-      draws.push({ gpuUuid, pid: info.State.Pid, vramMib: asleep ?? vramOf(c.Labels) });
+      draws.push({ gpuUuid, pid, vramMib: asleep ?? vramOf(c.Labels) });
     }
   }
   return draws;
@@ -220,7 +221,7 @@ async function reading(query: Query, env: NodeJS.ProcessEnv): Promise<string> {
   if (query === 'compute-apps' && state.computeAppsUnsupported) throw new Exit(3, 'Failed to query compute applications: Not Supported');
   let draws: FakeServeDraw[];
   try {
-    draws = await serveDraws(state);
+    draws = await serveDraws(state, { pids: query === 'compute-apps' });
   } catch (err) {
     throw new Exit(255, `Unknown Error: ${err instanceof Error ? err.message : String(err)}`);
   }
