@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { clientIdentity } from '../client/connection';
+import { clientIdentity, temporalInterceptors } from '../client/connection';
 import type { ClientConnectConfig } from '@temporalio/envconfig';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
@@ -371,7 +371,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     }
     const connectionOptions = existing?.connectionOptions ?? { address: (server as DevServer).address };
     const address = connectionOptions.address ?? '?';
-    const connection = await Connection.connect(connectionOptions);
+    const connection = await Connection.connect({ ...connectionOptions, interceptors: temporalInterceptors() });
     const nativeConnection = await NativeConnection.connect(connectionOptions);
     stops.push(async () => {
       await nativeConnection.close();

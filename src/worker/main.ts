@@ -4,7 +4,7 @@ import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { clientIdentity, temporalConfig } from '../client/connection';
+import { clientIdentity, temporalConfig, temporalInterceptors } from '../client/connection';
 import type { Env, MetricsAddr } from '../config/env';
 import { DEFAULT_METRICS_ADDR, workerEnv } from '../config/env';
 import { freePort } from '../dev/dev-server';
@@ -115,7 +115,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   try {
     metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl);
     nativeConnection = await NativeConnection.connect(config.connectionOptions);
-    connection = await Connection.connect(config.connectionOptions);
+    connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
     const worker = await createGpuresWorker({
       connection: nativeConnection,
       client: new Client({ connection, namespace, identity: clientIdentity('worker') }),

@@ -7,6 +7,7 @@ export { freePort, temporalCliPath } from '../../src/dev/dev-server';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 
 import { loadWorkflowBundle } from '../../src/worker/prebuilt-bundle';
+import { temporalInterceptors } from '../../src/client/connection';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 
 export interface TestTemporal {
@@ -30,7 +31,7 @@ export function testTemporal(): Promise<TestTemporal> {
     installTestRuntime();
     const server = process.env['TEMPORAL_TEST_ADDRESS'] ? undefined : await startDevServer();
     const address = server?.address ?? process.env['TEMPORAL_TEST_ADDRESS'] ?? '';
-    const connection = await Connection.connect({ address });
+    const connection = await Connection.connect({ address, interceptors: temporalInterceptors() });
     const nativeConnection = await NativeConnection.connect({ address });
     return {
       address,
