@@ -14,12 +14,17 @@ export interface LedgerAdmitArgs extends AdmitRequest {
   gpu: GpuSpec;
 }
 /**
- * Every update answers the ledger's totals after its decision: a few numbers (the ledger's
- * history keeps every answer, so never the whole state), enough for an auditor to check from
- * that history alone that no decision left it over budget.
+ * Every update answers the ledger's totals after its decision, enough for an auditor to check from
+ * that history alone that no decision left it over budget. An answer an operation records the
+ * ledger from (admit, acquire, a phase, a release, a victim's release, an abort) carries the whole
+ * state after the decision as well: the query right after each, which it replaces, was a workflow
+ * task of its own and halved the ledger's decisions per second. A fence or a take answers only
+ * the totals. The ledger's history holds every answer, and continues as new well before its size matters.
  */
 export interface LedgerAnswer {
   totals: LedgerTotals;
+  /** The state right after the decision; absent in answers recorded before it was carried. */
+  ledger?: LedgerState;
 }
 export interface LedgerAdmitAnswer extends LedgerAnswer {
   decision: AdmitDecision;

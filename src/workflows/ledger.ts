@@ -147,8 +147,10 @@ class GpuLedger {
   snapshot = (): LedgerState => (this.ready ? this.state : { ...this.state, reconciling: true });
 
   /** Every answer carries the totals after its decision (see LedgerAnswer). */
-  private answer = <T extends object>(a: T): T & { totals: LedgerTotals } => ({ ...a, totals: totals(this.state) });
-  private change = (serve: string): LedgerChangeAnswer => ({ serve, totals: totals(this.state) });
+  private brief = <T extends object>(a: T): T & { totals: LedgerTotals } => ({ ...a, totals: totals(this.state) });
+  /** An answer an operation records the ledger from: the whole state after the decision too (see LedgerAnswer). */
+  private answer = <T extends object>(a: T): T & { totals: LedgerTotals; ledger: LedgerState } => ({ ...this.brief(a), ledger: this.state });
+  private change = (serve: string): LedgerChangeAnswer => this.answer({ serve });
 
   // ---- admit and acquire ------------------------------------------------------------------------
 
@@ -282,7 +284,7 @@ class GpuLedger {
   beginStop = (req: LedgerStopArgs) => {
     const decision = decideStop(this.state, req);
     this.state = applyStop(this.state, req, decision);
-    return this.answer(decision);
+    return this.brief(decision);
   };
 
   private fenceCheck({ serve, holder, step }: LedgerFenceArgs): void {
@@ -298,7 +300,7 @@ class GpuLedger {
 
   fence = (args: LedgerFenceArgs) => {
     this.fenceCheck(args);
-    return this.answer({ serve: args.serve, phase: findReservation(this.state, args.serve)?.phase ?? ('admitted' as const) });
+    return this.brief({ serve: args.serve, phase: findReservation(this.state, args.serve)?.phase ?? ('admitted' as const) });
   };
 
   // ---- phase and release --------------------------------------------------------------------------

@@ -132,8 +132,8 @@ export class LedgerClient implements LedgerPort {
   }
 
   /**
-   * Each update answers a few fields (the ledger's history keeps every answer); the whole ledger
-   * an operation records comes from a query right after, which leaves no trace in that history.
+   * The answer and the ledger right after it: carried in the answer (LedgerAnswer), or, from a
+   * ledger whose code predates that, read by a query.
    */
   private async updateAndRead<R extends object, A>(
     node: string,
@@ -143,7 +143,8 @@ export class LedgerClient implements LedgerPort {
     updateId: string,
   ): Promise<R & { ledger: LedgerState }> {
     const answer = await this.update(node, gpu, def, arg, updateId);
-    return { ...answer, ledger: await this.read(node, gpu) };
+    const carried = (answer as { ledger?: LedgerState }).ledger;
+    return { ...answer, ledger: carried ?? (await this.read(node, gpu)) };
   }
 
   admit(node: string, args: LedgerAdmitArgs, updateId: string): Promise<LedgerAdmitResult> {
