@@ -22,6 +22,7 @@ import { workflowIds } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
+import { TARGETS, targetLine } from './target';
 
 const SERVE = 'bench';
 
@@ -261,6 +262,8 @@ async function main(): Promise<void> {
   const wfDown = median(wf.map((s) => s.downMs));
   const plainDown = median(plain.map((s) => s.downMs));
   out(`bring-down median: workflow ${fmt(wfDown)} ms, plain dockerode ${fmt(plainDown)} ms, ratio ${(wfDown / plainDown).toFixed(2)}`);
+  out(targetLine('bring-up ratio', wfUp / plainUp, '<=', TARGETS.bringRatio));
+  out(targetLine('bring-down ratio', wfDown / plainDown, '<=', TARGETS.bringRatio));
 }
 
 main().then(

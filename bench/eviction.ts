@@ -35,6 +35,7 @@ import { createGpuresWorker, fileManifest } from '../src/worker/worker';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import type { TestServe } from '../test/support/box';
 import { testTemporal, workflowBundle } from '../test/support/temporal';
+import { TARGETS, targetLine } from './target';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -280,6 +281,8 @@ async function main(): Promise<void> {
     `per activity type, summed per run (medians, ms; ${counts(samples.map((s) => s.activities))} activities per acquisition): ` +
       types.map((t) => `${t} ${m((s) => s.byType.get(t) ?? 0)}`).join(', '),
   );
+  out(`acquisition wall against its physical work (drain + container ops), medians: ${m((s) => s.wallMs)} / ${m((s) => s.containerOpsMs + s.drainMs)} ms`);
+  out(targetLine('eviction ratio (median of the runs)', median(samples.map((s) => s.wallMs / (s.containerOpsMs + s.drainMs))), '<=', TARGETS.evictionRatio));
 }
 
 main().then(

@@ -10,7 +10,12 @@
 // With --raw the callers send straight to the workflow handle, bypassing LedgerClient's bound:
 // what issue 9 measured (50 callers 0.2 decisions/s with 82 failed updates). Slow past 10 callers.
 //
-//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw]
+// With --rate R the callers are open-loop: together they offer R decisions/s (each caller starts
+// a pair at its own fixed pace), and an admit's latency runs from when it was due, not when it
+// was sent, so a stall counts for every decision it delays. Issue 15's target is read there:
+// 50 callers at 200/s sustained, p99 <= 50 ms. The ledger's runs (continue-as-new) are counted.
+//
+//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R]
 //                                                                  (scripts/lib.sh export_test_env)
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -21,11 +26,15 @@ import { uniqueNode } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
 import type { TestTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
+import { TARGETS, targetLine } from './target';
 
 const GPU: GpuSpec = { role: 'bench', uuid: 'GPU-bench', capacityMib: 100_000, reserveMib: 0 };
 
 interface Round {
   callers: number;
+  /** Runs of the ledger workflow the round's decisions went to (continue-as-new starts another). */
+  runs: number;
+  maxMs: number;
   decisions: number;
   failed: number;
   wallMs: number;
@@ -38,7 +47,7 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
 }
 
-async function round(temporal: TestTemporal, callers: number, decisions: number, raw: boolean): Promise<Round> {
+async function round(temporal: TestTemporal, callers: number, decisions: number, raw: boolean, rate: number | undefined): Promise<Round> {
   const node = uniqueNode(`bench-callers-${callers}`);
   const worker = await startTestWorker({ temporal, node, manifest: { read: () => Promise.reject(new Error('no manifest in this benchmark')) } });
   try {
@@ -49,8 +58,8 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
     const latenciesMs: number[] = [];
     let failed = 0;
     let firstFailure: string | undefined;
-    const timed = async (send: () => Promise<unknown>): Promise<boolean> => {
-      const t0 = performance.now();
+    const timed = async (send: () => Promise<unknown>, dueAt?: number): Promise<boolean> => {
+      const t0 = dueAt ?? performance.now();
       try {
         await send();
         latenciesMs.push(performance.now() - t0);
@@ -61,15 +70,21 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
         return false;
       }
     };
+    const runsBefore = await ledgerRuns(temporal, node);
     const started = performance.now();
+    // Open loop: caller c starts pair p at started + (p + c / callers) * pairEveryMs.
+    const pairEveryMs = rate ? (2 * callers * 1000) / rate : 0;
     await Promise.all(
       Array.from({ length: callers }, async (_, c) => {
         for (let p = 0; p < pairs; p++) {
+          const dueAt = rate ? started + (p + c / callers) * pairEveryMs : undefined;
+          if (dueAt !== undefined && dueAt > performance.now()) await new Promise((r) => setTimeout(r, dueAt - performance.now()));
           const serve = `c${c}-p${p}`;
           const holder = `bench/${serve}`;
           const admit = { serve, vramMib: 10, class: 'resident' as const, holder, gpu: GPU };
-          const ok = await timed(() =>
-            raw ? handle.executeUpdate(admitUpdate, { args: [admit], updateId: `${holder}/admit` }) : ledger.admit(node, admit, `${holder}/admit`),
+          const ok = await timed(
+            () => (raw ? handle.executeUpdate(admitUpdate, { args: [admit], updateId: `${holder}/admit` }) : ledger.admit(node, admit, `${holder}/admit`)),
+            dueAt,
           );
           if (!ok) continue;
           await timed(() =>
@@ -80,17 +95,35 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
         }
       }),
     );
+    const wallMs = performance.now() - started;
+    const sorted = latenciesMs.sort((a, b) => a - b);
     return {
       callers,
+      runs: (await ledgerRuns(temporal, node)) - runsBefore + 1,
+      maxMs: sorted[sorted.length - 1] ?? NaN,
       decisions: latenciesMs.length,
       failed,
-      wallMs: performance.now() - started,
-      latenciesMs: latenciesMs.sort((a, b) => a - b),
+      wallMs,
+      latenciesMs: sorted,
       firstFailure,
     };
   } finally {
+    if (process.env['BENCH_DUMP']) {
+      const h = await temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role)).fetchHistory();
+      const counts = new Map<string, number>();
+      for (const e of h.events ?? []) counts.set(String(e.eventType), (counts.get(String(e.eventType)) ?? 0) + 1);
+      console.log(JSON.stringify([...counts]));
+    }
     await worker.stop();
   }
+}
+
+/** How many runs the ledger workflow has had (each continue-as-new adds one). */
+async function ledgerRuns(temporal: TestTemporal, node: string): Promise<number> {
+  let n = 0;
+  const runs = temporal.client.workflow.list({ query: `WorkflowId = '${workflowIds.ledger(node, GPU.role)}'` });
+  for await (const run of runs) if (run.runId) n += 1;
+  return n;
 }
 
 async function main(): Promise<void> {
@@ -99,8 +132,13 @@ async function main(): Promise<void> {
       callers: { type: 'string', default: '1,10,11,12,50,100' },
       decisions: { type: 'string', default: '400' },
       raw: { type: 'boolean', default: false },
+      rate: { type: 'string' },
+      runs: { type: 'string' },
+      'poll-ms': { type: 'string' },
     },
   });
+  const rate = values.rate === undefined ? undefined : Number(values.rate);
+  if (rate !== undefined && (!Number.isFinite(rate) || rate < 1 || rate > 10_000)) throw new Error(`--rate: decisions/s from 1 to 10000 (got ${values.rate})`);
   const counts = values.callers.split(',').map((x) => Number(x.trim()));
   const decisions = Number(values.decisions);
   if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > 1000))
@@ -113,9 +151,10 @@ async function main(): Promise<void> {
     console.log(
       `ledger under concurrent callers, ${values.raw ? 'straight to the workflow (no caller-side bound)' : 'through one LedgerClient (default bound)'}; ~${decisions} decisions a round; dev server at the default history.maxInFlightUpdates`,
     );
-    console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms');
+    if (rate) console.log(`open loop: the callers together offer ${rate} decisions/s; latency from when each admit was due`);
+    console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms   max ms  runs');
     for (const n of counts) {
-      const r = await round(temporal, n, decisions, values.raw);
+      const r = await round(temporal, n, decisions, values.raw, rate);
       const line = [
         String(r.callers).padStart(7),
         String(r.decisions).padStart(10),
@@ -124,8 +163,14 @@ async function main(): Promise<void> {
         ((r.decisions * 1000) / r.wallMs).toFixed(1).padStart(12),
         quantile(r.latenciesMs, 0.5).toFixed(0).padStart(8),
         quantile(r.latenciesMs, 0.99).toFixed(0).padStart(8),
+        r.maxMs.toFixed(0).padStart(8),
+        String(r.runs).padStart(5),
       ].join(' ');
       console.log(r.firstFailure ? `${line}   first failure: ${r.firstFailure}` : line);
+      if (rate && n === 50) {
+        console.log(targetLine('decisions/s from 50 callers', (r.decisions * 1000) / r.wallMs, '>=', TARGETS.ledgerPerSecond));
+        console.log(targetLine('p99 from 50 callers', quantile(r.latenciesMs, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
+      }
     }
   } finally {
     await temporal.close();

@@ -5,7 +5,9 @@
 # eviction on the simulated box; then bench/router-on-demand.ts: request -> first byte when the
 # router must acquire the serve first, and what the router adds when it is up; then bench/sleep.ts:
 # eviction and restore by vLLM's sleep mode against by stop and cold start; then bench/cli.ts: the
-# CLI's start-up against a bare node start. Extra arguments go to each (e.g. npm run bench -- --runs 11);
+# CLI's start-up against a bare node start, and `gpures ledger` on the simulated box; then
+# bench/audit-replay.ts: recorded histories replayed per second; then bench/worker-rss.ts: a
+# worker process's resident memory idle and after a storm. Each prints issue 15's targets. Extra arguments go to each (e.g. npm run bench -- --runs 11);
 # both take --runs N and --poll-ms MS.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,7 +19,7 @@ bash scripts/setup.sh --test
 
 export_test_env
 
-for bench in bring-up eviction router-on-demand sleep cli; do
+for bench in bring-up eviction router-on-demand sleep cli audit-replay worker-rss; do
   if [[ ! -f "dist/bench/$bench.js" ]]; then
     die "dist/bench/$bench.js does not exist: bench/ was not compiled"
   fi
@@ -36,4 +38,10 @@ log "bench: node dist/bench/sleep.js $*"
 node --enable-source-maps dist/bench/sleep.js "$@"
 echo
 log "bench: node dist/bench/cli.js $*"
-exec node --enable-source-maps dist/bench/cli.js "$@"
+node --enable-source-maps dist/bench/cli.js "$@"
+echo
+log "bench: node dist/bench/audit-replay.js $*"
+node --enable-source-maps dist/bench/audit-replay.js "$@"
+echo
+log "bench: node dist/bench/worker-rss.js"
+exec node --enable-source-maps dist/bench/worker-rss.js

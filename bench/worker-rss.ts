@@ -1,0 +1,111 @@
+// Benchmark: the worker's resident memory (issue 15's target: <= 200 MiB idle and after a
+// 30-operation storm).
+//
+// The real worker process (`gpures worker`, Docker runtime on the test dockerd, the fake
+// nvidia-smi read as a stream, /metrics on) for a node of 15 small fake-vLLM serves. Its VmRSS
+// (from /proc) is sampled every 100 ms: idle once it has started (after --settle-s), through a
+// storm of 30 operations sent at once (15 `serves up`, then 15 `serves down`), and idle again
+// after it. Prints idle, peak and after, against the target.
+//
+//   node dist/bench/worker-rss.js [--settle-s S]           (scripts/bench.sh sets the env up)
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { serveDown, serveUp } from '../src/client/operations';
+import { FAKE_NVIDIA_SMI } from '../src/sim/box';
+import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
+import { renderManifest, uniqueNode } from '../test/support/box';
+import type { TestServe } from '../test/support/box';
+import { testTemporal } from '../test/support/temporal';
+import { TARGETS, targetLine } from './target';
+
+const GPURES = join(__dirname, '..', '..', 'bin', 'gpures');
+const SERVES: TestServe[] = Array.from({ length: 15 }, (_, i) => ({ name: `s${i}`, vram_mib: 1024, env: { FAKE_START_DELAY_S: '0' } }));
+
+function rssMib(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(m[1]) / 1024;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { 'settle-s': { type: 'string', default: '5' }, runs: { type: 'string' }, 'poll-ms': { type: 'string' } } });
+  const settleS = Number(values['settle-s']);
+  if (!Number.isFinite(settleS) || settleS < 0 || settleS > 120) throw new Error(`--settle-s: seconds from 0 to 120 (got ${values['settle-s']})`);
+  const temporal = await testTemporal();
+  const node = uniqueNode('bench-rss');
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-bench-rss-'));
+  const manifestPath = join(dir, 'serves.toml');
+  writeFileSync(manifestPath, renderManifest(node, [{ role: 'bench', capacity_mib: 32607, reserve_mib: 4608 }], SERVES));
+  const smiState = join(dir, 'nvidia-smi.json');
+  const state: FakeNvidiaSmiState = {
+    gpus: [{ index: 0, uuid: 'GPU-00000000-0000-0000-0000-000000000000', name: 'NVIDIA GeForce RTX 5090', totalMib: 32607, baseUsedMib: 1200 }],
+  };
+  writeFileSync(smiState, JSON.stringify(state));
+
+  const worker = spawn(process.execPath, [GPURES, 'worker', '--manifest', manifestPath, '--gpus', 'off'], {
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: temporal.address,
+      GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
+      FAKE_NVIDIA_SMI_STATE: smiState,
+      GPURES_METRICS_ADDR: '127.0.0.1:0',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const pid = worker.pid;
+  if (pid === undefined) throw new Error('the worker did not start');
+  let said = '';
+  worker.stderr.setEncoding('utf8');
+  worker.stderr.on('data', (d: string) => (said += d));
+  const samples: number[] = [];
+  const sampler = setInterval(() => {
+    try {
+      samples.push(rssMib(pid));
+    } catch {
+      // exited
+    }
+  }, 100);
+  const mark = () => samples.length;
+  const peak = (from: number, to = samples.length) => Math.max(...samples.slice(from, to));
+  try {
+    for (let i = 0; !/worker for node/.test(said); i++) {
+      if (i > 600 || worker.exitCode !== null) throw new Error(`the worker did not start: ${said.slice(-500)}`);
+      await sleep(100);
+    }
+    await sleep(settleS * 1000);
+    const idle = rssMib(pid);
+    const stormFrom = mark();
+    const client = temporal.client;
+    const ups = await Promise.all(SERVES.map((s) => serveUp(client, node, s.name)));
+    const downs = await Promise.all(SERVES.map((s) => serveDown(client, node, s.name)));
+    const failed = [...ups, ...downs].filter((o) => !o.ok);
+    if (failed.length) throw new Error(`${failed.length} of 30 operations failed: ${failed.map((f) => f.message).join('; ')}`);
+    const stormPeak = peak(stormFrom);
+    await sleep(settleS * 1000);
+    const after = rssMib(pid);
+    console.log(`worker RSS (gpures worker, a process: Docker runtime, nvidia-smi stream, /metrics), ${SERVES.length} serves`);
+    console.log(
+      `  idle ${idle.toFixed(0)} MiB; through 30 operations at once (15 up, then 15 down) peak ${stormPeak.toFixed(0)} MiB; ${settleS} s after ${after.toFixed(0)} MiB`,
+    );
+    console.log(targetLine('RSS idle', idle, '<=', TARGETS.workerRssMib, ' MiB'));
+    console.log(targetLine('RSS after the storm', after, '<=', TARGETS.workerRssMib, ' MiB'));
+  } finally {
+    clearInterval(sampler);
+    worker.kill('SIGTERM');
+    await new Promise((r) => worker.once('exit', r));
+    await temporal.close();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+    process.exit(1);
+  },
+);
