@@ -108,12 +108,6 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
       firstFailure,
     };
   } finally {
-    if (process.env['BENCH_DUMP']) {
-      const h = await temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role)).fetchHistory();
-      const counts = new Map<string, number>();
-      for (const e of h.events ?? []) counts.set(String(e.eventType), (counts.get(String(e.eventType)) ?? 0) + 1);
-      console.log(JSON.stringify([...counts]));
-    }
     await worker.stop();
   }
 }

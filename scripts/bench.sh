@@ -6,6 +6,7 @@
 # router must acquire the serve first, and what the router adds when it is up; then bench/sleep.ts:
 # eviction and restore by vLLM's sleep mode against by stop and cold start; then bench/cli.ts: the
 # CLI's start-up against a bare node start, and `gpures ledger` on the simulated box; then
+# bench/ledger-callers.ts: one ledger under 50 open-loop callers offering 250 decisions/s;
 # bench/audit-replay.ts: recorded histories replayed per second; then bench/worker-rss.ts: a
 # worker process's resident memory idle and after a storm. Each prints issue 15's targets. Extra arguments go to each (e.g. npm run bench -- --runs 11);
 # both take --runs N and --poll-ms MS.
@@ -19,7 +20,7 @@ bash scripts/setup.sh --test
 
 export_test_env
 
-for bench in bring-up eviction router-on-demand sleep cli audit-replay worker-rss; do
+for bench in bring-up eviction router-on-demand sleep cli ledger-callers audit-replay worker-rss; do
   if [[ ! -f "dist/bench/$bench.js" ]]; then
     die "dist/bench/$bench.js does not exist: bench/ was not compiled"
   fi
@@ -39,6 +40,9 @@ node --enable-source-maps dist/bench/sleep.js "$@"
 echo
 log "bench: node dist/bench/cli.js $*"
 node --enable-source-maps dist/bench/cli.js "$@"
+echo
+log "bench: node dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250"
+node --enable-source-maps dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250
 echo
 log "bench: node dist/bench/audit-replay.js $*"
 node --enable-source-maps dist/bench/audit-replay.js "$@"
