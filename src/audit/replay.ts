@@ -119,6 +119,36 @@ function outcomeOf(file: string, workflowId: string, history: HistoryJson, error
   return { ...base, ok: false, errorName: error.name, error: coreMessage(error.message), ...(event ? { event } : {}) };
 }
 
+/**
+ * Replays each history, in lanes side by side (default the machine's cores, at most 4): a replayer
+ * takes one history at a time, and lanes of them keep the SDK core's threads busy. Returns each
+ * history's error (undefined when it replayed), in the order given.
+ */
+export async function replayInLanes(
+  histories: { workflowId: string; history: HistoryJson }[],
+  code: { workflowsPath: string } | { workflowBundle: WorkflowBundleWithSourceMap },
+  lanesAsked?: number,
+): Promise<(Error | undefined)[]> {
+  const errors: (Error | undefined)[] = new Array<Error | undefined>(histories.length);
+  const lanes = Math.max(1, Math.min(lanesAsked ?? availableParallelism(), MAX_REPLAY_LANES, histories.length));
+  await Promise.all(
+    Array.from({ length: lanes }, async (_, k) => {
+      const mine = histories.map((h, i) => ({ ...h, i })).filter(({ i }) => i % lanes === k);
+      // Histories go in one at a time and come out in the same order: pair them by position.
+      let n = 0;
+      const replay = Worker.runReplayHistories(
+        { ...code, replayName: `gpures-audit-${k}`, sinks: UNCOUNTED_SINKS },
+        mine.map((h) => ({ workflowId: h.workflowId, history: historyProto(h.history) })),
+      );
+      for await (const r of replay) {
+        const h = mine[n++];
+        if (h) errors[h.i] = r.error;
+      }
+    }),
+  );
+  return errors;
+}
+
 /** Replays every history in `paths` (files, or directories of `*.json`), one outcome per file, in order. */
 export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = {}): Promise<ReplayOutcome[]> {
   const files = historyFiles(paths);
@@ -135,28 +165,16 @@ export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = 
       };
     }
   });
-  const toReplay = loaded.filter((l) => l.history);
+  const toReplay = loaded.filter((l): l is typeof l & { history: HistoryJson } => l.history !== undefined);
   const results = new Map<string, ReplayOutcome>();
   if (toReplay.length) {
     const bundleOpt = opts.workflowsPath ? { workflowsPath: opts.workflowsPath } : { workflowBundle: opts.workflowBundle ?? (await currentWorkflowBundle()) };
-    // A replayer takes one history at a time: lanes of them side by side keep the SDK core's threads busy.
-    const lanes = Math.max(1, Math.min(opts.lanes ?? availableParallelism(), MAX_REPLAY_LANES, toReplay.length));
-    const shards = Array.from({ length: lanes }, (_, k) => toReplay.filter((_, i) => i % lanes === k));
-    await Promise.all(
-      shards.map(async (shard, k) => {
-        // Histories go in one at a time and come out in the same order: pair them by position.
-        let i = 0;
-        const replay = Worker.runReplayHistories(
-          { ...bundleOpt, replayName: `gpures-audit-${k}`, sinks: UNCOUNTED_SINKS },
-          shard.map((l) => ({ workflowId: l.workflowId, history: historyProto(l.history as HistoryJson) })),
-        );
-        for await (const r of replay) {
-          const l = shard[i++];
-          if (!l?.history) break;
-          results.set(l.file, outcomeOf(l.file, l.workflowId, l.history, r.error));
-        }
-      }),
+    const errors = await replayInLanes(
+      toReplay.map((l) => ({ workflowId: l.workflowId, history: l.history })),
+      bundleOpt,
+      opts.lanes,
     );
+    toReplay.forEach((l, i) => results.set(l.file, outcomeOf(l.file, l.workflowId, l.history, errors[i])));
   }
   return loaded.map(
     (l) =>
