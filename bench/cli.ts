@@ -39,7 +39,7 @@ async function ledgerOnSimBox(runs: number): Promise<number[]> {
     [{ role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 }],
     [
       { name: 'fast', vram_mib: 14336 },
-      { name: 'vision', vram_mib: 12288, class: 'evictable' },
+      { name: 'vision', vram_mib: 12288, class: 'evictable', router_tier: 'vision-local' },
     ],
   );
   try {

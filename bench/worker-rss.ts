@@ -5,7 +5,8 @@
 // nvidia-smi read as a stream, /metrics on) for a node of 15 small fake-vLLM serves. Its VmRSS
 // (from /proc) is sampled every 100 ms: idle once it has started (after --settle-s), through a
 // storm of 30 operations sent at once (15 `serves up`, then 15 `serves down`), and idle again
-// after it. Prints idle, peak and after, against the target.
+// after it. Prints idle, peak and after, against the target: once as started plainly, once with
+// the young generation the README advises for a worker (NODE_OPTIONS=--max-semi-space-size=1).
 //
 //   node dist/bench/worker-rss.js [--settle-s S]           (scripts/bench.sh sets the env up)
 import { spawn } from 'node:child_process';
@@ -32,11 +33,22 @@ function rssMib(pid: number): number {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** What the README advises a worker's NODE_OPTIONS: a young generation of 1 MiB semi-spaces. */
+const ADVISED_NODE_OPTIONS = '--max-semi-space-size=1';
+
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { 'settle-s': { type: 'string', default: '5' }, runs: { type: 'string' }, 'poll-ms': { type: 'string' } } });
   const settleS = Number(values['settle-s']);
   if (!Number.isFinite(settleS) || settleS < 0 || settleS > 120) throw new Error(`--settle-s: seconds from 0 to 120 (got ${values['settle-s']})`);
   const temporal = await testTemporal();
+  try {
+    for (const nodeOptions of ['', ADVISED_NODE_OPTIONS]) await storm(temporal, settleS, nodeOptions);
+  } finally {
+    await temporal.close();
+  }
+}
+
+async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS: number, nodeOptions: string): Promise<void> {
   const node = uniqueNode('bench-rss');
   const dir = mkdtempSync(join(tmpdir(), 'gpures-bench-rss-'));
   const manifestPath = join(dir, 'serves.toml');
@@ -54,6 +66,7 @@ async function main(): Promise<void> {
       GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
       FAKE_NVIDIA_SMI_STATE: smiState,
       GPURES_METRICS_ADDR: '127.0.0.1:0',
+      NODE_OPTIONS: nodeOptions,
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -88,7 +101,9 @@ async function main(): Promise<void> {
     const stormPeak = peak(stormFrom);
     await sleep(settleS * 1000);
     const after = rssMib(pid);
-    console.log(`worker RSS (gpures worker, a process: Docker runtime, nvidia-smi stream, /metrics), ${SERVES.length} serves`);
+    console.log(
+      `worker RSS (gpures worker, a process: Docker runtime, nvidia-smi stream, /metrics), ${SERVES.length} serves, NODE_OPTIONS=${nodeOptions || '(none)'}`,
+    );
     console.log(
       `  idle ${idle.toFixed(0)} MiB; through 30 operations at once (15 up, then 15 down) peak ${stormPeak.toFixed(0)} MiB; ${settleS} s after ${after.toFixed(0)} MiB`,
     );
@@ -98,7 +113,6 @@ async function main(): Promise<void> {
     clearInterval(sampler);
     worker.kill('SIGTERM');
     await new Promise((r) => worker.once('exit', r));
-    await temporal.close();
   }
 }
 
