@@ -262,7 +262,9 @@ async function main(): Promise<void> {
   const wfDown = median(wf.map((s) => s.downMs));
   const plainDown = median(plain.map((s) => s.downMs));
   out(`bring-down median: workflow ${fmt(wfDown)} ms, plain dockerode ${fmt(plainDown)} ms, ratio ${(wfDown / plainDown).toFixed(2)}`);
-  out(targetLine('bring-up ratio', wfUp / plainUp, '<=', TARGETS.bringRatio));
+  // With the poll sleeps out: at a long poll the plain script's second probe waits a whole interval
+  // the workflow's later first probe does not, and the raw ratio then flatters the workflow.
+  out(targetLine('bring-up ratio, poll sleeps taken out', wfActive / plainActive, '<=', TARGETS.bringRatio));
   out(targetLine('bring-down ratio', wfDown / plainDown, '<=', TARGETS.bringRatio));
 }
 
