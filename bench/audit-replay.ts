@@ -16,17 +16,11 @@ import { historyFiles, readHistoryFile } from '../src/audit/history';
 import { historyIdentity } from '../src/audit/events';
 import { currentWorkflowBundle, quietReplayRuntime, replayInLanes } from '../src/audit/replay';
 import { prebuiltBundle } from '../src/worker/prebuilt-bundle';
-import { TARGETS, targetLine } from './target';
+import { median, targetLine, TARGETS } from './target';
 
 const run = promisify(execFile);
 const ROOT = join(__dirname, '..', '..');
 const HISTORIES = join(ROOT, 'test', 'histories');
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
-}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({

@@ -22,7 +22,7 @@ import { workflowIds } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
-import { TARGETS, targetLine } from './target';
+import { median, targetLine, TARGETS } from './target';
 
 const SERVE = 'bench';
 
@@ -34,12 +34,6 @@ interface Sample {
   sleptMs: number;
   /** Where the bring-up time went, phase -> ms. */
   phases: Record<string, number>;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

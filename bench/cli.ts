@@ -13,18 +13,12 @@ import { parseArgs } from 'node:util';
 import { serveUp } from '../src/client/operations';
 import { FAKE_NVIDIA_SMI } from '../src/sim/box';
 import { startSimTestBox } from '../test/support/sim';
-import { TARGETS, targetLine } from './target';
+import { median, targetLine, TARGETS } from './target';
 
 const run = promisify(execFile);
 const ROOT = join(__dirname, '..', '..');
 const GPURES = join(ROOT, 'bin', 'gpures');
 const EXAMPLE = join(ROOT, 'examples', 'primary-node', 'serves.toml');
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
-}
 
 async function timed(file: string, args: string[], env?: NodeJS.ProcessEnv): Promise<number> {
   const t0 = performance.now();

@@ -35,7 +35,7 @@ import { createGpuresWorker, fileManifest } from '../src/worker/worker';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import type { TestServe } from '../test/support/box';
 import { testTemporal, workflowBundle } from '../test/support/temporal';
-import { TARGETS, targetLine } from './target';
+import { median, targetLine, TARGETS } from './target';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -67,12 +67,6 @@ interface Sample {
   byType: Map<string, number>;
   inFlightAtQuiesce: number;
   statuses: number[];
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -16,6 +16,7 @@ import { runWallMs, serveAcquire, serveDown, serveUp } from '../src/client/opera
 import { PHI3_VISION_A100 } from '../src/sim/sleep-mode';
 import type { TestServe } from '../test/support/box';
 import { startSimTestBox } from '../test/support/sim';
+import { median } from './target';
 
 const PUBLISHED = PHI3_VISION_A100;
 
@@ -23,12 +24,6 @@ interface Sample {
   evictionMs: number;
   restoreMs: number;
   restoredBy: string;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
 }
 
 function ok<T extends { message: string }>(o: { ok: true; result: T } | { ok: false; message: string }, what: string): T {

@@ -1,4 +1,5 @@
-// Issue 15's targets, and the line each benchmark prints for one: the figure, its target, met or not.
+// Issue 15's targets, and the line each benchmark prints for one: the figure, its target, met or
+// not; and the median every benchmark reports its runs by.
 
 export const TARGETS = {
   /** Bring-up and bring-down as a workflow, against the same calls in a plain script. */
@@ -23,4 +24,11 @@ export function targetLine(figure: string, value: number, op: '<=' | '>=', targe
   const met = op === '<=' ? value <= target : value >= target;
   const digits = Math.abs(value) < 10 ? 2 : 0;
   return `  target: ${figure} ${value.toFixed(digits)}${unit} ${op} ${target}${unit}: ${met ? 'met' : 'NOT met'}`;
+}
+
+/** The median of the runs (the mean of the middle two for an even count); NaN for none. */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
 }

@@ -129,6 +129,18 @@ function closeOf(t: string, a: Obj, at: string | undefined): Close | undefined {
   }
 }
 
+/** The patch ids a marker that is not a local activity's records (a core_patch marker, or an older form). */
+function patchesOf(a: Obj): string[] {
+  const details = obj(a['details']) ?? {};
+  const ids = Object.values(details)
+    .flatMap((p) => decodePayloads(p))
+    .flatMap((d) => {
+      const pid = str(obj(d)?.['patchId']) ?? str(obj(d)?.['id']) ?? str(obj(d)?.['patch_id']);
+      return pid ? [`${pid}${obj(d)?.['deprecated'] ? ' (deprecated)' : ''}`] : [];
+    });
+  return !Object.keys(details).length && str(a['markerName']) ? [...ids, txt(a['markerName'])] : ids;
+}
+
 export function collect(h: HistoryJson, fallbackId?: string): Collected {
   const id = historyIdentity(h, fallbackId);
   const events = h.events;
@@ -194,12 +206,7 @@ export function collect(h: HistoryJson, fallbackId?: string): Collected {
         // A local activity (src/workflows/proxies.ts): scheduled, run and closed within one workflow task.
         const local = localActivityOf(e);
         if (!local) {
-          const details = obj(a['details']) ?? {};
-          for (const d of Object.values(details).flatMap((p) => decodePayloads(p))) {
-            const pid = str(obj(d)?.['patchId']) ?? str(obj(d)?.['id']) ?? str(obj(d)?.['patch_id']);
-            if (pid) patches.push(`${pid}${obj(d)?.['deprecated'] ? ' (deprecated)' : ''}`);
-          }
-          if (!Object.keys(details).length && str(a['markerName'])) patches.push(txt(a['markerName']));
+          patches.push(...patchesOf(a));
           break;
         }
         const failure = local.failure ? failureOf(local.failure) : undefined;
