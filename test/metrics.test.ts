@@ -326,4 +326,21 @@ describe('/metrics of the worker, the router and the acquisition API during an e
     const l = await gaugesMatchLedger();
     assert.equal(l.committedMib, 0, 'the cancelled bring-up gave back its MiB');
   });
+  test('gpures ledger is answered by the worker process at /v1/ledger beside /metrics, as its own read through Temporal', async () => {
+    const answer = await fetch(workerMetrics.replace(/\/metrics$/, '/v1/ledger'));
+    assert.equal(answer.status, 200);
+    const body = (await answer.json()) as { node: string; ledgers: { reservations: { serve: string }[] }[] };
+    assert.equal(body.node, node);
+    const viaWorker = await gpures(['ledger', '--json', '--manifest', manifest], box.workerEnv);
+    const viaTemporal = await gpures(['ledger', '--json', '--manifest', manifest], { ...box.workerEnv, GPURES_METRICS_ADDR: 'off' });
+    assert.equal(viaWorker.code, 0, show(viaWorker));
+    assert.doesNotMatch(viaWorker.stderr, /was not asked/);
+    const serves = (out: string) =>
+      (JSON.parse(out) as LedgerJson[]).map((l) => ({ committedMib: l.committedMib, serves: l.reservations.map((r) => r.serve) }));
+    assert.deepEqual(serves(viaWorker.stdout), serves(viaTemporal.stdout));
+    assert.deepEqual(
+      body.ledgers.map((l) => l.reservations.map((r) => r.serve)),
+      serves(viaTemporal.stdout).map((l) => l.serves),
+    );
+  });
 });

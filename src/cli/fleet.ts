@@ -3,33 +3,13 @@
 // a heading of its own, and a node whose worker does not answer printed as unanswered after the
 // others, within NODE_ANSWER_MS, the command then exiting 4.
 import type { Client } from '@temporalio/client';
-import { NAME_PATTERN, NAME_RULE } from '../domain/bounds';
 import type { LeaseView } from '../domain/lease';
 import { NODE_ANSWER_MS, taskQueueFor } from '../shared/messages';
 import { ledgerNodes, readNodeLedgers } from '../client/fleet';
 import type { NodeLedgers } from '../client/fleet';
 import { nodeLeases } from '../client/lease';
-import { CliError, EXIT } from './exit-codes';
 import { workflowPollers } from '../client/node-ledgers';
-
-export interface FleetOpts {
-  all?: boolean;
-  node?: string;
-  manifest?: string;
-}
-
-/** The node asked for (`--node`), every node (`--all`: null), or undefined: this node, from its manifest. */
-export function fleetTarget(opts: FleetOpts): string | null | undefined {
-  if (opts.all && opts.node !== undefined) throw new CliError('give --all or --node NAME, not both', EXIT.badInput);
-  if (!opts.all && opts.node === undefined) return undefined;
-  if (opts.manifest !== undefined) {
-    throw new CliError('--manifest reads this node from its manifest; --all and --node read nodes from Temporal: give one of them', EXIT.badInput);
-  }
-  if (opts.node !== undefined && !NAME_PATTERN.test(opts.node)) {
-    throw new CliError(`--node: a node name of ${NAME_RULE}, as in the manifest's node.name (got '${opts.node}')`, EXIT.badInput);
-  }
-  return opts.node ?? null;
-}
+import { CliError, EXIT } from './exit-codes';
 
 /** leasesPartial: a lease query (or their list) did not answer within NODE_ANSWER_MS, so a serve's lease may be missing. */
 export type FleetNode = NodeLedgers & { taskQueue: string; leases: Map<string, LeaseView>; leasesPartial: boolean };

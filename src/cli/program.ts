@@ -7,7 +7,7 @@ import { DEFAULT_ROUTER } from '../domain/promotion';
 import type { CommandContext, Rendered } from './command';
 import { DEFAULT_MANIFEST } from '../domain/manifest';
 import type { ServeOpts } from './serve-operations';
-import type { FleetOpts } from './fleet';
+import type { FleetOpts } from './fleet-target';
 import { NODE_ANSWER_MS } from '../shared/node-answer';
 import type { ReportOpts } from './commands/audit-report';
 import type { DemoOpts } from './commands/demo';

@@ -9,7 +9,7 @@ import type { CommandContext, Rendered } from './command';
 import { operationsExit } from './exit-codes';
 import { checkServes, gpuRolesOf, loadManifest, manifestPath } from './manifest';
 import { readLedgers, requireWorker, withClient } from './temporal';
-import { ledgerJson } from '../client/node-ledgers';
+import { ledgerJson } from '../client/ledger-view';
 import { watchFor } from './progress-lines';
 
 export interface ServeOpts {

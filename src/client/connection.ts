@@ -1,23 +1,12 @@
 // The Temporal connection follows Temporal's own environment configuration (TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings, TEMPORAL_PROFILE and the config file), so
-// a user's existing `temporal` CLI setup works unchanged. Default: the local dev server.
-import { readFileSync } from 'node:fs';
+// a user's existing `temporal` CLI setup works unchanged (./temporal-config.ts). Default: the local dev server.
 import { connect } from 'node:net';
 import { randomUUID } from 'node:crypto';
-import { homedir, hostname } from 'node:os';
-import { join } from 'node:path';
+import { hostname } from 'node:os';
 import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import type { ConnectionOptions } from '@temporalio/client';
-import { loadClientConnectConfig } from '@temporalio/envconfig';
-import type { ClientConnectConfig } from '@temporalio/envconfig';
-import { parse as parseToml } from 'smol-toml';
-
-const DEFAULT_ADDRESS = '127.0.0.1:7233';
-
-/** The environment configuration cannot be used: a bad input of the operator's, named by its file. */
-export class TemporalConfigError extends Error {
-  override readonly name = 'TemporalConfigError';
-}
+import { DEFAULT_ADDRESS, temporalConfig } from './temporal-config';
 
 /** Temporal did not answer at the address the configuration gave. */
 export class TemporalUnreachable extends Error {
@@ -29,42 +18,6 @@ export class TemporalUnreachable extends Error {
   ) {
     super(`cannot reach Temporal at ${address} (namespace ${namespace}): ${cause.message}`);
   }
-}
-
-/** Where envconfig reads its file from: TEMPORAL_CONFIG_FILE, else the user's config dir. */
-function configFile(env: NodeJS.ProcessEnv): string {
-  return env['TEMPORAL_CONFIG_FILE'] ?? join(env['XDG_CONFIG_HOME'] ?? join(homedir(), '.config'), 'temporalio', 'temporal.toml');
-}
-
-/** Whether the file is TOML without any [profile.*] table (empty, say); false when it cannot be read or parsed. */
-function profileless(file: string): boolean {
-  try {
-    return (parseToml(readFileSync(file, 'utf8')) as { profile?: unknown }).profile === undefined;
-  } catch {
-    return false;
-  }
-}
-
-export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConnectConfig {
-  let config: ClientConnectConfig;
-  try {
-    config = loadClientConnectConfig();
-  } catch (err) {
-    const file = configFile(env);
-    const profile = env['TEMPORAL_PROFILE'];
-    // envconfig fails with a TypeError on a file without any profile table. Such a file
-    // configures nothing, as one without the profile asked for does, unless a profile was named.
-    if (err instanceof TypeError && profileless(file)) {
-      if (profile && profile !== 'default') {
-        throw new TemporalConfigError(`${file}: no [profile.${profile}] (TEMPORAL_PROFILE): the file has no profile table at all`);
-      }
-      config = loadClientConnectConfig({ disableFile: true });
-    } else {
-      throw new TemporalConfigError(`${file}: Temporal's environment configuration cannot be used: ${(err as Error).message}`);
-    }
-  }
-  config.connectionOptions.address ??= DEFAULT_ADDRESS;
-  return config;
 }
 
 /** Nothing listening is known within this; the gRPC connect would retry a refused port until its deadline. */

@@ -1,16 +1,14 @@
 // What `gpures ledger --json` prints for this node, and the ledger page shows: each GPU's ledger
 // with its totals, the leases its serves hold, and beside it what nvidia-smi sees on this box.
 // One reading for both, so the page's figures are the CLI's.
-import type { Client } from '@temporalio/client';
+import { totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import { leaseText } from '../domain/lease';
 import type { LeaseView } from '../domain/lease';
 import { physicalTruth } from '../domain/physical';
 import type { PhysicalTruth } from '../domain/physical';
-import type { Manifest } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
-import { runningLeases } from './lease';
-import { ledgerJson } from './node-ledgers';
+import type { GpuProbe } from '../adapters/gpu/port';
 
 export interface HeldLease extends LeaseView {
   /** `lease: 1h59m left`, `idle lease: 4m12s left (ttl 5m)`. */
@@ -35,14 +33,19 @@ export function leasesOn(l: LedgerState, held: ReadonlyMap<string, HeldLease>): 
 
 export type DeviceReadings = { ok: true; gpus: GpuReading[] } | { ok: false; error: string };
 
-/** nvidia-smi on this box, if it has one: the ledger is shown either way. */
-export async function readDevices(binary: string, timeoutMs?: number): Promise<DeviceReadings> {
-  const { NvidiaSmi } = await import('../adapters/gpu/nvidia-smi');
+/** What a GPU probe reads, or why it read nothing: the ledger is shown either way. */
+export async function devicesOf(probe: Pick<GpuProbe, 'readGpus'>): Promise<DeviceReadings> {
   try {
-    return { ok: true, gpus: await new NvidiaSmi({ binary, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }).readGpus() };
+    return { ok: true, gpus: await probe.readGpus() };
   } catch (err) {
     return { ok: false, error: `not available (${(err as Error).message})` };
   }
+}
+
+/** nvidia-smi on this box, if it has one, by a process of its own. */
+export async function readDevices(binary: string, timeoutMs?: number): Promise<DeviceReadings> {
+  const { NvidiaSmi } = await import('../adapters/gpu/nvidia-smi');
+  return devicesOf(new NvidiaSmi({ binary, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }));
 }
 
 export interface LedgerRow {
@@ -57,21 +60,6 @@ export interface LocalLedger {
   nvidiaSmiError?: string;
 }
 
-/**
- * This node's ledgers as `readLedgers` reads them (the CLI's turns a missing worker into exit 4),
- * with their leases and nvidia-smi's reading of each GPU.
- */
-export async function readLocalLedger(
-  client: Client,
-  manifest: Manifest,
-  nvidiaSmi: string,
-  readLedgers: (client: Client, manifest: Manifest) => Promise<LedgerState[]>,
-): Promise<LocalLedger> {
-  // nvidia-smi's spawn (100–300 ms) runs beside the Temporal reads rather than after them.
-  const [ledgers, leases, devices] = await Promise.all([readLedgers(client, manifest), runningLeases(client, manifest.node), readDevices(nvidiaSmi)]);
-  return localLedger(ledgers, leases, devices, Date.now());
-}
-
 /** The rows, from the ledgers, the leases and nvidia-smi's readings however they were read. */
 export function localLedger(ledgers: readonly LedgerState[], leases: ReadonlyMap<string, LeaseView>, readings: DeviceReadings, nowMs: number): LocalLedger {
   const held = heldLeases(ledgers, leases, nowMs);
@@ -80,6 +68,11 @@ export function localLedger(ledgers: readonly LedgerState[], leases: ReadonlyMap
     return { ledger, held, ...(reading ? { physical: physicalTruth(ledger, reading) } : {}) };
   });
   return { rows, ...(readings.ok ? {} : { nvidiaSmiError: readings.error }) };
+}
+
+/** A ledger as --json prints it: its reservations with the totals a person reads in its text. */
+export function ledgerJson(l: LedgerState) {
+  return { ...l, ...totals(l) };
 }
 
 /** A row as `gpures ledger --json` prints it. */

@@ -3,7 +3,6 @@
 import { ServiceError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { taskQueueFor } from '../shared/messages';
@@ -88,9 +87,4 @@ async function ledgerOrUnanswered<T>(node: string, read: Promise<T>): Promise<T>
     }
     throw err;
   }
-}
-
-/** A ledger as --json prints it: its reservations with the totals a person reads in its text. */
-export function ledgerJson(l: LedgerState) {
-  return { ...l, ...totals(l) };
 }

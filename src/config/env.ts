@@ -247,6 +247,11 @@ export interface CliEnv {
   nvidiaSmi: string;
   /** GPURES_TEMPORAL_UI_URL: the Temporal UI the ledger page links into (default http://127.0.0.1:8233, the dev server's). */
   temporalUiUrl: string;
+  /**
+   * GPURES_METRICS_ADDR, as the node's worker reads it: where `gpures ledger` asks that worker
+   * first (its /v1/ledger beside /metrics); 'off' asks Temporal only.
+   */
+  workerEndpoint: MetricsAddr | 'off';
 }
 
 export function cliEnv(env: Env): CliEnv {
@@ -258,6 +263,7 @@ export function cliEnv(env: Env): CliEnv {
     apiToken: read(env, 'GPURES_API_TOKEN', raw) ?? '',
     nvidiaSmi: read(env, 'GPURES_NVIDIA_SMI', raw) ?? 'nvidia-smi',
     temporalUiUrl: read(env, 'GPURES_TEMPORAL_UI_URL', httpBase) ?? DEFAULT_TEMPORAL_UI_URL,
+    workerEndpoint: read(env, 'GPURES_METRICS_ADDR', metricsAddr) ?? DEFAULT_METRICS_ADDR,
   };
 }
 

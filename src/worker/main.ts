@@ -4,7 +4,8 @@ import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { clientIdentity, temporalConfig, temporalInterceptors } from '../client/connection';
+import { clientIdentity, temporalInterceptors } from '../client/connection';
+import { temporalConfig } from '../client/temporal-config';
 import type { Env, MetricsAddr } from '../config/env';
 import { DEFAULT_METRICS_ADDR, workerEnv } from '../config/env';
 import { freePort } from '../dev/dev-server';
@@ -23,6 +24,8 @@ import { denialsAsInfo } from './log';
 import { WorkerMetrics } from './metrics';
 import { startMetricsServer } from './metrics-server';
 import type { MetricsServer } from './metrics-server';
+import { workerLedgerRead } from './ledger-endpoint';
+import type { LedgerRead } from './ledger-endpoint';
 
 export interface WorkerRunOptions {
   manifestPath: string;
@@ -88,10 +91,15 @@ async function installRuntime(exportCore: boolean): Promise<string | undefined> 
  * default port is a warning, the worker runs without it; an address asked for that cannot be
  * bound fails the start.
  */
-async function serveMetrics(asked: MetricsAddr | undefined, metrics: WorkerMetrics, coreUrl: string | undefined): Promise<MetricsServer | undefined> {
+async function serveMetrics(
+  asked: MetricsAddr | undefined,
+  metrics: WorkerMetrics,
+  coreUrl: string | undefined,
+  ledger: LedgerRead,
+): Promise<MetricsServer | undefined> {
   const addr = asked ?? DEFAULT_METRICS_ADDR;
   try {
-    return await startMetricsServer({ host: addr.host, port: addr.port, metrics, ...(coreUrl ? { coreUrl } : {}) });
+    return await startMetricsServer({ host: addr.host, port: addr.port, metrics, ledger, ...(coreUrl ? { coreUrl } : {}) });
   } catch (err) {
     const why = `cannot listen for /metrics on ${httpUrl(addr.host, addr.port)}: ${(err as Error).message}`;
     if (asked) throw new Error(`${why} (--metrics or GPURES_METRICS_ADDR)`);
@@ -108,20 +116,24 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   const asked = opts.metrics ?? workerEnv(env).metrics;
   const coreUrl = await installRuntime(asked !== 'off');
   const metrics = new WorkerMetrics({ processMetrics: true });
-  // Everything opened is closed however the start fails: a refused connect must not leave /metrics bound.
+  // Everything opened is closed however the start fails: an address that cannot be bound must not leave the connections open.
   let metricsServer: MetricsServer | undefined;
   let nativeConnection: NativeConnection | undefined;
   let connection: Connection | undefined;
   try {
-    metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl);
     nativeConnection = await NativeConnection.connect(config.connectionOptions);
     connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
+    const client = new Client({ connection, namespace, identity: clientIdentity('worker') });
+    const manifest = fileManifest(opts.manifestPath);
+    const temporal = { address: config.connectionOptions.address ?? '', namespace };
+    const ledger = workerLedgerRead({ client, temporal, node: opts.node, manifest, gpu: adapters.gpu });
+    metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl, ledger);
     const worker = await createGpuresWorker({
       connection: nativeConnection,
-      client: new Client({ connection, namespace, identity: clientIdentity('worker') }),
+      client,
       namespace,
       node: opts.node,
-      manifest: fileManifest(opts.manifestPath),
+      manifest,
       runtime: opts.runtime ?? new DockerRuntime(new Docker(), { gpus: opts.gpus }),
       router: adapters.router,
       gpu: adapters.gpu,

@@ -1,4 +1,5 @@
-// The worker's one /metrics: its domain metrics (metrics.ts) followed by the Temporal SDK's own
+// The worker's loopback endpoint. GET /v1/ledger answers `gpures ledger` on this box
+// (./ledger-endpoint.ts). GET /metrics: its domain metrics (metrics.ts) followed by the Temporal SDK's own
 // (task slots, poll and schedule-to-start latencies, sticky cache...), which the SDK's core
 // exports on an internal loopback port of its own; scrapes fetch that text and append it, one
 // fetch at a time and its text kept for the domain reading's cacheMs: /metrics needs no token, so
@@ -9,6 +10,9 @@ import type { AddressInfo } from 'node:net';
 import { httpUrl } from '../domain/serve';
 import { singleFlight } from '../shared/single-flight';
 import type { WorkerMetrics } from './metrics';
+import { answerLedger } from './ledger-endpoint';
+import type { LedgerRead } from './ledger-endpoint';
+import { WORKER_LEDGER_PATH } from '../client/worker-ledger';
 
 export interface MetricsServerOptions {
   host: string;
@@ -19,6 +23,8 @@ export interface MetricsServerOptions {
   coreUrl?: string;
   /** Bound on the core's answer. Default 2000 ms. */
   coreTimeoutMs?: number;
+  /** The node's ledger read, served at /v1/ledger; without it only /metrics. */
+  ledger?: LedgerRead;
 }
 
 export interface MetricsServer {
@@ -44,8 +50,10 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   const core = singleFlight(() => coreText(opts.coreUrl, timeoutMs), opts.metrics.cacheMs);
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
+    const { ledger } = opts;
+    if (req.method === 'GET' && path === WORKER_LEDGER_PATH && ledger) return answerLedger(req, res, ledger);
     if (req.method !== 'GET' || path !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('only GET /metrics here\n');
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end(`only GET /metrics${ledger ? ` and GET ${WORKER_LEDGER_PATH}` : ''} here\n`);
       return;
     }
     Promise.all([opts.metrics.text(), core()]).then(

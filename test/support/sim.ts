@@ -1,5 +1,6 @@
 // A simulated box for workflow tests: sim serves, the reference router, the fake nvidia-smi,
-// and a worker on the real dev server wired to them.
+// and a worker on the real dev server wired to them, with the worker's loopback endpoint
+// (/metrics and /v1/ledger) on a port of its own, as `gpures worker` serves it.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +15,11 @@ import type { TestTemporal } from './temporal';
 import { startTestWorker } from './worker';
 import type { LedgerState } from '../../src/domain/ledger';
 import { physicalTruth } from '../../src/domain/physical';
+import { startMetricsServer } from '../../src/worker/metrics-server';
+import { WorkerMetrics } from '../../src/worker/metrics';
+import { workerLedgerRead } from '../../src/worker/ledger-endpoint';
+import type { LedgerRead } from '../../src/worker/ledger-endpoint';
+import { fileManifest } from '../../src/worker/worker';
 
 export const ROUTER_TOKEN = 'test-router-token';
 
@@ -25,6 +31,10 @@ export interface SimTestBox {
   box: SimBox;
   temporal: TestTemporal;
   worker: Worker;
+  /** The worker's loopback endpoint, as GPURES_METRICS_ADDR names it (HOST:PORT). */
+  endpointAddr: string;
+  /** How many times the endpoint read the ledger for a caller. */
+  ledgerReads(): number;
   /** POST a chat completion for `preset` through the router. */
   routed(preset: string, body?: Record<string, unknown>): Promise<{ status: number; body: unknown; finishedAt: number }>;
   close(): Promise<void>;
@@ -48,6 +58,19 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     gpu: box.gpu,
     pollIntervalMs: 100,
   });
+  const read = workerLedgerRead({
+    client: temporal.client,
+    temporal: { address: temporal.address, namespace: 'default' },
+    node,
+    manifest: fileManifest(manifestPath),
+    gpu: box.gpu,
+  });
+  let reads = 0;
+  const counted: LedgerRead = () => {
+    reads++;
+    return read();
+  };
+  const endpoint = await startMetricsServer({ host: '127.0.0.1', port: 0, metrics: new WorkerMetrics(), ledger: counted });
   return {
     node,
     manifest,
@@ -56,8 +79,11 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     box,
     temporal,
     worker,
+    endpointAddr: new URL(endpoint.url).host,
+    ledgerReads: () => reads,
     routed: (preset, body) => routedChat(box.router.url, preset, body),
     async close() {
+      await endpoint.close();
       await stop();
       await box.close();
       await temporal.close();

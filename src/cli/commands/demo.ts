@@ -1,5 +1,5 @@
 // gpures demo: the field report's T013 sequence on a simulated box, through the real workflows.
-import { temporalConfig } from '../../client/connection';
+import { temporalConfig } from '../../client/temporal-config';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
 

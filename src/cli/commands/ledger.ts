@@ -1,18 +1,23 @@
 // gpures ledger: the per-GPU ledger, and beside it what nvidia-smi sees on this box, if it has one;
-// with --all every node's ledgers, with --node one node's, found from Temporal.
+// with --all every node's ledgers, with --node one node's, found from Temporal. This node's is
+// asked of its worker first (src/client/worker-ledger.ts): the Temporal client is loaded only
+// when the command reads for itself.
 import { formatPhysical } from '../../domain/physical';
+import type { Manifest } from '../../domain/types';
 import type { CommandContext, Rendered } from '../command';
 import { EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
-import { readLedgers, withClient } from '../temporal';
-import { ledgerJson } from '../../client/node-ledgers';
-import { heldLeases, leasesOn, ledgerRowJson, readLocalLedger } from '../../client/ledger-view';
+import { heldLeases, leasesOn, ledgerJson, ledgerRowJson, localLedger, readDevices } from '../../client/ledger-view';
+import type { LocalLedger } from '../../client/ledger-view';
+import { TemporalConfigError, temporalConfig } from '../../client/temporal-config';
+import { ledgerFromWorker } from '../../client/worker-ledger';
 import { withLeaseLines } from '../leases';
-import { answeredText, fleetExit, fleetTarget, readFleet, unansweredRow } from '../fleet';
-import type { FleetOpts } from '../fleet';
+import { fleetTarget } from '../fleet-target';
+import type { FleetOpts } from '../fleet-target';
 
 /** Every node's ledgers (--all) or one node's (--node), found from Temporal: no nvidia-smi, which only this box has. */
 async function fleetLedger(node: string | null, ctx: CommandContext): Promise<Rendered> {
+  const [{ withClient }, { answeredText, fleetExit, readFleet, unansweredRow }] = await Promise.all([import('../temporal'), import('../fleet')]);
   const nodes = await withClient((client) => readFleet(client, node, (line) => ctx.note(line)));
   const now = Date.now();
   const rows = nodes.map((n) => {
@@ -35,11 +40,41 @@ async function fleetLedger(node: string | null, ctx: CommandContext): Promise<Re
   return { data: { nodes: rows.map((r) => r.data) }, text: rows.flatMap((r) => r.text), exitCode: fleetExit(nodes) };
 }
 
+/** The node's worker's read, when it answers for this manifest and this Temporal; undefined otherwise. */
+async function askWorker(manifest: Manifest, ctx: CommandContext): Promise<LocalLedger | undefined> {
+  const endpoint = ctx.env.workerEndpoint;
+  // Port 0: the worker picked one, which only its start line says.
+  if (endpoint === 'off' || endpoint.port === 0) return undefined;
+  let temporal: { address: string; namespace: string };
+  try {
+    const config = temporalConfig();
+    temporal = { address: config.connectionOptions.address ?? '', namespace: config.namespace ?? 'default' };
+  } catch (err) {
+    // The command's own read says what is wrong with the configuration.
+    if (err instanceof TemporalConfigError) return undefined;
+    throw err;
+  }
+  const read = await ledgerFromWorker({ ...endpoint, manifest, temporal });
+  if (!read.ok) {
+    if (read.note) ctx.note(read.note);
+    return undefined;
+  }
+  const { ledgers, leases, devices } = read.answer;
+  return localLedger(ledgers, new Map(leases.map((l) => [l.serve, l])), devices, Date.now());
+}
+
+/** The command's own read, through Temporal and a spawn of nvidia-smi. */
+async function readForItself(manifest: Manifest, ctx: CommandContext): Promise<LocalLedger> {
+  const [{ readLedgers, withClient }, { readLocalLedger }] = await Promise.all([import('../temporal'), import('../../client/local-ledger')]);
+  const r = await withClient((client) => readLocalLedger(client, manifest, () => readDevices(ctx.env.nvidiaSmi), readLedgers));
+  return localLedger(r.ledgers, r.leases, r.devices, Date.now());
+}
+
 export async function ledger(input: FleetOpts, ctx: CommandContext): Promise<Rendered> {
   const target = fleetTarget(input);
   if (target !== undefined) return fleetLedger(target, ctx);
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
-  const { rows, nvidiaSmiError } = await withClient((client) => readLocalLedger(client, manifest, ctx.env.nvidiaSmi, readLedgers));
+  const { rows, nvidiaSmiError } = (await askWorker(manifest, ctx)) ?? (await readForItself(manifest, ctx));
   // The ledger's own lines stay exactly the field report's shape; a missing probe is a note.
   if (nvidiaSmiError) ctx.note(`nvidia-smi: ${nvidiaSmiError}`);
   return {

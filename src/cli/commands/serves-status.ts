@@ -11,8 +11,9 @@ import { loadManifest, manifestPath } from '../manifest';
 import { readLedgers, withClient } from '../temporal';
 import { heldLeases } from '../../client/ledger-view';
 import type { HeldLease } from '../../client/ledger-view';
-import { answeredText, fleetExit, fleetTarget, readFleet, unansweredRow } from '../fleet';
-import type { FleetOpts } from '../fleet';
+import { answeredText, fleetExit, readFleet, unansweredRow } from '../fleet';
+import { fleetTarget } from '../fleet-target';
+import type { FleetOpts } from '../fleet-target';
 
 /** Operations under way on the node, by serve: what `serves status` shows beside the ledger. */
 async function runningOperations(client: Client, node: string): Promise<Map<string, { workflowId: string; since: string }>> {

@@ -1,0 +1,53 @@
+// Where Temporal is, as Temporal's own environment configuration says (TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings, TEMPORAL_PROFILE and the config file). Apart
+// from the connection (./connection.ts) so that a command which only compares it, `gpures ledger`
+// read from the local worker, does not load the SDK's client.
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { loadClientConnectConfig } from '@temporalio/envconfig';
+import type { ClientConnectConfig } from '@temporalio/envconfig';
+import { parse as parseToml } from 'smol-toml';
+
+export const DEFAULT_ADDRESS = '127.0.0.1:7233';
+
+/** The environment configuration cannot be used: a bad input of the operator's, named by its file. */
+export class TemporalConfigError extends Error {
+  override readonly name = 'TemporalConfigError';
+}
+
+/** Where envconfig reads its file from: TEMPORAL_CONFIG_FILE, else the user's config dir. */
+function configFile(env: NodeJS.ProcessEnv): string {
+  return env['TEMPORAL_CONFIG_FILE'] ?? join(env['XDG_CONFIG_HOME'] ?? join(homedir(), '.config'), 'temporalio', 'temporal.toml');
+}
+
+/** Whether the file is TOML without any [profile.*] table (empty, say); false when it cannot be read or parsed. */
+function profileless(file: string): boolean {
+  try {
+    return (parseToml(readFileSync(file, 'utf8')) as { profile?: unknown }).profile === undefined;
+  } catch {
+    return false;
+  }
+}
+
+export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConnectConfig {
+  let config: ClientConnectConfig;
+  try {
+    config = loadClientConnectConfig();
+  } catch (err) {
+    const file = configFile(env);
+    const profile = env['TEMPORAL_PROFILE'];
+    // envconfig fails with a TypeError on a file without any profile table. Such a file
+    // configures nothing, as one without the profile asked for does, unless a profile was named.
+    if (err instanceof TypeError && profileless(file)) {
+      if (profile && profile !== 'default') {
+        throw new TemporalConfigError(`${file}: no [profile.${profile}] (TEMPORAL_PROFILE): the file has no profile table at all`);
+      }
+      config = loadClientConnectConfig({ disableFile: true });
+    } else {
+      throw new TemporalConfigError(`${file}: Temporal's environment configuration cannot be used: ${(err as Error).message}`);
+    }
+  }
+  config.connectionOptions.address ??= DEFAULT_ADDRESS;
+  return config;
+}
