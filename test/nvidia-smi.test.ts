@@ -285,6 +285,23 @@ describe('NvidiaSmiStream: one nvidia-smi -lms per node, read as a stream', () =
     assert.equal((await loops()).length, 0);
   });
 
+  test('a reading that may be recent (maxAgeMs) is the latest block, not the next; without it, the next', async () => {
+    writeState({ heldMib: { [UUID_A]: 100 } });
+    // A long interval: the latest block stays the one queried before the write below.
+    const s = stream(FAKE, 3000);
+    assert.equal((await s.readGpus())[0]?.usedMib, 5800, 'the spawn that starts the stream');
+    assert.equal((await s.readGpus())[0]?.usedMib, 5800, 'the first block queried after the call');
+    writeState({ heldMib: { [UUID_A]: 900 } });
+    assert.equal((await s.readGpus({ maxAgeMs: 60_000 }))[0]?.usedMib, 5800, 'the latest block, queried before the write');
+    assert.equal((await s.readGpus())[0]?.usedMib, 6600, 'a block queried after the call sees the write');
+    writeState({ heldMib: { [UUID_A]: 1200 } });
+    // The latest block is then at least a few milliseconds old, whatever the machine's speed.
+    await new Promise((r) => setTimeout(r, 5));
+    assert.equal((await s.readGpus({ maxAgeMs: 0 }))[0]?.usedMib, 6900, 'a latest block older than maxAgeMs is not used');
+    assert.deepEqual(s.served, { stream: 4, spawned: 1 });
+    s.close();
+  });
+
   test('a stream that dies is replaced; a reading in between is a spawn', async () => {
     writeState();
     const s = stream();

@@ -4,7 +4,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { containerName, serveBaseUrl } from '../domain/serve';
 import type { ServeSpec } from '../domain/types';
 import type { ContainerRuntime } from '../adapters/containers/port';
-import type { GpuProbe } from '../adapters/gpu/port';
+import type { GpuProbe, ReadingAge } from '../adapters/gpu/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
@@ -54,6 +54,16 @@ export function configuredRouter(router: RouterAdmin | undefined): RouterAdmin {
   return router;
 }
 
+/**
+ * A reading that records the GPU at a step, rather than waits for it to change, may be this old:
+ * the stream's latest block then serves it at once instead of the next one (half an interval,
+ * 50 ms at the default 100). What it records does not move within it: before a drain the victim
+ * holds its VRAM; a serve measured after health took its memory before /health answered (vLLM
+ * allocates weights and KV cache before its API server starts). The wait for freed VRAM after a
+ * stop reads only what nvidia-smi queried after it asked. 250 ms is Ollama's own VRAM poll.
+ */
+export const RECORD_READING_AGE: ReadingAge = { maxAgeMs: 250 };
+
 export function createEvictionActivities(deps: EvictionDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
   const router = (): RouterAdmin => configuredRouter(deps.router);
@@ -61,8 +71,8 @@ export function createEvictionActivities(deps: EvictionDeps) {
     if (!deps.gpu) throw nonRetryable(Failure.NvidiaSmiMissing, 'this worker has no GPU probe configured (GPURES_NVIDIA_SMI)');
     return deps.gpu;
   };
-  const readGpu = async (uuid: string): Promise<GpuReading> => {
-    const gpus = await permanentAsFailure(() => gpuProbe().readGpus());
+  const readGpu = async (uuid: string, age: ReadingAge = {}): Promise<GpuReading> => {
+    const gpus = await permanentAsFailure(() => gpuProbe().readGpus(age));
     const g = gpus.find((x) => x.uuid === uuid);
     if (!g) throw nonRetryable(Failure.GpuNotFound, `nvidia-smi reports no GPU ${uuid} (has: ${gpus.map((x) => x.uuid).join(', ') || 'none'})`);
     return g;
@@ -98,7 +108,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
         }
         tiers.push({ serve: name, tier });
       }
-      const gpu = anyRunning ? await readGpu(input.gpuUuid) : null;
+      const gpu = anyRunning ? await readGpu(input.gpuUuid, RECORD_READING_AGE) : null;
       return { image: serve.image, gpu, tiers };
     },
 
@@ -172,14 +182,14 @@ export function createEvictionActivities(deps: EvictionDeps) {
     },
 
     async readGpu(input: { uuid: string }): Promise<GpuReading> {
-      return readGpu(input.uuid);
+      return readGpu(input.uuid, RECORD_READING_AGE);
     },
 
     /** A reading for the record where a probe works; null where this box has none. */
     async measureGpu(input: { uuid: string }): Promise<GpuReading | null> {
       if (!deps.gpu) return null;
       try {
-        return await readGpu(input.uuid);
+        return await readGpu(input.uuid, RECORD_READING_AGE);
       } catch (err) {
         if (err instanceof ApplicationFailure && (err.type === Failure.NvidiaSmiMissing || err.type === Failure.GpuNotFound)) return null;
         throw err;

@@ -2,8 +2,17 @@
 // recorded in history, so their types are in src/shared/contracts.
 import type { GpuProcess, GpuReading } from '../../shared/contracts';
 
+/** How fresh a reading must be. */
+export interface ReadingAge {
+  /**
+   * A reading queried at most this long before the call will do (a stream's latest block, with no
+   * wait for the next). Without it the reading is queried after the call, as a spawn then would be.
+   */
+  maxAgeMs?: number;
+}
+
 export interface GpuProbe {
-  readGpus(): Promise<GpuReading[]>;
+  readGpus(age?: ReadingAge): Promise<GpuReading[]>;
   /**
    * True where readGpus() waits for the next reading of a live stream (nvidia-smi-stream.ts): a
    * wait for VRAM to come back then reads again at once, paced by the stream, not by a sleep.
