@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs, promisify } from 'node:util';
 import { availableParallelism } from 'node:os';
+import { createContext, Script } from 'node:vm';
 import { historyFiles, readHistoryFile } from '../src/audit/history';
 import { historyIdentity } from '../src/audit/events';
 import { currentWorkflowBundle, quietReplayRuntime, replayInLanes } from '../src/audit/replay';
@@ -21,6 +22,36 @@ import { median, targetLine, TARGETS } from './target';
 const run = promisify(execFile);
 const ROOT = join(__dirname, '..', '..');
 const HISTORIES = join(ROOT, 'test', 'histories');
+
+/** A call into a V8 context with and without a timeout, as the SDK's workflow VM makes them (5000 of each, microseconds per call). */
+function vmCallCost(): { withTimeoutUs: number; withoutUs: number } {
+  const context = createContext({});
+  const script = new Script('1 + 1');
+  const perCall = (options: { timeout?: number }) => {
+    const t0 = performance.now();
+    for (let i = 0; i < 5000; i++) script.runInContext(context, options);
+    return ((performance.now() - t0) * 1000) / 5000;
+  };
+  perCall({});
+  return { withTimeoutUs: perCall({ timeout: 5000 }), withoutUs: perCall({}) };
+}
+
+/** How many calls into a V8 context with a timeout `run` makes: Script.prototype.runInContext counted while it runs (the bench's own process only). */
+async function timedVmCalls(run: () => Promise<unknown>): Promise<number> {
+  const proto = Script.prototype as unknown as { runInContext: (this: Script, ...args: unknown[]) => unknown };
+  const original = proto.runInContext;
+  let calls = 0;
+  proto.runInContext = function (this: Script, ...args: unknown[]) {
+    if ((args[1] as { timeout?: number } | undefined)?.timeout !== undefined) calls++;
+    return original.apply(this, args);
+  };
+  try {
+    await run();
+  } finally {
+    proto.runInContext = original;
+  }
+  return calls;
+}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -64,6 +95,14 @@ async function main(): Promise<void> {
     `  the replayer on ${batch.length} histories (${copies} x the recordings) in one process, in ${Math.min(availableParallelism(), 4)} lanes (median of ${runs}): ${rate.toFixed(0)} histories/s`,
   );
   console.log(targetLine('histories/s in one replay', rate, '>=', TARGETS.replayPerSecond));
+  const vm = vmCallCost();
+  const calls = await timedVmCalls(() => replayInLanes(batch, { workflowBundle }));
+  const perHistory = calls / batch.length;
+  console.log(
+    `  where a replay's time goes in part: the SDK calls into a workflow's V8 context with node:vm and a timeout (its isolateExecutionTimeout), ` +
+      `which starts a watchdog thread per call: ${vm.withTimeoutUs.toFixed(1)} us a call against ${vm.withoutUs.toFixed(1)} us without; ` +
+      `${perHistory.toFixed(0)} such calls per history, ${((perHistory * vm.withTimeoutUs) / 1000).toFixed(1)} ms of every history's replay`,
+  );
 }
 
 main().then(
