@@ -5,6 +5,7 @@ import { containerName, serveBaseUrl } from '../domain/serve';
 import type { ServeSpec } from '../domain/types';
 import type { ContainerRuntime } from '../adapters/containers/port';
 import type { GpuProbe, ReadingAge } from '../adapters/gpu/port';
+import { RECENT_READING_MS } from '../domain/physical';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
@@ -54,15 +55,8 @@ export function configuredRouter(router: RouterAdmin | undefined): RouterAdmin {
   return router;
 }
 
-/**
- * A reading that records the GPU at a step, rather than waits for it to change, may be this old:
- * the stream's latest block then serves it at once instead of the next one (half an interval,
- * 50 ms at the default 100). What it records does not move within it: before a drain the victim
- * holds its VRAM; a serve measured after health took its memory before /health answered (vLLM
- * allocates weights and KV cache before its API server starts). The wait for freed VRAM after a
- * stop reads only what nvidia-smi queried after it asked. 250 ms is Ollama's own VRAM poll.
- */
-export const RECORD_READING_AGE: ReadingAge = { maxAgeMs: 250 };
+/** A reading that records a step (src/domain/physical.ts). */
+const RECENT_READING: ReadingAge = { maxAgeMs: RECENT_READING_MS };
 
 export function createEvictionActivities(deps: EvictionDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
@@ -108,7 +102,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
         }
         tiers.push({ serve: name, tier });
       }
-      const gpu = anyRunning ? await readGpu(input.gpuUuid, RECORD_READING_AGE) : null;
+      const gpu = anyRunning ? await readGpu(input.gpuUuid, RECENT_READING) : null;
       return { image: serve.image, gpu, tiers };
     },
 
@@ -182,14 +176,14 @@ export function createEvictionActivities(deps: EvictionDeps) {
     },
 
     async readGpu(input: { uuid: string }): Promise<GpuReading> {
-      return readGpu(input.uuid, RECORD_READING_AGE);
+      return readGpu(input.uuid, RECENT_READING);
     },
 
     /** A reading for the record where a probe works; null where this box has none. */
     async measureGpu(input: { uuid: string }): Promise<GpuReading | null> {
       if (!deps.gpu) return null;
       try {
-        return await readGpu(input.uuid, RECORD_READING_AGE);
+        return await readGpu(input.uuid, RECENT_READING);
       } catch (err) {
         if (err instanceof ApplicationFailure && (err.type === Failure.NvidiaSmiMissing || err.type === Failure.GpuNotFound)) return null;
         throw err;

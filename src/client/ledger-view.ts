@@ -8,7 +8,7 @@ import type { LeaseView } from '../domain/lease';
 import { physicalTruth } from '../domain/physical';
 import type { PhysicalTruth } from '../domain/physical';
 import type { GpuReading } from '../shared/contracts';
-import type { GpuProbe } from '../adapters/gpu/port';
+import type { GpuProbe, ReadingAge } from '../adapters/gpu/port';
 
 export interface HeldLease extends LeaseView {
   /** `lease: 1h59m left`, `idle lease: 4m12s left (ttl 5m)`. */
@@ -34,9 +34,9 @@ export function leasesOn(l: LedgerState, held: ReadonlyMap<string, HeldLease>): 
 export type DeviceReadings = { ok: true; gpus: GpuReading[] } | { ok: false; error: string };
 
 /** What a GPU probe reads, or why it read nothing: the ledger is shown either way. */
-export async function devicesOf(probe: Pick<GpuProbe, 'readGpus'>): Promise<DeviceReadings> {
+export async function devicesOf(probe: Pick<GpuProbe, 'readGpus'>, age?: ReadingAge): Promise<DeviceReadings> {
   try {
-    return { ok: true, gpus: await probe.readGpus() };
+    return { ok: true, gpus: await probe.readGpus(age) };
   } catch (err) {
     return { ok: false, error: `not available (${(err as Error).message})` };
   }

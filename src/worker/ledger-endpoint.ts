@@ -8,6 +8,7 @@
 // page that rebinds a name of its own to 127.0.0.1 is refused).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@temporalio/client';
+import { RECENT_READING_MS } from '../domain/physical';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import { loopbackHost } from '../client/loopback-host';
@@ -36,7 +37,9 @@ export function workerLedgerRead(s: LedgerEndpointSources): LedgerRead {
     const manifest = manifestOrThrow(parseManifest(text, file));
     if (manifest.node !== s.node) throw new Error(`${file} is now node '${manifest.node}'s manifest; this worker serves '${s.node}'`);
     const { gpu } = s;
-    const devices = gpu ? () => devicesOf(gpu) : () => Promise.resolve({ ok: false as const, error: 'not available (this worker reads no GPU)' });
+    const devices = gpu
+      ? () => devicesOf(gpu, { maxAgeMs: RECENT_READING_MS })
+      : () => Promise.resolve({ ok: false as const, error: 'not available (this worker reads no GPU)' });
     const r = await readLocalLedger(s.client, manifest, devices);
     return { version: WORKER_LEDGER_VERSION, node: s.node, temporal: s.temporal, ledgers: r.ledgers, leases: [...r.leases.values()], devices: r.devices };
   };
