@@ -55,8 +55,12 @@ export function configuredRouter(router: RouterAdmin | undefined): RouterAdmin {
   return router;
 }
 
-/** A reading that records a step (src/domain/physical.ts). */
+/** The preflight's reading records that nvidia-smi answers, and the GPU then (src/domain/physical.ts). */
 const RECENT_READING: ReadingAge = { maxAgeMs: RECENT_READING_MS };
+
+/** The age a workflow allowed a reading, bounded by the domain's: a reading that decides is asked for fresh. */
+const ageOf = (input: { maxAgeMs?: number }): ReadingAge =>
+  input.maxAgeMs === undefined ? {} : { maxAgeMs: Math.max(0, Math.min(input.maxAgeMs, RECENT_READING_MS)) };
 
 export function createEvictionActivities(deps: EvictionDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
@@ -175,15 +179,16 @@ export function createEvictionActivities(deps: EvictionDeps) {
       }
     },
 
-    async readGpu(input: { uuid: string }): Promise<GpuReading> {
-      return readGpu(input.uuid, RECENT_READING);
+    /** maxAgeMs: how old a reading will do (the stream's latest block); without it, one queried after the call. */
+    async readGpu(input: { uuid: string; maxAgeMs?: number }): Promise<GpuReading> {
+      return readGpu(input.uuid, ageOf(input));
     },
 
     /** A reading for the record where a probe works; null where this box has none. */
-    async measureGpu(input: { uuid: string }): Promise<GpuReading | null> {
+    async measureGpu(input: { uuid: string; maxAgeMs?: number }): Promise<GpuReading | null> {
       if (!deps.gpu) return null;
       try {
-        return await readGpu(input.uuid, RECENT_READING);
+        return await readGpu(input.uuid, ageOf(input));
       } catch (err) {
         if (err instanceof ApplicationFailure && (err.type === Failure.NvidiaSmiMissing || err.type === Failure.GpuNotFound)) return null;
         throw err;

@@ -1,25 +1,30 @@
-// `gpures ledger` on the node's own box, read through its worker's loopback endpoint (GET
-// /v1/ledger beside /metrics) rather than a Temporal client of its own: the worker holds a warm
-// connection and a live nvidia-smi stream, so the command loads no gRPC or protobuf code, spawns
-// no nvidia-smi, and answers in about a third of the time. The figures are the same reads: the
-// worker queries the same ledgers and leases through Temporal (src/worker/ledger-endpoint.ts).
+// `gpures ledger` on the node's own box, read through its worker's endpoint (GET /v1/ledger beside
+// /metrics) rather than a Temporal client of its own: the worker holds a warm connection and a
+// live nvidia-smi stream, so the command loads no gRPC or protobuf code and spawns no nvidia-smi.
+// The figures are the same reads: the worker queries the same ledgers and leases through Temporal
+// (src/worker/ledger-endpoint.ts).
 //
-// The answer is used only when it is this command's: the manifest's node and GPUs, and the same
-// Temporal address and namespace the command would connect to. Anything else (no worker there,
-// an older worker, another node's, another Temporal's, no answer in time) falls back to the
-// command's own read through Temporal, and only a mismatch is worth a note.
+// The answer is used only when it is this command's: the manifest's node and GPUs, each GPU's
+// ledger running, and the same Temporal address and namespace the command would connect to.
+// Anything else (no worker there, an older worker, another node's, another Temporal's, a ledger
+// not started yet, an error, no whole answer in time) falls back to the command's own read through
+// Temporal; only a mismatch is worth a note. What answers on this host's loopback port is trusted
+// as the Temporal address on loopback is: a process of this host's.
 import { request } from 'node:http';
 import type { LeaseView } from '../domain/lease';
 import type { LedgerState } from '../domain/ledger';
+import { isLoopback, isWildcard } from '../domain/manifest';
 import type { Manifest } from '../domain/types';
 import { httpUrl } from '../domain/serve';
 import type { DeviceReadings } from './ledger-view';
 
 /** The endpoint's path, beside /metrics. */
 export const WORKER_LEDGER_PATH = '/v1/ledger';
+/** Sent by the command and required by the endpoint: a web page's cross-site GET cannot carry it without a preflight. */
+export const WORKER_LEDGER_HEADER = 'x-gpures-reader';
 /** The answer's shape; a worker whose answer carries another is read around, through Temporal. */
 export const WORKER_LEDGER_VERSION = 1;
-/** The worker answers from a warm connection in tens of milliseconds; past this the command reads for itself. */
+/** The worker answers from a warm connection in tens of milliseconds; past this, for the whole answer, the command reads for itself. */
 export const WORKER_LEDGER_TIMEOUT_MS = 1500;
 /** A worker's answer is a few KiB; anything past this is not one. */
 const MAX_ANSWER_BYTES = 1 << 20;
@@ -29,7 +34,10 @@ export interface WorkerLedgerAnswer {
   version: typeof WORKER_LEDGER_VERSION;
   node: string;
   temporal: { address: string; namespace: string };
+  /** The running ledgers, in the manifest's order. */
   ledgers: LedgerState[];
+  /** The manifest's GPUs whose ledger does not run: the endpoint starts none. */
+  notRunning: string[];
   leases: LeaseView[];
   devices: DeviceReadings;
 }
@@ -47,9 +55,22 @@ export type WorkerLedgerRead =
   /** `note` says why an answer was not this command's; a worker not there says nothing. */
   | { ok: false; note?: string };
 
+/**
+ * The address to ask the worker at, given where its endpoint listens: a wildcard bind is reached
+ * on loopback; a specific address beyond loopback is not asked at all (the endpoint would refuse
+ * a peer that is not loopback, and this command does not send its reads across a network).
+ */
+export function workerLedgerHost(bound: string): string | undefined {
+  if (isWildcard(bound)) return bound.includes(':') ? '::1' : '127.0.0.1';
+  return isLoopback(bound) ? bound : undefined;
+}
+
 function getJson(host: string, port: number, timeoutMs: number): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host, port, path: WORKER_LEDGER_PATH, method: 'GET', timeout: timeoutMs, headers: { accept: 'application/json' } }, (res) => {
+    const req = request({ host, port, path: WORKER_LEDGER_PATH, method: 'GET', headers: { accept: 'application/json', [WORKER_LEDGER_HEADER]: 'gpures-cli' } });
+    // A bound on the whole answer, not on a quiet socket: a peer trickling bytes is given up on too.
+    const deadline = setTimeout(() => req.destroy(new Error(`no whole answer within ${timeoutMs} ms`)), timeoutMs);
+    req.on('response', (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
@@ -66,8 +87,8 @@ function getJson(host: string, port: number, timeoutMs: number): Promise<{ statu
       });
       res.on('error', reject);
     });
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', reject);
+    req.on('close', () => clearTimeout(deadline));
     req.end();
   });
 }
@@ -79,39 +100,72 @@ export function mismatch(a: WorkerLedgerAnswer, target: Pick<WorkerLedgerTarget,
   if (a.temporal.address !== temporal.address || a.temporal.namespace !== temporal.namespace) {
     return `it reads Temporal at ${a.temporal.address} namespace ${a.temporal.namespace}, this command ${temporal.address} namespace ${temporal.namespace}`;
   }
-  const theirs = a.ledgers.map((l) => l.gpuRole).join(', ');
-  const ours = manifest.gpus.map((g) => g.role).join(', ');
+  const theirs = [...a.ledgers.map((l) => l.gpuRole), ...a.notRunning].sort().join(', ');
+  const ours = manifest.gpus
+    .map((g) => g.role)
+    .sort()
+    .join(', ');
   if (theirs !== ours) return `its manifest's GPUs are ${theirs || 'none'}, this one's ${ours}`;
   return undefined;
 }
 
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+function isLedger(v: unknown): v is LedgerState {
+  const l = v as Partial<LedgerState> | null;
+  return (
+    typeof l === 'object' &&
+    l !== null &&
+    isString(l.node) &&
+    isString(l.gpuRole) &&
+    isString(l.gpuUuid) &&
+    isNumber(l.capacityMib) &&
+    isNumber(l.reserveMib) &&
+    Array.isArray(l.reservations) &&
+    l.reservations.every((r) => typeof r === 'object' && r !== null && isString(r.serve) && isNumber(r.vramMib) && isString(r.phase))
+  );
+}
+
+/** The shape this command renders from, checked element by element: anything else is read around. */
 function isAnswer(body: unknown): body is WorkerLedgerAnswer {
   const a = body as Partial<WorkerLedgerAnswer> | null;
   return (
     typeof a === 'object' &&
     a !== null &&
     a.version === WORKER_LEDGER_VERSION &&
-    typeof a.node === 'string' &&
-    typeof a.temporal?.address === 'string' &&
-    typeof a.temporal.namespace === 'string' &&
+    isString(a.node) &&
+    isString(a.temporal?.address) &&
+    isString(a.temporal.namespace) &&
     Array.isArray(a.ledgers) &&
+    a.ledgers.every(isLedger) &&
+    Array.isArray(a.notRunning) &&
+    a.notRunning.every(isString) &&
     Array.isArray(a.leases) &&
+    a.leases.every((l) => typeof l === 'object' && l !== null && isString(l.serve) && isString(l.holder) && isNumber(l.expiresAtEpochMs)) &&
     typeof a.devices?.ok === 'boolean'
   );
 }
 
 /** The node's worker's read, when it is there, answers in time and is this command's. */
 export async function ledgerFromWorker(target: WorkerLedgerTarget, timeoutMs = WORKER_LEDGER_TIMEOUT_MS): Promise<WorkerLedgerRead> {
-  const url = `${httpUrl(target.host, target.port)}${WORKER_LEDGER_PATH}`;
+  const host = workerLedgerHost(target.host);
+  if (host === undefined) return { ok: false };
   let got: { status: number; body: unknown };
   try {
-    got = await getJson(target.host, target.port, timeoutMs);
+    got = await getJson(host, target.port, timeoutMs);
   } catch {
     // Nothing listens there, or it is not a worker: the command's own read is the answer.
     return { ok: false };
   }
   if (got.status !== 200 || !isAnswer(got.body)) return { ok: false };
   const why = mismatch(got.body, target);
-  if (why) return { ok: false, note: `the worker at ${url} was not asked: ${why}; read through Temporal instead` };
+  if (why)
+    return {
+      ok: false,
+      note: `the answer of the worker at ${httpUrl(host, target.port)}${WORKER_LEDGER_PATH} was not used: ${why}; read through Temporal instead`,
+    };
+  // A ledger not started yet is started by the command's own read, which the endpoint does not do.
+  if (got.body.notRunning.length > 0) return { ok: false };
   return { ok: true, answer: got.body };
 }

@@ -4,13 +4,14 @@ import type { LedgerState } from './ledger';
 import { committedMibOf } from './ledger';
 
 /**
- * A reading that records the GPU at a step, rather than waits for it to change, may be this old
- * (the activities' readings before a drain and of a serve's measurement, `gpures ledger`'s):
- * the stream's latest block then serves it at once instead of the next one (half an interval,
- * 50 ms at the default 100). What it records does not move within it: before a drain the victim
- * holds its VRAM; a serve measured after health took its memory before /health answered (vLLM
- * allocates weights and KV cache before its API server starts). The wait for freed VRAM after a
- * stop reads only what nvidia-smi queried after it asked. 250 ms is Ollama's own VRAM poll.
+ * A reading that records the GPU where it cannot be moving may be this old: the stream's latest
+ * block then serves it at once instead of the next one (half an interval, 50 ms at the default
+ * 100). Before a drain the victim holds its VRAM; a serve measured after health took its memory
+ * before /health answered (vLLM allocates weights and KV cache before its API server starts); the
+ * preflight and `gpures ledger` show the GPU as it is. A reading that decides or follows a change
+ * is queried after it is asked for: the baseline before a start, the room for a wake (a stop just
+ * before frees memory with a lag), the wait for freed VRAM after a stop. 250 ms is Ollama's own
+ * VRAM poll.
  */
 export const RECENT_READING_MS = 250;
 

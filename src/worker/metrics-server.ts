@@ -1,5 +1,5 @@
-// The worker's loopback endpoint. GET /v1/ledger answers `gpures ledger` on this box
-// (./ledger-endpoint.ts). GET /metrics: its domain metrics (metrics.ts) followed by the Temporal SDK's own
+// The worker's HTTP endpoint (loopback unless told otherwise). GET /v1/ledger answers `gpures
+// ledger` on this box only (./ledger-endpoint.ts). GET /metrics: its domain metrics (metrics.ts) followed by the Temporal SDK's own
 // (task slots, poll and schedule-to-start latencies, sticky cache...), which the SDK's core
 // exports on an internal loopback port of its own; scrapes fetch that text and append it, one
 // fetch at a time and its text kept for the domain reading's cacheMs: /metrics needs no token, so
@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { httpUrl } from '../domain/serve';
 import { singleFlight } from '../shared/single-flight';
 import type { WorkerMetrics } from './metrics';
-import { answerLedger } from './ledger-endpoint';
+import { ledgerHandler } from './ledger-endpoint';
 import type { LedgerRead } from './ledger-endpoint';
 import { WORKER_LEDGER_PATH } from '../client/worker-ledger';
 
@@ -48,10 +48,10 @@ async function coreText(url: string | undefined, timeoutMs: number): Promise<str
 export async function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
   const timeoutMs = opts.coreTimeoutMs ?? 2000;
   const core = singleFlight(() => coreText(opts.coreUrl, timeoutMs), opts.metrics.cacheMs);
+  const ledger = opts.ledger ? ledgerHandler(opts.ledger, (outcome) => opts.metrics.ledgerRead(outcome)) : undefined;
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
-    const { ledger } = opts;
-    if (req.method === 'GET' && path === WORKER_LEDGER_PATH && ledger) return answerLedger(req, res, ledger);
+    if (req.method === 'GET' && path === WORKER_LEDGER_PATH && ledger) return ledger(req, res);
     if (req.method !== 'GET' || path !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end(`only GET /metrics${ledger ? ` and GET ${WORKER_LEDGER_PATH}` : ''} here\n`);
       return;

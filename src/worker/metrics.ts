@@ -156,6 +156,18 @@ export class WorkerMetrics {
     this.operationSeconds.observe({ kind: e.kind, outcome: e.outcome }, Math.max(0, wallMs) / 1000);
   }
 
+  private readonly ledgerReads = new Counter({
+    name: 'gpures_ledger_reads_total',
+    help: "GET /v1/ledger, by outcome: 'answered', 'failed' (the read failed: 503), 'busy' (too many at once: 503), 'refused' (not from this host, or not asked as the CLI asks)",
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  /** One GET /v1/ledger, as it ended (./ledger-endpoint.ts). */
+  ledgerRead(outcome: 'answered' | 'failed' | 'busy' | 'refused'): void {
+    this.ledgerReads.inc({ outcome });
+  }
+
   readonly activities: ActivityMetrics = {
     drainEnded: (e) => this.drainSeconds.observe({ outcome: e.drained ? 'drained' : 'timeout' }, e.waitedMs / 1000),
     vramReleaseEnded: (e) => this.vramReleaseSeconds.observe({ outcome: e.released ? 'released' : 'not_released' }, e.waitedMs / 1000),

@@ -4,6 +4,7 @@
 import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
 import type { ResolvedServe, VramReleaseResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
+import { RECENT_READING_MS } from '../domain/physical';
 import { admittedSleep, residualSeen } from '../domain/sleep';
 import type { SleepLevel } from '../domain/sleep';
 import { denialMessage, formatLedger } from '../domain/ledger';
@@ -195,7 +196,8 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   // response with nothing else in between.
   const container = await reads().inspectServe({ node, serve: victim.name });
   record.wasRunning = Boolean(container?.running);
-  const gpuBefore = record.wasRunning ? await reads().readGpu({ uuid: gpu.uuid }) : undefined;
+  // The victim's VRAM does not move until its stop: the stream's latest reading will do.
+  const gpuBefore = record.wasRunning ? await reads().readGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS }) : undefined;
   // What it was seen to take when it came up, else its reservation: a serve reserved with
   // headroom gives back less than it reserved.
   const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);

@@ -7,7 +7,7 @@ import type { ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { evictionOutlook } from '../domain/eviction';
 import type { LedgerState } from '../domain/ledger';
-import { formatMeasuredDelta } from '../domain/physical';
+import { formatMeasuredDelta, RECENT_READING_MS } from '../domain/physical';
 import { cancelHint, holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { admission, eviction, sleeping, start } from '../shared/wording';
@@ -218,7 +218,8 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 
 /** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */
 async function measureDelta({ serve, gpu }: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
-  const gpuAfter = await reads().measureGpu({ uuid: gpu.uuid });
+  // Healthy, it has taken its memory (vLLM allocates before /health answers): the latest reading will do.
+  const gpuAfter = await reads().measureGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS });
   if (!gpuAfter) return undefined;
   const delta = gpuAfter.usedMib - usedBeforeMib;
   log.record('measure', formatMeasuredDelta(serve.name, delta, serve.vramMib).line);

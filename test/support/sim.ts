@@ -33,7 +33,7 @@ export interface SimTestBox {
   worker: Worker;
   /** The worker's loopback endpoint, as GPURES_METRICS_ADDR names it (HOST:PORT). */
   endpointAddr: string;
-  /** How many times the endpoint read the ledger for a caller. */
+  /** How many ledger reads the endpoint answered (200). */
   ledgerReads(): number;
   /** POST a chat completion for `preset` through the router. */
   routed(preset: string, body?: Record<string, unknown>): Promise<{ status: number; body: unknown; finishedAt: number }>;
@@ -66,9 +66,10 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     gpu: box.gpu,
   });
   let reads = 0;
-  const counted: LedgerRead = () => {
+  const counted: LedgerRead = async () => {
+    const answer = await read();
     reads++;
-    return read();
+    return answer;
   };
   const endpoint = await startMetricsServer({ host: '127.0.0.1', port: 0, metrics: new WorkerMetrics(), ledger: counted });
   return {
