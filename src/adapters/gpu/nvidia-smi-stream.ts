@@ -73,7 +73,9 @@ export class NvidiaSmiStream implements GpuProbe {
   async readGpus(age: ReadingAge = {}): Promise<GpuReading[]> {
     if (this.child && this.gpuCount > 0) {
       const latest = this.latest;
-      if (latest && age.maxAgeMs !== undefined && Date.now() - latest.atMs <= age.maxAgeMs) {
+      // A block stamped ahead of now (the clock stepped back) is not known to be recent.
+      const ageMs = latest ? Date.now() - latest.atMs : NaN;
+      if (latest && age.maxAgeMs !== undefined && ageMs >= 0 && ageMs <= age.maxAgeMs) {
         this.served.stream += 1;
         return latest.reading.map((g) => ({ ...g }));
       }
