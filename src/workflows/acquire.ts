@@ -107,7 +107,9 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       if (patched(PATCHES.evictionPreflight)) await preflight(evicting, decision.victims);
       for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
     }
-    const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log) : await startServe(resolved, saga, log);
+    // Each victim's VRAM was seen back (or its sleep's residual) on a reading queried after it went down.
+    const baselineMaxAgeMs = victims.length > 0 ? RECENT_READING_MS : undefined;
+    const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log) : await startServe(resolved, saga, log, baselineMaxAgeMs);
     const sleepers = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
     const evicted = victims.map((v) => v.serve).filter((v) => !sleepers.includes(v));
     const lease = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;

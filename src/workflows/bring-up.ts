@@ -110,10 +110,13 @@ export interface StartedServe {
 /**
  * start → health → identity → measure → readmit → running, for a serve whose MiB are admitted.
  * Registers the container's removal with the saga as soon as the container may exist.
+ * `baselineMaxAgeMs`: how old the baseline reading may be; by default one queried now, since
+ * memory freed just before (a stop) shows with a lag. An eviction that saw its victims' VRAM back
+ * on a fresh reading passes RECENT_READING_MS: the latest reading is that one or newer.
  */
-export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepLog): Promise<StartedServe> {
+export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepLog, baselineMaxAgeMs?: number): Promise<StartedServe> {
   const { node, serve, gpu } = resolved;
-  const gpuBefore = await reads().measureGpu({ uuid: gpu.uuid });
+  const gpuBefore = await reads().measureGpu({ uuid: gpu.uuid, ...(baselineMaxAgeMs !== undefined ? { maxAgeMs: baselineMaxAgeMs } : {}) });
 
   log.begin('start');
   // Registered first: a start that created the container before it failed or was cancelled must
