@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import type { ConnectionOptions } from '@temporalio/client';
-import { DEFAULT_ADDRESS, temporalConfig } from './temporal-config';
+import { temporalConfig, temporalTarget } from './temporal-config';
 
 /** Temporal did not answer at the address the configuration gave. */
 export class TemporalUnreachable extends Error {
@@ -85,8 +85,7 @@ export function temporalInterceptors(): NonNullable<ConnectionOptions['intercept
 
 export async function connectClient(role: ClientRole = 'cli'): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
   const config = temporalConfig();
-  const address = config.connectionOptions.address ?? DEFAULT_ADDRESS;
-  const namespace = config.namespace ?? 'default';
+  const { address, namespace } = temporalTarget(config);
   try {
     // Through a proxy (grpc-js honours these) the address need not be reachable from here.
     if (!viaProxy(process.env)) await probeTcp(address);

@@ -51,3 +51,8 @@ export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConn
   config.connectionOptions.address ??= DEFAULT_ADDRESS;
   return config;
 }
+
+/** The address and namespace a configuration names: what a worker and a command must share to read the same ledgers. */
+export function temporalTarget(config: ClientConnectConfig): { address: string; namespace: string } {
+  return { address: config.connectionOptions.address ?? DEFAULT_ADDRESS, namespace: config.namespace ?? 'default' };
+}

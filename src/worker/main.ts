@@ -5,7 +5,7 @@ import { Client, Connection } from '@temporalio/client';
 import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { clientIdentity, temporalInterceptors } from '../client/connection';
-import { temporalConfig } from '../client/temporal-config';
+import { temporalConfig, temporalTarget } from '../client/temporal-config';
 import type { Env, MetricsAddr } from '../config/env';
 import { DEFAULT_METRICS_ADDR, workerEnv } from '../config/env';
 import { freePort } from '../dev/dev-server';
@@ -110,7 +110,8 @@ async function serveMetrics(
 
 export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   const config = temporalConfig();
-  const namespace = config.namespace ?? 'default';
+  const temporal = temporalTarget(config);
+  const { namespace } = temporal;
   const env = opts.env ?? process.env;
   const adapters = adaptersFromEnv(env);
   const asked = opts.metrics ?? workerEnv(env).metrics;
@@ -125,7 +126,6 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
     const client = new Client({ connection, namespace, identity: clientIdentity('worker') });
     const manifest = fileManifest(opts.manifestPath);
-    const temporal = { address: config.connectionOptions.address ?? '', namespace };
     const ledger = workerLedgerRead({ client, temporal, node: opts.node, manifest, gpu: adapters.gpu });
     metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl, ledger);
     const worker = await createGpuresWorker({
@@ -140,7 +140,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       metrics,
     });
     process.stderr.write(
-      `worker for node '${opts.node}' on ${config.connectionOptions.address ?? '?'} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
+      `worker for node '${opts.node}' on ${temporal.address} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
         `manifest ${opts.manifestPath}; ${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
     );
     await worker.run();

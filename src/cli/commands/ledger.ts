@@ -9,7 +9,7 @@ import { EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
 import { heldLeases, leasesOn, ledgerJson, ledgerRowJson, localLedger, readDevices } from '../../client/ledger-view';
 import type { LocalLedger } from '../../client/ledger-view';
-import { TemporalConfigError, temporalConfig } from '../../client/temporal-config';
+import { TemporalConfigError, temporalConfig, temporalTarget } from '../../client/temporal-config';
 import { ledgerFromWorker } from '../../client/worker-ledger';
 import { withLeaseLines } from '../leases';
 import { fleetTarget } from '../fleet-target';
@@ -47,8 +47,7 @@ async function askWorker(manifest: Manifest, ctx: CommandContext): Promise<Local
   if (endpoint === 'off' || endpoint.port === 0) return undefined;
   let temporal: { address: string; namespace: string };
   try {
-    const config = temporalConfig();
-    temporal = { address: config.connectionOptions.address ?? '', namespace: config.namespace ?? 'default' };
+    temporal = temporalTarget(temporalConfig());
   } catch (err) {
     // The command's own read says what is wrong with the configuration.
     if (err instanceof TemporalConfigError) return undefined;
