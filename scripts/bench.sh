@@ -6,7 +6,7 @@
 # router must acquire the serve first, and what the router adds when it is up; then bench/sleep.ts:
 # eviction and restore by vLLM's sleep mode against by stop and cold start; then bench/cli.ts: the
 # CLI's start-up against a bare node start, and `gpures ledger` on the simulated box; then
-# bench/ledger-callers.ts: one ledger under 50 open-loop callers offering 250 decisions/s;
+# bench/ledger-callers.ts: one ledger under 50 open-loop callers offering 250 decisions/s (3 rounds);
 # bench/audit-replay.ts: recorded histories replayed per second; then bench/worker-rss.ts: a
 # worker process's resident memory idle and after a storm. Each prints issue 15's targets. Extra arguments go to each (e.g. npm run bench -- --runs 11);
 # both take --runs N and --poll-ms MS.
@@ -41,8 +41,8 @@ echo
 log "bench: node dist/bench/cli.js $*"
 node --enable-source-maps dist/bench/cli.js "$@"
 echo
-log "bench: node dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250"
-node --enable-source-maps dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250
+log "bench: node dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3"
+node --enable-source-maps dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3
 echo
 log "bench: node dist/bench/audit-replay.js $*"
 node --enable-source-maps dist/bench/audit-replay.js "$@"

@@ -136,13 +136,15 @@ class GpuLedger {
     this.ready = true;
   }
 
-  /** Updates wait for the reconcile; after it each runs to completion without yielding. */
+  /**
+   * Updates wait for the reconcile; after it each runs to completion without yielding. Once ready
+   * the handler is called as it is: every promise a workflow makes costs the SDK a stack trace
+   * (its promise hook), and this is the ledger's hottest path.
+   */
   whenReady =
     <A, R>(handler: (arg: A) => R) =>
-    async (arg: A): Promise<R> => {
-      await condition(() => this.ready);
-      return handler(arg);
-    };
+    (arg: A): R | Promise<R> =>
+      this.ready ? handler(arg) : condition(() => this.ready).then(() => handler(arg));
 
   snapshot = (): LedgerState => (this.ready ? this.state : { ...this.state, reconciling: true });
 
