@@ -4,7 +4,8 @@
 // `gpures ledger` on the simulated box (a dev server, a worker with its loopback endpoint, two
 // serves up, the fake nvidia-smi): its wall time as a process, against issue 15's 300 ms, as it
 // runs where the worker answers (GPURES_METRICS_ADDR at the worker's endpoint) and reading for
-// itself through Temporal (GPURES_METRICS_ADDR=off), alternating.
+// itself through Temporal (GPURES_METRICS_ADDR=off), alternating. Each gpures is run as an
+// operator runs it: bin/gpures as a program, through its shebang (env, node and its flag).
 //
 //   node dist/bench/cli.js [--runs N]     (scripts/bench.sh runs it after the build)
 import { execFile } from 'node:child_process';
@@ -51,14 +52,14 @@ async function ledgerOnSimBox(runs: number): Promise<{ viaWorker: number[]; viaT
     };
     const worker = { ...env, GPURES_METRICS_ADDR: t.endpointAddr };
     const temporal = { ...env, GPURES_METRICS_ADDR: 'off' };
-    const args = [GPURES, 'ledger', '--manifest', t.manifestPath];
-    await timed(process.execPath, args, worker);
-    await timed(process.execPath, args, temporal);
+    const args = ['ledger', '--manifest', t.manifestPath];
+    await timed(GPURES, args, worker);
+    await timed(GPURES, args, temporal);
     const viaWorker: number[] = [];
     const viaTemporal: number[] = [];
     for (let i = 0; i < runs; i++) {
-      viaWorker.push(await timed(process.execPath, args, worker));
-      viaTemporal.push(await timed(process.execPath, args, temporal));
+      viaWorker.push(await timed(GPURES, args, worker));
+      viaTemporal.push(await timed(GPURES, args, temporal));
     }
     return { viaWorker, viaTemporal, reads: t.ledgerReads() };
   } finally {
@@ -78,10 +79,10 @@ async function main(): Promise<void> {
   const samples = new Map<string, number[]>(commands.map(([name]) => [name, []]));
   // One warm-up of each, not counted: the first start reads the files from disk.
   await timed(process.execPath, ['-e', '0']);
-  for (const [, args] of commands) await timed(process.execPath, [GPURES, ...args]);
+  for (const [, args] of commands) await timed(GPURES, args);
   for (let i = 0; i < runs; i++) {
     bare.push(await timed(process.execPath, ['-e', '0']));
-    for (const [name, args] of commands) samples.get(name)?.push(await timed(process.execPath, [GPURES, ...args]));
+    for (const [name, args] of commands) samples.get(name)?.push(await timed(GPURES, args));
   }
   const base = median(bare);
   console.log(`CLI start-up, medians of ${runs} runs, against a bare node start`);
