@@ -87,6 +87,11 @@ describe('bring-up and bring-down', () => {
     assert.ok(!denied.ok);
     assert.equal(denied.failureType, 'AdmissionDenied');
     assert.equal(denied.message, 'serves up vision denied: over budget by 10401 MiB, nothing started');
+    // The bundle's source map maps lines only (src/worker/workflow-code.ts): the failure's stack
+    // in history still names the workflow's TypeScript file and line.
+    const history = await box.temporal.client.workflow.getHandle(denied.workflowId, denied.runId).fetchHistory();
+    const failed = history.events?.find((e) => e.workflowExecutionFailedEventAttributes)?.workflowExecutionFailedEventAttributes;
+    assert.match(failed?.failure?.stackTrace ?? '', /\n\s+at bringUpWorkflow \(\S*src\/workflows\/bring-up\.ts:\d+:\d+\)/);
     const containers = await box.containers();
     assert.equal(containers.filter((c) => c.serve === 'vision').length, 0);
     assert.equal(totals(await ledgerOf('dark-fast')).committedMib, 26112);

@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from
 import { join, relative } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { BundleOptions, WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { workflowCodeOptions } from './workflow-code';
+import { BUNDLE_DEVTOOL, workflowCodeOptions } from './workflow-code';
 
 const DIST_SRC = join(__dirname, '..');
 /** dist/workflow-bundle.js, beside the compiled tree it was built from. */
@@ -27,11 +27,11 @@ function jsFiles(dir: string): string[] {
     .sort();
 }
 
-/** A hash of every compiled module the bundle is made of, and of the workflow SDK's version. */
+/** A hash of every compiled module the bundle is made of, of the workflow SDK's version and of how it is bundled. */
 export function workflowCodeFingerprint(): string {
   const hash = createHash('sha256');
   const sdk = JSON.parse(readFileSync(require.resolve('@temporalio/workflow/package.json'), 'utf8')) as { version: string };
-  hash.update(`@temporalio/workflow@${sdk.version}\n`);
+  hash.update(`@temporalio/workflow@${sdk.version}\ndevtool ${BUNDLE_DEVTOOL}\n`);
   for (const file of BUNDLED_DIRS.flatMap((d) => jsFiles(join(DIST_SRC, d)))) {
     hash.update(`${relative(DIST_SRC, file)}\n`);
     hash.update(readFileSync(file));

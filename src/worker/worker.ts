@@ -25,7 +25,7 @@ import { TemporalSearchAttributes } from '../adapters/search-attributes/temporal
 import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
 import { WorkerMetrics } from './metrics';
-import { WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH } from './workflow-code';
+import { WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH, withLeanSourceMap } from './workflow-code';
 import { prebuiltBundle } from './prebuilt-bundle';
 
 export function fileManifest(path: string): ManifestSource {
@@ -89,7 +89,13 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
 }
 
 /** The bundle given, else the build's (prebuilt-bundle.ts), else the workflows bundled at start. */
-function workflowCode(given: WorkerOptions['workflowBundle']): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath' | 'interceptors'> {
+function workflowCode(given: WorkerOptions['workflowBundle']): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath' | 'interceptors' | 'bundlerOptions'> {
   const bundle = given ?? prebuiltBundle();
-  return bundle ? { workflowBundle: bundle } : { workflowsPath: WORKFLOWS_PATH, interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES } };
+  return bundle
+    ? { workflowBundle: bundle }
+    : {
+        workflowsPath: WORKFLOWS_PATH,
+        interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES },
+        bundlerOptions: { webpackConfigHook: withLeanSourceMap },
+      };
 }
