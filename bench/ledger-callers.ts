@@ -14,9 +14,9 @@
 // a pair at its own fixed pace), and an admit's latency runs from when it was due, not when it
 // was sent, so a stall counts for every decision it delays. Issue 15's target is read there:
 // 50 callers at 200/s sustained, p99 <= 50 ms. The ledger's runs (continue-as-new) are counted.
-// Sustained: the first --warmup-s seconds (default 2) at the same pace are sent but not counted,
-// and with --runs K each caller count gets K rounds on fresh ledgers, the target read on their
-// medians (every round is printed).
+// Sustained: the first --warmup-s seconds (default 2) at the same pace are sent but not counted
+// (their failures are), and with --runs K each caller count gets K rounds on fresh ledgers, every
+// round printed and the target read on all their counted decisions together.
 //
 //   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R] [--runs K] [--warmup-s S]
 //                                                                  (scripts/lib.sh export_test_env)
@@ -29,16 +29,17 @@ import { uniqueNode } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
 import type { TestTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
-import { median, TARGETS, targetLine } from './target';
+import { TARGETS, targetLine } from './target';
 
 const GPU: GpuSpec = { role: 'bench', uuid: 'GPU-bench', capacityMib: 100_000, reserveMib: 0 };
 
 interface Round {
   callers: number;
-  /** Runs of the ledger workflow the round's decisions went to (continue-as-new starts another). */
+  /** Runs of the ledger workflow the round's counted decisions went to (continue-as-new starts another). */
   runs: number;
   maxMs: number;
   decisions: number;
+  /** Failed updates, the warm-up's included. */
   failed: number;
   wallMs: number;
   latenciesMs: number[];
@@ -68,13 +69,11 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
         if (counted) latenciesMs.push(performance.now() - t0);
         return true;
       } catch (err) {
-        if (!counted) return false;
         failed += 1;
         firstFailure ??= err instanceof Error ? `${err.message}${err.cause instanceof Error ? `: ${err.cause.message}` : ''}` : String(err);
         return false;
       }
     };
-    const runsBefore = await ledgerRuns(temporal, node);
     const begun = performance.now();
     // Open loop: caller c starts pair p at begun + (p + c / callers) * pairEveryMs. The first
     // warmupPairs of each caller run at the same pace but are not counted: the figure is the
@@ -82,6 +81,7 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
     const pairEveryMs = rate ? (2 * callers * 1000) / rate : 0;
     const warmupPairs = rate ? Math.round((warmupS * 1000) / pairEveryMs) : 0;
     const started = begun + warmupPairs * pairEveryMs;
+    const startedEpochMs = Date.now() + (started - performance.now());
     await Promise.all(
       Array.from({ length: callers }, async (_, c) => {
         for (let p = -warmupPairs; p < pairs; p++) {
@@ -111,7 +111,7 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
     const sorted = latenciesMs.sort((a, b) => a - b);
     return {
       callers,
-      runs: (await ledgerRuns(temporal, node)) - runsBefore + 1,
+      runs: (await ledgerRunsSince(temporal, node, startedEpochMs)) + 1,
       maxMs: sorted[sorted.length - 1] ?? NaN,
       decisions: latenciesMs.length,
       failed,
@@ -124,11 +124,11 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
   }
 }
 
-/** How many runs the ledger workflow has had (each continue-as-new adds one). */
-async function ledgerRuns(temporal: TestTemporal, node: string): Promise<number> {
+/** How many runs of the ledger workflow started after `sinceEpochMs` (each continue-as-new starts one). */
+async function ledgerRunsSince(temporal: TestTemporal, node: string, sinceEpochMs: number): Promise<number> {
   let n = 0;
   const runs = temporal.client.workflow.list({ query: `WorkflowId = '${workflowIds.ledger(node, GPU.role)}'` });
-  for await (const run of runs) if (run.runId) n += 1;
+  for await (const run of runs) if (run.startTime.getTime() > sinceEpochMs) n += 1;
   return n;
 }
 
@@ -140,14 +140,15 @@ async function main(): Promise<void> {
       raw: { type: 'boolean', default: false },
       rate: { type: 'string' },
       runs: { type: 'string', default: '1' },
-      'warmup-s': { type: 'string', default: '2' },
+      'warmup-s': { type: 'string' },
       'poll-ms': { type: 'string' },
     },
   });
   const rounds = Number(values.runs);
   if (!Number.isInteger(rounds) || rounds < 1 || rounds > 20) throw new Error(`--runs: rounds per caller count, an integer from 1 to 20 (got ${values.runs})`);
-  const warmupS = Number(values['warmup-s']);
+  const warmupS = Number(values['warmup-s'] ?? 2);
   if (!Number.isFinite(warmupS) || warmupS < 0 || warmupS > 60) throw new Error(`--warmup-s: seconds from 0 to 60 (got ${values['warmup-s']})`);
+  if (values['warmup-s'] !== undefined && values.rate === undefined) throw new Error('--warmup-s needs --rate: a closed loop has no pace to warm up at');
   const rate = values.rate === undefined ? undefined : Number(values.rate);
   if (rate !== undefined && (!Number.isFinite(rate) || rate < 1 || rate > 10_000)) throw new Error(`--rate: decisions/s from 1 to 10000 (got ${values.rate})`);
   const counts = values.callers.split(',').map((x) => Number(x.trim()));
@@ -165,18 +166,19 @@ async function main(): Promise<void> {
     if (rate)
       console.log(
         `open loop: the callers together offer ${rate} decisions/s; latency from when each admit was due; ` +
-          `the first ${warmupS} s at that pace not counted; ${rounds} round${rounds === 1 ? '' : 's'} per caller count, each on a fresh ledger`,
+          `the first ${warmupS} s at that pace not counted (its failures are); ${rounds} round${rounds === 1 ? '' : 's'} per caller count, each on a fresh ledger`,
       );
     console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms   max ms  runs');
     for (const n of counts) {
       const results: Round[] = [];
       for (let k = 0; k < rounds; k++) results.push(printRound(await round(temporal, n, decisions, values.raw, rate, warmupS)));
       if (rate && n === 50) {
-        const perSecond = median(results.map((r) => (r.decisions * 1000) / r.wallMs));
-        const p99 = median(results.map((r) => quantile(r.latenciesMs, 0.99)));
-        const of = rounds > 1 ? ` (median of ${rounds} rounds)` : '';
-        console.log(targetLine(`decisions/s from 50 callers${of}`, perSecond, '>=', TARGETS.ledgerPerSecond));
-        console.log(targetLine(`p99 from 50 callers${of}`, p99, '<=', TARGETS.ledgerP99Ms, ' ms'));
+        // Every counted decision of every round in one reading: a round that misses is not outvoted.
+        const sum = (f: (r: Round) => number) => results.reduce((t, r) => t + f(r), 0);
+        const pooled = results.flatMap((r) => r.latenciesMs).sort((a, b) => a - b);
+        const of = rounds > 1 ? ` (${rounds} rounds pooled: ${pooled.length} decisions, ${sum((r) => r.failed)} failed)` : '';
+        console.log(targetLine(`decisions/s from 50 callers${of}`, (sum((r) => r.decisions) * 1000) / sum((r) => r.wallMs), '>=', TARGETS.ledgerPerSecond));
+        console.log(targetLine(`p99 from 50 callers${of}`, quantile(pooled, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
       }
     }
   } finally {

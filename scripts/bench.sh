@@ -20,6 +20,10 @@ bash scripts/setup.sh --test
 
 export_test_env
 
+# The benchmarks that run a worker in their own process run it with the flag bin/gpures starts
+# every command with (its shebang), so their figures are the installed worker's.
+AS_INSTALLED=(--enable-source-maps --max-semi-space-size=1)
+
 for bench in bring-up eviction router-on-demand sleep cli ledger-callers audit-replay worker-rss; do
   if [[ ! -f "dist/bench/$bench.js" ]]; then
     die "dist/bench/$bench.js does not exist: bench/ was not compiled"
@@ -27,25 +31,25 @@ for bench in bring-up eviction router-on-demand sleep cli ledger-callers audit-r
 done
 
 log "bench: node dist/bench/bring-up.js $* (TEMPORAL_CLI=$TEMPORAL_CLI DOCKER_HOST=$DOCKER_HOST)"
-node --enable-source-maps dist/bench/bring-up.js "$@"
+node "${AS_INSTALLED[@]}" dist/bench/bring-up.js "$@"
 echo
 log "bench: node dist/bench/eviction.js $*"
-node --enable-source-maps dist/bench/eviction.js "$@"
+node "${AS_INSTALLED[@]}" dist/bench/eviction.js "$@"
 echo
 log "bench: node dist/bench/router-on-demand.js $*"
-node --enable-source-maps dist/bench/router-on-demand.js "$@"
+node "${AS_INSTALLED[@]}" dist/bench/router-on-demand.js "$@"
 echo
 log "bench: node dist/bench/sleep.js $*"
-node --enable-source-maps dist/bench/sleep.js "$@"
+node "${AS_INSTALLED[@]}" dist/bench/sleep.js "$@"
 echo
 log "bench: node dist/bench/cli.js $*"
-node --enable-source-maps dist/bench/cli.js "$@"
+node "${AS_INSTALLED[@]}" dist/bench/cli.js "$@"
 echo
 log "bench: node dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3"
-node --enable-source-maps dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3
+node "${AS_INSTALLED[@]}" dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3
 echo
 log "bench: node dist/bench/audit-replay.js $*"
-node --enable-source-maps dist/bench/audit-replay.js "$@"
+node "${AS_INSTALLED[@]}" dist/bench/audit-replay.js "$@"
 echo
 log "bench: node dist/bench/worker-rss.js"
-exec node --enable-source-maps dist/bench/worker-rss.js
+exec node "${AS_INSTALLED[@]}" dist/bench/worker-rss.js

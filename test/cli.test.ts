@@ -12,7 +12,7 @@ import { nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from
 import type { TestGpu, TestServe } from './support/box';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
-import { GPURES, ROOT, gpures, show, startWorkerProcess } from './support/cli';
+import { GPURES, ROOT, gpures, gpuresAsInstalled, show, startWorkerProcess } from './support/cli';
 import { spawn } from 'node:child_process';
 import { waitUntil } from './support/wait';
 import type { Run, WorkerProcess } from './support/cli';
@@ -468,6 +468,20 @@ describe('gpures CLI, as real processes', () => {
       ),
     );
     assert.ok(r.ms < 30_000, `took ${r.ms} ms`);
+  });
+
+  test('bin/gpures run as a program: node with --max-semi-space-size=1, from its shebang', async () => {
+    // A module node loads before the CLI's own says what node was started with.
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-shebang-'));
+    const preload = join(dir, 'exec-argv.js');
+    writeFileSync(preload, 'process.stderr.write(`execArgv ${JSON.stringify(process.execArgv)}\\n`);\n');
+    const r = await gpuresAsInstalled(['validate', EXAMPLE], { ...env, NODE_OPTIONS: `--require ${preload}` });
+    assert.equal(r.code, EXIT.ok, show(r));
+    assert.equal(r.stdout, `${EXAMPLE}: ok (node primary-node, 1 gpu, 7 serves)\n`);
+    assert.match(r.stderr, /^execArgv \["--max-semi-space-size=1"\]$/m);
+    // Run by node itself, it has only what it is given.
+    const plain = await gpures(['validate', EXAMPLE], { ...env, NODE_OPTIONS: `--require ${preload}` });
+    assert.match(plain.stderr, /^execArgv \[\]$/m);
   });
 
   test('validate the example manifest: exit 0', async () => {

@@ -139,7 +139,9 @@ class GpuLedger {
   /**
    * Updates wait for the reconcile; after it each runs to completion without yielding. Once ready
    * the handler is called as it is: every promise a workflow makes costs the SDK a stack trace
-   * (its promise hook), and this is the ledger's hottest path.
+   * (its promise hook), and this is the ledger's hottest path. The SDK then validates, accepts and
+   * runs each update of an activation in turn, so a validator sees what the updates before it
+   * decided, and refuses (out of history) as it would one sent alone.
    */
   whenReady =
     <A, R>(handler: (arg: A) => R) =>
@@ -338,7 +340,7 @@ class GpuLedger {
   };
 
   release = (args: LedgerReleaseArgs): LedgerReleaseAnswer => {
-    // Again here: validators all run before any handler of the same activation, and not while reconciling.
+    // Again here: an update that arrived while the ledger reconciled was validated without the state.
     this.releaseCheck(args);
     const { serve, holder } = args;
     const held = activeReservation(this.state, serve);

@@ -26,6 +26,7 @@ import type { PromoteInput } from '../../src/shared/promotion';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
 import type { SimBox } from '../../src/sim/box';
 import { createGpuresWorker, fileManifest } from '../../src/worker/worker';
+import { workflowCodeOptions } from '../../src/worker/workflow-code';
 import { docker, renderManifest, writeManifest } from '../support/box';
 import type { TestServe } from '../support/box';
 import { deployTestRouter, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from '../support/router';
@@ -150,10 +151,10 @@ async function main(): Promise<void> {
       cleanups.push(() => Promise.resolve(rmSync(join(target?.configPath ?? dir, '..'), { recursive: true, force: true })));
     }
 
-    const bundle = await bundleWorkflowCode({
-      workflowsPath: require.resolve('../../src/workflows'),
-      logger: { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: say, error: say },
-    });
+    // The worker's own bundle: its interceptor modules and its source map.
+    const bundle = await bundleWorkflowCode(
+      workflowCodeOptions({ log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: say, error: say }),
+    );
     const worker: Worker = await createGpuresWorker({
       connection: native,
       client,

@@ -30,6 +30,11 @@ export function gpures(args: string[], env: Record<string, string>, timeoutMs = 
   return capture(process.execPath, [GPURES, ...args], env, timeoutMs);
 }
 
+/** Runs `bin/gpures ARGS` as a program, as an installed `gpures` runs: through its shebang line. */
+export function gpuresAsInstalled(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+  return capture(GPURES, args, env, timeoutMs);
+}
+
 export function show(r: Run): string {
   return `exit ${r.code} after ${r.ms} ms\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
 }
