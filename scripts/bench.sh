@@ -30,26 +30,26 @@ for bench in bring-up eviction router-on-demand sleep cli ledger-callers audit-r
   fi
 done
 
-log "bench: node dist/bench/bring-up.js $* (TEMPORAL_CLI=$TEMPORAL_CLI DOCKER_HOST=$DOCKER_HOST)"
+log "bench: node ${AS_INSTALLED[*]} dist/bench/bring-up.js $* (TEMPORAL_CLI=$TEMPORAL_CLI DOCKER_HOST=$DOCKER_HOST)"
 node "${AS_INSTALLED[@]}" dist/bench/bring-up.js "$@"
 echo
-log "bench: node dist/bench/eviction.js $*"
+log "bench: node ${AS_INSTALLED[*]} dist/bench/eviction.js $*"
 node "${AS_INSTALLED[@]}" dist/bench/eviction.js "$@"
 echo
-log "bench: node dist/bench/router-on-demand.js $*"
+log "bench: node ${AS_INSTALLED[*]} dist/bench/router-on-demand.js $*"
 node "${AS_INSTALLED[@]}" dist/bench/router-on-demand.js "$@"
 echo
-log "bench: node dist/bench/sleep.js $*"
+log "bench: node ${AS_INSTALLED[*]} dist/bench/sleep.js $*"
 node "${AS_INSTALLED[@]}" dist/bench/sleep.js "$@"
 echo
-log "bench: node dist/bench/cli.js $*"
+log "bench: node ${AS_INSTALLED[*]} dist/bench/cli.js $*"
 node "${AS_INSTALLED[@]}" dist/bench/cli.js "$@"
 echo
-log "bench: node dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3"
+log "bench: node ${AS_INSTALLED[*]} dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3"
 node "${AS_INSTALLED[@]}" dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3
 echo
-log "bench: node dist/bench/audit-replay.js $*"
+log "bench: node ${AS_INSTALLED[*]} dist/bench/audit-replay.js $*"
 node "${AS_INSTALLED[@]}" dist/bench/audit-replay.js "$@"
 echo
-log "bench: node dist/bench/worker-rss.js"
+log "bench: node ${AS_INSTALLED[*]} dist/bench/worker-rss.js"
 exec node "${AS_INSTALLED[@]}" dist/bench/worker-rss.js
