@@ -4,7 +4,8 @@
 // workflow (serveUp against an in-process worker on a dev server, then serveDown) and N times
 // by a plain dockerode script making the same calls (inspect image, create with the same spec,
 // start, poll /health until 200, GET /v1/models, then stop + remove), alternating in the same
-// run. Both poll /health at the same interval.
+// run. Both poll /health at the same interval. Each workflow run's history is read afterwards
+// (bench/history-time.ts) for where its time went, share by share, by the server's clock.
 //
 //   node dist/bench/bring-up.js [--runs N] [--poll-ms MS]     (scripts/bench.sh sets the env up)
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -22,6 +23,9 @@ import { workflowIds } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
+import { fetchHistoryJson } from '../src/audit/export';
+import { formatShares, historyTime, medianShares } from './history-time';
+import type { TimeShare } from './history-time';
 import { median, targetLine, TARGETS } from './target';
 
 const SERVE = 'bench';
@@ -34,6 +38,8 @@ interface Sample {
   sleptMs: number;
   /** Where the bring-up time went, phase -> ms. */
   phases: Record<string, number>;
+  /** The workflow's runs, up and down, share by share from their histories. */
+  history?: { up: TimeShare[]; down: TimeShare[] };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -128,6 +134,20 @@ function workflowPhases(t0Epoch: number, steps: { step: string; at: string }[], 
   return phases;
 }
 
+/**
+ * The workflow's time share by share from its histories (medians per share), and Temporal's part
+ * of it: what lies outside the activities (workflow tasks with their local activities and ledger
+ * Updates, dispatches, the client's calls). The fences' Updates inside the start activity count
+ * as the activity's.
+ */
+function historyLines(what: string, runs: TimeShare[][], plainMs: number): void {
+  const { line, temporalMs, activitiesMs } = formatShares(medianShares(runs, median));
+  process.stdout.write(`  ${what}, workflow, from its histories (medians, server clock): ${line} ms\n`);
+  process.stdout.write(
+    `  ${what}: outside its activities ${fmt(temporalMs)} ms (workflow tasks, dispatch, client); its activities ${fmt(activitiesMs)} ms against the plain script's ${fmt(plainMs)} ms\n`,
+  );
+}
+
 function fmt(ms: number): string {
   return `${Math.round(ms)}`;
 }
@@ -185,11 +205,18 @@ async function main(): Promise<void> {
     if (up.result.outcome !== 'started') throw new Error(`workflow: ${up.result.message}`);
     const health = up.result.steps.find((s) => s.step === 'health')?.outcome ?? '';
     const probes = Number(/after (\d+) probes/.exec(health)?.[1] ?? NaN);
+    const t1Epoch = Date.now();
     const t1 = performance.now();
     const down = await serveDown(temporal.client, node, SERVE);
     const downMs = performance.now() - t1;
+    const downEndEpoch = Date.now();
     if (!down.ok || down.result.outcome !== 'stopped') throw new Error(`workflow down: ${down.ok ? down.result.message : down.message}`);
-    return { upMs, downMs, probes, sleptMs: (probes - 1) * pollMs, phases: workflowPhases(t0Epoch, up.result.steps, endEpoch) };
+    // Read after both runs, outside their timings.
+    const history = {
+      up: historyTime(await fetchHistoryJson(temporal.client, up.workflowId, up.runId), t0Epoch, endEpoch),
+      down: historyTime(await fetchHistoryJson(temporal.client, down.workflowId, down.runId), t1Epoch, downEndEpoch),
+    };
+    return { upMs, downMs, probes, sleptMs: (probes - 1) * pollMs, phases: workflowPhases(t0Epoch, up.result.steps, endEpoch), history };
   };
   const viaPlain = () => plainBringUp(docker, node, serve, gpu, pollMs);
 
@@ -253,9 +280,19 @@ async function main(): Promise<void> {
   };
   out(phaseLine('where the time goes, workflow (medians; from step timestamps, approximate)', wf));
   out(phaseLine('where the time goes, plain    (medians)', plain));
+  historyLines(
+    'bring-up',
+    wf.map((s) => s.history?.up ?? []),
+    median(plain.map((s) => s.upMs - s.sleptMs)),
+  );
   const wfDown = median(wf.map((s) => s.downMs));
   const plainDown = median(plain.map((s) => s.downMs));
   out(`bring-down median: workflow ${fmt(wfDown)} ms, plain dockerode ${fmt(plainDown)} ms, ratio ${(wfDown / plainDown).toFixed(2)}`);
+  historyLines(
+    'bring-down',
+    wf.map((s) => s.history?.down ?? []),
+    plainDown,
+  );
   // With the poll sleeps out: at a long poll the plain script's second probe waits a whole interval
   // the workflow's later first probe does not, and the raw ratio then flatters the workflow.
   out(targetLine('bring-up ratio, poll sleeps taken out', wfActive / plainActive, '<=', TARGETS.bringRatio));
