@@ -1,21 +1,48 @@
 // Where a workflow run's wall time went, read from its history by the server's clock: each
 // interval between two events is charged to what the later event ends. Ending an activity's
-// ActivityTaskStarted, it was the activity's dispatch; ending its completion, the activity itself;
-// anything else, the workflow task under way (its local activities and ledger Updates run inside
-// it), named by the local activities it recorded. So the orchestration's share of a bring-up is
-// measured event by event instead of estimated from step timestamps.
+// first ActivityTaskStarted, it was the activity's dispatch (a retried one's earlier attempts and
+// backoffs are the activity's own); ending its completion, the activity itself; ending a timer, a
+// signal, a cancel request, a child's event, or a workflow task nothing in the run scheduled (an
+// Update's), a wait for something outside the run; anything else, the workflow task under way (its local activities and ledger
+// Updates run inside it), named by the local activities it recorded. So the orchestration's share
+// of a bring-up is measured event by event instead of estimated from step timestamps.
 import { eventAttributes, eventTypeName, localActivityOf } from '../src/audit/events';
 import type { HistoryJson } from '../src/audit/events';
 
-/** One share of a run's time: a workflow task, an activity, or the dispatches of all its activities. */
+/**
+ * One share of a run's time: a workflow task, an activity, the dispatches of all its activities,
+ * a wait for something outside the run (a timer, a signal, a child), or the client's calls.
+ */
 export interface TimeShare {
   label: string;
-  kind: 'task' | 'activity' | 'dispatch' | 'client';
+  kind: 'task' | 'activity' | 'dispatch' | 'wait' | 'client';
   ms: number;
 }
 
 const ACTIVITY_ENDS = new Set(['ActivityTaskCompleted', 'ActivityTaskFailed', 'ActivityTaskTimedOut', 'ActivityTaskCanceled']);
-const TASK_EVENTS = new Set(['WorkflowTaskScheduled', 'WorkflowTaskStarted', 'WorkflowTaskCompleted']);
+const TASK_EVENTS = new Set(['WorkflowTaskScheduled', 'WorkflowTaskStarted', 'WorkflowTaskCompleted', 'WorkflowTaskFailed', 'WorkflowTaskTimedOut']);
+const CHILD_EVENTS = new Set([
+  'ChildWorkflowExecutionStarted',
+  'ChildWorkflowExecutionCompleted',
+  'ChildWorkflowExecutionFailed',
+  'ChildWorkflowExecutionCanceled',
+  'ChildWorkflowExecutionTimedOut',
+  'ChildWorkflowExecutionTerminated',
+]);
+const WAITS: Record<string, string> = {
+  TimerFired: 'wait for a timer',
+  WorkflowExecutionSignaled: 'wait for a signal',
+  WorkflowExecutionCancelRequested: 'wait for a cancel',
+};
+/** Events that schedule the workflow task after them at once: the interval to it is that task's. */
+const TASK_CAUSES = new Set([
+  'WorkflowExecutionStarted',
+  'WorkflowTaskFailed',
+  'WorkflowTaskTimedOut',
+  ...ACTIVITY_ENDS,
+  ...CHILD_EVENTS,
+  ...Object.keys(WAITS),
+]);
 
 const epochMs = (iso: string | undefined): number => (iso ? Date.parse(iso) : NaN);
 
@@ -39,6 +66,7 @@ export function historyTime(h: HistoryJson, clientStartEpochMs: number, clientEn
   const first = h.events[0];
   charge('client to start', 'client', epochMs(first?.eventTime) - clientStartEpochMs);
   let prev = epochMs(first?.eventTime);
+  let prevType = first ? eventTypeName(first.eventType) : '';
   for (const e of h.events.slice(1)) {
     const type = eventTypeName(e.eventType);
     const a = eventAttributes(e);
@@ -49,8 +77,19 @@ export function historyTime(h: HistoryJson, clientStartEpochMs: number, clientEn
       const name = (a['activityType'] as { name?: unknown } | undefined)?.name;
       activityNames.set(e.eventId, typeof name === 'string' ? name : '?');
     }
-    if (type === 'ActivityTaskStarted') charge('dispatch', 'dispatch', ms);
-    else if (ACTIVITY_ENDS.has(type)) charge(activityNames.get(String(a['scheduledEventId'])) ?? '?', 'activity', ms);
+    const activity = activityNames.get(String(a['scheduledEventId'])) ?? '?';
+    // A task scheduled with nothing before it to cause it: the run sat idle until something arrived (an Update).
+    const wait = type === 'WorkflowTaskScheduled' && !TASK_CAUSES.has(prevType) ? 'waiting' : WAITS[type];
+    prevType = type;
+    if (type === 'ActivityTaskStarted') {
+      // Recorded once, at the last attempt's start: before it, the earlier attempts and their backoffs.
+      if (Number(a['attempt'] ?? 1) > 1) charge(activity, 'activity', ms);
+      else charge('dispatch', 'dispatch', ms);
+    } else if (ACTIVITY_ENDS.has(type)) charge(activity, 'activity', ms);
+    else if (CHILD_EVENTS.has(type)) {
+      const child = (a['workflowType'] as { name?: unknown } | undefined)?.name;
+      charge(`child ${typeof child === 'string' ? child : '?'}`, 'wait', ms);
+    } else if (wait) charge(wait, 'wait', ms);
     else {
       const k = Math.max(1, completedTasks + (TASK_EVENTS.has(type) ? 1 : 0));
       charge(`task ${k}`, 'task', ms);
@@ -66,16 +105,24 @@ export function historyTime(h: HistoryJson, clientStartEpochMs: number, clientEn
   });
 }
 
-/** Per label, the median over runs of the same shape (labels of the first run; a label a run lacks counts as 0 there). */
-export function medianShares(runs: TimeShare[][], median: (xs: number[]) => number): TimeShare[] {
+/**
+ * Per label, the median over the runs (labels of the first run; a label a run lacks counts as 0
+ * there), and how many runs had another shape (other labels): their medians mix unlike runs.
+ */
+export function medianShares(runs: TimeShare[][], median: (xs: number[]) => number): { shares: TimeShare[]; otherShapes: number } {
   const labels = runs[0] ?? [];
-  return labels.map((s) => ({ ...s, ms: median(runs.map((r) => r.find((x) => x.label === s.label)?.ms ?? 0)) }));
+  const shape = (r: TimeShare[]) => r.map((s) => s.label).join('|');
+  const otherShapes = runs.filter((r) => shape(r) !== shape(labels)).length;
+  return { shares: labels.map((s) => ({ ...s, ms: median(runs.map((r) => r.find((x) => x.label === s.label)?.ms ?? 0)) })), otherShapes };
 }
 
-/** `task 1 [resolveServe, ledgerAdmit] 33, dispatch 8, startServeContainer 264, …` and the orchestration's total. */
-export function formatShares(shares: TimeShare[]): { line: string; temporalMs: number; activitiesMs: number } {
-  const line = shares.map((s) => `${s.label} ${Math.round(s.ms)}`).join(', ');
-  const temporalMs = shares.filter((s) => s.kind !== 'activity').reduce((n, s) => n + s.ms, 0);
-  const activitiesMs = shares.filter((s) => s.kind === 'activity').reduce((n, s) => n + s.ms, 0);
-  return { line, temporalMs, activitiesMs };
+/** A run's time outside its activities and its waits (workflow tasks, dispatch, the client's calls), in its activities, and waiting. */
+export function runTotals(shares: TimeShare[]): { temporalMs: number; activitiesMs: number; waitMs: number } {
+  const sum = (kinds: TimeShare['kind'][]) => shares.filter((s) => kinds.includes(s.kind)).reduce((n, s) => n + s.ms, 0);
+  return { temporalMs: sum(['task', 'dispatch', 'client']), activitiesMs: sum(['activity']), waitMs: sum(['wait']) };
+}
+
+/** `task 1 [resolveServe, ledgerAdmit] 33, dispatch 8, startServeContainer 264, …`. */
+export function formatShares(shares: TimeShare[]): string {
+  return shares.map((s) => `${s.label} ${Math.round(s.ms)}`).join(', ');
 }
