@@ -142,10 +142,7 @@ function workflowPhases(t0Epoch: number, steps: { step: string; at: string }[], 
  * and its image and container inspections count as the activity's.
  */
 function historyLines(what: string, runs: { shares: TimeShare[]; sleptMs: number }[], plainMs: number): void {
-  const { shares, otherShapes } = medianShares(
-    runs.map((r) => r.shares),
-    median,
-  );
+  const { shares, otherShapes } = medianShares(runs.map((r) => r.shares));
   const totals = runs.map((r) => runTotals(r.shares));
   const outside = median(totals.map((t) => t.temporalMs));
   const activities = median(totals.map((t, i) => t.activitiesMs - (runs[i]?.sleptMs ?? 0)));

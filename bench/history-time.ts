@@ -3,11 +3,14 @@
 // first ActivityTaskStarted, it was the activity's dispatch (a retried one's earlier attempts and
 // backoffs are the activity's own); ending its completion, the activity itself; ending a timer, a
 // signal, a cancel request, a child's event, or a workflow task nothing in the run scheduled (an
-// Update's), a wait for something outside the run; anything else, the workflow task under way (its local activities and ledger
-// Updates run inside it), named by the local activities it recorded. So the orchestration's share
-// of a bring-up is measured event by event instead of estimated from step timestamps.
+// Update's), a wait for something outside the run; anything else, the workflow task under way
+// (its local activities and ledger Updates run inside it), named by the local activities it
+// recorded. So the orchestration's share of a bring-up is measured event by event instead of
+// estimated from step timestamps.
 import { eventAttributes, eventTypeName, localActivityOf } from '../src/audit/events';
 import type { HistoryJson } from '../src/audit/events';
+import { path, str } from '../src/audit/report/read';
+import { median } from './target';
 
 /**
  * One share of a run's time: a workflow task, an activity, the dispatches of all its activities,
@@ -60,7 +63,8 @@ export function historyTime(h: HistoryJson, clientStartEpochMs: number, clientEn
     shares.set(key, s);
   };
   const activityNames = new Map<string, string>();
-  const taskLocals = new Map<number, string[]>();
+  /** Keyed like the task's share: `task k`. */
+  const taskLocals = new Map<string, string[]>();
   let completedTasks = 0;
 
   const first = h.events[0];
@@ -73,34 +77,29 @@ export function historyTime(h: HistoryJson, clientStartEpochMs: number, clientEn
     const at = epochMs(e.eventTime);
     const ms = at - prev;
     prev = at;
-    if (type === 'ActivityTaskScheduled') {
-      const name = (a['activityType'] as { name?: unknown } | undefined)?.name;
-      activityNames.set(e.eventId, typeof name === 'string' ? name : '?');
-    }
-    const activity = activityNames.get(String(a['scheduledEventId'])) ?? '?';
+    if (type === 'ActivityTaskScheduled') activityNames.set(e.eventId, str(path(a, 'activityType', 'name')) ?? '?');
+    const activity = () => activityNames.get(String(a['scheduledEventId'])) ?? '?';
     // A task scheduled with nothing before it to cause it: the run sat idle until something arrived (an Update).
     const wait = type === 'WorkflowTaskScheduled' && !TASK_CAUSES.has(prevType) ? 'waiting' : WAITS[type];
     prevType = type;
     if (type === 'ActivityTaskStarted') {
       // Recorded once, at the last attempt's start: before it, the earlier attempts and their backoffs.
-      if (Number(a['attempt'] ?? 1) > 1) charge(activity, 'activity', ms);
+      if (Number(a['attempt'] ?? 1) > 1) charge(activity(), 'activity', ms);
       else charge('dispatch', 'dispatch', ms);
-    } else if (ACTIVITY_ENDS.has(type)) charge(activity, 'activity', ms);
-    else if (CHILD_EVENTS.has(type)) {
-      const child = (a['workflowType'] as { name?: unknown } | undefined)?.name;
-      charge(`child ${typeof child === 'string' ? child : '?'}`, 'wait', ms);
-    } else if (wait) charge(wait, 'wait', ms);
+    } else if (ACTIVITY_ENDS.has(type)) charge(activity(), 'activity', ms);
+    else if (CHILD_EVENTS.has(type)) charge(`child ${str(path(a, 'workflowType', 'name')) ?? '?'}`, 'wait', ms);
+    else if (wait) charge(wait, 'wait', ms);
     else {
-      const k = Math.max(1, completedTasks + (TASK_EVENTS.has(type) ? 1 : 0));
-      charge(`task ${k}`, 'task', ms);
+      const task = `task ${Math.max(1, completedTasks + (TASK_EVENTS.has(type) ? 1 : 0))}`;
+      charge(task, 'task', ms);
       if (type === 'WorkflowTaskCompleted') completedTasks += 1;
       const local = localActivityOf(e);
-      if (local) taskLocals.set(k, [...(taskLocals.get(k) ?? []), local.type]);
+      if (local) taskLocals.set(task, [...(taskLocals.get(task) ?? []), local.type]);
     }
   }
   charge('close to client', 'client', clientEndEpochMs - prev);
   return [...shares.values()].map((s) => {
-    const locals = s.kind === 'task' ? taskLocals.get(Number(s.label.slice('task '.length))) : undefined;
+    const locals = taskLocals.get(s.label);
     return locals ? { ...s, label: `${s.label} [${locals.join(', ')}]` } : s;
   });
 }
@@ -109,7 +108,7 @@ export function historyTime(h: HistoryJson, clientStartEpochMs: number, clientEn
  * Per label, the median over the runs (labels of the first run; a label a run lacks counts as 0
  * there), and how many runs had another shape (other labels): their medians mix unlike runs.
  */
-export function medianShares(runs: TimeShare[][], median: (xs: number[]) => number): { shares: TimeShare[]; otherShapes: number } {
+export function medianShares(runs: TimeShare[][]): { shares: TimeShare[]; otherShapes: number } {
   const labels = runs[0] ?? [];
   const shape = (r: TimeShare[]) => r.map((s) => s.label).join('|');
   const otherShapes = runs.filter((r) => shape(r) !== shape(labels)).length;

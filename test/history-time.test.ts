@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { readHistoryFile } from '../src/audit/history';
 import type { HistoryEventJson, HistoryJson } from '../src/audit/events';
 import { historyTime, medianShares, runTotals } from '../bench/history-time';
-import { median } from '../bench/target';
 
 // dist/test/history-time.test.js -> <repo>/test/histories
 const HISTORIES = join(__dirname, '..', '..', 'test', 'histories');
@@ -98,7 +97,7 @@ test('medians per share say how many runs had another shape', () => {
     { label: 'task 1', kind: 'task' as const, ms },
     ...(extra ? [{ label: 'inspectServe', kind: 'activity' as const, ms: 5 }] : []),
   ];
-  const { shares, otherShapes } = medianShares([run(10), run(30), run(20, true)], median);
+  const { shares, otherShapes } = medianShares([run(10), run(30), run(20, true)]);
   assert.deepEqual(shares, [{ label: 'task 1', kind: 'task', ms: 20 }]);
   assert.equal(otherShapes, 1);
 });
