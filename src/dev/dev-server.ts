@@ -57,6 +57,9 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** A server process that ended before its frontend answered. */
+export class ServerExitedError extends Error {}
+
 /**
  * Until the frontend at `address` answers (a server, dev or production-shaped, that its own start
  * gives no event for); a `child` that exits meanwhile ends the wait at once, naming `what`.
@@ -64,7 +67,7 @@ export function freePort(): Promise<number> {
 export async function waitForServer(address: string, child: ChildProcess | undefined, timeoutMs: number, what = 'temporal dev server'): Promise<void> {
   const exited = () =>
     child && (child.exitCode !== null || child.signalCode !== null)
-      ? new Error(`${what} exited (${child.exitCode ?? child.signalCode}) during start-up`)
+      ? new ServerExitedError(`${what} exited (${child.exitCode ?? child.signalCode}) during start-up`)
       : undefined;
   const answers = async () => {
     const c = await Connection.connect({ address, connectTimeout: '1s' });
@@ -85,15 +88,39 @@ export interface DevServer {
   stop(): Promise<void>;
 }
 
-/** Starts `temporal server start-dev` on free loopback ports; with `ui`, its web UI too. */
+/** How many times a server on ports found free is started: another process may bind one first. */
+const DEV_SERVER_STARTS = 3;
+
+/**
+ * Starts `temporal server start-dev` on free loopback ports; with `ui`, its web UI too. A port
+ * found free can be taken before the server binds it, and the server then exits at once
+ * ("address already in use"): on ports it chose itself, it starts again on others.
+ */
 export async function startDevServer(opts: { ui?: boolean; port?: number; uiPort?: number } = {}): Promise<DevServer> {
+  const portsGiven = opts.port !== undefined && (!opts.ui || opts.uiPort !== undefined);
+  for (let start = 1; ; start++) {
+    try {
+      return await startDevServerOnce(opts);
+    } catch (err) {
+      if (!(err instanceof ServerExitedError) || portsGiven || start >= DEV_SERVER_STARTS) throw err;
+    }
+  }
+}
+
+async function startDevServerOnce(opts: { ui?: boolean; port?: number; uiPort?: number }): Promise<DevServer> {
   const port = opts.port ?? (await freePort());
   const uiPort = opts.ui ? (opts.uiPort ?? (await freePort())) : undefined;
   const address = `${DEV_SERVER.ip}:${port}`;
   const child = spawn(temporalCliPath(), devServerArgs({ port, uiPort }), { stdio: ['ignore', 'ignore', 'inherit'] });
   const kill = () => child.kill('SIGKILL');
   process.once('exit', kill);
-  await waitForServer(address, child, 60_000);
+  try {
+    await waitForServer(address, child, 60_000);
+  } catch (err) {
+    process.removeListener('exit', kill);
+    kill();
+    throw err;
+  }
   return {
     address,
     namespace: DEV_SERVER.namespace,
