@@ -2,9 +2,10 @@
 //
 // One serve that is healthy at once (fake vLLM, FAKE_START_DELAY_S=0), brought up N times as a
 // workflow (serveUp against an in-process worker on a dev server, then serveDown) and N times
-// by a plain dockerode script making the same calls (inspect image, create with the same spec,
-// start, poll /health until 200, GET /v1/models, then stop + remove), alternating in the same
-// run. Both poll /health at the same interval. Each workflow run's history is read afterwards
+// by a plain dockerode script making the same calls (bench/plain.ts: inspect image, create with
+// the same spec, start, poll /health until 200, GET /v1/models, then stop + remove), and N times
+// as that script run as the one activity of a workflow that does nothing else (the floor), in
+// rotating order in the same run. All poll /health at the same interval. Each workflow run's history is read afterwards
 // (bench/history-time.ts) for where its time went, share by share, by the server's clock.
 //
 //   node dist/bench/bring-up.js [--runs N] [--poll-ms MS]     (scripts/bench.sh sets the env up)
@@ -13,13 +14,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import type { Client } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
 import Docker from 'dockerode';
 import { DockerRuntime } from '../src/adapters/containers/docker';
 import { serveDown, serveUp } from '../src/client/operations';
 import { parseManifest } from '../src/config/manifest';
-import { containerName, LABEL, serveBaseUrl, serveHealthUrl, serveLabels, vllmCommand } from '../src/domain/serve';
+import { LABEL } from '../src/domain/serve';
 import type { GpuSpec, ServeSpec } from '../src/domain/types';
-import { workflowIds } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
@@ -27,86 +29,44 @@ import { fetchHistoryJson } from '../src/audit/export';
 import { formatShares, historyTime, medianShares, runTotals } from './history-time';
 import type { TimeShare } from './history-time';
 import { median, targetLine, TARGETS } from './target';
+import { createFloorActivities } from './floor-activities';
+import type { floorDown, floorUp } from './floor-workflow';
+import { plainDown, plainUp } from './plain';
+import type { PlainUp } from './plain';
 
 const SERVE = 'bench';
 
-interface Sample {
-  upMs: number;
+interface Sample extends PlainUp {
   downMs: number;
-  probes: number;
-  /** Time spent sleeping between health probes. */
-  sleptMs: number;
-  /** Where the bring-up time went, phase -> ms. */
-  phases: Record<string, number>;
   /** The workflow's runs, up and down, share by share from their histories. */
   history?: { up: TimeShare[]; down: TimeShare[] };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/**
- * The plain script: the Docker and HTTP calls of a bring-up without Temporal. The container spec
- * is the one DockerRuntime.ensureRunning creates for this serve with --gpus off.
- */
+/** The plain script, up then down. */
 async function plainBringUp(docker: Docker, node: string, serve: ServeSpec, gpu: GpuSpec, pollMs: number): Promise<Sample> {
-  const name = containerName(node, serve.name);
-  const portKey = `${serve.containerPort}/tcp`;
-  const t0 = performance.now();
-  const mark = phaseClock(t0);
-  await docker.getImage(serve.image).inspect();
-  const container = await docker.createContainer({
-    name,
-    Image: serve.image,
-    Cmd: vllmCommand(serve),
-    Env: Object.entries(serve.env).map(([k, v]) => `${k}=${v}`),
-    Labels: serveLabels(node, serve, gpu, workflowIds.ledger(node, gpu.role)),
-    ExposedPorts: { [portKey]: {} },
-    HostConfig: { PortBindings: { [portKey]: [{ HostIp: serve.bind, HostPort: String(serve.port) }] }, Init: true },
-  });
-  await container.start();
-  mark('container');
-  // The same probe as HttpServeProbe: 2 s timeout per request, then wait pollMs.
-  const deadline = Date.now() + serve.startTimeoutS * 1000;
-  let probes = 0;
-  let sleptMs = 0;
-  for (;;) {
-    probes += 1;
-    try {
-      const res = await fetch(serveHealthUrl(serve), { signal: AbortSignal.timeout(2000) });
-      await res.arrayBuffer();
-      if (res.status === 200) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() >= deadline) throw new Error(`plain: no 200 from ${serveHealthUrl(serve)} within ${serve.startTimeoutS} s`);
-    const z = performance.now();
-    await sleep(pollMs);
-    sleptMs += performance.now() - z;
-  }
-  mark('health');
-  const res = await fetch(`${serveBaseUrl(serve)}/v1/models`, { signal: AbortSignal.timeout(5000) });
-  const body = (await res.json()) as { data?: { id?: unknown }[] };
-  const ids = (body.data ?? []).map((m) => String(m.id));
-  if (!ids.includes(serve.servedModelName)) throw new Error(`plain: /v1/models reports ${ids.join(', ')}, expected ${serve.servedModelName}`);
-  mark('identity');
-  const upMs = performance.now() - t0;
-
-  const t1 = performance.now();
-  await container.stop({ t: serve.stopTimeoutS });
-  await container.remove({ force: true });
-  return { upMs, downMs: performance.now() - t1, probes, sleptMs, phases: mark.phases };
+  const up = await plainUp(docker, node, serve, gpu, pollMs);
+  return { ...up, downMs: await plainDown(docker, node, serve) };
 }
 
-/** Records the time since the previous mark under a phase name. */
-function phaseClock(start: number): ((phase: string) => void) & { phases: Record<string, number> } {
-  let last = start;
-  const phases: Record<string, number> = {};
-  const mark = (phase: string) => {
-    const now = performance.now();
-    phases[phase] = now - last;
-    last = now;
+/**
+ * The plain script as the one activity of a one-step workflow (bench/floor-workflow.ts), on its
+ * own worker and task queue on the same server: its wall time from the client, up then down; its
+ * probes and sleeps are the activity's.
+ */
+async function floorBringUp(client: Client, taskQueue: string, run: number): Promise<Sample> {
+  const timed = async <R>(type: 'floorUp' | 'floorDown') => {
+    const startEpoch = Date.now();
+    const t0 = performance.now();
+    const handle = await client.workflow.start(type, { taskQueue, workflowId: `${taskQueue}-${type}-${run}` });
+    const result = (await handle.result()) as R;
+    const ms = performance.now() - t0;
+    const endEpoch = Date.now();
+    return { result, ms, read: async () => historyTime(await fetchHistoryJson(client, handle.workflowId, handle.firstExecutionRunId), startEpoch, endEpoch) };
   };
-  return Object.assign(mark, { phases });
+  const up = await timed<Awaited<ReturnType<typeof floorUp>>>('floorUp');
+  const down = await timed<Awaited<ReturnType<typeof floorDown>>>('floorDown');
+  // Read after both runs, outside their timings.
+  return { ...up.result, upMs: up.ms, downMs: down.ms, history: { up: await up.read(), down: await down.read() } };
 }
 
 /**
@@ -225,43 +185,79 @@ async function main(): Promise<void> {
   };
   const viaPlain = () => plainBringUp(docker, node, serve, gpu, pollMs);
 
-  const wf: Sample[] = [];
-  const plain: Sample[] = [];
+  // The floor's worker: its own task queue and workflow code, the SDK's default options.
+  const floorQueue = `bench-floor-${node}`;
+  const floorWorker = await Worker.create({
+    connection: temporal.nativeConnection,
+    namespace: 'default',
+    taskQueue: floorQueue,
+    workflowsPath: require.resolve('./floor-workflow'),
+    activities: createFloorActivities(docker, node, serve, gpu, pollMs),
+  });
+  const floorRunning = floorWorker.run();
+  let floorRuns = 0;
+  const viaFloor = () => floorBringUp(temporal.client, floorQueue, floorRuns++);
+
+  const variants = { wf: viaWorkflow, plain: viaPlain, floor: viaFloor };
+  const samples: Record<keyof typeof variants, Sample[]> = { wf: [], plain: [], floor: [] };
+  const names = Object.keys(variants) as (keyof typeof variants)[];
   const order: string[] = [];
   try {
     await removeLeftovers();
     // Warm-up, not counted: the first workflow also starts the ledger entity workflow and warms
     // the worker's caches; the first create warms dockerd.
-    await viaWorkflow();
-    await viaPlain();
+    for (const name of names) await variants[name]();
     for (let i = 0; i < runs; i++) {
-      // Alternate which goes first, so neither always runs on the other's freshly freed port.
-      if (i % 2 === 0) {
-        wf.push(await viaWorkflow());
-        plain.push(await viaPlain());
-        order.push('wf, plain');
-      } else {
-        plain.push(await viaPlain());
-        wf.push(await viaWorkflow());
-        order.push('plain, wf');
-      }
+      // Rotate which goes first, so none always runs on another's freshly freed port.
+      const turn = names.map((_, k) => names[(i + k) % names.length] as keyof typeof variants);
+      for (const name of turn) samples[name].push(await variants[name]());
+      order.push(turn.join(', '));
     }
   } finally {
     await worker.stop();
+    floorWorker.shutdown();
+    await floorRunning;
     await removeLeftovers();
     await temporal.close();
   }
+  const { wf, plain, floor } = samples;
 
   const out = (line: string) => process.stdout.write(`${line}\n`);
   out(`bring-up of one fake-vLLM serve healthy at once (FAKE_START_DELAY_S=0), image ${serve.image}`);
-  out(`/health polled every ${pollMs} ms by both (2 s probe timeout); ${runs} runs each, alternating, after 1 warm-up of each (not counted)`);
+  out(`/health polled every ${pollMs} ms by both (2 s probe timeout); ${runs} runs each, in rotating order, after 1 warm-up of each (not counted)`);
   out('workflow = serveUp (start workflow .. result: resolve, ledger admit, start container, health, identity, mark running);');
   out('plain    = dockerode: inspect image, create, start, poll /health, GET /v1/models. down = serveDown vs stop + remove.');
+  out('floor    = the plain script as the one activity of a workflow that does nothing else (bench/floor-workflow.ts).');
   out('');
-  const header = ['run', 'order', 'workflow up ms', 'plain up ms', 'diff ms', 'wf probes', 'plain probes', 'workflow down ms', 'plain down ms'];
+  const header = [
+    'run',
+    'order',
+    'workflow up ms',
+    'plain up ms',
+    'floor up ms',
+    'diff ms',
+    'wf probes',
+    'plain probes',
+    'workflow down ms',
+    'plain down ms',
+    'floor down ms',
+  ];
   const rows = wf.map((w, i) => {
     const p = plain[i] as Sample;
-    return [String(i + 1), order[i] ?? '', fmt(w.upMs), fmt(p.upMs), fmt(w.upMs - p.upMs), String(w.probes), String(p.probes), fmt(w.downMs), fmt(p.downMs)];
+    const f = floor[i] as Sample;
+    return [
+      String(i + 1),
+      order[i] ?? '',
+      fmt(w.upMs),
+      fmt(p.upMs),
+      fmt(f.upMs),
+      fmt(w.upMs - p.upMs),
+      String(w.probes),
+      String(p.probes),
+      fmt(w.downMs),
+      fmt(p.downMs),
+      fmt(f.downMs),
+    ];
   });
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
   const line = (cells: string[]) => cells.map((cell, c) => (c < 2 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0))).join('  ');
@@ -270,10 +266,10 @@ async function main(): Promise<void> {
   out('');
 
   const wfUp = median(wf.map((s) => s.upMs));
-  const plainUp = median(plain.map((s) => s.upMs));
+  const plainUpMs = median(plain.map((s) => s.upMs));
   const pairDiff = median(wf.map((w, i) => w.upMs - (plain[i]?.upMs ?? NaN)));
-  out(`bring-up median: workflow ${fmt(wfUp)} ms, plain dockerode ${fmt(plainUp)} ms, ratio ${(wfUp / plainUp).toFixed(2)} (${runs} runs)`);
-  out(`workflow overhead: ${fmt(wfUp - plainUp)} ms (median workflow - median plain); per-run difference median ${fmt(pairDiff)} ms`);
+  out(`bring-up median: workflow ${fmt(wfUp)} ms, plain dockerode ${fmt(plainUpMs)} ms, ratio ${(wfUp / plainUpMs).toFixed(2)} (${runs} runs)`);
+  out(`workflow overhead: ${fmt(wfUp - plainUpMs)} ms (median workflow - median plain); per-run difference median ${fmt(pairDiff)} ms`);
   const wfActive = median(wf.map((s) => s.upMs - s.sleptMs));
   const plainActive = median(plain.map((s) => s.upMs - s.sleptMs));
   out(
@@ -291,17 +287,40 @@ async function main(): Promise<void> {
     median(plain.map((s) => s.upMs - s.sleptMs)),
   );
   const wfDown = median(wf.map((s) => s.downMs));
-  const plainDown = median(plain.map((s) => s.downMs));
-  out(`bring-down median: workflow ${fmt(wfDown)} ms, plain dockerode ${fmt(plainDown)} ms, ratio ${(wfDown / plainDown).toFixed(2)}`);
+  const plainDownMs = median(plain.map((s) => s.downMs));
+  out(`bring-down median: workflow ${fmt(wfDown)} ms, plain dockerode ${fmt(plainDownMs)} ms, ratio ${(wfDown / plainDownMs).toFixed(2)}`);
   historyLines(
     'bring-down',
     wf.map((s) => ({ shares: s.history?.down ?? [], sleptMs: 0 })),
-    plainDown,
+    plainDownMs,
+  );
+  // The floor: what a workflow whose one activity is the plain script adds over it. A target
+  // below the floor's ratio is out of reach of any workflow on this server and host.
+  const floorActive = median(floor.map((s) => s.upMs - s.sleptMs));
+  const floorDownMs = median(floor.map((s) => s.downMs));
+  out(
+    `floor, the plain script as the one activity of a one-step workflow (its own worker, SDK defaults): ` +
+      `up ${fmt(floorActive)} ms with the poll sleeps out, ${fmt(floorActive - plainActive)} ms over the plain script, ratio ${(floorActive / plainActive).toFixed(2)}; ` +
+      `down ${fmt(floorDownMs)} ms, ${fmt(floorDownMs - plainDownMs)} ms over, ratio ${(floorDownMs / plainDownMs).toFixed(2)}`,
+  );
+  historyLines(
+    'floor up',
+    floor.map((s) => ({ shares: s.history?.up ?? [], sleptMs: s.sleptMs })),
+    plainActive,
+  );
+  historyLines(
+    'floor down',
+    floor.map((s) => ({ shares: s.history?.down ?? [], sleptMs: 0 })),
+    plainDownMs,
+  );
+  out(
+    `against the floor: bring-up ${(wfActive / floorActive).toFixed(2)} x (${fmt(wfActive - floorActive)} ms for the ledger's four Updates, the serve's resolution, GPU reading and fences, and the health and identity steps); ` +
+      `bring-down ${(wfDown / floorDownMs).toFixed(2)} x (${fmt(wfDown - floorDownMs)} ms)`,
   );
   // With the poll sleeps out: at a long poll the plain script's second probe waits a whole interval
   // the workflow's later first probe does not, and the raw ratio then flatters the workflow.
   out(targetLine('bring-up ratio, poll sleeps taken out', wfActive / plainActive, '<=', TARGETS.bringRatio));
-  out(targetLine('bring-down ratio', wfDown / plainDown, '<=', TARGETS.bringRatio));
+  out(targetLine('bring-down ratio', wfDown / plainDownMs, '<=', TARGETS.bringRatio));
 }
 
 main().then(
