@@ -5,6 +5,9 @@
 // start-up, the bundle loaded, every recording replayed), and the replayer's own rate on a batch
 // of the recordings repeated (--copies, default 20) in one process, from the first history handed
 // over to the last outcome. Both use the build's prebuilt workflow bundle where it is current.
+// Beside them, the replayer's floor on histories recorded here of workflows that do nothing
+// (bench/floor-workflow.ts): the smallest history there is, and one with as many workflow tasks
+// as the recordings have on average.
 //
 //   node dist/bench/audit-replay.js [--runs N] [--copies K]
 import { execFile } from 'node:child_process';
@@ -13,9 +16,15 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs, promisify } from 'node:util';
 import { availableParallelism } from 'node:os';
 import { createContext, Script } from 'node:vm';
-import { historyFiles, readHistoryFile } from '../src/audit/history';
-import { historyIdentity } from '../src/audit/events';
-import { currentWorkflowBundle, quietReplayRuntime, replayInLanes } from '../src/audit/replay';
+import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
+import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { HistoryJson } from '../src/audit/events';
+import { startDevServer } from '../src/dev/dev-server';
+import { historyFiles, historyJson, readHistoryFile } from '../src/audit/history';
+import { eventTypeName, historyIdentity } from '../src/audit/events';
+import { currentWorkflowBundle, quietLogger, quietReplayRuntime, replayInLanes } from '../src/audit/replay';
+import { DEBUG_MODE_ISOLATE_TIMEOUT_MS } from '../src/audit/replay-costs';
 import { prebuiltBundle } from '../src/worker/prebuilt-bundle';
 import { median, targetLine, TARGETS } from './target';
 
@@ -36,13 +45,14 @@ function vmCallCost(): { withTimeoutUs: number; withoutUs: number } {
   return { withTimeoutUs: perCall({ timeout: 5000 }), withoutUs: perCall({}) };
 }
 
-/** How many calls into a V8 context with a timeout `run` makes: Script.prototype.runInContext counted while it runs (the bench's own process only). */
-async function timedVmCalls(run: () => Promise<unknown>): Promise<number> {
+/** The calls into a V8 context `run` makes, and how many of them carry a timeout: Script.prototype.runInContext counted under whatever the replay puts in front of it. */
+async function vmCalls(run: () => Promise<unknown>): Promise<{ calls: number; timed: number }> {
   const proto = Script.prototype as unknown as { runInContext: (this: Script, ...args: unknown[]) => unknown };
   const original = proto.runInContext;
-  let calls = 0;
+  const seen = { calls: 0, timed: 0 };
   proto.runInContext = function (this: Script, ...args: unknown[]) {
-    if ((args[1] as { timeout?: number } | undefined)?.timeout !== undefined) calls++;
+    seen.calls++;
+    if ((args[1] as { timeout?: number } | undefined)?.timeout !== undefined) seen.timed++;
     return original.apply(this, args);
   };
   try {
@@ -50,8 +60,65 @@ async function timedVmCalls(run: () => Promise<unknown>): Promise<number> {
   } finally {
     proto.runInContext = original;
   }
-  return calls;
+  return seen;
 }
+
+const FLOOR_WORKFLOWS = require.resolve('./floor-workflow');
+
+/**
+ * `count` histories of each floor workflow, recorded on a dev server started for them: floorNothing
+ * (returns at once) and floorSteps(steps).
+ */
+async function recordFloorHistories(count: number, steps: number): Promise<{ nothing: HistoryJson[]; steps: HistoryJson[] }> {
+  const server = await startDevServer();
+  const connection = await Connection.connect({ address: server.address });
+  const nativeConnection = await NativeConnection.connect({ address: server.address });
+  try {
+    const client = new Client({ connection });
+    const taskQueue = 'bench-replay-floor';
+    const activities = { floorStep: () => Promise.resolve() };
+    const worker = await Worker.create({ connection: nativeConnection, taskQueue, workflowsPath: FLOOR_WORKFLOWS, activities });
+    return await worker.runUntil(async () => {
+      const record = async (type: 'floorNothing' | 'floorSteps', args: number[]) => {
+        const histories: HistoryJson[] = [];
+        for (let i = 0; i < count; i++) {
+          const handle = await client.workflow.start(type, { taskQueue, workflowId: `${type}-${i}`, args });
+          await handle.result();
+          histories.push(historyJson(await handle.fetchHistory()));
+        }
+        return histories;
+      };
+      return { nothing: await record('floorNothing', []), steps: await record('floorSteps', [steps]) };
+    });
+  } finally {
+    await nativeConnection.close();
+    await connection.close();
+    await server.stop();
+  }
+}
+
+/** Histories replayed per second, median of `runs` passes over the batch. */
+async function replayRate(batch: { workflowId: string; history: HistoryJson }[], workflowBundle: WorkflowBundleWithSourceMap, runs: number): Promise<number> {
+  const rates: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    const failed = (await replayInLanes(batch, { workflowBundle })).filter(Boolean).length;
+    const ms = performance.now() - t0;
+    if (failed) throw new Error(`${failed} of ${batch.length} histories failed to replay`);
+    rates.push((batch.length * 1000) / ms);
+  }
+  return median(rates);
+}
+
+/** `histories` repeated to `length`, each under an id of its own. */
+function batchOf(histories: HistoryJson[], length: number): { workflowId: string; history: HistoryJson }[] {
+  return Array.from({ length }, (_, i) => histories[i % histories.length] as HistoryJson).map((history, i) => ({
+    workflowId: `${historyIdentity(history).workflowId}#${i}`,
+    history,
+  }));
+}
+
+const workflowTasks = (h: HistoryJson) => (h.events ?? []).filter((e) => eventTypeName(e.eventType ?? '') === 'WorkflowTaskCompleted').length;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -80,29 +147,36 @@ async function main(): Promise<void> {
   quietReplayRuntime();
   const workflowBundle = await currentWorkflowBundle();
   const loaded = files.map((f) => readHistoryFile(f));
-  const batch = Array.from({ length: copies }, () => loaded)
-    .flat()
-    .map((history, i) => ({ workflowId: `${historyIdentity(history).workflowId}#${i}`, history }));
-  const rates: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    const failed = (await replayInLanes(batch, { workflowBundle })).filter(Boolean).length;
-    const ms = performance.now() - t0;
-    if (failed) throw new Error(`${failed} of ${batch.length} histories failed to replay`);
-    rates.push((batch.length * 1000) / ms);
-  }
-  const rate = median(rates);
+  const batch = batchOf(Array.from({ length: copies }, () => loaded).flat(), loaded.length * copies);
+  const rate = await replayRate(batch, workflowBundle, runs);
+  const lanes = Math.min(availableParallelism(), 4);
   console.log(
-    `  the replayer on ${batch.length} histories (${copies} x the recordings) in one process, in ${Math.min(availableParallelism(), 4)} lanes (median of ${runs}): ${rate.toFixed(0)} histories/s`,
+    `  the replayer on ${batch.length} histories (${copies} x the recordings) in one process, in ${lanes} lanes (median of ${runs}): ${rate.toFixed(0)} histories/s`,
   );
+
+  // The same replayer on histories of workflows that do nothing: what it costs whatever the workflow.
+  const meanTasks = Math.round(loaded.reduce((n, h) => n + workflowTasks(h), 0) / loaded.length);
+  const floor = await recordFloorHistories(20, meanTasks - 1);
+  const floorBundle = await bundleWorkflowCode({ workflowsPath: FLOOR_WORKFLOWS, logger: quietLogger });
+  for (const [what, histories] of [
+    ['a workflow that returns at once', floor.nothing],
+    [`a workflow of ${meanTasks - 1} activities that do nothing, ${meanTasks} workflow tasks as the recordings have on average`, floor.steps],
+  ] as const) {
+    const floorRate = await replayRate(batchOf(histories, batch.length), floorBundle, runs);
+    const first = histories[0] as HistoryJson;
+    console.log(
+      `  floor, the same replayer on ${batch.length} histories of ${what} (${first.events?.length ?? 0} events, ${workflowTasks(first)} workflow tasks each), in the same lanes (median of ${runs}): ${floorRate.toFixed(0)} histories/s`,
+    );
+  }
   console.log(targetLine('histories/s in one replay', rate, '>=', TARGETS.replayPerSecond));
   const vm = vmCallCost();
-  const calls = await timedVmCalls(() => replayInLanes(batch, { workflowBundle }));
-  const perHistory = calls / batch.length;
+  const calls = await vmCalls(() => replayInLanes(batch, { workflowBundle }));
+  const perHistory = calls.calls / batch.length;
   console.log(
-    `  where a replay's time goes in part: the SDK calls into a workflow's V8 context with node:vm and a timeout (its isolateExecutionTimeout), ` +
-      `which starts a watchdog thread per call: ${vm.withTimeoutUs.toFixed(1)} us a call against ${vm.withoutUs.toFixed(1)} us without; ` +
-      `${perHistory.toFixed(0)} such calls per history, ${((perHistory * vm.withTimeoutUs) / 1000).toFixed(1)} ms of every history's replay`,
+    `  calls into a workflow's V8 context: ${perHistory.toFixed(0)} per history, ${calls.timed} of ${calls.calls} with a timeout; ` +
+      `node:vm starts a watchdog thread for each call with one (${vm.withTimeoutUs.toFixed(1)} us a call against ${vm.withoutUs.toFixed(1)} us without), ` +
+      `which the replay's calls skip (src/audit/replay-costs.ts: the SDK's debug-mode timeout is ${DEBUG_MODE_ISOLATE_TIMEOUT_MS} ms): ` +
+      `${((perHistory * (vm.withTimeoutUs - vm.withoutUs)) / 1000).toFixed(1)} ms of every history's replay`,
   );
 }
 

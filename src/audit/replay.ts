@@ -11,6 +11,7 @@ import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eventAttributes, eventTypeName, historyIdentity } from './events';
 import type { HistoryEventJson, HistoryJson } from './events';
 import { historyFiles, HistoryFileError, historyProto, idFromFileName, readHistoryFile } from './history';
+import { withoutLiveWorkerCosts } from './replay-costs';
 
 export interface ReplayOutcome {
   file: string;
@@ -25,7 +26,7 @@ export interface ReplayOutcome {
   event?: { id: number; type: string; detail?: string };
 }
 
-const quietLogger = {
+export const quietLogger = {
   log: () => undefined,
   trace: () => undefined,
   debug: () => undefined,
@@ -121,7 +122,8 @@ function outcomeOf(file: string, workflowId: string, history: HistoryJson, error
 
 /**
  * Replays each history, in lanes side by side (default the machine's cores, at most 4): a replayer
- * takes one history at a time, and lanes of them keep the SDK core's threads busy. Returns each
+ * takes one history at a time, and lanes of them keep the SDK core's threads busy; without what
+ * the replayer spends on a live worker's needs (replay-costs.ts). Returns each
  * history's error (undefined when it replayed), in the order given.
  */
 export async function replayInLanes(
@@ -131,20 +133,22 @@ export async function replayInLanes(
 ): Promise<(Error | undefined)[]> {
   const errors: (Error | undefined)[] = new Array<Error | undefined>(histories.length);
   const lanes = Math.max(1, Math.min(lanesAsked ?? availableParallelism(), MAX_REPLAY_LANES, histories.length));
-  await Promise.all(
-    Array.from({ length: lanes }, async (_, k) => {
-      const mine = histories.map((h, i) => ({ ...h, i })).filter(({ i }) => i % lanes === k);
-      // Histories go in one at a time and come out in the same order: pair them by position.
-      let n = 0;
-      const replay = Worker.runReplayHistories(
-        { ...code, replayName: `gpures-audit-${k}`, sinks: UNCOUNTED_SINKS },
-        mine.map((h) => ({ workflowId: h.workflowId, history: historyProto(h.history) })),
-      );
-      for await (const r of replay) {
-        const h = mine[n++];
-        if (h) errors[h.i] = r.error;
-      }
-    }),
+  await withoutLiveWorkerCosts(() =>
+    Promise.all(
+      Array.from({ length: lanes }, async (_, k) => {
+        const mine = histories.map((h, i) => ({ ...h, i })).filter(({ i }) => i % lanes === k);
+        // Histories go in one at a time and come out in the same order: pair them by position.
+        let n = 0;
+        const replay = Worker.runReplayHistories(
+          { ...code, replayName: `gpures-audit-${k}`, sinks: UNCOUNTED_SINKS },
+          mine.map((h) => ({ workflowId: h.workflowId, history: historyProto(h.history) })),
+        );
+        for await (const r of replay) {
+          const h = mine[n++];
+          if (h) errors[h.i] = r.error;
+        }
+      }),
+    ),
   );
   return errors;
 }

@@ -1,0 +1,87 @@
+// Two costs the SDK's replayer (Worker.runReplayHistories, SDK 1.24) pays for a live worker's
+// needs that a replay has none of. Together they were half of a recorded history's replay here
+// (docs/performance.md, Audit replay); without them the replay is the same: the same workflow
+// code, the same activations from the SDK core, the same errors with the same source-mapped stacks.
+//
+// - A promise hook that records a stack trace for every promise a workflow creates (the SDK's own
+//   included), only to answer the `__stack_trace` query of a running workflow. A replay is never
+//   queried. The SDK runs without it where the hook is unavailable (Bun), and so does this: its
+//   handlers are marked installed before the replayer installs them, with the stack-trace
+//   rewriting that maps a workflow error's stack to its sources installed as the SDK would.
+// - A watchdog thread started for every call into a workflow's V8 context, to enforce a timeout
+//   that a replay worker (debug mode) sets to 2^32 - 1 ms, 49.7 days: it never fires in a
+//   process's life, yet node:vm starts and joins a thread for it on each of about 42 calls a
+//   history (nodejs/node#10453, #47739). While replays run, a call with that timeout is made
+//   without it; any other timeout is kept.
+//
+// Both reach into what the SDK does not export, for the pinned version in package.json; where it
+// is not found as expected, nothing changes and the replay pays the costs as before
+// (test/replay-costs.test.ts fails then, so an SDK upgrade is not silently slower).
+import { Script } from 'node:vm';
+
+/** The isolate timeout the SDK gives a debug-mode worker (worker-options: '4294967295ms'). */
+export const DEBUG_MODE_ISOLATE_TIMEOUT_MS = 4294967295;
+
+interface GlobalHandlers {
+  installed: boolean;
+  promiseHookInstalled: boolean;
+  overridePrepareStackTrace(): void;
+}
+
+/** The SDK's process-wide workflow handlers, when they are where SDK 1.24 keeps them. */
+export function sdkGlobalHandlers(): GlobalHandlers | undefined {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an SDK internal, looked up at run time so its absence is survivable
+    const handlers = (require('@temporalio/worker/lib/workflow/vm-shared') as { globalHandlers?: Partial<GlobalHandlers> }).globalHandlers;
+    return handlers && typeof handlers.installed === 'boolean' && typeof handlers.overridePrepareStackTrace === 'function'
+      ? (handlers as GlobalHandlers)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Installs the SDK's workflow handlers without the stack-trace promise hook, unless installed already. Once per process. */
+function skipStackTraceHook(): void {
+  const handlers = sdkGlobalHandlers();
+  if (!handlers || handlers.installed) return;
+  handlers.overridePrepareStackTrace();
+  handlers.installed = true;
+}
+
+type RunInContext = (this: Script, context: object, options?: { timeout?: number } & Record<string, unknown>) => unknown;
+
+let replaysRunning = 0;
+let original: RunInContext | undefined;
+
+/** Calls into a V8 context with the debug-mode timeout are made without it, until the returned function is called. */
+function dropDebugModeTimeout(): () => void {
+  const proto = Script.prototype as unknown as { runInContext: RunInContext };
+  if (replaysRunning++ === 0) {
+    const underlying = proto.runInContext;
+    original = underlying;
+    proto.runInContext = function (this: Script, context, options) {
+      if (options?.timeout !== DEBUG_MODE_ISOLATE_TIMEOUT_MS) return underlying.call(this, context, options);
+      const rest = { ...options };
+      delete rest.timeout;
+      return underlying.call(this, context, rest);
+    };
+  }
+  return () => {
+    if (--replaysRunning === 0 && original) {
+      proto.runInContext = original;
+      original = undefined;
+    }
+  };
+}
+
+/** Runs `replay` without the two costs above. */
+export async function withoutLiveWorkerCosts<T>(replay: () => Promise<T>): Promise<T> {
+  skipStackTraceHook();
+  const restore = dropDebugModeTimeout();
+  try {
+    return await replay();
+  } finally {
+    restore();
+  }
+}
