@@ -26,7 +26,7 @@ import { eventTypeName, historyIdentity } from '../src/audit/events';
 import { currentWorkflowBundle, quietLogger, quietReplayRuntime, replayInLanes } from '../src/audit/replay';
 import { DEBUG_MODE_ISOLATE_TIMEOUT_MS } from '../src/audit/replay-costs';
 import { prebuiltBundle } from '../src/worker/prebuilt-bundle';
-import { median, targetLine, TARGETS } from './target';
+import { median, stealLine, stealMeter, targetLine, TARGETS } from './target';
 
 const run = promisify(execFile);
 const ROOT = join(__dirname, '..', '..');
@@ -121,6 +121,7 @@ function batchOf(histories: HistoryJson[], length: number): { workflowId: string
 const workflowTasks = (h: HistoryJson) => (h.events ?? []).filter((e) => eventTypeName(e.eventType ?? '') === 'WorkflowTaskCompleted').length;
 
 async function main(): Promise<void> {
+  const steal = stealMeter();
   const { values } = parseArgs({
     options: { runs: { type: 'string', default: '5' }, copies: { type: 'string', default: '20' }, 'poll-ms': { type: 'string' } },
   });
@@ -169,6 +170,7 @@ async function main(): Promise<void> {
     );
   }
   console.log(targetLine('histories/s in one replay', rate, '>=', TARGETS.replayPerSecond));
+  console.log(stealLine(steal(), 'this bench ran'));
   const vm = vmCallCost();
   const calls = await vmCalls(() => replayInLanes(batch, { workflowBundle }));
   const perHistory = calls.calls / batch.length;

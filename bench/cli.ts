@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import { serveUp } from '../src/client/operations';
 import { FAKE_NVIDIA_SMI } from '../src/sim/box';
 import { startSimTestBox } from '../test/support/sim';
-import { median, targetLine, TARGETS } from './target';
+import { median, stealLine, stealMeter, targetLine, TARGETS } from './target';
 
 const run = promisify(execFile);
 const ROOT = join(__dirname, '..', '..');
@@ -68,6 +68,7 @@ async function ledgerOnSimBox(runs: number): Promise<{ viaWorker: number[]; viaT
 }
 
 async function main(): Promise<void> {
+  const steal = stealMeter();
   const { values } = parseArgs({ options: { runs: { type: 'string', default: '9' }, 'poll-ms': { type: 'string' } } });
   const runs = Number(values.runs);
   if (!Number.isInteger(runs) || runs < 1 || runs > 1000) throw new Error(`--runs must be an integer in 1..1000 (got ${values.runs})`);
@@ -101,6 +102,7 @@ async function main(): Promise<void> {
   console.log(`  answered by the node's worker (/v1/ledger)           ${viaWorker.toFixed(0)} ms`);
   console.log(`  read for itself (Temporal client, nvidia-smi spawn)  ${viaTemporal.toFixed(0)} ms   ratio ${(viaTemporal / viaWorker).toFixed(2)}`);
   console.log(targetLine('ledger', viaWorker, '<=', TARGETS.cliLedgerMs, ' ms'));
+  console.log(stealLine(steal(), 'this bench ran'));
 }
 
 main().then(

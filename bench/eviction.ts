@@ -35,7 +35,7 @@ import { createGpuresWorker, fileManifest } from '../src/worker/worker';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import type { TestServe } from '../test/support/box';
 import { testTemporal, workflowBundle } from '../test/support/temporal';
-import { median, targetLine, TARGETS } from './target';
+import { median, stealLine, stealMeter, targetLine, TARGETS } from './target';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -94,6 +94,7 @@ async function activityDurations(client: Client, workflowId: string): Promise<{ 
 }
 
 async function main(): Promise<void> {
+  const steal = stealMeter();
   const { values } = parseArgs({
     options: {
       runs: { type: 'string', default: '7' },
@@ -277,6 +278,7 @@ async function main(): Promise<void> {
   );
   out(`acquisition wall against its physical work (drain + container ops), medians: ${m((s) => s.wallMs)} / ${m((s) => s.containerOpsMs + s.drainMs)} ms`);
   out(targetLine('eviction ratio (median of the runs)', median(samples.map((s) => s.wallMs / (s.containerOpsMs + s.drainMs))), '<=', TARGETS.evictionRatio));
+  out(stealLine(steal(), 'this bench ran'));
 }
 
 main().then(

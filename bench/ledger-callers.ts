@@ -29,7 +29,7 @@ import { uniqueNode } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
 import type { TestTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
-import { TARGETS, targetLine } from './target';
+import { stealLine, stealMeter, TARGETS, targetLine } from './target';
 
 const GPU: GpuSpec = { role: 'bench', uuid: 'GPU-bench', capacityMib: 100_000, reserveMib: 0 };
 
@@ -44,6 +44,8 @@ interface Round {
   wallMs: number;
   latenciesMs: number[];
   firstFailure?: string;
+  /** The host's steal share while the round ran (bench/target.ts). */
+  steal: number;
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -74,6 +76,7 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
         return false;
       }
     };
+    const steal = stealMeter();
     const begun = performance.now();
     // Open loop: caller c starts pair p at begun + (p + c / callers) * pairEveryMs. The first
     // warmupPairs of each caller run at the same pace but are not counted: the figure is the
@@ -118,6 +121,7 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
       wallMs,
       latenciesMs: sorted,
       firstFailure,
+      steal: steal(),
     };
   } finally {
     await worker.stop();
@@ -168,7 +172,7 @@ async function main(): Promise<void> {
         `open loop: the callers together offer ${rate} decisions/s; latency from when each admit was due; ` +
           `the first ${warmupS} s at that pace not counted (its failures are); ${rounds} round${rounds === 1 ? '' : 's'} per caller count, each on a fresh ledger`,
       );
-    console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms   max ms  runs');
+    console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms   max ms  runs  steal %');
     for (const n of counts) {
       const results: Round[] = [];
       for (let k = 0; k < rounds; k++) results.push(printRound(await round(temporal, n, decisions, values.raw, rate, warmupS)));
@@ -179,6 +183,7 @@ async function main(): Promise<void> {
         const of = rounds > 1 ? ` (${rounds} rounds pooled: ${pooled.length} decisions, ${sum((r) => r.failed)} failed)` : '';
         console.log(targetLine(`decisions/s from 50 callers${of}`, (sum((r) => r.decisions) * 1000) / sum((r) => r.wallMs), '>=', TARGETS.ledgerPerSecond));
         console.log(targetLine(`p99 from 50 callers${of}`, quantile(pooled, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
+        console.log(stealLine(sum((r) => r.steal * r.wallMs) / sum((r) => r.wallMs), 'its rounds ran'));
       }
     }
   } finally {
@@ -198,6 +203,7 @@ function printRound(r: Round): Round {
     quantile(r.latenciesMs, 0.99).toFixed(0).padStart(8),
     r.maxMs.toFixed(0).padStart(8),
     String(r.runs).padStart(5),
+    (r.steal * 100).toFixed(0).padStart(8),
   ].join(' ');
   console.log(r.firstFailure ? `${line}   first failure: ${r.firstFailure}` : line);
   return r;
