@@ -53,7 +53,9 @@ export function stealMeter(): () => number {
   const start = read();
   return () => {
     const end = read();
-    return (end.steal - start.steal) / (end.total - start.total);
+    const total = end.total - start.total;
+    // No tick went by: nothing was stolen in it.
+    return total > 0 ? (end.steal - start.steal) / total : end.steal - start.steal === 0 ? 0 : NaN;
   };
 }
 

@@ -22,9 +22,10 @@ type RunInContext = (this: Script, context: object, options?: { timeout?: number
 const proto = Script.prototype as unknown as { runInContext: RunInContext };
 
 describe('replay without the live worker costs', () => {
-  const seen = { calls: 0, withDebugTimeout: 0, timeouts: new Set<number | undefined>() };
+  const seen = { calls: 0, withDebugTimeout: 0, timeouts: new Set<number | undefined>(), hookDuringReplay: false, handlersMarked: true };
   let outcomes: ReplayOutcome[] = [];
   let counting: RunInContext;
+  let restoredAfterReplay = false;
 
   before(async () => {
     // Counts what reaches node:vm, under whatever the replay puts in front of it.
@@ -32,12 +33,16 @@ describe('replay without the live worker costs', () => {
     counting = function (this: Script, context, options) {
       seen.calls++;
       seen.timeouts.add(options?.timeout);
+      const handlers = sdkGlobalHandlers();
+      seen.hookDuringReplay ||= handlers?.promiseHookInstalled ?? true;
+      seen.handlersMarked &&= handlers?.installed ?? false;
       if (options?.timeout === DEBUG_MODE_ISOLATE_TIMEOUT_MS) seen.withDebugTimeout++;
       return underlying.call(this, context, options);
     };
     proto.runInContext = counting;
     try {
       outcomes = await replayHistoryFiles([join(HISTORIES, 'bring-up.json'), join(HISTORIES, 'ledger.json')], { lanes: 2 });
+      restoredAfterReplay = proto.runInContext === counting;
     } finally {
       proto.runInContext = underlying;
     }
@@ -48,10 +53,13 @@ describe('replay without the live worker costs', () => {
     for (const o of outcomes) assert.ok(o.ok, formatReplayOutcome(o));
   });
 
-  test("the SDK's workflow handlers are where replay-costs.ts looks for them, installed without the stack-trace hook", () => {
+  test("the SDK's workflow handlers are where replay-costs.ts looks for them: installed without the stack-trace hook while replays ran, unmarked after", () => {
     const handlers = sdkGlobalHandlers();
     assert.ok(handlers, '@temporalio/worker/lib/workflow/vm-shared has no globalHandlers of the expected shape');
-    assert.equal(handlers.installed, true);
+    assert.equal(seen.handlersMarked, true, 'a call into a workflow context ran with the handlers not installed');
+    assert.equal(seen.hookDuringReplay, false, 'the stack-trace promise hook was installed during the replay');
+    // So a debug-mode worker started later in this process installs them with the hook, as the SDK does.
+    assert.equal(handlers.installed, false);
     assert.equal(handlers.promiseHookInstalled, false);
   });
 
@@ -61,12 +69,23 @@ describe('replay without the live worker costs', () => {
   });
 
   test('node:vm is left as it was after the replay', () => {
-    assert.notEqual(proto.runInContext, counting);
+    assert.equal(restoredAfterReplay, true, 'the replay left its wrapper on Script.prototype.runInContext');
+  });
+
+  test('overlapping replays: node:vm is put back after the last one ends, also when it fails', async () => {
     const before = proto.runInContext;
-    return withoutLiveWorkerCosts(() => {
-      assert.notEqual(proto.runInContext, before);
-      return Promise.resolve();
-    }).then(() => assert.equal(proto.runInContext, before));
+    let releaseFirst: () => void = () => undefined;
+    const first = withoutLiveWorkerCosts(() => new Promise<void>((r) => (releaseFirst = r)));
+    const patched = proto.runInContext;
+    assert.notEqual(patched, before);
+    await assert.rejects(
+      withoutLiveWorkerCosts(() => Promise.reject(new Error('lane failed'))),
+      /lane failed/,
+    );
+    assert.equal(proto.runInContext, patched, 'the failed replay ended, the first still runs');
+    releaseFirst();
+    await first;
+    assert.equal(proto.runInContext, before);
   });
 
   test('any other timeout still holds while replays run', async () => {

@@ -7,7 +7,8 @@
 //   included), only to answer the `__stack_trace` query of a running workflow. A replay is never
 //   queried. The SDK runs without it where the hook is unavailable (Bun), and so does this: its
 //   handlers are marked installed before the replayer installs them, with the stack-trace
-//   rewriting that maps a workflow error's stack to its sources installed as the SDK would.
+//   rewriting that maps a workflow error's stack to its sources installed as the SDK would, and
+//   unmarked after the last replay.
 // - A watchdog thread started for every call into a workflow's V8 context, to enforce a timeout
 //   that a replay worker (debug mode) sets to 2^32 - 1 ms, 49.7 days: it never fires in a
 //   process's life, yet node:vm starts and joins a thread for it on each of about 42 calls a
@@ -41,47 +42,57 @@ export function sdkGlobalHandlers(): GlobalHandlers | undefined {
   }
 }
 
-/** Installs the SDK's workflow handlers without the stack-trace promise hook, unless installed already. Once per process. */
-function skipStackTraceHook(): void {
-  const handlers = sdkGlobalHandlers();
-  if (!handlers || handlers.installed) return;
-  handlers.overridePrepareStackTrace();
-  handlers.installed = true;
-}
-
 type RunInContext = (this: Script, context: object, options?: { timeout?: number } & Record<string, unknown>) => unknown;
 
+/** Replays under way in this process; the two costs are skipped while it is above 0. */
 let replaysRunning = 0;
-let original: RunInContext | undefined;
+/** What was in place before, while replays run. */
+let saved: { runInContext: RunInContext; wrapper: RunInContext; handlersMarked: boolean } | undefined;
 
-/** Calls into a V8 context with the debug-mode timeout are made without it, until the returned function is called. */
-function dropDebugModeTimeout(): () => void {
-  const proto = Script.prototype as unknown as { runInContext: RunInContext };
-  if (replaysRunning++ === 0) {
-    const underlying = proto.runInContext;
-    original = underlying;
-    proto.runInContext = function (this: Script, context, options) {
-      if (options?.timeout !== DEBUG_MODE_ISOLATE_TIMEOUT_MS) return underlying.call(this, context, options);
-      const rest = { ...options };
-      delete rest.timeout;
-      return underlying.call(this, context, rest);
-    };
+/**
+ * From the first replay under way to the last: the SDK's handlers marked installed without the
+ * stack-trace hook (unless installed already), and calls into a V8 context with the debug-mode
+ * timeout made without it. After the last, both are put back, so a debug-mode worker started later
+ * in the same process gets its hook and its timeout as the SDK gives them.
+ */
+function enter(): void {
+  if (replaysRunning++ > 0) return;
+  const handlers = sdkGlobalHandlers();
+  const handlersMarked = handlers !== undefined && !handlers.installed;
+  if (handlers && handlersMarked) {
+    handlers.overridePrepareStackTrace();
+    handlers.installed = true;
   }
-  return () => {
-    if (--replaysRunning === 0 && original) {
-      proto.runInContext = original;
-      original = undefined;
-    }
+  const proto = Script.prototype as unknown as { runInContext: RunInContext };
+  const underlying = proto.runInContext;
+  const wrapper: RunInContext = function (this: Script, context, options) {
+    // Checked on each call: a wrapper another patch put back after the last replay changes nothing.
+    if (replaysRunning === 0 || options?.timeout !== DEBUG_MODE_ISOLATE_TIMEOUT_MS) return underlying.call(this, context, options);
+    const rest = { ...options };
+    delete rest.timeout;
+    return underlying.call(this, context, rest);
   };
+  proto.runInContext = wrapper;
+  saved = { runInContext: underlying, wrapper, handlersMarked };
+}
+
+function leave(): void {
+  if (--replaysRunning > 0 || !saved) return;
+  const proto = Script.prototype as unknown as { runInContext: RunInContext };
+  // Another patch laid over ours meanwhile stays; ours then passes every call through.
+  if (proto.runInContext === saved.wrapper) proto.runInContext = saved.runInContext;
+  const handlers = sdkGlobalHandlers();
+  // The SDK installs its handlers again (with the hook) when a live debug-mode worker needs them.
+  if (handlers && saved.handlersMarked && !handlers.promiseHookInstalled) handlers.installed = false;
+  saved = undefined;
 }
 
 /** Runs `replay` without the two costs above. */
 export async function withoutLiveWorkerCosts<T>(replay: () => Promise<T>): Promise<T> {
-  skipStackTraceHook();
-  const restore = dropDebugModeTimeout();
+  enter();
   try {
     return await replay();
   } finally {
-    restore();
+    leave();
   }
 }

@@ -133,8 +133,9 @@ export async function replayInLanes(
 ): Promise<(Error | undefined)[]> {
   const errors: (Error | undefined)[] = new Array<Error | undefined>(histories.length);
   const lanes = Math.max(1, Math.min(lanesAsked ?? availableParallelism(), MAX_REPLAY_LANES, histories.length));
-  await withoutLiveWorkerCosts(() =>
-    Promise.all(
+  // Every lane settles before the replay's costs are put back; then the first failure, if any.
+  const settled = await withoutLiveWorkerCosts(() =>
+    Promise.allSettled(
       Array.from({ length: lanes }, async (_, k) => {
         const mine = histories.map((h, i) => ({ ...h, i })).filter(({ i }) => i % lanes === k);
         // Histories go in one at a time and come out in the same order: pair them by position.
@@ -150,6 +151,8 @@ export async function replayInLanes(
       }),
     ),
   );
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
   return errors;
 }
 
