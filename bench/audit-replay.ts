@@ -26,6 +26,7 @@ import { eventTypeName, historyIdentity } from '../src/audit/events';
 import { currentWorkflowBundle, quietLogger, quietReplayRuntime, replayInLanes } from '../src/audit/replay';
 import { DEBUG_MODE_ISOLATE_TIMEOUT_MS } from '../src/audit/replay-costs';
 import { prebuiltBundle } from '../src/worker/prebuilt-bundle';
+import { FLOOR_WORKFLOWS } from './floor-activities';
 import { median, stealLine, stealMeter, targetLine, TARGETS } from './target';
 
 const run = promisify(execFile);
@@ -62,8 +63,6 @@ async function vmCalls(run: () => Promise<unknown>): Promise<{ calls: number; ti
   }
   return seen;
 }
-
-const FLOOR_WORKFLOWS = require.resolve('./floor-workflow');
 
 /**
  * `count` histories of each floor workflow, recorded on a dev server started for them: floorNothing

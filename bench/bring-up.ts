@@ -29,7 +29,7 @@ import { fetchHistoryJson } from '../src/audit/export';
 import { formatShares, historyTime, medianShares, runTotals } from './history-time';
 import type { TimeShare } from './history-time';
 import { median, stealLine, stealMeter, targetLine, TARGETS } from './target';
-import { createFloorActivities } from './floor-activities';
+import { createFloorActivities, FLOOR_WORKFLOWS } from './floor-activities';
 import type { floorDown, floorUp } from './floor-workflow';
 import { plainDown, plainUp } from './plain';
 import type { PlainUp } from './plain';
@@ -101,7 +101,9 @@ function workflowPhases(t0Epoch: number, steps: { step: string; at: string }[], 
  * sleeps, against the plain script's. The start activity's two fence Updates, its manifest read
  * and its image and container inspections count as the activity's.
  */
-function historyLines(what: string, runs: { shares: TimeShare[]; sleptMs: number }[], plainMs: number): void {
+function historyLines(what: string, samples: Sample[], way: 'up' | 'down', plainMs: number): void {
+  // A bring-down polls nothing: only a bring-up's sleeps are taken out.
+  const runs = samples.map((s) => ({ shares: s.history?.[way] ?? [], sleptMs: way === 'up' ? s.sleptMs : 0 }));
   const { shares, otherShapes } = medianShares(runs.map((r) => r.shares));
   const totals = runs.map((r) => runTotals(r.shares));
   const outside = median(totals.map((t) => t.temporalMs));
@@ -192,7 +194,7 @@ async function main(): Promise<void> {
     connection: temporal.nativeConnection,
     namespace: 'default',
     taskQueue: floorQueue,
-    workflowsPath: require.resolve('./floor-workflow'),
+    workflowsPath: FLOOR_WORKFLOWS,
     activities: createFloorActivities(docker, node, serve, gpu, pollMs),
   });
   const floorRunning = floorWorker.run();
@@ -282,19 +284,11 @@ async function main(): Promise<void> {
   };
   out(phaseLine('where the time goes, workflow (medians; from step timestamps, approximate)', wf));
   out(phaseLine('where the time goes, plain    (medians)', plain));
-  historyLines(
-    'bring-up',
-    wf.map((s) => ({ shares: s.history?.up ?? [], sleptMs: s.sleptMs })),
-    median(plain.map((s) => s.upMs - s.sleptMs)),
-  );
+  historyLines('bring-up', wf, 'up', plainActive);
   const wfDown = median(wf.map((s) => s.downMs));
   const plainDownMs = median(plain.map((s) => s.downMs));
   out(`bring-down median: workflow ${fmt(wfDown)} ms, plain dockerode ${fmt(plainDownMs)} ms, ratio ${(wfDown / plainDownMs).toFixed(2)}`);
-  historyLines(
-    'bring-down',
-    wf.map((s) => ({ shares: s.history?.down ?? [], sleptMs: 0 })),
-    plainDownMs,
-  );
+  historyLines('bring-down', wf, 'down', plainDownMs);
   // The floor: what a workflow whose one activity is the plain script adds over it. A target
   // below the floor's ratio is out of reach of any workflow on this server and host.
   const floorActive = median(floor.map((s) => s.upMs - s.sleptMs));
@@ -304,16 +298,8 @@ async function main(): Promise<void> {
       `up ${fmt(floorActive)} ms with the poll sleeps out, ${fmt(floorActive - plainActive)} ms over the plain script, ratio ${(floorActive / plainActive).toFixed(2)}; ` +
       `down ${fmt(floorDownMs)} ms, ${fmt(floorDownMs - plainDownMs)} ms over, ratio ${(floorDownMs / plainDownMs).toFixed(2)}`,
   );
-  historyLines(
-    'floor up',
-    floor.map((s) => ({ shares: s.history?.up ?? [], sleptMs: s.sleptMs })),
-    plainActive,
-  );
-  historyLines(
-    'floor down',
-    floor.map((s) => ({ shares: s.history?.down ?? [], sleptMs: 0 })),
-    plainDownMs,
-  );
+  historyLines('floor up', floor, 'up', plainActive);
+  historyLines('floor down', floor, 'down', plainDownMs);
   out(
     `against the floor: bring-up ${(wfActive / floorActive).toFixed(2)} x (${fmt(wfActive - floorActive)} ms for the ledger's four Updates, the serve's resolution, GPU reading and fences, and the health and identity steps); ` +
       `bring-down ${(wfDown / floorDownMs).toFixed(2)} x (${fmt(wfDown - floorDownMs)} ms)`,

@@ -4,6 +4,9 @@ import type { GpuSpec, ServeSpec } from '../src/domain/types';
 import { plainDown, plainUp } from './plain';
 import type { PlainUp } from './plain';
 
+/** The floor's workflows (bench/floor-workflow.ts), for a worker's workflowsPath or a bundle. */
+export const FLOOR_WORKFLOWS = require.resolve('./floor-workflow');
+
 export interface FloorActivities {
   floorUpActivity(): Promise<PlainUp>;
   floorDownActivity(): Promise<number>;

@@ -47,7 +47,7 @@ type RunInContext = (this: Script, context: object, options?: { timeout?: number
 /** Replays under way in this process; the two costs are skipped while it is above 0. */
 let replaysRunning = 0;
 /** What was in place before, while replays run. */
-let saved: { runInContext: RunInContext; wrapper: RunInContext; handlersMarked: boolean } | undefined;
+let saved: { runInContext: RunInContext; wrapper: RunInContext; marked?: GlobalHandlers } | undefined;
 
 /**
  * From the first replay under way to the last: the SDK's handlers marked installed without the
@@ -58,10 +58,10 @@ let saved: { runInContext: RunInContext; wrapper: RunInContext; handlersMarked: 
 function enter(): void {
   if (replaysRunning++ > 0) return;
   const handlers = sdkGlobalHandlers();
-  const handlersMarked = handlers !== undefined && !handlers.installed;
-  if (handlers && handlersMarked) {
-    handlers.overridePrepareStackTrace();
-    handlers.installed = true;
+  const marked = handlers && !handlers.installed ? handlers : undefined;
+  if (marked) {
+    marked.overridePrepareStackTrace();
+    marked.installed = true;
   }
   const proto = Script.prototype as unknown as { runInContext: RunInContext };
   const underlying = proto.runInContext;
@@ -73,7 +73,7 @@ function enter(): void {
     return underlying.call(this, context, rest);
   };
   proto.runInContext = wrapper;
-  saved = { runInContext: underlying, wrapper, handlersMarked };
+  saved = { runInContext: underlying, wrapper, marked };
 }
 
 function leave(): void {
@@ -81,9 +81,8 @@ function leave(): void {
   const proto = Script.prototype as unknown as { runInContext: RunInContext };
   // Another patch laid over ours meanwhile stays; ours then passes every call through.
   if (proto.runInContext === saved.wrapper) proto.runInContext = saved.runInContext;
-  const handlers = sdkGlobalHandlers();
   // The SDK installs its handlers again (with the hook) when a live debug-mode worker needs them.
-  if (handlers && saved.handlersMarked && !handlers.promiseHookInstalled) handlers.installed = false;
+  if (saved.marked) saved.marked.installed = false;
   saved = undefined;
 }
 
