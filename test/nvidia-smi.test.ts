@@ -16,6 +16,7 @@ import { LABEL } from '../src/domain/serve';
 import { nvidiaSmiTimestamp } from '../src/sim/fake-nvidia-smi';
 import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
 import { SimRuntime } from '../src/sim/runtime';
+import { writeFileAtomic } from '../src/sim/state-dir';
 import { contractServe, RUN_LABEL, uniqueRunId } from './support/runtime-contract';
 
 const FAKE = resolve(__dirname, '..', '..', 'bin', 'fake-nvidia-smi');
@@ -97,7 +98,7 @@ describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
     ],
   };
   const writeState = (patch: Partial<FakeNvidiaSmiState> = {}) =>
-    writeFileSync(statePath, JSON.stringify({ ...base, simStateDir: join(dir, 'serves'), ...patch }));
+    writeFileAtomic(statePath, JSON.stringify({ ...base, simStateDir: join(dir, 'serves'), ...patch }));
 
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'gpures-smi-'));
@@ -219,7 +220,8 @@ describe('NvidiaSmiStream: one nvidia-smi -lms per node, read as a stream', () =
       { index: 1, uuid: UUID_B, name: 'NVIDIA RTX PRO 6000, Blackwell', totalMib: 97887, baseUsedMib: 600 },
     ],
   };
-  const writeState = (patch: Partial<FakeNvidiaSmiState> = {}) => writeFileSync(statePath, JSON.stringify({ ...state, ...patch }));
+  // Renamed into place: a -lms loop that read half a file would exit, and the reading after it be a spawn.
+  const writeState = (patch: Partial<FakeNvidiaSmiState> = {}) => writeFileAtomic(statePath, JSON.stringify({ ...state, ...patch }));
   const stream = (binary = FAKE, intervalMs = 50) => {
     const s = new NvidiaSmiStream({ binary, intervalMs, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
     streams.push(s);

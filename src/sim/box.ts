@@ -1,7 +1,7 @@
 // The simulated box: serves as local model-server processes, a fake nvidia-smi whose memory
 // follows them plus a non-ledger draw, and the reference router. The workflows and activity
 // interfaces are the Docker box's; only the runtime adapter differs.
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { stringify } from 'smol-toml';
 import { HttpRouterAdmin } from '../adapters/router-admin/http';
@@ -13,6 +13,7 @@ import { startRouter } from '../router/server';
 import type { RunningRouter } from '../router/server';
 import type { FakeNvidiaSmiState } from './fake-nvidia-smi';
 import { SimRuntime } from './runtime';
+import { writeFileAtomic } from './state-dir';
 
 export const FAKE_NVIDIA_SMI = resolve(__dirname, '..', '..', '..', 'bin', 'fake-nvidia-smi');
 
@@ -69,7 +70,8 @@ export async function startSimBox(o: SimBoxOptions): Promise<SimBox> {
   };
   const writeNvidiaSmiState = (patch: Partial<FakeNvidiaSmiState>) => {
     smiState = { ...smiState, ...patch };
-    writeFileSync(nvidiaSmiStatePath, JSON.stringify(smiState, null, 2));
+    // Renamed into place: the -lms loop reads it on every interval, and half a file would end the loop.
+    writeFileAtomic(nvidiaSmiStatePath, JSON.stringify(smiState, null, 2));
   };
   writeNvidiaSmiState({});
   const gpu = new NvidiaSmiStream({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: nvidiaSmiStatePath }, intervalMs: DEFAULT_NVIDIA_SMI_LOOP_MS });
