@@ -145,7 +145,8 @@ describe('ledger entity workflow: minimum residency', () => {
     await assert.rejects(
       h.executeUpdate(admitUpdate, { args: [{ serve: 'v', vramMib: 10, class: 'evictable', holder: 'hv', gpu, minResidencyS: 3601 }] }),
       (err: unknown) =>
-        err instanceof WorkflowUpdateFailedError && /admit v: minResidencyS must be a whole number of seconds in 0\.\.3600/.test(String(err.cause?.message)),
+        err instanceof WorkflowUpdateFailedError &&
+        /admit v: minResidencyS must be a whole number of seconds in 0\.\.3600 \(got 3601\)/.test(String(err.cause?.message)),
     );
     assert.deepEqual((await h.query(snapshotQuery)).reservations, []);
   });

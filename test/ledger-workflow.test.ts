@@ -132,13 +132,50 @@ describe('ledger entity workflow', () => {
     const before = await h.query(snapshotQuery);
     await assert.rejects(
       h.executeUpdate(admitUpdate, { args: [{ serve: 'zero', vramMib: 0, class: 'resident', holder: 'hz', gpu: GPU }] }),
-      (err: unknown) => err instanceof WorkflowUpdateFailedError && /vramMib must be a positive integer/.test(String(err.cause?.message)),
+      (err: unknown) =>
+        err instanceof WorkflowUpdateFailedError &&
+        /admit zero: vramMib must be a whole number of MiB in 1\.\.1048576 \(got 0\)/.test(String(err.cause?.message)),
     );
     await assert.rejects(
       h.executeUpdate(admitUpdate, { args: [{ serve: 'other', vramMib: 10, class: 'resident', holder: 'ho', gpu: { ...GPU, role: 'heavy' } }] }),
       (err: unknown) => err instanceof WorkflowUpdateFailedError && /sent to the ledger of 'dark-fast'/.test(String(err.cause?.message)),
     );
     assert.deepEqual(await h.query(snapshotQuery), before);
+  });
+
+  test('an update from the Temporal UI whose argument the handler cannot take is refused by name, and the ledger keeps deciding', async () => {
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
+    const before = await h.query(snapshotQuery);
+    const { events: eventsBefore } = await h.fetchHistory();
+    // By name, with what a form sends: no argument at all, a field missing, a phase or step by hand.
+    const refused: [string, unknown[], RegExp][] = [
+      ['abortEviction', [], /abortEviction: the argument must be one JSON object with acquirer, stopped, slept, holder \(got nothing\)/],
+      ['setPhase', [], /setPhase: the argument must be one JSON object/],
+      ['victimReleased', [{ victim: 'owned' }], /victimReleased owned: acquirer is required/],
+      [
+        'admit',
+        [{ serve: 'nan', vramMib: 10, class: 'resident', holder: 'hn', gpu: { role: 'dark-fast', uuid: 'GPU-x', reserveMib: 0 } }],
+        /admit nan: gpu\.capacityMib: a whole number of MiB in 1\.\.1048576 \(got nothing\)/,
+      ],
+      ['setPhase', [{ serve: 'owned', phase: 'stopped', holder: 'run-b' }], /setPhase owned: phase must be one of "running" \(got "stopped"\)/],
+      ['setPhase', [{ serve: 'owned', phase: 'running' }], /setPhase owned: holder is required/],
+      ['beginStop', [{ serve: 'owned', holder: 'hs', victimsDown: 'vision' }], /beginStop owned: victimsDown must be an array of serve names/],
+      ['fence', [{ serve: 'owned', holder: 'run-b', step: 'bogus' }], /fence owned: step must be one of "start", "started", "wake", "sleep"/],
+      ['acquire', [{ serve: 'acq', vramMib: 10, class: 'on-demand', holder: 'ha', gpu: GPU }], /acquire acq: evict is required/],
+    ];
+    for (const [name, args, message] of refused) {
+      await assert.rejects(
+        args.length ? h.executeUpdate(name, { args: [args[0]] }) : h.executeUpdate(name),
+        (err: unknown) => err instanceof WorkflowUpdateFailedError && message.test(String(err.cause?.message)),
+        `${name} ${JSON.stringify(args)}`,
+      );
+    }
+    // Refused out of history: not one event more, nothing changed, and the next decision is taken.
+    assert.equal((await h.fetchHistory()).events?.length, eventsBefore?.length);
+    assert.deepEqual(await h.query(snapshotQuery), before);
+    const next = await h.executeUpdate(admitUpdate, { args: [{ serve: 'after-refusals', vramMib: 10, class: 'resident', holder: 'hr', gpu: GPU }] });
+    assert.equal(next.decision.decision, 'admitted');
+    assert.deepEqual((await h.executeUpdate(releaseUpdate, { args: [{ serve: 'after-refusals', holder: 'hr' }] })).released, true);
   });
 
   test('50 concurrent callers of one ledger on a server left at history.maxInFlightUpdates = 10: every update answered, never over budget', async () => {

@@ -16,8 +16,8 @@ export function boundProblem(name: BoundName, v: unknown): string | undefined {
   return withinBound(BOUNDS[name], v) ? undefined : `must be ${boundRule(BOUNDS[name])}`;
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const show = (v: unknown): string => (v === undefined ? 'nothing' : (JSON.stringify(v) ?? typeof v));
+export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const show = (v: unknown): string => (v === undefined ? 'nothing' : (JSON.stringify(v) ?? typeof v));
 
 export function operationInputProblems(input: unknown, spec: InputSpec = {}): string[] {
   if (!isRecord(input)) return ['the input must be one JSON object, e.g. { "serve": "vision" }'];
@@ -52,28 +52,32 @@ export function ledgerInputProblems(input: unknown): string[] {
     if (typeof v !== 'string' || !NAME_PATTERN.test(v)) problems.push(`${path}: a name of ${NAME_RULE}, as in the manifest (got ${show(v)})`);
   };
   name('node', input['node']);
-  const gpu = input['gpu'];
-  if (!isRecord(gpu)) {
-    problems.push(`gpu: { "role", "uuid", "capacityMib", "reserveMib" } from the manifest's [[gpus]] entry (got ${show(gpu)})`);
-  } else {
-    name('gpu.role', gpu['role']);
-    if (typeof gpu['uuid'] !== 'string' || gpu['uuid'] === '') problems.push(`gpu.uuid: the GPU's uuid, a non-empty string (got ${show(gpu['uuid'])})`);
-    for (const [k, bound] of [
-      ['capacityMib', BOUNDS.capacityMib],
-      ['reserveMib', BOUNDS.reserveMib],
-    ] as const) {
-      if (!withinBound(bound, gpu[k])) problems.push(`gpu.${k}: ${boundRule(bound)} (got ${show(gpu[k])})`);
-    }
-    const { capacityMib, reserveMib } = gpu;
-    if (typeof capacityMib === 'number' && typeof reserveMib === 'number' && reserveMib >= capacityMib) {
-      problems.push(`gpu.reserveMib: ${reserveMib} MiB must be less than gpu.capacityMib ${capacityMib} MiB`);
-    }
-  }
+  problems.push(...gpuSpecProblems(input['gpu'], 'gpu'));
   if (input['state'] !== undefined && !isRecord(input['state']))
     problems.push(`state: the ledger a continue-as-new carries, an object (got ${show(input['state'])})`);
   const maxEvents = input['maxHistoryEvents'];
   if (maxEvents !== undefined && !(typeof maxEvents === 'number' && Number.isSafeInteger(maxEvents) && maxEvents > 0)) {
     problems.push(`maxHistoryEvents: a positive integer (got ${show(maxEvents)})`);
+  }
+  return problems;
+}
+
+/** A GPU as the manifest's [[gpus]] entry gives it, `{ role, uuid, capacityMib, reserveMib }`, at `path`. */
+export function gpuSpecProblems(gpu: unknown, path: string): string[] {
+  if (!isRecord(gpu)) return [`${path}: { "role", "uuid", "capacityMib", "reserveMib" } from the manifest's [[gpus]] entry (got ${show(gpu)})`];
+  const problems: string[] = [];
+  if (typeof gpu['role'] !== 'string' || !NAME_PATTERN.test(gpu['role']))
+    problems.push(`${path}.role: a name of ${NAME_RULE}, as in the manifest (got ${show(gpu['role'])})`);
+  if (typeof gpu['uuid'] !== 'string' || gpu['uuid'] === '') problems.push(`${path}.uuid: the GPU's uuid, a non-empty string (got ${show(gpu['uuid'])})`);
+  for (const [k, bound] of [
+    ['capacityMib', BOUNDS.capacityMib],
+    ['reserveMib', BOUNDS.reserveMib],
+  ] as const) {
+    if (!withinBound(bound, gpu[k])) problems.push(`${path}.${k}: ${boundRule(bound)} (got ${show(gpu[k])})`);
+  }
+  const { capacityMib, reserveMib } = gpu;
+  if (typeof capacityMib === 'number' && typeof reserveMib === 'number' && reserveMib >= capacityMib) {
+    problems.push(`${path}.reserveMib: ${reserveMib} MiB must be less than ${path}.capacityMib ${capacityMib} MiB`);
   }
   return problems;
 }

@@ -19,7 +19,8 @@ import {
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
 import { applyStop, decideStop, fenceProblem, operationUnderWay } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
-import { boundProblem } from '../domain/inputs';
+import { ledgerUpdateProblems } from '../domain/ledger-requests';
+import type { FenceStep, LedgerUpdateName } from '../domain/ledger-requests';
 import { Failure } from '../shared/failures';
 import {
   abortEvictionUpdate,
@@ -66,9 +67,9 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
 
   setHandler(snapshotQuery, ledger.snapshot);
   setHandler(admitUpdate, whenReady(ledger.admit), { validator: ledger.validateAdmit });
-  setHandler(acquireUpdate, whenReady(ledger.acquire), { validator: ledger.validateAdmit });
+  setHandler(acquireUpdate, whenReady(ledger.acquire), { validator: ledger.validateAcquire });
   setHandler(victimReleasedUpdate, whenReady(ledger.victimReleased), { validator: ledger.validateVictimReleased });
-  setHandler(abortEvictionUpdate, whenReady(ledger.abortEviction));
+  setHandler(abortEvictionUpdate, whenReady(ledger.abortEviction), { validator: ledger.validateAbort });
   setHandler(beginStopUpdate, whenReady(ledger.beginStop), { validator: ledger.validateStop });
   setHandler(fenceUpdate, whenReady(ledger.fence), { validator: ledger.validateFence });
   setHandler(setPhaseUpdate, whenReady(ledger.setPhase), { validator: ledger.validateSetPhase });
@@ -104,7 +105,7 @@ function wokenFrom(r: Reservation | undefined): { wasAsleep?: 1 | 2 } {
  * sleep: evicting, by the acquisition that holds it.
  */
 const FENCE_START = { allowed: ['admitted'] as ReservationPhase[], undone: 'nothing was created' };
-const FENCE_STEPS: Record<string, { allowed: ReservationPhase[]; undone: string }> = {
+const FENCE_STEPS: Record<FenceStep, { allowed: ReservationPhase[]; undone: string }> = {
   start: FENCE_START,
   started: { allowed: ['admitted', 'running'], undone: 'the container it started is removed' },
   wake: { allowed: ['admitted'], undone: 'it was not woken' },
@@ -113,6 +114,12 @@ const FENCE_STEPS: Record<string, { allowed: ReservationPhase[]; undone: string 
 
 function invalid(message: string): never {
   throw ApplicationFailure.create({ type: 'InvalidLedgerRequest', message, nonRetryable: true });
+}
+
+/** Before anything else, ready or not: an argument the handler cannot take is refused out of history. */
+function checkShape(update: LedgerUpdateName, arg: unknown): void {
+  const problems = ledgerUpdateProblems(update, arg);
+  if (problems.length) invalid(problems.join('; '));
 }
 
 function lost(message: string): never {
@@ -158,14 +165,13 @@ class GpuLedger {
 
   // ---- admit and acquire ------------------------------------------------------------------------
 
-  validateAdmit = (req: LedgerAdmitArgs): void => {
-    if (!req.serve) invalid('admit: serve is required');
-    if (!Number.isInteger(req.vramMib) || req.vramMib <= 0) invalid(`admit ${req.serve}: vramMib must be a positive integer`);
-    if (req.gpu.role !== this.state.gpuRole) invalid(`admit ${req.serve}: gpu role '${req.gpu.role}' sent to the ledger of '${this.state.gpuRole}'`);
-    if (!req.holder) invalid(`admit ${req.serve}: holder is required`);
-    const residency = req.minResidencyS === undefined ? undefined : boundProblem('minResidencyS', req.minResidencyS);
-    if (residency) invalid(`admit ${req.serve}: minResidencyS ${residency}`);
-  };
+  private checkAdmit(update: 'admit' | 'acquire', req: LedgerAdmitArgs): void {
+    checkShape(update, req);
+    if (req.gpu.role !== this.state.gpuRole) invalid(`${update} ${req.serve}: gpu role '${req.gpu.role}' sent to the ledger of '${this.state.gpuRole}'`);
+  }
+
+  validateAdmit = (req: LedgerAdmitArgs): void => this.checkAdmit('admit', req);
+  validateAcquire = (req: LedgerAcquireArgs): void => this.checkAdmit('acquire', req);
 
   admit = (req: LedgerAdmitArgs): LedgerAdmitAnswer => {
     const retry = this.admitOrRecognise(req);
@@ -258,6 +264,7 @@ class GpuLedger {
   }
 
   validateVictimReleased = (args: LedgerVictimArgs): void => {
+    checkShape('victimReleased', args);
     const problem = this.ready ? this.victimProblem(args) : undefined;
     if (problem) lost(`victimReleased: ${problem}`);
   };
@@ -269,6 +276,8 @@ class GpuLedger {
     return this.change(args.victim);
   };
 
+  validateAbort = (args: LedgerAbortArgs): void => checkShape('abortEviction', args);
+
   abortEviction = ({ acquirer, stopped, slept, holder }: LedgerAbortArgs): LedgerChangeAnswer => {
     // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
     const held = activeReservation(this.state, acquirer);
@@ -279,11 +288,7 @@ class GpuLedger {
 
   // ---- fences: a bring-down's take, a start's checks ----------------------------------------------
 
-  validateStop = ({ serve, holder, takeOverFrom }: LedgerStopArgs): void => {
-    if (!serve) invalid('beginStop: serve is required');
-    if (!holder) invalid(`beginStop ${serve}: holder is required`);
-    if (takeOverFrom !== undefined && !takeOverFrom) invalid(`beginStop ${serve}: takeOverFrom names no run`);
-  };
+  validateStop = (args: LedgerStopArgs): void => checkShape('beginStop', args);
 
   beginStop = (req: LedgerStopArgs) => {
     const decision = decideStop(this.state, req);
@@ -292,13 +297,14 @@ class GpuLedger {
   };
 
   private fenceCheck({ serve, holder, step }: LedgerFenceArgs): void {
-    const { allowed, undone } = FENCE_STEPS[step] ?? FENCE_START;
+    // A step recorded before the validator named the steps: checked as a start, as it was then.
+    const { allowed, undone } = FENCE_STEPS[step as FenceStep] ?? FENCE_START;
     const problem = fenceProblem(this.state, serve, holder, allowed);
     if (problem) lost(`${step} of ${serve} refused: ${problem}; ${undone}`);
   }
 
   validateFence = (args: LedgerFenceArgs): void => {
-    if (!args.serve || !args.holder) invalid('fence: serve and holder are required');
+    checkShape('fence', args);
     if (this.ready) this.fenceCheck(args);
   };
 
@@ -317,6 +323,7 @@ class GpuLedger {
 
   /** Before the reconcile the state is not the truth yet: the handler checks once it is. */
   validateSetPhase = (args: LedgerPhaseArgs): void => {
+    checkShape('setPhase', args);
     if (this.ready) this.phaseCheck(args);
   };
 
@@ -336,6 +343,7 @@ class GpuLedger {
   }
 
   validateRelease = (args: LedgerReleaseArgs): void => {
+    checkShape('release', args);
     if (this.ready) this.releaseCheck(args);
   };
 
