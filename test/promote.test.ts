@@ -23,7 +23,7 @@ import { journalPath } from '../src/adapters/router-deployment/port';
 import { followPromotion, PromotionRefused, startPromotion } from '../src/client/promote';
 import type { PromotionOutcome } from '../src/client/promote';
 import { mappingVersionOf } from '../src/config/mapping-version';
-import { backupFileName, backupsToPrune, promoteInputProblems } from '../src/domain/promotion';
+import { backupFileName, backupsToPrune, MAX_CONFIG_BYTES, promoteInputProblems } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
 import { activityRuns, historyTexts } from './support/history-scan';
@@ -86,6 +86,12 @@ describe('promotion rules (pure)', () => {
       'image: a non-empty image reference is required',
       'config: exactly one of content and path',
     ]);
+    // The bound is on the bytes written, not the characters: 2-byte characters count twice.
+    const content = (chars: number, ch: string) => ({ router: 'r', config: { content: ch.repeat(chars) }, image: 'i' });
+    assert.deepEqual(promoteInputProblems(content(MAX_CONFIG_BYTES / 2, 'é')), []);
+    assert.deepEqual(promoteInputProblems(content(MAX_CONFIG_BYTES / 2 + 1, 'é')), [`config.content: larger than ${MAX_CONFIG_BYTES} bytes`]);
+    assert.deepEqual(promoteInputProblems(content(MAX_CONFIG_BYTES / 4 + 1, '🙂')), [`config.content: larger than ${MAX_CONFIG_BYTES} bytes`]);
+    assert.deepEqual(promoteInputProblems(content(MAX_CONFIG_BYTES, 'x')), []);
   });
 });
 

@@ -66,3 +66,17 @@ test("both files' errors in one run, each entry named by its name: a bad manifes
     ],
   );
 });
+
+test('router promote: a candidate config larger than a promotion carries is refused by file before it is read, and nothing is started', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-promote-big-'));
+  const big = join(dir, 'router.toml');
+  // 1 MiB of text in 2-byte characters and one byte more: counted in bytes, as it is written.
+  writeFileSync(big, `# ${'é'.repeat(512 * 1024 - 1)}\n`);
+  const r = await runGpures(['router', 'promote', '--config', big, '--image', 'router:v2', '-m', MANIFEST], {
+    GPURES_ROUTER_CONFIG: '',
+    // Nothing listens here: a command that got as far as Temporal would say it cannot reach it.
+    TEMPORAL_ADDRESS: '127.0.0.1:1',
+  });
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stderr.trim(), `${big}: router config is 1048577 bytes, larger than the 1048576 bytes it may be`);
+});

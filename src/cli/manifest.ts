@@ -1,6 +1,6 @@
 // The manifest as every command loads it: the file from -m or $GPURES_MANIFEST, parsed, and with
 // a router config checked against it, before anything reaches the box.
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { parseManifest } from '../config/manifest';
 import { DEFAULT_MANIFEST, findServe } from '../domain/manifest';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
@@ -18,12 +18,16 @@ export function manifestPath(opt: string | undefined, env: CliEnv): string {
   return opt ?? env.manifest ?? DEFAULT_MANIFEST;
 }
 
-export async function readText(file: string, what: string): Promise<string> {
+/** A file's text; one larger than `maxBytes` is refused before it is read. */
+export async function readText(file: string, what: string, maxBytes?: number): Promise<string> {
+  let size = 0;
   try {
-    return await readFile(file, 'utf8');
+    if (maxBytes !== undefined) size = (await stat(file)).size;
+    if (maxBytes === undefined || size <= maxBytes) return await readFile(file, 'utf8');
   } catch (err) {
     throw new CliError(`${file}: cannot read ${what}: ${(err as Error).message}`, EXIT.badInput);
   }
+  throw new CliError(`${file}: ${what} is ${size} bytes, larger than the ${String(maxBytes)} bytes it may be`, EXIT.badInput);
 }
 
 /**

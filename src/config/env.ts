@@ -8,6 +8,7 @@ import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { z } from 'zod';
 import toolchain from '../../config/toolchain.json';
+import { MAX_BACKUPS_KEPT, MAX_HEALTHZ_STREAK, MAX_VERIFY_WINDOW_S } from '../domain/promotion';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -38,13 +39,22 @@ const optional = z
 const raw = z.string().optional();
 const withDefault = (fallback: string) => optional.transform((v) => v ?? fallback);
 
-const positive = (integer: boolean) =>
+/** A number in lo..hi (above lo when `above`), whole when `integer`: every size and duration has a bound. */
+const inRange = (lo: number, hi: number, o: { integer?: boolean; above?: boolean; unit?: string } = {}) =>
   optional.pipe(
     z
       .string()
-      .refine((v) => Number(v) > 0 && (!integer || Number.isInteger(Number(v))), {
-        error: (iss) => `a positive ${integer ? 'integer' : 'number'} (got '${String(iss.input)}')`,
-      })
+      .refine(
+        (v) => {
+          const n = Number(v);
+          return v.trim() !== '' && Number.isFinite(n) && (o.above ? n > lo : n >= lo) && n <= hi && (!o.integer || Number.isInteger(n));
+        },
+        {
+          error: (iss) =>
+            `${o.integer ? 'an integer' : 'a number'}${o.unit ? ` of ${o.unit}` : ''} ${o.above ? `above ${lo}` : `from ${lo}`} ` +
+            `${o.above ? 'and at most' : 'to'} ${hi} (got '${String(iss.input)}')`,
+        },
+      )
       .transform(Number)
       .optional(),
   );
@@ -56,10 +66,20 @@ const absolutePath = optional.pipe(
     .optional(),
 );
 
-// A malformed JSON text throws JSON.parse's own SyntaxError, as it always has.
-const jsonStringArray = optional
-  .transform((v): unknown => (v === undefined ? undefined : JSON.parse(v)))
-  .pipe(z.custom<string[]>((v) => Array.isArray(v) && v.every((a) => typeof a === 'string'), 'a JSON array of strings').optional());
+const jsonStringArray = optional.pipe(
+  z
+    .string()
+    .transform((v, ctx): unknown => {
+      try {
+        return JSON.parse(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: `a JSON array of strings such as ["--validate-only"] (got '${v}': ${(err as Error).message})` });
+        return z.NEVER;
+      }
+    })
+    .pipe(z.custom<string[]>((v) => Array.isArray(v) && v.every((a) => typeof a === 'string'), 'a JSON array of strings'))
+    .optional(),
+);
 
 // ---------------------------------------------------------------------------------------------
 // The reference router (src/router/main.ts)
@@ -168,7 +188,7 @@ const loopMs = optional.transform((v, ctx): number | 'off' => {
 });
 
 export function workerEnv(env: Env): WorkerEnv {
-  const url = read(env, 'GPURES_ROUTER_URL', raw);
+  const url = read(env, 'GPURES_ROUTER_URL', httpBase);
   const token = read(env, 'GPURES_ROUTER_TOKEN', optional);
   if (url && !token) {
     throw new EnvError('GPURES_ROUTER_TOKEN', 'GPURES_ROUTER_URL is set but GPURES_ROUTER_TOKEN is not: the router admin API needs its token');
@@ -207,7 +227,7 @@ export function promotionEnv(env: Env, checkConfigPath: (path: string) => void =
   const configPath = read(env, 'GPURES_ROUTER_CONFIG', absolutePath);
   if (configPath === undefined) return undefined;
   checkConfigPath(configPath);
-  const url = read(env, 'GPURES_ROUTER_URL', optional);
+  const url = read(env, 'GPURES_ROUTER_URL', httpBase);
   const adminToken = read(env, 'GPURES_ROUTER_TOKEN', optional);
   if (!url || !adminToken) {
     const missing = url ? 'GPURES_ROUTER_TOKEN' : 'GPURES_ROUTER_URL';
@@ -221,11 +241,11 @@ export function promotionEnv(env: Env, checkConfigPath: (path: string) => void =
   if (name !== undefined) out.name = name;
   if (containerConfigPath !== undefined) out.containerConfigPath = containerConfigPath;
   if (validateArgs !== undefined) out.validateArgs = validateArgs;
-  const verifyWindowS = read(env, 'GPURES_ROUTER_VERIFY_WINDOW_S', positive(false));
+  const verifyWindowS = read(env, 'GPURES_ROUTER_VERIFY_WINDOW_S', inRange(0, MAX_VERIFY_WINDOW_S, { above: true, unit: 'seconds' }));
   if (verifyWindowS !== undefined) out.verifyWindowS = verifyWindowS;
-  const healthzStreak = read(env, 'GPURES_ROUTER_HEALTHZ_STREAK', positive(true));
+  const healthzStreak = read(env, 'GPURES_ROUTER_HEALTHZ_STREAK', inRange(1, MAX_HEALTHZ_STREAK, { integer: true }));
   if (healthzStreak !== undefined) out.healthzStreak = healthzStreak;
-  const backupsKept = read(env, 'GPURES_ROUTER_BACKUPS_KEPT', positive(true));
+  const backupsKept = read(env, 'GPURES_ROUTER_BACKUPS_KEPT', inRange(1, MAX_BACKUPS_KEPT, { integer: true }));
   if (backupsKept !== undefined) out.backupsKept = backupsKept;
   return out;
 }

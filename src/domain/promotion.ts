@@ -11,6 +11,21 @@ export const DEFAULT_ROUTER = 'router';
 /** Largest candidate config accepted (it travels through workflow history). */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
 
+/** Bounds of the verify step and of the backups kept, for a promotion's input and the worker's environment alike. */
+export const MAX_VERIFY_WINDOW_S = 3600;
+export const MAX_HEALTHZ_STREAK = 100;
+export const MAX_BACKUPS_KEPT = 1000;
+
+/** A text's size in UTF-8, as it is written to the config file (no TextEncoder: the workflow imports this). */
+export function utf8Bytes(text: string): number {
+  let bytes = 0;
+  for (const ch of text) {
+    const cp = ch.codePointAt(0) ?? 0;
+    bytes += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  }
+  return bytes;
+}
+
 export const PROMOTION_DEFAULTS = {
   verifyWindowS: 30,
   healthzStreak: 3,
@@ -36,7 +51,7 @@ export function promoteInputProblems(input: unknown): string[] {
     if (hasPath === hasContent) problems.push('config: exactly one of content and path');
     if (hasPath && (typeof c.path !== 'string' || c.path === '')) problems.push('config.path: a non-empty string');
     if (hasContent && (typeof c.content !== 'string' || c.content.trim() === '')) problems.push('config.content: a non-empty string');
-    if (typeof c.content === 'string' && c.content.length > MAX_CONFIG_BYTES) problems.push(`config.content: larger than ${MAX_CONFIG_BYTES} bytes`);
+    if (typeof c.content === 'string' && utf8Bytes(c.content) > MAX_CONFIG_BYTES) problems.push(`config.content: larger than ${MAX_CONFIG_BYTES} bytes`);
   }
   if (i.profile !== undefined && typeof i.profile !== 'string') problems.push('profile: a string');
   if (i.validateOnly !== undefined && typeof i.validateOnly !== 'boolean') problems.push('validateOnly: true or false');
@@ -44,10 +59,10 @@ export function promoteInputProblems(input: unknown): string[] {
   if (v !== undefined) {
     if (typeof v !== 'object' || v === null) problems.push('verify: { windowS?, streak? }');
     else {
-      if (v.windowS !== undefined && !(typeof v.windowS === 'number' && v.windowS >= 0 && v.windowS <= 3600))
-        problems.push('verify.windowS: seconds in 0..3600');
-      if (v.streak !== undefined && !(typeof v.streak === 'number' && Number.isInteger(v.streak) && v.streak >= 1 && v.streak <= 100))
-        problems.push('verify.streak: an integer in 1..100');
+      if (v.windowS !== undefined && !(typeof v.windowS === 'number' && v.windowS >= 0 && v.windowS <= MAX_VERIFY_WINDOW_S))
+        problems.push(`verify.windowS: seconds in 0..${MAX_VERIFY_WINDOW_S}`);
+      if (v.streak !== undefined && !(typeof v.streak === 'number' && Number.isInteger(v.streak) && v.streak >= 1 && v.streak <= MAX_HEALTHZ_STREAK))
+        problems.push(`verify.streak: an integer in 1..${MAX_HEALTHZ_STREAK}`);
     }
   }
   return problems;

@@ -2,6 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../../config/router-config';
+import { MAX_CONFIG_BYTES } from '../../domain/promotion';
 import { formatIssue } from '../../domain/types';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT, promotionExit } from '../exit-codes';
@@ -20,7 +21,8 @@ export interface PromoteOpts {
 
 export async function routerPromote(input: PromoteOpts, ctx: CommandContext): Promise<Rendered> {
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
-  const content = await readText(input.config, 'router config');
+  // Bounded before it is read: the candidate travels through workflow history.
+  const content = await readText(input.config, 'router config', MAX_CONFIG_BYTES);
   // A candidate in our router format must keep the T013 rule: a promotion must not strand an
   // evictable tier. Another router's format is the target image's validate-only run to judge.
   const candidate = parseRouterConfig(content, input.config);
