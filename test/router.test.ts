@@ -649,6 +649,17 @@ describe('router start-up', () => {
     assert.equal(refusedCode, 2);
     assert.match(refusedErr, /GPURES_ROUTER_TOKEN is not set/);
 
+    // Beyond loopback only when asked: a request to an on-demand tier can evict serves.
+    const wide = spawn(process.execPath, [main, '--config', config, '--port', '0', '--host', '0.0.0.0'], {
+      env: { ...env, GPURES_ROUTER_TOKEN: TOKEN, GPURES_API_URL: 'http://127.0.0.1:9', GPURES_API_TOKEN: 'x'.repeat(32) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let wideErr = '';
+    wide.stderr.on('data', (c: Buffer) => (wideErr += c.toString()));
+    assert.equal(await new Promise<number | null>((resolve) => wide.on('close', (code) => resolve(code))), 2);
+    assert.match(wideErr, /--host 0\.0\.0\.0 is not a loopback address: .*add --allow-non-loopback/);
+    assert.doesNotMatch(wideErr, /router listening/);
+
     // The example's chat-large-local tier is on demand: without the acquisition API it refuses too.
     const noApi = spawn(process.execPath, [main, '--config', config, '--port', '0'], {
       env: { ...env, GPURES_ROUTER_TOKEN: TOKEN },

@@ -1,6 +1,5 @@
 // The HTTP API the router calls to acquire an on-demand serve. It starts (or joins) the same
 // acquire workflow the CLI starts; the token is checked before anything reaches Temporal.
-import { timingSafeEqual } from 'node:crypto';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
@@ -21,6 +20,7 @@ import { checksOwnReader, registerLedgerPage } from './ledger-page';
 import type { LedgerPageOptions } from './ledger-page';
 import { refuseForeignHosts } from './loopback-host';
 import type { acquireWorkflow } from '../workflows/acquire';
+import { bearerMatches, tokenDigest } from '../adapters/bearer';
 
 export interface ApiOptions {
   client: Client;
@@ -102,12 +102,6 @@ export function boundAddresses(app: FastifyInstance): string[] {
   });
 }
 
-function tokenMatches(header: string | undefined, token: string): boolean {
-  const given = Buffer.from(header?.startsWith('Bearer ') ? header.slice(7) : '');
-  const want = Buffer.from(token);
-  return given.length === want.length && timingSafeEqual(given, want);
-}
-
 /**
  * A running acquisition's steps so far, from its `progress` query: `step` is the last one
  * completed (`admit`, `quiesce vision`, `stop vision`, …). Nothing when the query cannot be
@@ -168,10 +162,11 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   });
 
   if (opts.loopbackOnly) refuseForeignHosts(app);
+  const digest = tokenDigest(opts.token);
   app.addHook('onRequest', async (req, reply) => {
     if (checksOwnReader(req)) return undefined;
     if (OPEN_ROUTES.has(req.url.split('?')[0] ?? '') && req.method === 'GET') return undefined;
-    if (!tokenMatches(req.headers.authorization, opts.token)) {
+    if (!bearerMatches(req.headers.authorization, digest)) {
       return reply.code(401).send({ error: { type: 'unauthorized', message: 'missing or wrong bearer token' } });
     }
     return undefined;
@@ -182,7 +177,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     manifest,
     ...opts.ledgerPage,
     loopbackOnly: opts.loopbackOnly === true,
-    authorized: (req) => tokenMatches(req.headers.authorization, opts.token),
+    authorized: (req) => bearerMatches(req.headers.authorization, digest),
   });
   // Alive, and whether Temporal answers: without it no acquisition can start (503).
   const temporalReachable = singleFlight(

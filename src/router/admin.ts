@@ -1,7 +1,6 @@
 // The router admin API (docs/router-admin-api.md): tier state with the in-flight count, quiesce,
 // guarded readmit and reload, all behind a bearer token. Changes run one at a time, so a readmit's
 // probes cannot interleave with a quiesce or a reload.
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { findTier } from '../config/router-model';
 import type { RouterTier } from '../config/router-model';
@@ -14,6 +13,7 @@ import type { Mutex } from './mutex';
 import type { OnDemand } from './on-demand';
 import { onDemandWithoutApi } from './on-demand-config';
 import type { TierTable } from './tier-table';
+import { bearerMatches, tokenDigest } from '../adapters/bearer';
 
 export interface AdminOptions {
   configPath: string;
@@ -23,25 +23,14 @@ export interface AdminOptions {
   requireAcquisitionApi: boolean;
 }
 
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
-}
-
-/** Constant-time bearer check: both sides are hashed first, so lengths leak nothing either. */
-function bearerMatches(header: string | undefined, expected: Buffer): boolean {
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
-  const presented = digest(m?.[1] ?? '');
-  return timingSafeEqual(presented, expected) && m !== null;
-}
-
 export async function registerAdminRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand, admin: Mutex, opts: AdminOptions): Promise<void> {
-  const tokenDigest = digest(opts.adminToken);
+  const adminDigest = tokenDigest(opts.adminToken);
   // The contract's TierState, and what an on-demand tier's queue holds (docs/router-admin-api.md).
   const stateOf = (tier: RouterTier) => ({ ...table.state(tier), ...demand.state(tier.name) });
 
   await app.register((scope, _o, done) => {
     scope.addHook('onRequest', (req, reply, next) => {
-      if (bearerMatches(req.headers.authorization, tokenDigest)) return next();
+      if (bearerMatches(req.headers.authorization, adminDigest)) return next();
       void reply
         .code(401)
         .header('www-authenticate', 'Bearer realm="gpures-router-admin"')

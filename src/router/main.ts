@@ -1,5 +1,5 @@
 // Runnable reference router:
-//   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H] [--port P] [--state FILE]
+//   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H [--allow-non-loopback]] [--port P] [--state FILE]
 // On-demand tiers also need GPURES_API_URL and GPURES_API_TOKEN (the acquisition API).
 // Binds 127.0.0.1:8000 unless told otherwise, GET /metrics on the same port (docs/metrics.md);
 // SIGTERM/SIGINT close it (in-flight requests finish).
@@ -10,7 +10,7 @@ import { startRouter } from './server';
 
 const USAGE =
   'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE ' +
-  '[--host 127.0.0.1] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]';
+  '[--host 127.0.0.1 [--allow-non-loopback]] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]';
 
 function fail(message: string): never {
   process.stderr.write(`gpures-router: ${message}\n`);
@@ -18,7 +18,7 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<void> {
-  let values: { config?: string; host?: string; port?: string; state?: string; help?: boolean };
+  let values: { config?: string; host?: string; port?: string; state?: string; help?: boolean; 'allow-non-loopback'?: boolean };
   try {
     ({ values } = parseArgs({
       options: {
@@ -26,6 +26,7 @@ async function main(): Promise<void> {
         host: { type: 'string', default: '127.0.0.1' },
         port: { type: 'string', short: 'p', default: '8000' },
         state: { type: 'string' },
+        'allow-non-loopback': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -47,6 +48,11 @@ async function main(): Promise<void> {
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port must be an integer in 0..65535 (got ${values.port})`);
   const host = values.host ?? '127.0.0.1';
+  // A request to an on-demand tier acquires its serve, evicting others, with the router's own API
+  // token: whoever reaches the router can start that. Beyond this host only when asked, as `gpures api`.
+  if (!isLoopback(host) && !values['allow-non-loopback']) {
+    fail(`--host ${host} is not a loopback address: a request to an on-demand tier can evict serves; add --allow-non-loopback to serve beyond this host`);
+  }
 
   let router: Awaited<ReturnType<typeof startRouter>>;
   try {
