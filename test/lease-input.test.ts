@@ -10,7 +10,7 @@ import { parseManifest } from '../src/config/manifest';
 import { formatIssue } from '../src/domain/types';
 import { expiresAt, extensionProblem, formatDuration, leaseText, newClock, parseDuration, withUse } from '../src/domain/lease';
 import { operationInputProblems } from '../src/domain/inputs';
-import { leaseRequestProblem } from '../src/domain/lease';
+import { leaseInputProblems, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
 import { taskQueueFor } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from './support/box';
 import { testTemporal } from './support/temporal';
@@ -51,6 +51,21 @@ describe('lease arithmetic', () => {
     assert.equal(
       leaseText({ serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 252_000, idleTtlS: 300, state: 'running' }, now),
       'idle lease: 4m12s left (ttl 5m)',
+    );
+  });
+
+  test('a renewal is checked as a start is: holder, kind, seconds within their bound; a carried clock is epoch milliseconds', () => {
+    assert.deepEqual(renewalProblems({ holder: 'acq/run', kind: 'fixed', seconds: 600 }), []);
+    assert.deepEqual(renewalProblems({ kind: 'fixed', seconds: 1e12 }), [
+      'holder: the acquisition run (<workflow id>/<run id>) that holds the serve',
+      'seconds: must be a whole number of seconds in 1..604800 (got 1000000000000)',
+    ]);
+    assert.match(renewalProblems(undefined)[0] ?? '', /^the renewal must be one JSON object/);
+    const start = { serve: 'sd', holder: 'acq/run', kind: 'fixed', seconds: 600 };
+    assert.deepEqual(leaseInputProblems({ ...start, clock: newClock(600, 1_000_000) }), []);
+    assert.match(
+      leaseInputProblems({ ...start, clock: { startedAtEpochMs: 1, notBeforeEpochMs: 'soon' } })[0] ?? '',
+      /^clock: \{ startedAtEpochMs, notBeforeEpochMs, lastUseSeenEpochMs \}/,
     );
   });
 

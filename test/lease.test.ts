@@ -9,7 +9,7 @@ import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { leaseHandle, leaseTimes } from './support/lease';
 import { sleep, waitFor, waitUntil } from './support/wait';
-import { workflowIds } from '../src/shared/messages';
+import { renewLeaseSignal, workflowIds } from '../src/shared/messages';
 
 describe('leases', () => {
   let t: SimTestBox;
@@ -96,6 +96,22 @@ describe('leases', () => {
     const extended = await extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 600 });
     assert.equal(extended.expiresAtEpochMs, before.expiresAtEpochMs + 600_000);
     await assert.rejects(extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 604_800 }), /a lease reaches at most 7d ahead/);
+    // A renewal by hand (the UI's signal form) with terms no lease may hold is dropped, not taken:
+    // a signal cannot be refused, so the lease records it and runs on under its own terms.
+    const raw = t.temporal.client.workflow.getHandle(workflowIds.lease(t.node, 'comfyui-sim'));
+    await raw.signal(renewLeaseSignal, { kind: 'fixed', seconds: 1e12 } as never);
+    // Seen once a workflow task completed after it (the patch's marker is in that task).
+    await waitUntil(
+      'a workflow task after the renewal',
+      async () => {
+        const events = (await raw.fetchHistory()).events ?? [];
+        const signaled = events.findIndex((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'renew');
+        return signaled >= 0 && events.slice(signaled).some((e) => e.workflowTaskCompletedEventAttributes);
+      },
+      10_000,
+    );
+    const kept = await lease.view();
+    assert.deepEqual([kept.expiresAtEpochMs, kept.holder, kept.kind], [extended.expiresAtEpochMs, before.holder, 'fixed']);
     // Well past the old expiry: still leased, still running, vision still evicted.
     await sleep(before.expiresAtEpochMs - Date.now() + 2000);
     assert.equal((await lease.view()).state, 'running');

@@ -122,11 +122,32 @@ export function leaseInputProblems(input: unknown): string[] {
   const o = input as Record<string, unknown>;
   const problems: string[] = [];
   if (typeof o['serve'] !== 'string' || !NAME_PATTERN.test(o['serve'])) problems.push(`serve: a serve name from the manifest (got ${String(o['serve'])})`);
+  problems.push(...termsProblems(o));
+  const clock = o['clock'];
+  if (clock !== undefined) {
+    const c = (typeof clock === 'object' && clock !== null ? clock : {}) as Record<string, unknown>;
+    const times = ['startedAtEpochMs', 'notBeforeEpochMs', 'lastUseSeenEpochMs'];
+    if (!times.every((k) => Number.isSafeInteger(c[k]) && (c[k] as number) >= 0))
+      problems.push(`clock: { ${times.join(', ')} }, epoch milliseconds as a continue-as-new carries them`);
+  }
+  const known = ['serve', 'holder', 'kind', 'seconds', 'clock'];
+  for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${k}: unknown field (known: ${known.join(', ')})`);
+  return problems;
+}
+
+/** A lease's terms as a start or a renewal gives them: its holder, its kind, and its seconds within their bound. */
+function termsProblems(o: Record<string, unknown>): string[] {
+  const problems: string[] = [];
   if (typeof o['holder'] !== 'string' || o['holder'] === '') problems.push('holder: the acquisition run (<workflow id>/<run id>) that holds the serve');
   if (o['kind'] !== 'fixed' && o['kind'] !== 'idle') problems.push(`kind: 'fixed' or 'idle' (got ${String(o['kind'])})`);
   const bound = o['kind'] === 'idle' ? BOUNDS.idleTtlS : BOUNDS.leaseS;
   if (!withinBound(bound, o['seconds'])) problems.push(`seconds: must be ${boundRule(bound)} (got ${String(o['seconds'])})`);
-  const known = ['serve', 'holder', 'kind', 'seconds', 'clock'];
-  for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${k}: unknown field (known: ${known.join(', ')})`);
   return problems;
+}
+
+/** What is wrong with a renewal's terms (a signal, which cannot be refused: the lease drops one it cannot take). */
+export function renewalProblems(next: unknown): string[] {
+  if (typeof next !== 'object' || next === null || Array.isArray(next))
+    return ['the renewal must be one JSON object, { "holder", "kind": "fixed" | "idle", "seconds" }'];
+  return termsProblems(next as Record<string, unknown>);
 }

@@ -10,6 +10,7 @@ import {
   executeChild,
   getExternalWorkflowHandle,
   ParentClosePolicy,
+  patched,
   setHandler,
   sleep,
   startChild,
@@ -17,7 +18,7 @@ import {
 } from '@temporalio/workflow';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
-import { expiresAt, extendedExpiry, extensionProblem, formatDuration, leaseInputProblems, newClock, withUse } from '../domain/lease';
+import { expiresAt, extendedExpiry, extensionProblem, formatDuration, leaseInputProblems, newClock, renewalProblems, withUse } from '../domain/lease';
 import type { LeaseClock, LeaseKind, LeaseView } from '../domain/lease';
 import { literalMarkdown } from '../domain/markdown';
 import { Failure } from '../shared/failures';
@@ -27,6 +28,7 @@ import { bringDownWorkflow } from './bring-down';
 import { reads, router } from './proxies';
 import { rootCause } from './saga';
 import { StepLog } from './step-log';
+import { PATCHES } from './patches';
 
 /** A router (or ledger) that did not answer is asked again this much later: an unknown use is not idleness. */
 const ROUTER_RETRY_MS = 60_000;
@@ -93,6 +95,13 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
     { validator: refuseIfExpiring },
   );
   setHandler(renewLeaseSignal, (next) => {
+    // A signal cannot be refused: terms the lease cannot hold (from the UI: a year, no holder) are
+    // recorded and dropped, and the lease runs on as it was. Runs from before the check took them.
+    const problems = renewalProblems(next);
+    if (problems.length && patched(PATCHES.leaseRenewalChecked)) {
+      log.record('renew', `ignored: ${problems.join('; ')}`);
+      return;
+    }
     if (expiring) {
       renewal = next;
       return;

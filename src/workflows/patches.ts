@@ -42,5 +42,10 @@ export const PATCHES = {
    * bring-up-local-steps.json, eviction-local-steps.json, restore-local-steps.json (and its child bring-up).
    */
   localSteps: 'local-steps',
+  /**
+   * A lease's renew signal whose terms it cannot hold (no holder, seconds past their bound) is
+   * dropped instead of taken. Reached only by such a signal, which no recording has: test/lease.test.ts sends one.
+   */
+  leaseRenewalChecked: 'lease-renewal-checked',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
