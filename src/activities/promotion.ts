@@ -20,6 +20,9 @@ import type { PublicRouterTarget, RouterContainer, RouterDescription } from '../
 import { configFilesOf, createConfigFileSteps, runKey, sha256 } from './promotion-files';
 import type { ConfigFiles, RunRef } from './promotion-files';
 
+/** How long POST /admin/reload may take: well inside the 30 s its activity is given. */
+const RELOAD_TIMEOUT_MS = 20_000;
+
 export interface PromotionDeps {
   /** Docker and the live config's filesystem; needed only for promotions. */
   routerDeployment?: RouterDeployment;
@@ -184,7 +187,9 @@ export function createPromotionActivities(deps: PromotionDeps) {
       const t = target(input.router);
       const before = await deployment().inspect(t.container);
       if (!before) throw nonRetryable(Failure.RouterNotDeployed, `router '${t.name}': container '${t.container}' is gone`);
-      const { mappingVersion } = await permanentAsFailure(() => adminFor(t, 30_000).reload());
+      // Inside the activity's 30 s (the workflow's `quick` options): a slow reload ends as the HTTP
+      // timeout it is, with its reason, not as an activity timed out; a retry reloads the same file.
+      const { mappingVersion } = await permanentAsFailure(() => adminFor(t, RELOAD_TIMEOUT_MS).reload());
       return { mappingVersion, containerId: before.id, restartCountBefore: before.restartCount };
     },
 
