@@ -24,6 +24,7 @@ const GPUS = [
   { role: 'wakefail', capacity_mib: 16000, reserve_mib: 1000 },
   { role: 'seeping', capacity_mib: 20000, reserve_mib: 2000 },
   { role: 'takeover', capacity_mib: 20000, reserve_mib: 2000 },
+  { role: 'lostfence', capacity_mib: 20000, reserve_mib: 2000 },
 ];
 /**
  * An evictable serve on its own GPU that sleeps at `level` keeping `residual` MiB (as the sim
@@ -65,6 +66,8 @@ const SERVES: TestServe[] = [
   ...sleeperAndTaker('seep', 'taker-s', 'seeping', 12000, 1, 600, { SIM_SLEEP_LEAK_MIB: '300' }),
   // A sleep that takes 2 s: time to end its acquisition between the /sleep and the hand-over.
   ...sleeperAndTaker('slowsleep', 'taker-t', 'takeover', 12000, 1, 600, { SIM_SLEEP_DELAY_MS: '2000' }),
+  // A sleeper whose ledger is lost while it drains: its sleep's fence then refuses.
+  ...sleeperAndTaker('lostsleep', 'taker-f', 'lostfence', 12000, 1, 600, {}),
 ];
 
 describe('eviction by sleeping, restore by waking', () => {
@@ -307,6 +310,39 @@ describe('eviction by sleeping, restore by waking', () => {
     assert.equal((await t.routed('wf')).status, 200);
     await assertLedgerIsTheBox('wakefail');
     await serveDown(client(), t.node, 'wf');
+  });
+
+  test("a victim's sleep whose fence refuses (its ledger lost during the drain) fails the acquisition: no unfenced stop, the victim serves on", async () => {
+    await up('lostsleep');
+    const before = await containerId('lostsleep');
+    assert.ok(before);
+    const slow = Array.from({ length: 2 }, () => t.routed('lostsleep', { sim_delay_ms: 2500 }));
+    await waitUntil('2 in flight at lostsleep-local', async () => (await t.box.routerAdmin.tierState('lostsleep-local')).inFlight >= 2, 5000);
+    const acquisition = serveAcquire(client(), t.node, { serve: 'taker-f', evict: true });
+    const handle = client().workflow.getHandle(workflowIds.acquire(t.node, 'taker-f'));
+    await waitForPendingActivity(handle, 'drainServe');
+    // The ledger the eviction was decided in is gone: the next update starts one afresh from the box.
+    await client().workflow.getHandle(workflowIds.ledger(t.node, 'lostfence')).terminate('test: lose the ledger mid-drain');
+    const o = await acquisition;
+    assert.ok(!o.ok, 'the acquisition must fail');
+    assert.equal(o.failureType, 'ReservationLost', o.message);
+    assert.match(o.message, /sleep of lostsleep refused/);
+    assert.deepEqual(
+      (await Promise.all(slow)).map((d) => d.status),
+      [200, 200],
+    );
+    const acts = await activitiesInOrder(client(), handle.workflowId);
+    assert.equal(acts.filter((a) => a === 'stopServeContainer').length, 0, acts.join(','));
+    // The same process, awake, routed again, and the fresh ledger holds it as running.
+    assert.equal(await containerId('lostsleep'), before);
+    const awake = (await fetch(`${serveBaseUrl(t.manifest.serves.find((x) => x.name === 'lostsleep')!)}/is_sleeping`).then((r) => r.json())) as {
+      is_sleeping: boolean;
+    };
+    assert.equal(awake.is_sleeping, false);
+    assert.equal((await t.routed('lostsleep')).status, 200);
+    assert.deepEqual(formatLedger(await ledger('lostfence')).slice(1), ['  lostsleep 12000 MiB (evictable, running)']);
+    await assertLedgerIsTheBox('lostfence');
+    await serveDown(client(), t.node, 'lostsleep');
   });
 
   test('a ledger started afresh takes a sleeping serve as sleeping; serves down of it stops its process and gives back the residual', async () => {

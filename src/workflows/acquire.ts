@@ -323,6 +323,9 @@ async function sleepVictim(
     record.vram = await confirmReleased(e, victim.name, usedBeforeMib, expectedMib);
   } catch (err) {
     if (isCancellation(err)) throw err;
+    // Its fence refused: the victim is not this acquisition's (a ledger started afresh took it as
+    // running), and a stop in its place would be unfenced. Runs from before this fell back to one.
+    if (rootCause(err).type === Failure.ReservationLost && patched(PATCHES.sleepRefusedFails)) throw err;
     const why = rootCause(err).message;
     sleepRecord.fellBack = why;
     log.record(step, sleeping.fallBack(victim.name, why));

@@ -47,5 +47,11 @@ export const PATCHES = {
    * dropped instead of taken. Reached only by such a signal, which no recording has: test/lease.test.ts sends one.
    */
   leaseRenewalChecked: 'lease-renewal-checked',
+  /**
+   * A victim's sleep whose fence refused fails the acquisition instead of falling back to an
+   * unfenced stop. Reached only by a ledger lost mid-eviction, which no recording has:
+   * test/sleep-eviction.test.ts loses one during the drain.
+   */
+  sleepRefusedFails: 'sleep-refused-fails',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
