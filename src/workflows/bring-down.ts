@@ -53,6 +53,10 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   let stop: StopResult;
   let release: LedgerReleaseResult;
   try {
+    // An acquisition's victims taken over go back into rotation once the let-go is registered: a
+    // victim gone from the manifest, or a cancel, then gives the serve back instead of leaving it
+    // held as stopping by an ended run.
+    if (taken?.readmitLater) await readmitVictims(taken.readmitLater, log);
     // An evicted or sleeping serve answers nothing and its tier is quiesced already: nothing to drain.
     const setAside = taken?.decision === 'evicted' || (taken?.decision === 'taken' && taken.from === 'sleeping');
     if (serve.routerTier && !setAside) drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S);
@@ -189,7 +193,7 @@ function downMessage(o: {
  * victims leave its eviction then, as the box has them. A serve being evicted by an acquisition
  * still running is refused: that acquisition is stopping it.
  */
-async function takeServe({ node, gpu, serve, holder, log }: Down, ended: OperationEnd[]): Promise<StopDecision> {
+async function takeServe({ node, gpu, serve, holder, log }: Down, ended: OperationEnd[]): Promise<StopDecision & { readmitLater?: string[] }> {
   // The holder's own compensations stop this serve's container: they get its stop timeout and more.
   const endTimeoutS = Math.max(OPERATION_END_TIMEOUT_S, serve.stopTimeoutS + 180);
   let takeOver: { takeOverFrom: string; victimsDown: string[] } | undefined;
@@ -206,7 +210,10 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
     );
     if (decision.decision === 'taken') {
       log.record('take', take.taken(serve.name, decision.from, takeOver?.takeOverFrom));
-      await readmitVictims(decision.victimsRunning ?? [], log);
+      // Runs from before the compensation covered it readmit the victims here, before it is registered.
+      const victims = decision.victimsRunning ?? [];
+      if (victims.length && !patched(PATCHES.takeReadmitsCompensated)) await readmitVictims(victims, log);
+      else if (victims.length) return { ...decision, readmitLater: victims };
       return decision;
     }
     if (decision.decision === 'absent') {

@@ -53,5 +53,11 @@ export const PATCHES = {
    * test/sleep-eviction.test.ts loses one during the drain.
    */
   sleepRefusedFails: 'sleep-refused-fails',
+  /**
+   * A bring-down that took over an acquisition readmits its running victims after registering its
+   * let-go, so a failure there gives the serve back. The same commands when nothing fails; reached
+   * only by a take-over with victims running, which no recording has: test/fence-race.test.ts takes one over.
+   */
+  takeReadmitsCompensated: 'take-readmits-compensated',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
