@@ -25,6 +25,7 @@ const GPUS = [
   { role: 'seeping', capacity_mib: 20000, reserve_mib: 2000 },
   { role: 'takeover', capacity_mib: 20000, reserve_mib: 2000 },
   { role: 'lostfence', capacity_mib: 20000, reserve_mib: 2000 },
+  { role: 'slowwake', capacity_mib: 20000, reserve_mib: 2000 },
 ];
 /**
  * An evictable serve on its own GPU that sleeps at `level` keeping `residual` MiB (as the sim
@@ -68,6 +69,8 @@ const SERVES: TestServe[] = [
   ...sleeperAndTaker('slowsleep', 'taker-t', 'takeover', 12000, 1, 600, { SIM_SLEEP_DELAY_MS: '2000' }),
   // A sleeper whose ledger is lost while it drains: its sleep's fence then refuses.
   ...sleeperAndTaker('lostsleep', 'taker-f', 'lostfence', 12000, 1, 600, {}),
+  // A wake that takes 8 s: time to cancel the acquisition that wakes it.
+  ...sleeperAndTaker('sloww', 'taker-z', 'slowwake', 12000, 1, 600, { SIM_WAKE_DELAY_MS: '8000' }),
 ];
 
 describe('eviction by sleeping, restore by waking', () => {
@@ -343,6 +346,30 @@ describe('eviction by sleeping, restore by waking', () => {
     assert.deepEqual(formatLedger(await ledger('lostfence')).slice(1), ['  lostsleep 12000 MiB (evictable, running)']);
     await assertLedgerIsTheBox('lostfence');
     await serveDown(client(), t.node, 'lostsleep');
+  });
+
+  test('an acquisition of a sleeping serve cancelled mid-wake stops the sleeper before it releases its MiB', async () => {
+    await up('sloww');
+    const evict = await serveAcquire(client(), t.node, { serve: 'taker-z', evict: true });
+    assert.ok(evict.ok, !evict.ok ? evict.message : '');
+    const freed = await serveDown(client(), t.node, 'taker-z');
+    assert.ok(freed.ok, !freed.ok ? freed.message : '');
+    assert.deepEqual(formatLedger(await ledger('slowwake')).slice(1), ['  sloww 12000 MiB (evictable, sleeping at level 1 for taker-z, 600 MiB held)']);
+
+    const acquisition = serveAcquire(client(), t.node, { serve: 'sloww' });
+    const handle = client().workflow.getHandle(workflowIds.acquire(t.node, 'sloww'));
+    await waitForPendingActivity(handle, 'wakeServe');
+    await handle.cancel();
+    const o = await acquisition;
+    assert.ok(!o.ok, 'the cancelled acquisition must not succeed');
+    // Compensations run last-added first: the process goes before its reservation does.
+    const acts = await activitiesInOrder(client(), handle.workflowId);
+    const after = acts.slice(acts.indexOf('wakeServe') + 1);
+    // (The wake's own compensation stops it too: a stop is idempotent.)
+    assert.ok(after.includes('stopServeContainer') && after.indexOf('ledgerRelease') > after.lastIndexOf('stopServeContainer'), acts.join(','));
+    assert.equal(await containerId('sloww'), undefined);
+    assert.deepEqual(formatLedger(await ledger('slowwake')).slice(1), []);
+    await assertLedgerIsTheBox('slowwake');
   });
 
   test('a ledger started afresh takes a sleeping serve as sleeping; serves down of it stops its process and gives back the residual', async () => {

@@ -83,8 +83,12 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const saga = new Saga();
   // Histories recorded before sleep mode existed acquired no sleeping serve, and replay without it.
   const asleep = wasAsleep !== undefined && patched(PATCHES.wakeOnRestore) ? wasAsleep : undefined;
-  // A sleeper's process holds its residual: given up, its admission goes, and so must the process.
-  if (asleep !== undefined) saga.add('stop the sleeping serve', () => stopServe(node, serve));
+  // A sleeper's process holds its residual: given up, its admission goes, and so must the process,
+  // first (compensations run last-added first): released before it, its MiB could be admitted to
+  // another serve while the process still holds them. Runs from before this released first.
+  const stopSleeper = () => saga.add('stop the sleeping serve', () => stopServe(node, serve));
+  const stopBeforeRelease = asleep !== undefined && patched(PATCHES.sleeperStoppedBeforeRelease);
+  if (asleep !== undefined && !stopBeforeRelease) stopSleeper();
   const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {} };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
@@ -99,6 +103,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     );
     saga.add('abort eviction', () => abortEviction(evicting, decision.victims));
   }
+  if (stopBeforeRelease) stopSleeper();
 
   try {
     const victims: VictimRecord[] = [];

@@ -59,5 +59,11 @@ export const PATCHES = {
    * only by a take-over with victims running, which no recording has: test/fence-race.test.ts takes one over.
    */
   takeReadmitsCompensated: 'take-readmits-compensated',
+  /**
+   * An acquisition of a sleeping serve that fails stops the sleeper before it releases its
+   * reservation, not after. Reached only by an acquisition of a sleeper, which no recording has:
+   * test/sleep-eviction.test.ts cancels one mid-wake.
+   */
+  sleeperStoppedBeforeRelease: 'sleeper-stopped-before-release',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
