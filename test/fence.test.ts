@@ -124,6 +124,8 @@ describe('a bring-down holds even a serve with no reservation', () => {
     const d = decideStop(l, req);
     assert.deepEqual(d, { decision: 'taken', serve: 'sd', vramMib: 16000, from: 'pending', previousHolder: A, victimsRunning: ['vision'] });
     const after = applyStop(l, req, d);
+    // Retried after a continue-as-new: the same answer, victims to readmit included, not 'absent'.
+    assert.deepEqual(decideStop(after, req), d);
     assert.deepEqual(
       after.reservations.map((r) => `${r.serve} ${r.phase} ${r.vramMib} ${r.evictedFor ?? '-'}`),
       ['vision running 12288 -', 'e1 evicted 6000 sd', 'fast running 9000 -', 'sd stopping 0 -'],
@@ -167,9 +169,27 @@ describe('a sleeping serve under the fences', () => {
     const after = applyStop(l, { serve: 'o1', holder: D }, d);
     assert.deepEqual(
       after.reservations.find((r) => r.serve === 'o1'),
-      { serve: 'o1', vramMib: 600, class: 'evictable', phase: 'stopping', holder: D },
+      { serve: 'o1', vramMib: 600, class: 'evictable', phase: 'stopping', holder: D, takenFrom: { phase: 'sleeping', holder: U, vramMib: 600 } },
     );
     assert.equal(totals(after).committedMib, 22000 + 600);
+    // The take retried after the ledger continued as new (no server answer to replay): answered as
+    // it was, so the bring-down still knows the serve sleeps (no drain) and whom it took it from.
+    assert.deepEqual(decideStop(after, { serve: 'o1', holder: D }), d);
+    assert.deepEqual(applyStop(after, { serve: 'o1', holder: D }, d), after);
+    // Let go (its stop failed): running again, with nothing left of the take.
+    assert.equal(withPhase(after, 'o1', 'running').reservations.find((r) => r.serve === 'o1')?.takenFrom, undefined);
+  });
+
+  test('a restore admission retried after a continue-as-new is recognised with what it found: evicted, asleep at its level', () => {
+    const l = asleep();
+    const restore = { serve: 'o1', vramMib: 12288, class: 'evictable' as const, holder: U, sleep };
+    const after = applyAdmit(l, restore, 'admitted', 'restore');
+    assert.deepEqual(after.reservations.find((r) => r.serve === 'o1')?.admittedFrom, { evicted: true, asleepAt: 1 });
+    // Running, then taken by a bring-down: what the admission found is history.
+    const running = withPhase(after, 'o1', 'running');
+    const d = decideStop(running, { serve: 'o1', holder: D });
+    assert.equal(d.decision, 'taken');
+    assert.equal(applyStop(running, { serve: 'o1', holder: D }, d).reservations.find((r) => r.serve === 'o1')?.admittedFrom, undefined);
   });
 
   test("its restore needs only what the sleep gave back, and takes the sleeper's place", () => {

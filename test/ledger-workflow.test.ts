@@ -127,6 +127,40 @@ describe('ledger entity workflow', () => {
     assert.deepEqual([own.released, own.vramMib], [true, 10]);
   });
 
+  test("a restore's admission retried after the ledger continued as new is answered as it was: evicted, asleep at level 1", async () => {
+    // The server answers a retried update from its first answer only within one run: after a
+    // continue-as-new the same update id reaches the handler again, and must be told the same.
+    const gpu = { ...GPU, role: 'retry-gpu' };
+    const sleeper = {
+      serve: 'sv',
+      vramMib: 12288,
+      class: 'evictable' as const,
+      phase: 'sleeping' as const,
+      holder: 'old',
+      evictedFor: 'x',
+      sleep: { level: 1 as const, residualMib: 600 },
+      sleptAtLevel: 1 as const,
+    };
+    const workflowId = workflowIds.ledger(box.node, gpu.role);
+    const state = { node: box.node, gpuRole: gpu.role, gpuUuid: gpu.uuid, capacityMib: gpu.capacityMib, reserveMib: gpu.reserveMib, reservations: [sleeper] };
+    const handle = await box.temporal.client.workflow.start<typeof ledgerWorkflow>('ledgerWorkflow', {
+      workflowId,
+      taskQueue: taskQueueFor(box.node),
+      args: [{ node: box.node, gpu, state, maxHistoryEvents: 30 }],
+    });
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
+    const restore = { serve: 'sv', vramMib: 12288, class: 'evictable' as const, holder: 'restore-run', gpu, sleep: { level: 1 as const, residualMib: 600 } };
+    const first = await h.executeUpdate(admitUpdate, { args: [restore], updateId: 'restore-run/admit' });
+    assert.deepEqual([first.decision.decision, first.wasEvicted, first.wasAsleep], ['admitted', true, 1]);
+    for (let i = 0; (await h.describe()).runId === handle.firstExecutionRunId; i++) {
+      assert.ok(i < 40, 'the ledger should have continued as new');
+      await h.executeUpdate(admitUpdate, { args: [{ serve: `f${i}`, vramMib: 10, class: 'resident', holder: `h${i}`, gpu }] });
+    }
+    const retried = await h.executeUpdate(admitUpdate, { args: [restore], updateId: 'restore-run/admit' });
+    assert.deepEqual([retried.decision.decision, retried.wasEvicted, retried.wasAsleep], ['admitted', true, 1]);
+    await h.terminate('test done');
+  });
+
   test('a malformed admission is rejected by the validator and leaves no decision in history', async () => {
     const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
     const before = await h.query(snapshotQuery);

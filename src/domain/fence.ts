@@ -89,6 +89,19 @@ export interface StopRequest {
 
 export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
   const r = findReservation(state, req.serve);
+  // A retry of this take after the ledger continued as new (the server's own answer to a retried
+  // update lasts one run): answered as the take was, not as a take of its own stopping hold.
+  if (r?.phase === 'stopping' && r.holder === req.holder && r.takenFrom) {
+    const t = r.takenFrom;
+    return {
+      decision: 'taken',
+      serve: req.serve,
+      vramMib: t.vramMib,
+      from: t.phase,
+      previousHolder: t.holder,
+      ...(t.victimsRunning ? { victimsRunning: t.victimsRunning } : {}),
+    };
+  }
   // Absent, or a retry of this bring-down of a serve it found with no reservation.
   if (!r || (r.phase === 'stopping' && r.holder === req.holder && r.vramMib === 0)) return { decision: 'absent', serve: req.serve };
   if (r.phase === 'evicted') return { decision: 'evicted', serve: req.serve, ...(r.evictedFor !== undefined ? { evictedFor: r.evictedFor } : {}) };
@@ -135,14 +148,20 @@ export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision)
   if (d.decision !== 'taken') return state;
   const down = req.victimsDown ?? [];
   const asleep = req.victimsAsleep ?? [];
+  const takenFrom = {
+    takenFrom: { phase: d.from, holder: d.previousHolder, vramMib: d.vramMib, ...(d.victimsRunning ? { victimsRunning: d.victimsRunning } : {}) },
+  };
   return {
     ...state,
     reservations: state.reservations.map((r) => {
       if (r.serve === req.serve) {
-        if (r.phase === 'pending') return hold(r);
+        if (r.phase === 'pending') return { ...hold(r), ...takenFrom };
         // Asleep, its process still holds the residual until the stop.
-        if (r.phase === 'sleeping') return { ...hold(r), vramMib: committedMibOf(r) };
-        return outOfEviction(r, 'stopping', req.holder);
+        if (r.phase === 'sleeping') return { ...hold(r), vramMib: committedMibOf(r), ...takenFrom };
+        const stopping: Reservation = { ...outOfEviction(r, 'stopping', req.holder), ...takenFrom };
+        // What its admission found is history now: a retry of that admission is no longer possible.
+        delete stopping.admittedFrom;
+        return stopping;
       }
       if (req.takeOverFrom === undefined || r.phase !== 'evicting' || r.evictedFor !== req.serve) return r;
       if (asleep.includes(r.serve)) return { ...r, phase: 'sleeping' as const };

@@ -51,6 +51,14 @@ export interface Reservation {
   sleptAtLevel?: 1 | 2;
   /** The ledger's workflow time (epoch ms) when it was first marked running. */
   runningSinceMs?: number;
+  /**
+   * What its admission found: the serve set aside (evicted, or asleep at a level). The server
+   * answers a retried update from its first answer only within one run of the ledger; after a
+   * continue-as-new the retry is recognised here and answered the same.
+   */
+  admittedFrom?: { evicted: true; asleepAt?: 1 | 2 };
+  /** While a bring-down holds it: what the take answered (the phase and holder it took it from, its MiB, victims back to running), for a retry of the take. */
+  takenFrom?: { phase: ReservationPhase; holder: string; vramMib: number; victimsRunning?: string[] };
 }
 
 /** A plain bring-up, an acquisition (with or without victims), or the restore of an evicted serve. */
@@ -166,6 +174,7 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
   // A sleeper woken is the process measured when it came up: its next eviction expects that back.
   const asleep = findReservation(state, req.serve);
   const measured = asleep?.phase === 'sleeping' && asleep.measuredMib !== undefined ? { measuredMib: asleep.measuredMib } : {};
+  const from = admittedFromOf(asleep);
   return {
     ...state,
     reservations: [
@@ -179,9 +188,16 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
         ...residency,
         ...measured,
         ...(req.sleep ? { sleep: { level: req.sleep.level, residualMib: req.sleep.residualMib } } : {}),
+        ...(from ? { admittedFrom: from } : {}),
       },
     ],
   };
+}
+
+/** What an admission finds the serve as: set aside (evicted, or asleep at the level it was put to sleep at; 2 when not known), or nothing. */
+export function admittedFromOf(before: Reservation | undefined): Reservation['admittedFrom'] {
+  if (!before || !setAside(before)) return undefined;
+  return before.phase === 'sleeping' ? { evicted: true, asleepAt: before.sleptAtLevel ?? 2 } : { evicted: true };
 }
 
 /**
@@ -193,7 +209,13 @@ export function withPhase(state: LedgerState, serve: string, phase: ReservationP
     phase === 'running' && atMs !== undefined && r.minResidencyS !== undefined && r.runningSinceMs === undefined ? { runningSinceMs: atMs } : {};
   return {
     ...state,
-    reservations: state.reservations.map((r) => (r.serve === serve ? { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}), ...since(r) } : r)),
+    reservations: state.reservations.map((r) => {
+      if (r.serve !== serve) return r;
+      const next: Reservation = { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}), ...since(r) };
+      // What a bring-down's take found is only for a retry of that take, while it holds the serve.
+      delete next.takenFrom;
+      return next;
+    }),
   };
 }
 

@@ -238,8 +238,14 @@ class GpuLedger {
     this.state = { ...this.state, gpuUuid: req.gpu.uuid, capacityMib: req.gpu.capacityMib, reserveMib: req.gpu.reserveMib };
     const held = activeReservation(this.state, req.serve);
     if (held && held.holder === req.holder && held.phase !== 'pending') {
-      // A retry of an admission that already happened (possibly in a previous run).
-      return this.answer({ decision: { decision: 'admitted' as const, serve: req.serve, vramMib: held.vramMib, freeAfterMib: totals(this.state).freeMib } });
+      // A retry of an admission that already happened (possibly in a previous run): answered as
+      // it was, a restore and a wake included.
+      const from = held.admittedFrom;
+      return this.answer({
+        decision: { decision: 'admitted' as const, serve: req.serve, vramMib: held.vramMib, freeAfterMib: totals(this.state).freeMib },
+        ...(from ? { wasEvicted: from.evicted } : {}),
+        ...(from?.asleepAt !== undefined ? { wasAsleep: from.asleepAt } : {}),
+      });
     }
     return undefined;
   }
