@@ -99,7 +99,7 @@ describe('on-demand tiers against the manifest', () => {
 });
 
 describe("the router's acquisition API environment", () => {
-  const base = { GPURES_ROUTER_TOKEN: 'admin' };
+  const base = { GPURES_ROUTER_TOKEN: 'router-admin-token-0123456789abcdef' };
   test('optional together, required together, a URL without credentials; the token is never in a message', () => {
     assert.equal(routerProcessEnv(base).acquisitions, undefined);
     assert.deepEqual(routerProcessEnv({ ...base, GPURES_API_URL: 'http://127.0.0.1:8090/', GPURES_API_TOKEN: 's3cret-token' }).acquisitions, {

@@ -25,7 +25,7 @@ import { sleep, waitUntil } from './support/wait';
 
 // dist/test/router.test.js -> repo root
 const ROOT = join(__dirname, '..', '..');
-const TOKEN = 'test-admin-token-0123456789';
+const TOKEN = 'test-admin-token-0123456789abcdef-0123';
 
 // ---------------------------------------------------------------------------------------------
 // A fake vLLM serve
@@ -648,6 +648,17 @@ describe('router start-up', () => {
     const refusedCode = await new Promise<number | null>((resolve) => refused.on('close', (code) => resolve(code)));
     assert.equal(refusedCode, 2);
     assert.match(refusedErr, /GPURES_ROUTER_TOKEN is not set/);
+
+    // A token short enough to guess is refused, by its length (never its value).
+    const short = spawn(process.execPath, [main, '--config', config, '--port', '0'], {
+      env: { ...env, GPURES_ROUTER_TOKEN: 'admin' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let shortErr = '';
+    short.stderr.on('data', (c: Buffer) => (shortErr += c.toString()));
+    assert.equal(await new Promise<number | null>((resolve) => short.on('close', (code) => resolve(code))), 2);
+    assert.match(shortErr, /GPURES_ROUTER_TOKEN is 5 characters, too short to be secret: at least 32 are required/);
+    assert.doesNotMatch(shortErr, /admin\b(?! API)/);
 
     // Beyond loopback only when asked: a request to an on-demand tier can evict serves.
     const wide = spawn(process.execPath, [main, '--config', config, '--port', '0', '--host', '0.0.0.0'], {

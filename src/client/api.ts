@@ -21,6 +21,7 @@ import type { LedgerPageOptions } from './ledger-page';
 import { refuseForeignHosts } from './loopback-host';
 import type { acquireWorkflow } from '../workflows/acquire';
 import { bearerMatches, tokenDigest } from '../adapters/bearer';
+import { MIN_TOKEN_CHARS } from '../config/env';
 
 export interface ApiOptions {
   client: Client;
@@ -71,11 +72,8 @@ export function leaseFor(body: { trigger: 'operator' | 'router'; lease_s?: numbe
   return body.trigger === 'router' && serve.idleTtlS !== undefined ? { kind: 'idle' } : undefined;
 }
 
-/**
- * The shortest GPURES_API_TOKEN accepted: 32 characters, e.g. 16 random bytes in hex (`openssl
- * rand -hex 32` gives 64). Length is what can be checked; the token should also be random.
- */
-export const MIN_API_TOKEN_CHARS = 32;
+/** The shortest GPURES_API_TOKEN accepted (see MIN_TOKEN_CHARS). */
+export const MIN_API_TOKEN_CHARS = MIN_TOKEN_CHARS;
 
 /** Why a token is refused, or undefined. */
 export function apiTokenProblem(token: string | undefined): string | undefined {

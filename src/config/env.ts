@@ -81,11 +81,18 @@ const jsonStringArray = optional.pipe(
     .optional(),
 );
 
+/**
+ * The shortest token a server of ours accepts (the acquisition API's, the reference router's
+ * admin token): 32 characters, e.g. 16 random bytes in hex. Length is what can be checked; the
+ * token should also be random.
+ */
+export const MIN_TOKEN_CHARS = 32;
+
 // ---------------------------------------------------------------------------------------------
 // The reference router (src/router/main.ts)
 
 export interface RouterProcessEnv {
-  /** GPURES_ROUTER_TOKEN: the admin API's bearer token. Any non-blank value is accepted. */
+  /** GPURES_ROUTER_TOKEN: the admin API's bearer token, at least MIN_TOKEN_CHARS characters. */
   adminToken: string;
   /**
    * GPURES_API_URL and GPURES_API_TOKEN: the acquisition API (docs/acquisition-api.md) an
@@ -120,6 +127,12 @@ export function routerProcessEnv(env: Env): RouterProcessEnv {
       'GPURES_ROUTER_TOKEN',
       'GPURES_ROUTER_TOKEN is not set: the admin API (quiesce, readmit, reload) only accepts a bearer token, so the router will not start without one. ' +
         'Export GPURES_ROUTER_TOKEN=<secret> and start again.',
+    );
+  }
+  if (adminToken.length < MIN_TOKEN_CHARS) {
+    throw new EnvError(
+      'GPURES_ROUTER_TOKEN',
+      `GPURES_ROUTER_TOKEN is ${adminToken.length} characters, too short to be secret: at least ${MIN_TOKEN_CHARS} are required (e.g. \`openssl rand -hex 32\`)`,
     );
   }
   const acquisitions = acquisitionApiEnv(env);
