@@ -40,6 +40,8 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
       gpu: GPU,
       serves: SERVES,
       retryAfterS: 1,
+      // Small enough to pass with one request: what a client can make the router hold is bounded.
+      heldBytesLimit: 64 * 1024,
       onDemand: [
         { tier: 'big-local', serve: 'big', evict: true },
         { tier: 'slow-local', serve: 'slow', queue_size: 2, keepalive_s: 1 },
@@ -206,6 +208,20 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     assert.deepEqual(await modes(), before, 'every tier as it was');
     const [ledger] = await ledgerSnapshots(box.temporal.client, box.manifest);
     assert.ok(ledger && !ledger.reservations.some((r) => r.serve === 'unbuilt' || r.serve === 'liar'), 'nothing reserved for them');
+  });
+
+  test('a request that would take the queues past the bytes the router holds: 503 queue_full, and no acquisition started for it', async () => {
+    const r = await raw('huge', { padding: 'x'.repeat(70 * 1024) });
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get('retry-after'), '1');
+    const body = (await r.json()) as RouterError;
+    assert.equal(body.error.reason, 'queue_full');
+    assert.match(
+      body.error.message,
+      /^tier 'huge-local' would hold this request \(0\.07 MiB\) while its serve is acquired, past the 0\.06 MiB of waiting requests the router holds at most \(0\.00 MiB now\); retry later$/,
+    );
+    const state = (await box.tiers()).find((t) => t.tier === 'huge-local');
+    assert.deepEqual([state?.queued, state?.acquisition], [0, null]);
   });
 
   test("a denied acquisition passes the ledger's text", async () => {

@@ -60,7 +60,16 @@ export interface OnDemandOptions {
   probeTimeoutMs: number;
   /** Between two GETs of a running acquisition. Default 500 ms. */
   pollMs?: number;
+  /** The request bytes all on-demand queues together may hold. Default DEFAULT_HELD_BYTES. */
+  heldBytesLimit?: number;
 }
+
+/**
+ * What the queues of every on-demand tier together may hold while acquisitions run: each queue
+ * is bounded in requests, but a request may be as large as the body limit (64 MiB), and anyone
+ * who reaches the router can queue one. 256 MiB: four of the largest, or thousands of chat turns.
+ */
+export const DEFAULT_HELD_BYTES = 256 * 1024 * 1024;
 
 /** What the admin API shows of a tier's queue. */
 export interface DemandState {
@@ -73,6 +82,9 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
 export class OnDemand {
   private readonly tiers = new Map<string, TierDemand>();
   private readonly pollMs: number;
+  private readonly heldBytesLimit: number;
+  /** The request bytes held in every queue now. */
+  private heldBytes = 0;
 
   constructor(
     private readonly table: TierTable,
@@ -81,6 +93,7 @@ export class OnDemand {
     private readonly opts: OnDemandOptions,
   ) {
     this.pollMs = opts.pollMs ?? 500;
+    this.heldBytesLimit = opts.heldBytesLimit ?? DEFAULT_HELD_BYTES;
     table.onModeChange((name, mode) => {
       if (mode === 'active') this.tiers.get(name)?.acquisition?.wake();
     });
@@ -131,7 +144,7 @@ export class OnDemand {
    * Holds the request until the tier is active again (`ok`), refuses it, or reports that the
    * client went away (it has then left the queue). Starts the tier's acquisition if none runs.
    */
-  hold(tier: RouterTier, reply: FastifyReply): Promise<HoldOutcome> {
+  hold(tier: RouterTier, reply: FastifyReply, bytes: number): Promise<HoldOutcome> {
     const policy = tier.onDemand;
     if (!policy || !this.api) throw new Error(`tier '${tier.name}' is not on demand`);
     const d = this.demand(tier.name);
@@ -150,6 +163,22 @@ export class OnDemand {
         },
       });
     }
+    if (this.heldBytes + bytes > this.heldBytesLimit) {
+      const ref = this.ref(d);
+      const mib = (n: number) => (n / 1024 / 1024).toFixed(2);
+      return Promise.resolve({
+        ok: false,
+        refusal: {
+          tier: tier.name,
+          reason: 'queue_full',
+          message:
+            `tier '${tier.name}' would hold this request (${mib(bytes)} MiB) while its serve is acquired, past the ` +
+            `${mib(this.heldBytesLimit)} MiB of waiting requests the router holds at most (${mib(this.heldBytes)} MiB now); retry later`,
+          retryAfterS: this.config.retryAfterS,
+          ...(ref ? { acquisition: ref } : {}),
+        },
+      });
+    }
     return new Promise<HoldOutcome>((resolve) => {
       let done = false;
       const waiter: Waiter = {
@@ -159,6 +188,7 @@ export class OnDemand {
           clearTimeout(timer);
           reply.raw.off('close', onGone);
           d.queue.delete(waiter);
+          this.heldBytes -= bytes;
           resolve(outcome);
         },
       };
@@ -180,6 +210,7 @@ export class OnDemand {
       const onGone = () => waiter.settle({ ok: false, gone: true });
       reply.raw.once('close', onGone);
       d.queue.add(waiter);
+      this.heldBytes += bytes;
       if (!d.acquisition) void this.run(tier, d);
     });
   }

@@ -153,7 +153,7 @@ async function proxy(
       return true;
     }
     if (streaming) held ??= keepAlive(reply, tier, tier.onDemand.keepaliveS);
-    const outcome = await demand.hold(tier, reply);
+    const outcome = await demand.hold(tier, reply, Buffer.byteLength(payload));
     held?.stop();
     if (outcome.ok) return false;
     if ('gone' in outcome) reply.hijack();

@@ -50,6 +50,8 @@ export interface RouterOptions {
   requireAcquisitionApi?: boolean;
   /** Between two GETs of a running acquisition. Default 500 ms. */
   acquisitionPollMs?: number;
+  /** The request bytes all on-demand queues together may hold (on-demand.ts DEFAULT_HELD_BYTES, 256 MiB). */
+  heldBytesLimit?: number;
   /** /metrics carries prom-client's process_* and nodejs_* metrics too: for the router's own process (main.ts). */
   processMetrics?: boolean;
 }
@@ -99,7 +101,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5000;
   const changes = new Mutex();
   const api = opts.acquisitions ? new AcquisitionApi(opts.acquisitions) : undefined;
-  const demand = new OnDemand(table, api, changes, { probeTimeoutMs, ...(opts.acquisitionPollMs ? { pollMs: opts.acquisitionPollMs } : {}) });
+  const demand = new OnDemand(table, api, changes, {
+    probeTimeoutMs,
+    ...(opts.acquisitionPollMs ? { pollMs: opts.acquisitionPollMs } : {}),
+    ...(opts.heldBytesLimit !== undefined ? { heldBytesLimit: opts.heldBytesLimit } : {}),
+  });
 
   const app: FastifyInstance = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024 });
   acceptJsonBodies(app);

@@ -41,6 +41,8 @@ export interface OnDemandBoxOptions {
   onDemand: OnDemandTier[];
   retryAfterS?: number;
   pollIntervalMs?: number;
+  /** The router's bound on the request bytes all its queues hold (default the router's own). */
+  heldBytesLimit?: number;
 }
 
 export interface OnDemandBox {
@@ -107,6 +109,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
     port: 0,
     acquisitions: { url: apiUrl, token: apiToken },
     acquisitionPollMs: 200,
+    ...(o.heldBytesLimit !== undefined ? { heldBytesLimit: o.heldBytesLimit } : {}),
   });
   const admin = new HttpRouterAdmin({ baseUrl: router.url, token: routerToken });
 
