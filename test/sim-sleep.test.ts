@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { NvidiaSmi } from '../src/adapters/gpu/nvidia-smi';
 import { FAKE_NVIDIA_SMI } from '../src/sim/box';
 import { SimRuntime } from '../src/sim/runtime';
-import { SleepMode, SleepModeError } from '../src/sim/sleep-mode';
+import { envNumber, SIM_MS, SleepMode, SleepModeError, sleepModeFromEnv } from '../src/sim/sleep-mode';
 import type { SleepModeOptions } from '../src/sim/sleep-mode';
 import { contractServe, httpStatus, RUN_LABEL, uniqueRunId } from './support/runtime-contract';
 import type { ContractServe } from './support/runtime-contract';
@@ -65,6 +65,20 @@ describe('SleepMode: what each state draws', () => {
 
 const SIM_IMAGE = 'gpures/sim-vllm:test';
 const GPU_UUID = 'GPU-00000000-0000-0000-0000-00000000aaaa';
+
+describe("the simulation's knobs are bounded", () => {
+  test('a delay past an hour or a size past a TiB is refused by name; within them, taken', () => {
+    const env = (extra: Record<string, string>) => ({ VLLM_SERVER_DEV_MODE: '1', SIM_VRAM_MIB: '12288', ...extra });
+    assert.throws(
+      () => sleepModeFromEnv(true, env({ SIM_WAKE_DELAY_MS: '3600001' })),
+      /^Error: invalid SIM_WAKE_DELAY_MS: 3600001 \(milliseconds, 0\.\.3600000\)$/,
+    );
+    assert.throws(() => sleepModeFromEnv(true, env({ SIM_SLEEP_LEAK_MIB: '1e9' })), /^Error: invalid SIM_SLEEP_LEAK_MIB: 1e9 \(MiB, 0\.\.1048576\)$/);
+    assert.throws(() => sleepModeFromEnv(true, env({ SIM_SLEEP_DELAY_MS: '-1' })), /invalid SIM_SLEEP_DELAY_MS/);
+    assert.equal(envNumber({ SIM_WAKE_DELAY_MS: '3600000' }, 'SIM_WAKE_DELAY_MS', 300, SIM_MS), 3_600_000);
+    assert.equal(envNumber({}, 'SIM_WAKE_DELAY_MS', 300, SIM_MS), 300);
+  });
+});
 
 describe('a sim serve put to sleep and woken over HTTP, measured by the fake nvidia-smi', () => {
   const runId = uniqueRunId();

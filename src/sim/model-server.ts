@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { envNumber, SleepMode, SleepModeError, sleepModeFromEnv } from './sleep-mode';
+import { envNumber, SIM_MS, SleepMode, SleepModeError, sleepModeFromEnv } from './sleep-mode';
 import { writeFileAtomic } from './state-dir';
 import type { Draw, SleepModeOptions } from './sleep-mode';
 
@@ -108,7 +108,7 @@ export function parseVllmArgs(argv: readonly string[]): VllmArgs {
   };
 }
 
-const envMs = (env: NodeJS.ProcessEnv, key: string, fallback: number) => envNumber(env, key, fallback, 'milliseconds');
+const envMs = (env: NodeJS.ProcessEnv, key: string, fallback: number) => envNumber(env, key, fallback, SIM_MS);
 
 /** SIM_START_DELAY_MS (ms or 'never'), SIM_MODEL_ID, SIM_RESPONSE_DELAY_MS, SIM_DRAIN_TIMEOUT_MS, SIM_DRAW_FILE, and sleep mode's (sleepModeFromEnv). */
 export function optionsFromEnv(args: VllmArgs, env: NodeJS.ProcessEnv): ModelServerOptions {
@@ -138,11 +138,22 @@ class HttpError extends Error {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** The largest request body read, as the router's own limit: vision requests carry base64 images. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size <= MAX_BODY_BYTES) chunks.push(c);
+    });
+    req.on('end', () =>
+      size > MAX_BODY_BYTES
+        ? reject(new HttpError(413, 'BadRequestError', `request body over ${MAX_BODY_BYTES} bytes`))
+        : resolve(Buffer.concat(chunks).toString('utf8')),
+    );
     req.on('error', reject);
   });
 }
@@ -227,7 +238,8 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
   function requestDelay(body: Record<string, unknown>): number {
     const d = body['sim_delay_ms'];
     if (d === undefined) return opts.responseDelayMs;
-    if (typeof d !== 'number' || !Number.isFinite(d) || d < 0) throw new HttpError(400, 'BadRequestError', 'sim_delay_ms must be a non-negative number');
+    if (typeof d !== 'number' || !Number.isFinite(d) || d < 0 || d > SIM_MS.max)
+      throw new HttpError(400, 'BadRequestError', `sim_delay_ms must be a number of milliseconds in 0..${SIM_MS.max}`);
     return d;
   }
 

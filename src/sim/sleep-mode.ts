@@ -151,12 +151,16 @@ export class SleepMode {
   }
 }
 
-/** A non-negative number from the simulation's environment (`unit` names it in the error), or the fallback when unset. */
-export function envNumber(env: NodeJS.ProcessEnv, key: string, fallback: number, unit?: string): number {
+/** The simulation's knobs are bounded like the box's own figures: an hour of delay, a TiB of memory. */
+export const SIM_MS = { unit: 'milliseconds', max: 3_600_000 } as const;
+export const SIM_MIB = { unit: 'MiB', max: 1_048_576 } as const;
+
+/** A number in 0..max from the simulation's environment (its unit named in the error), or the fallback when unset. */
+export function envNumber(env: NodeJS.ProcessEnv, key: string, fallback: number, bound: { unit: string; max: number }): number {
   const raw = env[key];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`invalid ${key}: ${raw}${unit ? ` (${unit})` : ''}`);
+  if (!Number.isFinite(n) || n < 0 || n > bound.max) throw new Error(`invalid ${key}: ${raw} (${bound.unit}, 0..${bound.max})`);
   return n;
 }
 
@@ -167,23 +171,23 @@ export function envNumber(env: NodeJS.ProcessEnv, key: string, fallback: number,
  * SIM_RELOAD_DELAY_MS (1000), SIM_WAKE_FAIL (1: every wake fails).
  */
 export function sleepModeFromEnv(enabled: boolean, env: NodeJS.ProcessEnv): SleepModeOptions {
-  const vramMib = envNumber(env, 'SIM_VRAM_MIB', 0);
+  const vramMib = envNumber(env, 'SIM_VRAM_MIB', 0, SIM_MIB);
   const memory: SimMemory | undefined =
     vramMib > 0
       ? {
           vramMib,
-          weightsMib: Math.min(vramMib, envNumber(env, 'SIM_WEIGHTS_MIB', Math.round(vramMib * 0.6))),
-          residualMib: envNumber(env, 'SIM_SLEEP_RESIDUAL_MIB', 512),
-          leakMib: envNumber(env, 'SIM_SLEEP_LEAK_MIB', 0),
+          weightsMib: Math.min(vramMib, envNumber(env, 'SIM_WEIGHTS_MIB', Math.round(vramMib * 0.6), SIM_MIB)),
+          residualMib: envNumber(env, 'SIM_SLEEP_RESIDUAL_MIB', 512, SIM_MIB),
+          leakMib: envNumber(env, 'SIM_SLEEP_LEAK_MIB', 0, SIM_MIB),
         }
       : undefined;
   return {
     devMode: env['VLLM_SERVER_DEV_MODE'] === '1',
     enabled,
     ...(memory ? { memory } : {}),
-    sleepDelayMs: envNumber(env, 'SIM_SLEEP_DELAY_MS', 100),
-    wakeDelayMs: envNumber(env, 'SIM_WAKE_DELAY_MS', 300),
-    reloadDelayMs: envNumber(env, 'SIM_RELOAD_DELAY_MS', 1000),
+    sleepDelayMs: envNumber(env, 'SIM_SLEEP_DELAY_MS', 100, SIM_MS),
+    wakeDelayMs: envNumber(env, 'SIM_WAKE_DELAY_MS', 300, SIM_MS),
+    reloadDelayMs: envNumber(env, 'SIM_RELOAD_DELAY_MS', 1000, SIM_MS),
     wakeFails: env['SIM_WAKE_FAIL'] === '1',
   };
 }
