@@ -553,6 +553,51 @@ describe('gpures CLI, as real processes', () => {
     for (const r of runs) assert.doesNotMatch(r.stderr, /Cannot read properties/, show(r));
     await assertNothingStarted(n, ['a']);
   });
+
+  test("one line each, never a stack: a namespace the server lacks (exit 4), the worker's bad variable (2) or absent server (4), the demo's missing manifest (2) or server (4), the default manifest not there (2, saying where it looked)", async () => {
+    const n = uniqueNode('cli-one-line');
+    nodes.push(n);
+    const file = writeManifest(dir, `${n}.toml`, renderManifest(n, [GPU], SERVES));
+    const noNamespace = { ...env, TEMPORAL_NAMESPACE: 'no-such-namespace' };
+    const asWorker = ['worker', '--manifest', file, '--gpus', 'off', '--metrics', 'off'];
+    const runs = await Promise.all([
+      gpures(['serves', 'up', 'a', '--manifest', file], noNamespace),
+      gpures(['ledger', '--manifest', file], noNamespace),
+      gpures(asWorker, { ...env, GPURES_NVIDIA_SMI_LOOP_MS: '5' }),
+      gpures(asWorker, { TEMPORAL_ADDRESS: '127.0.0.1:1' }, 30_000),
+      gpures(['demo', '--manifest', join(dir, 'no-such.toml')], env),
+      gpures(['demo', '--temporal-address', '127.0.0.1:1'], env, 30_000),
+      gpures(['serves', 'status'], env),
+    ]);
+    const [up, ledger, badVar, noServer, demoManifest, demoServer, noManifest] = runs;
+    // After the manifest's warnings (shown once), the error is the last line.
+    const last = (r: { stderr: string }) => r.stderr.trim().split('\n').pop() ?? '';
+    for (const r of [up, ledger]) {
+      assert.equal(r.code, EXIT.unreachable, show(r));
+      assert.match(last(r), /^(Temporal has no namespace 'no-such-namespace': set TEMPORAL_NAMESPACE|Temporal refused the call: .*no-such-namespace)/, show(r));
+    }
+    assert.equal(badVar.code, EXIT.badInput, show(badVar));
+    assert.match(last(badVar), /^GPURES_NVIDIA_SMI_LOOP_MS: an integer number of milliseconds from 20 to 10000, or 'off' \(got '5'\)$/);
+    assert.equal(noServer.code, EXIT.unreachable, show(noServer));
+    assert.match(
+      last(noServer),
+      /^cannot reach Temporal at 127\.0\.0\.1:1 \(namespace default\): connection refused \(nothing listens there\) \(set TEMPORAL_ADDRESS/,
+    );
+    assert.equal(demoManifest.code, EXIT.badInput, show(demoManifest));
+    assert.match(last(demoManifest), /no-such\.toml: cannot read manifest: ENOENT/);
+    assert.equal(demoServer.code, EXIT.unreachable, show(demoServer));
+    assert.match(
+      demoServer.stderr,
+      /^cannot reach Temporal at 127\.0\.0\.1:1 \(namespace default\): connection refused \(nothing listens there\) \(check --temporal-address\)$/m,
+    );
+    assert.equal(noManifest.code, EXIT.badInput, show(noManifest));
+    assert.match(
+      last(noManifest),
+      /^serves\.toml: cannot read manifest: ENOENT.* \(no --manifest given and GPURES_MANIFEST unset: the manifest defaults to serves\.toml in the current directory\)$/,
+    );
+    for (const r of runs) assert.doesNotMatch(r.stderr, /^\s+at /m, `a stack trace: ${show(r)}`);
+    await assertNothingStarted(n, ['a']);
+  });
 });
 
 function escapeRegExp(s: string): string {

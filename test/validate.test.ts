@@ -67,6 +67,23 @@ test("both files' errors in one run, each entry named by its name: a bad manifes
   );
 });
 
+test("every problem at once: a router config with errors of its own is still checked against the manifest (an on-demand tier's and an evictable serve's tier both without model_identity)", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-validate-all-'));
+  const bad = join(dir, 'router.toml');
+  writeFileSync(bad, readFileSync(ROUTER, 'utf8').replace(/model_identity = true/g, 'model_identity = false'));
+  const r = await gpures(['validate', MANIFEST, '--router', bad]);
+  assert.equal(r.code, 2);
+  const lines = r.stderr.trim().split('\n');
+  assert.ok(
+    lines.some((l) => /tiers\[\d+\]\.model_identity: tier 'chat-large-local' is on demand and must set model_identity = true/.test(l)),
+    r.stderr,
+  );
+  assert.ok(
+    lines.some((l) => /tiers\[\d+\]\.model_identity: tier 'vision-local' is backed by evictable serve 'vision'/.test(l)),
+    r.stderr,
+  );
+});
+
 test('router promote: a candidate config larger than a promotion carries is refused by file before it is read, and nothing is started', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'gpures-promote-big-'));
   const big = join(dir, 'router.toml');

@@ -75,7 +75,29 @@ export function isServiceError(err: unknown): err is Error {
   return err instanceof Error && (err as unknown as Record<symbol, unknown>)[Symbol.for('__temporal_isServiceError')] === true;
 }
 
+/**
+ * The namespace the command asked for, when Temporal said it has none (the client's
+ * NamespaceNotFoundError, told by its marker, here or as the cause of what was thrown).
+ */
+export function missingNamespace(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if ((e as unknown as Record<symbol, unknown>)[Symbol.for('__temporal_isNamespaceNotFoundError')] === true)
+      return String((e as { namespace?: unknown }).namespace);
+  }
+  return undefined;
+}
+
 /** Anything else thrown: Temporal refusing or dropping a call mid-command is the same audience as "unreachable". */
 export function unexpectedExit(err: unknown): number {
-  return isServiceError(err) ? EXIT.unreachable : EXIT.failed;
+  return isServiceError(err) || missingNamespace(err) !== undefined ? EXIT.unreachable : EXIT.failed;
+}
+
+/** The one line an error the commands did not word themselves is told in: Temporal's refusals plainly, anything else with its stack. */
+export function unexpectedMessage(err: unknown): string {
+  const namespace = missingNamespace(err);
+  if (namespace !== undefined) {
+    return `Temporal has no namespace '${namespace}': set TEMPORAL_NAMESPACE (or the profile's namespace) to one it has, or create it (temporal operator namespace create ${namespace})`;
+  }
+  if (isServiceError(err)) return `Temporal refused the call: ${err.message}`;
+  return `gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
 }

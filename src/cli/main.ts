@@ -2,7 +2,7 @@
 // --json only JSON) and everything else to stderr, and answers the exit code. bin/gpures runs this.
 import type { CommandContext, Rendered } from './command';
 import type { CliEnv } from '../config/env';
-import { CliError, commanderExit, EXIT, isServiceError, unexpectedExit } from './exit-codes';
+import { CliError, commanderExit, EXIT, missingNamespace, unexpectedExit, unexpectedMessage } from './exit-codes';
 import { buildProgram } from './program';
 import { plainDisplay, terminalDisplay } from './progress-display';
 import type { ProgressDisplay } from './progress-display';
@@ -81,10 +81,9 @@ export async function main(argv: string[]): Promise<number> {
     const usage = commanderExit(err);
     if (usage !== undefined) return usage;
     const code = unexpectedExit(err);
-    const message = isServiceError(err)
-      ? `Temporal refused the call: ${err.message}`
-      : `gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
-    if (json) process.stdout.write(`${JSON.stringify({ error: { message: err instanceof Error ? err.message : String(err), exitCode: code } }, null, 2)}\n`);
+    const message = unexpectedMessage(err);
+    const jsonMessage = missingNamespace(err) !== undefined ? message : err instanceof Error ? err.message : String(err);
+    if (json) process.stdout.write(`${JSON.stringify({ error: { message: jsonMessage, exitCode: code } }, null, 2)}\n`);
     else process.stderr.write(`${message}\n`);
     return code;
   }

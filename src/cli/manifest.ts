@@ -30,6 +30,17 @@ export async function readText(file: string, what: string, maxBytes?: number): P
   throw new CliError(`${file}: ${what} is ${size} bytes, larger than the ${String(maxBytes)} bytes it may be`, EXIT.badInput);
 }
 
+/** A default manifest that is not there: say where the manifest is taken from. */
+function withManifestHint(err: unknown, file: string): never {
+  if (err instanceof CliError && file === DEFAULT_MANIFEST) {
+    throw new CliError(
+      `${err.message} (no --manifest given and GPURES_MANIFEST unset: the manifest defaults to ${DEFAULT_MANIFEST} in the current directory)`,
+      err.exitCode,
+    );
+  }
+  throw err;
+}
+
 /**
  * The manifest, and with a router config ($GPURES_ROUTER_CONFIG or --router) the load-time rule
  * of field report T013: a tier backed by an evictable serve must declare model_identity, or it
@@ -42,11 +53,16 @@ export async function loadManifest(
   /** 'once': warnings shown before for the same text are not repeated (warned-once.ts). */
   show: 'always' | 'once' = 'once',
 ): Promise<{ manifest: Manifest; warnings: ManifestIssue[] }> {
-  const result = parseManifest(await readText(file, 'manifest'), file);
+  const result = parseManifest(await readText(file, 'manifest').catch((err: unknown) => withManifestHint(err, file)), file);
   // Both files' errors in one run: the router config's own are found without a valid manifest,
   // only the check against the manifest needs one.
   const router = routerFile ? await readRouterConfig(routerFile) : undefined;
-  const errors = [...(result.ok ? [] : result.errors), ...(router && !router.ok ? router.errors : [])];
+  // A router config with errors of its own is still checked against a valid manifest, as far as it parsed.
+  const partialCross =
+    result.ok && router && !router.ok && router.partial && routerFile
+      ? routerCheckErrors(checkRouterAgainstManifest(router.partial, routerFile, result.manifest, file))
+      : [];
+  const errors = [...(result.ok ? [] : result.errors), ...(router && !router.ok ? router.errors : []), ...partialCross];
   if (!result.ok || (router && !router.ok)) throw new CliError(errors.map(formatIssue).join('\n'), EXIT.badInput, { errors });
   const warnings = [...result.warnings];
   if (router?.ok && routerFile) {

@@ -13,15 +13,24 @@ import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client
 import { NodeUnanswered, readNodeLedgers, requirePoller } from '../client/node-ledgers';
 import { CliError, EXIT } from './exit-codes';
 
-/** A connection, or the one line that says why not: a configuration to fix (exit 2), or a server that did not answer (exit 4). */
-export async function connectOrExit(role: ClientRole = 'cli'): Promise<Awaited<ReturnType<typeof connectClient>>> {
+/**
+ * `fn`, with what goes wrong reaching Temporal said in one line: a configuration to fix (exit 2),
+ * or a server that did not answer (exit 4). Commands that connect on their own (the worker, the
+ * demo) run through it as the CLI's client does.
+ */
+export async function temporalOrExit<T>(fn: () => Promise<T>, hint = 'set TEMPORAL_ADDRESS or a temporal.toml profile'): Promise<T> {
   try {
-    return await connectClient(role);
+    return await fn();
   } catch (err) {
     if (err instanceof TemporalConfigError) throw new CliError(err.message, EXIT.badInput);
-    if (err instanceof TemporalUnreachable) throw new CliError(`${err.message} (set TEMPORAL_ADDRESS or a temporal.toml profile)`, EXIT.unreachable);
+    if (err instanceof TemporalUnreachable) throw new CliError(`${err.message} (${hint})`, EXIT.unreachable);
     throw err;
   }
+}
+
+/** A connection, or the one line that says why not. */
+export function connectOrExit(role: ClientRole = 'cli'): Promise<Awaited<ReturnType<typeof connectClient>>> {
+  return temporalOrExit(() => connectClient(role));
 }
 
 export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {

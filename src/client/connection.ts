@@ -83,15 +83,26 @@ export function temporalInterceptors(): NonNullable<ConnectionOptions['intercept
   return [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ initialIntervalMs }))];
 }
 
-export async function connectClient(role: ClientRole = 'cli'): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
-  const config = temporalConfig();
-  const { address, namespace } = temporalTarget(config);
+/**
+ * Connects with `connect` once the address answers TCP (at once when nothing listens there,
+ * rather than after the gRPC connect's deadline); any failure is TemporalUnreachable, naming the
+ * address. The CLI's client, the worker's connections and the demo's all go through it.
+ */
+export async function reachTemporal<T>(address: string, namespace: string, connect: () => Promise<T>): Promise<T> {
   try {
     // Through a proxy (grpc-js honours these) the address need not be reachable from here.
     if (!viaProxy(process.env)) await probeTcp(address);
-    const connection = await Connection.connect({ ...config.connectionOptions, connectTimeout: CONNECT_TIMEOUT, interceptors: temporalInterceptors() });
-    return { client: new Client({ connection, namespace, identity: clientIdentity(role) }), connection, address, namespace };
+    return await connect();
   } catch (err) {
     throw new TemporalUnreachable(address, namespace, err as Error);
   }
+}
+
+export async function connectClient(role: ClientRole = 'cli'): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
+  const config = temporalConfig();
+  const { address, namespace } = temporalTarget(config);
+  const connection = await reachTemporal(address, namespace, () =>
+    Connection.connect({ ...config.connectionOptions, connectTimeout: CONNECT_TIMEOUT, interceptors: temporalInterceptors() }),
+  );
+  return { client: new Client({ connection, namespace, identity: clientIdentity(role) }), connection, address, namespace };
 }

@@ -135,9 +135,11 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
   }
   issues.check(configRules, { tiers, presets }, ctx);
 
-  if (issues.errors.length > 0 || !top.success) return fail();
+  if (!top.success) return fail();
   const retryAfterS = top.data.retry_after_s ?? ROUTER_BOUNDS.retryAfterS.default;
-  return { ok: true, config: { mappingVersion: top.data.mapping_version, retryAfterS, tiers, presets }, warnings: issues.warnings };
+  const config = { mappingVersion: top.data.mapping_version, retryAfterS, tiers, presets };
+  if (issues.errors.length > 0) return { ok: false, errors: issues.errors, warnings: issues.warnings, partial: config };
+  return { ok: true, config, warnings: issues.warnings };
 }
 
 // ---------------------------------------------------------------------------------------------

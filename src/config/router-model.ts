@@ -48,7 +48,9 @@ export interface RouterConfig {
 }
 
 export type RouterConfigResult =
-  { ok: true; config: RouterConfig; warnings: ManifestIssue[] } | { ok: false; errors: ManifestIssue[]; warnings: ManifestIssue[] };
+  | { ok: true; config: RouterConfig; warnings: ManifestIssue[] }
+  /** `partial`: the tiers and presets that parsed, when the document itself did, so the checks against the manifest still run and every problem is told at once. */
+  | { ok: false; errors: ManifestIssue[]; warnings: ManifestIssue[]; partial?: RouterConfig };
 
 /** A cross-check finding: a ManifestIssue that also says whether it blocks loading. */
 export interface RouterCheckIssue extends ManifestIssue {

@@ -3,11 +3,12 @@
 // code says whether all of them matched.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { clientIdentity, temporalInterceptors } from '../client/connection';
+import { clientIdentity, reachTemporal, temporalInterceptors } from '../client/connection';
 import type { ClientConnectConfig } from '@temporalio/envconfig';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
@@ -326,6 +327,19 @@ function demoManifest(text: string, nodeSuffix: string | undefined, sleep: boole
   return serve || nodeSuffix || vision ? stringifyToml(doc) : text;
 }
 
+/** The demo's --manifest or --router-config cannot be read or does not pass its checks: nothing was started. */
+export class DemoInputError extends Error {
+  override readonly name = 'DemoInputError';
+}
+
+function readInput(path: string, what: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new DemoInputError(`${path}: cannot read ${what}: ${(err as Error).message}`);
+  }
+}
+
 /** Loads the demo's inputs and applies the load-time rule before anything starts. */
 function loadInputs(
   manifestPath: string,
@@ -333,13 +347,17 @@ function loadInputs(
   nodeSuffix: string | undefined,
   sleep: boolean,
 ): { manifest: Manifest; manifestText: string; routerText: string } {
-  const manifestText = demoManifest(readFileSync(manifestPath, 'utf8'), nodeSuffix, sleep);
-  const manifest = manifestOrThrow(parseManifest(manifestText, manifestPath));
-  const routerText = readFileSync(routerConfigPath, 'utf8');
-  const router = routerConfigOrThrow(parseRouterConfig(routerText, routerConfigPath));
-  const errors = routerCheckErrors(checkRouterAgainstManifest(router, routerConfigPath, manifest, manifestPath));
-  if (errors.length) throw new Error(errors.map(formatIssue).join('\n'));
-  return { manifest, manifestText, routerText };
+  const manifestText = demoManifest(readInput(manifestPath, 'manifest'), nodeSuffix, sleep);
+  const routerText = readInput(routerConfigPath, 'router config');
+  try {
+    const manifest = manifestOrThrow(parseManifest(manifestText, manifestPath));
+    const router = routerConfigOrThrow(parseRouterConfig(routerText, routerConfigPath));
+    const errors = routerCheckErrors(checkRouterAgainstManifest(router, routerConfigPath, manifest, manifestPath));
+    if (errors.length) throw new Error(errors.map(formatIssue).join('\n'));
+    return { manifest, manifestText, routerText };
+  } catch (err) {
+    throw new DemoInputError((err as Error).message);
+  }
 }
 
 export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
@@ -354,13 +372,14 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     Boolean(opts.sleep),
   );
   const dir = mkdtempSync(join(tmpdir(), 'gpures-demo-'));
+  // Removed last, once everything that used it has stopped (with --keep, at Ctrl-C).
+  const stops: (() => Promise<void>)[] = [() => rm(dir, { recursive: true, force: true })];
   // The sim box reads the manifest the worker reads: keep them one file.
   const manifestPath = join(dir, 'serves.toml');
   writeFileSync(manifestPath, manifestText);
   const routerConfigPath = join(dir, 'router.toml');
   writeFileSync(routerConfigPath, routerText);
 
-  const stops: (() => Promise<void>)[] = [];
   const ctx: Partial<DemoContext> = { out, checks: [], workflowIds: [], step: 0 };
   let server: DevServer | undefined;
   try {
@@ -371,8 +390,8 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     }
     const connectionOptions = existing?.connectionOptions ?? { address: (server as DevServer).address };
     const address = connectionOptions.address ?? '?';
-    const connection = await Connection.connect({ ...connectionOptions, interceptors: temporalInterceptors() });
-    const nativeConnection = await NativeConnection.connect(connectionOptions);
+    const connection = await reachTemporal(address, namespace, () => Connection.connect({ ...connectionOptions, interceptors: temporalInterceptors() }));
+    const nativeConnection = await reachTemporal(address, namespace, () => NativeConnection.connect(connectionOptions));
     stops.push(async () => {
       await nativeConnection.close();
       await connection.close();
@@ -410,7 +429,8 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     });
     const running = worker.run();
     stops.push(async () => {
-      worker.shutdown();
+      // At Ctrl-C the SDK's own signal handler has begun the shutdown already.
+      if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
     });
     out(`Temporal ${address} namespace ${namespace}${server?.uiUrl ? `, UI ${server.uiUrl}/namespaces/default/workflows` : ''}`);

@@ -4,7 +4,7 @@ import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { clientIdentity, temporalInterceptors } from '../client/connection';
+import { clientIdentity, reachTemporal, temporalInterceptors } from '../client/connection';
 import { temporalConfig, temporalTarget } from '../client/temporal-config';
 import type { Env, MetricsAddr } from '../config/env';
 import { DEFAULT_METRICS_ADDR, workerEnv } from '../config/env';
@@ -122,8 +122,10 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   let nativeConnection: NativeConnection | undefined;
   let connection: Connection | undefined;
   try {
-    nativeConnection = await NativeConnection.connect(config.connectionOptions);
-    connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
+    nativeConnection = await reachTemporal(temporal.address, namespace, () => NativeConnection.connect(config.connectionOptions));
+    connection = await reachTemporal(temporal.address, namespace, () =>
+      Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() }),
+    );
     const client = new Client({ connection, namespace, identity: clientIdentity('worker') });
     const manifest = fileManifest(opts.manifestPath);
     const ledger = workerLedgerRead({ client, temporal, node: opts.node, manifest, gpu: adapters.gpu });

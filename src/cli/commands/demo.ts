@@ -2,6 +2,7 @@
 import { temporalConfig } from '../../client/temporal-config';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
+import { temporalOrExit } from '../temporal';
 
 export interface DemoOpts {
   keep?: boolean;
@@ -14,16 +15,23 @@ export interface DemoOpts {
 
 export async function demo(input: DemoOpts, _ctx: CommandContext): Promise<Rendered> {
   // Loaded lazily: the demo brings its own dev server, worker and router.
-  const { runDemo, quietRuntime } = await import('../../demo/demo');
+  const { DemoInputError, runDemo, quietRuntime } = await import('../../demo/demo');
+  const temporal = input.temporalAddress ? existingServer(input.temporalAddress) : undefined;
   quietRuntime();
-  const result = await runDemo({
-    keep: input.keep,
-    ui: input.ui,
-    sleep: input.sleep,
-    manifestPath: input.manifest,
-    routerConfigPath: input.routerConfig,
-    temporal: input.temporalAddress ? existingServer(input.temporalAddress) : undefined,
-  });
+  const result = await temporalOrExit(
+    () =>
+      runDemo({
+        keep: input.keep,
+        ui: input.ui,
+        sleep: input.sleep,
+        manifestPath: input.manifest,
+        routerConfigPath: input.routerConfig,
+        temporal,
+      }).catch((err: unknown) => {
+        throw err instanceof DemoInputError ? new CliError(err.message, EXIT.badInput) : err;
+      }),
+    'check --temporal-address',
+  );
   return { data: result, text: [], exitCode: result.ok ? EXIT.ok : EXIT.failed };
 }
 

@@ -1,8 +1,9 @@
 // gpures worker: this node's worker, until it is stopped.
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
-import { parseMetricsAddr } from '../../config/env';
+import { EnvError, parseMetricsAddr } from '../../config/env';
 import { loadManifest, manifestPath } from '../manifest';
+import { temporalOrExit } from '../temporal';
 
 export async function worker(input: { manifest?: string; gpus: 'auto' | 'on' | 'off'; metrics?: string }, ctx: CommandContext): Promise<Rendered> {
   const metrics = input.metrics === undefined ? undefined : parseMetricsAddr(input.metrics);
@@ -11,6 +12,11 @@ export async function worker(input: { manifest?: string; gpus: 'auto' | 'on' | '
   const { manifest } = await loadManifest(ctx, file, undefined, 'always');
   // Loaded lazily: the worker pulls in webpack and the native bridge, which other commands never need.
   const { runWorker } = await import('../../worker/main');
-  await runWorker({ manifestPath: file, node: manifest.node, gpus: input.gpus, ...(metrics !== undefined ? { metrics } : {}) });
+  await temporalOrExit(() =>
+    runWorker({ manifestPath: file, node: manifest.node, gpus: input.gpus, ...(metrics !== undefined ? { metrics } : {}) }).catch((err: unknown) => {
+      // The worker's own variables (GPURES_ROUTER_URL, GPURES_NVIDIA_SMI_LOOP_MS, …): one line naming the variable, as any bad input.
+      throw err instanceof EnvError ? new CliError(err.message, EXIT.badInput) : err;
+    }),
+  );
   return { data: { stopped: true }, text: ['worker stopped'], exitCode: EXIT.ok };
 }
