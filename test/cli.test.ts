@@ -554,7 +554,7 @@ describe('gpures CLI, as real processes', () => {
     await assertNothingStarted(n, ['a']);
   });
 
-  test("one line each, never a stack: a namespace the server lacks (exit 4), the worker's bad variable (2) or absent server (4), the demo's missing manifest (2) or server (4), the default manifest not there (2, saying where it looked)", async () => {
+  test("one line each, never a stack: a namespace the server lacks (exit 4), the worker's bad variable (2) or absent server (4), the demo's missing manifest (2) or server (4), the default manifest not there (2, saying where it looked), an address without a port or a profile without a file (2)", async () => {
     const n = uniqueNode('cli-one-line');
     nodes.push(n);
     const file = writeManifest(dir, `${n}.toml`, renderManifest(n, [GPU], SERVES));
@@ -568,8 +568,10 @@ describe('gpures CLI, as real processes', () => {
       gpures(['demo', '--manifest', join(dir, 'no-such.toml')], env),
       gpures(['demo', '--temporal-address', '127.0.0.1:1'], env, 30_000),
       gpures(['serves', 'status'], env),
+      gpures(['ledger', '--manifest', file], { TEMPORAL_ADDRESS: '127.0.0.1' }),
+      gpures(['ledger', '--manifest', file], { TEMPORAL_CONFIG_FILE: join(dir, 'no-such-temporal.toml'), TEMPORAL_PROFILE: 'prod' }),
     ]);
-    const [up, ledger, badVar, noServer, demoManifest, demoServer, noManifest] = runs;
+    const [up, ledger, badVar, noServer, demoManifest, demoServer, noManifest, noPort, noFile] = runs;
     // After the manifest's warnings (shown once), the error is the last line.
     const last = (r: { stderr: string }) => r.stderr.trim().split('\n').pop() ?? '';
     for (const r of [up, ledger]) {
@@ -594,6 +596,13 @@ describe('gpures CLI, as real processes', () => {
     assert.match(
       last(noManifest),
       /^serves\.toml: cannot read manifest: ENOENT.* \(no --manifest given and GPURES_MANIFEST unset: the manifest defaults to serves\.toml in the current directory\)$/,
+    );
+    assert.equal(noPort.code, EXIT.badInput, show(noPort));
+    assert.equal(last(noPort), "Temporal address '127.0.0.1' (TEMPORAL_ADDRESS or the profile's address) has no port: HOST:PORT, e.g. 127.0.0.1:7233");
+    assert.equal(noFile.code, EXIT.badInput, show(noFile));
+    assert.match(
+      last(noFile),
+      /no-such-temporal\.toml: .*\(TEMPORAL_PROFILE=prod, and there is no such file: set TEMPORAL_CONFIG_FILE, or unset TEMPORAL_PROFILE\)$/,
     );
     for (const r of runs) assert.doesNotMatch(r.stderr, /^\s+at /m, `a stack trace: ${show(r)}`);
     await assertNothingStarted(n, ['a']);

@@ -2,7 +2,7 @@
 // TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings, TEMPORAL_PROFILE and the config file). Apart
 // from the connection (./connection.ts) so that a command which only compares it, `gpures ledger`
 // read from the local worker, does not load the SDK's client.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
@@ -45,10 +45,19 @@ export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConn
       }
       config = loadClientConnectConfig({ disableFile: true });
     } else {
-      throw new TemporalConfigError(`${file}: Temporal's environment configuration cannot be used: ${(err as Error).message}`);
+      // A profile named where there is no file at all: say so, not that the file's profile is missing.
+      const absent =
+        profile && !existsSync(file) ? ` (TEMPORAL_PROFILE=${profile}, and there is no such file: set TEMPORAL_CONFIG_FILE, or unset TEMPORAL_PROFILE)` : '';
+      throw new TemporalConfigError(`${file}: Temporal's environment configuration cannot be used: ${(err as Error).message}${absent}`);
     }
   }
   config.connectionOptions.address ??= DEFAULT_ADDRESS;
+  // Without a port the gRPC connect waits out its deadline and says only that: refuse it by name.
+  if (!/:\d{1,5}$/.test(config.connectionOptions.address)) {
+    throw new TemporalConfigError(
+      `Temporal address '${config.connectionOptions.address}' (TEMPORAL_ADDRESS or the profile's address) has no port: HOST:PORT, e.g. ${DEFAULT_ADDRESS}`,
+    );
+  }
   return config;
 }
 

@@ -25,7 +25,7 @@ import { formatPhysical, physicalTruth } from '../domain/physical';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors, routerConfigOrThrow } from '../config/router-config';
 import type { Manifest } from '../domain/types';
 import { formatIssue } from '../domain/types';
-import { startSimBox } from '../sim/box';
+import { FAKE_NVIDIA_SMI, startSimBox } from '../sim/box';
 import type { SimBox } from '../sim/box';
 import { createGpuresWorker, fileManifest } from '../worker/worker';
 import { taskQueueFor, workflowIds } from '../shared/messages';
@@ -459,7 +459,11 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       );
     }
     if (opts.keep) {
-      out('--keep: everything stays up; Ctrl-C stops it');
+      out('--keep: everything stays up; Ctrl-C stops it. To drive this box from another shell:');
+      out(`  export TEMPORAL_ADDRESS=${address}${namespace !== 'default' ? ` TEMPORAL_NAMESPACE=${namespace}` : ''} GPURES_MANIFEST=${manifestPath}`);
+      // The box's GPU is the fake nvidia-smi's: the ledger's physical view reads it.
+      out(`  export GPURES_NVIDIA_SMI=${FAKE_NVIDIA_SMI} FAKE_NVIDIA_SMI_STATE=${join(dir, 'box', 'nvidia-smi.json')}`);
+      out('  gpures ledger; gpures serves up vision; gpures serves up comfyui-sim --evict; gpures audit report <workflow id>');
       await new Promise<void>((r) => {
         process.once('SIGINT', r);
         process.once('SIGTERM', r);
