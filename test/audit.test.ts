@@ -287,7 +287,7 @@ describe('audit: workflow history as evidence', () => {
     const file = join(dir, 'eviction.json');
     const ok = await gpures(['audit', 'replay', file]);
     assert.equal(ok.code, 0, show(ok));
-    assert.match(ok.stdout, new RegExp(`^ok  acquire/${t.node}/comfyui-sim \\(acquireWorkflow, \\d+ events\\)\\n$`));
+    assert.match(ok.stdout, new RegExp(`^ok  acquire/${t.node}/comfyui-sim \\(acquireWorkflow, \\d+ events; [^)]+\\.json\\)\\n$`));
 
     // Rename one scheduled activity in a copy: the history no longer matches what the code does.
     const h = JSON.parse(readFileSync(file, 'utf8')) as HistoryJson;
@@ -307,7 +307,7 @@ describe('audit: workflow history as evidence', () => {
     assert.equal(bad.code, 1, show(bad));
     const lines = bad.stdout.trim().split('\n');
     assert.equal(lines.length, 2, bad.stdout);
-    assert.match(lines[0] ?? '', /^ok {2}serves-up\/\S+\/vision \(bringUpWorkflow, \d+ events\)$/);
+    assert.match(lines[0] ?? '', /^ok {2}serves-up\/\S+\/vision \(bringUpWorkflow, \d+ events; \S+\.json\)$/);
     assert.match(
       lines[1] ?? '',
       new RegExp(

@@ -137,7 +137,7 @@ describe('durability on PostgreSQL + temporal-server: server kill -9, store cras
       assert.match(readFileSync(file, 'utf8'), /"GpuresServe"/);
       const replayed = await gpures(['audit', 'replay', file], box.env);
       assert.equal(replayed.code, 0, show(replayed));
-      assert.match(replayed.stdout, new RegExp(`^ok {2}${acquireId} \\(acquireWorkflow, [0-9]+ events\\)$`, 'm'), show(replayed));
+      assert.match(replayed.stdout, new RegExp(`^ok {2}${acquireId} \\(acquireWorkflow, [0-9]+ events; [^)]+\\.json\\)$`, 'm'), show(replayed));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -200,7 +200,8 @@ export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = 
 
 /** `ok  <workflowId> (<type>, N events)` or `FAIL <workflowId>: <why, naming the event>`. */
 export function formatReplayOutcome(o: ReplayOutcome): string {
-  if (o.ok) return `ok  ${o.workflowId} (${o.workflowType}, ${o.events} events)`;
+  // The file too: a directory of recordings holds several runs under one workflow id.
+  if (o.ok) return `ok  ${o.workflowId} (${o.workflowType}, ${o.events} events; ${basename(o.file)})`;
   const at = o.event ? ` [at event ${o.event.id} ${o.event.type}${o.event.detail ? `: ${o.event.detail}` : ''}]` : '';
   const kind = o.errorName === 'DeterminismViolationError' ? 'nondeterminism: ' : o.errorName === 'HistoryFileError' ? '' : `${o.errorName ?? 'error'}: `;
   return `FAIL ${o.workflowId}: ${kind}${o.error ?? '?'}${at} (${basename(o.file)})`;

@@ -67,11 +67,19 @@ export async function extendLease(client: Client, node: string, serve: string, e
 }
 
 /** Expires the lease now and waits for its bring-down (and restore) to end, reporting their steps as they happen. */
-export async function releaseLease(client: Client, node: string, serve: string, handlers?: FollowHandlers): Promise<{ view: LeaseView; result: LeaseResult }> {
+export async function releaseLease(
+  client: Client,
+  node: string,
+  serve: string,
+  handlers?: FollowHandlers,
+  /** Told once the lease has taken the release (not before: there may be no lease to release). */
+  released?: () => void,
+): Promise<{ view: LeaseView; result: LeaseResult }> {
   const handle = await runningLease(client, node, serve);
   const view = await handle.executeUpdate(releaseLeaseUpdate).catch((err: unknown) => {
     throw refusal(err);
   });
+  released?.();
   const result = handle.result() as Promise<LeaseResult>;
   if (handlers) {
     const follower = followRun(handle, handlers, { handleFor: (id, runId) => client.workflow.getHandle(id, runId), within: followDeadline(client) });
