@@ -554,7 +554,7 @@ describe('gpures CLI, as real processes', () => {
     await assertNothingStarted(n, ['a']);
   });
 
-  test("one line each, never a stack: a namespace the server lacks (exit 4), the worker's bad variable (2) or absent server (4), the demo's missing manifest (2) or server (4), the default manifest not there (2, saying where it looked), an address without a port or a profile without a file (2)", async () => {
+  test("one line each, never a stack: a namespace the server lacks (exit 4), the worker's bad variable (2) or absent server (4), the demo's missing manifest (2) or server (4), the default manifest not there (2, saying where it looked), an address without a port refused at once (4), a profile without a file (2)", async () => {
     const n = uniqueNode('cli-one-line');
     nodes.push(n);
     const file = writeManifest(dir, `${n}.toml`, renderManifest(n, [GPU], SERVES));
@@ -597,8 +597,10 @@ describe('gpures CLI, as real processes', () => {
       last(noManifest),
       /^serves\.toml: cannot read manifest: ENOENT.* \(no --manifest given and GPURES_MANIFEST unset: the manifest defaults to serves\.toml in the current directory\)$/,
     );
-    assert.equal(noPort.code, EXIT.badInput, show(noPort));
-    assert.equal(last(noPort), "Temporal address '127.0.0.1' (TEMPORAL_ADDRESS or the profile's address) has no port: HOST:PORT, e.g. 127.0.0.1:7233");
+    // No port: the SDK's 7233, probed as any address is, so nothing listening there is known at once.
+    assert.equal(noPort.code, EXIT.unreachable, show(noPort));
+    assert.match(last(noPort), /^cannot reach Temporal at 127\.0\.0\.1 \(namespace default\): connection refused \(nothing listens there\)/);
+    assert.ok(noPort.ms < 8000, `took ${noPort.ms} ms: the connect deadline, not the probe`);
     assert.equal(noFile.code, EXIT.badInput, show(noFile));
     assert.match(
       last(noFile),

@@ -10,7 +10,7 @@ import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { DEV_SERVER_FLAGS } from '../src/dev/dev-server';
 import { totals } from '../src/domain/ledger';
 import type { GpuSpec } from '../src/domain/types';
-import { admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
+import { acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import type { ledgerWorkflow } from '../src/workflows/ledger';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox } from './support/box';
@@ -127,10 +127,9 @@ describe('ledger entity workflow', () => {
     assert.deepEqual([own.released, own.vramMib], [true, 10]);
   });
 
-  test("a restore's admission retried after the ledger continued as new is answered as it was: evicted, asleep at level 1", async () => {
+  test("a sleeper's restore, and its acquisition that evicts, retried after the ledger continued as new: answered as they were, asleep at level 1", async () => {
     // The server answers a retried update from its first answer only within one run: after a
     // continue-as-new the same update id reaches the handler again, and must be told the same.
-    const gpu = { ...GPU, role: 'retry-gpu' };
     const sleeper = {
       serve: 'sv',
       vramMib: 12288,
@@ -141,24 +140,49 @@ describe('ledger entity workflow', () => {
       sleep: { level: 1 as const, residualMib: 600 },
       sleptAtLevel: 1 as const,
     };
-    const workflowId = workflowIds.ledger(box.node, gpu.role);
-    const state = { node: box.node, gpuRole: gpu.role, gpuUuid: gpu.uuid, capacityMib: gpu.capacityMib, reserveMib: gpu.reserveMib, reservations: [sleeper] };
-    const handle = await box.temporal.client.workflow.start<typeof ledgerWorkflow>('ledgerWorkflow', {
-      workflowId,
-      taskQueue: taskQueueFor(box.node),
-      args: [{ node: box.node, gpu, state, maxHistoryEvents: 30 }],
-    });
-    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
-    const restore = { serve: 'sv', vramMib: 12288, class: 'evictable' as const, holder: 'restore-run', gpu, sleep: { level: 1 as const, residualMib: 600 } };
-    const first = await h.executeUpdate(admitUpdate, { args: [restore], updateId: 'restore-run/admit' });
-    assert.deepEqual([first.decision.decision, first.wasEvicted, first.wasAsleep], ['admitted', true, 1]);
-    for (let i = 0; (await h.describe()).runId === handle.firstExecutionRunId; i++) {
-      assert.ok(i < 40, 'the ledger should have continued as new');
-      await h.executeUpdate(admitUpdate, { args: [{ serve: `f${i}`, vramMib: 10, class: 'resident', holder: `h${i}`, gpu }] });
+    const victim = { serve: 'vv', vramMib: 20000, class: 'evictable' as const, phase: 'running' as const, holder: 'vv-run' };
+    const cases = [
+      { role: 'retry-restore', reservations: [sleeper], update: 'admit', want: ['admitted', true, 1] },
+      { role: 'retry-acquire', reservations: [sleeper, victim], update: 'acquire', want: ['evicting', undefined, 1] },
+    ] as const;
+    for (const c of cases) {
+      const gpu = { ...GPU, role: c.role };
+      const workflowId = workflowIds.ledger(box.node, gpu.role);
+      const state = {
+        node: box.node,
+        gpuRole: gpu.role,
+        gpuUuid: gpu.uuid,
+        capacityMib: gpu.capacityMib,
+        reserveMib: gpu.reserveMib,
+        reservations: [...c.reservations],
+      };
+      const handle = await box.temporal.client.workflow.start<typeof ledgerWorkflow>('ledgerWorkflow', {
+        workflowId,
+        taskQueue: taskQueueFor(box.node),
+        args: [{ node: box.node, gpu, state, maxHistoryEvents: 30 }],
+      });
+      const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
+      const req = {
+        serve: 'sv',
+        vramMib: 12288,
+        class: 'evictable' as const,
+        holder: `${c.role}-run`,
+        gpu,
+        sleep: { level: 1 as const, residualMib: 600 },
+        evict: true,
+      };
+      const updateId = `${c.role}-run/admit`;
+      const send = () =>
+        c.update === 'admit' ? h.executeUpdate(admitUpdate, { args: [req], updateId }) : h.executeUpdate(acquireUpdate, { args: [req], updateId });
+      const seen = (a: Awaited<ReturnType<typeof send>>) => [a.decision.decision, 'wasEvicted' in a ? a.wasEvicted : undefined, a.wasAsleep];
+      assert.deepEqual(seen(await send()), c.want, `${c.role}: first`);
+      for (let i = 0; (await h.describe()).runId === handle.firstExecutionRunId; i++) {
+        assert.ok(i < 40, 'the ledger should have continued as new');
+        await h.executeUpdate(admitUpdate, { args: [{ serve: `f${i}`, vramMib: 10, class: 'resident', holder: `h${i}`, gpu }] });
+      }
+      assert.deepEqual(seen(await send()), c.want, `${c.role}: retried after a continue-as-new`);
+      await h.terminate('test done');
     }
-    const retried = await h.executeUpdate(admitUpdate, { args: [restore], updateId: 'restore-run/admit' });
-    assert.deepEqual([retried.decision.decision, retried.wasEvicted, retried.wasAsleep], ['admitted', true, 1]);
-    await h.terminate('test done');
   });
 
   test('a malformed admission is rejected by the validator and leaves no decision in history', async () => {

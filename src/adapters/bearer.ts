@@ -12,6 +12,7 @@ export function tokenDigest(token: string): Buffer {
  * hashed first, so neither the token's length nor where a guess goes wrong shows in the time taken.
  */
 export function bearerMatches(header: string | undefined, expected: Buffer): boolean {
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  // The token as given, inner spaces and all (a passphrase is a token too); the scheme's case and outer spaces aside.
+  const m = /^Bearer\s+(.+?)\s*$/i.exec(header ?? '');
   return timingSafeEqual(tokenDigest(m?.[1] ?? ''), expected) && m !== null;
 }

@@ -25,11 +25,18 @@ export const TCP_PROBE_MS = 2000;
 /** Once the port answers, a loaded server (or 30 CLIs starting at once) gets this long to complete the handshake. */
 const CONNECT_TIMEOUT = '10s';
 
-/** Resolves when a TCP connection to HOST:PORT opens; rejects at once when refused or unresolvable, or after `timeoutMs`. */
+/** The port the SDK connects to when an address names none (its normalizeGrpcEndpointAddress). */
+const SDK_DEFAULT_PORT = 7233;
+
+/**
+ * Resolves when a TCP connection to HOST:PORT (HOST alone: the SDK's port 7233) opens; rejects at
+ * once when refused or unresolvable, or after `timeoutMs`.
+ */
 export function probeTcp(address: string, timeoutMs = TCP_PROBE_MS): Promise<void> {
-  const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(address);
-  if (!m?.[1] || !m[2]) return Promise.resolve(); // not HOST:PORT: leave it to the SDK's own error
-  const [host, port] = [m[1], Number(m[2])];
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d+))?$/.exec(address);
+  const host = m?.[1] ?? m?.[2];
+  if (!m || !host) return Promise.resolve(); // not [HOST]:PORT: leave it to the SDK's own error
+  const port = m[3] !== undefined ? Number(m[3]) : SDK_DEFAULT_PORT;
   return new Promise((resolve, reject) => {
     const socket = connect({ host, port, timeout: timeoutMs });
     socket.once('connect', () => {

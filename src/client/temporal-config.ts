@@ -52,12 +52,6 @@ export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConn
     }
   }
   config.connectionOptions.address ??= DEFAULT_ADDRESS;
-  // Without a port the gRPC connect waits out its deadline and says only that: refuse it by name.
-  if (!/:\d{1,5}$/.test(config.connectionOptions.address)) {
-    throw new TemporalConfigError(
-      `Temporal address '${config.connectionOptions.address}' (TEMPORAL_ADDRESS or the profile's address) has no port: HOST:PORT, e.g. ${DEFAULT_ADDRESS}`,
-    );
-  }
   return config;
 }
 

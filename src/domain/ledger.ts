@@ -212,8 +212,10 @@ export function withPhase(state: LedgerState, serve: string, phase: ReservationP
     reservations: state.reservations.map((r) => {
       if (r.serve !== serve) return r;
       const next: Reservation = { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}), ...since(r) };
-      // What a bring-down's take found is only for a retry of that take, while it holds the serve.
+      // What a bring-down's take found is only for a retry of that take, while it holds the serve;
+      // what an admission found, for a retry of it, which cannot come once the serve runs.
       delete next.takenFrom;
+      if (phase === 'running') delete next.admittedFrom;
       return next;
     }),
   };

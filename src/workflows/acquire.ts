@@ -88,7 +88,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   // another serve while the process still holds them. Runs from before this released first.
   const stopSleeper = () => saga.add('stop the sleeping serve', () => stopServe(node, serve));
   const stopBeforeRelease = asleep !== undefined && patched(PATCHES.sleeperStoppedBeforeRelease);
-  if (asleep !== undefined && !stopBeforeRelease) stopSleeper();
+  let withdrawSleeperStop = asleep !== undefined && !stopBeforeRelease ? stopSleeper() : undefined;
   const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {} };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
@@ -103,7 +103,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     );
     saga.add('abort eviction', () => abortEviction(evicting, decision.victims));
   }
-  if (stopBeforeRelease) stopSleeper();
+  if (stopBeforeRelease) withdrawSleeperStop = stopSleeper();
 
   try {
     const victims: VictimRecord[] = [];
@@ -114,7 +114,11 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     }
     // Each victim's VRAM was seen back (or its sleep's residual) on a reading queried after it went down.
     const baselineMaxAgeMs = victims.length > 0 ? RECENT_READING_MS : undefined;
-    const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log) : await startServe(resolved, saga, log, baselineMaxAgeMs);
+    // A wake whose fence refused: the sleeper is not this acquisition's, and neither is stopping it.
+    const notOurs = () => {
+      if (withdrawSleeperStop && patched(PATCHES.wakeRefusedLeavesSleeper)) withdrawSleeperStop();
+    };
+    const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log, notOurs) : await startServe(resolved, saga, log, baselineMaxAgeMs);
     const sleepers = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
     const evicted = victims.map((v) => v.serve).filter((v) => !sleepers.includes(v));
     const lease = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;

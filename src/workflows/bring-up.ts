@@ -132,7 +132,14 @@ export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepL
  * where a cold start takes a model load. Falls back to a cold restart (stop, then startServe) when
  * its container is gone, the GPU lacks the room the wake needs, or the wake fails.
  */
-export async function wakeOrRestart(resolved: ResolvedServe, level: SleepLevel, saga: Saga, log: StepLog): Promise<StartedServe> {
+export async function wakeOrRestart(
+  resolved: ResolvedServe,
+  level: SleepLevel,
+  saga: Saga,
+  log: StepLog,
+  /** Told when the wake's fence refuses, beside this function's own compensation being withdrawn (an acquisition's stop of its sleeper). */
+  alsoNotOurs?: () => void,
+): Promise<StartedServe> {
   const { node, serve } = resolved;
   log.begin('wake');
   const container = await reads().inspectServe({ node, serve: serve.name });
@@ -142,7 +149,15 @@ export async function wakeOrRestart(resolved: ResolvedServe, level: SleepLevel, 
   }
   // Registered first: a wake that fails past its fallback must not leave the process holding its residual.
   const notOurs = saga.add('remove container', () => stopServe(node, serve));
-  const woke = await wake(resolved, level, notOurs, log);
+  const woke = await wake(
+    resolved,
+    level,
+    () => {
+      notOurs();
+      alsoNotOurs?.();
+    },
+    log,
+  );
   if (woke.ok) return { ...(await serveReady(resolved, container.id, undefined, saga, log)), restoredBy: 'wake', wakeMs: woke.waitedMs };
   log.record('wake', sleeping.coldRestart(serve.name, woke.why));
   log.begin('stop');

@@ -197,7 +197,9 @@ class GpuLedger {
         victims,
         reason: 'retry of a planned eviction',
       };
-      return this.answer({ decision });
+      // A sleeper's acquisition retried (after a continue-as-new too): still told it wakes, not starts.
+      const asleepAt = held.admittedFrom?.asleepAt;
+      return this.answer({ decision, ...(asleepAt !== undefined ? { wasAsleep: asleepAt } : {}) });
     }
     // A sleeper acquired is woken, not started: say so, and count its residual as held already.
     const woken = wokenFrom(findReservation(this.state, req.serve));

@@ -65,5 +65,11 @@ export const PATCHES = {
    * test/sleep-eviction.test.ts cancels one mid-wake.
    */
   sleeperStoppedBeforeRelease: 'sleeper-stopped-before-release',
+  /**
+   * An acquisition of a sleeping serve whose wake's fence refuses (a ledger started afresh holds the
+   * sleeper) no longer stops it as a compensation. Reached only by a ledger lost between the
+   * acquisition's admission and its wake, which no recording or test does yet.
+   */
+  wakeRefusedLeavesSleeper: 'wake-refused-leaves-sleeper',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -16,17 +16,17 @@ export interface DemoOpts {
 export async function demo(input: DemoOpts, _ctx: CommandContext): Promise<Rendered> {
   // Loaded lazily: the demo brings its own dev server, worker and router.
   const { DemoInputError, runDemo, quietRuntime } = await import('../../demo/demo');
-  const temporal = input.temporalAddress ? existingServer(input.temporalAddress) : undefined;
   quietRuntime();
   const result = await temporalOrExit(
     () =>
       runDemo({
+        // Inside: the environment's Temporal configuration is read for TLS and namespace, and a bad one is one line too.
+        temporal: input.temporalAddress ? existingServer(input.temporalAddress) : undefined,
         keep: input.keep,
         ui: input.ui,
         sleep: input.sleep,
         manifestPath: input.manifest,
         routerConfigPath: input.routerConfig,
-        temporal,
       }).catch((err: unknown) => {
         throw err instanceof DemoInputError ? new CliError(err.message, EXIT.badInput) : err;
       }),
