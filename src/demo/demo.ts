@@ -390,11 +390,13 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     }
     const connectionOptions = existing?.connectionOptions ?? { address: (server as DevServer).address };
     const address = connectionOptions.address ?? '?';
-    const connection = await reachTemporal(address, namespace, () => Connection.connect({ ...connectionOptions, interceptors: temporalInterceptors() }));
-    const nativeConnection = await reachTemporal(address, namespace, () => NativeConnection.connect(connectionOptions));
-    stops.push(async () => {
-      await nativeConnection.close();
-      await connection.close();
+    // One probe for both; each is closed at the end once it opened.
+    const { connection, nativeConnection } = await reachTemporal(address, namespace, async () => {
+      const connection = await Connection.connect({ ...connectionOptions, interceptors: temporalInterceptors() });
+      stops.push(() => connection.close());
+      const nativeConnection = await NativeConnection.connect(connectionOptions);
+      stops.push(() => nativeConnection.close());
+      return { connection, nativeConnection };
     });
     const client = new Client({ connection, namespace, identity: clientIdentity('cli') });
     if (existing) {

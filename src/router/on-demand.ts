@@ -150,34 +150,16 @@ export class OnDemand {
     const d = this.demand(tier.name);
     const cooling = this.cooldown(tier.name);
     if (cooling) return Promise.resolve({ ok: false, refusal: cooling });
+    const full = (message: string): Promise<HoldOutcome> => Promise.resolve({ ok: false, refusal: this.refusal(tier, d, 'queue_full', message) });
     if (d.queue.size >= policy.queueSize) {
-      const ref = this.ref(d);
-      return Promise.resolve({
-        ok: false,
-        refusal: {
-          tier: tier.name,
-          reason: 'queue_full',
-          message: `tier '${tier.name}' is being acquired and its queue is full (${policy.queueSize} requests waiting); retry later`,
-          retryAfterS: this.config.retryAfterS,
-          ...(ref ? { acquisition: ref } : {}),
-        },
-      });
+      return full(`tier '${tier.name}' is being acquired and its queue is full (${policy.queueSize} requests waiting); retry later`);
     }
     if (this.heldBytes + bytes > this.heldBytesLimit) {
-      const ref = this.ref(d);
       const mib = (n: number) => (n / 1024 / 1024).toFixed(2);
-      return Promise.resolve({
-        ok: false,
-        refusal: {
-          tier: tier.name,
-          reason: 'queue_full',
-          message:
-            `tier '${tier.name}' would hold this request (${mib(bytes)} MiB) while its serve is acquired, past the ` +
-            `${mib(this.heldBytesLimit)} MiB of waiting requests the router holds at most (${mib(this.heldBytes)} MiB now); retry later`,
-          retryAfterS: this.config.retryAfterS,
-          ...(ref ? { acquisition: ref } : {}),
-        },
-      });
+      return full(
+        `tier '${tier.name}' would hold this request (${mib(bytes)} MiB) while its serve is acquired, past the ` +
+          `${mib(this.heldBytesLimit)} MiB of waiting requests the router holds at most (${mib(this.heldBytes)} MiB now); retry later`,
+      );
     }
     return new Promise<HoldOutcome>((resolve) => {
       let done = false;

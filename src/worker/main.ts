@@ -122,16 +122,18 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   let nativeConnection: NativeConnection | undefined;
   let connection: Connection | undefined;
   try {
-    nativeConnection = await reachTemporal(temporal.address, namespace, () => NativeConnection.connect(config.connectionOptions));
-    connection = await reachTemporal(temporal.address, namespace, () =>
-      Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() }),
-    );
-    const client = new Client({ connection, namespace, identity: clientIdentity('worker') });
+    // One probe for both: each is kept as it opens, so the finally closes whichever did.
+    const opened = await reachTemporal(temporal.address, namespace, async () => {
+      nativeConnection = await NativeConnection.connect(config.connectionOptions);
+      connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
+      return { native: nativeConnection, client: connection };
+    });
+    const client = new Client({ connection: opened.client, namespace, identity: clientIdentity('worker') });
     const manifest = fileManifest(opts.manifestPath);
     const ledger = workerLedgerRead({ client, temporal, node: opts.node, manifest, gpu: adapters.gpu });
     metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl, ledger);
     const worker = await createGpuresWorker({
-      connection: nativeConnection,
+      connection: opened.native,
       client,
       namespace,
       node: opts.node,

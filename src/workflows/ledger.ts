@@ -5,6 +5,7 @@ import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, setH
 import type { LedgerState, LedgerTotals, Reservation, ReservationPhase } from '../domain/ledger';
 import {
   activeReservation,
+  admittedFromOf,
   applyAdmit,
   heldAsleepMib,
   decideAdmit,
@@ -95,7 +96,12 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
  * weights, right after either. Empty for a serve that did not sleep.
  */
 function wokenFrom(r: Reservation | undefined): { wasAsleep?: 1 | 2 } {
-  return r?.phase === 'sleeping' ? { wasAsleep: r.sleptAtLevel ?? 2 } : {};
+  return asleepWord(admittedFromOf(r));
+}
+
+/** The same word from what an admission found, for its retry: the level, or nothing. */
+function asleepWord(from: Reservation['admittedFrom']): { wasAsleep?: 1 | 2 } {
+  return from?.asleepAt !== undefined ? { wasAsleep: from.asleepAt } : {};
 }
 
 /**
@@ -198,8 +204,7 @@ class GpuLedger {
         reason: 'retry of a planned eviction',
       };
       // A sleeper's acquisition retried (after a continue-as-new too): still told it wakes, not starts.
-      const asleepAt = held.admittedFrom?.asleepAt;
-      return this.answer({ decision, ...(asleepAt !== undefined ? { wasAsleep: asleepAt } : {}) });
+      return this.answer({ decision, ...asleepWord(held.admittedFrom) });
     }
     // A sleeper acquired is woken, not started: say so, and count its residual as held already.
     const woken = wokenFrom(findReservation(this.state, req.serve));
@@ -246,7 +251,7 @@ class GpuLedger {
       return this.answer({
         decision: { decision: 'admitted' as const, serve: req.serve, vramMib: held.vramMib, freeAfterMib: totals(this.state).freeMib },
         ...(from ? { wasEvicted: from.evicted } : {}),
-        ...(from?.asleepAt !== undefined ? { wasAsleep: from.asleepAt } : {}),
+        ...asleepWord(from),
       });
     }
     return undefined;
