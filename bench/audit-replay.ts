@@ -1,10 +1,13 @@
 // Benchmark: replaying recorded histories against the current workflow code (issue 15's target:
 // >= 100 histories per second).
 //
-// Two figures: `gpures audit replay test/histories` as an operator runs it (a fresh process:
-// start-up, the bundle loaded, every recording replayed), and the replayer's own rate on a batch
-// of the recordings repeated (--copies, default 20) in one process, from the first history handed
-// over to the last outcome. Both use the build's prebuilt workflow bundle where it is current.
+// `gpures audit replay` as an operator runs it (a fresh process: start-up, the bundle loaded, every
+// history replayed), on test/histories and on a directory of the recordings repeated (--copies,
+// default 20), with the replayer processes it starts for that many and with one; the replayer's
+// own rate on those files, from the first history handed over to the last outcome, with its
+// processes (their start included: the target's figure) and on the same batch in memory in one
+// process (the figure earlier benches printed). All use the build's prebuilt workflow bundle
+// where it is current.
 // Beside them, the replayer's floor on histories recorded here of workflows that do nothing
 // (bench/floor-workflow.ts): the smallest history there is, and one with as many workflow tasks
 // as the recordings have on average.
@@ -14,7 +17,8 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs, promisify } from 'node:util';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { createContext, Script } from 'node:vm';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
@@ -23,7 +27,8 @@ import type { HistoryJson } from '../src/audit/events';
 import { startDevServer } from '../src/dev/dev-server';
 import { historyFiles, historyJson, readHistoryFile } from '../src/audit/history';
 import { eventTypeName, historyIdentity } from '../src/audit/events';
-import { currentWorkflowBundle, quietLogger, quietReplayRuntime, replayInLanes } from '../src/audit/replay';
+import { currentWorkflowBundle, quietLogger, quietReplayRuntime, replayFiles, replayInLanes } from '../src/audit/replay';
+import { replayProcessCount } from '../src/audit/replay-processes';
 import { DEBUG_MODE_ISOLATE_TIMEOUT_MS } from '../src/audit/replay-costs';
 import { prebuiltBundle } from '../src/worker/prebuilt-bundle';
 import { FLOOR_WORKFLOWS } from './floor-activities';
@@ -101,7 +106,7 @@ async function replayRate(batch: { workflowId: string; history: HistoryJson }[],
   const rates: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
-    const failed = (await replayInLanes(batch, { workflowBundle })).filter(Boolean).length;
+    const failed = (await replayInLanes(batch, workflowBundle)).filter(Boolean).length;
     const ms = performance.now() - t0;
     if (failed) throw new Error(`${failed} of ${batch.length} histories failed to replay`);
     rates.push((batch.length * 1000) / ms);
@@ -129,6 +134,8 @@ async function main(): Promise<void> {
   if (!Number.isInteger(runs) || runs < 1 || runs > 100) throw new Error(`--runs: a whole number from 1 to 100 (got ${values.runs})`);
   if (!Number.isInteger(copies) || copies < 1 || copies > 1000) throw new Error(`--copies: a whole number from 1 to 1000 (got ${values.copies})`);
   const files = historyFiles([HISTORIES]);
+  const lanes = Math.min(availableParallelism(), 4);
+  let rate = 0;
   const bundle = prebuiltBundle() ? 'the prebuilt bundle (npm run build)' : 'a bundle made at start (no current prebuilt one)';
 
   const cli: number[] = [];
@@ -144,14 +151,53 @@ async function main(): Promise<void> {
     `  gpures audit replay test/histories, a process (median of ${runs}): ${cliMs.toFixed(0)} ms, ${((files.length * 1000) / cliMs).toFixed(0)} histories/s`,
   );
 
-  quietReplayRuntime();
+  // The recordings repeated as files, as an archive of exported histories would lie.
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-bench-replay-'));
+  try {
+    const copied = Array.from({ length: files.length * copies }, (_, i) => {
+      const file = join(dir, `${String(i).padStart(5, '0')}.json`);
+      copyFileSync(files[i % files.length] as string, file);
+      return file;
+    });
+    const processes = replayProcessCount(copied.length);
+    const cliRuns = Math.min(runs, 3);
+    for (const asked of processes > 1 ? [undefined, 1] : [undefined]) {
+      const ms: number[] = [];
+      for (let i = 0; i < cliRuns; i++) {
+        const t0 = performance.now();
+        await run(join(ROOT, 'bin', 'gpures'), ['audit', 'replay', ...(asked ? ['--processes', String(asked)] : []), dir], { timeout: 300_000 });
+        ms.push(performance.now() - t0);
+      }
+      console.log(
+        `  gpures audit replay${asked ? ` --processes ${asked}` : ''} on ${copied.length} history files (${copies} x the recordings), a process${asked ? '' : ` and the ${processes - 1} replayer processes it starts`} (median of ${cliRuns}): ${median(ms).toFixed(0)} ms, ${((copied.length * 1000) / median(ms)).toFixed(0)} histories/s`,
+      );
+    }
+
+    quietReplayRuntime();
+    const workflowBundle = await currentWorkflowBundle();
+    const inProcesses: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const t0 = performance.now();
+      const { outcomes } = await replayFiles(copied, workflowBundle);
+      const ms = performance.now() - t0;
+      const failed = outcomes.filter((o) => !o.ok).length;
+      if (failed) throw new Error(`${failed} of ${copied.length} histories failed to replay`);
+      inProcesses.push((copied.length * 1000) / ms);
+    }
+    rate = median(inProcesses);
+    console.log(
+      `  the replayer on those ${copied.length} files in ${processes} processes, this one in ${lanes} lanes and ${processes - 1} started for them, their start included (median of ${runs}): ${rate.toFixed(0)} histories/s`,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+
   const workflowBundle = await currentWorkflowBundle();
   const loaded = files.map((f) => readHistoryFile(f));
   const batch = batchOf(Array.from({ length: copies }, () => loaded).flat(), loaded.length * copies);
-  const rate = await replayRate(batch, workflowBundle, runs);
-  const lanes = Math.min(availableParallelism(), 4);
+  const oneProcess = await replayRate(batch, workflowBundle, runs);
   console.log(
-    `  the replayer on ${batch.length} histories (${copies} x the recordings) in one process, in ${lanes} lanes (median of ${runs}): ${rate.toFixed(0)} histories/s`,
+    `  the replayer on the same ${batch.length} histories in memory, in one process, in ${lanes} lanes (median of ${runs}): ${oneProcess.toFixed(0)} histories/s`,
   );
 
   // The same replayer on histories of workflows that do nothing: what it costs whatever the workflow.
@@ -168,10 +214,10 @@ async function main(): Promise<void> {
       `  floor, the same replayer on ${batch.length} histories of ${what} (${first.events?.length ?? 0} events, ${workflowTasks(first)} workflow tasks each), in the same lanes (median of ${runs}): ${floorRate.toFixed(0)} histories/s`,
     );
   }
-  console.log(targetLine('histories/s in one replay', rate, '>=', TARGETS.replayPerSecond));
+  console.log(targetLine('histories/s in one replay of many', rate, '>=', TARGETS.replayPerSecond));
   console.log(stealLine(steal(), 'this bench ran'));
   const vm = vmCallCost();
-  const calls = await vmCalls(() => replayInLanes(batch, { workflowBundle }));
+  const calls = await vmCalls(() => replayInLanes(batch, workflowBundle));
   const perHistory = calls.calls / batch.length;
   console.log(
     `  calls into a workflow's V8 context: ${perHistory.toFixed(0)} per history, ${calls.timed} of ${calls.calls} with a timeout; ` +

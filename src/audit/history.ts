@@ -29,6 +29,11 @@ export function historyProto(h: HistoryJson): History {
 
 /** Reads and checks a history file: parseable JSON, events, and loadable by the SDK's `historyFromJSON`. */
 export function readHistoryFile(file: string): HistoryJson {
+  return loadHistoryFile(file).json;
+}
+
+/** A history file in both forms: its JSON, and the History the replayer takes (converting it is the check that it loads). */
+export function loadHistoryFile(file: string): { json: HistoryJson; history: History } {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -44,11 +49,10 @@ export function readHistoryFile(file: string): HistoryJson {
   if (!isHistoryJson(parsed)) throw new HistoryFileError(file, 'not a workflow history (expected { "events": [ … ] } as `gpures audit export` writes it)');
   if (parsed.events.length === 0) throw new HistoryFileError(file, 'the history has no events');
   try {
-    historyFromJsonObject(parsed);
+    return { json: parsed, history: historyFromJsonObject(parsed) };
   } catch (err) {
     throw new HistoryFileError(file, `not loadable as a Temporal history: ${(err as Error).message}`);
   }
-  return parsed;
 }
 
 /** A file name from a workflow id: `/` becomes `__`, anything else outside [A-Za-z0-9._-] `_`. */

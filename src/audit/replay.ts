@@ -4,14 +4,18 @@
 // `patched()`.
 import { availableParallelism } from 'node:os';
 import { basename } from 'node:path';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { UNCOUNTED_SINKS } from '../worker/workflow-code';
 import { loadWorkflowBundle } from '../worker/prebuilt-bundle';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eventAttributes, eventTypeName, historyIdentity } from './events';
 import type { HistoryEventJson, HistoryJson } from './events';
-import { historyFiles, HistoryFileError, historyProto, idFromFileName, readHistoryFile } from './history';
+import type { History } from '@temporalio/common/lib/proto-utils';
+import { historyFiles, HistoryFileError, historyProto, idFromFileName, loadHistoryFile } from './history';
 import { withoutLiveWorkerCosts } from './replay-costs';
+import { reapReplayProcesses, replayProcessCount, startReplayProcess } from './replay-processes';
+import { ReplayQueue } from './replay-queue';
+import type { ReplaySource } from './replay-queue';
 
 export interface ReplayOutcome {
   file: string;
@@ -35,10 +39,14 @@ export const quietLogger = {
   error: () => undefined,
 };
 
-/** The worker logs every failed replay as an error of its own; the outcome already says it. */
+/**
+ * The worker logs every failed replay as an error of its own; the outcome already says it. A
+ * replay has nothing to drain: Ctrl-C (or SIGTERM) ends it at once, not after a second one.
+ */
 export function quietReplayRuntime(): void {
   try {
     Runtime.install({
+      shutdownSignals: [],
       logger: new DefaultLogger('ERROR', () => undefined),
       telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } },
     });
@@ -105,8 +113,10 @@ export interface ReplayOptions {
   /** Replay against these workflows instead of src/workflows (a module path, bundled here). */
   workflowsPath?: string;
   workflowBundle?: WorkflowBundleWithSourceMap;
-  /** Replayers run side by side (default: the machine's cores, at most 4). */
+  /** Replayers run side by side in this process (default: the machine's cores, at most 4). */
   lanes?: number;
+  /** Processes that replay, this one included (default: one per core, at most 4, and per HISTORIES_PER_REPLAY_PROCESS histories). */
+  processes?: number;
 }
 
 /** Replays in parallel past this many lanes gain nothing on the boxes this runs on, and cost a thread each. */
@@ -120,82 +130,119 @@ function outcomeOf(file: string, workflowId: string, history: HistoryJson, error
   return { ...base, ok: false, errorName: error.name, error: coreMessage(error.message), ...(event ? { event } : {}) };
 }
 
+/** One history as a replayer takes it: the History to replay and how its outcome reads once replayed; or its outcome at once (a file that is not a history). */
+export type Prepared<T> = { workflowId: string; history: History; outcome: (error: Error | undefined) => T } | { settled: T };
+
+/** A history file prepared where it is replayed: read, and converted once (the conversion is the check that it loads). */
+export function prepareFile(file: string): Prepared<ReplayOutcome> {
+  try {
+    const { json, history } = loadHistoryFile(file);
+    const workflowId = historyIdentity(json, idFromFileName(file)).workflowId;
+    return { workflowId, history, outcome: (error) => outcomeOf(file, workflowId, json, error) };
+  } catch (err) {
+    const error = err instanceof HistoryFileError ? err.message : String(err);
+    return { settled: { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName: 'HistoryFileError', error } };
+  }
+}
+
+/** A replayer: the SDK's, fed from `source` one history at a time until it has none left. */
+export async function replayLane<T>(
+  source: ReplaySource<T>,
+  prepare: (i: number) => Prepared<T>,
+  workflowBundle: WorkflowBundleWithSourceMap,
+  name: string,
+): Promise<void> {
+  // Histories go in one at a time and come out in the same order: pair them by position.
+  const taken: { i: number; outcome: (error: Error | undefined) => T }[] = [];
+  async function* histories() {
+    for (let i = await source.take(); i !== undefined; i = await source.take()) {
+      const p = prepare(i);
+      if ('settled' in p) {
+        source.settle(i, p.settled);
+        continue;
+      }
+      taken.push({ i, outcome: p.outcome });
+      yield { workflowId: p.workflowId, history: p.history };
+    }
+  }
+  try {
+    for await (const r of Worker.runReplayHistories({ workflowBundle, replayName: name, sinks: UNCOUNTED_SINKS }, histories())) {
+      const t = taken.shift();
+      if (t) source.settle(t.i, t.outcome(r.error));
+    }
+  } catch (err) {
+    // The replayer itself failed: what it held is that failure's, so no other replayer waits on it.
+    const error = err instanceof Error ? err : new Error(String(err));
+    for (const t of taken.splice(0)) source.settle(t.i, t.outcome(error));
+    throw err;
+  }
+}
+
 /**
- * Replays each history, in lanes side by side (default the machine's cores, at most 4): a replayer
- * takes one history at a time, and lanes of them keep the SDK core's threads busy; without what
- * the replayer spends on a live worker's needs (replay-costs.ts). Returns each
- * history's error (undefined when it replayed), in the order given.
+ * Replays what `queue` holds in lanes side by side in this process (default the machine's cores,
+ * at most 4), without what the replayer spends on a live worker's needs (replay-costs.ts), until
+ * every history in it is settled, by these lanes or by replayer processes taking from it too.
  */
-export async function replayInLanes(
-  histories: { workflowId: string; history: HistoryJson }[],
-  code: { workflowsPath: string } | { workflowBundle: WorkflowBundleWithSourceMap },
+async function replayInThisProcess<T>(
+  queue: ReplayQueue<T>,
+  prepare: (i: number) => Prepared<T>,
+  workflowBundle: WorkflowBundleWithSourceMap,
   lanesAsked?: number,
-): Promise<(Error | undefined)[]> {
-  const errors: (Error | undefined)[] = new Array<Error | undefined>(histories.length);
-  const lanes = Math.max(1, Math.min(lanesAsked ?? availableParallelism(), MAX_REPLAY_LANES, histories.length));
+): Promise<void> {
+  const lanes = Math.max(1, Math.min(lanesAsked ?? availableParallelism(), MAX_REPLAY_LANES, queue.count));
   // Every lane settles before the replay's costs are put back; then the first failure, if any.
   const settled = await withoutLiveWorkerCosts(() =>
-    Promise.allSettled(
-      Array.from({ length: lanes }, async (_, k) => {
-        const mine = histories.map((h, i) => ({ ...h, i })).filter(({ i }) => i % lanes === k);
-        // Histories go in one at a time and come out in the same order: pair them by position.
-        let n = 0;
-        const replay = Worker.runReplayHistories(
-          { ...code, replayName: `gpures-audit-${k}`, sinks: UNCOUNTED_SINKS },
-          mine.map((h) => ({ workflowId: h.workflowId, history: historyProto(h.history) })),
-        );
-        for await (const r of replay) {
-          const h = mine[n++];
-          if (h) errors[h.i] = r.error;
-        }
-      }),
-    ),
+    Promise.allSettled(Array.from({ length: lanes }, (_, k) => replayLane(queue.as(`lane ${k + 1}`), prepare, workflowBundle, `gpures-audit-lane-${k + 1}`))),
   );
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) throw failed.reason;
-  return errors;
+}
+
+/** Each history's error (undefined when it replayed), in the order given, replayed in this process's lanes. */
+export async function replayInLanes(
+  items: readonly { workflowId: string; history: HistoryJson }[],
+  workflowBundle: WorkflowBundleWithSourceMap,
+  lanes?: number,
+): Promise<(Error | undefined)[]> {
+  const queue = new ReplayQueue<Error | undefined>(items.length);
+  const prepare = (i: number): Prepared<Error | undefined> => {
+    const item = items[i] as { workflowId: string; history: HistoryJson };
+    return { workflowId: item.workflowId, history: historyProto(item.history), outcome: (error) => error };
+  };
+  await replayInThisProcess(queue, prepare, workflowBundle, lanes);
+  return queue.outcomes;
+}
+
+/**
+ * Each file's outcome, in order: replayed in this process's lanes and in replayer processes beside
+ * it (replay-processes.ts; by default one per core and per HISTORIES_PER_REPLAY_PROCESS files), all
+ * taking from one queue; `settledBy` names the replayer of each (`lane K`, `process K`).
+ */
+export async function replayFiles(
+  files: readonly string[],
+  workflowBundle: WorkflowBundleWithSourceMap,
+  opts: { lanes?: number; processes?: number; onSettled?: (i: number, by: string) => void } = {},
+): Promise<{ outcomes: ReplayOutcome[]; settledBy: string[] }> {
+  const queue = new ReplayQueue<ReplayOutcome>(files.length, opts.onSettled);
+  const others = Array.from({ length: replayProcessCount(files.length, opts.processes) - 1 }, (_, k) =>
+    startReplayProcess(queue, files, workflowBundle.code, `process ${k + 1}`),
+  );
+  try {
+    await replayInThisProcess(queue, (i) => prepareFile(files[i] as string), workflowBundle, opts.lanes);
+  } finally {
+    await reapReplayProcesses(others);
+  }
+  return { outcomes: queue.outcomes, settledBy: queue.settledBy };
 }
 
 /** Replays every history in `paths` (files, or directories of `*.json`), one outcome per file, in order. */
 export async function replayHistoryFiles(paths: string[], opts: ReplayOptions = {}): Promise<ReplayOutcome[]> {
   const files = historyFiles(paths);
-  const loaded: { file: string; history?: HistoryJson; outcome?: ReplayOutcome; workflowId: string }[] = files.map((file) => {
-    try {
-      const history = readHistoryFile(file);
-      return { file, history, workflowId: historyIdentity(history, idFromFileName(file)).workflowId };
-    } catch (err) {
-      const message = err instanceof HistoryFileError ? err.message : String(err);
-      return {
-        file,
-        workflowId: idFromFileName(file),
-        outcome: { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName: 'HistoryFileError', error: message },
-      };
-    }
-  });
-  const toReplay = loaded.filter((l): l is typeof l & { history: HistoryJson } => l.history !== undefined);
-  const results = new Map<string, ReplayOutcome>();
-  if (toReplay.length) {
-    const bundleOpt = opts.workflowsPath ? { workflowsPath: opts.workflowsPath } : { workflowBundle: opts.workflowBundle ?? (await currentWorkflowBundle()) };
-    const errors = await replayInLanes(
-      toReplay.map((l) => ({ workflowId: l.workflowId, history: l.history })),
-      bundleOpt,
-      opts.lanes,
-    );
-    toReplay.forEach((l, i) => results.set(l.file, outcomeOf(l.file, l.workflowId, l.history, errors[i])));
-  }
-  return loaded.map(
-    (l) =>
-      l.outcome ??
-      results.get(l.file) ?? {
-        file: l.file,
-        workflowId: l.workflowId,
-        workflowType: 'unknown',
-        events: l.history?.events.length ?? 0,
-        ok: false,
-        errorName: 'ReplayError',
-        error: 'the replayer returned no result for this history',
-      },
-  );
+  if (!files.length) return [];
+  const workflowBundle = opts.workflowsPath
+    ? await bundleWorkflowCode({ workflowsPath: opts.workflowsPath, logger: quietLogger })
+    : (opts.workflowBundle ?? (await currentWorkflowBundle()));
+  return (await replayFiles(files, workflowBundle, opts)).outcomes;
 }
 
 /** `ok  <workflowId> (<type>, N events)` or `FAIL <workflowId>: <why, naming the event>`. */

@@ -9,6 +9,7 @@ import { DEFAULT_MANIFEST } from '../domain/manifest';
 import type { ServeOpts } from './serve-operations';
 import type { FleetOpts } from './fleet-target';
 import { NODE_ANSWER_MS } from '../shared/node-answer';
+import { HISTORIES_PER_REPLAY_PROCESS, MAX_REPLAY_PROCESSES } from '../audit/replay-processes';
 import type { ReportOpts } from './commands/audit-report';
 import type { DemoOpts } from './commands/demo';
 import type { PromoteOpts } from './commands/router-promote';
@@ -186,8 +187,12 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .command('replay')
     .description('replay recorded histories against the current workflow code (no server); non-zero exit on any nondeterminism')
     .argument('<paths...>', 'history files, or directories of *.json')
+    .option(
+      '--processes <n>',
+      `processes that replay, this one included (default: one per ${HISTORIES_PER_REPLAY_PROCESS} histories, at most the cores and 4; at most ${MAX_REPLAY_PROCESSES})`,
+    )
     .addOption(jsonOpt())
-    .action(run((paths: string[]) => commands.auditReplay().then((c) => c.auditReplay({ paths }, ctx))));
+    .action(run((paths: string[], opts: { processes?: string }) => commands.auditReplay().then((c) => c.auditReplay({ paths, ...opts }, ctx))));
   audit
     .command('report')
     .description(

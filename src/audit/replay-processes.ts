@@ -1,0 +1,96 @@
+// Replayer processes of one `gpures audit replay`: the SDK's replayer runs its JavaScript on one
+// thread, so a process replays on about one core however many lanes it runs. A directory of many
+// histories gets replayer processes beside this one (replay-child.ts), each taking histories from
+// the same queue until none is left. This process keeps replaying too, so a replayer process that
+// fails to start or dies only leaves its histories to the others.
+import { fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import type { ReplayQueue } from './replay-queue';
+
+/** Past this many, replayer processes gain nothing on the boxes this runs on and cost ~80 MiB each. */
+export const MAX_REPLAY_PROCESSES = 8;
+/**
+ * A replayer process takes about 0.45 s to start and replays its first histories slower, on cores
+ * this one's replayer already uses a third of: on 2 cores, a second process gained nothing at
+ * 57-152 histories, 20 % at 380 and 40 % at 1,140 (docs/performance.md).
+ */
+export const HISTORIES_PER_REPLAY_PROCESS = 150;
+/** One history replays in tens of ms; a replayer process that holds one this long is stuck, and is stopped so another replays it. */
+export const REPLAY_PROCESS_STALL_MS = 60_000;
+/** After the last outcome, how long a replayer process has to exit on its own before it is killed. */
+const EXIT_GRACE_MS = 2_000;
+
+/** What this process tells a replayer process. */
+export type ToReplayer = { type: 'code'; code: string } | { type: 'history'; i: number; file: string } | { type: 'end' };
+/** What a replayer process tells this one. */
+export type FromReplayer<T> = { type: 'take' } | { type: 'outcome'; i: number; outcome: T };
+
+/** Processes for `histories` (this one included) unless told: one per core (at most 4), and one per HISTORIES_PER_REPLAY_PROCESS histories. */
+export function replayProcessCount(histories: number, asked?: number): number {
+  if (asked !== undefined) return Math.max(1, Math.min(asked, MAX_REPLAY_PROCESSES));
+  return Math.max(1, Math.min(availableParallelism(), 4, Math.floor(histories / HISTORIES_PER_REPLAY_PROCESS)));
+}
+
+/** node's flags for the replayer: the heap's (bin/gpures sets them), not a test runner's or an inspector's. */
+const inheritedFlags = () => process.execArgv.filter((a) => /^--max-(semi|old)-space-size/.test(a));
+
+export interface ReplayProcess {
+  /** Resolves when the process has exited, whatever way; what it took and did not finish is back in the queue by then. */
+  exited: Promise<void>;
+  kill(): void;
+}
+
+/** A replayer process taking history files from `queue` until it is settled, each settled as `name`'s. */
+export function startReplayProcess<T>(queue: ReplayQueue<T>, files: readonly string[], code: string, name: string): ReplayProcess {
+  const child: ChildProcess = fork(join(__dirname, 'replay-child.js'), [], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'], execArgv: inheritedFlags() });
+  const held = new Set<number>();
+  let stall: NodeJS.Timeout | undefined;
+  // A process gone while a message was on its way: its 'exit' gives back what it held.
+  const send = (m: ToReplayer) => void (child.connected && child.send(m, () => undefined));
+  const holding = () => {
+    clearTimeout(stall);
+    if (held.size) stall = setTimeout(() => child.kill('SIGKILL'), REPLAY_PROCESS_STALL_MS);
+  };
+  child.on('message', (m: FromReplayer<T>) => {
+    if (m.type === 'outcome') {
+      held.delete(m.i);
+      holding();
+      queue.settle(m.i, m.outcome, name);
+    } else if (m.type === 'take') {
+      void queue.take().then((i) => {
+        if (i === undefined) return send({ type: 'end' });
+        const file = files[i];
+        if (!child.connected || file === undefined) return queue.giveBack([i]);
+        held.add(i);
+        holding();
+        send({ type: 'history', i, file });
+      });
+    }
+  });
+  send({ type: 'code', code });
+  const exited = new Promise<void>((resolve) => {
+    const exited = () => {
+      clearTimeout(stall);
+      queue.giveBack(held);
+      held.clear();
+      resolve();
+    };
+    child.once('exit', exited);
+    // A process that could not be started emits 'error' and no 'exit'.
+    child.on('error', () => (child.pid === undefined ? exited() : undefined));
+  });
+  return { exited, kill: () => void child.kill('SIGKILL') };
+}
+
+/** Waits up to EXIT_GRACE_MS for replayer processes told to end, then kills what is left. */
+export async function reapReplayProcesses(processes: ReplayProcess[]): Promise<void> {
+  const all = Promise.all(processes.map((p) => p.exited));
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([all, new Promise<void>((resolve) => (timer = setTimeout(resolve, EXIT_GRACE_MS)))]);
+  clearTimeout(timer);
+  // The SDK's runtime in a replayer takes SIGTERM as the start of a graceful shutdown, not an exit.
+  for (const p of processes) p.kill();
+  await all;
+}

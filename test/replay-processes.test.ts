@@ -1,0 +1,234 @@
+// gpures audit replay on many histories replays them in processes beside its own (one queue, each
+// replayer taking the next history when it is free): every file gets the outcome it gets in one
+// process, nondeterminism and unreadable files included, a replayer process killed while it
+// holds a history loses nothing, and none is left running afterwards.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { currentWorkflowBundle, formatReplayOutcome, quietLogger, quietReplayRuntime, replayFiles } from '../src/audit/replay';
+import type { ReplayOutcome } from '../src/audit/replay';
+import { replayProcessCount, HISTORIES_PER_REPLAY_PROCESS } from '../src/audit/replay-processes';
+import { ReplayQueue } from '../src/audit/replay-queue';
+import { GPURES, gpures, ROOT, show } from './support/cli';
+import { waitUntil } from './support/wait';
+
+const HISTORIES = join(__dirname, '..', '..', 'test', 'histories');
+const RECORDINGS = readdirSync(HISTORIES)
+  .filter((n) => n.endsWith('.json'))
+  .sort();
+
+/** The children of `parent` (default this process) running replay-child.js, from /proc. */
+function replayChildren(parent = process.pid): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === parent && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('replay-child.js')) pids.push(Number(name));
+    } catch {
+      // Gone while looked at.
+    }
+  }
+  return pids;
+}
+
+/** Whether `pid` runs (a zombie nobody reaped yet has ended). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** `count` copies of the recordings (and whatever `extra` writes) in a fresh directory, as files in order. */
+function copies(dir: string, count: number, pick: (i: number) => string = (i) => RECORDINGS[i % RECORDINGS.length] as string): string[] {
+  return Array.from({ length: count }, (_, i) => {
+    const file = join(dir, `h${String(i).padStart(4, '0')}.json`);
+    copyFileSync(join(HISTORIES, pick(i)), file);
+    return file;
+  });
+}
+
+/** An outcome as it reads whoever replayed it, without the file it came from. */
+const asRead = (o: ReplayOutcome) => ({ ...o, file: undefined });
+
+describe('the replay queue', () => {
+  test('hands out each history once, in order, and ends once every history is settled', async () => {
+    const q = new ReplayQueue<string>(3);
+    assert.deepEqual([await q.take(), await q.take(), await q.take()], [0, 1, 2]);
+    // Two histories are still held: one asking now waits for either to come back.
+    let answered: number | undefined | 'waiting' = 'waiting';
+    void q.take().then((i) => (answered = i));
+    q.settle(0, 'a');
+    await Promise.resolve();
+    assert.equal(answered, 'waiting');
+    q.settle(2, 'c');
+    q.settle(1, 'b');
+    await Promise.resolve();
+    assert.equal(answered, undefined);
+    assert.equal(await q.take(), undefined);
+    assert.deepEqual(q.outcomes, ['a', 'b', 'c']);
+  });
+
+  test('a history given back goes to whoever waits for one, and a settled one keeps its first outcome', async () => {
+    const q = new ReplayQueue<string>(2);
+    const seen: [number, string][] = [];
+    const q2 = new ReplayQueue<string>(2, (i, by) => seen.push([i, by]));
+    assert.deepEqual([await q.take(), await q.take()], [0, 1]);
+    const waiting = q.take();
+    q.giveBack([1]);
+    assert.equal(await waiting, 1);
+    q.settle(1, 'first', 'lane 1');
+    q.settle(1, 'again', 'process 1');
+    q.giveBack([1]);
+    q.giveBack([0]);
+    assert.equal(await q.take(), 0, 'a history given back with nobody waiting is the next taken');
+    q.settle(0, 'zero', 'process 1');
+    assert.equal(await q.take(), undefined);
+    assert.deepEqual(q.outcomes, ['zero', 'first']);
+    assert.deepEqual(q.settledBy, ['process 1', 'lane 1']);
+    await q2.take();
+    q2.as('lane 2').settle(0, 'x');
+    assert.deepEqual(seen, [[0, 'lane 2']]);
+  });
+
+  test('replayer processes: one per core and per HISTORIES_PER_REPLAY_PROCESS histories unless told, within bounds', () => {
+    assert.equal(replayProcessCount(RECORDINGS.length), 1, 'the recordings alone are not worth a second process');
+    assert.equal(replayProcessCount(HISTORIES_PER_REPLAY_PROCESS * 64, 0), 1);
+    assert.equal(replayProcessCount(1, 3), 3);
+    assert.equal(replayProcessCount(1, 100), 8);
+    assert.ok(replayProcessCount(HISTORIES_PER_REPLAY_PROCESS * 2) <= 2);
+  });
+});
+
+let dir: string;
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), 'gpures-replay-processes-'));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('replay in processes', { timeout: 120_000 }, () => {
+  // Installed here, not at the top: a runtime no replay used would keep this file's process alive.
+  before(() => quietReplayRuntime());
+
+  test('every history gets the outcome it gets in one process, and the second process replays a share', async () => {
+    const here = mkdtempSync(join(dir, 'same-'));
+    const files = copies(here, RECORDINGS.length * 6);
+    writeFileSync(join(here, 'h0005.json'), '{ "events": [ ');
+    const bundle = await currentWorkflowBundle();
+    const alone = await replayFiles(files, bundle, { processes: 1 });
+    const beside = await replayFiles(files, bundle, { processes: 2, lanes: 1 });
+    assert.ok(
+      alone.settledBy.every((b) => b.startsWith('lane ')),
+      'processes: 1 started another',
+    );
+    const byProcess = beside.settledBy.filter((b) => b === 'process 1').length;
+    assert.ok(byProcess > 0, `the replayer process settled none of ${files.length}: ${JSON.stringify(beside.settledBy)}`);
+    assert.deepEqual(beside.outcomes, alone.outcomes);
+    assert.equal(
+      beside.outcomes.filter((o) => o.ok).length,
+      files.length - 1,
+      beside.outcomes
+        .filter((o) => !o.ok)
+        .map(formatReplayOutcome)
+        .join('\n'),
+    );
+    assert.match(beside.outcomes[5]?.error ?? '', /h0005\.json: not JSON/);
+    assert.deepEqual(replayChildren(), [], 'a replayer process outlived the replay');
+  });
+
+  test('a nondeterminism found in a replayer process reads as one found here: the error and the event it points at', async () => {
+    const here = mkdtempSync(join(dir, 'nondeterminism-'));
+    const files = copies(here, 120, () => 'bring-up.json');
+    const extraStep = await bundleWorkflowCode({ workflowsPath: require.resolve('./fixtures/bring-up-extra-step'), logger: quietLogger });
+    const { outcomes, settledBy } = await replayFiles(files, extraStep, { processes: 2, lanes: 1 });
+    const theirs = outcomes.filter((_, i) => settledBy[i] === 'process 1');
+    const ours = outcomes.filter((_, i) => settledBy[i] === 'lane 1');
+    assert.ok(theirs.length > 0 && ours.length > 0, JSON.stringify(settledBy));
+    for (const o of outcomes) assert.equal(o.errorName, 'DeterminismViolationError', formatReplayOutcome(o));
+    assert.ok(ours[0]?.event, 'the nondeterminism names no event');
+    for (const o of theirs) assert.deepEqual(asRead(o), asRead(ours[0]));
+  });
+
+  test('a replayer process killed while it replays loses no history: what it held is replayed by another', async () => {
+    const here = mkdtempSync(join(dir, 'killed-'));
+    const files = copies(here, RECORDINGS.length * 8);
+    const bundle = await currentWorkflowBundle();
+    const settled: string[] = [];
+    let killed: number[] = [];
+    const { outcomes, settledBy } = await replayFiles(files, bundle, {
+      processes: 2,
+      lanes: 1,
+      onSettled: (_, by) => {
+        settled.push(by);
+        // Its third outcome told, it is soon replaying its fourth.
+        if (by === 'process 1' && settled.filter((b) => b === by).length === 3) {
+          setTimeout(() => {
+            killed = replayChildren();
+            for (const pid of killed) process.kill(pid, 'SIGKILL');
+          }, 5);
+        }
+      },
+    });
+    assert.equal(killed.length, 1, 'no replayer process was running to kill');
+    assert.equal(settled.length, files.length, 'a history was settled twice or not at all');
+    assert.ok(settledBy.filter((b) => b === 'process 1').length <= 4, 'the killed process settled more after its death');
+    assert.equal(
+      outcomes.filter((o) => o.ok).length,
+      files.length,
+      outcomes
+        .filter((o) => !o.ok)
+        .map(formatReplayOutcome)
+        .join('\n'),
+    );
+    assert.deepEqual(replayChildren(), []);
+  });
+});
+
+describe('gpures audit replay in processes', { timeout: 180_000 }, () => {
+  test('gpures audit replay --processes 2: one line a file, in order, the one that is no history failing; a bad --processes is exit 2, one line', async () => {
+    const here = mkdtempSync(join(dir, 'cli-'));
+    const files = copies(here, 200);
+    writeFileSync(files[150] as string, JSON.stringify({ events: [] }));
+    const r = await gpures(['audit', 'replay', '--processes', '2', here], {}, 180_000);
+    // A file that is not a history is bad input (exit 2), not a nondeterminism (exit 1).
+    assert.equal(r.code, 2, show(r));
+    const lines = r.stdout.trim().split('\n');
+    assert.equal(lines.length, files.length, show(r));
+    lines.forEach((line, i) => assert.ok(line.endsWith(`h${String(i).padStart(4, '0')}.json)`), `line ${i}: ${line}`));
+    assert.equal(lines.filter((l) => l.startsWith('ok  ')).length, files.length - 1);
+    assert.match(lines[150] ?? '', /^FAIL .*h0150\.json: the history has no events/);
+
+    for (const bad of ['0', '9', 'two']) {
+      const b = await gpures(['audit', 'replay', '--processes', bad, here], {});
+      assert.equal(b.code, 2, show(b));
+      assert.equal(b.stderr, `--processes: a whole number from 1 to 8 (got '${bad}')\n`);
+      assert.equal(b.stdout, '');
+    }
+  });
+
+  test('Ctrl-C ends gpures audit replay at once, and its replayer processes with it', async () => {
+    const here = mkdtempSync(join(dir, 'interrupted-'));
+    copies(here, 600);
+    const child = spawn(process.execPath, [GPURES, 'audit', 'replay', '--processes', '2', here], { cwd: ROOT, stdio: 'ignore' });
+    const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    const pid = child.pid as number;
+    let replayers: number[] = [];
+    await waitUntil('a replayer process', () => (replayers = replayChildren(pid)).length === 1, 30_000);
+    const t0 = Date.now();
+    child.kill('SIGINT');
+    const { signal } = await ended;
+    assert.equal(signal, 'SIGINT');
+    assert.ok(Date.now() - t0 < 2_000, `gpures took ${Date.now() - t0} ms to end`);
+    await waitUntil('the replayer process to end', () => !running(replayers[0] as number), 5_000);
+  });
+});
