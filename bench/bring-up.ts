@@ -8,7 +8,10 @@
 // rotating order in the same run. All poll /health at the same interval. Each workflow run's history is read afterwards
 // (bench/history-time.ts) for where its time went, share by share, by the server's clock.
 //
-//   node dist/bench/bring-up.js [--runs N] [--poll-ms MS]     (scripts/bench.sh sets the env up)
+//   node dist/bench/bring-up.js [--runs N] [--poll-ms MS] [--load-s S]   (scripts/bench.sh sets the env up)
+//
+// --load-s S: the serve answers /health S seconds after its start, as a loading model does (vLLM
+// takes 30 s or more); issue 15's ratio is read on S = 0, where the orchestration's share is largest.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -125,18 +128,22 @@ async function main(): Promise<void> {
     options: {
       runs: { type: 'string', default: '7' },
       'poll-ms': { type: 'string', default: '200' },
+      // A serve that loads: the target is read on one healthy at once, where Temporal's share is largest.
+      'load-s': { type: 'string', default: '0' },
     },
   });
   const runs = Number(values.runs);
   const pollMs = Number(values['poll-ms']);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer (got ${values.runs})`);
   if (!Number.isInteger(pollMs) || pollMs < 1) throw new Error(`--poll-ms must be a positive integer (got ${values['poll-ms']})`);
+  const loadS = values['load-s'];
+  if (!/^\d+(\.\d+)?$/.test(loadS) || Number(loadS) > 120) throw new Error(`--load-s: seconds from 0 to 120 until the serve is healthy (got ${loadS})`);
 
   const node = uniqueNode('bench');
   const text = renderManifest(
     node,
     [{ role: 'bench-gpu', capacity_mib: 32607, reserve_mib: 4608 }],
-    [{ name: SERVE, vram_mib: 1024, env: { FAKE_START_DELAY_S: '0' }, start_timeout_s: 30 }],
+    [{ name: SERVE, vram_mib: 1024, env: { FAKE_START_DELAY_S: loadS }, start_timeout_s: 30 + Math.ceil(Number(loadS)) }],
   );
   const parsed = parseManifest(text, 'bench-serves.toml');
   if (!parsed.ok) throw new Error(parsed.errors.map((e) => `${e.path}: ${e.message}`).join('\n'));
@@ -226,7 +233,9 @@ async function main(): Promise<void> {
   const { wf, plain, floor } = samples;
 
   const out = (line: string) => process.stdout.write(`${line}\n`);
-  out(`bring-up of one fake-vLLM serve healthy at once (FAKE_START_DELAY_S=0), image ${serve.image}`);
+  out(
+    `bring-up of one fake-vLLM serve healthy ${Number(loadS) ? `${loadS} s after its start` : 'at once'} (FAKE_START_DELAY_S=${loadS}), image ${serve.image}`,
+  );
   out(`/health polled every ${pollMs} ms by both (2 s probe timeout); ${runs} runs each, in rotating order, after 1 warm-up of each (not counted)`);
   out('workflow = serveUp (start workflow .. result: resolve, ledger admit, start container, health, identity, mark running);');
   out('plain    = dockerode: inspect image, create, start, poll /health, GET /v1/models. down = serveDown vs stop + remove.');

@@ -2,7 +2,7 @@
 // code, then history files one at a time from the process that started it, replays each as that
 // process's own lanes do, and tells each outcome back, until it is told to end. It exits when the
 // process that started it is gone.
-import { prepareFile, quietReplayRuntime, replayLane } from './replay';
+import { fileNotReplayed, prepareFile, quietReplayRuntime, replayLane } from './replay';
 import type { ReplayOutcome } from './replay';
 import { withoutLiveWorkerCosts } from './replay-costs';
 import type { FromReplayer, ToReplayer } from './replay-processes';
@@ -39,11 +39,17 @@ async function main(): Promise<void> {
   };
   // Source maps are inline in the code (loadWorkflowBundle).
   const workflowBundle = { code: await code, sourceMap: '' };
-  await withoutLiveWorkerCosts(() => replayLane(source, (i) => prepareFile(files.get(i) ?? ''), workflowBundle, `gpures-audit-process-${process.pid}`));
+  const prepare = (i: number) => prepareFile(files.get(i) ?? '');
+  const failed = (i: number, error: Error) => fileNotReplayed(files.get(i) ?? '', error);
+  await withoutLiveWorkerCosts(() => replayLane(source, prepare, failed, workflowBundle, `gpures-audit-process-${process.pid}`));
 }
 
 main().then(
   // Every outcome went before the 'take' that was answered with the end; the SDK's runtime would keep the process alive.
   () => process.disconnect(),
-  () => process.exit(1),
+  // This replayer failed: it tells nothing of what it held, which the first process gives back to the others.
+  (err: unknown) => {
+    process.stderr.write(`gpures audit replay: a replayer process failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
 );

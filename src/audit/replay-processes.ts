@@ -27,31 +27,49 @@ export type ToReplayer = { type: 'code'; code: string } | { type: 'history'; i: 
 /** What a replayer process tells this one. */
 export type FromReplayer<T> = { type: 'take' } | { type: 'outcome'; i: number; outcome: T };
 
-/** Processes for `histories` (this one included) unless told: one per core (at most 4), and one per HISTORIES_PER_REPLAY_PROCESS histories. */
+/** Processes for `histories` (this one included; never more than there are histories) unless told: one per core (at most 4), and one per HISTORIES_PER_REPLAY_PROCESS histories. */
 export function replayProcessCount(histories: number, asked?: number): number {
-  if (asked !== undefined) return Math.max(1, Math.min(asked, MAX_REPLAY_PROCESSES));
-  return Math.max(1, Math.min(availableParallelism(), 4, Math.floor(histories / HISTORIES_PER_REPLAY_PROCESS)));
+  const wanted = asked ?? Math.min(availableParallelism(), 4, Math.floor(histories / HISTORIES_PER_REPLAY_PROCESS));
+  return Math.max(1, Math.min(wanted, MAX_REPLAY_PROCESSES, histories));
 }
 
 /** node's flags for the replayer: the heap's (bin/gpures sets them), not a test runner's or an inspector's. */
 const inheritedFlags = () => process.execArgv.filter((a) => /^--max-(semi|old)-space-size/.test(a));
 
 export interface ReplayProcess {
-  /** Resolves when the process has exited, whatever way; what it took and did not finish is back in the queue by then. */
+  /** Resolves when the process has exited, whatever way; what it held is settled or back in the queue by then. */
   exited: Promise<void>;
   kill(): void;
 }
 
-/** A replayer process taking history files from `queue` until it is settled, each settled as `name`'s. */
-export function startReplayProcess<T>(queue: ReplayQueue<T>, files: readonly string[], code: string, name: string): ReplayProcess {
-  const child: ChildProcess = fork(join(__dirname, 'replay-child.js'), [], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'], execArgv: inheritedFlags() });
+/**
+ * A replayer process taking history files from `queue` until it is settled, each settled as
+ * `name`'s. What it holds when it dies goes back to the queue, once: a history that a second
+ * replayer dies on, or one held REPLAY_PROCESS_STALL_MS, is settled as `failed`, not tried again.
+ */
+export function startReplayProcess<T>(
+  queue: ReplayQueue<T>,
+  files: readonly string[],
+  code: string,
+  name: string,
+  failed: (i: number, error: Error) => T,
+): ReplayProcess {
+  // Its stderr is this one's: a replayer that crashes says why, though another replays what it held.
+  const child: ChildProcess = fork(join(__dirname, 'replay-child.js'), [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: inheritedFlags() });
   const held = new Set<number>();
+  let gone = false;
+  let stalled = false;
   let stall: NodeJS.Timeout | undefined;
-  // A process gone while a message was on its way: its 'exit' gives back what it held.
-  const send = (m: ToReplayer) => void (child.connected && child.send(m, () => undefined));
+  // A process gone while a message was on its way: its 'exit' settles or gives back what it held.
+  const send = (m: ToReplayer) => void (!gone && child.connected && child.send(m, () => undefined));
   const holding = () => {
     clearTimeout(stall);
-    if (held.size) stall = setTimeout(() => child.kill('SIGKILL'), REPLAY_PROCESS_STALL_MS);
+    if (held.size) {
+      stall = setTimeout(() => {
+        stalled = true;
+        child.kill('SIGKILL');
+      }, REPLAY_PROCESS_STALL_MS);
+    }
   };
   child.on('message', (m: FromReplayer<T>) => {
     if (m.type === 'outcome') {
@@ -62,7 +80,7 @@ export function startReplayProcess<T>(queue: ReplayQueue<T>, files: readonly str
       void queue.take().then((i) => {
         if (i === undefined) return send({ type: 'end' });
         const file = files[i];
-        if (!child.connected || file === undefined) return queue.giveBack([i]);
+        if (gone || !child.connected || file === undefined) return queue.giveBack([i]);
         held.add(i);
         holding();
         send({ type: 'history', i, file });
@@ -71,24 +89,31 @@ export function startReplayProcess<T>(queue: ReplayQueue<T>, files: readonly str
   });
   send({ type: 'code', code });
   const exited = new Promise<void>((resolve) => {
-    const exited = () => {
+    const onExit = (why: string) => {
+      gone = true;
       clearTimeout(stall);
-      queue.giveBack(held);
+      for (const i of held) {
+        const error = new Error(
+          stalled ? `a replayer process held it ${REPLAY_PROCESS_STALL_MS / 1000} s without an outcome` : `replayer processes died while replaying it (${why})`,
+        );
+        if (stalled) queue.settle(i, failed(i, error), name);
+        else queue.giveBack([i], (j) => failed(j, error));
+      }
       held.clear();
       resolve();
     };
-    child.once('exit', exited);
+    child.once('exit', (code, signal) => onExit(signal ? `killed by ${signal}` : `exit ${code}`));
     // A process that could not be started emits 'error' and no 'exit'.
-    child.on('error', () => (child.pid === undefined ? exited() : undefined));
+    child.on('error', (err) => (child.pid === undefined ? onExit(err.message) : undefined));
   });
   return { exited, kill: () => void child.kill('SIGKILL') };
 }
 
-/** Waits up to EXIT_GRACE_MS for replayer processes told to end, then kills what is left. */
-export async function reapReplayProcesses(processes: ReplayProcess[]): Promise<void> {
+/** Replayer processes told to end (`ended`) get EXIT_GRACE_MS to exit on their own; then, or at once when nobody told them, they are killed. */
+export async function reapReplayProcesses(processes: ReplayProcess[], ended: boolean): Promise<void> {
   const all = Promise.all(processes.map((p) => p.exited));
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([all, new Promise<void>((resolve) => (timer = setTimeout(resolve, EXIT_GRACE_MS)))]);
+  if (ended) await Promise.race([all, new Promise<void>((resolve) => (timer = setTimeout(resolve, EXIT_GRACE_MS)))]);
   clearTimeout(timer);
   // The SDK's runtime in a replayer takes SIGTERM as the start of a graceful shutdown, not an exit.
   for (const p of processes) p.kill();

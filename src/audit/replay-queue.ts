@@ -12,6 +12,7 @@ export interface ReplaySource<T> {
 export class ReplayQueue<T> implements ReplaySource<T> {
   private readonly waiting: number[];
   private readonly outstanding = new Set<number>();
+  private readonly diedOn = new Set<number>();
   private readonly askers: ((i: number | undefined) => void)[] = [];
   /** Each history's outcome, once settled. */
   readonly outcomes: T[];
@@ -47,10 +48,19 @@ export class ReplayQueue<T> implements ReplaySource<T> {
     if (this.settled) for (const ask of this.askers.splice(0)) ask(undefined);
   }
 
-  /** Histories a replayer took and will not finish: the next to ask replays them. */
-  giveBack(taken: Iterable<number>): void {
+  /**
+   * Histories a replayer took and will not finish: the next to ask replays them. With `orElse`,
+   * the replayer died holding them, and one a replayer died holding before is settled with
+   * `orElse`'s outcome instead: it may be what ends its replayers.
+   */
+  giveBack(taken: Iterable<number>, orElse?: (i: number) => T): void {
     for (const i of taken) {
       if (!this.outstanding.has(i)) continue;
+      if (orElse && this.diedOn.has(i)) {
+        this.settle(i, orElse(i), 'none');
+        continue;
+      }
+      if (orElse) this.diedOn.add(i);
       const ask = this.askers.shift();
       if (ask) ask(i);
       else {

@@ -14,6 +14,7 @@ import type { History } from '@temporalio/common/lib/proto-utils';
 import { historyFiles, HistoryFileError, historyProto, idFromFileName, loadHistoryFile } from './history';
 import { withoutLiveWorkerCosts } from './replay-costs';
 import { reapReplayProcesses, replayProcessCount, startReplayProcess } from './replay-processes';
+import type { ReplayProcess } from './replay-processes';
 import { ReplayQueue } from './replay-queue';
 import type { ReplaySource } from './replay-queue';
 
@@ -145,36 +146,70 @@ export function prepareFile(file: string): Prepared<ReplayOutcome> {
   }
 }
 
-/** A replayer: the SDK's, fed from `source` one history at a time until it has none left. */
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
+
+/** A history's outcome when it was not replayed: its replayer failed, died or stalled while it held it. */
+export type Failed<T> = (i: number, error: Error) => T;
+
+/** A lane's replayer failed: the histories it held have no outcome from it. */
+export class LaneFailed extends Error {
+  constructor(
+    readonly reason: unknown,
+    readonly held: number[],
+  ) {
+    super(asError(reason).message);
+  }
+}
+
+/** A replayer: the SDK's, fed from `source` one history at a time until it has none left. Rejects with LaneFailed. */
 export async function replayLane<T>(
   source: ReplaySource<T>,
   prepare: (i: number) => Prepared<T>,
+  failed: Failed<T>,
   workflowBundle: WorkflowBundleWithSourceMap,
   name: string,
 ): Promise<void> {
-  // Histories go in one at a time and come out in the same order: pair them by position.
-  const taken: { i: number; outcome: (error: Error | undefined) => T }[] = [];
+  // Histories go in one at a time and come out in the same order (the SDK replays one, yields its
+  // result, then takes the next): pair them by position, and check the pairing by workflow id.
+  const taken: { i: number; workflowId: string; outcome: (error: Error | undefined) => T }[] = [];
+  const settle = (i: number, outcome: () => T) => {
+    let o: T;
+    try {
+      o = outcome();
+    } catch (err) {
+      o = failed(i, asError(err));
+    }
+    source.settle(i, o);
+  };
   async function* histories() {
     for (let i = await source.take(); i !== undefined; i = await source.take()) {
-      const p = prepare(i);
+      let p: Prepared<T>;
+      try {
+        p = prepare(i);
+      } catch (err) {
+        source.settle(i, failed(i, asError(err)));
+        continue;
+      }
       if ('settled' in p) {
         source.settle(i, p.settled);
         continue;
       }
-      taken.push({ i, outcome: p.outcome });
+      taken.push({ i, workflowId: p.workflowId, outcome: p.outcome });
       yield { workflowId: p.workflowId, history: p.history };
     }
   }
   try {
     for await (const r of Worker.runReplayHistories({ workflowBundle, replayName: name, sinks: UNCOUNTED_SINKS }, histories())) {
-      const t = taken.shift();
-      if (t) source.settle(t.i, t.outcome(r.error));
+      const t = taken[0];
+      if (!t || t.workflowId !== r.workflowId) throw new Error(`the replayer answered for ${r.workflowId} where ${t?.workflowId ?? 'no history'} was replayed`);
+      taken.shift();
+      settle(t.i, () => t.outcome(r.error));
     }
   } catch (err) {
-    // The replayer itself failed: what it held is that failure's, so no other replayer waits on it.
-    const error = err instanceof Error ? err : new Error(String(err));
-    for (const t of taken.splice(0)) source.settle(t.i, t.outcome(error));
-    throw err;
+    throw new LaneFailed(
+      err,
+      taken.map((t) => t.i),
+    );
   }
 }
 
@@ -186,16 +221,26 @@ export async function replayLane<T>(
 async function replayInThisProcess<T>(
   queue: ReplayQueue<T>,
   prepare: (i: number) => Prepared<T>,
+  failed: Failed<T>,
   workflowBundle: WorkflowBundleWithSourceMap,
   lanesAsked?: number,
 ): Promise<void> {
   const lanes = Math.max(1, Math.min(lanesAsked ?? availableParallelism(), MAX_REPLAY_LANES, queue.count));
+  const lane = async (k: number) => {
+    const source = queue.as(`lane ${k}`);
+    try {
+      await replayLane(source, prepare, failed, workflowBundle, `gpures-audit-lane-${k}`);
+    } catch (err) {
+      // What it held is that failure's, so no other replayer waits on it; the replay fails with it.
+      if (!(err instanceof LaneFailed)) throw err;
+      for (const i of err.held) source.settle(i, failed(i, asError(err.reason)));
+      throw err.reason;
+    }
+  };
   // Every lane settles before the replay's costs are put back; then the first failure, if any.
-  const settled = await withoutLiveWorkerCosts(() =>
-    Promise.allSettled(Array.from({ length: lanes }, (_, k) => replayLane(queue.as(`lane ${k + 1}`), prepare, workflowBundle, `gpures-audit-lane-${k + 1}`))),
-  );
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (failed) throw failed.reason;
+  const settled = await withoutLiveWorkerCosts(() => Promise.allSettled(Array.from({ length: lanes }, (_, k) => lane(k + 1))));
+  const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failure) throw failure.reason;
 }
 
 /** Each history's error (undefined when it replayed), in the order given, replayed in this process's lanes. */
@@ -209,8 +254,13 @@ export async function replayInLanes(
     const item = items[i] as { workflowId: string; history: HistoryJson };
     return { workflowId: item.workflowId, history: historyProto(item.history), outcome: (error) => error };
   };
-  await replayInThisProcess(queue, prepare, workflowBundle, lanes);
+  await replayInThisProcess(queue, prepare, (_, error) => error, workflowBundle, lanes);
   return queue.outcomes;
+}
+
+/** A file's outcome when no replayer could finish it. */
+export function fileNotReplayed(file: string, error: Error): ReplayOutcome {
+  return { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName: 'ReplayerError', error: error.message };
 }
 
 /**
@@ -224,13 +274,18 @@ export async function replayFiles(
   opts: { lanes?: number; processes?: number; onSettled?: (i: number, by: string) => void } = {},
 ): Promise<{ outcomes: ReplayOutcome[]; settledBy: string[] }> {
   const queue = new ReplayQueue<ReplayOutcome>(files.length, opts.onSettled);
-  const others = Array.from({ length: replayProcessCount(files.length, opts.processes) - 1 }, (_, k) =>
-    startReplayProcess(queue, files, workflowBundle.code, `process ${k + 1}`),
-  );
+  const failed = (i: number, error: Error) => fileNotReplayed(files[i] as string, error);
+  const others: ReplayProcess[] = [];
+  let ended = false;
   try {
-    await replayInThisProcess(queue, (i) => prepareFile(files[i] as string), workflowBundle, opts.lanes);
+    for (let k = 1; k < replayProcessCount(files.length, opts.processes); k++) {
+      others.push(startReplayProcess(queue, files, workflowBundle.code, `process ${k}`, failed));
+    }
+    await replayInThisProcess(queue, (i) => prepareFile(files[i] as string), failed, workflowBundle, opts.lanes);
+    ended = true;
   } finally {
-    await reapReplayProcesses(others);
+    // Told to end when every history is settled; when this process's replay failed, nobody told them.
+    await reapReplayProcesses(others, ended);
   }
   return { outcomes: queue.outcomes, settledBy: queue.settledBy };
 }
