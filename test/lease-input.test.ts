@@ -15,6 +15,7 @@ import { taskQueueFor } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from './support/box';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
+import { gpures, show } from './support/cli';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 
@@ -36,6 +37,19 @@ describe('lease arithmetic', () => {
     // A request still in flight is use now, however long ago it began.
     assert.equal(expiresAt('idle', 300, withUse(c, { inFlight: 1, lastUsedAtEpochMs: 1_000_500 }, 1_300_000)), 1_600_000);
     assert.equal(expiresAt('fixed', 300, withUse(c, { inFlight: 1 }, 1_300_000)), 1_300_000);
+  });
+
+  test('serves extend NAME -5m says that an extension does not shorten a lease, before any Temporal; an unknown option is still one', async () => {
+    // No Temporal at this address: a refusal that reached for it would be exit 4, not 2.
+    const env = { TEMPORAL_ADDRESS: '127.0.0.1:9' };
+    const negative = await gpures(['serves', 'extend', 'vision', '-5m'], env);
+    assert.equal(negative.code, 2, show(negative));
+    assert.equal(negative.stderr, "DURATION: an extension does not shorten a lease (`serves release` ends it now; got '-5m')\n");
+    for (const args of [['--bogus'], ['--until', '2030-01-01T00:00:00Z', '--bogus']]) {
+      const unknown = await gpures(['serves', 'extend', 'vision', ...args], env);
+      assert.equal(unknown.code, 2, show(unknown));
+      assert.equal(unknown.stderr, "error: unknown option '--bogus'\n");
+    }
   });
 
   test('extensions are bounded: one of by or to, within 7 days of now', () => {

@@ -87,6 +87,8 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .option('--until <time>', 'the new expiry, e.g. 2026-12-01T18:00:00Z')
     .addOption(manifestOpt())
     .addOption(jsonOpt())
+    // A negative DURATION (-5m) reaches servesExtend, which says why a lease is not shortened; it refuses any other unknown option itself.
+    .allowUnknownOption()
     .action(
       run((name: string, duration: string | undefined, opts: { until?: string; manifest?: string }) =>
         commands.servesLease().then((c) => c.servesExtend({ ...opts, name, duration }, ctx)),

@@ -38,6 +38,8 @@ async function onLease<T>(ctx: CommandContext, file: string | undefined, serve: 
 
 export async function servesExtend(input: { name: string; duration?: string; until?: string; manifest?: string }, ctx: CommandContext): Promise<Rendered> {
   let ext: LeaseExtension;
+  // What commander let through as DURATION (for -5m) that is an option it does not know.
+  if (input.duration?.startsWith('-') && !/^-\d/.test(input.duration)) throw new CliError(`error: unknown option '${input.duration}'`, EXIT.badInput);
   if (input.until !== undefined) {
     if (input.duration !== undefined) throw new CliError('give a DURATION or --until, not both', EXIT.badInput);
     const to = Date.parse(input.until);
@@ -45,6 +47,10 @@ export async function servesExtend(input: { name: string; duration?: string; unt
     ext = { toEpochMs: to };
   } else {
     if (input.duration === undefined) throw new CliError('give a DURATION (90s, 30m, 2h) or --until TIME', EXIT.badInput);
+    if (/^-\d/.test(input.duration)) {
+      throw new CliError(`DURATION: an extension does not shorten a lease (\`serves release\` ends it now; got '${input.duration}')`, EXIT.badInput);
+    }
+
     ext = { byS: leaseSeconds('DURATION', input.duration) };
   }
   return onLease(ctx, input.manifest, input.name, async (client, node) => {
