@@ -17,7 +17,7 @@ export const MAX_REPLAY_PROCESSES = 8;
  * 57-152 histories, 20 % at 380 and 40 % at 1,140 (docs/performance.md).
  */
 export const HISTORIES_PER_REPLAY_PROCESS = 150;
-/** One history replays in tens of ms; a replayer process that holds one this long is stuck, and is stopped so another replays it. */
+/** One history replays in tens of ms; a replayer process that holds one this long is stuck: it is stopped, and that history is failed rather than handed to another. */
 export const REPLAY_PROCESS_STALL_MS = 60_000;
 /** After the last outcome, how long a replayer process has to exit on its own before it is killed. */
 const EXIT_GRACE_MS = 2_000;
