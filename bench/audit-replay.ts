@@ -101,18 +101,22 @@ async function recordFloorHistories(count: number, steps: number): Promise<{ not
   }
 }
 
-/** Histories replayed per second, median of `runs` passes over the batch. */
-async function replayRate(batch: { workflowId: string; history: HistoryJson }[], workflowBundle: WorkflowBundleWithSourceMap, runs: number): Promise<number> {
+/** Histories replayed per second by `replay` (which answers how many of the `count` failed), median of `runs` passes. */
+async function replayRate(count: number, runs: number, replay: () => Promise<number>): Promise<number> {
   const rates: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
-    const failed = (await replayInLanes(batch, workflowBundle)).filter(Boolean).length;
+    const failed = await replay();
     const ms = performance.now() - t0;
-    if (failed) throw new Error(`${failed} of ${batch.length} histories failed to replay`);
-    rates.push((batch.length * 1000) / ms);
+    if (failed) throw new Error(`${failed} of ${count} histories failed to replay`);
+    rates.push((count * 1000) / ms);
   }
   return median(rates);
 }
+
+/** The batch replayed in this process's lanes, answering how many failed. */
+const inLanes = (batch: { workflowId: string; history: HistoryJson }[], workflowBundle: WorkflowBundleWithSourceMap) => async () =>
+  (await replayInLanes(batch, workflowBundle)).filter(Boolean).length;
 
 /** `histories` repeated to `length`, each under an id of its own. */
 function batchOf(histories: HistoryJson[], length: number): { workflowId: string; history: HistoryJson }[] {
@@ -151,6 +155,8 @@ async function main(): Promise<void> {
     `  gpures audit replay test/histories, a process (median of ${runs}): ${cliMs.toFixed(0)} ms, ${((files.length * 1000) / cliMs).toFixed(0)} histories/s`,
   );
 
+  quietReplayRuntime();
+  const workflowBundle = await currentWorkflowBundle();
   // The recordings repeated as files, as an archive of exported histories would lie.
   const dir = mkdtempSync(join(tmpdir(), 'gpures-bench-replay-'));
   try {
@@ -173,18 +179,7 @@ async function main(): Promise<void> {
       );
     }
 
-    quietReplayRuntime();
-    const workflowBundle = await currentWorkflowBundle();
-    const inProcesses: number[] = [];
-    for (let i = 0; i < runs; i++) {
-      const t0 = performance.now();
-      const { outcomes } = await replayFiles(copied, workflowBundle);
-      const ms = performance.now() - t0;
-      const failed = outcomes.filter((o) => !o.ok).length;
-      if (failed) throw new Error(`${failed} of ${copied.length} histories failed to replay`);
-      inProcesses.push((copied.length * 1000) / ms);
-    }
-    rate = median(inProcesses);
+    rate = await replayRate(copied.length, runs, async () => (await replayFiles(copied, workflowBundle)).outcomes.filter((o) => !o.ok).length);
     console.log(
       `  the replayer on those ${copied.length} files in ${processes} processes, this one in ${lanes} lanes and ${processes - 1} started for them, their start included (median of ${runs}): ${rate.toFixed(0)} histories/s`,
     );
@@ -192,10 +187,9 @@ async function main(): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
 
-  const workflowBundle = await currentWorkflowBundle();
   const loaded = files.map((f) => readHistoryFile(f));
   const batch = batchOf(Array.from({ length: copies }, () => loaded).flat(), loaded.length * copies);
-  const oneProcess = await replayRate(batch, workflowBundle, runs);
+  const oneProcess = await replayRate(batch.length, runs, inLanes(batch, workflowBundle));
   console.log(
     `  the replayer on the same ${batch.length} histories in memory, in one process, in ${lanes} lanes (median of ${runs}): ${oneProcess.toFixed(0)} histories/s`,
   );
@@ -208,7 +202,7 @@ async function main(): Promise<void> {
     ['a workflow that returns at once', floor.nothing],
     [`a workflow of ${meanTasks - 1} activities that do nothing, ${meanTasks} workflow tasks as the recordings have on average`, floor.steps],
   ] as const) {
-    const floorRate = await replayRate(batchOf(histories, batch.length), floorBundle, runs);
+    const floorRate = await replayRate(batch.length, runs, inLanes(batchOf(histories, batch.length), floorBundle));
     const first = histories[0] as HistoryJson;
     console.log(
       `  floor, the same replayer on ${batch.length} histories of ${what} (${first.events?.length ?? 0} events, ${workflowTasks(first)} workflow tasks each), in the same lanes (median of ${runs}): ${floorRate.toFixed(0)} histories/s`,

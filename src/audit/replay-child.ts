@@ -40,7 +40,7 @@ async function main(): Promise<void> {
   // Source maps are inline in the code (loadWorkflowBundle).
   const workflowBundle = { code: await code, sourceMap: '' };
   const prepare = (i: number) => prepareFile(files.get(i) ?? '');
-  const failed = (i: number, error: Error) => fileNotReplayed(files.get(i) ?? '', error);
+  const failed = (i: number, error: Error) => fileNotReplayed(files.get(i) ?? '', 'ReplayerError', error.message);
   await withoutLiveWorkerCosts(() => replayLane(source, prepare, failed, workflowBundle, `gpures-audit-process-${process.pid}`));
 }
 

@@ -141,8 +141,7 @@ export function prepareFile(file: string): Prepared<ReplayOutcome> {
     const workflowId = historyIdentity(json, idFromFileName(file)).workflowId;
     return { workflowId, history, outcome: (error) => outcomeOf(file, workflowId, json, error) };
   } catch (err) {
-    const error = err instanceof HistoryFileError ? err.message : String(err);
-    return { settled: { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName: 'HistoryFileError', error } };
+    return { settled: fileNotReplayed(file, 'HistoryFileError', err instanceof HistoryFileError ? err.message : String(err)) };
   }
 }
 
@@ -258,9 +257,9 @@ export async function replayInLanes(
   return queue.outcomes;
 }
 
-/** A file's outcome when no replayer could finish it. */
-export function fileNotReplayed(file: string, error: Error): ReplayOutcome {
-  return { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName: 'ReplayerError', error: error.message };
+/** A file's outcome when it was not replayed: not a history (HistoryFileError), or no replayer could finish it (ReplayerError). */
+export function fileNotReplayed(file: string, errorName: 'HistoryFileError' | 'ReplayerError', error: string): ReplayOutcome {
+  return { file, workflowId: idFromFileName(file), workflowType: 'unknown', events: 0, ok: false, errorName, error };
 }
 
 /**
@@ -274,7 +273,7 @@ export async function replayFiles(
   opts: { lanes?: number; processes?: number; onSettled?: (i: number, by: string) => void } = {},
 ): Promise<{ outcomes: ReplayOutcome[]; settledBy: string[] }> {
   const queue = new ReplayQueue<ReplayOutcome>(files.length, opts.onSettled);
-  const failed = (i: number, error: Error) => fileNotReplayed(files[i] as string, error);
+  const failed = (i: number, error: Error) => fileNotReplayed(files[i] as string, 'ReplayerError', error.message);
   const others: ReplayProcess[] = [];
   let ended = false;
   try {

@@ -17,6 +17,8 @@ export function boundProblem(name: BoundName, v: unknown): string | undefined {
 }
 
 export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A command-line count or duration as typed: digits only, else NaN (for the bound check to refuse by name). */
+export const wholeNumber = (text: string): number => (/^\d+$/.test(text) ? Number(text) : NaN);
 export const show = (v: unknown): string => (v === undefined ? 'nothing' : (JSON.stringify(v) ?? typeof v));
 
 export function operationInputProblems(input: unknown, spec: InputSpec = {}): string[] {

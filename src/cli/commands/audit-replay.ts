@@ -2,10 +2,11 @@
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT, replayExit } from '../exit-codes';
 import { MAX_REPLAY_PROCESSES } from '../../audit/replay-processes';
+import { wholeNumber } from '../../domain/inputs';
 
 export async function auditReplay(input: { paths: string[]; processes?: string }, _ctx: CommandContext): Promise<Rendered> {
   const { paths } = input;
-  const processes = input.processes === undefined ? undefined : /^\d+$/.test(input.processes) ? Number(input.processes) : NaN;
+  const processes = input.processes === undefined ? undefined : wholeNumber(input.processes);
   if (processes !== undefined && !(processes >= 1 && processes <= MAX_REPLAY_PROCESSES)) {
     throw new CliError(`--processes: a whole number from 1 to ${MAX_REPLAY_PROCESSES} (got '${input.processes}')`, EXIT.badInput);
   }

@@ -38,8 +38,9 @@ async function onLease<T>(ctx: CommandContext, file: string | undefined, serve: 
 
 export async function servesExtend(input: { name: string; duration?: string; until?: string; manifest?: string }, ctx: CommandContext): Promise<Rendered> {
   let ext: LeaseExtension;
-  // What commander let through as DURATION (for -5m) that is an option it does not know.
-  if (input.duration?.startsWith('-') && !/^-\d/.test(input.duration)) throw new CliError(`error: unknown option '${input.duration}'`, EXIT.badInput);
+  // Commander lets a dashed DURATION through for -5m; any other is an option it does not know.
+  const negative = input.duration !== undefined && /^-\d/.test(input.duration);
+  if (input.duration?.startsWith('-') && !negative) throw new CliError(`error: unknown option '${input.duration}'`, EXIT.badInput);
   if (input.until !== undefined) {
     if (input.duration !== undefined) throw new CliError('give a DURATION or --until, not both', EXIT.badInput);
     const to = Date.parse(input.until);
@@ -47,10 +48,8 @@ export async function servesExtend(input: { name: string; duration?: string; unt
     ext = { toEpochMs: to };
   } else {
     if (input.duration === undefined) throw new CliError('give a DURATION (90s, 30m, 2h) or --until TIME', EXIT.badInput);
-    if (/^-\d/.test(input.duration)) {
+    if (negative)
       throw new CliError(`DURATION: an extension does not shorten a lease (\`serves release\` ends it now; got '${input.duration}')`, EXIT.badInput);
-    }
-
     ext = { byS: leaseSeconds('DURATION', input.duration) };
   }
   return onLease(ctx, input.manifest, input.name, async (client, node) => {
