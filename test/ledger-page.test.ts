@@ -14,7 +14,7 @@ import type { Page } from 'playwright-core';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { buildApi } from '../src/client/api';
 import { temporalUiLink } from '../src/client/ledger-page';
-import { loopbackHost } from '../src/client/loopback-host';
+import { loopbackHost } from '../src/adapters/loopback-host';
 import { serveAcquire, serveUp } from '../src/client/operations';
 import type { OperationOutcome } from '../src/client/operations';
 import { parseManifest } from '../src/config/manifest';

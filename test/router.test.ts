@@ -488,6 +488,50 @@ describe('reference router', () => {
     await expectPermanent(admin.readmit('nope'), 'UnknownTier');
   });
 
+  test('bound to loopback, a Host that is not a loopback name (DNS rebinding) gets 421 on every route, token or not: no backend request, nothing changes', async () => {
+    const port = new URL(router.url).port;
+    const rebound = (method: string, path: string, headers: Record<string, string>, body?: string) =>
+      new Promise<{ status: number; type: string; body: string }>((resolve, reject) => {
+        // fetch sets Host from the URL; a rebound page's request carries its own name.
+        const req = http.request({ host: '127.0.0.1', port, method, path, headers }, (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body: text }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    const seen = visionBackend.received.length + chatBackend.received.length;
+    const json: Record<string, string> = { 'content-type': 'application/json' };
+    for (const [method, path, body] of [
+      ['POST', '/v1/chat/completions', JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'hi' }] })],
+      ['POST', '/v1/embeddings', JSON.stringify({ model: 'embeddings', input: 'x' })],
+      ['GET', '/v1/models', undefined],
+      ['GET', '/healthz', undefined],
+      ['GET', '/metrics', undefined],
+      ['POST', '/admin/tiers/vision-local/quiesce', undefined],
+      ['POST', '/admin/reload', undefined],
+    ] as const) {
+      for (const host of [`rebound.example:${port}`, `10.0.0.1:${port}`]) {
+        for (const auth of [{}, { authorization: `Bearer ${TOKEN}` }] as Record<string, string>[]) {
+          const r = await rebound(method, path, { host, ...auth, ...(body ? json : {}) }, body);
+          assert.equal(r.status, 421, `${method} ${path} Host ${host}`);
+          assert.match(r.type, /^text\/plain/);
+          assert.equal(
+            r.body,
+            `This router listens on loopback only and answers only to a loopback name (127.0.0.1, ::1, localhost): open http://127.0.0.1:${port}${path}\n`,
+          );
+        }
+      }
+    }
+    assert.equal(visionBackend.received.length + chatBackend.received.length, seen, 'no request reached a backend');
+    assert.equal((await admin.tierState('vision-local')).state, 'active');
+    // Its own loopback names still reach it.
+    for (const host of [`localhost:${port}`, `127.0.0.1:${port}`]) {
+      assert.equal((await rebound('GET', '/healthz', { host })).status, 200, host);
+    }
+  });
+
   test('a client abort ends the in-flight count exactly once and cancels the backend request', async () => {
     const abortedBefore = chatBackend.aborted;
     const ac = new AbortController();
@@ -615,6 +659,16 @@ describe('quiesced tiers across a router restart', () => {
       await r.close();
       // A state file that cannot be written fails the start, not the first eviction.
       await assert.rejects(startRouter({ configPath, adminToken: TOKEN, stateFile: join(dir, 'missing', 'router-state.json') }), /ENOENT/);
+      // A state file that is not the router's: refused naming the file and the flag, before anything listens.
+      const bad = join(dir, 'not-state.json');
+      writeFileSync(bad, 'not json');
+      await assert.rejects(startRouter({ configPath, adminToken: TOKEN, stateFile: bad }), (err: Error) =>
+        err.message.startsWith(`${bad} (--state): not JSON: `),
+      );
+      writeFileSync(bad, 'null');
+      await assert.rejects(startRouter({ configPath, adminToken: TOKEN, stateFile: bad }), {
+        message: `${bad} (--state): quiesced must be a list of tier names`,
+      });
     } finally {
       await vision.close();
       rmSync(dir, { recursive: true, force: true });
@@ -659,6 +713,18 @@ describe('router start-up', () => {
     assert.equal(await new Promise<number | null>((resolve) => short.on('close', (code) => resolve(code))), 2);
     assert.match(shortErr, /GPURES_ROUTER_TOKEN is 5 characters, too short to be secret: at least 32 are required/);
     assert.doesNotMatch(shortErr, /admin\b(?! API)/);
+
+    // A port that is not digits (Number('') is 0: a random port; '0x1f41' is 8001) is refused as typed.
+    for (const port of ['', '0x1f41', ' 8002', '1e3', '65536']) {
+      const p = spawn(process.execPath, [main, '--config', config, '--port', port], {
+        env: { ...env, GPURES_ROUTER_TOKEN: TOKEN },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let pErr = '';
+      p.stderr.on('data', (c: Buffer) => (pErr += c.toString()));
+      assert.equal(await new Promise<number | null>((resolve) => p.on('close', (code) => resolve(code))), 2, port);
+      assert.equal(pErr, `gpures-router: --port must be an integer in 0..65535 (got '${port}')\n`);
+    }
 
     // Beyond loopback only when asked: a request to an on-demand tier can evict serves.
     const wide = spawn(process.execPath, [main, '--config', config, '--port', '0', '--host', '0.0.0.0'], {

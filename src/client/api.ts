@@ -18,7 +18,7 @@ import { singleFlight } from '../shared/single-flight';
 import { startOperation } from './start-operation';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
 import type { LedgerPageOptions } from './ledger-page';
-import { refuseForeignHosts } from './loopback-host';
+import { refuseForeignHosts } from '../adapters/loopback-host';
 import type { acquireWorkflow } from '../workflows/acquire';
 import { bearerMatches, tokenDigest } from '../adapters/bearer';
 import { MIN_TOKEN_CHARS } from '../config/env';

@@ -23,7 +23,7 @@ import { runningLeases } from './lease';
 import { LedgerDecisions } from './ledger-decisions';
 import type { LedgerDecision } from './ledger-decisions';
 import { ledgerRowJson, localLedger, readDevices } from './ledger-view';
-import { loopbackHost } from './loopback-host';
+import { loopbackHost } from '../adapters/loopback-host';
 import { NodeUnanswered, readRunningLedgers } from './node-ledgers';
 import { serveOperationsRunning } from './operations';
 import type { RunningOperation } from './operations';

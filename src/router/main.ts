@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { routerProcessEnv } from '../config/env';
 import { isLoopback } from '../domain/manifest';
+import { wholeNumber } from '../domain/inputs';
 import { startRouter } from './server';
 
 const USAGE =
@@ -45,8 +46,9 @@ async function main(): Promise<void> {
   } catch (err) {
     fail(err instanceof Error ? err.message : String(err));
   }
-  const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port must be an integer in 0..65535 (got ${values.port})`);
+  // Digits only: Number('') is 0 (a random port), Number('0x1f41') 8001.
+  const port = wholeNumber(values.port ?? '');
+  if (!(port <= 65535)) fail(`--port must be an integer in 0..65535 (got '${values.port}')`);
   const host = values.host ?? '127.0.0.1';
   // A request to an on-demand tier acquires its serve, evicting others, with the router's own API
   // token: whoever reaches the router can start that. Beyond this host only when asked, as `gpures api`.

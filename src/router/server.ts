@@ -11,6 +11,8 @@ import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import { httpUrl } from '../domain/serve';
+import { isLoopback } from '../domain/manifest';
+import { refuseForeignHosts } from '../adapters/loopback-host';
 import { registerAdminRoutes } from './admin';
 import { AcquisitionApi } from './acquisitions';
 import { ConfigLoadError, loadConfig } from './config-file';
@@ -108,6 +110,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   });
 
   const app: FastifyInstance = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024 });
+  // A request to an on-demand preset evicts serves with the router's own API token, untokened: a
+  // page rebound to 127.0.0.1 must not reach it.
+  if (isLoopback(host)) refuseForeignHosts(app, 'router');
   acceptJsonBodies(app);
   answerErrors(app);
   const metrics = new RouterMetrics(table, demand, { processMetrics: Boolean(opts.processMetrics) });

@@ -29,9 +29,14 @@ async function loadQuiesced(file: string): Promise<Set<string>> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Set();
     throw err;
   }
-  const data = JSON.parse(text) as { quiesced?: unknown };
-  if (!Array.isArray(data.quiesced) || !data.quiesced.every((t) => typeof t === 'string')) {
-    throw new Error(`${file}: quiesced must be a list of tier names`);
+  let data: { quiesced?: unknown } | null;
+  try {
+    data = JSON.parse(text) as { quiesced?: unknown } | null;
+  } catch (err) {
+    throw new Error(`${file} (--state): not JSON: ${(err as Error).message}`);
+  }
+  if (!Array.isArray(data?.quiesced) || !data.quiesced.every((t) => typeof t === 'string')) {
+    throw new Error(`${file} (--state): quiesced must be a list of tier names`);
   }
   return new Set(data.quiesced);
 }

@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@temporalio/client';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { ManifestSource } from '../adapters/manifest/port';
-import { loopbackHost } from '../client/loopback-host';
+import { loopbackHost } from '../adapters/loopback-host';
 import { devicesOf } from '../client/ledger-view';
 import { readLocalLedger } from '../client/local-ledger';
 import { readRunningLedgers } from '../client/node-ledgers';

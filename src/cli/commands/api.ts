@@ -1,5 +1,6 @@
 // gpures api: serve the acquisition API the router calls, until SIGINT or SIGTERM.
 import { isLoopback } from '../../domain/manifest';
+import { wholeNumber } from '../../domain/inputs';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
 import { loadManifest, manifestPath } from '../manifest';
@@ -15,8 +16,8 @@ export async function api(input: { manifest?: string; host: string; port: string
       EXIT.badInput,
     );
   }
-  const port = Number(input.port);
-  if (!/^\d+$/.test(input.port) || port > 65535) throw new CliError(`--port: an integer in 0..65535 (got '${input.port}')`, EXIT.badInput);
+  const port = wholeNumber(input.port);
+  if (!(port <= 65535)) throw new CliError(`--port: an integer in 0..65535 (got '${input.port}')`, EXIT.badInput);
   const file = manifestPath(input.manifest, ctx.env);
   const { manifest } = await loadManifest(ctx, file, undefined, 'always');
   const { apiTokenProblem, boundAddresses, buildApi } = await import('../../client/api');

@@ -1,7 +1,9 @@
-// An API bound to loopback answers only requests addressed to a loopback name. A web page on a
-// name the attacker controls can resolve that name to 127.0.0.1 after it loaded (DNS rebinding)
-// and then reach the API as its own origin: it must get nothing there, not even the ledger page
-// (whose token form would hand the token to that origin's sessionStorage).
+// A server bound to loopback (the acquisition API, the reference router) answers only requests
+// addressed to a loopback name. A web page on a name the attacker controls can resolve that name
+// to 127.0.0.1 after it loaded (DNS rebinding) and then reach the server as its own origin: it
+// must get nothing there, not even the ledger page (whose token form would hand the token to that
+// origin's sessionStorage), nor a router's on-demand preset (whose request acquires a serve with
+// the router's own API token, evicting others).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
@@ -22,9 +24,10 @@ function reachedUrl(req: FastifyRequest): string {
 
 /**
  * Every route, before the token is looked at: a Host that is not a loopback name is answered 421
- * (Misdirected Request) with the URL to open instead, as plain text.
+ * (Misdirected Request) with the URL to open instead, as plain text. `what` names the server in
+ * that answer.
  */
-export function refuseForeignHosts(app: FastifyInstance): void {
+export function refuseForeignHosts(app: FastifyInstance, what: 'API' | 'router' = 'API'): void {
   app.addHook('onRequest', async (req, reply) => {
     if (loopbackHost(req.headers.host)) return undefined;
     const path = req.url.split('?')[0] ?? '/';
@@ -33,6 +36,6 @@ export function refuseForeignHosts(app: FastifyInstance): void {
       .header('cache-control', 'no-store')
       .header('x-content-type-options', 'nosniff')
       .type('text/plain; charset=utf-8')
-      .send(`This API listens on loopback only and answers only to a loopback name (127.0.0.1, ::1, localhost): open ${reachedUrl(req)}${path}\n`);
+      .send(`This ${what} listens on loopback only and answers only to a loopback name (127.0.0.1, ::1, localhost): open ${reachedUrl(req)}${path}\n`);
   });
 }
