@@ -10,7 +10,7 @@ import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { DEV_SERVER_FLAGS } from '../src/dev/dev-server';
 import { totals } from '../src/domain/ledger';
 import type { GpuSpec } from '../src/domain/types';
-import { acquireUpdate, admitUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
+import { acquireUpdate, admitUpdate, beginStopUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import type { ledgerWorkflow } from '../src/workflows/ledger';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox } from './support/box';
@@ -124,6 +124,28 @@ describe('ledger entity workflow', () => {
         err instanceof WorkflowUpdateFailedError && /release of owned without a holder refused: run-b holds it \(admitted\)/.test(String(err.cause?.message)),
     );
     const own = await h.executeUpdate(releaseUpdate, { args: [{ serve: 'owned', holder: 'run-b' }] });
+    assert.deepEqual([own.released, own.vramMib], [true, 10]);
+  });
+
+  test('a bring-down that lets go of a serve it took from running gives the hold back to the run it took it from (a lease retrying its expiry finds it its own)', async () => {
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
+    const held = () => h.query(snapshotQuery).then((l) => l.reservations.find((r) => r.serve === 'leased'));
+    assert.equal(
+      (await h.executeUpdate(admitUpdate, { args: [{ serve: 'leased', vramMib: 10, class: 'on-demand', holder: 'acquire-a', gpu: GPU }] })).decision.decision,
+      'admitted',
+    );
+    await h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'leased', phase: 'running', holder: 'acquire-a' }] });
+    const taken = await h.executeUpdate(beginStopUpdate, { args: [{ serve: 'leased', holder: 'down-b', class: 'on-demand' }] });
+    assert.equal(taken.decision, 'taken');
+    assert.deepEqual([(await held())?.phase, (await held())?.holder], ['stopping', 'down-b']);
+    // Its stop failed: the bring-down's let-go puts the serve back to running, under the run it took it from.
+    await h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'leased', phase: 'running', holder: 'down-b' }] });
+    const back = await held();
+    assert.deepEqual([back?.phase, back?.holder, back?.takenFrom], ['running', 'acquire-a', undefined]);
+    // The lease's next try takes it (as acquire-a's), and a plain setPhase keeps its holder.
+    await h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'leased', phase: 'running', holder: 'acquire-a' }] });
+    assert.equal((await held())?.holder, 'acquire-a');
+    const own = await h.executeUpdate(releaseUpdate, { args: [{ serve: 'leased', holder: 'acquire-a' }] });
     assert.deepEqual([own.released, own.vramMib], [true, 10]);
   });
 

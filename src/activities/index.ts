@@ -249,7 +249,19 @@ export function createActivities(deps: ActivityDeps) {
       if (!run)
         throw nonRetryable(Failure.ReservationLost, `start of ${serve.name} refused: no operation holds it (the start was not asked by a workflow run)`);
       const holder = holderOf(run.workflowId, run.runId);
-      await deps.ledger.fence(node, gpu, { serve: serve.name, holder, step: 'start' }, `${holder}/fence-start/${Context.current().info.attempt}`);
+      // Refused, or this step cancelled: a container of this run's goes now, by this step, not only
+      // by the run's compensation, which a run that ended (terminated) never runs. By its id: the
+      // name may be another run's by the time the removal lands. A removal that fails fails the
+      // attempt as retryable, and the next attempt's refusal removes it.
+      const removeOurs = async (err: unknown, startedNow?: { id: string; created: boolean }): Promise<never> => {
+        const c = startedNow?.created ? undefined : await deps.runtime.inspect(name);
+        const ours = startedNow?.created ? startedNow.id : c?.labels[LABEL.holder] === holder ? c.id : undefined;
+        if (ours) await deps.runtime.remove(name, ours);
+        throw err;
+      };
+      await deps.ledger
+        .fence(node, gpu, { serve: serve.name, holder, step: 'start' }, `${holder}/fence-start/${Context.current().info.attempt}`)
+        .catch((err: unknown) => removeOurs(err));
       const started = await permanentAsFailure(() =>
         deps.runtime.ensureRunning({
           name,
@@ -264,9 +276,11 @@ export function createActivities(deps: ActivityDeps) {
         }),
       );
       // Once more with the container up: a ledger restarted meanwhile (it reconciles from the
-      // running containers) may no longer know this run; failing here, the run's compensation
-      // removes the container within moments instead of after a whole model load.
-      await deps.ledger.fence(node, gpu, { serve: serve.name, holder, step: 'started' }, `${holder}/fence-started/${Context.current().info.attempt}`);
+      // running containers) may no longer know this run, or a `serves down` took the serve over
+      // from a run that ended (terminated) while this step created it.
+      await deps.ledger
+        .fence(node, gpu, { serve: serve.name, holder, step: 'started' }, `${holder}/fence-started/${Context.current().info.attempt}`)
+        .catch((err: unknown) => removeOurs(err, started));
       return { containerId: started.id, containerName: name, created: started.created, gpuPinned: started.gpuPinned };
     },
 

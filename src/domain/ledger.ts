@@ -202,16 +202,23 @@ export function admittedFromOf(before: Reservation | undefined): Reservation['ad
 
 /**
  * `atMs`, the ledger's clock: a reservation with a residency records when it first became
- * running (a retried setPhase, or an eviction given up, does not restart its window).
+ * running (a retried setPhase, or an eviction given up, does not restart its window). `holder`:
+ * the run that holds it from now on, where it changes hands.
  */
-export function withPhase(state: LedgerState, serve: string, phase: ReservationPhase, measuredMib?: number, atMs?: number): LedgerState {
+export function withPhase(state: LedgerState, serve: string, phase: ReservationPhase, measuredMib?: number, atMs?: number, holder?: string): LedgerState {
   const since = (r: Reservation) =>
     phase === 'running' && atMs !== undefined && r.minResidencyS !== undefined && r.runningSinceMs === undefined ? { runningSinceMs: atMs } : {};
   return {
     ...state,
     reservations: state.reservations.map((r) => {
       if (r.serve !== serve) return r;
-      const next: Reservation = { ...r, phase, ...(measuredMib !== undefined ? { measuredMib } : {}), ...since(r) };
+      const next: Reservation = {
+        ...r,
+        phase,
+        ...(measuredMib !== undefined ? { measuredMib } : {}),
+        ...since(r),
+        ...(holder !== undefined ? { holder } : {}),
+      };
       // What a bring-down's take found is only for a retry of that take, while it holds the serve;
       // what an admission found, for a retry of it, which cannot come once the serve runs.
       delete next.takenFrom;

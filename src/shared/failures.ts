@@ -21,6 +21,8 @@ export const Failure = {
   ReadmitRefused: 'ReadmitRefused',
   TierNotReadmittable: 'TierNotReadmittable',
   VramNotReleased: 'VramNotReleased',
+  /** A compensation kept a reservation: its container still runs (its removal failed), so its MiB are not given back. */
+  ContainerStillRunning: 'ContainerStillRunning',
   /** vLLM's /sleep refused or failed: the eviction falls back to stopping the victim. */
   SleepFailed: 'SleepFailed',
   /** vLLM's /wake_up (or the weight reload after level 2) failed: the restore falls back to a cold start. */

@@ -257,11 +257,11 @@ export class SimRuntime implements ContainerRuntime {
     return 'stopped';
   }
 
-  remove(name: string): Promise<'removed' | 'absent'> {
+  remove(name: string, onlyId?: string): Promise<'removed' | 'absent'> {
     if (!NAME_RE.test(name)) return Promise.resolve('absent');
     return this.withLock(name, async () => {
       const record = this.read(name);
-      if (!record) return 'absent';
+      if (!record || (onlyId !== undefined && record.id !== onlyId)) return 'absent';
       if (processAlive(record.pid, record.procStart)) await this.kill(record);
       this.removeFiles(name);
       return 'removed';

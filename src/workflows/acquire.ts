@@ -22,7 +22,7 @@ import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { startLease } from './lease';
 import { formatDuration, leaseRequestProblem } from '../domain/lease';
-import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, stopServe } from './steps';
+import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, giveBackWhenDown, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { AcquireInput, AcquireResult, VictimRecord } from '../shared/operations';
 
@@ -92,7 +92,11 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {} };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
-    saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }));
+    saga.add('release reservation', () =>
+      giveBackWhenDown(node, serve.name, holder, () =>
+        act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }),
+      ),
+    );
   } else {
     log.record(
       'plan',
@@ -101,7 +105,8 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
         decision.reason,
       ),
     );
-    saga.add('abort eviction', () => abortEviction(evicting, decision.victims));
+    // Kept whole while the acquirer's container runs: its victims then leave the eviction when `serves down` takes it over.
+    saga.add('abort eviction', () => giveBackWhenDown(node, serve.name, holder, () => abortEviction(evicting, decision.victims)));
   }
   if (stopBeforeRelease) withdrawSleeperStop = stopSleeper();
 

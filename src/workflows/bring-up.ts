@@ -17,7 +17,7 @@ import { PATCHES } from './patches';
 import { act, containers, ledgerUpdates, reads, router, waiting } from './proxies';
 import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
-import { stopServe } from './steps';
+import { giveBackWhenDown, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { BringUpInput, BringUpResult } from '../shared/operations';
 
@@ -68,7 +68,11 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib, restoring));
 
   const saga = new Saga();
-  saga.add('release reservation', () => act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }));
+  saga.add('release reservation', () =>
+    giveBackWhenDown(node, serve.name, holder, () =>
+      act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }),
+    ),
+  );
   try {
     // Histories recorded before sleep mode existed restore no sleeping serve, and replay without it.
     const asleep = admit.wasAsleep !== undefined && patched(PATCHES.wakeOnRestore) ? admit.wasAsleep : undefined;

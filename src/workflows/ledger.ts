@@ -1,7 +1,7 @@
 // The ledger of one GPU as an entity workflow. Updates run one at a time on the workflow's
 // single thread, so concurrent admissions are serialized and each decision lands in history.
 // Its life: reconcile with the box (a first run only) → answer updates → continue-as-new.
-import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { LedgerState, LedgerTotals, Reservation, ReservationPhase } from '../domain/ledger';
 import {
   activeReservation,
@@ -51,6 +51,7 @@ import type {
 } from '../shared/messages';
 import { act } from './proxies';
 import { checkLedgerInput } from './input';
+import { PATCHES } from './patches';
 
 export interface LedgerInput {
   node: string;
@@ -342,7 +343,13 @@ class GpuLedger {
 
   setPhase = (args: LedgerPhaseArgs): LedgerChangeAnswer => {
     this.phaseCheck(args);
-    this.state = withPhase(this.state, args.serve, args.phase, args.measuredMib, Date.now());
+    // A bring-down that lets go of a serve it took from running (its stop failed, or it was
+    // cancelled) gives the hold back to the run it took it from: a lease whose expiry it was
+    // tries again, and finds the serve still its own.
+    const held = findReservation(this.state, args.serve);
+    const from = held?.phase === 'stopping' && args.phase === 'running' ? held.takenFrom : undefined;
+    const holder = from?.phase === 'running' && patched(PATCHES.letGoRestoresHolder) ? from.holder : undefined;
+    this.state = withPhase(this.state, args.serve, args.phase, args.measuredMib, Date.now(), holder);
     return this.change(args.serve);
   };
 

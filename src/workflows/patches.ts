@@ -71,5 +71,19 @@ export const PATCHES = {
    * acquisition's admission and its wake, which no recording or test does yet.
    */
   wakeRefusedLeavesSleeper: 'wake-refused-leaves-sleeper',
+  /**
+   * A compensation gives a serve's MiB back only once its container is seen not to run (a removal
+   * that failed keeps them reserved): one more read before the release. Recordings that compensate
+   * replay without it; reached by every failed or cancelled bring-up or acquisition since
+   * (test/bring-up.test.ts cancels one), and kept back by test/fence-faults.test.ts's failed removal.
+   */
+  giveBackWhenDown: 'give-back-when-down',
+  /**
+   * The ledger: a bring-down that lets go of a serve it took from running gives the hold back to
+   * the run it took it from (before, it kept it, and a lease retrying its expiry found the serve no
+   * longer its own). Reached only by a bring-down that fails or is cancelled after its take, which
+   * no recording has: test/ledger-workflow.test.ts lets one go.
+   */
+  letGoRestoresHolder: 'let-go-restores-holder',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

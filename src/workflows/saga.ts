@@ -9,6 +9,8 @@ import type { StepLog } from './step-log';
 export class Saga {
   private readonly compensations: { name: string; run: () => Promise<unknown> }[] = [];
   readonly compensated: string[] = [];
+  /** The compensations that failed, with their reason as the operator reads it. */
+  readonly failed: { name: string; why: string }[] = [];
 
   /** Returns a function that withdraws the compensation once it no longer applies. */
   add(name: string, run: () => Promise<unknown>): () => void {
@@ -32,6 +34,7 @@ export class Saga {
         this.compensated.push(c.name);
       } catch (err) {
         log.error(`compensation '${c.name}' failed`, { error: String(err) });
+        this.failed.push({ name: c.name, why: rootCause(err).message });
       }
     }
     this.compensations.length = 0;
@@ -72,14 +75,14 @@ export async function failAndCompensate(operation: string, err: unknown, saga: S
   // Runs cancelled before this change failed after compensating; they replay that way.
   if (cancelled && patched(PATCHES.cancelledEndsCancelled)) {
     // The cancellation carries no message of ours: what was undone is in the steps (progress query, history).
-    const summary = failure.cancelled(operation, step, saga.compensated, extra);
+    const summary = failure.cancelled(operation, step, saga.compensated, extra, saga.failed);
     steps.record('compensate', summary);
     log.info(summary);
     return err as Error;
   }
   return ApplicationFailure.create({
     type: cause.type,
-    message: failure.failed(operation, step, cause.message, saga.compensated, extra),
+    message: failure.failed(operation, step, cause.message, saga.compensated, extra, saga.failed),
     nonRetryable: true,
     cause: err instanceof Error ? err : undefined,
     details: [{ step, steps: steps.steps }],

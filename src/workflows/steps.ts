@@ -2,7 +2,12 @@
 // bring-down both drain the tier's requests, then stop the container within its stop timeout.
 import type { DrainResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
-import { stopping, waiting } from './proxies';
+import { ApplicationFailure, patched } from '@temporalio/workflow';
+import { Failure } from '../shared/failures';
+import { LABEL } from '../domain/serve';
+import { failure } from '../shared/wording';
+import { PATCHES } from './patches';
+import { reads, stopping, waiting } from './proxies';
 
 export const DEFAULT_DRAIN_TIMEOUT_S = 120;
 /** How long nvidia-smi may take to show a stopped victim's VRAM back. */
@@ -21,4 +26,21 @@ export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: n
 /** Graceful stop and removal of the serve's container, bounded by its own stop timeout. */
 export function stopServe(node: string, serve: { name: string; stopTimeoutS: number }) {
   return stopping(serve.stopTimeoutS).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS });
+}
+
+/**
+ * A compensation's give-back of a serve's MiB, once its container is seen not to run: a removal
+ * that failed (dockerd erroring past the retries) leaves it running, and MiB given back under a
+ * running container of this run's are MiB the ledger admits another serve to. Kept, they stay with this run,
+ * which ends: `serves down` takes the hold over, stops the container and gives them back. Runs
+ * from before this gave them back at once, and replay that way.
+ */
+export async function giveBackWhenDown<T>(node: string, serve: string, holder: string, giveBack: () => Promise<T>): Promise<T> {
+  if (patched(PATCHES.giveBackWhenDown)) {
+    const c = await reads().inspectServe({ node, serve });
+    // Another run's container (a sleeper this run was to wake) is held by that run's MiB, not these.
+    if (c?.running && c.labels[LABEL.holder] === holder)
+      throw ApplicationFailure.create({ type: Failure.ContainerStillRunning, message: failure.kept(serve, c.name), nonRetryable: true });
+  }
+  return giveBack();
 }

@@ -174,6 +174,16 @@ export function runtimeContract(
       await waitUntil('/health 200 again', async () => (await httpStatus(`${main.baseUrl}/health`)) === 200, 10_000, 100);
     });
 
+    test("remove by id leaves a container that has since taken the name (another run's): absent; by its own id it goes", async () => {
+      const current = await runtime.inspect(main.spec.name);
+      assert.ok(current?.running);
+      assert.equal(await runtime.remove(main.spec.name, firstId), 'absent', 'the first container, gone since, is not the one under the name now');
+      assert.equal((await runtime.inspect(main.spec.name))?.running, true);
+      assert.equal(await runtime.remove(main.spec.name, current.id), 'removed');
+      assert.equal(await runtime.inspect(main.spec.name), undefined);
+      assert.equal((await runtime.ensureRunning(main.spec)).created, true);
+    });
+
     test('remove removes even a running container; remove and stop again say absent', async () => {
       assert.equal(await runtime.remove(main.spec.name), 'removed');
       assert.equal(await runtime.inspect(main.spec.name), undefined);

@@ -121,9 +121,10 @@ export class DockerRuntime implements ContainerRuntime {
     }
   }
 
-  async remove(name: string): Promise<'removed' | 'absent'> {
+  async remove(name: string, onlyId?: string): Promise<'removed' | 'absent'> {
     try {
-      await this.docker.getContainer(name).remove({ force: true });
+      // By its id, dockerd removes that container and no other, whatever holds the name now.
+      await this.docker.getContainer(onlyId ?? name).remove({ force: true });
       return 'removed';
     } catch (err) {
       // 409: removal already in progress, which converges to the same end.

@@ -33,7 +33,11 @@ export interface ContainerRuntime {
   inspect(name: string): Promise<ContainerState | undefined>;
   /** Graceful stop (SIGTERM, then SIGKILL after timeoutS); a stopped or absent container is fine. */
   stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'>;
-  remove(name: string): Promise<'removed' | 'absent'>;
+  /**
+   * Removes it, running or not. With `onlyId`, only while the name is still that container's: one
+   * created since under the same name (another run's) is left alone, and the answer is absent.
+   */
+  remove(name: string, onlyId?: string): Promise<'removed' | 'absent'>;
   list(labels: Record<string, string>): Promise<ContainerState[]>;
   logsTail(name: string, lines: number): Promise<string>;
 }
