@@ -560,6 +560,8 @@ describe('gpures CLI, as real processes', () => {
     const file = writeManifest(dir, `${n}.toml`, renderManifest(n, [GPU], SERVES));
     const noNamespace = { ...env, TEMPORAL_NAMESPACE: 'no-such-namespace' };
     const asWorker = ['worker', '--manifest', file, '--gpus', 'off', '--metrics', 'off'];
+    const taken = temporal.address;
+    const takenPort = taken.split(':').pop() ?? '';
     const runs = await Promise.all([
       gpures(['serves', 'up', 'a', '--manifest', file], noNamespace),
       gpures(['ledger', '--manifest', file], noNamespace),
@@ -570,8 +572,12 @@ describe('gpures CLI, as real processes', () => {
       gpures(['serves', 'status'], env),
       gpures(['ledger', '--manifest', file], { TEMPORAL_ADDRESS: '127.0.0.1' }),
       gpures(['ledger', '--manifest', file], { TEMPORAL_CONFIG_FILE: join(dir, 'no-such-temporal.toml'), TEMPORAL_PROFILE: 'prod' }),
+      gpures(asWorker, { ...env, DOCKER_HOST: `unix://${join(dir, 'no-dockerd.sock')}` }),
+      // The dev server's own port: taken.
+      gpures([...asWorker.slice(0, -1), taken], env),
+      gpures(['api', '--manifest', file, '--port', takenPort], { ...env, GPURES_API_TOKEN: 'x'.repeat(40) }),
     ]);
-    const [up, ledger, badVar, noServer, demoManifest, demoServer, noManifest, noPort, noFile] = runs;
+    const [up, ledger, badVar, noServer, demoManifest, demoServer, noManifest, noPort, noFile, noDocker, metricsTaken, apiTaken] = runs;
     // After the manifest's warnings (shown once), the error is the last line.
     const last = (r: { stderr: string }) => r.stderr.trim().split('\n').pop() ?? '';
     for (const r of [up, ledger]) {
@@ -606,6 +612,13 @@ describe('gpures CLI, as real processes', () => {
       last(noFile),
       /no-such-temporal\.toml: .*\(TEMPORAL_PROFILE=prod, and there is no such file: set TEMPORAL_CONFIG_FILE, or unset TEMPORAL_PROFILE\)$/,
     );
+    // Docker checked before the worker takes work: not a ledger failing its reconcile while `gpures ledger` asks for a worker.
+    assert.equal(noDocker.code, EXIT.badInput, show(noDocker));
+    assert.equal(last(noDocker), `cannot reach Docker at unix://${join(dir, 'no-dockerd.sock')} (DOCKER_HOST): connect ENOENT ${join(dir, 'no-dockerd.sock')}`);
+    assert.equal(metricsTaken.code, EXIT.badInput, show(metricsTaken));
+    assert.match(last(metricsTaken), /^cannot listen for \/metrics on http:\/\/\S+: listen EADDRINUSE.* \(--metrics or GPURES_METRICS_ADDR\)$/);
+    assert.equal(apiTaken.code, EXIT.badInput, show(apiTaken));
+    assert.equal(last(apiTaken), `--port: cannot listen on 127.0.0.1:${takenPort}: another process listens there`);
     for (const r of runs) assert.doesNotMatch(r.stderr, /^\s+at /m, `a stack trace: ${show(r)}`);
     await assertNothingStarted(n, ['a']);
   });

@@ -16,6 +16,7 @@ import { renderManifest, uniqueNode } from './support/box';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { gpures, show } from './support/cli';
+import { untilEpochMs } from '../src/cli/commands/serves-lease';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 
@@ -49,6 +50,32 @@ describe('lease arithmetic', () => {
       const unknown = await gpures(['serves', 'extend', 'vision', ...args], env);
       assert.equal(unknown.code, 2, show(unknown));
       assert.equal(unknown.stderr, "error: unknown option '--bogus'\n");
+    }
+  });
+
+  test('serves extend --until takes a time with its zone, after now and within 7 days, refused by the flag before any Temporal', async () => {
+    const now = Date.parse('2026-12-04T12:00:00Z');
+    assert.equal(untilEpochMs('2026-12-04T18:00:00Z', now), Date.parse('2026-12-04T18:00:00Z'));
+    assert.equal(untilEpochMs('2026-12-04T19:00+01:00', now), Date.parse('2026-12-04T18:00:00Z'));
+    const refusal = (text: string) => {
+      try {
+        untilEpochMs(text, now);
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return 'taken';
+    };
+    // Date.parse alone took '3' as 2001-03-01, 'Dec 25' as 2001-12-25, and rolled February 30 over to March 2.
+    for (const bad of ['3', 'Dec 25', '2026-02-30T00:00:00Z', '2026-12-05', '2026-12-05T10:00:00']) {
+      assert.equal(refusal(bad), `--until: a time with its zone, such as 2026-12-01T18:00:00Z or 2026-12-01T19:00+01:00 (got '${bad}')`);
+    }
+    assert.equal(refusal('2020-01-01T00:00:00Z'), "--until: 2020-01-01T00:00:00.000Z is not after now, 2026-12-04T12:00:00.000Z (got '2020-01-01T00:00:00Z')");
+    assert.equal(refusal('2026-12-11T12:00:01Z'), "--until: 7d1s from now; a lease reaches at most 7d ahead (got '2026-12-11T12:00:01Z')");
+    // As typed, with no Temporal at this address: a refusal that reached for it would be exit 4, not 2.
+    for (const bad of ['3', '2020-01-01T00:00:00Z']) {
+      const r = await gpures(['serves', 'extend', 'vision', '--until', bad], { TEMPORAL_ADDRESS: '127.0.0.1:9' });
+      assert.equal(r.code, 2, show(r));
+      assert.match(r.stderr, new RegExp(`^--until: .*\\(got '${bad}'\\)\\n$`));
     }
   });
 

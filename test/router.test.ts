@@ -950,6 +950,17 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
     );
   });
 
+  test('idle_ttl_s on a serve whose tier is not on demand for it is a warning naming the serve and the fix (the example once had it on ocr)', () => {
+    const moved = manifestText.replace(/\nidle_ttl_s = 600\n/, '\n').replace('start_timeout_s = 900\n', 'start_timeout_s = 900\nidle_ttl_s = 600\n');
+    const parsed = parseManifest(moved, MANIFEST);
+    if (!parsed.ok) throw new Error(parsed.errors.map(formatIssue).join('\n'));
+    const issues = checkRouterAgainstManifest(okConfig(parseRouterConfig(routerText, CFG)), CFG, parsed.manifest, MANIFEST);
+    assert.deepEqual(routerCheckErrors(issues), []);
+    assert.deepEqual(issues.map(formatIssue), [
+      "serves.toml: serves[3].idle_ttl_s: serve 'ocr' declares idle_ttl_s, but its tier 'ocr-local' is not on demand for it in router.toml: only the router's acquisition of an on-demand tier takes an idle lease, so nothing would bring it down when idle; move idle_ttl_s to the serve the tier acquires, or add [tiers.on_demand] serve = \"ocr\"",
+    ]);
+  });
+
   test("a resident serve's tier without model_identity is a warning: serves down quiesces it, the next up readmits through the guard", () => {
     const config = okConfig(parseRouterConfig(routerText.replace(/(name = "fast-local"[^[]*?)model_identity = true\n/, '$1'), CFG));
     const issues = checkRouterAgainstManifest(config, CFG, manifest, MANIFEST);

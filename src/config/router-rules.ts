@@ -219,7 +219,29 @@ const tierBackendOnServePort: CrossRule = ({ serve: { spec: serve }, tier }, { r
     : [];
 };
 
-export const crossRules: CrossRule[] = [serveTierDeclared, evictableTierHasIdentity, tierIdentityForReadmit, tierSendsServesModel, tierBackendOnServePort];
+/** Only the router's acquisition of an on-demand tier takes an idle lease: anywhere else idle_ttl_s gives nothing back. */
+const idleTtlOnDemandTier: CrossRule = ({ serve: { index, spec: serve }, tier }, { routerFile, manifestFile }) =>
+  tier && serve.idleTtlS !== undefined && tier.spec.onDemand?.serve !== serve.name
+    ? found(
+        'warning',
+        manifestFile,
+        ['serves', index, 'idle_ttl_s'],
+        `serve '${serve.name}' declares idle_ttl_s, but its tier '${tier.spec.name}' is not on demand for it in ${routerFile}: ` +
+          "only the router's acquisition of an on-demand tier takes an idle lease, so nothing would bring it down when idle; " +
+          'move idle_ttl_s to the serve the tier acquires, or add [tiers.on_demand] serve = "' +
+          serve.name +
+          '"',
+      )
+    : [];
+
+export const crossRules: CrossRule[] = [
+  serveTierDeclared,
+  evictableTierHasIdentity,
+  tierIdentityForReadmit,
+  tierSendsServesModel,
+  tierBackendOnServePort,
+  idleTtlOnDemandTier,
+];
 
 /**
  * An on-demand tier's serve: it must be in the manifest and name this tier as its router_tier

@@ -7,7 +7,7 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { clientIdentity, reachTemporal, temporalInterceptors } from '../client/connection';
 import { temporalConfig, temporalTarget } from '../client/temporal-config';
 import type { Env, MetricsAddr } from '../config/env';
-import { DEFAULT_METRICS_ADDR, workerEnv } from '../config/env';
+import { DEFAULT_METRICS_ADDR, EnvError, workerEnv } from '../config/env';
 import { freePort } from '../dev/dev-server';
 import { isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
@@ -102,9 +102,26 @@ async function serveMetrics(
     return await startMetricsServer({ host: addr.host, port: addr.port, metrics, ledger, ...(coreUrl ? { coreUrl } : {}) });
   } catch (err) {
     const why = `cannot listen for /metrics on ${httpUrl(addr.host, addr.port)}: ${(err as Error).message}`;
-    if (asked) throw new Error(`${why} (--metrics or GPURES_METRICS_ADDR)`);
+    if (asked) throw new EnvError('GPURES_METRICS_ADDR', `${why} (--metrics or GPURES_METRICS_ADDR)`);
     process.stderr.write(`worker: warning: ${why}; running without /metrics (set --metrics or GPURES_METRICS_ADDR, or 'off')\n`);
     return undefined;
+  }
+}
+
+/** Where dockerode reaches dockerd: DOCKER_HOST, else its default socket. */
+function dockerHost(env: Env): string {
+  return env['DOCKER_HOST'] || 'unix:///var/run/docker.sock';
+}
+
+/**
+ * dockerd answers before the worker takes work: otherwise every ledger's reconcile fails, and an
+ * operator waiting on `gpures ledger` is told to start the worker that is running.
+ */
+async function reachDocker(docker: Docker, env: Env): Promise<void> {
+  try {
+    await docker.ping();
+  } catch (err) {
+    throw new EnvError('DOCKER_HOST', `cannot reach Docker at ${dockerHost(env)} (DOCKER_HOST): ${(err as Error).message}`);
   }
 }
 
@@ -132,20 +149,22 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     const manifest = fileManifest(opts.manifestPath);
     const ledger = workerLedgerRead({ client, temporal, node: opts.node, manifest, gpu: adapters.gpu });
     metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl, ledger);
+    const docker = opts.runtime ? undefined : new Docker();
+    if (docker) await reachDocker(docker, env);
     const worker = await createGpuresWorker({
       connection: opened.native,
       client,
       namespace,
       node: opts.node,
       manifest,
-      runtime: opts.runtime ?? new DockerRuntime(new Docker(), { gpus: opts.gpus }),
+      runtime: opts.runtime ?? new DockerRuntime(docker ?? new Docker(), { gpus: opts.gpus }),
       router: adapters.router,
       gpu: adapters.gpu,
       metrics,
     });
     process.stderr.write(
       `worker for node '${opts.node}' on ${temporal.address} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
-        `manifest ${opts.manifestPath}; ${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
+        `manifest ${opts.manifestPath}; ${docker ? `docker ${dockerHost(env)}; ` : ''}${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
     );
     await worker.run();
   } finally {

@@ -28,7 +28,13 @@ export async function api(input: { manifest?: string; host: string; port: string
   const loopbackOnly = isLoopback(input.host);
   const ledgerPage = { nvidiaSmi: ctx.env.nvidiaSmi, temporalUiUrl: ctx.env.temporalUiUrl };
   const app = buildApi({ client: conn.client, manifest, manifestFile: file, token, loopbackOnly, ledgerPage, processMetrics: true });
-  await app.listen({ host: input.host, port });
+  try {
+    await app.listen({ host: input.host, port });
+  } catch (err) {
+    // In use, or not ours to bind: the operator's flags, one line.
+    const why = (err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? 'another process listens there' : (err as Error).message;
+    throw new CliError(`--port: cannot listen on ${input.host}:${port}: ${why}`, EXIT.badInput);
+  }
   ctx.note(`acquisition API for node '${manifest.node}' listening on ${boundAddresses(app).join(', ')}`);
   ctx.note(`ledger page: ${boundAddresses(app)[0]?.split(' ')[0] ?? ''}/ledger${loopbackOnly ? '' : ' (its figures need the API token)'}`);
   await ctx.stopped();

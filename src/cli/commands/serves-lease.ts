@@ -20,6 +20,28 @@ export function leaseSeconds(flag: string, text: string): number {
   return s as number;
 }
 
+/** An ISO 8601 time with its zone: `2026-12-01T18:00:00Z`, `2026-12-01T19:00+01:00` (Date.parse alone takes `3` as 2001-03-01). */
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})$/;
+
+/** --until as the new expiry, in epoch ms: a real time with its zone, after now, within the lease bound of now. */
+export function untilEpochMs(text: string, nowMs: number): number {
+  const m = ISO_TIME.exec(text);
+  // Date.parse rolls 2026-02-30 over to March 2: the day must be the month's own.
+  const real = m !== null && new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))).getUTCDate() === Number(m[3]);
+  const to = real ? Date.parse(text) : NaN;
+  if (Number.isNaN(to))
+    throw new CliError(`--until: a time with its zone, such as 2026-12-01T18:00:00Z or 2026-12-01T19:00+01:00 (got '${text}')`, EXIT.badInput);
+  if (to <= nowMs)
+    throw new CliError(`--until: ${new Date(to).toISOString()} is not after now, ${new Date(nowMs).toISOString()} (got '${text}')`, EXIT.badInput);
+  const maxMs = BOUNDS.leaseS.max * 1000;
+  if (to - nowMs > maxMs)
+    throw new CliError(
+      `--until: ${formatDuration(to - nowMs)} from now; a lease reaches at most ${formatDuration(maxMs)} ahead (got '${text}')`,
+      EXIT.badInput,
+    );
+  return to;
+}
+
 async function onLease<T>(ctx: CommandContext, file: string | undefined, serve: string, fn: (client: Client, node: string) => Promise<T>): Promise<T> {
   const path = manifestPath(file, ctx.env);
   const { manifest } = await loadManifest(ctx, path);
@@ -43,9 +65,7 @@ export async function servesExtend(input: { name: string; duration?: string; unt
   if (input.duration?.startsWith('-') && !negative) throw new CliError(`error: unknown option '${input.duration}'`, EXIT.badInput);
   if (input.until !== undefined) {
     if (input.duration !== undefined) throw new CliError('give a DURATION or --until, not both', EXIT.badInput);
-    const to = Date.parse(input.until);
-    if (Number.isNaN(to)) throw new CliError(`--until: a time such as 2026-12-01T18:00:00Z (got '${input.until}')`, EXIT.badInput);
-    ext = { toEpochMs: to };
+    ext = { toEpochMs: untilEpochMs(input.until, Date.now()) };
   } else {
     if (input.duration === undefined) throw new CliError('give a DURATION (90s, 30m, 2h) or --until TIME', EXIT.badInput);
     if (negative)
@@ -53,7 +73,12 @@ export async function servesExtend(input: { name: string; duration?: string; unt
     ext = { byS: leaseSeconds('DURATION', input.duration) };
   }
   return onLease(ctx, input.manifest, input.name, async (client, node) => {
-    const view = await extendLease(client, node, input.name, ext);
+    const view = await extendLease(client, node, input.name, ext).catch((err: unknown) => {
+      // The lease's own refusal of the time (before its current expiry) names its input field: here it is the flag.
+      if (err instanceof NoLease && input.until !== undefined && err.message.startsWith('toEpochMs: '))
+        throw new CliError(`--until: ${err.message.slice('toEpochMs: '.length)} (got '${input.until}')`, EXIT.badInput);
+      throw err;
+    });
     const line = `serves extend ${input.name}: ${leaseText(view, Date.now())}, expires at ${new Date(view.expiresAtEpochMs).toISOString()}`;
     return { data: view, text: [line], exitCode: EXIT.ok };
   });
