@@ -24,6 +24,21 @@ describe('worker environment: promotion and the router', () => {
     assert.equal(promotionEnv({ ...BASE, GPURES_ROUTER_VERIFY_WINDOW_S: '0.5' })?.verifyWindowS, 0.5);
   });
 
+  test("the router's name is one a promotion can name, its container-side config path absolute, and an empty GPURES_NVIDIA_SMI is the default", () => {
+    assert.throws(
+      () => promotionEnv({ ...BASE, GPURES_ROUTER_NAME: 'bad name/..' }),
+      /^Error: GPURES_ROUTER_NAME: a name of letters, digits, '\.', '_' and '-', starting with a letter or digit, such as router \(got 'bad name\/\.\.'\)$/,
+    );
+    assert.equal(promotionEnv({ ...BASE, GPURES_ROUTER_NAME: 'edge-1.router' })?.name, 'edge-1.router');
+    assert.throws(
+      () => promotionEnv({ ...BASE, GPURES_ROUTER_CONTAINER_CONFIG: 'relative/x.toml' }),
+      /^Error: GPURES_ROUTER_CONTAINER_CONFIG: an absolute path inside the router's container, such as \/config\/router\.toml \(got 'relative\/x\.toml'\)$/,
+    );
+    assert.equal(promotionEnv({ ...BASE, GPURES_ROUTER_CONTAINER_CONFIG: '/srv/router.toml' })?.containerConfigPath, '/srv/router.toml');
+    assert.equal(workerEnv({ GPURES_NVIDIA_SMI: '' }).nvidiaSmi, 'nvidia-smi');
+    assert.equal(workerEnv({ GPURES_NVIDIA_SMI: '/opt/bin/nvidia-smi' }).nvidiaSmi, '/opt/bin/nvidia-smi');
+  });
+
   test('GPURES_ROUTER_VALIDATE_ARGS that is not JSON is refused by name, with what it should be', () => {
     assert.throws(
       () => promotionEnv({ ...BASE, GPURES_ROUTER_VALIDATE_ARGS: "['--validate-only']" }),

@@ -4,9 +4,13 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { History } from '@temporalio/common/lib/proto-utils';
+import { BoundedReadError, checkSize } from '../config/bounded-read';
 import { isHistoryJson } from './events';
 import type { HistoryJson } from './events';
 import { historyFromJsonObject, historyToJsonObject } from './proto-json';
+
+/** Past Temporal's own limit on a workflow's history (50 MB by default): no export is this large. */
+export const MAX_HISTORY_BYTES = 64 * 1024 * 1024;
 
 export class HistoryFileError extends Error {
   constructor(
@@ -36,9 +40,10 @@ export function readHistoryFile(file: string): HistoryJson {
 export function loadHistoryFile(file: string): { json: HistoryJson; history: History } {
   let text: string;
   try {
+    checkSize(file, 'a history file', MAX_HISTORY_BYTES);
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new HistoryFileError(file, `cannot read: ${(err as Error).message}`);
+    throw new HistoryFileError(file, err instanceof BoundedReadError ? err.reason : `cannot read: ${(err as Error).message}`);
   }
   let parsed: unknown;
   try {

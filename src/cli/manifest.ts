@@ -1,8 +1,8 @@
 // The manifest as every command loads it: the file from -m or $GPURES_MANIFEST, parsed, and with
 // a router config checked against it, before anything reaches the box.
-import { readFile, stat } from 'node:fs/promises';
 import { parseManifest } from '../config/manifest';
-import { DEFAULT_MANIFEST, findServe } from '../domain/manifest';
+import { DEFAULT_MANIFEST, findServe, MAX_MANIFEST_BYTES } from '../domain/manifest';
+import { BoundedReadError, readBounded } from '../config/bounded-read';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
 import type { RouterConfigResult } from '../config/router-model';
 import type { Manifest, ManifestIssue } from '../domain/types';
@@ -18,16 +18,13 @@ export function manifestPath(opt: string | undefined, env: CliEnv): string {
   return opt ?? env.manifest ?? DEFAULT_MANIFEST;
 }
 
-/** A file's text; one larger than `maxBytes` is refused before it is read. */
-export async function readText(file: string, what: string, maxBytes?: number): Promise<string> {
-  let size = 0;
+/** A file's text; one larger than `maxBytes` is refused before it is read past that. */
+export async function readText(file: string, what: string, maxBytes: number): Promise<string> {
   try {
-    if (maxBytes !== undefined) size = (await stat(file)).size;
-    if (maxBytes === undefined || size <= maxBytes) return await readFile(file, 'utf8');
+    return await readBounded(file, what, maxBytes);
   } catch (err) {
-    throw new CliError(`${file}: cannot read ${what}: ${(err as Error).message}`, EXIT.badInput);
+    throw new CliError((err as Error).message, EXIT.badInput);
   }
-  throw new CliError(`${file}: ${what} is ${size} bytes, larger than the ${String(maxBytes)} bytes it may be`, EXIT.badInput);
 }
 
 /** A default manifest that is not there: say where the manifest is taken from. */
@@ -53,7 +50,7 @@ export async function loadManifest(
   /** 'once': warnings shown before for the same text are not repeated (warned-once.ts). */
   show: 'always' | 'once' = 'once',
 ): Promise<{ manifest: Manifest; warnings: ManifestIssue[] }> {
-  const result = parseManifest(await readText(file, 'manifest').catch((err: unknown) => withManifestHint(err, file)), file);
+  const result = parseManifest(await readText(file, 'manifest', MAX_MANIFEST_BYTES).catch((err: unknown) => withManifestHint(err, file)), file);
   // Both files' errors in one run: the router config's own are found without a valid manifest,
   // only the check against the manifest needs one.
   const router = routerFile ? await readRouterConfig(routerFile) : undefined;
@@ -81,9 +78,10 @@ export async function loadManifest(
 /** The router config parsed, or its read failure as one more issue beside the manifest's. */
 async function readRouterConfig(file: string): Promise<RouterConfigResult> {
   try {
-    return parseRouterConfig(await readFile(file, 'utf8'), file);
+    return parseRouterConfig(await readBounded(file, 'router config', MAX_MANIFEST_BYTES), file);
   } catch (err) {
-    return { ok: false, errors: [{ file, path: '', message: `cannot read router config: ${(err as Error).message}` }], warnings: [] };
+    const message = err instanceof BoundedReadError ? err.reason : `cannot read router config: ${(err as Error).message}`;
+    return { ok: false, errors: [{ file, path: '', message }], warnings: [] };
   }
 }
 

@@ -5,10 +5,10 @@
 // The checks run in a fixed order and the first problem is the one reported, with the wording
 // each process has always printed (tests and operators read them).
 import { homedir } from 'node:os';
-import { isAbsolute, join } from 'node:path';
+import { isAbsolute, join, posix } from 'node:path';
 import { z } from 'zod';
 import toolchain from '../../config/toolchain.json';
-import { MAX_BACKUPS_KEPT, MAX_HEALTHZ_STREAK, MAX_VERIFY_WINDOW_S } from '../domain/promotion';
+import { MAX_BACKUPS_KEPT, MAX_HEALTHZ_STREAK, MAX_VERIFY_WINDOW_S, ROUTER_NAME_PATTERN } from '../domain/promotion';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -63,6 +63,26 @@ const absolutePath = optional.pipe(
   z
     .string()
     .refine(isAbsolute, { error: (iss) => `an absolute path on this host (got '${String(iss.input)}')` })
+    .optional(),
+);
+
+/** A path inside the router's container (POSIX, whatever this host is). */
+const containerPath = optional.pipe(
+  z
+    .string()
+    .refine((v) => posix.isAbsolute(v), {
+      error: (iss) => `an absolute path inside the router's container, such as /config/router.toml (got '${String(iss.input)}')`,
+    })
+    .optional(),
+);
+
+/** A router deployment's name, as `gpures router promote --router` gives it. */
+const routerName = optional.pipe(
+  z
+    .string()
+    .refine((v) => ROUTER_NAME_PATTERN.test(v), {
+      error: (iss) => `a name of letters, digits, '.', '_' and '-', starting with a letter or digit, such as router (got '${String(iss.input)}')`,
+    })
     .optional(),
 );
 
@@ -206,7 +226,8 @@ export function workerEnv(env: Env): WorkerEnv {
   if (url && !token) {
     throw new EnvError('GPURES_ROUTER_TOKEN', 'GPURES_ROUTER_URL is set but GPURES_ROUTER_TOKEN is not: the router admin API needs its token');
   }
-  const nvidiaSmi = read(env, 'GPURES_NVIDIA_SMI', raw) ?? 'nvidia-smi';
+  // Empty is unset: an empty binary would fail at the first reading, naming nothing.
+  const nvidiaSmi = read(env, 'GPURES_NVIDIA_SMI', withDefault('nvidia-smi'));
   const nvidiaSmiLoopMs = read(env, 'GPURES_NVIDIA_SMI_LOOP_MS', loopMs);
   const metrics = read(env, 'GPURES_METRICS_ADDR', metricsAddr);
   return {
@@ -247,9 +268,9 @@ export function promotionEnv(env: Env, checkConfigPath: (path: string) => void =
     throw new EnvError(missing, 'GPURES_ROUTER_CONFIG is set: router promotion also needs GPURES_ROUTER_URL and GPURES_ROUTER_TOKEN');
   }
   const validateArgs = read(env, 'GPURES_ROUTER_VALIDATE_ARGS', jsonStringArray);
-  const name = read(env, 'GPURES_ROUTER_NAME', optional);
+  const name = read(env, 'GPURES_ROUTER_NAME', routerName);
   const container = read(env, 'GPURES_ROUTER_CONTAINER', withDefault('gpures-router'));
-  const containerConfigPath = read(env, 'GPURES_ROUTER_CONTAINER_CONFIG', optional);
+  const containerConfigPath = read(env, 'GPURES_ROUTER_CONTAINER_CONFIG', containerPath);
   const out: PromotionEnv = { configPath, url, adminToken, container };
   if (name !== undefined) out.name = name;
   if (containerConfigPath !== undefined) out.containerConfigPath = containerConfigPath;
@@ -294,7 +315,7 @@ export function cliEnv(env: Env): CliEnv {
     ...(manifest !== undefined ? { manifest } : {}),
     ...(routerConfig !== undefined ? { routerConfig } : {}),
     apiToken: read(env, 'GPURES_API_TOKEN', raw) ?? '',
-    nvidiaSmi: read(env, 'GPURES_NVIDIA_SMI', raw) ?? 'nvidia-smi',
+    nvidiaSmi: read(env, 'GPURES_NVIDIA_SMI', withDefault('nvidia-smi')),
     temporalUiUrl: read(env, 'GPURES_TEMPORAL_UI_URL', httpBase) ?? DEFAULT_TEMPORAL_UI_URL,
     workerEndpoint: read(env, 'GPURES_METRICS_ADDR', metricsAddr) ?? DEFAULT_METRICS_ADDR,
   };

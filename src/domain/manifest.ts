@@ -13,6 +13,8 @@ export const VLLM_DEFAULT_UTILIZATION = 0.9;
 
 /** The manifest a command reads when neither --manifest nor GPURES_MANIFEST names one: in the working directory. */
 export const DEFAULT_MANIFEST = 'serves.toml';
+/** A manifest (or a router config) is a page of TOML: one past this is some other file. */
+export const MAX_MANIFEST_BYTES = 1024 * 1024;
 
 export const SERVE_DEFAULTS = {
   containerPort: 8000,

@@ -34,12 +34,15 @@ export const PROMOTION_DEFAULTS = {
   stopTimeoutS: 10,
 } as const;
 
+/** A router deployment's name, as a promotion names it (and GPURES_ROUTER_NAME gives it). */
+export const ROUTER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
 /** Every problem with a promotion input, as the operator reads it; empty when it is usable. */
 export function promoteInputProblems(input: unknown): string[] {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return ['input must be one JSON object { router, config, image, ... }'];
   const i = input as Partial<Record<PromoteInputField, unknown>>;
   const problems: string[] = [];
-  if (typeof i.router !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(i.router))
+  if (typeof i.router !== 'string' || !ROUTER_NAME_PATTERN.test(i.router))
     problems.push(`router: a deployment name such as "router" (got ${JSON.stringify(i.router)})`);
   if (typeof i.image !== 'string' || i.image.trim() === '') problems.push('image: a non-empty image reference is required');
   const c = i.config as { path?: unknown; content?: unknown } | undefined;

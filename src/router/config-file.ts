@@ -1,7 +1,8 @@
 // Reading the router config file: at start (a bad file fails the start) and on /admin/reload (a
 // bad file leaves the running mapping in place).
-import { readFile } from 'node:fs/promises';
+import { BoundedReadError, readBounded } from '../config/bounded-read';
 import { parseRouterConfig } from '../config/router-config';
+import { MAX_MANIFEST_BYTES } from '../domain/manifest';
 import type { RouterConfig } from '../config/router-model';
 import type { ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
@@ -22,9 +23,10 @@ export interface LoadedConfig {
 export async function loadConfig(configPath: string): Promise<LoadedConfig> {
   let text: string;
   try {
-    text = await readFile(configPath, 'utf8');
+    text = await readBounded(configPath, 'router config', MAX_MANIFEST_BYTES);
   } catch (err) {
-    throw new ConfigLoadError([{ file: configPath, path: '', message: `cannot read: ${err instanceof Error ? err.message : String(err)}` }]);
+    const reason = err instanceof BoundedReadError ? err.reason : `cannot read: ${err instanceof Error ? err.message : String(err)}`;
+    throw new ConfigLoadError([{ file: configPath, path: '', message: reason }]);
   }
   const result = parseRouterConfig(text, configPath);
   if (!result.ok) throw new ConfigLoadError(result.errors);

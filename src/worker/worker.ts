@@ -1,6 +1,7 @@
 // Worker bootstrap: one task queue per node, activities wired to the Docker host and the
 // manifest this box runs from.
-import { readFile } from 'node:fs/promises';
+import { readBounded } from '../config/bounded-read';
+import { MAX_MANIFEST_BYTES } from '../domain/manifest';
 import Docker from 'dockerode';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
@@ -29,7 +30,7 @@ import { WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH, withLeanSourceMap } from 
 import { prebuiltBundle } from './prebuilt-bundle';
 
 export function fileManifest(path: string): ManifestSource {
-  return { read: async () => ({ text: await readFile(path, 'utf8'), file: path }) };
+  return { read: async () => ({ text: await readBounded(path, 'manifest', MAX_MANIFEST_BYTES), file: path }) };
 }
 
 export interface GpuresWorkerOptions {

@@ -1,0 +1,63 @@
+// The files an operator names are read up to a size such a file can have: a path to something
+// else (a log, a device, a pipe that never ends) is refused by that size, naming the file, and
+// never read into memory past it.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readBounded } from '../src/config/bounded-read';
+import { HistoryFileError, loadHistoryFile, MAX_HISTORY_BYTES } from '../src/audit/history';
+import { loadConfig } from '../src/router/config-file';
+import { MAX_MANIFEST_BYTES } from '../src/domain/manifest';
+import { gpures, show } from './support/cli';
+
+describe('bounded reads of the files an operator names', () => {
+  test('a regular file within the bound is read whole; past it, refused by its size with the file and what it was read as', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-bounded-'));
+    try {
+      const small = join(dir, 'small.toml');
+      writeFileSync(small, 'node = "x"\n');
+      assert.equal(await readBounded(small, 'manifest', 11), 'node = "x"\n');
+      await assert.rejects(readBounded(small, 'manifest', 10), { message: `${small}: manifest is 11 bytes, larger than the 10 bytes it may be` });
+      await assert.rejects(readBounded(join(dir, 'none.toml'), 'manifest', 10), (err: Error) =>
+        err.message.startsWith(`${join(dir, 'none.toml')}: cannot read manifest: ENOENT`),
+      );
+      // A pipe has no size to stat: read one byte past the bound, then refused.
+      const fifo = join(dir, 'fifo');
+      execFileSync('mkfifo', [fifo]);
+      const writer = import('node:fs/promises').then((fs) => fs.writeFile(fifo, 'y'.repeat(100)).catch(() => undefined));
+      await assert.rejects(readBounded(fifo, 'router config', 50), { message: `${fifo}: router config is more than the 50 bytes it may be` });
+      await writer;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a device is refused, not read for ever: the manifest (gpures validate, exit 2, one line) and the router config', async () => {
+    const r = await gpures(['validate', '--manifest', '/dev/zero'], {});
+    assert.equal(r.code, 2, show(r));
+    assert.equal(r.stderr, `/dev/zero: manifest is more than the ${MAX_MANIFEST_BYTES} bytes it may be\n`);
+    await assert.rejects(loadConfig('/dev/zero'), (err: Error) =>
+      err.message.includes(`/dev/zero: router config is more than the ${MAX_MANIFEST_BYTES} bytes it may be`),
+    );
+  });
+
+  test('a history file past Temporal’s own history limit is refused before it is read', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-bounded-'));
+    try {
+      const big = join(dir, 'serves-up__x.json');
+      writeFileSync(big, '');
+      truncateSync(big, MAX_HISTORY_BYTES + 1);
+      assert.throws(
+        () => loadHistoryFile(big),
+        (err: unknown) =>
+          err instanceof HistoryFileError &&
+          err.message === `${big}: a history file is ${MAX_HISTORY_BYTES + 1} bytes, larger than the ${MAX_HISTORY_BYTES} bytes it may be`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
