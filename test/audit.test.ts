@@ -334,5 +334,9 @@ describe('audit: workflow history as evidence', () => {
     assert.match(report.stderr, /not a workflow history/);
     const noDir = await gpures(['audit', 'export', '--query', "WorkflowType = 'acquireWorkflow'"]);
     assert.equal(noDir.code, 2, show(noDir));
+    // A query the server cannot parse is the operator's input: its own words, exit 2 (not 4, "Temporal refused the call").
+    const badQuery = await gpures(['audit', 'export', '--query', 'bad query ===', '-o', join(dir, 'never')]);
+    assert.equal(badQuery.code, 2, show(badQuery));
+    assert.match(badQuery.stderr, /^audit export --query: invalid query: .*syntax error/m, show(badQuery));
   });
 });

@@ -285,8 +285,11 @@ describe('a fleet: two nodes, each in its own network namespace, against one Tem
       ),
       show(all),
     );
+    // The unanswered node after the others (README), whatever the order Temporal lists them in.
+    assert.ok(all.stdout.indexOf(`node '${victim.node}': unanswered`) > all.stdout.indexOf(`node '${a().node}' (task queue`), show(all));
     const status = await cli(['serves', 'status', '--all']);
     assert.equal(status.code, EXIT.unreachable, show(status));
+    assert.ok(status.stdout.indexOf(`node '${victim.node}': unanswered`) > status.stdout.indexOf(`node '${a().node}' (task queue`), show(status));
     assert.match(status.stdout, new RegExp(`^ {2}chat-a +14336 MiB`, 'm'), show(status));
 
     const upB = await cli(['serves', 'up', 'emb-b', '--manifest', victim.manifestPath]);

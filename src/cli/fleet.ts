@@ -43,8 +43,9 @@ export async function readFleet(client: Client, node: string | null, note: (line
       return { ...read, taskQueue: taskQueueFor(n), leases, leasesPartial: partial };
     }),
   );
-  // A node none of whose ledgers runs any more (terminated a moment ago) is not listed.
-  return nodes.filter((n) => n !== undefined);
+  // A node none of whose ledgers runs any more (terminated a moment ago) is not listed; an
+  // unanswered one comes after the others (a stable sort keeps each group's order).
+  return nodes.filter((n) => n !== undefined).sort((a, b) => Number(!a.answered) - Number(!b.answered));
 }
 
 /** A node's heading line: its name, or that it did not answer and why. */

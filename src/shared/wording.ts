@@ -86,7 +86,8 @@ export const eviction = {
   drained: (d: Drain) => `drained after ${d.waitedMs} ms (${d.routerInFlightAtStart} in flight at start)`,
   forced: (d: Drain, timeoutS: number) => `not drained within ${timeoutS} s (${eviction.stillInFlight(d)}); stopping anyway (--force)`,
   drainTimeout: (victim: string, d: Drain, timeoutS: number) => `${victim} did not drain within ${timeoutS} s (${eviction.stillInFlight(d)})`,
-  stopped: (s: { containerName: string; stop: string; remove: string }) => `container ${s.containerName}: ${s.stop}, ${s.remove}`,
+  stopped: (s: { containerName: string; stop: string; remove: string }) =>
+    s.stop === 'absent' && s.remove === 'absent' ? `container ${s.containerName}: absent, nothing to stop` : `container ${s.containerName}: ${s.stop}, ${s.remove}`,
   vramBack: (v: { releasedMib: number; usedBeforeMib: number; usedAfterMib: number }, gpuUuid: string) =>
     `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB)`,
   notRunning: 'container was not running: its VRAM counts as released',

@@ -1,6 +1,7 @@
 // gpures audit export: a workflow history as the JSON every Temporal tool reads; --query: every match.
 import { resolve as resolvePath } from 'node:path';
-import { ServiceError } from '@temporalio/client';
+import { isGrpcServiceError, ServiceError } from '@temporalio/client';
+import { grpcCode, GrpcStatus } from '../../adapters/grpc-status';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
 import { notFound, withClient } from '../temporal';
@@ -16,6 +17,10 @@ export async function auditExport(input: { workflowId?: string; output?: string;
       const query = input.query;
       const dir = resolvePath(input.output ?? '.');
       const exported = await exportQuery(client, query, dir).catch((err: unknown) => {
+        // INVALID_ARGUMENT is the query: the server's words are in the gRPC cause ('Failed to list workflows' is the SDK's).
+        if (err instanceof ServiceError && grpcCode(err) === GrpcStatus.INVALID_ARGUMENT) {
+          throw new CliError(`audit export --query: ${isGrpcServiceError(err.cause) ? err.cause.details : err.message}`, EXIT.badInput);
+        }
         if (err instanceof ServiceError && /invalid|syntax|unknown|not supported/i.test(err.message)) {
           throw new CliError(`audit export --query: ${err.message}`, EXIT.badInput);
         }
