@@ -87,7 +87,9 @@ export const eviction = {
   forced: (d: Drain, timeoutS: number) => `not drained within ${timeoutS} s (${eviction.stillInFlight(d)}); stopping anyway (--force)`,
   drainTimeout: (victim: string, d: Drain, timeoutS: number) => `${victim} did not drain within ${timeoutS} s (${eviction.stillInFlight(d)})`,
   stopped: (s: { containerName: string; stop: string; remove: string }) =>
-    s.stop === 'absent' && s.remove === 'absent' ? `container ${s.containerName}: absent, nothing to stop` : `container ${s.containerName}: ${s.stop}, ${s.remove}`,
+    s.stop === 'absent' && s.remove === 'absent'
+      ? `container ${s.containerName}: absent, nothing to stop`
+      : `container ${s.containerName}: ${s.stop}, ${s.remove}`,
   vramBack: (v: { releasedMib: number; usedBeforeMib: number; usedAfterMib: number }, gpuUuid: string) =>
     `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB)`,
   notRunning: 'container was not running: its VRAM counts as released',
