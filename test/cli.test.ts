@@ -403,6 +403,13 @@ describe('gpures CLI, as real processes', () => {
       assert.equal(r.stderr, `--drain-timeout: must be a whole number of seconds in 1..3600 (got '${value}')\n`, show(r));
       assert.equal(r.stdout, '');
     }
+    // Without --evict it would bound nothing; a serve named twice would run twice: both refused as typed.
+    const noEvict = await gpures(['serves', 'up', 'big', '--drain-timeout', '30', '--manifest', file], env);
+    assert.equal(noEvict.code, EXIT.badInput, show(noEvict));
+    assert.equal(noEvict.stderr, '--drain-timeout applies only with --evict\n');
+    const twice = await gpures(['serves', 'up', 'big', 'big', '--manifest', file], env);
+    assert.equal(twice.code, EXIT.badInput, show(twice));
+    assert.equal(twice.stderr, "NAME: 'big' given more than once\n");
     await assertNothingStarted(other, ['big']);
     await assert.rejects(temporal.client.workflow.getHandle(workflowIds.acquire(other, 'big')).describe(), WorkflowNotFoundError);
   });

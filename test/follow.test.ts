@@ -190,6 +190,41 @@ test("followRun: a restore's child followed beneath its parent, in order, timed 
   assert.equal(steps.length, 4);
 });
 
+test("followRun with topStepsAreEvents (a lease): the run's own steps carry their time since its start and no 'took' (the gap between an extend and a release); a child's steps keep theirs", async () => {
+  const child = fakeRun('serves-down/n/comfyui-sim', T0 + 9000, () => ({ steps: [step('take', 9500), step('stop', 11_000)], status: 'COMPLETED' }), {
+    live: true,
+  });
+  const childRef = { workflowId: child.workflowId, runId: 'c1', workflowTypeName: 'bringDownWorkflow' };
+  const lease = fakeRun('lease/n/comfyui-sim', T0, () => ({ steps: [step('start', 100), step('extend', 8000), step('release', 9000)], children: [childRef] }), {
+    live: true,
+  });
+  const steps: TimedStep[] = [];
+  let done!: () => void;
+  const closed = new Promise<void>((r) => (done = r));
+  const follower = followRun(
+    lease,
+    {
+      onStep: (s) => {
+        steps.push(s);
+        if (s.step === 'stop') done();
+      },
+    },
+    { pollMs: 5, describeEveryMs: 0, handleFor: (id) => (id === child.workflowId ? child : lease), topStepsAreEvents: true },
+  );
+  await follower.until(closed);
+  assert.deepEqual(
+    steps.map((s) => [s.depth, s.step, s.elapsedMs, s.tookMs]),
+    [
+      [0, 'start', 100, undefined],
+      [0, 'extend', 8000, undefined],
+      [0, 'release', 9000, undefined],
+      [1, 'take', 9500, 500],
+      [1, 'stop', 11_000, 1500],
+    ],
+  );
+  assert.equal(formatStep(steps[1] as TimedStep), '  extend: done  [+8.0s]');
+});
+
 describe('plainDisplay: which status lines a log takes', () => {
   const line = (text: string, key: string, figures = true, sinceMs?: number): StatusLine => ({
     text,

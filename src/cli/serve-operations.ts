@@ -6,7 +6,7 @@ import { workflowIds } from '../shared/messages';
 import { serveAcquire, serveDown, serveUp } from '../client/operations';
 import type { OperationOutcome, OperationWatch } from '../client/operations';
 import type { CommandContext, Rendered } from './command';
-import { operationsExit } from './exit-codes';
+import { CliError, EXIT, operationsExit } from './exit-codes';
 import { checkServes, gpuRolesOf, loadManifest, manifestPath } from './manifest';
 import { readLedgers, requireWorker, withClient } from './temporal';
 import { ledgerJson } from '../client/ledger-view';
@@ -46,6 +46,9 @@ function operationFor(client: Client, node: string, verb: 'up' | 'down', name: s
 }
 
 export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', names: string[], opts: ServeOpts): Promise<Rendered> {
+  // One operation a serve: `serves up vision vision` would run the second after the first for nothing.
+  const twice = names.filter((n, i) => names.indexOf(n) !== i);
+  if (twice.length) throw new CliError(`NAME: ${[...new Set(twice)].map((n) => `'${n}'`).join(', ')} given more than once`, EXIT.badInput);
   const file = manifestPath(opts.manifest, ctx.env);
   const { manifest } = await loadManifest(ctx, file);
   checkServes(manifest, file, names);

@@ -136,6 +136,8 @@ interface FollowContext {
   describeEveryMs: number;
   /** Bumped when a poll is given up (the run settled first): an answer arriving after reports nothing. */
   epoch: number;
+  /** The top run's steps are events (a lease's extend, release), not work ended: no 'took'. */
+  topStepsAreEvents: boolean;
 }
 
 /**
@@ -261,7 +263,7 @@ class RunFollower {
       const timed: TimedStep = { ...s, depth: this.depth };
       if (!Number.isNaN(at)) {
         if (this.origin.ms !== undefined) timed.elapsedMs = at - this.origin.ms;
-        if (from !== undefined) timed.tookMs = at - from;
+        if (from !== undefined && !(this.depth === 0 && this.ctx.topStepsAreEvents)) timed.tookMs = at - from;
         this.lastAtMs = at;
       }
       this.handlers.onStep?.(timed);
@@ -306,6 +308,11 @@ export interface FollowOptions {
   within?: Within;
   /** The last poll's bound once the run has settled; FINAL_POLL_MS unless set. */
   finalPollMs?: number;
+  /**
+   * The top run records events, not steps of work (a lease: extended, released, an hour apart):
+   * each is shown with its time since the start, without a 'took' that would be the gap between them.
+   */
+  topStepsAreEvents?: boolean;
 }
 
 /** A timer cleared once raced, so a settled follower leaves none behind to hold the process. */
@@ -320,7 +327,13 @@ function sleep(ms: number): { done: Promise<void>; clear: () => void } {
 /** Follows one run and, where `handleFor` is given, the children it waits for. */
 export function followRun(handle: RunHandle, handlers: FollowHandlers, opts: FollowOptions = {}): StepFollower {
   const pollMs = opts.pollMs ?? 500;
-  const ctx: FollowContext = { origin: {}, within: opts.within ?? ((call) => call()), describeEveryMs: opts.describeEveryMs ?? DESCRIBE_EVERY_MS, epoch: 0 };
+  const ctx: FollowContext = {
+    origin: {},
+    within: opts.within ?? ((call) => call()),
+    describeEveryMs: opts.describeEveryMs ?? DESCRIBE_EVERY_MS,
+    epoch: 0,
+    topStepsAreEvents: opts.topStepsAreEvents === true,
+  };
   // A step completed: the status line about it is stale until the next poll says what is under way.
   const onStep = (step: TimedStep) => {
     handlers.onStatus?.(undefined);

@@ -82,7 +82,11 @@ export async function releaseLease(
   released?.();
   const result = handle.result() as Promise<LeaseResult>;
   if (handlers) {
-    const follower = followRun(handle, handlers, { handleFor: (id, runId) => client.workflow.getHandle(id, runId), within: followDeadline(client) });
+    const follower = followRun(handle, handlers, {
+      handleFor: (id, runId) => client.workflow.getHandle(id, runId),
+      within: followDeadline(client),
+      topStepsAreEvents: true,
+    });
     await follower.until(result);
     const done = await result.catch(() => undefined);
     if (done) await follower.report(done.steps);
