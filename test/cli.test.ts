@@ -2,7 +2,7 @@
 // `gpures worker` child process and the test dockerd. Asserts stdout, stderr and exit codes.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
@@ -507,6 +507,9 @@ describe('gpures CLI, as real processes', () => {
     const help = await gpures(['--help'], badVar);
     assert.equal(help.code, EXIT.ok, show(help));
     assert.match(help.stdout, /^Usage: gpures /);
+    const version = await gpures(['--version'], badVar);
+    assert.equal(version.code, EXIT.ok, show(version));
+    assert.equal(version.stdout, `${(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version}\n`);
     const both = await gpures(['validate', EXAMPLE, '--manifest', 'other.toml'], env);
     assert.equal(both.code, EXIT.badInput, show(both));
     assert.match(both.stderr, /give the manifest once: as the argument \(.*\) or as --manifest \(other\.toml\), not both/);

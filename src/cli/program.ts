@@ -1,6 +1,8 @@
 // gpures: the operator's CLI. This file registers every command and its options; each command
 // (commands/<name>.ts) takes its parsed options and returns data, which main.ts prints as text or,
 // with --json, as JSON only.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command, Option } from 'commander';
 import { BOUNDS } from '../domain/bounds';
 import { DEFAULT_ROUTER } from '../domain/promotion';
@@ -32,9 +34,19 @@ const commands = {
   worker: () => import('./commands/worker'),
 };
 
+/** package.json's version, read where the build runs from (dist/src/cli/ -> the root); a file not there reads as unknown. */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(join(__dirname, '..', '..', '..', 'package.json'), 'utf8')) as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
 export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boolean) => void): Command {
   const program = new Command('gpures')
     .description('GPU reservations for a self-hosted LLM box, as durable Temporal workflows')
+    .version(packageVersion(), '-V, --version', "gpures' version (package.json's)")
     .showHelpAfterError()
     .exitOverride();
   const manifestOpt = () => new Option('-m, --manifest <file>', `serves manifest (default: $GPURES_MANIFEST or ./${DEFAULT_MANIFEST})`);
