@@ -114,6 +114,38 @@ describe('audit report of recorded histories, no server', () => {
     for (const type of ['resolveServe', 'drainServe', 'stopServeContainer', 'reconcileLedger', 'promoteVerify']) assert.ok(seen.has(type), type);
     assert.equal(isActivityName('readmitTier'), false, 'an activity that no longer exists has no entry');
   });
+
+  test("a child started to outlive its parent (an acquisition's lease) reads so, not 'running: running'; one merely not closed yet, as that", () => {
+    const ev = (id: number, type: string, key: string, attrs: Record<string, unknown>) => ({
+      eventId: String(id),
+      eventTime: `2026-12-04T12:00:0${id}Z`,
+      eventType: type,
+      [key]: attrs,
+    });
+    const history = (policy: string) =>
+      ({
+        events: [
+          ev(1, 'EVENT_TYPE_WORKFLOW_EXECUTION_STARTED', 'workflowExecutionStartedEventAttributes', {
+            workflowType: { name: 'acquireWorkflow' },
+            taskQueue: { name: 'gpures.n' },
+          }),
+          ev(2, 'EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED', 'startChildWorkflowExecutionInitiatedEventAttributes', {
+            workflowId: 'lease/n/x',
+            workflowType: { name: 'leaseWorkflow' },
+            parentClosePolicy: policy,
+          }),
+          ev(3, 'EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED', 'childWorkflowExecutionStartedEventAttributes', {
+            initiatedEventId: '2',
+            workflowExecution: { workflowId: 'lease/n/x', runId: 'r1' },
+            workflowType: { name: 'leaseWorkflow' },
+          }),
+        ],
+      }) as unknown as HistoryJson;
+    const lease = buildReport(history('PARENT_CLOSE_POLICY_ABANDON'), 'acquire/n/x').children[0];
+    assert.deepEqual([lease?.status, lease?.summary], ['running', 'started to outlive this run (parent close policy abandon): its own history has the rest']);
+    const child = buildReport(history('PARENT_CLOSE_POLICY_TERMINATE'), 'acquire/n/x').children[0];
+    assert.deepEqual([child?.status, child?.summary], ['running', 'started; not closed in this history']);
+  });
 });
 
 describe('audit: workflow history as evidence', () => {

@@ -156,6 +156,8 @@ export function collect(h: HistoryJson, fallbackId?: string): Collected {
   const updatesById = new Map<string, UpdateEvidence>();
   const children: ChildEvidence[] = [];
   const childByInitiated = new Map<number, ChildEvidence>();
+  /** Children started to outlive this run (a lease): still running is their nature, not a history cut short. */
+  const abandoned = new Set<ChildEvidence>();
   const patches: string[] = [];
   let close: Close = { status: 'running' };
 
@@ -260,6 +262,7 @@ export function collect(h: HistoryJson, fallbackId?: string): Collected {
         };
         children.push(c);
         childByInitiated.set(Number(e.eventId), c);
+        if (str(a['parentClosePolicy']) === 'PARENT_CLOSE_POLICY_ABANDON') abandoned.add(c);
         break;
       }
       case 'ChildWorkflowExecutionStarted':
@@ -267,7 +270,9 @@ export function collect(h: HistoryJson, fallbackId?: string): Collected {
           const runId = childRunId(a);
           if (runId) child.runId = runId;
           child.status = 'running';
-          child.summary = 'running';
+          child.summary = abandoned.has(child)
+            ? 'started to outlive this run (parent close policy abandon): its own history has the rest'
+            : 'started; not closed in this history';
         }
         break;
       case 'ChildWorkflowExecutionCompleted':
