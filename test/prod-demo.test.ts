@@ -3,8 +3,36 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SEARCH_ATTRIBUTES } from '../src/client/search-attributes';
-import { gpures, show } from './support/cli';
+import { spawn } from 'node:child_process';
+import { GPURES, ROOT, show } from './support/cli';
+import type { Run } from './support/cli';
 import { productionTemporal } from './support/prod-temporal';
+
+/** `gpures demo --temporal-address ADDRESS --keep`, sent SIGINT once it says it stays up. */
+function demoKeptUntilCtrlC(address: string): Promise<Run> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [GPURES, 'demo', '--temporal-address', address, '--keep'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let interrupted = false;
+    const timer = setTimeout(() => child.kill('SIGKILL'), 240_000);
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+      // Once: a second Ctrl-C would end the process mid-cleanup.
+      if (!interrupted && stdout.includes('--keep: everything stays up')) {
+        interrupted = true;
+        child.kill('SIGINT');
+      }
+    });
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
 
 test('gpures demo --temporal-address on the production-shaped server: registers the missing search attributes, then every check of T013 and the loop', async () => {
   const temporal = await productionTemporal();
@@ -12,7 +40,8 @@ test('gpures demo --temporal-address on the production-shaped server: registers 
   const names = Object.values(SEARCH_ATTRIBUTES).map((k) => k.name);
   try {
     await client.connection.operatorService.removeSearchAttributes({ namespace, searchAttributes: names });
-    const run = await gpures(['demo', '--temporal-address', temporal.address], {}, 240_000);
+    // With --keep, as an operator who looks around and then presses Ctrl-C.
+    const run = await demoKeptUntilCtrlC(temporal.address);
     assert.equal(run.code, 0, show(run));
     assert.match(run.stdout, new RegExp(`registered search attributes ${names.join(', ')} \\(Keyword\\) in namespace ${namespace}`), show(run));
     assert.ok(run.stdout.includes('14 of 14 checks matched the field report, 10 of 10 of the closed loop'), show(run));
@@ -26,7 +55,9 @@ test('gpures demo --temporal-address on the production-shaped server: registers 
     console.log(`demo on ${temporal.address}: ${tagged} tagged runs, ${vision} of vision; ${run.ms} ms`);
     assert.ok(tagged >= 15, `tagged runs: ${tagged}`);
     assert.ok(vision >= 4, `vision runs: ${vision}`);
-    assert.equal(ledger.status.name, 'TERMINATED', 'the demo ends its own ledger');
+    // At Ctrl-C too: its worker is gone, and a ledger left running would be an unanswered node in every `ledger --all`.
+    assert.equal(ledger.status.name, 'TERMINATED', 'the demo ends its own ledger, --keep or not');
+    assert.equal(await count(`GpuresNode = '${node}' AND ExecutionStatus = 'Running'`), 0);
   } finally {
     await temporal.close();
   }

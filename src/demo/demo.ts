@@ -401,7 +401,10 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     const client = new Client({ connection, namespace, identity: clientIdentity('cli') });
     if (existing) {
       await prepareExistingServer(client, out);
-      if (!opts.keep) stops.push(() => endDemoNode(client, manifest));
+      // With --keep too, at Ctrl-C: its worker and box go then, and a ledger left running on that
+      // server would be an unanswered node in every later `gpures ledger --all`. Ended, its runs
+      // stay in the UI as terminated.
+      stops.push(() => endDemoNode(client, manifest));
     }
     // The acquisition API the router's on-demand tier calls, as `gpures api` serves it.
     const apiToken = randomToken();
