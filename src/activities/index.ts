@@ -252,8 +252,12 @@ export function createActivities(deps: ActivityDeps) {
       // Refused, or this step cancelled: a container of this run's goes now, by this step, not only
       // by the run's compensation, which a run that ended (terminated) never runs. By its id: the
       // name may be another run's by the time the removal lands. A removal that fails fails the
-      // attempt as retryable, and the next attempt's refusal removes it.
+      // attempt as retryable, and the next attempt's refusal removes it. An attempt given up for
+      // its worker stopping, or timed out, is retried: the next attempt adopts the container, and
+      // the model's load is not paid twice.
       const removeOurs = async (err: unknown, startedNow?: { id: string; created: boolean }): Promise<never> => {
+        const why = Context.current().cancellationDetails;
+        if (why?.workerShutdown || why?.timedOut || why?.paused) throw err;
         const c = startedNow?.created ? undefined : await deps.runtime.inspect(name);
         const ours = startedNow?.created ? startedNow.id : c?.labels[LABEL.holder] === holder ? c.id : undefined;
         if (ours) await deps.runtime.remove(name, ours);
