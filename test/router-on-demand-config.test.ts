@@ -86,11 +86,18 @@ describe('on-demand tiers against the manifest', () => {
 
   test('the example passes; a serve not in the manifest, or whose router_tier is another tier, is an error', () => {
     assert.deepEqual(check(routerText), []);
-    assert.deepEqual(check(routerText.replace('serve = "chat-large"', 'serve = "chat-huge"')), [
+    // The tier no longer acquires chat-large, so its idle_ttl_s would give nothing back: warned as well.
+    const onHuge = check(routerText.replace('serve = "chat-large"', 'serve = "chat-huge"'));
+    assert.match(
+      onHuge[0] ?? '',
+      /^warning: serves\.toml: serves\[5\]\.idle_ttl_s: serve 'chat-large' declares idle_ttl_s, but its tier 'chat-large-local' is not on demand for it/,
+    );
+    const errors = (text: string) => check(text).filter((line) => line.startsWith('error: '));
+    assert.deepEqual(errors(routerText.replace('serve = "chat-large"', 'serve = "chat-huge"')), [
       "error: router.toml: tiers[5].on_demand.serve: tier 'chat-large-local' is on demand for serve 'chat-huge', which is not a serve in serves.toml " +
         "(serves with router_tier 'chat-large-local': 'chat-large')",
     ]);
-    assert.deepEqual(check(routerText.replace('serve = "chat-large"', 'serve = "vision"')), [
+    assert.deepEqual(errors(routerText.replace('serve = "chat-large"', 'serve = "vision"')), [
       "error: router.toml: tiers[5].on_demand.serve: tier 'chat-large-local' is on demand for serve 'vision', whose router_tier is 'vision-local' " +
         'in serves.toml: its acquisition would readmit another tier, and requests held here would never be let through; ' +
         'set router_tier = "chat-large-local" on the serve',
