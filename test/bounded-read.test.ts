@@ -3,7 +3,7 @@
 // never read into memory past it.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,9 +27,13 @@ describe('bounded reads of the files an operator names', () => {
       // A pipe has no size to stat: read one byte past the bound, then refused.
       const fifo = join(dir, 'fifo');
       execFileSync('mkfifo', [fifo]);
-      const writer = import('node:fs/promises').then((fs) => fs.writeFile(fifo, 'y'.repeat(100)).catch(() => undefined));
+      // Written by another process, as a shell's <(…) is: the read blocks until a writer opens it.
+      const writer = spawn(process.execPath, ['-e', "try { require('fs').writeFileSync(process.argv[1], 'y'.repeat(100)) } catch {}", fifo], {
+        stdio: 'ignore',
+      });
+      const wrote = new Promise((r) => writer.on('close', r));
       await assert.rejects(readBounded(fifo, 'router config', 50), { message: `${fifo}: router config is more than the 50 bytes it may be` });
-      await writer;
+      await wrote;
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -50,6 +54,11 @@ describe('bounded reads of the files an operator names', () => {
       const big = join(dir, 'serves-up__x.json');
       writeFileSync(big, '');
       truncateSync(big, MAX_HISTORY_BYTES + 1);
+      // A device yields past the bound: refused once read that far, not read for ever.
+      assert.throws(
+        () => loadHistoryFile('/dev/zero'),
+        (err: unknown) => err instanceof HistoryFileError && err.message === `/dev/zero: a history file is more than the ${MAX_HISTORY_BYTES} bytes it may be`,
+      );
       assert.throws(
         () => loadHistoryFile(big),
         (err: unknown) =>

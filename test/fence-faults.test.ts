@@ -116,7 +116,7 @@ describe('reservations fence their containers through faults: a removal that fai
     assert.equal(up.failureType, 'IdentityMismatch');
     assert.match(
       up.message,
-      /compensated: .*; not undone: remove container \(injected: dockerd refused to stop .*\); release reservation \(liar's MiB stay reserved: its container \S+ still runs \(its removal failed\); `gpures serves down liar` takes the hold over, stops it and gives them back\)/,
+      /compensated: .*; not undone: remove container \(injected: dockerd refused to stop .*\); release reservation \(liar's MiB stay reserved: its container \S+ still runs \(its removal failed: injected: dockerd refused to stop \S+\); `gpures serves down liar` takes the hold over, stops it and gives them back\)/,
     );
     assert.deepEqual(await box(), { serves: ['liar'], mib: 15000 });
     assert.equal(findReservation(await ledger(), 'liar')?.vramMib, 15000, 'the ledger still holds what runs');
@@ -154,7 +154,13 @@ describe('reservations fence their containers through faults: a removal that fai
         taskQueue: taskQueueFor(node),
         args: [{ serve: 'slow' }],
       });
-      await inCreate;
+      // The run ending first (denied, failed) would leave nothing to wait for: said, not hung on.
+      const ended = handle.result().then(
+        (r) => `ended before its create: ${JSON.stringify(r)}`,
+        (err: unknown) => `ended before its create: ${String(err)}`,
+      );
+      const first = await Promise.race([inCreate.then(() => undefined), ended]);
+      assert.equal(first, undefined);
       // Terminated, a run compensates nothing: its container, still on its way, has no remover but its own step.
       await handle.terminate('test: terminated mid-start');
       const down = await serveDown(client(), node, 'slow');

@@ -142,6 +142,9 @@ describe('ledger entity workflow', () => {
     await h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'leased', phase: 'running', holder: 'down-b' }] });
     const back = await held();
     assert.deepEqual([back?.phase, back?.holder, back?.takenFrom], ['running', 'acquire-a', undefined]);
+    // The let-go retried after a continue-as-new (a new run: the server no longer answers it from the first) is answered, and changes nothing.
+    await h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'leased', phase: 'running', holder: 'down-b' }] });
+    assert.deepEqual([(await held())?.phase, (await held())?.holder], ['running', 'acquire-a']);
     // The lease's next try takes it (as acquire-a's), and a plain setPhase keeps its holder.
     await h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'leased', phase: 'running', holder: 'acquire-a' }] });
     assert.equal((await held())?.holder, 'acquire-a');

@@ -1,7 +1,9 @@
 // Activities for bring-up and bring-down, built by a factory over our own ports so tests hand
 // in real-but-local adapters (a private dockerd, a dev server) and a simulated box can too.
 import { Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { LedgerState, Reservation } from '../domain/ledger';
+import { findReservation } from '../domain/ledger';
 import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
 import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
@@ -249,15 +251,24 @@ export function createActivities(deps: ActivityDeps) {
       if (!run)
         throw nonRetryable(Failure.ReservationLost, `start of ${serve.name} refused: no operation holds it (the start was not asked by a workflow run)`);
       const holder = holderOf(run.workflowId, run.runId);
-      // Refused, or this step cancelled: a container of this run's goes now, by this step, not only
-      // by the run's compensation, which a run that ended (terminated) never runs. By its id: the
-      // name may be another run's by the time the removal lands. A removal that fails fails the
-      // attempt as retryable, and the next attempt's refusal removes it. An attempt given up for
-      // its worker stopping, or timed out, is retried: the next attempt adopts the container, and
-      // the model's load is not paid twice.
+      // A container of this run's goes now, by this step, when the serve is no longer this run's:
+      // the fence refused, or the step was cancelled (its run may have ended without compensating,
+      // terminated, and a `serves down` taken the hold over) and the ledger, asked by a query that a
+      // cancel does not cut short, holds the serve for another run or not at all. By its id: the
+      // name may be another run's by the time the removal lands. Any other failure, or a cancel
+      // while the run still holds the serve (a worker stopping, an attempt timed out), keeps it:
+      // the retry adopts it, and the model's load is not paid twice.
+      const notOurs = async (err: unknown): Promise<boolean> => {
+        if (err instanceof ApplicationFailure && err.type === Failure.ReservationLost) return true;
+        if (!(err instanceof CancelledFailure)) return false;
+        const held = await deps.ledger.snapshot(node, gpu, 10_000).then(
+          (l) => findReservation(l, serve.name)?.holder,
+          () => holder,
+        );
+        return held !== holder;
+      };
       const removeOurs = async (err: unknown, startedNow?: { id: string; created: boolean }): Promise<never> => {
-        const why = Context.current().cancellationDetails;
-        if (why?.workerShutdown || why?.timedOut || why?.paused) throw err;
+        if (!(await notOurs(err))) throw err;
         const c = startedNow?.created ? undefined : await deps.runtime.inspect(name);
         const ours = startedNow?.created ? startedNow.id : c?.labels[LABEL.holder] === holder ? c.id : undefined;
         if (ours) await deps.runtime.remove(name, ours);

@@ -1,10 +1,10 @@
 // Workflow histories as files: the JSON form every Temporal tool reads (`temporal workflow show
 // --output json`, `historyFromJSON`, `Worker.runReplayHistories`), and the little the audit
 // commands need to know about one without a server: its workflow id, type and event count.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { History } from '@temporalio/common/lib/proto-utils';
-import { BoundedReadError, checkSize } from '../config/bounded-read';
+import { BoundedReadError, readBoundedSync } from '../config/bounded-read';
 import { isHistoryJson } from './events';
 import type { HistoryJson } from './events';
 import { historyFromJsonObject, historyToJsonObject } from './proto-json';
@@ -40,8 +40,7 @@ export function readHistoryFile(file: string): HistoryJson {
 export function loadHistoryFile(file: string): { json: HistoryJson; history: History } {
   let text: string;
   try {
-    checkSize(file, 'a history file', MAX_HISTORY_BYTES);
-    text = readFileSync(file, 'utf8');
+    text = readBoundedSync(file, 'a history file', MAX_HISTORY_BYTES);
   } catch (err) {
     throw new HistoryFileError(file, err instanceof BoundedReadError ? err.reason : `cannot read: ${(err as Error).message}`);
   }

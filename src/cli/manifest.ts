@@ -3,6 +3,7 @@
 import { parseManifest } from '../config/manifest';
 import { DEFAULT_MANIFEST, findServe, MAX_MANIFEST_BYTES } from '../domain/manifest';
 import { BoundedReadError, readBounded } from '../config/bounded-read';
+import { MAX_CONFIG_BYTES } from '../domain/promotion';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
 import type { RouterConfigResult } from '../config/router-model';
 import type { Manifest, ManifestIssue } from '../domain/types';
@@ -78,7 +79,7 @@ export async function loadManifest(
 /** The router config parsed, or its read failure as one more issue beside the manifest's. */
 async function readRouterConfig(file: string): Promise<RouterConfigResult> {
   try {
-    return parseRouterConfig(await readBounded(file, 'router config', MAX_MANIFEST_BYTES), file);
+    return parseRouterConfig(await readBounded(file, 'router config', MAX_CONFIG_BYTES), file);
   } catch (err) {
     const message = err instanceof BoundedReadError ? err.reason : `cannot read router config: ${(err as Error).message}`;
     return { ok: false, errors: [{ file, path: '', message }], warnings: [] };

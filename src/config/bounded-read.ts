@@ -1,8 +1,7 @@
 // The files an operator gives (a manifest, a router config, a history) are read only up to a size
 // that such a file can have: a path to something else (a log, a disk image, /dev/zero) is refused
 // by its size, and never read into memory past it.
-import { statSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 
 /** A file larger than it may be, or one that could not be read: `reason` says which, as read as what. */
 export class BoundedReadError extends Error {
@@ -20,23 +19,22 @@ function tooLarge(file: string, what: string, size: number | undefined, maxBytes
 }
 
 /** The file's text, read up to maxBytes: a regular file by its size, anything else (a pipe) by what it yields. */
-export async function readBounded(file: string, what: string, maxBytes: number): Promise<string> {
-  let handle;
+export function readBoundedSync(file: string, what: string, maxBytes: number): string {
+  let fd: number;
   try {
-    handle = await open(file, 'r');
+    fd = openSync(file, 'r');
   } catch (err) {
     throw new BoundedReadError(file, `cannot read ${what}: ${(err as Error).message}`);
   }
   try {
-    const s = await handle.stat();
+    const s = fstatSync(fd);
     if (s.isFile() && s.size > maxBytes) throw tooLarge(file, what, s.size, maxBytes);
-    // One byte past the bound tells a pipe that is too long from one that fits.
     const buf = Buffer.alloc((s.isFile() ? s.size : maxBytes) + 1);
     let n = 0;
     for (;;) {
-      const { bytesRead } = await handle.read(buf, n, buf.length - n, null);
-      if (bytesRead === 0) break;
-      n += bytesRead;
+      const read = readSync(fd, buf, n, buf.length - n, null);
+      if (read === 0) break;
+      n += read;
       if (n > maxBytes) throw tooLarge(file, what, undefined, maxBytes);
       if (n === buf.length) break;
     }
@@ -45,12 +43,15 @@ export async function readBounded(file: string, what: string, maxBytes: number):
     if (err instanceof BoundedReadError) throw err;
     throw new BoundedReadError(file, `cannot read ${what}: ${(err as Error).message}`);
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 
-/** The same bound, synchronously, for a caller that reads the (regular) file itself. */
-export function checkSize(file: string, what: string, maxBytes: number): void {
-  const s = statSync(file);
-  if (s.isFile() && s.size > maxBytes) throw tooLarge(file, what, s.size, maxBytes);
+/**
+ * The same for an async caller. Read synchronously: the files are at most a few MiB and local,
+ * and one implementation keeps the bound in one place.
+ */
+export function readBounded(file: string, what: string, maxBytes: number): Promise<string> {
+  // Thrown in the executor, a refusal is the promise's rejection.
+  return new Promise((resolve) => resolve(readBoundedSync(file, what, maxBytes)));
 }

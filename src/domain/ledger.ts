@@ -59,6 +59,8 @@ export interface Reservation {
   admittedFrom?: { evicted: true; asleepAt?: 1 | 2 };
   /** While a bring-down holds it: what the take answered (the phase and holder it took it from, its MiB, victims back to running), for a retry of the take. */
   takenFrom?: { phase: ReservationPhase; holder: string; vramMib: number; victimsRunning?: string[] };
+  /** The bring-down that let go of it and gave the hold back: its let-go, retried after a continue-as-new, is answered the same. */
+  letGoBy?: string;
 }
 
 /** A plain bring-up, an acquisition (with or without victims), or the restore of an evicted serve. */
@@ -217,11 +219,15 @@ export function withPhase(state: LedgerState, serve: string, phase: ReservationP
         phase,
         ...(measuredMib !== undefined ? { measuredMib } : {}),
         ...since(r),
-        ...(holder !== undefined ? { holder } : {}),
       };
       // What a bring-down's take found is only for a retry of that take, while it holds the serve;
       // what an admission found, for a retry of it, which cannot come once the serve runs.
       delete next.takenFrom;
+      delete next.letGoBy;
+      if (holder !== undefined && holder !== r.holder) {
+        next.holder = holder;
+        next.letGoBy = r.holder;
+      }
       if (phase === 'running') delete next.admittedFrom;
       return next;
     }),

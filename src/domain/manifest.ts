@@ -13,7 +13,7 @@ export const VLLM_DEFAULT_UTILIZATION = 0.9;
 
 /** The manifest a command reads when neither --manifest nor GPURES_MANIFEST names one: in the working directory. */
 export const DEFAULT_MANIFEST = 'serves.toml';
-/** A manifest (or a router config) is a page of TOML: one past this is some other file. */
+/** A manifest is a page of TOML: one past this is some other file (a router config's bound is MAX_CONFIG_BYTES). */
 export const MAX_MANIFEST_BYTES = 1024 * 1024;
 
 export const SERVE_DEFAULTS = {

@@ -2,7 +2,7 @@
 // bad file leaves the running mapping in place).
 import { BoundedReadError, readBounded } from '../config/bounded-read';
 import { parseRouterConfig } from '../config/router-config';
-import { MAX_MANIFEST_BYTES } from '../domain/manifest';
+import { MAX_CONFIG_BYTES } from '../domain/promotion';
 import type { RouterConfig } from '../config/router-model';
 import type { ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
@@ -23,7 +23,7 @@ export interface LoadedConfig {
 export async function loadConfig(configPath: string): Promise<LoadedConfig> {
   let text: string;
   try {
-    text = await readBounded(configPath, 'router config', MAX_MANIFEST_BYTES);
+    text = await readBounded(configPath, 'router config', MAX_CONFIG_BYTES);
   } catch (err) {
     const reason = err instanceof BoundedReadError ? err.reason : `cannot read: ${err instanceof Error ? err.message : String(err)}`;
     throw new ConfigLoadError([{ file: configPath, path: '', message: reason }]);

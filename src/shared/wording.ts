@@ -122,18 +122,19 @@ export const bringDown = {
   noneEvicted: (serve: string) => `no serve was evicted for ${serve}`,
 };
 
-/** How an operation that failed or was cancelled reports what it undid. */
 /** What a run's compensations did not undo, and why: `; not undone: release reservation (…)`. */
 const notUndone = (failed: { name: string; why: string }[]) => (failed.length ? `; not undone: ${failed.map((f) => `${f.name} (${f.why})`).join('; ')}` : '');
 
+/** How an operation that failed or was cancelled reports what it undid. */
 export const failure = {
   failed: (operation: string, step: string, message: string, compensated: string[], extra = '', failed: { name: string; why: string }[] = []) =>
     `${operation} failed at ${step}: ${message}; compensated: ${compensated.join(', ') || 'nothing'}${notUndone(failed)}${extra}`,
   cancelled: (operation: string, step: string, compensated: string[], extra = '', failed: { name: string; why: string }[] = []) =>
     `${operation} cancelled at ${step}; compensated: ${compensated.join(', ') || 'nothing'}${notUndone(failed)}${extra}`,
-  /** A give-back held back because the serve's container still runs. */
-  kept: (serve: string, container: string) =>
-    `${serve}'s MiB stay reserved: its container ${container} still runs (its removal failed); \`gpures serves down ${serve}\` takes the hold over, stops it and gives them back`,
+  /** A give-back held back because the serve's container still runs; `removalFailed`: why its removal failed, when it did. */
+  kept: (serve: string, container: string, removalFailed?: string) =>
+    `${serve}'s MiB stay reserved: its container ${container} still runs${removalFailed ? ` (its removal failed: ${removalFailed})` : ''}; ` +
+    `\`gpures serves down ${serve}\` takes the hold over, stops it and gives them back`,
 };
 
 /** A bring-down taking its serve in the ledger: who held it, and what was done about them. */

@@ -108,20 +108,29 @@ async function serveMetrics(
   }
 }
 
-/** Where dockerode reaches dockerd: DOCKER_HOST, else its default socket. */
-function dockerHost(env: Env): string {
-  return env['DOCKER_HOST'] || 'unix:///var/run/docker.sock';
+/** Where dockerode reaches dockerd: DOCKER_HOST in this process's environment (it reads no other), else its default socket. */
+function dockerHost(): string {
+  return process.env['DOCKER_HOST'] || 'unix:///var/run/docker.sock';
 }
+
+/** How long dockerd may take to answer its ping: a blackholed tcp:// host would otherwise wait for the OS's connect timeout. */
+const DOCKER_PING_TIMEOUT_MS = 10_000;
 
 /**
  * dockerd answers before the worker takes work: otherwise every ledger's reconcile fails, and an
  * operator waiting on `gpures ledger` is told to start the worker that is running.
  */
-async function reachDocker(docker: Docker, env: Env): Promise<void> {
+async function reachDocker(docker: Docker): Promise<void> {
   try {
-    await docker.ping();
+    // dockerode hands ping's abortSignal to its modem; @types/dockerode declares no options for it.
+    const pingable = docker as unknown as { ping(opts: { abortSignal: AbortSignal }): Promise<unknown> };
+    await pingable.ping({ abortSignal: AbortSignal.timeout(DOCKER_PING_TIMEOUT_MS) });
   } catch (err) {
-    throw new EnvError('DOCKER_HOST', `cannot reach Docker at ${dockerHost(env)} (DOCKER_HOST): ${(err as Error).message}`);
+    const why =
+      (err as Error).name === 'AbortError' || (err as Error).name === 'TimeoutError'
+        ? `no answer within ${DOCKER_PING_TIMEOUT_MS / 1000} s`
+        : (err as Error).message;
+    throw new EnvError('DOCKER_HOST', `cannot reach Docker at ${dockerHost()} (DOCKER_HOST): ${why}`);
   }
 }
 
@@ -150,7 +159,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     const ledger = workerLedgerRead({ client, temporal, node: opts.node, manifest, gpu: adapters.gpu });
     metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl, ledger);
     const docker = opts.runtime ? undefined : new Docker();
-    if (docker) await reachDocker(docker, env);
+    if (docker) await reachDocker(docker);
     const worker = await createGpuresWorker({
       connection: opened.native,
       client,
@@ -164,7 +173,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     });
     process.stderr.write(
       `worker for node '${opts.node}' on ${temporal.address} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
-        `manifest ${opts.manifestPath}; ${docker ? `docker ${dockerHost(env)}; ` : ''}${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
+        `manifest ${opts.manifestPath}; ${docker ? `docker ${dockerHost()}; ` : ''}${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
     );
     await worker.run();
   } finally {

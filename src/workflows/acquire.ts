@@ -93,7 +93,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
     saga.add('release reservation', () =>
-      giveBackWhenDown(node, serve.name, holder, () =>
+      giveBackWhenDown(node, serve.name, saga, () =>
         act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }),
       ),
     );
@@ -106,7 +106,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       ),
     );
     // Kept whole while the acquirer's container runs: its victims then leave the eviction when `serves down` takes it over.
-    saga.add('abort eviction', () => giveBackWhenDown(node, serve.name, holder, () => abortEviction(evicting, decision.victims)));
+    saga.add('abort eviction', () => giveBackWhenDown(node, serve.name, saga, () => abortEviction(evicting, decision.victims)));
   }
   if (stopBeforeRelease) withdrawSleeperStop = stopSleeper();
 

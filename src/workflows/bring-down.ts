@@ -164,9 +164,10 @@ function downMessage(o: {
   restore: boolean;
   restored: RestoreRecord[];
 }): string {
-  const { cancelled } = o;
   const taken = o.taken;
-  const tookOver = taken?.decision === 'taken' ? o.ended.find((e) => e.holder === taken.previousHolder && e.outcome !== 'cancelled') : undefined;
+  // A run that ended still holding the serve (cancelled too, when its container's removal failed) was taken over, not given back.
+  const tookOver = taken?.decision === 'taken' ? o.ended.find((e) => e.holder === taken.previousHolder) : undefined;
+  const cancelled = o.cancelled.filter((e) => e !== tookOver);
   const notes = [
     cancelled.length ? `cancelled ${cancelled.map((e) => e.holder).join(', ')} (it gave back what it took)` : '',
     tookOver ? `took over the hold of ${tookOver.holder}, which had ended ${tookOver.closedAs ?? ''} without giving it back` : '',

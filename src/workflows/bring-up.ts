@@ -1,6 +1,6 @@
 // serves up NAME: admit → start → health → identity → measure → readmit → running. An admission
 // the ledger denies starts nothing; a failure after admission removes the container and releases
-// the MiB. Every way up shares the steps from start on (startServe): an acquisition and a restore
+// the MiB once the container is seen gone (a removal that failed keeps them). Every way up shares the steps from start on (startServe): an acquisition and a restore
 // differ only in how they got the MiB.
 import { ApplicationFailure, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
 import type { ResolvedServe } from '../shared/contracts';
@@ -69,7 +69,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
 
   const saga = new Saga();
   saga.add('release reservation', () =>
-    giveBackWhenDown(node, serve.name, holder, () =>
+    giveBackWhenDown(node, serve.name, saga, () =>
       act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }),
     ),
   );

@@ -329,10 +329,18 @@ class GpuLedger {
 
   // ---- phase and release --------------------------------------------------------------------------
 
-  private phaseCheck({ serve, holder }: LedgerPhaseArgs): void {
+  private phaseCheck(args: LedgerPhaseArgs): void {
+    const { serve, holder } = args;
     const held = findReservation(this.state, serve);
     if (!held) invalid(`setPhase: '${serve}' holds no reservation on '${this.state.gpuRole}'`);
-    if (holder !== undefined && held.holder !== holder) invalid(`setPhase: the reservation of '${serve}' is held by ${held.holder}, not ${holder}`);
+    if (holder !== undefined && held.holder !== holder && !this.letGoAgain(args))
+      invalid(`setPhase: the reservation of '${serve}' is held by ${held.holder}, not ${holder}`);
+  }
+
+  /** A bring-down's let-go retried after a continue-as-new (the server's answer to a retry lasts one run): already done. */
+  private letGoAgain({ serve, holder, phase }: LedgerPhaseArgs): boolean {
+    const held = findReservation(this.state, serve);
+    return held !== undefined && phase === 'running' && held.phase === 'running' && held.letGoBy === holder;
   }
 
   /** Before the reconcile the state is not the truth yet: the handler checks once it is. */
@@ -343,6 +351,7 @@ class GpuLedger {
 
   setPhase = (args: LedgerPhaseArgs): LedgerChangeAnswer => {
     this.phaseCheck(args);
+    if (this.letGoAgain(args)) return this.change(args.serve);
     // A bring-down that lets go of a serve it took from running (its stop failed, or it was
     // cancelled) gives the hold back to the run it took it from: a lease whose expiry it was
     // tries again, and finds the serve still its own.

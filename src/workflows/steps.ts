@@ -4,10 +4,13 @@ import type { DrainResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
 import { ApplicationFailure, patched } from '@temporalio/workflow';
 import { Failure } from '../shared/failures';
-import { LABEL } from '../domain/serve';
+import type { Saga } from './saga';
 import { failure } from '../shared/wording';
 import { PATCHES } from './patches';
 import { reads, stopping, waiting } from './proxies';
+
+/** The compensations that take a serve's container away, by the names the operations register them under. */
+export const CONTAINER_REMOVALS = ['remove container', 'stop the sleeping serve'];
 
 export const DEFAULT_DRAIN_TIMEOUT_S = 120;
 /** How long nvidia-smi may take to show a stopped victim's VRAM back. */
@@ -31,16 +34,19 @@ export function stopServe(node: string, serve: { name: string; stopTimeoutS: num
 /**
  * A compensation's give-back of a serve's MiB, once its container is seen not to run: a removal
  * that failed (dockerd erroring past the retries) leaves it running, and MiB given back under a
- * running container of this run's are MiB the ledger admits another serve to. Kept, they stay with this run,
- * which ends: `serves down` takes the hold over, stops the container and gives them back. Runs
- * from before this gave them back at once, and replay that way.
+ * running container are MiB the ledger admits another serve to, whoever started it (this run, or
+ * a sleeper's run before it that this one woke). Kept, they stay with this run, which ends:
+ * `serves down` takes the hold over, stops the container and gives them back. Where the run no
+ * longer holds them (a wake's fence refused), the release would have changed nothing either.
+ * Runs from before this gave them back at once, and replay that way.
  */
-export async function giveBackWhenDown<T>(node: string, serve: string, holder: string, giveBack: () => Promise<T>): Promise<T> {
+export async function giveBackWhenDown<T>(node: string, serve: string, saga: Saga, giveBack: () => Promise<T>): Promise<T> {
   if (patched(PATCHES.giveBackWhenDown)) {
     const c = await reads().inspectServe({ node, serve });
-    // Another run's container (a sleeper this run was to wake) is held by that run's MiB, not these.
-    if (c?.running && c.labels[LABEL.holder] === holder)
-      throw ApplicationFailure.create({ type: Failure.ContainerStillRunning, message: failure.kept(serve, c.name), nonRetryable: true });
+    if (c?.running) {
+      const removal = saga.failed.find((f) => CONTAINER_REMOVALS.includes(f.name));
+      throw ApplicationFailure.create({ type: Failure.ContainerStillRunning, message: failure.kept(serve, c.name, removal?.why), nonRetryable: true });
+    }
   }
   return giveBack();
 }
