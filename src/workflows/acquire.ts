@@ -22,7 +22,7 @@ import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { startLease } from './lease';
 import { formatDuration, leaseRequestProblem } from '../domain/lease';
-import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, giveBackWhenDown, stopServe } from './steps';
+import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, giveBackWhenDown, STOP_SLEEPER, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { AcquireInput, AcquireResult, VictimRecord } from '../shared/operations';
 
@@ -86,7 +86,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   // A sleeper's process holds its residual: given up, its admission goes, and so must the process,
   // first (compensations run last-added first): released before it, its MiB could be admitted to
   // another serve while the process still holds them. Runs from before this released first.
-  const stopSleeper = () => saga.add('stop the sleeping serve', () => stopServe(node, serve));
+  const stopSleeper = () => saga.add(STOP_SLEEPER, () => stopServe(node, serve));
   const stopBeforeRelease = asleep !== undefined && patched(PATCHES.sleeperStoppedBeforeRelease);
   let withdrawSleeperStop = asleep !== undefined && !stopBeforeRelease ? stopSleeper() : undefined;
   const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {} };

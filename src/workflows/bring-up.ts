@@ -17,7 +17,7 @@ import { PATCHES } from './patches';
 import { act, containers, ledgerUpdates, reads, router, waiting } from './proxies';
 import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
-import { giveBackWhenDown, stopServe } from './steps';
+import { giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { BringUpInput, BringUpResult } from '../shared/operations';
 
@@ -125,7 +125,7 @@ export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepL
   log.begin('start');
   // Registered first: a start that created the container before it failed or was cancelled must
   // not leave it running once the reservation is released. Removing an absent one is a no-op.
-  saga.add('remove container', () => stopServe(node, serve));
+  saga.add(REMOVE_CONTAINER, () => stopServe(node, serve));
   const started = await containers.startServeContainer(resolved);
   log.record('start', start.started(started, gpu.uuid));
   return serveReady(resolved, started.containerId, gpuBefore?.usedMib, saga, log);
@@ -152,7 +152,7 @@ export async function wakeOrRestart(
     return { ...(await startServe(resolved, saga, log)), restoredBy: 'cold-start' };
   }
   // Registered first: a wake that fails past its fallback must not leave the process holding its residual.
-  const notOurs = saga.add('remove container', () => stopServe(node, serve));
+  const notOurs = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve));
   const woke = await wake(
     resolved,
     level,

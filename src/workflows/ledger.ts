@@ -333,14 +333,8 @@ class GpuLedger {
     const { serve, holder } = args;
     const held = findReservation(this.state, serve);
     if (!held) invalid(`setPhase: '${serve}' holds no reservation on '${this.state.gpuRole}'`);
-    if (holder !== undefined && held.holder !== holder && !this.letGoAgain(args))
+    if (holder !== undefined && held.holder !== holder && !letGoAgain(held, args))
       invalid(`setPhase: the reservation of '${serve}' is held by ${held.holder}, not ${holder}`);
-  }
-
-  /** A bring-down's let-go retried after a continue-as-new (the server's answer to a retry lasts one run): already done. */
-  private letGoAgain({ serve, holder, phase }: LedgerPhaseArgs): boolean {
-    const held = findReservation(this.state, serve);
-    return held !== undefined && phase === 'running' && held.phase === 'running' && held.letGoBy === holder;
   }
 
   /** Before the reconcile the state is not the truth yet: the handler checks once it is. */
@@ -351,11 +345,11 @@ class GpuLedger {
 
   setPhase = (args: LedgerPhaseArgs): LedgerChangeAnswer => {
     this.phaseCheck(args);
-    if (this.letGoAgain(args)) return this.change(args.serve);
+    const held = findReservation(this.state, args.serve);
+    if (letGoAgain(held, args)) return this.change(args.serve);
     // A bring-down that lets go of a serve it took from running (its stop failed, or it was
     // cancelled) gives the hold back to the run it took it from: a lease whose expiry it was
     // tries again, and finds the serve still its own.
-    const held = findReservation(this.state, args.serve);
     const from = held?.phase === 'stopping' && args.phase === 'running' ? held.takenFrom : undefined;
     const holder = from?.phase === 'running' && patched(PATCHES.letGoRestoresHolder) ? from.holder : undefined;
     this.state = withPhase(this.state, args.serve, args.phase, args.measuredMib, Date.now(), holder);
@@ -391,4 +385,9 @@ class GpuLedger {
     this.state = withoutReservation(this.state, serve);
     return this.answer({ released: held !== undefined, vramMib: held?.vramMib ?? 0 });
   };
+}
+
+/** A bring-down's let-go retried after a continue-as-new (the server's answer to a retry lasts one run): already done. */
+function letGoAgain(held: Reservation | undefined, { holder, phase }: LedgerPhaseArgs): boolean {
+  return held !== undefined && phase === 'running' && held.phase === 'running' && held.letGoBy === holder;
 }

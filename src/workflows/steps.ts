@@ -10,7 +10,9 @@ import { PATCHES } from './patches';
 import { reads, stopping, waiting } from './proxies';
 
 /** The compensations that take a serve's container away, by the names the operations register them under. */
-export const CONTAINER_REMOVALS = ['remove container', 'stop the sleeping serve'];
+export const REMOVE_CONTAINER = 'remove container';
+export const STOP_SLEEPER = 'stop the sleeping serve';
+const CONTAINER_REMOVALS = [REMOVE_CONTAINER, STOP_SLEEPER];
 
 export const DEFAULT_DRAIN_TIMEOUT_S = 120;
 /** How long nvidia-smi may take to show a stopped victim's VRAM back. */
