@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { applyAdmit, decideAdmit, emptyLedger, totals, withoutReservation, withPhase } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
-import { applyStop, cancelHint, decideStop, fenceProblem, holderOf, operationUnderWay, parseHolder } from '../src/domain/fence';
+import { applyStop, cancelHint, decideStop, fenceProblem, holderOf, holderProblem, operationUnderWay, parseHolder } from '../src/domain/fence';
 
 const GPU = { role: 'dark-fast', uuid: 'GPU-1', capacityMib: 32607, reserveMib: 4608 };
 const U = holderOf('serves-up/n/o1', 'run-u');
@@ -21,6 +21,10 @@ describe('fencing tokens', () => {
     assert.deepEqual(parseHolder(U), { workflowId: 'serves-up/n/o1', runId: 'run-u' });
     assert.equal(parseHolder('reconciled from container gpures-n-o1'), undefined);
     assert.equal(parseHolder('no-slash'), undefined);
+    // A bring-down's onlyIfHeldBy, from the UI's start form, must name a run.
+    assert.equal(holderProblem(U), undefined);
+    assert.equal(holderProblem('no-slash'), "a run's token, <workflow id>/<run id>");
+    assert.equal(holderProblem(7), "a run's token, <workflow id>/<run id>");
     assert.equal(cancelHint(U), 'temporal workflow cancel --workflow-id serves-up/n/o1 --run-id run-u');
   });
 
@@ -50,6 +54,30 @@ describe('a bring-down takes its serve', () => {
     const d = decideStop(l, { serve: 'o1', holder: D });
     assert.deepEqual(d, { decision: 'busy', serve: 'o1', operation: { serve: 'o1', phase: 'admitted', holder: U } });
     assert.deepEqual(applyStop(l, { serve: 'o1', holder: D }, d), l);
+  });
+
+  test("only from a named run (a lease's expiry): taken while that run holds it running, else left alone, nothing changed", () => {
+    const L = holderOf('acquire/n/o1', 'run-l');
+    const running = withPhase(admitted(emptyLedger('n', GPU), 'o1', 12000, L), 'o1', 'running');
+    const ours = decideStop(running, { serve: 'o1', holder: D, onlyIfHeldBy: L });
+    assert.equal(ours.decision, 'taken');
+    // Its retry, after the take, is answered as the take was.
+    const taken = applyStop(running, { serve: 'o1', holder: D, onlyIfHeldBy: L }, ours);
+    assert.equal(decideStop(taken, { serve: 'o1', holder: D, onlyIfHeldBy: L }).decision, 'taken');
+    // Acquired anew by another run, still starting or running, or gone: not the named run's.
+    const starting = admitted(emptyLedger('n', GPU), 'o1', 12000, U);
+    const anew = withPhase(starting, 'o1', 'running');
+    for (const [l, phase] of [
+      [starting, 'admitted'],
+      [anew, 'running'],
+    ] as const) {
+      const d = decideStop(l, { serve: 'o1', holder: D, onlyIfHeldBy: L });
+      assert.deepEqual(d, { decision: 'not-held', serve: 'o1', heldBy: U, phase });
+      assert.deepEqual(applyStop(l, { serve: 'o1', holder: D, onlyIfHeldBy: L }, d), l);
+    }
+    const none = emptyLedger('n', GPU);
+    assert.deepEqual(decideStop(none, { serve: 'o1', holder: D, onlyIfHeldBy: L }), { decision: 'not-held', serve: 'o1' });
+    assert.deepEqual(applyStop(none, { serve: 'o1', holder: D, onlyIfHeldBy: L }, { decision: 'not-held', serve: 'o1' }), none);
   });
 
   test('a hold whose run ended is taken over only when named', () => {

@@ -10,9 +10,40 @@ import type { SimTestBox } from './support/sim';
 import { leaseHandle, leaseTimes } from './support/lease';
 import { sleep, waitFor, waitUntil } from './support/wait';
 import { renewLeaseSignal, workflowIds } from '../src/shared/messages';
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
+import type { GpuSpec } from '../src/domain/types';
+import type { LedgerState } from '../src/domain/ledger';
+import type { BringDownResult } from '../src/shared/operations';
+import { containerName } from '../src/domain/serve';
+
+/**
+ * The worker's ledger, which can hold a lease's read of it: what the lease saw stays what it saw
+ * while the test changes the box, as a slow read or a descheduled worker would leave it.
+ */
+class LedgerHeldForLease extends LedgerClient {
+  /** Run once, inside the next ledger read a lease makes, before the read is answered. */
+  holdNextLeaseRead?: () => Promise<void>;
+
+  constructor(client: Client) {
+    super(client);
+  }
+
+  override async snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs?: number): Promise<LedgerState> {
+    const seen = await super.snapshot(node, gpu, reconcileTimeoutMs);
+    const hold = this.holdNextLeaseRead;
+    if (hold && Context.current().info.workflowType === 'leaseWorkflow') {
+      this.holdNextLeaseRead = undefined;
+      await hold();
+    }
+    return seen;
+  }
+}
 
 describe('leases', () => {
   let t: SimTestBox;
+  let ledger: LedgerHeldForLease | undefined;
   before(async () => {
     t = await startSimTestBox(
       'lease',
@@ -23,6 +54,7 @@ describe('leases', () => {
         { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
         { name: 'coder', vram_mib: 8192, class: 'on-demand', router_tier: 'coder-local', idle_ttl_s: 4 },
       ],
+      { ledger: (client) => (ledger = new LedgerHeldForLease(client)) },
     );
   });
   after(async () => {
@@ -193,6 +225,57 @@ describe('leases', () => {
     assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'comfyui-sim:running']);
     await operator.terminate('test over');
     assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true })).ok);
+    await assertRestored();
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test("a serve acquired anew between the lease's read of the ledger and its bring-down: the newer acquisition's serve keeps running", async () => {
+    await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 3 });
+    const lease = leaseHandle(t.temporal.client, t.node, 'comfyui-sim');
+    const granted = await lease.view();
+    const downId = workflowIds.bringDown(t.node, 'comfyui-sim');
+    let newer: string | undefined;
+    let operatorsDown: string | undefined;
+    // At the expiry the lease reads comfyui-sim held by its acquisition; before that read is
+    // answered, an operator brings it down and the router acquires it again, under a new lease.
+    ledger!.holdNextLeaseRead = async () => {
+      assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim')).ok);
+      operatorsDown = (await t.temporal.client.workflow.getHandle(downId).describe()).runId;
+      const again = await serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true, lease: { kind: 'fixed', seconds: 600 } });
+      assert.ok(again.ok, !again.ok ? again.message : '');
+      const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+      newer = l?.reservations.find((r) => r.serve === 'comfyui-sim')?.holder;
+    };
+    // The lease's own serves down, under the same id as the operator's, after it.
+    const leaseDown = await waitFor(
+      'the lease to start its serves down',
+      async () => {
+        if (newer === undefined) return undefined;
+        const d = await t.temporal.client.workflow.getHandle(downId).describe();
+        return d.runId !== operatorsDown ? d : undefined;
+      },
+      20_000,
+    );
+    const down = (await t.temporal.client.workflow.getHandle(downId, leaseDown.runId).result()) as BringDownResult;
+    assert.equal(down.outcome, 'left-alone', down.message);
+    assert.match(
+      down.message,
+      /^serves down comfyui-sim: comfyui-sim is no longer held running by acquire\/.* \(now running, held by acquire\/.*\): left alone$/,
+    );
+    assert.ok(newer && newer !== granted.holder, `held anew by ${newer}, granted to ${granted.holder}`);
+    // The box, not only the ledger: the newer acquisition's container still runs, under its reservation.
+    const c = await t.box.runtime.inspect(containerName(t.node, 'comfyui-sim'));
+    assert.equal(c?.running, true, "the newer acquisition's comfyui-sim container runs");
+    const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+    const r = l?.reservations.find((x) => x.serve === 'comfyui-sim');
+    assert.deepEqual([r?.phase, r?.holder], ['running', newer]);
+    // The lease the newer acquisition renewed runs on under its terms.
+    await waitUntil('the lease renewed by the newer acquisition', async () => {
+      const v = await lease.view().catch(() => undefined);
+      return v !== undefined && v.holder === newer && v.state === 'running';
+    });
+    const { result } = await releaseLease(t.temporal.client, t.node, 'comfyui-sim');
+    assert.equal(result.outcome, 'released', result.message);
     await assertRestored();
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });

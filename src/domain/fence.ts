@@ -22,6 +22,11 @@ export function parseHolder(holder: string): { workflowId: string; runId: string
   return { workflowId: holder.slice(0, i), runId: holder.slice(i + 1) };
 }
 
+/** Why an input is not a run's token (`<workflowId>/<runId>`), or undefined when it is one. */
+export function holderProblem(v: unknown): string | undefined {
+  return typeof v === 'string' && parseHolder(v) ? undefined : "a run's token, <workflow id>/<run id>";
+}
+
 /** An operation still changing the serve: what another operation must wait for, cancel, or be refused by. */
 export interface OperationUnderWay {
   serve: string;
@@ -69,7 +74,12 @@ export type StopDecision =
    */
   | { decision: 'evicted'; serve: string; evictedFor?: string }
   /** Another operation holds it: cancel that operation, wait for it, or be refused. */
-  | { decision: 'busy'; serve: string; operation: OperationUnderWay };
+  | { decision: 'busy'; serve: string; operation: OperationUnderWay }
+  /**
+   * Asked to take it only from a run (a lease's expiry, from the acquisition that granted it) that
+   * no longer holds it running: left as it is, nothing taken.
+   */
+  | { decision: 'not-held'; serve: string; heldBy?: string; phase?: ReservationPhase };
 
 export interface StopRequest {
   serve: string;
@@ -85,6 +95,12 @@ export interface StopRequest {
   victimsDown?: string[];
   /** …and those that sleep (read from the box; at a level not known); they stay sleeping. */
   victimsAsleep?: string[];
+  /**
+   * Take the serve only while this run holds it running. A lease checks that before it brings its
+   * serve down, but the serve may be brought down and acquired again between that read and this
+   * take: the newer acquisition is not the lease's to undo.
+   */
+  onlyIfHeldBy?: string;
 }
 
 export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
@@ -101,6 +117,9 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
       previousHolder: t.holder,
       ...(t.victimsRunning ? { victimsRunning: t.victimsRunning } : {}),
     };
+  }
+  if (req.onlyIfHeldBy !== undefined && (r?.holder !== req.onlyIfHeldBy || r.phase !== 'running')) {
+    return { decision: 'not-held', serve: req.serve, ...(r ? { heldBy: operationUnderWay(state, r)?.holder ?? r.holder, phase: r.phase } : {}) };
   }
   // Absent, or a retry of this bring-down of a serve it found with no reservation.
   if (!r || (r.phase === 'stopping' && r.holder === req.holder && r.vramMib === 0)) return { decision: 'absent', serve: req.serve };

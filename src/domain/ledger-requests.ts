@@ -75,6 +75,7 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     takeOverFrom: { check: runId },
     victimsDown: { check: serveNames },
     victimsAsleep: { check: serveNames },
+    onlyIfHeldBy: { check: runId },
   },
   fence: {
     serve: { check: serveName, required: true },

@@ -17,7 +17,7 @@ export type OperationKind = (typeof OPERATION_KINDS)[keyof typeof OPERATION_KIND
  * admitted: a serve came up on free MiB; evicted: it came up after evicting victims; restored: an
  * evicted serve came back; already-running: nothing to do; stopped: a bring-down's stop (of
  * the serve, or of its holder's operation, cancelled); already-stopped: a bring-down found the
- * serve stopped; completed: a promotion or lease that ended well; denied: the ledger said no; cancelled; failed.
+ * serve stopped; left-alone: a lease's bring-down found its serve another run's by then; completed: a promotion or lease that ended well; denied: the ledger said no; cancelled; failed.
  */
 export const OPERATION_OUTCOMES = [
   'admitted',
@@ -26,6 +26,7 @@ export const OPERATION_OUTCOMES = [
   'already-running',
   'stopped',
   'already-stopped',
+  'left-alone',
   'completed',
   'denied',
   'cancelled',

@@ -125,12 +125,17 @@ export interface BringDownInput {
   restore?: boolean;
   /** How long requests in flight to its tier may take before the stop; default 120 s. */
   drainTimeoutS?: number;
+  /** Only while this run (`<workflow id>/<run id>`) holds the serve running: a lease's expiry, which must not stop a newer acquisition's serve. */
+  onlyIfHeldBy?: string;
 }
 
 export interface BringDownResult {
   serve: string;
-  /** cancelled: an operation was bringing the serve up; it was cancelled and gave back what it took. */
-  outcome: 'stopped' | 'already-stopped' | 'cancelled';
+  /**
+   * cancelled: an operation was bringing the serve up; it was cancelled and gave back what it took.
+   * left-alone: asked to take the serve only from a run that no longer held it running; nothing changed.
+   */
+  outcome: 'stopped' | 'already-stopped' | 'cancelled' | 'left-alone';
   /** Operations that held the serve and were ended first. */
   ended?: OperationEnd[];
   message: string;

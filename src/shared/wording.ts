@@ -149,6 +149,8 @@ export const take = {
     `${serve} held for this bring-down (was ${from}${takenOverFrom ? `, taken over from ${takenOverFrom}, which had ended` : ''})`,
   absent: (serve: string) => `${serve} holds no reservation; held for this bring-down while a stray container is stopped`,
   evicted: (serve: string, evictedFor: string | undefined) => `${serve} was evicted for ${evictedFor ?? '?'}: it stays down, off that serve's restore list`,
+  notHeld: (serve: string, by: string, now: { heldBy?: string; phase?: string }) =>
+    `${serve} is no longer held running by ${by} (now ${now.phase === undefined ? 'not in the ledger' : `${now.phase === 'admitted' ? 'starting' : now.phase}, held by ${now.heldBy ?? '?'}`}): left alone`,
   takingOver: (op: Holder, closedAs: string | undefined, serve: string, victimsDown: string[], victimsAsleep: string[] = []) =>
     `${op.holder} (${op.phase}) ended ${closedAs ?? ''} without giving ${serve} back: taking it over` +
     (victimsDown.length ? `; its victims ${victimsDown.join(', ')} are down` : '') +

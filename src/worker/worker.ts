@@ -21,6 +21,7 @@ import { HttpServeProbe } from '../adapters/serve-probe/http';
 import type { ServeSleep } from '../adapters/serve-sleep/port';
 import { HttpServeSleep } from '../adapters/serve-sleep/http';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
+import type { LedgerPort } from '../adapters/ledger/port';
 import { TemporalOperations } from '../adapters/operations/temporal';
 import { TemporalSearchAttributes } from '../adapters/search-attributes/temporal';
 import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
@@ -51,6 +52,8 @@ export interface GpuresWorkerOptions {
   routerDeployment?: RouterDeployment;
   /** Where the worker counts operations and reads the ledgers for /metrics (docs/metrics.md); one of its own when not given. */
   metrics?: WorkerMetrics;
+  /** The ledgers as the activities reach them (default: through this client); tests wrap it to hold a step at a chosen moment. */
+  ledger?: LedgerPort;
   /** A prebuilt bundle (tests build one per suite); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
 }
@@ -65,7 +68,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     probe: opts.probe ?? new HttpServeProbe(),
     sleep: opts.sleep ?? new HttpServeSleep(),
     manifest: opts.manifest,
-    ledger,
+    ledger: opts.ledger ?? ledger,
     operations: new TemporalOperations(opts.client),
     router: opts.router,
     gpu: opts.gpu,

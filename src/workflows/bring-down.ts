@@ -5,7 +5,7 @@ import { ApplicationFailure, CancellationScope, isCancellation, patched, workflo
 import type { DrainResult, OperationEnd, StopResult } from '../shared/contracts';
 import { formatLedger } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
-import { cancelHint, holderOf } from '../domain/fence';
+import { cancelHint, holderOf, holderProblem } from '../domain/fence';
 import type { StopDecision } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import type { LedgerReleaseResult } from '../shared/messages';
@@ -36,7 +36,7 @@ interface Down {
 }
 
 export async function bringDownWorkflow(input: BringDownInput): Promise<BringDownResult> {
-  checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'] });
+  checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'], other: { onlyIfHeldBy: holderProblem } });
   const { workflowId, runId } = workflowInfo();
   const holder = holderOf(workflowId, runId);
   const log = new StepLog();
@@ -45,7 +45,20 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const before = await reads().ledgerSnapshot({ node, gpu });
   const down: Down = { node, gpu, serve, holder, log, fenced: patched(PATCHES.bringDownFenced) };
   const ended: OperationEnd[] = [];
-  const taken = down.fenced ? await takeServe(down, ended) : undefined;
+  const taken = down.fenced ? await takeServe(down, ended, input.onlyIfHeldBy) : undefined;
+  if (taken?.decision === 'not-held') {
+    return {
+      serve: serve.name,
+      outcome: 'left-alone',
+      message: `serves down ${serve.name}: ${take.notHeld(serve.name, input.onlyIfHeldBy ?? '?', taken)}`,
+      gpuRole: gpu.role,
+      releasedMib: 0,
+      restored: [],
+      ledgerBefore: formatLedger(before),
+      ledgerAfter: formatLedger(before),
+      steps: log.steps,
+    };
+  }
   const saga = new Saga();
   if (taken) saga.add('let go of the serve', () => letGo(down, taken));
 
@@ -194,7 +207,11 @@ function downMessage(o: {
  * victims leave its eviction then, as the box has them. A serve being evicted by an acquisition
  * still running is refused: that acquisition is stopping it.
  */
-async function takeServe({ node, gpu, serve, holder, log }: Down, ended: OperationEnd[]): Promise<StopDecision & { readmitLater?: string[] }> {
+async function takeServe(
+  { node, gpu, serve, holder, log }: Down,
+  ended: OperationEnd[],
+  onlyIfHeldBy: string | undefined,
+): Promise<StopDecision & { readmitLater?: string[] }> {
   // The holder's own compensations stop this serve's container: they get its stop timeout and more.
   const endTimeoutS = Math.max(OPERATION_END_TIMEOUT_S, serve.stopTimeoutS + 180);
   let takeOver: { takeOverFrom: string; victimsDown: string[] } | undefined;
@@ -205,7 +222,7 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
       ledgerUpdates().ledgerBeginStop({
         node,
         gpu,
-        args: { serve: serve.name, holder, class: serve.class, ...(takeOver ?? {}) },
+        args: { serve: serve.name, holder, class: serve.class, ...(takeOver ?? {}), ...(onlyIfHeldBy !== undefined ? { onlyIfHeldBy } : {}) },
         updateId: `${holder}/take/${attempt}`,
       }),
     );
@@ -219,6 +236,10 @@ async function takeServe({ node, gpu, serve, holder, log }: Down, ended: Operati
     }
     if (decision.decision === 'absent') {
       log.record('take', take.absent(serve.name));
+      return decision;
+    }
+    if (decision.decision === 'not-held') {
+      log.record('take', take.notHeld(serve.name, onlyIfHeldBy ?? '?', decision));
       return decision;
     }
     if (decision.decision === 'evicted') {

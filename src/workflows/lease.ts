@@ -196,13 +196,21 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
     }
     try {
       // Abandoned, like an operator's: once its stop is issued a bring-down sees it through, lease or not.
+      // The take itself checks the holder again: the serve may have been brought down and acquired
+      // anew since the read above, and that acquisition is not this lease's to undo.
+      const onlyOurs = patched(PATCHES.leaseDownOnlyItsOwn) ? { onlyIfHeldBy: terms.holder } : {};
       const down = await executeChild(bringDownWorkflow, {
         workflowId,
-        args: [{ serve, restore: true }],
+        args: [{ serve, restore: true, ...onlyOurs }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
         staticSummary: literalMarkdown(`serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`),
       });
       log.record('down', down.message);
+      if (down.outcome === 'left-alone') {
+        const message = `lease of ${serve} ${why}: ${down.message}`;
+        log.record('end', message);
+        return { serve, outcome: 'not-held', message, steps: log.steps };
+      }
       return {
         ...base,
         message: `lease of ${serve} ${why}: ${down.message}`,

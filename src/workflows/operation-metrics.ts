@@ -32,7 +32,7 @@ export function completedOutcome(kind: OperationKind, result: unknown): Operatio
       return { kind, outcome: Array.isArray(r.victims) && r.victims.length > 0 ? 'evicted' : 'admitted' };
     case 'bring-down':
       // 'cancelled' (it cancelled the serve's holder) stopped it too; a serve found stopped did not need one.
-      return { kind, outcome: r.outcome === 'already-stopped' ? 'already-stopped' : 'stopped' };
+      return { kind, outcome: r.outcome === 'already-stopped' || r.outcome === 'left-alone' ? r.outcome : 'stopped' };
     default:
       return { kind, outcome: 'completed' };
   }

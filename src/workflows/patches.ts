@@ -85,5 +85,12 @@ export const PATCHES = {
    * no recording has: test/ledger-workflow.test.ts lets one go.
    */
   letGoRestoresHolder: 'let-go-restores-holder',
+  /**
+   * A lease's expiry brings its serve down only while the acquisition that granted the lease still
+   * holds it running (the bring-down's take checks it in the ledger), not a newer acquisition's.
+   * The same commands, its child's input aside; reached by every lease expiry since, which no
+   * recording has: test/lease.test.ts acquires a serve anew under an expiring lease.
+   */
+  leaseDownOnlyItsOwn: 'lease-down-only-its-own',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

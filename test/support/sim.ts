@@ -4,7 +4,9 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
+import type { LedgerPort } from '../../src/adapters/ledger/port';
 import type { Manifest } from '../../src/domain/types';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
 import type { SimBox } from '../../src/sim/box';
@@ -40,7 +42,12 @@ export interface SimTestBox {
   close(): Promise<void>;
 }
 
-export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: TestServe[]): Promise<SimTestBox> {
+export interface SimTestBoxOptions {
+  /** The ledgers as the worker's activities reach them, made from the test's client (default: the worker's own). */
+  ledger?: (client: Client) => LedgerPort;
+}
+
+export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: TestServe[], opts: SimTestBoxOptions = {}): Promise<SimTestBox> {
   const node = uniqueNode(prefix);
   const dir = mkdtempSync(join(tmpdir(), 'gpures-sim-'));
   const text = renderManifest(node, gpus, serves);
@@ -57,6 +64,7 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     router: box.routerAdmin,
     gpu: box.gpu,
     pollIntervalMs: 100,
+    ...(opts.ledger ? { ledger: opts.ledger(temporal.client) } : {}),
   });
   const read = workerLedgerRead({
     client: temporal.client,

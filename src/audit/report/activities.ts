@@ -80,6 +80,8 @@ function stopLine(answer: Obj | undefined): string {
       return `${txt(d.serve)}: evicted${d.evictedFor ? ` for ${txt(d.evictedFor)}` : ''}, stays down`;
     case 'busy':
       return `${txt(d.serve)} busy: held by ${txt(obj(d.operation)?.['holder'])}`;
+    case 'not-held':
+      return `${txt(d.serve)} left alone: ${d.phase ? `${txt(d.phase)}, held by ${txt(d.heldBy)}` : 'not in the ledger'}`;
     default:
       return compact(answer);
   }
