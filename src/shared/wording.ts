@@ -70,6 +70,7 @@ export const start = {
       : r.action === 'already-active'
         ? `tier ${tier} already in rotation`
         : 'no router configured on this worker',
+  notMeasured: (serve: string, why: string) => `${serve}'s VRAM not measured (nvidia-smi: ${why}); it runs on its declared reservation`,
   running: 'reservation marked running',
 };
 

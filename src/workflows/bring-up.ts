@@ -240,8 +240,18 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 
 /** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */
 async function measureDelta({ serve, gpu }: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
-  // Healthy, it has taken its memory (vLLM allocates before /health answers): the latest reading will do.
-  const gpuAfter = await reads().measureGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS });
+  log.begin('measure');
+  let gpuAfter;
+  try {
+    // Healthy, it has taken its memory (vLLM allocates before /health answers): the latest reading will do.
+    gpuAfter = await reads().measureGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS });
+  } catch (err) {
+    // nvidia-smi failing now (a driver hiccup, its timeout) must not throw away a serve that is
+    // healthy and the model it loaded: the delta is said not measured. Runs before this failed.
+    if (isCancellation(err) || !patched(PATCHES.measureNotAGate)) throw err;
+    log.record('measure', start.notMeasured(serve.name, rootCause(err).message));
+    return undefined;
+  }
   if (!gpuAfter) return undefined;
   const delta = gpuAfter.usedMib - usedBeforeMib;
   log.record('measure', formatMeasuredDelta(serve.name, delta, serve.vramMib).line);

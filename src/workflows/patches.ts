@@ -92,5 +92,12 @@ export const PATCHES = {
    * recording has: test/lease.test.ts acquires a serve anew under an expiring lease.
    */
   leaseDownOnlyItsOwn: 'lease-down-only-its-own',
+  /**
+   * A bring-up whose serve is healthy and verified no longer fails when nvidia-smi fails to read
+   * the VRAM it took (evidence, not a gate): the delta is said not measured. The same commands
+   * when the reading works; reached only by a reading that fails after health, which no recording
+   * has: test/measure-evidence.test.ts fails one.
+   */
+  measureNotAGate: 'measure-not-a-gate',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
