@@ -5,7 +5,8 @@
 // behind patched() passes.
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
@@ -13,6 +14,7 @@ import { historyIdentity } from '../src/audit/events';
 import { historyProto, readHistoryFile } from '../src/audit/history';
 import { formatReplayOutcome, replayHistoryFiles } from '../src/audit/replay';
 import type { ReplayOutcome } from '../src/audit/replay';
+import { firstDifference } from '../src/audit/update-answers';
 import { buildReport } from '../src/audit/report';
 import { historyTexts } from './support/history-scan';
 import { ROUTER_TOKEN as PROMOTION_ROUTER_TOKEN } from './support/router';
@@ -126,5 +128,48 @@ describe('versioning: an incompatible change fails replay, the same change behin
     const good = await replayHistoryFiles([join(HISTORIES, 'bring-up.json')], { workflowsPath: require.resolve('./fixtures/bring-up-extra-step-patched') });
     assert.ok(good[0]);
     assert.equal(good[0].ok, true, formatReplayOutcome(good[0]));
+  });
+});
+
+describe("replay holds each Update's answer against the recorded one (core checks only commands)", () => {
+  /** ledger.json with the recorded answer to vision's admission turned into a denial, in a file of its own. */
+  function ledgerToldDenied(): { file: string; eventId: number } {
+    const h = readHistoryFile(join(HISTORIES, 'ledger.json'));
+    for (const e of h.events) {
+      const done = e['workflowExecutionUpdateCompletedEventAttributes'] as
+        { meta: { updateId: string }; outcome: { success?: { payloads: { data: string }[] } } } | undefined;
+      const payload = done?.outcome.success?.payloads[0];
+      if (!done || !payload || !/\/vision\/[^/]+\/admit$/.test(done.meta.updateId)) continue;
+      const answer = JSON.parse(Buffer.from(payload.data, 'base64').toString('utf8')) as { decision: { decision: string } };
+      if (answer.decision.decision !== 'admitted') continue;
+      answer.decision.decision = 'denied';
+      payload.data = Buffer.from(JSON.stringify(answer)).toString('base64');
+      const file = join(mkdtempSync(join(tmpdir(), 'gpures-answers-')), 'ledger.json');
+      writeFileSync(file, JSON.stringify(h));
+      return { file, eventId: Number(e.eventId) };
+    }
+    throw new Error('ledger.json has no admission of vision');
+  }
+
+  test('an admit the code now answers otherwise than history recorded: FAIL at that Update, naming the field', async () => {
+    const { file, eventId } = ledgerToldDenied();
+    const [o] = await replayHistoryFiles([file]);
+    assert.ok(o);
+    assert.equal(o.ok, false);
+    assert.equal(o.errorName, 'UpdateAnswerChanged');
+    assert.deepEqual(o.event, { id: eventId, type: 'WorkflowExecutionUpdateCompleted' });
+    assert.match(
+      formatReplayOutcome(o),
+      /^FAIL ledger\/primary-node\/dark-fast: UpdateAnswerChanged: Update admit serves-up\/primary-node\/vision\/.*\/admit \(event \d+\) answers differently on replay, at decision\.decision: recorded "denied", now "admitted"/,
+    );
+  });
+
+  test('answers compared field by field: a field the recorded answer lacks is an addition, a changed or dropped one is not', () => {
+    assert.equal(firstDifference({ decision: { decision: 'admitted' } }, { decision: { decision: 'admitted' }, ledger: { reservations: [] } }), undefined);
+    assert.equal(firstDifference({ a: [1, 2] }, { a: [1, 2] }), undefined);
+    assert.equal(firstDifference({ a: [1, 2] }, { a: [1] }), 'a: recorded [1,2], now [1]');
+    assert.equal(firstDifference({ a: { b: 1 } }, { a: {} }), 'a.b: recorded 1, now nothing');
+    assert.equal(firstDifference({ a: [{ b: 'x' }] }, { a: [{ b: 'y' }] }), 'a[0].b: recorded "x", now "y"');
+    assert.equal(firstDifference(undefined, undefined), undefined);
   });
 });

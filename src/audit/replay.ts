@@ -7,7 +7,7 @@ import { basename } from 'node:path';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { UNCOUNTED_SINKS } from '../worker/workflow-code';
 import { loadWorkflowBundle } from '../worker/prebuilt-bundle';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { InjectedSinks, WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { eventAttributes, eventTypeName, historyIdentity } from './events';
 import type { HistoryEventJson, HistoryJson } from './events';
 import type { History } from '@temporalio/common/lib/proto-utils';
@@ -17,6 +17,8 @@ import { reapReplayProcesses, replayProcessCount, startReplayProcess } from './r
 import type { ReplayProcess } from './replay-processes';
 import { ReplayQueue } from './replay-queue';
 import type { ReplaySource } from './replay-queue';
+import { updateAnswersChanged, UpdateAnswerChanged } from './update-answers';
+import type { UpdateAnswer, UpdateAnswerSinks } from '../shared/update-answers';
 
 export interface ReplayOutcome {
   file: string;
@@ -81,6 +83,11 @@ function describeEvent(e: HistoryEventJson): { id: number; type: string; detail?
   return { id: Number(e.eventId), type: eventTypeName(e.eventType), ...(detail ? { detail } : {}) };
 }
 
+function eventById(h: HistoryJson, id: number): { id: number; type: string; detail?: string } | undefined {
+  const e = h.events.find((x) => Number(x.eventId) === id);
+  return e ? describeEvent(e) : undefined;
+}
+
 /**
  * The event a nondeterminism message is about. Core names it by id (`event id 11`,
  * `HistoryEvent(id: 11, …)`), or by the activity type it expected, or not at all; then the
@@ -123,23 +130,29 @@ export interface ReplayOptions {
 /** Replays in parallel past this many lanes gain nothing on the boxes this runs on, and cost a thread each. */
 const MAX_REPLAY_LANES = 4;
 
-function outcomeOf(file: string, workflowId: string, history: HistoryJson, error: Error | undefined): ReplayOutcome {
+function outcomeOf(file: string, workflowId: string, history: HistoryJson, replayed: Error | undefined, answers: readonly UpdateAnswer[]): ReplayOutcome {
   const id = historyIdentity(history, workflowId);
   const base = { file, workflowId, workflowType: id.workflowType, events: id.events };
+  const error = replayed ?? updateAnswersChanged(history, answers);
   if (!error) return { ...base, ok: true };
-  const event = locateEvent(history, error.message);
+  const event = error instanceof UpdateAnswerChanged ? eventById(history, error.eventId) : locateEvent(history, error.message);
   return { ...base, ok: false, errorName: error.name, error: coreMessage(error.message), ...(event ? { event } : {}) };
 }
 
-/** One history as a replayer takes it: the History to replay and how its outcome reads once replayed; or its outcome at once (a file that is not a history). */
-export type Prepared<T> = { workflowId: string; history: History; outcome: (error: Error | undefined) => T } | { settled: T };
+/**
+ * One history as a replayer takes it: the History to replay and how its outcome reads once
+ * replayed (the replayer's error, and the Update answers the replay gave again); or its outcome at
+ * once (a file that is not a history).
+ */
+export type Prepared<T> = { workflowId: string; history: History; outcome: Replayed<T> } | { settled: T };
+export type Replayed<T> = (error: Error | undefined, answers: readonly UpdateAnswer[]) => T;
 
 /** A history file prepared where it is replayed: read, and converted once (the conversion is the check that it loads). */
 export function prepareFile(file: string): Prepared<ReplayOutcome> {
   try {
     const { json, history } = loadHistoryFile(file);
     const workflowId = historyIdentity(json, idFromFileName(file)).workflowId;
-    return { workflowId, history, outcome: (error) => outcomeOf(file, workflowId, json, error) };
+    return { workflowId, history, outcome: (error, answers) => outcomeOf(file, workflowId, json, error, answers) };
   } catch (err) {
     return { settled: fileNotReplayed(file, 'HistoryFileError', err instanceof HistoryFileError ? err.message : String(err)) };
   }
@@ -170,7 +183,19 @@ export async function replayLane<T>(
 ): Promise<void> {
   // Histories go in one at a time and come out in the same order (the SDK replays one, yields its
   // result, then takes the next): pair them by position, and check the pairing by workflow id.
-  const taken: { i: number; workflowId: string; outcome: (error: Error | undefined) => T }[] = [];
+  const taken: { i: number; workflowId: string; outcome: Replayed<T> }[] = [];
+  // The Updates each run answered again, by run id, until its result comes out.
+  const answered = new Map<string, UpdateAnswer[]>();
+  const updateAnswers: InjectedSinks<UpdateAnswerSinks>['updateAnswers'] = {
+    replayed: {
+      fn: (info, answer) => {
+        const list = answered.get(info.runId) ?? [];
+        if (!list.length) answered.set(info.runId, list);
+        list.push(answer);
+      },
+      callDuringReplay: true,
+    },
+  };
   const settle = (i: number, outcome: () => T) => {
     let o: T;
     try {
@@ -198,11 +223,13 @@ export async function replayLane<T>(
     }
   }
   try {
-    for await (const r of Worker.runReplayHistories({ workflowBundle, replayName: name, sinks: UNCOUNTED_SINKS }, histories())) {
+    for await (const r of Worker.runReplayHistories({ workflowBundle, replayName: name, sinks: { ...UNCOUNTED_SINKS, updateAnswers } }, histories())) {
       const t = taken[0];
       if (!t || t.workflowId !== r.workflowId) throw new Error(`the replayer answered for ${r.workflowId} where ${t?.workflowId ?? 'no history'} was replayed`);
       taken.shift();
-      settle(t.i, () => t.outcome(r.error));
+      const answers = answered.get(r.runId) ?? [];
+      answered.delete(r.runId);
+      settle(t.i, () => t.outcome(r.error, answers));
     }
   } catch (err) {
     throw new LaneFailed(
@@ -251,7 +278,11 @@ export async function replayInLanes(
   const queue = new ReplayQueue<Error | undefined>(items.length);
   const prepare = (i: number): Prepared<Error | undefined> => {
     const item = items[i] as { workflowId: string; history: HistoryJson };
-    return { workflowId: item.workflowId, history: historyProto(item.history), outcome: (error) => error };
+    return {
+      workflowId: item.workflowId,
+      history: historyProto(item.history),
+      outcome: (error, answers) => error ?? updateAnswersChanged(item.history, answers),
+    };
   };
   await replayInThisProcess(queue, prepare, (_, error) => error, workflowBundle, lanes);
   return queue.outcomes;

@@ -27,7 +27,7 @@ import { TemporalSearchAttributes } from '../adapters/search-attributes/temporal
 import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
 import { WorkerMetrics } from './metrics';
-import { WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH, withLeanSourceMap } from './workflow-code';
+import { UNHELD_UPDATE_ANSWERS, WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH, withLeanSourceMap } from './workflow-code';
 import { prebuiltBundle } from './prebuilt-bundle';
 
 export function fileManifest(path: string): ManifestSource {
@@ -84,7 +84,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     namespace: opts.namespace,
     taskQueue: taskQueueFor(opts.node),
     activities,
-    sinks: metrics.sinks(),
+    sinks: { ...metrics.sinks(), ...UNHELD_UPDATE_ANSWERS },
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     // The CLI's bound on a node's answer (NODE_ANSWER_MS) is set past it.
     stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START_MS,

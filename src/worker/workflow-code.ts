@@ -3,6 +3,7 @@
 // interceptors would not see the commands they add, and would fail histories a worker wrote.
 import type { BundleOptions, InjectedSinks } from '@temporalio/worker';
 import type { OperationSinks } from '../shared/operation-metrics';
+import type { UpdateAnswerSinks } from '../shared/update-answers';
 
 export const WORKFLOWS_PATH = require.resolve('../workflows');
 export const WORKFLOW_INTERCEPTOR_MODULES: string[] = [require.resolve('../workflows/interceptors')];
@@ -28,8 +29,14 @@ export function workflowCodeOptions(logger?: BundleOptions['logger']): BundleOpt
 }
 
 /**
- * The sinks the workflows call (src/shared/operation-metrics.ts), counting nothing: for a replay
- * (none is called there) or a worker nothing scrapes. A sink a workflow names must exist, or the
- * worker logs each call as an error.
+ * Update answers go nowhere on a live worker: history holds them already. Only an audit's replay
+ * (src/audit/replay.ts) takes them, to hold against the recorded ones.
  */
-export const UNCOUNTED_SINKS: InjectedSinks<OperationSinks> = { operations: { ended: { fn: () => undefined } } };
+export const UNHELD_UPDATE_ANSWERS: InjectedSinks<UpdateAnswerSinks> = { updateAnswers: { replayed: { fn: () => undefined, callDuringReplay: false } } };
+
+/**
+ * The sinks the workflows call (src/shared/operation-metrics.ts, src/shared/update-answers.ts),
+ * counting and holding nothing: for a replay that checks only commands, or a worker nothing
+ * scrapes. A sink a workflow names must exist, or the worker logs each call as an error.
+ */
+export const UNCOUNTED_SINKS: InjectedSinks<OperationSinks & UpdateAnswerSinks> = { operations: { ended: { fn: () => undefined } }, ...UNHELD_UPDATE_ANSWERS };

@@ -5,9 +5,10 @@
 import type { WorkflowInterceptorsFactory } from '@temporalio/workflow';
 import { operationMetricsInterceptors } from './operation-metrics';
 import { RunTagsInterceptor } from './run-tags';
+import { UpdateAnswersInterceptor } from './update-answers';
 
 // The metrics interceptor outermost: it sees how the run closed, tagging included.
 export const interceptors: WorkflowInterceptorsFactory = () => {
   const metrics = operationMetricsInterceptors();
-  return { inbound: [metrics.inbound, new RunTagsInterceptor()], outbound: [metrics.outbound], internals: [] };
+  return { inbound: [metrics.inbound, new RunTagsInterceptor(), new UpdateAnswersInterceptor()], outbound: [metrics.outbound], internals: [] };
 };
