@@ -10,7 +10,9 @@ import { routerConfigFor } from '../src/sim/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
-import { workflowIds } from '../src/shared/messages';
+import { taskQueueFor, workflowIds } from '../src/shared/messages';
+import { containerName } from '../src/domain/serve';
+import type { BringUpResult } from '../src/shared/operations';
 
 describe('restore with guarded readmit', () => {
   let t: SimTestBox;
@@ -22,6 +24,8 @@ describe('restore with guarded readmit', () => {
         { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
         { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
         { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+        // Loads for 3 s, as a model does: long enough to end its restore's bring-down mid-start.
+        { name: 'slow', vram_mib: 12288, class: 'evictable', router_tier: 'slow-local', env: { SIM_START_DELAY_MS: '3000' } },
       ],
     );
   });
@@ -170,5 +174,36 @@ describe('restore with guarded readmit', () => {
       await routerVisionTier({});
     }
     assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
+  });
+
+  test("a bring-down terminated while its restore brings a serve up: the restore's bring-up sees it through, nothing held by a dead run", async () => {
+    for (const s of ['fast', 'slow']) assert.ok((await serveUp(t.temporal.client, t.node, s)).ok);
+    const acq = await serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(acq.ok, !acq.ok ? acq.message : '');
+    const down = await t.temporal.client.workflow.start('bringDownWorkflow', {
+      workflowId: workflowIds.bringDown(t.node, 'comfyui-sim'),
+      taskQueue: taskQueueFor(t.node),
+      args: [{ serve: 'comfyui-sim', restore: true }],
+    });
+    const restore = t.temporal.client.workflow.getHandle(workflowIds.bringUp(t.node, 'slow'));
+    // slow's container started and loading: its restore is mid-start.
+    await waitUntil(
+      'the restore of slow to start its container',
+      async () => (await t.box.runtime.inspect(containerName(t.node, 'slow')))?.running === true,
+      20_000,
+      50,
+    );
+    const child = await restore.describe();
+    assert.equal(child.status.name, 'RUNNING');
+    await down.terminate('an operator ends the bring-down from the UI');
+    const up = (await restore.result()) as BringUpResult;
+    assert.match(up.message, /^serves up slow: /);
+    // The box: slow's container runs, held running by its restore's run, and routed again.
+    assert.equal((await t.box.runtime.inspect(containerName(t.node, 'slow')))?.running, true);
+    const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+    const slow = l?.reservations.find((r) => r.serve === 'slow');
+    assert.deepEqual([slow?.phase, slow?.holder], ['running', `${workflowIds.bringUp(t.node, 'slow')}/${child.runId}`]);
+    assert.equal((await t.routed('slow')).status, 200);
+    for (const s of ['slow', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 });

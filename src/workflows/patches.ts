@@ -99,5 +99,12 @@ export const PATCHES = {
    * has: test/measure-evidence.test.ts fails one.
    */
   measureNotAGate: 'measure-not-a-gate',
+  /**
+   * A restore's bring-up is abandoned, not terminated, when its bring-down closes (terminated from
+   * the UI, or timed out): it sees its serve up or gives it back. The child's start command gains
+   * its parent close policy; reached by every restore since, which the recordings before it
+   * (restore.json, wake-restore.json) do not have: test/restore.test.ts terminates a bring-down mid-restore.
+   */
+  restoreOutlivesBringDown: 'restore-outlives-bring-down',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

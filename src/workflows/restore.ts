@@ -1,13 +1,14 @@
 // serves down NAME --restore, after the stop: every serve evicted for NAME comes back, one at a
 // time, each as a bring-up child workflow (admit → start → health → identity → guarded readmit),
 // so a restored serve takes the same guarded path as any other and its own history is its evidence.
-import { executeChild } from '@temporalio/workflow';
+import { executeChild, ParentClosePolicy, patched } from '@temporalio/workflow';
 import type { GpuSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
 import { setAside } from '../domain/ledger';
 import { workflowIds } from '../shared/messages';
 import { bringDown } from '../shared/wording';
 import { bringUpWorkflow } from './bring-up';
+import { PATCHES } from './patches';
 import { reads } from './proxies';
 import { rootCause } from './saga';
 import type { StepLog } from './step-log';
@@ -27,7 +28,10 @@ export async function restoreEvicted(
   for (const victim of victims) {
     const workflowId = workflowIds.bringUp(node, victim);
     try {
-      const r = await executeChild(bringUpWorkflow, { workflowId, args: [{ serve: victim }] });
+      // A bring-up once started sees itself through: terminated with the bring-down (the UI's
+      // Terminate, a run timeout), it would leave its serve held by a dead run, its container up.
+      const outlives = patched(PATCHES.restoreOutlivesBringDown) ? { parentClosePolicy: ParentClosePolicy.ABANDON } : {};
+      const r = await executeChild(bringUpWorkflow, { workflowId, args: [{ serve: victim }], ...outlives });
       restored.push({ serve: victim, workflowId, ok: true, message: r.message, observedModels: r.observedModels });
     } catch (err) {
       // One victim that cannot come back must not keep the others down.
