@@ -13,6 +13,7 @@ import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
 import { activitiesInOrder } from './support/history-scan';
 import { workflowIds } from '../src/shared/messages';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { containerName, serveBaseUrl } from '../src/domain/serve';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
@@ -274,6 +275,34 @@ describe('on-demand acquisition with eviction', () => {
     assert.deepEqual(formatLedger(await ledger()), before);
     assert.equal((await slow).status, 200);
     assert.equal((await t.routed('vision')).status, 200);
+    await restoreBox();
+  });
+
+  test('serves down of a container the ledger holds no reservation of, cancelled mid-drain: no hold is left behind, and serves up adopts it', async () => {
+    await seedStep2();
+    // vision's reservation gone while its container runs (as a ledger that lost it would have it).
+    const gpu = t.manifest.gpus.find((g) => g.role === 'dark-fast');
+    assert.ok(gpu);
+    const gone = await new LedgerClient(client()).release(t.node, gpu, { serve: 'vision' }, `test/${t.node}/stray`);
+    assert.deepEqual([gone.released, gone.vramMib], [true, 12288]);
+    const slow = t.routed('vision', { sim_delay_ms: 4000 });
+    await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
+    const down = serveDown(client(), t.node, 'vision');
+    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
+    await client().workflow.getHandle(workflowIds.bringDown(t.node, 'vision')).cancel();
+    const o = await down;
+    assert.ok(!o.ok);
+    assert.equal((await slow).status, 200);
+    // The box as it was: the container runs, its tier is back, and the ledger holds no hold of it by the cancelled run.
+    assert.equal((await t.box.runtime.inspect(containerName(t.node, 'vision')))?.running, true);
+    assert.equal((await t.box.routerAdmin.tierState('vision-local')).state, 'active');
+    assert.deepEqual(
+      (await ledger()).reservations.map((r) => `${r.serve}:${r.phase}`),
+      ['fast:running'],
+    );
+    const up = await serveUp(client(), t.node, 'vision');
+    assert.ok(up.ok, !up.ok ? up.message : '');
+    assert.equal(totals(await ledger()).committedMib, 26624);
     await restoreBox();
   });
 

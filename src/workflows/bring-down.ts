@@ -154,14 +154,18 @@ async function stopAndRelease({ node, gpu, serve, holder, log, fenced }: Down): 
 /**
  * The compensation, failed or cancelled before the stop: the hold is let go as the box stands. A
  * serve that still runs and was running is running again; one whose container is down is
- * released; one this run took over still starting keeps its MiB committed until the next serves down.
+ * released, and so is one the ledger held no reservation of (its container runs as it found it,
+ * and the next serves up adopts it); one this run took over still starting keeps its MiB
+ * committed until the next serves down.
  */
 async function letGo({ node, gpu, serve, holder }: Down, taken: StopDecision) {
   const c = await reads().inspectServe({ node, serve: serve.name });
   if (c?.running && taken.decision === 'taken' && taken.from === 'running') {
     return act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder }, updateId: `${holder}/compensate-running` });
   }
-  if (!c?.running) return act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` });
+  // Before, a stray's 0 MiB hold stayed with the ended run, and every serves up of it was refused as busy.
+  const heldNothing = taken.decision === 'absent' && patched(PATCHES.letGoOfNothing);
+  if (!c?.running || heldNothing) return act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` });
   return undefined;
 }
 
