@@ -145,13 +145,18 @@ interface Holder {
   evictedFor?: string;
 }
 
+/** Who holds a serve now, for a run that finds it no longer its own. */
+export function heldNow(phase: string | undefined, holder: string | undefined): string {
+  return phase === undefined ? 'not in the ledger' : `${phase === 'admitted' ? 'starting' : phase}, held by ${holder ?? '?'}`;
+}
+
 export const take = {
   taken: (serve: string, from: string, takenOverFrom: string | undefined) =>
     `${serve} held for this bring-down (was ${from}${takenOverFrom ? `, taken over from ${takenOverFrom}, which had ended` : ''})`,
   absent: (serve: string) => `${serve} holds no reservation; held for this bring-down while a stray container is stopped`,
   evicted: (serve: string, evictedFor: string | undefined) => `${serve} was evicted for ${evictedFor ?? '?'}: it stays down, off that serve's restore list`,
   notHeld: (serve: string, by: string, now: { heldBy?: string; phase?: string }) =>
-    `${serve} is no longer held running by ${by} (now ${now.phase === undefined ? 'not in the ledger' : `${now.phase === 'admitted' ? 'starting' : now.phase}, held by ${now.heldBy ?? '?'}`}): left alone`,
+    `${serve} is no longer held running by ${by} (now ${heldNow(now.phase, now.heldBy)}): left alone`,
   takingOver: (op: Holder, closedAs: string | undefined, serve: string, victimsDown: string[], victimsAsleep: string[] = []) =>
     `${op.holder} (${op.phase}) ended ${closedAs ?? ''} without giving ${serve} back: taking it over` +
     (victimsDown.length ? `; its victims ${victimsDown.join(', ')} are down` : '') +

@@ -27,6 +27,7 @@ import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult } from '../sh
 import { bringDownWorkflow } from './bring-down';
 import { reads, router } from './proxies';
 import { rootCause } from './saga';
+import { heldNow } from '../shared/wording';
 import { StepLog } from './step-log';
 import { PATCHES } from './patches';
 
@@ -189,8 +190,7 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
     const ledger = await ledgerWhenItAnswers(node, gpu, log);
     const r = ledger.reservations.find((x) => x.serve === serve);
     if (!r || r.holder !== terms.holder || r.phase !== 'running') {
-      const now = r ? `${r.phase === 'admitted' ? 'starting' : r.phase}, held by ${r.holder}` : 'not in the ledger';
-      const message = `lease of ${serve} ${why}: ${serve} is no longer held by ${terms.holder} (now ${now}), so the lease leaves it alone`;
+      const message = `lease of ${serve} ${why}: ${serve} is no longer held by ${terms.holder} (now ${heldNow(r?.phase, r?.holder)}), so the lease leaves it alone`;
       log.record('end', message);
       return { serve, outcome: 'not-held', message, steps: log.steps };
     }
