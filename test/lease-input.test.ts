@@ -10,7 +10,9 @@ import { parseManifest } from '../src/config/manifest';
 import { formatIssue } from '../src/domain/types';
 import { expiresAt, extensionProblem, formatDuration, leaseText, newClock, parseDuration, withUse } from '../src/domain/lease';
 import { operationInputProblems } from '../src/domain/inputs';
-import { leaseInputProblems, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
+import { leaseHold, leaseInputProblems, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
+import { emptyLedger } from '../src/domain/ledger';
+import type { LedgerState, Reservation } from '../src/domain/ledger';
 import { taskQueueFor } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from './support/box';
 import { testTemporal } from './support/temporal';
@@ -19,6 +21,40 @@ import { gpures, show } from './support/cli';
 import { untilEpochMs } from '../src/cli/commands/serves-lease';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+
+describe('what an expiring lease finds of its serve', () => {
+  const GPU = { role: 'g', uuid: 'GPU-1', capacityMib: 32000, reserveMib: 0 };
+  const L = 'acquire/n/coder/run-l';
+  const held = (r: Partial<Reservation>): LedgerState => ({
+    ...emptyLedger('n', GPU),
+    reservations: [{ serve: 'coder', vramMib: 8192, class: 'on-demand', phase: 'running', holder: L, ...r }],
+  });
+
+  test('its own and running: ours; taken by a bring-down from it, or its own being evicted: in flux; anything else: gone', () => {
+    assert.deepEqual(leaseHold(held({}), 'coder', L), { hold: 'ours' });
+    const taken = leaseHold(
+      held({ phase: 'stopping', holder: 'serves-down/n/coder/run-d', takenFrom: { phase: 'running', holder: L, vramMib: 8192 } }),
+      'coder',
+      L,
+    );
+    assert.deepEqual(taken, {
+      hold: 'in-flux',
+      why: `coder is being stopped by serves-down/n/coder/run-d, which took it from ${L} (a bring-down that lets go gives it back)`,
+    });
+    const evicting = leaseHold(held({ phase: 'evicting', evictedFor: 'big', evictedBy: 'acquire/n/big/run-b' }), 'coder', L);
+    assert.deepEqual(evicting, { hold: 'in-flux', why: 'coder is being evicted for big by acquire/n/big/run-b (an eviction that fails gives it back)' });
+    assert.deepEqual(leaseHold(emptyLedger('n', GPU), 'coder', L), { hold: 'gone' });
+    assert.deepEqual(leaseHold(held({ holder: 'serves-up/n/coder/run-u' }), 'coder', L), { hold: 'gone', phase: 'running', heldBy: 'serves-up/n/coder/run-u' });
+    // A bring-down that took it from someone else, and an eviction that finished: not the lease's to wait for.
+    assert.equal(
+      leaseHold(held({ phase: 'stopping', holder: 'serves-down/n/coder/run-d', takenFrom: { phase: 'running', holder: 'x/y', vramMib: 8192 } }), 'coder', L)
+        .hold,
+      'gone',
+    );
+    assert.equal(leaseHold(held({ phase: 'evicted', evictedFor: 'big' }), 'coder', L).hold, 'gone');
+    assert.equal(leaseHold(held({ phase: 'sleeping', evictedFor: 'big' }), 'coder', L).hold, 'gone');
+  });
+});
 
 describe('lease arithmetic', () => {
   test('durations: 90s, 30m, 2h, 1h30m, plain seconds; printed as the two largest units', () => {

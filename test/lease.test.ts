@@ -9,7 +9,7 @@ import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { leaseHandle, leaseTimes } from './support/lease';
 import { sleep, waitFor, waitUntil } from './support/wait';
-import { renewLeaseSignal, workflowIds } from '../src/shared/messages';
+import { progressQuery, renewLeaseSignal, workflowIds } from '../src/shared/messages';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
@@ -50,7 +50,8 @@ describe('leases', () => {
       [{ role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 }],
       [
         { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
-        { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+        // Evictable at once, even acquired: a leased vision is an eviction's victim in one test.
+        { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local', min_residency_s: 0 },
         { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
         { name: 'coder', vram_mib: 8192, class: 'on-demand', router_tier: 'coder-local', idle_ttl_s: 4 },
       ],
@@ -210,23 +211,83 @@ describe('leases', () => {
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 
-  test("an operator's serves down already running at the expiry: the lease leaves it to finish", async () => {
+  test('a serves down under way at the expiry that does not take the serve: the lease waits it out, then brings the serve down itself', async () => {
     await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 3 });
-    // A run under the CLI's id that nothing works on (another task queue): what the lease finds when an operator's down runs.
+    // A run under the CLI's id that nothing works on (another task queue): a serves down still
+    // under way at the expiry that never takes this serve (one restoring an earlier acquisition's victims, say).
     const downId = workflowIds.bringDown(t.node, 'comfyui-sim');
     const operator = await t.temporal.client.workflow.start('bringDownWorkflow', {
       taskQueue: `${t.node}-nobody`,
       workflowId: downId,
       args: [{ serve: 'comfyui-sim' }],
     });
-    const result = await leaseHandle(t.temporal.client, t.node, 'comfyui-sim').result();
-    assert.equal(result.outcome, 'down-under-way', result.message);
-    assert.match(result.message, /a serves down of comfyui-sim is already under way \(serves-down\/.*\/comfyui-sim\); it is left to finish/);
+    const lease = leaseHandle(t.temporal.client, t.node, 'comfyui-sim');
+    await waitUntil('the lease to wait on the serves down under way', async () => {
+      const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
+      return steps.some((s) => s.step === 'wait' && /a serves down of comfyui-sim is under way/.test(s.outcome));
+    });
+    assert.equal((await lease.view()).state, 'expiring');
     assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'comfyui-sim:running']);
     await operator.terminate('test over');
-    assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true })).ok);
+    const result = await lease.result();
+    assert.equal(result.outcome, 'expired', result.message);
+    assert.match(
+      result.message,
+      /^lease of comfyui-sim expired: serves down comfyui-sim: stopped, 8192 MiB released on 'dark-fast'; restore: vision restored$/,
+    );
     await assertRestored();
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test("an operator's serves down that took the serve is cancelled at the expiry: the hold comes back, and the lease brings it down", async () => {
+    await acquireLeased('coder', { kind: 'fixed', seconds: 3 });
+    // A request in flight holds the operator's drain past the expiry.
+    const slow = t.routed('coder', { sim_delay_ms: 8000 });
+    await waitUntil('1 in flight at coder-local', async () => (await t.box.routerAdmin.tierState('coder-local')).inFlight === 1, 5000, 50);
+    const operators = serveDown(t.temporal.client, t.node, 'coder');
+    const lease = leaseHandle(t.temporal.client, t.node, 'coder');
+    await waitUntil('the lease to wait on the serves down that took coder', async () => {
+      const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
+      return steps.some((s) => s.step === 'wait' && /coder is being stopped by serves-down\/.*, which took it from acquire\//.test(s.outcome));
+    });
+    await t.temporal.client.workflow.getHandle(workflowIds.bringDown(t.node, 'coder')).cancel();
+    assert.ok(!(await operators).ok);
+    const result = await lease.result();
+    assert.equal(result.outcome, 'expired', result.message);
+    assert.match(result.message, /^lease of coder expired: serves down coder: stopped, 8192 MiB released on 'dark-fast'; restore: vision restored$/);
+    assert.equal((await slow).status, 200);
+    assert.equal(await t.box.runtime.inspect(containerName(t.node, 'coder')), undefined);
+    await assertRestored();
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test("a leased serve that an eviction fails to take at the expiry: it stays the lease's, and the lease brings it down", async () => {
+    assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
+    const acq = await serveAcquire(t.temporal.client, t.node, { serve: 'vision', lease: { kind: 'fixed', seconds: 4 } });
+    assert.ok(acq.ok, !acq.ok ? acq.message : '');
+    // vision busy past the eviction's drain timeout: comfyui-sim's acquisition fails and gives vision back.
+    const slow = t.routed('vision', { sim_delay_ms: 12_000 });
+    await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight === 1, 5000, 50);
+    const eviction = serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 8 });
+    const lease = leaseHandle(t.temporal.client, t.node, 'vision');
+    await waitUntil(
+      'the lease to wait on the eviction of vision',
+      async () => {
+        const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
+        return steps.some((s) => s.step === 'wait' && /vision is being evicted for comfyui-sim by acquire\/.*\/comfyui-sim\//.test(s.outcome));
+      },
+      10_000,
+    );
+    const evicted = await eviction;
+    assert.ok(!evicted.ok);
+    assert.match(evicted.message, /failed at drain vision/);
+    const result = await lease.result();
+    assert.equal(result.outcome, 'expired', result.message);
+    assert.match(result.message, /^lease of vision expired: serves down vision: stopped, 12288 MiB released on 'dark-fast'/);
+    assert.equal((await slow).status, 200);
+    assert.equal(await t.box.runtime.inspect(containerName(t.node, 'vision')), undefined);
+    assert.deepEqual(await phases(), ['fast:running']);
+    assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
   });
 
   test("a serve acquired anew between the lease's read of the ledger and its bring-down: the newer acquisition's serve keeps running", async () => {

@@ -2,6 +2,9 @@
 // bounded, and the operator's durations (90s, 30m, 2h, 1h30m) both ways. Pure: the lease
 // workflow, the CLI and the API share it.
 import { BOUNDS, boundRule, NAME_PATTERN, withinBound } from './bounds';
+import { operationUnderWay } from './fence';
+import { findReservation } from './ledger';
+import type { LedgerState, ReservationPhase } from './ledger';
 
 export type LeaseKind = 'fixed' | 'idle';
 
@@ -150,4 +153,26 @@ export function renewalProblems(next: unknown): string[] {
   if (typeof next !== 'object' || next === null || Array.isArray(next))
     return ['the renewal must be one JSON object, { "holder", "kind": "fixed" | "idle", "seconds" }'];
   return termsProblems(next as Record<string, unknown>);
+}
+
+/**
+ * What an expiring lease finds of its serve in the ledger: still its acquisition's and running
+ * (bring it down); in another operation's hands that may give it back (a bring-down that took it
+ * and may let go, an eviction of it that may fail): wait and look again; or gone for good from
+ * the lease (down, evicted, asleep, or another run's): leave it alone.
+ */
+export type LeaseHold = { hold: 'ours' } | { hold: 'in-flux'; why: string } | { hold: 'gone'; phase?: ReservationPhase; heldBy?: string };
+
+export function leaseHold(state: LedgerState, serve: string, holder: string): LeaseHold {
+  const r = findReservation(state, serve);
+  if (!r) return { hold: 'gone' };
+  if (r.phase === 'running' && r.holder === holder) return { hold: 'ours' };
+  if (r.phase === 'stopping' && r.takenFrom?.phase === 'running' && r.takenFrom.holder === holder) {
+    return { hold: 'in-flux', why: `${serve} is being stopped by ${r.holder}, which took it from ${holder} (a bring-down that lets go gives it back)` };
+  }
+  if (r.phase === 'evicting' && r.holder === holder) {
+    const by = operationUnderWay(state, r)?.holder ?? r.holder;
+    return { hold: 'in-flux', why: `${serve} is being evicted for ${r.evictedFor ?? '?'} by ${by} (an eviction that fails gives it back)` };
+  }
+  return { hold: 'gone', phase: r.phase, heldBy: operationUnderWay(state, r)?.holder ?? r.holder };
 }

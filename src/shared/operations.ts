@@ -109,7 +109,7 @@ export interface LeaseResult {
   /**
    * expired or released: the serve was brought down and its victims restored (bringDown);
    * not-held: the serve was no longer held by the lease's acquisition, nothing was done;
-   * down-under-way: a serves down of it was already running, and is left to finish.
+   * down-under-way: a serves down of it was already running; the lease waited it out, and it took the serve.
    */
   outcome: 'expired' | 'released' | 'not-held' | 'down-under-way';
   message: string;

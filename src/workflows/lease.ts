@@ -18,7 +18,17 @@ import {
 } from '@temporalio/workflow';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
-import { expiresAt, extendedExpiry, extensionProblem, formatDuration, leaseInputProblems, newClock, renewalProblems, withUse } from '../domain/lease';
+import {
+  expiresAt,
+  extendedExpiry,
+  extensionProblem,
+  formatDuration,
+  leaseHold,
+  leaseInputProblems,
+  newClock,
+  renewalProblems,
+  withUse,
+} from '../domain/lease';
 import type { LeaseClock, LeaseKind, LeaseView } from '../domain/lease';
 import { literalMarkdown } from '../domain/markdown';
 import { Failure } from '../shared/failures';
@@ -35,6 +45,10 @@ import { PATCHES } from './patches';
 const ROUTER_RETRY_MS = 60_000;
 /** A failed bring-down is tried again each ROUTER_RETRY_MS this many times (half an hour) before the lease fails. */
 const BRING_DOWN_ATTEMPTS = 30;
+/** How often an expiring lease looks again at a serve in another operation's hands. */
+const OTHERS_RECHECK_MS = 5_000;
+/** How long it waits for them in all: a drain's timeout, a stop, and a restore's bring-ups, with room. */
+const OTHERS_WAIT_MS = 30 * 60_000;
 /** Past this many events a lease continues as new (an idle lease checks the router each ttl). */
 const MAX_HISTORY_EVENTS = 2_000;
 
@@ -179,20 +193,32 @@ function describe(t: Terms): string {
 /**
  * The serve down and its victims back, unless it is no longer this lease's to bring down. A
  * bring-down that fails (a router mid-restart, say) is tried again a minute later, the ledger
- * checked again first: a lease that gave up would leave the victims' VRAM taken for good.
+ * checked again first: a lease that gave up would leave the victims' VRAM taken for good. So is
+ * one that finds its serve in other hands that may give it back (a serves down that took it, an
+ * eviction of it, either of which may fail or be cancelled), or another serves down under way:
+ * the lease waits them out, then looks again.
  */
 async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, released: boolean, log: StepLog): Promise<LeaseResult> {
   const why = released ? 'released' : terms.kind === 'idle' ? `idle for ${formatDuration(terms.seconds * 1000)}` : 'expired';
   const base = { serve, outcome: released ? ('released' as const) : ('expired' as const) };
   log.record('expire', why);
   const workflowId = workflowIds.bringDown(node, serve);
-  for (let attempt = 1; ; attempt++) {
+  const waits = new OthersWaitedOut(serve, why, log);
+  /** A serves down of the serve was found under way: it is what took the serve, if it is gone. */
+  let downUnderWay = false;
+  for (let failures = 0; ;) {
     const ledger = await ledgerWhenItAnswers(node, gpu, log);
-    const r = ledger.reservations.find((x) => x.serve === serve);
-    if (!r || r.holder !== terms.holder || r.phase !== 'running') {
-      const message = `lease of ${serve} ${why}: ${serve} is no longer held by ${terms.holder} (now ${heldNow(r?.phase, r?.holder)}), so the lease leaves it alone`;
+    const found = leaseHold(ledger, serve, terms.holder);
+    if (found.hold === 'in-flux' && patched(PATCHES.leaseWaitsOutOthers)) {
+      await waits.out(found.why);
+      continue;
+    }
+    if (found.hold !== 'ours') {
+      const now = found.hold === 'gone' ? heldNow(found.phase, found.heldBy) : found.why;
+      const under = downUnderWay ? `a serves down of ${serve} was under way (${workflowId}); ` : '';
+      const message = `lease of ${serve} ${why}: ${under}${serve} is no longer held by ${terms.holder} (now ${now}), so the lease leaves it alone`;
       log.record('end', message);
-      return { serve, outcome: 'not-held', message, steps: log.steps };
+      return { serve, outcome: downUnderWay ? 'down-under-way' : 'not-held', message, steps: log.steps };
     }
     try {
       // Abandoned, like an operator's: once its stop is issued a bring-down sees it through, lease or not.
@@ -206,6 +232,8 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
         staticSummary: literalMarkdown(`serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`),
       });
       log.record('down', down.message);
+      // Taken from the lease since its read: the ledger, read again, says whether for good.
+      if (down.outcome === 'left-alone' && patched(PATCHES.leaseWaitsOutOthers)) continue;
       if (down.outcome === 'left-alone') {
         const message = `lease of ${serve} ${why}: ${down.message}`;
         log.record('end', message);
@@ -218,6 +246,13 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
         steps: log.steps,
       };
     } catch (err) {
+      if (alreadyStarted(err) && patched(PATCHES.leaseWaitsOutOthers)) {
+        // Another serves down under that id: of this serve (then it takes it, and the ledger says
+        // so), or of the serve as it was before this acquisition (a restore that outlasted it).
+        downUnderWay = true;
+        await waits.out(`a serves down of ${serve} is under way (${workflowId})`);
+        continue;
+      }
       if (alreadyStarted(err)) {
         // The operator's serves down is already taking it: it decides what is restored.
         const message =
@@ -227,14 +262,41 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
         return { serve, outcome: 'down-under-way', message, steps: log.steps };
       }
       const cause = rootCause(err).message;
-      if (attempt >= BRING_DOWN_ATTEMPTS) {
-        const message = `lease of ${serve} ${why}: serves down ${serve} --restore failed ${attempt} times, the last: ${cause}; ${serve} still holds its MiB`;
+      if (++failures >= BRING_DOWN_ATTEMPTS) {
+        const message = `lease of ${serve} ${why}: serves down ${serve} --restore failed ${failures} times, the last: ${cause}; ${serve} still holds its MiB`;
         log.record('down', message);
         throw ApplicationFailure.create({ type: Failure.LeaseExpiryFailed, message, nonRetryable: true, details: [{ workflowId, steps: log.steps }] });
       }
-      log.record('down', `failed (attempt ${attempt} of ${BRING_DOWN_ATTEMPTS}): ${cause}; trying again in ${ROUTER_RETRY_MS / 1000} s`);
+      log.record('down', `failed (attempt ${failures} of ${BRING_DOWN_ATTEMPTS}): ${cause}; trying again in ${ROUTER_RETRY_MS / 1000} s`);
       await sleep(ROUTER_RETRY_MS);
     }
+  }
+}
+
+/**
+ * An expiring lease's waits on other operations, each OTHERS_RECHECK_MS, said once per reason, and
+ * bounded: past OTHERS_WAIT_MS the lease fails, its serve still holding its MiB, rather than wait for ever.
+ */
+class OthersWaitedOut {
+  private since: number | undefined;
+  private said: string | undefined;
+
+  constructor(
+    private readonly serve: string,
+    private readonly why: string,
+    private readonly log: StepLog,
+  ) {}
+
+  async out(reason: string): Promise<void> {
+    this.since ??= Date.now();
+    if (Date.now() - this.since > OTHERS_WAIT_MS) {
+      const message = `lease of ${this.serve} ${this.why}: waited ${formatDuration(OTHERS_WAIT_MS)} for other operations (${reason}); ${this.serve} may still hold its MiB`;
+      this.log.record('wait', message);
+      throw ApplicationFailure.create({ type: Failure.LeaseExpiryFailed, message, nonRetryable: true, details: [{ steps: this.log.steps }] });
+    }
+    if (reason !== this.said) this.log.record('wait', `${reason}: looking again every ${OTHERS_RECHECK_MS / 1000} s`);
+    this.said = reason;
+    await sleep(OTHERS_RECHECK_MS);
   }
 }
 

@@ -112,5 +112,12 @@ export const PATCHES = {
    * by such a cancel, which no recording has: test/acquire.test.ts cancels one mid-drain.
    */
   letGoOfNothing: 'let-go-of-nothing',
+  /**
+   * An expiring lease whose serve is in another operation's hands that may give it back (a serves
+   * down that took it, an eviction of it), or that finds another serves down under way, waits and
+   * looks again instead of ending for good. Reached only by those, which no recording has:
+   * test/lease.test.ts cancels a serves down and fails an eviction under an expiring lease.
+   */
+  leaseWaitsOutOthers: 'lease-waits-out-others',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
