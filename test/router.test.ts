@@ -624,6 +624,79 @@ describe('reference router', () => {
   });
 });
 
+describe('an on-demand acquisition the API no longer answers for', () => {
+  test('a 404 for its status: the waiting request gets 503 acquisition_unavailable at once, the tier is given back, and a later request starts a new one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-router-api-'));
+    const posts: string[] = [];
+    // An acquisition API that started one and then knows it no more (restarted on another namespace, say).
+    const api = http.createServer((req, res) => {
+      res.setHeader('content-type', 'application/json');
+      if (req.method === 'POST') {
+        posts.push(req.url ?? '');
+        res.writeHead(202).end(JSON.stringify({ workflow_id: 'acquire/n/big' }));
+      } else res.writeHead(404).end(JSON.stringify({ error: { type: 'not_found', message: 'no acquisition acquire/n/big' } }));
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    const configPath = join(dir, 'router.toml');
+    writeFileSync(
+      configPath,
+      [
+        'mapping_version = "m1"',
+        'retry_after_s = 1',
+        '[[tiers]]',
+        'name = "big-local"',
+        `backend = "http://127.0.0.1:${await deadPort()}"`,
+        'served_model_name = "big"',
+        'model_identity = true',
+        '[tiers.on_demand]',
+        'serve = "big"',
+        'wait_timeout_s = 60',
+        '[[presets]]',
+        'name = "big"',
+        'tier = "big-local"',
+        '',
+      ].join('\n'),
+    );
+    const router = await startRouter({
+      configPath,
+      adminToken: TOKEN,
+      probeTimeoutMs: 1000,
+      acquisitions: { url: `http://127.0.0.1:${(api.address() as AddressInfo).port}`, token: 'api-token' },
+      acquisitionPollMs: 50,
+    });
+    try {
+      const ask = async () => {
+        const started = Date.now();
+        const r = await fetch(`${router.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'big', messages: [{ role: 'user', content: 'hi' }] }),
+        });
+        return { status: r.status, body: (await r.json()) as { error: { code: string; message: string } }, ms: Date.now() - started };
+      };
+      const first = await ask();
+      assert.equal(first.status, 503);
+      assert.equal(first.body.error.code, 'acquisition_unavailable');
+      assert.match(
+        first.body.error.message,
+        /acquisition acquire\/n\/big can no longer be followed: GET \/v1\/acquisitions\/.* answered 404: no acquisition acquire\/n\/big/,
+      );
+      assert.ok(first.ms < 10_000, `answered after ${first.ms} ms, not its 60 s wait`);
+      // Nothing left quiesced that was not before: the router quiesced the tier for this acquisition.
+      const admin = new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 });
+      assert.equal((await admin.tierState('big-local')).state, 'active');
+      // Past the cooldown (retry_after_s 1) a request starts a new acquisition, not a wait on the lost one.
+      await sleep(1200);
+      await ask();
+      assert.equal(posts.length, 2);
+    } finally {
+      await router.close();
+      await new Promise<void>((resolve) => api.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('quiesced tiers across a router restart', () => {
   test('with a state file, a tier quiesced before a restart is still quiesced after it; a readmit clears it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gpures-router-state-'));

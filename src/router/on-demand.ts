@@ -79,6 +79,15 @@ export interface DemandState {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
+/** How long a running acquisition's status may go unanswered before the router stops following it. */
+export const STATUS_UNANSWERED_MS = 120_000;
+
+/** A 4xx other than a timeout or a rate limit: the API will not answer for this acquisition, however often asked. */
+function answersNever(err: AcquisitionApiError): boolean {
+  const s = err.httpStatus;
+  return s !== undefined && s >= 400 && s < 500 && s !== 408 && s !== 429;
+}
+
 export class OnDemand {
   private readonly tiers = new Map<string, TierDemand>();
   private readonly pollMs: number;
@@ -250,6 +259,7 @@ export class OnDemand {
       if (!(err instanceof AcquisitionApiError)) throw err;
       return this.refusal(tier, d, 'acquisition_unavailable', `tier '${tier.name}' needs serve '${policy.serve}', but ${err.message}`);
     }
+    let unansweredSince: number | undefined;
     for (;;) {
       if (mode() === 'active') return undefined;
       // Followed to its end even when every waiter has gone (timed out, disconnected): a failure
@@ -259,10 +269,22 @@ export class OnDemand {
         st = await api.status(a.workflowId);
       } catch (err) {
         if (!(err instanceof AcquisitionApiError)) throw err;
-        // A blip of the API is not the acquisition's failure: the requests' own timeouts bound this.
+        // A blip of the API is not the acquisition's failure. One that says it never will answer
+        // for it (no such acquisition, the token refused), or that has not for STATUS_UNANSWERED_MS,
+        // ends the following: else the tier would wait on it, and start no other, until a restart.
+        unansweredSince ??= Date.now();
+        if (answersNever(err) || Date.now() - unansweredSince > STATUS_UNANSWERED_MS) {
+          return this.refusal(
+            tier,
+            d,
+            'acquisition_unavailable',
+            `tier '${tier.name}' needs serve '${policy.serve}', but acquisition ${a.workflowId} can no longer be followed: ${err.message}`,
+          );
+        }
         await Promise.race([a.readmitted, sleep(this.pollMs)]);
         continue;
       }
+      unansweredSince = undefined;
       if (st.status === 'running') {
         if (st.step) a.step = st.step;
         await Promise.race([a.readmitted, sleep(this.pollMs)]);
