@@ -613,10 +613,11 @@ describe('gpures CLI, as real processes', () => {
       last(noManifest),
       /^serves\.toml: cannot read manifest: ENOENT.* \(no --manifest given and GPURES_MANIFEST unset: the manifest defaults to serves\.toml in the current directory\)$/,
     );
-    // No port: the SDK's 7233, probed as any address is, so nothing listening there is known at once.
+    // No port: the SDK's 7233, probed as any address is, so nothing listening there is known at
+    // once: the probe's words (ECONNREFUSED), not the gRPC connect's deadline. (Not timed: twelve
+    // CLIs at once on a loaded 2-core runner took 8.1 s where the probe answers in milliseconds.)
     assert.equal(noPort.code, EXIT.unreachable, show(noPort));
     assert.match(last(noPort), /^cannot reach Temporal at 127\.0\.0\.1 \(namespace default\): connection refused \(nothing listens there\)/);
-    assert.ok(noPort.ms < 8000, `took ${noPort.ms} ms: the connect deadline, not the probe`);
     assert.equal(noFile.code, EXIT.badInput, show(noFile));
     assert.match(
       last(noFile),

@@ -40,9 +40,14 @@ describe('what an expiring lease finds of its serve', () => {
     assert.deepEqual(taken, {
       hold: 'in-flux',
       why: `coder is being stopped by serves-down/n/coder/run-d, which took it from ${L} (a bring-down that lets go gives it back)`,
+      by: 'serves-down/n/coder/run-d',
     });
     const evicting = leaseHold(held({ phase: 'evicting', evictedFor: 'big', evictedBy: 'acquire/n/big/run-b' }), 'coder', L);
-    assert.deepEqual(evicting, { hold: 'in-flux', why: 'coder is being evicted for big by acquire/n/big/run-b (an eviction that fails gives it back)' });
+    assert.deepEqual(evicting, {
+      hold: 'in-flux',
+      why: 'coder is being evicted for big by acquire/n/big/run-b (an eviction that fails gives it back)',
+      by: 'acquire/n/big/run-b',
+    });
     assert.deepEqual(leaseHold(emptyLedger('n', GPU), 'coder', L), { hold: 'gone' });
     assert.deepEqual(leaseHold(held({ holder: 'serves-up/n/coder/run-u' }), 'coder', L), { hold: 'gone', phase: 'running', heldBy: 'serves-up/n/coder/run-u' });
     // A bring-down that took it from someone else, and an eviction that finished: not the lease's to wait for.

@@ -23,17 +23,25 @@ import { containerName } from '../src/domain/serve';
  * while the test changes the box, as a slow read or a descheduled worker would leave it.
  */
 class LedgerHeldForLease extends LedgerClient {
-  /** Run once, inside the next ledger read a lease makes, before the read is answered. */
+  /** Run once, inside the next ledger read a lease makes, after the ledger is read and before it is answered. */
   holdNextLeaseRead?: () => Promise<void>;
+  /** Run once, inside the next ledger read a lease makes, before the ledger is read: the box changed as the lease looks. */
+  holdBeforeNextLeaseRead?: () => Promise<void>;
 
   constructor(client: Client) {
     super(client);
   }
 
   override async snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs?: number): Promise<LedgerState> {
+    const byLease = Context.current().info.workflowType === 'leaseWorkflow';
+    const before = this.holdBeforeNextLeaseRead;
+    if (before && byLease) {
+      this.holdBeforeNextLeaseRead = undefined;
+      await before();
+    }
     const seen = await super.snapshot(node, gpu, reconcileTimeoutMs);
     const hold = this.holdNextLeaseRead;
-    if (hold && Context.current().info.workflowType === 'leaseWorkflow') {
+    if (hold && byLease) {
       this.holdNextLeaseRead = undefined;
       await hold();
     }
@@ -241,17 +249,26 @@ describe('leases', () => {
 
   test("an operator's serves down that took the serve is cancelled at the expiry: the hold comes back, and the lease brings it down", async () => {
     await acquireLeased('coder', { kind: 'fixed', seconds: 3 });
-    // A request in flight holds the operator's drain past the expiry.
+    // At the expiry, before the lease reads the ledger: an operator's serves down has taken coder
+    // and drains it (a request in flight holds the drain).
     const slow = t.routed('coder', { sim_delay_ms: 8000 });
-    await waitUntil('1 in flight at coder-local', async () => (await t.box.routerAdmin.tierState('coder-local')).inFlight === 1, 5000, 50);
-    const operators = serveDown(t.temporal.client, t.node, 'coder');
+    let operators: ReturnType<typeof serveDown> | undefined;
+    ledger!.holdBeforeNextLeaseRead = async () => {
+      await waitUntil('1 in flight at coder-local', async () => (await t.box.routerAdmin.tierState('coder-local')).inFlight === 1, 5000, 50);
+      operators = serveDown(t.temporal.client, t.node, 'coder');
+      await waitUntil('the serves down to take coder', async () => (await phases()).includes('coder:stopping'), 10_000, 50);
+    };
     const lease = leaseHandle(t.temporal.client, t.node, 'coder');
-    await waitUntil('the lease to wait on the serves down that took coder', async () => {
-      const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
-      return steps.some((s) => s.step === 'wait' && /coder is being stopped by serves-down\/.*, which took it from acquire\//.test(s.outcome));
-    });
+    await waitUntil(
+      'the lease to wait on the serves down that took coder',
+      async () => {
+        const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
+        return steps.some((s) => s.step === 'wait' && /coder is being stopped by serves-down\/.*, which took it from acquire\//.test(s.outcome));
+      },
+      20_000,
+    );
     await t.temporal.client.workflow.getHandle(workflowIds.bringDown(t.node, 'coder')).cancel();
-    assert.ok(!(await operators).ok);
+    assert.ok(operators && !(await operators).ok);
     const result = await lease.result();
     assert.equal(result.outcome, 'expired', result.message);
     assert.match(result.message, /^lease of coder expired: serves down coder: stopped, 8192 MiB released on 'dark-fast'; restore: vision restored$/);
@@ -261,14 +278,43 @@ describe('leases', () => {
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 
+  test('a serves down that took the serve and was terminated holding it: the lease does not wait on a dead run, and says who holds it', async () => {
+    await acquireLeased('coder', { kind: 'fixed', seconds: 3 });
+    const slow = t.routed('coder', { sim_delay_ms: 6000 });
+    const downId = workflowIds.bringDown(t.node, 'coder');
+    ledger!.holdBeforeNextLeaseRead = async () => {
+      await waitUntil('1 in flight at coder-local', async () => (await t.box.routerAdmin.tierState('coder-local')).inFlight === 1, 5000, 50);
+      void serveDown(t.temporal.client, t.node, 'coder');
+      await waitUntil('the serves down to take coder', async () => (await phases()).includes('coder:stopping'), 10_000, 50);
+      // Ended from the UI mid-drain: its let-go never runs, and coder stays held stopping by a closed run.
+      await t.temporal.client.workflow.getHandle(downId).terminate('an operator ends it');
+    };
+    const result = await leaseHandle(t.temporal.client, t.node, 'coder').result();
+    assert.equal(result.outcome, 'not-held', result.message);
+    assert.match(
+      result.message,
+      /coder is no longer held by acquire\/.* \(now coder is being stopped by serves-down\/.*, which took it from acquire\/.*; serves-down\/.* has ended \(terminated\) without giving it back\), so the lease leaves it alone$/,
+    );
+    assert.equal((await slow).status, 200);
+    // serves down takes the dead run's hold over, and the victim comes back.
+    assert.ok((await serveDown(t.temporal.client, t.node, 'coder', { restore: true })).ok);
+    await assertRestored();
+    for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
   test("a leased serve that an eviction fails to take at the expiry: it stays the lease's, and the lease brings it down", async () => {
     assert.ok((await serveUp(t.temporal.client, t.node, 'fast')).ok);
-    const acq = await serveAcquire(t.temporal.client, t.node, { serve: 'vision', lease: { kind: 'fixed', seconds: 4 } });
+    const acq = await serveAcquire(t.temporal.client, t.node, { serve: 'vision', lease: { kind: 'fixed', seconds: 3 } });
     assert.ok(acq.ok, !acq.ok ? acq.message : '');
-    // vision busy past the eviction's drain timeout: comfyui-sim's acquisition fails and gives vision back.
+    // At the expiry, before the lease reads the ledger: comfyui-sim's acquisition is evicting vision,
+    // which is busy past the eviction's drain timeout, so it fails and gives vision back.
     const slow = t.routed('vision', { sim_delay_ms: 12_000 });
-    await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight === 1, 5000, 50);
-    const eviction = serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 8 });
+    let eviction: ReturnType<typeof serveAcquire> | undefined;
+    ledger!.holdBeforeNextLeaseRead = async () => {
+      await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight === 1, 5000, 50);
+      eviction = serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 6 });
+      await waitUntil('the eviction of vision', async () => (await phases()).includes('vision:evicting'), 10_000, 50);
+    };
     const lease = leaseHandle(t.temporal.client, t.node, 'vision');
     await waitUntil(
       'the lease to wait on the eviction of vision',
@@ -276,9 +322,9 @@ describe('leases', () => {
         const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
         return steps.some((s) => s.step === 'wait' && /vision is being evicted for comfyui-sim by acquire\/.*\/comfyui-sim\//.test(s.outcome));
       },
-      10_000,
+      20_000,
     );
-    const evicted = await eviction;
+    const evicted = await eviction!;
     assert.ok(!evicted.ok);
     assert.match(evicted.message, /failed at drain vision/);
     const result = await lease.result();

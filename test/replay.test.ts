@@ -171,5 +171,8 @@ describe("replay holds each Update's answer against the recorded one (core check
     assert.equal(firstDifference({ a: { b: 1 } }, { a: {} }), 'a.b: recorded 1, now nothing');
     assert.equal(firstDifference({ a: [{ b: 'x' }] }, { a: [{ b: 'y' }] }), 'a[0].b: recorded "x", now "y"');
     assert.equal(firstDifference(undefined, undefined), undefined);
+    // A handler that answered nothing when recorded, and answers now: an addition too.
+    assert.equal(firstDifference(undefined, { ok: true }), undefined);
+    assert.equal(firstDifference({ ok: true }, undefined), 'the answer: recorded {"ok":true}, now nothing');
   });
 });

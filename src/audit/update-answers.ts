@@ -36,11 +36,13 @@ const show = (v: unknown): string => {
 
 /**
  * Where an answer given again first departs from the recorded one: a path and both sides, or
- * undefined when it says everything the recorded one said. A field the recorded answer lacks is
- * not held against it: answers grow (the ledger's came to carry the ledger itself), and what a
+ * undefined when it says everything the recorded one said. A field (or an answer) the recorded
+ * one lacks is not held against it: answers grow (the ledger's came to carry the ledger itself), and what a
  * caller was told is what the recorded fields say. Arrays must match item for item.
  */
 export function firstDifference(recorded: unknown, now: unknown, path = ''): string | undefined {
+  // Nothing recorded (a handler that returned nothing, a field absent): nothing to hold it to.
+  if (recorded === undefined) return undefined;
   const at = path || 'the answer';
   const differ = `${at}: recorded ${show(recorded)}, now ${show(now)}`;
   if (typeof recorded !== 'object' || recorded === null || typeof now !== 'object' || now === null || Array.isArray(recorded) !== Array.isArray(now)) {

@@ -161,18 +161,26 @@ export function renewalProblems(next: unknown): string[] {
  * and may let go, an eviction of it that may fail): wait and look again; or gone for good from
  * the lease (down, evicted, asleep, or another run's): leave it alone.
  */
-export type LeaseHold = { hold: 'ours' } | { hold: 'in-flux'; why: string } | { hold: 'gone'; phase?: ReservationPhase; heldBy?: string };
+export type LeaseHold =
+  | { hold: 'ours' }
+  /** `by`: the run that has it now, whose end (without giving it back) makes it gone too. */
+  | { hold: 'in-flux'; why: string; by: string }
+  | { hold: 'gone'; phase?: ReservationPhase; heldBy?: string };
 
 export function leaseHold(state: LedgerState, serve: string, holder: string): LeaseHold {
   const r = findReservation(state, serve);
   if (!r) return { hold: 'gone' };
   if (r.phase === 'running' && r.holder === holder) return { hold: 'ours' };
   if (r.phase === 'stopping' && r.takenFrom?.phase === 'running' && r.takenFrom.holder === holder) {
-    return { hold: 'in-flux', why: `${serve} is being stopped by ${r.holder}, which took it from ${holder} (a bring-down that lets go gives it back)` };
+    return {
+      hold: 'in-flux',
+      why: `${serve} is being stopped by ${r.holder}, which took it from ${holder} (a bring-down that lets go gives it back)`,
+      by: r.holder,
+    };
   }
   if (r.phase === 'evicting' && r.holder === holder) {
     const by = operationUnderWay(state, r)?.holder ?? r.holder;
-    return { hold: 'in-flux', why: `${serve} is being evicted for ${r.evictedFor ?? '?'} by ${by} (an eviction that fails gives it back)` };
+    return { hold: 'in-flux', why: `${serve} is being evicted for ${r.evictedFor ?? '?'} by ${by} (an eviction that fails gives it back)`, by };
   }
   return { hold: 'gone', phase: r.phase, heldBy: operationUnderWay(state, r)?.holder ?? r.holder };
 }

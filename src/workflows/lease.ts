@@ -35,7 +35,8 @@ import { Failure } from '../shared/failures';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
 import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult } from '../shared/operations';
 import { bringDownWorkflow } from './bring-down';
-import { reads, router } from './proxies';
+import { reads, router, waiting } from './proxies';
+import { parseHolder } from '../domain/fence';
 import { rootCause } from './saga';
 import { heldNow } from '../shared/wording';
 import { StepLog } from './step-log';
@@ -45,8 +46,11 @@ import { PATCHES } from './patches';
 const ROUTER_RETRY_MS = 60_000;
 /** A failed bring-down is tried again each ROUTER_RETRY_MS this many times (half an hour) before the lease fails. */
 const BRING_DOWN_ATTEMPTS = 30;
-/** How often an expiring lease looks again at a serve in another operation's hands. */
+/** How soon an expiring lease looks again at a serve in another operation's hands; doubled each time, up to the max. */
 const OTHERS_RECHECK_MS = 5_000;
+const OTHERS_RECHECK_MAX_MS = 60_000;
+/** The bound of asking Temporal whether that operation still runs. */
+const OTHERS_STATUS_S = 30;
 /** How long it waits for them in all: a drain's timeout, a stop, and a restore's bring-ups, with room. */
 const OTHERS_WAIT_MS = 30 * 60_000;
 /** Past this many events a lease continues as new (an idle lease checks the router each ttl). */
@@ -209,12 +213,16 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
   for (let failures = 0; ;) {
     const ledger = await ledgerWhenItAnswers(node, gpu, log);
     const found = leaseHold(ledger, serve, terms.holder);
-    if (found.hold === 'in-flux' && patched(PATCHES.leaseWaitsOutOthers)) {
+    const waitsOut = found.hold === 'in-flux' && patched(PATCHES.leaseWaitsOutOthers);
+    // A run that ended without giving the serve back gives it to no one: serves down takes it over.
+    const ended = waitsOut ? await endedHolding(found.by) : undefined;
+    if (found.hold === 'in-flux' && waitsOut && !ended) {
       await waits.out(found.why);
       continue;
     }
-    if (found.hold !== 'ours') {
-      const now = found.hold === 'gone' ? heldNow(found.phase, found.heldBy) : found.why;
+    if (found.hold === 'ours') downUnderWay = false;
+    else {
+      const now = found.hold === 'gone' ? heldNow(found.phase, found.heldBy) : ended ? `${found.why}; ${ended}` : found.why;
       const under = downUnderWay ? `a serves down of ${serve} was under way (${workflowId}); ` : '';
       const message = `lease of ${serve} ${why}: ${under}${serve} is no longer held by ${terms.holder} (now ${now}), so the lease leaves it alone`;
       log.record('end', message);
@@ -224,7 +232,8 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
       // Abandoned, like an operator's: once its stop is issued a bring-down sees it through, lease or not.
       // The take itself checks the holder again: the serve may have been brought down and acquired
       // anew since the read above, and that acquisition is not this lease's to undo.
-      const onlyOurs = patched(PATCHES.leaseDownOnlyItsOwn) ? { onlyIfHeldBy: terms.holder } : {};
+      // (A holder renewed by hand that names no run cannot be checked so: taken as before.)
+      const onlyOurs = parseHolder(terms.holder) && patched(PATCHES.leaseDownOnlyItsOwn) ? { onlyIfHeldBy: terms.holder } : {};
       const down = await executeChild(bringDownWorkflow, {
         workflowId,
         args: [{ serve, restore: true, ...onlyOurs }],
@@ -233,7 +242,10 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
       });
       log.record('down', down.message);
       // Taken from the lease since its read: the ledger, read again, says whether for good.
-      if (down.outcome === 'left-alone' && patched(PATCHES.leaseWaitsOutOthers)) continue;
+      if (down.outcome === 'left-alone' && patched(PATCHES.leaseWaitsOutOthers)) {
+        await waits.out(down.message);
+        continue;
+      }
       if (down.outcome === 'left-alone') {
         const message = `lease of ${serve} ${why}: ${down.message}`;
         log.record('end', message);
@@ -273,13 +285,23 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
   }
 }
 
+/** Whether the run holding the serve has ended (without giving it back): what it became, or undefined while it runs. */
+async function endedHolding(holder: string): Promise<string | undefined> {
+  const e = await waiting(OTHERS_STATUS_S).endOperation({ holder, timeoutS: OTHERS_STATUS_S, mode: 'status' });
+  if (e.outcome === 'running') return undefined;
+  return e.outcome === 'no-run' ? `${holder} names no run` : `${holder} has ended${e.closedAs ? ` (${e.closedAs.toLowerCase()})` : ''} without giving it back`;
+}
+
 /**
- * An expiring lease's waits on other operations, each OTHERS_RECHECK_MS, said once per reason, and
- * bounded: past OTHERS_WAIT_MS the lease fails, its serve still holding its MiB, rather than wait for ever.
+ * An expiring lease's waits on other operations: OTHERS_RECHECK_MS at first, twice as long each
+ * time up to OTHERS_RECHECK_MAX_MS (a long drain costs a few events, not hundreds), said once per
+ * reason, and bounded: past OTHERS_WAIT_MS the lease fails, its serve still holding its MiB,
+ * rather than wait for ever.
  */
 class OthersWaitedOut {
   private since: number | undefined;
   private said: string | undefined;
+  private nextMs = OTHERS_RECHECK_MS;
 
   constructor(
     private readonly serve: string,
@@ -294,9 +316,10 @@ class OthersWaitedOut {
       this.log.record('wait', message);
       throw ApplicationFailure.create({ type: Failure.LeaseExpiryFailed, message, nonRetryable: true, details: [{ steps: this.log.steps }] });
     }
-    if (reason !== this.said) this.log.record('wait', `${reason}: looking again every ${OTHERS_RECHECK_MS / 1000} s`);
+    if (reason !== this.said) this.log.record('wait', `${reason}: waiting for it to end, then looking again`);
     this.said = reason;
-    await sleep(OTHERS_RECHECK_MS);
+    await sleep(this.nextMs);
+    this.nextMs = Math.min(this.nextMs * 2, OTHERS_RECHECK_MAX_MS);
   }
 }
 

@@ -1,6 +1,7 @@
 // Each Update's answer, as a replay gives it again, out through a sink (src/shared/update-answers.ts).
-// Live runs say nothing: the answer is in history already, and the ledger's Updates are its hot path.
-import { proxySinks, workflowInfo } from '@temporalio/workflow';
+// Called live too: the replayer may run a history's last workflow task as a live one, and its
+// Updates must be compared as well. A live worker's sink drops the call (callDuringReplay false).
+import { proxySinks } from '@temporalio/workflow';
 import type { Next, UpdateInput, WorkflowInboundCallsInterceptor } from '@temporalio/workflow';
 import type { UpdateAnswerSinks } from '../shared/update-answers';
 
@@ -8,7 +9,6 @@ const { updateAnswers } = proxySinks<UpdateAnswerSinks>();
 
 export class UpdateAnswersInterceptor implements WorkflowInboundCallsInterceptor {
   async handleUpdate(input: UpdateInput, next: Next<WorkflowInboundCallsInterceptor, 'handleUpdate'>): Promise<unknown> {
-    if (!workflowInfo().unsafe.isReplaying) return next(input);
     const { updateId, name } = input;
     try {
       const success = await next(input);
