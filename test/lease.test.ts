@@ -85,6 +85,32 @@ describe('leases', () => {
     return acq.result;
   }
 
+  /**
+   * At the expiry, before the lease reads the ledger: a request in flight at `tier`, then `start`
+   * (another operation on the serve) until the ledger shows `phase`, then `then`.
+   */
+  function atExpiry(tier: string, start: () => unknown, phase: string, then?: () => Promise<void>): void {
+    ledger!.holdBeforeNextLeaseRead = async () => {
+      await waitUntil(`1 in flight at ${tier}`, async () => (await t.box.routerAdmin.tierState(tier)).inFlight === 1, 5000, 50);
+      start();
+      await waitUntil(`${phase} in the ledger`, async () => (await phases()).includes(phase), 10_000, 50);
+      await then?.();
+    };
+  }
+
+  /** Until the lease's step log has a wait whose words match `pattern`. */
+  async function leaseWaitsOn(serve: string, pattern: RegExp): Promise<void> {
+    const lease = leaseHandle(t.temporal.client, t.node, serve);
+    await waitUntil(
+      `the lease of ${serve} to wait: ${pattern.source}`,
+      async () => {
+        const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
+        return steps.some((s) => s.step === 'wait' && pattern.test(s.outcome));
+      },
+      20_000,
+    );
+  }
+
   async function assertRestored(): Promise<void> {
     assert.deepEqual(await phases(), ['fast:running', 'vision:running']);
     assert.equal((await t.routed('vision')).status, 200);
@@ -230,10 +256,7 @@ describe('leases', () => {
       args: [{ serve: 'comfyui-sim' }],
     });
     const lease = leaseHandle(t.temporal.client, t.node, 'comfyui-sim');
-    await waitUntil('the lease to wait on the serves down under way', async () => {
-      const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
-      return steps.some((s) => s.step === 'wait' && /a serves down of comfyui-sim is under way/.test(s.outcome));
-    });
+    await leaseWaitsOn('comfyui-sim', /a serves down of comfyui-sim is under way/);
     assert.equal((await lease.view()).state, 'expiring');
     assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'comfyui-sim:running']);
     await operator.terminate('test over');
@@ -253,20 +276,9 @@ describe('leases', () => {
     // and drains it (a request in flight holds the drain).
     const slow = t.routed('coder', { sim_delay_ms: 8000 });
     let operators: ReturnType<typeof serveDown> | undefined;
-    ledger!.holdBeforeNextLeaseRead = async () => {
-      await waitUntil('1 in flight at coder-local', async () => (await t.box.routerAdmin.tierState('coder-local')).inFlight === 1, 5000, 50);
-      operators = serveDown(t.temporal.client, t.node, 'coder');
-      await waitUntil('the serves down to take coder', async () => (await phases()).includes('coder:stopping'), 10_000, 50);
-    };
+    atExpiry('coder-local', () => (operators = serveDown(t.temporal.client, t.node, 'coder')), 'coder:stopping');
     const lease = leaseHandle(t.temporal.client, t.node, 'coder');
-    await waitUntil(
-      'the lease to wait on the serves down that took coder',
-      async () => {
-        const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
-        return steps.some((s) => s.step === 'wait' && /coder is being stopped by serves-down\/.*, which took it from acquire\//.test(s.outcome));
-      },
-      20_000,
-    );
+    await leaseWaitsOn('coder', /coder is being stopped by serves-down\/.*, which took it from acquire\//);
     await t.temporal.client.workflow.getHandle(workflowIds.bringDown(t.node, 'coder')).cancel();
     assert.ok(operators && !(await operators).ok);
     const result = await lease.result();
@@ -282,13 +294,13 @@ describe('leases', () => {
     await acquireLeased('coder', { kind: 'fixed', seconds: 3 });
     const slow = t.routed('coder', { sim_delay_ms: 6000 });
     const downId = workflowIds.bringDown(t.node, 'coder');
-    ledger!.holdBeforeNextLeaseRead = async () => {
-      await waitUntil('1 in flight at coder-local', async () => (await t.box.routerAdmin.tierState('coder-local')).inFlight === 1, 5000, 50);
-      void serveDown(t.temporal.client, t.node, 'coder');
-      await waitUntil('the serves down to take coder', async () => (await phases()).includes('coder:stopping'), 10_000, 50);
-      // Ended from the UI mid-drain: its let-go never runs, and coder stays held stopping by a closed run.
-      await t.temporal.client.workflow.getHandle(downId).terminate('an operator ends it');
-    };
+    // Ended from the UI mid-drain: its let-go never runs, and coder stays held stopping by a closed run.
+    atExpiry(
+      'coder-local',
+      () => void serveDown(t.temporal.client, t.node, 'coder'),
+      'coder:stopping',
+      async () => void (await t.temporal.client.workflow.getHandle(downId).terminate('an operator ends it')),
+    );
     const result = await leaseHandle(t.temporal.client, t.node, 'coder').result();
     assert.equal(result.outcome, 'not-held', result.message);
     assert.match(
@@ -310,20 +322,13 @@ describe('leases', () => {
     // which is busy past the eviction's drain timeout, so it fails and gives vision back.
     const slow = t.routed('vision', { sim_delay_ms: 12_000 });
     let eviction: ReturnType<typeof serveAcquire> | undefined;
-    ledger!.holdBeforeNextLeaseRead = async () => {
-      await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight === 1, 5000, 50);
-      eviction = serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 6 });
-      await waitUntil('the eviction of vision', async () => (await phases()).includes('vision:evicting'), 10_000, 50);
-    };
-    const lease = leaseHandle(t.temporal.client, t.node, 'vision');
-    await waitUntil(
-      'the lease to wait on the eviction of vision',
-      async () => {
-        const steps = (await lease.handle.query(progressQuery)) as { step: string; outcome: string }[];
-        return steps.some((s) => s.step === 'wait' && /vision is being evicted for comfyui-sim by acquire\/.*\/comfyui-sim\//.test(s.outcome));
-      },
-      20_000,
+    atExpiry(
+      'vision-local',
+      () => (eviction = serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 6 })),
+      'vision:evicting',
     );
+    const lease = leaseHandle(t.temporal.client, t.node, 'vision');
+    await leaseWaitsOn('vision', /vision is being evicted for comfyui-sim by acquire\/.*\/comfyui-sim\//);
     const evicted = await eviction!;
     assert.ok(!evicted.ok);
     assert.match(evicted.message, /failed at drain vision/);

@@ -55,6 +55,11 @@ export function operationUnderWay(state: LedgerState, r: Reservation): Operation
   return { serve: r.serve, phase: r.phase, holder: r.holder };
 }
 
+/** The run that has the serve now: the operation under way on it (a victim's acquirer), else its holder. */
+export function holdingRun(state: LedgerState, r: Reservation): string {
+  return operationUnderWay(state, r)?.holder ?? r.holder;
+}
+
 /** How a bring-down finds its serve in the ledger when it asks to take it. */
 export type StopDecision =
   /**
@@ -119,7 +124,7 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
     };
   }
   if (req.onlyIfHeldBy !== undefined && (r?.holder !== req.onlyIfHeldBy || r.phase !== 'running')) {
-    return { decision: 'not-held', serve: req.serve, ...(r ? { heldBy: operationUnderWay(state, r)?.holder ?? r.holder, phase: r.phase } : {}) };
+    return { decision: 'not-held', serve: req.serve, ...(r ? { heldBy: holdingRun(state, r), phase: r.phase } : {}) };
   }
   // Absent, or a retry of this bring-down of a serve it found with no reservation.
   if (!r || (r.phase === 'stopping' && r.holder === req.holder && r.vramMib === 0)) return { decision: 'absent', serve: req.serve };
@@ -194,8 +199,7 @@ export function fenceProblem(state: LedgerState, serve: string, holder: string, 
   const r = findReservation(state, serve);
   if (!r || r.phase === 'evicted') return `'${serve}' holds no reservation on '${state.gpuRole}'`;
   if (r.phase === 'sleeping') return `'${serve}' sleeps for ${r.evictedFor ?? 'another serve'}; only a restore (an admission) may wake it`;
-  const op = operationUnderWay(state, r);
-  const by = op?.holder ?? r.holder;
+  const by = holdingRun(state, r);
   if (by !== holder) return `the reservation of '${serve}' is held by ${by} (${r.phase}), not ${holder}`;
   if (!allowed.includes(r.phase)) return `the reservation of '${serve}' is ${r.phase}, not ${allowed.join(' or ')}`;
   return undefined;

@@ -2,7 +2,7 @@
 // bounded, and the operator's durations (90s, 30m, 2h, 1h30m) both ways. Pure: the lease
 // workflow, the CLI and the API share it.
 import { BOUNDS, boundRule, NAME_PATTERN, withinBound } from './bounds';
-import { operationUnderWay } from './fence';
+import { holdingRun } from './fence';
 import { findReservation } from './ledger';
 import type { LedgerState, ReservationPhase } from './ledger';
 
@@ -179,8 +179,8 @@ export function leaseHold(state: LedgerState, serve: string, holder: string): Le
     };
   }
   if (r.phase === 'evicting' && r.holder === holder) {
-    const by = operationUnderWay(state, r)?.holder ?? r.holder;
+    const by = holdingRun(state, r);
     return { hold: 'in-flux', why: `${serve} is being evicted for ${r.evictedFor ?? '?'} by ${by} (an eviction that fails gives it back)`, by };
   }
-  return { hold: 'gone', phase: r.phase, heldBy: operationUnderWay(state, r)?.holder ?? r.holder };
+  return { hold: 'gone', phase: r.phase, heldBy: holdingRun(state, r) };
 }
