@@ -9,6 +9,7 @@ import {
   continueAsNew,
   executeChild,
   getExternalWorkflowHandle,
+  isCancellation,
   ParentClosePolicy,
   patched,
   setHandler,
@@ -350,6 +351,8 @@ export async function startLease(node: string, serve: ServeSpec, holder: string,
       await getExternalWorkflowHandle(workflowId).signal(renewLeaseSignal, terms);
     }
   } catch (err) {
+    // A cancelled acquisition is undone like at any other step, not completed with no lease.
+    if (isCancellation(err) && patched(PATCHES.leaseStartCancellable)) throw err;
     // The serve runs either way: a lease that could not start is said, not a reason to stop it.
     log.record('lease', `not started (${rootCause(err).message}): ${serve.name} stays up until serves down`);
     return undefined;

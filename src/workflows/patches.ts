@@ -119,5 +119,12 @@ export const PATCHES = {
    * test/lease.test.ts cancels a serves down and fails an eviction under an expiring lease.
    */
   leaseWaitsOutOthers: 'lease-waits-out-others',
+  /**
+   * An acquisition cancelled while its lease starts is cancelled (its saga undoes the acquisition)
+   * instead of completing with no lease: before, the cancellation was taken for a lease that could
+   * not start, and the serve stayed up with nothing to give its VRAM back. Reached only by a cancel
+   * in that window, which no recording has: test/lease-start-cancel.test.ts holds the lease's start.
+   */
+  leaseStartCancellable: 'lease-start-cancellable',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -45,6 +45,8 @@ export interface SimTestBox {
 export interface SimTestBoxOptions {
   /** The ledgers as the worker's activities reach them, made from the test's client (default: the worker's own). */
   ledger?: (client: Client) => LedgerPort;
+  /** Workflow interceptor modules of the test's, bundled beside the worker's own. */
+  workflowInterceptorModules?: string[];
 }
 
 export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: TestServe[], opts: SimTestBoxOptions = {}): Promise<SimTestBox> {
@@ -65,6 +67,7 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     gpu: box.gpu,
     pollIntervalMs: 100,
     ...(opts.ledger ? { ledger: opts.ledger(temporal.client) } : {}),
+    ...(opts.workflowInterceptorModules ? { workflowInterceptorModules: opts.workflowInterceptorModules } : {}),
   });
   const read = workerLedgerRead({
     client: temporal.client,

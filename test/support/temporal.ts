@@ -4,7 +4,8 @@ import { Client, Connection } from '@temporalio/client';
 import { startDevServer } from '../../src/dev/dev-server';
 import { DEV_SERVER } from '../../src/dev/toolchain';
 export { freePort, temporalCliPath } from '../../src/dev/dev-server';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { workflowCodeOptions } from '../../src/worker/workflow-code';
 
 import { loadWorkflowBundle } from '../../src/worker/prebuilt-bundle';
 import { temporalInterceptors } from '../../src/client/connection';
@@ -54,6 +55,12 @@ let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
   bundle ??= loadWorkflowBundle(quietLogger);
   return bundle;
+}
+
+/** The worker's workflows bundled with interceptor modules of a test's beside their own (a few seconds of webpack). */
+export function workflowBundleWith(interceptorModules: string[]): Promise<WorkflowBundleWithSourceMap> {
+  const options = workflowCodeOptions(quietLogger);
+  return bundleWorkflowCode({ ...options, workflowInterceptorModules: [...(options.workflowInterceptorModules ?? []), ...interceptorModules] });
 }
 
 const quietLogger = {
