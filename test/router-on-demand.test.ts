@@ -43,7 +43,8 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
       // Small enough to pass with one request: what a client can make the router hold is bounded.
       heldBytesLimit: 64 * 1024,
       onDemand: [
-        { tier: 'big-local', serve: 'big', evict: true },
+        // Shorter than vision's 120 s window: a request denied inside it cannot wait for its end.
+        { tier: 'big-local', serve: 'big', evict: true, wait_timeout_s: 30 },
         { tier: 'slow-local', serve: 'slow', queue_size: 2, keepalive_s: 1 },
         { tier: 'unbuilt-local', serve: 'unbuilt' },
         { tier: 'liar-local', serve: 'liar' },
@@ -123,7 +124,7 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     assert.ok(statuses.filter((s) => s === 503).length >= 1 && statuses[statuses.length - 1] === 200, `statuses ${statuses.join(',')}`);
   });
 
-  test("inside vision's minimum residency: a request that would evict it again gets 503 with the window's own Retry-After", async () => {
+  test("inside vision's minimum residency, longer than the tier's wait: a request that would evict it again gets 503 at once with the window's own Retry-After", async () => {
     // vision has just come back by the restore above, so for the node's default 120 s it is no victim.
     const r = await raw('big');
     assert.equal(r.status, 503);
@@ -131,10 +132,15 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     assert.equal(body.error.reason, 'acquisition_denied');
     const m = /over budget by \d+ MiB.*vision came back \d+ s ago and stays resident for 120 s: it may be evicted in (\d+) s/.exec(body.error.message);
     assert.ok(m, body.error.message);
+    assert.match(body.error.message, /this tier holds a request at most 30 s \(wait_timeout_s\), less than the \d+ s left of that window$/);
     const left = Number(m[1]);
     assert.ok(left > 60 && left <= 120, `evictable again in ${left} s`);
-    assert.equal(body.error.retry_after_s, left, 'the window, not the router default of 1 s');
-    assert.equal(r.headers.get('retry-after'), String(left));
+    // What is left of the window when the router answers: the ledger's figure, a second less at most.
+    assert.ok(
+      Math.abs(body.error.retry_after_s - left) <= 1,
+      `retry_after_s ${body.error.retry_after_s}: the window (${left} s), not the router default of 1 s`,
+    );
+    assert.equal(r.headers.get('retry-after'), String(body.error.retry_after_s));
     assert.equal((await modes())['vision-local'], 'active', 'vision untouched');
   });
 
@@ -246,5 +252,70 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     // it ends here, not under the box's teardown.
     const acquired: unknown = await box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'slow')).result();
     assert.equal((acquired as { outcome?: string }).outcome, 'started');
+  });
+});
+
+describe('an on-demand acquisition denied inside a residency window the request can wait out', () => {
+  let box: OnDemandBox;
+  before(async () => {
+    box = await startOnDemandBox({
+      prefix: 'router-od-window',
+      gpu: GPU,
+      serves: [
+        { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+        { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local', min_residency_s: 6 },
+        { name: 'big', vram_mib: 8192, class: 'on-demand', router_tier: 'big-local' },
+      ],
+      retryAfterS: 1,
+      onDemand: [{ tier: 'big-local', serve: 'big', evict: true }],
+    });
+    for (const serve of ['fast', 'vision']) assert.ok((await serveUp(box.temporal.client, box.node, serve)).ok);
+  });
+  after(async () => {
+    await box?.close();
+  });
+
+  const chat = (model: string) =>
+    fetch(`${box.router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+  const runs = async (status?: string) => {
+    const found: string[] = [];
+    const query = `WorkflowId = '${workflowIds.acquire(box.node, 'big')}'${status ? ` AND ExecutionStatus = '${status}'` : ''}`;
+    for await (const w of box.temporal.client.workflow.list({ query })) found.push(w.runId);
+    return found;
+  };
+
+  test('the requests are held until the window ends, then one acquisition evicts vision and every one is answered 200; none sees a 503', async () => {
+    // big acquired over vision, then down with vision restored: vision's 6 s window starts when it runs again, after this instant.
+    assert.equal((await chat('big')).status, 200);
+    const beforeRestore = Date.now();
+    const down = await serveDown(box.temporal.client, box.node, 'big', { restore: true });
+    assert.ok(down.ok, down.ok ? '' : down.message);
+    const first = chat('big').then(async (r) => ({ status: r.status, body: await r.text(), at: Date.now() }));
+    // The second acquisition is denied: vision is inside its window.
+    await waitFor('a denied acquisition of big', async () => ((await runs('Failed')).length > 0 ? true : undefined), 10_000);
+    const tier = (await box.tiers()).find((t) => t.tier === 'big-local');
+    assert.equal(tier?.queued, 1, 'the request is still held, not refused');
+    // A request arriving meanwhile joins the wait: no acquisition of its own.
+    const second = chat('big').then(async (r) => ({ status: r.status, body: await r.text(), at: Date.now() }));
+    for (const answer of await Promise.all([first, second])) {
+      assert.equal(answer.status, 200, answer.body);
+      assert.ok(answer.at >= beforeRestore + 6000, `answered ${answer.at - beforeRestore} ms after vision's restore was asked, inside its 6 s window`);
+    }
+    assert.deepEqual(
+      [(await runs()).length, (await runs('Failed')).length],
+      [3, 1],
+      'the first acquisition, the denied one, the one that evicted vision again',
+    );
+    const tiers = Object.fromEntries((await box.tiers()).map((t) => [t.tier, t.state]));
+    assert.deepEqual([tiers['big-local'], tiers['vision-local']], ['active', 'quiesced']);
+    const [ledger] = await ledgerSnapshots(box.temporal.client, box.manifest);
+    assert.deepEqual(
+      ledger?.reservations.map((r) => `${r.serve}:${r.phase}`),
+      ['fast:running', 'vision:evicted', 'big:running'],
+    );
   });
 });

@@ -29,11 +29,18 @@ export interface Refusal {
   message: string;
   retryAfterS: number;
   acquisition?: AcquisitionRef;
+  /**
+   * A denial for a victim's minimum residency: when its window ends and an acquisition may evict
+   * it. Requests that can wait that long are held for it, not refused.
+   */
+  windowEndsAtEpochMs?: number;
 }
 
 export type HoldOutcome = { ok: true } | { ok: false; refusal: Refusal } | { ok: false; gone: true };
 
 interface Waiter {
+  /** When its wait_timeout_s ends. */
+  deadlineEpochMs: number;
   settle(outcome: HoldOutcome): void;
 }
 
@@ -43,6 +50,8 @@ interface Acquisition {
   step?: string;
   /** The tier was active (its backend down) and this acquisition quiesced it for the guard. */
   quiescedByRouter: boolean;
+  /** Denied until a victim's residency window ends: the next acquisition then, and the denial meanwhile. */
+  windowWait?: Refusal & { windowEndsAtEpochMs: number };
   /** Resolves when the tier turns active. */
   readmitted: Promise<void>;
   wake: () => void;
@@ -77,7 +86,19 @@ export interface DemandState {
   acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number } | null;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
+
+/** A residency denial as answered now to a request that cannot wait for its window: Retry-After is what is left of it. */
+function denialNow(denial: Refusal, waitTimeoutS: number): Refusal {
+  const { windowEndsAtEpochMs: endsAt, ...refusal } = denial;
+  if (endsAt === undefined) return refusal;
+  const leftS = Math.max(1, Math.ceil((endsAt - Date.now()) / 1000));
+  return {
+    ...refusal,
+    message: `${refusal.message}; this tier holds a request at most ${waitTimeoutS} s (wait_timeout_s), less than the ${leftS} s left of that window`,
+    retryAfterS: leftS,
+  };
+}
 
 /** How long a running acquisition's status may go unanswered before the router stops following it. */
 export const STATUS_UNANSWERED_MS = 120_000;
@@ -159,6 +180,9 @@ export class OnDemand {
     const d = this.demand(tier.name);
     const cooling = this.cooldown(tier.name);
     if (cooling) return Promise.resolve({ ok: false, refusal: cooling });
+    const deadlineEpochMs = Date.now() + policy.waitTimeoutS * 1000;
+    const waiting = d.acquisition?.windowWait;
+    if (waiting && deadlineEpochMs < waiting.windowEndsAtEpochMs) return Promise.resolve({ ok: false, refusal: denialNow(waiting, policy.waitTimeoutS) });
     const full = (message: string): Promise<HoldOutcome> => Promise.resolve({ ok: false, refusal: this.refusal(tier, d, 'queue_full', message) });
     if (d.queue.size >= policy.queueSize) {
       return full(`tier '${tier.name}' is being acquired and its queue is full (${policy.queueSize} requests waiting); retry later`);
@@ -173,6 +197,7 @@ export class OnDemand {
     return new Promise<HoldOutcome>((resolve) => {
       let done = false;
       const waiter: Waiter = {
+        deadlineEpochMs,
         settle: (outcome) => {
           if (done) return;
           done = true;
@@ -214,13 +239,22 @@ export class OnDemand {
     d.acquisition = a;
     d.cooldown = undefined;
     let refusal: Refusal | undefined;
-    try {
-      refusal = await this.acquire(tier, d, a);
-    } catch (err) {
-      refusal = this.refusal(tier, d, 'acquisition_unavailable', `acquiring tier '${tier.name}' failed in the router: ${errText(err)}`);
+    let cool = true;
+    for (;;) {
+      try {
+        refusal = await this.acquire(tier, d, a);
+      } catch (err) {
+        refusal = this.refusal(tier, d, 'acquisition_unavailable', `acquiring tier '${tier.name}' failed in the router: ${errText(err)}`);
+      }
+      if (!refusal) break;
+      const after = await this.waitOutWindow(tier, d, a, refusal);
+      if (after === 'readmitted') refusal = undefined;
+      // Its window has passed: nothing to cool down from, though nobody is left to acquire for.
+      if (after === 'passed') cool = false;
+      if (after !== 'acquire') break;
     }
     if (refusal) {
-      d.cooldown = { untilEpochMs: Date.now() + refusal.retryAfterS * 1000, refusal };
+      if (cool) d.cooldown = { untilEpochMs: Date.now() + refusal.retryAfterS * 1000, refusal };
       // Leave the tier as the acquisition found it: an active tier over a down backend stays active.
       // Checked inside the admin mutex, so a quiesce queued meanwhile (an eviction's) is not undone.
       if (a.quiescedByRouter) {
@@ -234,6 +268,29 @@ export class OnDemand {
     d.acquisition = undefined;
     const outcome: HoldOutcome = refusal ? { ok: false, refusal } : { ok: true };
     for (const w of [...d.queue]) w.settle(outcome);
+  }
+
+  /**
+   * A denial for a victim's minimum residency holds the requests that can wait for its window to
+   * end (their wait_timeout_s is later) and answers the others now. Queue rather than fail: a
+   * client asking for the other model of a pair it alternates between gets its answer once the
+   * window allows the swap, and the window still bounds how often the GPU swaps. Then: `acquire`
+   * again for the requests held, `readmitted` if the tier came back meanwhile, `passed` if every
+   * held request went; `refuse` for any other refusal, or when none can wait.
+   */
+  private async waitOutWindow(tier: RouterTier, d: TierDemand, a: Acquisition, refusal: Refusal): Promise<'acquire' | 'readmitted' | 'passed' | 'refuse'> {
+    const endsAt = refusal.windowEndsAtEpochMs;
+    if (endsAt === undefined) return 'refuse';
+    const waitTimeoutS = tier.onDemand?.waitTimeoutS ?? 0;
+    for (const w of [...d.queue]) if (w.deadlineEpochMs < endsAt) w.settle({ ok: false, refusal: denialNow(refusal, waitTimeoutS) });
+    if (d.queue.size === 0) return 'refuse';
+    a.windowWait = { ...refusal, windowEndsAtEpochMs: endsAt };
+    await Promise.race([a.readmitted, sleep(endsAt - Date.now())]);
+    a.windowWait = undefined;
+    a.workflowId = undefined;
+    a.step = undefined;
+    if (this.table.runtimeOf(tier.name).mode === 'active') return 'readmitted';
+    return d.queue.size > 0 ? 'acquire' : 'passed';
   }
 
   private refusal(tier: RouterTier, d: TierDemand, reason: RefusalReason, message: string, retryAfterS?: number): Refusal {
@@ -292,13 +349,16 @@ export class OnDemand {
       }
       if (st.status === 'failed') {
         const denied = st.type === 'AdmissionDenied';
-        return this.refusal(
+        const retryAfterS = st.retryAfterS !== undefined ? Math.max(1, Math.ceil(st.retryAfterS)) : undefined;
+        const refusal = this.refusal(
           tier,
           d,
           denied ? 'acquisition_denied' : 'acquisition_failed',
           `acquisition ${a.workflowId} of serve '${policy.serve}' ${denied ? 'was denied' : 'failed'}: ${st.message}`,
-          st.retryAfterS !== undefined ? Math.max(1, Math.ceil(st.retryAfterS)) : undefined,
+          retryAfterS,
         );
+        // Only a residency denial says when it would pass (the ledger's retryAfterS).
+        return denied && retryAfterS !== undefined ? { ...refusal, windowEndsAtEpochMs: Date.now() + retryAfterS * 1000 } : refusal;
       }
       // Completed with the tier still quiesced: the serve was already running (no readmit step
       // ran). The router's own guarded readmit is the same guard.
