@@ -232,7 +232,12 @@ describe('ledger entity workflow', () => {
     const { events: eventsBefore } = await h.fetchHistory();
     // By name, with what a form sends: no argument at all, a field missing, a phase or step by hand.
     const refused: [string, unknown[], RegExp][] = [
-      ['abortEviction', [], /abortEviction: the argument must be one JSON object with acquirer, stopped, slept, holder \(got nothing\)/],
+      ['abortEviction', [], /abortEviction: the argument must be one JSON object with acquirer, stopped, slept, sleptHoldingMib, holder \(got nothing\)/],
+      [
+        'abortEviction',
+        [{ acquirer: 'owned', stopped: [], slept: { vision: 2 }, sleptHoldingMib: { vision: -1 } }],
+        /abortEviction owned: sleptHoldingMib must be an object of serve name to MiB \(a whole number of MiB in 0\.\.\d+\) \(got/,
+      ],
       ['setPhase', [], /setPhase: the argument must be one JSON object/],
       ['victimReleased', [{ victim: 'owned' }], /victimReleased owned: acquirer is required/],
       [

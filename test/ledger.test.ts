@@ -209,6 +209,28 @@ describe('eviction by sleeping: the residual stays committed', () => {
     assert.deepEqual(c.reservations, [{ serve: 'constructor', vramMib: 1000, class: 'evictable', phase: 'running', holder: 'h/c' }]);
   });
 
+  test('an eviction given up holds a sleeper whose VRAM was not seen back at what it is said to hold, its reservation at most', () => {
+    const asleep = (holding: Record<string, number>) => {
+      const l = withPhase(
+        applyAdmit(emptyLedger('n', GPU), { serve: 'vision', vramMib: 12288, class: 'evictable', holder: 'h/v', sleep: SLEEP }),
+        'vision',
+        'running',
+      );
+      const aborted = applyEvictionAborted(
+        applyEvictionPlan(l, acquirer, [{ serve: 'vision', vramMib: 12288, sleep: SLEEP }]),
+        'comfyui-sim',
+        [],
+        { vision: 2 },
+        holding,
+      );
+      return totals(aborted).committedMib;
+    };
+    assert.equal(asleep({}), SLEEP.residualMib, 'its declared residual when nothing else is said');
+    assert.equal(asleep({ vision: 12288 }), 12288, 'whole while its release is unconfirmed');
+    assert.equal(asleep({ vision: 99999 }), 12288, 'never more than its reservation');
+    assert.equal(asleep({ vision: 10 }), SLEEP.residualMib, 'never less than its declared residual');
+  });
+
   test('a stopped victim commits nothing, as before: no sleep in the request, no residual', () => {
     let l = running(emptyLedger('n', GPU), 'vision', 12288, 'evictable');
     l = applyVictimReleased(applyEvictionPlan(l, acquirer, [{ serve: 'vision', vramMib: 12288 }]), 'vision', 'comfyui-sim');

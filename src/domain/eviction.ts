@@ -159,9 +159,20 @@ export function applyVictimReleased(state: LedgerState, victim: string, acquirer
 /**
  * An acquisition gave up: victims already stopped stay evicted, those already asleep stay
  * sleeping (`slept`, by the level they sleep at), the others return to running, and the
- * acquirer's held or admitted MiB are let go.
+ * acquirer's held or admitted MiB are let go. A sleeper whose VRAM was not seen back holds what
+ * `holding` says (its whole reservation, at most), not the residual it declared: vLLM's sleep leaks.
  */
-export function applyEvictionAborted(state: LedgerState, acquirer: string, stopped: string[] = [], slept: Record<string, 1 | 2> = {}): LedgerState {
+export function applyEvictionAborted(
+  state: LedgerState,
+  acquirer: string,
+  stopped: string[] = [],
+  slept: Record<string, 1 | 2> = {},
+  holding: Record<string, number> = {},
+): LedgerState {
+  const kept = (r: Reservation): Partial<Reservation> => {
+    const mib = Object.hasOwn(holding, r.serve) ? holding[r.serve] : undefined;
+    return r.sleep && mib !== undefined && mib > r.sleep.residualMib ? { sleep: { ...r.sleep, residualMib: Math.min(mib, r.vramMib) } } : {};
+  };
   return {
     ...state,
     reservations: state.reservations
@@ -169,7 +180,7 @@ export function applyEvictionAborted(state: LedgerState, acquirer: string, stopp
       .map((r) => {
         if (r.phase !== 'evicting' || r.evictedFor !== acquirer) return r;
         const level = Object.hasOwn(slept, r.serve) ? slept[r.serve] : undefined;
-        if (level !== undefined) return { ...r, phase: 'sleeping' as const, sleptAtLevel: level };
+        if (level !== undefined) return { ...r, phase: 'sleeping' as const, sleptAtLevel: level, ...kept(r) };
         return stopped.includes(r.serve) ? { ...r, phase: 'evicted' as const } : outOfEviction(r, 'running');
       }),
   };

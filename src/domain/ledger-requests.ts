@@ -38,6 +38,10 @@ const sleptLevels: Check = (v) =>
   isRecord(v) && Object.entries(v).every(([k, level]) => serveName(k) === undefined && sleepLevel(level) === undefined)
     ? undefined
     : 'an object of serve name to sleep level (1 or 2)';
+const heldMibs: Check = (v) =>
+  isRecord(v) && Object.entries(v).every(([k, mib]) => serveName(k) === undefined && withinBound({ ...BOUNDS.vramMib, min: 0 }, mib))
+    ? undefined
+    : `an object of serve name to MiB (${boundRule({ ...BOUNDS.vramMib, min: 0 })})`;
 const sleepEviction: Check = (v) =>
   isRecord(v) && sleepLevel(v['level']) === undefined && withinBound({ ...BOUNDS.vramMib, min: 0 }, v['residualMib'])
     ? undefined
@@ -66,6 +70,7 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     acquirer: { check: serveName, required: true },
     stopped: { check: serveNames, required: true },
     slept: { check: sleptLevels },
+    sleptHoldingMib: { check: heldMibs },
     holder: { check: runId },
   },
   beginStop: {

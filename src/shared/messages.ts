@@ -127,6 +127,12 @@ export interface LedgerAbortArgs {
   stopped: string[];
   /** Victims already put to sleep, by the level they sleep at: they stay sleeping. */
   slept?: Record<string, 1 | 2>;
+  /**
+   * MiB to hold for a victim in `slept` whose sleep has not been seen to give its VRAM back (the
+   * release check still under way, or failed): its whole reservation, or what it was seen to keep
+   * above its declared residual. Without it the ledger holds the declared residual.
+   */
+  sleptHoldingMib?: Record<string, number>;
   /** The acquirer's run: an eviction another run holds by now is left alone. */
   holder?: string;
 }

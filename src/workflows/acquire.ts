@@ -89,7 +89,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const stopSleeper = () => saga.add(STOP_SLEEPER, () => stopServe(node, serve));
   const stopBeforeRelease = asleep !== undefined && patched(PATCHES.sleeperStoppedBeforeRelease);
   let withdrawSleeperStop = asleep !== undefined && !stopBeforeRelease ? stopSleeper() : undefined;
-  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {} };
+  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {}, sleptHolding: {} };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
     saga.add('release reservation', () =>
@@ -161,6 +161,8 @@ interface Eviction {
   stopped: string[];
   /** Victims this run put to sleep, by level: they stay asleep whatever happens next. */
   slept: Record<string, SleepLevel>;
+  /** What a victim asleep holds until nvidia-smi shows its VRAM back: its whole reservation, or the residual seen above its declared one. */
+  sleptHolding: Record<string, number>;
 }
 
 /** Image, nvidia-smi and every victim's readmit path are checked before any victim is touched. */
@@ -174,15 +176,22 @@ async function preflight({ acquirer, log }: Eviction, victims: Victim[]): Promis
  * The compensation: which victims are down is read from the box, not assumed (a stop may have
  * acted before it failed). Those stay evicted; the others go back to running; the held MiB are let go.
  */
-async function abortEviction({ node, acquirer, holder, slept }: Eviction, victims: Victim[]) {
+async function abortEviction({ node, acquirer, holder, slept, sleptHolding }: Eviction, victims: Victim[]) {
   const down: string[] = [];
   for (const v of victims) if (!(await reads().inspectServe({ node, serve: v.serve }))?.running) down.push(v.serve);
-  // Asleep and not since stopped: it stays asleep, its residual held.
+  // Asleep and not since stopped: it stays asleep, its residual held (or more, until its VRAM was seen back).
   const asleep = Object.fromEntries(Object.entries(slept).filter(([serve]) => !down.includes(serve)));
+  const holding = Object.fromEntries(Object.entries(sleptHolding).filter(([serve]) => Object.hasOwn(asleep, serve)));
   return act.ledgerAbortEviction({
     node,
     gpu: acquirer.gpu,
-    args: { acquirer: acquirer.serve.name, stopped: down, holder, ...(Object.keys(asleep).length ? { slept: asleep } : {}) },
+    args: {
+      acquirer: acquirer.serve.name,
+      stopped: down,
+      holder,
+      ...(Object.keys(asleep).length ? { slept: asleep } : {}),
+      ...(Object.keys(holding).length ? { sleptHoldingMib: holding } : {}),
+    },
     updateId: `${holder}/compensate-abort`,
   });
 }
@@ -246,6 +255,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
     e.stopped.push(victim.name);
     // A sleep that gave up is over once the stop has landed.
     delete e.slept[victim.name];
+    delete e.sleptHolding[victim.name];
     record.stopIssuedAtEpochMs = stop.issuedAtEpochMs;
     log.record(`stop ${victim.name}`, eviction.stopped(stop));
 
@@ -328,8 +338,10 @@ async function sleepVictim(
       waiting(DEFAULT_SLEEP_TIMEOUT_S).sleepServe({ node, gpu: acquirer.gpu, serve: victim, level: planned.level, timeoutS: DEFAULT_SLEEP_TIMEOUT_S }),
     );
     asleep();
-    // Until a stop has landed it sleeps: an abort leaves it asleep, not running.
+    // Until a stop has landed it sleeps: an abort leaves it asleep, not running. Until nvidia-smi
+    // shows its VRAM back it holds all of it: a leaking sleep (vLLM #32714) keeps gigabytes.
     e.slept[victim.name] = planned.level;
+    e.sleptHolding[victim.name] = victim.vramMib;
     sleepRecord.waitedMs = slept.waitedMs;
     if (slept.issuedAtEpochMs !== undefined) sleepRecord.issuedAtEpochMs = slept.issuedAtEpochMs;
     log.record(step, `${sleeping.slept(slept)}${sleepRecord.levelFellBack ? ` (${sleepRecord.levelFellBack})` : ''}`);
@@ -347,6 +359,8 @@ async function sleepVictim(
   }
   const seen = residualSeen(tookMib, record.vram.releasedMib, planned.residualMib);
   sleepRecord.residualSeenMib = seen.mib;
+  if (seen.aboveDeclared) e.sleptHolding[victim.name] = seen.mib;
+  else delete e.sleptHolding[victim.name];
   log.record(
     `release ${victim.name}`,
     eviction.vramBack(record.vram, acquirer.gpu.uuid) + (seen.aboveDeclared ? `; ${sleeping.residualAbove(victim.name, seen.mib, planned.residualMib)}` : ''),

@@ -292,11 +292,11 @@ class GpuLedger {
 
   validateAbort = (args: LedgerAbortArgs): void => checkShape('abortEviction', args);
 
-  abortEviction = ({ acquirer, stopped, slept, holder }: LedgerAbortArgs): LedgerChangeAnswer => {
+  abortEviction = ({ acquirer, stopped, slept, sleptHoldingMib, holder }: LedgerAbortArgs): LedgerChangeAnswer => {
     // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
     const held = activeReservation(this.state, acquirer);
     if (holder !== undefined && held !== undefined && held.holder !== holder) return this.change(acquirer);
-    this.state = applyEvictionAborted(this.state, acquirer, stopped, slept);
+    this.state = applyEvictionAborted(this.state, acquirer, stopped, slept, sleptHoldingMib);
     return this.change(acquirer);
   };
 
