@@ -109,6 +109,32 @@ describe('a bring-down takes its serve', () => {
     );
   });
 
+  test('an acquirer taken over while its victims drain holds 0 MiB, or, acquired asleep, its residual: its process sleeps on until the stop', () => {
+    const SLEEP = { level: 1 as const, residualMib: 600 };
+    let l = withPhase(admitted(emptyLedger('n', GPU), 'vision', 12288, U), 'vision', 'running');
+    l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 14336, class: 'resident', holder: 'f' }), 'fast', 'running');
+    const plan = planEviction(l, 8192);
+    assert.ok(plan.kind === 'evict');
+    const pending = (asleep: boolean) => {
+      const acquirer = applyEvictionPlan(l, { serve: 'sd', vramMib: 8192, class: 'evictable', holder: A, sleep: SLEEP }, plan.victims);
+      return asleep
+        ? {
+            ...acquirer,
+            reservations: acquirer.reservations.map((r) => (r.serve === 'sd' ? { ...r, admittedFrom: { evicted: true as const, asleepAt: 1 as const } } : r)),
+          }
+        : acquirer;
+    };
+    const take = (state: LedgerState, keeps: boolean) => {
+      const req = { serve: 'sd', holder: D, takeOverFrom: A };
+      const d = decideStop(state, req);
+      assert.equal(d.decision, 'taken');
+      return applyStop(state, req, d, { pendingAsleepKeepsResidual: keeps }).reservations.find((r) => r.serve === 'sd')?.vramMib;
+    };
+    assert.equal(take(pending(false), true), 0, 'it never started');
+    assert.equal(take(pending(true), true), 600);
+    assert.equal(take(pending(true), false), 0, 'before the patch');
+  });
+
   test('an aborted eviction hands its victims back settled, with no acquirer left on them', () => {
     let l = withPhase(admitted(emptyLedger('n', GPU), 'vision', 12288, U), 'vision', 'running');
     l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 14336, class: 'resident', holder: 'f' }), 'fast', 'running');

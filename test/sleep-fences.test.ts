@@ -6,52 +6,58 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
-import { serveBaseUrl } from '../src/domain/serve';
+import { containerName, serveBaseUrl } from '../src/domain/serve';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { workflowIds } from '../src/shared/messages';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitForPendingActivity } from './support/history-scan';
+import { waitUntil } from './support/wait';
 
 /** What the box's processes outside the ledger draw (startSimTestBox's nonLedgerDrawMib). */
 const NON_LEDGER_MIB = 1200;
-const GPU = { role: 'lk', capacity_mib: 32000, reserve_mib: 8000 };
-const BUDGET_MIB = GPU.capacity_mib - GPU.reserve_mib;
+const GPUS = [
+  { role: 'lk', capacity_mib: 32000, reserve_mib: 8000 },
+  { role: 'tko', capacity_mib: 32000, reserve_mib: 8000 },
+];
+const BUDGET_MIB = 32000 - 8000;
 
 describe('sleep-mode eviction and the fences', () => {
   let t: SimTestBox;
   before(async () => {
-    t = await startSimTestBox(
-      'sleep-fences',
-      [GPU],
-      [
-        // Declares 600 MiB asleep and keeps 5000 more: its release check would fall back to a stop.
-        {
-          name: 'lky',
-          vram_mib: 12000,
-          class: 'evictable',
-          router_tier: 'lky-local',
-          sleep: { level: 2, residual_mib: 600 },
-          env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_SLEEP_LEAK_MIB: '5000' },
-        },
-        { name: 'tk', vram_mib: 20000, class: 'on-demand' },
-        { name: 'big', vram_mib: 23000 },
-      ],
-    );
+    t = await startSimTestBox('sleep-fences', GPUS, [
+      // Declares 600 MiB asleep and keeps 5000 more: its release check would fall back to a stop.
+      {
+        name: 'lky',
+        vram_mib: 12000,
+        class: 'evictable',
+        router_tier: 'lky-local',
+        sleep: { level: 2, residual_mib: 600 },
+        env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_SLEEP_LEAK_MIB: '5000' },
+      },
+      { name: 'tk', vram_mib: 20000, class: 'on-demand' },
+      { name: 'big', vram_mib: 23000 },
+      // A sleeper acquired while another serve drains for it.
+      { name: 'sl', gpu_role: 'tko', vram_mib: 12000, class: 'evictable', router_tier: 'sl-local', sleep: { level: 1, residual_mib: 600, host_ram_mib: 7000 } },
+      { name: 'tk-s', gpu_role: 'tko', vram_mib: 20000, class: 'on-demand' },
+      { name: 'vic', gpu_role: 'tko', vram_mib: 12000, class: 'evictable', router_tier: 'vic-local' },
+      { name: 'fill', gpu_role: 'tko', vram_mib: 11000 },
+      { name: 'x', gpu_role: 'tko', vram_mib: 1000 },
+    ]);
   });
   after(async () => {
     await t?.close();
   });
   const client = () => t.temporal.client;
 
-  async function ledger(): Promise<LedgerState> {
-    const [l] = await ledgerSnapshots(client(), t.manifest);
+  async function ledger(role = 'lk'): Promise<LedgerState> {
+    const l = (await ledgerSnapshots(client(), t.manifest)).find((x) => x.gpuRole === role);
     assert.ok(l);
     return l;
   }
   /** nvidia-smi's own reading of the GPU, less the non-ledger draw: what the serves draw. */
-  async function servesDrawMib(): Promise<number> {
-    const reading = (await t.box.gpu.readGpus()).find((g) => g.uuid === t.manifest.gpus[0]?.uuid);
+  async function servesDrawMib(role = 'lk'): Promise<number> {
+    const reading = (await t.box.gpu.readGpus()).find((g) => g.uuid === t.manifest.gpus.find((x) => x.role === role)?.uuid);
     assert.ok(reading);
     return reading.usedMib - NON_LEDGER_MIB;
   }
@@ -79,5 +85,55 @@ describe('sleep-mode eviction and the fences', () => {
     const draw = await servesDrawMib();
     assert.ok(draw <= BUDGET_MIB && draw >= 5600, `serves draw ${draw} MiB on a ${BUDGET_MIB} MiB budget; ledger committed ${totals(l).committedMib} MiB`);
     assert.ok((await serveDown(client(), t.node, 'lky')).ok);
+  });
+
+  test('serves down takes over an acquisition of a sleeper terminated while its victim drains: the sleeper holds its residual until its stop lands, and nothing is admitted into it', async () => {
+    for (const serve of ['sl']) assert.ok((await serveUp(client(), t.node, serve)).ok);
+    assert.ok((await serveAcquire(client(), t.node, { serve: 'tk-s', evict: true })).ok);
+    assert.ok((await serveDown(client(), t.node, 'tk-s')).ok);
+    for (const serve of ['vic', 'fill']) assert.ok((await serveUp(client(), t.node, serve)).ok);
+    assert.equal(totals(await ledger('tko')).committedMib, 600 + 12000 + 11000);
+    assert.equal(await asleep('sl'), true);
+
+    // vic answers slowly: its drain holds the acquisition of sl while it is terminated.
+    const slow = t.routed('vic', { sim_delay_ms: 8000 });
+    await waitUntil('1 in flight at vic-local', async () => (await t.box.routerAdmin.tierState('vic-local')).inFlight >= 1, 5000);
+    const acquisition = serveAcquire(client(), t.node, { serve: 'sl', evict: true });
+    const handle = client().workflow.getHandle(workflowIds.acquire(t.node, 'sl'));
+    await waitForPendingActivity(handle, 'drainServe');
+    await handle.terminate('test: the acquisition dies while its victim drains');
+    assert.ok(!(await acquisition).ok);
+
+    // The bring-down's stop of sl held (a vLLM process may take seconds to exit): the window between its take and the stop.
+    const runtime = t.box.runtime as unknown as { stop: (name: string, timeoutS: number) => Promise<unknown> };
+    const stop = runtime.stop.bind(runtime);
+    let reached = false;
+    let open = () => undefined as void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    runtime.stop = async (name, timeoutS) => {
+      if (name === containerName(t.node, 'sl')) {
+        reached = true;
+        await gate;
+      }
+      return stop(name, timeoutS);
+    };
+    try {
+      const down = serveDown(client(), t.node, 'sl');
+      await waitUntil("serves down sl's stop reached", () => reached, 60_000, 50);
+      assert.equal(await asleep('sl'), true, 'still asleep as its stop begins');
+      const held = (await ledger('tko')).reservations.find((r) => r.serve === 'sl');
+      assert.deepEqual([held?.phase, held?.vramMib], ['stopping', 600], 'its residual held while it stops');
+      const x = await serveUp(client(), t.node, 'x');
+      assert.ok(!x.ok && x.failureType === 'AdmissionDenied', x.ok ? `x admitted: ${x.result.message}` : x.message);
+      const draw = await servesDrawMib('tko');
+      assert.ok(draw <= BUDGET_MIB, `serves draw ${draw} MiB on a ${BUDGET_MIB} MiB budget`);
+      open();
+      assert.ok((await down).ok);
+    } finally {
+      open();
+      runtime.stop = stop;
+    }
+    await slow;
+    for (const serve of ['fill', 'vic']) assert.ok((await serveDown(client(), t.node, serve)).ok);
   });
 });

@@ -155,9 +155,10 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
 /**
  * Commits a decision: the bring-down holds the serve as stopping. An entry it had no reservation
  * of (absent, evicted) holds 0 MiB; so does an acquirer taken over while it waited for its
- * victims (it never started). A taken-over acquisition's victims leave its eviction.
+ * victims (it never started), unless it was acquired asleep (`pendingAsleepKeepsResidual`): its
+ * process sleeps on with its residual until the stop. A taken-over acquisition's victims leave its eviction.
  */
-export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision): LedgerState {
+export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision, opts: { pendingAsleepKeepsResidual?: boolean } = {}): LedgerState {
   const hold = (r: Reservation | undefined): Reservation => ({
     serve: req.serve,
     vramMib: 0,
@@ -179,7 +180,10 @@ export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision)
     ...state,
     reservations: state.reservations.map((r) => {
       if (r.serve === req.serve) {
-        if (r.phase === 'pending') return { ...hold(r), ...takenFrom };
+        if (r.phase === 'pending') {
+          const asleep = opts.pendingAsleepKeepsResidual && r.admittedFrom?.asleepAt !== undefined && r.sleep;
+          return { ...hold(r), ...(asleep ? { vramMib: asleep.residualMib } : {}), ...takenFrom };
+        }
         // Asleep, its process still holds the residual until the stop.
         if (r.phase === 'sleeping') return { ...hold(r), vramMib: committedMibOf(r), ...takenFrom };
         const stopping: Reservation = { ...outOfEviction(r, 'stopping', req.holder), ...takenFrom };

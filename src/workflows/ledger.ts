@@ -306,7 +306,10 @@ class GpuLedger {
 
   beginStop = (req: LedgerStopArgs) => {
     const decision = decideStop(this.state, req);
-    this.state = applyStop(this.state, req, decision);
+    // Asked only where it decides: a sleeper acquired and taken over before its victims were down.
+    const r = findReservation(this.state, req.serve);
+    const sleeperTaken = decision.decision === 'taken' && r?.phase === 'pending' && r.admittedFrom?.asleepAt !== undefined;
+    this.state = applyStop(this.state, req, decision, { pendingAsleepKeepsResidual: sleeperTaken && patched(PATCHES.takenSleeperKeepsResidual) });
     return this.brief(decision);
   };
 

@@ -126,5 +126,13 @@ export const PATCHES = {
    * in that window, which no recording has: test/lease-start-cancel.test.ts holds the lease's start.
    */
   leaseStartCancellable: 'lease-start-cancellable',
+  /**
+   * A bring-down that takes over an acquisition of a sleeping serve before its victims were down
+   * holds the sleeper's residual while it stops it, not 0 MiB: its process sleeps on with it, and
+   * a bring-up admitted into those MiB ran the box past its budget. The ledger's state only;
+   * reached only by such a take-over (the acquisition terminated mid-eviction), which no recording
+   * has: test/sleep-fences.test.ts terminates one.
+   */
+  takenSleeperKeepsResidual: 'taken-sleeper-keeps-residual',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
