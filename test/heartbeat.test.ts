@@ -50,7 +50,11 @@ function serveActivities(runtime: ContainerRuntime) {
     probe,
     manifest: { read: () => Promise.reject(new Error('no manifest')) },
     ledger: new LedgerClient({} as Client),
-    operations: { status: () => Promise.reject(new Error('unused')), cancel: () => Promise.reject(new Error('unused')) },
+    operations: {
+      status: () => Promise.reject(new Error('unused')),
+      runningRun: () => Promise.reject(new Error('unused')),
+      cancel: () => Promise.reject(new Error('unused')),
+    },
   });
 }
 

@@ -19,6 +19,7 @@ const NON_LEDGER_MIB = 1200;
 const GPUS = [
   { role: 'lk', capacity_mib: 32000, reserve_mib: 8000 },
   { role: 'tko', capacity_mib: 32000, reserve_mib: 8000 },
+  { role: 'wk', capacity_mib: 32000, reserve_mib: 8000 },
 ];
 const BUDGET_MIB = 32000 - 8000;
 
@@ -43,6 +44,18 @@ describe('sleep-mode eviction and the fences', () => {
       { name: 'vic', gpu_role: 'tko', vram_mib: 12000, class: 'evictable', router_tier: 'vic-local' },
       { name: 'fill', gpu_role: 'tko', vram_mib: 11000 },
       { name: 'x', gpu_role: 'tko', vram_mib: 1000 },
+      // A sleeper whose wake takes 6 s.
+      {
+        name: 'sw',
+        gpu_role: 'wk',
+        vram_mib: 12000,
+        class: 'evictable',
+        router_tier: 'sw-local',
+        sleep: { level: 1, residual_mib: 600, host_ram_mib: 7000 },
+        env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_WAKE_DELAY_MS: '6000' },
+      },
+      { name: 'tk-w', gpu_role: 'wk', vram_mib: 20000, class: 'on-demand' },
+      { name: 'big-w', gpu_role: 'wk', vram_mib: 16000 },
     ]);
   });
   after(async () => {
@@ -135,5 +148,40 @@ describe('sleep-mode eviction and the fences', () => {
     }
     await slow;
     for (const serve of ['fill', 'vic']) assert.ok((await serveDown(client(), t.node, serve)).ok);
+  });
+
+  test('a ledger started afresh while a restore wakes its sleeper counts the sleeper whole, held by that restore: nothing is admitted into the MiB the wake takes', async () => {
+    assert.ok((await serveUp(client(), t.node, 'sw')).ok);
+    assert.ok((await serveAcquire(client(), t.node, { serve: 'tk-w', evict: true })).ok);
+    assert.ok((await serveDown(client(), t.node, 'tk-w')).ok);
+    assert.deepEqual(formatLedger(await ledger('wk')).slice(1), ['  sw 12000 MiB (evictable, sleeping at level 1 for tk-w, 600 MiB held)']);
+
+    // The restore (serves up of a sleeper wakes it): its wake's fence passes, then /wake_up takes 6 s.
+    const restore = serveUp(client(), t.node, 'sw');
+    const bringUp = client().workflow.getHandle(workflowIds.bringUp(t.node, 'sw'));
+    await waitForPendingActivity(bringUp, 'wakeServe');
+    const ledgerHandle = client().workflow.getHandle(workflowIds.ledger(t.node, 'wk'));
+    await waitUntil(
+      "the wake's fence accepted by the ledger",
+      async () =>
+        ((await ledgerHandle.fetchHistory()).events ?? []).some((e) =>
+          (e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId ?? '').includes('/fence-wake/'),
+        ),
+      20_000,
+      100,
+    );
+    assert.equal(await asleep('sw'), true, 'still asleep while its wake runs');
+    // The ledger is lost: the next update starts one afresh from the box.
+    await ledgerHandle.terminate('test: the ledger is lost while a wake runs');
+    const big = await serveUp(client(), t.node, 'big-w');
+    assert.ok(!big.ok && big.failureType === 'AdmissionDenied', big.ok ? `big-w admitted beside the waking sw: ${big.result.message}` : big.message);
+    const restored = await restore;
+    assert.ok(restored.ok, restored.ok ? '' : restored.message);
+    const { runId } = await bringUp.describe();
+    const sw = (await ledger('wk')).reservations.find((r) => r.serve === 'sw');
+    assert.deepEqual([sw?.phase, sw?.vramMib, sw?.holder], ['running', 12000, `${workflowIds.bringUp(t.node, 'sw')}/${runId}`]);
+    const draw = await servesDrawMib('wk');
+    assert.ok(draw <= BUDGET_MIB, `serves draw ${draw} MiB on a ${BUDGET_MIB} MiB budget`);
+    assert.ok((await serveDown(client(), t.node, 'sw')).ok);
   });
 });

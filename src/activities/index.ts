@@ -116,6 +116,15 @@ export function createActivities(deps: ActivityDeps) {
 
   const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
 
+  /** The holder of a bring-up or an acquisition of `serve` that is running now (either may wake it), if one is. */
+  async function operationOn(node: string, serve: string): Promise<string | undefined> {
+    for (const workflowId of [workflowIds.bringUp(node, serve), workflowIds.acquire(node, serve)]) {
+      const runId = await deps.operations.runningRun(workflowId);
+      if (runId) return holderOf(workflowId, runId);
+    }
+    return undefined;
+  }
+
   // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
   return heartbeating({
     ...observedEviction(createEvictionActivities(deps), deps.metrics),
@@ -209,7 +218,9 @@ export function createActivities(deps: ActivityDeps) {
     /**
      * Running containers this project started for the GPU, as reservations: what a fresh ledger
      * starts from. A serve evicted by sleeping that says it sleeps is taken as sleeping, holding its
-     * declared residual (a restore wakes it), not as running at its whole reservation.
+     * declared residual (a restore wakes it), not as running at its whole reservation; unless a
+     * bring-up or an acquisition of it is running: it may be waking past its fence (admitted by the
+     * ledger this one replaces), so it counts whole, held by that run, which finishes against this ledger.
      */
     async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
       const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
@@ -228,9 +239,12 @@ export function createActivities(deps: ActivityDeps) {
         };
         const spec = manifest?.manifest.serves.find((s) => s.name === serve);
         const sleep = spec && (await sleepsNow(deps.sleep, spec)) ? spec.sleep : undefined;
+        const waking = sleep ? await operationOn(input.node, serve) : undefined;
         // The level it sleeps at is not known here (a level-1 sleep may have fallen back to 2): left
         // unset, its wake reloads the weights as after level 2, right after either.
-        found.push(sleep ? { ...r, phase: 'sleeping', sleep: { level: sleep.level, residualMib: sleep.residualMib } } : r);
+        found.push(
+          sleep && !waking ? { ...r, phase: 'sleeping', sleep: { level: sleep.level, residualMib: sleep.residualMib } } : waking ? { ...r, holder: waking } : r,
+        );
       }
       return found.sort((a, b) => a.serve.localeCompare(b.serve));
     },

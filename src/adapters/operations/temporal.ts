@@ -19,6 +19,16 @@ export class TemporalOperations implements OperationControl {
     }
   }
 
+  async runningRun(workflowId: string): Promise<string | undefined> {
+    try {
+      const d = await this.client.workflow.getHandle(workflowId).describe();
+      return d.status.name === 'RUNNING' ? d.runId : undefined;
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return undefined;
+      throw err;
+    }
+  }
+
   async cancel(workflowId: string, runId: string, reason?: string): Promise<void> {
     try {
       // The service's call, not the handle's: the SDK's cancel() sends no reason.
