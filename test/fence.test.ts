@@ -135,6 +135,19 @@ describe('a bring-down takes its serve', () => {
     assert.equal(take(pending(true), false), 0, 'before the patch');
   });
 
+  test('a take-over holds a victim it finds asleep, its release never confirmed, whole; before the patch at its declared residual', () => {
+    const SLEEP = { level: 2 as const, residualMib: 600 };
+    let l = withPhase(applyAdmit(emptyLedger('n', GPU), { serve: 'vision', vramMib: 12288, class: 'evictable', holder: U, sleep: SLEEP }), 'vision', 'running');
+    l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 14336, class: 'resident', holder: 'f' }), 'fast', 'running');
+    const plan = planEviction(l, 8192);
+    assert.ok(plan.kind === 'evict');
+    l = applyEvictionPlan(l, { serve: 'sd', vramMib: 8192, class: 'on-demand', holder: A }, plan.victims);
+    const req = { serve: 'sd', holder: D, takeOverFrom: A, victimsAsleep: ['vision'] };
+    const d = decideStop(l, req);
+    const held = (whole: boolean) => totals(applyStop(l, req, d, { asleepVictimsHeldWhole: whole })).committedMib - 14336;
+    assert.deepEqual([held(true), held(false)], [12288, 600]);
+  });
+
   test('an aborted eviction hands its victims back settled, with no acquirer left on them', () => {
     let l = withPhase(admitted(emptyLedger('n', GPU), 'vision', 12288, U), 'vision', 'running');
     l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 14336, class: 'resident', holder: 'f' }), 'fast', 'running');

@@ -12,7 +12,7 @@ import { workflowIds } from '../src/shared/messages';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitForPendingActivity } from './support/history-scan';
-import { waitUntil } from './support/wait';
+import { waitFor, waitUntil } from './support/wait';
 
 /** What the box's processes outside the ledger draw (startSimTestBox's nonLedgerDrawMib). */
 const NON_LEDGER_MIB = 1200;
@@ -97,6 +97,33 @@ describe('sleep-mode eviction and the fences', () => {
     assert.ok(!up.ok && up.failureType === 'AdmissionDenied', up.ok ? up.result.message : up.message);
     const draw = await servesDrawMib();
     assert.ok(draw <= BUDGET_MIB && draw >= 5600, `serves draw ${draw} MiB on a ${BUDGET_MIB} MiB budget; ledger committed ${totals(l).committedMib} MiB`);
+    assert.ok((await serveDown(client(), t.node, 'lky')).ok);
+  });
+
+  test("serves down takes over an acquisition terminated during its leaky victim's release check: the victim stays asleep held whole", async () => {
+    const lky = await serveUp(client(), t.node, 'lky');
+    assert.ok(lky.ok, lky.ok ? '' : lky.message);
+    // The first test's acquisition of tk is a closed run under the same id: this one's run is followed.
+    const id = workflowIds.acquire(t.node, 'tk');
+    const earlier = (await client().workflow.getHandle(id).describe()).runId;
+    const acquisition = serveAcquire(client(), t.node, { serve: 'tk', evict: true, releaseTimeoutS: 20 });
+    const runId = await waitFor('a new acquisition of tk', async () => {
+      const now = (await client().workflow.getHandle(id).describe()).runId;
+      return now !== earlier ? now : undefined;
+    });
+    const handle = client().workflow.getHandle(id, runId);
+    await waitForPendingActivity(handle, 'confirmVramReleased');
+    await handle.terminate('test: the acquisition dies during the release check');
+    assert.ok(!(await acquisition).ok);
+    assert.equal(await asleep('lky'), true);
+    // serves down of the acquirer takes its eviction over: lky is found asleep, its release never confirmed.
+    assert.ok((await serveDown(client(), t.node, 'tk')).ok);
+    // The level it sleeps at is not known to the take-over: its wake reloads as after level 2.
+    assert.deepEqual(formatLedger(await ledger()).slice(1), ['  lky 12000 MiB (evictable, sleeping for tk, 12000 MiB held)']);
+    const up = await serveUp(client(), t.node, 'big');
+    assert.ok(!up.ok && up.failureType === 'AdmissionDenied', up.ok ? up.result.message : up.message);
+    const draw = await servesDrawMib();
+    assert.ok(draw <= BUDGET_MIB && draw >= 5600, `serves draw ${draw} MiB on a ${BUDGET_MIB} MiB budget`);
     assert.ok((await serveDown(client(), t.node, 'lky')).ok);
   });
 

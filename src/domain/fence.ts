@@ -156,9 +156,16 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
  * Commits a decision: the bring-down holds the serve as stopping. An entry it had no reservation
  * of (absent, evicted) holds 0 MiB; so does an acquirer taken over while it waited for its
  * victims (it never started), unless it was acquired asleep (`pendingAsleepKeepsResidual`): its
- * process sleeps on with its residual until the stop. A taken-over acquisition's victims leave its eviction.
+ * process sleeps on with its residual until the stop. A taken-over acquisition's victims leave its
+ * eviction; one asleep whose release was never confirmed (it was still evicting) holds all of its
+ * MiB (`asleepVictimsHeldWhole`): vLLM's sleep leaks, and only nvidia-smi could have said otherwise.
  */
-export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision, opts: { pendingAsleepKeepsResidual?: boolean } = {}): LedgerState {
+export function applyStop(
+  state: LedgerState,
+  req: StopRequest,
+  d: StopDecision,
+  opts: { pendingAsleepKeepsResidual?: boolean; asleepVictimsHeldWhole?: boolean } = {},
+): LedgerState {
   const hold = (r: Reservation | undefined): Reservation => ({
     serve: req.serve,
     vramMib: 0,
@@ -192,7 +199,10 @@ export function applyStop(state: LedgerState, req: StopRequest, d: StopDecision,
         return stopping;
       }
       if (req.takeOverFrom === undefined || r.phase !== 'evicting' || r.evictedFor !== req.serve) return r;
-      if (asleep.includes(r.serve)) return { ...r, phase: 'sleeping' as const };
+      if (asleep.includes(r.serve)) {
+        const whole = opts.asleepVictimsHeldWhole && r.sleep ? { sleep: { ...r.sleep, residualMib: r.vramMib } } : {};
+        return { ...r, phase: 'sleeping' as const, ...whole };
+      }
       return down.includes(r.serve) ? { ...r, phase: 'evicted' as const } : outOfEviction(r, 'running');
     }),
   };

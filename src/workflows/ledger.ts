@@ -309,7 +309,11 @@ class GpuLedger {
     // Asked only where it decides: a sleeper acquired and taken over before its victims were down.
     const r = findReservation(this.state, req.serve);
     const sleeperTaken = decision.decision === 'taken' && r?.phase === 'pending' && r.admittedFrom?.asleepAt !== undefined;
-    this.state = applyStop(this.state, req, decision, { pendingAsleepKeepsResidual: sleeperTaken && patched(PATCHES.takenSleeperKeepsResidual) });
+    const victimsAsleep = decision.decision === 'taken' && req.takeOverFrom !== undefined && (req.victimsAsleep ?? []).length > 0;
+    this.state = applyStop(this.state, req, decision, {
+      pendingAsleepKeepsResidual: sleeperTaken && patched(PATCHES.takenSleeperKeepsResidual),
+      asleepVictimsHeldWhole: victimsAsleep && patched(PATCHES.takenVictimAsleepHeldWhole),
+    });
     return this.brief(decision);
   };
 

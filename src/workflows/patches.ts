@@ -134,5 +134,12 @@ export const PATCHES = {
    * has: test/sleep-fences.test.ts terminates one.
    */
   takenSleeperKeepsResidual: 'taken-sleeper-keeps-residual',
+  /**
+   * A bring-down that takes over an acquisition whose victim it finds asleep, its release never
+   * confirmed (still evicting), holds that victim's whole reservation, not its declared residual.
+   * The ledger's state only; reached only by such a take-over (an acquisition terminated during a
+   * victim's release check), which no recording has: test/sleep-fences.test.ts terminates one.
+   */
+  takenVictimAsleepHeldWhole: 'taken-victim-asleep-held-whole',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
