@@ -52,7 +52,7 @@ function serveActivities(runtime: ContainerRuntime) {
     ledger: new LedgerClient({} as Client),
     operations: {
       status: () => Promise.reject(new Error('unused')),
-      runningRun: () => Promise.reject(new Error('unused')),
+      runningPast: () => Promise.reject(new Error('unused')),
       cancel: () => Promise.reject(new Error('unused')),
     },
   });

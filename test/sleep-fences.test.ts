@@ -44,7 +44,7 @@ describe('sleep-mode eviction and the fences', () => {
       { name: 'vic', gpu_role: 'tko', vram_mib: 12000, class: 'evictable', router_tier: 'vic-local' },
       { name: 'fill', gpu_role: 'tko', vram_mib: 11000 },
       { name: 'x', gpu_role: 'tko', vram_mib: 1000 },
-      // A sleeper whose wake takes 6 s.
+      // A sleeper whose wake takes 10 s.
       {
         name: 'sw',
         gpu_role: 'wk',
@@ -52,7 +52,7 @@ describe('sleep-mode eviction and the fences', () => {
         class: 'evictable',
         router_tier: 'sw-local',
         sleep: { level: 1, residual_mib: 600, host_ram_mib: 7000 },
-        env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_WAKE_DELAY_MS: '6000' },
+        env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_WAKE_DELAY_MS: '10000' },
       },
       { name: 'tk-w', gpu_role: 'wk', vram_mib: 20000, class: 'on-demand' },
       { name: 'big-w', gpu_role: 'wk', vram_mib: 16000 },
@@ -183,7 +183,7 @@ describe('sleep-mode eviction and the fences', () => {
     assert.ok((await serveDown(client(), t.node, 'tk-w')).ok);
     assert.deepEqual(formatLedger(await ledger('wk')).slice(1), ['  sw 12000 MiB (evictable, sleeping at level 1 for tk-w, 600 MiB held)']);
 
-    // The restore (serves up of a sleeper wakes it): its wake's fence passes, then /wake_up takes 6 s.
+    // The restore (serves up of a sleeper wakes it): its wake's fence passes, then /wake_up takes 10 s.
     const restore = serveUp(client(), t.node, 'sw');
     const bringUp = client().workflow.getHandle(workflowIds.bringUp(t.node, 'sw'));
     await waitForPendingActivity(bringUp, 'wakeServe');
@@ -209,6 +209,23 @@ describe('sleep-mode eviction and the fences', () => {
     assert.deepEqual([sw?.phase, sw?.vramMib, sw?.holder], ['running', 12000, `${workflowIds.bringUp(t.node, 'sw')}/${runId}`]);
     const draw = await servesDrawMib('wk');
     assert.ok(draw <= BUDGET_MIB, `serves draw ${draw} MiB on a ${BUDGET_MIB} MiB budget`);
+    assert.ok((await serveDown(client(), t.node, 'sw')).ok);
+  });
+
+  test('a restore that starts a ledger afresh (the one its sleeper slept in was lost) wakes it, admitted by that ledger', async () => {
+    assert.ok((await serveUp(client(), t.node, 'sw')).ok);
+    assert.ok((await serveAcquire(client(), t.node, { serve: 'tk-w', evict: true })).ok);
+    assert.ok((await serveDown(client(), t.node, 'tk-w')).ok);
+    await client().workflow.getHandle(workflowIds.ledger(t.node, 'wk')).terminate('test: the ledger is lost while sw sleeps');
+    // The restore's own admission starts the fresh ledger, whose reconcile finds sw asleep.
+    const restored = await serveUp(client(), t.node, 'sw');
+    assert.ok(restored.ok, restored.ok ? '' : restored.message);
+    assert.ok(
+      restored.result.steps.some((s) => s.step === 'wake' && /woke|awake/i.test(s.outcome)),
+      JSON.stringify(restored.result.steps),
+    );
+    const sw = (await ledger('wk')).reservations.find((r) => r.serve === 'sw');
+    assert.deepEqual([sw?.phase, sw?.vramMib], ['running', 12000]);
     assert.ok((await serveDown(client(), t.node, 'sw')).ok);
   });
 });

@@ -104,6 +104,9 @@ interface StopProgress {
 /** How long a serve with api = "none" must stay running to count as started. */
 export const NO_API_SETTLE_MS = 2000;
 
+/** The steps an operation records once admitted: a bring-up's admission, an acquisition's (or its eviction plan). */
+const PAST_ADMISSION = ['admit', 'plan'];
+
 export function createActivities(deps: ActivityDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
 
@@ -116,13 +119,20 @@ export function createActivities(deps: ActivityDeps) {
 
   const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
 
-  /** The holder of a bring-up or an acquisition of `serve` that is running now (either may wake it), if one is. */
-  async function operationOn(node: string, serve: string): Promise<string | undefined> {
-    for (const workflowId of [workflowIds.bringUp(node, serve), workflowIds.acquire(node, serve)]) {
-      const runId = await deps.operations.runningRun(workflowId);
-      if (runId) return holderOf(workflowId, runId);
+  /**
+   * The holder of a bring-up or an acquisition of `serve` that is running past its admission
+   * (either may wake it), if one is; 'unknown' when Temporal could not say.
+   */
+  async function admittedOperationOn(node: string, serve: string): Promise<{ holder: string } | 'unknown' | undefined> {
+    try {
+      for (const workflowId of [workflowIds.bringUp(node, serve), workflowIds.acquire(node, serve)]) {
+        const runId = await deps.operations.runningPast(workflowId, PAST_ADMISSION);
+        if (runId) return { holder: holderOf(workflowId, runId) };
+      }
+      return undefined;
+    } catch {
+      return 'unknown';
     }
-    return undefined;
   }
 
   // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
@@ -219,8 +229,10 @@ export function createActivities(deps: ActivityDeps) {
      * Running containers this project started for the GPU, as reservations: what a fresh ledger
      * starts from. A serve evicted by sleeping that says it sleeps is taken as sleeping, holding its
      * declared residual (a restore wakes it), not as running at its whole reservation; unless a
-     * bring-up or an acquisition of it is running: it may be waking past its fence (admitted by the
-     * ledger this one replaces), so it counts whole, held by that run, which finishes against this ledger.
+     * bring-up or an acquisition of it is running past its admission (by the ledger this one
+     * replaces): it may be waking past its fence, so it is admitted whole to that run, which finishes
+     * against this ledger. One that has not been admitted yet is admitted here, as any restore.
+     * When Temporal cannot say, it counts whole: a wake may be under way.
      */
     async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
       const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
@@ -239,12 +251,17 @@ export function createActivities(deps: ActivityDeps) {
         };
         const spec = manifest?.manifest.serves.find((s) => s.name === serve);
         const sleep = spec && (await sleepsNow(deps.sleep, spec)) ? spec.sleep : undefined;
-        const waking = sleep ? await operationOn(input.node, serve) : undefined;
+        if (!sleep) {
+          found.push(r);
+          continue;
+        }
+        const declared = { level: sleep.level, residualMib: sleep.residualMib };
+        const waking = await admittedOperationOn(input.node, serve);
         // The level it sleeps at is not known here (a level-1 sleep may have fallen back to 2): left
         // unset, its wake reloads the weights as after level 2, right after either.
-        found.push(
-          sleep && !waking ? { ...r, phase: 'sleeping', sleep: { level: sleep.level, residualMib: sleep.residualMib } } : waking ? { ...r, holder: waking } : r,
-        );
+        if (waking === undefined) found.push({ ...r, phase: 'sleeping', sleep: declared });
+        else if (waking === 'unknown') found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: r.vramMib } });
+        else found.push({ ...r, phase: 'admitted', holder: waking.holder, sleep: declared, admittedFrom: { evicted: true, asleepAt: 2 } });
       }
       return found.sort((a, b) => a.serve.localeCompare(b.serve));
     },

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import type { OperationControl, OperationStatus } from './port';
+import { progressQuery } from '../../shared/messages';
 
 export class TemporalOperations implements OperationControl {
   constructor(private readonly client: Client) {}
@@ -19,10 +20,12 @@ export class TemporalOperations implements OperationControl {
     }
   }
 
-  async runningRun(workflowId: string): Promise<string | undefined> {
+  async runningPast(workflowId: string, steps: readonly string[]): Promise<string | undefined> {
     try {
       const d = await this.client.workflow.getHandle(workflowId).describe();
-      return d.status.name === 'RUNNING' ? d.runId : undefined;
+      if (d.status.name !== 'RUNNING') return undefined;
+      const done = await this.client.workflow.getHandle(workflowId, d.runId).query(progressQuery);
+      return done.some((s) => steps.includes(s.step)) ? d.runId : undefined;
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return undefined;
       throw err;
