@@ -19,6 +19,8 @@ import type { ApiProcess } from './support/api-process';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { uniqueNode } from './support/box';
+import { rawConnection, trickle } from './support/raw-http';
+import type { RawConnection } from './support/raw-http';
 
 const file = resolve(__dirname, '..', '..', 'examples', 'primary-node', 'serves.toml');
 const parsed = parseManifest(readFileSync(file, 'utf8'), file);
@@ -93,6 +95,43 @@ describe('acquisition API without Temporal', () => {
       const body = r.json<{ error: { type: string; message: string } }>();
       assert.equal(body.error.type, type, r.body);
       assert.match(body.error.message, message);
+    }
+  });
+
+  test('a body trickled a byte at a time is cut within the request bound, also after a 401 for a wrong token; a whole request is answered', async () => {
+    // Small, as an option: the production 60 s would make this test wait minutes.
+    const boundMs = 400;
+    const bounded = buildApi({ client, manifest: parsed.manifest, manifestFile: file, token: TOKEN, requestTimeoutMs: boundMs });
+    const url = await bounded.listen({ host: '127.0.0.1', port: 0 });
+    const post = (authorization: string, length: number) =>
+      `POST /v1/acquisitions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${authorization}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    const conns: RawConnection[] = [];
+    const stops: (() => void)[] = [];
+    try {
+      for (const authorization of [`Bearer ${TOKEN}!`, `Bearer ${TOKEN}`]) {
+        const c = await rawConnection(url);
+        conns.push(c);
+        c.write(post(authorization, 1000));
+        stops.push(trickle(c, ' '.repeat(1000), 100));
+      }
+      const within = boundMs + 2000;
+      const closed = await Promise.all(conns.map((c) => c.closed(within)));
+      assert.deepEqual(
+        closed.map((ms) => ms !== undefined),
+        [true, true],
+        `still open after ${within} ms (wrong token, right token): ${JSON.stringify(closed)}`,
+      );
+      assert.match(conns[0]?.received() ?? '', /^HTTP\/1\.1 401 /);
+      const whole = await fetch(`${url}/v1/acquisitions`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: '{"serve": "comfyui"}',
+      });
+      assert.equal(whole.status, 404);
+    } finally {
+      for (const stop of stops) stop();
+      for (const c of conns) c.destroy();
+      await bounded.close();
     }
   });
 

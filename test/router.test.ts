@@ -21,6 +21,7 @@ import type { Manifest, ManifestIssue } from '../src/domain/types';
 import { formatIssue } from '../src/domain/types';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
+import { rawConnection, trickle } from './support/raw-http';
 import { sleep, waitUntil } from './support/wait';
 
 // dist/test/router.test.js -> repo root
@@ -624,44 +625,62 @@ describe('reference router', () => {
   });
 });
 
+/**
+ * An acquisition API that accepts every POST (its URL kept in `posts`) as acquisition
+ * acquire/n/<serve>, and answers every GET with `status`.
+ */
+async function fakeAcquisitionApi(serve: string, status: { code: number; body: unknown }): Promise<{ server: http.Server; url: string; posts: string[] }> {
+  const posts: string[] = [];
+  const server = http.createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    if (req.method === 'POST') {
+      posts.push(req.url ?? '');
+      res.writeHead(202).end(JSON.stringify({ workflow_id: `acquire/n/${serve}` }));
+    } else res.writeHead(status.code).end(JSON.stringify(status.body));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, posts };
+}
+
+/** A config of one on-demand tier, <serve>-local, whose preset and served model are both <serve>. */
+function onDemandToml(serve: string, backend: string, top: string[] = []): string {
+  return [
+    'mapping_version = "m1"',
+    ...top,
+    '[[tiers]]',
+    `name = "${serve}-local"`,
+    `backend = "${backend}"`,
+    `served_model_name = "${serve}"`,
+    'model_identity = true',
+    '[tiers.on_demand]',
+    `serve = "${serve}"`,
+    'wait_timeout_s = 60',
+    '[[presets]]',
+    `name = "${serve}"`,
+    `tier = "${serve}-local"`,
+    '',
+  ].join('\n');
+}
+
 describe('an on-demand acquisition the API no longer answers for', () => {
   test('a 404 for its status: the waiting request gets 503 acquisition_unavailable at once, the tier is given back, and a later request starts a new one', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gpures-router-api-'));
-    const posts: string[] = [];
     // An acquisition API that started one and then knows it no more (restarted on another namespace, say).
-    const api = http.createServer((req, res) => {
-      res.setHeader('content-type', 'application/json');
-      if (req.method === 'POST') {
-        posts.push(req.url ?? '');
-        res.writeHead(202).end(JSON.stringify({ workflow_id: 'acquire/n/big' }));
-      } else res.writeHead(404).end(JSON.stringify({ error: { type: 'not_found', message: 'no acquisition acquire/n/big' } }));
+    const {
+      server: api,
+      url: apiUrl,
+      posts,
+    } = await fakeAcquisitionApi('big', {
+      code: 404,
+      body: { error: { type: 'not_found', message: 'no acquisition acquire/n/big' } },
     });
-    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
     const configPath = join(dir, 'router.toml');
-    writeFileSync(
-      configPath,
-      [
-        'mapping_version = "m1"',
-        'retry_after_s = 1',
-        '[[tiers]]',
-        'name = "big-local"',
-        `backend = "http://127.0.0.1:${await deadPort()}"`,
-        'served_model_name = "big"',
-        'model_identity = true',
-        '[tiers.on_demand]',
-        'serve = "big"',
-        'wait_timeout_s = 60',
-        '[[presets]]',
-        'name = "big"',
-        'tier = "big-local"',
-        '',
-      ].join('\n'),
-    );
+    writeFileSync(configPath, onDemandToml('big', `http://127.0.0.1:${await deadPort()}`, ['retry_after_s = 1']));
     const router = await startRouter({
       configPath,
       adminToken: TOKEN,
       probeTimeoutMs: 1000,
-      acquisitions: { url: `http://127.0.0.1:${(api.address() as AddressInfo).port}`, token: 'api-token' },
+      acquisitions: { url: apiUrl, token: 'api-token' },
       acquisitionPollMs: 50,
     });
     try {
@@ -693,6 +712,99 @@ describe('an on-demand acquisition the API no longer answers for', () => {
       await router.close();
       await new Promise<void>((resolve) => api.close(() => resolve()));
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the router's bounds on receiving a request", () => {
+  // Small bounds, as an option: the production 60 s would make these tests wait minutes.
+  const BOUND_MS = 400;
+  // The bound, Node's check of it (every BOUND_MS / 4 here), and a loaded runner's delay.
+  const CUT_WITHIN_MS = BOUND_MS + 2000;
+  let dir: string;
+  let backend: FakeVllm;
+  let api: Awaited<ReturnType<typeof fakeAcquisitionApi>>;
+  let router: RunningRouter;
+  let admin: HttpRouterAdmin;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-router-bounds-'));
+    backend = await new FakeVllm('chat').start();
+    // An acquisition that runs until the test readmits the tier itself.
+    api = await fakeAcquisitionApi('chat', { code: 200, body: { workflow_id: 'acquire/n/chat', status: 'running' } });
+    writeFileSync(join(dir, 'router.toml'), onDemandToml('chat', backend.url));
+    router = await startRouter({
+      configPath: join(dir, 'router.toml'),
+      adminToken: TOKEN,
+      probeTimeoutMs: 1000,
+      acquisitions: { url: api.url, token: 'api-token' },
+      acquisitionPollMs: 50,
+      requestTimeoutMs: BOUND_MS,
+    });
+    admin = new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 });
+  });
+  after(async () => {
+    await router?.close();
+    await backend?.close();
+    if (api) await new Promise<void>((resolve) => api.server.close(() => resolve()));
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const head = (length: number) =>
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+
+  test('headers without their body, a body trickled a byte at a time, a connection that sends nothing: each closed within the bound, the first with 408', async () => {
+    const headersOnly = await rawConnection(router.url);
+    headersOnly.write(head(100));
+    const trickled = await rawConnection(router.url);
+    trickled.write(head(1000));
+    const stop = trickle(trickled, '{'.repeat(1000), 100);
+    const silent = await rawConnection(router.url);
+    try {
+      const [a, b, c] = await Promise.all([headersOnly.closed(CUT_WITHIN_MS), trickled.closed(CUT_WITHIN_MS), silent.closed(CUT_WITHIN_MS)]);
+      assert.ok(a !== undefined, `headers without a body: still open after ${CUT_WITHIN_MS} ms`);
+      assert.ok(b !== undefined, `a trickled body: still open after ${CUT_WITHIN_MS} ms`);
+      assert.ok(c !== undefined, `a silent connection: still open after ${CUT_WITHIN_MS} ms`);
+      assert.match(headersOnly.received(), /^HTTP\/1\.1 408 /);
+      assert.equal(backend.received.length, 0);
+    } finally {
+      stop();
+      for (const conn of [headersOnly, trickled, silent]) conn.destroy();
+    }
+  });
+
+  test('the bound is on receiving only: a request held past it for its on-demand tier, then answered, gets 200', async () => {
+    assert.equal((await chat(router.url, 'chat')).status, 200);
+    await admin.quiesce('chat-local');
+    // A connection of its own: one fetch kept alive from an earlier request would not show a
+    // timeout set on a new connection, and the held request waits in silence.
+    const held = await rawConnection(router.url);
+    try {
+      const body = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] });
+      held.write(head(Buffer.byteLength(body)) + body);
+      await waitUntil('the held request to start an acquisition', () => api.posts.length === 1);
+      await sleep(BOUND_MS * 3);
+      assert.equal(await held.closed(0), undefined, 'the held request was cut while it waited');
+      assert.equal(held.received(), '');
+      assert.equal((await admin.readmit('chat-local')).ok, true);
+      await waitUntil('the held request answered', () => held.received().includes('echo:hi'), 5000);
+      assert.match(held.received(), /^HTTP\/1\.1 200 /);
+    } finally {
+      held.destroy();
+    }
+  });
+
+  test('connections past the cap are dropped as they arrive; a place freed serves again', async () => {
+    const capped = await startRouter({ configPath: join(dir, 'router.toml'), adminToken: TOKEN, requestTimeoutMs: 60_000, maxConnections: 2 });
+    const open = [await rawConnection(capped.url), await rawConnection(capped.url)];
+    try {
+      open.push(await rawConnection(capped.url));
+      assert.ok((await open[2]?.closed(CUT_WITHIN_MS)) !== undefined, 'a third connection past a cap of 2 stayed open');
+      for (const conn of open) conn.destroy();
+      await waitUntil('a request within the cap answered', async () => (await fetch(`${capped.url}/healthz`).catch(() => undefined))?.status === 200);
+    } finally {
+      for (const conn of open) conn.destroy();
+      await capped.close();
     }
   });
 });

@@ -19,6 +19,7 @@ import { startOperation } from './start-operation';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
 import type { LedgerPageOptions } from './ledger-page';
 import { refuseForeignHosts } from '../adapters/loopback-host';
+import { boundedServerOptions, capConnections, DEFAULT_REQUEST_TIMEOUT_MS } from '../adapters/http-bounds';
 import type { acquireWorkflow } from '../workflows/acquire';
 import { bearerMatches, tokenDigest } from '../adapters/bearer';
 import { MIN_TOKEN_CHARS } from '../config/env';
@@ -37,7 +38,18 @@ export interface ApiOptions {
   ledgerPage?: Pick<LedgerPageOptions, 'nvidiaSmi' | 'temporalUiUrl' | 'readDeadlineMs'>;
   /** /metrics carries prom-client's process_* and nodejs_* metrics too: for the `gpures api` process. */
   processMetrics?: boolean;
+  /** How long a client may take to send a whole request (http-bounds.ts). Default 60 s. */
+  requestTimeoutMs?: number;
+  /** Connections open at once (API_MAX_CONNECTIONS). */
+  maxConnections?: number;
 }
+
+/**
+ * The API's callers are few: the router (a POST and its polls per on-demand tier acquiring), the
+ * operator's scripts, a browser on the ledger page and a Prometheus scrape. 128 is many times
+ * that, and keeps what anyone on the host can hold open at 128 sockets of at most 1 MiB of body.
+ */
+export const API_MAX_CONNECTIONS = 128;
 
 /** Routes anyone on the network path may ask, without the token: they tell nothing secret and change nothing. */
 const OPEN_ROUTES = new Set(['/healthz', '/metrics']);
@@ -137,7 +149,9 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   const problem = apiTokenProblem(opts.token);
   if (problem) throw new Error(problem);
   // :id is acquire/<node>/<serve>, %2F-encoded; fastify's default of 100 would answer 414 to long node names.
-  const app = Fastify({ logger: false, routerOptions: { maxParamLength: 1000 } });
+  const bounds = { requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, maxConnections: opts.maxConnections ?? API_MAX_CONNECTIONS };
+  const app = Fastify({ logger: false, routerOptions: { maxParamLength: 1000 }, ...boundedServerOptions(bounds) });
+  capConnections(app, bounds);
   const { client, manifest } = opts;
 
   // One error shape for every answer, fastify's own (malformed JSON, 415, 404 routes) included.

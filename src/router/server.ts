@@ -13,6 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import { httpUrl } from '../domain/serve';
 import { isLoopback } from '../domain/manifest';
 import { refuseForeignHosts } from '../adapters/loopback-host';
+import { boundedServerOptions, capConnections, DEFAULT_REQUEST_TIMEOUT_MS } from '../adapters/http-bounds';
 import { registerAdminRoutes } from './admin';
 import { AcquisitionApi } from './acquisitions';
 import { ConfigLoadError, loadConfig } from './config-file';
@@ -37,6 +38,10 @@ export interface RouterOptions {
   probeTimeoutMs?: number;
   /** Largest accepted request body; vision requests carry base64 images. Default 64 MiB. */
   bodyLimitBytes?: number;
+  /** How long a client may take to send a whole request (http-bounds.ts). Default 60 s. */
+  requestTimeoutMs?: number;
+  /** Connections open at once (DEFAULT_MAX_CONNECTIONS). */
+  maxConnections?: number;
   /**
    * Where the quiesced tiers are kept across restarts. Without it a restarted router routes an
    * evicted serve's tier again (to a stopped backend: 502s, where the eviction meant 503s) until
@@ -57,6 +62,13 @@ export interface RouterOptions {
   /** /metrics carries prom-client's process_* and nodejs_* metrics too: for the router's own process (main.ts). */
   processMetrics?: boolean;
 }
+
+/**
+ * Above what the router is made to hold at once: one tier's default on-demand queue (512 held
+ * requests) beside vLLM's default batch of 256 sequences in flight, so a full queue is answered by
+ * its own 503 queue_full with Retry-After rather than by a dropped connection.
+ */
+export const DEFAULT_MAX_CONNECTIONS = 1024;
 
 export interface RunningRouter {
   url: string;
@@ -109,7 +121,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     ...(opts.heldBytesLimit !== undefined ? { heldBytesLimit: opts.heldBytesLimit } : {}),
   });
 
-  const app: FastifyInstance = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024 });
+  const bounds = { requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS };
+  const app: FastifyInstance = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024, ...boundedServerOptions(bounds) });
+  capConnections(app, bounds);
   // A request to an on-demand preset evicts serves with the router's own API token, untokened: a
   // page rebound to 127.0.0.1 must not reach it.
   if (isLoopback(host)) refuseForeignHosts(app, 'router');

@@ -1,0 +1,47 @@
+// A client that sends exactly what it is told, when it is told: headers without their body, a body
+// trickled a byte at a time, nothing at all. fetch cannot stall mid-request, so the servers'
+// bounds on receiving a request are tested through a bare socket.
+import { createConnection } from 'node:net';
+
+export interface RawConnection {
+  /** Everything the server sent so far. */
+  received(): string;
+  write(text: string): void;
+  /** Resolves when the server closes the connection, with the ms since it opened; undefined if still open after withinMs. */
+  closed(withinMs: number): Promise<number | undefined>;
+  destroy(): void;
+}
+
+export async function rawConnection(url: string): Promise<RawConnection> {
+  const { hostname, port } = new URL(url);
+  const opened = Date.now();
+  const socket = createConnection({ host: hostname, port: Number(port) });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  let text = '';
+  socket.on('data', (d: Buffer) => (text += d.toString('utf8')));
+  // A reset is a close too: the server may drop a connection rather than end it.
+  socket.on('error', () => undefined);
+  const closing = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now() - opened)));
+  return {
+    received: () => text,
+    write: (t) => {
+      if (!socket.destroyed) socket.write(t);
+    },
+    closed: (withinMs) => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, withinMs, undefined)));
+      return Promise.race([closing, late]).finally(() => clearTimeout(timer));
+    },
+    destroy: () => socket.destroy(),
+  };
+}
+
+/** Writes one byte of `body` every `everyMs` until it is all sent or the connection closes. */
+export function trickle(c: RawConnection, body: string, everyMs: number): () => void {
+  let i = 0;
+  const timer = setInterval(() => {
+    if (i >= body.length) return clearInterval(timer);
+    c.write(body[i++] ?? '');
+  }, everyMs);
+  return () => clearInterval(timer);
+}
