@@ -408,15 +408,18 @@ describe('router promotion', () => {
     assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'race-c' });
   });
 
-  /** The promotion's whole history, every payload decoded: it must not carry the stand-in. */
-  async function assertNoShadowIn(out: PromotionOutcome): Promise<void> {
+  /** The promotion's whole history, every payload decoded: it must carry none of `needles`. */
+  async function assertNotInHistory(out: PromotionOutcome, needles: string[], what: string): Promise<void> {
     const texts = historyTexts(await fetchHistoryJson(temporal.client, out.workflowId, out.runId));
     assert.ok(
       texts.some((t) => t.includes('resolve')),
       'payloads not decoded by the scan',
     );
-    assert.ok(!texts.some((t) => t.includes('shadowStandIn') || t.includes('stolen')), `${out.workflowId}: the outside file is in history`);
+    const found = needles.filter((n) => texts.some((t) => t.includes(n)));
+    assert.deepEqual(found, [], `${out.workflowId}: ${what} is in history`);
   }
+
+  const assertNoShadowIn = (out: PromotionOutcome) => assertNotInHistory(out, ['shadowStandIn', 'stolen'], 'the outside file');
 
   test('config.path through a symbolic link or a second hard link to a file outside: refused at resolve, nothing read into history', async () => {
     const t = target('confined');
@@ -446,6 +449,40 @@ describe('router promotion', () => {
     const staged = await promote({ router: 'confined', config: { path: join(dir, 'staged.toml') }, image: ROUTER_IMAGE, validateOnly: true });
     assert.ok(staged.ok, !staged.ok ? staged.message : '');
     assert.equal(staged.result.mappingVersion, 'confined-v2');
+  });
+
+  test("config.path of a file in the directory that is not a router config (the manifest, with its serves' tokens): refused at resolve naming the file and its first problem, its text in no history", async () => {
+    const t = target('confined');
+    const dir = join(t.configPath, '..');
+    const hfToken = `hf_SECRET${run}`;
+    const apiKey = `sk-SECRET${run}`;
+    const inUrl = `pw-SECRET${run}`;
+    const manifest = join(dir, 'serves.toml');
+    writeFileSync(
+      manifest,
+      renderManifest(
+        node,
+        [{ role: 'g', capacity_mib: 1000, reserve_mib: 0 }],
+        [{ name: 's', vram_mib: 100, env: { HF_TOKEN: hfToken }, args: ['--api-key', apiKey] }],
+      ),
+    );
+    // Nearly a router config: its problem's message would quote the value found there.
+    const credentialed = join(dir, 'credentialed.toml');
+    writeFileSync(credentialed, routerConfig('confined-cred').replace('http://127.0.0.1:30001', `http://gpures:${inUrl}@127.0.0.1:30001`));
+    for (const [path, problem] of [
+      [manifest, 'mapping_version: is required \\(a non-empty string\\)'],
+      [credentialed, 'tiers\\[0\\]\\.backend: must be an http\\(s\\) base URL .*credentials\\)'],
+    ] as const) {
+      const out = await promote({ router: 'confined', config: { path }, image: ROUTER_IMAGE, validateOnly: true });
+      await assertNotInHistory(out, [hfToken, apiKey, inUrl], `${path}'s text`);
+      assert.ok(!out.ok);
+      assert.equal(out.failureType, 'PromotionInputInvalid');
+      assert.match(out.message, new RegExp(`failed at resolve: config\\.path: ${path} is not a router config: ${problem}; nothing was changed$`));
+      assert.deepEqual(
+        out.details?.steps.map((x) => x.step),
+        ['resolve'],
+      );
+    }
   });
 
   test('a live config or journal that is a symbolic link out of the directory: refused before anything is backed up or written', async () => {

@@ -6,6 +6,7 @@
 import { dirname, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { mappingVersionOf } from '../config/mapping-version';
+import { parseRouterConfig } from '../config/router-config';
 import { MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
 import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
@@ -43,6 +44,21 @@ export interface CandidateConfig {
 /** A router's output goes into history: its admin token, should it print it, must not. */
 function withoutToken(t: RouterTarget, text: string): string {
   return t.adminToken.length >= 8 ? text.split(t.adminToken).join(REDACTED) : text;
+}
+
+/**
+ * Why a file is not a router config: its first problem by dotted path, without the value found
+ * there ("must be … (got "…")") or the name of the entry it is in. The file may be any in the
+ * config directory, the manifest beside it with its serves' env and args among them, and this
+ * goes into history.
+ */
+function notARouterConfig(text: string, path: string): string | undefined {
+  const result = parseRouterConfig(text, path);
+  if (result.ok) return undefined;
+  const first = result.errors[0];
+  if (!first) return 'not a router config';
+  const message = first.message.replace(/ \(got [\s\S]*$/, '');
+  return first.path ? `${first.path}: ${message}` : message;
 }
 
 function errText(err: unknown): string {
@@ -118,7 +134,9 @@ export function createPromotionActivities(deps: PromotionDeps) {
 
     /**
      * The candidate's text: given inline, or read from a file in the live config's directory on
-     * the worker's host. Only there: the text lands in history, and the worker runs as root.
+     * the worker's host. Only there, and only a file that is a router config: the text lands in
+     * history, the worker runs as root, and the directory may hold other files (the manifest with
+     * its serves' tokens); one that is not is refused before its text is returned, validated or quoted.
      */
     async promoteCandidate(input: { router: string; config: { path?: string; content?: string } }): Promise<CandidateConfig> {
       let content = input.config.content;
@@ -135,6 +153,8 @@ export function createPromotionActivities(deps: PromotionDeps) {
         if (!data) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} does not exist on the worker's host`);
         if (data.length > MAX_CONFIG_BYTES) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is larger than ${MAX_CONFIG_BYTES} bytes`);
         content = data.toString('utf8');
+        const problem = notARouterConfig(content, path);
+        if (problem) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is not a router config: ${problem}`);
       }
       return { content, sha256: sha256(content), bytes: Buffer.byteLength(content), mappingVersion: mappingVersionOf(content) ?? null };
     },
