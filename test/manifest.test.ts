@@ -627,9 +627,22 @@ describe('rejected manifests: one rule each', () => {
     assertOneError(parse(text), 'serves[0].served_model_name', 'must be a non-empty string (got "")');
   });
 
-  test('image must be non-empty', () => {
-    const text = render({ serves: [serve('alpha', 31001, { image: '  ' })] });
-    assertOneError(parse(text), 'serves[0].image', 'must be a non-empty string');
+  test("image must be a Docker image reference: a '..' path, a space, an upper-case name or a flag after the tag is refused naming the field", () => {
+    for (const image of ['  ', '../containers/revop-router', 'a b', 'X:UPPER', 'gpures/fake-router:test --privileged', `${'a'.repeat(256)}:1`]) {
+      const text = render({ serves: [serve('alpha', 31001, { image })] });
+      assertOneError(parse(text), 'serves[0].image', 'must be a Docker image reference', `(got ${JSON.stringify(image)})`);
+    }
+    const digest = `sha256:${'0123456789abcdef'.repeat(4)}`;
+    for (const image of [
+      'vllm/vllm-openai:v0.11.0',
+      'gpures/fake-vllm:test',
+      'localhost:5000/a/b:c',
+      `vllm/vllm-openai@${digest}`,
+      `ubuntu:24.04@${digest}`,
+      'x:UPPER',
+    ]) {
+      assertOk(parse(render({ serves: [serve('alpha', 31001, { image })] })));
+    }
   });
 
   test('a required serve field that is missing', () => {

@@ -23,6 +23,7 @@ import { journalPath } from '../src/adapters/router-deployment/port';
 import { followPromotion, PromotionRefused, startPromotion } from '../src/client/promote';
 import type { PromotionOutcome } from '../src/client/promote';
 import { mappingVersionOf } from '../src/config/mapping-version';
+import { IMAGE_REFERENCE_RULE } from '../src/domain/bounds';
 import { backupFileName, backupsToPrune, MAX_CONFIG_BYTES, promoteInputProblems } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
@@ -83,7 +84,7 @@ describe('promotion rules (pure)', () => {
     assert.deepEqual(promoteInputProblems({ router: 'r', config: { content: 'x' }, image: 'i' }), []);
     assert.deepEqual(promoteInputProblems({ router: '', config: { content: 'x', path: '/p' }, image: '' }), [
       'router: a deployment name such as "router" (got "")',
-      'image: a non-empty image reference is required',
+      `image: ${IMAGE_REFERENCE_RULE} (got "")`,
       'config: exactly one of content and path',
     ]);
     // The bound is on the bytes written, not the characters: 2-byte characters count twice.
@@ -92,6 +93,15 @@ describe('promotion rules (pure)', () => {
     assert.deepEqual(promoteInputProblems(content(MAX_CONFIG_BYTES / 2 + 1, 'é')), [`config.content: larger than ${MAX_CONFIG_BYTES} bytes`]);
     assert.deepEqual(promoteInputProblems(content(MAX_CONFIG_BYTES / 4 + 1, '🙂')), [`config.content: larger than ${MAX_CONFIG_BYTES} bytes`]);
     assert.deepEqual(promoteInputProblems(content(MAX_CONFIG_BYTES, 'x')), []);
+  });
+
+  test("the image must be a Docker image reference: a '..' path or a flag after the tag is refused before the worker hands it to Docker", () => {
+    const input = (image: unknown) => ({ router: 'r', config: { content: 'x' }, image });
+    for (const image of ['../containers/revop-router', 'gpures/fake-router:test --privileged', 'a b', 'X:UPPER', undefined]) {
+      assert.deepEqual(promoteInputProblems(input(image)), [`image: ${IMAGE_REFERENCE_RULE} (got ${JSON.stringify(image)})`]);
+    }
+    for (const image of ['gpures/fake-router:test', 'localhost:5000/a/b:c', `router@sha256:${'f'.repeat(64)}`])
+      assert.deepEqual(promoteInputProblems(input(image)), []);
   });
 });
 

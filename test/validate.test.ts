@@ -97,3 +97,27 @@ test('router promote: a candidate config larger than a promotion carries is refu
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stderr.trim(), `${big}: router config is 1048577 bytes, larger than the 1048576 bytes it may be`);
 });
+
+test("an image that is not a Docker reference is bad input before anything is started: the manifest's serves[].image and router promote's --image", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-validate-image-'));
+  const manifest = join(dir, 'serves.toml');
+  const text = readFileSync(MANIFEST, 'utf8');
+  assert.match(text, /image = "vllm\/vllm-openai:v0.11.0"/);
+  writeFileSync(manifest, text.replace('image = "vllm/vllm-openai:v0.11.0"', 'image = "../containers/revop-router"'));
+  const v = await gpures(['validate', manifest]);
+  assert.equal(v.code, 2, v.stderr);
+  assert.match(
+    v.stderr.trim(),
+    new RegExp(
+      `^${manifest.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: serve '[a-z-]+' \\(serves\\[0\\]\\.image\\): must be a Docker image reference .*\\(got "\\.\\./containers/revop-router"\\)$`,
+    ),
+  );
+
+  const r = await runGpures(['router', 'promote', '--config', ROUTER, '--image', 'gpures/fake-router:test --privileged', '-m', MANIFEST], {
+    GPURES_ROUTER_CONFIG: '',
+    // Nothing listens here: a command that got as far as Temporal would say it cannot reach it.
+    TEMPORAL_ADDRESS: '127.0.0.1:1',
+  });
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr.trim(), /^--image: must be a Docker image reference .*\(got "gpures\/fake-router:test --privileged"\)$/);
+});

@@ -9,7 +9,17 @@ import { EVICTION_MODES, SERVE_APIS, SERVE_CLASSES } from '../domain/types';
 import type { EvictionMode } from '../domain/types';
 import { IPV4, SERVE_DEFAULTS } from '../domain/manifest';
 import type { Bound } from '../domain/bounds';
-import { BOUNDS, boundRule, GPU_UUID_PATTERN, GPU_UUID_RULE, NAME_PATTERN, NAME_RULE, withinBound } from '../domain/bounds';
+import {
+  BOUNDS,
+  boundRule,
+  GPU_UUID_PATTERN,
+  GPU_UUID_RULE,
+  IMAGE_REFERENCE_RULE,
+  isImageReference,
+  NAME_PATTERN,
+  NAME_RULE,
+  withinBound,
+} from '../domain/bounds';
 
 const ipv6Schema = z.ipv6();
 
@@ -23,6 +33,7 @@ const port = field<number>((v) => isInt(v) && v >= 1 && v <= 65535, 'an integer 
 const bounded = (bound: Bound) => field<number>((v) => withinBound(bound, v), boundRule(bound));
 /** `what` says where the name ends up, so the rule reads as a reason rather than a whim. */
 const safeName = (what: string) => field<string>((v) => isString(v) && NAME_PATTERN.test(v), `a name of ${NAME_RULE} (${what})`);
+const imageReference = field<string>(isImageReference, IMAGE_REFERENCE_RULE);
 const gpuUuid = field<string>((v) => isString(v) && GPU_UUID_PATTERN.test(v), GPU_UUID_RULE);
 const serveClass = z.custom<ServeClass>((v) => isString(v) && (SERVE_CLASSES as readonly string[]).includes(v), {
   error: (iss) =>
@@ -69,7 +80,7 @@ export const serveShape = {
   class: serveClass,
   api: serveApi.optional(),
   vram_mib: bounded(BOUNDS.vramMib),
-  image: nonEmptyString,
+  image: imageReference,
   // Required for api = "openai" (the default); checked with the other per-serve rules.
   model: nonEmptyString.optional(),
   revision: nonEmptyString.optional(),

@@ -24,6 +24,41 @@ const UUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-
 export const GPU_UUID_PATTERN = new RegExp(`^(GPU|MIG)-${UUID}$`);
 export const GPU_UUID_RULE = "'GPU-' or 'MIG-' and a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), as `nvidia-smi -L` prints it";
 
+// Docker's reference grammar (github.com/distribution/reference, regexp.go), written out piece by
+// piece so each can be checked against it there.
+const ALPHANUMERIC = '[a-z0-9]+';
+const SEPARATOR = '(?:[._]|__|-+)';
+const PATH_COMPONENT = `${ALPHANUMERIC}(?:${SEPARATOR}${ALPHANUMERIC})*`;
+const DOMAIN_COMPONENT = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
+const HOST = `(?:${DOMAIN_COMPONENT}(?:\\.${DOMAIN_COMPONENT})*|\\[[a-fA-F0-9:]+\\])`;
+const IMAGE_NAME = `(?:${HOST}(?::[0-9]+)?/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*`;
+const TAG = '\\w[\\w.-]{0,127}';
+const DIGEST = 'sha256:[a-f0-9]{64}';
+const IMAGE_REFERENCE_PATTERN = new RegExp(`^(${IMAGE_NAME})(?::${TAG})?(?:@${DIGEST})?$`);
+/** Docker refuses a repository name longer than this. */
+const MAX_IMAGE_NAME = 255;
+/**
+ * The longest reference the grammar allows: a name, a tag and a digest at their longest. Checked
+ * before the pattern: a host and a first path component can match the same text, so a long
+ * near-miss would backtrack.
+ */
+const MAX_IMAGE_REFERENCE = MAX_IMAGE_NAME + ':'.length + 128 + '@sha256:'.length + 64;
+
+/**
+ * Whether `v` is an image reference Docker would parse: `[host[:port]/]path[:tag][@sha256:hex]`.
+ * It goes unescaped into Docker API paths (`GET /images/<ref>/json`): dockerd answers a '..'
+ * component with a redirect that docker-modem follows with a request nothing listens to for
+ * errors (ENOTFOUND crashed the worker), and a space fails only when the operation runs.
+ */
+export function isImageReference(v: unknown): v is string {
+  if (typeof v !== 'string' || v.length > MAX_IMAGE_REFERENCE) return false;
+  const name = IMAGE_REFERENCE_PATTERN.exec(v)?.[1];
+  return name !== undefined && name.length <= MAX_IMAGE_NAME;
+}
+/** Completes "must be …". */
+export const IMAGE_REFERENCE_RULE =
+  "a Docker image reference such as \"vllm/vllm-openai:v0.11.0\": [host[:port]/]name[:tag][@sha256:digest], the name lowercase letters and digits joined by '.', '_', '__', '-' or '/'";
+
 /** POSIX environment variable names: what a shell and Docker's `--env NAME=value` take. */
 export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

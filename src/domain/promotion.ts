@@ -2,6 +2,8 @@
 // keep. PURE, with no package imports: the workflow imports it. Reading a config's
 // mapping_version takes a TOML parser, so it lives in src/config/mapping-version.ts.
 
+import { IMAGE_REFERENCE_RULE, isImageReference } from './bounds';
+
 /** The fields of a promotion's input (src/shared/promotion.ts checks its PromoteInput names no other). */
 export type PromoteInputField = 'router' | 'config' | 'image' | 'profile' | 'validateOnly' | 'verify';
 
@@ -44,7 +46,7 @@ export function promoteInputProblems(input: unknown): string[] {
   const problems: string[] = [];
   if (typeof i.router !== 'string' || !ROUTER_NAME_PATTERN.test(i.router))
     problems.push(`router: a deployment name such as "router" (got ${JSON.stringify(i.router)})`);
-  if (typeof i.image !== 'string' || i.image.trim() === '') problems.push('image: a non-empty image reference is required');
+  if (!isImageReference(i.image)) problems.push(`image: ${IMAGE_REFERENCE_RULE} (got ${JSON.stringify(i.image)})`);
   const c = i.config as { path?: unknown; content?: unknown } | undefined;
   if (typeof c !== 'object' || c === null) {
     problems.push('config: { "content": "..." } or { "path": "/file/on/the/worker" } is required');

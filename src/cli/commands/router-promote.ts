@@ -2,6 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../../config/router-config';
+import { IMAGE_REFERENCE_RULE, isImageReference } from '../../domain/bounds';
 import { MAX_CONFIG_BYTES } from '../../domain/promotion';
 import { formatIssue } from '../../domain/types';
 import type { CommandContext, Rendered } from '../command';
@@ -20,6 +21,8 @@ export interface PromoteOpts {
 }
 
 export async function routerPromote(input: PromoteOpts, ctx: CommandContext): Promise<Rendered> {
+  // The workflow refuses it too, but only once started, as a failed promotion rather than bad input.
+  if (!isImageReference(input.image)) throw new CliError(`--image: must be ${IMAGE_REFERENCE_RULE} (got ${JSON.stringify(input.image)})`, EXIT.badInput);
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
   // Bounded before it is read: the candidate travels through workflow history.
   const content = await readText(input.config, 'router config', MAX_CONFIG_BYTES);
