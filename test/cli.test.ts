@@ -558,7 +558,7 @@ describe('gpures CLI, as real processes', () => {
     assert.equal(notToml.code, EXIT.badInput, show(notToml));
     assert.match(
       notToml.stderr,
-      new RegExp(`^${broken.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: Temporal's environment configuration cannot be used: Invalid TOML`, 'm'),
+      new RegExp(`^${broken.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: Temporal's environment configuration cannot be used: not TOML at line 1, column 11$`, 'm'),
     );
     for (const r of runs) assert.doesNotMatch(r.stderr, /Cannot read properties/, show(r));
     await assertNothingStarted(n, ['a']);

@@ -7,7 +7,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { ClientConnectConfig } from '@temporalio/envconfig';
-import { parse as parseToml } from 'smol-toml';
+import { parse as parseToml, TomlError } from 'smol-toml';
 
 export const DEFAULT_ADDRESS = '127.0.0.1:7233';
 
@@ -30,10 +30,21 @@ function profileless(file: string): boolean {
   }
 }
 
+/**
+ * What is wrong with the file, without its text: the TOML parser's message quotes the lines
+ * around the error, and this file holds API keys.
+ */
+function configProblem(err: unknown): string {
+  if (err instanceof TomlError) return `not TOML at line ${err.line}, column ${err.column}`;
+  return err instanceof Error ? err.message : String(err);
+}
+
 export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConnectConfig {
+  // The variables of `env`, not of the process: what the file is and what overrides it come from one place.
+  const overrideEnvVars = env as Record<string, string>;
   let config: ClientConnectConfig;
   try {
-    config = loadClientConnectConfig();
+    config = loadClientConnectConfig({ overrideEnvVars });
   } catch (err) {
     const file = configFile(env);
     const profile = env['TEMPORAL_PROFILE'];
@@ -43,12 +54,12 @@ export function temporalConfig(env: NodeJS.ProcessEnv = process.env): ClientConn
       if (profile && profile !== 'default') {
         throw new TemporalConfigError(`${file}: no [profile.${profile}] (TEMPORAL_PROFILE): the file has no profile table at all`);
       }
-      config = loadClientConnectConfig({ disableFile: true });
+      config = loadClientConnectConfig({ disableFile: true, overrideEnvVars });
     } else {
       // A profile named where there is no file at all: say so, not that the file's profile is missing.
       const absent =
         profile && !existsSync(file) ? ` (TEMPORAL_PROFILE=${profile}, and there is no such file: set TEMPORAL_CONFIG_FILE, or unset TEMPORAL_PROFILE)` : '';
-      throw new TemporalConfigError(`${file}: Temporal's environment configuration cannot be used: ${(err as Error).message}${absent}`);
+      throw new TemporalConfigError(`${file}: Temporal's environment configuration cannot be used: ${configProblem(err)}${absent}`);
     }
   }
   config.connectionOptions.address ??= DEFAULT_ADDRESS;
