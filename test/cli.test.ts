@@ -619,10 +619,7 @@ describe('gpures CLI, as real processes', () => {
     assert.equal(noPort.code, EXIT.unreachable, show(noPort));
     assert.match(last(noPort), /^cannot reach Temporal at 127\.0\.0\.1 \(namespace default\): connection refused \(nothing listens there\)/);
     assert.equal(noFile.code, EXIT.badInput, show(noFile));
-    assert.match(
-      last(noFile),
-      /no-such-temporal\.toml: .*\(TEMPORAL_PROFILE=prod, and there is no such file: set TEMPORAL_CONFIG_FILE, or unset TEMPORAL_PROFILE\)$/,
-    );
+    assert.match(last(noFile), /no-such-temporal\.toml: cannot read Temporal's config file: ENOENT.*\(TEMPORAL_CONFIG_FILE\)$/);
     // Docker checked before the worker takes work: not a ledger failing its reconcile while `gpures ledger` asks for a worker.
     assert.equal(noDocker.code, EXIT.badInput, show(noDocker));
     assert.equal(last(noDocker), `cannot reach Docker at unix://${join(dir, 'no-dockerd.sock')} (DOCKER_HOST): connect ENOENT ${join(dir, 'no-dockerd.sock')}`);
