@@ -661,14 +661,20 @@ describe('rejected manifests: one rule each', () => {
     assertOneError(parse(render({ node: { name: '' } })), 'node.name', 'must be a name of');
   });
 
-  test('env values must be strings', () => {
-    const text = render({ serves: [serve('alpha', 31001, { env: { HF_HUB_OFFLINE: 1 } })] });
-    assertOneError(parse(text), 'serves[0].env.HF_HUB_OFFLINE', 'must be a string', '(got 1)');
+  /** The one error, which must not carry `secret`: manifest errors reach API answers, workflow history and logs. */
+  function assertOneErrorWithout(secret: string, extra: Table, path: string, message: string) {
+    const issue = assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), path, message);
+    assert.ok(!formatIssue(issue).includes(secret), formatIssue(issue));
+  }
+
+  test('env values must be strings; the error says what kind of value is there, never the value (env holds secrets)', () => {
+    assertOneErrorWithout('55512345678', { env: { HF_TOKEN: 55512345678 } }, 'serves[0].env.HF_TOKEN', 'must be a string; quote it, e.g. "1" (got a number)');
+    assertOneErrorWithout('hf_abc123', { env: 'HF_TOKEN=hf_abc123' }, 'serves[0].env', 'must be a table of string values (got a string)');
   });
 
-  test('args must be strings', () => {
-    const text = render({ serves: [serve('alpha', 31001, { args: ['--max-model-len', 4096] })] });
-    assertOneError(parse(text), 'serves[0].args[1]', 'must be a string (got 4096)');
+  test('args must be strings; as env, the error never shows the value (it may follow --hf-token)', () => {
+    assertOneErrorWithout('55512345678', { args: ['--hf-token', 55512345678] }, 'serves[0].args[1]', 'must be a string (got a number)');
+    assertOneErrorWithout('hf_abc123', { args: '--hf-token hf_abc123' }, 'serves[0].args', 'must be an array of strings (got a string)');
   });
 
   test('health_path must start with /', () => {
@@ -849,11 +855,13 @@ describe('eviction by sleeping (vLLM sleep mode)', () => {
     assertOneError(parse(render({ serves: [sleeper({ eviction: 'hibernate' })] })), 'serves[0].eviction', 'unknown eviction "hibernate"', 'stop, sleep');
     assertOneError(parse(render({ serves: [sleeper({ class: 'on-demand' })] })), 'serves[0].eviction', 'only evictable serves are evicted');
     assertOneError(parse(render({ serves: [sleeper({ api: 'http', model: undefined })] })), 'serves[0].eviction', 'needs a vLLM serve');
-    assertOneError(
-      parse(render({ serves: [sleeper({ env: { VLLM_SERVER_DEV_MODE: '0' } })] })),
+    const devMode = assertOneError(
+      parse(render({ serves: [sleeper({ env: { VLLM_SERVER_DEV_MODE: 'yes-abc123' } })] })),
       'serves[0].env.VLLM_SERVER_DEV_MODE',
+      'is set, and not to 1',
       'only with VLLM_SERVER_DEV_MODE=1',
     );
+    assert.ok(!formatIssue(devMode).includes('abc123'), 'an env value is not shown');
     assert.deepEqual(
       errorsOf(parse(render({ serves: [sleeper({ eviction: undefined })] }))).map((e) => [e.path, e.message]),
       ['sleep_level', 'sleep_residual_mib', 'sleep_host_ram_mib'].map((f) => [

@@ -26,10 +26,18 @@ export function describe(value: unknown): string {
   return 'a table';
 }
 
-/** A field schema: `expectation` completes "must be …". */
-export function field<T>(predicate: (v: unknown) => boolean, expectation: string) {
+/** What kind of value it is, never the value: for a field that may hold a secret. `a number`, `a string`, `an array`, … */
+export function describeKind(value: unknown): string {
+  if (typeof value === 'string') return 'a string';
+  if (typeof value === 'number' || typeof value === 'bigint') return 'a number';
+  if (typeof value === 'boolean') return 'true or false';
+  return describe(value);
+}
+
+/** A field schema: `expectation` completes "must be …"; `shown` says what was there instead. */
+export function field<T>(predicate: (v: unknown) => boolean, expectation: string, shown: (v: unknown) => string = describe) {
   return z.custom<T>(predicate, {
-    error: (iss) => (iss.input === undefined ? `is required (${expectation})` : `must be ${expectation} (got ${describe(iss.input)})`),
+    error: (iss) => (iss.input === undefined ? `is required (${expectation})` : `must be ${expectation} (got ${shown(iss.input)})`),
   });
 }
 

@@ -332,7 +332,8 @@ const sleepDeclared: Rule<ParsedServe, void> = ({ index, raw, spec }) => {
     found.push(
       error(
         ['serves', index, 'env', SLEEP_ENDPOINTS_ENV],
-        `is ${JSON.stringify(devMode)}: vLLM serves /sleep and /wake_up only with ${SLEEP_ENDPOINTS_ENV}=1, which eviction = "sleep" sets; remove it`,
+        // Not the value: it is under env, where secrets are.
+        `is set, and not to 1: vLLM serves /sleep and /wake_up only with ${SLEEP_ENDPOINTS_ENV}=1, which eviction = "sleep" sets; remove it`,
       ),
     );
   }

@@ -3,7 +3,7 @@
 
 import { z } from 'zod';
 import type { PathSegment } from './issues';
-import { bool, describe, field, isString, nonEmptyString, tableArray } from './issues';
+import { bool, describe, describeKind, field, isString, nonEmptyString, tableArray } from './issues';
 import type { GpuSpec, ServeApi, ServeClass, ServeSpec } from '../domain/types';
 import { EVICTION_MODES, SERVE_APIS, SERVE_CLASSES } from '../domain/types';
 import type { EvictionMode } from '../domain/types';
@@ -52,11 +52,13 @@ const evictionMode = z.custom<EvictionMode>((v) => isString(v) && (EVICTION_MODE
 const sleepLevel = field<1 | 2>((v) => v === 1 || v === 2, '1 (weights offloaded to host RAM) or 2 (weights discarded)');
 const bindAddress = field<string>((v) => isString(v) && isAddress(v), "an IPv4 or IPv6 address, or 'localhost'");
 const healthPath = field<string>((v) => isString(v) && v.startsWith('/'), "a URL path starting with '/'");
-const stringArray = z.array(field<string>(isString, 'a string'), {
-  error: (iss) => `must be an array of strings (got ${describe(iss.input)})`,
+// args and env hold secrets (the value after --hf-token, HF_TOKEN's), and a manifest error reaches
+// API answers, workflow history and logs: their errors say what kind of value is there, never the value.
+const stringArray = z.array(field<string>(isString, 'a string', describeKind), {
+  error: (iss) => `must be an array of strings (got ${describeKind(iss.input)})`,
 });
-const stringTable = z.record(z.string(), field<string>(isString, 'a string; quote it, e.g. "1"'), {
-  error: (iss) => `must be a table of string values (got ${describe(iss.input)})`,
+const stringTable = z.record(z.string(), field<string>(isString, 'a string; quote it, e.g. "1"', describeKind), {
+  error: (iss) => `must be a table of string values (got ${describeKind(iss.input)})`,
 });
 
 const nodeShape = {
