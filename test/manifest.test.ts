@@ -506,6 +506,20 @@ describe('rejected manifests: one rule each', () => {
     }
   });
 
+  test('secrets in args: a flag is a secret flag in any case, as the lower-case one is', () => {
+    for (const [extra, flag] of [
+      [{ args: ['--DB-PASSWORD', 'p4ss'] }, '--DB-PASSWORD'],
+      [{ args: ['--Client_Secret=abc'] }, '--Client_Secret'],
+      [{ api: 'http', model: undefined, served_model_name: undefined, args: ['--HF-TOKEN', 'y'] }, '--HF-TOKEN'],
+    ] as const) {
+      assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), 'serves[0].args[0]', flag, 'set it in env instead');
+    }
+    // vLLM's own, on a vLLM serve: moved to env as --hf-token is, never left on the command line.
+    const { manifest } = assertOk(parse(render({ serves: [serve('alpha', 31001, { args: ['--HF-TOKEN', 'y', '--API_KEY=z'] })] })));
+    const alpha = findServe(manifest, 'alpha');
+    assert.deepEqual([alpha?.args, alpha?.env], [[], { HF_TOKEN: 'y', VLLM_API_KEY: 'z' }]);
+  });
+
   test('secrets in args: a clash with env, a repeat and an empty value are errors', () => {
     const cases: [Table, number, string][] = [
       [{ args: ['--hf-token', 'a1b2'], env: { HF_TOKEN: 'c3d4' } }, 0, 'env.HF_TOKEN both set it'],
