@@ -564,7 +564,7 @@ describe('gpures CLI, as real processes', () => {
     await assertNothingStarted(n, ['a']);
   });
 
-  test("one line each, never a stack: a namespace the server lacks (exit 4), the worker's bad variable (2) or absent server (4), the demo's missing manifest (2) or server (4), the default manifest not there (2, saying where it looked), an address without a port refused at once (4), a profile without a file (2)", async () => {
+  test("one line each, never a stack: a namespace the server lacks (exit 4), the worker's bad variable (2) or absent server (4), the demo's missing manifest (2) or server (4), the default manifest not there (2, saying where it looked), an address without a port refused at once (4), a named Temporal config file that is not there (2), Docker not there for the worker (4)", async () => {
     const n = uniqueNode('cli-one-line');
     nodes.push(n);
     const file = writeManifest(dir, `${n}.toml`, renderManifest(n, [GPU], SERVES));
@@ -621,7 +621,7 @@ describe('gpures CLI, as real processes', () => {
     assert.equal(noFile.code, EXIT.badInput, show(noFile));
     assert.match(last(noFile), /no-such-temporal\.toml: cannot read Temporal's config file: ENOENT.*\(TEMPORAL_CONFIG_FILE\)$/);
     // Docker checked before the worker takes work: not a ledger failing its reconcile while `gpures ledger` asks for a worker.
-    assert.equal(noDocker.code, EXIT.badInput, show(noDocker));
+    assert.equal(noDocker.code, EXIT.unreachable, show(noDocker));
     assert.equal(last(noDocker), `cannot reach Docker at unix://${join(dir, 'no-dockerd.sock')} (DOCKER_HOST): connect ENOENT ${join(dir, 'no-dockerd.sock')}`);
     assert.equal(metricsTaken.code, EXIT.badInput, show(metricsTaken));
     assert.match(last(metricsTaken), /^cannot listen for \/metrics on http:\/\/\S+: listen EADDRINUSE.* \(--metrics or GPURES_METRICS_ADDR\)$/);

@@ -8,8 +8,9 @@
 //                    file, a history file that is not one: nothing was started
 //   3   denied       the ledger denied the admission, the serve is busy with another operation, or
 //                    another promotion of that router is running: nothing was changed
-//   4   unreachable  Temporal could not be reached or refused a call, or no worker answers the
-//                    node's ledger
+//   4   unreachable  Temporal could not be reached or refused a call, no worker answers the node's
+//                    ledger, or the worker cannot reach Docker (DOCKER_HOST): infrastructure that
+//                    may come back, for a script to wait on and retry
 //   130 interrupted  Ctrl-C while following `serves up`/`down`: the operation goes on in Temporal
 //
 // Each mapping from an outcome to its code is below; a command that refuses its input throws a

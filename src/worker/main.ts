@@ -113,6 +113,11 @@ function dockerHost(): string {
   return process.env['DOCKER_HOST'] || 'unix:///var/run/docker.sock';
 }
 
+/** dockerd did not answer: as Temporal not answering, the box's infrastructure, not the operator's input. */
+export class DockerUnreachable extends Error {
+  override readonly name = 'DockerUnreachable';
+}
+
 /** How long dockerd may take to answer its ping: a blackholed tcp:// host would otherwise wait for the OS's connect timeout. */
 const DOCKER_PING_TIMEOUT_MS = 10_000;
 
@@ -130,7 +135,7 @@ async function reachDocker(docker: Docker): Promise<void> {
       (err as Error).name === 'AbortError' || (err as Error).name === 'TimeoutError'
         ? `no answer within ${DOCKER_PING_TIMEOUT_MS / 1000} s`
         : (err as Error).message;
-    throw new EnvError('DOCKER_HOST', `cannot reach Docker at ${dockerHost()} (DOCKER_HOST): ${why}`);
+    throw new DockerUnreachable(`cannot reach Docker at ${dockerHost()} (DOCKER_HOST): ${why}`);
   }
 }
 
