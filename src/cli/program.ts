@@ -169,7 +169,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
 
   program
     .command('router')
-    .description('the router in front of the serves')
+    .description('promote a config and image to the router deployment in front of the serves')
     .command('promote')
     .description('promote a router config and image: validate-only run, backup, atomic write, reload or recreate, crash-loop verify; rolled back on failure')
     .requiredOption('--config <file>', 'the router config to promote')
