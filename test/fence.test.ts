@@ -3,7 +3,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { applyAdmit, decideAdmit, emptyLedger, totals, withoutReservation, withPhase } from '../src/domain/ledger';
-import type { LedgerState } from '../src/domain/ledger';
+import type { LedgerState, Reservation } from '../src/domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
 import { applyStop, cancelHint, decideStop, fenceProblem, holderOf, holderProblem, operationUnderWay, parseHolder } from '../src/domain/fence';
 
@@ -115,14 +115,19 @@ describe('a bring-down takes its serve', () => {
     l = withPhase(applyAdmit(l, { serve: 'fast', vramMib: 14336, class: 'resident', holder: 'f' }), 'fast', 'running');
     const plan = planEviction(l, 8192);
     assert.ok(plan.kind === 'evict');
-    const pending = (asleep: boolean) => {
-      const acquirer = applyEvictionPlan(l, { serve: 'sd', vramMib: 8192, class: 'evictable', holder: A, sleep: SLEEP }, plan.victims);
-      return asleep
-        ? {
-            ...acquirer,
-            reservations: acquirer.reservations.map((r) => (r.serve === 'sd' ? { ...r, admittedFrom: { evicted: true as const, asleepAt: 1 as const } } : r)),
-          }
-        : acquirer;
+    // sd asleep beside them, held at `heldMib` (its residual, or what it was seen to keep), then acquired.
+    const pending = (asleep: boolean, heldMib = SLEEP.residualMib) => {
+      const sleeping: Reservation = {
+        serve: 'sd',
+        vramMib: 8192,
+        class: 'evictable',
+        phase: 'sleeping',
+        holder: U,
+        sleptAtLevel: 1,
+        sleep: { ...SLEEP, residualMib: heldMib },
+      };
+      const before = asleep ? { ...l, reservations: [...l.reservations, sleeping] } : l;
+      return applyEvictionPlan(before, { serve: 'sd', vramMib: 8192, class: 'evictable', holder: A, sleep: SLEEP }, plan.victims);
     };
     const take = (state: LedgerState, keeps: boolean) => {
       const req = { serve: 'sd', holder: D, takeOverFrom: A };
@@ -132,6 +137,7 @@ describe('a bring-down takes its serve', () => {
     };
     assert.equal(take(pending(false), true), 0, 'it never started');
     assert.equal(take(pending(true), true), 600);
+    assert.equal(take(pending(true, 5600), true), 5600, 'what the ledger held it at asleep, not the residual it declares');
     assert.equal(take(pending(true), false), 0, 'before the patch');
   });
 
@@ -251,7 +257,7 @@ describe('a sleeping serve under the fences', () => {
     const l = asleep();
     const restore = { serve: 'o1', vramMib: 12288, class: 'evictable' as const, holder: U, sleep };
     const after = applyAdmit(l, restore, 'admitted', 'restore');
-    assert.deepEqual(after.reservations.find((r) => r.serve === 'o1')?.admittedFrom, { evicted: true, asleepAt: 1 });
+    assert.deepEqual(after.reservations.find((r) => r.serve === 'o1')?.admittedFrom, { evicted: true, asleepAt: 1, asleepHeldMib: 600 });
     // Running, then taken by a bring-down: what the admission found is history.
     const running = withPhase(after, 'o1', 'running');
     const d = decideStop(running, { serve: 'o1', holder: D });

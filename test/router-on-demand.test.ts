@@ -142,6 +142,13 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     );
     assert.equal(r.headers.get('retry-after'), String(body.error.retry_after_s));
     assert.equal((await modes())['vision-local'], 'active', 'vision untouched');
+    // No cooldown stands in for the window: the router shows it open, and a later request is told the same, by its own wait.
+    const open = (await box.tiers()).find((t) => t.tier === 'big-local')?.acquisition as { residencyWindowEndsAtEpochMs?: number } | null | undefined;
+    const endsInS = ((open?.residencyWindowEndsAtEpochMs ?? 0) - Date.now()) / 1000;
+    assert.ok(endsInS > 50 && endsInS <= 121, `the window open in the tier's state, ending in ${endsInS} s`);
+    const again = (await (await raw('big')).json()) as RouterError;
+    assert.equal(again.error.reason, 'acquisition_denied');
+    assert.match(again.error.message, /this tier holds a request at most 30 s \(wait_timeout_s\)/);
   });
 
   test('past the queue limit: 503 queue_full with Retry-After naming the acquisition; the queued ones answered', async () => {

@@ -230,12 +230,15 @@ describe('eviction by sleeping, restore by waking', () => {
       down.result.steps.some((x) => x.step === 'take' && /slowsleep sleeps$/.test(x.outcome)),
       down.result.steps.map((x) => `${x.step}: ${x.outcome}`).join('\n'),
     );
-    assert.deepEqual(formatLedger(await ledger('takeover')).slice(1), ['  slowsleep 12000 MiB (evictable, sleeping for taker-t, 600 MiB held)']);
+    // Its release was never seen (the acquisition died before its check): held whole, not at its declared
+    // residual, so the ledger holds at least what the box draws until the restore wakes it.
+    assert.deepEqual(formatLedger(await ledger('takeover')).slice(1), ['  slowsleep 12000 MiB (evictable, sleeping for taker-t, 12000 MiB held)']);
     assert.equal((await t.box.routerAdmin.tierState('slowsleep-local')).state, 'quiesced');
-    await assertLedgerIsTheBox('takeover');
+    assert.ok((await nonLedgerDrawOf(t.box, await ledger('takeover'))) <= NON_LEDGER_MIB, 'the ledger holds at least what the box draws');
     const back = await serveUp(client(), t.node, 'slowsleep');
     assert.ok(back.ok, !back.ok ? back.message : '');
     assert.match(back.result.message, /restored by waking/);
+    await assertLedgerIsTheBox('takeover');
     assert.equal((await t.routed('slowsleep')).status, 200);
     await serveDown(client(), t.node, 'slowsleep');
   });

@@ -142,18 +142,19 @@ export function applyEvictionPlan(state: LedgerState, req: AdmitRequest, victims
  */
 export function applyVictimReleased(state: LedgerState, victim: string, acquirer: string, asleepAt?: 1 | 2, residualSeenMib?: number): LedgerState {
   // A sleeper seen to keep more than it declared holds what it keeps.
-  const kept = (sleep: NonNullable<Reservation['sleep']>, vramMib: number) =>
-    residualSeenMib !== undefined && residualSeenMib > sleep.residualMib ? { ...sleep, residualMib: Math.min(residualSeenMib, vramMib) } : sleep;
   const setAside = (r: Reservation): Reservation =>
-    asleepAt !== undefined
-      ? { ...r, phase: 'sleeping', sleptAtLevel: asleepAt, ...(r.sleep ? { sleep: kept(r.sleep, r.vramMib) } : {}) }
-      : { ...r, phase: 'evicted' };
+    asleepAt !== undefined ? { ...r, phase: 'sleeping', sleptAtLevel: asleepAt, ...holdingAsleep(r, residualSeenMib) } : { ...r, phase: 'evicted' };
   const reservations = state.reservations.map((r) => (r.serve === victim && r.phase === 'evicting' ? setAside(r) : r));
   const waiting = reservations.some((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
   return {
     ...state,
     reservations: waiting ? reservations : reservations.map((r) => (r.serve === acquirer && r.phase === 'pending' ? { ...r, phase: 'admitted' as const } : r)),
   };
+}
+
+/** A sleeper's residual raised to `mib` when that is more than it declared, never past its reservation. */
+function holdingAsleep(r: Reservation, mib: number | undefined): Partial<Reservation> {
+  return r.sleep && mib !== undefined && mib > r.sleep.residualMib ? { sleep: { ...r.sleep, residualMib: Math.min(mib, r.vramMib) } } : {};
 }
 
 /**
@@ -169,10 +170,7 @@ export function applyEvictionAborted(
   slept: Record<string, 1 | 2> = {},
   holding: Record<string, number> = {},
 ): LedgerState {
-  const kept = (r: Reservation): Partial<Reservation> => {
-    const mib = Object.hasOwn(holding, r.serve) ? holding[r.serve] : undefined;
-    return r.sleep && mib !== undefined && mib > r.sleep.residualMib ? { sleep: { ...r.sleep, residualMib: Math.min(mib, r.vramMib) } } : {};
-  };
+  const kept = (r: Reservation) => holdingAsleep(r, Object.hasOwn(holding, r.serve) ? holding[r.serve] : undefined);
   return {
     ...state,
     reservations: state.reservations

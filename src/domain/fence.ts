@@ -153,6 +153,15 @@ export function decideStop(state: LedgerState, req: StopRequest): StopDecision {
 }
 
 /**
+ * An acquirer waiting for its victims that was acquired asleep: the MiB its sleeping process
+ * keeps (what the ledger held it at asleep, else its declared residual); undefined for any other.
+ */
+export function pendingSleeperMib(r: Reservation | undefined): number | undefined {
+  if (r?.phase !== 'pending' || r.admittedFrom?.asleepAt === undefined) return undefined;
+  return r.admittedFrom.asleepHeldMib ?? r.sleep?.residualMib ?? 0;
+}
+
+/**
  * Commits a decision: the bring-down holds the serve as stopping. An entry it had no reservation
  * of (absent, evicted) holds 0 MiB; so does an acquirer taken over while it waited for its
  * victims (it never started), unless it was acquired asleep (`pendingAsleepKeepsResidual`): its
@@ -188,8 +197,8 @@ export function applyStop(
     reservations: state.reservations.map((r) => {
       if (r.serve === req.serve) {
         if (r.phase === 'pending') {
-          const asleep = opts.pendingAsleepKeepsResidual && r.admittedFrom?.asleepAt !== undefined && r.sleep;
-          return { ...hold(r), ...(asleep ? { vramMib: asleep.residualMib } : {}), ...takenFrom };
+          const asleepMib = opts.pendingAsleepKeepsResidual ? pendingSleeperMib(r) : undefined;
+          return { ...hold(r), ...(asleepMib !== undefined ? { vramMib: asleepMib } : {}), ...takenFrom };
         }
         // Asleep, its process still holds the residual until the stop.
         if (r.phase === 'sleeping') return { ...hold(r), vramMib: committedMibOf(r), ...takenFrom };

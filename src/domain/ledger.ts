@@ -56,7 +56,7 @@ export interface Reservation {
    * answers a retried update from its first answer only within one run of the ledger; after a
    * continue-as-new the retry is recognised here and answered the same.
    */
-  admittedFrom?: { evicted: true; asleepAt?: 1 | 2 };
+  admittedFrom?: { evicted: true; asleepAt?: 1 | 2; asleepHeldMib?: number };
   /** While a bring-down holds it: what the take answered (the phase and holder it took it from, its MiB, victims back to running), for a retry of the take. */
   takenFrom?: { phase: ReservationPhase; holder: string; vramMib: number; victimsRunning?: string[] };
   /** The bring-down that let go of it and gave the hold back: its let-go, retried after a continue-as-new, is answered the same. */
@@ -199,7 +199,8 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
 /** What an admission finds the serve as: set aside (evicted, or asleep at the level it was put to sleep at; 2 when not known), or nothing. */
 export function admittedFromOf(before: Reservation | undefined): Reservation['admittedFrom'] {
   if (!before || !setAside(before)) return undefined;
-  return before.phase === 'sleeping' ? { evicted: true, asleepAt: before.sleptAtLevel ?? 2 } : { evicted: true };
+  // Asleep, what it was held at (its residual, or more when seen to keep more): its process keeps that until it wakes or stops.
+  return before.phase === 'sleeping' ? { evicted: true, asleepAt: before.sleptAtLevel ?? 2, asleepHeldMib: committedMibOf(before) } : { evicted: true };
 }
 
 /**

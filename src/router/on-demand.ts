@@ -83,7 +83,7 @@ export const DEFAULT_HELD_BYTES = 256 * 1024 * 1024;
 /** What the admin API shows of a tier's queue. */
 export interface DemandState {
   queued: number;
-  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number } | null;
+  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number; residencyWindowEndsAtEpochMs?: number } | null;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
@@ -160,7 +160,14 @@ export class OnDemand {
     const a = d?.acquisition;
     return {
       queued: d?.queue.size ?? 0,
-      acquisition: a ? { workflowId: a.workflowId ?? null, step: a.step ?? null, startedAtEpochMs: a.startedAtEpochMs } : null,
+      acquisition: a
+        ? {
+            workflowId: a.workflowId ?? null,
+            step: a.step ?? null,
+            startedAtEpochMs: a.startedAtEpochMs,
+            ...(a.windowWait ? { residencyWindowEndsAtEpochMs: a.windowWait.windowEndsAtEpochMs } : {}),
+          }
+        : null,
     };
   }
 
@@ -275,22 +282,26 @@ export class OnDemand {
    * end (their wait_timeout_s is later) and answers the others now. Queue rather than fail: a
    * client asking for the other model of a pair it alternates between gets its answer once the
    * window allows the swap, and the window still bounds how often the GPU swaps. Then: `acquire`
-   * again for the requests held, `readmitted` if the tier came back meanwhile, `passed` if every
-   * held request went; `refuse` for any other refusal, or when none can wait.
+   * again for the requests held, `readmitted` if the tier came back meanwhile, `passed` if none
+   * is held when it ends; `refuse` for any other refusal.
    */
   private async waitOutWindow(tier: RouterTier, d: TierDemand, a: Acquisition, refusal: Refusal): Promise<'acquire' | 'readmitted' | 'passed' | 'refuse'> {
     const endsAt = refusal.windowEndsAtEpochMs;
     if (endsAt === undefined) return 'refuse';
     const waitTimeoutS = tier.onDemand?.waitTimeoutS ?? 0;
     for (const w of [...d.queue]) if (w.deadlineEpochMs < endsAt) w.settle({ ok: false, refusal: denialNow(refusal, waitTimeoutS) });
-    if (d.queue.size === 0) return 'refuse';
+    // Open even with nobody held, instead of a cooldown: a request arriving meanwhile that can wait
+    // for the window joins it, and one that cannot is told at once what is left of it.
     a.windowWait = { ...refusal, windowEndsAtEpochMs: endsAt };
-    await Promise.race([a.readmitted, sleep(endsAt - Date.now())]);
-    a.windowWait = undefined;
     a.workflowId = undefined;
     a.step = undefined;
+    await Promise.race([a.readmitted, sleep(endsAt - Date.now())]);
+    a.windowWait = undefined;
     if (this.table.runtimeOf(tier.name).mode === 'active') return 'readmitted';
-    return d.queue.size > 0 ? 'acquire' : 'passed';
+    if (d.queue.size === 0) return 'passed';
+    // The next acquisition waits on a readmit of its own (one seen meanwhile would end its waits at once).
+    a.readmitted = new Promise<void>((r) => (a.wake = r));
+    return 'acquire';
   }
 
   private refusal(tier: RouterTier, d: TierDemand, reason: RefusalReason, message: string, retryAfterS?: number): Refusal {

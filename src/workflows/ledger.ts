@@ -18,7 +18,7 @@ import {
   withPhase,
 } from '../domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
-import { applyStop, decideStop, fenceProblem, operationUnderWay } from '../domain/fence';
+import { applyStop, decideStop, fenceProblem, operationUnderWay, pendingSleeperMib } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
 import type { FenceStep, LedgerUpdateName } from '../domain/ledger-requests';
@@ -307,8 +307,7 @@ class GpuLedger {
   beginStop = (req: LedgerStopArgs) => {
     const decision = decideStop(this.state, req);
     // Asked only where it decides: a sleeper acquired and taken over before its victims were down.
-    const r = findReservation(this.state, req.serve);
-    const sleeperTaken = decision.decision === 'taken' && r?.phase === 'pending' && r.admittedFrom?.asleepAt !== undefined;
+    const sleeperTaken = decision.decision === 'taken' && pendingSleeperMib(findReservation(this.state, req.serve)) !== undefined;
     const victimsAsleep = decision.decision === 'taken' && req.takeOverFrom !== undefined && (req.victimsAsleep ?? []).length > 0;
     this.state = applyStop(this.state, req, decision, {
       pendingAsleepKeepsResidual: sleeperTaken && patched(PATCHES.takenSleeperKeepsResidual),

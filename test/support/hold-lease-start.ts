@@ -1,6 +1,7 @@
 // Workflow code bundled into one test's worker beside the workflows: a lease's start is held a
-// while before it is made, so that the test can cancel the acquisition in that window, as a cancel
-// landing between the start of the lease and the server's answer would.
+// while before its command is made, so that the test's cancel lands in the lease's start. It lands
+// before the command: a cancel landing after it, while the server starts the child, is not what
+// this holds open.
 import { sleep } from '@temporalio/workflow';
 import type { WorkflowInterceptorsFactory } from '@temporalio/workflow';
 
