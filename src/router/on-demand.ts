@@ -295,12 +295,14 @@ export class OnDemand {
     a.windowWait = { ...refusal, windowEndsAtEpochMs: endsAt };
     a.workflowId = undefined;
     a.step = undefined;
-    await Promise.race([a.readmitted, sleep(endsAt - Date.now())]);
+    // Each wait is on a readmit of its own: one seen earlier (the tier active, then quiesced again)
+    // would end it at once, and the next acquisition's polls with it.
+    const freshReadmit = () => (a.readmitted = new Promise<void>((r) => (a.wake = r)));
+    await Promise.race([freshReadmit(), sleep(endsAt - Date.now())]);
     a.windowWait = undefined;
     if (this.table.runtimeOf(tier.name).mode === 'active') return 'readmitted';
     if (d.queue.size === 0) return 'passed';
-    // The next acquisition waits on a readmit of its own (one seen meanwhile would end its waits at once).
-    a.readmitted = new Promise<void>((r) => (a.wake = r));
+    void freshReadmit();
     return 'acquire';
   }
 
