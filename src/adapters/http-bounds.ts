@@ -8,6 +8,7 @@
 // unless it streams, and a stream lasts as long as its generation. Node's requestTimeout ends when
 // the request's last byte is parsed, so it leaves both alone; an idle-socket timeout (fastify's
 // connectionTimeout) would not, and stays 0.
+import Fastify from 'fastify';
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
 import type { Server } from 'node:http';
 
@@ -39,7 +40,7 @@ const CHECK_EVERY_MS = 5_000;
 export const KEEP_ALIVE_MS = 72_000;
 
 /** The fastify options that bound receiving a request. */
-export function boundedServerOptions(b: HttpBounds): Pick<FastifyHttpOptions<Server>, 'requestTimeout' | 'connectionTimeout' | 'keepAliveTimeout' | 'http'> {
+function boundedServerOptions(b: HttpBounds): Pick<FastifyHttpOptions<Server>, 'requestTimeout' | 'connectionTimeout' | 'keepAliveTimeout' | 'http'> {
   const headersTimeout = Math.min(60_000, b.requestTimeoutMs);
   return {
     requestTimeout: b.requestTimeoutMs,
@@ -61,9 +62,20 @@ export function boundedServerOptions(b: HttpBounds): Pick<FastifyHttpOptions<Ser
  * the capped places for ever. Its first request lifts that timeout (a held request is silent too);
  * between requests KEEP_ALIVE_MS applies.
  */
-export function capConnections(app: FastifyInstance, b: HttpBounds): void {
+function capConnections(app: FastifyInstance, b: HttpBounds): void {
   const server = app.server;
   server.maxConnections = b.maxConnections;
   server.on('connection', (socket) => socket.setTimeout(b.requestTimeoutMs));
   server.on('request', (req) => req.socket.setTimeout(0));
+}
+
+/**
+ * A fastify server with both bounds in place, the request's (DEFAULT_REQUEST_TIMEOUT_MS unless
+ * given) and the connections': one call, so no server of ours has one without the other.
+ */
+export function boundedFastify(options: FastifyHttpOptions<Server>, b: { requestTimeoutMs?: number | undefined; maxConnections: number }): FastifyInstance {
+  const bounds = { requestTimeoutMs: b.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, maxConnections: b.maxConnections };
+  const app = Fastify({ ...options, ...boundedServerOptions(bounds) });
+  capConnections(app, bounds);
+  return app;
 }

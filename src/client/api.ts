@@ -1,6 +1,5 @@
 // The HTTP API the router calls to acquire an on-demand serve. It starts (or joins) the same
 // acquire workflow the CLI starts; the token is checked before anything reaches Temporal.
-import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/client';
@@ -19,7 +18,7 @@ import { startOperation } from './start-operation';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
 import type { LedgerPageOptions } from './ledger-page';
 import { refuseForeignHosts } from '../adapters/loopback-host';
-import { boundedServerOptions, capConnections, DEFAULT_REQUEST_TIMEOUT_MS } from '../adapters/http-bounds';
+import { boundedFastify } from '../adapters/http-bounds';
 import type { acquireWorkflow } from '../workflows/acquire';
 import { bearerMatches, tokenDigest } from '../adapters/bearer';
 import { MIN_TOKEN_CHARS } from '../config/env';
@@ -149,9 +148,10 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   const problem = apiTokenProblem(opts.token);
   if (problem) throw new Error(problem);
   // :id is acquire/<node>/<serve>, %2F-encoded; fastify's default of 100 would answer 414 to long node names.
-  const bounds = { requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, maxConnections: opts.maxConnections ?? API_MAX_CONNECTIONS };
-  const app = Fastify({ logger: false, routerOptions: { maxParamLength: 1000 }, ...boundedServerOptions(bounds) });
-  capConnections(app, bounds);
+  const app = boundedFastify(
+    { logger: false, routerOptions: { maxParamLength: 1000 } },
+    { requestTimeoutMs: opts.requestTimeoutMs, maxConnections: opts.maxConnections ?? API_MAX_CONNECTIONS },
+  );
   const { client, manifest } = opts;
 
   // One error shape for every answer, fastify's own (malformed JSON, 415, 404 routes) included.

@@ -8,12 +8,11 @@
 // on-demand queues (on-demand.ts) with their acquisition API client (acquisitions.ts), and its
 // /metrics (metrics.ts).
 import type { AddressInfo } from 'node:net';
-import Fastify from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import { httpUrl } from '../domain/serve';
 import { isLoopback } from '../domain/manifest';
 import { refuseForeignHosts } from '../adapters/loopback-host';
-import { boundedServerOptions, capConnections, DEFAULT_REQUEST_TIMEOUT_MS } from '../adapters/http-bounds';
+import { boundedFastify } from '../adapters/http-bounds';
 import { registerAdminRoutes } from './admin';
 import { AcquisitionApi } from './acquisitions';
 import { ConfigLoadError, loadConfig } from './config-file';
@@ -121,9 +120,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     ...(opts.heldBytesLimit !== undefined ? { heldBytesLimit: opts.heldBytesLimit } : {}),
   });
 
-  const bounds = { requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS };
-  const app: FastifyInstance = Fastify({ logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024, ...boundedServerOptions(bounds) });
-  capConnections(app, bounds);
+  const app: FastifyInstance = boundedFastify(
+    { logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024 },
+    { requestTimeoutMs: opts.requestTimeoutMs, maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS },
+  );
   // A request to an on-demand preset evicts serves with the router's own API token, untokened: a
   // page rebound to 127.0.0.1 must not reach it.
   if (isLoopback(host)) refuseForeignHosts(app, 'router');
