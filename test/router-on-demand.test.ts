@@ -319,6 +319,10 @@ describe('an on-demand acquisition denied inside a residency window the request 
     );
     const tiers = Object.fromEntries((await box.tiers()).map((t) => [t.tier, t.state]));
     assert.deepEqual([tiers['big-local'], tiers['vision-local']], ['active', 'quiesced']);
+    // The router answers once big is healthy with its model, which can be before the acquisition
+    // has marked it running: the ledger is read when that run has ended.
+    const acquired: unknown = await box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'big')).result();
+    assert.equal((acquired as { outcome?: string }).outcome, 'started');
     const [ledger] = await ledgerSnapshots(box.temporal.client, box.manifest);
     assert.deepEqual(
       ledger?.reservations.map((r) => `${r.serve}:${r.phase}`),
