@@ -11,7 +11,8 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { temporal as proto } from '@temporalio/proto';
 import type { ServeProbe } from '../src/adapters/serve-probe/port';
-import { ServeUnreachable } from '../src/adapters/errors';
+import { PermanentError, ServeUnreachable } from '../src/adapters/errors';
+import { startModelServer } from '../src/sim/model-server';
 import { HttpServeProbe } from '../src/adapters/serve-probe/http';
 import { ledgerSnapshots, serveUp } from '../src/client/operations';
 import { parseManifest } from '../src/config/manifest';
@@ -26,6 +27,9 @@ import { startTestWorker } from './support/worker';
 import type { TestWorker } from './support/worker';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+
+/** A simulated vLLM answering at once. */
+const SIM_VLLM = { model: 'org/probe', servedModelName: 'probe-model', host: '127.0.0.1', port: 0, startDelayMs: 0, responseDelayMs: 0, drainTimeoutMs: 1000 };
 
 describe('bad workflow input and a vanished container', () => {
   let temporal: TestTemporal;
@@ -184,6 +188,28 @@ describe('bad workflow input and a vanished container', () => {
     // The options' five attempts: a serve that runs may answer on the next one.
     assert.equal(identityAttempts(events), 5);
     await assertGivenBack();
+  });
+
+  test("the HTTP probe sends a serve's API key as vLLM checks it, and names a 401 for what it is", async () => {
+    const server = await startModelServer({ ...SIM_VLLM, apiKey: 'sk-probe' });
+    try {
+      const url = `http://127.0.0.1:${server.port}`;
+      assert.deepEqual(await new HttpServeProbe().modelIds(url, 2000, 'sk-probe'), ['probe-model']);
+      for (const [key, says] of [
+        [undefined, /answered 401: the serve wants an API key, and its manifest entry sets no VLLM_API_KEY/],
+        ['sk-other', /answered 401 to the serve's own VLLM_API_KEY: the server was started with another key/],
+      ] as const) {
+        await assert.rejects(new HttpServeProbe().modelIds(url, 2000, key), (err: unknown) => {
+          assert.ok(err instanceof PermanentError, String(err));
+          assert.equal(err.type, 'ServeUnauthorized');
+          assert.match(err.message, says);
+          assert.ok(!err.message.includes('sk-'), err.message);
+          return true;
+        });
+      }
+    } finally {
+      await server.shutdown(100);
+    }
   });
 
   test('the HTTP probe names what it met: ECONNREFUSED on a port nobody listens on', async () => {

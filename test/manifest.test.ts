@@ -530,6 +530,18 @@ describe('rejected manifests: one rule each', () => {
       assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), `serves[0].args[${index}]`, fragment);
   });
 
+  test("a routed serve with vLLM's API key is an error naming where the key is set; an unrouted one keeps it", () => {
+    for (const [extra, at, fragment] of [
+      [{ router_tier: 'alpha-local', args: ['--max-model-len', '4096', '--api-key', 'k1'] }, 'serves[0].args[2]', "--api-key sets vLLM's API key"],
+      [{ router_tier: 'alpha-local', env: { VLLM_API_KEY: 'k1' } }, 'serves[0].env.VLLM_API_KEY', "sets vLLM's API key"],
+    ] as const) {
+      const issue = assertOneError(parse(render({ serves: [serve('alpha', 31001, extra)] })), at, fragment, "router_tier 'alpha-local'", 'readmit');
+      assert.ok(!issue.message.includes('k1'), issue.message);
+    }
+    const { manifest } = assertOk(parse(render({ serves: [serve('alpha', 31001, { args: ['--api-key', 'k1'] })] })));
+    assert.equal(findServe(manifest, 'alpha')?.env['VLLM_API_KEY'], 'k1');
+  });
+
   test('port outside 1..65535', () => {
     for (const bad of [0, 70000, -1]) {
       const text = render({ serves: [serve('alpha', 31001, { port: bad })] });

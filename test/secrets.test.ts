@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fetchHistoryJson } from '../src/audit/export';
 import { serveDown, serveUp } from '../src/client/operations';
-import { containerName, REDACTED } from '../src/domain/serve';
+import { manifestOrThrow, parseManifest } from '../src/config/manifest';
+import { containerName, REDACTED, serveBaseUrl } from '../src/domain/serve';
 import { workflowIds } from '../src/shared/messages';
 import { docker, renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox } from './support/box';
@@ -66,6 +67,19 @@ describe('serve secrets: environment, not command line; never in history', () =>
     assert.ok(cmdline.length > 0 && !SECRETS.some((s) => cmdline.includes(s)), cmdline);
     const environ = readFileSync(`/proc/${info.State.Pid}/environ`, 'utf8').split('\0');
     assert.ok(environ.includes(`HF_TOKEN=${HF_TOKEN}`) && environ.includes(`VLLM_API_KEY=${API_KEY}`));
+  });
+
+  test("the key is asked on /v1 as vLLM asks it, and the bring-up's identity probe sent it (read from the manifest, not history)", async () => {
+    // The bring-up above passed its identity check against a serve that refuses /v1 without the key.
+    const manifest = manifestOrThrow(parseManifest(readFileSync(box.manifestPath, 'utf8'), box.manifestPath));
+    const serve = manifest.serves.find((s) => s.name === 'gated');
+    assert.ok(serve);
+    const models = `${serveBaseUrl(serve)}/v1/models`;
+    assert.equal((await fetch(models)).status, 401);
+    assert.equal((await fetch(models, { headers: { authorization: 'Bearer sk-not-it' } })).status, 401);
+    const keyed = await fetch(models, { headers: { authorization: `Bearer ${API_KEY}` } });
+    assert.equal(keyed.status, 200);
+    assert.match(await keyed.text(), /"id":"/);
   });
 
   test("a failure quoting a container's output shows the secret redacted", async () => {

@@ -4,7 +4,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { LedgerState, Reservation } from '../domain/ledger';
 import { findReservation } from '../domain/ledger';
-import { containerName, LABEL, redactSecrets, redactServe, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
+import { containerName, LABEL, redactSecrets, redactServe, SERVE_API_KEY_ENV, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
 import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
 import { Failure, Transient } from '../shared/failures';
@@ -376,9 +376,11 @@ export function createActivities(deps: ActivityDeps) {
     /** The id /v1/models reports must equal served_model_name exactly: no prefix or case folding. */
     async verifyIdentity(input: { serve: ServeSpec }): Promise<IdentityResult> {
       const url = serveBaseUrl(input.serve);
+      // The key vLLM wants on /v1 routes, read here from the manifest: history holds it redacted.
+      const apiKey = (await loadServe(input.serve.name)).serve.env[SERVE_API_KEY_ENV];
       let observed: string[];
       try {
-        observed = await deps.probe.modelIds(url, 5000);
+        observed = await permanentAsFailure(() => deps.probe.modelIds(url, 5000, apiKey));
       } catch (err) {
         if (!(err instanceof ServeUnreachable)) throw err;
         // A container that is gone will not answer on a retry; one that runs may (a restart, a busy accept queue).

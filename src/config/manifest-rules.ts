@@ -17,7 +17,7 @@ import {
   utilizationMib,
   VLLM_DEFAULT_UTILIZATION,
 } from '../domain/manifest';
-import { findSecretArgs, SECRET_FLAG_ENV, SLEEP_ENDPOINTS_ENV } from '../domain/serve';
+import { findSecretArgs, SECRET_FLAG_ENV, SERVE_API_KEY_ENV, SLEEP_ENDPOINTS_ENV } from '../domain/serve';
 import { ENV_NAME_PATTERN } from '../domain/bounds';
 
 export interface Indexed<T> {
@@ -255,6 +255,27 @@ const secretsThroughEnv: Rule<ParsedServe, void> = ({ index, spec: serve }) => {
   return found;
 };
 
+/**
+ * vLLM with a key answers 401 on every /v1 route without it. The bring-up's identity probe sends
+ * the serve's key (read from the manifest, never from history), but the router is another process
+ * with no serve's secrets: its readmit and every request it forwards would be refused. Behind the
+ * router, clients authenticate to the router (its client token for on-demand presets) and the
+ * serve stays on loopback.
+ */
+const keyedServeBehindRouter: Rule<ParsedServe, void> = ({ index, spec }) => {
+  if (spec.api !== 'openai' || spec.routerTier === undefined) return [];
+  const flag = findSecretArgs(spec.args).find((a) => SECRET_FLAG_ENV[a.canonical] === SERVE_API_KEY_ENV);
+  if (flag === undefined && spec.env[SERVE_API_KEY_ENV] === undefined) return [];
+  const at: PathSegment[] = flag ? ['serves', index, 'args', flag.index] : ['serves', index, 'env', SERVE_API_KEY_ENV];
+  return [
+    error(
+      at,
+      `${flag ? `${flag.flag} ` : ''}sets vLLM's API key, so it answers 401 on /v1 without the key, and the router (router_tier '${spec.routerTier}') sends none: its readmit and ` +
+        'every request it forwards would be refused; keep the key off a routed serve (it binds to loopback) or drop its router_tier',
+    ),
+  ];
+};
+
 /** Only evictable serves are ever evicted, so only theirs protects anything. */
 const residencyOfAVictim: Rule<ParsedServe, void> = ({ index, raw, spec }) =>
   raw.min_residency_s !== undefined && spec.class !== 'evictable'
@@ -356,6 +377,7 @@ export const serveRules: Rule<ParsedServe, void>[] = [
   envNamesArePosix,
   gpuMemoryUtilizationFlag,
   secretsThroughEnv,
+  keyedServeBehindRouter,
   residencyOfAVictim,
   evictionOfAVictim,
   sleepDeclared,

@@ -91,11 +91,14 @@ export function isSecretFlag(flag: string): boolean {
   );
 }
 
+/** The key vLLM then wants as `Authorization: Bearer` on every /v1 route (/health and the sleep endpoints stay open). */
+export const SERVE_API_KEY_ENV = 'VLLM_API_KEY';
+
 /**
  * vLLM flags with an environment equivalent vLLM or huggingface_hub reads when the flag is
  * absent: how a secret reaches an openai serve without being on its command line.
  */
-export const SECRET_FLAG_ENV: Readonly<Record<string, string>> = { '--api-key': 'VLLM_API_KEY', '--hf-token': 'HF_TOKEN' };
+export const SECRET_FLAG_ENV: Readonly<Record<string, string>> = { '--api-key': SERVE_API_KEY_ENV, '--hf-token': 'HF_TOKEN' };
 
 export interface FlagOccurrence {
   /** The flag as written before any '=' (`--hf-token`, `--HF_TOKEN`). */

@@ -3,6 +3,8 @@
 export const Failure = {
   AdmissionDenied: 'AdmissionDenied',
   IdentityMismatch: 'IdentityMismatch',
+  /** The serve answered 401 to its identity probe: it wants an API key the probe did not have. */
+  ServeUnauthorized: 'ServeUnauthorized',
   HealthTimeout: 'HealthTimeout',
   ContainerExited: 'ContainerExited',
   ImageMissing: 'ImageMissing',

@@ -22,6 +22,8 @@ export interface VllmArgs {
 export interface ModelServerOptions extends VllmArgs {
   /** Id reported by /v1/models (default: the served model name); another value is an identity mismatch. */
   reportedId?: string;
+  /** VLLM_API_KEY: as vLLM, every /v1 route then answers 401 without `Authorization: Bearer <key>`. */
+  apiKey?: string;
   /** Until then /health answers 503 and the API 503, as vLLM while it loads; 'never' stays loading. */
   startDelayMs: number | 'never';
   /** Time taken to answer a completion or embedding, unless the request body sets `sim_delay_ms`. */
@@ -115,9 +117,11 @@ export function optionsFromEnv(args: VllmArgs, env: NodeJS.ProcessEnv): ModelSer
   const start = env['SIM_START_DELAY_MS'];
   const reportedId = env['SIM_MODEL_ID'];
   const drawFile = env['SIM_DRAW_FILE'];
+  const apiKey = env['VLLM_API_KEY'];
   return {
     ...args,
     ...(reportedId ? { reportedId } : {}),
+    ...(apiKey ? { apiKey } : {}),
     sleep: sleepModeFromEnv(args.sleepMode === true, env),
     ...(drawFile ? { drawFile } : {}),
     startDelayMs: start === 'never' ? 'never' : envMs(env, 'SIM_START_DELAY_MS', DEFAULTS.startDelayMs),
@@ -410,6 +414,10 @@ export function startModelServer(opts: ModelServerOptions): Promise<ModelServer>
       return;
     }
     if (path === '/metrics' && method === 'GET') return metrics(res);
+    // vLLM's check: every /v1 path, the header compared whole.
+    if (opts.apiKey !== undefined && path.startsWith('/v1') && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+      return sendJson(res, 401, { error: 'Unauthorized' });
+    }
     const routes: Record<string, string> = { '/v1/models': 'GET', '/v1/chat/completions': 'POST', '/v1/embeddings': 'POST' };
     const allowed = routes[path];
     if (allowed === undefined) return sendJson(res, 404, { detail: 'Not Found' });

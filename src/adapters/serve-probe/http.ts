@@ -1,6 +1,7 @@
 // ServeProbe over HTTP: vLLM's /health answers 200 when ready, /v1/models lists served names.
 import type { HealthProbe, ServeProbe } from './port';
-import { unreachable } from '../errors';
+import { PermanentError, unreachable } from '../errors';
+import { Failure } from '../../shared/failures';
 
 export class HttpServeProbe implements ServeProbe {
   async health(url: string, timeoutMs: number): Promise<HealthProbe> {
@@ -13,16 +14,25 @@ export class HttpServeProbe implements ServeProbe {
     }
   }
 
-  async modelIds(baseUrl: string, timeoutMs: number): Promise<string[]> {
+  async modelIds(baseUrl: string, timeoutMs: number, apiKey?: string): Promise<string[]> {
     const url = `${baseUrl}/v1/models`;
     let status: number;
     let text: string;
     try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+      const headers: Record<string, string> = apiKey === undefined ? {} : { authorization: `Bearer ${apiKey}` };
+      const res = await fetch(url, { headers, signal: AbortSignal.timeout(timeoutMs) });
       status = res.status;
       text = await res.text();
     } catch (err) {
       throw unreachable(url, err);
+    }
+    if (status === 401) {
+      throw new PermanentError(
+        Failure.ServeUnauthorized,
+        apiKey === undefined
+          ? `GET ${url} answered 401: the serve wants an API key, and its manifest entry sets no VLLM_API_KEY (or --api-key) for the probe to send`
+          : `GET ${url} answered 401 to the serve's own VLLM_API_KEY: the server was started with another key`,
+      );
     }
     if (status !== 200) throw new Error(`GET ${url} answered ${status}`);
     const body = JSON.parse(text) as { data?: { id?: unknown }[] };

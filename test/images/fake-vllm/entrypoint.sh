@@ -27,7 +27,8 @@
 #
 # Endpoints (busybox httpd serving files from /www):
 #   /health      200 with an empty body once ready, 404 before
-#   /v1/models   {"object":"list","data":[{"id":N,"object":"model","root":M,...}]}
+#   /v1/models   {"object":"list","data":[{"id":N,"object":"model","root":M,...}]}; with
+#                VLLM_API_KEY set, 401 {"error":"Unauthorized"} without `Authorization: Bearer KEY`
 #   /metrics     Prometheus text with vllm:num_requests_running / vllm:num_requests_waiting;
 #                running counts the chat completions being answered (plus the knob)
 #   /sleep-state level=0|1|2, residual and leak MiB: what the fake nvidia-smi reads of a Docker serve
@@ -146,9 +147,18 @@ json_escape() {
 
 # A restarted container keeps its filesystem: start from "not ready" every time.
 rm -f "$WWW/health"
+rm -rf "$WWW/v1/models" /tmp/fake-vllm.key
 mkdir -p "$WWW/v1" || exit 1
 printf '{"object":"list","data":[{"id":"%s","object":"model","root":"%s","owned_by":"vllm","max_model_len":4096}]}\n' \
-  "$(json_escape "$id")" "$(json_escape "$model")" >"$WWW/v1/models" || exit 1
+  "$(json_escape "$id")" "$(json_escape "$model")" >/tmp/fake-vllm.models || exit 1
+# With VLLM_API_KEY, as vLLM, /v1/models answers 401 without `Authorization: Bearer <key>`: a
+# directory whose URL/ index.cgi checks the header (httpd serves a file to anyone).
+if [ -n "${VLLM_API_KEY:-}" ]; then
+  (umask 077 && printf 'Bearer %s' "$VLLM_API_KEY" >/tmp/fake-vllm.key) || exit 1
+  mkdir "$WWW/v1/models" || exit 1
+else
+  cp /tmp/fake-vllm.models "$WWW/v1/models" || exit 1
+fi
 mkdir -p "$WWW/cgi-bin" /tmp/inflight || exit 1
 rm -rf /tmp/inflight/* /tmp/metrics.lock
 printf 'running=%s\nwaiting=%s\n' "$running" "$waiting" >/tmp/fake-vllm.env || exit 1
@@ -192,6 +202,9 @@ publish() {
 pause() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 path=${REQUEST_URI%%\?*}
 case "$path" in
+  /v1/models/)
+    if [ "${HTTP_AUTHORIZATION:-}" = "$(cat /tmp/fake-vllm.key)" ]; then reply '200 OK' "$(cat /tmp/fake-vllm.models)"; else reply '401 Unauthorized' '{"error":"Unauthorized"}'; fi
+    ;;
   /is_sleeping/)
     if [ "$level" != 0 ]; then reply '200 OK' '{"is_sleeping":true}'; else reply '200 OK' '{"is_sleeping":false}'; fi
     ;;
@@ -256,13 +269,18 @@ EOF
 cat >"$WWW/cgi-bin/vllm" <<'EOF' || exit 1
 #!/bin/sh
 status() { printf 'Status: %s\r\nContent-Type: %s\r\n\r\n' "$1" "${2:-application/json}"; }
+if [ -f /tmp/fake-vllm.key ] && [ "${PATH_INFO#/v1}" != "$PATH_INFO" ] && [ "${HTTP_AUTHORIZATION:-}" != "$(cat /tmp/fake-vllm.key)" ]; then
+  status '401 Unauthorized'
+  printf '{"error":"Unauthorized"}\n'
+  exit 0
+fi
 case "$PATH_INFO" in
   /health)
     if [ -f /www/health ]; then status '200 OK' text/plain; else status '404 Not Found' text/plain; fi
     ;;
   /v1/models)
     status '200 OK'
-    cat /www/v1/models
+    cat /tmp/fake-vllm.models
     ;;
   /v1/chat/completions)
     body=$(head -c "${CONTENT_LENGTH:-0}")
