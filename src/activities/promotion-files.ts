@@ -146,19 +146,38 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
       return { outcome: 'written', sha256: digest };
     },
 
-    /** Puts the backup back, atomically; a live file already equal to it is left alone. */
+    /**
+     * Puts the backup back, atomically; a live file already equal to it is left alone. Given
+     * `writtenSha256`, only over what this run wrote: a live file that is neither (an operator's
+     * edit, another promotion's write since) is someone else's change, refused as the write
+     * refuses one (LiveConfigConflict), and left alone.
+     */
     async promoteRestore(input: {
       router: string;
       backupPath: string | null;
       backupSha256: string | null;
+      /** What this run wrote; absent in calls from before the check (they restored over anything). */
+      writtenSha256?: string;
       run: RunRef;
     }): Promise<{ outcome: 'restored' | 'unchanged' | 'removed' }> {
       const t = target(input.router);
       const files = filesOf(t);
+      const othersChange = (live: Buffer | undefined, backupSha: string | null): void => {
+        if (!live || input.writtenSha256 === undefined) return;
+        const liveSha = sha256(live);
+        if (liveSha === input.writtenSha256 || liveSha === backupSha) return;
+        throw nonRetryable(
+          Failure.LiveConfigConflict,
+          `${t.configPath} changed since this promotion wrote it (now sha256 ${liveSha.slice(0, 12)}, written ${input.writtenSha256.slice(0, 12)}); ` +
+            `not restoring ${input.backupPath ?? 'the absence of a live file'} over someone else's change: the live config and the router are left as they are`,
+        );
+      };
       if (input.backupPath === null) {
         // There was no live file before the promotion: rolling back removes the one it wrote.
         const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: '' };
-        if (await files.read(t.configPath)) await journaled(files, effect, () => files.remove(t.configPath));
+        const live = await files.read(t.configPath);
+        othersChange(live, null);
+        if (live) await journaled(files, effect, () => files.remove(t.configPath));
         else await completeJournaled(files, effect);
         return { outcome: 'removed' };
       }
@@ -175,6 +194,7 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
       const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath };
       const live = await files.read(t.configPath);
       if (live && sha256(live) === digest) return { outcome: (await completeJournaled(files, effect)) ? 'restored' : 'unchanged' };
+      othersChange(live, digest);
       const mode = (await files.mode(input.backupPath)) ?? 0o644;
       await journaled(files, effect, () => files.write(t.configPath, backup, mode));
       return { outcome: 'restored' };

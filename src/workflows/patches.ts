@@ -141,5 +141,13 @@ export const PATCHES = {
    * victim's release check), which no recording has: test/sleep-fences.test.ts terminates one.
    */
   takenVictimAsleepHeldWhole: 'taken-victim-asleep-held-whole',
+  /**
+   * A promotion runs only under its own id, promote/<node>/<router> of the task queue's node:
+   * started under another (the UI's form, a script), it would run beside the CLI's, each writing
+   * the live config and rolling the other back. Refused at input. Asked only of a run under
+   * another id, so a promotion under its own records the same commands: promote-success.json and
+   * promote-rollback.json replay unchanged; a run under another id: test/promote-race.test.ts.
+   */
+  promoteOnlyUnderItsId: 'promote-only-under-its-id',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

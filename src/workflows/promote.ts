@@ -7,14 +7,16 @@
 //
 // The rollback is one ordered procedure rather than saga compensations: the config must be back
 // before the previous image starts, the reverse of the order the steps were taken in.
-import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, patched, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { CandidateConfig } from '../activities/promotion';
 import type { BackupResult, RouterDescription } from '../shared/contracts';
 import { holderOf } from '../domain/fence';
 import { promoteInputProblems } from '../domain/promotion';
 import { Failure } from '../shared/failures';
 import type { PromoteFailureDetails, PromoteInput, PromoteResult, RollbackReport, ValidationRun } from '../shared/promotion';
-import { promotionStepsQuery } from '../shared/promotion';
+import { promotionStepsQuery, promoteWorkflowId } from '../shared/promotion';
+import { nodeOfTaskQueue } from '../shared/messages';
+import { PATCHES } from './patches';
 import { promotion } from '../shared/wording';
 import { act, containers, files, waiting } from './proxies';
 import { rootCause } from './saga';
@@ -33,6 +35,17 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
     throw fail(Failure.PromotionInputInvalid, `router promote: ${problems.join('; ')}`, { step: 'input', steps: log.steps });
   }
   const router = input.router;
+  // One promotion at a time per router rests on the id (the CLI starts with conflict policy FAIL):
+  // a run under any other would write the live config beside the one under it.
+  const node = nodeOfTaskQueue(workflowInfo().taskQueue);
+  const ownId = node === undefined ? undefined : promoteWorkflowId(node, router);
+  if (ownId !== undefined && workflowId !== ownId && patched(PATCHES.promoteOnlyUnderItsId)) {
+    const message =
+      `router promote ${router}: started as workflow ${workflowId}, but a promotion of router '${router}' on node '${node}' runs only as ${ownId}: ` +
+      'under another id it would run beside that one, each writing the live config; nothing was changed (start it with `gpures router promote`, or under that id)';
+    log.record('input', `invalid: ${message}`);
+    throw fail(Failure.PromotionInputInvalid, message, { step: 'input', steps: log.steps });
+  }
   const p: Promotion = { input, router, op: `router promote ${router}`, run, log };
 
   const { d, candidate, validation } = await untouchedIfFails(p, undefined, () => resolveAndValidate(p));
@@ -90,7 +103,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
     const failedAt = log.current;
     const cause = rootCause(err);
     log.record(failedAt, `failed: ${cause.message}`);
-    const rollback = await CancellationScope.nonCancellable(() => rollBack(p, d, backup, recreate, verify));
+    const rollback = await CancellationScope.nonCancellable(() => rollBack(p, d, backup, candidate.sha256, recreate, verify));
     if (isCancellation(err)) throw err;
     const observed = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause.details?.[0] : undefined;
     throw fail(cause.type, `${p.op} failed at ${failedAt}: ${cause.message}; ${promotion.rolledBack(rollback, d.container.image, backup.path)}`, {
@@ -210,7 +223,9 @@ async function writeCandidate(
     let undone = 'nothing was changed';
     if (cause.type !== Failure.LiveConfigConflict) {
       try {
-        const r = await CancellationScope.nonCancellable(() => files.promoteRestore({ router, backupPath: backup.path, backupSha256: backup.sha256, run }));
+        const r = await CancellationScope.nonCancellable(() =>
+          files.promoteRestore({ router, backupPath: backup.path, backupSha256: backup.sha256, writtenSha256: candidate.sha256, run }),
+        );
         undone = r.outcome === 'unchanged' ? 'the live config is unchanged' : `the live config was ${r.outcome} from the backup`;
       } catch (e) {
         undone = `restoring the backup failed too: ${rootCause(e).message}`;
@@ -268,6 +283,8 @@ async function rollBack(
   p: Promotion,
   d: RouterDescription,
   backup: BackupResult,
+  /** What this run wrote: the restore puts the backup back only over it. */
+  writtenSha256: string,
   recreated: boolean,
   verify: { windowS: number; streak: number },
 ): Promise<RollbackReport> {
@@ -275,7 +292,7 @@ async function rollBack(
   const report: RollbackReport = { ok: false };
   try {
     log.begin('rollback: restore');
-    report.restored = (await files.promoteRestore({ router, backupPath: backup.path, backupSha256: backup.sha256, run })).outcome;
+    report.restored = (await files.promoteRestore({ router, backupPath: backup.path, backupSha256: backup.sha256, writtenSha256, run })).outcome;
     log.record('rollback: restore', promotion.restored(report.restored, d.target.configPath, backup.path));
 
     log.begin('rollback: reload');
