@@ -1,8 +1,9 @@
 // Which level a victim evicted by sleeping sleeps at, and what it is seen to keep asleep: pure.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { admittedSleep, levelOneSleepers, residualSeen, sleepLevelFor } from '../src/domain/sleep';
+import { admittedSleep, levelOneSleepers, residualHeldAfresh, residualSeen, sleepLevelFor } from '../src/domain/sleep';
 import { applyAdmit, emptyLedger, withPhase } from '../src/domain/ledger';
+import { applyVictimReleased } from '../src/domain/eviction';
 import type { LedgerState } from '../src/domain/ledger';
 
 const GPU = { role: 'g', uuid: 'GPU-1', capacityMib: 32000, reserveMib: 0 };
@@ -64,5 +65,33 @@ describe('what a sleeper keeps', () => {
   test('an admission carries the level and residual of a serve evicted by sleeping, and nothing for one stopped', () => {
     assert.deepEqual(admittedSleep({ sleep: { level: 1, residualMib: 600, hostRamMib: 9000 } }), { sleep: { level: 1, residualMib: 600 } });
     assert.deepEqual(admittedSleep({}), {});
+  });
+
+  describe('by a ledger started afresh, found asleep on the box', () => {
+    const l = emptyLedger('n', GPU);
+    const heldAs = (r: Partial<LedgerState['reservations'][number]>): LedgerState => ({
+      ...l,
+      reservations: [{ serve: 's', vramMib: 8000, class: 'evictable', phase: 'running', holder: 'h/r', sleep: { level: 2, residualMib: 500 }, ...r }],
+    });
+    test('what the lost ledger held it asleep at: the residual seen above the declared one, or the declared one', () => {
+      const evicting = heldAs({ phase: 'evicting', evictedFor: 'big', evictedBy: 'a/r' });
+      assert.equal(residualHeldAfresh('s', 8000, 500, applyVictimReleased(evicting, 's', 'big', 2, 900)), 900);
+      assert.equal(residualHeldAfresh('s', 8000, 500, applyVictimReleased(evicting, 's', 'big', 2)), 500);
+      // The manifest's declaration raised since: the more of the two.
+      assert.equal(residualHeldAfresh('s', 8000, 1200, applyVictimReleased(evicting, 's', 'big', 2, 900)), 1200);
+    });
+    test('whole while its release was never confirmed (still evicting), as a bring-down or a waking acquisition held it', () => {
+      assert.equal(residualHeldAfresh('s', 8000, 500, heldAs({ phase: 'evicting', evictedFor: 'big', evictedBy: 'a/r' })), 8000);
+      assert.equal(residualHeldAfresh('s', 8000, 500, heldAs({ phase: 'stopping', vramMib: 900 })), 900);
+      assert.equal(residualHeldAfresh('s', 8000, 500, heldAs({ phase: 'pending', admittedFrom: { evicted: true, asleepAt: 1, asleepHeldMib: 900 } })), 900);
+      assert.equal(residualHeldAfresh('s', 8000, 500, heldAs({ phase: 'admitted', admittedFrom: { evicted: true, asleepAt: 1, asleepHeldMib: 700 } })), 700);
+    });
+    test('whole, never past its reservation, where the lost ledger cannot be read or did not hold it asleep', () => {
+      assert.equal(residualHeldAfresh('s', 8000, 500, undefined), 8000);
+      assert.equal(residualHeldAfresh('s', 8000, 500, l), 8000);
+      assert.equal(residualHeldAfresh('s', 8000, 500, heldAs({ phase: 'running' })), 8000);
+      assert.equal(residualHeldAfresh('s', 8000, 500, heldAs({ phase: 'evicted' })), 8000);
+      assert.equal(residualHeldAfresh('s', 6000, 500, heldAs({ phase: 'sleeping', sleep: { level: 2, residualMib: 7000 } })), 6000);
+    });
   });
 });

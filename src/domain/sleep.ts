@@ -1,6 +1,8 @@
 // Eviction by sleeping (vLLM's sleep mode): which level a victim sleeps at, and what its sleep
 // should give back. Pure, so the choice is testable and its reason is the same wherever it is read.
 import type { LedgerState, Reservation } from './ledger';
+import { committedMibOf, findReservation } from './ledger';
+import { pendingSleeperMib } from './fence';
 import type { ServeSpec, SleepEviction } from './types';
 
 export type SleepLevel = 1 | 2;
@@ -57,4 +59,36 @@ export function residualSeen(tookMib: number, releasedMib: number, declaredMib: 
 /** What an admission tells the ledger of a serve evicted by sleeping: what the planner must count it as freeing. */
 export function admittedSleep(serve: Pick<ServeSpec, 'sleep'>): { sleep?: { level: SleepLevel; residualMib: number } } {
   return serve.sleep ? { sleep: { level: serve.sleep.level, residualMib: serve.sleep.residualMib } } : {};
+}
+
+/**
+ * What a ledger started afresh holds a serve at that it finds asleep on the box, no operation
+ * waking it: at least its declared residual, and at least what the ledger it replaces (`lost`, that
+ * run's last state) held it at, which the box cannot tell a fresh ledger: the residual seen above
+ * the declared one, its whole reservation while its release was never confirmed (still evicting),
+ * what a bring-down or an acquisition of it held. Never past its reservation. Without that state
+ * (Temporal cannot say), or where the lost ledger did not hold it asleep, all of its MiB: vLLM's
+ * sleep leaks, and nothing seen says it gave them back.
+ */
+export function residualHeldAfresh(serve: string, vramMib: number, declaredMib: number, lost: LedgerState | undefined): number {
+  const r = lost ? findReservation(lost, serve) : undefined;
+  const held = r ? heldAsleepBy(r) : undefined;
+  return Math.min(vramMib, Math.max(declaredMib, held ?? vramMib));
+}
+
+/** What a ledger held a serve at that may be asleep now; undefined where it did not hold it asleep. */
+function heldAsleepBy(r: Reservation): number | undefined {
+  switch (r.phase) {
+    case 'sleeping':
+      return committedMibOf(r);
+    case 'evicting':
+    case 'stopping':
+      return r.vramMib;
+    case 'pending':
+      return pendingSleeperMib(r);
+    case 'admitted':
+      return r.admittedFrom?.asleepHeldMib ?? r.vramMib;
+    default:
+      return undefined;
+  }
 }
