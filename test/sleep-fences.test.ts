@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatLedger, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
-import { containerName, serveBaseUrl } from '../src/domain/serve';
+import { containerName, LABEL, serveBaseUrl } from '../src/domain/serve';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { workflowIds } from '../src/shared/messages';
 import { startSimTestBox } from './support/sim';
@@ -20,6 +20,7 @@ const GPUS = [
   { role: 'lk', capacity_mib: 32000, reserve_mib: 8000 },
   { role: 'tko', capacity_mib: 32000, reserve_mib: 8000 },
   { role: 'wk', capacity_mib: 32000, reserve_mib: 8000 },
+  { role: 'fr', capacity_mib: 32000, reserve_mib: 8000 },
 ];
 const BUDGET_MIB = 32000 - 8000;
 
@@ -56,6 +57,19 @@ describe('sleep-mode eviction and the fences', () => {
       },
       { name: 'tk-w', gpu_role: 'wk', vram_mib: 20000, class: 'on-demand' },
       { name: 'big-w', gpu_role: 'wk', vram_mib: 16000 },
+      // A sleeper that keeps 300 MiB more than it declares: within the release check's 5 %, held at the 900 MiB seen.
+      {
+        name: 'seep',
+        gpu_role: 'fr',
+        vram_mib: 12000,
+        class: 'evictable',
+        router_tier: 'seep-local',
+        sleep: { level: 2, residual_mib: 600 },
+        env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_SLEEP_LEAK_MIB: '300' },
+      },
+      { name: 'tk-f', gpu_role: 'fr', vram_mib: 20000, class: 'on-demand' },
+      // Fits beside seep held at its declared 600 MiB (24000 - 600), not beside the 900 it keeps.
+      { name: 'big-f', gpu_role: 'fr', vram_mib: 23200 },
     ]);
   });
   after(async () => {
@@ -73,6 +87,14 @@ describe('sleep-mode eviction and the fences', () => {
     const reading = (await t.box.gpu.readGpus()).find((g) => g.uuid === t.manifest.gpus.find((x) => x.role === role)?.uuid);
     assert.ok(reading);
     return reading.usedMib - NON_LEDGER_MIB;
+  }
+  /** The running containers of the GPU and the MiB each reserves, as the box labels them. */
+  async function runningOn(role: string): Promise<string[]> {
+    const found = await t.box.runtime.list({ [LABEL.node]: t.node, [LABEL.gpuRole]: role });
+    return found
+      .filter((c) => c.running)
+      .map((c) => `${c.labels[LABEL.serve]} ${c.labels[LABEL.vramMib]} MiB`)
+      .sort();
   }
   async function asleep(serve: string): Promise<boolean> {
     const spec = t.manifest.serves.find((s) => s.name === serve);
@@ -227,5 +249,60 @@ describe('sleep-mode eviction and the fences', () => {
     const sw = (await ledger('wk')).reservations.find((r) => r.serve === 'sw');
     assert.deepEqual([sw?.phase, sw?.vramMib], ['running', 12000]);
     assert.ok((await serveDown(client(), t.node, 'sw')).ok);
+  });
+
+  test('a ledger started afresh keeps the residual its sleeper was seen to keep above the declared one: a bring-up that fits only beside the declared residual is denied', async () => {
+    assert.ok((await serveUp(client(), t.node, 'seep')).ok);
+    const taken = await serveAcquire(client(), t.node, { serve: 'tk-f', evict: true });
+    assert.ok(taken.ok, taken.ok ? '' : taken.message);
+    assert.equal(taken.result.victims[0]?.sleep?.residualSeenMib, 900);
+    assert.ok((await serveDown(client(), t.node, 'tk-f')).ok);
+    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held)']);
+    assert.equal(await servesDrawMib('fr'), 900, 'the sleeper keeps 900 MiB on the box');
+
+    // The ledger is lost while seep sleeps: the bring-up's admission starts one afresh from the box.
+    await client().workflow.getHandle(workflowIds.ledger(t.node, 'fr')).terminate('test: the ledger is lost while seep sleeps');
+    const up = await serveUp(client(), t.node, 'big-f');
+    const l = await ledger('fr');
+    assert.ok(!up.ok && up.failureType === 'AdmissionDenied', up.ok ? `big-f admitted beside seep: ${formatLedger(l).join('; ')}` : up.message);
+    assert.deepEqual(formatLedger(l).slice(1), ['  seep 12000 MiB (evictable, sleeping, 900 MiB held)']);
+    // The box: only the sleeper runs, and the serves draw within the budget.
+    assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);
+    const draw = await servesDrawMib('fr');
+    assert.equal(draw, 900);
+    assert.ok(totals(l).committedMib >= draw, `serves draw ${draw} MiB; the ledger holds ${totals(l).committedMib} MiB`);
+
+    // Lost again: the fresh run before it held 900 MiB, and so does the next.
+    await client().workflow.getHandle(workflowIds.ledger(t.node, 'fr')).terminate('test: the fresh ledger is lost too');
+    const again = await serveUp(client(), t.node, 'big-f');
+    assert.ok(!again.ok && again.failureType === 'AdmissionDenied', again.ok ? 'big-f admitted after a second loss' : again.message);
+    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping, 900 MiB held)']);
+    assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);
+
+    // Lost with its history (past retention, or a server that lost its state): nothing says what seep keeps, and it is held whole.
+    const id = workflowIds.ledger(t.node, 'fr');
+    // Deleted running (a terminate, then the deletion), and the runs before it too. The server may
+    // take 20 s or more to delete a run a worker has just replayed for a query.
+    const runs: string[] = [];
+    for await (const wf of client().workflow.list({ query: `WorkflowId = '${id}'` })) runs.push(wf.runId);
+    const gone = async (runId: string): Promise<boolean> => {
+      try {
+        await client().workflow.getHandle(id, runId).describe();
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    for (const runId of runs) {
+      await client().workflowService.deleteWorkflowExecution({ namespace: client().options.namespace, workflowExecution: { workflowId: id, runId } });
+      await waitUntil(`run ${runId} of ${id} deleted`, () => gone(runId), 90_000, 250);
+    }
+    const lost = await serveUp(client(), t.node, 'big-f');
+    assert.ok(!lost.ok && lost.failureType === 'AdmissionDenied', lost.ok ? 'big-f admitted after the history was lost' : lost.message);
+    // Over-held, never under: 12000 MiB for the 900 the box draws, until seep is woken or stopped.
+    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping, 12000 MiB held)']);
+    assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);
+    assert.equal(await servesDrawMib('fr'), 900);
+    assert.ok((await serveDown(client(), t.node, 'seep')).ok);
   });
 });

@@ -31,6 +31,7 @@ import { loadManifest, loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
 import { createRunTagActivities } from './run-tags';
 import { createSleepActivities, sleepsNow } from './sleep';
+import { residualHeldAfresh } from '../domain/sleep';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort } from '../adapters/ledger/port';
@@ -107,6 +108,13 @@ export const NO_API_SETTLE_MS = 2000;
 /** The steps an operation records once admitted: a bring-up's admission, an acquisition's (or its eviction plan). */
 const PAST_ADMISSION = ['admit', 'plan'];
 
+/**
+ * How long a fresh ledger's reconcile waits for the state of the run it replaces (a visibility
+ * list and a query that replays that run): a third of the activity's 30 s. Past it, each sleeper
+ * found is held whole.
+ */
+const LOST_RUN_READ_MS = 10_000;
+
 export function createActivities(deps: ActivityDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
 
@@ -133,6 +141,12 @@ export function createActivities(deps: ActivityDeps) {
     } catch {
       return 'unknown';
     }
+  }
+
+  /** The state of the ledger run a fresh one replaces (the reconcile's own run excepted), when Temporal can say. */
+  async function lostLedger(input: { node: string; gpuRole: string }): Promise<LedgerState | undefined> {
+    const runId = activityContext()?.info.workflowExecution?.runId;
+    return runId ? deps.ledger.lostRunState(input.node, input.gpuRole, runId, LOST_RUN_READ_MS) : undefined;
   }
 
   // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
@@ -227,18 +241,22 @@ export function createActivities(deps: ActivityDeps) {
 
     /**
      * Running containers this project started for the GPU, as reservations: what a fresh ledger
-     * starts from. A serve evicted by sleeping that says it sleeps is taken as sleeping, holding its
-     * declared residual (a restore wakes it), not as running at its whole reservation; unless a
-     * bring-up or an acquisition of it is running past its admission (by the ledger this one
-     * replaces): it may be waking past its fence, so it is admitted whole to that run, which finishes
-     * against this ledger. One that has not been admitted yet is admitted here, as any restore.
-     * When Temporal cannot say, it counts whole: a wake may be under way.
+     * starts from. A serve evicted by sleeping that says it sleeps is taken as sleeping (a restore
+     * wakes it), not as running at its whole reservation, holding its declared residual or what the
+     * ledger run it replaces held it at when that was more (residualHeldAfresh: a residual seen above
+     * the declared one; whole when that run cannot be read); unless a bring-up or an acquisition of
+     * it is running past its admission (by the ledger this one replaces): it may be waking past its
+     * fence, so it is admitted whole to that run, which finishes against this ledger. One that has
+     * not been admitted yet is admitted here, as any restore. When Temporal cannot say, it counts
+     * whole: a wake may be under way.
      */
     async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
       const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
       // Read once for all of them; a manifest that cannot be read now takes none as asleep (each counts whole).
       const manifest = await loadManifest(deps.manifest).catch(() => undefined);
       const found: Reservation[] = [];
+      // The lost run's last state, read once and only when a sleeper is found.
+      let lost: { state: LedgerState | undefined } | undefined;
       for (const c of containers.filter((x) => x.running && Number(x.labels[LABEL.vramMib]) > 0 && x.labels[LABEL.serve])) {
         const serve = c.labels[LABEL.serve] ?? c.name;
         const r: Reservation = {
@@ -258,9 +276,13 @@ export function createActivities(deps: ActivityDeps) {
         const declared = { level: sleep.level, residualMib: sleep.residualMib };
         const waking = await admittedOperationOn(input.node, serve);
         // The level it sleeps at is not known here (a level-1 sleep may have fallen back to 2): left
-        // unset, its wake reloads the weights as after level 2, right after either.
-        if (waking === undefined) found.push({ ...r, phase: 'sleeping', sleep: declared });
-        else if (waking === 'unknown') found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: r.vramMib } });
+        // unset, its wake reloads the weights as after level 2, right after either. What it keeps
+        // asleep, the ledger this one replaces knew (the release check's reading), and nvidia-smi
+        // alone cannot say which serve on the GPU keeps what.
+        if (waking === undefined) {
+          lost ??= { state: await lostLedger(input) };
+          found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: residualHeldAfresh(serve, r.vramMib, sleep.residualMib, lost.state) } });
+        } else if (waking === 'unknown') found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: r.vramMib } });
         else found.push({ ...r, phase: 'admitted', holder: waking.holder, sleep: declared, admittedFrom: { evicted: true, asleepAt: 2 } });
       }
       return found.sort((a, b) => a.serve.localeCompare(b.serve));

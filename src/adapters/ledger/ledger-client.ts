@@ -229,6 +229,35 @@ export class LedgerClient implements LedgerPort {
   }
 
   /**
+   * What the GPU's ledger held when its latest run other than `runId` closed: a fresh run reads
+   * what the run it replaces knew and the box cannot show (a sleeper's residual seen above the
+   * declared one). Runs that continued as new are passed over: a continuation is never a fresh run,
+   * so the run it replaces ended otherwise (terminated by an operator, failed), and such runs are few.
+   * A closed run answers a query by being replayed on a worker (this node's). Undefined when
+   * Temporal cannot say: no other run (the first ever, or a server that lost its state), its
+   * history gone (retention), no answer within `withinMs`, or a run lost before its own reconcile ended.
+   */
+  async lostRunState(node: string, gpuRole: string, runId: string, withinMs: number): Promise<LedgerState | undefined> {
+    const workflowId = workflowIds.ledger(node, gpuRole);
+    const deadline = Date.now() + withinMs;
+    try {
+      return await this.client.withDeadline(deadline, async () => {
+        // node and gpuRole are checked names (NAME_PATTERN), runId a UUID: none can close the quote.
+        const query = `WorkflowId = '${workflowId}' AND RunId != '${runId}' AND ExecutionStatus != 'ContinuedAsNew'`;
+        let latest: { runId: string; startTime: Date } | undefined;
+        for await (const wf of this.client.workflow.list({ query })) {
+          if (wf.workflowId === workflowId && wf.runId !== runId && (!latest || wf.startTime > latest.startTime)) latest = wf;
+        }
+        if (!latest) return undefined;
+        const state = await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, latest.runId).query(snapshotQuery);
+        return state.reconciling ? undefined : state;
+      });
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * Whether the node's worker answers its running ledger now, within `withinMs`: the one live
    * proof there is (the server lists a worker killed a minute ago as a poller for minutes, and a
    * workflow started for it waits silently). Starts nothing: a GPU whose ledger does not run

@@ -32,4 +32,9 @@ export interface LedgerPort {
   fence(node: string, gpu: GpuSpec, args: LedgerFenceArgs, updateId: string): Promise<LedgerFenceAnswer>;
   /** The ledger as it stands, once it has reconciled with the running containers (within reconcileTimeoutMs). */
   snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs?: number): Promise<LedgerState>;
+  /**
+   * What the GPU's ledger held when its latest run other than `runId` closed (terminated, failed):
+   * the run a fresh one replaces. Undefined when Temporal cannot say within `withinMs`.
+   */
+  lostRunState(node: string, gpuRole: string, runId: string, withinMs: number): Promise<LedgerState | undefined>;
 }
