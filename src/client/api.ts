@@ -11,7 +11,7 @@ import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest, ServeSpec } from '../domain/types';
 import type { LeaseRequest } from '../shared/operations';
-import { NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
+import { joinLeaseSignal, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
 import { startOperation } from './start-operation';
@@ -232,6 +232,8 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s, ...(lease ? { lease } : {}) },
       summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (${via}) on ${manifest.node}`,
       onConflict: 'join',
+      // Joined, the run keeps the first POST's input: the lease asked goes to it as well (docs/acquisition-api.md).
+      ...(lease ? { joinSignal: { signal: joinLeaseSignal, args: [lease] } } : {}),
     });
     return reply
       .code(202)

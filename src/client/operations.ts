@@ -4,14 +4,14 @@ import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../domain/ledger';
 import { formatDuration } from '../domain/lease';
 import type { Manifest } from '../domain/types';
-import { progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
+import { joinLeaseSignal, progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { cancellationOf } from './cancellation';
 import type { CancellationRecord } from './cancellation';
 import { followDeadline } from './follow';
 import type { FollowHandlers } from './follow';
 import { followOperation, runOrigin, startOperation } from './start-operation';
-import type { RunOrigin, Settled } from './start-operation';
+import type { OperationStart, RunOrigin, Settled } from './start-operation';
 import type { AcquireInput, AcquireResult, BringDownResult, BringUpResult } from '../shared/operations';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 
@@ -42,11 +42,21 @@ interface ServeOperation {
   input: Record<string, unknown>;
   /** The command line as the operator typed it. */
   summary: string;
+  /** Sent to the run started or joined (startOperation's joinSignal). */
+  joinSignal?: OperationStart['joinSignal'];
 }
 
 async function runOperation<R>(client: Client, node: string, op: ServeOperation, watch?: OperationWatch): Promise<OperationOutcome<R>> {
   const { workflowId, serve } = op;
-  const start = { workflowType: op.workflowType, workflowId, node, input: op.input, summary: `${op.summary} on ${node}`, onConflict: 'join' as const };
+  const start = {
+    workflowType: op.workflowType,
+    workflowId,
+    node,
+    input: op.input,
+    summary: `${op.summary} on ${node}`,
+    onConflict: 'join' as const,
+    ...(op.joinSignal ? { joinSignal: op.joinSignal } : {}),
+  };
   const handle = await startOperation(client, start);
   // The run this call started or joined: a workflow id names every run of the operation on that serve.
   const runId = handle.firstExecutionRunId;
@@ -88,7 +98,16 @@ export function serveDown(
 export function serveAcquire(client: Client, node: string, input: AcquireInput, watch?: OperationWatch): Promise<OperationOutcome<AcquireResult>> {
   const lease = input.lease?.kind === 'fixed' ? ` --lease ${formatDuration(input.lease.seconds * 1000)}` : input.lease ? ' (idle lease)' : '';
   const summary = `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}${lease}`;
-  const op = { workflowType: 'acquireWorkflow', workflowId: workflowIds.acquire(node, input.serve), serve: input.serve, input: { ...input }, summary } as const;
+  // Joined, the run keeps the first caller's input: the lease asked goes to it as well.
+  const joinSignal = input.lease ? { signal: joinLeaseSignal, args: [input.lease] } : undefined;
+  const op = {
+    workflowType: 'acquireWorkflow',
+    workflowId: workflowIds.acquire(node, input.serve),
+    serve: input.serve,
+    input: { ...input },
+    summary,
+    joinSignal,
+  } as const;
   return runOperation(client, node, op, watch);
 }
 

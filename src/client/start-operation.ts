@@ -3,6 +3,7 @@
 // closed as data. The CLI's serves up/down, the acquisition API and `router promote` all start
 // here, and the CLI and promotion follow here, so progress and outcome have one shape.
 import type { Client, Workflow, WorkflowHandleWithFirstExecutionRunId, WorkflowStartOptions } from '@temporalio/client';
+import type { SignalDefinition } from '@temporalio/common';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { searchAttributeNotYetMapped, temporalBusy } from '../adapters/grpc-status';
@@ -28,6 +29,12 @@ export interface OperationStart {
    * queued or joined; once it has closed the id starts a new run (FAIL, ALLOW_DUPLICATE).
    */
   onConflict: 'join' | 'refuse';
+  /**
+   * With 'join': what this caller asks beyond the input, sent to the run it starts or joins in the
+   * same call (signalWithStart): a joined run keeps the first caller's input, and a signal sent
+   * after the start could find the run closed meanwhile.
+   */
+  joinSignal?: { signal: SignalDefinition<unknown[]>; args: unknown[] };
 }
 
 /** Starts the operation's workflow on the node's task queue, or joins the one running under its id. */
@@ -47,7 +54,18 @@ export async function startOperation<W extends Workflow = Workflow>(client: Clie
     staticSummary: literalMarkdown(start.summary),
   };
   // The input is the caller's to match to the workflow type; the SDK cannot check a type named by a string.
-  const send = () => client.workflow.start<W>(start.workflowType, options as unknown as WorkflowStartOptions<W>);
+  const send = async (): Promise<WorkflowHandleWithFirstExecutionRunId<W>> => {
+    const joinSignal = start.onConflict === 'join' ? start.joinSignal : undefined;
+    if (!joinSignal) return client.workflow.start<W>(start.workflowType, options as unknown as WorkflowStartOptions<W>);
+    // Signal-with-start joins a running run (the server's USE_EXISTING) or starts one; the run signalled is the one to follow.
+    const withSignal = { ...options, signal: joinSignal.signal, signalArgs: joinSignal.args };
+    const signalled = await client.workflow.signalWithStart<W, unknown[]>(
+      start.workflowType,
+      withSignal as unknown as Parameters<typeof client.workflow.signalWithStart<W, unknown[]>>[1],
+    );
+    const handle = client.workflow.getHandle<W>(start.workflowId, undefined, { firstExecutionRunId: signalled.signaledRunId });
+    return Object.assign(handle, { firstExecutionRunId: signalled.signaledRunId });
+  };
   // Attributes registered a moment ago (a fresh server, `gpures demo --temporal-address`) are
   // refused until the server maps them: asked again, briefly, rather than failing the operation.
   const deadline = Date.now() + SEARCH_ATTRIBUTE_MAPPING_WAIT_MS;

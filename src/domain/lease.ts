@@ -36,6 +36,16 @@ export function withUse(c: LeaseClock, use: { inFlight: number; lastUsedAtEpochM
   return last !== null && last > c.lastUseSeenEpochMs ? { ...c, lastUseSeenEpochMs: Math.min(last, nowMs) } : c;
 }
 
+/**
+ * Another caller's terms folded into a running lease: it lasts at least `seconds` from now. Never
+ * shorter (a later expiry stands), and the kind is the lease's: an idle lease still runs on while
+ * used past it. The clock unchanged when the lease already reaches that far.
+ */
+export function atLeastClock(kind: LeaseKind, ttlS: number, c: LeaseClock, seconds: number, nowMs: number): LeaseClock {
+  const wanted = nowMs + seconds * 1000;
+  return expiresAt(kind, ttlS, c) >= wanted ? c : { ...c, notBeforeEpochMs: wanted };
+}
+
 /** An extension: by seconds past the current expiry, or to a time; undefined fields are not given. */
 export interface LeaseExtension {
   byS?: number;

@@ -171,6 +171,17 @@ export const extendLeaseUpdate = defineUpdate<LeaseView, [LeaseExtension]>('exte
 export const releaseLeaseUpdate = defineUpdate<LeaseView, []>('release');
 /** A new acquisition of a serve whose lease still runs: the lease goes on under the new holder and terms. */
 export const renewLeaseSignal = defineSignal<[{ holder: string; kind: 'fixed' | 'idle'; seconds: number }]>('renew');
+/**
+ * Another caller's terms for a lease that runs (an acquisition joined, or one of a serve already
+ * up): the lease lasts at least `seconds` from now, never shorter, its kind unchanged. Terms of
+ * another holder than the lease's are a renewal: the lease's own hold is gone.
+ */
+export const leaseAtLeastSignal = defineSignal<[{ holder: string; kind: 'fixed' | 'idle'; seconds: number }]>('atLeast');
+/**
+ * A caller that joined a running acquisition (USE_EXISTING) and asked for a lease: its terms go
+ * to the run, which honours them with its own (sent with the start: signalWithStart).
+ */
+export const joinLeaseSignal = defineSignal<[{ kind: 'fixed'; seconds: number } | { kind: 'idle' }]>('joinLease'); // operations.ts's LeaseRequest (which imports this module)
 
 // Kept in a module of their own, which imports nothing: the CLI's help text names them.
 export { NODE_ANSWER_MS, STICKY_SCHEDULE_TO_START_MS } from './node-answer';

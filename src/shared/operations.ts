@@ -84,8 +84,14 @@ export interface AcquireResult {
   containerId?: string;
   observedModels?: string[];
   measuredDeltaMib?: number;
-  /** The lease the serve is now held under, when one was asked (and could be started). */
-  lease?: { workflowId: string; kind: LeaseKind; seconds: number };
+  /**
+   * The lease the serve is now held under, when one was asked (and could be started). `how`: the
+   * last terms applied started the lease, or made the lease already running last at least
+   * `seconds` from now (a join's or an already-running serve's: docs/acquisition-api.md).
+   */
+  lease?: { workflowId: string; kind: LeaseKind; seconds: number; how?: 'started' | 'at-least' };
+  /** Lease terms asked (by the POST or by one that joined) that could not be applied, and why. */
+  leaseNotApplied?: string[];
   ledgerBefore: string[];
   ledgerAfter: string[];
   steps: StepRecord[];

@@ -1,7 +1,7 @@
 // On-demand acquisition: if the serve fits it is a bring-up; if not and eviction was asked,
 // the ledger picks victims and holds their MiB for this acquirer, then for each victim:
 // quiesce its tier → drain → stop (or sleep) → confirm the VRAM came back → hand the MiB over → start.
-import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, isCancellation, patched, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { ResolvedServe, VramReleaseResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
 import { RECENT_READING_MS } from '../domain/physical';
@@ -11,6 +11,7 @@ import { denialMessage, formatLedger } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import { evictionOutlook, heldForAcquirers } from '../domain/eviction';
 import type { EvictionOutlook, Victim } from '../domain/eviction';
+import { joinLeaseSignal } from '../shared/messages';
 import type { AcquireDecision } from '../shared/messages';
 import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
@@ -20,11 +21,11 @@ import { PATCHES } from './patches';
 import { act, ledgerUpdates, preflightReads, reads, router, waiting } from './proxies';
 import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
-import { startLease } from './lease';
+import { leaseAtLeast, startLease } from './lease';
 import { formatDuration, leaseRequestProblem } from '../domain/lease';
 import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, giveBackWhenDown, STOP_SLEEPER, stopServe } from './steps';
 import { StepLog } from './step-log';
-import type { AcquireInput, AcquireResult, VictimRecord } from '../shared/operations';
+import type { AcquireInput, AcquireResult, LeaseRequest, VictimRecord } from '../shared/operations';
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
   checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'], other: { lease: leaseRequestProblem } });
@@ -32,6 +33,8 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const holder = holderOf(workflowId, runId);
   const op = `serves up ${input.serve}${input.evict ? ' --evict' : ''}`;
   const log = new StepLog();
+  const joins = new JoinedLeases(input.lease, log);
+  setHandler(joinLeaseSignal, (request) => joins.take(request));
 
   const resolved = await reads().resolveServe({ serve: input.serve });
   const { node, serve, gpu } = resolved;
@@ -68,10 +71,17 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   }
   if (decision.decision === 'already-held') {
     const held = await alreadyHeld(node, serve.name, decision, op, log);
+    // The serve is up under another run: the terms asked go to its lease, fenced to that run.
+    // Runs from before this completed here, the terms dropped.
+    const asked = joins.all();
+    const leased =
+      asked.length > 0 && patched(PATCHES.leaseOnAlreadyRunning) ? await joins.apply(0, (r) => leaseAtLeast(node, serve, decision.holder, r, log)) : {};
     return {
       ...base,
       outcome: 'already-running',
-      message: held.message,
+      // "nothing changed" no longer holds once a lease was asked of it.
+      message: leased.lease || leased.leaseNotApplied ? `${op}: already running${leaseWords(leased)}` : held.message,
+      ...leased,
       containerId: held.containerId,
       victims: [],
       ledgerBefore,
@@ -126,15 +136,21 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log, notOurs) : await startServe(resolved, saga, log, baselineMaxAgeMs);
     const sleepers = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
     const evicted = victims.map((v) => v.serve).filter((v) => !sleepers.includes(v));
-    const lease = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
+    const own = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
+    // Terms of callers that joined this run (none in the recorded histories): each made to hold.
+    const joined = joins.all().length > (input.lease ? 1 : 0) && patched(PATCHES.leaseJoinsHonoured);
+    const leased = joined ? await joins.apply(input.lease ? 1 : 0, (r) => leaseAtLeast(node, serve, holder, r, log)) : {};
+    const lease = leased.lease ?? own;
     return {
       ...base,
       outcome: 'started',
       message:
         `${op}: running, ${serve.vramMib} MiB committed on '${gpu.role}'${evicted.length ? `; evicted ${evicted.join(', ')}` : ''}` +
         (sleepers.length ? `; put to sleep ${sleepers.join(', ')}` : '') +
-        (lease ? `; ${lease.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(lease.seconds * 1000)} (${lease.workflowId})` : ''),
+        (own ? `; ${own.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(own.seconds * 1000)} (${own.workflowId})` : '') +
+        leaseWords(leased),
       ...(lease ? { lease } : {}),
+      ...(leased.leaseNotApplied ? { leaseNotApplied: leased.leaseNotApplied } : {}),
       evictionReason: decision.decision === 'evicting' ? decision.reason : undefined,
       victims,
       containerId: started.containerId,
@@ -377,4 +393,65 @@ function deniedOutlook(decision: Extract<AcquireDecision, { decision: 'denied' }
   if (decision.residency?.length) return { kind: 'resident', windows: decision.residency };
   if (!evict) return evictionOutlook(ledger, decision.vramMib, Date.now());
   return { kind: 'short', evictableMib: decision.evictableMib ?? 0, held: heldForAcquirers(ledger) };
+}
+
+type Leased = { lease?: NonNullable<AcquireResult['lease']>; leaseNotApplied?: string[] };
+
+/**
+ * The lease terms of every caller of this run: its own (the input's) and those of the POSTs and
+ * `serves up --lease` that joined it (USE_EXISTING keeps the first caller's input; the others
+ * send theirs with joinLeaseSignal). A caller that started the run sends its own terms too
+ * (signalWithStart): the first signal equal to the input's is those.
+ */
+class JoinedLeases {
+  private readonly joined: LeaseRequest[] = [];
+  private signalled = false;
+
+  constructor(
+    private readonly own: LeaseRequest | undefined,
+    private readonly log: StepLog,
+  ) {}
+
+  take(request: LeaseRequest): void {
+    const first = !this.signalled;
+    this.signalled = true;
+    const problem = leaseRequestProblem(request);
+    if (problem) {
+      this.log.record('lease', `terms of a caller that joined ignored: they must be ${problem}`);
+      return;
+    }
+    if (first && this.own && sameTerms(request, this.own)) return;
+    this.joined.push(request);
+  }
+
+  /** The input's terms, then each joined one in the order they came. */
+  all(): LeaseRequest[] {
+    return [...(this.own ? [this.own] : []), ...this.joined];
+  }
+
+  /**
+   * Applies the terms from `from` on, those that come meanwhile too (a signal that lands while the
+   * run is about to complete is delivered before it does): the last lease, and what was not applied.
+   */
+  async apply(from: number, each: (r: LeaseRequest) => Promise<{ lease?: NonNullable<AcquireResult['lease']>; notApplied?: string }>): Promise<Leased> {
+    const out: Leased = {};
+    for (let i = from; i < this.all().length; i++) {
+      const r = await each(this.all()[i] as LeaseRequest);
+      if (r.lease) out.lease = r.lease;
+      if (r.notApplied) (out.leaseNotApplied ??= []).push(r.notApplied);
+    }
+    return out;
+  }
+}
+
+function sameTerms(a: LeaseRequest, b: LeaseRequest): boolean {
+  return a.kind === b.kind && (a.kind === 'idle' || (b.kind === 'fixed' && a.seconds === b.seconds));
+}
+
+/** What the joined terms did, for the run's message. */
+function leaseWords({ lease, leaseNotApplied }: Leased): string {
+  const held = lease?.how === 'at-least' ? `; ${lease.workflowId} asked to last at least ${formatDuration(lease.seconds * 1000)} from now (never shorter)` : '';
+  const started =
+    lease?.how === 'started' ? `; ${lease.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(lease.seconds * 1000)} (${lease.workflowId})` : '';
+  return held + started + (leaseNotApplied ?? []).map((w) => `; ${w}`).join('');
 }

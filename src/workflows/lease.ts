@@ -20,6 +20,7 @@ import {
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
 import {
+  atLeastClock,
   expiresAt,
   extendedExpiry,
   extensionProblem,
@@ -33,7 +34,7 @@ import {
 import type { LeaseClock, LeaseKind, LeaseView } from '../domain/lease';
 import { literalMarkdown } from '../domain/markdown';
 import { Failure } from '../shared/failures';
-import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
+import { extendLeaseUpdate, leaseAtLeastSignal, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
 import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult } from '../shared/operations';
 import { bringDownWorkflow } from './bring-down';
 import { reads, router, waiting } from './proxies';
@@ -122,6 +123,9 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
       log.record('renew', `ignored: ${problems.join('; ')}`);
       return;
     }
+    renew(next);
+  });
+  function renew(next: Terms) {
     if (expiring) {
       renewal = next;
       return;
@@ -130,6 +134,32 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
     clock = newClock(next.seconds, Date.now());
     changed = true;
     log.record('renew', `held by ${next.holder}: ${describe(next)}`);
+  }
+  // A signal the recorded histories never had: it needs no patch.
+  setHandler(leaseAtLeastSignal, (next) => {
+    const problems = renewalProblems(next);
+    if (problems.length) {
+      log.record('at least', `ignored: ${problems.join('; ')}`);
+      return;
+    }
+    // Another run holds the serve now: this lease's own hold is gone, the new one's terms are the lease.
+    if (next.holder !== terms.holder) {
+      renew(next);
+      return;
+    }
+    if (expiring || released) {
+      log.record('at least', `ignored (${describe(next)} asked): the lease has ended, ${input.serve} is being brought down`);
+      return;
+    }
+    const before = expiry();
+    clock = atLeastClock(terms.kind, terms.seconds, clock, next.seconds, Date.now());
+    changed = true;
+    log.record(
+      'at least',
+      expiry() > before
+        ? `${formatDuration(next.seconds * 1000)} asked: expires at ${new Date(expiry()).toISOString()}`
+        : `${formatDuration(next.seconds * 1000)} asked: already expires later, at ${new Date(before).toISOString()}`,
+    );
   });
 
   const { node, serve, gpu } = await reads().resolveServe({ serve: input.serve });
@@ -359,4 +389,57 @@ export async function startLease(node: string, serve: ServeSpec, holder: string,
   }
   log.record('lease', `${describe(terms)} (${workflowId})`);
   return { workflowId, kind: request.kind, seconds };
+}
+
+/**
+ * Another caller's terms for the serve's lease, held by `holder` (the run the ledger says holds
+ * the serve running): a lease is started when none runs, else the one that runs is made to last
+ * at least these terms (leaseAtLeastSignal: never shorter, its kind kept). The lease's bring-down
+ * then takes the serve only from `holder`. What happened, or why nothing could (`notApplied`).
+ */
+export async function leaseAtLeast(
+  node: string,
+  serve: ServeSpec,
+  holder: string,
+  request: LeaseRequest,
+  log: StepLog,
+): Promise<{ lease?: NonNullable<AcquireResult['lease']>; notApplied?: string }> {
+  log.begin('lease');
+  const seconds = request.kind === 'fixed' ? request.seconds : serve.idleTtlS;
+  const asked = request.kind === 'fixed' ? `lease of ${formatDuration(request.seconds * 1000)}` : 'idle lease';
+  const refuse = (why: string) => {
+    const notApplied = `${asked} not applied: ${why}`;
+    log.record('lease', notApplied);
+    return { notApplied };
+  };
+  if (seconds === undefined) return refuse(`${serve.name} declares no idle_ttl_s, so an idle lease has no time to live`);
+  // Not a run's token (a reservation reconciled from a container): a lease could not fence its bring-down to it.
+  if (!parseHolder(holder)) return refuse(`${serve.name} is held by '${holder}', no run a lease's bring-down could be fenced to`);
+  const workflowId = workflowIds.lease(node, serve.name);
+  const terms: Terms = { holder, kind: request.kind, seconds };
+  let how: 'started' | 'at-least' = 'started';
+  try {
+    try {
+      await startChild(leaseWorkflow, {
+        workflowId,
+        args: [{ serve: serve.name, ...terms }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        staticSummary: literalMarkdown(`${describe(terms)} of ${serve.name} on ${node}`),
+      });
+    } catch (err) {
+      if (!alreadyStarted(err)) throw err;
+      how = 'at-least';
+      await getExternalWorkflowHandle(workflowId).signal(leaseAtLeastSignal, terms);
+    }
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    return refuse(`the lease could not be reached (${rootCause(err).message})`);
+  }
+  log.record(
+    'lease',
+    how === 'started'
+      ? `${describe(terms)}, held by ${holder} (${workflowId})`
+      : `${workflowId} runs: asked to last at least ${formatDuration(seconds * 1000)} from now (never shorter, its kind kept)`,
+  );
+  return { lease: { workflowId, kind: request.kind, seconds, how } };
 }

@@ -149,5 +149,22 @@ export const PATCHES = {
    * promote-rollback.json replay unchanged; a run under another id: test/promote-race.test.ts.
    */
   promoteOnlyUnderItsId: 'promote-only-under-its-id',
+  /**
+   * An acquisition that finds its serve already running applies the lease terms asked (its own and
+   * any joined) to the serve's lease, fenced to the run the ledger says holds the serve: it starts
+   * one when none runs, else makes the running one last at least that long (leaseAtLeastSignal).
+   * Before, it completed already-running with the terms dropped. Reached only by an already-running
+   * acquisition asked for a lease, which no recording has: test/api-join.test.ts POSTs lease_s for one.
+   */
+  leaseOnAlreadyRunning: 'lease-on-already-running',
+  /**
+   * An acquisition that started its serve applies the lease terms of the callers that joined it
+   * (joinLeaseSignal) after its own: the lease starts with the first and lasts at least each of
+   * the others. Before, a joiner's terms were never seen (USE_EXISTING keeps the first input).
+   * Reached only by a joined run, which no recording has: test/api-join.test.ts joins one.
+   * The lease's at-least signal and the acquisition's join signal need no patch of their own: no
+   * recorded history carries either, and a run that gets none records the same commands.
+   */
+  leaseJoinsHonoured: 'lease-joins-honoured',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -1,0 +1,152 @@
+// The acquisition API's join (USE_EXISTING): a POST for a serve whose acquisition runs joins it,
+// and a POST for a serve already running completes at once. Either way, a POST that asked for a
+// lease and was answered 202 must leave the serve leased: a lease that silently is not there keeps
+// the serve's VRAM (and its victims down) until someone runs serves down. Chosen behaviour
+// (docs/acquisition-api.md): the terms are honoured, never shortening a lease that runs. Sim box,
+// real dev server, two API instances (an operator's script and the router's, each its own server
+// and connection); what is read is Temporal's lease workflow and the box's containers.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client, Connection } from '@temporalio/client';
+import type { FastifyInstance } from 'fastify';
+import { buildApi } from '../src/client/api';
+import { serveAcquire, serveUp } from '../src/client/operations';
+import type { LeaseView } from '../src/domain/lease';
+import { leaseQuery, workflowIds } from '../src/shared/messages';
+import type { AcquireResult, LeaseResult } from '../src/shared/operations';
+import type { TestServe } from './support/box';
+import { startOnDemandBox } from './support/on-demand-box';
+import type { OnDemandBox } from './support/on-demand-box';
+import { sleep, waitFor, waitUntil } from './support/wait';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  // Slow to start: the second POST lands while the first's acquisition runs.
+  { name: 'slow', vram_mib: 512, class: 'on-demand', router_tier: 'slow-local', idle_ttl_s: 600, env: { SIM_START_DELAY_MS: '3000' } },
+  // Brought up by a plain `serves up` (no acquisition, no lease).
+  { name: 'plain', vram_mib: 512, class: 'on-demand', router_tier: 'plain-local' },
+];
+
+describe('acquisition API: a POST that joins, or finds the serve up, and asked for a lease', () => {
+  let box: OnDemandBox;
+  let second: FastifyInstance;
+  let secondUrl: string;
+  let connection: Connection;
+
+  before(async () => {
+    box = await startOnDemandBox({ prefix: 'api-join', gpu: GPU, serves: SERVES, onDemand: [] });
+    connection = await Connection.connect({ address: box.temporal.address });
+    const client = new Client({ connection, namespace: box.temporal.client.options.namespace });
+    second = buildApi({ client, manifest: box.manifest, manifestFile: 'serves.toml', token: box.apiToken });
+    await second.listen({ host: '127.0.0.1', port: 0 });
+    const a = second.server.address();
+    assert.ok(a && typeof a !== 'string');
+    secondUrl = `http://127.0.0.1:${a.port}`;
+  });
+  after(async () => {
+    await second?.close();
+    await connection?.close();
+    await box?.close();
+  });
+
+  const post = async (url: string, body: Record<string, unknown>) => {
+    const res = await fetch(`${url}/v1/acquisitions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${box.apiToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as { workflow_id: string; run_id: string } };
+  };
+  /** The lease workflow of a serve as Temporal has it: its status, its run, and (running) what its query answers. */
+  const leaseOf = async (serve: string): Promise<{ status: string; runId?: string; view?: LeaseView }> => {
+    const handle = box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, serve));
+    try {
+      const d = await handle.describe();
+      if (d.status.name !== 'RUNNING') return { status: d.status.name, runId: d.runId };
+      return { status: d.status.name, runId: d.runId, view: await handle.query(leaseQuery) };
+    } catch {
+      return { status: 'none' };
+    }
+  };
+  const running = async () => (await box.runtime.list({})).filter((c) => c.running).map((c) => c.name);
+  const resultOf = (r: { body: { workflow_id: string; run_id: string } }) =>
+    box.temporal.client.workflow.getHandle(r.body.workflow_id, r.body.run_id).result() as Promise<AcquireResult>;
+
+  test("an operator's POST with lease_s while another's acquisition runs: 202, joined; the run's lease is the joiner's", async () => {
+    // The first POST asks no lease; the operator's script, through the other API a moment later,
+    // asks `lease_s: 60` while slow starts.
+    const first = await post(box.apiUrl, { serve: 'slow', trigger: 'operator' });
+    assert.equal(first.status, 202);
+    const joinedAt = Date.now();
+    const joined = await post(secondUrl, { serve: 'slow', lease_s: 60 });
+    assert.equal(joined.status, 202);
+    assert.equal(joined.body.run_id, first.body.run_id, 'the second POST joined the first run');
+    const result = await resultOf(first);
+    console.log(`  acquisition: ${result.outcome}: ${result.message}`);
+    assert.equal(result.outcome, 'started');
+    const names = await running();
+    assert.ok(
+      names.some((n) => n.includes('slow')),
+      `slow runs (${names.join(', ')})`,
+    );
+    const lease = await leaseOf('slow');
+    console.log(`  running containers: ${names.join(', ')}; lease/${box.node}/slow: ${lease.status} ${JSON.stringify(lease.view)}`);
+    assert.equal(lease.status, 'RUNNING', 'the operator asked lease_s: 60 and got 202, but slow runs with no lease');
+    assert.equal(lease.view?.kind, 'fixed');
+    assert.equal(lease.view?.holder, `${first.body.workflow_id}/${first.body.run_id}`, 'fenced to the run that holds slow');
+    const left = (lease.view?.expiresAtEpochMs ?? 0) - joinedAt;
+    assert.ok(left > 55_000 && left <= 61_000 + (Date.now() - joinedAt), `expires about 60 s after the join (${left} ms)`);
+    assert.equal(result.lease?.workflowId, workflowIds.lease(box.node, 'slow'));
+  });
+
+  test('a POST with lease_s for a serve already running under a shorter lease: extended, never shortened (CLI too)', async () => {
+    const before = await leaseOf('slow');
+    assert.equal(before.status, 'RUNNING', 'the lease of the test before runs');
+    const askedAt = Date.now();
+    const r = await post(secondUrl, { serve: 'slow', lease_s: 600 });
+    assert.equal(r.status, 202);
+    const result = await resultOf(r);
+    console.log(`  acquisition: ${result.outcome}: ${result.message}`);
+    assert.equal(result.outcome, 'already-running');
+    assert.equal(result.lease?.how, 'at-least');
+    const longer = await waitFor('the lease moved to about 600 s', async () => {
+      const l = await leaseOf('slow');
+      return (l.view?.expiresAtEpochMs ?? 0) - askedAt > 590_000 ? l : undefined;
+    });
+    console.log(`  lease/${box.node}/slow: ${longer.status}, ${Math.round(((longer.view?.expiresAtEpochMs ?? 0) - Date.now()) / 1000)} s left`);
+    assert.equal(longer.runId, before.runId, 'the same lease, not a new one');
+    assert.equal(longer.view?.holder, before.view?.holder, 'still fenced to the acquisition that holds slow');
+    assert.equal(longer.view?.kind, 'fixed');
+
+    // The CLI's `serves up slow --lease 30s`, the same path: 30 s is less than what is left.
+    const cli = await serveAcquire(box.temporal.client, box.node, { serve: 'slow', lease: { kind: 'fixed', seconds: 30 } });
+    assert.ok(cli.ok, cli.ok ? '' : cli.message);
+    console.log(`  serves up slow --lease 30s: ${cli.result.message}`);
+    assert.equal(cli.result.outcome, 'already-running');
+    await sleep(1500); // the signal's moment at the lease: it would have moved the expiry by now
+    const after = await leaseOf('slow');
+    assert.equal(after.view?.expiresAtEpochMs, longer.view?.expiresAtEpochMs, 'a shorter lease asked leaves the expiry as it was');
+    assert.ok((await running()).some((n) => n.includes('slow')));
+  });
+
+  test('a POST with lease_s for a serve brought up without one: a lease fenced to its holder, which brings it down at expiry', async () => {
+    const up = await serveUp(box.temporal.client, box.node, 'plain');
+    assert.ok(up.ok, up.ok ? '' : up.message);
+    assert.equal((await leaseOf('plain')).status, 'none', 'plain runs with no lease');
+    const r = await post(box.apiUrl, { serve: 'plain', lease_s: 4 });
+    assert.equal(r.status, 202);
+    const result = await resultOf(r);
+    console.log(`  acquisition: ${result.outcome}: ${result.message}`);
+    assert.equal(result.outcome, 'already-running');
+    assert.equal(result.lease?.how, 'started');
+    const lease = await leaseOf('plain');
+    // Already over (4 s) on a slow machine: its result then says what it did.
+    if (lease.status === 'RUNNING') assert.equal(lease.view?.holder, `${up.workflowId}/${up.runId}`, 'fenced to the bring-up that holds plain');
+    else assert.notEqual(lease.status, 'none', 'a lease was started');
+    // The box: at the expiry, plain goes down, by the lease's own bring-down.
+    await waitUntil('plain is down', async () => !(await running()).some((n) => n.includes('plain')), 60_000);
+    const ended = (await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'plain')).result()) as LeaseResult;
+    console.log(`  lease/${box.node}/plain: ${ended.outcome}: ${ended.message}`);
+    assert.equal(ended.outcome, 'expired');
+  });
+});
