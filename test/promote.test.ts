@@ -24,7 +24,8 @@ import { followPromotion, PromotionRefused, startPromotion } from '../src/client
 import type { PromotionOutcome } from '../src/client/promote';
 import { mappingVersionOf } from '../src/config/mapping-version';
 import { IMAGE_REFERENCE_RULE } from '../src/domain/bounds';
-import { backupFileName, backupsToPrune, MAX_CONFIG_BYTES, promoteInputProblems } from '../src/domain/promotion';
+import { backupFileName, backupsToPrune, MAX_CONFIG_BYTES, promoteInputProblems, unverifiedLiveToRefuse, unverifiedWriteOf } from '../src/domain/promotion';
+import type { JournalLine, UnverifiedWrite } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
 import { activityRuns, historyTexts } from './support/history-scan';
@@ -51,6 +52,50 @@ describe('promotion rules (pure)', () => {
     assert.deepEqual(backupsToPrune('router.toml', [...names, 'router.toml', 'other.bak'], 5, '666666666666'), [names[0]]);
     // A current run whose clock is behind is still kept; the next oldest goes instead.
     assert.deepEqual(backupsToPrune('router.toml', names, 5, '111111111111'), [names[1]]);
+  });
+
+  test("the live config as another run's unverified write: only a write that promised `verified`, the last to put this content live, with none after it", () => {
+    const line = (op: string, run: string, sha256: string, extra: Partial<JournalLine> = {}): JournalLine => ({
+      at: `t-${op}-${run}`,
+      op,
+      run,
+      sha256,
+      ...extra,
+    });
+    const p1 = [
+      line('backup', 'p/1', 'v1', { path: '/d/v1.bak' }),
+      line('write', 'p/1', 'v2', { phase: 'intent', verifies: true }),
+      line('write', 'p/1', 'v2', { verifies: true }),
+    ];
+    // Terminated mid-verify: its write is live, nothing verified or restored it.
+    assert.deepEqual(unverifiedWriteOf(p1, 'v2'), { run: 'p/1', writtenAt: 't-write-p/1', backupPath: '/d/v1.bak', backupSha256: 'v1' });
+    // Succeeded: verified after the write.
+    assert.equal(unverifiedWriteOf([...p1, line('verified', 'p/1', 'v2')], 'v2'), undefined);
+    // Rolled back: the restore put the config before it live.
+    assert.equal(unverifiedWriteOf([...p1, line('restore', 'p/1', 'v1', { path: '/d/v1.bak' })], 'v1'), undefined);
+    // Killed before its rename: the intent alone, the live file still the backup.
+    assert.equal(unverifiedWriteOf(p1.slice(0, 2), 'v1'), undefined);
+    // The operator put the backup back by hand, or edited the file: no journaled effect made it.
+    assert.equal(unverifiedWriteOf(p1, 'operator-edit'), undefined);
+    // A write from before the journal knew `verified` (its run may have succeeded) never counts.
+    assert.equal(unverifiedWriteOf([line('backup', 'p/0', 'v1', { path: '/d/v1.bak' }), line('write', 'p/0', 'v2')], 'v2'), undefined);
+    // A `verified` of this content before the write that put it live again does not clear it.
+    const again = [
+      line('write', 'p/0', 'v2', { verifies: true }),
+      line('verified', 'p/0', 'v2'),
+      line('write', 'p/3', 'v3', { verifies: true }),
+      line('verified', 'p/3', 'v3'),
+      ...p1,
+    ];
+    assert.equal(unverifiedWriteOf(again, 'v2')?.run, 'p/1');
+    // No live file: nothing to refuse.
+    assert.equal(unverifiedWriteOf(p1, null), undefined);
+    // The way back: a candidate equal to that run's backup goes ahead; anything else is refused.
+    const u = unverifiedWriteOf(p1, 'v2');
+    assert.equal(unverifiedLiveToRefuse(u, 'v1'), undefined);
+    assert.equal(unverifiedLiveToRefuse(u, 'v3'), u);
+    assert.equal(unverifiedLiveToRefuse(u, 'v2'), u, 'promoting the unverified content again would back it up as the config before');
+    assert.equal(unverifiedLiveToRefuse({ ...(u as UnverifiedWrite), backupPath: null, backupSha256: null }, 'v1')?.run, 'p/1');
   });
 
   test("a router's output recorded in history never carries its admin token", async () => {
@@ -649,6 +694,7 @@ describe('router promotion: a worker killed just after the backup, or mid-recrea
         ['backup', 'done', runRef],
         ['write', 'intent', runRef],
         ['write', 'done', runRef],
+        ['verified', 'done', runRef],
       ],
     );
 

@@ -125,11 +125,13 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
       content: string;
       expectSha256: string | null;
       run: RunRef;
+      /** The run journals `verified` when it succeeds (promoteVerified); absent in runs from before. */
+      journalsVerified?: boolean;
     }): Promise<{ outcome: 'written' | 'unchanged'; sha256: string }> {
       const t = target(input.router);
       const files = filesOf(t);
       const digest = sha256(input.content);
-      const effect: Effect = { op: 'write', run: journalRun(input.run), sha256: digest };
+      const effect: Effect = { op: 'write', run: journalRun(input.run), sha256: digest, ...(input.journalsVerified ? { verifies: true as const } : {}) };
       const live = await files.read(t.configPath);
       const liveSha = live ? sha256(live) : null;
       // Already live: this run's own write when an earlier attempt announced it, else someone's before.
@@ -144,6 +146,19 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
       const mode = (await files.mode(t.configPath)) ?? 0o644;
       await journaled(files, effect, () => files.write(t.configPath, input.content, mode));
       return { outcome: 'written', sha256: digest };
+    },
+
+    /**
+     * The run's router held this content through its verify window: journaled once per run and
+     * content, so the next promotion takes the live file for verified (see unverifiedWriteOf).
+     * Changes no file; a retry that finds the line appends nothing.
+     */
+    async promoteVerified(input: { router: string; sha256: string; run: RunRef }): Promise<{ journaled: boolean }> {
+      const files = filesOf(target(input.router));
+      const effect: Effect = { op: 'verified', run: journalRun(input.run), sha256: input.sha256 };
+      if ((await journalState(files, effect)).done) return { journaled: false };
+      await files.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
+      return { journaled: true };
     },
 
     /**

@@ -7,7 +7,7 @@ import { dirname, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { mappingVersionOf } from '../config/mapping-version';
 import { parseRouterConfig } from '../config/router-config';
-import { MAX_CONFIG_BYTES, PROMOTION_DEFAULTS } from '../domain/promotion';
+import { MAX_CONFIG_BYTES, PROMOTION_DEFAULTS, unverifiedWriteOf } from '../domain/promotion';
 import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
 import type { ValidationRun, VerifyReport } from '../shared/promotion';
@@ -121,13 +121,23 @@ export function createPromotionActivities(deps: PromotionDeps) {
       const live = await files.read(t.configPath);
       // The journal is appended to after the first effect: refuse a planted link before any.
       await files.mode(journalPath(t.configPath));
+      const liveSha = live ? sha256(live) : null;
+      // A run terminated mid-verify runs no rollback: its candidate may be live, never verified.
+      const unverified = unverifiedWriteOf(await files.readJournal(), liveSha);
+      const backupExists = unverified?.backupPath ? (await files.mode(unverified.backupPath)) !== undefined : false;
       return {
         target: publicTarget(t),
         container,
         targetImageId,
         imageChanged: targetImageId !== container.imageId,
         live: live
-          ? { exists: true, sha256: sha256(live), bytes: live.length, mappingVersion: mappingVersionOf(live.toString('utf8')) ?? null }
+          ? {
+              exists: true,
+              sha256: liveSha,
+              bytes: live.length,
+              mappingVersion: mappingVersionOf(live.toString('utf8')) ?? null,
+              ...(unverified ? { unverified: { ...unverified, backupExists } } : {}),
+            }
           : { exists: false, sha256: null, bytes: 0, mappingVersion: null },
       };
     },

@@ -108,3 +108,57 @@ export function backupsToPrune(liveBase: string, names: string[], keep: number, 
   if (excess <= 0) return [];
   return backups.filter((n) => backupRunKey(liveBase, n) !== protectKey).slice(0, excess);
 }
+
+/** A line of the promotion journal as the rules below read it (the adapter's JournalEntry). */
+export interface JournalLine {
+  at: string;
+  op: string;
+  phase?: 'intent' | 'done';
+  run: string;
+  sha256: string;
+  path?: string;
+  /** On a write: its run journals `verified` once the router holds it, so a write without one was never verified. */
+  verifies?: boolean;
+}
+
+/** Another promotion run's write that is live and was never verified, and the config before it. */
+export interface UnverifiedWrite {
+  /** `<workflow id>/<run id>` of the run that wrote it. */
+  run: string;
+  writtenAt: string;
+  /** Its backup: the live config before its write (null: there was none). */
+  backupPath: string | null;
+  backupSha256: string | null;
+}
+
+/**
+ * Whether the live file (by sha256) is a promotion's write that nothing verified since: the last
+ * journaled write or restore that put this content in place is a write whose run promised to
+ * journal `verified` (a run terminated mid-verify never does, and runs no rollback), and no
+ * `verified` of this content follows it. A write from before the journal knew `verified` (no
+ * `verifies`) never counts: its run may well have succeeded, and blocking on it would lock the
+ * operator out for good. A live file that matches no journaled effect is someone's own edit, and
+ * a restore put back the config before its run: neither is a promotion's unverified candidate.
+ */
+export function unverifiedWriteOf(journal: readonly JournalLine[], liveSha256: string | null): UnverifiedWrite | undefined {
+  if (liveSha256 === null) return undefined;
+  let at = -1;
+  journal.forEach((e, i) => {
+    if ((e.op === 'write' || e.op === 'restore') && e.sha256 === liveSha256) at = i;
+  });
+  const w = journal[at];
+  if (!w || w.op !== 'write' || w.verifies !== true) return undefined;
+  if (journal.slice(at + 1).some((e) => e.op === 'verified' && e.sha256 === liveSha256)) return undefined;
+  const backup = journal.find((e) => e.op === 'backup' && e.run === w.run && e.path !== undefined);
+  return { run: w.run, writtenAt: w.at, backupPath: backup?.path ?? null, backupSha256: backup?.sha256 ?? null };
+}
+
+/**
+ * The unverified write a promotion of `candidateSha256` must refuse to start from, if any. A
+ * candidate equal to that run's backup is the way back (the config before it, put live and
+ * verified by this promotion), so it goes ahead.
+ */
+export function unverifiedLiveToRefuse(unverified: UnverifiedWrite | undefined, candidateSha256: string): UnverifiedWrite | undefined {
+  if (!unverified) return undefined;
+  return unverified.backupSha256 !== null && unverified.backupSha256 === candidateSha256 ? undefined : unverified;
+}

@@ -3,6 +3,7 @@
 // apart. Their shapes are what recorded histories hold: change one only with a patch.
 // (The ledger's update answers are with their updates, in messages.ts.)
 import type { GpuSpec, ServeSpec } from '../domain/types';
+import type { UnverifiedWrite } from '../domain/promotion';
 
 // ---- the router admin contract (docs/router-admin-api.md) ----
 
@@ -161,7 +162,18 @@ export interface RouterDescription {
   targetImageId: string;
   /** The target image's id differs from the running container's (a rebuilt tag counts). */
   imageChanged: boolean;
-  live: { exists: boolean; sha256: string | null; bytes: number; mappingVersion: string | null };
+  live: {
+    exists: boolean;
+    sha256: string | null;
+    bytes: number;
+    mappingVersion: string | null;
+    /**
+     * The live file is another promotion run's write that it neither verified nor restored (the
+     * journal's word, see unverifiedWriteOf); backupExists: its backup is still there. Absent
+     * otherwise, and in runs resolved before this was read.
+     */
+    unverified?: UnverifiedWrite & { backupExists: boolean };
+  };
 }
 
 export interface BackupResult {

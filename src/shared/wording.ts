@@ -5,6 +5,7 @@
 
 import type { EvictionOutlook, HeldFor, ResidencyWindow } from '../domain/eviction';
 import { parseHolder } from '../domain/fence';
+import type { UnverifiedWrite } from '../domain/promotion';
 import type { RouterDescription } from './contracts';
 import type { RollbackReport, VerifyReport } from './promotion';
 
@@ -212,6 +213,21 @@ export const promotion = {
         `${r.reload === 'recreated' ? `${r.image ?? previousImage} recreated` : 'router reloaded'}, ` +
         `verified on mapping_version '${r.verify?.mappingVersion ?? '?'}'`
       : `ROLLBACK FAILED (${r.error ?? '?'}): the router needs attention; backup ${backupPath ?? '(none)'}`,
+  /** Why a promotion will not start from another run's unverified candidate, and the ways out. */
+  unverifiedLive: (configPath: string, u: UnverifiedWrite & { backupExists: boolean }) => {
+    const h = parseHolder(u.run);
+    const who = h ? `workflow ${h.workflowId}, run ${h.runId}` : u.run;
+    const before = !u.backupPath
+      ? `that run found no live config to back up: put a config you trust at ${configPath} and POST /admin/reload, then promote again`
+      : !u.backupExists
+        ? `its backup ${u.backupPath} (the config before it) is gone: put a config you trust at ${configPath} and POST /admin/reload, then promote again`
+        : `the config before it is its backup ${u.backupPath}: put that back by hand (cp -p it over ${configPath}, then POST /admin/reload) ` +
+          `or promote it (\`gpures router promote --config ${u.backupPath}\`), then promote again`;
+    return (
+      `${configPath} holds the candidate of another promotion (${who}, written ${u.writtenAt}) that was never verified and never rolled back ` +
+      `(that run ended mid-way: terminated, timed out or reset); this promotion would back it up as the config to roll back to; ${before}`
+    );
+  },
 };
 
 /** An image id as docker prints it short. */

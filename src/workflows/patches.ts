@@ -166,5 +166,20 @@ export const PATCHES = {
    * recorded history carries either, and a run that gets none records the same commands.
    */
   leaseJoinsHonoured: 'lease-joins-honoured',
+  /**
+   * A promotion's write is journaled with `verifies`, and a promotion that succeeds journals
+   * `verified` of its candidate (one more activity, promoteVerified, after the verify), so the next
+   * promotion can tell a candidate left unverified (its run terminated mid-verify, which runs no
+   * rollback) from a verified one. Asked before the backup of every promotion that writes:
+   * promote-success.json and promote-rollback.json replay without it; after: test/promote-terminated.test.ts.
+   */
+  promoteJournalsVerified: 'promote-journals-verified',
+  /**
+   * A promotion whose live config is another run's unverified write (the journal's word, read at
+   * resolve) is refused before its validate, naming that run and its backup. Asked only of such a
+   * run, so the others record the same commands; reached only after a promotion terminated
+   * mid-verify, which no recording has: test/promote-terminated.test.ts terminates one.
+   */
+  promoteRefusesUnverifiedLive: 'promote-refuses-unverified-live',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

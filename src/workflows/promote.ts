@@ -11,7 +11,7 @@ import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation,
 import type { CandidateConfig } from '../activities/promotion';
 import type { BackupResult, RouterDescription } from '../shared/contracts';
 import { holderOf } from '../domain/fence';
-import { promoteInputProblems } from '../domain/promotion';
+import { promoteInputProblems, unverifiedLiveToRefuse } from '../domain/promotion';
 import { Failure } from '../shared/failures';
 import type { PromoteFailureDetails, PromoteInput, PromoteResult, RollbackReport, ValidationRun } from '../shared/promotion';
 import { promotionStepsQuery, promoteWorkflowId } from '../shared/promotion';
@@ -68,9 +68,11 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
     return { ...base, outcome: 'validated', message, steps: log.steps };
   }
 
+  // Runs since this journal `verified` when they succeed; a write left without it was never verified.
+  const journalsVerified = patched(PATCHES.promoteJournalsVerified);
   log.begin('backup');
   const backup = await untouchedIfFails(p, validation, () => backUp(p, d));
-  const write = await writeCandidate(p, d, candidate, backup, validation);
+  const write = await writeCandidate(p, d, candidate, backup, validation, journalsVerified);
 
   // From here on a failure rolls back.
   const verify = { windowS: input.verify?.windowS ?? d.target.verifyWindowS, streak: input.verify?.streak ?? d.target.healthzStreak };
@@ -85,6 +87,7 @@ export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResul
       opKey: `${holderOf(workflowId, runId)}/promote`,
       ...verify,
     });
+    if (journalsVerified) await files.promoteVerified({ router, sha256: candidate.sha256, run });
     const message = promotion.live(p.op, mappingVersion, input.image, live.reload, verify.windowS, backup.path);
     log.begin('done');
     log.record('done', message);
@@ -147,6 +150,16 @@ async function resolveAndValidate({
   log.begin('resolve');
   const d = await act.promoteDescribe({ router, image: input.image });
   const candidate = await act.promoteCandidate({ router: input.router, config: input.config });
+  // Backed up now, another run's unverified candidate would become the config this one rolls back
+  // to. A validate-only run backs nothing up: it may look.
+  const unverified = input.validateOnly ? undefined : unverifiedLiveToRefuse(d.live.unverified, candidate.sha256);
+  if (unverified && d.live.unverified && patched(PATCHES.promoteRefusesUnverifiedLive)) {
+    throw ApplicationFailure.create({
+      type: Failure.LiveConfigConflict,
+      message: promotion.unverifiedLive(d.target.configPath, { ...unverified, backupExists: d.live.unverified.backupExists }),
+      nonRetryable: true,
+    });
+  }
   log.record('resolve', promotion.described(d, input.image));
 
   log.begin('validate');
@@ -209,11 +222,20 @@ async function writeCandidate(
   candidate: CandidateConfig,
   backup: BackupResult,
   validation: ValidationRun,
+  journalsVerified: boolean,
 ): Promise<'written' | 'unchanged'> {
   const { router, run, op, log } = p;
   try {
     log.begin('write');
-    const write = (await files.promoteWrite({ router, content: candidate.content, expectSha256: backup.sha256, run })).outcome;
+    const write = (
+      await files.promoteWrite({
+        router,
+        content: candidate.content,
+        expectSha256: backup.sha256,
+        run,
+        ...(journalsVerified ? { journalsVerified } : {}),
+      })
+    ).outcome;
     log.record('write', promotion.written(write, candidate.bytes, d.target.configPath));
     return write;
   } catch (err) {

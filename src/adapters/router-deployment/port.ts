@@ -61,15 +61,22 @@ export interface RecreateResult {
 /**
  * One line of the journal. Each effect is journaled write-ahead: `intent` before the file
  * changes, `done` once it has, so a worker killed in between leaves the intent for its retry to
- * find and complete. (Lines from before the phases count as `done`.)
+ * find and complete. (Lines from before the phases count as `done`.) `verified` changes no file:
+ * the run's router held the content (sha256) through its verify window.
  */
 export interface JournalEntry {
   at: string;
-  op: 'backup' | 'write' | 'restore';
+  op: 'backup' | 'write' | 'restore' | 'verified';
   phase?: 'intent' | 'done';
   run: string;
   sha256: string;
   path?: string;
+  /**
+   * On a write: its run journals `verified` when the promotion succeeds, so the next promotion
+   * can tell a write left unverified (its run terminated mid-verify) from one whose run predates
+   * `verified` (absent: never taken for unverified).
+   */
+  verifies?: true;
 }
 
 export interface RouterDeployment {

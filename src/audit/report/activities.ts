@@ -192,7 +192,8 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   promoteDescribe: (r) => {
     const c = fields(r?.container);
     if (!c) return undefined;
-    const live = `live mapping_version '${txt(fields(r?.live)?.mappingVersion)}'`;
+    const unverified = fields(fields(r?.live)?.unverified);
+    const live = `live mapping_version '${txt(fields(r?.live)?.mappingVersion)}'${unverified ? ` (${txt(unverified.run)}'s write, never verified)` : ''}`;
     return `container ${txt(c.name)} runs ${txt(c.image)} (restart count ${txt(c.restartCount)}); ${live}${r?.imageChanged ? '; target image differs' : ''}`;
   },
   promoteCandidate: (r) => {
@@ -206,6 +207,7 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   },
   promoteWrite: (r) => (r ? txt(r.outcome) : undefined),
   promoteRestore: (r) => (r ? txt(r.outcome) : undefined),
+  promoteVerified: (r, i) => (r ? `journaled verified: sha256 ${txt(i?.sha256).slice(0, 12)}${r.journaled ? '' : ' (already)'}` : undefined),
   promoteRecreate: (r) => (r ? `recreated from ${txt(r.image)} (id ${txt(r.id).slice(0, 12)})` : undefined),
   promoteReload: (r) => (r ? `reloaded: mapping_version '${txt(r.mappingVersion)}'` : undefined),
   promoteVerify: (r) => {
