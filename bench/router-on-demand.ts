@@ -10,7 +10,7 @@
 //          waitHealthy, ActivityTaskScheduled → Completed), as a ratio; then
 //          `serves down big --restore` for the next run.
 //   warm   with big up, K sequential requests through the router against the same requests
-//          straight to the backend: the median difference is what the router (its queue check
+//          straight to the backend: the median difference is what the router (its token and queue checks
 //          included) adds when the serve is up.
 //
 //   node dist/bench/router-on-demand.js [--runs N] [--warm K] [--poll-ms MS]    (scripts/bench.sh sets the env up)
@@ -54,12 +54,12 @@ async function physicalMs(client: Client, workflowId: string): Promise<number> {
   return total;
 }
 
-/** Milliseconds from sending the request to the response's first body byte. */
-async function firstByteMs(url: string, model: string): Promise<number> {
+/** Milliseconds from sending the request to the response's first body byte; `token` for the router's on-demand preset. */
+async function firstByteMs(url: string, model: string, token?: string): Promise<number> {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }] }),
   });
   const reader = res.body?.getReader();
@@ -94,7 +94,7 @@ async function main(): Promise<void> {
     }
     const cold: { ttfbMs: number; physicalMs: number }[] = [];
     for (let i = 0; i < runs; i++) {
-      const ttfbMs = await firstByteMs(box.router.url, 'big');
+      const ttfbMs = await firstByteMs(box.router.url, 'big', box.clientToken);
       cold.push({ ttfbMs, physicalMs: await physicalMs(client, workflowIds.acquire(box.node, 'big')) });
       if (i < runs - 1) {
         const down = await serveDown(client, box.node, 'big', { restore: true });
@@ -108,7 +108,7 @@ async function main(): Promise<void> {
     const routed: number[] = [];
     for (let i = 0; i < warm; i++) {
       direct.push(await firstByteMs(serveBaseUrl(big), 'big'));
-      routed.push(await firstByteMs(box.router.url, 'big'));
+      routed.push(await firstByteMs(box.router.url, 'big', box.clientToken));
     }
 
     process.stdout.write(`router on demand (sim box, ${runs} cold runs, ${warm} warm pairs)\n`);

@@ -105,7 +105,7 @@ describe('on-demand tiers against the manifest', () => {
   });
 });
 
-describe("the router's acquisition API environment", () => {
+describe("the router's acquisition API and client token environment", () => {
   const base = { GPURES_ROUTER_TOKEN: 'router-admin-token-0123456789abcdef' };
   test('optional together, required together, a URL without credentials; the token is never in a message', () => {
     assert.equal(routerProcessEnv(base).acquisitions, undefined);
@@ -126,5 +126,26 @@ describe("the router's acquisition API environment", () => {
       () => routerProcessEnv({ ...base, GPURES_API_URL: 'http://user:pw@host', GPURES_API_TOKEN: 't' }),
       /^Error: GPURES_API_URL: an http\(s\) base URL/,
     );
+  });
+
+  test('the client token: optional, at least 32 characters, none of the other two tokens; never in a message', () => {
+    const api = { GPURES_API_URL: 'http://127.0.0.1:8090', GPURES_API_TOKEN: 'api-token-0123456789abcdef-0123456789' };
+    const client = 'client-token-0123456789abcdef-0123456789';
+    assert.equal(routerProcessEnv({ ...base, ...api }).clientToken, undefined);
+    assert.equal(routerProcessEnv({ ...base, ...api, GPURES_ROUTER_CLIENT_TOKEN: '' }).clientToken, undefined, 'empty is unset');
+    assert.equal(routerProcessEnv({ ...base, ...api, GPURES_ROUTER_CLIENT_TOKEN: client }).clientToken, client);
+    const refused = (value: string, message: RegExp) =>
+      assert.throws(
+        () => routerProcessEnv({ ...base, ...api, GPURES_ROUTER_CLIENT_TOKEN: value }),
+        (err: Error & { variable?: string }) => {
+          assert.match(err.message, message);
+          assert.equal(err.variable, 'GPURES_ROUTER_CLIENT_TOKEN');
+          assert.ok(!err.message.includes(value), `the value is not quoted: ${err.message}`);
+          return true;
+        },
+      );
+    refused('s3cret-client', /^GPURES_ROUTER_CLIENT_TOKEN is 13 characters, too short to be secret: at least 32 are required/);
+    refused(base.GPURES_ROUTER_TOKEN, /^GPURES_ROUTER_CLIENT_TOKEN is the same as GPURES_ROUTER_TOKEN: /);
+    refused(api.GPURES_API_TOKEN, /^GPURES_ROUTER_CLIENT_TOKEN is the same as GPURES_API_TOKEN: /);
   });
 });

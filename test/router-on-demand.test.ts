@@ -5,6 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { ledgerSnapshots, serveDown, serveUp } from '../src/client/operations';
 import { workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
@@ -23,6 +24,8 @@ const SERVES: TestServe[] = [
   { name: 'unbuilt', vram_mib: 256, class: 'on-demand', router_tier: 'unbuilt-local', image: 'gpures/not-built:none' },
   { name: 'liar', vram_mib: 256, class: 'on-demand', router_tier: 'liar-local', env: { SIM_MODEL_ID: 'someone-else' } },
   { name: 'huge', vram_mib: 20000, class: 'on-demand', router_tier: 'huge-local' },
+  // Fits beside the residents: asked for without the client token, then with it.
+  { name: 'guarded', vram_mib: 256, class: 'on-demand', router_tier: 'guarded-local' },
 ];
 
 interface RouterError {
@@ -49,6 +52,7 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
         { tier: 'unbuilt-local', serve: 'unbuilt' },
         { tier: 'liar-local', serve: 'liar' },
         { tier: 'huge-local', serve: 'huge' },
+        { tier: 'guarded-local', serve: 'guarded' },
       ],
     });
     // Every answer the client saw, retries included.
@@ -57,7 +61,8 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
       statuses.push(res.status);
       return res;
     };
-    openai = new OpenAI({ baseURL: `${box.router.url}/v1`, apiKey: 'unused', fetch: counting, maxRetries: 8 });
+    // The client token as its api key: openai sends it as Authorization: Bearer.
+    openai = new OpenAI({ baseURL: `${box.router.url}/v1`, apiKey: box.clientToken, fetch: counting, maxRetries: 8 });
     for (const s of ['fast', 'vision']) {
       const o = await serveUp(box.temporal.client, box.node, s);
       assert.ok(o.ok, o.ok ? '' : o.message);
@@ -68,12 +73,15 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
   });
 
   const chat = (model: string) => openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'hello' }] });
-  const raw = (model: string, extra: Record<string, unknown> = {}, init: { signal?: AbortSignal } = {}) =>
+  const raw = (model: string, extra: Record<string, unknown> = {}, init: { signal?: AbortSignal; authorization?: string | null } = {}) =>
     fetch(`${box.router.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: {
+        'content-type': 'application/json',
+        ...(init.authorization === null ? {} : { authorization: init.authorization ?? `Bearer ${box.clientToken}` }),
+      },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], ...extra }),
-      ...init,
+      ...(init.signal ? { signal: init.signal } : {}),
     });
   const acquisitionRuns = async (serve: string) => {
     const ids: string[] = [];
@@ -96,6 +104,50 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     const tiers = await modes();
     assert.equal(tiers['big-local'], 'active');
     assert.equal(tiers['vision-local'], 'quiesced', 'vision was evicted for big');
+  });
+
+  test('an on-demand preset without the client token, or with a wrong one: 401, nothing held, no acquisition; with it, acquired', async () => {
+    await box.admin.quiesce('guarded-local');
+    const acquireId = workflowIds.acquire(box.node, 'guarded');
+    for (const authorization of [null, `Bearer ${box.clientToken.slice(0, -1)}x`, `Basic ${box.clientToken}`, box.clientToken]) {
+      const r = await raw('guarded', {}, { authorization });
+      assert.equal(r.status, 401, `Authorization ${authorization === null ? 'absent' : 'wrong'}`);
+      assert.equal(r.headers.get('www-authenticate'), 'Bearer realm="gpures-router"');
+      assert.equal(r.headers.get('retry-after'), null, 'no retry will help');
+      const text = await r.text();
+      assert.ok(!text.includes(box.clientToken.slice(0, 20)), 'the token is never in the answer');
+      const body = JSON.parse(text) as RouterError;
+      assert.deepEqual([body.error.type, body.error.reason, body.error.tier], ['unauthorized', 'unauthorized', 'guarded-local']);
+      assert.match(body.error.message, /^preset 'guarded' is on demand: .*can evict other serves, so it must carry Authorization: Bearer <client token>/);
+    }
+    // A streamed request too gets the plain 401, not a held stream.
+    assert.equal((await raw('guarded', { stream: true }, { authorization: null })).status, 401);
+    // Nothing held, nothing acquired: the router shows no queue and no acquisition, the tier is still
+    // quiesced, and Temporal knows no such workflow (describe reads the workflow, not visibility).
+    const state = (await box.tiers()).find((t) => t.tier === 'guarded-local');
+    assert.deepEqual([state?.state, state?.queued, state?.acquisition], ['quiesced', 0, null]);
+    await assert.rejects(box.temporal.client.workflow.getHandle(acquireId).describe(), (err: unknown) => err instanceof WorkflowNotFoundError);
+    let [ledger] = await ledgerSnapshots(box.temporal.client, box.manifest);
+    assert.ok(!ledger?.reservations.some((r) => r.serve === 'guarded'), 'nothing reserved for guarded');
+
+    // The token, its scheme in any case (as the APIs take it): acquired as before, and answered.
+    const ok = await raw('guarded', {}, { authorization: `bearer ${box.clientToken}` });
+    assert.equal(ok.status, 200, await ok.clone().text());
+    assert.equal(((await ok.json()) as { model: string }).model, 'guarded');
+    assert.equal((await box.temporal.client.workflow.getHandle(acquireId).describe()).workflowId, acquireId);
+    // Its serve up and the tier active: still no request without the token (it would renew the idle lease).
+    assert.equal((await modes())['guarded-local'], 'active');
+    assert.equal((await raw('guarded', {}, { authorization: null })).status, 401);
+    // Ordinary presets and the model list need none.
+    assert.equal((await raw('fast', {}, { authorization: null })).status, 200);
+    const models = await fetch(`${box.router.url}/v1/models`);
+    assert.equal(models.status, 200);
+    assert.ok(((await models.json()) as { data: { id: string }[] }).data.some((m) => m.id === 'guarded'));
+
+    const down = await serveDown(box.temporal.client, box.node, 'guarded');
+    assert.ok(down.ok, down.ok ? '' : down.message);
+    [ledger] = await ledgerSnapshots(box.temporal.client, box.manifest);
+    assert.ok(!ledger?.reservations.some((r) => r.serve === 'guarded' && r.phase === 'running'));
   });
 
   test('an evicted tier answers 503 with Retry-After and the JSON body; the client retries succeed once it is back', async () => {
@@ -285,7 +337,7 @@ describe('an on-demand acquisition denied inside a residency window the request 
   const chat = (model: string) =>
     fetch(`${box.router.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${box.clientToken}` },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }] }),
     });
   const runs = async (status?: string) => {

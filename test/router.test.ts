@@ -27,6 +27,8 @@ import { sleep, waitUntil } from './support/wait';
 // dist/test/router.test.js -> repo root
 const ROOT = join(__dirname, '..', '..');
 const TOKEN = 'test-admin-token-0123456789abcdef-0123';
+/** What a request to an on-demand preset carries (GPURES_ROUTER_CLIENT_TOKEN). */
+const CLIENT_TOKEN = 'test-client-token-0123456789abcdef-0123';
 
 // ---------------------------------------------------------------------------------------------
 // A fake vLLM serve
@@ -50,7 +52,7 @@ class FakeVllm {
   /** Requests being handled right now (decremented when their response closes). */
   active = 0;
   aborted = 0;
-  readonly received: { path: string; body: ChatBody }[] = [];
+  readonly received: { path: string; body: ChatBody; headers: http.IncomingHttpHeaders }[] = [];
   private readonly gates = new Map<string, { promise: Promise<void>; resolve: () => void }>();
   private readonly server: http.Server;
   url = '';
@@ -107,7 +109,7 @@ class FakeVllm {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ChatBody;
-    this.received.push({ path: req.url ?? '', body });
+    this.received.push({ path: req.url ?? '', body, headers: req.headers });
     this.active++;
     let finished = false;
     res.once('finish', () => (finished = true));
@@ -154,20 +156,21 @@ interface ChatAnswer {
   status: number;
   contentType: string | null;
   body: Record<string, unknown>;
+  headers: Headers;
 }
 
-async function post(base: string, path: string, body: unknown, signal?: AbortSignal): Promise<ChatAnswer> {
+async function post(base: string, path: string, body: unknown, signal?: AbortSignal, authorization?: string): Promise<ChatAnswer> {
   const res = await fetch(`${base}${path}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
     body: JSON.stringify(body),
     ...(signal ? { signal } : {}),
   });
-  return { status: res.status, contentType: res.headers.get('content-type'), body: (await res.json()) as Record<string, unknown> };
+  return { status: res.status, contentType: res.headers.get('content-type'), body: (await res.json()) as Record<string, unknown>, headers: res.headers };
 }
 
-function chat(base: string, model: string, extra: Partial<ChatBody> = {}, signal?: AbortSignal): Promise<ChatAnswer> {
-  return post(base, '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], ...extra }, signal);
+function chat(base: string, model: string, extra: Partial<ChatBody> = {}, signal?: AbortSignal, authorization?: string): Promise<ChatAnswer> {
+  return post(base, '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], ...extra }, signal, authorization);
 }
 
 function content(a: ChatAnswer): unknown {
@@ -681,6 +684,7 @@ describe('an on-demand acquisition the API no longer answers for', () => {
       adminToken: TOKEN,
       probeTimeoutMs: 1000,
       acquisitions: { url: apiUrl, token: 'api-token' },
+      clientToken: CLIENT_TOKEN,
       acquisitionPollMs: 50,
     });
     try {
@@ -688,7 +692,7 @@ describe('an on-demand acquisition the API no longer answers for', () => {
         const started = Date.now();
         const r = await fetch(`${router.url}/v1/chat/completions`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json' },
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_TOKEN}` },
           body: JSON.stringify({ model: 'big', messages: [{ role: 'user', content: 'hi' }] }),
         });
         return { status: r.status, body: (await r.json()) as { error: { code: string; message: string } }, ms: Date.now() - started };
@@ -716,6 +720,170 @@ describe('an on-demand acquisition the API no longer answers for', () => {
   });
 });
 
+describe('on-demand presets require the client token', () => {
+  let dir: string;
+  let configPath: string;
+  let backend: FakeVllm;
+  let api: Awaited<ReturnType<typeof fakeAcquisitionApi>>;
+  let router: RunningRouter;
+  let admin: HttpRouterAdmin;
+  // An ordinary tier, and its preset.
+  const plainTier = (backendUrl: string) =>
+    [
+      '[[tiers]]',
+      'name = "plain-local"',
+      `backend = "${backendUrl}"`,
+      'served_model_name = "plain"',
+      '[[presets]]',
+      'name = "plain"',
+      'tier = "plain-local"',
+      '',
+    ].join('\n');
+  // The on-demand tier's backend is up: the tier is active until the test quiesces it.
+  const config = (backendUrl: string) => onDemandToml('big', backendUrl, ['retry_after_s = 1']) + plainTier(backendUrl);
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-router-client-'));
+    backend = await new FakeVllm('big').start();
+    // An acquisition that runs until the test readmits the tier itself.
+    api = await fakeAcquisitionApi('big', { code: 200, body: { workflow_id: 'acquire/n/big', status: 'running' } });
+    configPath = join(dir, 'router.toml');
+    writeFileSync(configPath, config(backend.url));
+    router = await startRouter({
+      configPath,
+      adminToken: TOKEN,
+      probeTimeoutMs: 1000,
+      acquisitions: { url: api.url, token: 'api-token' },
+      clientToken: CLIENT_TOKEN,
+      acquisitionPollMs: 50,
+    });
+    admin = new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 });
+  });
+  after(async () => {
+    await router?.close();
+    await backend?.close();
+    if (api) await new Promise<void>((resolve) => api.server.close(() => resolve()));
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const WRONG = [undefined, `Bearer ${CLIENT_TOKEN}x`, `Bearer ${TOKEN}`, `Basic ${CLIENT_TOKEN}`, CLIENT_TOKEN, 'Bearer '];
+
+  const assertUnauthorized = (a: ChatAnswer, what: string) => {
+    assert.equal(a.status, 401, what);
+    assert.equal(a.headers.get('www-authenticate'), 'Bearer realm="gpures-router"', what);
+    const e = a.body.error as { type: string; code: string; reason: string; tier: string; message: string };
+    assert.deepEqual([e.type, e.code, e.reason, e.tier], ['unauthorized', 'unauthorized', 'unauthorized', 'big-local'], what);
+    assert.equal(
+      e.message,
+      "preset 'big' is on demand: a request to it can acquire serve 'big' of tier 'big-local', which can evict other serves, " +
+        "so it must carry Authorization: Bearer <client token> (GPURES_ROUTER_CLIENT_TOKEN; an OpenAI client's api_key); missing or wrong token",
+    );
+    assert.ok(!JSON.stringify(a.body).includes(CLIENT_TOKEN.slice(0, 16)), 'the token is never in the answer');
+  };
+
+  test('quiesced: without the token or with a wrong one, 401 and nothing held, acquired or forwarded; with it, acquired and answered', async () => {
+    await admin.quiesce('big-local');
+    for (const authorization of WRONG) {
+      assertUnauthorized(await chat(router.url, 'big', {}, undefined, authorization), `Authorization ${authorization ?? '(none)'}`);
+    }
+    assertUnauthorized(await chat(router.url, 'big', { stream: true }), 'a streamed request: the plain 401, no held stream');
+    assertUnauthorized(await post(router.url, '/v1/embeddings', { model: 'big', input: 'x' }), '/v1/embeddings');
+    assert.deepEqual(api.posts, [], 'no acquisition POSTed');
+    const state = (await (await fetch(`${router.url}/admin/tiers/big-local`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as {
+      state: string;
+      inFlight: number;
+      queued: number;
+      acquisition: unknown;
+    };
+    assert.deepEqual([state.state, state.inFlight, state.queued, state.acquisition], ['quiesced', 0, 0, null]);
+    assert.equal(backend.received.length, 0, 'nothing reached the backend');
+
+    // The token, its scheme in any case: held, one acquisition, answered once the tier is back.
+    const held = chat(router.url, 'big', {}, undefined, `bEARER ${CLIENT_TOKEN}`);
+    await waitUntil('the acquisition POSTed', () => api.posts.length === 1);
+    assert.equal((await admin.readmit('big-local')).ok, true);
+    const answered = await held;
+    assert.equal(answered.status, 200);
+    assert.equal(content(answered), 'echo:hi');
+    // The client's token stays with the router: the backend got no Authorization header.
+    assert.equal(backend.received.length, 1);
+    assert.equal(backend.received[0]?.headers.authorization, undefined);
+  });
+
+  test('active (its serve up, nothing to acquire): still 401 without the token, nothing forwarded; with it proxied, the header not forwarded', async () => {
+    if ((await admin.tierState('big-local')).state === 'quiesced') assert.equal((await admin.readmit('big-local')).ok, true);
+    const before = backend.received.length;
+    for (const authorization of WRONG)
+      assertUnauthorized(await chat(router.url, 'big', {}, undefined, authorization), `Authorization ${authorization ?? '(none)'}`);
+    assert.equal(backend.received.length, before, 'nothing reached the backend');
+    const ok = await chat(router.url, 'big', {}, undefined, `Bearer ${CLIENT_TOKEN}`);
+    assert.equal(ok.status, 200);
+    assert.equal(backend.received.at(-1)?.headers.authorization, undefined);
+    // Of the client's headers (authorization, user-agent, accept-encoding, …) only Accept is passed on.
+    const passed = Object.keys(backend.received.at(-1)?.headers ?? {}).filter((h) => !['host', 'connection', 'content-length', 'content-type'].includes(h));
+    assert.deepEqual(passed, ['accept']);
+  });
+
+  test('an ordinary preset needs no token, and a token sent to it is not forwarded; /v1/models needs none', async () => {
+    const posts = api.posts.length;
+    assert.equal((await chat(router.url, 'plain')).status, 200);
+    const withToken = await chat(router.url, 'plain', {}, undefined, `Bearer ${CLIENT_TOKEN}`);
+    assert.equal(withToken.status, 200);
+    assert.equal(backend.received.at(-1)?.body.model, 'plain');
+    assert.equal(backend.received.at(-1)?.headers.authorization, undefined);
+    const models = (await (await fetch(`${router.url}/v1/models`)).json()) as { data: { id: string; availability: string }[] };
+    assert.deepEqual(
+      models.data.map((m) => m.id),
+      ['big', 'plain'],
+    );
+    assert.equal(api.posts.length, posts, 'no acquisition');
+  });
+
+  test('a router that can acquire refuses, at start and on reload, a config with an on-demand tier but no client token, naming the tier and the variable', async () => {
+    const expected =
+      /tiers\[0\]\.on_demand: tier 'big-local' is on demand: a request to it can acquire serve 'big', evicting others, and the router has no client token to require of it: set GPURES_ROUTER_CLIENT_TOKEN/;
+    const acquisitions = { url: api.url, token: 'api-token' };
+    await assert.rejects(startRouter({ configPath, adminToken: TOKEN, acquisitions }), (err: Error) => {
+      assert.match(err.message, expected);
+      return true;
+    });
+    await assert.rejects(startRouter({ configPath, adminToken: TOKEN, acquisitions, clientToken: '' }), expected);
+    // main.js's rule (requireAcquisitionApi) asks for it even without an API, beside the API itself.
+    await assert.rejects(startRouter({ configPath, adminToken: TOKEN, requireAcquisitionApi: true }), (err: Error) => {
+      assert.match(err.message, /set GPURES_API_URL and GPURES_API_TOKEN/);
+      assert.match(err.message, expected);
+      return true;
+    });
+    // Without an acquisition API (and not under main.js's rule) an on-demand tier is ordinary: no token asked, none required.
+    const ordinary = await startRouter({ configPath, adminToken: TOKEN });
+    try {
+      assert.equal((await chat(ordinary.url, 'big')).status, 200);
+    } finally {
+      await ordinary.close();
+    }
+
+    // Started on a config without on-demand tiers, the router takes no reload that adds one.
+    const plainPath = join(dir, 'plain.toml');
+    writeFileSync(plainPath, `mapping_version = "plain.v1"\n${plainTier(backend.url)}`);
+    const r = await startRouter({ configPath: plainPath, adminToken: TOKEN, acquisitions });
+    try {
+      const a = new HttpRouterAdmin({ baseUrl: r.url, token: TOKEN, timeoutMs: 5000 });
+      assert.deepEqual(await a.healthz(), { ok: true, mappingVersion: 'plain.v1' });
+      writeFileSync(plainPath, config(backend.url));
+      const res = await fetch(`${r.url}/admin/reload`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+      assert.equal(res.status, 400);
+      const body = (await res.json()) as { error: { type: string; errors: string[]; mapping_version: string } };
+      assert.equal(body.error.type, 'invalid_config');
+      assert.equal(body.error.errors.length, 1);
+      assert.match(body.error.errors[0] ?? '', expected);
+      assert.deepEqual(await a.healthz(), { ok: true, mappingVersion: 'plain.v1' }, 'the running mapping stays');
+      assert.equal((await chat(r.url, 'big')).status, 404, 'no preset big was loaded');
+    } finally {
+      await r.close();
+    }
+  });
+});
+
 describe("the router's bounds on receiving a request", () => {
   // Small bounds, as an option: the production 60 s would make these tests wait minutes.
   const BOUND_MS = 400;
@@ -738,6 +906,7 @@ describe("the router's bounds on receiving a request", () => {
       adminToken: TOKEN,
       probeTimeoutMs: 1000,
       acquisitions: { url: api.url, token: 'api-token' },
+      clientToken: CLIENT_TOKEN,
       acquisitionPollMs: 50,
       requestTimeoutMs: BOUND_MS,
     });
@@ -751,7 +920,7 @@ describe("the router's bounds on receiving a request", () => {
   });
 
   const head = (length: number) =>
-    `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${CLIENT_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
 
   test('headers without their body, a body trickled a byte at a time, a connection that sends nothing: each closed within the bound, the first with 408', async () => {
     const headersOnly = await rawConnection(router.url);
@@ -774,7 +943,7 @@ describe("the router's bounds on receiving a request", () => {
   });
 
   test('the bound is on receiving only: a request held past it for its on-demand tier, then answered, gets 200', async () => {
-    assert.equal((await chat(router.url, 'chat')).status, 200);
+    assert.equal((await chat(router.url, 'chat', {}, undefined, `Bearer ${CLIENT_TOKEN}`)).status, 200);
     await admin.quiesce('chat-local');
     // A connection of its own: one fetch kept alive from an earlier request would not show a
     // timeout set on a new connection, and the held request waits in silence.
@@ -875,6 +1044,16 @@ describe('router start-up', () => {
     }
   });
 
+  test('main.js --help lists the environment, the client token with it', async () => {
+    const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
+    const p = spawn(process.execPath, [main, '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    assert.equal(await new Promise<number | null>((resolve) => p.on('close', (code) => resolve(code))), 0);
+    assert.match(out, /^usage: GPURES_ROUTER_TOKEN=<secret> node dist\/src\/router\/main\.js --config FILE/);
+    assert.match(out, /\n {2}GPURES_ROUTER_CLIENT_TOKEN {2}the token a request to an on-demand preset must carry, as Authorization: Bearer\n/);
+  });
+
   test('main.js refuses to start without GPURES_ROUTER_TOKEN, and runs and closes on SIGTERM with one', async () => {
     const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
     const config = join(ROOT, 'examples', 'primary-node', 'router.toml');
@@ -932,9 +1111,37 @@ describe('router start-up', () => {
     assert.equal(await new Promise<number | null>((resolve) => noApi.on('close', (code) => resolve(code))), 2);
     assert.match(noApiErr, /tiers\[5\]\.on_demand: tier 'chat-large-local' is on demand, .*set GPURES_API_URL and GPURES_API_TOKEN/);
 
+    // With the API but no client token: a request to it would evict serves untokened, so it refuses too.
+    const apiEnv: NodeJS.ProcessEnv = { ...env, GPURES_ROUTER_TOKEN: TOKEN, GPURES_API_URL: 'http://127.0.0.1:9', GPURES_API_TOKEN: 'x'.repeat(32) };
+    delete apiEnv.GPURES_ROUTER_CLIENT_TOKEN;
+    const refusedBy = async (extra: Record<string, string>) => {
+      const p = spawn(process.execPath, [main, '--config', config, '--port', '0'], { env: { ...apiEnv, ...extra }, stdio: ['ignore', 'ignore', 'pipe'] });
+      let pErr = '';
+      p.stderr.on('data', (c: Buffer) => (pErr += c.toString()));
+      // One that starts after all is stopped, and its start is the failure.
+      const stop = setTimeout(() => p.kill('SIGTERM'), 15_000);
+      const code = await new Promise<number | null>((resolve) => p.on('close', (c) => resolve(c)));
+      clearTimeout(stop);
+      assert.equal(code, 2, pErr);
+      assert.doesNotMatch(pErr, /router listening/);
+      return pErr;
+    };
+    assert.match(
+      await refusedBy({}),
+      /tiers\[5\]\.on_demand: tier 'chat-large-local' is on demand: a request to it can acquire serve 'chat-large', evicting others, .*set GPURES_ROUTER_CLIENT_TOKEN/,
+    );
+    // Checked like the others, by length and by not being one of them, never quoted.
+    const shortClient = await refusedBy({ GPURES_ROUTER_CLIENT_TOKEN: 'open-sesame' });
+    assert.match(shortClient, /GPURES_ROUTER_CLIENT_TOKEN is 11 characters, too short to be secret: at least 32 are required/);
+    assert.doesNotMatch(shortClient, /open-sesame/);
+    const sameAsAdmin = await refusedBy({ GPURES_ROUTER_CLIENT_TOKEN: TOKEN });
+    assert.match(sameAsAdmin, /GPURES_ROUTER_CLIENT_TOKEN is the same as GPURES_ROUTER_TOKEN: every client of the router's on-demand presets holds it/);
+    assert.ok(!sameAsAdmin.includes(TOKEN));
+    assert.match(await refusedBy({ GPURES_ROUTER_CLIENT_TOKEN: 'x'.repeat(32) }), /GPURES_ROUTER_CLIENT_TOKEN is the same as GPURES_API_TOKEN/);
+
     // The API is only called for a request: any URL lets the router start.
     const child = spawn(process.execPath, [main, '--config', config, '--port', '0'], {
-      env: { ...env, GPURES_ROUTER_TOKEN: TOKEN, GPURES_API_URL: 'http://127.0.0.1:9', GPURES_API_TOKEN: 'x'.repeat(32) },
+      env: { ...apiEnv, GPURES_ROUTER_CLIENT_TOKEN: CLIENT_TOKEN },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
@@ -947,6 +1154,10 @@ describe('router start-up', () => {
       const h = new HttpRouterAdmin({ baseUrl: m[1], token: TOKEN });
       assert.deepEqual(await h.healthz(), { ok: true, mappingVersion: '2026-07-13.primary-node-t013-vision' });
       assert.equal((await h.tierState('vision-local')).modelIdentity, true);
+      // The on-demand preset asks for the client token before anything else (this API URL leads nowhere).
+      assert.equal((await chat(m[1], 'chat-large')).status, 401);
+      assert.equal((await chat(m[1], 'chat-large', {}, undefined, `Bearer ${TOKEN}`)).status, 401, 'the admin token is not the client token');
+      assert.doesNotMatch(err, new RegExp(CLIENT_TOKEN), 'the token is never logged');
     } finally {
       child.kill('SIGTERM');
     }

@@ -120,6 +120,12 @@ export interface RouterProcessEnv {
    * refuses to load without them (src/router/server.ts).
    */
   acquisitions?: { url: string; token: string };
+  /**
+   * GPURES_ROUTER_CLIENT_TOKEN: the bearer token a request to an on-demand preset must carry (such
+   * a request can acquire a serve, evicting others). Optional here; a config with an on-demand tier
+   * refuses to load without it (src/router/on-demand-config.ts).
+   */
+  clientToken?: string;
 }
 
 const httpBase = optional.pipe(
@@ -156,7 +162,36 @@ export function routerProcessEnv(env: Env): RouterProcessEnv {
     );
   }
   const acquisitions = acquisitionApiEnv(env);
-  return { adminToken, ...(acquisitions ? { acquisitions } : {}) };
+  const clientToken = clientTokenEnv(env, adminToken, acquisitions?.token);
+  return { adminToken, ...(acquisitions ? { acquisitions } : {}), ...(clientToken ? { clientToken } : {}) };
+}
+
+/**
+ * The clients' token: as long as the others, and none of them, since every OpenAI client of the
+ * router holds it (in its api_key) and neither the admin API nor the acquisition API is theirs.
+ * The messages name the variables, never a value.
+ */
+function clientTokenEnv(env: Env, adminToken: string, apiToken: string | undefined): string | undefined {
+  const token = read(env, 'GPURES_ROUTER_CLIENT_TOKEN', optional);
+  if (token === undefined) return undefined;
+  if (token.length < MIN_TOKEN_CHARS) {
+    throw new EnvError(
+      'GPURES_ROUTER_CLIENT_TOKEN',
+      `GPURES_ROUTER_CLIENT_TOKEN is ${token.length} characters, too short to be secret: at least ${MIN_TOKEN_CHARS} are required (e.g. \`openssl rand -hex 32\`)`,
+    );
+  }
+  for (const [other, value] of [
+    ['GPURES_ROUTER_TOKEN', adminToken],
+    ['GPURES_API_TOKEN', apiToken],
+  ] as const) {
+    if (token === value) {
+      throw new EnvError(
+        'GPURES_ROUTER_CLIENT_TOKEN',
+        `GPURES_ROUTER_CLIENT_TOKEN is the same as ${other}: every client of the router's on-demand presets holds it, so it must be a token of its own`,
+      );
+    }
+  }
+  return token;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -97,6 +97,8 @@ interface DemoContext {
   sleep: boolean;
   manifest: Manifest;
   box: SimBox;
+  /** What the demo's client sends with every routed request: the router's client token (GPURES_ROUTER_CLIENT_TOKEN). */
+  clientToken: string;
   out: (line: string) => void;
   checks: DemoCheck[];
   workflowIds: string[];
@@ -145,7 +147,8 @@ async function routed(ctx: DemoContext, model: string, content: string): Promise
   const started = Date.now();
   const res = await fetch(`${ctx.box.router.url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    // One token for every preset, as an OpenAI client's api_key: only the on-demand one requires it.
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ctx.clientToken}` },
     body: JSON.stringify({ model, messages: [{ role: 'user', content }] }),
   });
   const body = (await res.json()) as { choices?: { finish_reason?: string }[]; error?: { message?: string } };
@@ -412,6 +415,8 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     await api.listen({ host: '127.0.0.1', port: 0 });
     stops.push(() => api.close());
     const apiUrl = `http://127.0.0.1:${(api.server.address() as AddressInfo).port}`;
+    // What the router requires of a request to its on-demand tier, which can evict vision.
+    const clientToken = randomToken();
     const box = await startSimBox({
       manifest,
       stateDir: join(dir, 'box'),
@@ -419,6 +424,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       routerToken: randomToken(),
       nonLedgerDrawMib: NON_LEDGER_DRAW_MIB,
       acquisitions: { url: apiUrl, token: apiToken },
+      clientToken,
     });
     stops.push(() => box.close());
     const worker: Worker = await createGpuresWorker({
@@ -445,7 +451,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
         `non-ledger draw ${NON_LEDGER_DRAW_MIB} MiB (display, voice sidecars)`,
     );
 
-    Object.assign(ctx, { client, manifest, box, uiUrl: server?.uiUrl, sleep: Boolean(opts.sleep) });
+    Object.assign(ctx, { client, manifest, box, clientToken, uiUrl: server?.uiUrl, sleep: Boolean(opts.sleep) });
     await sequence(ctx as DemoContext);
 
     const checks = ctx.checks ?? [];

@@ -11,7 +11,8 @@ import { errorBody } from './errors';
 import { guardedReadmit } from './readmit';
 import type { Mutex } from './mutex';
 import type { OnDemand } from './on-demand';
-import { onDemandWithoutApi } from './on-demand-config';
+import { onDemandUnmet } from './on-demand-config';
+import type { OnDemandMeans } from './on-demand-config';
 import type { TierTable } from './tier-table';
 import { bearerMatches, tokenDigest } from '../adapters/bearer';
 
@@ -19,8 +20,8 @@ export interface AdminOptions {
   configPath: string;
   adminToken: string;
   probeTimeoutMs: number;
-  /** A reloaded config with an on-demand tier is refused while the router has no acquisition API. */
-  requireAcquisitionApi: boolean;
+  /** What the router has for on-demand tiers: a reloaded config whose tiers need more is refused (on-demand-config.ts). */
+  onDemandMeans: OnDemandMeans;
 }
 
 export async function registerAdminRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand, admin: Mutex, opts: AdminOptions): Promise<void> {
@@ -86,12 +87,12 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
             }),
           );
         }
-        const missing = demand.enabled || !opts.requireAcquisitionApi ? [] : onDemandWithoutApi(loaded.config, opts.configPath);
+        const missing = onDemandUnmet(loaded.config, opts.configPath, opts.onDemandMeans);
         if (missing.length > 0) {
           const running = table.config.mappingVersion;
           return reply.code(400).send(
             errorBody(
-              `config ${opts.configPath} has on-demand tiers this router cannot acquire for; the running mapping '${running}' stays`,
+              `config ${opts.configPath} has on-demand tiers this router cannot run (no acquisition API or no client token); the running mapping '${running}' stays`,
               'invalid_config',
               {
                 errors: missing.map(formatIssue),

@@ -1,6 +1,7 @@
 // Runnable reference router:
 //   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H [--allow-non-loopback]] [--port P] [--state FILE]
-// On-demand tiers also need GPURES_API_URL and GPURES_API_TOKEN (the acquisition API).
+// On-demand tiers also need GPURES_API_URL and GPURES_API_TOKEN (the acquisition API) and
+// GPURES_ROUTER_CLIENT_TOKEN, the token their requests must carry (Authorization: Bearer).
 // Binds 127.0.0.1:8000 unless told otherwise, GET /metrics on the same port (docs/metrics.md);
 // SIGTERM/SIGINT close it (in-flight requests finish).
 import { parseArgs } from 'node:util';
@@ -11,7 +12,14 @@ import { startRouter } from './server';
 
 const USAGE =
   'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE ' +
-  '[--host 127.0.0.1 [--allow-non-loopback]] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]';
+  '[--host 127.0.0.1 [--allow-non-loopback]] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]\n' +
+  'environment:\n' +
+  "  GPURES_ROUTER_TOKEN         the admin API's bearer token (at least 32 characters); required\n" +
+  '  GPURES_API_URL              the acquisition API on-demand tiers acquire their serves through\n' +
+  '  GPURES_API_TOKEN            its bearer token\n' +
+  '  GPURES_ROUTER_CLIENT_TOKEN  the token a request to an on-demand preset must carry, as Authorization: Bearer\n' +
+  "                              (an OpenAI client's api_key; at least 32 characters, neither of the tokens above)\n" +
+  'A config with an on-demand tier needs the last three; tokens are read from the environment only.';
 
 function fail(message: string): never {
   process.stderr.write(`gpures-router: ${message}\n`);
@@ -51,7 +59,8 @@ async function main(): Promise<void> {
   if (!(port <= 65535)) fail(`--port must be an integer in 0..65535 (got '${values.port}')`);
   const host = values.host ?? '127.0.0.1';
   // A request to an on-demand tier acquires its serve, evicting others, with the router's own API
-  // token: whoever reaches the router can start that. Beyond this host only when asked, as `gpures api`.
+  // token: the client token guards that, and the admin API is there too. Beyond this host only
+  // when asked, as `gpures api`.
   if (!isLoopback(host) && !values['allow-non-loopback']) {
     fail(`--host ${host} is not a loopback address: a request to an on-demand tier can evict serves; add --allow-non-loopback to serve beyond this host`);
   }
@@ -66,6 +75,7 @@ async function main(): Promise<void> {
       requireAcquisitionApi: true,
       processMetrics: true,
       ...(env.acquisitions ? { acquisitions: env.acquisitions } : {}),
+      ...(env.clientToken ? { clientToken: env.clientToken } : {}),
       ...(values.state ? { stateFile: values.state } : {}),
     });
   } catch (err) {

@@ -3,11 +3,15 @@
 // A quiesced tier answers 503 with Retry-After, unless it is on demand: then the request waits in
 // its queue while the serve is acquired (on-demand.ts). A request counts as in flight from when it
 // is forwarded until its response is done; a held one is not (there is nothing to drain yet).
+// A request to an on-demand preset must carry the client token, whatever its tier's state: it
+// can start an acquisition (an eviction), and while the serve runs it renews the serve's idle lease.
+// No client header reaches a backend but Accept: the client token stays with the router.
 import { pipeline } from 'node:stream/promises';
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bearerMatches, tokenDigest } from '../adapters/bearer';
 import { findTier } from '../config/router-model';
 import { errorBody, errText } from './errors';
 import type { RouterTier } from '../config/router-model';
@@ -20,14 +24,38 @@ const PROXIED = ['/v1/chat/completions', '/v1/embeddings'] as const;
 /** Response headers relayed from the backend besides the status and the body. */
 const RELAYED_HEADERS = ['content-type', 'cache-control'] as const;
 
-export function registerPublicRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand, metrics: RouterMetrics): void {
+export interface PublicRouteOptions {
+  /** The token requests to on-demand presets must carry (GPURES_ROUTER_CLIENT_TOKEN); without it every such request is refused. */
+  clientToken?: string;
+}
+
+export function registerPublicRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand, metrics: RouterMetrics, opts: PublicRouteOptions = {}): void {
   app.get('/healthz', () => ({ status: 'ok', mapping_version: table.config.mappingVersion }));
 
   app.get('/v1/models', () => modelList(table, demand));
 
+  const clientDigest = opts.clientToken ? tokenDigest(opts.clientToken) : undefined;
+  // Fails closed: a router without a client token refuses its on-demand presets (server.ts refuses to load them first).
+  const isClient = (authorization: string | undefined) => clientDigest !== undefined && bearerMatches(authorization, clientDigest);
   for (const route of PROXIED) {
-    app.post(route, (req, reply) => proxy(table, demand, metrics, route, req, reply));
+    app.post(route, (req, reply) => proxy(table, demand, metrics, isClient, route, req, reply));
   }
+}
+
+/** 401 for a request to an on-demand preset without the client token: nothing is held, acquired or forwarded. */
+function unauthorized(reply: FastifyReply, preset: string, tier: RouterTier): FastifyReply {
+  return reply
+    .code(401)
+    .header('www-authenticate', 'Bearer realm="gpures-router"')
+    .send(
+      errorBody(
+        `preset '${preset}' is on demand: a request to it can acquire serve '${tier.onDemand?.serve ?? ''}' of tier '${tier.name}', ` +
+          'which can evict other serves, so it must carry Authorization: Bearer <client token> (GPURES_ROUTER_CLIENT_TOKEN; ' +
+          "an OpenAI client's api_key); missing or wrong token",
+        'unauthorized',
+        { code: 'unauthorized', reason: 'unauthorized', tier: tier.name },
+      ),
+    );
 }
 
 /**
@@ -109,6 +137,7 @@ async function proxy(
   table: TierTable,
   demand: OnDemand,
   metrics: RouterMetrics,
+  isClient: (authorization: string | undefined) => boolean,
   route: (typeof PROXIED)[number],
   req: FastifyRequest,
   reply: FastifyReply,
@@ -129,6 +158,9 @@ async function proxy(
   if (!tier) throw new Error(`preset '${preset.name}' names missing tier '${preset.tier}'`); // a validated config rules this out
   const rt = table.runtimeOf(tier.name);
   metrics.requestFor(tier.name, reply);
+  // Whenever the router can acquire for the tier, before its state is even looked at: the answer
+  // does not depend on whether the serve happens to be up.
+  if (tier.onDemand && demand.enabled && !isClient(req.headers.authorization)) return unauthorized(reply, preset.name, tier);
   const refuse = (r: Refusal, streamed = false) => {
     metrics.refused(r);
     refuseWith(reply, r, streamed);

@@ -19,7 +19,8 @@ import { ConfigLoadError, loadConfig } from './config-file';
 import { RouterMetrics } from './metrics';
 import { Mutex } from './mutex';
 import { OnDemand } from './on-demand';
-import { onDemandWithoutApi } from './on-demand-config';
+import { onDemandUnmet } from './on-demand-config';
+import type { OnDemandMeans } from './on-demand-config';
 import { errorBody, errText } from './errors';
 import { registerPublicRoutes } from './proxy';
 import type { RouterSnapshot } from './tier-table';
@@ -52,6 +53,14 @@ export interface RouterOptions {
    * Without it an on-demand tier answers like any other: 503 with Retry-After while quiesced.
    */
   acquisitions?: { url: string; token: string };
+  /**
+   * The bearer token a request to an on-demand preset must carry (GPURES_ROUTER_CLIENT_TOKEN): such
+   * a request can acquire a serve, evicting others. Required with `acquisitions` (and under
+   * `requireAcquisitionApi`) as soon as the config has an on-demand tier: such a config is refused at
+   * start and on reload without it. Without `acquisitions` on-demand tiers are ordinary and it is
+   * not asked for: no request can acquire anything.
+   */
+  clientToken?: string;
   /** Refuse a config (at start and on reload) with an on-demand tier when there is no acquisition API: main.js sets it. */
   requireAcquisitionApi?: boolean;
   /** Between two GETs of a running acquisition. Default 500 ms. */
@@ -108,8 +117,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const host = opts.host ?? '127.0.0.1';
 
   const { config } = await loadConfig(opts.configPath);
-  const missing = opts.acquisitions || !opts.requireAcquisitionApi ? [] : onDemandWithoutApi(config, opts.configPath);
-  if (missing.length > 0) throw new ConfigLoadError(missing);
+  const means: OnDemandMeans = {
+    acquisitionApi: Boolean(opts.acquisitions),
+    requireAcquisitionApi: Boolean(opts.requireAcquisitionApi),
+    clientToken: Boolean(opts.clientToken),
+  };
+  const unmet = onDemandUnmet(config, opts.configPath, means);
+  if (unmet.length > 0) throw new ConfigLoadError(unmet);
   const table = await TierTable.open(config, opts.stateFile);
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5000;
   const changes = new Mutex();
@@ -124,19 +138,20 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     { logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024 },
     { requestTimeoutMs: opts.requestTimeoutMs, maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS },
   );
-  // A request to an on-demand preset evicts serves with the router's own API token, untokened: a
-  // page rebound to 127.0.0.1 must not reach it.
+  // A request to an on-demand preset can evict serves, with the router's own API token: it must
+  // carry the client token (proxy.ts), and on loopback a page rebound to 127.0.0.1 does not get
+  // even as far as that check.
   if (isLoopback(host)) refuseForeignHosts(app, 'router');
   acceptJsonBodies(app);
   answerErrors(app);
   const metrics = new RouterMetrics(table, demand, { processMetrics: Boolean(opts.processMetrics) });
   metrics.route(app);
-  registerPublicRoutes(app, table, demand, metrics);
+  registerPublicRoutes(app, table, demand, metrics, opts.clientToken ? { clientToken: opts.clientToken } : {});
   await registerAdminRoutes(app, table, demand, changes, {
     configPath: opts.configPath,
     adminToken: opts.adminToken,
     probeTimeoutMs,
-    requireAcquisitionApi: Boolean(opts.requireAcquisitionApi),
+    onDemandMeans: means,
   });
 
   await app.listen({ host, port: opts.port ?? 0 });

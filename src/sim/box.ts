@@ -40,6 +40,8 @@ export interface SimBoxOptions {
   routerPort?: number;
   /** The acquisition API the router's on-demand tiers acquire through; without it they are ordinary tiers. */
   acquisitions?: { url: string; token: string };
+  /** The token requests to the router's on-demand presets must carry; required with `acquisitions` for an on-demand tier. */
+  clientToken?: string;
 }
 
 export interface SimBox {
@@ -81,6 +83,7 @@ export async function startSimBox(o: SimBoxOptions): Promise<SimBox> {
     port: o.routerPort ?? 0,
     stateFile: join(o.stateDir, 'router-state.json'),
     ...(o.acquisitions ? { acquisitions: o.acquisitions, acquisitionPollMs: 200 } : {}),
+    ...(o.clientToken ? { clientToken: o.clientToken } : {}),
   });
   const routerAdmin = new HttpRouterAdmin({ baseUrl: router.url, token: o.routerToken });
   return {

@@ -1,6 +1,7 @@
 // A simulated box with the whole closed loop: sim serves as local processes, the fake nvidia-smi,
 // a worker on a real dev server, the acquisition API (buildApi, on loopback) and the reference
-// router with GPURES_API_URL/TOKEN's equivalent, so on-demand tiers acquire through the API.
+// router with GPURES_API_URL/TOKEN's equivalent, so on-demand tiers acquire through the API, and
+// GPURES_ROUTER_CLIENT_TOKEN's (`clientToken`), which every request to them must carry.
 // For the on-demand router tests and bench/router-on-demand.ts.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -53,6 +54,8 @@ export interface OnDemandBox {
   admin: HttpRouterAdmin;
   apiUrl: string;
   apiToken: string;
+  /** The token requests to an on-demand preset carry (Authorization: Bearer; an OpenAI client's apiKey). */
+  clientToken: string;
   runtime: SimRuntime;
   /** GET /admin/tiers as the router answers it, the queue and acquisition included. */
   tiers(): Promise<AdminTier[]>;
@@ -103,11 +106,13 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
   const routerConfigPath = join(dir, 'router.toml');
   writeFileSync(routerConfigPath, stringifyToml(doc));
   const routerToken = `router-token-${randomUUID()}`;
+  const clientToken = `client-token-${randomUUID()}`;
   const router = await startRouter({
     configPath: routerConfigPath,
     adminToken: routerToken,
     port: 0,
     acquisitions: { url: apiUrl, token: apiToken },
+    clientToken,
     acquisitionPollMs: 200,
     ...(o.heldBytesLimit !== undefined ? { heldBytesLimit: o.heldBytesLimit } : {}),
   });
@@ -130,6 +135,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
     admin,
     apiUrl,
     apiToken,
+    clientToken,
     runtime,
     async tiers() {
       const res = await fetch(`${router.url}/admin/tiers`, { headers: { authorization: `Bearer ${routerToken}` } });
