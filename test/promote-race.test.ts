@@ -3,59 +3,21 @@
 // (the Temporal UI's form under another workflow id). Real dev server, real dockerd,
 // gpures/fake-router:test containers; the box is sampled: the live file on disk and the
 // router's /healthz, not the workflow's word.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
 import type { RouterTarget } from '../src/adapters/router-deployment/port';
 import { followPromotion, startPromotion } from '../src/client/promote';
 import type { PromoteInput } from '../src/shared/promotion';
 import { promotionStepsQuery } from '../src/shared/promotion';
 import { taskQueueFor } from '../src/shared/messages';
-import { docker, uniqueNode } from './support/box';
-import { deployTestRouter, healthz, removeTestArtifacts, ROUTER_IMAGE, ROUTER_TOKEN, routerConfig } from './support/router';
-import { testTemporal } from './support/temporal';
-import type { TestTemporal } from './support/temporal';
-import { startTestWorker } from './support/worker';
-import type { TestWorker } from './support/worker';
+import { healthz, promotionBox, ROUTER_IMAGE, ROUTER_TOKEN, routerConfig } from './support/router';
 import { waitUntil } from './support/wait';
 
 describe('router promotion racing other writers of the live config', () => {
-  const d = docker();
-  const run = `r${Date.now().toString(36)}`;
-  const node = uniqueNode('promrace');
-  const tmpDirs: string[] = [];
-  let temporal: TestTemporal;
-  let worker: TestWorker | undefined;
-  const targets: Record<string, RouterTarget> = {};
-
-  before(async () => {
-    temporal = await testTemporal();
-    for (const name of ['opedit', 'twoids']) {
-      targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 4 };
-      tmpDirs.push(join(targets[name].configPath, '..'));
-    }
-    worker = await startTestWorker({
-      temporal,
-      node,
-      manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
-      pollIntervalMs: 200,
-      routerTargets: Object.values(targets),
-    });
-  });
-
-  after(async () => {
-    await worker?.stop();
-    await removeTestArtifacts(d, run, []);
-    for (const dir of tmpDirs) rmSync(dir, { recursive: true, force: true });
-    await temporal?.close();
-  });
-
-  const target = (name: string): RouterTarget => {
-    const t = targets[name];
-    assert.ok(t, name);
-    return t;
-  };
+  const box = promotionBox('promrace', ['opedit', 'twoids']);
+  const { node } = box;
+  const target = (name: string) => box.target(name);
 
   /** What an operator (or config management) does: write the live file in place, then POST /admin/reload. */
   async function operatorEdit(t: RouterTarget, content: string): Promise<void> {
@@ -66,7 +28,7 @@ describe('router promotion racing other writers of the live config', () => {
 
   test("an operator's edit and admin reload during the verify window: the promotion's rollback does not put the backup back over it", async () => {
     const t = target('opedit');
-    const handle = await startPromotion(temporal.client, node, { router: 'opedit', config: { content: routerConfig('opedit-v2') }, image: ROUTER_IMAGE });
+    const handle = await startPromotion(box.temporal.client, node, { router: 'opedit', config: { content: routerConfig('opedit-v2') }, image: ROUTER_IMAGE });
     // The promotion wrote opedit-v2 and reloaded; it is now watching /healthz for it.
     await waitUntil('the promotion at verify', async () => (await handle.query(promotionStepsQuery)).current === 'verify', 30_000, 50);
     const mine = routerConfig('opedit-operator');
@@ -92,11 +54,11 @@ describe('router promotion racing other writers of the live config', () => {
 
   test('a second promotion started under another workflow id (the UI form) while the CLI one runs: refused, nothing of it reaches the box', async () => {
     const t = target('twoids');
-    const a = await startPromotion(temporal.client, node, { router: 'twoids', config: { content: routerConfig('twoids-a') }, image: ROUTER_IMAGE });
+    const a = await startPromotion(box.temporal.client, node, { router: 'twoids', config: { content: routerConfig('twoids-a') }, image: ROUTER_IMAGE });
     await waitUntil('promotion A at verify', async () => (await a.query(promotionStepsQuery)).current === 'verify', 30_000, 50);
     // The UI's "Start workflow" form: same type, task queue and input shape, an id the operator typed.
     const inputB: PromoteInput = { router: 'twoids', config: { content: routerConfig('twoids-b') }, image: ROUTER_IMAGE };
-    const b = await temporal.client.workflow.start('promoteWorkflow', {
+    const b = await box.temporal.client.workflow.start('promoteWorkflow', {
       workflowId: `promote-by-hand/${node}/twoids`,
       taskQueue: taskQueueFor(node),
       args: [inputB],

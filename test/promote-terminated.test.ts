@@ -4,60 +4,24 @@
 // backup. Now the journal says which writes were verified and the next promotion refuses at
 // resolve, naming the run and its backup; promoting that backup is the way back. Real dev
 // server, real dockerd, gpures/fake-router:test; the box is sampled.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RouterTarget } from '../src/adapters/router-deployment/port';
 import { journalPath } from '../src/adapters/router-deployment/port';
 import { followPromotion, startPromotion } from '../src/client/promote';
 import { promotionStepsQuery } from '../src/shared/promotion';
-import { docker, uniqueNode } from './support/box';
-import { backupsIn, deployTestRouter, healthz, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
+import { backupsIn, healthz, promotionBox, ROUTER_IMAGE, routerConfig } from './support/router';
 import { Worker } from '@temporalio/worker';
 import { UNCOUNTED_SINKS } from '../src/worker/workflow-code';
-import { testTemporal, workflowBundle } from './support/temporal';
-import type { TestTemporal } from './support/temporal';
-import { startTestWorker } from './support/worker';
-import type { TestWorker } from './support/worker';
+import { workflowBundle } from './support/temporal';
 import { waitUntil } from './support/wait';
 
 describe('router promotion after a promotion terminated mid-verify', () => {
-  const d = docker();
-  const run = `r${Date.now().toString(36)}`;
-  const node = uniqueNode('promterm');
-  const tmpDirs: string[] = [];
-  let temporal: TestTemporal;
-  let worker: TestWorker | undefined;
-  const targets: Record<string, RouterTarget> = {};
-
-  before(async () => {
-    temporal = await testTemporal();
-    for (const name of ['term']) {
-      targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 4 };
-      tmpDirs.push(join(targets[name].configPath, '..'));
-    }
-    worker = await startTestWorker({
-      temporal,
-      node,
-      manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
-      pollIntervalMs: 200,
-      routerTargets: Object.values(targets),
-    });
-  });
-
-  after(async () => {
-    await worker?.stop();
-    await removeTestArtifacts(d, run, []);
-    for (const dir of tmpDirs) rmSync(dir, { recursive: true, force: true });
-    await temporal?.close();
-  });
-
-  const target = (name: string): RouterTarget => {
-    const t = targets[name];
-    assert.ok(t, name);
-    return t;
-  };
+  const promo = promotionBox('promterm', ['term']);
+  const { d, node } = promo;
+  const target = (name: string) => promo.target(name);
 
   const mappingOf = (text: string) => /mapping_version = "([^"]*)"/.exec(text)?.[1];
 
@@ -79,7 +43,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
 
   test("the next promotion does not take the terminated run's unverified candidate for the config to roll back to", async () => {
     const t = target('term');
-    const p1 = await startPromotion(temporal.client, node, {
+    const p1 = await startPromotion(promo.temporal.client, node, {
       router: 'term',
       config: { content: routerConfig('term-v2', ['', 'report_mapping_version = "stale"']) },
       image: ROUTER_IMAGE,
@@ -96,7 +60,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
     assert.equal(mappingOf(before.live), 'term-v2', "P1's candidate is live");
     assert.equal(mappingOf(readFileSync(p1Backup, 'utf8')), 'term-v1', "P1's backup holds the last verified config");
 
-    const p2 = await startPromotion(temporal.client, node, {
+    const p2 = await startPromotion(promo.temporal.client, node, {
       router: 'term',
       config: { content: routerConfig('term-v3', ['', 'report_mapping_version = "stale3"']) },
       image: ROUTER_IMAGE,
@@ -121,7 +85,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
     assert.ok(!out.details?.steps.some((s) => s.step === 'validate'), 'refused before its validate run');
 
     // --validate-only backs nothing up: it is not refused, and changes nothing either.
-    const look = await startPromotion(temporal.client, node, {
+    const look = await startPromotion(promo.temporal.client, node, {
       router: 'term',
       config: { content: routerConfig('term-v3') },
       image: ROUTER_IMAGE,
@@ -135,7 +99,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
   test("the way back: promoting the terminated run's backup goes ahead and is verified; the promotion after it is not refused", async () => {
     const t = target('term');
     assert.ok(p1Backup, 'the first test ran');
-    const p3 = await startPromotion(temporal.client, node, { router: 'term', config: { content: readFileSync(p1Backup, 'utf8') }, image: ROUTER_IMAGE });
+    const p3 = await startPromotion(promo.temporal.client, node, { router: 'term', config: { content: readFileSync(p1Backup, 'utf8') }, image: ROUTER_IMAGE });
     const out3 = await followPromotion(p3, () => undefined, 200);
     assert.ok(out3.ok, out3.ok ? '' : `${out3.failureType}: ${out3.message}`);
     const afterP3 = await box(t);
@@ -152,7 +116,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
       ['backup intent', 'backup done', 'write intent verifies', 'write done verifies', 'verified done'],
     );
 
-    const p4 = await startPromotion(temporal.client, node, { router: 'term', config: { content: routerConfig('term-v4') }, image: ROUTER_IMAGE });
+    const p4 = await startPromotion(promo.temporal.client, node, { router: 'term', config: { content: routerConfig('term-v4') }, image: ROUTER_IMAGE });
     const out4 = await followPromotion(p4, () => undefined, 200);
     assert.ok(out4.ok, out4.ok ? '' : `${out4.failureType}: ${out4.message}`);
     const afterP4 = await box(t);
@@ -161,7 +125,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
     assert.equal(afterP4.serves, 'term-v4');
 
     // Each run's history (terminated mid-verify, refused, promoted with `verified`) replays against the bundle.
-    const earlier = [p1Run, p2Run].map((r) => temporal.client.workflow.getHandle(p3.workflowId, r));
+    const earlier = [p1Run, p2Run].map((r) => promo.temporal.client.workflow.getHandle(p3.workflowId, r));
     for (const h of [...earlier, p3, p4]) {
       await Worker.runReplayHistory({ workflowBundle: await workflowBundle(), sinks: UNCOUNTED_SINKS }, await h.fetchHistory(), h.workflowId);
     }

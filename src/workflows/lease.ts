@@ -17,6 +17,7 @@ import {
   startChild,
   workflowInfo,
 } from '@temporalio/workflow';
+import type { SignalDefinition } from '@temporalio/workflow';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
 import {
@@ -355,6 +356,27 @@ class OthersWaitedOut {
 }
 
 /**
+ * Starts the serve's lease with `terms`, as a workflow of its own that outlives the run starting
+ * it; when one runs already, sends it `signal` with them instead. Which of the two it did.
+ */
+async function startOrTell(node: string, serve: ServeSpec, terms: Terms, signal: SignalDefinition<[Terms]>): Promise<'started' | 'told'> {
+  const workflowId = workflowIds.lease(node, serve.name);
+  try {
+    await startChild(leaseWorkflow, {
+      workflowId,
+      args: [{ serve: serve.name, ...terms }],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      staticSummary: literalMarkdown(`${describe(terms)} of ${serve.name} on ${node}`),
+    });
+    return 'started';
+  } catch (err) {
+    if (!alreadyStarted(err)) throw err;
+    await getExternalWorkflowHandle(workflowId).signal(signal, terms);
+    return 'told';
+  }
+}
+
+/**
  * The acquisition's hand-over: its serve now runs, so its lease starts, as a workflow of its own
  * that outlives the acquisition. A lease of the serve that still runs (its serve was brought down
  * by hand, then acquired again) is renewed instead, under this acquisition and its terms.
@@ -369,17 +391,7 @@ export async function startLease(node: string, serve: ServeSpec, holder: string,
   const workflowId = workflowIds.lease(node, serve.name);
   const terms: Terms = { holder, kind: request.kind, seconds };
   try {
-    try {
-      await startChild(leaseWorkflow, {
-        workflowId,
-        args: [{ serve: serve.name, ...terms }],
-        parentClosePolicy: ParentClosePolicy.ABANDON,
-        staticSummary: literalMarkdown(`${describe(terms)} of ${serve.name} on ${node}`),
-      });
-    } catch (err) {
-      if (!alreadyStarted(err)) throw err;
-      await getExternalWorkflowHandle(workflowId).signal(renewLeaseSignal, terms);
-    }
+    await startOrTell(node, serve, terms, renewLeaseSignal);
   } catch (err) {
     // A cancelled acquisition is undone like at any other step, not completed with no lease.
     if (isCancellation(err) && patched(PATCHES.leaseStartCancellable)) throw err;
@@ -417,20 +429,9 @@ export async function leaseAtLeast(
   if (!parseHolder(holder)) return refuse(`${serve.name} is held by '${holder}', no run a lease's bring-down could be fenced to`);
   const workflowId = workflowIds.lease(node, serve.name);
   const terms: Terms = { holder, kind: request.kind, seconds };
-  let how: 'started' | 'at-least' = 'started';
+  let how: 'started' | 'at-least';
   try {
-    try {
-      await startChild(leaseWorkflow, {
-        workflowId,
-        args: [{ serve: serve.name, ...terms }],
-        parentClosePolicy: ParentClosePolicy.ABANDON,
-        staticSummary: literalMarkdown(`${describe(terms)} of ${serve.name} on ${node}`),
-      });
-    } catch (err) {
-      if (!alreadyStarted(err)) throw err;
-      how = 'at-least';
-      await getExternalWorkflowHandle(workflowId).signal(leaseAtLeastSignal, terms);
-    }
+    how = (await startOrTell(node, serve, terms, leaseAtLeastSignal)) === 'started' ? 'started' : 'at-least';
   } catch (err) {
     if (isCancellation(err)) throw err;
     return refuse(`the lease could not be reached (${rootCause(err).message})`);

@@ -1,13 +1,19 @@
 // Fake-router deployments for the promotion tests: a gpures/fake-router:test container on the
 // test dockerd with its live config in a host directory bind-mounted read-only at /config, a
 // published port on loopback and a restart policy, as an operator would run the real router.
-import { chmodSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { RouterTarget } from '../../src/adapters/router-deployment/port';
 import { TEST_IMAGES } from '../../src/dev/toolchain';
-import { freePort } from './temporal';
+import { docker, uniqueNode } from './box';
+import { freePort, testTemporal } from './temporal';
+import type { TestTemporal } from './temporal';
+import { startTestWorker } from './worker';
+import type { TestWorker } from './worker';
 import { waitUntil } from './wait';
 
 export const ROUTER_IMAGE = process.env['GPURES_ROUTER_TEST_IMAGE'] ?? TEST_IMAGES.fakeRouter;
@@ -134,4 +140,62 @@ export async function removeTestArtifacts(docker: Docker, run: string, images: s
       .getImage(image)
       .remove({ force: true })
       .catch(() => undefined);
+}
+
+/** A promotion suite's box: its node and run, the routers deployed for it, and the dev server and worker promoting them. */
+export interface PromotionBox {
+  d: Docker;
+  run: string;
+  node: string;
+  readonly temporal: TestTemporal;
+  target(name: string): RouterTarget;
+}
+
+/**
+ * Registers, in the calling describe, the hooks of a promotion suite: before, a dev server, a
+ * fake router per name (live config `<name>-v1`, a 4 s verify window) and a worker promoting them
+ * (no manifest); after, all of it removed.
+ */
+export function promotionBox(prefix: string, names: string[]): PromotionBox {
+  const d = docker();
+  const run = `r${Date.now().toString(36)}`;
+  const node = uniqueNode(prefix);
+  const tmpDirs: string[] = [];
+  const targets: Record<string, RouterTarget> = {};
+  let temporal: TestTemporal | undefined;
+  let worker: TestWorker | undefined;
+  before(async () => {
+    temporal = await testTemporal();
+    for (const name of names) {
+      targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 4 };
+      tmpDirs.push(join(targets[name].configPath, '..'));
+    }
+    worker = await startTestWorker({
+      temporal,
+      node,
+      manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
+      pollIntervalMs: 200,
+      routerTargets: Object.values(targets),
+    });
+  });
+  after(async () => {
+    await worker?.stop();
+    await removeTestArtifacts(d, run, []);
+    for (const dir of tmpDirs) rmSync(dir, { recursive: true, force: true });
+    await temporal?.close();
+  });
+  return {
+    d,
+    run,
+    node,
+    get temporal() {
+      assert.ok(temporal, 'the dev server starts in before()');
+      return temporal;
+    },
+    target(name) {
+      const t = targets[name];
+      assert.ok(t, name);
+      return t;
+    },
+  };
 }
