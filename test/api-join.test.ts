@@ -25,6 +25,8 @@ const SERVES: TestServe[] = [
   { name: 'slow', vram_mib: 512, class: 'on-demand', router_tier: 'slow-local', idle_ttl_s: 600, env: { SIM_START_DELAY_MS: '3000' } },
   // Brought up by a plain `serves up` (no acquisition, no lease).
   { name: 'plain', vram_mib: 512, class: 'on-demand', router_tier: 'plain-local' },
+  // Brought up by hand, and declares an idle ttl: what a router's POST would ask an idle lease of.
+  { name: 'handy', vram_mib: 512, class: 'on-demand', router_tier: 'handy-local', idle_ttl_s: 3 },
 ];
 
 describe('acquisition API: a POST that joins, or finds the serve up, and asked for a lease', () => {
@@ -148,5 +150,24 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     const ended = (await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'plain')).result()) as LeaseResult;
     console.log(`  lease/${box.node}/plain: ${ended.outcome}: ${ended.message}`);
     assert.equal(ended.outcome, 'expired');
+  });
+
+  test("the router's POST (its idle lease, no lease_s) for a serve brought up by hand: no lease is put on it, and it stays up", async () => {
+    const up = await serveUp(box.temporal.client, box.node, 'handy');
+    assert.ok(up.ok, up.ok ? '' : up.message);
+    const r = await post(box.apiUrl, { serve: 'handy', trigger: 'router' });
+    assert.equal(r.status, 202);
+    const result = await resultOf(r);
+    console.log(`  acquisition: ${result.outcome}: ${result.message}`);
+    assert.equal(result.outcome, 'already-running');
+    assert.equal(result.lease, undefined, 'no lease on a serve an operator brought up');
+    assert.match(result.leaseNotApplied?.[0] ?? '', /held by serves-up\/.*not by an acquisition/);
+    // Were a 3 s idle lease started, its bring-down would have taken handy well within this.
+    await sleep(15_000);
+    assert.equal((await leaseOf('handy')).status, 'none');
+    assert.ok(
+      (await running()).some((n) => n.includes('handy')),
+      'handy, brought up by hand, is still up',
+    );
   });
 });

@@ -426,7 +426,14 @@ export async function leaseAtLeast(
   };
   if (seconds === undefined) return refuse(`${serve.name} declares no idle_ttl_s, so an idle lease has no time to live`);
   // Not a run's token (a reservation reconciled from a container): a lease could not fence its bring-down to it.
-  if (!parseHolder(holder)) return refuse(`${serve.name} is held by '${holder}', no run a lease's bring-down could be fenced to`);
+  const run = parseHolder(holder);
+  if (!run) return refuse(`${serve.name} is held by '${holder}', no run a lease's bring-down could be fenced to`);
+  // Idle terms are the router's own (no caller asked for them): they never put a serve that an
+  // operator brought up outside an acquisition (`serves up NAME`, a restore) under a lease that
+  // would bring it down once idle. Explicit terms (lease_s, --lease) still do: their caller asked.
+  if (request.kind === 'idle' && run.workflowId !== workflowIds.acquire(node, serve.name)) {
+    return refuse(`${serve.name} is held by ${holder}, not by an acquisition: the router's idle lease is not put on a serve brought up by hand`);
+  }
   const workflowId = workflowIds.lease(node, serve.name);
   const terms: Terms = { holder, kind: request.kind, seconds };
   let how: 'started' | 'at-least';

@@ -153,6 +153,7 @@ export const PATCHES = {
    * An acquisition that finds its serve already running applies the lease terms asked (its own and
    * any joined) to the serve's lease, fenced to the run the ledger says holds the serve: it starts
    * one when none runs, else makes the running one last at least that long (leaseAtLeastSignal).
+   * A router's idle terms are applied only to a serve an acquisition holds (none to one brought up by hand).
    * Before, it completed already-running with the terms dropped. Reached only by an already-running
    * acquisition asked for a lease, which no recording has: test/api-join.test.ts POSTs lease_s for one.
    */
