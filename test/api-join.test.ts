@@ -125,7 +125,19 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     assert.ok(cli.ok, cli.ok ? '' : cli.message);
     console.log(`  serves up slow --lease 30s: ${cli.result.message}`);
     assert.equal(cli.result.outcome, 'already-running');
-    await sleep(1500); // the signal's moment at the lease: it would have moved the expiry by now
+    // The lease has taken the CLI's terms (its second 'atLeast' signal, the POST's being the first,
+    // then a workflow task completed after it): only then can an unchanged expiry say "never shorter".
+    await waitUntil(
+      "the lease handled the CLI's at-least signal",
+      async () => {
+        const events = (await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'slow')).fetchHistory()).events ?? [];
+        const signals = events.flatMap((e, i) => (e.workflowExecutionSignaledEventAttributes?.signalName === 'atLeast' ? [i] : []));
+        const cli = signals[1];
+        return cli !== undefined && events.slice(cli + 1).some((e) => e.workflowTaskCompletedEventAttributes);
+      },
+      30_000,
+      100,
+    );
     const after = await leaseOf('slow');
     assert.equal(after.view?.expiresAtEpochMs, longer.view?.expiresAtEpochMs, 'a shorter lease asked leaves the expiry as it was');
     assert.ok((await running()).some((n) => n.includes('slow')));
