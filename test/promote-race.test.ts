@@ -11,11 +11,11 @@ import { followPromotion, startPromotion } from '../src/client/promote';
 import type { PromoteInput } from '../src/shared/promotion';
 import { promotionStepsQuery } from '../src/shared/promotion';
 import { taskQueueFor } from '../src/shared/messages';
-import { healthz, promotionBox, ROUTER_IMAGE, ROUTER_TOKEN, routerConfig } from './support/router';
+import { healthz, makeVariantImage, promotionBox, ROUTER_IMAGE, ROUTER_TOKEN, routerConfig, waitHealthy } from './support/router';
 import { waitUntil } from './support/wait';
 
 describe('router promotion racing other writers of the live config', () => {
-  const box = promotionBox('promrace', ['opedit', 'twoids']);
+  const box = promotionBox('promrace', ['opedit', 'twoids', 'opimg']);
   const { node } = box;
   const target = (name: string) => box.target(name);
 
@@ -73,5 +73,28 @@ describe('router promotion racing other writers of the live config', () => {
     assert.ok(!outB.ok && outB.failureType === 'PromotionInputInvalid', `B: ${said(outB)}`);
     assert.equal(live, routerConfig('twoids-a'));
     assert.deepEqual(h, { status: 200, mappingVersion: 'twoids-a' });
+  });
+  test("an image change whose restore is refused (the operator's edit) still brings the previous image back, under the operator's config", async () => {
+    const t = target('opimg');
+    const before = await box.d.getContainer(t.container).inspect();
+    const v2 = await makeVariantImage(box.d, box.run, `promrace-v2-${box.run}`);
+    box.images.push(v2);
+    const handle = await startPromotion(box.temporal.client, node, { router: 'opimg', config: { content: routerConfig('opimg-v2') }, image: v2 });
+    await waitUntil('the promotion at verify', async () => (await handle.query(promotionStepsQuery)).current === 'verify', 60_000, 50);
+    await waitHealthy(t.url, 30_000);
+    writeFileSync(t.configPath, routerConfig('opimg-operator'));
+    const reload = await fetch(`${t.url}/admin/reload`, { method: 'POST', headers: { authorization: `Bearer ${ROUTER_TOKEN}` } });
+    assert.equal(reload.status, 200, await reload.text());
+    const out = await followPromotion(handle, () => undefined, 200);
+    assert.ok(!out.ok);
+    assert.match(
+      out.message,
+      /rolled back the image only: .* recreated and verified healthy on mapping_version 'opimg-operator' under the live config, which was not restored/,
+    );
+    // The box: the image it ran before, the operator's config on disk and served.
+    const after = await box.d.getContainer(t.container).inspect();
+    assert.equal(after.Image, before.Image, `the router runs ${after.Config.Image}, not the image it ran before the failed promotion`);
+    assert.match(readFileSync(t.configPath, 'utf8'), /mapping_version = "opimg-operator"/);
+    assert.equal((await healthz(t.url)).mappingVersion, 'opimg-operator');
   });
 });

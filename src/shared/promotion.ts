@@ -56,6 +56,8 @@ export interface RollbackReport {
   verify?: VerifyReport;
   /** Why the rollback itself failed, when it did. */
   error?: string;
+  /** Why the live config was not restored (someone else's change since this run wrote it): the image alone was rolled back, under it. */
+  configKept?: string;
 }
 
 export interface PromoteResult {

@@ -208,11 +208,14 @@ export const promotion = {
   live: (op: string, mappingVersion: string, image: string, reload: string, windowS: number, backupPath: string | null) =>
     `${op}: mapping_version '${mappingVersion}' is live on ${image} (${reload}), verified for ${windowS} s${backupPath ? `; backup ${backupPath}` : ''}`,
   rolledBack: (r: RollbackReport, previousImage: string, backupPath: string | null) =>
-    r.ok
-      ? `rolled back: config ${r.restored === 'unchanged' ? 'already the backup' : r.restored} (${backupPath ?? 'no backup: there was no live file'}), ` +
-        `${r.reload === 'recreated' ? `${r.image ?? previousImage} recreated` : 'router reloaded'}, ` +
-        `verified on mapping_version '${r.verify?.mappingVersion ?? '?'}'`
-      : `ROLLBACK FAILED (${r.error ?? '?'}): the router needs attention; backup ${backupPath ?? '(none)'}`,
+    r.ok && r.configKept !== undefined
+      ? `rolled back the image only: ${r.image ?? previousImage} recreated and verified healthy on mapping_version '${r.verify?.mappingVersion ?? '?'}' ` +
+        `under the live config, which was not restored (${r.configKept}); check that config; backup ${backupPath ?? '(none)'}`
+      : r.ok
+        ? `rolled back: config ${r.restored === 'unchanged' ? 'already the backup' : r.restored} (${backupPath ?? 'no backup: there was no live file'}), ` +
+          `${r.reload === 'recreated' ? `${r.image ?? previousImage} recreated` : 'router reloaded'}, ` +
+          `verified on mapping_version '${r.verify?.mappingVersion ?? '?'}'`
+        : `ROLLBACK FAILED (${r.error ?? '?'}): the router needs attention; backup ${backupPath ?? '(none)'}`,
   /** Why a promotion will not start from another run's unverified candidate, and the ways out. */
   unverifiedLive: (configPath: string, u: UnverifiedWrite & { backupExists: boolean }) => {
     const h = parseHolder(u.run);

@@ -182,5 +182,14 @@ export const PATCHES = {
    * mid-verify, which no recording has: test/promote-terminated.test.ts terminates one.
    */
   promoteRefusesUnverifiedLive: 'promote-refuses-unverified-live',
+  /**
+   * A rollback whose restore is refused (someone else changed the live config since this run
+   * wrote it: LiveConfigConflict) still brings back the image this run switched, under that config,
+   * and verifies the router healthy on whatever mapping it names. Before, the rollback stopped at
+   * the refused restore and left the router on the new, failed image. Asked only on that refusal
+   * of a run that recreated the router, which no recording has: test/promote-race.test.ts edits the
+   * config during the verify of an image change.
+   */
+  rollbackImageUnderOthersConfig: 'rollback-image-under-others-config',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

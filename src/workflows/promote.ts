@@ -314,8 +314,16 @@ async function rollBack(
   const report: RollbackReport = { ok: false };
   try {
     log.begin('rollback: restore');
-    report.restored = (await files.promoteRestore({ router, backupPath: backup.path, backupSha256: backup.sha256, writtenSha256, run })).outcome;
-    log.record('rollback: restore', promotion.restored(report.restored, d.target.configPath, backup.path));
+    try {
+      report.restored = (await files.promoteRestore({ router, backupPath: backup.path, backupSha256: backup.sha256, writtenSha256, run })).outcome;
+      log.record('rollback: restore', promotion.restored(report.restored, d.target.configPath, backup.path));
+    } catch (err) {
+      // Someone else's config is live and stays; an image this run switched still goes back, under it.
+      const cause = rootCause(err);
+      if (!(recreated && cause.type === Failure.LiveConfigConflict && patched(PATCHES.rollbackImageUnderOthersConfig))) throw err;
+      report.configKept = cause.message;
+      log.record('rollback: restore', `refused: ${cause.message}; the previous image still goes back`);
+    }
 
     log.begin('rollback: reload');
     const now = await act.promoteInspect({ router });
@@ -328,7 +336,8 @@ async function rollBack(
         image: { ref: d.container.image, id: d.container.imageId },
         // A recreated router goes back to its old image too.
         recreate: recreated || unsteady,
-        expectMappingVersion: backup.mappingVersion ?? d.live.mappingVersion,
+        // Under a config kept, whatever mapping it names: the router healthy on it is the check.
+        expectMappingVersion: report.configKept !== undefined ? null : (backup.mappingVersion ?? d.live.mappingVersion),
         opKey: `${holderOf(run.workflowId, run.runId)}/rollback`,
         ...verify,
       },

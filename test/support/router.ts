@@ -149,6 +149,8 @@ export interface PromotionBox {
   node: string;
   readonly temporal: TestTemporal;
   target(name: string): RouterTarget;
+  /** Images a test made (makeVariantImage): removed with the rest after the suite. */
+  images: string[];
 }
 
 /**
@@ -164,6 +166,7 @@ export function promotionBox(prefix: string, names: string[]): PromotionBox {
   const targets: Record<string, RouterTarget> = {};
   let temporal: TestTemporal | undefined;
   let worker: TestWorker | undefined;
+  const images: string[] = [];
   before(async () => {
     temporal = await testTemporal();
     for (const name of names) {
@@ -180,7 +183,7 @@ export function promotionBox(prefix: string, names: string[]): PromotionBox {
   });
   after(async () => {
     await worker?.stop();
-    await removeTestArtifacts(d, run, []);
+    await removeTestArtifacts(d, run, images);
     for (const dir of tmpDirs) rmSync(dir, { recursive: true, force: true });
     await temporal?.close();
   });
@@ -188,6 +191,7 @@ export function promotionBox(prefix: string, names: string[]): PromotionBox {
     d,
     run,
     node,
+    images,
     get temporal() {
       assert.ok(temporal, 'the dev server starts in before()');
       return temporal;
