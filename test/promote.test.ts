@@ -29,11 +29,20 @@ import type { JournalLine, UnverifiedWrite } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
 import { activityRuns, historyTexts } from './support/history-scan';
-import { backupsIn, deployTestRouter, healthz, makeVariantImage, removeTestArtifacts, ROUTER_IMAGE, routerConfig } from './support/router';
+import {
+  backupsIn,
+  deployTestRouter,
+  healthz,
+  makeVariantImage,
+  removeTestArtifacts,
+  ROUTER_IMAGE,
+  routerConfig,
+  startPromotionWorker,
+  tearDownPromotion,
+} from './support/router';
 import { UNCOUNTED_SINKS } from '../src/worker/workflow-code';
 import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
-import { startTestWorker } from './support/worker';
 import type { TestWorker } from './support/worker';
 import { waitUntil } from './support/wait';
 
@@ -227,21 +236,10 @@ describe('router promotion', () => {
     const link = join(outside, 'router-link');
     symlinkSync(swapped, link);
     targets['linkdir'] = { ...target('linkdir'), configPath: join(link, 'router.toml') };
-    worker = await startTestWorker({
-      temporal,
-      node,
-      manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
-      pollIntervalMs: 200,
-      routerTargets: Object.values(targets),
-    });
+    worker = await startPromotionWorker(temporal, node, targets);
   });
 
-  after(async () => {
-    await worker?.stop();
-    await removeTestArtifacts(d, run, images);
-    for (const dir of tmpDirs) rmSync(dir, { recursive: true, force: true });
-    await temporal?.close();
-  });
+  after(() => tearDownPromotion({ worker, d, run, images, tmpDirs, temporal }));
 
   function target(name: string): RouterTarget {
     const t = targets[name];

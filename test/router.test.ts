@@ -665,6 +665,46 @@ function onDemandToml(serve: string, backend: string, top: string[] = []): strin
   ].join('\n');
 }
 
+/**
+ * A router over one on-demand tier of `serve` (its config `config(backend url)`) with a fake vLLM
+ * behind it and a fake acquisition API whose acquisition runs until the test readmits the tier.
+ */
+async function startOnDemandRouter(
+  serve: string,
+  dirPrefix: string,
+  config: (backendUrl: string) => string,
+  extra: Partial<Parameters<typeof startRouter>[0]> = {},
+): Promise<{ dir: string; backend: FakeVllm; api: Awaited<ReturnType<typeof fakeAcquisitionApi>>; router: RunningRouter; admin: HttpRouterAdmin }> {
+  const dir = mkdtempSync(join(tmpdir(), dirPrefix));
+  const backend = await new FakeVllm(serve).start();
+  const api = await fakeAcquisitionApi(serve, { code: 200, body: { workflow_id: `acquire/n/${serve}`, status: 'running' } });
+  writeFileSync(join(dir, 'router.toml'), config(backend.url));
+  const router = await startRouter({
+    configPath: join(dir, 'router.toml'),
+    adminToken: TOKEN,
+    probeTimeoutMs: 1000,
+    acquisitions: { url: api.url, token: 'api-token' },
+    clientToken: CLIENT_TOKEN,
+    acquisitionPollMs: 50,
+    ...extra,
+  });
+  return { dir, backend, api, router, admin: new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 }) };
+}
+
+/** What startOnDemandRouter started, whatever of it a failed before() got to. */
+async function stopOnDemandRouter(r: {
+  router?: RunningRouter;
+  backend?: FakeVllm;
+  api?: Awaited<ReturnType<typeof fakeAcquisitionApi>>;
+  dir?: string;
+}): Promise<void> {
+  await r.router?.close();
+  await r.backend?.close();
+  const api = r.api;
+  if (api) await new Promise<void>((resolve) => api.server.close(() => resolve()));
+  if (r.dir) rmSync(r.dir, { recursive: true, force: true });
+}
+
 describe('an on-demand acquisition the API no longer answers for', () => {
   test('a 404 for its status: the waiting request gets 503 acquisition_unavailable at once, the tier is given back, and a later request starts a new one', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gpures-router-api-'));
@@ -743,28 +783,10 @@ describe('on-demand presets require the client token', () => {
   const config = (backendUrl: string) => onDemandToml('big', backendUrl, ['retry_after_s = 1']) + plainTier(backendUrl);
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'gpures-router-client-'));
-    backend = await new FakeVllm('big').start();
-    // An acquisition that runs until the test readmits the tier itself.
-    api = await fakeAcquisitionApi('big', { code: 200, body: { workflow_id: 'acquire/n/big', status: 'running' } });
+    ({ dir, backend, api, router, admin } = await startOnDemandRouter('big', 'gpures-router-client-', config));
     configPath = join(dir, 'router.toml');
-    writeFileSync(configPath, config(backend.url));
-    router = await startRouter({
-      configPath,
-      adminToken: TOKEN,
-      probeTimeoutMs: 1000,
-      acquisitions: { url: api.url, token: 'api-token' },
-      clientToken: CLIENT_TOKEN,
-      acquisitionPollMs: 50,
-    });
-    admin = new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 });
   });
-  after(async () => {
-    await router?.close();
-    await backend?.close();
-    if (api) await new Promise<void>((resolve) => api.server.close(() => resolve()));
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => stopOnDemandRouter({ router, backend, api, dir }));
 
   const WRONG = [undefined, `Bearer ${CLIENT_TOKEN}x`, `Bearer ${TOKEN}`, `Basic ${CLIENT_TOKEN}`, CLIENT_TOKEN, 'Bearer '];
 
@@ -896,28 +918,11 @@ describe("the router's bounds on receiving a request", () => {
   let admin: HttpRouterAdmin;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'gpures-router-bounds-'));
-    backend = await new FakeVllm('chat').start();
-    // An acquisition that runs until the test readmits the tier itself.
-    api = await fakeAcquisitionApi('chat', { code: 200, body: { workflow_id: 'acquire/n/chat', status: 'running' } });
-    writeFileSync(join(dir, 'router.toml'), onDemandToml('chat', backend.url));
-    router = await startRouter({
-      configPath: join(dir, 'router.toml'),
-      adminToken: TOKEN,
-      probeTimeoutMs: 1000,
-      acquisitions: { url: api.url, token: 'api-token' },
-      clientToken: CLIENT_TOKEN,
-      acquisitionPollMs: 50,
+    ({ dir, backend, api, router, admin } = await startOnDemandRouter('chat', 'gpures-router-bounds-', (url) => onDemandToml('chat', url), {
       requestTimeoutMs: BOUND_MS,
-    });
-    admin = new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 });
+    }));
   });
-  after(async () => {
-    await router?.close();
-    await backend?.close();
-    if (api) await new Promise<void>((resolve) => api.server.close(() => resolve()));
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => stopOnDemandRouter({ router, backend, api, dir }));
 
   const head = (length: number) =>
     `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${CLIENT_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;

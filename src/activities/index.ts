@@ -399,15 +399,15 @@ export function createActivities(deps: ActivityDeps) {
     async verifyIdentity(input: { serve: ServeSpec }): Promise<IdentityResult> {
       const url = serveBaseUrl(input.serve);
       // The key vLLM wants on /v1 routes, read here from the manifest: history holds it redacted.
-      const apiKey = (await loadServe(input.serve.name)).serve.env[SERVE_API_KEY_ENV];
+      const resolved = await loadServe(input.serve.name);
+      const apiKey = resolved.serve.env[SERVE_API_KEY_ENV];
       let observed: string[];
       try {
         observed = await permanentAsFailure(() => deps.probe.modelIds(url, 5000, apiKey));
       } catch (err) {
         if (!(err instanceof ServeUnreachable)) throw err;
         // A container that is gone will not answer on a retry; one that runs may (a restart, a busy accept queue).
-        const { node } = await loadServe(input.serve.name);
-        const name = containerName(node, input.serve.name);
+        const name = containerName(resolved.node, input.serve.name);
         const state = await deps.runtime.inspect(name);
         const details = { url: err.url, code: err.code };
         if (!state?.running)

@@ -142,6 +142,32 @@ export async function removeTestArtifacts(docker: Docker, run: string, images: s
       .catch(() => undefined);
 }
 
+/** A worker promoting `targets` on `node` (the promotion tests read no manifest). */
+export function startPromotionWorker(temporal: TestTemporal, node: string, targets: Record<string, RouterTarget>): Promise<TestWorker> {
+  return startTestWorker({
+    temporal,
+    node,
+    manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
+    pollIntervalMs: 200,
+    routerTargets: Object.values(targets),
+  });
+}
+
+/** A promotion suite's teardown: its worker, the run's containers and `images`, its directories, the dev server. */
+export async function tearDownPromotion(s: {
+  worker: TestWorker | undefined;
+  d: Docker;
+  run: string;
+  images: string[];
+  tmpDirs: string[];
+  temporal: TestTemporal | undefined;
+}): Promise<void> {
+  await s.worker?.stop();
+  await removeTestArtifacts(s.d, s.run, s.images);
+  for (const dir of s.tmpDirs) rmSync(dir, { recursive: true, force: true });
+  await s.temporal?.close();
+}
+
 /** A promotion suite's box: its node and run, the routers deployed for it, and the dev server and worker promoting them. */
 export interface PromotionBox {
   d: Docker;
@@ -173,20 +199,9 @@ export function promotionBox(prefix: string, names: string[]): PromotionBox {
       targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 4 };
       tmpDirs.push(join(targets[name].configPath, '..'));
     }
-    worker = await startTestWorker({
-      temporal,
-      node,
-      manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
-      pollIntervalMs: 200,
-      routerTargets: Object.values(targets),
-    });
+    worker = await startPromotionWorker(temporal, node, targets);
   });
-  after(async () => {
-    await worker?.stop();
-    await removeTestArtifacts(d, run, images);
-    for (const dir of tmpDirs) rmSync(dir, { recursive: true, force: true });
-    await temporal?.close();
-  });
+  after(() => tearDownPromotion({ worker, d, run, images, tmpDirs, temporal }));
   return {
     d,
     run,
