@@ -27,6 +27,8 @@ const SERVES: TestServe[] = [
   { name: 'plain', vram_mib: 512, class: 'on-demand', router_tier: 'plain-local' },
   // Brought up by hand, and declares an idle ttl: what a router's POST would ask an idle lease of.
   { name: 'handy', vram_mib: 512, class: 'on-demand', router_tier: 'handy-local', idle_ttl_s: 3 },
+  // Acquired under a short lease whose expiry is held up: what a POST meets while its lease is expiring.
+  { name: 'ending', vram_mib: 512, class: 'on-demand' },
 ];
 
 describe('acquisition API: a POST that joins, or finds the serve up, and asked for a lease', () => {
@@ -125,19 +127,9 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     assert.ok(cli.ok, cli.ok ? '' : cli.message);
     console.log(`  serves up slow --lease 30s: ${cli.result.message}`);
     assert.equal(cli.result.outcome, 'already-running');
-    // The lease has taken the CLI's terms (its second 'atLeast' signal, the POST's being the first,
-    // then a workflow task completed after it): only then can an unchanged expiry say "never shorter".
-    await waitUntil(
-      "the lease handled the CLI's at-least signal",
-      async () => {
-        const events = (await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'slow')).fetchHistory()).events ?? [];
-        const signals = events.flatMap((e, i) => (e.workflowExecutionSignaledEventAttributes?.signalName === 'atLeast' ? [i] : []));
-        const cli = signals[1];
-        return cli !== undefined && events.slice(cli + 1).some((e) => e.workflowTaskCompletedEventAttributes);
-      },
-      30_000,
-      100,
-    );
+    // The lease answered the CLI's terms (its atLeastAnswered Update) before the acquisition
+    // completed: taken, so an unchanged expiry now says "never shorter".
+    assert.equal(cli.result.lease?.how, 'at-least', 'the lease took the terms');
     const after = await leaseOf('slow');
     assert.equal(after.view?.expiresAtEpochMs, longer.view?.expiresAtEpochMs, 'a shorter lease asked leaves the expiry as it was');
     assert.ok((await running()).some((n) => n.includes('slow')));
@@ -181,5 +173,48 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
       (await running()).some((n) => n.includes('handy')),
       'handy, brought up by hand, is still up',
     );
+  });
+
+  test('a POST with lease_s for a serve whose lease is expiring: the answer says the lease was not applied and the serve goes down', async () => {
+    // A serves down under the CLI's id that nothing works on (another task queue): at its expiry
+    // the lease finds it under way and waits it out, expiring, while ending still runs, held by
+    // its acquisition. Started first, so the lease's expiry cannot come before it.
+    const downId = workflowIds.bringDown(box.node, 'ending');
+    const stuck = await box.temporal.client.workflow.start('bringDownWorkflow', {
+      taskQueue: `${box.node}-nobody`,
+      workflowId: downId,
+      args: [{ serve: 'ending' }],
+    });
+    const first = await post(box.apiUrl, { serve: 'ending', lease_s: 2 });
+    assert.equal(first.status, 202);
+    assert.equal((await resultOf(first)).outcome, 'started');
+    await waitUntil('the lease of ending is expiring', async () => (await leaseOf('ending')).view?.state === 'expiring', 30_000, 100);
+
+    const r = await post(secondUrl, { serve: 'ending', lease_s: 600 });
+    assert.equal(r.status, 202);
+    const result = await resultOf(r);
+    console.log(`  acquisition: ${result.outcome}: ${result.message}`);
+    assert.equal(result.outcome, 'already-running');
+    assert.doesNotMatch(result.message, /asked to last at least/, 'the lease did not take the terms: the answer must not say it did');
+    assert.equal(result.lease, undefined, 'no lease was made to last 600 s');
+    assert.match(result.leaseNotApplied?.[0] ?? '', /^lease of 10m not applied: lease\/.*\/ending is expiring \(expired at .*\): .*ending will not stay up/);
+    assert.deepEqual(
+      result.leaseTermsNotApplied?.map((t) => [t.asked, t.leaseState, t.serveStays]),
+      [[{ kind: 'fixed', seconds: 600 }, 'expiring', false]],
+    );
+    // What the router or a script reads: the API's own answer.
+    const got = await fetch(`${box.apiUrl}/v1/acquisitions/${encodeURIComponent(r.body.workflow_id)}`, {
+      headers: { authorization: `Bearer ${box.apiToken}` },
+    });
+    const body = (await got.json()) as { status: string; result?: AcquireResult };
+    assert.equal(body.status, 'completed');
+    assert.deepEqual(body.result?.leaseTermsNotApplied?.[0]?.serveStays, false);
+
+    // The box: once the other serves down is out of the way, the lease brings ending down, as answered.
+    await stuck.terminate('test over');
+    const ended = (await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'ending')).result()) as LeaseResult;
+    console.log(`  lease/${box.node}/ending: ${ended.outcome}: ${ended.message}`);
+    assert.equal(ended.outcome, 'expired');
+    await waitUntil('ending is down', async () => !(await running()).some((n) => n.includes('ending')), 60_000);
   });
 });

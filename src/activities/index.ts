@@ -38,6 +38,7 @@ import type { LedgerPort } from '../adapters/ledger/port';
 import type { ActivityMetrics } from '../adapters/metrics/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { OperationControl } from '../adapters/operations/port';
+import type { LeaseControl } from '../adapters/leases/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
@@ -58,6 +59,8 @@ export interface ActivityDeps {
   operations: OperationControl;
   /** The router's admin API; needed only to evict serves that back a router tier. */
   router?: RouterAdmin;
+  /** The serves' running leases (Temporal); needed only to apply a caller's lease terms to one that runs. */
+  leases?: LeaseControl;
   /** nvidia-smi; needed only to confirm an evicted serve's VRAM came back. */
   gpu?: GpuProbe;
   /** vLLM's sleep-mode endpoints; needed only for serves evicted by sleeping. */

@@ -177,6 +177,27 @@ export const renewLeaseSignal = defineSignal<[{ holder: string; kind: 'fixed' | 
  * another holder than the lease's are a renewal: the lease's own hold is gone.
  */
 export const leaseAtLeastSignal = defineSignal<[{ holder: string; kind: 'fixed' | 'idle'; seconds: number }]>('atLeast');
+/** A lease's terms: the run that holds its serve, its kind, and its seconds (fixed: its length; idle: its time to live unused). */
+export interface LeaseTerms {
+  holder: string;
+  kind: 'fixed' | 'idle';
+  seconds: number;
+}
+/**
+ * What a lease answers another caller's terms (leaseAtLeastUpdate). Applied: it lasts at least
+ * that long from now (`at-least`), or, the terms naming another holder, goes on under them
+ * (`renewed`: after its bring-down for the old holder, if one was under way). Not applied: it had
+ * already begun to expire (`expiring`: its bring-down takes the serve down as planned), or, read
+ * by the activity that asked, it had ended (`ended`).
+ */
+export type LeaseAtLeastAnswer =
+  { applied: true; how: 'at-least' | 'renewed'; view: LeaseView } | { applied: false; state: 'expiring' | 'ended'; why: string; view?: LeaseView };
+/**
+ * leaseAtLeastSignal as an Update: the same terms, and the lease answers whether it took them,
+ * so an acquisition never tells its caller that an expiring lease will last (sent by an activity:
+ * a workflow cannot send an update). Acquisitions from before it send the signal.
+ */
+export const leaseAtLeastUpdate = defineUpdate<LeaseAtLeastAnswer, [LeaseTerms]>('atLeastAnswered');
 /**
  * A caller that joined a running acquisition (USE_EXISTING) and asked for a lease: its terms go
  * to the run, which honours them with its own (sent with the start: signalWithStart).

@@ -47,6 +47,20 @@ export interface AcquireInput {
 /** A fixed lease of so many seconds, or an idle one whose time to live is the serve's idle_ttl_s. */
 export type LeaseRequest = { kind: 'fixed'; seconds: number } | { kind: 'idle' };
 
+/** One caller's lease terms that could not be applied to the serve it asked them of. */
+export interface LeaseTermsNotApplied {
+  asked: LeaseRequest;
+  /** Why, as leaseNotApplied says it. */
+  why: string;
+  /**
+   * The serve's lease had already begun to expire (or had ended) when the terms reached it: its
+   * bring-down takes the serve down as planned, whatever was asked.
+   */
+  leaseState?: 'expiring' | 'ended';
+  /** false: do not count on the serve staying up (its lease is taking it down); true: it runs on, under no lease these terms made. */
+  serveStays: boolean;
+}
+
 export interface VictimRecord {
   serve: string;
   vramMib: number;
@@ -92,6 +106,8 @@ export interface AcquireResult {
   lease?: { workflowId: string; kind: LeaseKind; seconds: number; how?: 'started' | 'at-least' };
   /** Lease terms asked (by the POST or by one that joined) that could not be applied, and why. */
   leaseNotApplied?: string[];
+  /** The same, for a program (the API's clients, the CLI's exit code): each set of terms not applied. */
+  leaseTermsNotApplied?: LeaseTermsNotApplied[];
   ledgerBefore: string[];
   ledgerAfter: string[];
   steps: StepRecord[];

@@ -23,6 +23,7 @@ import { HttpServeSleep } from '../adapters/serve-sleep/http';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 import type { LedgerPort } from '../adapters/ledger/port';
 import { TemporalOperations } from '../adapters/operations/temporal';
+import { TemporalLeases } from '../adapters/leases/temporal';
 import { TemporalSearchAttributes } from '../adapters/search-attributes/temporal';
 import { STICKY_SCHEDULE_TO_START_MS, taskQueueFor } from '../shared/messages';
 import { routerTargetsFromEnv } from './router-targets';
@@ -70,6 +71,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     manifest: opts.manifest,
     ledger: opts.ledger ?? ledger,
     operations: new TemporalOperations(opts.client),
+    leases: new TemporalLeases(opts.client),
     router: opts.router,
     gpu: opts.gpu,
     pollIntervalMs: opts.pollIntervalMs,

@@ -25,7 +25,7 @@ import { leaseAtLeast, startLease } from './lease';
 import { formatDuration, leaseRequestProblem } from '../domain/lease';
 import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, giveBackWhenDown, STOP_SLEEPER, stopServe } from './steps';
 import { StepLog } from './step-log';
-import type { AcquireInput, AcquireResult, LeaseRequest, VictimRecord } from '../shared/operations';
+import type { AcquireInput, AcquireResult, LeaseRequest, LeaseTermsNotApplied, VictimRecord } from '../shared/operations';
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
   checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'], other: { lease: leaseRequestProblem } });
@@ -136,10 +136,11 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log, notOurs) : await startServe(resolved, saga, log, baselineMaxAgeMs);
     const sleepers = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
     const evicted = victims.map((v) => v.serve).filter((v) => !sleepers.includes(v));
-    const own = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
+    const ownStart = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
+    const own = ownStart?.lease;
     // Terms of callers that joined this run (none in the recorded histories): each made to hold.
     const joined = joins.all().length > (input.lease ? 1 : 0) && patched(PATCHES.leaseJoinsHonoured);
-    const leased = joined ? await joins.apply(input.lease ? 1 : 0, (r) => leaseAtLeast(node, serve, holder, r, log)) : {};
+    const leased = withNotApplied(ownStart?.notApplied, joined ? await joins.apply(input.lease ? 1 : 0, (r) => leaseAtLeast(node, serve, holder, r, log)) : {});
     const lease = leased.lease ?? own;
     return {
       ...base,
@@ -150,7 +151,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
         (own ? `; ${own.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(own.seconds * 1000)} (${own.workflowId})` : '') +
         leaseWords(leased),
       ...(lease ? { lease } : {}),
-      ...(leased.leaseNotApplied ? { leaseNotApplied: leased.leaseNotApplied } : {}),
+      ...(leased.leaseNotApplied ? { leaseNotApplied: leased.leaseNotApplied, leaseTermsNotApplied: leased.leaseTermsNotApplied } : {}),
       evictionReason: decision.decision === 'evicting' ? decision.reason : undefined,
       victims,
       containerId: started.containerId,
@@ -395,7 +396,13 @@ function deniedOutlook(decision: Extract<AcquireDecision, { decision: 'denied' }
   return { kind: 'short', evictableMib: decision.evictableMib ?? 0, held: heldForAcquirers(ledger) };
 }
 
-type Leased = { lease?: NonNullable<AcquireResult['lease']>; leaseNotApplied?: string[] };
+type Leased = Pick<AcquireResult, 'lease' | 'leaseNotApplied' | 'leaseTermsNotApplied'>;
+
+/** What the terms did, with terms that could not be applied before them (the run's own, whose lease could not start). */
+function withNotApplied(first: LeaseTermsNotApplied | undefined, leased: Leased): Leased {
+  if (!first) return leased;
+  return { ...leased, leaseNotApplied: [first.why, ...(leased.leaseNotApplied ?? [])], leaseTermsNotApplied: [first, ...(leased.leaseTermsNotApplied ?? [])] };
+}
 
 /**
  * The lease terms of every caller of this run: its own (the input's) and those of the POSTs and
@@ -433,12 +440,18 @@ class JoinedLeases {
    * Applies the terms from `from` on, those that come meanwhile too (a signal that lands while the
    * run is about to complete is delivered before it does): the last lease, and what was not applied.
    */
-  async apply(from: number, each: (r: LeaseRequest) => Promise<{ lease?: NonNullable<AcquireResult['lease']>; notApplied?: string }>): Promise<Leased> {
+  async apply(
+    from: number,
+    each: (r: LeaseRequest) => Promise<{ lease?: NonNullable<AcquireResult['lease']>; notApplied?: LeaseTermsNotApplied }>,
+  ): Promise<Leased> {
     const out: Leased = {};
     for (let i = from; i < this.all().length; i++) {
       const r = await each(this.all()[i] as LeaseRequest);
       if (r.lease) out.lease = r.lease;
-      if (r.notApplied) (out.leaseNotApplied ??= []).push(r.notApplied);
+      if (r.notApplied) {
+        (out.leaseNotApplied ??= []).push(r.notApplied.why);
+        (out.leaseTermsNotApplied ??= []).push(r.notApplied);
+      }
     }
     return out;
   }

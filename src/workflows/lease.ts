@@ -15,9 +15,9 @@ import {
   setHandler,
   sleep,
   startChild,
+  uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { SignalDefinition } from '@temporalio/workflow';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import type { LedgerState } from '../domain/ledger';
 import {
@@ -32,13 +32,14 @@ import {
   renewalProblems,
   withUse,
 } from '../domain/lease';
-import type { LeaseClock, LeaseKind, LeaseView } from '../domain/lease';
+import type { LeaseClock, LeaseView } from '../domain/lease';
 import { literalMarkdown } from '../domain/markdown';
 import { Failure } from '../shared/failures';
-import { extendLeaseUpdate, leaseAtLeastSignal, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
-import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult } from '../shared/operations';
+import { extendLeaseUpdate, leaseAtLeastSignal, leaseAtLeastUpdate, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
+import type { LeaseAtLeastAnswer, LeaseTerms } from '../shared/messages';
+import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult, LeaseTermsNotApplied } from '../shared/operations';
 import { bringDownWorkflow } from './bring-down';
-import { reads, router, waiting } from './proxies';
+import { act, reads, router, waiting } from './proxies';
 import { parseHolder } from '../domain/fence';
 import { rootCause } from './saga';
 import { heldNow } from '../shared/wording';
@@ -59,11 +60,7 @@ const OTHERS_WAIT_MS = 30 * 60_000;
 /** Past this many events a lease continues as new (an idle lease checks the router each ttl). */
 const MAX_HISTORY_EVENTS = 2_000;
 
-interface Terms {
-  holder: string;
-  kind: LeaseKind;
-  seconds: number;
-}
+type Terms = LeaseTerms;
 
 export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   const problems = leaseInputProblems(input);
@@ -136,21 +133,18 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
     changed = true;
     log.record('renew', `held by ${next.holder}: ${describe(next)}`);
   }
-  // A signal the recorded histories never had: it needs no patch.
-  setHandler(leaseAtLeastSignal, (next) => {
-    const problems = renewalProblems(next);
-    if (problems.length) {
-      log.record('at least', `ignored: ${problems.join('; ')}`);
-      return;
-    }
+  // Another caller's terms. Neither the signal nor the Update is in a recorded history, and a
+  // handler issues no command: they need no patch.
+  function atLeast(next: Terms): LeaseAtLeastAnswer {
     // Another run holds the serve now: this lease's own hold is gone, the new one's terms are the lease.
     if (next.holder !== terms.holder) {
       renew(next);
-      return;
+      return { applied: true, how: 'renewed', view: view() };
     }
     if (expiring || released) {
       log.record('at least', `ignored (${describe(next)} asked): the lease has ended, ${input.serve} is being brought down`);
-      return;
+      const why = released ? 'released' : `expired at ${new Date(expiry()).toISOString()}`;
+      return { applied: false, state: 'expiring', why, view: { ...view(), state: 'expiring' } };
     }
     const before = expiry();
     clock = atLeastClock(terms.kind, terms.seconds, clock, next.seconds, Date.now());
@@ -161,6 +155,22 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
         ? `${formatDuration(next.seconds * 1000)} asked: expires at ${new Date(expiry()).toISOString()}`
         : `${formatDuration(next.seconds * 1000)} asked: already expires later, at ${new Date(before).toISOString()}`,
     );
+    return { applied: true, how: 'at-least', view: view() };
+  }
+  setHandler(leaseAtLeastSignal, (next) => {
+    const problems = renewalProblems(next);
+    if (problems.length) {
+      log.record('at least', `ignored: ${problems.join('; ')}`);
+      return;
+    }
+    atLeast(next);
+  });
+  // The same, answered: the acquisition tells its caller what the lease did with the terms.
+  setHandler(leaseAtLeastUpdate, atLeast, {
+    validator: (next) => {
+      const problems = renewalProblems(next);
+      if (problems.length) throw ApplicationFailure.create({ type: Failure.InvalidInput, message: `terms refused: ${problems.join('; ')}` });
+    },
   });
 
   const { node, serve, gpu } = await reads().resolveServe({ serve: input.serve });
@@ -357,9 +367,14 @@ class OthersWaitedOut {
 
 /**
  * Starts the serve's lease with `terms`, as a workflow of its own that outlives the run starting
- * it; when one runs already, sends it `signal` with them instead. Which of the two it did.
+ * it; when one runs already, `tell`s it them instead. Which of the two it did, and what telling answered.
  */
-async function startOrTell(node: string, serve: ServeSpec, terms: Terms, signal: SignalDefinition<[Terms]>): Promise<'started' | 'told'> {
+async function startOrTell<T>(
+  node: string,
+  serve: ServeSpec,
+  terms: Terms,
+  tell: (workflowId: string) => Promise<T>,
+): Promise<{ started: true } | { told: T }> {
   const workflowId = workflowIds.lease(node, serve.name);
   try {
     await startChild(leaseWorkflow, {
@@ -368,45 +383,60 @@ async function startOrTell(node: string, serve: ServeSpec, terms: Terms, signal:
       parentClosePolicy: ParentClosePolicy.ABANDON,
       staticSummary: literalMarkdown(`${describe(terms)} of ${serve.name} on ${node}`),
     });
-    return 'started';
+    return { started: true };
   } catch (err) {
     if (!alreadyStarted(err)) throw err;
-    await getExternalWorkflowHandle(workflowId).signal(signal, terms);
-    return 'told';
+    return { told: await tell(workflowId) };
   }
 }
 
 /**
  * The acquisition's hand-over: its serve now runs, so its lease starts, as a workflow of its own
  * that outlives the acquisition. A lease of the serve that still runs (its serve was brought down
- * by hand, then acquired again) is renewed instead, under this acquisition and its terms.
+ * by hand, then acquired again) is renewed instead, under this acquisition and its terms. Why
+ * there is none, when there is none: the serve runs on either way.
  */
-export async function startLease(node: string, serve: ServeSpec, holder: string, request: LeaseRequest, log: StepLog): Promise<AcquireResult['lease']> {
+export async function startLease(
+  node: string,
+  serve: ServeSpec,
+  holder: string,
+  request: LeaseRequest,
+  log: StepLog,
+): Promise<{ lease?: NonNullable<AcquireResult['lease']>; notApplied?: LeaseTermsNotApplied }> {
   log.begin('lease');
   const seconds = request.kind === 'fixed' ? request.seconds : serve.idleTtlS;
+  const notStarted = (why: string, words: string) => {
+    log.record('lease', words);
+    return { notApplied: { asked: request, why: `${askedWords(request)} not applied: ${why}`, serveStays: true } };
+  };
   if (seconds === undefined) {
-    log.record('lease', `no lease: ${serve.name} declares no idle_ttl_s, so an idle lease has no time to live; it stays up until serves down`);
-    return undefined;
+    const why = `${serve.name} declares no idle_ttl_s, so an idle lease has no time to live`;
+    return notStarted(why, `no lease: ${why}; it stays up until serves down`);
   }
   const workflowId = workflowIds.lease(node, serve.name);
   const terms: Terms = { holder, kind: request.kind, seconds };
   try {
-    await startOrTell(node, serve, terms, renewLeaseSignal);
+    await startOrTell(node, serve, terms, (id) => getExternalWorkflowHandle(id).signal(renewLeaseSignal, terms));
   } catch (err) {
     // A cancelled acquisition is undone like at any other step, not completed with no lease.
     if (isCancellation(err) && patched(PATCHES.leaseStartCancellable)) throw err;
     // The serve runs either way: a lease that could not start is said, not a reason to stop it.
-    log.record('lease', `not started (${rootCause(err).message}): ${serve.name} stays up until serves down`);
-    return undefined;
+    const why = `the lease could not be started (${rootCause(err).message})`;
+    return notStarted(why, `not started (${rootCause(err).message}): ${serve.name} stays up until serves down`);
   }
   log.record('lease', `${describe(terms)} (${workflowId})`);
-  return { workflowId, kind: request.kind, seconds };
+  return { lease: { workflowId, kind: request.kind, seconds } };
+}
+
+function askedWords(request: LeaseRequest): string {
+  return request.kind === 'fixed' ? `lease of ${formatDuration(request.seconds * 1000)}` : 'idle lease';
 }
 
 /**
  * Another caller's terms for the serve's lease, held by `holder` (the run the ledger says holds
- * the serve running): a lease is started when none runs, else the one that runs is made to last
- * at least these terms (leaseAtLeastSignal: never shorter, its kind kept). The lease's bring-down
+ * the serve running): a lease is started when none runs, else the one that runs is asked to last
+ * at least these terms (leaseAtLeastUpdate: never shorter, its kind kept), and answers whether it
+ * did: one already expiring does not, and its serve goes down as planned. The lease's bring-down
  * then takes the serve only from `holder`. What happened, or why nothing could (`notApplied`).
  */
 export async function leaseAtLeast(
@@ -415,14 +445,15 @@ export async function leaseAtLeast(
   holder: string,
   request: LeaseRequest,
   log: StepLog,
-): Promise<{ lease?: NonNullable<AcquireResult['lease']>; notApplied?: string }> {
+): Promise<{ lease?: NonNullable<AcquireResult['lease']>; notApplied?: LeaseTermsNotApplied }> {
   log.begin('lease');
   const seconds = request.kind === 'fixed' ? request.seconds : serve.idleTtlS;
-  const asked = request.kind === 'fixed' ? `lease of ${formatDuration(request.seconds * 1000)}` : 'idle lease';
-  const refuse = (why: string) => {
-    const notApplied = `${asked} not applied: ${why}`;
-    log.record('lease', notApplied);
-    return { notApplied };
+  const asked = askedWords(request);
+  const refuse = (why: string, state?: 'expiring' | 'ended') => {
+    const words = `${asked} not applied: ${why}`;
+    log.record('lease', words);
+    // A lease already expiring (or ended) takes the serve down; any other refusal leaves it up as it was.
+    return { notApplied: { asked: request, why: words, ...(state ? { leaseState: state } : {}), serveStays: state === undefined } };
   };
   if (seconds === undefined) return refuse(`${serve.name} declares no idle_ttl_s, so an idle lease has no time to live`);
   // Not a run's token (a reservation reconciled from a container): a lease could not fence its bring-down to it.
@@ -436,13 +467,23 @@ export async function leaseAtLeast(
   }
   const workflowId = workflowIds.lease(node, serve.name);
   const terms: Terms = { holder, kind: request.kind, seconds };
-  let how: 'started' | 'at-least';
+  let done: { started: true } | { told: LeaseAtLeastAnswer | undefined };
   try {
-    how = (await startOrTell(node, serve, terms, leaseAtLeastSignal)) === 'started' ? 'started' : 'at-least';
+    done = await startOrTell(node, serve, terms, (id) => tellAtLeast(id, terms));
   } catch (err) {
     if (isCancellation(err)) throw err;
     return refuse(`the lease could not be reached (${rootCause(err).message})`);
   }
+  if ('told' in done && done.told?.applied === false) {
+    const { state, why } = done.told;
+    return refuse(
+      state === 'expiring'
+        ? `${workflowId} is expiring (${why}): its bring-down takes ${serve.name} down as planned, so ${serve.name} will not stay up; ask again once it is down`
+        : `${workflowId} ended as the terms reached it (${why}): ${serve.name} may be down already; ask again`,
+      state,
+    );
+  }
+  const how = 'started' in done ? 'started' : 'at-least';
   log.record(
     'lease',
     how === 'started'
@@ -450,4 +491,18 @@ export async function leaseAtLeast(
       : `${workflowId} runs: asked to last at least ${formatDuration(seconds * 1000)} from now (never shorter, its kind kept)`,
   );
   return { lease: { workflowId, kind: request.kind, seconds, how } };
+}
+
+/**
+ * Asks the running lease to last at least `terms` and what it did. Runs from before the Update
+ * signalled, unanswered, and took the terms as applied (the finding this fixes: an expiring lease
+ * ignored them while the acquisition said otherwise).
+ */
+async function tellAtLeast(workflowId: string, terms: Terms): Promise<LeaseAtLeastAnswer | undefined> {
+  if (patched(PATCHES.leaseAtLeastAnswered)) {
+    // Its own id, made here (deterministic on replay): an activity retried sends the same Update, answered once.
+    return act.leaseAtLeast({ workflowId, terms, updateId: `${workflowInfo().runId}/at-least/${uuid4()}` });
+  }
+  await getExternalWorkflowHandle(workflowId).signal(leaseAtLeastSignal, terms);
+  return undefined;
 }

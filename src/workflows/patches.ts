@@ -191,5 +191,14 @@ export const PATCHES = {
    * config during the verify of an image change.
    */
   rollbackImageUnderOthersConfig: 'rollback-image-under-others-config',
+  /**
+   * An acquisition asks a running lease to last at least its callers' terms by an Update (through
+   * the leaseAtLeast activity) that answers whether the lease took them, instead of a signal it
+   * took as taken: a lease already expiring ignores them and its serve goes down, and the result
+   * (leaseNotApplied, leaseTermsNotApplied) now says so instead of "asked to last at least". An
+   * activity where a signal was; asked only where the lease already runs, which no recording has:
+   * test/api-join.test.ts POSTs lease_s for a serve whose lease is expiring.
+   */
+  leaseAtLeastAnswered: 'lease-at-least-answered',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -184,6 +184,12 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     const known = r.action === 'readmitted' || r.action === 'already-active' || r.action === 'no-router';
     return known ? start.readmit(txt(i?.tier), { action: r.action ?? '', observedModel: str(r.observedModel) }) : txt(r.action);
   },
+  leaseAtLeast: (r, i) =>
+    r
+      ? `${txt(i?.workflowId)} asked to last at least ${txt(fields(i?.terms)?.seconds)} s: ${
+          r.applied ? `applied (${txt(r.how)})` : `not applied, the lease ${txt(obj(r)?.['state'])} (${txt(obj(r)?.['why'])})`
+        }`
+      : undefined,
   tierUse: (r, i) =>
     r
       ? `tier ${txt(i?.tier)}: ${txt(r.inFlight)} in flight, last used ${r.lastUsedAtEpochMs ? new Date(Number(r.lastUsedAtEpochMs)).toISOString() : 'never'}`
