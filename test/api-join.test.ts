@@ -4,10 +4,12 @@
 // the serve's VRAM (and its victims down) until someone runs serves down. Chosen behaviour
 // (docs/acquisition-api.md): the terms are honoured, never shortening a lease that runs. Sim box,
 // real dev server, two API instances (an operator's script and the router's, each its own server
-// and connection); what is read is Temporal's lease workflow and the box's containers.
+// and connection), and `gpures` processes; what is read is Temporal's lease workflow, the box's
+// containers, and what the caller was told: a lease that could not be applied (its lease already
+// expiring, no run holding the serve) is said so in the result, and `serves up --lease` exits 5.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../src/client/api';
 import { serveAcquire, serveUp } from '../src/client/operations';
@@ -18,6 +20,11 @@ import type { TestServe } from './support/box';
 import { startOnDemandBox } from './support/on-demand-box';
 import type { OnDemandBox } from './support/on-demand-box';
 import { sleep, waitFor, waitUntil } from './support/wait';
+import { gpures, show } from './support/cli';
+import { containerName, serveCommand, serveLabels } from '../src/domain/serve';
+
+/** `gpures serves up --lease` whose lease could not be applied (README, Exit codes). */
+const EXIT_NOT_LEASED = 5;
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -29,6 +36,8 @@ const SERVES: TestServe[] = [
   { name: 'handy', vram_mib: 512, class: 'on-demand', router_tier: 'handy-local', idle_ttl_s: 3 },
   // Acquired under a short lease whose expiry is held up: what a POST meets while its lease is expiring.
   { name: 'ending', vram_mib: 512, class: 'on-demand' },
+  // A container with no holder label (an older gpures started it), found running by a ledger started afresh.
+  { name: 'orphan', vram_mib: 512, class: 'on-demand' },
 ];
 
 describe('acquisition API: a POST that joins, or finds the serve up, and asked for a lease', () => {
@@ -210,11 +219,66 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     assert.equal(body.status, 'completed');
     assert.deepEqual(body.result?.leaseTermsNotApplied?.[0]?.serveStays, false);
 
+    // The operator's `serves up ending --lease 10m`, as a process: not 0, and says ending goes down.
+    const cli = await gpures(['serves', 'up', 'ending', '--lease', '10m', '--manifest', box.manifestPath], { TEMPORAL_ADDRESS: box.temporal.address }, 120_000);
+    console.log(`  gpures serves up ending --lease 10m: exit ${cli.code}; stderr: ${cli.stderr.trim().split('\n').slice(-2).join(' | ')}`);
+    assert.equal(cli.code, EXIT_NOT_LEASED, show(cli));
+    assert.match(cli.stderr, /ending is up but not leased, and is going down: lease of 10m not applied: lease\/.*\/ending is expiring/, show(cli));
+
     // The box: once the other serves down is out of the way, the lease brings ending down, as answered.
     await stuck.terminate('test over');
     const ended = (await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'ending')).result()) as LeaseResult;
     console.log(`  lease/${box.node}/ending: ${ended.outcome}: ${ended.message}`);
     assert.equal(ended.outcome, 'expired');
     await waitUntil('ending is down', async () => !(await running()).some((n) => n.includes('ending')), 60_000);
+  });
+
+  test('serves up --lease for a serve no run holds (its ledger started afresh found it running): exit 5, up but not leased, and it stays up', async () => {
+    // A container an older gpures started (no holder label), running when its GPU's ledger is
+    // started afresh: the ledger holds it as 'reconciled from container …', no run a lease could be fenced to.
+    const spec = box.manifest.serves.find((s) => s.name === 'orphan');
+    const gpu = box.manifest.gpus[0];
+    assert.ok(spec && gpu);
+    const name = containerName(box.node, 'orphan');
+    await box.runtime.ensureRunning({
+      name,
+      image: spec.image,
+      cmd: serveCommand(spec),
+      env: spec.env,
+      labels: serveLabels(box.node, spec, gpu, workflowIds.ledger(box.node, gpu.role)),
+      bind: spec.bind,
+      hostPort: spec.port,
+      containerPort: spec.containerPort,
+      gpuUuid: gpu.uuid,
+    });
+    // (None runs when this test runs alone: the acquisition then starts it afresh all the same.)
+    await box.temporal.client.workflow
+      .getHandle(workflowIds.ledger(box.node, gpu.role))
+      .terminate('test: a ledger started afresh')
+      .catch((err: unknown) => assert.ok(err instanceof WorkflowNotFoundError, String(err)));
+
+    const cli = await gpures(['serves', 'up', 'orphan', '--lease', '10m', '--manifest', box.manifestPath], { TEMPORAL_ADDRESS: box.temporal.address }, 120_000);
+    console.log(`  gpures serves up orphan --lease 10m: exit ${cli.code}; stderr: ${cli.stderr.trim().split('\n').slice(-2).join(' | ')}`);
+    assert.equal(cli.code, EXIT_NOT_LEASED, show(cli));
+    assert.match(
+      cli.stderr,
+      /orphan is up but not leased: lease of 10m not applied: orphan is held by 'reconciled from container .*', no run a lease's bring-down could be fenced to; it stays up, nothing undone, until serves down/,
+      show(cli),
+    );
+    // --json: the same exit, and the terms not applied in the result a program reads.
+    const json = await gpures(
+      ['serves', 'up', 'orphan', '--lease', '10m', '--json', '--manifest', box.manifestPath],
+      { TEMPORAL_ADDRESS: box.temporal.address },
+      120_000,
+    );
+    assert.equal(json.code, EXIT_NOT_LEASED, show(json));
+    const data = JSON.parse(json.stdout) as { outcomes: { ok: boolean; result?: AcquireResult }[] };
+    assert.deepEqual(
+      data.outcomes.map((o) => [o.ok, o.result?.outcome, o.result?.leaseTermsNotApplied?.map((t) => [t.asked, t.serveStays])]),
+      [[true, 'already-running', [[{ kind: 'fixed', seconds: 600 }, true]]]],
+    );
+    // Nothing was undone: the box still runs it, and no lease was started.
+    assert.equal((await box.runtime.inspect(name))?.running, true, 'orphan still runs');
+    assert.equal((await leaseOf('orphan')).status, 'none');
   });
 });

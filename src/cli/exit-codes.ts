@@ -11,6 +11,9 @@
 //   4   unreachable  Temporal could not be reached or refused a call, no worker answers the node's
 //                    ledger, or the worker cannot reach Docker (DOCKER_HOST): infrastructure that
 //                    may come back, for a script to wait on and retry
+//   5   notLeased    `serves up --lease`: the serve is up (started, or already running) but the lease
+//                    asked could not be applied (no run holds the serve, its lease is already
+//                    expiring, …): the result says why; nothing was undone
 //   130 interrupted  Ctrl-C while following `serves up`/`down`: the operation goes on in Temporal
 //
 // Each mapping from an outcome to its code is below; a command that refuses its input throws a
@@ -24,6 +27,8 @@ export const EXIT = {
   badInput: 2,
   denied: 3,
   unreachable: 4,
+  /** Up, but not under the lease asked: a script that asked for one must not take the serve as leased. */
+  notLeased: 5,
   /** Ctrl-C: 128 + SIGINT, as a shell reports it. */
   interrupted: 130,
 } as const;
@@ -42,10 +47,14 @@ export class CliError extends Error {
 /** Failures where nothing was changed on the box: the ledger said no, or the serve is busy. */
 const REFUSALS = ['AdmissionDenied', 'ServeBusy'];
 
-/** serves up/down of several serves: the worst of them, a failure before a refusal. */
-export function operationsExit(outcomes: OperationOutcome<unknown>[]): number {
+/**
+ * serves up/down of several serves: the worst of them, a failure before a refusal, a refusal
+ * before a serve up whose lease asked was not applied (`notLeased`: which of them, by the command).
+ */
+export function operationsExit(outcomes: OperationOutcome<unknown>[], notLeased: (o: OperationOutcome<unknown>) => boolean = () => false): number {
   if (outcomes.some((o) => !o.ok && !REFUSALS.includes(o.failureType))) return EXIT.failed;
   if (outcomes.some((o) => !o.ok)) return EXIT.denied;
+  if (outcomes.some(notLeased)) return EXIT.notLeased;
   return EXIT.ok;
 }
 

@@ -11,6 +11,7 @@ import { checkServes, gpuRolesOf, loadManifest, manifestPath } from './manifest'
 import { readLedgers, requireWorker, withClient } from './temporal';
 import { ledgerJson } from '../client/ledger-view';
 import { watchFor } from './progress-lines';
+import type { LeaseTermsNotApplied } from '../shared/operations';
 
 export interface ServeOpts {
   manifest?: string;
@@ -22,10 +23,23 @@ export interface ServeOpts {
   leaseS?: number;
 }
 
-type ServeOutcome = OperationOutcome<{ message: string; ledgerAfter: string[] }>;
+type ServeOutcome = OperationOutcome<{ message: string; ledgerAfter: string[]; leaseTermsNotApplied?: LeaseTermsNotApplied[] }>;
 
-function renderOutcome(o: ServeOutcome): string[] {
-  return o.ok ? [o.result.message] : [`${o.message} [${o.failureType}; workflow ${o.workflowId}]`];
+/** The terms of this command's --lease that its acquisition could not apply (another caller's that joined it are theirs to hear). */
+function leaseNotAppliedOf(o: ServeOutcome, leaseS: number | undefined): LeaseTermsNotApplied[] {
+  if (!o.ok || leaseS === undefined) return [];
+  return (o.result.leaseTermsNotApplied ?? []).filter((t) => t.asked.kind === 'fixed' && t.asked.seconds === leaseS);
+}
+
+function renderOutcome(o: ServeOutcome, leaseS: number | undefined): string[] {
+  if (!o.ok) return [`${o.message} [${o.failureType}; workflow ${o.workflowId}]`];
+  // Said apart from the message, which runs on: a script's reader must not take the serve as leased.
+  const notLeased = leaseNotAppliedOf(o, leaseS).map((t) =>
+    t.serveStays
+      ? `${o.serve} is up but not leased: ${t.why}; it stays up, nothing undone, until serves down`
+      : `${o.serve} is up but not leased, and is going down: ${t.why}`,
+  );
+  return [o.result.message, ...notLeased];
 }
 
 /** The workflow that does `serves <verb> <name>` with these options, and how to run it. */
@@ -71,10 +85,14 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
       current = { name, workflowId };
       const o: ServeOutcome = await operate();
       outcomes.push(o);
-      ctx.note(renderOutcome(o).join('\n'));
+      ctx.note(renderOutcome(o, opts.leaseS).join('\n'));
     }
     releaseInterrupt();
     const ledgers = await readLedgers(client, manifest);
-    return { data: { outcomes, ledgers: ledgers.map(ledgerJson) }, text: ledgers.flatMap(formatLedger), exitCode: operationsExit(outcomes) };
+    return {
+      data: { outcomes, ledgers: ledgers.map(ledgerJson) },
+      text: ledgers.flatMap(formatLedger),
+      exitCode: operationsExit(outcomes, (o) => leaseNotAppliedOf(o as ServeOutcome, opts.leaseS).length > 0),
+    };
   });
 }

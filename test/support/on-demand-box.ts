@@ -49,6 +49,8 @@ export interface OnDemandBoxOptions {
 export interface OnDemandBox {
   node: string;
   manifest: Manifest;
+  /** The manifest's file, for a `gpures` process (--manifest). */
+  manifestPath: string;
   temporal: TestTemporal;
   router: RunningRouter;
   admin: HttpRouterAdmin;
@@ -130,6 +132,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
   return {
     node,
     manifest,
+    manifestPath,
     temporal,
     router,
     admin,
