@@ -19,7 +19,7 @@ import { workflowBundle } from './support/temporal';
 import { waitUntil } from './support/wait';
 
 describe('router promotion after a promotion terminated mid-verify', () => {
-  const promo = promotionBox('promterm', ['term']);
+  const promo = promotionBox('promterm', ['term', 'back']);
   const { d, node } = promo;
   const target = (name: string) => promo.target(name);
 
@@ -129,5 +129,50 @@ describe('router promotion after a promotion terminated mid-verify', () => {
     for (const h of [...earlier, p3, p4]) {
       await Worker.runReplayHistory({ workflowBundle: await workflowBundle(), sinks: UNCOUNTED_SINKS }, await h.fetchHistory(), h.workflowId);
     }
+  });
+
+  test('the way back that fails its verify and rolls back puts the unverified candidate live again: the next promotion is still refused', async () => {
+    const t = target('back');
+    // P1 terminated mid-verify: back-v2 (its router reports a stale mapping) is live, never verified.
+    const p1 = await startPromotion(promo.temporal.client, node, {
+      router: 'back',
+      config: { content: routerConfig('back-v2', ['', 'report_mapping_version = "stale"']) },
+      image: ROUTER_IMAGE,
+    });
+    await waitUntil('P1 at verify', async () => (await p1.query(promotionStepsQuery)).current === 'verify', 30_000, 50);
+    await p1.terminate('operator: stop this promotion');
+    const backups = backupsIn(t.configPath);
+    const backup = join(t.configPath, '..', backups[0] ?? '?');
+    assert.equal(mappingOf(readFileSync(backup, 'utf8')), 'back-v1');
+
+    // The way back the refusal names: P1's backup promoted. Its verify fails (the router stops
+    // during it), and its rollback restores what it backed up: P1's unverified candidate.
+    const p2 = await startPromotion(promo.temporal.client, node, { router: 'back', config: { content: readFileSync(backup, 'utf8') }, image: ROUTER_IMAGE });
+    await waitUntil('P2 at verify', async () => (await p2.query(promotionStepsQuery)).current === 'verify', 30_000, 50);
+    await d.getContainer(t.container).stop({ t: 0 });
+    const out2 = await followPromotion(p2, () => undefined, 200);
+    console.log(`  P2 (P1's backup): ${out2.ok ? `ok: ${out2.result.message}` : `${out2.failureType}: ${out2.message}`}`);
+    assert.ok(!out2.ok, 'P2 failed its verify');
+    const before = await box(t);
+    console.log(`  live file mapping: ${mappingOf(before.live)}; router serves: ${before.serves}`);
+    assert.equal(mappingOf(before.live), 'back-v2', "P2's rollback put P1's unverified candidate back");
+
+    // The live config is still P1's unverified write: a promotion must not back it up as the config before.
+    const p3 = await startPromotion(promo.temporal.client, node, {
+      router: 'back',
+      config: { content: routerConfig('back-v3', ['', 'report_mapping_version = "stale3"']) },
+      image: ROUTER_IMAGE,
+    });
+    const out3 = await followPromotion(p3, () => undefined, 200);
+    const said = out3.ok ? `ok: ${out3.result.message}` : `${out3.failureType}: ${out3.message}`;
+    const after = await box(t);
+    console.log(`  P3: ${said}`);
+    console.log(`  live file mapping: ${mappingOf(after.live)}; router serves: ${after.serves}; backups: ${after.backups.length}`);
+    assert.ok(!out3.ok, said);
+    assert.equal(out3.failureType, 'LiveConfigConflict', said);
+    assert.equal(out3.details?.step, 'resolve', said);
+    assert.ok(out3.message.includes(`run ${p1.firstExecutionRunId}`), `names P1's run: ${said}`);
+    assert.ok(out3.message.includes(backup), `names P1's backup: ${said}`);
+    assert.deepEqual(after, before, 'P3 changed nothing on the box');
   });
 });

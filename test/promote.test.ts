@@ -63,7 +63,7 @@ describe('promotion rules (pure)', () => {
     assert.deepEqual(backupsToPrune('router.toml', names, 5, '111111111111'), [names[1]]);
   });
 
-  test("the live config as another run's unverified write: only a write that promised `verified`, the last to put this content live, with none after it", () => {
+  test("the live config as another run's unverified write: only a write that promised `verified`, the last of this content, with none after it", () => {
     const line = (op: string, run: string, sha256: string, extra: Partial<JournalLine> = {}): JournalLine => ({
       at: `t-${op}-${run}`,
       op,
@@ -82,6 +82,17 @@ describe('promotion rules (pure)', () => {
     assert.equal(unverifiedWriteOf([...p1, line('verified', 'p/1', 'v2')], 'v2'), undefined);
     // Rolled back: the restore put the config before it live.
     assert.equal(unverifiedWriteOf([...p1, line('restore', 'p/1', 'v1', { path: '/d/v1.bak' })], 'v1'), undefined);
+    // The way back (a promotion of p/1's backup) failed its verify and rolled back: its restore put
+    // p/1's write back, still never verified.
+    const wayBack = [
+      ...p1,
+      line('backup', 'p/2', 'v2', { path: '/d/v2.bak' }),
+      line('write', 'p/2', 'v1', { verifies: true }),
+      line('restore', 'p/2', 'v2', { path: '/d/v2.bak' }),
+    ];
+    assert.deepEqual(unverifiedWriteOf(wayBack, 'v2'), { run: 'p/1', writtenAt: 't-write-p/1', backupPath: '/d/v1.bak', backupSha256: 'v1' });
+    // A restore of a content whose last write was verified leaves it verified.
+    assert.equal(unverifiedWriteOf([...p1, line('verified', 'p/1', 'v2'), ...wayBack.slice(3)], 'v2'), undefined);
     // Killed before its rename: the intent alone, the live file still the backup.
     assert.equal(unverifiedWriteOf(p1.slice(0, 2), 'v1'), undefined);
     // The operator put the backup back by hand, or edited the file: no journaled effect made it.

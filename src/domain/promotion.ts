@@ -133,21 +133,23 @@ export interface UnverifiedWrite {
 
 /**
  * Whether the live file (by sha256) is a promotion's write that nothing verified since: the last
- * journaled write or restore that put this content in place is a write whose run promised to
- * journal `verified` (a run terminated mid-verify never does, and runs no rollback), and no
- * `verified` of this content follows it. A write from before the journal knew `verified` (no
- * `verifies`) never counts: its run may well have succeeded, and blocking on it would lock the
- * operator out for good. A live file that matches no journaled effect is someone's own edit, and
- * a restore put back the config before its run: neither is a promotion's unverified candidate.
+ * journaled write of this content is a write whose run promised to journal `verified` (a run
+ * terminated mid-verify never does, and runs no rollback), and no `verified` of this content
+ * follows it. A write from before the journal knew `verified` (no `verifies`) never counts: its
+ * run may well have succeeded, and blocking on it would lock the operator out for good. A live
+ * file that matches no journaled write is someone's own edit, or a config no promotion wrote.
+ * Restores are passed over: a restore puts back the config before its run as it was, so one that
+ * put an unverified write back (the rollback of a promotion that failed on its way back from it)
+ * leaves it unverified.
  */
 export function unverifiedWriteOf(journal: readonly JournalLine[], liveSha256: string | null): UnverifiedWrite | undefined {
   if (liveSha256 === null) return undefined;
   let at = -1;
   journal.forEach((e, i) => {
-    if ((e.op === 'write' || e.op === 'restore') && e.sha256 === liveSha256) at = i;
+    if (e.op === 'write' && e.sha256 === liveSha256) at = i;
   });
   const w = journal[at];
-  if (!w || w.op !== 'write' || w.verifies !== true) return undefined;
+  if (!w || w.verifies !== true) return undefined;
   if (journal.slice(at + 1).some((e) => e.op === 'verified' && e.sha256 === liveSha256)) return undefined;
   const backup = journal.find((e) => e.op === 'backup' && e.run === w.run && e.path !== undefined);
   return { run: w.run, writtenAt: w.at, backupPath: backup?.path ?? null, backupSha256: backup?.sha256 ?? null };
