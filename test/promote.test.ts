@@ -24,8 +24,16 @@ import { followPromotion, PromotionRefused, startPromotion } from '../src/client
 import type { PromotionOutcome } from '../src/client/promote';
 import { mappingVersionOf } from '../src/config/mapping-version';
 import { IMAGE_REFERENCE_RULE } from '../src/domain/bounds';
-import { backupFileName, backupsToPrune, MAX_CONFIG_BYTES, promoteInputProblems, unverifiedLiveToRefuse, unverifiedWriteOf } from '../src/domain/promotion';
-import type { JournalLine, UnverifiedWrite } from '../src/domain/promotion';
+import {
+  backupFileName,
+  backupsToPrune,
+  MAX_CONFIG_BYTES,
+  promoteInputProblems,
+  staleAttempt,
+  unverifiedLiveToRefuse,
+  unverifiedWriteOf,
+} from '../src/domain/promotion';
+import type { JournalLine, StaleAttemptLine, UnverifiedWrite } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
 import { activityRuns, historyTexts } from './support/history-scan';
@@ -116,6 +124,30 @@ describe('promotion rules (pure)', () => {
     assert.equal(unverifiedLiveToRefuse(u, 'v3'), u);
     assert.equal(unverifiedLiveToRefuse(u, 'v2'), u, 'promoting the unverified content again would back it up as the config before');
     assert.equal(unverifiedLiveToRefuse({ ...(u as UnverifiedWrite), backupPath: null, backupSha256: null }, 'v1')?.run, 'p/1');
+  });
+
+  test("a write or restore attempt is stale once a later attempt, its run's restore or a later run has journaled", () => {
+    const p1 = 'promote/n/r/run-1';
+    const p2 = 'promote/n/r/run-2';
+    const lines: StaleAttemptLine[] = [
+      { op: 'backup', run: p1 },
+      { op: 'write', run: p1, attempt: 1 },
+    ];
+    assert.equal(staleAttempt(lines, { op: 'write', run: p1, attempt: 1 }), undefined);
+    const retried = [...lines, { op: 'write' as const, run: p1, attempt: 2 }];
+    assert.match(staleAttempt(retried, { op: 'write', run: p1, attempt: 1 }) ?? '', /attempt 2 of this write took over from attempt 1/);
+    // The earlier attempt's line, appended late by a worker that woke up, does not make the later one stale.
+    assert.equal(staleAttempt([...retried, { op: 'write', run: p1, attempt: 1 }], { op: 'write', run: p1, attempt: 2 }), undefined);
+    const restored = [...lines, { op: 'restore' as const, run: p1, attempt: 1 }];
+    assert.match(staleAttempt(restored, { op: 'write', run: p1, attempt: 1 }) ?? '', /restored its backup/);
+    assert.equal(staleAttempt(restored, { op: 'restore', run: p1, attempt: 1 }), undefined);
+    const next = [...restored, { op: 'backup' as const, run: p2 }];
+    assert.match(staleAttempt(next, { op: 'restore', run: p1, attempt: 1 }) ?? '', /a later promotion \(promote\/n\/r\/run-2\)/);
+    // P1's stale line after P2 began is P1's, not a reason to stop P2.
+    assert.equal(
+      staleAttempt([...next, { op: 'write', run: p1, attempt: 1 }, { op: 'write', run: p2, attempt: 1 }], { op: 'write', run: p2, attempt: 1 }),
+      undefined,
+    );
   });
 
   test("a router's output recorded in history never carries its admin token", async () => {

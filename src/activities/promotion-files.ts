@@ -5,11 +5,13 @@
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import { mappingVersionOf } from '../config/mapping-version';
-import { backupFileName, backupRunKey, backupsToPrune, PROMOTION_DEFAULTS } from '../domain/promotion';
+import { backupFileName, backupRunKey, backupsToPrune, PROMOTION_DEFAULTS, staleAttempt } from '../domain/promotion';
 import { Failure } from '../shared/failures';
 import type { BackupResult } from '../shared/contracts';
 import type { JournalEntry, RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
+import { tempFilePrefix } from '../adapters/router-deployment/port';
 import { nonRetryable, permanentAsFailure } from './failure';
+import { activityContext } from './heartbeat';
 import { holderOf } from '../domain/fence';
 
 export interface RunRef {
@@ -52,6 +54,43 @@ async function journaled(j: Journal, effect: Effect, change: () => Promise<void>
   await j.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
 }
 
+/** A change of the live file (a write, a restore) by one attempt of its step. */
+type LiveEffect = Effect & { op: 'write' | 'restore'; attempt: number };
+
+/** This activity's attempt (1 outside one): the journal's lines of a live-file change carry it. */
+const currentAttempt = (): number => activityContext()?.info.attempt ?? 1;
+
+/**
+ * A change of the live file fenced against this attempt being stale (staleAttempt): a worker that
+ * froze past its heartbeat timeout and goes on after the step was retried elsewhere, the run
+ * rolled back or a later promotion begun. This attempt's intent is journaled first, then the temp
+ * files of earlier writers are removed (a rename one of them checked and has not made yet fails),
+ * then the journal is checked, before the change and again between the temp file and its rename.
+ * A writer that checks after this intent sees it; one that checked before has its temp file removed.
+ */
+async function fencedLiveChange(
+  files: ConfigFiles,
+  livePath: string,
+  effect: LiveEffect,
+  change: (fence: () => Promise<void>) => Promise<void>,
+): Promise<void> {
+  await files.journal({ at: new Date().toISOString(), phase: 'intent', ...effect });
+  const prefix = tempFilePrefix(livePath);
+  for (const name of await files.list()) if (name.startsWith(prefix)) await files.remove(join(files.dir, name));
+  const fence = async () => {
+    const why = staleAttempt(await files.readJournal(), effect);
+    if (why) {
+      throw nonRetryable(
+        Failure.LiveConfigConflict,
+        `${livePath}: this ${effect.op} (attempt ${effect.attempt} of ${effect.run}) is stale: ${why}; not changing the live config`,
+      );
+    }
+  };
+  await fence();
+  await change(fence);
+  await files.journal({ at: new Date().toISOString(), phase: 'done', ...effect });
+}
+
 /** A retry that finds the effect in place: finishes an earlier attempt's entry. True when this run had announced it (it made the change). */
 async function completeJournaled(j: Journal, effect: Effect): Promise<boolean> {
   const state = await journalState(j, effect);
@@ -69,7 +108,8 @@ export function configFilesOf(d: RouterDeployment, t: RouterTarget) {
     dir,
     read: (path: string) => permanentAsFailure(() => d.readFile(dir, path)),
     mode: (path: string) => permanentAsFailure(() => d.fileMode(dir, path)),
-    write: (path: string, data: Buffer | string, mode: number) => permanentAsFailure(() => d.writeFileAtomic(dir, path, data, mode)),
+    write: (path: string, data: Buffer | string, mode: number, beforeRename?: () => Promise<void>) =>
+      permanentAsFailure(() => d.writeFileAtomic(dir, path, data, mode, beforeRename)),
     list: () => permanentAsFailure(() => d.listDir(dir)),
     remove: (path: string) => permanentAsFailure(() => d.removeFile(dir, path)),
     journal: (entry: JournalEntry) => permanentAsFailure(() => d.appendJournal(dir, t.configPath, entry)),
@@ -144,7 +184,9 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
         );
       }
       const mode = (await files.mode(t.configPath)) ?? 0o644;
-      await journaled(files, effect, () => files.write(t.configPath, input.content, mode));
+      await fencedLiveChange(files, t.configPath, { ...effect, op: 'write', attempt: currentAttempt() }, (fence) =>
+        files.write(t.configPath, input.content, mode, fence),
+      );
       return { outcome: 'written', sha256: digest };
     },
 
@@ -192,7 +234,12 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
         const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: '' };
         const live = await files.read(t.configPath);
         othersChange(live, null);
-        if (live) await journaled(files, effect, () => files.remove(t.configPath));
+        // The check and the unlink are two steps: a worker frozen between them is not fenced (no temp file to remove).
+        if (live)
+          await fencedLiveChange(files, t.configPath, { ...effect, op: 'restore', attempt: currentAttempt() }, async (fence) => {
+            await fence();
+            await files.remove(t.configPath);
+          });
         else await completeJournaled(files, effect);
         return { outcome: 'removed' };
       }
@@ -211,7 +258,9 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
       if (live && sha256(live) === digest) return { outcome: (await completeJournaled(files, effect)) ? 'restored' : 'unchanged' };
       othersChange(live, digest);
       const mode = (await files.mode(input.backupPath)) ?? 0o644;
-      await journaled(files, effect, () => files.write(t.configPath, backup, mode));
+      await fencedLiveChange(files, t.configPath, { ...effect, op: 'restore', attempt: currentAttempt() }, (fence) =>
+        files.write(t.configPath, backup, mode, fence),
+      );
       return { outcome: 'restored' };
     },
   };

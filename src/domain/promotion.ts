@@ -119,6 +119,8 @@ export interface JournalLine {
   path?: string;
   /** On a write: its run journals `verified` once the router holds it, so a write without one was never verified. */
   verifies?: boolean;
+  /** On a write or a restore: the activity attempt that made it; absent in lines from before attempts were journaled. */
+  attempt?: number;
 }
 
 /** Another promotion run's write that is live and was never verified, and the config before it. */
@@ -163,4 +165,30 @@ export function unverifiedWriteOf(journal: readonly JournalLine[], liveSha256: s
 export function unverifiedLiveToRefuse(unverified: UnverifiedWrite | undefined, candidateSha256: string): UnverifiedWrite | undefined {
   if (!unverified) return undefined;
   return unverified.backupSha256 !== null && unverified.backupSha256 === candidateSha256 ? undefined : unverified;
+}
+
+/** What staleAttempt reads of a journal line. */
+export type StaleAttemptLine = Pick<JournalLine, 'op' | 'run' | 'attempt'>;
+
+/**
+ * Why an attempt to write or restore the live config is stale, from the journal; undefined when
+ * it is not. A worker that froze (SIGSTOP, a paused VM) past the heartbeat timeout goes on later
+ * with what it checked before: by then Temporal has retried the step on another worker, the run
+ * may have rolled back, or a later promotion begun, and the live file it checked may be exactly
+ * what it expected again (a rollback puts the backup back). Stale: a later attempt of this step
+ * has journaled, a write whose run has journaled a restore, or any run whose first line comes
+ * after this run's first (promotions of a router run one at a time: this one is over). A line of
+ * an older run appearing late is that run's stale attempt, and does not make this one stale.
+ */
+export function staleAttempt(lines: readonly StaleAttemptLine[], self: { op: 'write' | 'restore'; run: string; attempt: number }): string | undefined {
+  const later = lines.find((l) => l.run === self.run && l.op === self.op && (l.attempt ?? 0) > self.attempt);
+  if (later) return `attempt ${later.attempt ?? '?'} of this ${self.op} took over from attempt ${self.attempt}`;
+  if (self.op === 'write' && lines.some((l) => l.run === self.run && l.op === 'restore')) return 'this promotion has since restored its backup';
+  const firstOf = new Map<string, number>();
+  lines.forEach((l, i) => {
+    if (!firstOf.has(l.run)) firstOf.set(l.run, i);
+  });
+  const mine = firstOf.get(self.run) ?? lines.length;
+  const newer = [...firstOf].find(([run, i]) => run !== self.run && i > mine);
+  return newer ? `a later promotion (${newer[0]}) has journaled since` : undefined;
 }

@@ -6,8 +6,12 @@
 // precise point where a real worker dying would leave it. The test kills the process there.
 // With `hangAt: "recreate-rename"` a recreate stops the old router, then writes markerPath and
 // hangs at the first rename: the router is down, mid-recreate, when the test kills the process.
+// With `freezeAt: "write-start"` the first promoteWrite, and with `"write-rename"` the first rename
+// of a temp file over the live config, writes markerPath and SIGSTOPs the whole process there (no
+// heartbeat, no poll): a worker frozen mid-write, which the test SIGCONTs when it chooses.
 // Prints "ready" on stdout once polling; exits when SIGTERM/SIGINT shut the worker down.
 import { writeFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import Docker from 'dockerode';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { DockerRouterDeployment } from '../../src/adapters/router-deployment/docker-router';
@@ -26,7 +30,34 @@ interface ChildConfig {
   pollIntervalMs?: number;
   hangAfter?: string;
   hangAt?: 'recreate-rename';
+  freezeAt?: 'write-start' | 'write-rename';
   markerPath?: string;
+}
+
+/** Once: the marker, then SIGSTOP; the code after it runs when the test sends SIGCONT. */
+function freezer(markerPath: string | undefined): (what: string) => void {
+  let frozen = false;
+  return (what) => {
+    if (frozen) return;
+    frozen = true;
+    if (markerPath) writeFileSync(markerPath, JSON.stringify({ frozen: what, pid: process.pid, at: Date.now() }));
+    process.kill(process.pid, 'SIGSTOP');
+  };
+}
+
+/**
+ * fs/promises' rename, as the adapter calls it (a property of the module object at call time),
+ * frozen at the first temp file renamed over one of the live configs.
+ */
+function freezingAtLiveRename(targets: RouterTarget[], freeze: (what: string) => void): void {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const fsp = require('node:fs/promises') as { rename: (from: string, to: string) => Promise<void> };
+  const rename = fsp.rename.bind(fsp);
+  const live = new Set(targets.map((t) => t.configPath));
+  fsp.rename = async (from, to) => {
+    if (live.has(to) && basename(from).includes('.tmp-')) freeze(`rename ${basename(from)} over ${to}`);
+    return rename(from, to);
+  };
 }
 
 /** Docker whose container renames never return (after writing the marker). */
@@ -54,6 +85,15 @@ async function main(): Promise<void> {
       pollIntervalMs: cfg.pollIntervalMs,
       routerAdminFor: httpRouterAdminFor,
     });
+    const freeze = freezer(cfg.markerPath);
+    if (cfg.freezeAt === 'write-rename') freezingAtLiveRename(cfg.targets, freeze);
+    const write = activities['promoteWrite'];
+    if (cfg.freezeAt === 'write-start' && write) {
+      activities['promoteWrite'] = async (input: never) => {
+        freeze('promoteWrite before it reads the live file');
+        return write(input);
+      };
+    }
     const name = cfg.hangAfter;
     const original = name ? activities[name] : undefined;
     if (name && original) {
@@ -68,6 +108,9 @@ async function main(): Promise<void> {
       taskQueue: taskQueueFor(cfg.node),
       activities,
       maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+      // Frozen, its pollers still waiting at the server would each take a task and time out:
+      // with one activity slot, the write it freezes in holds it and none is left polling.
+      ...(cfg.freezeAt ? { maxConcurrentActivityTaskExecutions: 1 } : {}),
       // The workflows' operation-metrics sink must exist (nothing scrapes this worker).
       sinks: UNCOUNTED_SINKS,
       workflowBundle: { codePath: cfg.bundlePath },

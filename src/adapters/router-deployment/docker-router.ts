@@ -11,14 +11,14 @@ import { constants } from 'node:fs';
 import type { Stats } from 'node:fs';
 import { chmod, lstat, mkdtemp, open, readdir, readlink, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
-import { basename, dirname, join, posix, resolve } from 'node:path';
+import { dirname, join, posix, resolve } from 'node:path';
 import type Docker from 'dockerode';
 import { Failure } from '../../shared/failures';
 import { demuxLogs, statusCode } from '../containers/docker-util';
 import { imageMissing, PermanentError } from '../errors';
 import type { RouterContainer } from '../../shared/contracts';
 import type { JournalEntry, RecreateResult, RouterDeployment, ValidateRunOutcome, ValidateRunSpec } from './port';
-import { journalPath } from './port';
+import { journalPath, tempFilePrefix } from './port';
 
 /** Marks the container a recreate made, so a retried attempt recognizes its own work. */
 export const PROMOTE_OP_LABEL = 'gpures.promote.op';
@@ -340,10 +340,10 @@ export class DockerRouterDeployment implements RouterDeployment {
     return st ? st.mode & 0o7777 : undefined;
   }
 
-  async writeFileAtomic(dir: string, path: string, data: Buffer | string, mode = 0o644): Promise<void> {
+  async writeFileAtomic(dir: string, path: string, data: Buffer | string, mode = 0o644, beforeRename?: () => Promise<void>): Promise<void> {
     const target = await inConfigDir(dir, path);
     await lstatInConfigDir(dir, target); // what the rename replaces must be a regular file too
-    const tmp = join(dir, `.${basename(target)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
+    const tmp = join(dir, `${tempFilePrefix(target)}${process.pid}-${randomBytes(4).toString('hex')}`);
     const fh = await openInConfigDir(dir, tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
     if (!fh) throw new Error(`${tmp}: not created`);
     try {
@@ -354,6 +354,8 @@ export class DockerRouterDeployment implements RouterDeployment {
       await fh.close();
     }
     try {
+      await beforeRename?.();
+      // Fails (ENOENT) once a later writer has removed the temp file: its rename is the one that counts.
       await rename(tmp, target);
     } catch (err) {
       await rm(tmp, { force: true });

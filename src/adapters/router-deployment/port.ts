@@ -77,6 +77,8 @@ export interface JournalEntry {
    * `verified` (absent: never taken for unverified).
    */
   verifies?: true;
+  /** The activity attempt that wrote it (write and restore): a stale attempt is known by it (staleAttempt in src/domain/promotion.ts). */
+  attempt?: number;
 }
 
 export interface RouterDeployment {
@@ -104,8 +106,12 @@ export interface RouterDeployment {
   // symbolic link (the directory's or its own), a non-regular file or one with several hard
   // links is refused with PermanentError UnsafeConfigPath before anything is read or written.
   readFile(dir: string, path: string): Promise<Buffer | undefined>;
-  /** Temp file in the same directory, fsync, rename over `path`, fsync the directory. */
-  writeFileAtomic(dir: string, path: string, data: Buffer | string, mode?: number): Promise<void>;
+  /**
+   * Temp file in the same directory (named tempFilePrefix(path) + a unique tail), fsync, then
+   * `beforeRename` (which may throw to give up: the temp file is removed), rename over `path`,
+   * fsync the directory.
+   */
+  writeFileAtomic(dir: string, path: string, data: Buffer | string, mode?: number, beforeRename?: () => Promise<void>): Promise<void>;
   fileMode(dir: string, path: string): Promise<number | undefined>;
   listDir(dir: string): Promise<string[]>;
   removeFile(dir: string, path: string): Promise<void>;
@@ -113,6 +119,14 @@ export interface RouterDeployment {
   appendJournal(dir: string, livePath: string, entry: JournalEntry): Promise<void>;
   /** Every line so far (none when there is no journal yet). */
   readJournal(dir: string, livePath: string): Promise<JournalEntry[]>;
+}
+
+/**
+ * What every temp file written on its way to `path` is named from: a later writer removes them,
+ * so a rename an earlier writer checked and has not made yet (a frozen worker) can no longer land.
+ */
+export function tempFilePrefix(path: string): string {
+  return `.${path.slice(path.lastIndexOf('/') + 1)}.tmp-`;
 }
 
 /** The journal of real effects (a backup made, a write or a restore done) next to the live file. */

@@ -1,0 +1,126 @@
+// A promotion's write attempt left running by a worker that froze (SIGSTOP: a VM paused, a
+// process stopped by a debugger or a cgroup freezer) while Temporal, after the 5 s heartbeat
+// timeout, retried the write on another worker, the promotion failed its verify and rolled back.
+// When the frozen worker goes on (SIGCONT), what it was doing must not land on the live config
+// the rollback restored. Separate processes: each worker is a child (dist/test/support/
+// promote-worker.js) on the real dev server and dockerd; the box is sampled: the live file on
+// disk, the temp files beside it, and what the router serves once restarted from that file.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { RouterTarget } from '../src/adapters/router-deployment/port';
+import { journalPath } from '../src/adapters/router-deployment/port';
+import { followPromotion, startPromotion } from '../src/client/promote';
+import { docker, uniqueNode } from './support/box';
+import { deployTestRouter, healthz, removeTestArtifacts, ROUTER_IMAGE, routerConfig, waitHealthy } from './support/router';
+import { testTemporal, workflowBundle } from './support/temporal';
+import type { TestTemporal } from './support/temporal';
+import { waitUntil } from './support/wait';
+
+const mappingOf = (text: string) => /mapping_version = "([^"]*)"/.exec(text)?.[1];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('router promotion: a write attempt frozen on one worker, retried on another, then rolled back', () => {
+  const d = docker();
+  const run = `f${Date.now().toString(36)}`;
+  const node = uniqueNode('promfrz');
+  let temporal: TestTemporal;
+  let dir: string;
+  const targets: Record<string, RouterTarget> = {};
+  const children: ChildProcess[] = [];
+
+  before(async () => {
+    temporal = await testTemporal();
+    for (const name of ['frzrename', 'frzstart']) {
+      targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 3 };
+    }
+    dir = mkdtempSync(join(tmpdir(), 'gpures-promote-frozen-'));
+    writeFileSync(join(dir, 'bundle.js'), (await workflowBundle()).code);
+  });
+
+  after(async () => {
+    for (const c of children) await stop(c);
+    await removeTestArtifacts(d, run, []);
+    for (const t of Object.values(targets)) rmSync(join(t.configPath, '..'), { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+    await temporal?.close();
+  });
+
+  async function stop(c: ChildProcess): Promise<void> {
+    if (c.exitCode !== null || c.signalCode !== null) return;
+    c.kill('SIGCONT');
+    c.kill('SIGKILL');
+    await new Promise((r) => c.once('exit', r));
+  }
+
+  function startChild(extra: Record<string, unknown>): Promise<ChildProcess> {
+    const cfg = { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: Object.values(targets), pollIntervalMs: 200, ...extra };
+    const child = spawn(process.execPath, [join(__dirname, 'support', 'promote-worker.js'), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    return new Promise((resolve, reject) => {
+      child.stdout?.on('data', (b: Buffer) => {
+        if (b.toString().includes('ready')) resolve(child);
+      });
+      child.once('exit', (code) => reject(new Error(`promote-worker exited with ${code}`)));
+    });
+  }
+
+  const tempFiles = (t: RouterTarget) => readdirSync(join(t.configPath, '..')).filter((n) => n.startsWith('.router.toml.tmp-'));
+
+  async function frozenThenRolledBack(name: string, freezeAt: 'write-rename' | 'write-start'): Promise<void> {
+    const t = targets[name];
+    assert.ok(t);
+    const v1 = readFileSync(t.configPath, 'utf8');
+    const marker = join(dir, `${name}-frozen.json`);
+    const frozen = await startChild({ freezeAt, markerPath: marker });
+    // A release that serves the wrong mapping: verify fails, the promotion rolls back.
+    const candidate = routerConfig(`${name}-v2`, ['', `report_mapping_version = "${name}-bad"`]);
+    const handle = await startPromotion(temporal.client, node, { router: name, config: { content: candidate }, image: ROUTER_IMAGE });
+    await waitUntil('the first worker frozen in the write', () => existsSync(marker), 30_000, 50);
+    console.log(
+      `  worker ${frozen.pid} frozen: ${(JSON.parse(readFileSync(marker, 'utf8')) as { frozen: string }).frozen}; temp files: [${tempFiles(t).join(', ')}]`,
+    );
+    assert.equal(readFileSync(t.configPath, 'utf8'), v1, 'frozen before the write landed');
+
+    const second = await startChild({});
+    const out = await followPromotion(handle, () => undefined, 200);
+    const said = out.ok ? `ok: ${out.result.message}` : `${out.failureType}: ${out.message}`;
+    console.log(`  promotion: ${said}`);
+    assert.ok(!out.ok && out.failureType === 'HealthzMismatch', said);
+    assert.equal(out.details?.rollback?.ok, true, said);
+    assert.equal(readFileSync(t.configPath, 'utf8'), v1, 'the rollback restored the backup');
+
+    // The frozen worker goes on; whatever its stale attempt does, it has a few seconds to do it.
+    frozen.kill('SIGCONT');
+    await sleep(4000);
+    await stop(frozen);
+    await stop(second);
+
+    const live = readFileSync(t.configPath, 'utf8');
+    const journal = readFileSync(journalPath(t.configPath), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { op: string; phase: string; attempt?: number });
+    // The file is what the router serves from its next start (a crash, a host reboot, a promotion's recreate).
+    await d.getContainer(`gpures-test-${run}-${name}`).restart({ t: 1 });
+    await waitHealthy(t.url);
+    const served = (await healthz(t.url)).mappingVersion;
+    console.log(
+      `  after SIGCONT: live file mapping ${mappingOf(live)}, temp files [${tempFiles(t).join(', ')}], ` +
+        `journal ${journal.map((e) => `${e.op} ${e.phase}${e.attempt ? ` #${e.attempt}` : ''}`).join(', ')}; router restarted serves '${served}'`,
+    );
+    assert.equal(mappingOf(live), `${name}-v1`, 'the frozen attempt put the rolled-back candidate live after the rollback');
+    assert.equal(live, v1);
+    assert.equal(served, `${name}-v1`);
+    assert.deepEqual(tempFiles(t), [], 'no temp file left beside the live config');
+  }
+
+  test('frozen just before renaming its temp file over the live config', () => frozenThenRolledBack('frzrename', 'write-rename'));
+
+  test('frozen before it read the live file (its check then passes: the rollback restored what it expects)', () =>
+    frozenThenRolledBack('frzstart', 'write-start'));
+});
