@@ -48,8 +48,16 @@ interface Acquisition {
   startedAtEpochMs: number;
   workflowId?: string;
   step?: string;
-  /** The tier was active (its backend down) and this acquisition quiesced it for the guard. */
-  quiescedByRouter: boolean;
+  /**
+   * The tier was active (its backend down) and this acquisition quiesced it for the guard: the
+   * tier's quiesce count just after, so an undo leaves alone a quiesce anyone made since.
+   */
+  ownQuiesce?: number;
+  /**
+   * The tier's quiesce count before this round's POST: an eviction or a bring-down of the serve
+   * decided after that quiesces the tier after it, and the router's own readmit then refuses.
+   */
+  quiescesAtPost: number;
   /** Denied until a victim's residency window ends: the next acquisition then, and the denial meanwhile. */
   windowWait?: Refusal & { windowEndsAtEpochMs: number };
   /** Resolves when the tier turns active. */
@@ -242,7 +250,7 @@ export class OnDemand {
   private async run(tier: RouterTier, d: TierDemand): Promise<void> {
     let wake = () => undefined as void;
     const readmitted = new Promise<void>((r) => (wake = r));
-    const a: Acquisition = { startedAtEpochMs: Date.now(), quiescedByRouter: false, readmitted, wake };
+    const a: Acquisition = { startedAtEpochMs: Date.now(), quiescesAtPost: 0, readmitted, wake };
     d.acquisition = a;
     d.cooldown = undefined;
     let refusal: Refusal | undefined;
@@ -262,12 +270,15 @@ export class OnDemand {
     }
     if (refusal) {
       if (cool) d.cooldown = { untilEpochMs: Date.now() + refusal.retryAfterS * 1000, refusal };
-      // Leave the tier as the acquisition found it: an active tier over a down backend stays active.
-      // Checked inside the admin mutex, so a quiesce queued meanwhile (an eviction's) is not undone.
-      if (a.quiescedByRouter) {
+      // Leave the tier as the acquisition found it: an active tier over a down backend stays active,
+      // unless anyone has quiesced it since the router did (an eviction, a bring-down, an operator's
+      // drain), who relies on it. Checked inside the admin mutex, so a quiesce queued meanwhile counts.
+      const own = a.ownQuiesce;
+      if (own !== undefined) {
         await this.changes
           .run(async () => {
-            if (this.table.runtimeOf(tier.name).mode === 'quiesced') await this.table.setMode(tier.name, 'active');
+            const rt = this.table.runtimeOf(tier.name);
+            if (rt.mode === 'quiesced' && rt.quiesces === own) await this.table.setMode(tier.name, 'active');
           })
           .catch(() => undefined);
       }
@@ -321,8 +332,9 @@ export class OnDemand {
     // goes through the guard (it only readmits a quiesced tier) rather than finding it active.
     if (mode() === 'active') {
       await this.changes.run(() => this.table.setMode(tier.name, 'quiesced'));
-      a.quiescedByRouter = true;
+      a.ownQuiesce = this.table.runtimeOf(tier.name).quiesces;
     }
+    a.quiescesAtPost = this.table.runtimeOf(tier.name).quiesces;
     try {
       a.workflowId = await api.acquire(policy.serve, policy.evict);
     } catch (err) {
@@ -374,14 +386,29 @@ export class OnDemand {
         return denied && retryAfterS !== undefined ? { ...refusal, windowEndsAtEpochMs: Date.now() + retryAfterS * 1000 } : refusal;
       }
       // Completed with the tier still quiesced: the serve was already running (no readmit step
-      // ran). The router's own guarded readmit is the same guard.
+      // ran). The router's own guarded readmit is the same guard, but only over the quiesce it
+      // acquired for: one made since the POST is an eviction's or a bring-down's of the serve,
+      // decided after this acquisition's (the acquisition may have readmitted the tier itself
+      // before it), which drains and stops the serve behind it.
       if (mode() === 'active') return undefined;
       const outcome = await this.changes.run(async () => {
+        const since = this.table.runtimeOf(tier.name).quiesces - a.quiescesAtPost;
+        if (since > 0) return { ok: false as const, quiescedSince: since };
         const o = await guardedReadmit(tier, this.opts.probeTimeoutMs);
         if (o.ok) await this.table.setMode(tier.name, 'active');
         return o;
       });
-      return outcome.ok ? undefined : this.refusal(tier, d, 'readmit_refused', `serve '${policy.serve}' is up but ${outcome.reason}: ${outcome.message}`);
+      if (outcome.ok) return undefined;
+      if ('quiescedSince' in outcome) {
+        return this.refusal(
+          tier,
+          d,
+          'quiesced',
+          `acquisition ${a.workflowId} of serve '${policy.serve}' completed, but tier '${tier.name}' was quiesced again since it began ` +
+            `(an eviction or a bring-down of '${policy.serve}', which drains and stops it): the router does not readmit it over that; retry later`,
+        );
+      }
+      return this.refusal(tier, d, 'readmit_refused', `serve '${policy.serve}' is up but ${outcome.reason}: ${outcome.message}`);
     }
   }
 }

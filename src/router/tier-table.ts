@@ -16,9 +16,15 @@ export interface TierRuntime {
   inFlight: number;
   /** When a routed request last began or ended; what an idle lease is judged by. */
   lastUsedAtEpochMs: number | null;
+  /**
+   * Quiesces so far, each counted even when the tier was quiesced already: whoever quiesces relies
+   * on it from then on. The router's own readmit and undo lift only a quiesce nobody made since
+   * its acquisition began (on-demand.ts). In memory: an acquisition does not outlive the router.
+   */
+  quiesces: number;
 }
 
-const fresh = (mode: TierMode = 'active'): TierRuntime => ({ mode, inFlight: 0, lastUsedAtEpochMs: null });
+const fresh = (mode: TierMode = 'active'): TierRuntime => ({ mode, inFlight: 0, lastUsedAtEpochMs: null, quiesces: 0 });
 
 /** The tiers a previous run left quiesced; none when the file does not exist yet. */
 async function loadQuiesced(file: string): Promise<Set<string>> {
@@ -105,6 +111,7 @@ export class TierTable {
       rt.mode = previous;
       throw err;
     }
+    if (mode === 'quiesced') rt.quiesces += 1;
     for (const l of this.modeListeners) l(name, mode);
   }
 

@@ -44,6 +44,8 @@ export interface OnDemandBoxOptions {
   pollIntervalMs?: number;
   /** The router's bound on the request bytes all its queues hold (default the router's own). */
   heldBytesLimit?: number;
+  /** The acquisition API's URL as the router is given it: a test may put something between them (a stalling proxy). */
+  routerApiUrl?: (apiUrl: string) => Promise<string>;
 }
 
 export interface OnDemandBox {
@@ -113,7 +115,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
     configPath: routerConfigPath,
     adminToken: routerToken,
     port: 0,
-    acquisitions: { url: apiUrl, token: apiToken },
+    acquisitions: { url: o.routerApiUrl ? await o.routerApiUrl(apiUrl) : apiUrl, token: apiToken },
     clientToken,
     acquisitionPollMs: 200,
     ...(o.heldBytesLimit !== undefined ? { heldBytesLimit: o.heldBytesLimit } : {}),
