@@ -11,7 +11,7 @@ import { workflowIds } from '../src/shared/messages';
 import type { RunningRouter } from '../src/router/server';
 import { docker, routedChat } from './support/box';
 import type { TestServe } from './support/box';
-import { gpures, show } from './support/cli';
+import { gpures, show, startWorkerProcess } from './support/cli';
 import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
 import { activityRuns, waitForPendingActivity } from './support/history-scan';
@@ -92,6 +92,40 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     const down = await gpures(['serves', 'down', 'vision', 'fast', '--manifest', manifest], env);
     assert.equal(down.code, 0, show(down));
     assert.ok(down.stdout.endsWith(`${header(0, 27999)}\n`), show(down));
+  });
+
+  test("a worker whose GPURES_ROUTER_TOKEN is not the router's: serves down fails at quiesce naming the 401 and the variable, exit 1; vision still runs, routed", async () => {
+    const up = await gpures(['serves', 'up', 'fast', 'vision', '--manifest', manifest], env);
+    assert.equal(up.code, 0, show(up));
+    await box.worker.stop();
+    const wrong = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], { ...box.workerEnv, GPURES_ROUTER_TOKEN: `${box.routerToken}-not-it` });
+    try {
+      const down = await gpures(['serves', 'down', 'vision', '--manifest', manifest], env);
+      assert.equal(down.code, 1, show(down));
+      // Before: "Activity task failed [ActivityFailure; …]", the router's answer nowhere.
+      assert.match(
+        down.stderr,
+        /^serves down vision failed at quiesce: router quiesce of tier 'vision-local' answered 401: .*\(GPURES_ROUTER_TOKEN in the worker's environment is not the token the router at http:\/\/127\.0\.0\.1:\d+ was started with\); compensated: let go of the serve \[RouterAuthFailed; workflow serves-down\/.*\/vision\]$/m,
+        show(down),
+      );
+      assert.match(down.stderr, /^ {2}quiesce: failed: router quiesce of tier 'vision-local' answered 401/m, show(down));
+      // Nothing changed on the box: the container runs, the ledger holds it running, the tier answers.
+      assert.deepEqual(
+        (await docker().listContainers({ filters: { name: [containerName(node, 'vision')] } })).map((c) => c.State),
+        ['running'],
+      );
+      assert.ok(
+        down.stdout.endsWith(`${[header(26624, 1375), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, running)'].join('\n')}\n`),
+        show(down),
+      );
+      assert.equal(await routedVision(), 200);
+    } finally {
+      await wrong.stop();
+      await box.startWorker();
+    }
+    const rest = await gpures(['serves', 'down', 'vision', 'fast', '--manifest', manifest], env);
+    assert.equal(rest.code, 0, show(rest));
+    assert.ok(rest.stdout.endsWith(`${header(0, 27999)}\n`), show(rest));
   });
 
   /** SIGKILL, as a crash: no drain of in-flight tasks, no goodbye to the server. */

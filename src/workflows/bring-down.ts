@@ -9,7 +9,7 @@ import { cancelHint, holderOf, holderProblem } from '../domain/fence';
 import type { StopDecision } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import type { LedgerReleaseResult } from '../shared/messages';
-import { bringDown, eviction, take } from '../shared/wording';
+import { bringDown, eviction, failure, take } from '../shared/wording';
 import { PATCHES } from './patches';
 import { act, ledgerUpdates, reads, router, waiting } from './proxies';
 import { restoreEvicted, restoreNote } from './restore';
@@ -77,8 +77,14 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     // would stay held as stopping by a closed run, its container gone.
     [stop, release] = down.fenced ? await CancellationScope.nonCancellable(() => stopAndRelease(down)) : await stopAndRelease(down);
   } catch (err) {
-    await saga.compensate();
-    throw err;
+    // Cancelled, the run ends Cancelled as it was. Failed, it names its step and the cause, as a
+    // bring-up does: rethrown as it came, an activity's failure read "Activity task failed" and the
+    // operator never saw the router's 401 under it.
+    if (isCancellation(err)) {
+      await saga.compensate();
+      throw err;
+    }
+    throw await failedDown(down, err, saga);
   }
   const reserved = release.released && release.vramMib > 0;
   log.record('release', bringDown.released(reserved ? release.vramMib : undefined, taken?.decision === 'evicted'));
@@ -122,9 +128,11 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
  */
 async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS: number): Promise<DrainResult | undefined> {
   try {
+    log.begin('quiesce');
     const q = await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier }));
     if (!q) return undefined;
     log.record('quiesce', eviction.quiesced(tier, q.inFlight));
+    log.begin('drain');
     const drain = await drainFor(tier, serve, drainTimeoutS);
     log.record('drain', bringDown.drained(drain, drainTimeoutS));
     return drain;
@@ -144,11 +152,28 @@ async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS
 }
 
 async function stopAndRelease({ node, gpu, serve, holder, log, fenced }: Down): Promise<[StopResult, LedgerReleaseResult]> {
+  log.begin('stop');
   const st = await stopServe(node, serve);
   log.record('stop', eviction.stopped(st));
+  log.begin('release');
   // The fenced release names this run: the ledger gives up only what this bring-down took.
   const rel = await ledgerUpdates().ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${holder}/release` });
   return [st, rel];
+}
+
+/** The failure a bring-down ends with: its step, the cause the operator can act on, what was undone. */
+async function failedDown({ serve, log }: Down, err: unknown, saga: Saga): Promise<ApplicationFailure> {
+  const cause = rootCause(err);
+  const step = log.current;
+  log.record(step, `failed: ${cause.message}`);
+  await saga.compensate();
+  return ApplicationFailure.create({
+    type: cause.type,
+    message: failure.failed(`serves down ${serve.name}`, step, cause.message, saga.compensated, '', saga.failed),
+    nonRetryable: true,
+    cause: err instanceof Error ? err : undefined,
+    details: [{ step, steps: log.steps }],
+  });
 }
 
 /**

@@ -153,11 +153,17 @@ export class HttpRouterAdmin implements RouterAdmin {
   private expectOk(a: Answer, what: string, tier?: string): void {
     if (a.status === 200) return;
     const msg = `router ${what}${tier === undefined ? '' : ` of tier '${tier}'`} answered ${a.status}: ${errorMessage(a)}`;
-    if (a.status === 401 || a.status === 403) throw new PermanentError(RouterFailure.AuthFailed, msg);
+    // The router's own words say a token is wrong, not whose: the operator fixes it in the worker's environment.
+    if (a.status === 401 || a.status === 403) throw new PermanentError(RouterFailure.AuthFailed, `${msg} (${routerTokenHint(this.baseUrl)})`);
     if (a.status === 404) throw new PermanentError(tier === undefined ? RouterFailure.AdminUnsupported : RouterFailure.UnknownTier, msg);
     if (a.status >= 400 && a.status < 500 && a.status !== 408 && a.status !== 429) throw new PermanentError(RouterFailure.AdminRejected, msg);
     throw new Error(msg);
   }
+}
+
+/** What a 401 from the admin API means on this side: the worker's token is not the router's. */
+export function routerTokenHint(baseUrl: string): string {
+  return `GPURES_ROUTER_TOKEN in the worker's environment is not the token the router at ${baseUrl} was started with`;
 }
 
 function tierPath(tier: string, suffix = ''): string {
