@@ -8,7 +8,7 @@ import { QueryNotRegisteredError, ServiceError } from '@temporalio/client';
 import { GrpcStatus } from '../src/adapters/grpc-status';
 import { outcomeOf } from '../src/client/start-operation';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { followRun, formatStep, keepSeen, pendingOf, statusOf } from '../src/client/follow';
+import { followRun, formatStep, keepSeen, NO_WORKER_AFTER_MS, pendingOf, statusOf } from '../src/client/follow';
 import type { RunHandle, RunReading, StatusLine, TimedStep } from '../src/client/follow';
 import { plainDisplay, PLAIN_STATUS_EVERY_MS, terminalDisplay } from '../src/cli/progress-display';
 import type { StepRecord } from '../src/shared/messages';
@@ -83,6 +83,34 @@ describe('statusOf: the step under way in words, from the pending activity and i
     assert.deepEqual(keepSeen([{ activity: 'drainServe', attempt: 1, details: beat(6000) }], second, T0 + 9000), second);
   });
 
+  test("its worker gone: an attempt no worker takes for NO_WORKER_AFTER_MS says so, not the dead attempt's probe figures; taken again, the figures", () => {
+    const details = { startedAtEpochMs: T0, atEpochMs: T0 + 6000, probes: 2, last: 'HTTP 404', deadlineEpochMs: T0 + 600_000, timeoutS: 600 };
+    const dead = { activity: 'waitHealthy', attempt: 2, details, lastFailure: 'activity Heartbeat timeout', scheduled: true };
+    const health = (pending: ReturnType<typeof keepSeen>) => reading({ underway: { step: 'health', since: at(0) }, pending });
+    // Attempt 1's heartbeat was first seen at +6.5 s; attempt 2 carries it on, and its elapsed goes on, never back to 6.0 s.
+    const before = keepSeen([{ activity: 'waitHealthy', attempt: 1, details }], [], T0 + 6500);
+    const first = keepSeen([dead], before, T0 + 20_000);
+    // Within a retry interval: a running worker takes it any moment, so the wait is told as it was.
+    assert.equal(statusOf(health(first), T0 + 20_000)?.text, '  … health: probe 2, last: HTTP 404, 19.5s of 600s');
+    const later = keepSeen([dead], first, T0 + 35_000);
+    assert.equal(later[0]?.scheduledSeenAtMs, T0 + 20_000, 'first seen scheduled, kept across readings');
+    assert.equal(NO_WORKER_AFTER_MS, 15_000);
+    const s = statusOf(health(later), T0 + 35_000);
+    assert.equal(s?.text, '  … health: no worker has taken attempt 2 for 15.0s (last: activity Heartbeat timeout): is `gpures worker` running for this node?');
+    assert.equal(s?.figures, true);
+    assert.notEqual(s?.key, statusOf(health(first), T0 + 20_000)?.key, 'a plain log prints it at once');
+    // A worker took it: started, the figures again.
+    const taken = keepSeen([{ ...dead, scheduled: undefined }], later, T0 + 40_000);
+    assert.equal(taken[0]?.scheduledSeenAtMs, undefined);
+    assert.match(statusOf(health(taken), T0 + 40_000)?.text ?? '', /^ {2}… health: probe 2, last: HTTP 404, /);
+    // Never started at all (the worker was gone before the first attempt): "it".
+    const never = keepSeen([{ activity: 'drainServe', attempt: 1, scheduled: true }], [], T0);
+    assert.equal(
+      statusOf(reading({ pending: never }), T0 + NO_WORKER_AFTER_MS)?.text,
+      '  … drain: no worker has taken it for 15.0s: is `gpures worker` running for this node?',
+    );
+  });
+
   test("an activity of no step of the operator's (a ledger read) says nothing; nor does a closed run", () => {
     assert.equal(statusOf(reading({ pending: [{ activity: 'ledgerSnapshot', attempt: 1 }] }), T0), undefined);
   });
@@ -96,12 +124,14 @@ test("pendingOf: an activity's heartbeat details decoded from describe()'s paylo
         attempt: 2,
         heartbeatDetails: { payloads: [defaultPayloadConverter.toPayload({ routerInFlight: 2, polls: 5 })] },
         lastFailure: { message: 'activity Heartbeat timeout' },
+        // PENDING_ACTIVITY_STATE_SCHEDULED: no worker has this attempt yet.
+        state: 1,
       },
     ],
     pendingChildren: [{ workflowId: 'serves-up/n/vision', runId: 'r1', workflowTypeName: 'bringUpWorkflow' }],
   };
   assert.deepEqual(pendingOf(raw), {
-    pending: [{ activity: 'drainServe', attempt: 2, details: { routerInFlight: 2, polls: 5 }, lastFailure: 'activity Heartbeat timeout' }],
+    pending: [{ activity: 'drainServe', attempt: 2, details: { routerInFlight: 2, polls: 5 }, lastFailure: 'activity Heartbeat timeout', scheduled: true }],
     children: [{ workflowId: 'serves-up/n/vision', runId: 'r1', workflowType: 'bringUpWorkflow' }],
   });
 });

@@ -6,7 +6,7 @@
 // watches while a drain runs out or a vLLM serve takes minutes to load.
 import { QueryNotRegisteredError } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
-import type { temporal } from '@temporalio/proto';
+import { temporal } from '@temporalio/proto';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { liveProgressQuery, progressQuery } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
@@ -57,6 +57,10 @@ export interface PendingWait {
   seenAtMs?: number;
   /** The wait's elapsed time (worker's clock) when these details were first seen: never less than the last heartbeat's carried on. */
   elapsedAtSeenMs?: number;
+  /** No worker has this attempt: it is due, or waits out its retry interval (the server's SCHEDULED). */
+  scheduled?: boolean;
+  /** When this process first saw this attempt scheduled (its own clock). */
+  scheduledSeenAtMs?: number;
 }
 
 /** What one poll of a run reads. */
@@ -100,6 +104,7 @@ export function pendingOf(raw: Raw): { pending: PendingWait[]; children: ChildRu
     details: decodeDetails(a.heartbeatDetails?.payloads),
     ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}),
     ...(tsMs(a.lastStartedTime) ? { lastStartedAtMs: tsMs(a.lastStartedTime) } : {}),
+    ...(a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED ? { scheduled: true } : {}),
   }));
   const children = (raw.pendingChildren ?? []).flatMap((c) =>
     c.workflowId && c.runId ? [{ workflowId: c.workflowId, runId: c.runId, workflowType: c.workflowTypeName ?? '?' }] : [],
@@ -147,21 +152,29 @@ interface FollowContext {
  * from the last one where that is more, and never runs back.
  */
 export function keepSeen(now: PendingWait[], before: PendingWait[], nowMs: number): PendingWait[] {
-  const beat = (d: unknown) => d as { atEpochMs?: unknown; startedAtEpochMs?: unknown } | undefined;
   return now.map((p) => {
     const was = before.find((b) => b.activity === p.activity && b.attempt === p.attempt);
-    const at = num(beat(p.details)?.atEpochMs);
-    const started = num(beat(p.details)?.startedAtEpochMs);
-    if (was?.seenAtMs !== undefined && at !== undefined && num(beat(was.details)?.atEpochMs) === at) {
-      return { ...p, seenAtMs: was.seenAtMs, ...(was.elapsedAtSeenMs !== undefined ? { elapsedAtSeenMs: was.elapsedAtSeenMs } : {}) };
-    }
-    if (at === undefined || started === undefined) return { ...p, seenAtMs: nowMs };
-    const carried =
-      was?.seenAtMs !== undefined && was.elapsedAtSeenMs !== undefined && num(beat(was.details)?.startedAtEpochMs) === started
-        ? was.elapsedAtSeenMs + (nowMs - was.seenAtMs)
-        : undefined;
-    return { ...p, seenAtMs: nowMs, elapsedAtSeenMs: Math.max(at - started, carried ?? 0) };
+    // A retry carries the last attempt's heartbeat on: its elapsed goes on from where it was.
+    const seen = seenDetails(p, was ?? before.find((b) => b.activity === p.activity), nowMs);
+    if (!p.scheduled) return seen;
+    return { ...seen, scheduledSeenAtMs: was?.scheduled && was.scheduledSeenAtMs !== undefined ? was.scheduledSeenAtMs : nowMs };
   });
+}
+
+/** The wait's heartbeat details with when they were first seen, carried on from the last reading of the same attempt. */
+function seenDetails(p: PendingWait, was: PendingWait | undefined, nowMs: number): PendingWait {
+  const beat = (d: unknown) => d as { atEpochMs?: unknown; startedAtEpochMs?: unknown } | undefined;
+  const at = num(beat(p.details)?.atEpochMs);
+  const started = num(beat(p.details)?.startedAtEpochMs);
+  if (was?.seenAtMs !== undefined && at !== undefined && num(beat(was.details)?.atEpochMs) === at) {
+    return { ...p, seenAtMs: was.seenAtMs, ...(was.elapsedAtSeenMs !== undefined ? { elapsedAtSeenMs: was.elapsedAtSeenMs } : {}) };
+  }
+  if (at === undefined || started === undefined) return { ...p, seenAtMs: nowMs };
+  const carried =
+    was?.seenAtMs !== undefined && was.elapsedAtSeenMs !== undefined && num(beat(was.details)?.startedAtEpochMs) === started
+      ? was.elapsedAtSeenMs + (nowMs - was.seenAtMs)
+      : undefined;
+  return { ...p, seenAtMs: nowMs, elapsedAtSeenMs: Math.max(at - started, carried ?? 0) };
 }
 
 /** A run whose worker has no handler for the query (one from before it): the SDK's name for that answer. */
@@ -435,6 +448,13 @@ function ofBound(elapsedMs: number, startedAtMs: number, deadlineMs: number | un
   return bound !== undefined ? `${elapsed} of ${bound}s` : elapsed;
 }
 
+/**
+ * How long an attempt may be seen scheduled before no worker taking it is said: longer than the
+ * activities' longest retry interval (maximumInterval 10 s, src/workflows/proxies.ts), which an
+ * attempt waits out scheduled with a worker running, and far longer than a running worker takes.
+ */
+export const NO_WORKER_AFTER_MS = 15_000;
+
 /** The step under way in the operator's words, with the figures its activity heartbeats. */
 export function statusOf(r: RunReading, nowMs: number, depth = 0): StatusLine | undefined {
   const wait = r.pending.find((p) => p.activity in WAIT_NAMES);
@@ -443,6 +463,16 @@ export function statusOf(r: RunReading, nowMs: number, depth = 0): StatusLine | 
   if (!step) return undefined;
   const indent = '  '.repeat(depth + 1);
   const line = (what: string, key = step, figures = true) => ({ text: `${indent}… ${step}: ${what}`, key: `${depth}/${key}`, figures });
+  // Its worker gone (stopped, killed), the last heartbeat's figures would read as a step still under way.
+  const unclaimedMs = wait?.scheduled && wait.scheduledSeenAtMs !== undefined ? nowMs - wait.scheduledSeenAtMs : 0;
+  if (wait && unclaimedMs >= NO_WORKER_AFTER_MS) {
+    const what = wait.attempt > 1 ? `attempt ${wait.attempt}` : 'it';
+    const last = wait.lastFailure ? ` (last: ${wait.lastFailure})` : '';
+    return line(
+      `no worker has taken ${what} for ${formatElapsed(unclaimedMs)}${last}: is \`gpures worker\` running for this node?`,
+      `${step}/${wait.attempt}/no-worker`,
+    );
+  }
   const d = (wait?.details ?? {}) as Partial<DrainBeat & HealthBeat & VramBeat>;
   const started = num(d.startedAtEpochMs);
   const elapsedMs = started !== undefined ? waitElapsedMs({ startedAtEpochMs: started, atEpochMs: d.atEpochMs }, nowMs, wait) : 0;
