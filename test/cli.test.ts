@@ -297,7 +297,11 @@ describe('gpures CLI, as real processes', () => {
     assert.equal(await exited, 130, stderr);
     assert.match(
       stderr,
-      new RegExp(`interrupted: serves up slow goes on in Temporal \\(workflow serves-up/${node}/slow\\); \`gpures serves status\` shows it`),
+      new RegExp(
+        `interrupted: serves up slow goes on in Temporal \\(workflow serves-up/${node}/slow\\); \`gpures serves status\` shows it; ` +
+          `\`gpures serves down slow\` cancels it \\(it gives back what it took\\), as does the UI or \`temporal workflow cancel --workflow-id serves-up/${node}/slow\`$`,
+        'm',
+      ),
     );
     const handle = temporal.client.workflow.getHandle(workflowIds.bringUp(node, 'slow'));
     await handle.result();

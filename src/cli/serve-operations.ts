@@ -73,10 +73,13 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
     const watch = watchFor(ctx);
     // Ctrl-C stops following, not the operation: it is a workflow, and goes on without this process.
     let current: { name: string; workflowId: string } | undefined;
+    // A bring-up is the operator's to stop with the command they know: serves down cancels it, and it gives back what it took.
+    const cancelIt = (name: string) =>
+      verb === 'up' ? `\`gpures serves down ${name}\` cancels it (it gives back what it took), as does the UI or ` : 'cancel it from the UI or with ';
     const interrupted = () =>
       current &&
       `\ninterrupted: serves ${verb} ${current.name} goes on in Temporal (workflow ${current.workflowId}); ` +
-        `\`gpures serves status\` shows it; cancel it from the UI or with \`temporal workflow cancel --workflow-id ${current.workflowId}\`` +
+        `\`gpures serves status\` shows it; ${cancelIt(current.name)}\`temporal workflow cancel --workflow-id ${current.workflowId}\`` +
         `${names.length > 1 ? `; not started: ${names.slice(names.indexOf(current.name) + 1).join(', ') || 'none'}` : ''}`;
     const releaseInterrupt = ctx.onInterrupt(interrupted);
     // In the order given, as an operator reads the command line; one failure does not stop the rest.
