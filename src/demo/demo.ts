@@ -35,6 +35,8 @@ import type { Worker } from '@temporalio/worker';
 
 export const DEMO_MANIFEST = resolve(__dirname, '..', '..', '..', 'examples', 'primary-node', 'serves.toml');
 export const DEMO_ROUTER_CONFIG = resolve(__dirname, '..', '..', '..', 'examples', 'primary-node', 'router.toml');
+/** The CLI the --keep hint names: `gpures` is on PATH only after `npm link`. */
+const GPURES_BIN = resolve(__dirname, '..', '..', '..', 'bin', 'gpures');
 
 /** The field report's observed draw (Windows display + voice sidecars): ~5.7 GiB, above the reserve. */
 const NON_LEDGER_DRAW_MIB = 5700;
@@ -468,13 +470,19 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
         `workflows: ${ctx.workflowIds?.length ?? 0} runs, each linked under its command; all of them: ` +
           `${server.uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(`TaskQueue = '${taskQueueFor(manifest.node)}'`)}`,
       );
+      // The links die with the dev server, which keeps its state in memory: say so before they are clicked.
+      if (!opts.keep) out('the dev server stops with the demo, and these links with it: `npm run demo -- --keep` keeps them up');
     }
     if (opts.keep) {
       out('--keep: everything stays up; Ctrl-C stops it. To drive this box from another shell:');
       out(`  export TEMPORAL_ADDRESS=${address}${namespace !== 'default' ? ` TEMPORAL_NAMESPACE=${namespace}` : ''} GPURES_MANIFEST=${manifestPath}`);
       // The box's GPU is the fake nvidia-smi's: the ledger's physical view reads it.
       out(`  export GPURES_NVIDIA_SMI=${FAKE_NVIDIA_SMI} FAKE_NVIDIA_SMI_STATE=${join(dir, 'box', 'nvidia-smi.json')}`);
-      out('  gpures ledger; gpures serves up vision; gpures serves up comfyui-sim --evict; gpures audit report <workflow id>');
+      out(`  alias gpures=${GPURES_BIN}   # not on PATH until \`npm link\``);
+      out('  gpures ledger; gpures serves status; gpures serves up comfyui-sim --evict; gpures audit report <workflow id>');
+      // The lease's restore just brought vision back: an --evict at once is denied for its residency, which is right but puzzling.
+      const residencyS = manifest.serves.find((s) => s.name === 'vision')?.minResidencyS ?? 0;
+      if (residencyS > 0) out(`  (vision came back moments ago: it is no eviction victim until it has run min_residency_s, ${residencyS} s)`);
       await new Promise<void>((r) => {
         process.once('SIGINT', r);
         process.once('SIGTERM', r);
