@@ -431,6 +431,45 @@ describe('rejected manifests: one rule each', () => {
     }
   });
 
+  test('--kv-cache-memory-bytes B: vram_mib below B in MiB is an error (a size written in GiB); at it, or a value vLLM reads otherwise, passes', () => {
+    for (const args of [
+      ['--kv-cache-memory-bytes', '1342177280', '--max-model-len', '16384'],
+      ['--max-model-len', '16384', '--kv-cache-memory-bytes=1342177280'],
+    ]) {
+      const text = render({ serves: [serve('vision', 31001, { vram_mib: 12, args })] });
+      assertOneError(parse(text), 'serves[0].vram_mib', '12 MiB is less than the KV cache alone', '1342177280 is 1280 MiB', '12 GiB would be 12288');
+    }
+    const kv = (vram_mib: number, value: string, extra: Table = {}) =>
+      parse(render({ serves: [serve('vision', 31001, { vram_mib, args: ['--kv-cache-memory-bytes', value], ...extra })] }));
+    assertOk(kv(1280, '1342177280'));
+    assertOk(kv(12, '1G'));
+    // Not vLLM: the flag is the image's own business.
+    assertOk(kv(12, '1342177280', { api: 'http' }));
+  });
+
+  test('capacity_mib below 1 GiB: warned as a size in GiB; with a reserve above it, the error says so', () => {
+    const small = parse(
+      render({
+        gpus: [{ ...GPU, capacity_mib: 32, reserve_mib: 4 }],
+        serves: [serve('alpha', 31001, { vram_mib: 12, args: ['--gpu-memory-utilization', '0.3'] })],
+      }),
+    );
+    assert.ok(small.ok, JSON.stringify(!small.ok && small.errors));
+    assert.deepEqual(
+      small.warnings.map((w) => `${w.path}: ${w.message}`),
+      [
+        "gpus[0].capacity_mib: 32 MiB is less than any GPU has: sizes in the manifest are MiB, as nvidia-smi's memory.total reports them (32 GiB would be 32768)",
+      ],
+    );
+    assert.deepEqual(assertOk(parse(render({ gpus: [{ ...GPU, capacity_mib: 1024, reserve_mib: 0 }], serves: [] }))).warnings, []);
+    assertOneError(
+      parse(render({ gpus: [{ ...GPU, capacity_mib: 32 }], serves: [] })),
+      'gpus[0].reserve_mib',
+      'capacity_mib 32 MiB',
+      '; capacity_mib is in MiB: 32 GiB would be 32768',
+    );
+  });
+
   test("no memory flag on a vLLM image: warned for an OpenAI serve, not for one that runs something else (api 'http' or 'none')", () => {
     const bare = (api?: string) => serve('alpha', 31001, { args: [], ...(api ? { api } : {}) });
     const warned = parse(render({ serves: [bare()] }));

@@ -14,6 +14,9 @@ import {
   hasFlag,
   isLoopback,
   isWildcard,
+  KV_CACHE_MEMORY_BYTES_FLAG,
+  kvCacheMib,
+  MIN_PLAUSIBLE_CAPACITY_MIB,
   utilizationMib,
   VLLM_DEFAULT_UTILIZATION,
 } from '../domain/manifest';
@@ -106,12 +109,26 @@ const reserveBelowCapacity: Rule<Indexed<GpuSpec>, void> = ({ index, spec: gpu }
     ? [
         error(
           ['gpus', index, 'reserve_mib'],
-          `reserve ${gpu.reserveMib} MiB must be less than capacity_mib ${gpu.capacityMib} MiB (it would leave no budget for serves)`,
+          `reserve ${gpu.reserveMib} MiB must be less than capacity_mib ${gpu.capacityMib} MiB (it would leave no budget for serves)` +
+            // The warning below is not shown beside an error: the likely cause goes with it.
+            (gpu.capacityMib < MIN_PLAUSIBLE_CAPACITY_MIB ? `; capacity_mib is in MiB: ${gpu.capacityMib} GiB would be ${gpu.capacityMib * 1024}` : ''),
         ),
       ]
     : [];
 
-export const gpuRules: Rule<Indexed<GpuSpec>, void>[] = [reserveBelowCapacity];
+/** A card's size written in GiB (`capacity_mib = 32`) passes every bound and makes the whole ledger a toy: say so. */
+const capacityInMib: Rule<Indexed<GpuSpec>, void> = ({ index, spec: gpu }) =>
+  gpu.capacityMib < MIN_PLAUSIBLE_CAPACITY_MIB
+    ? [
+        warning(
+          ['gpus', index, 'capacity_mib'],
+          `${gpu.capacityMib} MiB is less than any GPU has: sizes in the manifest are MiB, as nvidia-smi's memory.total reports them ` +
+            `(${gpu.capacityMib} GiB would be ${gpu.capacityMib * 1024})`,
+        ),
+      ]
+    : [];
+
+export const gpuRules: Rule<Indexed<GpuSpec>, void>[] = [capacityInMib, reserveBelowCapacity];
 
 const uniqueGpuRole: Rule<Indexed<unknown>, GpuIdentities> = ({ index, spec }, { roleFirst }) => {
   const { role } = tableOf(spec);
@@ -369,6 +386,19 @@ const sleepDeclared: Rule<ParsedServe, void> = ({ index, raw, spec }) => {
   return found;
 };
 
+/** vLLM allocates exactly --kv-cache-memory-bytes of KV cache beside the weights: a reservation below it alone lies. */
+const vramCoversKvCache: Rule<ParsedServe, void> = ({ index, spec: s }) => {
+  const kv = (s.api ?? 'openai') === 'openai' ? kvCacheMib(s.args) : undefined;
+  if (!kv || s.vramMib >= kv.mib) return [];
+  return [
+    error(
+      ['serves', index, 'vram_mib'],
+      `${s.vramMib} MiB is less than the KV cache alone: ${KV_CACHE_MEMORY_BYTES_FLAG} ${kv.raw} is ${kv.mib} MiB, and vLLM loads the weights beside it, ` +
+        `so the ledger would lie; raise vram_mib (it is in MiB: ${s.vramMib} GiB would be ${s.vramMib * 1024})`,
+    ),
+  ];
+};
+
 export const serveRules: Rule<ParsedServe, void>[] = [
   openaiNamesItsModel,
   routerTierNeedsOpenai,
@@ -376,6 +406,7 @@ export const serveRules: Rule<ParsedServe, void>[] = [
   loopbackBind,
   envNamesArePosix,
   gpuMemoryUtilizationFlag,
+  vramCoversKvCache,
   secretsThroughEnv,
   keyedServeBehindRouter,
   residencyOfAVictim,

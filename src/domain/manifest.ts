@@ -109,6 +109,22 @@ export function findGpuMemoryUtilization(args: readonly string[]): UtilizationFl
   }));
 }
 
+export const KV_CACHE_MEMORY_BYTES_FLAG = '--kv-cache-memory-bytes';
+
+/**
+ * The MiB of the first --kv-cache-memory-bytes, rounded up, where its value is a plain count of
+ * bytes; undefined without one, or with a value written otherwise (vLLM also reads `1G` and the
+ * like: left to vLLM, not guessed here).
+ */
+export function kvCacheMib(args: readonly string[]): { mib: number; raw: string } | undefined {
+  const raw = findFlags(args, (f) => f === KV_CACHE_MEMORY_BYTES_FLAG)[0]?.value;
+  if (raw === undefined || !/^\s*\d+\s*$/.test(raw)) return undefined;
+  return { mib: Math.ceil(Number(raw) / (1024 * 1024)), raw: raw.trim() };
+}
+
+/** The least capacity_mib taken for a real GPU: no card nvidia-smi reports has less than 1 GiB. */
+export const MIN_PLAUSIBLE_CAPACITY_MIB = 1024;
+
 /** MiB vLLM will take at utilization u of a card of capacityMib, rounded down to whole MiB. */
 export function utilizationMib(u: number, capacityMib: number): number {
   // The epsilon keeps float noise (0.29 * 100 = 28.999…) from rounding a whole MiB away.
