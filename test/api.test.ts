@@ -48,7 +48,19 @@ describe('acquisition API without Temporal', () => {
   test('bad bodies, unknown serves and routes answer in the API error shape', async () => {
     const cases: [InjectOptions, number, string, RegExp][] = [
       [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: 'yes' } }, 400, 'bad_request', /^evict: /],
-      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drainTimeoutS: 3 } }, 400, 'bad_request', /Unrecognized key/],
+      // The workflow's spelling, and a typo: named as the manifest names an unknown key.
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drainTimeoutS: 3 } },
+        400,
+        'bad_request',
+        /^body: unknown key "drainTimeoutS" \(did you mean 'drain_timeout_s'\?\)$/,
+      ],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evcit: true, colour: 'red' } },
+        400,
+        'bad_request',
+        /^body: unknown key "evcit" \(did you mean 'evict'\?\); body: unknown key "colour" \(allowed keys: serve, evict, force, trigger, drain_timeout_s, lease_s\)$/,
+      ],
       // Bounded as the CLI and the workflow bound it: refused before anything reaches Temporal.
       [
         {

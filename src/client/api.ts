@@ -22,6 +22,7 @@ import { boundedFastify } from '../adapters/http-bounds';
 import type { acquireWorkflow } from '../workflows/acquire';
 import { bearerMatches, tokenDigest } from '../adapters/bearer';
 import { MIN_TOKEN_CHARS } from '../config/env';
+import { unknownKeyMessage } from '../config/issues';
 
 export interface ApiOptions {
   client: Client;
@@ -76,6 +77,21 @@ const AcquisitionBody = z.strictObject({
     })
     .optional(),
 });
+
+/**
+ * A 400's message, field by field; an unknown field as the manifest words one (`drainTimeoutS` is
+ * the workflow's spelling, `--drain-timeout` the CLI's: the API's is drain_timeout_s).
+ */
+function bodyProblems(issues: readonly z.core.$ZodIssue[]): string {
+  const fields = Object.keys(AcquisitionBody.shape);
+  return issues
+    .flatMap((i) =>
+      i.code === 'unrecognized_keys'
+        ? i.keys.map((k) => `${i.path.join('.') || 'body'}: ${unknownKeyMessage(k, fields)}`)
+        : [`${i.path.join('.') || 'body'}: ${i.message}`],
+    )
+    .join('; ');
+}
 
 /** The lease an acquisition asked through the API carries: lease_s, else idle for a router's when the serve declares idle_ttl_s. */
 export function leaseFor(body: { trigger: 'operator' | 'router'; lease_s?: number }, serve: ServeSpec): LeaseRequest | undefined {
@@ -212,9 +228,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   app.post('/v1/acquisitions', async (req, reply) => {
     const parsed = AcquisitionBody.safeParse(req.body);
     if (!parsed.success) {
-      return reply
-        .code(400)
-        .send({ error: { type: 'bad_request', message: parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ') } });
+      return reply.code(400).send({ error: { type: 'bad_request', message: bodyProblems(parsed.error.issues) } });
     }
     const body = parsed.data;
     const serve = findServe(manifest, body.serve);

@@ -99,7 +99,8 @@ function editDistance(a: string, b: string): number {
   return prev[b.length] ?? 0;
 }
 
-function unknownKeyMessage(key: string, allowed: readonly string[]): string {
+/** `unknown key "evcit" (did you mean 'evict'?)`, else the allowed keys: the manifest's wording, and the API's. */
+export function unknownKeyMessage(key: string, allowed: readonly string[]): string {
   const lower = key.toLowerCase();
   const close = allowed
     .map((k) => ({ k, d: lower.length >= 3 && (k.startsWith(lower) || lower.startsWith(k)) ? 1 : editDistance(lower, k) }))
