@@ -17,6 +17,7 @@ import { buildApi } from '../src/client/api';
 import { parseMetricsAddr, workerEnv } from '../src/config/env';
 import { parseManifest } from '../src/config/manifest';
 import type { LedgerState } from '../src/domain/ledger';
+import { BodyBudget } from '../src/router/body-budget';
 import { RouterMetrics } from '../src/router/metrics';
 import type { OnDemand } from '../src/router/on-demand';
 import type { TierTable } from '../src/router/tier-table';
@@ -217,7 +218,7 @@ describe("the router's request count", () => {
   }
 
   test("a client that left before any status was sent (held in the on-demand queue) is code 'aborted', not the raw default 200", async () => {
-    const m = new RouterMetrics({ config: { tiers: [] } } as unknown as TierTable, {} as OnDemand);
+    const m = new RouterMetrics({ config: { tiers: [] } } as unknown as TierTable, {} as OnDemand, new BodyBudget(1024));
     for (const [sent, code] of [
       [false, 200],
       [true, 200],

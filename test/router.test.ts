@@ -21,6 +21,7 @@ import type { Manifest, ManifestIssue } from '../src/domain/types';
 import { formatIssue } from '../src/domain/types';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
+import { parseExposition, valueOf } from './support/prom-text';
 import { rawConnection, trickle } from './support/raw-http';
 import { sleep, waitUntil } from './support/wait';
 
@@ -980,6 +981,189 @@ describe("the router's bounds on receiving a request", () => {
       for (const conn of open) conn.destroy();
       await capped.close();
     }
+  });
+});
+
+/** A router in a process of its own (so its RSS is its own), started by startRouter with `options` (JSON); resolves at its URL. */
+async function routerProcess(dir: string, options: Record<string, unknown>): Promise<{ url: string; pid: number; stop: () => Promise<void> }> {
+  const script = join(dir, 'router-process.js');
+  writeFileSync(
+    script,
+    `const { startRouter } = require(${JSON.stringify(join(ROOT, 'dist', 'src', 'router', 'server.js'))});
+startRouter(JSON.parse(process.env.ROUTER_OPTIONS)).then(
+  (r) => { process.stdout.write(r.url + '\\n'); process.once('SIGTERM', () => r.close().then(() => process.exit(0))); },
+  (err) => { process.stderr.write(String(err && err.message) + '\\n'); process.exit(2); },
+);
+`,
+  );
+  const child = spawn(process.execPath, [script], { env: { ...process.env, ROUTER_OPTIONS: JSON.stringify(options) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  await waitUntil(`the router process's URL (stderr: ${err})`, () => out.includes('\n') || child.exitCode !== null, 10_000);
+  if (!out.includes('\n')) throw new Error(`the router process exited ${String(child.exitCode)}: ${err}`);
+  return {
+    url: out.trim(),
+    pid: child.pid ?? 0,
+    stop: async () => {
+      child.kill('SIGTERM');
+      // Closing waits for requests still open; a test that failed may have left some.
+      const late = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(late);
+    },
+  };
+}
+
+/** A process's resident set and its peak so far, in MiB (/proc/PID/status). */
+function rssMib(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss: kib('VmRSS') / 1024, peak: kib('VmHWM') / 1024 };
+}
+
+describe('the request bodies the router holds at once', () => {
+  const MIB = 1024 * 1024;
+  // Each body just under the limit; the budget takes two of them.
+  const LIMIT = 16 * MIB;
+  const BUDGET = 2 * LIMIT;
+  const CLIENTS = 16;
+  const RETRY_AFTER_S = 3;
+  let dir: string;
+  let backend: FakeVllm;
+  let router: Awaited<ReturnType<typeof routerProcess>>;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-router-body-budget-'));
+    backend = await new FakeVllm('fake-chat').start();
+    const configPath = join(dir, 'router.toml');
+    writeFileSync(
+      configPath,
+      [
+        'mapping_version = "budget.v1"',
+        `retry_after_s = ${RETRY_AFTER_S}`,
+        '[[tiers]]',
+        'name = "chat-local"',
+        `backend = "${backend.url}"`,
+        'served_model_name = "fake-chat"',
+        '[[presets]]',
+        'name = "chat"',
+        'tier = "chat-local"',
+        '',
+      ].join('\n'),
+    );
+    router = await routerProcess(dir, { configPath, adminToken: TOKEN, bodyLimitBytes: LIMIT, bodyBudgetBytes: BUDGET });
+  });
+  after(async () => {
+    await router?.stop();
+    await backend?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const counted = async () => {
+    const text = await (await fetch(`${router.url}/metrics`)).text();
+    const e = parseExposition(text);
+    return { bytes: valueOf(e, 'gpures_router_body_bytes'), refused: valueOf(e, 'gpures_router_body_budget_refused_total') };
+  };
+  const head = (length: number | 'chunked') =>
+    'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+    (length === 'chunked' ? 'Transfer-Encoding: chunked\r\n\r\n' : `Content-Length: ${length}\r\n\r\n`);
+  /** A chat request of exactly `size` bytes. */
+  const bodyOf = (size: number) => {
+    const start = '{"model":"chat","messages":[{"role":"user","content":"hi"}],"pad":"';
+    return Buffer.from(start + 'x'.repeat(size - start.length - 2) + '"}');
+  };
+
+  test('16 clients each sending a body just under the limit: two are received, the others answered 503 with Retry-After unread; the RSS grows by the budget, not by 16 bodies', async () => {
+    await fetch(`${router.url}/healthz`);
+    const before = rssMib(router.pid);
+    const size = LIMIT - 1024;
+    const body = bodyOf(size);
+    const conns = await Promise.all(Array.from({ length: CLIENTS }, () => rawConnection(router.url)));
+    try {
+      // Every body but its last byte, all at once: a request is not parsed until its last byte.
+      await Promise.all(conns.map((c) => c.send(Buffer.concat([Buffer.from(head(size)), body.subarray(0, size - 1)]))));
+      // All but two answered; without a budget none is, and the figures below are read after 5 s.
+      await waitUntil('every client answered or its body taken', () => conns.filter((c) => c.received() !== '').length >= CLIENTS - 2, 5000).catch(
+        () => undefined,
+      );
+      await sleep(500);
+      const during = rssMib(router.pid);
+      const { bytes, refused } = await counted();
+      const answered = conns.filter((c) => c.received() !== '');
+      console.log(
+        `router RSS ${before.rss.toFixed(0)} MiB before, peak ${during.peak.toFixed(0)} MiB with ${CLIENTS} bodies of ${(size / MIB).toFixed(2)} MiB sent ` +
+          `(+${(during.peak - before.rss).toFixed(0)} MiB); counted ${bytes ?? 'n/a'} bytes, ${answered.length} answered, ${refused ?? 'n/a'} refused`,
+      );
+      assert.equal(answered.length, CLIENTS - 2, 'all but two answered at once');
+      for (const c of answered) {
+        const text = c.received();
+        assert.match(text, /^HTTP\/1\.1 503 /);
+        assert.match(text, new RegExp(`\\r\\nretry-after: ${RETRY_AFTER_S}\\r\\n`, 'i'));
+        const error = (JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error: Record<string, unknown> }).error;
+        assert.deepEqual([error.type, error.code, error.retry_after_s], ['server_busy', 'body_budget', RETRY_AFTER_S]);
+        assert.match(String(error.message), /^the router holds 32\.00 MiB of request bodies being received or answered, .*past its budget of 32\.00 MiB/);
+      }
+      assert.deepEqual([bytes, refused], [2 * size, CLIENTS - 2]);
+      assert.ok(
+        during.peak - before.rss < BUDGET / MIB + 64,
+        `RSS peak ${during.peak.toFixed(0)} MiB, ${before.rss.toFixed(0)} before: more than the budget and 64 MiB`,
+      );
+      assert.equal(backend.received.length, 0);
+
+      // The two complete their bodies and are answered; the budget is whole again.
+      const taken = conns.filter((c) => c.received() === '');
+      await Promise.all(taken.map((c) => c.send('}')));
+      await waitUntil('the two taken answered', () => taken.every((c) => c.received().includes('echo:hi')), 10_000);
+      for (const c of taken) assert.match(c.received(), /^HTTP\/1\.1 200 /);
+      await waitUntil('nothing counted once they are answered', async () => (await counted()).bytes === 0);
+    } finally {
+      for (const c of conns) c.destroy();
+    }
+    assert.equal((await chat(router.url, 'chat')).status, 200);
+  });
+
+  test('a chunked body is counted as it arrives: refused 503 with the chunk that would pass the budget', async () => {
+    const size = LIMIT - 1024;
+    const held = await Promise.all([rawConnection(router.url), rawConnection(router.url)]);
+    const chunked = await rawConnection(router.url);
+    try {
+      const body = bodyOf(size);
+      await Promise.all(held.map((c) => c.send(Buffer.concat([Buffer.from(head(size)), body.subarray(0, size - 1)]))));
+      await waitUntil('both bodies counted', async () => (await counted()).bytes === 2 * size);
+      // 2048 bytes are left of the budget: a chunk of 4 KiB passes it.
+      const chunk = '{"model":"chat",' + ' '.repeat(4096 - 16);
+      await chunked.send(`${head('chunked')}1000\r\n${chunk}\r\n`);
+      await waitUntil('the chunked request answered', () => chunked.received().includes('\r\n\r\n{'), 5000);
+      assert.match(chunked.received(), /^HTTP\/1\.1 503 /);
+      assert.match(chunked.received(), /"code":"body_budget"/);
+      assert.equal((await counted()).bytes, 2 * size, 'the refused chunk is not counted');
+    } finally {
+      for (const c of [...held, chunked]) c.destroy();
+    }
+    await waitUntil('nothing counted once the clients are gone', async () => (await counted()).bytes === 0);
+    // With room, a chunked body is taken and answered.
+    const ok = await rawConnection(router.url);
+    try {
+      const text = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'chunked' }] });
+      await ok.send(`${head('chunked')}${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n0\r\n\r\n`);
+      await waitUntil('the chunked request answered', () => ok.received().includes('echo:chunked'), 5000);
+      assert.match(ok.received(), /^HTTP\/1\.1 200 /);
+    } finally {
+      ok.destroy();
+    }
+    assert.equal((await counted()).bytes, 0);
+  });
+
+  test('startRouter refuses a budget below the body limit, naming both', async () => {
+    // One that starts after all is closed, and its start is the failure.
+    const started = startRouter({ configPath: join(dir, 'router.toml'), adminToken: TOKEN, bodyLimitBytes: LIMIT, bodyBudgetBytes: LIMIT - 1 });
+    await assert.rejects(
+      started.then(async (r) => r.close()),
+      { message: `startRouter: bodyBudgetBytes (${LIMIT - 1}) is below bodyLimitBytes (${LIMIT}): the largest body the router takes would always be refused` },
+    );
   });
 });
 

@@ -3,6 +3,7 @@
 // and whether the tier is quiesced.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { BodyBudget } from './body-budget';
 import type { OnDemand, Refusal } from './on-demand';
 import type { TierTable } from './tier-table';
 
@@ -22,7 +23,13 @@ export class RouterMetrics {
     registers: [this.registry],
   });
 
-  constructor(table: TierTable, demand: OnDemand, opts: { processMetrics?: boolean } = {}) {
+  private readonly bodyBudgetRefusals = new Counter({
+    name: 'gpures_router_body_budget_refused_total',
+    help: 'Requests answered 503 body_budget: their body would have taken the request bodies the router holds past its budget',
+    registers: [this.registry],
+  });
+
+  constructor(table: TierTable, demand: OnDemand, budget: BodyBudget, opts: { processMetrics?: boolean } = {}) {
     const tiers = () => table.config.tiers.map((t) => t.name);
     const perTier = (name: string, help: string, value: (tier: string) => number) =>
       new Gauge({
@@ -44,6 +51,22 @@ export class RouterMetrics {
     perTier('gpures_router_tier_quiesced', '1 when the tier is quiesced (evicted or draining), 0 when active', (t) =>
       table.runtimeOf(t).mode === 'quiesced' ? 1 : 0,
     );
+    new Gauge({
+      name: 'gpures_router_body_bytes',
+      help: 'Bytes of request bodies received or being received whose response has not ended, counted against the body budget',
+      registers: [this.registry],
+      collect() {
+        this.set(budget.inFlightBytes);
+      },
+    });
+    new Gauge({
+      name: 'gpures_router_body_budget_bytes',
+      help: 'The budget of gpures_router_body_bytes: past it a request is answered 503 body_budget',
+      registers: [this.registry],
+      collect() {
+        this.set(budget.limitBytes);
+      },
+    });
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -54,6 +77,10 @@ export class RouterMetrics {
    */
   requestFor(tier: string, reply: FastifyReply): void {
     reply.raw.once('close', () => this.requests.inc({ tier, code: reply.raw.headersSent ? String(reply.raw.statusCode) : 'aborted' }));
+  }
+
+  overBudget(): void {
+    this.bodyBudgetRefusals.inc();
   }
 
   refused(r: Refusal): void {

@@ -21,6 +21,7 @@ import { Mutex } from './mutex';
 import { OnDemand } from './on-demand';
 import { onDemandUnmet } from './on-demand-config';
 import type { OnDemandMeans } from './on-demand-config';
+import { BodyBudget, BodyBudgetExceeded, budgetBodies, DEFAULT_BODY_BUDGET_BYTES, refuseOverBudget } from './body-budget';
 import { errorBody, errText } from './errors';
 import { registerPublicRoutes } from './proxy';
 import type { RouterSnapshot } from './tier-table';
@@ -38,6 +39,12 @@ export interface RouterOptions {
   probeTimeoutMs?: number;
   /** Largest accepted request body; vision requests carry base64 images. Default 64 MiB. */
   bodyLimitBytes?: number;
+  /**
+   * The request bodies of every request together, from a body's first byte until its response has
+   * ended (body-budget.ts DEFAULT_BODY_BUDGET_BYTES, 512 MiB); at least bodyLimitBytes. Past it, 503
+   * with Retry-After, the body unread.
+   */
+  bodyBudgetBytes?: number;
   /** How long a client may take to send a whole request (http-bounds.ts). Default 60 s. */
   requestTimeoutMs?: number;
   /** Connections open at once (DEFAULT_MAX_CONNECTIONS). */
@@ -102,11 +109,12 @@ function acceptJsonBodies(app: FastifyInstance): void {
 }
 
 /** Every miss and every failure answers in the router's error shape. */
-function answerErrors(app: FastifyInstance): void {
+function answerErrors(app: FastifyInstance, table: TierTable): void {
   app.setNotFoundHandler((req, reply) => {
     void reply.code(404).send(errorBody(`no route for ${req.method} ${req.url}`, 'not_found'));
   });
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+    if (err instanceof BodyBudgetExceeded) return void refuseOverBudget(reply, err.message, table.config.retryAfterS);
     const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
     void reply.code(status).send(errorBody(err.message, status >= 500 ? 'internal_error' : 'invalid_request'));
   });
@@ -116,6 +124,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   if (!opts.adminToken) throw new Error('startRouter: adminToken is required (the admin API is never open)');
   const host = opts.host ?? '127.0.0.1';
 
+  const bodyLimitBytes = opts.bodyLimitBytes ?? 64 * 1024 * 1024;
+  const budget = new BodyBudget(opts.bodyBudgetBytes ?? DEFAULT_BODY_BUDGET_BYTES);
+  if (budget.limitBytes < bodyLimitBytes) {
+    throw new Error(
+      `startRouter: bodyBudgetBytes (${budget.limitBytes}) is below bodyLimitBytes (${bodyLimitBytes}): the largest body the router takes would always be refused`,
+    );
+  }
   const { config } = await loadConfig(opts.configPath);
   const means: OnDemandMeans = {
     acquisitionApi: Boolean(opts.acquisitions),
@@ -135,16 +150,17 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   });
 
   const app: FastifyInstance = boundedFastify(
-    { logger: false, bodyLimit: opts.bodyLimitBytes ?? 64 * 1024 * 1024 },
+    { logger: false, bodyLimit: bodyLimitBytes },
     { requestTimeoutMs: opts.requestTimeoutMs, maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS },
   );
   // A request to an on-demand preset can evict serves, with the router's own API token: it must
   // carry the client token (proxy.ts), and on loopback a page rebound to 127.0.0.1 does not get
   // even as far as that check.
   if (isLoopback(host)) refuseForeignHosts(app, 'router');
+  const metrics = new RouterMetrics(table, demand, budget, { processMetrics: Boolean(opts.processMetrics) });
+  budgetBodies(app, { budget, bodyLimitBytes, retryAfterS: () => table.config.retryAfterS, onRefused: () => metrics.overBudget() });
   acceptJsonBodies(app);
-  answerErrors(app);
-  const metrics = new RouterMetrics(table, demand, { processMetrics: Boolean(opts.processMetrics) });
+  answerErrors(app, table);
   metrics.route(app);
   registerPublicRoutes(app, table, demand, metrics, opts.clientToken ? { clientToken: opts.clientToken } : {});
   await registerAdminRoutes(app, table, demand, changes, {

@@ -7,6 +7,8 @@ export interface RawConnection {
   /** Everything the server sent so far. */
   received(): string;
   write(text: string): void;
+  /** Writes bytes; resolves once the socket has handed them all to the kernel (the peer is reading them), or it closed. */
+  send(bytes: string | Uint8Array): Promise<void>;
   /** Resolves when the server closes the connection, with the ms since it opened; undefined if still open after withinMs. */
   closed(withinMs: number): Promise<number | undefined>;
   destroy(): void;
@@ -27,6 +29,12 @@ export async function rawConnection(url: string): Promise<RawConnection> {
     write: (t) => {
       if (!socket.destroyed) socket.write(t);
     },
+    send: (bytes) =>
+      new Promise<void>((resolve) => {
+        if (socket.destroyed) return resolve();
+        socket.once('close', () => resolve());
+        socket.write(bytes, () => resolve());
+      }),
     closed: (withinMs) => {
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, withinMs, undefined)));
