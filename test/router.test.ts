@@ -969,6 +969,102 @@ describe("the router's bounds on receiving a request", () => {
     }
   });
 
+  test("what fastify and Node answer before a route does is in the router's error shape: 408 to a slow client, 413, 400 on bad JSON, 404, 415, 431, 400 on what is not HTTP; and no 408 after an answer given before the body", async () => {
+    const forwarded = backend.received.length;
+    const slow = await rawConnection(router.url);
+    slow.write(head(100) + '{"model":');
+    // Answered before its body is read (421: a Host that is not a loopback name), then that body
+    // trickled past the bound: the connection is closed then, with no 408 after the 421.
+    const misdirected = await rawConnection(router.url);
+    misdirected.write(head(1000).replace('Host: 127.0.0.1', 'Host: evil.example'));
+    const stop = trickle(misdirected, ' '.repeat(1000), 50);
+    try {
+      await waitUntil('the 421', () => misdirected.received().includes('loopback only'), 5000);
+      assert.ok((await slow.closed(CUT_WITHIN_MS)) !== undefined, `a slow client still open after ${CUT_WITHIN_MS} ms`);
+      const timedOut = answerOf(slow.received());
+      assert.equal(timedOut.status, 408, slow.received());
+      assert.match(timedOut.headers, /\r\ncontent-type: application\/json/i);
+      assert.match(timedOut.headers, /\r\nconnection: close/i);
+      assert.deepEqual({ ...timedOut.error, message: undefined }, { message: undefined, type: 'request_timeout', code: 'request_timeout' }, slow.received());
+      assert.match(String(timedOut.error.message), /^the request did not arrive whole within 0\.4 s of its first byte \(this server's request timeout\)/);
+
+      assert.ok((await misdirected.closed(CUT_WITHIN_MS)) !== undefined, 'the trickled body past the bound still open');
+      assert.equal(misdirected.received().match(/HTTP\/1\.1 /g)?.length, 1, `one answer, not a 408 after the 421: ${misdirected.received()}`);
+      assert.match(misdirected.received(), /^HTTP\/1\.1 421 /);
+    } finally {
+      stop();
+      slow.destroy();
+      misdirected.destroy();
+    }
+
+    // Each on a connection of its own: the first answer and its body.
+    const exchange = async (text: string) => {
+      const c = await rawConnection(router.url);
+      try {
+        c.write(text);
+        await waitUntil(`an answer to ${JSON.stringify(text.slice(0, 40))}`, () => /\r\n\r\n\{.*\}/s.test(c.received()), 5000);
+        return answerOf(c.received());
+      } finally {
+        c.destroy();
+      }
+    };
+    const large = await exchange(head(64 * 1024 * 1024 + 1));
+    assert.equal(large.status, 413);
+    assert.deepEqual(large.error, {
+      message: "the request body is over the router's limit of 67108864 bytes (64.00 MiB)",
+      type: 'invalid_request',
+      code: 'body_too_large',
+    });
+    const badJson = await exchange(head(9) + '{"model":');
+    assert.equal(badJson.status, 400);
+    assert.deepEqual([badJson.error.type, badJson.error.code], ['invalid_request', 'invalid_json']);
+    assert.match(String(badJson.error.message), /^request body is not valid JSON: /);
+    const noRoute = await exchange('GET /v1/nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    assert.equal(noRoute.status, 404);
+    assert.deepEqual(noRoute.error, { message: 'no route for GET /v1/nowhere', type: 'not_found', code: 'not_found' });
+    const text = await exchange('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/xml\r\nContent-Length: 4\r\n\r\n<a/>');
+    assert.equal(text.status, 415);
+    assert.deepEqual([text.error.type, text.error.code], ['invalid_request', 'unsupported_media_type']);
+    const headers = await exchange(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'x'.repeat(20_000)}\r\n\r\n`);
+    assert.equal(headers.status, 431);
+    assert.deepEqual([headers.error.type, headers.error.code], ['headers_too_large', 'headers_too_large']);
+    const notHttp = await exchange('HELLO THERE\r\n\r\n');
+    assert.equal(notHttp.status, 400);
+    assert.deepEqual([notHttp.error.type, notHttp.error.code], ['malformed_request', 'malformed_request']);
+    assert.equal(backend.received.length, forwarded, 'none reached the backend');
+  });
+
+  test("a request on a kept-alive connection while the router closes: 503 with Retry-After in the router's shape, the connection closed", async () => {
+    // Without acquisitions the on-demand tier is an ordinary one over the fake vLLM.
+    const closing = await startRouter({ configPath: join(dir, 'router.toml'), adminToken: TOKEN, requestTimeoutMs: 60_000 });
+    const conn = await rawConnection(closing.url);
+    let closed: Promise<void> | undefined;
+    try {
+      // In flight when the close begins, so its connection is not idle and stays open.
+      const slowBody = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'slow' }], delay_ms: 1500 });
+      conn.write(head(Buffer.byteLength(slowBody)) + slowBody);
+      await sleep(300);
+      closed = closing.close();
+      await waitUntil('the first answer', () => conn.received().includes('echo:slow'), 5000);
+      conn.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+      assert.ok((await conn.closed(5000)) !== undefined, 'the connection still open after the answer while closing');
+      const second = answerOf(conn.received().slice(conn.received().lastIndexOf('HTTP/1.1 ')));
+      assert.equal(second.status, 503, conn.received());
+      assert.match(second.headers, /\r\nretry-after: 10\r\n/i);
+      assert.match(second.headers, /\r\nconnection: close\r\n/i);
+      assert.deepEqual(second.error, {
+        message: 'the router is shutting down; send the request again (to the router that replaces it)',
+        type: 'server_busy',
+        code: 'shutting_down',
+        reason: 'shutting_down',
+        retry_after_s: 10,
+      });
+    } finally {
+      conn.destroy();
+      await (closed ?? closing.close());
+    }
+  });
+
   test('connections past the cap are dropped as they arrive; a place freed serves again', async () => {
     const capped = await startRouter({ configPath: join(dir, 'router.toml'), adminToken: TOKEN, requestTimeoutMs: 60_000, maxConnections: 2 });
     const open = [await rawConnection(capped.url), await rawConnection(capped.url)];
@@ -983,6 +1079,24 @@ describe("the router's bounds on receiving a request", () => {
     }
   });
 });
+
+/** The first HTTP answer in raw socket text: its status, its header block, and its body's `error`. */
+function answerOf(text: string): { status: number; headers: string; error: Record<string, unknown> } {
+  const split = text.indexOf('\r\n\r\n');
+  const headers = text.slice(0, split + 2);
+  const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(headers)?.[1] ?? NaN);
+  const length = Number(/\r\ncontent-length: (\d+)\r\n/i.exec(headers)?.[1] ?? NaN);
+  const body = text.slice(split + 4, split + 4 + length);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    assert.fail(`not a JSON body (${status}): ${JSON.stringify(body)}`);
+  }
+  const error = (parsed as { error?: unknown }).error;
+  assert.ok(typeof error === 'object' && error !== null, `the body's error is not an object: ${body}`);
+  return { status, headers, error: error as Record<string, unknown> };
+}
 
 /** A router in a process of its own (so its RSS is its own), started by startRouter with `options` (JSON); resolves at its URL. */
 async function routerProcess(dir: string, options: Record<string, unknown>): Promise<{ url: string; pid: number; stop: () => Promise<void> }> {

@@ -8,9 +8,17 @@
 // unless it streams, and a stream lasts as long as its generation. Node's requestTimeout ends when
 // the request's last byte is parsed, so it leaves both alone; an idle-socket timeout (fastify's
 // connectionTimeout) would not, and stays 0.
+//
+// What Node and fastify answer themselves, before any route's handler (a request past its bound, a
+// header block too large, a request that is not HTTP), is answered here in OpenAI's error shape,
+// `{"error":{"message","type","code"}}`, the shape of every other answer of our servers: fastify's
+// own bodies (`{"error":"Request Timeout","message":"Client Timeout","statusCode":408}`) have a
+// string for `error`, where OpenAI clients look for its message.
 import Fastify from 'fastify';
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 
 export interface HttpBounds {
   /** From a request's first byte to its last, headers and body; and the silence allowed before a new connection's first byte. */
@@ -38,6 +46,47 @@ const CHECK_EVERY_MS = 5_000;
  * and never send on a connection closing under them.
  */
 export const KEEP_ALIVE_MS = 72_000;
+
+/** A client error's answer: its status, and the `type` and `code` of its body. */
+function clientErrorAnswer(err: NodeJS.ErrnoException, requestTimeoutMs: number): { status: number; code: string; message: string } {
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return {
+      status: 408,
+      code: 'request_timeout',
+      message: `the request did not arrive whole within ${requestTimeoutMs / 1000} s of its first byte (this server's request timeout); the connection is closed, send it again`,
+    };
+  }
+  if (err.code === 'HPE_HEADER_OVERFLOW') return { status: 431, code: 'headers_too_large', message: 'the request headers are over the 16 KiB Node allows' };
+  return { status: 400, code: 'malformed_request', message: `the request is not valid HTTP/1.1 (${err.code ?? err.message})` };
+}
+
+/**
+ * Node's 'clientError' (fastify's clientErrorHandler): the answer in OpenAI's shape, then the
+ * socket closed. Nothing is written on a socket whose current request already has an answer under
+ * way or sent (a 401 or a 421, or the router's 503 body_budget, given before the body came, which
+ * then trickled past the bound), where fastify's own handler wrote a 408 after that answer.
+ */
+function answerClientErrors(requestTimeoutMs: number): { handle: (err: NodeJS.ErrnoException, socket: Duplex) => void; watch: (server: Server) => void } {
+  const exchanges = new WeakMap<Duplex, { req: IncomingMessage; res: ServerResponse }>();
+  return {
+    watch: (server) => server.on('request', (req: IncomingMessage, res: ServerResponse) => exchanges.set(req.socket, { req, res })),
+    handle: (err, socket) => {
+      // A reset: nobody is left to answer.
+      if (err.code === 'ECONNRESET' || socket.destroyed) return;
+      const last = exchanges.get(socket);
+      const answering = last !== undefined && last.res.headersSent && !(last.req.complete && last.res.writableFinished);
+      if (socket.writable && !answering) {
+        const a = clientErrorAnswer(err, requestTimeoutMs);
+        const body = JSON.stringify({ error: { message: a.message, type: a.code, code: a.code } });
+        socket.write(
+          `HTTP/1.1 ${a.status} ${STATUS_CODES[a.status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      }
+      socket.destroy(err);
+    },
+  };
+}
 
 /** The fastify options that bound receiving a request. */
 function boundedServerOptions(b: HttpBounds): Pick<FastifyHttpOptions<Server>, 'requestTimeout' | 'connectionTimeout' | 'keepAliveTimeout' | 'http'> {
@@ -75,7 +124,9 @@ function capConnections(app: FastifyInstance, b: HttpBounds): void {
  */
 export function boundedFastify(options: FastifyHttpOptions<Server>, b: { requestTimeoutMs?: number | undefined; maxConnections: number }): FastifyInstance {
   const bounds = { requestTimeoutMs: b.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, maxConnections: b.maxConnections };
-  const app = Fastify({ ...options, ...boundedServerOptions(bounds) });
+  const clientErrors = answerClientErrors(bounds.requestTimeoutMs);
+  const app = Fastify({ ...options, ...boundedServerOptions(bounds), clientErrorHandler: clientErrors.handle });
+  clientErrors.watch(app.server);
   capConnections(app, bounds);
   return app;
 }

@@ -92,6 +92,12 @@ export interface RunningRouter {
   state(): RouterSnapshot;
 }
 
+/** A request body that is not JSON: its own code, where fastify's errors have theirs. */
+class InvalidJson extends Error {
+  readonly statusCode = 400;
+  readonly code = 'invalid_json';
+}
+
 /** JSON bodies; an empty body is allowed (admin POSTs carry none, whatever their content-type). */
 function acceptJsonBodies(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
@@ -101,22 +107,73 @@ function acceptJsonBodies(app: FastifyInstance): void {
     try {
       done(null, JSON.parse(text));
     } catch (err) {
-      const e = new Error(`request body is not valid JSON: ${errText(err)}`) as Error & { statusCode: number };
-      e.statusCode = 400;
-      done(e, undefined);
+      done(new InvalidJson(`request body is not valid JSON: ${errText(err)}`), undefined);
     }
   });
 }
 
-/** Every miss and every failure answers in the router's error shape. */
-function answerErrors(app: FastifyInstance, table: TierTable): void {
+/** The `code` of fastify's own errors a client can cause, and what the router says of them. */
+function fastifyError(err: Error & { code?: string }, bodyLimitBytes: number): { code: string; message: string } | undefined {
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return {
+        code: 'body_too_large',
+        message: `the request body is over the router's limit of ${bodyLimitBytes} bytes (${(bodyLimitBytes / 1024 / 1024).toFixed(2)} MiB)`,
+      };
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return { code: 'unsupported_media_type', message: `${err.message}: the router takes application/json bodies` };
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return { code: 'invalid_content_length', message: err.message };
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Every miss and every failure answers in the router's error shape, fastify's own included (a body
+ * too large, one of another media type, a route that does not exist): clients read error.message
+ * and error.code, where fastify's bodies have a string for `error`. What Node answers before
+ * fastify (408, 431, 400 on a request that is not HTTP) is answered in the same shape by
+ * http-bounds.ts.
+ */
+function answerErrors(app: FastifyInstance, table: TierTable, bodyLimitBytes: number): void {
   app.setNotFoundHandler((req, reply) => {
-    void reply.code(404).send(errorBody(`no route for ${req.method} ${req.url}`, 'not_found'));
+    void reply.code(404).send(errorBody(`no route for ${req.method} ${req.url}`, 'not_found', { code: 'not_found' }));
   });
-  app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
     if (err instanceof BodyBudgetExceeded) return void refuseOverBudget(reply, err.message, table.config.retryAfterS);
     const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
-    void reply.code(status).send(errorBody(err.message, status >= 500 ? 'internal_error' : 'invalid_request'));
+    if (status >= 500) return void reply.code(status).send(errorBody(err.message, 'internal_error', { code: 'internal_error' }));
+    const known = err instanceof InvalidJson ? { code: err.code, message: err.message } : fastifyError(err, bodyLimitBytes);
+    void reply.code(status).send(errorBody(known?.message ?? err.message, 'invalid_request', { code: known?.code ?? 'invalid_request' }));
+  });
+}
+
+/**
+ * While the router closes (SIGTERM, a promotion's recreate), a request on a connection kept alive
+ * gets 503 with Retry-After in the router's shape, and the connection closed; fastify's own 503
+ * (return503OnClosing) has a string for `error`. Requests already in flight finish.
+ */
+function refuseWhileClosing(app: FastifyInstance, table: TierTable): void {
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onRequest', (_req, reply, done) => {
+    if (!closing) return done();
+    const retryAfterS = table.config.retryAfterS;
+    void reply
+      .code(503)
+      .header('connection', 'close')
+      .header('retry-after', String(retryAfterS))
+      .send(
+        errorBody('the router is shutting down; send the request again (to the router that replaces it)', 'server_busy', {
+          code: 'shutting_down',
+          reason: 'shutting_down',
+          retry_after_s: retryAfterS,
+        }),
+      );
   });
 }
 
@@ -150,17 +207,18 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   });
 
   const app: FastifyInstance = boundedFastify(
-    { logger: false, bodyLimit: bodyLimitBytes },
+    { logger: false, bodyLimit: bodyLimitBytes, return503OnClosing: false },
     { requestTimeoutMs: opts.requestTimeoutMs, maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS },
   );
   // A request to an on-demand preset can evict serves, with the router's own API token: it must
   // carry the client token (proxy.ts), and on loopback a page rebound to 127.0.0.1 does not get
   // even as far as that check.
+  refuseWhileClosing(app, table);
   if (isLoopback(host)) refuseForeignHosts(app, 'router');
   const metrics = new RouterMetrics(table, demand, budget, { processMetrics: Boolean(opts.processMetrics) });
   budgetBodies(app, { budget, bodyLimitBytes, retryAfterS: () => table.config.retryAfterS, onRefused: () => metrics.overBudget() });
   acceptJsonBodies(app);
-  answerErrors(app, table);
+  answerErrors(app, table, bodyLimitBytes);
   metrics.route(app);
   registerPublicRoutes(app, table, demand, metrics, opts.clientToken ? { clientToken: opts.clientToken } : {});
   await registerAdminRoutes(app, table, demand, changes, {
