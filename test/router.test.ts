@@ -1357,6 +1357,97 @@ describe('router start-up', () => {
     assert.match(out, /\n {2}GPURES_ROUTER_CLIENT_TOKEN {2}the token a request to an on-demand preset must carry, as Authorization: Bearer\n/);
   });
 
+  test('main.js takes the HTTP bounds as flags: refused outside their bounds or against each other, naming the flag, before anything listens; within them, in force', async () => {
+    const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-router-flags-'));
+    const backend = await new FakeVllm('fake-chat').start();
+    const config = join(dir, 'router.toml');
+    writeFileSync(
+      config,
+      `mapping_version = "flags.v1"\n[[tiers]]\nname = "chat-local"\nbackend = "${backend.url}"\nserved_model_name = "fake-chat"\n[[presets]]\nname = "chat"\ntier = "chat-local"\n`,
+    );
+    const env: NodeJS.ProcessEnv = { ...process.env, GPURES_ROUTER_TOKEN: TOKEN };
+    for (const k of ['GPURES_API_URL', 'GPURES_API_TOKEN', 'GPURES_ROUTER_CLIENT_TOKEN']) delete env[k];
+    const run = (flags: string[]) => {
+      const p = spawn(process.execPath, [main, '--config', config, '--port', '0', ...flags], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      p.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      const exited = new Promise<number | null>((resolve) => p.on('close', (code) => resolve(code)));
+      return { p, stderr: () => err, exited };
+    };
+    try {
+      for (const [flags, expected] of [
+        [['--body-limit-mib', '0'], "--body-limit-mib must be a whole number of MiB in 1..1024 (got '0')"],
+        [['--body-limit-mib', '64.5'], "--body-limit-mib must be a whole number of MiB in 1..1024 (got '64.5')"],
+        [['--body-budget-mib', '4097'], "--body-budget-mib must be a whole number of MiB in 1..4096 (got '4097')"],
+        [['--held-mib', ''], "--held-mib must be a whole number of MiB in 1..4096 (got '')"],
+        [['--request-timeout-s', '1e3'], "--request-timeout-s must be a whole number of seconds in 1..600 (got '1e3')"],
+        [
+          ['--max-connections', '0x10', '--request-timeout-s', '601'],
+          "--request-timeout-s must be a whole number of seconds in 1..600 (got '601')\ngpures-router: --max-connections must be a whole number of connections in 1..65536 (got '0x10')",
+        ],
+        [
+          ['--body-budget-mib', '32'],
+          '--body-budget-mib 32 is below --body-limit-mib 64 (the default): a body the router takes could never fit its budget for all bodies together',
+        ],
+        [
+          ['--body-limit-mib', '128', '--body-budget-mib', '100'],
+          '--body-budget-mib 100 is below --body-limit-mib 128: a body the router takes could never fit its budget for all bodies together',
+        ],
+        [
+          ['--held-mib', '600'],
+          '--held-mib 600 is above --body-budget-mib 512 (the default): held requests count against that budget too, so the on-demand queues could never hold that much',
+        ],
+      ] as const) {
+        const r = run([...flags]);
+        assert.equal(await r.exited, 2, `${flags.join(' ')}: ${r.stderr()}`);
+        assert.equal(r.stderr(), `gpures-router: ${expected}\n`, flags.join(' '));
+      }
+
+      const r = run(['--body-limit-mib', '1', '--body-budget-mib', '2', '--held-mib', '1', '--request-timeout-s', '1', '--max-connections', '4']);
+      try {
+        await waitUntil('the bounds line', () => /gpures-router: bodies/.test(r.stderr()), 10_000);
+        assert.match(
+          r.stderr(),
+          /\(mapping_version flags\.v1\)\ngpures-router: bodies up to 1 MiB each and 2 MiB together, 1 MiB of them held; a request whole within 1 s; 4 connections\n/,
+        );
+        const url = /router listening on (http:\/\/127\.0\.0\.1:\d+) /.exec(r.stderr())?.[1] ?? '';
+        const large = await chat(url, 'chat', { messages: [{ role: 'user', content: 'x'.repeat(1024 * 1024) }] });
+        assert.equal(large.status, 413);
+        assert.deepEqual(large.body.error, {
+          message: "the request body is over the router's limit of 1048576 bytes (1.00 MiB)",
+          type: 'invalid_request',
+          code: 'body_too_large',
+        });
+        const budget = parseExposition(await (await fetch(`${url}/metrics`)).text());
+        assert.equal(valueOf(budget, 'gpures_router_body_budget_bytes'), 2 * 1024 * 1024);
+        const slow = await rawConnection(url);
+        try {
+          slow.write('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{');
+          assert.ok((await slow.closed(4000)) !== undefined, 'a slow client still open 4 s after a bound of 1 s');
+          assert.match(slow.received(), /^HTTP\/1\.1 408 [^]*"message":"the request did not arrive whole within 1 s of its first byte/);
+        } finally {
+          slow.destroy();
+        }
+        // Four connections open at once: a fifth is closed as it arrives.
+        const open = await Promise.all(Array.from({ length: 4 }, () => rawConnection(url)));
+        try {
+          await sleep(100);
+          const fifth = await rawConnection(url);
+          assert.ok((await fifth.closed(2000)) !== undefined, 'a fifth connection past --max-connections 4 stayed open');
+        } finally {
+          for (const c of open) c.destroy();
+        }
+      } finally {
+        r.p.kill('SIGTERM');
+      }
+      assert.equal(await r.exited, 0);
+    } finally {
+      await backend.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('main.js refuses to start without GPURES_ROUTER_TOKEN, and runs and closes on SIGTERM with one', async () => {
     const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
     const config = join(ROOT, 'examples', 'primary-node', 'router.toml');

@@ -1,5 +1,6 @@
 // Runnable reference router:
 //   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H [--allow-non-loopback]] [--port P] [--state FILE]
+//     [--body-limit-mib N] [--body-budget-mib N] [--held-mib N] [--request-timeout-s N] [--max-connections N] (http-flags.ts)
 // On-demand tiers also need GPURES_API_URL and GPURES_API_TOKEN (the acquisition API) and
 // GPURES_ROUTER_CLIENT_TOKEN, the token their requests must carry (Authorization: Bearer).
 // Binds 127.0.0.1:8000 unless told otherwise, GET /metrics on the same port (docs/metrics.md);
@@ -8,11 +9,15 @@ import { parseArgs } from 'node:util';
 import { routerProcessEnv } from '../config/env';
 import { isLoopback } from '../domain/manifest';
 import { wholeNumber } from '../domain/inputs';
+import { describeHttpBounds, httpFlagsUsage, ROUTER_HTTP_FLAGS, routerHttpBounds } from './http-flags';
+import type { RouterHttpFlag } from './http-flags';
 import { startRouter } from './server';
 
 const USAGE =
   'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE ' +
   '[--host 127.0.0.1 [--allow-non-loopback]] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]\n' +
+  'what a client may make the router hold (docs/router-admin-api.md; fixed until a restart, /admin/reload leaves them):\n' +
+  `${httpFlagsUsage()}\n` +
   'environment:\n' +
   "  GPURES_ROUTER_TOKEN         the admin API's bearer token (at least 32 characters); required\n" +
   '  GPURES_API_URL              the acquisition API on-demand tiers acquire their serves through\n' +
@@ -27,7 +32,9 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<void> {
-  let values: { config?: string; host?: string; port?: string; state?: string; help?: boolean; 'allow-non-loopback'?: boolean };
+  let values: { config?: string; host?: string; port?: string; state?: string; help?: boolean; 'allow-non-loopback'?: boolean } & Partial<
+    Record<RouterHttpFlag, string>
+  >;
   try {
     ({ values } = parseArgs({
       options: {
@@ -36,6 +43,7 @@ async function main(): Promise<void> {
         port: { type: 'string', short: 'p', default: '8000' },
         state: { type: 'string' },
         'allow-non-loopback': { type: 'boolean' },
+        ...Object.fromEntries(Object.keys(ROUTER_HTTP_FLAGS).map((name) => [name, { type: 'string' as const }])),
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -48,6 +56,8 @@ async function main(): Promise<void> {
     return;
   }
   if (!values.config) fail(`--config is required\n${USAGE}`);
+  const http = routerHttpBounds(values);
+  if (!http.ok) fail(http.problems.join('\ngpures-router: '));
   let env: ReturnType<typeof routerProcessEnv>;
   try {
     env = routerProcessEnv(process.env);
@@ -74,6 +84,7 @@ async function main(): Promise<void> {
       adminToken: env.adminToken,
       requireAcquisitionApi: true,
       processMetrics: true,
+      ...http.bounds,
       ...(env.acquisitions ? { acquisitions: env.acquisitions } : {}),
       ...(env.clientToken ? { clientToken: env.clientToken } : {}),
       ...(values.state ? { stateFile: values.state } : {}),
@@ -83,6 +94,7 @@ async function main(): Promise<void> {
   }
   const { mappingVersion } = router.state();
   process.stderr.write(`router listening on ${router.url} (mapping_version ${mappingVersion})\n`);
+  process.stderr.write(`gpures-router: ${describeHttpBounds(http.bounds)}\n`);
   if (!isLoopback(new URL(router.url).hostname.replace(/^\[|\]$/g, ''))) {
     process.stderr.write(`gpures-router: warning: bound to ${host}, so the router and its admin API are reachable beyond this host\n`);
   }

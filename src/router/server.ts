@@ -37,7 +37,7 @@ export interface RouterOptions {
   adminToken: string;
   /** Timeout of each readmit probe (/health, /v1/models). Default 5000 ms. */
   probeTimeoutMs?: number;
-  /** Largest accepted request body; vision requests carry base64 images. Default 64 MiB. */
+  /** Largest accepted request body (DEFAULT_BODY_LIMIT_BYTES). */
   bodyLimitBytes?: number;
   /**
    * The request bodies of every request together, from a body's first byte until its response has
@@ -77,6 +77,9 @@ export interface RouterOptions {
   /** /metrics carries prom-client's process_* and nodejs_* metrics too: for the router's own process (main.ts). */
   processMetrics?: boolean;
 }
+
+/** The largest request body: vision requests carry base64 images. */
+export const DEFAULT_BODY_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /**
  * Above what the router is made to hold at once: one tier's default on-demand queue (512 held
@@ -181,7 +184,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   if (!opts.adminToken) throw new Error('startRouter: adminToken is required (the admin API is never open)');
   const host = opts.host ?? '127.0.0.1';
 
-  const bodyLimitBytes = opts.bodyLimitBytes ?? 64 * 1024 * 1024;
+  const bodyLimitBytes = opts.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   const budget = new BodyBudget(opts.bodyBudgetBytes ?? DEFAULT_BODY_BUDGET_BYTES);
   if (budget.limitBytes < bodyLimitBytes) {
     throw new Error(
