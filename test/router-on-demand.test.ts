@@ -184,7 +184,11 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     assert.equal(body.error.reason, 'acquisition_denied');
     const m = /over budget by \d+ MiB.*vision came back \d+ s ago and stays resident for 120 s: it may be evicted in (\d+) s/.exec(body.error.message);
     assert.ok(m, body.error.message);
-    assert.match(body.error.message, /this tier holds a request at most 30 s \(wait_timeout_s\), less than the \d+ s left of that window$/);
+    // The first test acquired big through this router: how long that took is said too.
+    assert.match(
+      body.error.message,
+      /this tier holds a request at most 30 s \(wait_timeout_s\), less than the \d+ s left of that window and the \d+ s its last acquisition took$/,
+    );
     const left = Number(m[1]);
     assert.ok(left > 60 && left <= 120, `evictable again in ${left} s`);
     // What is left of the window when the router answers: the ledger's figure, a second less at most.

@@ -633,7 +633,10 @@ describe('reference router', () => {
  * An acquisition API that accepts every POST (its URL kept in `posts`) as acquisition
  * acquire/n/<serve>, and answers every GET with `status`.
  */
-async function fakeAcquisitionApi(serve: string, status: { code: number; body: unknown }): Promise<{ server: http.Server; url: string; posts: string[] }> {
+async function fakeAcquisitionApi(
+  serve: string,
+  status: { code: number; body: unknown },
+): Promise<{ server: http.Server; url: string; posts: string[]; status: { code: number; body: unknown } }> {
   const posts: string[] = [];
   const server = http.createServer((req, res) => {
     res.setHeader('content-type', 'application/json');
@@ -643,11 +646,12 @@ async function fakeAcquisitionApi(serve: string, status: { code: number; body: u
     } else res.writeHead(status.code).end(JSON.stringify(status.body));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, posts };
+  // The status GETs answer: the test may change it as it goes.
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, posts, status };
 }
 
 /** A config of one on-demand tier, <serve>-local, whose preset and served model are both <serve>. */
-function onDemandToml(serve: string, backend: string, top: string[] = []): string {
+function onDemandToml(serve: string, backend: string, top: string[] = [], waitTimeoutS = 60): string {
   return [
     'mapping_version = "m1"',
     ...top,
@@ -658,7 +662,7 @@ function onDemandToml(serve: string, backend: string, top: string[] = []): strin
     'model_identity = true',
     '[tiers.on_demand]',
     `serve = "${serve}"`,
-    'wait_timeout_s = 60',
+    `wait_timeout_s = ${waitTimeoutS}`,
     '[[presets]]',
     `name = "${serve}"`,
     `tier = "${serve}-local"`,
@@ -705,6 +709,80 @@ async function stopOnDemandRouter(r: {
   if (api) await new Promise<void>((resolve) => api.server.close(() => resolve()));
   if (r.dir) rmSync(r.dir, { recursive: true, force: true });
 }
+
+describe('a request held across a residency window, and the acquisition after it', () => {
+  test("one whose wait_timeout_s ends before the window and the tier's last acquisition time is answered at the denial, not held to time out during the next acquisition; one that can wait is held and answered", async () => {
+    // wait_timeout_s 4. The tier's first acquisition takes 2 s; the second is denied for a window
+    // of 3 s: a request held for it would time out 1 s into the acquisition after the window.
+    const { dir, backend, api, router, admin } = await startOnDemandRouter('chat', 'gpures-router-window-', (url) =>
+      onDemandToml('chat', url, ['retry_after_s = 1'], 4),
+    );
+    const running = { status: 'running', step: { step: 'start' } };
+    const denied = (windowS: number) => ({
+      status: 'failed',
+      error: { type: 'AdmissionDenied', message: `vision is inside its minimum residency for ${windowS} s more`, retry_after_s: windowS },
+    });
+    const status = api.status;
+    const ask = async () => {
+      const started = Date.now();
+      const r = await fetch(`${router.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_TOKEN}` },
+        body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      const body = (await r.json()) as { error?: { code: string; message: string; retry_after_s: number } };
+      return { status: r.status, retryAfter: r.headers.get('retry-after'), body, ms: Date.now() - started };
+    };
+    const acquisitionOf = async () =>
+      ((await (await fetch(`${router.url}/admin/tiers/chat-local`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as { acquisition: unknown })
+        .acquisition as { residencyWindowEndsAtEpochMs?: number } | null;
+    try {
+      // The tier's serve acquired: 2 s from the POST to the readmit.
+      status.body = running;
+      await admin.quiesce('chat-local');
+      const first = ask();
+      await waitUntil('the first acquisition', () => api.posts.length === 1);
+      await sleep(2000);
+      assert.equal((await admin.readmit('chat-local')).ok, true);
+      assert.equal((await first).status, 200);
+
+      // Evicted; the next acquisition is denied for a 3 s window. 4 s < 3 s + 2 s.
+      await admin.quiesce('chat-local');
+      status.body = denied(3);
+      const asked = ask();
+      // Denied once; the acquisition after the window would run (its victim evictable by then).
+      await waitUntil('the denial for 3 s', async () => (await acquisitionOf())?.residencyWindowEndsAtEpochMs !== undefined, 3000);
+      status.body = running;
+      const second = await asked;
+      console.log(
+        `held request, window 3 s, last acquisition 2 s, wait_timeout_s 4: ${second.status} ${second.body.error?.code} after ${second.ms} ms, Retry-After ${second.retryAfter}`,
+      );
+      assert.equal(second.status, 503);
+      assert.equal(second.body.error?.code, 'acquisition_denied', second.body.error?.message);
+      assert.ok(second.ms < 2000, `answered after ${second.ms} ms: held into the window`);
+      assert.ok(Number(second.retryAfter) >= 2 && Number(second.retryAfter) <= 3, `Retry-After ${second.retryAfter}: what is left of the window`);
+      assert.match(
+        second.body.error?.message ?? '',
+        /this tier holds a request at most 4 s \(wait_timeout_s\), less than the [23] s left of that window and the 2 s its last acquisition took$/,
+      );
+      // Nobody held: when the window ends no acquisition is started for anyone.
+      await waitUntil('the window passed', async () => (await acquisitionOf()) === null, 6000);
+      assert.equal(api.posts.length, 2, 'no acquisition after the window: nobody could wait for it');
+
+      // A window of 1 s: 4 s >= 1 s + 2 s, so the request is held through it and answered.
+      status.body = denied(1);
+      const third = ask();
+      await waitUntil('the denial for 1 s', async () => (await acquisitionOf())?.residencyWindowEndsAtEpochMs !== undefined, 3000);
+      status.body = running;
+      await waitUntil('the acquisition after the window', () => api.posts.length === 4, 3000);
+      assert.equal((await admin.readmit('chat-local')).ok, true);
+      const held = await third;
+      assert.equal(held.status, 200, JSON.stringify(held.body));
+    } finally {
+      await stopOnDemandRouter({ router, backend, api, dir });
+    }
+  });
+});
 
 describe('an on-demand acquisition the API no longer answers for', () => {
   test('a 404 for its status: the waiting request gets 503 acquisition_unavailable at once, the tier is given back, and a later request starts a new one', async () => {

@@ -71,6 +71,11 @@ interface TierDemand {
   acquisition?: Acquisition;
   /** A failed acquisition's refusal, repeated without a new acquisition until it expires. */
   cooldown?: { untilEpochMs: number; refusal: Refusal };
+  /**
+   * How long the tier's last acquisition that brought it back took, from its start to the tier
+   * active: what the acquisition after a residency window is expected to take.
+   */
+  lastAcquisitionMs?: number;
 }
 
 export interface OnDemandOptions {
@@ -96,14 +101,26 @@ export interface DemandState {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
 
+/**
+ * Whether a request held until `deadlineEpochMs` can wait out a residency window ending at
+ * `endsAt`: only if its deadline leaves room after the window for the acquisition then, as long
+ * as the tier's last one took. Held otherwise, it would time out while that acquisition runs,
+ * after waiting all its wait_timeout_s, and the acquisition (an eviction) would be made for nobody.
+ * A tier this router has not acquired yet has no figure: its requests are held to the window's end.
+ */
+function canWaitOut(deadlineEpochMs: number, endsAt: number, lastAcquisitionMs: number | undefined): boolean {
+  return deadlineEpochMs >= endsAt + (lastAcquisitionMs ?? 0);
+}
+
 /** A residency denial as answered now to a request that cannot wait for its window: Retry-After is what is left of it. */
-function denialNow(denial: Refusal, waitTimeoutS: number): Refusal {
+function denialNow(denial: Refusal, waitTimeoutS: number, lastAcquisitionMs: number | undefined): Refusal {
   const { windowEndsAtEpochMs: endsAt, ...refusal } = denial;
   if (endsAt === undefined) return refusal;
   const leftS = Math.max(1, Math.ceil((endsAt - Date.now()) / 1000));
+  const took = lastAcquisitionMs === undefined ? '' : ` and the ${Math.round(lastAcquisitionMs / 1000)} s its last acquisition took`;
   return {
     ...refusal,
-    message: `${refusal.message}; this tier holds a request at most ${waitTimeoutS} s (wait_timeout_s), less than the ${leftS} s left of that window`,
+    message: `${refusal.message}; this tier holds a request at most ${waitTimeoutS} s (wait_timeout_s), less than the ${leftS} s left of that window${took}`,
     retryAfterS: leftS,
   };
 }
@@ -197,7 +214,9 @@ export class OnDemand {
     if (cooling) return Promise.resolve({ ok: false, refusal: cooling });
     const deadlineEpochMs = Date.now() + policy.waitTimeoutS * 1000;
     const waiting = d.acquisition?.windowWait;
-    if (waiting && deadlineEpochMs < waiting.windowEndsAtEpochMs) return Promise.resolve({ ok: false, refusal: denialNow(waiting, policy.waitTimeoutS) });
+    if (waiting && !canWaitOut(deadlineEpochMs, waiting.windowEndsAtEpochMs, d.lastAcquisitionMs)) {
+      return Promise.resolve({ ok: false, refusal: denialNow(waiting, policy.waitTimeoutS, d.lastAcquisitionMs) });
+    }
     const full = (message: string): Promise<HoldOutcome> => Promise.resolve({ ok: false, refusal: this.refusal(tier, d, 'queue_full', message) });
     if (d.queue.size >= policy.queueSize) {
       return full(`tier '${tier.name}' is being acquired and its queue is full (${policy.queueSize} requests waiting); retry later`);
@@ -256,12 +275,16 @@ export class OnDemand {
     let refusal: Refusal | undefined;
     let cool = true;
     for (;;) {
+      const startedAt = Date.now();
       try {
         refusal = await this.acquire(tier, d, a);
       } catch (err) {
         refusal = this.refusal(tier, d, 'acquisition_unavailable', `acquiring tier '${tier.name}' failed in the router: ${errText(err)}`);
       }
-      if (!refusal) break;
+      if (!refusal) {
+        d.lastAcquisitionMs = Date.now() - startedAt;
+        break;
+      }
       const after = await this.waitOutWindow(tier, d, a, refusal);
       if (after === 'readmitted') refusal = undefined;
       // Its window has passed: nothing to cool down from, though nobody is left to acquire for.
@@ -300,7 +323,9 @@ export class OnDemand {
     const endsAt = refusal.windowEndsAtEpochMs;
     if (endsAt === undefined) return 'refuse';
     const waitTimeoutS = tier.onDemand?.waitTimeoutS ?? 0;
-    for (const w of [...d.queue]) if (w.deadlineEpochMs < endsAt) w.settle({ ok: false, refusal: denialNow(refusal, waitTimeoutS) });
+    for (const w of [...d.queue]) {
+      if (!canWaitOut(w.deadlineEpochMs, endsAt, d.lastAcquisitionMs)) w.settle({ ok: false, refusal: denialNow(refusal, waitTimeoutS, d.lastAcquisitionMs) });
+    }
     // Open even with nobody held, instead of a cooldown: a request arriving meanwhile that can wait
     // for the window joins it, and one that cannot is told at once what is left of it.
     a.windowWait = { ...refusal, windowEndsAtEpochMs: endsAt };
