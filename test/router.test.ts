@@ -1300,8 +1300,10 @@ describe('the request bodies the router holds at once', () => {
       }
       assert.deepEqual([bytes, refused], [2 * size, CLIENTS - 2]);
       assert.ok(
-        during.peak - before.rss < BUDGET / MIB + 64,
-        `RSS peak ${during.peak.toFixed(0)} MiB, ${before.rss.toFixed(0)} before: more than the budget and 64 MiB`,
+        // 128 MiB of room for the process's own growth under load (runs here: +58 to +76 MiB);
+        // 16 bodies held, as before the budget, grew it by 257 MiB.
+        during.peak - before.rss < BUDGET / MIB + 128,
+        `RSS peak ${during.peak.toFixed(0)} MiB, ${before.rss.toFixed(0)} before: more than the budget and 128 MiB`,
       );
       assert.equal(backend.received.length, 0);
 
