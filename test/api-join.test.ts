@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../src/client/api';
-import { serveAcquire, serveUp } from '../src/client/operations';
+import { serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import type { LeaseView } from '../src/domain/lease';
 import { leaseQuery, workflowIds } from '../src/shared/messages';
 import type { AcquireResult, LeaseResult } from '../src/shared/operations';
@@ -22,6 +22,9 @@ import type { OnDemandBox } from './support/on-demand-box';
 import { sleep, waitFor, waitUntil } from './support/wait';
 import { gpures, show } from './support/cli';
 import { containerName, serveCommand, serveLabels } from '../src/domain/serve';
+import { Worker } from '@temporalio/worker';
+import { UNCOUNTED_SINKS } from '../src/worker/workflow-code';
+import { workflowBundle } from './support/temporal';
 
 /** `gpures serves up --lease` whose lease could not be applied (README, Exit codes). */
 const EXIT_NOT_LEASED = 5;
@@ -38,6 +41,13 @@ const SERVES: TestServe[] = [
   { name: 'ending', vram_mib: 512, class: 'on-demand' },
   // A container with no holder label (an older gpures started it), found running by a ledger started afresh.
   { name: 'orphan', vram_mib: 512, class: 'on-demand' },
+  // Brought up by an operator's acquisition without a lease (`serves up kept --evict`), slow to
+  // start (the router's POST joins it), and declares an idle ttl.
+  { name: 'kept', vram_mib: 512, class: 'on-demand', router_tier: 'kept-local', idle_ttl_s: 3, env: { SIM_START_DELAY_MS: '3000' } },
+  // Brought up by an operator's acquisition without a lease, then found up by the router's POST.
+  { name: 'owned', vram_mib: 512, class: 'on-demand', router_tier: 'owned-local', idle_ttl_s: 3 },
+  // Leased, brought down by hand while its lease runs on, then acquired again without one.
+  { name: 'relet', vram_mib: 512, class: 'on-demand', router_tier: 'relet-local', idle_ttl_s: 3 },
 ];
 
 describe('acquisition API: a POST that joins, or finds the serve up, and asked for a lease', () => {
@@ -280,5 +290,128 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     // Nothing was undone: the box still runs it, and no lease was started.
     assert.equal((await box.runtime.inspect(name))?.running, true, 'orphan still runs');
     assert.equal((await leaseOf('orphan')).status, 'none');
+  });
+
+  test("the router's POST joining an operator's acquisition without a lease: no idle lease is put on the serve, it stays up, and serves up exits 0", async () => {
+    // The operator's `serves up kept --evict`, no --lease: up until serves down (README, Leases); a process.
+    const operator = gpures(['serves', 'up', 'kept', '--evict', '--json', '--manifest', box.manifestPath], { TEMPORAL_ADDRESS: box.temporal.address }, 120_000);
+    const id = workflowIds.acquire(box.node, 'kept');
+    await waitUntil(
+      "the operator's acquisition runs",
+      async () =>
+        (
+          await box.temporal.client.workflow
+            .getHandle(id)
+            .describe()
+            .catch(() => undefined)
+        )?.status.name === 'RUNNING',
+      60_000,
+      50,
+    );
+    // Requests for kept's tier meanwhile: the router's POST (its idle terms, no lease_s) joins the run.
+    const joined = await post(box.apiUrl, { serve: 'kept', trigger: 'router' });
+    assert.equal(joined.status, 202);
+    const cli = await operator;
+    console.log(`  gpures serves up kept --evict: exit ${cli.code}`);
+    // The router's idle terms are not the command's --lease (it asked none): not exit 5.
+    assert.equal(cli.code, 0, show(cli));
+    const data = JSON.parse(cli.stdout) as { outcomes: { ok: boolean; workflowId: string; runId: string; result?: AcquireResult }[] };
+    const op = data.outcomes[0];
+    assert.ok(op?.ok && op.result, show(cli));
+    assert.equal(joined.body.run_id, op.runId, "the router's POST joined the operator's run");
+    console.log(`  joined: ${op.result.outcome}: ${op.result.message}`);
+    // Were a 3 s idle lease started, its bring-down would have taken kept well within this.
+    await sleep(15_000);
+    const lease = await leaseOf('kept');
+    const names = await running();
+    console.log(`  after 15 s: lease/${box.node}/kept ${lease.status}; running: ${names.join(', ')}`);
+    assert.ok(
+      names.some((n) => n.includes('kept')),
+      'kept, acquired by its operator without a lease, is still up',
+    );
+    assert.equal(lease.status, 'none', 'no lease was started for kept');
+    assert.equal(op.result.outcome, 'started');
+    assert.equal(op.result.lease, undefined);
+    assert.match(op.result.leaseNotApplied?.[0] ?? '', /^idle lease not applied: no lease runs for kept/);
+    assert.deepEqual(
+      op.result.leaseTermsNotApplied?.map((t) => [t.asked, t.leaseState, t.serveStays]),
+      [[{ kind: 'idle' }, 'none', true]],
+    );
+  });
+
+  test("the router's POST finding up a serve an operator acquired without a lease: no idle lease is put on it, and it stays up", async () => {
+    const op = await serveAcquire(box.temporal.client, box.node, { serve: 'owned', evict: true });
+    assert.ok(op.ok, op.ok ? '' : op.message);
+    assert.equal(op.result.lease, undefined);
+    // Its backend refused a connection: the router's POST finds owned up, held by the operator's acquisition.
+    const r = await post(box.apiUrl, { serve: 'owned', trigger: 'router' });
+    assert.equal(r.status, 202);
+    const found = await resultOf(r);
+    console.log(`  already running: ${found.outcome}: ${found.message}`);
+    await sleep(15_000);
+    const lease = await leaseOf('owned');
+    const names = await running();
+    console.log(`  after 15 s: lease/${box.node}/owned ${lease.status}; running: ${names.join(', ')}`);
+    assert.ok(
+      names.some((n) => n.includes('owned')),
+      'owned, acquired by its operator without a lease, is still up',
+    );
+    assert.equal(lease.status, 'none', 'no lease was started for owned');
+    assert.equal(found.outcome, 'already-running');
+    assert.equal(found.lease, undefined);
+    assert.match(found.leaseNotApplied?.[0] ?? '', /^idle lease not applied: no lease runs for owned/);
+    assert.deepEqual(
+      found.leaseTermsNotApplied?.map((t) => [t.asked, t.leaseState, t.serveStays]),
+      [[{ kind: 'idle' }, 'none', true]],
+    );
+  });
+
+  test("the router's POST for a serve re-acquired without a lease while its old lease runs on: that lease is not moved to it, and it stays up", async () => {
+    const first = await serveAcquire(box.temporal.client, box.node, { serve: 'relet', lease: { kind: 'fixed', seconds: 600 } });
+    assert.ok(first.ok, first.ok ? '' : first.message);
+    const down = await serveDown(box.temporal.client, box.node, 'relet');
+    assert.ok(down.ok, down.ok ? '' : down.message);
+    // The lease of the first acquisition runs on (its expiry will find relet no longer its own).
+    const old = await leaseOf('relet');
+    assert.equal(old.status, 'RUNNING');
+    const again = await serveAcquire(box.temporal.client, box.node, { serve: 'relet', evict: true });
+    assert.ok(again.ok, again.ok ? '' : again.message);
+    assert.equal(again.result.outcome, 'started');
+    const r = await post(box.apiUrl, { serve: 'relet', trigger: 'router' });
+    assert.equal(r.status, 202);
+    const found = await resultOf(r);
+    console.log(`  already running: ${found.outcome}: ${found.message}`);
+    await sleep(15_000);
+    const lease = await leaseOf('relet');
+    const names = await running();
+    console.log(`  after 15 s: lease/${box.node}/relet ${lease.status} ${JSON.stringify(lease.view)}; running: ${names.join(', ')}`);
+    assert.ok(
+      names.some((n) => n.includes('relet')),
+      'relet, acquired again by its operator without a lease, is still up',
+    );
+    assert.equal(lease.runId, old.runId, 'the same lease');
+    assert.equal(lease.view?.holder, `${first.workflowId}/${first.runId}`, 'still held by the first acquisition, which no longer holds relet');
+    assert.equal(lease.view?.kind, 'fixed');
+    assert.equal(found.lease, undefined);
+    assert.match(
+      found.leaseNotApplied?.[0] ?? '',
+      new RegExp(
+        `^idle lease not applied: lease/.*/relet runs for another run \\(held by ${first.workflowId}/${first.runId}\\), not for ${again.workflowId}/${again.runId}`,
+      ),
+    );
+    assert.deepEqual(
+      found.leaseTermsNotApplied?.map((t) => [t.asked, t.leaseState, t.serveStays]),
+      [[{ kind: 'idle' }, 'not-this-holder', true]],
+    );
+    // The runs that took the idle terms (joined, already running, the lease that answered them) replay against the bundle.
+    const histories = [
+      box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'kept')),
+      box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'owned')),
+      box.temporal.client.workflow.getHandle(r.body.workflow_id, r.body.run_id),
+      box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'relet')),
+    ];
+    for (const h of histories) {
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle(), sinks: UNCOUNTED_SINKS }, await h.fetchHistory(), h.workflowId);
+    }
   });
 });

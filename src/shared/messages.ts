@@ -182,16 +182,25 @@ export interface LeaseTerms {
   holder: string;
   kind: 'fixed' | 'idle';
   seconds: number;
+  /**
+   * Only make the lease that runs for `holder` last longer (a router's idle terms, which no caller
+   * asked for): a lease held by another run does not take them as a renewal, and none is started.
+   * Only in leaseAtLeastUpdate's terms, never a lease's own.
+   */
+  extendOnly?: boolean;
 }
 /**
  * What a lease answers another caller's terms (leaseAtLeastUpdate). Applied: it lasts at least
  * that long from now (`at-least`), or, the terms naming another holder, goes on under them
  * (`renewed`: after its bring-down for the old holder, if one was under way). Not applied: it had
- * already begun to expire (`expiring`: its bring-down takes the serve down as planned), or, read
- * by the activity that asked, it had ended (`ended`).
+ * already begun to expire (`expiring`: its bring-down takes the serve down as planned); the terms
+ * were `extendOnly` and name another holder than its own (`not-this-holder`: it runs on as it
+ * was, `why` naming its holder); or, read by the activity that asked, it had ended (`ended`), or,
+ * `extendOnly` terms, none runs (`none`: closed or never started, and none is started for them).
  */
 export type LeaseAtLeastAnswer =
-  { applied: true; how: 'at-least' | 'renewed'; view: LeaseView } | { applied: false; state: 'expiring' | 'ended'; why: string; view?: LeaseView };
+  | { applied: true; how: 'at-least' | 'renewed'; view: LeaseView }
+  | { applied: false; state: 'expiring' | 'ended' | 'not-this-holder' | 'none'; why: string; view?: LeaseView };
 /**
  * leaseAtLeastSignal as an Update: the same terms, and the lease answers whether it took them,
  * so an acquisition never tells its caller that an expiring lease will last (sent by an activity:

@@ -53,10 +53,13 @@ export interface LeaseTermsNotApplied {
   /** Why, as leaseNotApplied says it. */
   why: string;
   /**
-   * The serve's lease had already begun to expire (or had ended) when the terms reached it: its
-   * bring-down takes the serve down as planned, whatever was asked.
+   * expiring (or ended): the serve's lease had already begun to expire (or had ended) when the
+   * terms reached it: its bring-down takes the serve down as planned, whatever was asked.
+   * none, not-this-holder: a router's idle terms, which only make the lease that runs for the
+   * serve's holder last longer: no lease runs (none is started for them), or the one that runs is
+   * another run's (it is not moved to the serve); the serve stays up as it was.
    */
-  leaseState?: 'expiring' | 'ended';
+  leaseState?: 'expiring' | 'ended' | 'none' | 'not-this-holder';
   /** false: do not count on the serve staying up (its lease is taking it down); true: it runs on, under no lease these terms made. */
   serveStays: boolean;
 }

@@ -136,9 +136,19 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   // Another caller's terms. Neither the signal nor the Update is in a recorded history, and a
   // handler issues no command: they need no patch.
   function atLeast(next: Terms): LeaseAtLeastAnswer {
-    // Another run holds the serve now: this lease's own hold is gone, the new one's terms are the lease.
     if (next.holder !== terms.holder) {
-      renew(next);
+      // A router's idle terms (extendOnly) only make this lease last longer for its own holder: a
+      // serve another run holds now (an operator's acquisition without a lease) is not put under
+      // it. Only new acquisitions send the flag (patch idle-terms-only-extend).
+      if (next.extendOnly === true) {
+        log.record(
+          'at least',
+          `ignored (${describe(next)} for ${next.holder}): this lease is held by ${terms.holder}, and a router's idle terms move no lease`,
+        );
+        return { applied: false, state: 'not-this-holder', why: `held by ${terms.holder}`, view: view() };
+      }
+      // Another run holds the serve now: this lease's own hold is gone, the new one's terms are the lease.
+      renew({ holder: next.holder, kind: next.kind, seconds: next.seconds });
       return { applied: true, how: 'renewed', view: view() };
     }
     if (expiring || released) {
@@ -437,7 +447,9 @@ function askedWords(request: LeaseRequest): string {
  * the serve running): a lease is started when none runs, else the one that runs is asked to last
  * at least these terms (leaseAtLeastUpdate: never shorter, its kind kept), and answers whether it
  * did: one already expiring does not, and its serve goes down as planned. The lease's bring-down
- * then takes the serve only from `holder`. What happened, or why nothing could (`notApplied`).
+ * then takes the serve only from `holder`. A router's idle terms only extend: the lease that runs
+ * for `holder` lasts at least them, and none is started or moved (the Update marked extendOnly).
+ * What happened, or why nothing could (`notApplied`).
  */
 export async function leaseAtLeast(
   node: string,
@@ -449,11 +461,12 @@ export async function leaseAtLeast(
   log.begin('lease');
   const seconds = request.kind === 'fixed' ? request.seconds : serve.idleTtlS;
   const asked = askedWords(request);
-  const refuse = (why: string, state?: 'expiring' | 'ended') => {
+  const refuse = (why: string, state?: LeaseTermsNotApplied['leaseState']) => {
     const words = `${asked} not applied: ${why}`;
     log.record('lease', words);
     // A lease already expiring (or ended) takes the serve down; any other refusal leaves it up as it was.
-    return { notApplied: { asked: request, why: words, ...(state ? { leaseState: state } : {}), serveStays: state === undefined } };
+    const goesDown = state === 'expiring' || state === 'ended';
+    return { notApplied: { asked: request, why: words, ...(state ? { leaseState: state } : {}), serveStays: !goesDown } };
   };
   if (seconds === undefined) return refuse(`${serve.name} declares no idle_ttl_s, so an idle lease has no time to live`);
   // Not a run's token (a reservation reconciled from a container): a lease could not fence its bring-down to it.
@@ -469,19 +482,21 @@ export async function leaseAtLeast(
   const terms: Terms = { holder, kind: request.kind, seconds };
   let done: { started: true } | { told: LeaseAtLeastAnswer | undefined };
   try {
-    done = await startOrTell(node, serve, terms, (id) => tellAtLeast(id, terms));
+    // The router's idle terms make the lease that runs for `holder` last longer and start none: a
+    // serve its first caller acquired without a lease (`serves up NAME --evict`) stays up until
+    // serves down, whatever the router's requests. Runs from before started one here (their
+    // history has the StartChildWorkflowExecution), or told the one that ran, renewing another run's.
+    done =
+      request.kind === 'idle' && patched(PATCHES.idleTermsOnlyExtend)
+        ? { told: await askLease(workflowId, { ...terms, extendOnly: true }) }
+        : await startOrTell(node, serve, terms, (id) => tellAtLeast(id, terms));
   } catch (err) {
     if (isCancellation(err)) throw err;
     return refuse(`the lease could not be reached (${rootCause(err).message})`);
   }
   if ('told' in done && done.told?.applied === false) {
     const { state, why } = done.told;
-    return refuse(
-      state === 'expiring'
-        ? `${workflowId} is expiring (${why}): its bring-down takes ${serve.name} down as planned, so ${serve.name} will not stay up; ask again once it is down`
-        : `${workflowId} ended as the terms reached it (${why}): ${serve.name} may be down already; ask again`,
-      state,
-    );
+    return refuse(notAppliedWhy(workflowId, serve.name, holder, state, why), state);
   }
   const how = 'started' in done ? 'started' : 'at-least';
   log.record(
@@ -493,16 +508,42 @@ export async function leaseAtLeast(
   return { lease: { workflowId, kind: request.kind, seconds, how } };
 }
 
+/** Why the lease did not take the terms, as the caller is told it. */
+function notAppliedWhy(
+  workflowId: string,
+  serve: string,
+  holder: string,
+  state: Extract<LeaseAtLeastAnswer, { applied: false }>['state'],
+  why: string,
+): string {
+  switch (state) {
+    case 'expiring':
+      return `${workflowId} is expiring (${why}): its bring-down takes ${serve} down as planned, so ${serve} will not stay up; ask again once it is down`;
+    case 'ended':
+      return `${workflowId} ended as the terms reached it (${why}): ${serve} may be down already; ask again`;
+    case 'none':
+      return `no lease runs for ${serve} (${why}), and the router's idle terms start none: ${serve} stays up as its operator left it, until serves down`;
+    case 'not-this-holder':
+      return (
+        `${workflowId} runs for another run (${why}), not for ${holder}, which holds ${serve} now: the router's idle terms move no lease, ` +
+        `and ${serve} stays up as its operator left it, until serves down (that lease's end finds it no longer its own)`
+      );
+  }
+}
+
 /**
  * Asks the running lease to last at least `terms` and what it did. Runs from before the Update
  * signalled, unanswered, and took the terms as applied (the finding this fixes: an expiring lease
  * ignored them while the acquisition said otherwise).
  */
 async function tellAtLeast(workflowId: string, terms: Terms): Promise<LeaseAtLeastAnswer | undefined> {
-  if (patched(PATCHES.leaseAtLeastAnswered)) {
-    // Its own id, made here (deterministic on replay): an activity retried sends the same Update, answered once.
-    return act.leaseAtLeast({ workflowId, terms, updateId: `${workflowInfo().runId}/at-least/${uuid4()}` });
-  }
+  if (patched(PATCHES.leaseAtLeastAnswered)) return askLease(workflowId, terms);
   await getExternalWorkflowHandle(workflowId).signal(leaseAtLeastSignal, terms);
   return undefined;
+}
+
+/** The lease's answer to the terms (leaseAtLeastUpdate, by the leaseAtLeast activity: a workflow cannot send an Update). */
+function askLease(workflowId: string, terms: Terms): Promise<LeaseAtLeastAnswer> {
+  // Its own id, made here (deterministic on replay): an activity retried sends the same Update, answered once.
+  return act.leaseAtLeast({ workflowId, terms, updateId: `${workflowInfo().runId}/at-least/${uuid4()}` });
 }

@@ -200,5 +200,20 @@ export const PATCHES = {
    * test/api-join.test.ts POSTs lease_s for a serve whose lease is expiring.
    */
   leaseAtLeastAnswered: 'lease-at-least-answered',
+  /**
+   * A router's idle terms (its POST without lease_s) that join an acquisition or find its serve up
+   * only make the lease that runs for the serve's holder last longer: the leaseAtLeast activity's
+   * Update alone, its terms marked extendOnly, with no lease started first (none running, the
+   * lease is answered `none`; one held by another run answers `not-this-holder` instead of taking
+   * them as a renewal). So a serve an operator acquired without a lease stays up until serves down.
+   * Before, they started an idle lease on it (a StartChildWorkflowExecution where the activity now
+   * is), or renewed the lease an earlier acquisition left running. Asked only for idle terms in
+   * leaseAtLeast, past its refusals, which no recording has: test/api-join.test.ts joins an
+   * operator's acquisition with the router's POST, POSTs for it once up, and for one re-acquired
+   * while its old lease runs. Runs from before it go on as they were, lease-at-least-answered's
+   * Update (or the signal before it) included. The lease's handler needs no patch: the flag is in
+   * the Update's payload, which no recorded history carries.
+   */
+  idleTermsOnlyExtend: 'idle-terms-only-extend',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

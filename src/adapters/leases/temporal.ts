@@ -15,8 +15,10 @@ export class TemporalLeases implements LeaseControl {
     try {
       return await (signal ? this.client.withAbortSignal(signal, send) : send());
     } catch (err) {
-      // Closed between the acquisition's start of it (already running) and this: its expiry is over.
       if (err instanceof WorkflowNotFoundError || (err instanceof ServiceError && /already completed|not found/i.test(err.message))) {
+        // Terms that only extend are sent without trying to start a lease first: none runs.
+        if (terms.extendOnly === true) return { applied: false, state: 'none', why: `${workflowId} is not running` };
+        // Closed between the acquisition's start of it (already running) and this: its expiry is over.
         return { applied: false, state: 'ended', why: `${workflowId} has closed` };
       }
       // The lease's validator refused the terms: its answer, not a fault to retry.
