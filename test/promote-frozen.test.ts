@@ -7,7 +7,6 @@
 // disk, the temp files beside it, and what the router serves once restarted from that file.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +15,7 @@ import type { RouterTarget } from '../src/adapters/router-deployment/port';
 import { journalPath } from '../src/adapters/router-deployment/port';
 import { followPromotion, startPromotion } from '../src/client/promote';
 import { docker, uniqueNode } from './support/box';
-import { deployTestRouter, healthz, removeTestArtifacts, ROUTER_IMAGE, routerConfig, waitHealthy } from './support/router';
+import { deployTestRouter, healthz, removeTestArtifacts, ROUTER_IMAGE, routerConfig, spawnPromoteWorker, waitHealthy } from './support/router';
 import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { waitUntil } from './support/wait';
@@ -58,15 +57,10 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
   }
 
   function startChild(extra: Record<string, unknown>): Promise<ChildProcess> {
-    const cfg = { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: Object.values(targets), pollIntervalMs: 200, ...extra };
-    const child = spawn(process.execPath, [join(__dirname, 'support', 'promote-worker.js'), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    children.push(child);
-    return new Promise((resolve, reject) => {
-      child.stdout?.on('data', (b: Buffer) => {
-        if (b.toString().includes('ready')) resolve(child);
-      });
-      child.once('exit', (code) => reject(new Error(`promote-worker exited with ${code}`)));
-    });
+    return spawnPromoteWorker(
+      { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: Object.values(targets), pollIntervalMs: 200, ...extra },
+      children,
+    );
   }
 
   const tempFiles = (t: RouterTarget) => readdirSync(join(t.configPath, '..')).filter((n) => n.startsWith('.router.toml.tmp-'));

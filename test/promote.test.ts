@@ -3,7 +3,7 @@
 // Verification windows are 3 s (the router targets' verifyWindowS), polls 200 ms.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -45,6 +45,7 @@ import {
   removeTestArtifacts,
   ROUTER_IMAGE,
   routerConfig,
+  spawnPromoteWorker,
   startPromotionWorker,
   tearDownPromotion,
 } from './support/router';
@@ -686,15 +687,10 @@ describe('router promotion: a worker killed just after the backup, or mid-recrea
   });
 
   function startChild(extra: Record<string, unknown>): Promise<ChildProcess> {
-    const cfg = { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: [t, r], pollIntervalMs: 200, ...extra };
-    const child = spawn(process.execPath, [join(__dirname, 'support', 'promote-worker.js'), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    children.push(child);
-    return new Promise((resolve, reject) => {
-      child.stdout?.on('data', (b: Buffer) => {
-        if (b.toString().includes('ready')) resolve(child);
-      });
-      child.once('exit', (code) => reject(new Error(`promote-worker exited with ${code}`)));
-    });
+    return spawnPromoteWorker(
+      { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: [t, r], pollIntervalMs: 200, ...extra },
+      children,
+    );
   }
 
   test('a replacement worker finishes exactly once: one backup, one write', async () => {

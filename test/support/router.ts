@@ -2,6 +2,8 @@
 // test dockerd with its live config in a host directory bind-mounted read-only at /config, a
 // published port on loopback and a restart policy, as an operator would run the real router.
 import { after, before } from 'node:test';
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -217,4 +219,19 @@ export function promotionBox(prefix: string, names: string[]): PromotionBox {
       return t;
     },
   };
+}
+
+/**
+ * A promotion worker in a process of its own (test/support/promote-worker.ts, configured by `cfg`),
+ * kept in `children` for the suite to stop; resolves once it polls, rejects if it exits first.
+ */
+export function spawnPromoteWorker(cfg: Record<string, unknown>, children: ChildProcess[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [join(__dirname, 'promote-worker.js'), JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    child.stdout?.on('data', (b: Buffer) => {
+      if (b.toString().includes('ready')) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`promote-worker exited with ${code}`)));
+  });
 }
