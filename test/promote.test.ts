@@ -151,6 +151,24 @@ describe('promotion rules (pure)', () => {
     );
   });
 
+  test('an older run whose first line a frozen attempt appends late does not make the running promotion stale', () => {
+    // P0 terminated while its backup (or, with no live file, its write) was frozen before it journaled:
+    // P0 has no line until that attempt wakes during P1. Journal order alone takes P0 for the later run.
+    const p0 = 'promote/n/r/run-0';
+    const p1 = 'promote/n/r/run-1';
+    const lines: StaleAttemptLine[] = [
+      { op: 'backup', run: p1, scheduledAtMs: 2_000 },
+      { op: 'write', run: p1, attempt: 1, scheduledAtMs: 2_100 },
+      { op: 'backup', run: p0, scheduledAtMs: 1_000 },
+    ];
+    assert.equal(staleAttempt(lines, { op: 'write', run: p1, attempt: 1 }), undefined, "P0's late line stopped P1's write");
+    const rolledBack = [...lines, { op: 'restore' as const, run: p1, attempt: 1, scheduledAtMs: 9_000 }];
+    assert.equal(staleAttempt(rolledBack, { op: 'restore', run: p1, attempt: 1 }), undefined, "P0's late line stopped P1's rollback");
+    // And P0's zombie write, waking as well, is the stale one.
+    const zombie = [...lines, { op: 'write' as const, run: p0, attempt: 1, scheduledAtMs: 1_100 }];
+    assert.match(staleAttempt(zombie, { op: 'write', run: p0, attempt: 1 }) ?? '', /a later promotion \(promote\/n\/r\/run-1\)/);
+  });
+
   test("a router's output recorded in history never carries its admin token", async () => {
     const token = 'router-admin-token-0123456789';
     const deployment: Pick<RouterDeployment, 'validate'> = {

@@ -99,6 +99,16 @@ async function completeJournaled(j: Journal, effect: Effect): Promise<boolean> {
 }
 
 /**
+ * A line with when its step was first scheduled (Temporal's clock, the same for every worker):
+ * staleAttempt orders runs by it, since a frozen attempt of an older run may append its run's
+ * first line after a later run's.
+ */
+function withScheduledAt(entry: JournalEntry): JournalEntry {
+  const scheduledAtMs = activityContext()?.info.scheduledTimestampMs;
+  return scheduledAtMs === undefined || entry.scheduledAtMs !== undefined ? entry : { ...entry, scheduledAtMs };
+}
+
+/**
  * The live config's directory and its files, each call confined to it (UnsafeConfigPath: a
  * symbolic link, a path elsewhere, see RouterDeployment) and that refusal made non-retryable.
  */
@@ -112,7 +122,7 @@ export function configFilesOf(d: RouterDeployment, t: RouterTarget) {
       permanentAsFailure(() => d.writeFileAtomic(dir, path, data, mode, beforeRename)),
     list: () => permanentAsFailure(() => d.listDir(dir)),
     remove: (path: string) => permanentAsFailure(() => d.removeFile(dir, path)),
-    journal: (entry: JournalEntry) => permanentAsFailure(() => d.appendJournal(dir, t.configPath, entry)),
+    journal: (entry: JournalEntry) => permanentAsFailure(() => d.appendJournal(dir, t.configPath, withScheduledAt(entry))),
     readJournal: () => permanentAsFailure(() => d.readJournal(dir, t.configPath)),
   };
 }

@@ -121,6 +121,8 @@ export interface JournalLine {
   verifies?: boolean;
   /** On a write or a restore: the activity attempt that made it; absent in lines from before attempts were journaled. */
   attempt?: number;
+  /** When the step that journaled it was scheduled (Temporal's clock); absent in lines from before. */
+  scheduledAtMs?: number;
 }
 
 /** Another promotion run's write that is live and was never verified, and the config before it. */
@@ -168,7 +170,7 @@ export function unverifiedLiveToRefuse(unverified: UnverifiedWrite | undefined, 
 }
 
 /** What staleAttempt reads of a journal line. */
-export type StaleAttemptLine = Pick<JournalLine, 'op' | 'run' | 'attempt'>;
+export type StaleAttemptLine = Pick<JournalLine, 'op' | 'run' | 'attempt' | 'scheduledAtMs'>;
 
 /**
  * Why an attempt to write or restore the live config is stale, from the journal; undefined when
@@ -178,17 +180,25 @@ export type StaleAttemptLine = Pick<JournalLine, 'op' | 'run' | 'attempt'>;
  * what it expected again (a rollback puts the backup back). Stale: a later attempt of this step
  * has journaled, a write whose run has journaled a restore, or any run whose first line comes
  * after this run's first (promotions of a router run one at a time: this one is over). A line of
- * an older run appearing late is that run's stale attempt, and does not make this one stale.
+ * an older run appearing late is that run's stale attempt, and does not make this one stale, even
+ * when it is that run's first (lines carry when their step was scheduled: scheduledAtMs).
  */
 export function staleAttempt(lines: readonly StaleAttemptLine[], self: { op: 'write' | 'restore'; run: string; attempt: number }): string | undefined {
   const later = lines.find((l) => l.run === self.run && l.op === self.op && (l.attempt ?? 0) > self.attempt);
   if (later) return `attempt ${later.attempt ?? '?'} of this ${self.op} took over from attempt ${self.attempt}`;
   if (self.op === 'write' && lines.some((l) => l.run === self.run && l.op === 'restore')) return 'this promotion has since restored its backup';
-  const firstOf = new Map<string, number>();
+  // Each run's first line, and the earliest time a step of it was scheduled: an older run's first
+  // line may come late (terminated while its only attempt that would journal was frozen), so where
+  // both runs' lines say when their steps were scheduled, that orders them, not where lines landed.
+  const firstOf = new Map<string, { at: number; scheduledAtMs?: number }>();
   lines.forEach((l, i) => {
-    if (!firstOf.has(l.run)) firstOf.set(l.run, i);
+    const f = firstOf.get(l.run) ?? { at: i };
+    if (l.scheduledAtMs !== undefined && (f.scheduledAtMs === undefined || l.scheduledAtMs < f.scheduledAtMs)) f.scheduledAtMs = l.scheduledAtMs;
+    firstOf.set(l.run, f);
   });
-  const mine = firstOf.get(self.run) ?? lines.length;
-  const newer = [...firstOf].find(([run, i]) => run !== self.run && i > mine);
+  const mine = firstOf.get(self.run) ?? { at: lines.length };
+  const startsAfter = (o: { at: number; scheduledAtMs?: number }) =>
+    o.scheduledAtMs !== undefined && mine.scheduledAtMs !== undefined ? o.scheduledAtMs > mine.scheduledAtMs : o.at > mine.at;
+  const newer = [...firstOf].find(([run, f]) => run !== self.run && startsAfter(f));
   return newer ? `a later promotion (${newer[0]}) has journaled since` : undefined;
 }

@@ -79,6 +79,8 @@ export interface JournalEntry {
   verifies?: true;
   /** The activity attempt that wrote it (write and restore): a stale attempt is known by it (staleAttempt in src/domain/promotion.ts). */
   attempt?: number;
+  /** When the activity that journaled it was first scheduled (Temporal's clock): orders runs for staleAttempt. */
+  scheduledAtMs?: number;
 }
 
 export interface RouterDeployment {
