@@ -88,9 +88,16 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
     assert.equal(out.details?.rollback?.ok, true, said);
     assert.equal(readFileSync(t.configPath, 'utf8'), v1, 'the rollback restored the backup');
 
-    // The frozen worker goes on; whatever its stale attempt does, it has a few seconds to do it.
+    // The frozen worker goes on: its stale attempt must end, and end failed, before the box is
+    // sampled (a few seconds' sleep would pass as well when, on a loaded host, it has not run yet).
     frozen.kill('SIGCONT');
-    await sleep(4000);
+    const outcomes = `${marker}.outcome`;
+    await waitUntil('the frozen write attempt to end', () => existsSync(outcomes), 60_000, 100);
+    const ended = readFileSync(outcomes, 'utf8').trim().split('\n');
+    console.log(`  the frozen attempt ended: ${ended.join(' | ')}`);
+    assert.equal(ended.length, 1, 'one write on the frozen worker');
+    assert.equal((JSON.parse(ended[0] ?? '{}') as { ok: boolean }).ok, false, `the stale attempt did not fail: ${ended[0]}`);
+    await sleep(500);
     await stop(frozen);
     await stop(second);
 

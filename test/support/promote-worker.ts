@@ -8,9 +8,10 @@
 // hangs at the first rename: the router is down, mid-recreate, when the test kills the process.
 // With `freezeAt: "write-start"` the first promoteWrite, and with `"write-rename"` the first rename
 // of a temp file over the live config, writes markerPath and SIGSTOPs the whole process there (no
-// heartbeat, no poll): a worker frozen mid-write, which the test SIGCONTs when it chooses.
+// heartbeat, no poll): a worker frozen mid-write, which the test SIGCONTs when it chooses; each of
+// its writes' ends is appended to markerPath + ".outcome" ({ ok, result } or { ok, message }).
 // Prints "ready" on stdout once polling; exits when SIGTERM/SIGINT shut the worker down.
-import { writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import Docker from 'dockerode';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
@@ -88,10 +89,21 @@ async function main(): Promise<void> {
     const freeze = freezer(cfg.markerPath);
     if (cfg.freezeAt === 'write-rename') freezingAtLiveRename(cfg.targets, freeze);
     const write = activities['promoteWrite'];
-    if (cfg.freezeAt === 'write-start' && write) {
+    if (cfg.freezeAt && write) {
+      const freezeAt = cfg.freezeAt;
+      // What each write of this worker ended with, one JSON line each, so the test waits for the
+      // frozen attempt's end after SIGCONT instead of hoping a few seconds were enough.
+      const outcome = (line: object) => cfg.markerPath && appendFileSync(`${cfg.markerPath}.outcome`, `${JSON.stringify(line)}\n`);
       activities['promoteWrite'] = async (input: never) => {
-        freeze('promoteWrite before it reads the live file');
-        return write(input);
+        if (freezeAt === 'write-start') freeze('promoteWrite before it reads the live file');
+        try {
+          const r = await write(input);
+          outcome({ ok: true, result: r });
+          return r;
+        } catch (err) {
+          outcome({ ok: false, message: err instanceof Error ? err.message : String(err) });
+          throw err;
+        }
       };
     }
     const name = cfg.hangAfter;
