@@ -96,7 +96,10 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
     const ended = readFileSync(outcomes, 'utf8').trim().split('\n');
     console.log(`  the frozen attempt ended: ${ended.join(' | ')}`);
     assert.equal(ended.length, 1, 'one write on the frozen worker');
-    assert.equal((JSON.parse(ended[0] ?? '{}') as { ok: boolean }).ok, false, `the stale attempt did not fail: ${ended[0]}`);
+    const end = JSON.parse(ended[0] ?? '{}') as { ok: boolean; message?: string };
+    assert.equal(end.ok, false, `the stale attempt did not fail: ${ended[0]}`);
+    // Its message says why (not a bare ENOENT, which reads as a broken config directory).
+    assert.match(end.message ?? '', /stale/, `the stale attempt's message: ${end.message}`);
     await sleep(500);
     await stop(frozen);
     await stop(second);

@@ -359,6 +359,10 @@ export class DockerRouterDeployment implements RouterDeployment {
       await rename(tmp, target);
     } catch (err) {
       await rm(tmp, { force: true });
+      // A bare "ENOENT … rename" in a frozen worker's log reads as a broken config directory.
+      if (beforeRename && errCode(err) === 'ENOENT') {
+        throw new Error(`${target}: not changed: this write's temp file ${tmp} was removed by a later writer of it (this attempt is stale)`, { cause: err });
+      }
       throw err;
     }
     const dh = await open(dir, 'r');
