@@ -634,6 +634,43 @@ describe('gpures CLI, as real processes', () => {
     for (const r of runs) assert.doesNotMatch(r.stderr, /^\s+at /m, `a stack trace: ${show(r)}`);
     await assertNothingStarted(n, ['a']);
   });
+
+  test("the worker at start, from one nvidia-smi reading: a uuid nvidia-smi does not report, a capacity above the card's, nvidia-smi missing; warnings, and it runs", async () => {
+    const n = uniqueNode('cli-gpus');
+    nodes.push(n);
+    const gpus = [GPU, { role: 'other', capacity_mib: 40000, reserve_mib: 0 }];
+    const file = writeManifest(dir, `${n}.toml`, renderManifest(n, gpus, [{ name: 'a', vram_mib: 1000 }]));
+    // renderManifest numbers the uuids by index: the box has the second, at 32607 MiB, and another card.
+    const state = join(dir, `${n}-smi.json`);
+    const card = (index: number, uuid: string) => ({ index, uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: 32607, baseUsedMib: 0 });
+    writeFileSync(state, JSON.stringify({ gpus: [card(0, 'GPU-99999999-0000-0000-0000-000000000000'), card(1, 'GPU-00000000-0000-0000-0000-000000000001')] }));
+    const fake = join(ROOT, 'bin', 'fake-nvidia-smi');
+    const cases: [Record<string, string>, RegExp[]][] = [
+      [
+        { GPURES_NVIDIA_SMI: fake, FAKE_NVIDIA_SMI_STATE: state },
+        [
+          /^worker: warning: gpus\[0\]\.uuid GPU-00000000-0000-0000-0000-000000000000 \(gpu_role 'dark-fast'\) is not a GPU nvidia-smi reports \(GPU-99999999-0000-0000-0000-000000000000, GPU-00000000-0000-0000-0000-000000000001\): an eviction on it fails at its preflight; copy the uuid from `nvidia-smi -L`$/m,
+          /^worker: warning: gpus\[1\]\.capacity_mib 40000 MiB \(gpu_role 'other'\) is more than the 32607 MiB nvidia-smi reports for it: the ledger would admit what the card cannot hold$/m,
+        ],
+      ],
+      [
+        { GPURES_NVIDIA_SMI: join(dir, 'no-nvidia-smi') },
+        [
+          /^worker: warning: nvidia-smi \(\S+no-nvidia-smi, GPURES_NVIDIA_SMI\) cannot be read: .*; until it can, an eviction fails at its preflight and no serve is measured$/m,
+        ],
+      ],
+    ];
+    for (const [smi, expected] of cases) {
+      const w = await startWorkerProcess(['--manifest', file, '--gpus', 'off'], { ...env, ...smi });
+      try {
+        await waitUntil('the warnings', () => expected.every((re) => re.test(w.stderr())), 20_000, 100);
+        assert.match(w.stderr(), /^worker for node /m);
+        assert.equal(w.child.exitCode, null, 'the worker runs on');
+      } finally {
+        await w.stop();
+      }
+    }
+  });
 });
 
 function escapeRegExp(s: string): string {

@@ -20,6 +20,8 @@ import type { RouterAdmin } from '../adapters/router-admin/port';
 import { HttpRouterAdmin } from '../adapters/router-admin/http';
 import { taskQueueFor } from '../shared/messages';
 import { createGpuresWorker, fileManifest } from './worker';
+import { checkGpusAtStart } from './gpu-check';
+import type { GpuSpec } from '../domain/types';
 import { denialsAsInfo } from './log';
 import { WorkerMetrics } from './metrics';
 import { startMetricsServer } from './metrics-server';
@@ -36,6 +38,8 @@ export interface WorkerRunOptions {
   env?: NodeJS.ProcessEnv;
   /** --metrics: overrides GPURES_METRICS_ADDR. */
   metrics?: MetricsAddr | 'off';
+  /** The manifest's GPUs, checked against one nvidia-smi reading once the worker is up (warnings only). */
+  declaredGpus?: readonly GpuSpec[];
 }
 
 /** Router and GPU probe from the environment: secrets stay in the worker, never in history. */
@@ -180,6 +184,12 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       `worker for node '${opts.node}' on ${temporal.address} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
         `manifest ${opts.manifestPath}; ${docker ? `docker ${dockerHost()}; ` : ''}${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
     );
+    // Beside the start, not before it: a slow nvidia-smi does not hold the worker back.
+    if (opts.declaredGpus) {
+      void checkGpusAtStart(adapters.gpu, opts.declaredGpus, workerEnv(env).nvidiaSmi).then((problems) => {
+        for (const p of problems) process.stderr.write(`worker: warning: ${p}\n`);
+      });
+    }
     await worker.run();
   } finally {
     adapters.gpu.close?.();

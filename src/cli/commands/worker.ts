@@ -13,13 +13,15 @@ export async function worker(input: { manifest?: string; gpus: 'auto' | 'on' | '
   // Loaded lazily: the worker pulls in webpack and the native bridge, which other commands never need.
   const { DockerUnreachable, runWorker } = await import('../../worker/main');
   await temporalOrExit(() =>
-    runWorker({ manifestPath: file, node: manifest.node, gpus: input.gpus, ...(metrics !== undefined ? { metrics } : {}) }).catch((err: unknown) => {
-      // The worker's own variables (GPURES_ROUTER_URL, GPURES_NVIDIA_SMI_LOOP_MS, …): one line naming the variable, as any bad input.
-      if (err instanceof EnvError) throw new CliError(err.message, EXIT.badInput);
-      // A dockerd that is down or restarting is waited for and retried, as an unreachable Temporal is; nothing to correct in the input.
-      if (err instanceof DockerUnreachable) throw new CliError(err.message, EXIT.unreachable);
-      throw err;
-    }),
+    runWorker({ manifestPath: file, node: manifest.node, gpus: input.gpus, declaredGpus: manifest.gpus, ...(metrics !== undefined ? { metrics } : {}) }).catch(
+      (err: unknown) => {
+        // The worker's own variables (GPURES_ROUTER_URL, GPURES_NVIDIA_SMI_LOOP_MS, …): one line naming the variable, as any bad input.
+        if (err instanceof EnvError) throw new CliError(err.message, EXIT.badInput);
+        // A dockerd that is down or restarting is waited for and retried, as an unreachable Temporal is; nothing to correct in the input.
+        if (err instanceof DockerUnreachable) throw new CliError(err.message, EXIT.unreachable);
+        throw err;
+      },
+    ),
   );
   return { data: { stopped: true }, text: ['worker stopped'], exitCode: EXIT.ok };
 }
