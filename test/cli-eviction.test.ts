@@ -100,6 +100,11 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     await box.worker.stop();
     const wrong = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], { ...box.workerEnv, GPURES_ROUTER_TOKEN: `${box.routerToken}-not-it` });
     try {
+      // Said at start, once for every tier (the token is the router's, not a tier's), before any operation finds it.
+      const warned =
+        /^worker: warning: router tier state of tier 'fast-local' answered 401: .*\(GPURES_ROUTER_TOKEN in the worker's environment is not the token the router at http:\/\/127\.0\.0\.1:\d+ was started with\); until then the quiesce, drain and guarded readmit of routed serves fail$/m;
+      await waitUntil('the start-up warning', () => warned.test(wrong.stderr()), 20_000, 100);
+      assert.equal(wrong.stderr().match(/^worker: warning: .*answered 401/gm)?.length, 1, wrong.stderr());
       const down = await gpures(['serves', 'down', 'vision', '--manifest', manifest], env);
       assert.equal(down.code, 1, show(down));
       // Before: "Activity task failed [ActivityFailure; …]", the router's answer nowhere.

@@ -21,7 +21,8 @@ import { HttpRouterAdmin } from '../adapters/router-admin/http';
 import { taskQueueFor } from '../shared/messages';
 import { createGpuresWorker, fileManifest } from './worker';
 import { checkGpusAtStart } from './gpu-check';
-import type { GpuSpec } from '../domain/types';
+import { checkRouterAtStart } from './router-check';
+import type { Manifest } from '../domain/types';
 import { denialsAsInfo } from './log';
 import { WorkerMetrics } from './metrics';
 import { startMetricsServer } from './metrics-server';
@@ -38,8 +39,8 @@ export interface WorkerRunOptions {
   env?: NodeJS.ProcessEnv;
   /** --metrics: overrides GPURES_METRICS_ADDR. */
   metrics?: MetricsAddr | 'off';
-  /** The manifest's GPUs, checked against one nvidia-smi reading once the worker is up (warnings only). */
-  declaredGpus?: readonly GpuSpec[];
+  /** The manifest as loaded: its GPUs checked against one nvidia-smi reading, its routed tiers against the router, once the worker is up (warnings only). */
+  declared?: Pick<Manifest, 'gpus' | 'serves'>;
 }
 
 /** Router and GPU probe from the environment: secrets stay in the worker, never in history. */
@@ -184,11 +185,16 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       `worker for node '${opts.node}' on ${temporal.address} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
         `manifest ${opts.manifestPath}; ${docker ? `docker ${dockerHost()}; ` : ''}${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
     );
-    // Beside the start, not before it: a slow nvidia-smi does not hold the worker back.
-    if (opts.declaredGpus) {
-      void checkGpusAtStart(adapters.gpu, opts.declaredGpus, workerEnv(env).nvidiaSmi).then((problems) => {
-        for (const p of problems) process.stderr.write(`worker: warning: ${p}\n`);
-      });
+    // Beside the start, not before it: a slow nvidia-smi or router does not hold the worker back.
+    if (opts.declared) {
+      const { nvidiaSmi, routerUrl } = workerEnv(env);
+      const checks = [checkGpusAtStart(adapters.gpu, opts.declared.gpus, nvidiaSmi)];
+      if (adapters.router && routerUrl) checks.push(checkRouterAtStart(adapters.router, routerUrl, opts.declared.serves));
+      for (const check of checks) {
+        void check.then((problems) => {
+          for (const p of problems) process.stderr.write(`worker: warning: ${p}\n`);
+        });
+      }
     }
     await worker.run();
   } finally {

@@ -13,7 +13,7 @@ export async function worker(input: { manifest?: string; gpus: 'auto' | 'on' | '
   // Loaded lazily: the worker pulls in webpack and the native bridge, which other commands never need.
   const { DockerUnreachable, runWorker } = await import('../../worker/main');
   await temporalOrExit(() =>
-    runWorker({ manifestPath: file, node: manifest.node, gpus: input.gpus, declaredGpus: manifest.gpus, ...(metrics !== undefined ? { metrics } : {}) }).catch(
+    runWorker({ manifestPath: file, node: manifest.node, gpus: input.gpus, declared: manifest, ...(metrics !== undefined ? { metrics } : {}) }).catch(
       (err: unknown) => {
         // The worker's own variables (GPURES_ROUTER_URL, GPURES_NVIDIA_SMI_LOOP_MS, …): one line naming the variable, as any bad input.
         if (err instanceof EnvError) throw new CliError(err.message, EXIT.badInput);
