@@ -6,6 +6,7 @@
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
+import { withTimeout } from './time-bound';
 
 /** How long the start-up reading may take: a stream's first block, or a spawn. */
 export const GPU_CHECK_TIMEOUT_MS = 10_000;
@@ -41,15 +42,10 @@ export function gpuStartProblems(declared: readonly GpuSpec[], reading: { gpus: 
 
 /** Reads the GPUs once, bounded, and words what does not match the manifest. */
 export async function checkGpusAtStart(gpu: GpuProbe, declared: readonly GpuSpec[], binary: string): Promise<string[]> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${GPU_CHECK_TIMEOUT_MS / 1000} s`)), GPU_CHECK_TIMEOUT_MS);
-  });
   try {
-    return gpuStartProblems(declared, { gpus: await Promise.race([gpu.readGpus(), timeout]) }, binary);
+    const gpus = await withTimeout(gpu.readGpus(), GPU_CHECK_TIMEOUT_MS, `no answer within ${GPU_CHECK_TIMEOUT_MS / 1000} s`);
+    return gpuStartProblems(declared, { gpus }, binary);
   } catch (err) {
     return gpuStartProblems(declared, { error: (err as Error).message }, binary);
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -15,6 +15,7 @@ import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
 import type { OperationEnded, OperationSinks } from '../shared/operation-metrics';
 import { singleFlight } from '../shared/single-flight';
+import { withTimeout } from './time-bound';
 
 /** The one read of a ledger metrics need: its snapshot as its worker answers it, starting nothing (LedgerClient.answer). */
 export interface LedgerReader {
@@ -50,13 +51,8 @@ function bounded(name: string, value: number | undefined, fallback: number, max:
   return v;
 }
 
-function withTimeout<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
+/** A read bounded at `ms`, rejecting as `<what>: no answer within <ms> ms`. */
+const boundedRead = <T>(what: string, p: Promise<T>, ms: number): Promise<T> => withTimeout(p, ms, `${what}: no answer within ${ms} ms`);
 
 export class WorkerMetrics {
   readonly registry = new Registry();
@@ -190,9 +186,9 @@ export class WorkerMetrics {
     const parsed = read ? parseManifest(read.text, read.file) : undefined;
     // A manifest that cannot be read or does not parse names no GPU: the gauges keep nothing stale.
     const gpus = parsed?.ok ? parsed.manifest.gpus : [];
-    const devices = s.gpu ? withTimeout('nvidia-smi', s.gpu.readGpus(), this.readTimeoutMs).catch(() => undefined) : Promise.resolve(undefined);
+    const devices = s.gpu ? boundedRead('nvidia-smi', s.gpu.readGpus(), this.readTimeoutMs).catch(() => undefined) : Promise.resolve(undefined);
     const ledgers = await Promise.all(
-      gpus.map((g) => withTimeout(`ledger ${g.role}`, s.ledger.answer(s.node, g.role, this.readTimeoutMs), this.readTimeoutMs + 500).catch(() => undefined)),
+      gpus.map((g) => boundedRead(`ledger ${g.role}`, s.ledger.answer(s.node, g.role, this.readTimeoutMs), this.readTimeoutMs + 500).catch(() => undefined)),
     );
     const readings = await devices;
     for (const g of [this.capacity, this.reserve, this.committed, this.held, this.free, this.used, this.draw, this.ledgerUp, this.reservation]) g.reset();

@@ -6,19 +6,14 @@ import { PermanentError } from '../adapters/errors';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { ServeSpec } from '../domain/types';
 import { Failure } from '../shared/failures';
+import { withTimeout } from './time-bound';
 
 /** How long each tier's read may take at start. */
 export const ROUTER_CHECK_TIMEOUT_MS = 10_000;
 
 const UNTIL = 'until then the quiesce, drain and guarded readmit of routed serves fail';
 
-function within<T>(call: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ROUTER_CHECK_TIMEOUT_MS / 1000} s`)), ROUTER_CHECK_TIMEOUT_MS);
-  });
-  return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
-}
+const within = <T>(call: Promise<T>): Promise<T> => withTimeout(call, ROUTER_CHECK_TIMEOUT_MS, `no answer within ${ROUTER_CHECK_TIMEOUT_MS / 1000} s`);
 
 /** Reads each routed serve's tier once; a wrong token or a silent router is said once, an unknown tier per serve. */
 export async function checkRouterAtStart(router: RouterAdmin, routerUrl: string, serves: readonly ServeSpec[]): Promise<string[]> {
