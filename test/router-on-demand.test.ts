@@ -338,12 +338,7 @@ describe('an on-demand acquisition denied inside a residency window the request 
     await box?.close();
   });
 
-  const chat = (model: string) =>
-    fetch(`${box.router.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${box.clientToken}` },
-      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }] }),
-    });
+  const chat = (model: string) => box.chat(model);
   const runs = async (status?: string) => {
     const found: string[] = [];
     const query = `WorkflowId = '${workflowIds.acquire(box.node, 'big')}'${status ? ` AND ExecutionStatus = '${status}'` : ''}`;

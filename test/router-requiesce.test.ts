@@ -91,12 +91,7 @@ describe("the router's readmit after its acquisition, racing an eviction of the 
     await proxy.close();
   });
 
-  const chat = (delayMs = 0) =>
-    fetch(`${box.router.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${box.clientToken}` },
-      body: JSON.stringify({ model: 's', messages: [{ role: 'user', content: 'hello' }], ...(delayMs ? { sim_delay_ms: delayMs } : {}) }),
-    });
+  const chat = (delayMs = 0) => box.chat('s', delayMs ? { sim_delay_ms: delayMs } : {});
   const tierS = async () => {
     const t = (await box.tiers()).find((x) => x.tier === 's-local');
     assert.ok(t);
@@ -106,11 +101,7 @@ describe("the router's readmit after its acquisition, racing an eviction of the 
 
   test("a failed acquisition gives back only the router's own quiesce: an operator's drain made meanwhile stays", async () => {
     proxy.stall();
-    const held = fetch(`${box.router.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${box.clientToken}` },
-      body: JSON.stringify({ model: 'u', messages: [{ role: 'user', content: 'hello' }] }),
-    });
+    const held = box.chat('u');
     const handle = box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'u'));
     await waitUntil(
       'the router acquiring u',

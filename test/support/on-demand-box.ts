@@ -3,6 +3,7 @@
 // router with GPURES_API_URL/TOKEN's equivalent, so on-demand tiers acquire through the API, and
 // GPURES_ROUTER_CLIENT_TOKEN's (`clientToken`), which every request to them must carry.
 // For the on-demand router tests and bench/router-on-demand.ts.
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,12 +15,12 @@ import { HttpRouterAdmin } from '../../src/adapters/router-admin/http';
 import { buildApi } from '../../src/client/api';
 import type { Manifest } from '../../src/domain/types';
 import { startRouter } from '../../src/router/server';
-import type { RunningRouter } from '../../src/router/server';
 import { FAKE_NVIDIA_SMI, routerConfigFor } from '../../src/sim/box';
 import type { FakeNvidiaSmiState } from '../../src/sim/fake-nvidia-smi';
 import { SimRuntime } from '../../src/sim/runtime';
 import { renderManifest, TEST_IMAGE, uniqueNode, writeManifest } from './box';
 import type { TestGpu, TestServe } from './box';
+import { ROOT } from './cli';
 import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
 import { startTestWorker } from './worker';
@@ -46,6 +47,17 @@ export interface OnDemandBoxOptions {
   heldBytesLimit?: number;
   /** The acquisition API's URL as the router is given it: a test may put something between them (a stalling proxy). */
   routerApiUrl?: (apiUrl: string) => Promise<string>;
+  /**
+   * The router as an operator runs it: `node dist/src/router/main.js` as its own process, its
+   * tokens and the API's URL in its environment (its own poll interval, 500 ms). In process otherwise.
+   */
+  routerProcess?: boolean;
+}
+
+/** The router the box runs: in this process (startRouter) or its own (main.js). */
+export interface BoxRouter {
+  url: string;
+  close(): Promise<void>;
 }
 
 export interface OnDemandBox {
@@ -54,7 +66,7 @@ export interface OnDemandBox {
   /** The manifest's file, for a `gpures` process (--manifest). */
   manifestPath: string;
   temporal: TestTemporal;
-  router: RunningRouter;
+  router: BoxRouter;
   admin: HttpRouterAdmin;
   apiUrl: string;
   apiToken: string;
@@ -63,6 +75,8 @@ export interface OnDemandBox {
   runtime: SimRuntime;
   /** GET /admin/tiers as the router answers it, the queue and acquisition included. */
   tiers(): Promise<AdminTier[]>;
+  /** A chat completion through the router, with the client token; `extra` goes into the body (sim_delay_ms). */
+  chat(model: string, extra?: Record<string, unknown>): Promise<Response>;
   close(): Promise<void>;
 }
 
@@ -111,15 +125,23 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
   writeFileSync(routerConfigPath, stringifyToml(doc));
   const routerToken = `router-token-${randomUUID()}`;
   const clientToken = `client-token-${randomUUID()}`;
-  const router = await startRouter({
-    configPath: routerConfigPath,
-    adminToken: routerToken,
-    port: 0,
-    acquisitions: { url: o.routerApiUrl ? await o.routerApiUrl(apiUrl) : apiUrl, token: apiToken },
-    clientToken,
-    acquisitionPollMs: 200,
-    ...(o.heldBytesLimit !== undefined ? { heldBytesLimit: o.heldBytesLimit } : {}),
-  });
+  const acquisitions = { url: o.routerApiUrl ? await o.routerApiUrl(apiUrl) : apiUrl, token: apiToken };
+  const router: BoxRouter = o.routerProcess
+    ? await startRouterProcess(routerConfigPath, {
+        GPURES_ROUTER_TOKEN: routerToken,
+        GPURES_API_URL: acquisitions.url,
+        GPURES_API_TOKEN: acquisitions.token,
+        GPURES_ROUTER_CLIENT_TOKEN: clientToken,
+      })
+    : await startRouter({
+        configPath: routerConfigPath,
+        adminToken: routerToken,
+        port: 0,
+        acquisitions,
+        clientToken,
+        acquisitionPollMs: 200,
+        ...(o.heldBytesLimit !== undefined ? { heldBytesLimit: o.heldBytesLimit } : {}),
+      });
   const admin = new HttpRouterAdmin({ baseUrl: router.url, token: routerToken });
 
   let worker: TestWorker | undefined;
@@ -146,12 +168,42 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
       const res = await fetch(`${router.url}/admin/tiers`, { headers: { authorization: `Bearer ${routerToken}` } });
       return ((await res.json()) as { tiers: AdminTier[] }).tiers;
     },
+    chat(model, extra = {}) {
+      return fetch(`${router.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${clientToken}` },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], ...extra }),
+      });
+    },
     async close() {
       await router.close();
       await api.close();
       await w.stop();
       for (const c of await runtime.list({})) await runtime.remove(c.name);
       await temporal.close();
+    },
+  };
+}
+
+/** `node dist/src/router/main.js --config FILE --port 0`, its tokens in its environment only: its URL once it listens. */
+async function startRouterProcess(configPath: string, env: Record<string, string>): Promise<BoxRouter> {
+  const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
+  const p = spawn(process.execPath, [main, '--config', configPath, '--port', '0'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => p.on('close', (code) => resolve(code)));
+  let stderr = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    p.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+      const m = /router listening on (http:\/\/\S+)/.exec(stderr);
+      if (m?.[1]) resolve(m[1]);
+    });
+    void exited.then((code) => reject(new Error(`the router process exited ${code}: ${stderr}`)));
+  });
+  return {
+    url,
+    async close() {
+      p.kill('SIGTERM');
+      await exited;
     },
   };
 }
