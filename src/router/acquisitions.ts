@@ -13,7 +13,32 @@ export interface AcquisitionApiOptions {
 
 /** What a GET answers, reduced to what the router acts on. */
 export type AcquisitionStatus =
-  { status: 'running'; step?: string } | { status: 'completed'; outcome?: string } | { status: 'failed'; type?: string; message: string; retryAfterS?: number };
+  | { status: 'running'; step?: string }
+  | {
+      status: 'completed';
+      outcome?: string;
+      /**
+       * The serve is up but will not stay (a lease term answered `serveStays: false`: its lease
+       * was already expiring, its bring-down about to drain and stop it): that term's `why`.
+       */
+      goingDown?: string;
+    }
+  | { status: 'failed'; type?: string; message: string; retryAfterS?: number };
+
+interface CompletedResult {
+  outcome?: unknown;
+  leaseTermsNotApplied?: unknown;
+}
+
+/** The `why` of the first lease term that says the serve will not stay up, if any. */
+function goingDownOf(result: CompletedResult | undefined): string | undefined {
+  const terms = result?.leaseTermsNotApplied;
+  if (!Array.isArray(terms)) return undefined;
+  for (const t of terms as { serveStays?: unknown; why?: unknown }[]) {
+    if (t?.serveStays === false) return typeof t.why === 'string' ? t.why : 'its lease is expiring';
+  }
+  return undefined;
+}
 
 /** The API could not be reached, or answered other than documented. */
 export class AcquisitionApiError extends Error {
@@ -45,7 +70,7 @@ export class AcquisitionApi {
   }
 
   async status(workflowId: string): Promise<AcquisitionStatus> {
-    const body = await this.call<{ status?: unknown; step?: { step?: unknown }; result?: { outcome?: unknown } } & ApiError>(
+    const body = await this.call<{ status?: unknown; step?: { step?: unknown }; result?: CompletedResult } & ApiError>(
       'GET',
       `/v1/acquisitions/${encodeURIComponent(workflowId)}`,
       undefined,
@@ -54,7 +79,14 @@ export class AcquisitionApi {
     if (body.status === 'running' || body.status === 'paused') {
       return { status: 'running', ...(typeof body.step?.step === 'string' ? { step: body.step.step } : {}) };
     }
-    if (body.status === 'completed') return { status: 'completed', ...(typeof body.result?.outcome === 'string' ? { outcome: body.result.outcome } : {}) };
+    if (body.status === 'completed') {
+      const goingDown = goingDownOf(body.result);
+      return {
+        status: 'completed',
+        ...(typeof body.result?.outcome === 'string' ? { outcome: body.result.outcome } : {}),
+        ...(goingDown !== undefined ? { goingDown } : {}),
+      };
+    }
     const e = body.error ?? {};
     const retryAfterS = e.retry_after_s;
     return {

@@ -60,6 +60,12 @@ interface Acquisition {
   quiescesAtPost: number;
   /** Denied until a victim's residency window ends: the next acquisition then, and the denial meanwhile. */
   windowWait?: Refusal & { windowEndsAtEpochMs: number };
+  /**
+   * The last acquisition found the serve up but going down (its lease already expiring: the
+   * lease's bring-down drains and stops it): why, as the acquisition said it. The router waits for
+   * it to be down and acquires it again, rather than releasing the queue onto it.
+   */
+  goingDown?: string;
   /** Resolves when the tier turns active. */
   readmitted: Promise<void>;
   wake: () => void;
@@ -96,7 +102,13 @@ export const DEFAULT_HELD_BYTES = 256 * 1024 * 1024;
 /** What the admin API shows of a tier's queue. */
 export interface DemandState {
   queued: number;
-  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number; residencyWindowEndsAtEpochMs?: number } | null;
+  acquisition: {
+    workflowId: string | null;
+    step: string | null;
+    startedAtEpochMs: number;
+    residencyWindowEndsAtEpochMs?: number;
+    serveGoingDown?: string;
+  } | null;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
@@ -123,6 +135,15 @@ function denialNow(denial: Refusal, waitTimeoutS: number, lastAcquisitionMs: num
     message: `${refusal.message}; this tier holds a request at most ${waitTimeoutS} s (wait_timeout_s), less than the ${leftS} s left of that window${took}`,
     retryAfterS: leftS,
   };
+}
+
+/** The first wait before acquiring again a serve that was going down; doubled each time, up to GOING_DOWN_RECHECK_MAX_MS. */
+export const GOING_DOWN_RECHECK_MS = 1_000;
+export const GOING_DOWN_RECHECK_MAX_MS = 5_000;
+
+/** An acquisition that found the serve up under a lease already expiring: it is not to be routed to. */
+interface GoingDown {
+  goingDown: string;
 }
 
 /** How long a running acquisition's status may go unanswered before the router stops following it. */
@@ -191,6 +212,7 @@ export class OnDemand {
             step: a.step ?? null,
             startedAtEpochMs: a.startedAtEpochMs,
             ...(a.windowWait ? { residencyWindowEndsAtEpochMs: a.windowWait.windowEndsAtEpochMs } : {}),
+            ...(a.goingDown ? { serveGoingDown: a.goingDown } : {}),
           }
         : null,
     };
@@ -244,6 +266,7 @@ export class OnDemand {
       };
       const timer = setTimeout(() => {
         const ref = this.ref(d);
+        const goingDown = d.acquisition?.goingDown;
         waiter.settle({
           ok: false,
           refusal: {
@@ -251,7 +274,11 @@ export class OnDemand {
             reason: 'wait_timeout',
             message:
               `tier '${tier.name}' was not back within its wait_timeout_s of ${policy.waitTimeoutS} s` +
-              (ref ? `; acquisition ${ref.workflowId} is still under way${ref.step ? ` (last step: ${ref.step})` : ''}` : ''),
+              (goingDown
+                ? `; serve '${policy.serve}' was up but going down (${goingDown}): the router waits for it to be down to acquire it again`
+                : ref
+                  ? `; acquisition ${ref.workflowId} is still under way${ref.step ? ` (last step: ${ref.step})` : ''}`
+                  : ''),
             retryAfterS: this.config.retryAfterS,
             ...(ref ? { acquisition: ref } : {}),
           },
@@ -274,13 +301,24 @@ export class OnDemand {
     d.cooldown = undefined;
     let refusal: Refusal | undefined;
     let cool = true;
-    for (;;) {
+    for (let downChecks = 0; ;) {
       const startedAt = Date.now();
+      let end: Refusal | GoingDown | undefined;
       try {
-        refusal = await this.acquire(tier, d, a);
+        end = await this.acquire(tier, d, a);
       } catch (err) {
-        refusal = this.refusal(tier, d, 'acquisition_unavailable', `acquiring tier '${tier.name}' failed in the router: ${errText(err)}`);
+        end = this.refusal(tier, d, 'acquisition_unavailable', `acquiring tier '${tier.name}' failed in the router: ${errText(err)}`);
       }
+      if (end && 'goingDown' in end) {
+        const after = await this.waitOutGoingDown(tier, d, a, end.goingDown, downChecks++);
+        if (after === 'acquire') continue;
+        // Readmitted meanwhile (a cancelled bring-down gives the tier back), or nobody left to acquire for.
+        refusal = after === 'readmitted' ? undefined : this.refusal(tier, d, 'quiesced', `serve '${tier.onDemand?.serve}' went down: ${end.goingDown}`);
+        cool = false;
+        break;
+      }
+      a.goingDown = undefined;
+      refusal = end;
       if (!refusal) {
         d.lastAcquisitionMs = Date.now() - startedAt;
         break;
@@ -331,11 +369,30 @@ export class OnDemand {
     a.windowWait = { ...refusal, windowEndsAtEpochMs: endsAt };
     a.workflowId = undefined;
     a.step = undefined;
+    const after = await this.pause(tier, d, a, endsAt - Date.now());
+    a.windowWait = undefined;
+    return after;
+  }
+
+  /**
+   * The serve is up but its lease was already expiring when the acquisition found it: the lease's
+   * bring-down is about to quiesce, drain and stop it. Released onto it, the held requests would
+   * hold up that drain, or be cut off by its stop, and the next ones would meet the bring-down
+   * (ServeBusy). So the tier stays quiesced and the queue held while the bring-down runs; the
+   * router asks again (1 s, then twice as long each time, up to 5 s) until an acquisition starts
+   * the serve afresh, under a lease of its own. Each request's wait_timeout_s still bounds it.
+   */
+  private async waitOutGoingDown(tier: RouterTier, d: TierDemand, a: Acquisition, why: string, checks: number): Promise<'acquire' | 'readmitted' | 'passed'> {
+    a.goingDown = why;
+    return this.pause(tier, d, a, Math.min(GOING_DOWN_RECHECK_MS * 2 ** checks, GOING_DOWN_RECHECK_MAX_MS));
+  }
+
+  /** Waits `ms` for the next acquisition, or less if the tier turns active: `passed` if nobody is held by then. */
+  private async pause(tier: RouterTier, d: TierDemand, a: Acquisition, ms: number): Promise<'acquire' | 'readmitted' | 'passed'> {
     // Each wait is on a readmit of its own: one seen earlier (the tier active, then quiesced again)
     // would end it at once, and the next acquisition's polls with it.
     const freshReadmit = () => (a.readmitted = new Promise<void>((r) => (a.wake = r)));
-    await Promise.race([freshReadmit(), sleep(endsAt - Date.now())]);
-    a.windowWait = undefined;
+    await Promise.race([freshReadmit(), sleep(ms)]);
     if (this.table.runtimeOf(tier.name).mode === 'active') return 'readmitted';
     if (d.queue.size === 0) return 'passed';
     void freshReadmit();
@@ -347,8 +404,8 @@ export class OnDemand {
     return { tier: tier.name, reason, message, retryAfterS: retryAfterS ?? this.config.retryAfterS, ...(ref ? { acquisition: ref } : {}) };
   }
 
-  /** Undefined once the tier is active; the refusal otherwise. */
-  private async acquire(tier: RouterTier, d: TierDemand, a: Acquisition): Promise<Refusal | undefined> {
+  /** Undefined once the tier is active; the serve going down under its lease; the refusal otherwise. */
+  private async acquire(tier: RouterTier, d: TierDemand, a: Acquisition): Promise<Refusal | GoingDown | undefined> {
     const policy = tier.onDemand;
     const api = this.api;
     if (!policy || !api) throw new Error(`tier '${tier.name}' is not on demand`);
@@ -398,6 +455,8 @@ export class OnDemand {
         continue;
       }
       if (st.status === 'failed') {
+        // Going down, then taken by the lease's bring-down: busy until it has released the serve.
+        if (a.goingDown !== undefined && st.type === 'ServeBusy') return { goingDown: st.message };
         const denied = st.type === 'AdmissionDenied';
         const retryAfterS = st.retryAfterS !== undefined ? Math.max(1, Math.ceil(st.retryAfterS)) : undefined;
         const refusal = this.refusal(
@@ -416,6 +475,8 @@ export class OnDemand {
       // decided after this acquisition's (the acquisition may have readmitted the tier itself
       // before it), which drains and stops the serve behind it.
       if (mode() === 'active') return undefined;
+      // Up, but its lease's bring-down is about to drain and stop it: not a serve to route to.
+      if (st.goingDown !== undefined) return { goingDown: st.goingDown };
       const outcome = await this.changes.run(async () => {
         const since = this.table.runtimeOf(tier.name).quiesces - a.quiescesAtPost;
         if (since > 0) return { ok: false as const, quiescedSince: since };

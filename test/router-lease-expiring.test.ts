@@ -1,0 +1,231 @@
+// The router's acquisition for held requests, racing the serve's own lease expiry. The serve is up
+// under a lease that has already begun to expire: its bring-down is about to quiesce, drain and
+// stop it. The router's POST then completes `already-running`, and only the result's
+// leaseTermsNotApplied (`serveStays: false`) says the serve will not stay. Read as "ready", the
+// held requests went to the serve the bring-down then stopped, and the next ones met the
+// bring-down. Chosen behaviour (docs/on-demand.md, step 3): the tier stays quiesced and the queue
+// held while the bring-down runs; the router acquires again once the serve is down, and releases
+// the queue onto the serve started afresh. A real router process (main.js), the acquisition API,
+// a worker on a real dev server, sim serves; the box is sampled: the containers running and the
+// router's tier state, over time, and which container answered the held request.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { leaseQuery, workflowIds } from '../src/shared/messages';
+import type { AcquireResult, LeaseResult } from '../src/shared/operations';
+import type { TestServe } from './support/box';
+import { startOnDemandBox } from './support/on-demand-box';
+import type { OnDemandBox } from './support/on-demand-box';
+import { sleep, waitUntil } from './support/wait';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+// Declares an idle ttl: the router's POST carries its idle terms, and so hears what the lease answers them.
+// f's tier holds a request 3 s only: its lease's bring-down outlasts that.
+const SERVES: TestServe[] = [
+  { name: 'e', vram_mib: 4096, class: 'on-demand', router_tier: 'e-local', idle_ttl_s: 600 },
+  { name: 'f', vram_mib: 4096, class: 'on-demand', router_tier: 'f-local', idle_ttl_s: 600 },
+];
+
+interface Sample {
+  atMs: number;
+  containers: string;
+  tier: string;
+}
+
+/** The box every 100 ms: containers (name, id, running) and the router's tier, kept when they change. */
+class BoxSampler {
+  readonly samples: Sample[] = [];
+  private stopped = false;
+  private done: Promise<void> | undefined;
+
+  constructor(
+    private readonly box: OnDemandBox,
+    private readonly t0: number,
+    private readonly tier: string,
+  ) {}
+
+  start(): void {
+    this.done = (async () => {
+      while (!this.stopped) {
+        const containers = (await this.box.runtime.list({}))
+          .map((c) => `${c.name.replace(/^.*-/, '')}:${c.id.slice(0, 8)}:${c.running ? 'running' : 'exited'}`)
+          .join(' ');
+        const t = (await this.box.tiers()).find((x) => x.tier === this.tier);
+        const tier = `${t?.state} queued ${t?.queued}`;
+        const last = this.samples[this.samples.length - 1];
+        if (!last || last.containers !== containers || last.tier !== tier) this.samples.push({ atMs: Date.now() - this.t0, containers, tier });
+        await sleep(100);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.done;
+  }
+
+  /** When `id` was first sampled not running (relative to t0). */
+  stoppedAt(id: string): number | undefined {
+    return this.samples.find((s) => s.containers.includes(`:${id.slice(0, 8)}:exited`) || !s.containers.includes(`:${id.slice(0, 8)}:`))?.atMs;
+  }
+
+  print(): void {
+    for (const s of this.samples)
+      console.log(`    +${String(s.atMs).padStart(6)} ms  ${this.tier} ${s.tier.padEnd(20)} containers: ${s.containers || '(none)'}`);
+  }
+}
+
+describe("the router's held requests, racing the serve's lease expiry", () => {
+  let box: OnDemandBox;
+
+  before(async () => {
+    box = await startOnDemandBox({
+      prefix: 'router-lx',
+      gpu: GPU,
+      serves: SERVES,
+      retryAfterS: 1,
+      onDemand: [
+        { tier: 'e-local', serve: 'e', wait_timeout_s: 120 },
+        { tier: 'f-local', serve: 'f', wait_timeout_s: 3 },
+      ],
+      routerProcess: true,
+    });
+  });
+  after(async () => {
+    await box?.close();
+  });
+
+  const chat = (model: string) => box.chat(model);
+  const containerOf = async (serve: string) => (await box.runtime.list({})).find((c) => c.name.endsWith(`-${serve}`) && c.running);
+
+  /**
+   * `serve` up under a 2 s lease that is expiring, its bring-down not yet begun, and its tier
+   * quiesced by the operator: a request to it is now held, and the router acquires the serve.
+   */
+  const expiringWhileQuiesced = async (serve: string) => {
+    // A serves down under the CLI's id that nothing works on (another task queue): at its expiry
+    // the lease finds it under way and waits it out, expiring, while the serve still runs, held by
+    // its acquisition: the window between a lease's expiry and its bring-down taking the serve, held open.
+    const stuck = await box.temporal.client.workflow.start('bringDownWorkflow', {
+      taskQueue: `${box.node}-nobody`,
+      workflowId: workflowIds.bringDown(box.node, serve),
+      args: [{ serve }],
+    });
+    // The operator's acquisition with a 2 s lease.
+    const res = await fetch(`${box.apiUrl}/v1/acquisitions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${box.apiToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ serve, lease_s: 2 }),
+    });
+    const posted = (await res.json()) as { workflow_id: string; run_id: string };
+    const acquired = (await box.temporal.client.workflow.getHandle(posted.workflow_id, posted.run_id).result()) as AcquireResult;
+    assert.equal(acquired.outcome, 'started', acquired.message);
+    const first = await containerOf(serve);
+    assert.ok(first, `${serve} runs`);
+    const lease = box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, serve));
+    await waitUntil(`the lease of ${serve} expiring`, async () => (await lease.query(leaseQuery)).state === 'expiring', 30_000, 100);
+    await box.admin.quiesce(`${serve}-local`);
+    return { stuck, posted, first, lease };
+  };
+
+  test("a request held while e's lease expires is answered by e started afresh, not by the e its lease's bring-down stops", async () => {
+    const { stuck, posted, first, lease } = await expiringWhileQuiesced('e');
+    const t0 = Date.now();
+    const sampler = new BoxSampler(box, t0, 'e-local');
+    sampler.start();
+    const held = chat('e');
+    const acquisition = box.temporal.client.workflow.getHandle(posted.workflow_id);
+    let routers: AcquireResult | undefined;
+    await waitUntil(
+      "the router's acquisition of e completed",
+      async () => {
+        const d = await acquisition.describe();
+        if (d.runId === posted.run_id || d.status.name !== 'COMPLETED') return false;
+        routers = (await box.temporal.client.workflow.getHandle(posted.workflow_id, d.runId).result()) as AcquireResult;
+        return true;
+      },
+      30_000,
+      50,
+    );
+    const completedAt = Date.now() - t0;
+    // Long enough for the router to hear it (it polls every 500 ms) and act on it.
+    await sleep(2000);
+    const tierBeforeDown = (await box.tiers()).find((t) => t.tier === 'e-local');
+    // Now the lease's bring-down goes ahead: it quiesces e-local, drains and stops e.
+    await stuck.terminate('test over: the lease takes e down');
+    const downAt = Date.now() - t0;
+
+    const heldRes = await held;
+    const heldAt = Date.now() - t0;
+    const heldBody = (await heldRes.json()) as { sim_answered_at_ms?: number; error?: { code: string; message: string } };
+    const ended = (await lease.result()) as LeaseResult;
+    const next = await chat('e');
+    const nextBody = (await next.json()) as { sim_answered_at_ms?: number; error?: { code: string } };
+    await sleep(300);
+    await sampler.stop();
+    const now = await containerOf('e');
+    const answeredAt = heldBody.sim_answered_at_ms !== undefined ? heldBody.sim_answered_at_ms - t0 : undefined;
+    const firstStoppedAt = sampler.stoppedAt(first.id);
+
+    console.log(`  router's acquisition (+${completedAt} ms): ${routers?.outcome}; leaseTermsNotApplied ${JSON.stringify(routers?.leaseTermsNotApplied)}`);
+    console.log(`  e-local 2 s later, before the lease's bring-down goes ahead (+${downAt} ms): ${tierBeforeDown?.state}, queued ${tierBeforeDown?.queued}`);
+    console.log(
+      `  held request: ${heldRes.status} at +${heldAt} ms, ${heldBody.error ? `${heldBody.error.code}: ${heldBody.error.message}` : `answered by e at +${answeredAt} ms (tier ${heldRes.headers.get('x-gpures-tier')})`}`,
+    );
+    console.log(`  e's first container ${first.id.slice(0, 8)} stopped by +${firstStoppedAt} ms; e now ${now ? now.id.slice(0, 8) : 'down'}`);
+    console.log(`  lease/${box.node}/e: ${ended.outcome}: ${ended.message}`);
+    console.log(`  next request: ${next.status}${nextBody.error ? ` ${nextBody.error.code}` : ''}`);
+    console.log('  the box, sampled:');
+    sampler.print();
+
+    assert.equal(routers?.outcome, 'already-running');
+    assert.deepEqual(
+      routers?.leaseTermsNotApplied?.map((t) => [t.leaseState, t.serveStays]),
+      [['expiring', false]],
+    );
+    assert.equal(ended.outcome, 'expired', "the lease's bring-down took e down, as its answer said");
+    assert.ok(firstStoppedAt !== undefined, `e's first container was stopped`);
+    assert.equal(heldRes.status, 200, JSON.stringify(heldBody));
+    assert.ok(
+      answeredAt !== undefined && answeredAt > firstStoppedAt,
+      `the held request was answered at +${answeredAt} ms by e's container ${first.id.slice(0, 8)}, which the lease's bring-down stopped by +${firstStoppedAt} ms`,
+    );
+    assert.equal(tierBeforeDown?.state, 'quiesced', 'the router readmitted e-local onto the e its expiring lease was taking down');
+    assert.ok(now && now.id !== first.id, 'e runs afresh, in a container of its own');
+    assert.equal(next.status, 200, 'the next request is answered by e as it now runs');
+    assert.ok((nextBody.sim_answered_at_ms ?? 0) - t0 > firstStoppedAt);
+    assert.equal((await containerOf('e'))?.id, now.id, 'no other acquisition since');
+  });
+
+  test("a request held while f's lease expires, whose wait_timeout_s ends first: 503 wait_timeout saying f is going down, never answered by that f", async () => {
+    const { stuck, first, lease } = await expiringWhileQuiesced('f');
+    const t0 = Date.now();
+    const sampler = new BoxSampler(box, t0, 'f-local');
+    sampler.start();
+    const res = await chat('f');
+    const at = Date.now() - t0;
+    const body = (await res.json()) as { error?: { code: string; message: string } };
+    const f = (await box.tiers()).find((t) => t.tier === 'f-local');
+    const stillRunning = (await containerOf('f'))?.id === first.id;
+    await stuck.terminate('test over: the lease takes f down');
+    const ended = (await lease.result()) as LeaseResult;
+    // Nobody is held any more: the router stops asking once f is down, and starts nothing.
+    await waitUntil("the router's acquisition of f over", async () => (await box.tiers()).find((t) => t.tier === 'f-local')?.acquisition === null, 30_000, 100);
+    await sleep(1500);
+    await sampler.stop();
+    console.log(`  held request: ${res.status} at +${at} ms, Retry-After ${res.headers.get('retry-after')}: ${body.error?.code}: ${body.error?.message}`);
+    console.log(`  then f-local ${f?.state}, its first container still running: ${stillRunning}; lease/${box.node}/f: ${ended.outcome}`);
+    console.log('  the box, sampled:');
+    sampler.print();
+    assert.equal(res.status, 503, `the held request was answered ${res.status} by the f its lease was taking down`);
+    assert.equal(res.headers.get('retry-after'), '1');
+    assert.equal(body.error?.code, 'wait_timeout');
+    assert.match(
+      body.error?.message ?? '',
+      /serve 'f' was up but going down \(idle lease not applied: .* is expiring .*\): the router waits for it to be down/,
+    );
+    assert.equal(f?.state, 'quiesced');
+    assert.ok(stillRunning, 'f was still up when the request was refused');
+    assert.equal(ended.outcome, 'expired');
+    assert.equal(await containerOf('f'), undefined, 'f is down, and nobody held asked for it again');
+  });
+});
