@@ -334,17 +334,33 @@ describe('reference router', () => {
     assert.equal(f.body.message, 'asked to fail with 400');
   });
 
-  test('unknown preset -> 404 naming the known presets; unreachable backend -> 502 naming tier and backend', async () => {
+  test('unknown preset -> 404 naming the known presets; unreachable backend -> 502 naming tier and backend; each with its code', async () => {
     const u = await chat(router.url, 'no-such-preset');
     assert.equal(u.status, 404);
-    const err = u.body.error as { message: string; presets: string[] };
+    const err = u.body.error as { message: string; type: string; code: string; presets: string[] };
     assert.match(err.message, /unknown model 'no-such-preset'/);
+    assert.deepEqual([err.type, err.code], ['model_not_found', 'model_not_found']);
     assert.deepEqual(err.presets, ['chat', 'embeddings', 'plain', 'vision', 'dead']);
+    const missing = await post(router.url, '/v1/chat/completions', { messages: [] });
+    assert.equal(missing.status, 400);
+    assert.deepEqual(missing.body.error, {
+      message: 'missing "model"; known presets: chat, embeddings, plain, vision, dead',
+      type: 'model_not_found',
+      code: 'missing_model',
+      presets: ['chat', 'embeddings', 'plain', 'vision', 'dead'],
+    });
+    const notObject = await post(router.url, '/v1/chat/completions', ['chat']);
+    assert.equal(notObject.status, 400);
+    assert.deepEqual(notObject.body.error, {
+      message: 'request body must be a JSON object with a "model" field',
+      type: 'invalid_request',
+      code: 'invalid_body',
+    });
 
     const d = await chat(router.url, 'dead');
     assert.equal(d.status, 502);
-    const derr = d.body.error as { message: string; type: string; tier: string; backend: string };
-    assert.equal(derr.type, 'backend_unreachable');
+    const derr = d.body.error as { message: string; type: string; code: string; tier: string; backend: string };
+    assert.deepEqual([derr.type, derr.code], ['backend_unreachable', 'backend_unreachable']);
     assert.equal(derr.tier, 'dead-local');
     assert.match(derr.message, /dead-local/);
     assert.ok(derr.message.includes(derr.backend));
@@ -474,8 +490,18 @@ describe('reference router', () => {
   test('admin without or with a wrong token -> 401, and nothing changes', async () => {
     const noToken = await fetch(`${router.url}/admin/tiers/vision-local/quiesce`, { method: 'POST' });
     assert.equal(noToken.status, 401);
-    const body = (await noToken.json()) as { error: { type: string; message: string } };
-    assert.equal(body.error.type, 'unauthorized');
+    const body = (await noToken.json()) as { error: { type: string; code: string; message: string } };
+    assert.deepEqual([body.error.type, body.error.code], ['unauthorized', 'unauthorized']);
+    const unknown = await fetch(`${router.url}/admin/tiers/nope`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(unknown.status, 404);
+    assert.deepEqual(await unknown.json(), {
+      error: {
+        message: "unknown tier 'nope' (known tiers: chat-local, plain-local, vision-local, dead-local)",
+        type: 'unknown_tier',
+        code: 'unknown_tier',
+        tier: 'nope',
+      },
+    });
 
     const wrong = new HttpRouterAdmin({ baseUrl: router.url, token: `${TOKEN}x` });
     await expectPermanent(wrong.quiesce('vision-local'), 'RouterAuthFailed');
@@ -608,8 +634,8 @@ describe('reference router', () => {
     assert.match(err.message, /ghost/);
     const raw = await fetch(`${router.url}/admin/reload`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(raw.status, 400);
-    const body = (await raw.json()) as { error: { type: string; errors: string[]; mapping_version: string } };
-    assert.equal(body.error.type, 'invalid_config');
+    const body = (await raw.json()) as { error: { type: string; code: string; errors: string[]; mapping_version: string } };
+    assert.deepEqual([body.error.type, body.error.code], ['invalid_config', 'invalid_config']);
     assert.equal(body.error.mapping_version, 'test.v2');
     assert.ok(
       body.error.errors.some((e) => e.includes('presets[4].tier') && e.includes("unknown tier 'ghost'")),

@@ -35,12 +35,13 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
       void reply
         .code(401)
         .header('www-authenticate', 'Bearer realm="gpures-router-admin"')
-        .send(errorBody('admin API requires Authorization: Bearer <token>; missing or wrong token', 'unauthorized'));
+        .send(errorBody('admin API requires Authorization: Bearer <token>; missing or wrong token', 'unauthorized', { code: 'unauthorized' }));
     });
 
     const unknownTier = (reply: FastifyReply, name: string) =>
       reply.code(404).send(
         errorBody(`unknown tier '${name}' (known tiers: ${table.config.tiers.map((t) => t.name).join(', ')})`, 'unknown_tier', {
+          code: 'unknown_tier',
           tier: name,
         }),
       );
@@ -81,6 +82,7 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
           const running = table.config.mappingVersion;
           return reply.code(400).send(
             errorBody(`config ${opts.configPath} is invalid; the running mapping '${running}' stays`, 'invalid_config', {
+              code: 'invalid_config',
               errors: err.issues.map(formatIssue),
               issues: err.issues,
               mapping_version: running,
@@ -95,6 +97,7 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
               `config ${opts.configPath} has on-demand tiers this router cannot run (no acquisition API or no client token); the running mapping '${running}' stays`,
               'invalid_config',
               {
+                code: 'invalid_config',
                 errors: missing.map(formatIssue),
                 issues: missing,
                 mapping_version: running,

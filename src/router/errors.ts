@@ -1,6 +1,11 @@
-// The router's error answers: OpenAI's `{ error: { message, type, … } }` shape on every route.
+// The router's error answers: OpenAI's `{ error: { message, type, code, … } }` shape on every route.
 
-export function errorBody(message: string, type: string, extra: Record<string, unknown> = {}) {
+/**
+ * Every error carries a `code`, as OpenAI's do: clients branch on error.code (openai-python's
+ * `e.code`), and an answer without one (the 404 for an unknown model, the 502 of an unreachable
+ * backend once had none) left them only the message to parse.
+ */
+export function errorBody(message: string, type: string, extra: { code: string } & Record<string, unknown>) {
   return { error: { message, type, ...extra } };
 }
 

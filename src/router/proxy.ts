@@ -144,7 +144,7 @@ async function proxy(
 ): Promise<FastifyReply> {
   const body = req.body;
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    return reply.code(400).send(errorBody('request body must be a JSON object with a "model" field', 'invalid_request'));
+    return reply.code(400).send(errorBody('request body must be a JSON object with a "model" field', 'invalid_request', { code: 'invalid_body' }));
   }
   const model = (body as Record<string, unknown>).model;
   const cfg = table.config;
@@ -152,7 +152,9 @@ async function proxy(
   if (!preset) {
     const presets = cfg.presets.map((p) => p.name);
     const what = typeof model === 'string' ? `unknown model '${model}'` : 'missing "model"';
-    return reply.code(typeof model === 'string' ? 404 : 400).send(errorBody(`${what}; known presets: ${presets.join(', ')}`, 'model_not_found', { presets }));
+    // OpenAI's own code for a model it does not serve, so clients that branch on it recognise ours.
+    const [status, code] = typeof model === 'string' ? [404, 'model_not_found'] : [400, 'missing_model'];
+    return reply.code(status).send(errorBody(`${what}; known presets: ${presets.join(', ')}`, 'model_not_found', { code, presets }));
   }
   const tier = findTier(cfg, preset.tier);
   if (!tier) throw new Error(`preset '${preset.name}' names missing tier '${preset.tier}'`); // a validated config rules this out
@@ -210,6 +212,7 @@ async function proxy(
         continue;
       }
       const e = errorBody(`tier '${tier.name}' backend ${tier.backend} is unreachable: ${errText(err)}`, 'backend_unreachable', {
+        code: 'backend_unreachable',
         tier: tier.name,
         backend: tier.backend,
       });
@@ -260,7 +263,7 @@ async function relayIntoStream(upstream: IncomingMessage, reply: FastifyReply): 
   }
   const error = (body as { error?: unknown } | undefined)?.error
     ? body
-    : errorBody(`backend answered ${upstream.statusCode ?? 0}: ${text.slice(0, 500)}`, 'backend_error');
+    : errorBody(`backend answered ${upstream.statusCode ?? 0}: ${text.slice(0, 500)}`, 'backend_error', { code: 'backend_error' });
   reply.raw.end(sseError(error));
 }
 
