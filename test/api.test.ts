@@ -154,6 +154,43 @@ describe('acquisition API without Temporal', () => {
     }
   });
 
+  test("a request on a kept-alive connection while the API closes: 503 with Retry-After in the API's shape, the connection closed", async () => {
+    const closing = buildApi({ client, manifest: parsed.manifest, manifestFile: file, token: TOKEN });
+    const url = await closing.listen({ host: '127.0.0.1', port: 0 });
+    const conn = await rawConnection(url);
+    let closed: Promise<void> | undefined;
+    try {
+      // A request under way when the close begins (its body still to come), so its connection is not idle and stays open.
+      const body = '{"serve": "comfyui"}';
+      conn.write(
+        `POST /v1/acquisitions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      closed = closing.close();
+      conn.write(body);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.match(conn.received(), /^HTTP\/1\.1 404 /, 'the request under way is answered');
+      conn.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+      assert.ok((await conn.closed(5000)) !== undefined, 'the connection still open after the answer while closing');
+      const text = conn.received();
+      const second = text.slice(text.lastIndexOf('HTTP/1.1 '));
+      assert.match(second, /^HTTP\/1\.1 503 /, text);
+      assert.match(second, /\r\nretry-after: 5\r\n/i);
+      assert.match(second, /\r\nconnection: close\r\n/i);
+      assert.deepEqual(JSON.parse(second.slice(second.indexOf('\r\n\r\n') + 4)), {
+        error: {
+          type: 'shutting_down',
+          code: 'shutting_down',
+          message: 'the acquisition API is shutting down; send the request again once it is back',
+          retry_after_s: 5,
+        },
+      });
+    } finally {
+      conn.destroy();
+      await (closed ?? closing.close());
+    }
+  });
+
   test(`a token shorter than ${MIN_API_TOKEN_CHARS} characters is refused, naming the minimum`, () => {
     const client2 = new Client();
     try {

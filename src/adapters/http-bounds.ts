@@ -10,7 +10,8 @@
 // connectionTimeout) would not, and stays 0.
 //
 // What Node and fastify answer themselves, before any route's handler (a request past its bound, a
-// header block too large, a request that is not HTTP), is answered here in OpenAI's error shape,
+// header block too large, a request that is not HTTP, a request while the server closes), is
+// answered here in OpenAI's error shape,
 // `{"error":{"message","type","code"}}`, the shape of every other answer of our servers: fastify's
 // own bodies (`{"error":"Request Timeout","message":"Client Timeout","statusCode":408}`) have a
 // string for `error`, where OpenAI clients look for its message.
@@ -118,15 +119,45 @@ function capConnections(app: FastifyInstance, b: HttpBounds): void {
   server.on('request', (req) => req.socket.setTimeout(0));
 }
 
+/** A server's answer to a request that arrives while it closes: its body, in the server's error shape, and its Retry-After. */
+export interface ClosingAnswer {
+  retryAfterS: number;
+  body: unknown;
+}
+
+/**
+ * While the server closes (SIGTERM, a promotion's recreate), a request on a connection kept alive
+ * gets 503 with Retry-After in the server's own shape, and the connection closed; fastify's own
+ * 503 (return503OnClosing) has a string for `error` and no Retry-After. Requests already in flight
+ * finish. An onRequest hook, registered first, so it answers before any other hook (a token).
+ */
+function refuseWhileClosing(app: FastifyInstance, answer: () => ClosingAnswer): void {
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onRequest', (_req, reply, done) => {
+    if (!closing) return done();
+    const a = answer();
+    void reply.code(503).header('connection', 'close').header('retry-after', String(a.retryAfterS)).send(a.body);
+  });
+}
+
 /**
  * A fastify server with both bounds in place, the request's (DEFAULT_REQUEST_TIMEOUT_MS unless
- * given) and the connections': one call, so no server of ours has one without the other.
+ * given) and the connections', and its answer while closing: one call, so no server of ours has
+ * one without the others.
  */
-export function boundedFastify(options: FastifyHttpOptions<Server>, b: { requestTimeoutMs?: number | undefined; maxConnections: number }): FastifyInstance {
+export function boundedFastify(
+  options: FastifyHttpOptions<Server>,
+  b: { requestTimeoutMs?: number | undefined; maxConnections: number; whileClosing: () => ClosingAnswer },
+): FastifyInstance {
   const bounds = { requestTimeoutMs: b.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, maxConnections: b.maxConnections };
   const clientErrors = answerClientErrors(bounds.requestTimeoutMs);
-  const app = Fastify({ ...options, ...boundedServerOptions(bounds), clientErrorHandler: clientErrors.handle });
+  const app = Fastify({ ...options, ...boundedServerOptions(bounds), return503OnClosing: false, clientErrorHandler: clientErrors.handle });
   clientErrors.watch(app.server);
   capConnections(app, bounds);
+  refuseWhileClosing(app, b.whileClosing);
   return app;
 }

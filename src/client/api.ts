@@ -51,6 +51,13 @@ export interface ApiOptions {
  */
 export const API_MAX_CONNECTIONS = 128;
 
+/**
+ * Retry-After of a request that arrives while the API closes: its restart (`gpures api` connects to
+ * Temporal, about a second on a box) after the 2 s it gives requests in flight (STOP_GRACE_MS).
+ * The router, its main caller, polls a running acquisition again within 500 ms anyway.
+ */
+const CLOSING_RETRY_AFTER_S = 5;
+
 /** Routes anyone on the network path may ask, without the token: they tell nothing secret and change nothing. */
 const OPEN_ROUTES = new Set(['/healthz', '/metrics']);
 
@@ -166,7 +173,21 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   // :id is acquire/<node>/<serve>, %2F-encoded; fastify's default of 100 would answer 414 to long node names.
   const app = boundedFastify(
     { logger: false, routerOptions: { maxParamLength: 1000 } },
-    { requestTimeoutMs: opts.requestTimeoutMs, maxConnections: opts.maxConnections ?? API_MAX_CONNECTIONS },
+    {
+      requestTimeoutMs: opts.requestTimeoutMs,
+      maxConnections: opts.maxConnections ?? API_MAX_CONNECTIONS,
+      whileClosing: () => ({
+        retryAfterS: CLOSING_RETRY_AFTER_S,
+        body: {
+          error: {
+            type: 'shutting_down',
+            code: 'shutting_down',
+            message: 'the acquisition API is shutting down; send the request again once it is back',
+            retry_after_s: CLOSING_RETRY_AFTER_S,
+          },
+        },
+      }),
+    },
   );
   const { client, manifest } = opts;
 

@@ -13,6 +13,7 @@ import { httpUrl } from '../domain/serve';
 import { isLoopback } from '../domain/manifest';
 import { refuseForeignHosts } from '../adapters/loopback-host';
 import { boundedFastify } from '../adapters/http-bounds';
+import type { ClosingAnswer } from '../adapters/http-bounds';
 import { registerAdminRoutes } from './admin';
 import { AcquisitionApi } from './acquisitions';
 import { ConfigLoadError, loadConfig } from './config-file';
@@ -152,32 +153,16 @@ function answerErrors(app: FastifyInstance, table: TierTable, bodyLimitBytes: nu
   });
 }
 
-/**
- * While the router closes (SIGTERM, a promotion's recreate), a request on a connection kept alive
- * gets 503 with Retry-After in the router's shape, and the connection closed; fastify's own 503
- * (return503OnClosing) has a string for `error`. Requests already in flight finish.
- */
-function refuseWhileClosing(app: FastifyInstance, table: TierTable): void {
-  let closing = false;
-  app.addHook('preClose', (done) => {
-    closing = true;
-    done();
-  });
-  app.addHook('onRequest', (_req, reply, done) => {
-    if (!closing) return done();
-    const retryAfterS = table.config.retryAfterS;
-    void reply
-      .code(503)
-      .header('connection', 'close')
-      .header('retry-after', String(retryAfterS))
-      .send(
-        errorBody('the router is shutting down; send the request again (to the router that replaces it)', 'server_busy', {
-          code: 'shutting_down',
-          reason: 'shutting_down',
-          retry_after_s: retryAfterS,
-        }),
-      );
-  });
+/** A request on a kept-alive connection while the router closes (http-bounds.ts answers it). */
+function closingAnswer(retryAfterS: number): ClosingAnswer {
+  return {
+    retryAfterS,
+    body: errorBody('the router is shutting down; send the request again (to the router that replaces it)', 'server_busy', {
+      code: 'shutting_down',
+      reason: 'shutting_down',
+      retry_after_s: retryAfterS,
+    }),
+  };
 }
 
 export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
@@ -210,13 +195,16 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   });
 
   const app: FastifyInstance = boundedFastify(
-    { logger: false, bodyLimit: bodyLimitBytes, return503OnClosing: false },
-    { requestTimeoutMs: opts.requestTimeoutMs, maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS },
+    { logger: false, bodyLimit: bodyLimitBytes },
+    {
+      requestTimeoutMs: opts.requestTimeoutMs,
+      maxConnections: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
+      whileClosing: () => closingAnswer(table.config.retryAfterS),
+    },
   );
   // A request to an on-demand preset can evict serves, with the router's own API token: it must
   // carry the client token (proxy.ts), and on loopback a page rebound to 127.0.0.1 does not get
   // even as far as that check.
-  refuseWhileClosing(app, table);
   if (isLoopback(host)) refuseForeignHosts(app, 'router');
   const metrics = new RouterMetrics(table, demand, budget, { processMetrics: Boolean(opts.processMetrics) });
   budgetBodies(app, { budget, bodyLimitBytes, retryAfterS: () => table.config.retryAfterS, onRefused: () => metrics.overBudget() });
