@@ -1184,6 +1184,87 @@ describe("the router's bounds on receiving a request", () => {
   });
 });
 
+describe('a refused body on a kept-alive connection (as OpenAI clients keep theirs)', () => {
+  const MIB = 1024 * 1024;
+  let dir: string;
+  let backend: FakeVllm;
+  let router: RunningRouter;
+  let agent: http.Agent;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-router-keepalive-'));
+    backend = await new FakeVllm('fake-chat').start();
+    const dead = `http://127.0.0.1:${await deadPort()}`;
+    writeFileSync(join(dir, 'router.toml'), routerToml({ mapping: 'test.keepalive', chat: backend.url, vision: backend.url, dead }));
+    router = await startRouter({ configPath: join(dir, 'router.toml'), adminToken: TOKEN, bodyLimitBytes: MIB });
+  });
+  after(async () => {
+    agent?.destroy();
+    await router?.close();
+    await backend?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** One POST through the agent: its answer, and the socket it went on (its local port). */
+  const send = (body: string | string[]) =>
+    new Promise<{ status: number; connection: string | undefined; error: Record<string, unknown>; port: number | undefined; reused: boolean }>(
+      (resolve, reject) => {
+        const chunked = Array.isArray(body);
+        const headers = { 'content-type': 'application/json', ...(chunked ? {} : { 'content-length': Buffer.byteLength(body) }) };
+        const req = http.request(`${router.url}/v1/chat/completions`, { method: 'POST', agent, headers }, (res) => {
+          const port = res.socket.localPort;
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: Record<string, unknown> };
+            resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, error: parsed.error ?? {}, port, reused: req.reusedSocket });
+          });
+        });
+        req.on('error', reject);
+        if (chunked) {
+          for (const c of body) req.write(c);
+          req.end();
+        } else req.end(body);
+      },
+    );
+  const hi = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] });
+
+  test('a 413 for a body over --body-limit-mib with its Content-Length, and a 400 for a whole body that is not JSON: the next request goes on the same socket', async () => {
+    agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const first = await send(hi);
+    assert.equal(first.status, 200);
+    // Over the 1 MiB limit by a byte, and sent whole: the router answers before reading it and
+    // reads the rest off the socket.
+    const large = await send(JSON.stringify({ model: 'chat', pad: 'x'.repeat(MIB) }));
+    assert.equal(large.status, 413);
+    assert.equal(large.error.code, 'body_too_large');
+    assert.notEqual(large.connection, 'close', 'the 413 closed the connection');
+    const after413 = await send(hi);
+    assert.equal(after413.status, 200);
+    assert.deepEqual([after413.reused, after413.port], [true, first.port], 'the request after the 413 went on a new connection');
+    // The admin token is still looked at first.
+    const admin = await fetch(`${router.url}/admin/reload`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(2 * MIB) });
+    assert.equal(admin.status, 401);
+
+    const bad = await send('{"model":');
+    assert.deepEqual([bad.status, bad.error.code], [400, 'invalid_json']);
+    assert.notEqual(bad.connection, 'close', 'the 400 closed the connection');
+    const after400 = await send(hi);
+    assert.equal(after400.status, 200);
+    assert.deepEqual([after400.reused, after400.port], [true, first.port], 'the request after the 400 went on a new connection');
+  });
+
+  test('a chunked body over the limit: 413 with Connection: close, said on purpose (its end is unknown, the router reads no further); the next request gets a new socket and its answer', async () => {
+    agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const first = await send(hi);
+    const large = await send([JSON.stringify({ model: 'chat', pad: 'x'.repeat(MIB / 2) }).slice(0, -2), 'x'.repeat(MIB / 2) + '"}']);
+    assert.deepEqual([large.status, large.error.code, large.connection], [413, 'body_too_large', 'close']);
+    const next = await send(hi);
+    assert.equal(next.status, 200);
+    assert.notEqual(next.port, first.port);
+  });
+});
+
 /** The first HTTP answer in raw socket text: its status, its header block, and its body's `error`. */
 function answerOf(text: string): { status: number; headers: string; error: Record<string, unknown> } {
   const split = text.indexOf('\r\n\r\n');

@@ -9,8 +9,9 @@
 //
 // A request that would pass the budget is answered 503 with Retry-After before its body is read
 // when it says its Content-Length: Node then reads the rest off the socket and drops it, within
-// the request bound, and the connection serves on. Not closed after the answer, as fastify closes
-// it after a 413: a client still sending then gets a reset, which on a body of megabytes can reach
+// the request bound, and the connection serves on (so does the 413 of a body over the limit,
+// server.ts). Not closed after the answer, as fastify closes it after its own 413: a client still
+// sending then gets a reset, which on a body of megabytes can reach
 // it before the answer does (14 of 16 test clients saw a reset, not the 503 and its Retry-After).
 // A chunked body is refused with the chunk that would pass the budget (fastify closes that one).
 import { Transform } from 'node:stream';
@@ -76,7 +77,7 @@ export function refuseOverBudget(reply: FastifyReply, message: string, retryAfte
 
 export interface BodyBudgetHooks {
   budget: BodyBudget;
-  /** A body above it is fastify's 413, not counted: it is refused without being read either. */
+  /** A body above it is the router's 413 (server.ts), not counted: it is refused without being read either. */
   bodyLimitBytes: number;
   /** Retry-After of the refusal: the config's, read when refusing (a reload may change it). */
   retryAfterS: () => number;

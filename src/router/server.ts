@@ -8,7 +8,8 @@
 // on-demand queues (on-demand.ts) with their acquisition API client (acquisitions.ts), and its
 // /metrics (metrics.ts).
 import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
+import { errorCodes } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { httpUrl } from '../domain/serve';
 import { isLoopback } from '../domain/manifest';
 import { refuseForeignHosts } from '../adapters/loopback-host';
@@ -134,6 +135,32 @@ function fastifyError(err: Error & { code?: string }, bodyLimitBytes: number): {
 }
 
 /**
+ * A body whose Content-Length is over the limit is answered 413 at its headers, unread: Node reads
+ * the rest off the socket and drops it (within the request bound), and the connection serves on.
+ * fastify's own 413 (its parser's) closes the connection, and an OpenAI client, whose connections
+ * are kept alive, lost its connection to a body it would send whole anyway. Before parsing, after
+ * every onRequest hook: the admin token's 401 still comes first.
+ */
+function refuseOverLimitUnread(app: FastifyInstance, bodyLimitBytes: number): void {
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && /^\d+$/.test(declared) && Number(declared) > bodyLimitBytes) return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
+    done(null, payload);
+  });
+}
+
+/**
+ * Whether a refused request's connection can serve the next one. fastify's parser closes it after
+ * any error of its own (`connection: close`), the body read or not. A body read whole and found
+ * not JSON leaves the connection at the next request's first byte: kept. A chunked body over the
+ * limit is refused at the chunk that passes it, and closes: its end is not announced, and reading
+ * on to find it would take in, without bound, the bytes the limit is there to refuse.
+ */
+function keepsConnection(err: Error, req: FastifyRequest): boolean {
+  return err instanceof InvalidJson && req.raw.complete;
+}
+
+/**
  * Every miss and every failure answers in the router's error shape, fastify's own included (a body
  * too large, one of another media type, a route that does not exist): clients read error.message
  * and error.code, where fastify's bodies have a string for `error`. What Node answers before
@@ -144,8 +171,9 @@ function answerErrors(app: FastifyInstance, table: TierTable, bodyLimitBytes: nu
   app.setNotFoundHandler((req, reply) => {
     void reply.code(404).send(errorBody(`no route for ${req.method} ${req.url}`, 'not_found', { code: 'not_found' }));
   });
-  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
     if (err instanceof BodyBudgetExceeded) return void refuseOverBudget(reply, err.message, table.config.retryAfterS);
+    if (keepsConnection(err, req)) reply.removeHeader('connection');
     const status = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
     if (status >= 500) return void reply.code(status).send(errorBody(err.message, 'internal_error', { code: 'internal_error' }));
     const known = err instanceof InvalidJson ? { code: err.code, message: err.message } : fastifyError(err, bodyLimitBytes);
@@ -207,6 +235,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   // even as far as that check.
   if (isLoopback(host)) refuseForeignHosts(app, 'router');
   const metrics = new RouterMetrics(table, demand, budget, { processMetrics: Boolean(opts.processMetrics) });
+  refuseOverLimitUnread(app, bodyLimitBytes);
   budgetBodies(app, { budget, bodyLimitBytes, retryAfterS: () => table.config.retryAfterS, onRefused: () => metrics.overBudget() });
   acceptJsonBodies(app);
   answerErrors(app, table, bodyLimitBytes);
