@@ -704,22 +704,26 @@ async function startOnDemandRouter(
   serve: string,
   dirPrefix: string,
   config: (backendUrl: string) => string,
-  extra: Partial<Parameters<typeof startRouter>[0]> = {},
+  extra: Partial<Parameters<typeof startRouter>[0]> | ((dir: string) => Partial<Parameters<typeof startRouter>[0]>) = {},
 ): Promise<{ dir: string; backend: FakeVllm; api: Awaited<ReturnType<typeof fakeAcquisitionApi>>; router: RunningRouter; admin: HttpRouterAdmin }> {
   const dir = mkdtempSync(join(tmpdir(), dirPrefix));
   const backend = await new FakeVllm(serve).start();
   const api = await fakeAcquisitionApi(serve, { code: 200, body: { workflow_id: `acquire/n/${serve}`, status: 'running' } });
   writeFileSync(join(dir, 'router.toml'), config(backend.url));
-  const router = await startRouter({
+  const router = await startRouter({ ...onDemandRouterOptions(dir, api.url), ...(typeof extra === 'function' ? extra(dir) : extra) });
+  return { dir, backend, api, router, admin: new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 }) };
+}
+
+/** The options of startOnDemandRouter's router, over the config in `dir` and the acquisition API at `apiUrl`. */
+function onDemandRouterOptions(dir: string, apiUrl: string): Parameters<typeof startRouter>[0] {
+  return {
     configPath: join(dir, 'router.toml'),
     adminToken: TOKEN,
     probeTimeoutMs: 1000,
-    acquisitions: { url: api.url, token: 'api-token' },
+    acquisitions: { url: apiUrl, token: 'api-token' },
     clientToken: CLIENT_TOKEN,
     acquisitionPollMs: 50,
-    ...extra,
-  });
-  return { dir, backend, api, router, admin: new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 }) };
+  };
 }
 
 /** What startOnDemandRouter started, whatever of it a failed before() got to. */
@@ -806,6 +810,72 @@ describe('a request held across a residency window, and the acquisition after it
       assert.equal(held.status, 200, JSON.stringify(held.body));
     } finally {
       await stopOnDemandRouter({ router, backend, api, dir });
+    }
+  });
+});
+
+describe("a tier's last acquisition time across a router restart", () => {
+  test('kept in the state file: after a restart, a request that cannot wait out a residency window and the acquisition after it is answered at the denial, not held to time out', async () => {
+    const { dir, backend, api, router, admin } = await startOnDemandRouter(
+      'chat',
+      'gpures-router-window-restart-',
+      (url) => onDemandToml('chat', url, ['retry_after_s = 1'], 4),
+      (d) => ({ stateFile: join(d, 'router-state.json') }),
+    );
+    const stateFile = join(dir, 'router-state.json');
+    let firstRouter: RunningRouter | undefined = router;
+    let restarted: RunningRouter | undefined;
+    try {
+      // The tier's serve acquired by the first router: 2 s from the POST to the readmit.
+      await admin.quiesce('chat-local');
+      const first = fetch(`${router.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_TOKEN}` },
+        body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      await waitUntil('the first acquisition', () => api.posts.length === 1);
+      await sleep(2000);
+      assert.equal((await admin.readmit('chat-local')).ok, true);
+      assert.equal((await first).status, 200);
+      const keptOf = () => (JSON.parse(readFileSync(stateFile, 'utf8')) as { last_acquisition_ms?: Record<string, number> }).last_acquisition_ms;
+      await waitUntil('the state file to keep the acquisition time', () => keptOf() !== undefined, 2000).catch(() => undefined);
+      const kept = keptOf();
+      assert.ok(kept?.['chat-local'] !== undefined && kept['chat-local'] >= 2000 && kept['chat-local'] < 4000, `state file: ${JSON.stringify(kept)}`);
+      await router.close();
+      firstRouter = undefined;
+
+      restarted = await startRouter({ ...onDemandRouterOptions(dir, api.url), stateFile });
+      const admin2 = new HttpRouterAdmin({ baseUrl: restarted.url, token: TOKEN, timeoutMs: 5000 });
+      // Evicted; the next acquisition is denied for a 3 s window; 4 s < 3 s + the 2 s kept.
+      await admin2.quiesce('chat-local');
+      api.status.body = {
+        status: 'failed',
+        error: { type: 'AdmissionDenied', message: 'vision is inside its minimum residency for 3 s more', retry_after_s: 3 },
+      };
+      const started = Date.now();
+      const r = await fetch(`${restarted.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_TOKEN}` },
+        body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      const body = (await r.json()) as { error?: { code: string; message: string } };
+      const ms = Date.now() - started;
+      console.log(`after a restart, window 3 s, last acquisition kept 2 s, wait_timeout_s 4: ${r.status} ${body.error?.code} after ${ms} ms`);
+      assert.equal(r.status, 503);
+      assert.equal(body.error?.code, 'acquisition_denied', body.error?.message);
+      assert.ok(ms < 2000, `answered after ${ms} ms: held into the window`);
+      assert.match(body.error?.message ?? '', /less than the [23] s left of that window and the 2 s its last acquisition took$/);
+      await restarted.close();
+      restarted = undefined;
+
+      // A state file whose figure is not one: refused naming the file and the field.
+      writeFileSync(stateFile, JSON.stringify({ quiesced: [], last_acquisition_ms: { 'chat-local': 'soon' } }));
+      await assert.rejects(startRouter({ configPath: join(dir, 'router.toml'), adminToken: TOKEN, stateFile }), {
+        message: `${stateFile} (--state): last_acquisition_ms must map tier names to whole numbers of milliseconds (chat-local: "soon")`,
+      });
+    } finally {
+      await restarted?.close();
+      await stopOnDemandRouter({ ...(firstRouter ? { router: firstRouter } : {}), backend, api, dir });
     }
   });
 });

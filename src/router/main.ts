@@ -15,7 +15,7 @@ import { startRouter } from './server';
 
 const USAGE =
   'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE ' +
-  '[--host 127.0.0.1 [--allow-non-loopback]] [--port 8000] [--state FILE (quiesced tiers kept across restarts)]\n' +
+  '[--host 127.0.0.1 [--allow-non-loopback]] [--port 8000] [--state FILE (quiesced tiers and the last acquisition time of each on-demand tier, kept across restarts)]\n' +
   'what a client may make the router hold (docs/router-admin-api.md; fixed until a restart, /admin/reload leaves them):\n' +
   `${httpFlagsUsage()}\n` +
   'environment:\n' +

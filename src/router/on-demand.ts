@@ -77,11 +77,6 @@ interface TierDemand {
   acquisition?: Acquisition;
   /** A failed acquisition's refusal, repeated without a new acquisition until it expires. */
   cooldown?: { untilEpochMs: number; refusal: Refusal };
-  /**
-   * How long the tier's last acquisition that brought it back took, from its start to the tier
-   * active: what the acquisition after a residency window is expected to take.
-   */
-  lastAcquisitionMs?: number;
 }
 
 export interface OnDemandOptions {
@@ -118,7 +113,8 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0,
  * `endsAt`: only if its deadline leaves room after the window for the acquisition then, as long
  * as the tier's last one took. Held otherwise, it would time out while that acquisition runs,
  * after waiting all its wait_timeout_s, and the acquisition (an eviction) would be made for nobody.
- * A tier this router has not acquired yet has no figure: its requests are held to the window's end.
+ * A tier never acquired has no figure (nor one whose router has no state file and restarted): its
+ * requests are held to the window's end.
  */
 function canWaitOut(deadlineEpochMs: number, endsAt: number, lastAcquisitionMs: number | undefined): boolean {
   return deadlineEpochMs >= endsAt + (lastAcquisitionMs ?? 0);
@@ -236,8 +232,9 @@ export class OnDemand {
     if (cooling) return Promise.resolve({ ok: false, refusal: cooling });
     const deadlineEpochMs = Date.now() + policy.waitTimeoutS * 1000;
     const waiting = d.acquisition?.windowWait;
-    if (waiting && !canWaitOut(deadlineEpochMs, waiting.windowEndsAtEpochMs, d.lastAcquisitionMs)) {
-      return Promise.resolve({ ok: false, refusal: denialNow(waiting, policy.waitTimeoutS, d.lastAcquisitionMs) });
+    const lastMs = this.lastAcquisitionMs(tier);
+    if (waiting && !canWaitOut(deadlineEpochMs, waiting.windowEndsAtEpochMs, lastMs)) {
+      return Promise.resolve({ ok: false, refusal: denialNow(waiting, policy.waitTimeoutS, lastMs) });
     }
     const full = (message: string): Promise<HoldOutcome> => Promise.resolve({ ok: false, refusal: this.refusal(tier, d, 'queue_full', message) });
     if (d.queue.size >= policy.queueSize) {
@@ -320,7 +317,10 @@ export class OnDemand {
       a.goingDown = undefined;
       refusal = end;
       if (!refusal) {
-        d.lastAcquisitionMs = Date.now() - startedAt;
+        const save = this.table.setLastAcquisition(tier.name, Date.now() - startedAt);
+        // Saved in the background, the requests held going on now; a write that fails loses the
+        // figure across a restart, not the acquisition.
+        void this.changes.run(save).catch(() => undefined);
         break;
       }
       const after = await this.waitOutWindow(tier, d, a, refusal);
@@ -361,8 +361,9 @@ export class OnDemand {
     const endsAt = refusal.windowEndsAtEpochMs;
     if (endsAt === undefined) return 'refuse';
     const waitTimeoutS = tier.onDemand?.waitTimeoutS ?? 0;
+    const lastMs = this.lastAcquisitionMs(tier);
     for (const w of [...d.queue]) {
-      if (!canWaitOut(w.deadlineEpochMs, endsAt, d.lastAcquisitionMs)) w.settle({ ok: false, refusal: denialNow(refusal, waitTimeoutS, d.lastAcquisitionMs) });
+      if (!canWaitOut(w.deadlineEpochMs, endsAt, lastMs)) w.settle({ ok: false, refusal: denialNow(refusal, waitTimeoutS, lastMs) });
     }
     // Open even with nobody held, instead of a cooldown: a request arriving meanwhile that can wait
     // for the window joins it, and one that cannot is told at once what is left of it.
@@ -397,6 +398,11 @@ export class OnDemand {
     if (d.queue.size === 0) return 'passed';
     void freshReadmit();
     return 'acquire';
+  }
+
+  /** What the acquisition after a residency window is expected to take: the tier's last one, this run's or a previous run's (the state file). */
+  private lastAcquisitionMs(tier: RouterTier): number | undefined {
+    return this.table.runtimeOf(tier.name).lastAcquisitionMs;
   }
 
   private refusal(tier: RouterTier, d: TierDemand, reason: RefusalReason, message: string, retryAfterS?: number): Refusal {

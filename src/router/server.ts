@@ -54,7 +54,8 @@ export interface RouterOptions {
   /**
    * Where the quiesced tiers are kept across restarts. Without it a restarted router routes an
    * evicted serve's tier again (to a stopped backend: 502s, where the eviction meant 503s) until
-   * the next readmit.
+   * the next readmit, and holds a request across a residency window as if the tier's acquisition
+   * after it took no time (its last one's is kept there too: on-demand.ts).
    */
   stateFile?: string;
   /**

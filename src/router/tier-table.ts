@@ -1,6 +1,7 @@
 // The router's live mapping and each tier's state: whether it is quiesced, and how many requests
 // are in flight on it. Quiesced tiers are kept in the state file (when there is one) across
-// restarts; a mode change counts only once it is saved.
+// restarts; a mode change counts only once it is saved. So is how long each on-demand tier's last
+// acquisition took, which the residency window's margin is reckoned by (on-demand.ts).
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import type { TierMode, TierState } from '../shared/contracts';
 import type { RouterConfig, RouterTier } from '../config/router-model';
@@ -22,29 +23,57 @@ export interface TierRuntime {
    * its acquisition began (on-demand.ts). In memory: an acquisition does not outlive the router.
    */
   quiesces: number;
+  /**
+   * How long the tier's last acquisition by this router took, from its start to the tier active;
+   * kept in the state file, so a restarted router still holds a request only as long as the
+   * acquisition after a residency window is expected to take (on-demand.ts).
+   */
+  lastAcquisitionMs?: number;
 }
 
-const fresh = (mode: TierMode = 'active'): TierRuntime => ({ mode, inFlight: 0, lastUsedAtEpochMs: null, quiesces: 0 });
+const fresh = (mode: TierMode = 'active', lastAcquisitionMs?: number): TierRuntime => ({
+  mode,
+  inFlight: 0,
+  lastUsedAtEpochMs: null,
+  quiesces: 0,
+  ...(lastAcquisitionMs !== undefined ? { lastAcquisitionMs } : {}),
+});
 
-/** The tiers a previous run left quiesced; none when the file does not exist yet. */
-async function loadQuiesced(file: string): Promise<Set<string>> {
+interface PersistedState {
+  quiesced: Set<string>;
+  lastAcquisitionMs: Map<string, number>;
+}
+
+/** What a previous run left: the tiers quiesced, and the last acquisition times; nothing when the file does not exist yet. */
+async function loadState(file: string): Promise<PersistedState> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Set();
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { quiesced: new Set(), lastAcquisitionMs: new Map() };
     throw err;
   }
-  let data: { quiesced?: unknown } | null;
+  let data: { quiesced?: unknown; last_acquisition_ms?: unknown } | null;
   try {
-    data = JSON.parse(text) as { quiesced?: unknown } | null;
+    data = JSON.parse(text) as typeof data;
   } catch (err) {
     throw new Error(`${file} (--state): not JSON: ${(err as Error).message}`);
   }
   if (!Array.isArray(data?.quiesced) || !data.quiesced.every((t) => typeof t === 'string')) {
     throw new Error(`${file} (--state): quiesced must be a list of tier names`);
   }
-  return new Set(data.quiesced);
+  // Written by routers since it was kept: an older file has none.
+  const times = data.last_acquisition_ms ?? {};
+  const isMap = typeof times === 'object' && times !== null && !Array.isArray(times);
+  const entries: [string, unknown][] = isMap ? Object.entries(times) : [['', times]];
+  const bad = entries.find(([, ms]) => !(typeof ms === 'number' && Number.isSafeInteger(ms) && ms >= 0));
+  if (bad) {
+    const [tier, ms] = bad;
+    throw new Error(
+      `${file} (--state): last_acquisition_ms must map tier names to whole numbers of milliseconds (${tier ? `${tier}: ` : ''}${JSON.stringify(ms)})`,
+    );
+  }
+  return { quiesced: new Set(data.quiesced), lastAcquisitionMs: new Map(entries as [string, number][]) };
 }
 
 export class TierTable {
@@ -58,8 +87,10 @@ export class TierTable {
 
   /** The table of a config, with the tiers the state file says are quiesced; saves it at once. */
   static async open(config: RouterConfig, stateFile: string | undefined): Promise<TierTable> {
-    const persisted = stateFile ? await loadQuiesced(stateFile) : new Set<string>();
-    const runtime = new Map<string, TierRuntime>(config.tiers.map((t) => [t.name, fresh(persisted.has(t.name) ? 'quiesced' : 'active')]));
+    const persisted: PersistedState = stateFile ? await loadState(stateFile) : { quiesced: new Set(), lastAcquisitionMs: new Map() };
+    const runtime = new Map<string, TierRuntime>(
+      config.tiers.map((t) => [t.name, fresh(persisted.quiesced.has(t.name) ? 'quiesced' : 'active', persisted.lastAcquisitionMs.get(t.name))]),
+    );
     const table = new TierTable(config, runtime, stateFile);
     // A state file that cannot be written fails the start, not the first eviction.
     await table.save();
@@ -116,6 +147,15 @@ export class TierTable {
   }
 
   /**
+   * How long the tier's last acquisition took: in force at once, saved by the promise. Callers
+   * serialize the save (the admin mutex), as setMode's.
+   */
+  setLastAcquisition(name: string, ms: number): () => Promise<void> {
+    this.runtimeOf(name).lastAcquisitionMs = Math.round(ms);
+    return () => this.save();
+  }
+
+  /**
    * Switches to a reloaded config. Tiers that still exist keep their mode (a quiesced tier stays
    * quiesced) and their in-flight count; new tiers start active.
    */
@@ -133,8 +173,13 @@ export class TierTable {
       .filter(([, rt]) => rt.mode === 'quiesced')
       .map(([name]) => name)
       .sort();
+    const times = [...this.runtime].filter(([, rt]) => rt.lastAcquisitionMs !== undefined).sort(([a], [b]) => a.localeCompare(b));
+    const state = {
+      quiesced,
+      ...(times.length > 0 ? { last_acquisition_ms: Object.fromEntries(times.map(([name, rt]) => [name, rt.lastAcquisitionMs])) } : {}),
+    };
     const tmp = `${this.stateFile}.${process.pid}.tmp`;
-    await writeFile(tmp, `${JSON.stringify({ quiesced }, null, 2)}\n`);
+    await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`);
     await rename(tmp, this.stateFile);
   }
 }
