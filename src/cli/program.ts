@@ -215,6 +215,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .argument('<workflowIdOrFile>', 'a workflow id (fetched from Temporal) or a history file written by audit export')
     .option('--markdown', 'render an evidence file in Markdown')
     .option('--run-id <id>', 'a particular run (with a workflow id)')
+    .option('--at <time>', "a ledger's history: what it held at this instant (ISO 8601), and which runs held and evicted each serve")
     .option('-o, --output <file>', 'write the text or Markdown there instead of stdout')
     .addOption(jsonOpt())
     .action(run((target: string, opts: Omit<ReportOpts, 'target'>) => commands.auditReport().then((c) => c.auditReport({ ...opts, target }, ctx))));

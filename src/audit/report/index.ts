@@ -4,6 +4,7 @@
 // decoded with the default payload converter. History JSON → AuditReport (evidence.ts) → text,
 // markdown or JSON (sections.ts). Pure: no I/O here.
 export { buildReport } from './evidence';
+export { ledgerAt, LedgerAtError } from './ledger-at';
 export { render, renderMarkdown, renderText } from './sections';
 export type { ReportFormat } from './sections';
 export { isActivityName, summarizeActivity } from './activities';

@@ -112,6 +112,22 @@ export interface PromotionEvidence {
   outcome: string;
 }
 
+/** A ledger's state at an instant (`--at`, src/audit/report/ledger-at.ts). */
+export interface LedgerAtEvidence {
+  at: string;
+  /** The answer the lines are: an update's (and the run that sent it), or the run's input. */
+  asOf: { what: string; at?: string; eventId?: number; by?: string };
+  lines: string[];
+  /** Each reservation's holder run and, for a victim, the run that evicted it. */
+  holders: string[];
+  /** The ledger's answers carry no state (recorded before they did): the lines are older than T, see notInLines. */
+  olderRecording?: true;
+  /** Updates answered by then whose answer carries no state (a beginStop): not in the lines. */
+  notInLines: string[];
+  /** The run had closed by then (continued as new, or ended): its successor may hold more. */
+  afterClose?: string;
+}
+
 /** Who started the run (src/audit/report/caller.ts). */
 export interface CallerEvidence {
   caller: 'CLI' | 'API' | 'worker' | 'UI' | 'temporal CLI' | 'parent' | 'continue-as-new' | 'retry' | 'cron' | 'SDK client';
@@ -143,7 +159,7 @@ export interface AuditReport {
   input: unknown;
   outcome: { message: string; failureType?: string; failedStep?: string; cause?: { type?: string; message: string } };
   steps: StepEvidence[];
-  ledger: { gpuRole?: string; before?: string[]; after?: string[] };
+  ledger: { gpuRole?: string; before?: string[]; after?: string[]; at?: LedgerAtEvidence };
   eviction?: { reason?: string; shortfallMib?: number; victims: VictimEvidence[] };
   identity: IdentityEvidence[];
   nvidiaSmi: {

@@ -1,6 +1,6 @@
 // The report's sections in order, each written once through a format's writer: text, markdown,
 // or the model itself as JSON.
-import type { AuditReport, DrainResult, IdentityEvidence, PromotionEvidence, VictimEvidence, VramReleaseResult } from './model';
+import type { AuditReport, DrainResult, LedgerAtEvidence, IdentityEvidence, PromotionEvidence, VictimEvidence, VramReleaseResult } from './model';
 import { summarizeActivity } from './activities';
 import { compact, obj, txt } from './read';
 import { markdownWriter, textWriter, time } from './writers';
@@ -73,6 +73,18 @@ function promotionLines(p: PromotionEvidence): string[] {
   return out;
 }
 
+function ledgerAtLines(a: LedgerAtEvidence): string[] {
+  const by = a.asOf.by ? ` (sent by ${a.asOf.by})` : '';
+  return [
+    ...a.lines,
+    a.asOf.eventId === undefined ? `as ${a.asOf.what} at ${a.asOf.at ?? '?'} (its input)` : `as answered by ${a.asOf.what} at ${a.asOf.at ?? '?'}${by}`,
+    ...a.holders,
+    ...(a.olderRecording ? ["this ledger's update answers carry no state (recorded before they did): the lines above are older than the updates below"] : []),
+    ...a.notInLines.map((l) => `not in the lines above (its answer carries no state): ${l}`),
+    ...(a.afterClose ? [`this run closed at ${a.afterClose}: a later run of the ledger may hold more`] : []),
+  ];
+}
+
 type Section = (r: AuditReport, w: Writer) => void;
 
 const SECTIONS: Section[] = [
@@ -90,6 +102,7 @@ const SECTIONS: Section[] = [
     w.group('Ledger');
     if (ledger.before) w.preformatted('before', ledger.before);
     if (ledger.after) w.preformatted('after', ledger.after);
+    if (ledger.at) w.preformatted(`at ${ledger.at.at}`, ledgerAtLines(ledger.at));
   },
   ({ eviction }, w) => {
     if (!eviction) return;

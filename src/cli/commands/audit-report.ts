@@ -10,6 +10,8 @@ export interface ReportOpts {
   runId?: string;
   output?: string;
   json?: boolean;
+  /** A ledger's state at this instant (ISO 8601). */
+  at?: string;
 }
 
 export async function auditReport(input: ReportOpts, _ctx: CommandContext): Promise<Rendered> {
@@ -17,7 +19,10 @@ export async function auditReport(input: ReportOpts, _ctx: CommandContext): Prom
   if (input.markdown && input.json) throw new CliError('audit report: --markdown or --json, not both', EXIT.badInput);
   const { existsSync, statSync, writeFileSync } = await import('node:fs');
   const { HistoryFileError, idFromFileName, readHistoryFile } = await import('../../audit/history');
-  const { buildReport, renderMarkdown, renderText } = await import('../../audit/report');
+  const { buildReport, ledgerAt, LedgerAtError, renderMarkdown, renderText } = await import('../../audit/report');
+  const atMs = input.at === undefined ? undefined : Date.parse(input.at);
+  if (atMs !== undefined && Number.isNaN(atMs))
+    throw new CliError(`audit report: --at '${input.at}' is not a time (ISO 8601, e.g. 2026-12-05T04:18:17.5Z)`, EXIT.badInput);
   let history;
   let fallbackId = target;
   if (existsSync(target) && statSync(target).isFile()) {
@@ -38,6 +43,14 @@ export async function auditReport(input: ReportOpts, _ctx: CommandContext): Prom
     );
   }
   const report = buildReport(history, fallbackId);
+  if (atMs !== undefined) {
+    try {
+      report.ledger.at = ledgerAt(report, atMs);
+    } catch (err) {
+      if (err instanceof LedgerAtError) throw new CliError(`audit report: ${err.message}`, EXIT.badInput);
+      throw err;
+    }
+  }
   const lines = input.markdown ? renderMarkdown(report) : renderText(report);
   if (input.output) {
     const file = resolvePath(input.output);
