@@ -169,7 +169,11 @@ describe('runs tagged however started (sim box, dev server with the attributes r
       await listedBy(t.temporal.client, query, runId);
     }
     const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
-    assert.equal(metadata.currentDetails, literalMarkdown(`serves up fast on ${t.node}`));
+    // The operator's line first, then the steps the run did (src/workflows/step-log.ts).
+    const [line, ...steps] = (metadata.currentDetails ?? '').split('\n\n');
+    assert.equal(line, literalMarkdown(`serves up fast on ${t.node}`));
+    assert.match(steps.join('\n'), /^done \d\d:\d\d:\d\d: admit: admitted 14336 MiB/);
+    assert.ok(!steps.some((s) => s.startsWith('under way')), steps.join('\n'));
 
     const h = await fetchHistoryJson(t.temporal.client, workflowId, runId);
     // patched() upserts TemporalChangeVersion on its own; ours is the one upsert of our attributes.

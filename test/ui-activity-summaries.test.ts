@@ -1,7 +1,9 @@
-// What an operator sees in the Temporal UI of an eviction, in a real headless Chromium (Debian's,
-// driven by playwright-core) on a dev server with its UI: the run's steps name the serve and tier
-// each acts on (src/workflows/activity-summaries.ts) under User Metadata, "Events with Metadata",
-// which before listed no event at all (and the history's every victim's drain read `drainServe`).
+// What an operator sees in the Temporal UI of an operation, in a real headless Chromium (Debian's,
+// driven by playwright-core) on a dev server with its UI, under User Metadata: the run's steps
+// name the serve and tier each acts on (src/workflows/activity-summaries.ts) under "Events with
+// Metadata", which before listed no event at all (and every victim's drain read `drainServe`);
+// and a run's Current Details say the step under way and those done (src/workflows/step-log.ts),
+// where before they repeated the run's summary.
 // Chromium missing fails the test (launchChromium says what to install): it never skips.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,6 +22,8 @@ const SERVES = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
   { name: 'vision', vram_mib: 12288, class: 'evictable' as const, served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' as const },
+  // Never healthy: its bring-up waits at health until cancelled.
+  { name: 'stuck', vram_mib: 1000, env: { SIM_START_DELAY_MS: 'never' }, start_timeout_s: 120 },
 ];
 
 /** The run's page in the UI, on one of its tabs. */
@@ -27,7 +31,7 @@ async function openRun(page: Page, uiUrl: string, workflowId: string, runId: str
   await page.goto(`${uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}/${tab}`, { waitUntil: 'load' });
 }
 
-describe('the Temporal UI of an eviction', () => {
+describe('the Temporal UI of an operation', () => {
   let server: DevServer;
   let t: SimTestBox;
   let browser: TestBrowser;
@@ -74,5 +78,38 @@ describe('the Temporal UI of an eviction', () => {
     }
     assert.deepEqual(missing, [], `not under Events with Metadata; the page says:\n${await page.innerText('main')}`);
     await page.close();
+  });
+
+  test('a run waiting for health says so in its Current Details, with the steps done before', async () => {
+    const pending = serveUp(t.temporal.client, t.node, 'stuck');
+    const handle = t.temporal.client.workflow.getHandle(workflowIds.bringUp(t.node, 'stuck'));
+    const page = await browser.context.newPage();
+    try {
+      const { runId } = await handle.describe();
+      await openRun(page, uiUrl, handle.workflowId, runId, 'user-metadata');
+      // Details are rendered through the UI server's /render, in a frame of their own.
+      const details = async (): Promise<string> => {
+        const texts = await Promise.all(page.frames().map((f) => (f.url().includes('/render?') ? f.innerText('body').catch(() => '') : Promise.resolve(''))));
+        return texts.join('\n---\n');
+      };
+      let seen = '';
+      const deadline = Date.now() + 45_000;
+      // The UI reads current details as the page loads: load again until the run is at health.
+      while (Date.now() < deadline && !/under way since \d\d:\d\d:\d\d: health/.test(seen)) {
+        for (let i = 0; i < 8 && !/under way/.test(seen); i++) {
+          await page.waitForTimeout(750);
+          seen = await details();
+        }
+        if (!/under way since \d\d:\d\d:\d\d: health/.test(seen)) await page.reload({ waitUntil: 'load' });
+      }
+      assert.match(seen, /serves up stuck on /, seen);
+      assert.match(seen, /done \d\d:\d\d:\d\d: admit: admitted 1000 MiB/, seen);
+      assert.match(seen, /done \d\d:\d\d:\d\d: start: /, seen);
+      assert.match(seen, /under way since \d\d:\d\d:\d\d: health/, seen);
+    } finally {
+      await page.close();
+      await handle.cancel();
+      await pending;
+    }
   });
 });

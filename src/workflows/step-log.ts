@@ -1,11 +1,18 @@
 // The operation's steps as they complete. The `progress` query lets a CLI print them live, and
 // the result (or the failure's details) carries them into history, where the audit reads them.
 // `liveProgress` adds the step under way and when it began; queries are not history, so neither
-// changes what a run records or how it replays.
-import { setHandler } from '@temporalio/workflow';
+// changes what a run records or how it replays. The same steps are the run's current details,
+// under the line run-tags set (`serves up vision on primary-node`), so an operator in the
+// Temporal UI (User Metadata, Current Details) sees the step under way and those done; current
+// details are answered to a query, not recorded either.
+import { getCurrentDetails, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { literalMarkdown } from '../domain/markdown';
 import { liveProgressQuery, progressQuery } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import type { StepUnderWay } from '../shared/progress';
+
+/** Steps done shown in the details: the latest, as a run has a few dozen at most. */
+const DETAILS_STEPS = 12;
 
 export class StepLog {
   readonly steps: StepRecord[] = [];
@@ -13,6 +20,9 @@ export class StepLog {
   current = 'resolve';
   /** The step begun and not recorded yet, for a follower's live line. */
   private underway: StepUnderWay | undefined;
+
+  /** The run's details as the step log began (run-tags' operator line). */
+  private readonly heading = getCurrentDetails();
 
   constructor() {
     setHandler(progressQuery, () => this.steps);
@@ -22,10 +32,19 @@ export class StepLog {
   begin(step: string): void {
     this.current = step;
     this.underway = { step, since: new Date().toISOString() };
+    this.showDetails();
   }
 
   record(step: string, outcome: string): void {
     this.steps.push({ step, at: new Date().toISOString(), outcome });
     if (this.underway?.step === step) this.underway = undefined;
+    this.showDetails();
+  }
+
+  /** The last steps, one paragraph each (the UI renders details as markdown). */
+  private showDetails(): void {
+    const done = this.steps.slice(-DETAILS_STEPS).map((s) => `done ${s.at.slice(11, 19)}: ${s.step}: ${s.outcome}`);
+    const now = this.underway ? [`under way since ${this.underway.since.slice(11, 19)}: ${this.underway.step}`] : [];
+    setCurrentDetails([...(this.heading ? [this.heading] : []), ...[...done, ...now].map(literalMarkdown)].join('\n\n'));
   }
 }
