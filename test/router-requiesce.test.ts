@@ -8,12 +8,11 @@
 // which requests the victim answered, its container, while the eviction runs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { serveAcquire } from '../src/client/operations';
 import { workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
 import { startOnDemandBox } from './support/on-demand-box';
+import { StallingProxy } from './support/stalling-proxy';
 import type { OnDemandBox } from './support/on-demand-box';
 import { waitUntil } from './support/wait';
 
@@ -26,52 +25,10 @@ const SERVES: TestServe[] = [
   { name: 'u', vram_mib: 256, class: 'on-demand', router_tier: 'u-local', image: 'gpures/not-built:none' },
 ];
 
-/**
- * Between the router and the acquisition API: forwards everything, but while stalled holds the
- * answers to status GETs, each forwarded only once released (then it says what the API says then).
- */
-class StallingProxy {
-  private stalled: Promise<void> | undefined;
-  private release: () => void = () => undefined;
-  private server: http.Server | undefined;
-
-  async start(target: string): Promise<string> {
-    this.server = http.createServer((req, res) => void this.forward(target, req, res));
-    await new Promise<void>((r) => this.server?.listen(0, '127.0.0.1', r));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  stall(): void {
-    this.stalled = new Promise((r) => (this.release = r));
-  }
-
-  resume(): void {
-    this.stalled = undefined;
-    this.release();
-  }
-
-  close(): Promise<void> {
-    this.resume();
-    return new Promise((r) => (this.server ? this.server.close(() => r()) : r()));
-  }
-
-  private async forward(target: string, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    if (req.method === 'GET' && req.url?.startsWith('/v1/acquisitions/')) {
-      await this.stalled;
-    }
-    const headers: Record<string, string> = {};
-    for (const h of ['authorization', 'content-type']) if (typeof req.headers[h] === 'string') headers[h] = req.headers[h];
-    const up = await fetch(`${target}${req.url ?? '/'}`, { method: req.method, headers, ...(chunks.length ? { body: Buffer.concat(chunks) } : {}) });
-    res.writeHead(up.status, { 'content-type': up.headers.get('content-type') ?? 'application/json' });
-    res.end(Buffer.from(await up.arrayBuffer()));
-  }
-}
-
 describe("the router's readmit after its acquisition, racing an eviction of the serve", () => {
   let box: OnDemandBox;
-  const proxy = new StallingProxy();
+  // Holds the router's status GETs of its acquisitions.
+  const proxy = new StallingProxy((method, url) => method === 'GET' && url.startsWith('/v1/acquisitions/'));
 
   before(async () => {
     box = await startOnDemandBox({

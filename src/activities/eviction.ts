@@ -119,15 +119,41 @@ export function createEvictionActivities(deps: EvictionDeps) {
      * rotation only through the router's guarded readmit. A refusal is a failure that names the
      * router's reason, so the workflow stops the serve again rather than leave it unreachable.
      */
-    async readmitIfQuiesced(input: { tier: string }): Promise<{ action: 'already-active' | 'readmitted' | 'no-router'; observedModel?: string }> {
+    async readmitIfQuiesced(input: {
+      tier: string;
+      /** Lift only this quiesce (quiesceMarks): one made since is someone else's, and the tier is left quiesced for them. */
+      quiesceMark?: string;
+    }): Promise<{ action: 'already-active' | 'readmitted' | 'no-router' | 'quiesced-since'; observedModel?: string }> {
       if (!deps.router) return { action: 'no-router' };
       const r = deps.router;
       const state = await permanentAsFailure(() => r.tierState(input.tier));
       if (state.state === 'active') return { action: 'already-active' };
-      const outcome = await permanentAsFailure(() => r.readmit(input.tier));
+      const mark = input.quiesceMark;
+      if (mark !== undefined && state.quiesceMark !== mark) return { action: 'quiesced-since' };
+      const outcome = await permanentAsFailure(() => r.readmit(input.tier, mark));
+      if (!outcome.ok && outcome.reason === 'quiesced_since') return { action: 'quiesced-since' };
       if (!outcome.ok)
         throw nonRetryable(Failure.ReadmitRefused, `router refused to readmit tier '${input.tier}': ${outcome.reason}: ${outcome.message}`, outcome);
       return { action: 'readmitted', observedModel: outcome.observedModel };
+    },
+
+    /**
+     * The quiesce mark of each serve's router tier, where the router reports one: what a guarded
+     * readmit sends back to lift only the quiesce seen now. Serves without a tier, and a worker
+     * without a router, have none.
+     */
+    async quiesceMarks(input: { serves: string[] }): Promise<Record<string, string>> {
+      const r = deps.router;
+      if (!r) return {};
+      const manifest = await loadManifest(deps.manifest);
+      const marks: Record<string, string> = {};
+      for (const name of input.serves) {
+        const tier = manifest.resolve(name).serve.routerTier;
+        if (!tier) continue;
+        const mark = (await permanentAsFailure(() => r.tierState(tier))).quiesceMark;
+        if (mark !== undefined) marks[name] = mark;
+      }
+      return marks;
     },
 
     /** Quiesces the tier where this worker has a router; null where it has none. */

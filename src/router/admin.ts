@@ -9,6 +9,7 @@ import type { LoadedConfig } from './config-file';
 import { ConfigLoadError, loadConfig } from './config-file';
 import { errorBody } from './errors';
 import { guardedReadmit } from './readmit';
+import type { ReadmitOutcome } from '../shared/contracts';
 import type { Mutex } from './mutex';
 import type { OnDemand } from './on-demand';
 import { onDemandUnmet } from './on-demand-config';
@@ -22,6 +23,18 @@ export interface AdminOptions {
   probeTimeoutMs: number;
   /** What the router has for on-demand tiers: a reloaded config whose tiers need more is refused (on-demand-config.ts). */
   onDemandMeans: OnDemandMeans;
+}
+
+/** The refusal of a readmit whose quiesce mark has moved: the tier stays as it is. */
+function quiescedSince(tier: string, sent: string, now: string): ReadmitOutcome {
+  return {
+    ok: false,
+    tier,
+    reason: 'quiesced_since',
+    message:
+      `tier '${tier}' was quiesced again since quiesce mark ${sent} (now ${now}: an eviction or a bring-down of its serve, ` +
+      'or an operator, relies on it; or the router restarted): this readmit does not lift it',
+  };
 }
 
 export async function registerAdminRoutes(app: FastifyInstance, table: TierTable, demand: OnDemand, admin: Mutex, opts: AdminOptions): Promise<void> {
@@ -61,10 +74,15 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
       }),
     );
 
-    scope.post<{ Params: { tier: string } }>('/admin/tiers/:tier/readmit', (req, reply) =>
+    scope.post<{ Params: { tier: string }; Querystring: { quiesce_mark?: string } }>('/admin/tiers/:tier/readmit', (req, reply) =>
       admin.run(async () => {
         const tier = findTier(table.config, req.params.tier);
         if (!tier) return unknownTier(reply, req.params.tier);
+        // Sent back by a readmit that lifts only the quiesce it saw: one made since is an eviction's
+        // or a bring-down's, decided after it, which drains and stops the serve behind it.
+        const mark = req.query.quiesce_mark;
+        if (mark !== undefined && mark !== table.quiesceMark(tier.name))
+          return reply.code(409).send(quiescedSince(tier.name, mark, table.quiesceMark(tier.name)));
         const outcome = await guardedReadmit(tier, opts.probeTimeoutMs);
         if (!outcome.ok) return reply.code(409).send(outcome);
         await table.setMode(tier.name, 'active');

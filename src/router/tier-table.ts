@@ -2,6 +2,7 @@
 // are in flight on it. Quiesced tiers are kept in the state file (when there is one) across
 // restarts; a mode change counts only once it is saved. So is how long each on-demand tier's last
 // acquisition took, which the residency window's margin is reckoned by (on-demand.ts).
+import { randomUUID } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import type { TierMode, TierState } from '../shared/contracts';
 import type { RouterConfig, RouterTier } from '../config/router-model';
@@ -77,6 +78,8 @@ async function loadState(file: string): Promise<PersistedState> {
 }
 
 export class TierTable {
+  /** This router's start, in every quiesce mark: a count begun again by a restart never matches an older mark. */
+  private readonly instance = randomUUID().slice(0, 8);
   private readonly modeListeners: ((name: string, mode: TierMode) => void)[] = [];
 
   private constructor(
@@ -119,7 +122,13 @@ export class TierTable {
       backend: tier.backend,
       modelIdentity: tier.modelIdentity,
       lastUsedAtEpochMs: rt.lastUsedAtEpochMs,
+      quiesceMark: this.quiesceMark(tier.name),
     };
+  }
+
+  /** What a guarded readmit is sent back with: the quiesce it may lift (docs/router-admin-api.md). */
+  quiesceMark(name: string): string {
+    return `${this.instance}.${this.runtimeOf(name).quiesces}`;
   }
 
   snapshot(): RouterSnapshot {

@@ -22,9 +22,15 @@ export interface TierState {
    * a router that does not report it leaves idle leases to count from the acquisition.
    */
   lastUsedAtEpochMs?: number | null;
+  /**
+   * Opaque; changes with every quiesce of the tier (of one already quiesced too) and with every
+   * start of the router. A readmit that sends it back lifts only the quiesce it saw: one made since
+   * is someone else's, who relies on it. Optional in the contract: without it a readmit is unguarded.
+   */
+  quiesceMark?: string;
 }
 
-export type ReadmitRefusal = 'identity_not_configured' | 'identity_mismatch' | 'unhealthy';
+export type ReadmitRefusal = 'identity_not_configured' | 'identity_mismatch' | 'unhealthy' | 'quiesced_since';
 
 export type ReadmitOutcome = { ok: true; tier: string; observedModel: string } | { ok: false; tier: string; reason: ReadmitRefusal; message: string };
 

@@ -69,7 +69,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     // An acquisition's victims taken over go back into rotation once the let-go is registered: a
     // victim gone from the manifest, or a cancel, then gives the serve back instead of leaving it
     // held as stopping by an ended run.
-    if (taken?.readmitLater) await readmitVictims(taken.readmitLater, log);
+    if (taken?.readmitLater) await readmitVictims(taken.readmitLater, log, taken.quiesceMarks);
     // An evicted or sleeping serve answers nothing and its tier is quiesced already: nothing to drain.
     const setAside = taken?.decision === 'evicted' || (taken?.decision === 'taken' && taken.from === 'sleeping');
     if (serve.routerTier && !setAside) drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S);
@@ -240,12 +240,17 @@ async function takeServe(
   { node, gpu, serve, holder, log }: Down,
   ended: OperationEnd[],
   onlyIfHeldBy: string | undefined,
-): Promise<StopDecision & { readmitLater?: string[] }> {
+): Promise<StopDecision & { readmitLater?: string[]; quiesceMarks?: Record<string, string> }> {
   // The holder's own compensations stop this serve's container: they get its stop timeout and more.
   const endTimeoutS = Math.max(OPERATION_END_TIMEOUT_S, serve.stopTimeoutS + 180);
   let takeOver: { takeOverFrom: string; victimsDown: string[] } | undefined;
+  let victimsUp: string[] = [];
   for (let attempt = 1; ; attempt++) {
     log.begin('take');
+    // The quiesce each victim still running is under, read before the take: once taken they run
+    // again in the ledger, and an eviction or a bring-down of one may quiesce its tier before this
+    // run readmits it; that quiesce is theirs, and the readmit leaves it (readmitVictims).
+    const quiesceMarks = takeOver && victimsUp.length && patched(PATCHES.victimReadmitMarked) ? await router.quiesceMarks({ serves: victimsUp }) : undefined;
     // Whole: a take that landed is known, so its compensation (let go) is registered and runs.
     const decision = await CancellationScope.nonCancellable(() =>
       ledgerUpdates().ledgerBeginStop({
@@ -260,7 +265,7 @@ async function takeServe(
       // Runs from before the compensation covered it readmit the victims here, before it is registered.
       const victims = decision.victimsRunning ?? [];
       if (victims.length && !patched(PATCHES.takeReadmitsCompensated)) await readmitVictims(victims, log);
-      else if (victims.length) return { ...decision, readmitLater: victims };
+      else if (victims.length) return { ...decision, readmitLater: victims, ...(quiesceMarks ? { quiesceMarks } : {}) };
       return decision;
     }
     if (decision.decision === 'absent') {
@@ -279,7 +284,8 @@ async function takeServe(
     const end = ended.find((e) => e.holder === op.holder);
     if (end && end.outcome !== 'running') {
       // It has ended and still holds the serve: take its hold over, with its victims as the box has them.
-      const { down: victimsDown, asleep: victimsAsleep } = await victimsSetAside(node, gpu, serve.name);
+      const { down: victimsDown, asleep: victimsAsleep, up } = await victimsSetAside(node, gpu, serve.name);
+      victimsUp = up;
       log.record('take', take.takingOver(op, end.closedAs, serve.name, victimsDown, victimsAsleep));
       takeOver = { takeOverFrom: op.holder, victimsDown, ...(victimsAsleep.length ? { victimsAsleep } : {}) };
       continue;
@@ -315,28 +321,35 @@ async function takeServe(
  * The victims of this serve's acquisition whose containers are down, and those evicted by sleeping
  * that sleep (the acquisition ended between their sleep and its hand-over), read from the box.
  */
-async function victimsSetAside(node: string, gpu: GpuSpec, acquirer: string): Promise<{ down: string[]; asleep: string[] }> {
+async function victimsSetAside(node: string, gpu: GpuSpec, acquirer: string): Promise<{ down: string[]; asleep: string[]; up: string[] }> {
   const l = await reads().ledgerSnapshot({ node, gpu });
   const down: string[] = [];
   const asleep: string[] = [];
+  const up: string[] = [];
   for (const r of l.reservations) {
     if (r.phase !== 'evicting' || r.evictedFor !== acquirer) continue;
     if (!(await reads().inspectServe({ node, serve: r.serve }))?.running) down.push(r.serve);
     // At a level not known here: its wake reloads the weights, which is right after either.
     else if (r.sleep && (await act.serveAsleep({ serve: r.serve }))) asleep.push(r.serve);
+    else up.push(r.serve);
   }
-  return { down, asleep };
+  return { down, asleep, up };
 }
 
-/** Victims back to running after their acquisition was taken over: their tiers go back into rotation through the guard. */
-async function readmitVictims(victims: string[], log: StepLog): Promise<void> {
+/**
+ * Victims back to running after their acquisition was taken over: their tiers go back into
+ * rotation through the guard, each lifting only the quiesce it was under at the take (its mark):
+ * a quiesce made since is an eviction's or a bring-down's of the victim, which drains and stops it.
+ */
+async function readmitVictims(victims: string[], log: StepLog, marks: Record<string, string> = {}): Promise<void> {
   for (const v of victims) {
     const { serve } = await reads().resolveServe({ serve: v });
     if (!serve.routerTier) continue;
     const tier = serve.routerTier;
+    const quiesceMark = marks[v];
     try {
-      const r = await router.readmitIfQuiesced({ tier });
-      log.record('take', take.victimReadmitted(v, tier, r.action));
+      const r = await router.readmitIfQuiesced({ tier, ...(quiesceMark !== undefined ? { quiesceMark } : {}) });
+      log.record('take', r.action === 'quiesced-since' ? take.victimLeftQuiesced(v, tier) : take.victimReadmitted(v, tier, r.action));
     } catch (err) {
       log.record('take', take.victimReadmitFailed(v, tier, rootCause(err).message));
     }

@@ -215,5 +215,13 @@ export const PATCHES = {
    * the Update's payload, which no recorded history carries.
    */
   idleTermsOnlyExtend: 'idle-terms-only-extend',
+  /**
+   * A bring-down that takes over an acquisition's hold reads the quiesce mark of each victim still
+   * running before its take (the quiesceMarks activity, where a take-over had none), and its
+   * readmit of them sends it back: the router lifts only that quiesce, not one an eviction or a
+   * bring-down of the victim made since. Reached only by a take-over with victims running, which
+   * no recording has: test/victim-readmit-race.test.ts evicts the victim while the readmit is held.
+   */
+  victimReadmitMarked: 'victim-readmit-marked',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -20,7 +20,7 @@ import { followPromotion, startPromotion } from '../../src/client/promote';
 import type { PromotionOutcome } from '../../src/client/promote';
 import { startDevServer } from '../../src/dev/dev-server';
 import { formatLedger, totals } from '../../src/domain/ledger';
-import { workflowIds } from '../../src/shared/messages';
+import { progressQuery, workflowIds } from '../../src/shared/messages';
 import { promoteWorkflowId } from '../../src/shared/promotion';
 import type { PromoteInput } from '../../src/shared/promotion';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
@@ -258,6 +258,24 @@ async function main(): Promise<void> {
     expect(woken.ok && /restored by waking/.test(woken.result.restored[0]?.message ?? ''), 'vision-sleeper restored by waking');
     await record('wake-restore', workflowIds.bringDown(NODE, 'comfyui-sim'));
     await record('wake-restore-child-bring-up', workflowIds.bringUp(NODE, 'vision-sleeper'));
+
+    // (9) an acquisition terminated while it drains its victim: serves down takes its hold over and
+    // readmits the victim, which still runs (bringDownWorkflow's take-over with victims running).
+    say('(9) vision up; comfyui-sim --evict terminated mid-drain; serves down comfyui-sim takes it over');
+    await step('serves down vision-sleeper', serveDown(client, NODE, 'vision-sleeper'), true);
+    await step('serves up vision', serveUp(client, NODE, 'vision'), true);
+    const draining = routed(box, 'vision', { sim_delay_ms: 4000 });
+    await until('a vision request in flight', async () => (await box.routerAdmin.tierState('vision-local')).inFlight >= 1);
+    const acquiring = serveAcquire(client, NODE, { serve: 'comfyui-sim', evict: true });
+    const acquisition = client.workflow.getHandle(workflowIds.acquire(NODE, 'comfyui-sim'));
+    await until('the acquisition draining vision', async () => (await acquisition.query(progressQuery)).some((st) => st.step === 'quiesce vision'));
+    await acquisition.terminate('record: a worker lost for good');
+    await acquiring.catch(() => undefined);
+    const tookOver = await step('serves down comfyui-sim', serveDown(client, NODE, 'comfyui-sim'), true);
+    expect(tookOver.ok && /took over the hold/.test(tookOver.result.message), 'the hold of the terminated acquisition taken over');
+    await record('take-over-victims', workflowIds.bringDown(NODE, 'comfyui-sim'));
+    expect((await draining) === 200, 'the request in flight finished 200');
+    expect((await routed(box, 'vision')) === 200, 'vision routed again after the take-over');
 
     // (6) promotions: a new release that holds, then one that crash-loops and is rolled back.
     if (target) {

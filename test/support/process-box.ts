@@ -41,7 +41,12 @@ export async function startProcessBox(
   prefix: string,
   gpu: TestGpu,
   serves: TestServe[],
-  opts: { temporal?: TestTemporal; workerEnv?: Record<string, string> } = {},
+  opts: {
+    temporal?: TestTemporal;
+    workerEnv?: Record<string, string>;
+    /** The router's URL as the worker is given it (GPURES_ROUTER_URL): a test may put something between them (a stalling proxy). */
+    workerRouterUrl?: (routerUrl: string) => Promise<string>;
+  } = {},
 ): Promise<ProcessBox> {
   const node = uniqueNode(prefix);
   const dir = mkdtempSync(join(tmpdir(), `gpures-${prefix}-`));
@@ -67,7 +72,7 @@ export async function startProcessBox(
   const env = { TEMPORAL_ADDRESS: temporal.address };
   const workerEnv = {
     ...env,
-    GPURES_ROUTER_URL: router.url,
+    GPURES_ROUTER_URL: opts.workerRouterUrl ? await opts.workerRouterUrl(router.url) : router.url,
     GPURES_ROUTER_TOKEN: routerToken,
     GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
     FAKE_NVIDIA_SMI_STATE: smiStatePath,

@@ -37,6 +37,7 @@ const TierStateSchema = z.object({
   backend: z.string(),
   modelIdentity: z.boolean(),
   lastUsedAtEpochMs: z.number().int().nonnegative().nullable().optional(),
+  quiesceMark: z.string().optional(),
 });
 
 const ReadmitSchema = z.discriminatedUnion('ok', [
@@ -44,7 +45,7 @@ const ReadmitSchema = z.discriminatedUnion('ok', [
   z.object({
     ok: z.literal(false),
     tier: z.string(),
-    reason: z.enum(['identity_not_configured', 'identity_mismatch', 'unhealthy']),
+    reason: z.enum(['identity_not_configured', 'identity_mismatch', 'unhealthy', 'quiesced_since']),
     message: z.string(),
   }),
 ]);
@@ -94,8 +95,9 @@ export class HttpRouterAdmin implements RouterAdmin {
     return parse(TierStateSchema, a, 'tier state');
   }
 
-  async readmit(tier: string): Promise<ReadmitOutcome> {
-    const a = await this.call('POST', tierPath(tier, '/readmit'));
+  async readmit(tier: string, quiesceMark?: string): Promise<ReadmitOutcome> {
+    const mark = quiesceMark === undefined ? '' : `?quiesce_mark=${encodeURIComponent(quiesceMark)}`;
+    const a = await this.call('POST', `${tierPath(tier, '/readmit')}${mark}`);
     if (a.status === 409) {
       const outcome = parse(ReadmitSchema, a, 'readmit');
       if (outcome.ok) throw new Error(`router readmit of '${tier}' answered 409 with ok: true`);

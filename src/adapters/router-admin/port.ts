@@ -6,8 +6,12 @@ export interface RouterAdmin {
   /** New requests to the tier get 503; requests in flight go on. Idempotent. */
   quiesce(tier: string): Promise<TierState>;
   tierState(tier: string): Promise<TierState>;
-  /** The router probes the backend's health and /v1/models identity before it routes again. */
-  readmit(tier: string): Promise<ReadmitOutcome>;
+  /**
+   * The router probes the backend's health and /v1/models identity before it routes again. With
+   * a quiesce mark (TierState.quiesceMark) it first refuses, `quiesced_since`, if the tier was
+   * quiesced again since that mark was read.
+   */
+  readmit(tier: string, quiesceMark?: string): Promise<ReadmitOutcome>;
   reload(): Promise<{ mappingVersion: string }>;
   healthz(): Promise<{ ok: boolean; mappingVersion: string }>;
 }

@@ -139,6 +139,14 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     return `tier ${txt(r.tier)} ${txt(r.state)} with ${txt(r.inFlight)} in flight`;
   },
   quiesceIfRouted: asJson,
+  quiesceMarks: (r) =>
+    r
+      ? `quiesce marks ${
+          Object.entries(r)
+            .map(([serve, mark]) => `${serve} ${txt(mark)}`)
+            .join(', ') || 'none (no router, or none reported)'
+        }`
+      : undefined,
   drainServe: (r) => {
     if (!r) return undefined;
     const router = `router in flight ${txt(r.routerInFlightAtStart)} → ${txt(r.routerInFlightAtEnd)}`;
@@ -182,6 +190,7 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   readmitIfQuiesced: (r, i) => {
     if (!r) return undefined;
     const known = r.action === 'readmitted' || r.action === 'already-active' || r.action === 'no-router';
+    if (r.action === 'quiesced-since') return `tier ${txt(i?.tier)} quiesced again since mark ${txt(i?.quiesceMark)}: left quiesced`;
     return known ? start.readmit(txt(i?.tier), { action: r.action ?? '', observedModel: str(r.observedModel) }) : txt(r.action);
   },
   leaseAtLeast: (r, i) =>
