@@ -34,7 +34,7 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
 
   before(async () => {
     temporal = await testTemporal();
-    for (const name of ['frzrename', 'frzstart']) {
+    for (const name of ['frzrename', 'frzstart', 'frzremove']) {
       targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 3 };
     }
     dir = mkdtempSync(join(tmpdir(), 'gpures-promote-frozen-'));
@@ -122,6 +122,59 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
     assert.equal(served, `${name}-v1`);
     assert.deepEqual(tempFiles(t), [], 'no temp file left beside the live config');
   }
+
+  test("a rollback's removal of the live file (there was none before) frozen, the step retried, then a later promotion: the thawed removal leaves its file", async () => {
+    const t = targets['frzremove'];
+    assert.ok(t);
+    // No live file before the promotion: its rollback removes the one it wrote.
+    rmSync(t.configPath);
+    const marker = join(dir, 'frzremove-frozen.json');
+    const frozen = await startChild({ freezeAt: 'restore-remove', markerPath: marker });
+    const bad = routerConfig('frzremove-v2', ['', 'report_mapping_version = "frzremove-bad"']);
+    const p1 = await startPromotion(temporal.client, node, { router: 'frzremove', config: { content: bad }, image: ROUTER_IMAGE });
+    await waitUntil("the first worker frozen in the rollback's removal", () => existsSync(marker), 60_000, 50);
+    console.log(`  worker ${frozen.pid} frozen: ${(JSON.parse(readFileSync(marker, 'utf8')) as { frozen: string }).frozen}`);
+    assert.equal(readFileSync(t.configPath, 'utf8'), bad, 'frozen before the removal landed');
+
+    // Another worker: the restore is retried there (heartbeat timeout), the rollback ends; then a later promotion writes.
+    const second = await startChild({});
+    const out1 = await followPromotion(p1, () => undefined, 200);
+    console.log(`  first promotion: ${out1.ok ? out1.result.message : `${out1.failureType}: ${out1.message}`}`);
+    assert.ok(!out1.ok && out1.failureType === 'HealthzMismatch');
+    assert.equal(existsSync(t.configPath), false, 'the retried restore removed the live file');
+    const v3 = routerConfig('frzremove-v3');
+    const out2 = await followPromotion(
+      await startPromotion(temporal.client, node, { router: 'frzremove', config: { content: v3 }, image: ROUTER_IMAGE }),
+      () => undefined,
+      200,
+    );
+    console.log(`  later promotion: ${out2.ok ? out2.result.message : `${out2.failureType}: ${out2.message}`}`);
+    assert.ok(out2.ok);
+    assert.equal(readFileSync(t.configPath, 'utf8'), v3);
+
+    // The frozen worker goes on: its removal is stale and must leave the later promotion's file.
+    frozen.kill('SIGCONT');
+    const outcomes = `${marker}.outcome`;
+    await waitUntil('the frozen restore attempt to end', () => existsSync(outcomes), 60_000, 100);
+    const ended = readFileSync(outcomes, 'utf8').trim().split('\n');
+    console.log(`  the frozen attempt ended: ${ended.join(' | ')}`);
+    await sleep(500);
+    await stop(frozen);
+    await stop(second);
+    const live = existsSync(t.configPath) ? readFileSync(t.configPath, 'utf8') : undefined;
+    await d.getContainer(`gpures-test-${run}-frzremove`).restart({ t: 1 });
+    const served = live ? await waitHealthy(t.url).then(async () => (await healthz(t.url)).mappingVersion) : '(no config to start from)';
+    console.log(
+      `  after SIGCONT: live file ${live ? `mapping ${mappingOf(live)}` : 'absent'}, temp files [${tempFiles(t).join(', ')}]; router restarted serves '${served}'`,
+    );
+    assert.equal(live, v3, "the frozen removal took away the later promotion's live config");
+    assert.equal(served, 'frzremove-v3');
+    assert.deepEqual(tempFiles(t), [], 'no temp file left beside the live config');
+    const end = JSON.parse(ended[0] ?? '{}') as { ok: boolean; message?: string };
+    assert.equal(ended.length, 1, 'one restore on the frozen worker');
+    assert.equal(end.ok, false, `the stale attempt did not fail: ${ended[0]}`);
+    assert.match(end.message ?? '', /stale/, `the stale attempt's message: ${end.message}`);
+  });
 
   test('frozen just before renaming its temp file over the live config', () => frozenThenRolledBack('frzrename', 'write-rename'));
 

@@ -122,6 +122,7 @@ export function configFilesOf(d: RouterDeployment, t: RouterTarget) {
       permanentAsFailure(() => d.writeFileAtomic(dir, path, data, mode, beforeRename)),
     list: () => permanentAsFailure(() => d.listDir(dir)),
     remove: (path: string) => permanentAsFailure(() => d.removeFile(dir, path)),
+    removeFenced: (path: string, beforeRemove: () => Promise<void>) => permanentAsFailure(() => d.removeFileFenced(dir, path, beforeRemove)),
     journal: (entry: JournalEntry) => permanentAsFailure(() => d.appendJournal(dir, t.configPath, withScheduledAt(entry))),
     readJournal: () => permanentAsFailure(() => d.readJournal(dir, t.configPath)),
   };
@@ -244,12 +245,12 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
         const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: '' };
         const live = await files.read(t.configPath);
         othersChange(live, null);
-        // The check and the unlink are two steps: a worker frozen between them is not fenced (no temp file to remove).
+        // Moved aside, checked, then unlinked: an attempt frozen before the move, and stale when it
+        // goes on, moves a later writer's file and puts it back (removeFileFenced).
         if (live)
-          await fencedLiveChange(files, t.configPath, { ...effect, op: 'restore', attempt: currentAttempt() }, async (fence) => {
-            await fence();
-            await files.remove(t.configPath);
-          });
+          await fencedLiveChange(files, t.configPath, { ...effect, op: 'restore', attempt: currentAttempt() }, (fence) =>
+            files.removeFenced(t.configPath, fence),
+          );
         else await completeJournaled(files, effect);
         return { outcome: 'removed' };
       }

@@ -10,6 +10,8 @@
 // of a temp file over the live config, writes markerPath and SIGSTOPs the whole process there (no
 // heartbeat, no poll): a worker frozen mid-write, which the test SIGCONTs when it chooses; each of
 // its writes' ends is appended to markerPath + ".outcome" ({ ok, result } or { ok, message }).
+// With `freezeAt: "restore-remove"` it freezes so at the first removal of a live config (its unlink,
+// or its rename to a temp name) by a restore, whose ends are appended likewise.
 // Prints "ready" on stdout once polling; exits when SIGTERM/SIGINT shut the worker down.
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
@@ -31,7 +33,7 @@ interface ChildConfig {
   pollIntervalMs?: number;
   hangAfter?: string;
   hangAt?: 'recreate-rename';
-  freezeAt?: 'write-start' | 'write-rename';
+  freezeAt?: 'write-start' | 'write-rename' | 'restore-remove';
   markerPath?: string;
 }
 
@@ -58,6 +60,26 @@ function freezingAtLiveRename(targets: RouterTarget[], freeze: (what: string) =>
   fsp.rename = async (from, to) => {
     if (live.has(to) && basename(from).includes('.tmp-')) freeze(`rename ${basename(from)} over ${to}`);
     return rename(from, to);
+  };
+}
+
+/**
+ * fs/promises' rm and rename, as the adapter calls them, frozen at the first removal of one of the
+ * live configs: its unlink, or its rename away to another name.
+ */
+function freezingAtLiveRemove(targets: RouterTarget[], freeze: (what: string) => void): void {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const fsp = require('node:fs/promises') as { rename: (from: string, to: string) => Promise<void>; rm: (path: string, o?: object) => Promise<void> };
+  const rename = fsp.rename.bind(fsp);
+  const rm = fsp.rm.bind(fsp);
+  const live = new Set(targets.map((t) => t.configPath));
+  fsp.rename = async (from, to) => {
+    if (live.has(from)) freeze(`rename ${from} to ${basename(to)}`);
+    return rename(from, to);
+  };
+  fsp.rm = async (path, o) => {
+    if (live.has(path)) freeze(`unlink ${path}`);
+    return rm(path, o);
   };
 }
 
@@ -88,13 +110,15 @@ async function main(): Promise<void> {
     });
     const freeze = freezer(cfg.markerPath);
     if (cfg.freezeAt === 'write-rename') freezingAtLiveRename(cfg.targets, freeze);
-    const write = activities['promoteWrite'];
+    if (cfg.freezeAt === 'restore-remove') freezingAtLiveRemove(cfg.targets, freeze);
+    const frozenStep = cfg.freezeAt === 'restore-remove' ? 'promoteRestore' : 'promoteWrite';
+    const write = activities[frozenStep];
     if (cfg.freezeAt && write) {
       const freezeAt = cfg.freezeAt;
-      // What each write of this worker ended with, one JSON line each, so the test waits for the
-      // frozen attempt's end after SIGCONT instead of hoping a few seconds were enough.
+      // What each attempt of the frozen step on this worker ended with, one JSON line each, so the
+      // test waits for the frozen attempt's end after SIGCONT instead of hoping a few seconds were enough.
       const outcome = (line: object) => cfg.markerPath && appendFileSync(`${cfg.markerPath}.outcome`, `${JSON.stringify(line)}\n`);
-      activities['promoteWrite'] = async (input: never) => {
+      activities[frozenStep] = async (input: never) => {
         if (freezeAt === 'write-start') freeze('promoteWrite before it reads the live file');
         try {
           const r = await write(input);

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { Stats } from 'node:fs';
-import { chmod, lstat, mkdtemp, open, readdir, readlink, realpath, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, link, lstat, mkdtemp, open, readdir, readlink, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { dirname, join, posix, resolve } from 'node:path';
 import type Docker from 'dockerode';
@@ -389,6 +389,35 @@ export class DockerRouterDeployment implements RouterDeployment {
     }
     if (st?.isDirectory()) throw unsafe(`${abs} is a directory (in the router's config directory ${dir}); refused`);
     await rm(abs, { force: true });
+  }
+
+  async removeFileFenced(dir: string, path: string, beforeRemove: () => Promise<void>): Promise<void> {
+    const target = await inConfigDir(dir, path);
+    await lstatInConfigDir(dir, target); // a regular file only: a link is refused, as for a write
+    const aside = join(dir, `${tempFilePrefix(target)}${process.pid}-${randomBytes(4).toString('hex')}`);
+    // Whatever is live now is moved, not unlinked: an attempt frozen just before this line moves a
+    // later writer's file, and the check after it, which then fails, puts that file back.
+    try {
+      await rename(target, aside);
+    } catch (err) {
+      if (errCode(err) === 'ENOENT') return;
+      throw err;
+    }
+    try {
+      await beforeRemove();
+    } catch (err) {
+      // link, not rename: it never replaces a live file written since (EEXIST), which is newer still.
+      await link(aside, target).catch(() => undefined);
+      await rm(aside, { force: true });
+      throw err;
+    }
+    await rm(aside, { force: true });
+    const dh = await open(dir, 'r');
+    try {
+      await dh.sync();
+    } finally {
+      await dh.close();
+    }
   }
 
   async appendJournal(dir: string, livePath: string, entry: JournalEntry): Promise<void> {

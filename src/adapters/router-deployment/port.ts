@@ -117,6 +117,12 @@ export interface RouterDeployment {
   fileMode(dir: string, path: string): Promise<number | undefined>;
   listDir(dir: string): Promise<string[]>;
   removeFile(dir: string, path: string): Promise<void>;
+  /**
+   * Removes the live config: renamed aside first (to a temp file name, tempFilePrefix(path) + a
+   * unique tail), then `beforeRemove` (which may throw to give up: what was moved aside is put
+   * back, unless a file is there again), then the unlink of what was moved. Absent: nothing done.
+   */
+  removeFileFenced(dir: string, path: string, beforeRemove: () => Promise<void>): Promise<void>;
   /** Appends one line and fsyncs it, so an intent is on disk before the change it announces. */
   appendJournal(dir: string, livePath: string, entry: JournalEntry): Promise<void>;
   /** Every line so far (none when there is no journal yet). */
