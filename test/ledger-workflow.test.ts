@@ -8,7 +8,7 @@ import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { DEV_SERVER_FLAGS } from '../src/dev/dev-server';
-import { totals } from '../src/domain/ledger';
+import { emptyLedger, totals } from '../src/domain/ledger';
 import type { GpuSpec } from '../src/domain/types';
 import { acquireUpdate, admitUpdate, beginStopUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import type { ledgerWorkflow } from '../src/workflows/ledger';
@@ -103,6 +103,56 @@ describe('ledger entity workflow', () => {
     assert.deepEqual(totals(state), { budgetMib: 27999, committedMib: 19000, heldMib: 0, freeMib: 8999 });
     const denied = await h.executeUpdate(admitUpdate, { args: [{ serve: 'big', vramMib: 9000, class: 'resident', holder: 'hb', gpu: GPU }] });
     assert.deepEqual(denied.decision, { decision: 'denied', serve: 'big', vramMib: 9000, freeMib: 8999, shortfallMib: 1 });
+  });
+
+  test('a fresh run reads the run it replaces, not an older one, while the list of runs lags a continue-as-new', async () => {
+    // Three runs: an older one, terminated; a newer one that continued as new; its continuation,
+    // terminated. The visibility store behind `list` is eventually consistent: right after a
+    // continue-as-new and a terminate it may not list the continuation yet, which is simulated here
+    // by dropping it from every list (the server's own history is not touched).
+    const client = box.temporal.client;
+    const gpu = { ...GPU, role: 'lost-run' };
+    const workflowId = workflowIds.ledger(box.node, gpu.role);
+    const start = (maxHistoryEvents?: number) =>
+      client.workflow.start<typeof ledgerWorkflow>('ledgerWorkflow', {
+        workflowId,
+        taskQueue: taskQueueFor(box.node),
+        args: [{ node: box.node, gpu, state: emptyLedger(box.node, gpu), ...(maxHistoryEvents ? { maxHistoryEvents } : {}) }],
+      });
+    const admit = (serve: string, vramMib: number) =>
+      client.workflow
+        .getHandle<typeof ledgerWorkflow>(workflowId)
+        .executeUpdate(admitUpdate, { args: [{ serve, vramMib, class: 'resident', holder: `h-${serve}`, gpu }] });
+    const older = await start();
+    await admit('older', 1000);
+    await older.terminate('test: the older run');
+    const newer = await start(30);
+    let last = newer.firstExecutionRunId;
+    for (let i = 0; last === newer.firstExecutionRunId; i++) {
+      await admit(`s${i}`, 100);
+      last = (await client.workflow.getHandle(workflowId).describe()).runId;
+    }
+    await admit('latest', 200);
+    await client.workflow.getHandle(workflowId, last).terminate('test: the run a fresh one replaces');
+
+    const list = client.workflow.list.bind(client.workflow);
+    client.workflow.list = (o) => {
+      const it = list(o);
+      return Object.assign(Object.create(it) as typeof it, {
+        async *[Symbol.asyncIterator]() {
+          for await (const wf of it) if (wf.runId !== last) yield wf;
+        },
+      });
+    };
+    try {
+      const lost = await new LedgerClient(client).lostRunState(box.node, gpu.role, '00000000-0000-4000-8000-000000000000', 15_000);
+      const serves = lost?.reservations.map((r) => r.serve) ?? [];
+      console.log(`  runs: older ${older.firstExecutionRunId}, newer ${newer.firstExecutionRunId} → ${last} (not listed); read: [${serves.join(', ')}]`);
+      assert.ok(serves.includes('latest'), `the fresh run would read an older run: [${serves.join(', ')}]`);
+      assert.ok(!serves.includes('older'));
+    } finally {
+      client.workflow.list = list;
+    }
   });
 
   test('a compensation releases only its own reservation; setPhase by another run is rejected', async () => {

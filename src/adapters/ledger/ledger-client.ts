@@ -7,6 +7,7 @@ import { ServiceError, WorkflowNotFoundError, WorkflowUpdateFailedError } from '
 import { ApplicationFailure } from '@temporalio/common';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import type { GpuSpec } from '../../domain/types';
 import type { LedgerState } from '../../domain/ledger';
 import type {
@@ -231,11 +232,15 @@ export class LedgerClient implements LedgerPort {
   /**
    * What the GPU's ledger held when its latest run other than `runId` closed: a fresh run reads
    * what the run it replaces knew and the box cannot show (a sleeper's residual seen above the
-   * declared one). Runs that continued as new are passed over: a continuation is never a fresh run,
-   * so the run it replaces ended otherwise (terminated by an operator, failed), and such runs are few.
-   * A closed run answers a query by being replayed on a worker (this node's). Undefined when
-   * Temporal cannot say: no other run (the first ever, or a server that lost its state), its
-   * history gone (retention), no answer within `withinMs`, or a run lost before its own reconcile ended.
+   * declared one). The list of runs only says where to start: it is Temporal's visibility store,
+   * eventually consistent, and right after a continue-as-new and a terminate it may not show the
+   * continuation yet (or still show its predecessor running). So from the latest run listed, the
+   * chain of continue-as-new is followed in the runs' own histories (their close events) to the
+   * run that closed otherwise (terminated, failed): that is the run a fresh one replaces, never an
+   * older one as long as any run of its chain is listed. A closed run answers a query by being
+   * replayed on a worker (this node's). Undefined when Temporal cannot say: no other run (the
+   * first ever, or a server that lost its state), its history gone (retention), no answer within
+   * `withinMs`, or a run lost before its own reconcile ended.
    */
   async lostRunState(node: string, gpuRole: string, runId: string, withinMs: number): Promise<LedgerState | undefined> {
     const workflowId = workflowIds.ledger(node, gpuRole);
@@ -243,18 +248,43 @@ export class LedgerClient implements LedgerPort {
     try {
       return await this.client.withDeadline(deadline, async () => {
         // node and gpuRole are checked names (NAME_PATTERN), runId a UUID: none can close the quote.
-        const query = `WorkflowId = '${workflowId}' AND RunId != '${runId}' AND ExecutionStatus != 'ContinuedAsNew'`;
+        const query = `WorkflowId = '${workflowId}' AND RunId != '${runId}'`;
         let latest: { runId: string; startTime: Date } | undefined;
         for await (const wf of this.client.workflow.list({ query })) {
           if (wf.workflowId === workflowId && wf.runId !== runId && (!latest || wf.startTime > latest.startTime)) latest = wf;
         }
         if (!latest) return undefined;
-        const state = await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, latest.runId).query(snapshotQuery);
+        const ended = await this.endOfChain(workflowId, latest.runId, runId);
+        if (!ended) return undefined;
+        const state = await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, ended).query(snapshotQuery);
         return state.reconciling ? undefined : state;
       });
     } catch {
       return undefined;
     }
+  }
+
+  /**
+   * The run that `from`'s chain of continue-as-new ended with, read from each run's close event
+   * (the history service's, not visibility's); undefined if one is still open or the chain reaches
+   * `self` (it cannot: a fresh run continues nothing) or runs on past MAX_CHAIN runs.
+   */
+  private async endOfChain(workflowId: string, from: string, self: string): Promise<string | undefined> {
+    let runId = from;
+    for (let i = 0; i < MAX_CHAIN; i++) {
+      const res = await this.client.workflowService.getWorkflowExecutionHistory({
+        namespace: this.client.options.namespace,
+        execution: { workflowId, runId },
+        historyEventFilterType: temporal.api.enums.v1.HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
+      });
+      const close = res.history?.events?.[0];
+      if (!close) return undefined;
+      const next = close.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId;
+      if (!next) return runId;
+      if (next === self) return undefined;
+      runId = next;
+    }
+    return undefined;
   }
 
   /**
@@ -284,6 +314,9 @@ export class LedgerClient implements LedgerPort {
     return this.answer(node, gpuRole, withinMs);
   }
 }
+
+/** Runs of one ledger's chain of continue-as-new followed at most (a run continues every 2000 events or so). */
+const MAX_CHAIN = 100;
 
 /** A counting semaphore whose waiters are served first come, first served. */
 class FifoSemaphore {
