@@ -380,10 +380,14 @@ describe('reference router', () => {
     assert.equal((await admin.tierState('vision-local')).inFlight, 5);
     const beforeQuiesce = Date.now();
     const q = await admin.quiesce('vision-local');
-    const { lastUsedAtEpochMs: usedAtQuiesce, ...rest } = q;
+    const { lastUsedAtEpochMs: usedAtQuiesce, quiesceMark: markAtQuiesce, ...rest } = q;
     assert.deepEqual(rest, { tier: 'vision-local', state: 'quiesced', inFlight: 5, backend: visionBackend.url, modelIdentity: true });
     assert.ok(typeof usedAtQuiesce === 'number' && usedAtQuiesce <= beforeQuiesce, 'the requests in flight began before the quiesce');
-    assert.deepEqual(await admin.quiesce('vision-local'), q, 'quiesce is idempotent');
+    // Idempotent in effect; each quiesce has a mark of its own (whoever quiesces relies on it).
+    const again = await admin.quiesce('vision-local');
+    assert.deepEqual({ ...again, quiesceMark: markAtQuiesce }, q, 'quiesce is idempotent');
+    assert.match(markAtQuiesce ?? '', /^[0-9a-f]{8}\.\d+$/);
+    assert.notEqual(again.quiesceMark, markAtQuiesce, 'a quiesce of a quiesced tier moves its mark');
 
     const refused = await chat(router.url, 'vision');
     assert.equal(refused.status, 503);
@@ -412,7 +416,13 @@ describe('reference router', () => {
     );
     assert.deepEqual(answers.map(content), ['echo:q0', 'echo:q1', 'echo:q2', 'echo:q3', 'echo:q4']);
     const drained = await admin.tierState('vision-local');
-    assert.deepEqual(drained, { ...q, inFlight: 0, lastUsedAtEpochMs: drained.lastUsedAtEpochMs });
+    assert.deepEqual(drained, { ...again, inFlight: 0, lastUsedAtEpochMs: drained.lastUsedAtEpochMs });
+    // A readmit that lifts only the first quiesce refuses over the second (the backend is healthy), and changes nothing.
+    const stale = await admin.readmit('vision-local', markAtQuiesce);
+    assert.equal(stale.ok, false);
+    assert.equal(!stale.ok && stale.reason, 'quiesced_since');
+    assert.match(!stale.ok ? stale.message : '', /^tier 'vision-local' was quiesced again since quiesce mark \S+ \(now \S+: /);
+    assert.equal((await admin.tierState('vision-local')).state, 'quiesced');
     assert.ok((drained.lastUsedAtEpochMs ?? 0) > usedAtQuiesce, 'the last response to end counts as use');
     assert.equal(router.state().tiers.find((t) => t.tier === 'vision-local')?.inFlight, 0);
     assert.equal((await chat(router.url, 'vision')).status, 503, 'still quiesced after the drain');

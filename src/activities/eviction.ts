@@ -138,20 +138,25 @@ export function createEvictionActivities(deps: EvictionDeps) {
     },
 
     /**
-     * The quiesce mark of each serve's router tier, where the router reports one: what a guarded
-     * readmit sends back to lift only the quiesce seen now. Serves without a tier, and a worker
-     * without a router, have none.
+     * The quiesce mark of each serve's router tier: what a guarded readmit sends back to lift only
+     * the quiesce seen now. A serve without a tier, or whose router reports no marks, has no entry
+     * (its readmit is unguarded, as before marks); one whose router could not be read has `unread`,
+     * the error, rather than failing the step: the caller leaves that tier quiesced.
      */
-    async quiesceMarks(input: { serves: string[] }): Promise<Record<string, string>> {
+    async quiesceMarks(input: { serves: string[] }): Promise<Record<string, { mark: string } | { unread: string }>> {
       const r = deps.router;
       if (!r) return {};
       const manifest = await loadManifest(deps.manifest);
-      const marks: Record<string, string> = {};
+      const marks: Record<string, { mark: string } | { unread: string }> = {};
       for (const name of input.serves) {
         const tier = manifest.resolve(name).serve.routerTier;
         if (!tier) continue;
-        const mark = (await permanentAsFailure(() => r.tierState(tier))).quiesceMark;
-        if (mark !== undefined) marks[name] = mark;
+        try {
+          const mark = (await r.tierState(tier)).quiesceMark;
+          if (mark !== undefined) marks[name] = { mark };
+        } catch (err) {
+          marks[name] = { unread: err instanceof Error ? err.message : String(err) };
+        }
       }
       return marks;
     },

@@ -24,6 +24,9 @@ export const OPERATION_END_TIMEOUT_S = 300;
 /** Take, end the holder, take again (taking over if it ended holding the serve): more holders in between is a fight, not a race, and is refused. */
 const MAX_TAKE_ATTEMPTS = 4;
 
+/** Each victim's quiesce mark read before the take (the quiesceMarks activity). */
+type QuiesceMarks = Record<string, { mark: string } | { unread: string }>;
+
 /** One bring-down: what its steps share. */
 interface Down {
   node: string;
@@ -240,7 +243,7 @@ async function takeServe(
   { node, gpu, serve, holder, log }: Down,
   ended: OperationEnd[],
   onlyIfHeldBy: string | undefined,
-): Promise<StopDecision & { readmitLater?: string[]; quiesceMarks?: Record<string, string> }> {
+): Promise<StopDecision & { readmitLater?: string[]; quiesceMarks?: QuiesceMarks }> {
   // The holder's own compensations stop this serve's container: they get its stop timeout and more.
   const endTimeoutS = Math.max(OPERATION_END_TIMEOUT_S, serve.stopTimeoutS + 180);
   let takeOver: { takeOverFrom: string; victimsDown: string[] } | undefined;
@@ -341,12 +344,19 @@ async function victimsSetAside(node: string, gpu: GpuSpec, acquirer: string): Pr
  * rotation through the guard, each lifting only the quiesce it was under at the take (its mark):
  * a quiesce made since is an eviction's or a bring-down's of the victim, which drains and stops it.
  */
-async function readmitVictims(victims: string[], log: StepLog, marks: Record<string, string> = {}): Promise<void> {
+async function readmitVictims(victims: string[], log: StepLog, marks: QuiesceMarks = {}): Promise<void> {
   for (const v of victims) {
     const { serve } = await reads().resolveServe({ serve: v });
     if (!serve.routerTier) continue;
     const tier = serve.routerTier;
-    const quiesceMark = marks[v];
+    const m = marks[v];
+    // Not known which quiesce it was under: lifting one someone made since would be worse than a
+    // running serve out of rotation until its next serves up.
+    if (m && 'unread' in m) {
+      log.record('take', take.victimReadmitFailed(v, tier, `its quiesce mark could not be read before the take (${m.unread}); left quiesced`));
+      continue;
+    }
+    const quiesceMark = m?.mark;
     try {
       const r = await router.readmitIfQuiesced({ tier, ...(quiesceMark !== undefined ? { quiesceMark } : {}) });
       log.record('take', r.action === 'quiesced-since' ? take.victimLeftQuiesced(v, tier) : take.victimReadmitted(v, tier, r.action));

@@ -143,7 +143,7 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
     r
       ? `quiesce marks ${
           Object.entries(r)
-            .map(([serve, mark]) => `${serve} ${txt(mark)}`)
+            .map(([serve, m]) => `${serve} ${txt(obj(m)?.['mark'] ?? `unread: ${txt(obj(m)?.['unread'])}`)}`)
             .join(', ') || 'none (no router, or none reported)'
         }`
       : undefined,
