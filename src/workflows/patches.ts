@@ -219,8 +219,9 @@ export const PATCHES = {
    * A bring-down that takes over an acquisition's hold reads the quiesce mark of each victim still
    * running before its take (the quiesceMarks activity, where a take-over had none), and its
    * readmit of them sends it back: the router lifts only that quiesce, not one an eviction or a
-   * bring-down of the victim made since. Reached only by a take-over with victims running, which
-   * no recording has: test/victim-readmit-race.test.ts evicts the victim while the readmit is held.
+   * bring-down of the victim made since. Before: take-over-victims-before-marks.json; after:
+   * take-over-victims.json (a take-over with its victim running); test/victim-readmit-race.test.ts
+   * evicts the victim while the readmit is held.
    */
   victimReadmitMarked: 'victim-readmit-marked',
 } as const;
