@@ -257,7 +257,8 @@ export function victimsOf(state: LedgerState, acquirer: string): Reservation[] {
   return state.reservations.filter((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
 }
 
-function phaseLabel(state: LedgerState, r: Reservation): string {
+/** A reservation's phase in the operator's words, as `gpures ledger` and `serves status` both print it (`evicted for big`). */
+export function phaseLabel(state: LedgerState, r: Reservation): string {
   switch (r.phase) {
     case 'admitted':
       return 'starting';

@@ -1,6 +1,7 @@
 // gpures serves status: each declared serve with its ledger state, and the operation under way on it;
 // with --all or --node, what Temporal alone knows of every node's (or one node's) serves.
 import type { Client } from '@temporalio/client';
+import { phaseLabel } from '../../domain/ledger';
 import type { LedgerState } from '../../domain/ledger';
 import type { Manifest } from '../../domain/types';
 import { runningLeases } from '../../client/lease';
@@ -20,10 +21,20 @@ async function runningOperations(client: Client, node: string): Promise<Map<stri
   return new Map((await serveOperationsRunning(client, node)).map((o) => [o.serve, { workflowId: o.workflowId, since: o.since }]));
 }
 
-function statusLines(manifest: Manifest, ledgers: LedgerState[]): { serve: string; gpuRole: string; class: string; vramMib: number; state: string }[] {
+export function statusLines(
+  manifest: Manifest,
+  ledgers: LedgerState[],
+): { serve: string; gpuRole: string; class: string; vramMib: number; state: string; stateText: string }[] {
   return manifest.serves.map((s) => {
-    const r = ledgers.find((l) => l.gpuRole === s.gpuRole)?.reservations.find((x) => x.serve === s.name);
-    return { serve: s.name, gpuRole: s.gpuRole, class: s.class, vramMib: s.vramMib, state: r ? reservationState(r.phase) : 'stopped' };
+    const l = ledgers.find((x) => x.gpuRole === s.gpuRole);
+    const r = l?.reservations.find((x) => x.serve === s.name);
+    return {
+      serve: s.name,
+      gpuRole: s.gpuRole,
+      class: s.class,
+      vramMib: s.vramMib,
+      ...(l && r ? reservationState(l, r) : { state: 'stopped', stateText: 'stopped' }),
+    };
   });
 }
 
@@ -33,21 +44,26 @@ interface StatusRow {
   class: string;
   vramMib: number | null;
   state: string;
+  /** The state as `gpures ledger` words it: whom an evicted or sleeping serve was set aside for. */
+  stateText: string;
   operation: { workflowId: string; since: string } | null;
   lease: HeldLease | null;
 }
 
-function statusText(r: StatusRow): string {
+export function statusText(r: StatusRow): string {
   return (
-    `${r.serve.padEnd(16)} ${String(r.vramMib ?? '?').padStart(6)} MiB  ${r.class.padEnd(9)}  ${r.gpuRole.padEnd(10)}  ${r.state}` +
+    `${r.serve.padEnd(16)} ${String(r.vramMib ?? '?').padStart(6)} MiB  ${r.class.padEnd(9)}  ${r.gpuRole.padEnd(10)}  ${r.stateText}` +
     (r.lease ? `  ${r.lease.text}` : '') +
     (r.operation ? `  (${r.operation.workflowId} running since ${r.operation.since})` : '')
   );
 }
 
-/** A ledger's reservation as a status row; the state is the ledger's phase, `admitted` read as starting. */
-function reservationState(phase: string): string {
-  return phase === 'admitted' ? 'starting' : phase;
+/**
+ * A ledger's reservation as a status row: `state` the ledger's phase (`admitted` read as starting),
+ * `stateText` the ledger's own words for it, so `serves status` never says less than `gpures ledger`.
+ */
+function reservationState(l: LedgerState, r: LedgerState['reservations'][number]): { state: string; stateText: string } {
+  return { state: r.phase === 'admitted' ? 'starting' : r.phase, stateText: phaseLabel(l, r) };
 }
 
 export const FLEET_STATUS_HEADER =
@@ -74,7 +90,7 @@ async function fleetStatus(node: string | null, ctx: CommandContext): Promise<Re
         gpuRole: l.gpuRole,
         class: r.class,
         vramMib: r.vramMib,
-        state: reservationState(r.phase),
+        ...reservationState(l, r),
         operation: running.get(r.serve) ?? null,
         lease: held.get(r.serve) ?? null,
       })),
@@ -82,7 +98,7 @@ async function fleetStatus(node: string | null, ctx: CommandContext): Promise<Re
     // An operation on a serve the ledgers hold nothing of (a bring-up not admitted yet, say).
     for (const [serve, operation] of running) {
       if (!serves.some((s) => s.serve === serve))
-        serves.push({ serve, gpuRole: '?', class: '?', vramMib: null, state: 'no reservation', operation, lease: null });
+        serves.push({ serve, gpuRole: '?', class: '?', vramMib: null, state: 'no reservation', stateText: 'no reservation', operation, lease: null });
     }
     return {
       data: { node: n.node, taskQueue: n.taskQueue, answered: true, leasesPartial: n.leasesPartial, serves },
