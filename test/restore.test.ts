@@ -160,6 +160,23 @@ describe('restore with guarded readmit', () => {
     assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
   });
 
+  test("a restore whose bring-up fails says why, in the bring-up's own words, not the child workflow wrapper's", async () => {
+    await evictVision();
+    await routerVisionTier({ served_model_name: 'qwen3-vl-8b-instruct' });
+    try {
+      const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
+      assert.ok(down.ok, !down.ok ? down.message : '');
+      const [r] = down.result.restored;
+      assert.equal(r?.ok, false);
+      assert.match(r?.message ?? '', /^serves up vision \(restore\) failed at readmit: router refused to readmit tier 'vision-local': identity_mismatch/);
+      assert.match(down.result.message, /; restore: vision failed \(serves up vision \(restore\) failed at readmit: router refused/);
+      assert.equal((await t.box.runtime.inspect(`gpures-${t.node}-vision`)) ?? null, null);
+    } finally {
+      await routerVisionTier({});
+    }
+    assert.ok((await serveDown(t.temporal.client, t.node, 'fast')).ok);
+  });
+
   test('tier without model_identity: readmit refused (identity_not_configured), nothing left running', async () => {
     await evictVision();
     assert.ok((await serveDown(t.temporal.client, t.node, 'comfyui-sim')).ok);

@@ -1,6 +1,6 @@
 // Compensations registered only after their step succeeded, run in reverse on failure. A
 // compensation that fails is logged and skipped: the original error is what the caller needs.
-import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log, patched } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, ChildWorkflowFailure, isCancellation, log, patched } from '@temporalio/workflow';
 import { failure } from '../shared/wording';
 import { PATCHES } from './patches';
 import type { PatchId } from './patches';
@@ -54,7 +54,9 @@ export function whole<T>(patchId: PatchId, step: () => Promise<T>): Promise<T> {
 /** The business failure under an activity failure: its type and message, as the operator reads them. */
 export function rootCause(err: unknown): { type: string; message: string } {
   let e: unknown = err;
-  if (e instanceof ActivityFailure && e.cause) e = e.cause;
+  // A child's failure (a restore's bring-up, a lease's bring-down) says only 'Child Workflow
+  // execution failed'; the child's own failure, and the activity's beneath it, say what went wrong.
+  while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
   if (e instanceof ApplicationFailure) return { type: e.type ?? 'Error', message: e.message };
   if (e instanceof Error) return { type: e.name, message: e.message };
   return { type: 'Error', message: String(e) };
