@@ -134,6 +134,21 @@ describe('lease arithmetic', () => {
       leaseText({ serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 252_000, idleTtlS: 300, state: 'running' }, now),
       'idle lease: 4m12s left (ttl 5m)',
     );
+    // Extended past its last use + ttl: the time left is a floor, and idleness ends it only after.
+    assert.equal(
+      leaseText(
+        { serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 1_858_000, idleTtlS: 60, lastUseSeenEpochMs: now - 2_000, state: 'running' },
+        now,
+      ),
+      'idle lease: up for at least 30m58s (extended), then down once idle for 1m',
+    );
+    assert.equal(
+      leaseText(
+        { serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 58_000, idleTtlS: 60, lastUseSeenEpochMs: now - 2_000, state: 'running' },
+        now,
+      ),
+      'idle lease: 58s left (ttl 1m)',
+    );
   });
 
   test('a renewal is checked as a start is: holder, kind, seconds within their bound; a carried clock is epoch milliseconds', () => {

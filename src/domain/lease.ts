@@ -112,12 +112,20 @@ export interface LeaseView {
   state: 'running' | 'expiring';
 }
 
-/** `lease: 1h59m left`, `idle lease: 4m12s left (ttl 5m)`, `lease: expired, bringing the serve down`. */
+/**
+ * `lease: 1h59m left`, `idle lease: 4m12s left (ttl 5m)`, `idle lease: up for at least 29m58s (extended), then down once idle
+ * for 1m`, `lease: expired, bringing the serve down`.
+ */
 export function leaseText(v: LeaseView, nowMs: number): string {
   const name = v.kind === 'idle' ? 'idle lease' : 'lease';
   if (v.state === 'expiring') return `${name}: expired, bringing ${v.serve} down`;
-  const ttl = v.kind === 'idle' && v.idleTtlS !== undefined ? ` (ttl ${formatDuration(v.idleTtlS * 1000)})` : '';
-  return `${name}: ${formatDuration(v.expiresAtEpochMs - nowMs)} left${ttl}`;
+  const left = formatDuration(v.expiresAtEpochMs - nowMs);
+  if (v.kind !== 'idle' || v.idleTtlS === undefined) return `${name}: ${left} left`;
+  const ttl = formatDuration(v.idleTtlS * 1000);
+  // Extended (serves extend, a lease_s joined): the expiry is a floor, not the last use + ttl, and
+  // a request after it still keeps the serve up, so '31m left (ttl 1m)' read as a contradiction.
+  const extended = v.lastUseSeenEpochMs !== undefined && v.expiresAtEpochMs > v.lastUseSeenEpochMs + v.idleTtlS * 1000;
+  return extended ? `${name}: up for at least ${left} (extended), then down once idle for ${ttl}` : `${name}: ${left} left (ttl ${ttl})`;
 }
 
 /** An acquisition's `lease`: `{ kind: 'fixed', seconds }` within leaseS, or `{ kind: 'idle' }`; the problem, or undefined. */

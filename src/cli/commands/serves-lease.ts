@@ -79,7 +79,9 @@ export async function servesExtend(input: { name: string; duration?: string; unt
         throw new CliError(`--until: ${err.message.slice('toEpochMs: '.length)} (got '${input.until}')`, EXIT.badInput);
       throw err;
     });
-    const line = `serves extend ${input.name}: ${leaseText(view, Date.now())}, expires at ${new Date(view.expiresAtEpochMs).toISOString()}`;
+    // An idle lease's expiry is a floor: a request near it keeps the serve up past it.
+    const at = `${view.kind === 'idle' ? 'not before' : 'expires at'} ${new Date(view.expiresAtEpochMs).toISOString()}`;
+    const line = `serves extend ${input.name}: ${leaseText(view, Date.now())}, ${at}`;
     return { data: view, text: [line], exitCode: EXIT.ok };
   });
 }
