@@ -2027,7 +2027,7 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
     ]);
   });
 
-  test("a served_model_name that differs from the serve's is an error; a missing tier is a warning", () => {
+  test("a served_model_name that differs from the serve's is an error; so is a router_tier the router config lacks", () => {
     const config = okConfig(
       parseRouterConfig(
         routerText
@@ -2042,8 +2042,8 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
       issues.map((i) => [i.severity, formatIssue(i)]),
       [
         [
-          'warning',
-          "serves.toml: serves[2].router_tier: serve 'reranker' declares router_tier 'reranker-local', which is not a tier in router.toml: the router cannot route to it, quiesce it or readmit it",
+          'error',
+          "serves.toml: serves[2].router_tier: serve 'reranker' declares router_tier 'reranker-local', which is not a tier in router.toml: the router cannot route to it, quiesce it or readmit it, so serves down reranker would fail at its quiesce; fix the name, add the tier to router.toml, or remove router_tier",
         ],
         [
           'error',

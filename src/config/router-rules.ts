@@ -156,13 +156,16 @@ const found = (severity: RouterCheckIssue['severity'], file: string, path: Findi
 const serveTierDeclared: CrossRule = ({ serve: { index, spec: serve }, tier }, { routerFile, manifestFile }) =>
   tier
     ? []
-    : found(
-        'warning',
+    : // An error, not a warning: every serves down of the serve fails at its quiesce (the router
+      // answers 404 unknown tier), its eviction at the preflight, and nothing routes to it.
+      found(
+        'error',
         manifestFile,
         ['serves', index, 'router_tier'],
         `serve '${serve.name}' declares router_tier '${serve.routerTier ?? ''}', which is not a tier in ${routerFile}: ` +
-          'the router cannot route to it, quiesce it or readmit it' +
-          (serve.class === 'evictable' ? ' (an eviction of this serve would fail at the quiesce step)' : ''),
+          `the router cannot route to it, quiesce it or readmit it, so serves down ${serve.name} would fail at its quiesce` +
+          (serve.class === 'evictable' ? ' and an eviction of it at its preflight' : '') +
+          `; fix the name, add the tier to ${routerFile}, or remove router_tier`,
       );
 
 /**
