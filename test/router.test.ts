@@ -945,6 +945,24 @@ describe('an on-demand acquisition the API no longer answers for', () => {
   });
 });
 
+describe('/v1/models of an on-demand tier whose serve was never seen up', () => {
+  test('lists it on_demand until its backend answers, then now', async () => {
+    const { dir, backend, api, router } = await startOnDemandRouter('big', 'gpures-router-models-', (url) => onDemandToml('big', url));
+    const availability = async () =>
+      ((await (await fetch(`${router.url}/v1/models`)).json()) as { data: { id: string; availability: string }[] }).data.find((m) => m.id === 'big')
+        ?.availability;
+    try {
+      // A fresh router: the tier is active (never quiesced), its serve never answered.
+      assert.equal(await availability(), 'on_demand');
+      assert.equal((await chat(router.url, 'big', {}, undefined, `Bearer ${CLIENT_TOKEN}`)).status, 200);
+      assert.equal(await availability(), 'now');
+      assert.deepEqual(api.posts, [], 'no acquisition: the serve was up');
+    } finally {
+      await stopOnDemandRouter({ router, backend, api, dir });
+    }
+  });
+});
+
 describe('on-demand presets require the client token', () => {
   let dir: string;
   let configPath: string;

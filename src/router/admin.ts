@@ -86,6 +86,7 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
         const outcome = await guardedReadmit(tier, opts.probeTimeoutMs);
         if (!outcome.ok) return reply.code(409).send(outcome);
         await table.setMode(tier.name, 'active');
+        table.runtimeOf(tier.name).answered = true;
         return reply.send(outcome);
       }),
     );

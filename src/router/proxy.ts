@@ -75,7 +75,11 @@ function modelList(table: TierTable, demand: OnDemand) {
     if (refusal) unavailable.push({ id: p.name, tier: tier.name, reason: refusal.reason, message: refusal.message, retry_after_s: refusal.retryAfterS });
     else if (quiesced && !(tier.onDemand && demand.enabled))
       unavailable.push({ id: p.name, tier: tier.name, reason: 'quiesced', retry_after_s: cfg.retryAfterS });
-    else data.push({ id: p.name, object: 'model', owned_by: 'gpures-router', tier: tier.name, availability: quiesced ? 'on_demand' : 'now' });
+    else {
+      // An active on-demand tier whose backend has not answered yet may well be down: a request acquires it.
+      const now = !quiesced && !(tier.onDemand && demand.enabled && !table.runtimeOf(tier.name).answered);
+      data.push({ id: p.name, object: 'model', owned_by: 'gpures-router', tier: tier.name, availability: now ? 'now' : 'on_demand' });
+    }
   }
   return { object: 'list', data, unavailable };
 }
@@ -204,6 +208,7 @@ async function proxy(
     try {
       upstream = await forward(`${tier.backend}${route}`, payload, req, reply);
     } catch (err) {
+      if (refused(err)) rt.answered = false;
       if (reply.raw.destroyed) return reply.hijack();
       // An on-demand tier's serve that is down: hold the request and acquire it, once.
       if (attempt === 0 && tier.onDemand && demand.enabled && refused(err)) {
@@ -220,6 +225,7 @@ async function proxy(
       reply.raw.end(sseError(e));
       return reply;
     }
+    rt.answered = true;
     if (reply.raw.destroyed) {
       upstream.destroy();
       return reply.hijack();

@@ -30,6 +30,13 @@ export interface TierRuntime {
    * acquisition after a residency window is expected to take (on-demand.ts).
    */
   lastAcquisitionMs?: number;
+  /**
+   * Its backend answered since this router started: a routed request got a response, or a guarded
+   * readmit passed. An on-demand tier's mode alone does not say its serve is up: a tier never
+   * quiesced (its serve never started, or the router's state file new) is active over a down
+   * backend, and /v1/models would list it as answering now. In memory, as in-flight counts are.
+   */
+  answered: boolean;
 }
 
 const fresh = (mode: TierMode = 'active', lastAcquisitionMs?: number): TierRuntime => ({
@@ -37,6 +44,7 @@ const fresh = (mode: TierMode = 'active', lastAcquisitionMs?: number): TierRunti
   inFlight: 0,
   lastUsedAtEpochMs: null,
   quiesces: 0,
+  answered: false,
   ...(lastAcquisitionMs !== undefined ? { lastAcquisitionMs } : {}),
 });
 
