@@ -26,6 +26,7 @@ import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors, route
 import type { Manifest } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import { FAKE_NVIDIA_SMI, startSimBox } from '../sim/box';
+import { servePortsInUse } from './ports';
 import type { SimBox } from '../sim/box';
 import { createGpuresWorker, fileManifest } from '../worker/worker';
 import { taskQueueFor, workflowIds } from '../shared/messages';
@@ -376,6 +377,14 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     nodeSuffix,
     Boolean(opts.sleep),
   );
+  const taken = await servePortsInUse(manifest.serves);
+  if (taken.length) {
+    throw new DemoInputError(
+      `${opts.manifestPath ?? DEMO_MANIFEST}: the demo's serves listen on their manifest's ports, and ${taken.join(', ')} ` +
+        `${taken.length === 1 ? 'is' : 'are'} in use by another process (another \`gpures demo --keep\`?); nothing was started: ` +
+        'stop it, or give --manifest a copy with other ports',
+    );
+  }
   const dir = mkdtempSync(join(tmpdir(), 'gpures-demo-'));
   // Removed last, once everything that used it has stopped (with --keep, at Ctrl-C).
   const stops: (() => Promise<void>)[] = [() => rm(dir, { recursive: true, force: true })];
