@@ -7,18 +7,14 @@
 // and connection), and `gpures` processes; what is read is Temporal's lease workflow, the box's
 // containers, and what the caller was told: a lease that could not be applied (its lease already
 // expiring, no run holding the serve) is said so in the result, and `serves up --lease` exits 5.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import type { FastifyInstance } from 'fastify';
-import { buildApi } from '../src/client/api';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { serveAcquire, serveDown, serveUp } from '../src/client/operations';
-import type { LeaseView } from '../src/domain/lease';
-import { leaseQuery, workflowIds } from '../src/shared/messages';
+import { workflowIds } from '../src/shared/messages';
 import type { AcquireResult, LeaseResult } from '../src/shared/operations';
 import type { TestServe } from './support/box';
-import { startOnDemandBox } from './support/on-demand-box';
-import type { OnDemandBox } from './support/on-demand-box';
+import { joinBox } from './support/acquisition-callers';
 import { sleep, waitFor, waitUntil } from './support/wait';
 import { gpures, show } from './support/cli';
 import { containerName, serveCommand, serveLabels } from '../src/domain/serve';
@@ -51,57 +47,16 @@ const SERVES: TestServe[] = [
 ];
 
 describe('acquisition API: a POST that joins, or finds the serve up, and asked for a lease', () => {
-  let box: OnDemandBox;
-  let second: FastifyInstance;
-  let secondUrl: string;
-  let connection: Connection;
-
-  before(async () => {
-    box = await startOnDemandBox({ prefix: 'api-join', gpu: GPU, serves: SERVES, onDemand: [] });
-    connection = await Connection.connect({ address: box.temporal.address });
-    const client = new Client({ connection, namespace: box.temporal.client.options.namespace });
-    second = buildApi({ client, manifest: box.manifest, manifestFile: 'serves.toml', token: box.apiToken });
-    await second.listen({ host: '127.0.0.1', port: 0 });
-    const a = second.server.address();
-    assert.ok(a && typeof a !== 'string');
-    secondUrl = `http://127.0.0.1:${a.port}`;
-  });
-  after(async () => {
-    await second?.close();
-    await connection?.close();
-    await box?.close();
-  });
-
-  const post = async (url: string, body: Record<string, unknown>) => {
-    const res = await fetch(`${url}/v1/acquisitions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${box.apiToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as { workflow_id: string; run_id: string } };
-  };
-  /** The lease workflow of a serve as Temporal has it: its status, its run, and (running) what its query answers. */
-  const leaseOf = async (serve: string): Promise<{ status: string; runId?: string; view?: LeaseView }> => {
-    const handle = box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, serve));
-    try {
-      const d = await handle.describe();
-      if (d.status.name !== 'RUNNING') return { status: d.status.name, runId: d.runId };
-      return { status: d.status.name, runId: d.runId, view: await handle.query(leaseQuery) };
-    } catch {
-      return { status: 'none' };
-    }
-  };
-  const running = async () => (await box.runtime.list({})).filter((c) => c.running).map((c) => c.name);
-  const resultOf = (r: { body: { workflow_id: string; run_id: string } }) =>
-    box.temporal.client.workflow.getHandle(r.body.workflow_id, r.body.run_id).result() as Promise<AcquireResult>;
+  const j = joinBox({ prefix: 'api-join', gpu: GPU, serves: SERVES, onDemand: [] });
+  const { post, leaseOf, running, resultOf } = j;
 
   test("an operator's POST with lease_s while another's acquisition runs: 202, joined; the run's lease is the joiner's", async () => {
     // The first POST asks no lease; the operator's script, through the other API a moment later,
     // asks `lease_s: 60` while slow starts.
-    const first = await post(box.apiUrl, { serve: 'slow', trigger: 'operator' });
+    const first = await post(j.box.apiUrl, { serve: 'slow', trigger: 'operator' });
     assert.equal(first.status, 202);
     const joinedAt = Date.now();
-    const joined = await post(secondUrl, { serve: 'slow', lease_s: 60 });
+    const joined = await post(j.secondUrl, { serve: 'slow', lease_s: 60 });
     assert.equal(joined.status, 202);
     assert.equal(joined.body.run_id, first.body.run_id, 'the second POST joined the first run');
     const result = await resultOf(first);
@@ -113,20 +68,20 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
       `slow runs (${names.join(', ')})`,
     );
     const lease = await leaseOf('slow');
-    console.log(`  running containers: ${names.join(', ')}; lease/${box.node}/slow: ${lease.status} ${JSON.stringify(lease.view)}`);
+    console.log(`  running containers: ${names.join(', ')}; lease/${j.box.node}/slow: ${lease.status} ${JSON.stringify(lease.view)}`);
     assert.equal(lease.status, 'RUNNING', 'the operator asked lease_s: 60 and got 202, but slow runs with no lease');
     assert.equal(lease.view?.kind, 'fixed');
     assert.equal(lease.view?.holder, `${first.body.workflow_id}/${first.body.run_id}`, 'fenced to the run that holds slow');
     const left = (lease.view?.expiresAtEpochMs ?? 0) - joinedAt;
     assert.ok(left > 55_000 && left <= 61_000 + (Date.now() - joinedAt), `expires about 60 s after the join (${left} ms)`);
-    assert.equal(result.lease?.workflowId, workflowIds.lease(box.node, 'slow'));
+    assert.equal(result.lease?.workflowId, workflowIds.lease(j.box.node, 'slow'));
   });
 
   test('a POST with lease_s for a serve already running under a shorter lease: extended, never shortened (CLI too)', async () => {
     const before = await leaseOf('slow');
     assert.equal(before.status, 'RUNNING', 'the lease of the test before runs');
     const askedAt = Date.now();
-    const r = await post(secondUrl, { serve: 'slow', lease_s: 600 });
+    const r = await post(j.secondUrl, { serve: 'slow', lease_s: 600 });
     assert.equal(r.status, 202);
     const result = await resultOf(r);
     console.log(`  acquisition: ${result.outcome}: ${result.message}`);
@@ -136,13 +91,13 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
       const l = await leaseOf('slow');
       return (l.view?.expiresAtEpochMs ?? 0) - askedAt > 590_000 ? l : undefined;
     });
-    console.log(`  lease/${box.node}/slow: ${longer.status}, ${Math.round(((longer.view?.expiresAtEpochMs ?? 0) - Date.now()) / 1000)} s left`);
+    console.log(`  lease/${j.box.node}/slow: ${longer.status}, ${Math.round(((longer.view?.expiresAtEpochMs ?? 0) - Date.now()) / 1000)} s left`);
     assert.equal(longer.runId, before.runId, 'the same lease, not a new one');
     assert.equal(longer.view?.holder, before.view?.holder, 'still fenced to the acquisition that holds slow');
     assert.equal(longer.view?.kind, 'fixed');
 
     // The CLI's `serves up slow --lease 30s`, the same path: 30 s is less than what is left.
-    const cli = await serveAcquire(box.temporal.client, box.node, { serve: 'slow', lease: { kind: 'fixed', seconds: 30 } });
+    const cli = await serveAcquire(j.box.temporal.client, j.box.node, { serve: 'slow', lease: { kind: 'fixed', seconds: 30 } });
     assert.ok(cli.ok, cli.ok ? '' : cli.message);
     console.log(`  serves up slow --lease 30s: ${cli.result.message}`);
     assert.equal(cli.result.outcome, 'already-running');
@@ -155,10 +110,10 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
   });
 
   test('a POST with lease_s for a serve brought up without one: a lease fenced to its holder, which brings it down at expiry', async () => {
-    const up = await serveUp(box.temporal.client, box.node, 'plain');
+    const up = await serveUp(j.box.temporal.client, j.box.node, 'plain');
     assert.ok(up.ok, up.ok ? '' : up.message);
     assert.equal((await leaseOf('plain')).status, 'none', 'plain runs with no lease');
-    const r = await post(box.apiUrl, { serve: 'plain', lease_s: 4 });
+    const r = await post(j.box.apiUrl, { serve: 'plain', lease_s: 4 });
     assert.equal(r.status, 202);
     const result = await resultOf(r);
     console.log(`  acquisition: ${result.outcome}: ${result.message}`);
@@ -170,15 +125,15 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     else assert.notEqual(lease.status, 'none', 'a lease was started');
     // The box: at the expiry, plain goes down, by the lease's own bring-down.
     await waitUntil('plain is down', async () => !(await running()).some((n) => n.includes('plain')), 60_000);
-    const ended = (await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'plain')).result()) as LeaseResult;
-    console.log(`  lease/${box.node}/plain: ${ended.outcome}: ${ended.message}`);
+    const ended = (await j.box.temporal.client.workflow.getHandle(workflowIds.lease(j.box.node, 'plain')).result()) as LeaseResult;
+    console.log(`  lease/${j.box.node}/plain: ${ended.outcome}: ${ended.message}`);
     assert.equal(ended.outcome, 'expired');
   });
 
   test("the router's POST (its idle lease, no lease_s) for a serve brought up by hand: no lease is put on it, and it stays up", async () => {
-    const up = await serveUp(box.temporal.client, box.node, 'handy');
+    const up = await serveUp(j.box.temporal.client, j.box.node, 'handy');
     assert.ok(up.ok, up.ok ? '' : up.message);
-    const r = await post(box.apiUrl, { serve: 'handy', trigger: 'router' });
+    const r = await post(j.box.apiUrl, { serve: 'handy', trigger: 'router' });
     assert.equal(r.status, 202);
     const result = await resultOf(r);
     console.log(`  acquisition: ${result.outcome}: ${result.message}`);
@@ -198,18 +153,18 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     // A serves down under the CLI's id that nothing works on (another task queue): at its expiry
     // the lease finds it under way and waits it out, expiring, while ending still runs, held by
     // its acquisition. Started first, so the lease's expiry cannot come before it.
-    const downId = workflowIds.bringDown(box.node, 'ending');
-    const stuck = await box.temporal.client.workflow.start('bringDownWorkflow', {
-      taskQueue: `${box.node}-nobody`,
+    const downId = workflowIds.bringDown(j.box.node, 'ending');
+    const stuck = await j.box.temporal.client.workflow.start('bringDownWorkflow', {
+      taskQueue: `${j.box.node}-nobody`,
       workflowId: downId,
       args: [{ serve: 'ending' }],
     });
-    const first = await post(box.apiUrl, { serve: 'ending', lease_s: 2 });
+    const first = await post(j.box.apiUrl, { serve: 'ending', lease_s: 2 });
     assert.equal(first.status, 202);
     assert.equal((await resultOf(first)).outcome, 'started');
     await waitUntil('the lease of ending is expiring', async () => (await leaseOf('ending')).view?.state === 'expiring', 30_000, 100);
 
-    const r = await post(secondUrl, { serve: 'ending', lease_s: 600 });
+    const r = await post(j.secondUrl, { serve: 'ending', lease_s: 600 });
     assert.equal(r.status, 202);
     const result = await resultOf(r);
     console.log(`  acquisition: ${result.outcome}: ${result.message}`);
@@ -222,23 +177,27 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
       [[{ kind: 'fixed', seconds: 600 }, 'expiring', false]],
     );
     // What the router or a script reads: the API's own answer.
-    const got = await fetch(`${box.apiUrl}/v1/acquisitions/${encodeURIComponent(r.body.workflow_id)}`, {
-      headers: { authorization: `Bearer ${box.apiToken}` },
+    const got = await fetch(`${j.box.apiUrl}/v1/acquisitions/${encodeURIComponent(r.body.workflow_id)}`, {
+      headers: { authorization: `Bearer ${j.box.apiToken}` },
     });
     const body = (await got.json()) as { status: string; result?: AcquireResult };
     assert.equal(body.status, 'completed');
     assert.deepEqual(body.result?.leaseTermsNotApplied?.[0]?.serveStays, false);
 
     // The operator's `serves up ending --lease 10m`, as a process: not 0, and says ending goes down.
-    const cli = await gpures(['serves', 'up', 'ending', '--lease', '10m', '--manifest', box.manifestPath], { TEMPORAL_ADDRESS: box.temporal.address }, 120_000);
+    const cli = await gpures(
+      ['serves', 'up', 'ending', '--lease', '10m', '--manifest', j.box.manifestPath],
+      { TEMPORAL_ADDRESS: j.box.temporal.address },
+      120_000,
+    );
     console.log(`  gpures serves up ending --lease 10m: exit ${cli.code}; stderr: ${cli.stderr.trim().split('\n').slice(-2).join(' | ')}`);
     assert.equal(cli.code, EXIT_NOT_LEASED, show(cli));
     assert.match(cli.stderr, /ending is up but not leased, and is going down: lease of 10m not applied: lease\/.*\/ending is expiring/, show(cli));
 
     // The box: once the other serves down is out of the way, the lease brings ending down, as answered.
     await stuck.terminate('test over');
-    const ended = (await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'ending')).result()) as LeaseResult;
-    console.log(`  lease/${box.node}/ending: ${ended.outcome}: ${ended.message}`);
+    const ended = (await j.box.temporal.client.workflow.getHandle(workflowIds.lease(j.box.node, 'ending')).result()) as LeaseResult;
+    console.log(`  lease/${j.box.node}/ending: ${ended.outcome}: ${ended.message}`);
     assert.equal(ended.outcome, 'expired');
     await waitUntil('ending is down', async () => !(await running()).some((n) => n.includes('ending')), 60_000);
   });
@@ -246,28 +205,32 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
   test('serves up --lease for a serve no run holds (its ledger started afresh found it running): exit 5, up but not leased, and it stays up', async () => {
     // A container an older gpures started (no holder label), running when its GPU's ledger is
     // started afresh: the ledger holds it as 'reconciled from container …', no run a lease could be fenced to.
-    const spec = box.manifest.serves.find((s) => s.name === 'orphan');
-    const gpu = box.manifest.gpus[0];
+    const spec = j.box.manifest.serves.find((s) => s.name === 'orphan');
+    const gpu = j.box.manifest.gpus[0];
     assert.ok(spec && gpu);
-    const name = containerName(box.node, 'orphan');
-    await box.runtime.ensureRunning({
+    const name = containerName(j.box.node, 'orphan');
+    await j.box.runtime.ensureRunning({
       name,
       image: spec.image,
       cmd: serveCommand(spec),
       env: spec.env,
-      labels: serveLabels(box.node, spec, gpu, workflowIds.ledger(box.node, gpu.role)),
+      labels: serveLabels(j.box.node, spec, gpu, workflowIds.ledger(j.box.node, gpu.role)),
       bind: spec.bind,
       hostPort: spec.port,
       containerPort: spec.containerPort,
       gpuUuid: gpu.uuid,
     });
     // (None runs when this test runs alone: the acquisition then starts it afresh all the same.)
-    await box.temporal.client.workflow
-      .getHandle(workflowIds.ledger(box.node, gpu.role))
+    await j.box.temporal.client.workflow
+      .getHandle(workflowIds.ledger(j.box.node, gpu.role))
       .terminate('test: a ledger started afresh')
       .catch((err: unknown) => assert.ok(err instanceof WorkflowNotFoundError, String(err)));
 
-    const cli = await gpures(['serves', 'up', 'orphan', '--lease', '10m', '--manifest', box.manifestPath], { TEMPORAL_ADDRESS: box.temporal.address }, 120_000);
+    const cli = await gpures(
+      ['serves', 'up', 'orphan', '--lease', '10m', '--manifest', j.box.manifestPath],
+      { TEMPORAL_ADDRESS: j.box.temporal.address },
+      120_000,
+    );
     console.log(`  gpures serves up orphan --lease 10m: exit ${cli.code}; stderr: ${cli.stderr.trim().split('\n').slice(-2).join(' | ')}`);
     assert.equal(cli.code, EXIT_NOT_LEASED, show(cli));
     assert.match(
@@ -277,8 +240,8 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     );
     // --json: the same exit, and the terms not applied in the result a program reads.
     const json = await gpures(
-      ['serves', 'up', 'orphan', '--lease', '10m', '--json', '--manifest', box.manifestPath],
-      { TEMPORAL_ADDRESS: box.temporal.address },
+      ['serves', 'up', 'orphan', '--lease', '10m', '--json', '--manifest', j.box.manifestPath],
+      { TEMPORAL_ADDRESS: j.box.temporal.address },
       120_000,
     );
     assert.equal(json.code, EXIT_NOT_LEASED, show(json));
@@ -288,19 +251,23 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
       [[true, 'already-running', [[{ kind: 'fixed', seconds: 600 }, true]]]],
     );
     // Nothing was undone: the box still runs it, and no lease was started.
-    assert.equal((await box.runtime.inspect(name))?.running, true, 'orphan still runs');
+    assert.equal((await j.box.runtime.inspect(name))?.running, true, 'orphan still runs');
     assert.equal((await leaseOf('orphan')).status, 'none');
   });
 
   test("the router's POST joining an operator's acquisition without a lease: no idle lease is put on the serve, it stays up, and serves up exits 0", async () => {
     // The operator's `serves up kept --evict`, no --lease: up until serves down (README, Leases); a process.
-    const operator = gpures(['serves', 'up', 'kept', '--evict', '--json', '--manifest', box.manifestPath], { TEMPORAL_ADDRESS: box.temporal.address }, 120_000);
-    const id = workflowIds.acquire(box.node, 'kept');
+    const operator = gpures(
+      ['serves', 'up', 'kept', '--evict', '--json', '--manifest', j.box.manifestPath],
+      { TEMPORAL_ADDRESS: j.box.temporal.address },
+      120_000,
+    );
+    const id = workflowIds.acquire(j.box.node, 'kept');
     await waitUntil(
       "the operator's acquisition runs",
       async () =>
         (
-          await box.temporal.client.workflow
+          await j.box.temporal.client.workflow
             .getHandle(id)
             .describe()
             .catch(() => undefined)
@@ -309,7 +276,7 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
       50,
     );
     // Requests for kept's tier meanwhile: the router's POST (its idle terms, no lease_s) joins the run.
-    const joined = await post(box.apiUrl, { serve: 'kept', trigger: 'router' });
+    const joined = await post(j.box.apiUrl, { serve: 'kept', trigger: 'router' });
     assert.equal(joined.status, 202);
     const cli = await operator;
     console.log(`  gpures serves up kept --evict: exit ${cli.code}`);
@@ -324,7 +291,7 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     await sleep(15_000);
     const lease = await leaseOf('kept');
     const names = await running();
-    console.log(`  after 15 s: lease/${box.node}/kept ${lease.status}; running: ${names.join(', ')}`);
+    console.log(`  after 15 s: lease/${j.box.node}/kept ${lease.status}; running: ${names.join(', ')}`);
     assert.ok(
       names.some((n) => n.includes('kept')),
       'kept, acquired by its operator without a lease, is still up',
@@ -340,18 +307,18 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
   });
 
   test("the router's POST finding up a serve an operator acquired without a lease: no idle lease is put on it, and it stays up", async () => {
-    const op = await serveAcquire(box.temporal.client, box.node, { serve: 'owned', evict: true });
+    const op = await serveAcquire(j.box.temporal.client, j.box.node, { serve: 'owned', evict: true });
     assert.ok(op.ok, op.ok ? '' : op.message);
     assert.equal(op.result.lease, undefined);
     // Its backend refused a connection: the router's POST finds owned up, held by the operator's acquisition.
-    const r = await post(box.apiUrl, { serve: 'owned', trigger: 'router' });
+    const r = await post(j.box.apiUrl, { serve: 'owned', trigger: 'router' });
     assert.equal(r.status, 202);
     const found = await resultOf(r);
     console.log(`  already running: ${found.outcome}: ${found.message}`);
     await sleep(15_000);
     const lease = await leaseOf('owned');
     const names = await running();
-    console.log(`  after 15 s: lease/${box.node}/owned ${lease.status}; running: ${names.join(', ')}`);
+    console.log(`  after 15 s: lease/${j.box.node}/owned ${lease.status}; running: ${names.join(', ')}`);
     assert.ok(
       names.some((n) => n.includes('owned')),
       'owned, acquired by its operator without a lease, is still up',
@@ -367,24 +334,24 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
   });
 
   test("the router's POST for a serve re-acquired without a lease while its old lease runs on: that lease is not moved to it, and it stays up", async () => {
-    const first = await serveAcquire(box.temporal.client, box.node, { serve: 'relet', lease: { kind: 'fixed', seconds: 600 } });
+    const first = await serveAcquire(j.box.temporal.client, j.box.node, { serve: 'relet', lease: { kind: 'fixed', seconds: 600 } });
     assert.ok(first.ok, first.ok ? '' : first.message);
-    const down = await serveDown(box.temporal.client, box.node, 'relet');
+    const down = await serveDown(j.box.temporal.client, j.box.node, 'relet');
     assert.ok(down.ok, down.ok ? '' : down.message);
     // The lease of the first acquisition runs on (its expiry will find relet no longer its own).
     const old = await leaseOf('relet');
     assert.equal(old.status, 'RUNNING');
-    const again = await serveAcquire(box.temporal.client, box.node, { serve: 'relet', evict: true });
+    const again = await serveAcquire(j.box.temporal.client, j.box.node, { serve: 'relet', evict: true });
     assert.ok(again.ok, again.ok ? '' : again.message);
     assert.equal(again.result.outcome, 'started');
-    const r = await post(box.apiUrl, { serve: 'relet', trigger: 'router' });
+    const r = await post(j.box.apiUrl, { serve: 'relet', trigger: 'router' });
     assert.equal(r.status, 202);
     const found = await resultOf(r);
     console.log(`  already running: ${found.outcome}: ${found.message}`);
     await sleep(15_000);
     const lease = await leaseOf('relet');
     const names = await running();
-    console.log(`  after 15 s: lease/${box.node}/relet ${lease.status} ${JSON.stringify(lease.view)}; running: ${names.join(', ')}`);
+    console.log(`  after 15 s: lease/${j.box.node}/relet ${lease.status} ${JSON.stringify(lease.view)}; running: ${names.join(', ')}`);
     assert.ok(
       names.some((n) => n.includes('relet')),
       'relet, acquired again by its operator without a lease, is still up',
@@ -405,10 +372,10 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     );
     // The runs that took the idle terms (joined, already running, the lease that answered them) replay against the bundle.
     const histories = [
-      box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'kept')),
-      box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'owned')),
-      box.temporal.client.workflow.getHandle(r.body.workflow_id, r.body.run_id),
-      box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'relet')),
+      j.box.temporal.client.workflow.getHandle(workflowIds.acquire(j.box.node, 'kept')),
+      j.box.temporal.client.workflow.getHandle(workflowIds.acquire(j.box.node, 'owned')),
+      j.box.temporal.client.workflow.getHandle(r.body.workflow_id, r.body.run_id),
+      j.box.temporal.client.workflow.getHandle(workflowIds.lease(j.box.node, 'relet')),
     ];
     for (const h of histories) {
       await Worker.runReplayHistory({ workflowBundle: await workflowBundle(), sinks: UNCOUNTED_SINKS }, await h.fetchHistory(), h.workflowId);

@@ -46,6 +46,15 @@ export function atLeastClock(kind: LeaseKind, ttlS: number, c: LeaseClock, secon
   return expiresAt(kind, ttlS, c) >= wanted ? c : { ...c, notBeforeEpochMs: wanted };
 }
 
+/**
+ * The clock of a renewal that waited for its lease's end: its own terms from now, lasting at least
+ * until what its holder's other callers asked meanwhile (`atLeastUntilMs`, counted from their asks).
+ */
+export function renewalClock(seconds: number, atLeastUntilMs: number, nowMs: number): LeaseClock {
+  const c = newClock(seconds, nowMs);
+  return { ...c, notBeforeEpochMs: Math.max(c.notBeforeEpochMs, atLeastUntilMs) };
+}
+
 /** An extension: by seconds past the current expiry, or to a time; undefined fields are not given. */
 export interface LeaseExtension {
   byS?: number;

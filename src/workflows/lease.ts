@@ -29,6 +29,7 @@ import {
   leaseHold,
   leaseInputProblems,
   newClock,
+  renewalClock,
   renewalProblems,
   withUse,
 } from '../domain/lease';
@@ -73,6 +74,8 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   let changed = false;
   /** A renewal that came while the lease was expiring: it runs once this one has ended. */
   let renewal: Terms | undefined;
+  /** The renewal's holder's other callers asked it to last at least until then (epoch ms). */
+  let renewalAtLeastUntil: number | undefined;
 
   const expiry = () => expiresAt(terms.kind, terms.seconds, clock);
   const view = (): LeaseView => ({
@@ -125,6 +128,7 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   });
   function renew(next: Terms) {
     if (expiring) {
+      if (renewal?.holder !== next.holder) renewalAtLeastUntil = undefined;
       renewal = next;
       return;
     }
@@ -146,6 +150,17 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
           `ignored (${describe(next)} for ${next.holder}): this lease is held by ${terms.holder}, and a router's idle terms move no lease`,
         );
         return { applied: false, state: 'not-this-holder', why: `held by ${terms.holder}`, view: view() };
+      }
+      // A renewal waits for this lease's end: another caller of the same run only makes it last at
+      // least as long (as it would the lease running), never replaces the terms it waits with.
+      // Runs from before replaced them (and answered `renewed`).
+      if (expiring && renewal?.holder === next.holder && patched(PATCHES.leaseRenewalAtLeast)) {
+        renewalAtLeastUntil = Math.max(renewalAtLeastUntil ?? 0, Date.now() + next.seconds * 1000);
+        log.record(
+          'at least',
+          `${formatDuration(next.seconds * 1000)} asked of the renewal by ${next.holder}: it lasts at least until ${new Date(renewalAtLeastUntil).toISOString()}`,
+        );
+        return { applied: true, how: 'at-least', view: view() };
       }
       // Another run holds the serve now: this lease's own hold is gone, the new one's terms are the lease.
       renew({ holder: next.holder, kind: next.kind, seconds: next.seconds });
@@ -219,7 +234,9 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   if (renewal) {
     // An acquisition came back for the serve while this lease ended: its lease runs on from here.
     await condition(allHandlersFinished);
-    return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...renewal });
+    const asked = renewalAtLeastUntil;
+    const clock = asked ? renewalClock(renewal.seconds, asked, Date.now()) : undefined;
+    return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...renewal, ...(clock ? { clock } : {}) });
   }
   await condition(allHandlersFinished);
   return result;

@@ -224,5 +224,15 @@ export const PATCHES = {
    * evicts the victim while the readmit is held.
    */
   victimReadmitMarked: 'victim-readmit-marked',
+  /**
+   * A lease that is expiring with a renewal waiting (a new acquisition of its serve renewed it)
+   * takes the at-least terms of that acquisition's other callers as at least, on the renewal: it
+   * runs on with the renewal's terms, lasting at least until what each asked, and answers
+   * `at-least`. Before, each replaced the renewal (answered `renewed`), so a joiner asking a minute
+   * left the lease a minute where its first caller asked an hour. Asked in the lease's at-least
+   * handler, only there: test/histories/lease-renewal-joined.json (recorded before) replays with
+   * `renewed`; after: test/lease-terms.test.ts.
+   */
+  leaseRenewalAtLeast: 'lease-renewal-at-least',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -52,6 +52,8 @@ export interface OnDemandBoxOptions {
    * tokens and the API's URL in its environment (its own poll interval, 500 ms). In process otherwise.
    */
   routerProcess?: boolean;
+  /** Workflow interceptor modules of the test's, bundled into its worker (test/support/worker.ts). */
+  workflowInterceptorModules?: string[];
 }
 
 /** The router the box runs: in this process (startRouter) or its own (main.js). */
@@ -146,7 +148,16 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
 
   let worker: TestWorker | undefined;
   try {
-    worker = await startTestWorker({ temporal, node, manifest: manifestPath, runtime, router: admin, gpu, pollIntervalMs: o.pollIntervalMs ?? 100 });
+    worker = await startTestWorker({
+      temporal,
+      node,
+      manifest: manifestPath,
+      runtime,
+      router: admin,
+      gpu,
+      pollIntervalMs: o.pollIntervalMs ?? 100,
+      ...(o.workflowInterceptorModules ? { workflowInterceptorModules: o.workflowInterceptorModules } : {}),
+    });
   } catch (err) {
     await router.close();
     await api.close();
