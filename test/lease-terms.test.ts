@@ -5,13 +5,16 @@
 // the ledger.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { Worker } from '@temporalio/worker';
+import { UNCOUNTED_SINKS } from '../src/worker/workflow-code';
+import { workflowBundleWith } from './support/temporal';
 import { join } from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { exportWorkflow } from '../src/audit/export';
 import { ledgerSnapshots, serveAcquire, serveDown } from '../src/client/operations';
 import { findReservation } from '../src/domain/ledger';
-import { workflowIds } from '../src/shared/messages';
+import { releaseLeaseUpdate, workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
 import { joinBox } from './support/acquisition-callers';
 import type { OnDemandBox } from './support/on-demand-box';
@@ -115,3 +118,62 @@ async function pendingTimerS(handle: WorkflowHandle): Promise<number> {
   const last = started.at(-1)?.timerStartedEventAttributes?.startToFireTimeout;
   return last ? Number(last.seconds ?? 0) : 0;
 }
+
+describe('a lease that closes between an acquisition finding it running and telling it its terms', () => {
+  // The acquisition's tell is held LEASE_TELL_HOLD_MS after its start of the lease is refused
+  // (already started): the old lease is released and closes in that window.
+  const j = joinBox({
+    prefix: 'lease-closing',
+    gpu: GPU,
+    serves: [{ name: 'closing', vram_mib: 512, class: 'on-demand', router_tier: 'closing-local' }],
+    onDemand: [],
+    workflowInterceptorModules: [require.resolve('./support/hold-lease-tell')],
+  });
+
+  test('the new acquisition starts its lease again instead of dropping its terms: the serve is leased, not left up unleased', async () => {
+    const { box } = j;
+    const first = await serveAcquire(box.temporal.client, box.node, { serve: 'closing', lease: { kind: 'fixed', seconds: 600 } });
+    assert.ok(first.ok, first.ok ? '' : first.message);
+    const down = await serveDown(box.temporal.client, box.node, 'closing');
+    assert.ok(down.ok, down.ok ? '' : down.message);
+    const old = await j.leaseOf('closing');
+    assert.equal(old.status, 'RUNNING', 'the first lease runs on after serves down');
+
+    const again = await j.post(box.apiUrl, { serve: 'closing', lease_s: 600 });
+    assert.equal(again.status, 202);
+    const acquisition = box.temporal.client.workflow.getHandle(again.body.workflow_id, again.body.run_id);
+    await waitFor(
+      "the acquisition's start of its lease refused: already started",
+      async () => ((await acquisition.fetchHistory()).events ?? []).some((e) => e.startChildWorkflowExecutionFailedEventAttributes) || undefined,
+      60_000,
+      100,
+    );
+    // In the window: the old lease is released and closes (its serve is no longer its own).
+    await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'closing'), old.runId).executeUpdate(releaseLeaseUpdate);
+    const closed: unknown = await box.temporal.client.workflow.getHandle(workflowIds.lease(box.node, 'closing'), old.runId).result();
+    console.log(`  the old lease closed: ${JSON.stringify(closed).slice(0, 200)}`);
+    const result = await j.resultOf(again);
+    console.log(`  acquisition: ${result.outcome}: ${result.message}`);
+    await save(box, 'lease-start-closed', again.body.workflow_id, again.body.run_id);
+    const lease = await j.leaseOf('closing');
+    const names = await j.running();
+    const holder = `${again.body.workflow_id}/${again.body.run_id}`;
+    console.log(
+      `  running: ${names.join(', ')}; ledger holder: ${await holderOf(box, 'closing')}; lease/${box.node}/closing ${lease.status} ${JSON.stringify(lease.view)}`,
+    );
+    assert.ok(
+      names.some((n) => n.includes('closing')),
+      'closing runs',
+    );
+    assert.equal(await holderOf(box, 'closing'), holder);
+    assert.equal(result.leaseNotApplied, undefined, 'the terms were applied');
+    assert.equal(lease.status, 'RUNNING', 'closing is up under a lease (not left up unleased)');
+    assert.equal(lease.view?.holder, holder);
+    assert.notEqual(lease.runId, old.runId);
+    // This run, and one recorded before the fix (its terms dropped), replay against the bundle the worker ran.
+    const bundle = await workflowBundleWith([require.resolve('./support/hold-lease-tell')]);
+    await Worker.runReplayHistory({ workflowBundle: bundle, sinks: UNCOUNTED_SINKS }, await acquisition.fetchHistory(), again.body.workflow_id);
+    const before = JSON.parse(readFileSync(join(__dirname, '..', '..', 'test', 'fixtures', 'held-histories', 'lease-start-closed.json'), 'utf8')) as unknown;
+    await Worker.runReplayHistory({ workflowBundle: bundle, sinks: UNCOUNTED_SINKS }, before);
+  });
+});

@@ -58,6 +58,8 @@ const OTHERS_RECHECK_MAX_MS = 60_000;
 const OTHERS_STATUS_S = 30;
 /** How long it waits for them in all: a drain's timeout, a stop, and a restore's bring-ups, with room. */
 const OTHERS_WAIT_MS = 30 * 60_000;
+/** How many times an acquisition starts the lease, when the one it found running closed before its terms reached it. */
+const LEASE_START_ATTEMPTS = 3;
 /** Past this many events a lease continues as new (an idle lease checks the router each ttl). */
 const MAX_HISTORY_EVENTS = 2_000;
 
@@ -395,25 +397,40 @@ class OthersWaitedOut {
 /**
  * Starts the serve's lease with `terms`, as a workflow of its own that outlives the run starting
  * it; when one runs already, `tell`s it them instead. Which of the two it did, and what telling answered.
+ * The lease found running may close before the terms reach it (its end was under way): telling
+ * fails, or answers what `closed` recognises, and the start is tried again (LEASE_START_ATTEMPTS
+ * in all). Runs from before dropped the terms there, their serve left up unleased.
  */
 async function startOrTell<T>(
   node: string,
   serve: ServeSpec,
   terms: Terms,
   tell: (workflowId: string) => Promise<T>,
+  closed: (told: T) => boolean = () => false,
 ): Promise<{ started: true } | { told: T }> {
   const workflowId = workflowIds.lease(node, serve.name);
-  try {
-    await startChild(leaseWorkflow, {
-      workflowId,
-      args: [{ serve: serve.name, ...terms }],
-      parentClosePolicy: ParentClosePolicy.ABANDON,
-      staticSummary: literalMarkdown(`${describe(terms)} of ${serve.name} on ${node}`),
-    });
-    return { started: true };
-  } catch (err) {
-    if (!alreadyStarted(err)) throw err;
-    return { told: await tell(workflowId) };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await startChild(leaseWorkflow, {
+        workflowId,
+        args: [{ serve: serve.name, ...terms }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        staticSummary: literalMarkdown(`${describe(terms)} of ${serve.name} on ${node}`),
+      });
+      return { started: true };
+    } catch (err) {
+      if (!alreadyStarted(err)) throw err;
+    }
+    const again = attempt < LEASE_START_ATTEMPTS && patched(PATCHES.leaseStartedAgainWhenClosed);
+    let told: T;
+    try {
+      told = await tell(workflowId);
+    } catch (err) {
+      if (again && !isCancellation(err)) continue;
+      throw err;
+    }
+    if (again && closed(told)) continue;
+    return { told };
   }
 }
 
@@ -506,7 +523,13 @@ export async function leaseAtLeast(
     done =
       request.kind === 'idle' && patched(PATCHES.idleTermsOnlyExtend)
         ? { told: await askLease(workflowId, { ...terms, extendOnly: true }) }
-        : await startOrTell(node, serve, terms, (id) => tellAtLeast(id, terms));
+        : await startOrTell(
+            node,
+            serve,
+            terms,
+            (id) => tellAtLeast(id, terms),
+            (told) => told?.applied === false && told.state === 'ended',
+          );
   } catch (err) {
     if (isCancellation(err)) throw err;
     return refuse(`the lease could not be reached (${rootCause(err).message})`);

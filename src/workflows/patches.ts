@@ -234,5 +234,16 @@ export const PATCHES = {
    * `renewed`; after: test/lease-terms.test.ts.
    */
   leaseRenewalAtLeast: 'lease-renewal-at-least',
+  /**
+   * An acquisition whose start of the serve's lease is refused (one runs already) and whose terms
+   * then do not reach it (the signal fails: not found; the Update is answered `ended`) starts the
+   * lease again, up to three times: the lease found running had closed in between (its end was
+   * under way), and none runs now. Before, the terms were dropped there and the serve stayed up
+   * unleased ("the lease could not be started (Unable to signal external workflow because it was
+   * not found)"). Asked only after such a refusal, which no recording but
+   * test/histories/lease-start-closed.json has (recorded before: it replays with the terms
+   * dropped); after: test/lease-terms.test.ts holds the tell while the old lease closes.
+   */
+  leaseStartedAgainWhenClosed: 'lease-started-again-when-closed',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
