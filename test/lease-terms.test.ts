@@ -12,6 +12,7 @@ import { workflowBundleWith } from './support/temporal';
 import { join } from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { exportWorkflow } from '../src/audit/export';
+import { TemporalLeases } from '../src/adapters/leases/temporal';
 import { ledgerSnapshots, serveAcquire, serveDown } from '../src/client/operations';
 import { findReservation } from '../src/domain/ledger';
 import { releaseLeaseUpdate, workflowIds } from '../src/shared/messages';
@@ -175,5 +176,36 @@ describe('a lease that closes between an acquisition finding it running and tell
     await Worker.runReplayHistory({ workflowBundle: bundle, sinks: UNCOUNTED_SINKS }, await acquisition.fetchHistory(), again.body.workflow_id);
     const before = JSON.parse(readFileSync(join(__dirname, '..', '..', 'test', 'fixtures', 'held-histories', 'lease-start-closed.json'), 'utf8')) as unknown;
     await Worker.runReplayHistory({ workflowBundle: bundle, sinks: UNCOUNTED_SINKS }, before);
+  });
+});
+
+describe("at-least terms racing the lease's continue-as-new", () => {
+  const j = joinBox({ prefix: 'lease-can', gpu: GPU, serves: [{ name: 'busy', vram_mib: 512, class: 'on-demand', router_tier: 'busy-local' }], onDemand: [] });
+
+  test('Updates sent while the lease continues as new are answered by the run it continues in, never `ended`', async () => {
+    const { box } = j;
+    const first = await serveAcquire(box.temporal.client, box.node, { serve: 'busy', lease: { kind: 'fixed', seconds: 3600 } });
+    assert.ok(first.ok, first.ok ? '' : first.message);
+    const holder = `${first.workflowId}/${first.runId}`;
+    const leases = new TemporalLeases(box.temporal.client);
+    const id = workflowIds.lease(box.node, 'busy');
+    const startRun = (await j.leaseOf('busy')).runId;
+    const answers: Record<string, number> = {};
+    let sent = 0;
+    // Each Update adds its events to the lease's history: past MAX_HISTORY_EVENTS it continues as new, with Updates in flight.
+    const sender = async () => {
+      while (sent < 1600) {
+        const n = sent++;
+        const a = await leases.atLeast(id, { holder, kind: 'fixed', seconds: 60 }, `probe-${n}`);
+        const key = a.applied ? a.how : a.state;
+        answers[key] = (answers[key] ?? 0) + 1;
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, sender));
+    const lease = await j.leaseOf('busy');
+    console.log(`  answers: ${JSON.stringify(answers)}; lease ${lease.status} run ${lease.runId === startRun ? 'the first' : 'a later'}`);
+    assert.notEqual(lease.runId, startRun, 'the lease continued as new meanwhile');
+    assert.equal(lease.status, 'RUNNING');
+    assert.deepEqual(Object.keys(answers), ['at-least'], 'every Update answered by a running lease');
   });
 });
