@@ -209,3 +209,55 @@ describe("at-least terms racing the lease's continue-as-new", () => {
     assert.deepEqual(Object.keys(answers), ['at-least'], 'every Update answered by a running lease');
   });
 });
+
+describe('a flood of POSTs joining one acquisition, each with lease terms', () => {
+  const j = joinBox({
+    prefix: 'lease-flood',
+    gpu: GPU,
+    serves: [{ name: 'flood', vram_mib: 512, class: 'on-demand', router_tier: 'flood-local', env: { SIM_START_DELAY_MS: '25000' } }],
+    onDemand: [],
+  });
+  /** GPURES_FLOOD_JOINS: fewer joins, to record a history small enough for test/histories. */
+  const JOINS = Number(process.env['GPURES_FLOOD_JOINS'] ?? 500);
+
+  test(`${JOINS} joins: the acquisition's and the lease's histories stay bounded, and the lease lasts the longest asked`, async () => {
+    const first = await j.post(j.box.apiUrl, { serve: 'flood', lease_s: 60 });
+    assert.equal(first.status, 202);
+    let n = 0;
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (n < JOINS) {
+          const seconds = 61 + (n++ % 300);
+          const r = await j.post(j.secondUrl, { serve: 'flood', lease_s: seconds });
+          assert.equal(r.status, 202);
+          assert.equal(r.body.run_id, first.body.run_id);
+        }
+      }),
+    );
+    const askedAt = Date.now();
+    const result = await j.resultOf(first);
+    console.log(`  acquisition: ${result.outcome}: ${result.message.slice(0, 240)}`);
+    assert.equal(result.outcome, 'started');
+    const acquisition = j.box.temporal.client.workflow.getHandle(first.body.workflow_id, first.body.run_id);
+    await save(j.box, 'lease-joins-flood', first.body.workflow_id, first.body.run_id);
+    const events = (await acquisition.fetchHistory()).events ?? [];
+    const signals = events.filter((e) => e.workflowExecutionSignaledEventAttributes).length;
+    const activities = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'leaseAtLeast').length;
+    const lease = await j.box.temporal.client.workflow.getHandle(workflowIds.lease(j.box.node, 'flood')).describe();
+    const view = (await j.leaseOf('flood')).view;
+    const names = await j.running();
+    console.log(
+      `  acquisition history: ${events.length} events (${signals} join signals, ${activities} leaseAtLeast); lease ${lease.status.name}, ${lease.historyLength} events; running: ${names.join(', ')}`,
+    );
+    assert.ok(
+      names.some((n) => n.includes('flood')),
+      'flood runs',
+    );
+    assert.ok(activities <= 10, `leaseAtLeast activities: ${activities}, not one per join`);
+    assert.ok(lease.historyLength < 200, `the lease's history: ${lease.historyLength} events`);
+    assert.ok(events.length < 6 * JOINS, `the acquisition's history: ${events.length} events`);
+    const left = (view?.expiresAtEpochMs ?? 0) - askedAt;
+    const longest = 61 + Math.min(JOINS - 1, 299);
+    assert.ok(left >= (longest - 5) * 1000, `the lease lasts at least the longest asked (${longest} s): ${Math.round(left / 1000)} s left`);
+  });
+});

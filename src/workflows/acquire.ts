@@ -445,16 +445,41 @@ class JoinedLeases {
     each: (r: LeaseRequest) => Promise<{ lease?: NonNullable<AcquireResult['lease']>; notApplied?: LeaseTermsNotApplied }>,
   ): Promise<Leased> {
     const out: Leased = {};
-    for (let i = from; i < this.all().length; i++) {
-      const r = await each(this.all()[i] as LeaseRequest);
-      if (r.lease) out.lease = r.lease;
-      if (r.notApplied) {
-        (out.leaseNotApplied ??= []).push(r.notApplied.why);
-        (out.leaseTermsNotApplied ??= []).push(r.notApplied);
+    // A flood of joiners (a POST each) would cost the run, and the lease, an activity and an Update
+    // each: the terms waiting are folded to those that can matter (runs from before applied each).
+    const folded = patched(PATCHES.leaseJoinsFolded);
+    for (let i = from; i < this.all().length;) {
+      const waiting = this.all().slice(i);
+      const batch = folded ? foldedTerms(waiting) : waiting.slice(0, 1);
+      i += folded ? waiting.length : 1;
+      for (const request of batch) {
+        const r = await each(request);
+        if (r.lease) out.lease = r.lease;
+        if (r.notApplied) {
+          (out.leaseNotApplied ??= []).push(r.notApplied.why);
+          (out.leaseTermsNotApplied ??= []).push(r.notApplied);
+        }
       }
     }
     return out;
   }
+}
+
+/**
+ * Terms to apply one after the other, folded: the first as it is (it may start the lease, and sets
+ * its kind), then of the others the longest fixed one, if longer than the first, and one idle,
+ * unless the first is idle. Each is applied as "at least, from now": a shorter one applied
+ * before or with a longer one adds nothing.
+ */
+function foldedTerms(waiting: LeaseRequest[]): LeaseRequest[] {
+  const [first, ...rest] = waiting;
+  if (!first) return [];
+  const fixed = rest.reduce<number>((m, r) => (r.kind === 'fixed' ? Math.max(m, r.seconds) : m), 0);
+  return [
+    first,
+    ...(fixed > (first.kind === 'fixed' ? first.seconds : 0) ? [{ kind: 'fixed' as const, seconds: fixed }] : []),
+    ...(first.kind !== 'idle' && rest.some((r) => r.kind === 'idle') ? [{ kind: 'idle' as const }] : []),
+  ];
 }
 
 function sameTerms(a: LeaseRequest, b: LeaseRequest): boolean {
