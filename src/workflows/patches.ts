@@ -240,9 +240,10 @@ export const PATCHES = {
    * lease again, up to three times: the lease found running had closed in between (its end was
    * under way), and none runs now. Before, the terms were dropped there and the serve stayed up
    * unleased ("the lease could not be started (Unable to signal external workflow because it was
-   * not found)"). Asked only after such a refusal, which no recording but
-   * test/histories/lease-start-closed.json has (recorded before: it replays with the terms
-   * dropped); after: test/lease-terms.test.ts holds the tell while the old lease closes.
+   * not found)"). Asked only after such a refusal, which no recording in test/histories has:
+   * test/fixtures/held-histories/lease-start-closed.json (recorded before, under the test's hold
+   * of the tell, so it replays only against that bundle: test/lease-terms.test.ts replays it, the
+   * terms dropped) and, after, test/lease-terms.test.ts holds the tell while the old lease closes.
    */
   leaseStartedAgainWhenClosed: 'lease-started-again-when-closed',
   /**
