@@ -26,7 +26,7 @@ test('gpures demo: every step of T013 matches the field report, and the closed l
     // The loop: three routed requests for chat-large while it is down → one acquisition evicting
     // vision, all answered; its idle lease then brings it down and vision back.
     assert.equal(byWhat(6, 'routed chat-large requests'), '200,200,200');
-    assert.equal(byWhat(6, 'acquisitions the router started'), '1');
+    assert.equal(byWhat(6, 'acquisitions the router started'), '1, by the API');
     assert.equal(byWhat(6, 'victims'), 'vision');
     assert.equal(byWhat(6, 'chat-large in the ledger'), 'chat-large 12288 MiB (on-demand, running)');
     assert.equal(byWhat(6, 'routed vision request while evicted'), '503, Retry-After 10');
