@@ -139,10 +139,21 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
     changed = true;
     log.record('renew', `held by ${next.holder}: ${describe(next)}`);
   }
-  // Another caller's terms. Neither the signal nor the Update is in a recorded history, and a
-  // handler issues no command: they need no patch.
+  // Another caller's terms. A handler issues no command; what it answers differently from runs
+  // before is asked of a patch there (lease-renewal-at-least: lease-renewal-joined.json has the Update).
   function atLeast(next: Terms): LeaseAtLeastAnswer {
     if (next.holder !== terms.holder) {
+      // A renewal waits for this lease's end: another caller of the same run (the router's idle
+      // terms too) only makes it last at least as long (as it would the lease running), never
+      // replaces the terms it waits with. Runs from before replaced them (and answered `renewed`).
+      if (expiring && renewal?.holder === next.holder && patched(PATCHES.leaseRenewalAtLeast)) {
+        renewalAtLeastUntil = Math.max(renewalAtLeastUntil ?? 0, Date.now() + next.seconds * 1000);
+        log.record(
+          'at least',
+          `${formatDuration(next.seconds * 1000)} asked of the renewal by ${next.holder}: it lasts at least until ${new Date(renewalAtLeastUntil).toISOString()}`,
+        );
+        return { applied: true, how: 'at-least', view: view() };
+      }
       // A router's idle terms (extendOnly) only make this lease last longer for its own holder: a
       // serve another run holds now (an operator's acquisition without a lease) is not put under
       // it. Only new acquisitions send the flag (patch idle-terms-only-extend).
@@ -152,17 +163,6 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
           `ignored (${describe(next)} for ${next.holder}): this lease is held by ${terms.holder}, and a router's idle terms move no lease`,
         );
         return { applied: false, state: 'not-this-holder', why: `held by ${terms.holder}`, view: view() };
-      }
-      // A renewal waits for this lease's end: another caller of the same run only makes it last at
-      // least as long (as it would the lease running), never replaces the terms it waits with.
-      // Runs from before replaced them (and answered `renewed`).
-      if (expiring && renewal?.holder === next.holder && patched(PATCHES.leaseRenewalAtLeast)) {
-        renewalAtLeastUntil = Math.max(renewalAtLeastUntil ?? 0, Date.now() + next.seconds * 1000);
-        log.record(
-          'at least',
-          `${formatDuration(next.seconds * 1000)} asked of the renewal by ${next.holder}: it lasts at least until ${new Date(renewalAtLeastUntil).toISOString()}`,
-        );
-        return { applied: true, how: 'at-least', view: view() };
       }
       // Another run holds the serve now: this lease's own hold is gone, the new one's terms are the lease.
       renew({ holder: next.holder, kind: next.kind, seconds: next.seconds });
@@ -398,15 +398,14 @@ class OthersWaitedOut {
  * Starts the serve's lease with `terms`, as a workflow of its own that outlives the run starting
  * it; when one runs already, `tell`s it them instead. Which of the two it did, and what telling answered.
  * The lease found running may close before the terms reach it (its end was under way): telling
- * fails, or answers what `closed` recognises, and the start is tried again (LEASE_START_ATTEMPTS
- * in all). Runs from before dropped the terms there, their serve left up unleased.
+ * fails, and the start is tried again (LEASE_START_ATTEMPTS in all). Runs from before dropped the
+ * terms there, their serve left up unleased.
  */
 async function startOrTell<T>(
   node: string,
   serve: ServeSpec,
   terms: Terms,
   tell: (workflowId: string) => Promise<T>,
-  closed: (told: T) => boolean = () => false,
 ): Promise<{ started: true } | { told: T }> {
   const workflowId = workflowIds.lease(node, serve.name);
   for (let attempt = 1; ; attempt++) {
@@ -429,7 +428,6 @@ async function startOrTell<T>(
       if (again && !isCancellation(err)) continue;
       throw err;
     }
-    if (again && closed(told)) continue;
     return { told };
   }
 }
@@ -523,13 +521,9 @@ export async function leaseAtLeast(
     done =
       request.kind === 'idle' && patched(PATCHES.idleTermsOnlyExtend)
         ? { told: await askLease(workflowId, { ...terms, extendOnly: true }) }
-        : await startOrTell(
-            node,
-            serve,
-            terms,
-            (id) => tellAtLeast(id, terms),
-            (told) => told?.applied === false && told.state === 'ended',
-          );
+        : // An \`ended\` answer is not taken as a lease to start again: the lease may have ended by
+          // taking this holder's serve down, and the caller is told it does not stay.
+          await startOrTell(node, serve, terms, (id) => tellAtLeast(id, terms));
   } catch (err) {
     if (isCancellation(err)) throw err;
     return refuse(`the lease could not be reached (${rootCause(err).message})`);

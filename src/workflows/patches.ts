@@ -236,11 +236,12 @@ export const PATCHES = {
   leaseRenewalAtLeast: 'lease-renewal-at-least',
   /**
    * An acquisition whose start of the serve's lease is refused (one runs already) and whose terms
-   * then do not reach it (the signal fails: not found; the Update is answered `ended`) starts the
-   * lease again, up to three times: the lease found running had closed in between (its end was
-   * under way), and none runs now. Before, the terms were dropped there and the serve stayed up
+   * then do not reach it (the hand-over's signal fails: not found) starts the lease again, up to
+   * three times: the lease found running had closed in between (its end was under way), and none
+   * runs now. Before, the terms were dropped there and the serve stayed up
    * unleased ("the lease could not be started (Unable to signal external workflow because it was
-   * not found)"). Asked only after such a refusal, which no recording in test/histories has:
+   * not found)"). Asked only after such a refusal: lease-joins-flood.json and
+   * lease-renewal-joined.json have refused starts (recorded before, they replay with it false);
    * test/fixtures/held-histories/lease-start-closed.json (recorded before, under the test's hold
    * of the tell, so it replays only against that bundle: test/lease-terms.test.ts replays it, the
    * terms dropped) and, after, test/lease-terms.test.ts holds the tell while the old lease closes.
@@ -251,7 +252,7 @@ export const PATCHES = {
    * first waiting as it is, then only the longest fixed and one idle of the rest, so a flood of
    * POSTs joining one run costs it at most three leaseAtLeast activities per batch, and its lease
    * as many Updates, where before each joiner cost one of each (500 joins: the acquisition's
-   * history 6146 events, the lease's 1513). The join signals themselves are still recorded, one
+   * history 6131 events, the lease's 1513). The join signals themselves are still recorded, one
    * each. Asked by every run that applies terms, before the first: a run without terms records the
    * same commands (the recorded histories replay unchanged).
    */
