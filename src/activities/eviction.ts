@@ -10,7 +10,7 @@ import type { ManifestSource } from '../adapters/manifest/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
 import { imageMissing } from '../adapters/errors';
-import type { DrainResult, GpuReading, TierState, VramReleaseResult } from '../shared/contracts';
+import type { DrainResult, GpuReading, QuiesceMarks, TierState, VramReleaseResult } from '../shared/contracts';
 import type { DrainBeat, VramBeat } from '../shared/progress';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { earlierProgress, heartbeating, progress } from './heartbeat';
@@ -143,19 +143,28 @@ export function createEvictionActivities(deps: EvictionDeps) {
      * (its readmit is unguarded, as before marks); one whose router could not be read has `unread`,
      * the error, rather than failing the step: the caller leaves that tier quiesced.
      */
-    async quiesceMarks(input: { serves: string[] }): Promise<Record<string, { mark: string } | { unread: string }>> {
+    async quiesceMarks(input: { serves: string[] }): Promise<QuiesceMarks> {
       const r = deps.router;
       if (!r) return {};
-      const manifest = await loadManifest(deps.manifest);
-      const marks: Record<string, { mark: string } | { unread: string }> = {};
+      const marks: QuiesceMarks = {};
+      const unread = (err: unknown) => ({ unread: err instanceof Error ? err.message : String(err) });
+      // A manifest that no longer reads, or no longer names a victim, leaves that tier quiesced
+      // like a router that does not answer: the take still lands, and its let-go gives the serve back.
+      let manifest: Awaited<ReturnType<typeof loadManifest>>;
+      try {
+        manifest = await loadManifest(deps.manifest);
+      } catch (err) {
+        for (const name of input.serves) marks[name] = unread(err);
+        return marks;
+      }
       for (const name of input.serves) {
-        const tier = manifest.resolve(name).serve.routerTier;
-        if (!tier) continue;
         try {
+          const tier = manifest.resolve(name).serve.routerTier;
+          if (!tier) continue;
           const mark = (await r.tierState(tier)).quiesceMark;
           if (mark !== undefined) marks[name] = { mark };
         } catch (err) {
-          marks[name] = { unread: err instanceof Error ? err.message : String(err) };
+          marks[name] = unread(err);
         }
       }
       return marks;

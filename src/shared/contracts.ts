@@ -30,6 +30,12 @@ export interface TierState {
   quiesceMark?: string;
 }
 
+/**
+ * Each serve's quiesce mark, read before a bring-down's take (the quiesceMarks activity): what its
+ * guarded readmit sends back. `unread`: the router, or the serve's tier, could not be read; that
+ * tier is left quiesced.
+ */
+export type QuiesceMarks = Record<string, { mark: string } | { unread: string }>;
 export type ReadmitRefusal = 'identity_not_configured' | 'identity_mismatch' | 'unhealthy' | 'quiesced_since';
 
 export type ReadmitOutcome = { ok: true; tier: string; observedModel: string } | { ok: false; tier: string; reason: ReadmitRefusal; message: string };

@@ -2,7 +2,7 @@
 // Down of a serve already down succeeds and says so; down of a serve another operation is
 // bringing up cancels that operation first (its compensations give the serve back), then completes.
 import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
-import type { DrainResult, OperationEnd, StopResult } from '../shared/contracts';
+import type { DrainResult, OperationEnd, QuiesceMarks, StopResult } from '../shared/contracts';
 import { formatLedger } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { cancelHint, holderOf, holderProblem } from '../domain/fence';
@@ -23,9 +23,6 @@ import type { BringDownInput, BringDownResult, RestoreRecord } from '../shared/o
 export const OPERATION_END_TIMEOUT_S = 300;
 /** Take, end the holder, take again (taking over if it ended holding the serve): more holders in between is a fight, not a race, and is refused. */
 const MAX_TAKE_ATTEMPTS = 4;
-
-/** Each victim's quiesce mark read before the take (the quiesceMarks activity). */
-type QuiesceMarks = Record<string, { mark: string } | { unread: string }>;
 
 /** One bring-down: what its steps share. */
 interface Down {
