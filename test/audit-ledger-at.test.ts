@@ -68,4 +68,8 @@ test('an instant the run does not cover, a non-ledger history, a bad time: exit 
   const bad = await gpures(['audit', 'report', LEDGER, '--at', 'yesterday'], {});
   assert.equal(bad.code, 2, show(bad));
   assert.match(bad.stderr, /--at 'yesterday' is not a time \(ISO 8601/);
+  // History's times are UTC: a time without a zone would be read in the auditor's own.
+  const zoneless = await gpures(['audit', 'report', LEDGER, '--at', '2026-12-05T04:18:17.5'], {});
+  assert.equal(zoneless.code, 2, show(zoneless));
+  assert.match(zoneless.stderr, /--at '2026-12-05T04:18:17\.5' has no zone: history's times are UTC; end it with Z \(2026-12-05T04:18:17\.5Z\) or an offset/);
 });

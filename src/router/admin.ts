@@ -85,8 +85,7 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
           return reply.code(409).send(quiescedSince(tier.name, mark, table.quiesceMark(tier.name)));
         const outcome = await guardedReadmit(tier, opts.probeTimeoutMs);
         if (!outcome.ok) return reply.code(409).send(outcome);
-        await table.setMode(tier.name, 'active');
-        table.runtimeOf(tier.name).answered = true;
+        await table.readmitted(tier.name);
         return reply.send(outcome);
       }),
     );

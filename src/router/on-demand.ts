@@ -487,10 +487,7 @@ export class OnDemand {
         const since = this.table.runtimeOf(tier.name).quiesces - a.quiescesAtPost;
         if (since > 0) return { ok: false as const, quiescedSince: since };
         const o = await guardedReadmit(tier, this.opts.probeTimeoutMs);
-        if (o.ok) {
-          await this.table.setMode(tier.name, 'active');
-          this.table.runtimeOf(tier.name).answered = true;
-        }
+        if (o.ok) await this.table.readmitted(tier.name);
         return o;
       });
       if (outcome.ok) return undefined;

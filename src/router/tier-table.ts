@@ -163,6 +163,12 @@ export class TierTable {
     for (const l of this.modeListeners) l(name, mode);
   }
 
+  /** A guarded readmit passed: the tier routes again, to a backend that has just answered. */
+  async readmitted(name: string): Promise<void> {
+    await this.setMode(name, 'active');
+    this.runtimeOf(name).answered = true;
+  }
+
   /**
    * How long the tier's last acquisition took: in force at once, saved by the promise. Callers
    * serialize the save (the admin mutex), as setMode's.

@@ -177,7 +177,7 @@ export const take = {
     `To keep it up instead, cancel that operation: ${cancelHint}`,
   victimReadmitted: (victim: string, tier: string, action: string) => `${victim} still runs: tier ${tier} ${action}`,
   victimLeftQuiesced: (victim: string, tier: string) =>
-    `${victim} still runs; tier ${tier} was quiesced again since the take (an eviction or a bring-down of ${victim} relies on it): left quiesced`,
+    `${victim} still runs; tier ${tier} was quiesced again since the take (an eviction or a bring-down of ${victim} relies on it), or the router restarted: left quiesced`,
   victimReadmitFailed: (victim: string, tier: string, error: string) => `${victim} still runs; readmit of tier ${tier} failed: ${error}`,
 };
 

@@ -1,5 +1,5 @@
-// Every activity a run schedules carries a summary in the operator's words (the serve, tier or
-// it acts on: src/domain/activity-summary.ts), which the Temporal UI shows on the run's timeline
+// Every activity a run schedules carries a summary in the operator's words (the serve, victim or
+// tier it acts on: src/domain/activity-summary.ts), which the Temporal UI shows on the run's timeline
 // and under User Metadata, "Events with Metadata". A summary is user metadata on the
 // schedule command, not part of what replay matches (type and id): histories recorded without
 // summaries replay against this unchanged (test/replay.test.ts, `gpures audit replay`).

@@ -23,6 +23,9 @@ export async function auditReport(input: ReportOpts, _ctx: CommandContext): Prom
   const atMs = input.at === undefined ? undefined : Date.parse(input.at);
   if (atMs !== undefined && Number.isNaN(atMs))
     throw new CliError(`audit report: --at '${input.at}' is not a time (ISO 8601, e.g. 2026-12-05T04:18:17.5Z)`, EXIT.badInput);
+  // Date.parse reads a date-time without a zone as local time; history's are UTC.
+  if (input.at !== undefined && /T/.test(input.at) && !/(Z|[+-]\d{2}:?\d{2})$/i.test(input.at))
+    throw new CliError(`audit report: --at '${input.at}' has no zone: history's times are UTC; end it with Z (${input.at}Z) or an offset`, EXIT.badInput);
   let history;
   let fallbackId = target;
   if (existsSync(target) && statSync(target).isFile()) {
