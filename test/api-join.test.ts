@@ -14,7 +14,7 @@ import { serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { workflowIds } from '../src/shared/messages';
 import type { AcquireResult, LeaseResult } from '../src/shared/operations';
 import type { TestServe } from './support/box';
-import { joinBox } from './support/acquisition-callers';
+import { joinBox, stuckBringDown } from './support/acquisition-callers';
 import { sleep, waitFor, waitUntil } from './support/wait';
 import { gpures, show } from './support/cli';
 import { containerName, serveCommand, serveLabels } from '../src/domain/serve';
@@ -153,12 +153,7 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     // A serves down under the CLI's id that nothing works on (another task queue): at its expiry
     // the lease finds it under way and waits it out, expiring, while ending still runs, held by
     // its acquisition. Started first, so the lease's expiry cannot come before it.
-    const downId = workflowIds.bringDown(j.box.node, 'ending');
-    const stuck = await j.box.temporal.client.workflow.start('bringDownWorkflow', {
-      taskQueue: `${j.box.node}-nobody`,
-      workflowId: downId,
-      args: [{ serve: 'ending' }],
-    });
+    const stuck = await stuckBringDown(j.box, 'ending');
     const first = await post(j.box.apiUrl, { serve: 'ending', lease_s: 2 });
     assert.equal(first.status, 202);
     assert.equal((await resultOf(first)).outcome, 'started');

@@ -17,7 +17,7 @@ import { ledgerSnapshots, serveAcquire, serveDown } from '../src/client/operatio
 import { findReservation } from '../src/domain/ledger';
 import { releaseLeaseUpdate, workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
-import { joinBox } from './support/acquisition-callers';
+import { joinBox, stuckBringDown } from './support/acquisition-callers';
 import type { OnDemandBox } from './support/on-demand-box';
 import { waitFor } from './support/wait';
 
@@ -40,12 +40,7 @@ describe('lease terms that meet: joined terms on an ending lease, a lease closin
   test('two callers of one acquisition, while the lease of an earlier one is ending: the lease lasts the longer of their asks', async () => {
     // A serves down under the CLI's id that nothing works on (another task queue): at its expiry
     // the lease finds it under way and waits it out, expiring, each look later than the last.
-    const downId = workflowIds.bringDown(j.box.node, 'renewed');
-    const stuck = await j.box.temporal.client.workflow.start('bringDownWorkflow', {
-      taskQueue: `${j.box.node}-nobody`,
-      workflowId: downId,
-      args: [{ serve: 'renewed' }],
-    });
+    const stuck = await stuckBringDown(j.box, 'renewed');
     const first = await serveAcquire(j.box.temporal.client, j.box.node, { serve: 'renewed', lease: { kind: 'fixed', seconds: 2 } });
     assert.ok(first.ok, first.ok ? '' : first.message);
     const old = await waitFor(

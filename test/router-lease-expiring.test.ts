@@ -14,6 +14,7 @@ import { leaseQuery, workflowIds } from '../src/shared/messages';
 import type { AcquireResult, LeaseResult } from '../src/shared/operations';
 import type { TestServe } from './support/box';
 import { startOnDemandBox } from './support/on-demand-box';
+import { stuckBringDown } from './support/acquisition-callers';
 import type { OnDemandBox } from './support/on-demand-box';
 import { sleep, waitUntil } from './support/wait';
 
@@ -105,11 +106,7 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     // A serves down under the CLI's id that nothing works on (another task queue): at its expiry
     // the lease finds it under way and waits it out, expiring, while the serve still runs, held by
     // its acquisition: the window between a lease's expiry and its bring-down taking the serve, held open.
-    const stuck = await box.temporal.client.workflow.start('bringDownWorkflow', {
-      taskQueue: `${box.node}-nobody`,
-      workflowId: workflowIds.bringDown(box.node, serve),
-      args: [{ serve }],
-    });
+    const stuck = await stuckBringDown(box, serve);
     // The operator's acquisition with a 2 s lease.
     const res = await fetch(`${box.apiUrl}/v1/acquisitions`, {
       method: 'POST',

@@ -64,6 +64,19 @@ export function resultOf(box: OnDemandBox, r: PostAnswer): Promise<AcquireResult
 }
 
 /** A suite's box and its two APIs, started before its tests and closed after (node:test hooks), and what its tests ask of them. */
+/**
+ * A `serves down` of `serve` under the CLI's id that no worker takes (another task queue): a lease
+ * expiring finds it under way and waits it out, so the lease stays `expiring` with its serve up,
+ * held by its acquisition, until the test terminates it.
+ */
+export function stuckBringDown(box: OnDemandBox, serve: string) {
+  return box.temporal.client.workflow.start('bringDownWorkflow', {
+    taskQueue: `${box.node}-nobody`,
+    workflowId: workflowIds.bringDown(box.node, serve),
+    args: [{ serve }],
+  });
+}
+
 export interface JoinBox {
   readonly box: OnDemandBox;
   /** The second API's URL (the box's own is box.apiUrl). */
