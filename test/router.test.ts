@@ -302,7 +302,36 @@ describe('reference router', () => {
         ['plain', 'plain-local'],
         ['vision', 'vision-local'],
         ['dead', 'dead-local'],
-      ].map(([id, tier]) => ({ id, object: 'model', owned_by: 'gpures-router', tier, availability: 'now' })),
+      ].map(([id, tier]) => ({ id, object: 'model', owned_by: 'gpures-router', tier, availability: 'unknown' })),
+      'a fresh router: every tier active, no backend answered yet (dead-local has none)',
+    );
+  });
+
+  test("a tier is listed now once its backend has answered, and dead-local's never is; the admin state says which answered", async () => {
+    assert.equal((await chat(router.url, 'chat')).status, 200);
+    assert.equal((await chat(router.url, 'dead')).status, 502);
+    const models = (await (await fetch(`${router.url}/v1/models`)).json()) as { data: { id: string; availability: string }[] };
+    assert.deepEqual(
+      models.data.map((m) => [m.id, m.availability]),
+      [
+        ['chat', 'now'],
+        ['embeddings', 'now'],
+        ['plain', 'unknown'],
+        ['vision', 'unknown'],
+        ['dead', 'unknown'],
+      ],
+    );
+    const tiers = (await (await fetch(`${router.url}/admin/tiers`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as {
+      tiers: { tier: string; state: string; backendAnswered: boolean }[];
+    };
+    assert.deepEqual(
+      tiers.tiers.map((t) => [t.tier, t.state, t.backendAnswered]),
+      [
+        ['chat-local', 'active', true],
+        ['plain-local', 'active', false],
+        ['vision-local', 'active', false],
+        ['dead-local', 'active', false],
+      ],
     );
   });
 

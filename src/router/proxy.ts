@@ -76,12 +76,22 @@ function modelList(table: TierTable, demand: OnDemand) {
     else if (quiesced && !(tier.onDemand && demand.enabled))
       unavailable.push({ id: p.name, tier: tier.name, reason: 'quiesced', retry_after_s: cfg.retryAfterS });
     else {
-      // An active on-demand tier whose backend has not answered yet may well be down: a request acquires it.
-      const now = !quiesced && !(tier.onDemand && demand.enabled && !table.runtimeOf(tier.name).answered);
-      data.push({ id: p.name, object: 'model', owned_by: 'gpures-router', tier: tier.name, availability: now ? 'now' : 'on_demand' });
+      data.push({ id: p.name, object: 'model', owned_by: 'gpures-router', tier: tier.name, availability: availability(table, tier, demand, quiesced) });
     }
   }
   return { object: 'list', data, unavailable };
+}
+
+/**
+ * A listed tier's availability. Its mode alone does not say its backend answers: a tier is active
+ * until someone quiesces it, so a fresh router (or a new state file) finds an evicted or stopped
+ * serve's tier active. Only a backend that answered since the router started is `now`; before,
+ * an on-demand tier is `on_demand` (a request may have to acquire it), any other `unknown` (a
+ * request may get 502). The router does not probe backends for a listing.
+ */
+function availability(table: TierTable, tier: RouterTier, demand: OnDemand, quiesced: boolean): 'now' | 'on_demand' | 'unknown' {
+  if (!quiesced && table.runtimeOf(tier.name).answered) return 'now';
+  return tier.onDemand && demand.enabled ? 'on_demand' : 'unknown';
 }
 
 /** 503 with Retry-After and the router's error shape; once a held stream has begun, an SSE error event. */

@@ -131,6 +131,7 @@ export class TierTable {
       modelIdentity: tier.modelIdentity,
       lastUsedAtEpochMs: rt.lastUsedAtEpochMs,
       quiesceMark: this.quiesceMark(tier.name),
+      backendAnswered: rt.answered,
     };
   }
 

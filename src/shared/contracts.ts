@@ -28,6 +28,12 @@ export interface TierState {
    * is someone else's, who relies on it. Optional in the contract: without it a readmit is unguarded.
    */
   quiesceMark?: string;
+  /**
+   * Its backend answered since the router started (a routed request got a response, or a guarded
+   * readmit passed) and has not refused a connection since: `state` alone does not say so (a tier
+   * is active until someone quiesces it). Optional in the contract.
+   */
+  backendAnswered?: boolean;
 }
 
 /**
