@@ -51,7 +51,9 @@ class BoxSampler {
           .map((c) => `${c.name.replace(/^.*-/, '')}:${c.id.slice(0, 8)}:${c.running ? 'running' : 'exited'}`)
           .join(' ');
         const t = (await this.box.tiers()).find((x) => x.tier === this.tier);
-        const tier = `${t?.state} queued ${t?.queued}`;
+        // What the router says of its acquisition: the serve going down, or being acquired.
+        const phase = t?.acquisition ? (t.acquisition.serveGoingDown !== undefined ? ' going-down' : ' acquiring') : '';
+        const tier = `${t?.state} queued ${t?.queued}${phase}`;
         const last = this.samples[this.samples.length - 1];
         if (!last || last.containers !== containers || last.tier !== tier) this.samples.push({ atMs: Date.now() - this.t0, containers, tier });
         await sleep(100);
@@ -67,6 +69,12 @@ class BoxSampler {
   /** When `id` was first sampled not running (relative to t0). */
   stoppedAt(id: string): number | undefined {
     return this.samples.find((s) => s.containers.includes(`:${id.slice(0, 8)}:exited`) || !s.containers.includes(`:${id.slice(0, 8)}:`))?.atMs;
+  }
+
+  /** The router's phases of the tier in the order sampled, each once in a row: `going-down`, `acquiring`, `active`. */
+  phases(): string[] {
+    const named = this.samples.map((s) => (s.tier.startsWith('active') ? 'active' : (s.tier.match(/ (going-down|acquiring)$/)?.[1] ?? 'none')));
+    return named.filter((p, i) => p !== named[i - 1]);
   }
 
   print(): void {
@@ -191,6 +199,11 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     assert.equal(next.status, 200, 'the next request is answered by e as it now runs');
     assert.ok((nextBody.sim_answered_at_ms ?? 0) - t0 > firstStoppedAt);
     assert.equal((await containerOf('e'))?.id, now.id, 'no other acquisition since');
+    // The admin state follows the acquisitions' answers: going down while they say so, acquiring
+    // once one starts e afresh, then active; not going down until the readmit.
+    const phases = sampler.phases();
+    const fromDown = phases.slice(phases.indexOf('going-down'));
+    assert.deepEqual(fromDown.slice(0, 3), ['going-down', 'acquiring', 'active'], `e-local's phases as sampled: ${phases.join(' → ')}`);
   });
 
   test("a request held while f's lease expires, whose wait_timeout_s ends first: 503 wait_timeout saying f is going down, never answered by that f", async () => {

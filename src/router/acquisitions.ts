@@ -1,6 +1,7 @@
 // The router's side of the acquisition API (docs/acquisition-api.md): POST one acquisition for a
 // tier's serve, then GET it for its status and step. The token comes from the router's own
 // environment and is sent only in the Authorization header; no message here quotes it.
+import { admission } from '../shared/wording';
 import { errText } from './errors';
 
 export interface AcquisitionApiOptions {
@@ -13,7 +14,16 @@ export interface AcquisitionApiOptions {
 
 /** What a GET answers, reduced to what the router acts on. */
 export type AcquisitionStatus =
-  | { status: 'running'; step?: string }
+  | {
+      status: 'running';
+      step?: string;
+      /**
+       * Its last step is one only an acquisition that starts the serve takes (admitted anew, or
+       * evicting for it): not the answer to a serve already running (admit: already running, then
+       * its lease terms). Said once such a step has completed.
+       */
+      startsAfresh?: boolean;
+    }
   | {
       status: 'completed';
       outcome?: string;
@@ -38,6 +48,17 @@ function goingDownOf(result: CompletedResult | undefined): string | undefined {
     if (t?.serveStays === false) return typeof t.why === 'string' ? t.why : 'its lease is expiring';
   }
   return undefined;
+}
+
+/**
+ * Whether an acquisition's last step is past what an acquisition joining a running serve does
+ * (`admit` answered `already running`, then `lease` for its terms): the serve was not running
+ * under another holder, and this acquisition starts it.
+ */
+export function startsAfresh(step: { step?: unknown; outcome?: unknown } | undefined): boolean {
+  if (typeof step?.step !== 'string') return false;
+  if (step.step === 'lease') return false;
+  return !(step.step === 'admit' && step.outcome === admission.alreadyRunning);
 }
 
 /** The API could not be reached, or answered other than documented. */
@@ -70,14 +91,18 @@ export class AcquisitionApi {
   }
 
   async status(workflowId: string): Promise<AcquisitionStatus> {
-    const body = await this.call<{ status?: unknown; step?: { step?: unknown }; result?: CompletedResult } & ApiError>(
+    const body = await this.call<{ status?: unknown; step?: { step?: unknown; outcome?: unknown }; result?: CompletedResult } & ApiError>(
       'GET',
       `/v1/acquisitions/${encodeURIComponent(workflowId)}`,
       undefined,
       200,
     );
     if (body.status === 'running' || body.status === 'paused') {
-      return { status: 'running', ...(typeof body.step?.step === 'string' ? { step: body.step.step } : {}) };
+      return {
+        status: 'running',
+        ...(typeof body.step?.step === 'string' ? { step: body.step.step } : {}),
+        ...(startsAfresh(body.step) ? { startsAfresh: true } : {}),
+      };
     }
     if (body.status === 'completed') {
       const goingDown = goingDownOf(body.result);

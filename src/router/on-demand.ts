@@ -63,7 +63,9 @@ interface Acquisition {
   /**
    * The last acquisition found the serve up but going down (its lease already expiring: the
    * lease's bring-down drains and stops it): why, as the acquisition said it. The router waits for
-   * it to be down and acquires it again, rather than releasing the queue onto it.
+   * it to be down and acquires it again, rather than releasing the queue onto it. Kept through the
+   * next acquisition until an answer of it says otherwise (a step that starts the serve afresh),
+   * so what the admin state and a wait_timeout say follows the answers, not when they are asked.
    */
   goingDown?: string;
   /** Resolves when the tier turns active. */
@@ -457,6 +459,8 @@ export class OnDemand {
       unansweredSince = undefined;
       if (st.status === 'running') {
         if (st.step) a.step = st.step;
+        // The serve went down meanwhile and this acquisition starts it: acquiring, no longer going down.
+        if (st.startsAfresh) a.goingDown = undefined;
         await Promise.race([a.readmitted, sleep(this.pollMs)]);
         continue;
       }

@@ -87,7 +87,7 @@ export interface AdminTier {
   state: 'active' | 'quiesced';
   inFlight: number;
   queued: number;
-  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number } | null;
+  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number; serveGoingDown?: string } | null;
 }
 
 export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandBox> {
