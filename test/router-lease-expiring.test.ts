@@ -24,6 +24,8 @@ const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
   { name: 'e', vram_mib: 4096, class: 'on-demand', router_tier: 'e-local', idle_ttl_s: 600 },
   { name: 'f', vram_mib: 4096, class: 'on-demand', router_tier: 'f-local', idle_ttl_s: 600 },
+  // Declares none: the router's POST carries no lease terms, and the acquisition's result says nothing of the lease.
+  { name: 'g', vram_mib: 4096, class: 'on-demand', router_tier: 'g-local' },
 ];
 
 interface Sample {
@@ -95,6 +97,7 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
       onDemand: [
         { tier: 'e-local', serve: 'e', wait_timeout_s: 120 },
         { tier: 'f-local', serve: 'f', wait_timeout_s: 3 },
+        { tier: 'g-local', serve: 'g', wait_timeout_s: 120 },
       ],
       routerProcess: true,
     });
@@ -132,16 +135,16 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     return { stuck, posted, first, lease };
   };
 
-  test("a request held while e's lease expires is answered by e started afresh, not by the e its lease's bring-down stops", async () => {
-    const { stuck, posted, first, lease } = await expiringWhileQuiesced('e');
+  const heldWhileExpiring = async (serve: 'e' | 'g') => {
+    const { stuck, posted, first, lease } = await expiringWhileQuiesced(serve);
     const t0 = Date.now();
-    const sampler = new BoxSampler(box, t0, 'e-local');
+    const sampler = new BoxSampler(box, t0, `${serve}-local`);
     sampler.start();
-    const held = chat('e');
+    const held = chat(serve);
     const acquisition = box.temporal.client.workflow.getHandle(posted.workflow_id);
     let routers: AcquireResult | undefined;
     await waitUntil(
-      "the router's acquisition of e completed",
+      `the router's acquisition of ${serve} completed`,
       async () => {
         const d = await acquisition.describe();
         if (d.runId === posted.run_id || d.status.name !== 'COMPLETED') return false;
@@ -154,56 +157,69 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     const completedAt = Date.now() - t0;
     // Long enough for the router to hear it (it polls every 500 ms) and act on it.
     await sleep(2000);
-    const tierBeforeDown = (await box.tiers()).find((t) => t.tier === 'e-local');
-    // Now the lease's bring-down goes ahead: it quiesces e-local, drains and stops e.
-    await stuck.terminate('test over: the lease takes e down');
+    const tierBeforeDown = (await box.tiers()).find((t) => t.tier === `${serve}-local`);
+    // Now the lease's bring-down goes ahead: it quiesces the tier, drains and stops the serve.
+    await stuck.terminate(`test over: the lease takes ${serve} down`);
     const downAt = Date.now() - t0;
 
     const heldRes = await held;
     const heldAt = Date.now() - t0;
     const heldBody = (await heldRes.json()) as { sim_answered_at_ms?: number; error?: { code: string; message: string } };
     const ended = (await lease.result()) as LeaseResult;
-    const next = await chat('e');
+    const next = await chat(serve);
     const nextBody = (await next.json()) as { sim_answered_at_ms?: number; error?: { code: string } };
     await sleep(300);
     await sampler.stop();
-    const now = await containerOf('e');
+    const now = await containerOf(serve);
     const answeredAt = heldBody.sim_answered_at_ms !== undefined ? heldBody.sim_answered_at_ms - t0 : undefined;
     const firstStoppedAt = sampler.stoppedAt(first.id);
 
     console.log(`  router's acquisition (+${completedAt} ms): ${routers?.outcome}; leaseTermsNotApplied ${JSON.stringify(routers?.leaseTermsNotApplied)}`);
-    console.log(`  e-local 2 s later, before the lease's bring-down goes ahead (+${downAt} ms): ${tierBeforeDown?.state}, queued ${tierBeforeDown?.queued}`);
     console.log(
-      `  held request: ${heldRes.status} at +${heldAt} ms, ${heldBody.error ? `${heldBody.error.code}: ${heldBody.error.message}` : `answered by e at +${answeredAt} ms (tier ${heldRes.headers.get('x-gpures-tier')})`}`,
+      `  ${serve}-local 2 s later, before the lease's bring-down goes ahead (+${downAt} ms): ${tierBeforeDown?.state}, queued ${tierBeforeDown?.queued}`,
     );
-    console.log(`  e's first container ${first.id.slice(0, 8)} stopped by +${firstStoppedAt} ms; e now ${now ? now.id.slice(0, 8) : 'down'}`);
-    console.log(`  lease/${box.node}/e: ${ended.outcome}: ${ended.message}`);
+    console.log(
+      `  held request: ${heldRes.status} at +${heldAt} ms, ${heldBody.error ? `${heldBody.error.code}: ${heldBody.error.message}` : `answered by ${serve} at +${answeredAt} ms (tier ${heldRes.headers.get('x-gpures-tier')})`}`,
+    );
+    console.log(`  ${serve}'s first container ${first.id.slice(0, 8)} stopped by +${firstStoppedAt} ms; ${serve} now ${now ? now.id.slice(0, 8) : 'down'}`);
+    console.log(`  lease/${box.node}/${serve}: ${ended.outcome}: ${ended.message}`);
     console.log(`  next request: ${next.status}${nextBody.error ? ` ${nextBody.error.code}` : ''}`);
     console.log('  the box, sampled:');
     sampler.print();
 
     assert.equal(routers?.outcome, 'already-running');
+    assert.equal(ended.outcome, 'expired', `the lease's bring-down took ${serve} down`);
+    assert.ok(firstStoppedAt !== undefined, `${serve}'s first container was stopped`);
+    assert.equal(heldRes.status, 200, JSON.stringify(heldBody));
+    assert.ok(
+      answeredAt !== undefined && answeredAt > firstStoppedAt,
+      `the held request was answered at +${answeredAt} ms by ${serve}'s container ${first.id.slice(0, 8)}, which the lease's bring-down stopped by +${firstStoppedAt} ms`,
+    );
+    assert.equal(tierBeforeDown?.state, 'quiesced', `the router readmitted ${serve}-local onto the ${serve} its expiring lease was taking down`);
+    assert.ok(now && now.id !== first.id, `${serve} runs afresh, in a container of its own`);
+    assert.equal(next.status, 200, `the next request is answered by ${serve} as it now runs`);
+    assert.ok((nextBody.sim_answered_at_ms ?? 0) - t0 > firstStoppedAt);
+    assert.equal((await containerOf(serve))?.id, now.id, 'no other acquisition since');
+    // The admin state follows the acquisitions' answers: going down while they say so, acquiring
+    // once one starts the serve afresh, then active; not going down until the readmit.
+    const phases = sampler.phases();
+    const fromDown = phases.slice(phases.indexOf('going-down'));
+    assert.deepEqual(fromDown.slice(0, 3), ['going-down', 'acquiring', 'active'], `${serve}-local's phases as sampled: ${phases.join(' → ')}`);
+    return routers;
+  };
+
+  test("a request held while e's lease expires is answered by e started afresh, not by the e its lease's bring-down stops", async () => {
+    const routers = await heldWhileExpiring('e');
+    // e declares an idle ttl: the router's POST carried idle terms, and the result says the lease did not take them.
     assert.deepEqual(
       routers?.leaseTermsNotApplied?.map((t) => [t.leaseState, t.serveStays]),
       [['expiring', false]],
     );
-    assert.equal(ended.outcome, 'expired', "the lease's bring-down took e down, as its answer said");
-    assert.ok(firstStoppedAt !== undefined, `e's first container was stopped`);
-    assert.equal(heldRes.status, 200, JSON.stringify(heldBody));
-    assert.ok(
-      answeredAt !== undefined && answeredAt > firstStoppedAt,
-      `the held request was answered at +${answeredAt} ms by e's container ${first.id.slice(0, 8)}, which the lease's bring-down stopped by +${firstStoppedAt} ms`,
-    );
-    assert.equal(tierBeforeDown?.state, 'quiesced', 'the router readmitted e-local onto the e its expiring lease was taking down');
-    assert.ok(now && now.id !== first.id, 'e runs afresh, in a container of its own');
-    assert.equal(next.status, 200, 'the next request is answered by e as it now runs');
-    assert.ok((nextBody.sim_answered_at_ms ?? 0) - t0 > firstStoppedAt);
-    assert.equal((await containerOf('e'))?.id, now.id, 'no other acquisition since');
-    // The admin state follows the acquisitions' answers: going down while they say so, acquiring
-    // once one starts e afresh, then active; not going down until the readmit.
-    const phases = sampler.phases();
-    const fromDown = phases.slice(phases.indexOf('going-down'));
-    assert.deepEqual(fromDown.slice(0, 3), ['going-down', 'acquiring', 'active'], `e-local's phases as sampled: ${phases.join(' → ')}`);
+  });
+
+  test("the same for g, which declares no idle ttl: the router's POST carries no terms, yet it hears that g is going down", async () => {
+    const routers = await heldWhileExpiring('g');
+    assert.equal(routers?.leaseTermsNotApplied, undefined, "the router's acquisition asked g's lease nothing");
   });
 
   test("a request held while f's lease expires, whose wait_timeout_s ends first: 503 wait_timeout saying f is going down, never answered by that f", async () => {

@@ -11,7 +11,7 @@ import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest, ServeSpec } from '../domain/types';
 import type { LeaseRequest } from '../shared/operations';
-import { joinLeaseSignal, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
+import { joinLeaseSignal, leaseQuery, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
 import { startOperation } from './start-operation';
@@ -148,6 +148,30 @@ async function progressOf(client: Client, run: WorkflowHandle): Promise<{ step?:
     return { steps_completed: steps.length, ...(last ? { step: last } : {}) };
   } catch {
     return {};
+  }
+}
+
+/**
+ * Whether a serve that a completed acquisition found already running is going down now, whatever
+ * terms it asked: its lease is running and expiring (its bring-down about to quiesce, drain and
+ * stop the serve). A caller whose acquisition asked no lease terms (the router's, for a serve
+ * without idle_ttl_s) is told nothing of the lease by the result, and would route to the serve.
+ * Read when asked, from the lease's own answer (a closed lease says nothing: its last state is
+ * not the serve's now); nothing when it does not answer within NODE_ANSWER_MS.
+ */
+async function goingDownNow(client: Client, node: string, serve: string, result: unknown): Promise<string | undefined> {
+  const r = result as { outcome?: unknown; leaseTermsNotApplied?: { serveStays?: unknown }[] } | undefined;
+  if (r?.outcome !== 'already-running' || r.leaseTermsNotApplied?.some((t) => t?.serveStays === false)) return undefined;
+  const workflowId = workflowIds.lease(node, serve);
+  try {
+    const lease = client.workflow.getHandle(workflowId);
+    const view = await client.withDeadline(Date.now() + NODE_ANSWER_MS, async () =>
+      (await lease.describe()).status.name === 'RUNNING' ? lease.query(leaseQuery) : undefined,
+    );
+    if (view?.state !== 'expiring') return undefined;
+    return `${workflowId} is expiring (expired at ${new Date(view.expiresAtEpochMs).toISOString()}): its bring-down takes ${serve} down as planned, so ${serve} will not stay up; ask again once it is down`;
+  } catch {
+    return undefined;
   }
 }
 
@@ -289,7 +313,11 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       const status = d.status.name;
       // The run described, not the latest: a POST in between must not make this GET wait on it.
       const run = client.workflow.getHandle(workflowId, d.runId);
-      if (status === 'COMPLETED') return { workflow_id: workflowId, run_id: d.runId, status: 'completed', result: (await run.result()) as unknown };
+      if (status === 'COMPLETED') {
+        const result = (await run.result()) as unknown;
+        const goingDown = await goingDownNow(client, manifest.node, serve, result);
+        return { workflow_id: workflowId, run_id: d.runId, status: 'completed', result, ...(goingDown ? { serve_going_down: goingDown } : {}) };
+      }
       if (status === 'RUNNING' || status === 'PAUSED' || d.closeTime === undefined)
         return { workflow_id: workflowId, run_id: d.runId, status: status === 'PAUSED' ? 'paused' : 'running', ...(await progressOf(client, run)) };
       let failure: { type?: string; message: string; retry_after_s?: number } = { message: status.toLowerCase() };

@@ -28,8 +28,9 @@ export type AcquisitionStatus =
       status: 'completed';
       outcome?: string;
       /**
-       * The serve is up but will not stay (a lease term answered `serveStays: false`: its lease
-       * was already expiring, its bring-down about to drain and stop it): that term's `why`.
+       * The serve is up but will not stay (a lease term answered `serveStays: false`, or the API
+       * found its lease expiring when asked, `serve_going_down`, for an acquisition that asked no
+       * terms: its bring-down about to drain and stop it): why.
        */
       goingDown?: string;
     }
@@ -91,12 +92,9 @@ export class AcquisitionApi {
   }
 
   async status(workflowId: string): Promise<AcquisitionStatus> {
-    const body = await this.call<{ status?: unknown; step?: { step?: unknown; outcome?: unknown }; result?: CompletedResult } & ApiError>(
-      'GET',
-      `/v1/acquisitions/${encodeURIComponent(workflowId)}`,
-      undefined,
-      200,
-    );
+    const body = await this.call<
+      { status?: unknown; step?: { step?: unknown; outcome?: unknown }; result?: CompletedResult; serve_going_down?: unknown } & ApiError
+    >('GET', `/v1/acquisitions/${encodeURIComponent(workflowId)}`, undefined, 200);
     if (body.status === 'running' || body.status === 'paused') {
       return {
         status: 'running',
@@ -105,7 +103,7 @@ export class AcquisitionApi {
       };
     }
     if (body.status === 'completed') {
-      const goingDown = goingDownOf(body.result);
+      const goingDown = goingDownOf(body.result) ?? (typeof body.serve_going_down === 'string' ? body.serve_going_down : undefined);
       return {
         status: 'completed',
         ...(typeof body.result?.outcome === 'string' ? { outcome: body.result.outcome } : {}),
