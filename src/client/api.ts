@@ -156,20 +156,30 @@ async function progressOf(client: Client, run: WorkflowHandle): Promise<{ step?:
  * terms it asked: its lease is running and expiring (its bring-down about to quiesce, drain and
  * stop the serve). A caller whose acquisition asked no lease terms (the router's, for a serve
  * without idle_ttl_s) is told nothing of the lease by the result, and would route to the serve.
- * Read when asked, from the lease's own answer (a closed lease says nothing: its last state is
- * not the serve's now); nothing when it does not answer within NODE_ANSWER_MS.
+ * Read when asked, from the lease's own answer, or its end since the acquisition began (a lease
+ * closed before says nothing: its last state is not the serve's now); nothing when it does not
+ * answer within NODE_ANSWER_MS.
  */
-async function goingDownNow(client: Client, node: string, serve: string, result: unknown): Promise<string | undefined> {
+async function goingDownNow(client: Client, node: string, serve: string, result: unknown, runStart: Date): Promise<string | undefined> {
   const r = result as { outcome?: unknown; leaseTermsNotApplied?: { serveStays?: unknown }[] } | undefined;
   if (r?.outcome !== 'already-running' || r.leaseTermsNotApplied?.some((t) => t?.serveStays === false)) return undefined;
   const workflowId = workflowIds.lease(node, serve);
   try {
     const lease = client.workflow.getHandle(workflowId);
-    const view = await client.withDeadline(Date.now() + NODE_ANSWER_MS, async () =>
-      (await lease.describe()).status.name === 'RUNNING' ? lease.query(leaseQuery) : undefined,
-    );
-    if (view?.state !== 'expiring') return undefined;
-    return `${workflowId} is expiring (expired at ${new Date(view.expiresAtEpochMs).toISOString()}): its bring-down takes ${serve} down as planned, so ${serve} will not stay up; ask again once it is down`;
+    return await client.withDeadline(Date.now() + NODE_ANSWER_MS, async () => {
+      const d = await lease.describe();
+      // Ended since the acquisition began (asked after its bring-down): it found the serve up
+      // under the lease that then took it down. A lease that ended without taking it (no longer
+      // its own) costs the caller one more acquisition, which finds it ended before it began.
+      if (d.status.name !== 'RUNNING') {
+        return d.closeTime && d.closeTime >= runStart
+          ? `${workflowId} ended at ${d.closeTime.toISOString()}, after this acquisition began: its end brings ${serve} down, so ${serve} may be down already; ask again`
+          : undefined;
+      }
+      const view = await lease.query(leaseQuery);
+      if (view.state !== 'expiring') return undefined;
+      return `${workflowId} is expiring (expired at ${new Date(view.expiresAtEpochMs).toISOString()}): its bring-down takes ${serve} down as planned, so ${serve} will not stay up; ask again once it is down`;
+    });
   } catch {
     return undefined;
   }
@@ -315,7 +325,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       const run = client.workflow.getHandle(workflowId, d.runId);
       if (status === 'COMPLETED') {
         const result = (await run.result()) as unknown;
-        const goingDown = await goingDownNow(client, manifest.node, serve, result);
+        const goingDown = await goingDownNow(client, manifest.node, serve, result, d.startTime);
         return { workflow_id: workflowId, run_id: d.runId, status: 'completed', result, ...(goingDown ? { serve_going_down: goingDown } : {}) };
       }
       if (status === 'RUNNING' || status === 'PAUSED' || d.closeTime === undefined)
