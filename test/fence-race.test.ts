@@ -22,6 +22,7 @@ import type { ProcessBox } from './support/process-box';
 import { ledgerTotalsAfterEachUpdate } from './support/history-scan';
 import type { TestTemporal } from './support/temporal';
 import { waitUntil } from './support/wait';
+import { prng } from './support/prng';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const BUDGET = 32607 - 4608;
@@ -39,18 +40,6 @@ const SERVES: TestServe[] = [
   { name: 'e2', vram_mib: 7000, class: 'evictable', env: { FAKE_START_DELAY_S: '2' } },
   { name: 'od2', vram_mib: 12000, class: 'on-demand', env: { FAKE_START_DELAY_S: '2' } },
 ];
-
-/** mulberry32: a seeded PRNG, so a failing race can be run again exactly (GPURES_RACE_SEED). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The box's own figure: the MiB reserved by the containers running now, by their labels. */
 class BoxSampler {
