@@ -24,7 +24,7 @@
 //                   quiesced both before it was sent and after it was answered, and the ledger's
 //                   latest answer had it evicting or evicted.
 // Each is printed with the seed and the samples around it; at the end, the histories of the
-// operations that ran on the serve in question are listed by workflow id and run.
+// node's workflows are written to the run's directory (histories/) before the dev server goes.
 //
 // Too slow for CI (a minute or two per seed, plus start-up and the settle), so a bench script:
 //   node dist/bench/fence-chaos.js [--seed N] [--seeds K] [--seconds S] [--operators N]   (scripts/lib.sh's export_test_env first)
@@ -36,6 +36,7 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
+import { exportQuery } from '../src/audit/export';
 import { committedMibOf, totals } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { LABEL } from '../src/domain/serve';
@@ -455,9 +456,10 @@ async function runSeed(seed: number, seconds: number, operatorCount: number, tem
       }
     }
     if (chaos.findings.length > 0) {
-      console.log(
-        `  histories: temporal workflow list --address ${temporal.address} --query "TaskQueue = '${taskQueueFor(node)}'" (kept: the box is left up only with --keep)`,
-      );
+      // The dev server goes with the run: the node's histories are written out while it still answers.
+      const histories = join(dir, 'histories');
+      const exported = await exportQuery(temporal.client, `TaskQueue = '${taskQueueFor(node)}'`, histories);
+      console.log(`  histories: ${exported.length} workflows of ${node} in ${histories} (gpures audit report FILE reads one)`);
     }
 
     return chaos.findings.length;
