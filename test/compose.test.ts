@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { SEARCH_ATTRIBUTES } from '../src/client/search-attributes';
+import { ALL_SEARCH_ATTRIBUTES, cliTypeOf } from '../src/client/search-attributes';
 import { DEV_SERVER, PROD_TEMPORAL } from '../src/dev/toolchain';
 import { ROOT } from './support/cli';
 
@@ -22,7 +22,7 @@ interface Compose {
 
 const compose = parse(readFileSync(join(ROOT, 'docker-compose.temporal.yml'), 'utf8')) as Compose;
 
-test('compose registers exactly the search attributes the operations carry, as Keyword', () => {
+test('compose registers exactly the search attributes the operations carry, each with its type (GpuresVictims a KeywordList)', () => {
   const args = compose.services['search-attributes']?.entrypoint ?? [];
   assert.deepEqual(args.slice(0, 4), ['temporal', 'operator', 'search-attribute', 'create']);
   const pairs: [string, string][] = [];
@@ -30,7 +30,7 @@ test('compose registers exactly the search attributes the operations carry, as K
     assert.equal(args[i + 2], '--type', `--name ${args[i + 1]} is followed by its --type`);
     pairs.push([args[i + 1] as string, args[i + 3] as string]);
   }
-  const expected = Object.values(SEARCH_ATTRIBUTES).map((k): [string, string] => [k.name, 'Keyword']);
+  const expected = ALL_SEARCH_ATTRIBUTES.map((k): [string, string] => [k.name, cliTypeOf(k) ?? '?']);
   assert.deepEqual(pairs.sort(), expected.sort());
 });
 

@@ -44,7 +44,11 @@ describe('scripts/temporal-prod.sh start | status | stop', () => {
     assert.doesNotMatch(rival.stderr, /initialised|created|registered/, show(rival));
     assert.equal(rival.stdout, first.stdout);
     assert.equal(first.stdout, `TEMPORAL_ADDRESS=127.0.0.1:${base} TEMPORAL_NAMESPACE=default\n`, show(first));
-    for (const step of ['PostgreSQL cluster initialised', 'namespace default created', 'search attributes GpuresServe, GpuresNode, GpuresOperation registered'])
+    for (const step of [
+      'PostgreSQL cluster initialised',
+      'namespace default created',
+      'search attributes GpuresServe, GpuresNode, GpuresOperation, GpuresVictims registered',
+    ])
       assert.ok(first.stderr.includes(step), `${step}: ${show(first)}`);
     assert.equal(statSync(join(dir, 'temporal-password')).mode & 0o777, 0o600);
     assert.equal(statSync(join(dir, 'config', 'production.yaml')).mode & 0o777, 0o600);
@@ -78,7 +82,7 @@ describe('scripts/temporal-prod.sh start | status | stop', () => {
     const connection = await Connection.connect({ address: `127.0.0.1:${base}` });
     try {
       const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
-      assert.deepEqual(Object.keys(customAttributes ?? {}).sort(), ['GpuresNode', 'GpuresOperation', 'GpuresServe']);
+      assert.deepEqual(Object.keys(customAttributes ?? {}).sort(), ['GpuresNode', 'GpuresOperation', 'GpuresServe', 'GpuresVictims']);
     } finally {
       await connection.close();
     }

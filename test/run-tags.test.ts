@@ -128,7 +128,8 @@ describe('runs tagged however started (sim box, dev server with the attributes r
       [{ role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 }],
       [
         { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
-        { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+        // Evicted by two tests in turn: no minimum residency between them.
+        { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local', min_residency_s: 0 },
         { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
       ],
     );
@@ -137,6 +138,17 @@ describe('runs tagged however started (sim box, dev server with the attributes r
   after(async () => {
     await t?.close();
   });
+  /** fast and vision up, then comfyui-sim by the CLI, which has room only by evicting vision. */
+  async function upEvictingVision(): Promise<void> {
+    for (const args of [
+      ['serves', 'up', 'fast'],
+      ['serves', 'up', 'vision'],
+      ['serves', 'up', 'comfyui-sim', '--evict'],
+    ]) {
+      const r = await gpures([...args, '--manifest', t.manifestPath], env);
+      assert.equal(r.code, 0, show(r));
+    }
+  }
 
   test('`temporal workflow start` of a bring-up: found by GpuresServe, GpuresNode and GpuresOperation; current details in words; caller temporal CLI', async () => {
     const workflowId = workflowIds.bringUp(t.node, 'fast');
@@ -190,15 +202,28 @@ describe('runs tagged however started (sim box, dev server with the attributes r
     assert.ok((await gpures(['serves', 'down', 'fast', '--manifest', t.manifestPath], env)).code === 0);
   });
 
+  test('an eviction found by the serve it evicted (GpuresVictims), and not by GpuresServe: that is the serve it brings up', async () => {
+    await upEvictingVision();
+    const workflowId = workflowIds.acquire(t.node, 'comfyui-sim');
+    const { runId } = await t.temporal.client.workflow.getHandle(workflowId).describe();
+    const listed = await listedBy(t.temporal.client, `GpuresVictims = 'vision' AND GpuresNode = '${t.node}'`, runId);
+    assert.deepEqual(listed, [runId]);
+    await listedBy(t.temporal.client, `GpuresServe = 'comfyui-sim' AND GpuresOperation = 'serves up'`, runId);
+    const visionsOwn: string[] = [];
+    for await (const w of t.temporal.client.workflow.list({ query: `GpuresServe = 'vision'` })) visionsOwn.push(w.runId);
+    assert.ok(!visionsOwn.includes(runId), visionsOwn.join(', '));
+
+    const h = await fetchHistoryJson(t.temporal.client, workflowId, runId);
+    const upserted = eventsOf(h, 'UpsertWorkflowSearchAttributes').flatMap((a) =>
+      Object.keys((path(a, 'searchAttributes', 'indexedFields') as object | undefined) ?? {}),
+    );
+    assert.ok(upserted.includes('GpuresVictims'), upserted.join(', '));
+    assert.ok(buildReport(h).patches.includes('victims-tagged'));
+    for (const s of ['comfyui-sim', 'fast']) assert.equal((await gpures(['serves', 'down', s, '--manifest', t.manifestPath], env)).code, 0);
+  });
+
   test("a restore by the CLI: its child bring-up found by its attributes; the report names the CLI, the child's parent, and the child's run id", async () => {
-    for (const args of [
-      ['serves', 'up', 'fast'],
-      ['serves', 'up', 'vision'],
-      ['serves', 'up', 'comfyui-sim', '--evict'],
-    ]) {
-      const r = await gpures([...args, '--manifest', t.manifestPath], env);
-      assert.equal(r.code, 0, show(r));
-    }
+    await upEvictingVision();
     const down = await gpures(['serves', 'down', 'comfyui-sim', '--restore', '--manifest', t.manifestPath, '--json'], env);
     assert.equal(down.code, 0, show(down));
     const parentId = workflowIds.bringDown(t.node, 'comfyui-sim');

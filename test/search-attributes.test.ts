@@ -65,4 +65,15 @@ describe('TemporalSearchAttributes', () => {
     assert.deepEqual(await registry.registered(NAMES), NAMES);
     assert.equal(listings(), 2);
   });
+
+  test('GpuresVictims counts only as a KeywordList: registered as a Keyword, every upsert of its list would fail', async () => {
+    const LIST = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST;
+    const { client } = fakeClient([
+      { GpuresServe: KEYWORD, GpuresVictims: KEYWORD },
+      { GpuresServe: KEYWORD, GpuresVictims: LIST },
+    ]);
+    const registry = new TemporalSearchAttributes(client);
+    assert.deepEqual(await registry.registered(['GpuresServe', 'GpuresVictims']), ['GpuresServe']);
+    assert.deepEqual(await registry.registered(['GpuresServe', 'GpuresVictims']), ['GpuresServe', 'GpuresVictims']);
+  });
 });

@@ -204,7 +204,7 @@ describe('the Temporal UI, on a namespace without the search attributes', () => 
     const report = buildReport(h);
     assert.deepEqual(report.workflow.startedBy, { caller: 'UI', identity: '' });
 
-    assert.deepEqual((await registerSearchAttributes(temporal.client)).sort(), ['GpuresNode', 'GpuresOperation', 'GpuresServe']);
+    assert.deepEqual((await registerSearchAttributes(temporal.client)).sort(), ['GpuresNode', 'GpuresOperation', 'GpuresServe', 'GpuresVictims']);
     const second = await startFromUi(server.uiUrl, workflowId, taskQueueFor(node), 'bringUpWorkflow', { serve: 'ghost' });
     await failsWith(temporal.client.workflow.getHandle(workflowId, second).result(), /no serve named 'ghost'/);
     await waitFor(

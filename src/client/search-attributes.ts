@@ -2,20 +2,24 @@
 // (`GpuresServe = "vision"`). A server only accepts attributes it has registered: the dev
 // server registers them at start (src/dev/dev-server.ts), `gpures demo --temporal-address`
 // registers them when missing (registerSearchAttributes); on another server register them with
-// `temporal operator search-attribute create --name GpuresServe --type Keyword` (and the others),
-// and until then operations simply start without them.
+// `temporal operator search-attribute create --name GpuresServe --type Keyword` (and the others;
+// GpuresVictims is a KeywordList), and until then operations simply start without them.
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
-import { TemporalSearchAttributes } from '../adapters/search-attributes/temporal';
-import { runTagPairs, SEARCH_ATTRIBUTE_NAMES, SEARCH_ATTRIBUTES } from '../shared/run-tags';
+import type { SearchAttributeType } from '@temporalio/common';
+import { indexedTypeOf, TemporalSearchAttributes } from '../adapters/search-attributes/temporal';
+import { ALL_SEARCH_ATTRIBUTES, runTagPairs, SEARCH_ATTRIBUTE_NAMES, SEARCH_ATTRIBUTES } from '../shared/run-tags';
 import type { RunTags } from '../shared/run-tags';
 import { pollUntil } from './poll';
 
-export { SEARCH_ATTRIBUTES };
+export { ALL_SEARCH_ATTRIBUTES, SEARCH_ATTRIBUTES };
+
+/** A type as `temporal operator search-attribute create --type` and `start-dev --search-attribute` spell it. */
+const CLI_TYPE: Partial<Record<SearchAttributeType, string>> = { KEYWORD: 'Keyword', KEYWORD_LIST: 'KeywordList' };
+export const cliTypeOf = (k: { type: SearchAttributeType }): string | undefined => CLI_TYPE[k.type];
 
 /** `--search-attribute` flags for `temporal server start-dev`. */
-export const DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS = Object.values(SEARCH_ATTRIBUTES).flatMap((k) => ['--search-attribute', `${k.name}=Keyword`]);
+export const DEV_SERVER_SEARCH_ATTRIBUTE_FLAGS = ALL_SEARCH_ATTRIBUTES.flatMap((k) => ['--search-attribute', `${k.name}=${cliTypeOf(k)}`]);
 
 const registered = new WeakMap<Client, Promise<boolean>>();
 
@@ -31,11 +35,11 @@ export async function registerSearchAttributes(client: Client): Promise<string[]
   const namespace = client.options.namespace;
   const listed = async () => (await client.connection.operatorService.listSearchAttributes({ namespace })).customAttributes ?? {};
   const present = await listed();
-  const missing = Object.values(SEARCH_ATTRIBUTES).filter((k) => present[k.name] === undefined);
+  const missing = ALL_SEARCH_ATTRIBUTES.filter((k) => present[k.name] === undefined);
   if (missing.length === 0) return [];
   await client.connection.operatorService.addSearchAttributes({
     namespace,
-    searchAttributes: Object.fromEntries(missing.map((k) => [k.name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
+    searchAttributes: Object.fromEntries(missing.map((k) => [k.name, indexedTypeOf(k.name)])),
   });
   const names = missing.map((k) => k.name).join(', ');
   await pollUntil(`${names} listed after registering them`, REGISTERED_WAIT_MS, async () => {

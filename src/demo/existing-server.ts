@@ -28,11 +28,7 @@ export async function prepareExistingServer(client: Client, out: (line: string) 
   }
   try {
     const added = await registerSearchAttributes(client);
-    out(
-      added.length
-        ? `registered search attributes ${added.join(', ')} (Keyword) in namespace ${namespace}`
-        : `search attributes present in namespace ${namespace}`,
-    );
+    out(added.length ? `registered search attributes ${added.join(', ')} in namespace ${namespace}` : `search attributes present in namespace ${namespace}`);
   } catch (err) {
     out(`warning: search attributes not registered (${(err as Error).message}); the operations run without them`);
   }

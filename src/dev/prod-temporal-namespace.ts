@@ -11,7 +11,7 @@ const NOT_FOUND = 5;
 const ALREADY_EXISTS = 6;
 const grpcCode = (err: unknown) => (err as { code?: unknown } | undefined)?.code;
 
-/** Creates `namespace` and registers the Keyword attributes; says what it had to do. */
+/** Creates `namespace` and registers our search attributes; says what it had to do. */
 export async function ensureNamespace(address: string, namespace: string): Promise<string[]> {
   const connection = await Connection.connect({ address });
   const done: string[] = [];
@@ -32,7 +32,7 @@ export async function ensureNamespace(address: string, namespace: string): Promi
     await pollUntil(`namespace ${namespace} usable`, 30_000, async () => (await workflowService.countWorkflowExecutions({ namespace }), true));
 
     const added = await registerSearchAttributes(new Client({ connection, namespace }));
-    if (added.length > 0) done.push(`search attributes ${added.join(', ')} registered (Keyword)`);
+    if (added.length > 0) done.push(`search attributes ${added.join(', ')} registered`);
   } finally {
     await connection.close();
   }

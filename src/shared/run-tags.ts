@@ -13,6 +13,16 @@ export const SEARCH_ATTRIBUTES = {
   operation: defineSearchAttributeKey('GpuresOperation', SearchAttributeType.KEYWORD),
 };
 export const SEARCH_ATTRIBUTE_NAMES: readonly string[] = Object.values(SEARCH_ATTRIBUTES).map((k) => k.name);
+/**
+ * The serves an acquisition evicts, upserted when it has picked them (src/workflows/run-tags.ts):
+ * `GpuresVictims = 'vision'` finds the run that took vision down. Its own attribute, not more
+ * values of GpuresServe: that one is the serve a run brings up or down (a Keyword, which a
+ * registered namespace cannot retype to a list), and `GpuresServe = 'vision'` listing the run that
+ * evicted vision would read as a run of vision's own.
+ */
+export const VICTIMS_ATTRIBUTE = defineSearchAttributeKey('GpuresVictims', SearchAttributeType.KEYWORD_LIST);
+/** Every attribute gpures needs registered, run tags and victims alike. */
+export const ALL_SEARCH_ATTRIBUTES = [...Object.values(SEARCH_ATTRIBUTES), VICTIMS_ATTRIBUTE];
 
 export interface RunTags {
   node?: string;

@@ -25,6 +25,7 @@ import { leaseAtLeast, startLease } from './lease';
 import { formatDuration, leaseRequestProblem } from '../domain/lease';
 import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, giveBackWhenDown, STOP_SLEEPER, stopServe } from './steps';
 import { StepLog } from './step-log';
+import { tagVictims } from './run-tags';
 import type { AcquireInput, AcquireResult, LeaseRequest, LeaseTermsNotApplied, VictimRecord } from '../shared/operations';
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
@@ -108,15 +109,11 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       ),
     );
   } else {
-    log.record(
-      'plan',
-      admission.plan(
-        decision.victims.map((v) => v.serve),
-        decision.reason,
-      ),
-    );
+    const victimNames = decision.victims.map((v) => v.serve);
+    log.record('plan', admission.plan(victimNames, decision.reason));
     // Kept whole while the acquirer's container runs: its victims then leave the eviction when `serves down` takes it over.
     saga.add('abort eviction', () => giveBackWhenDown(node, serve.name, saga, () => abortEviction(evicting, decision.victims)));
+    await tagVictims(victimNames, op);
   }
   if (stopBeforeRelease) withdrawSleeperStop = stopSleeper();
 

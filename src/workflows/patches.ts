@@ -257,5 +257,13 @@ export const PATCHES = {
    * same commands (the recorded histories replay unchanged).
    */
   leaseJoinsFolded: 'lease-joins-folded',
+  /**
+   * An acquisition that evicts upserts GpuresVictims (its victims) once it has picked them, after
+   * asking the worker whether the attribute is registered (tagVictims in src/workflows/run-tags.ts):
+   * a local activity and an upsert before the preflight. Before: eviction.json,
+   * eviction-before-victims-tag.json, sleep-eviction-before-victims-tag.json (they replay untagged);
+   * after: eviction-victims-tagged.json; test/run-tags.test.ts finds an eviction by its victim.
+   */
+  victimsTagged: 'victims-tagged',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -11,6 +11,9 @@
 // history) and upserts only those; a worker that cannot tell answers none. A run that lacks
 // nothing issues no command at all, and the upsert is behind patched() so runs recorded before
 // it replay unchanged. Whatever goes wrong here, the run goes on untagged.
+//
+// An acquisition that evicts adds GpuresVictims once it has its victims (tagVictims), the same
+// way: asked first, behind its own patch, never in the eviction's way.
 import {
   CancellationScope,
   getCurrentDetails,
@@ -24,7 +27,7 @@ import {
 import type { Next, WorkflowExecuteInput, WorkflowInboundCallsInterceptor } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { literalMarkdown } from '../domain/markdown';
-import { runTagPairs, runTags } from '../shared/run-tags';
+import { runTagPairs, runTags, VICTIMS_ATTRIBUTE } from '../shared/run-tags';
 import type { RunTags } from '../shared/run-tags';
 import { PATCHES } from './patches';
 
@@ -64,4 +67,21 @@ async function tag(missing: ReturnType<typeof runTagPairs>, tags: RunTags): Prom
   } catch (err) {
     log.warn(`${tags.summary}: left untagged: ${err instanceof Error ? err.message : String(err)}`);
   }
+}
+
+/**
+ * Tags an acquisition with the serves it is about to evict, so `GpuresVictims = 'vision'` finds
+ * it; `op` names the run in the log. Runs recorded before this (patch victims-tagged) evicted untagged.
+ */
+export async function tagVictims(victims: string[], op: string): Promise<void> {
+  if (!victims.length || !patched(PATCHES.victimsTagged)) return;
+  await CancellationScope.nonCancellable(async () => {
+    try {
+      const registered = await local.registeredSearchAttributes({ names: [VICTIMS_ATTRIBUTE.name] });
+      if (registered.includes(VICTIMS_ATTRIBUTE.name)) upsertSearchAttributes([{ key: VICTIMS_ATTRIBUTE, value: victims }]);
+      else log.info(`${op}: victims untagged: ${VICTIMS_ATTRIBUTE.name} not registered in this namespace (temporal operator search-attribute create)`);
+    } catch (err) {
+      log.warn(`${op}: victims left untagged: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  });
 }

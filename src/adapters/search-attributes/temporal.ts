@@ -4,15 +4,21 @@
 // them is tagged. (One removed within that minute would fail the upsert of a run started
 // meanwhile until it is registered again: remove them only with no run starting.)
 import type { Client } from '@temporalio/client';
+import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
 import { temporal } from '@temporalio/proto';
+import { ALL_SEARCH_ATTRIBUTES } from '../../shared/run-tags';
 import { grpcCode, GrpcStatus } from '../grpc-status';
 import type { SearchAttributeRegistry } from './port';
 
 const FRESH_MS = 60_000;
 /** One listing's bound; a slow one is asked again (the local activity's retries), then the run goes on untagged. */
 const LIST_DEADLINE_MS = 2000;
-/** Our attributes are Keyword: one registered with another type would fail every upsert of it. */
+/** Each attribute counts only under its own type (Keyword, GpuresVictims a KeywordList): one registered with another would fail every upsert of it. */
 const KEYWORD = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+const TYPE_OF = new Map(ALL_SEARCH_ATTRIBUTES.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type) ?? KEYWORD]));
+/** The type `name` is registered with: its own, Keyword for one not ours. */
+export const indexedTypeOf = (name: string): temporal.api.enums.v1.IndexedValueType => TYPE_OF.get(name) ?? KEYWORD;
+const typed = (name: string, type: temporal.api.enums.v1.IndexedValueType): boolean => type === indexedTypeOf(name);
 
 export class TemporalSearchAttributes implements SearchAttributeRegistry {
   private listed?: { at: number; names: Promise<Set<string>> };
@@ -27,7 +33,7 @@ export class TemporalSearchAttributes implements SearchAttributeRegistry {
     if (!this.listed || Date.now() - this.listed.at > FRESH_MS) {
       const names = this.client
         .withDeadline(Date.now() + LIST_DEADLINE_MS, () => this.client.connection.operatorService.listSearchAttributes({ namespace: this.namespace }))
-        .then((r) => new Set(Object.entries(r.customAttributes ?? {}).flatMap(([name, type]) => (type === KEYWORD ? [name] : []))));
+        .then((r) => new Set(Object.entries(r.customAttributes ?? {}).flatMap(([name, type]) => (typed(name, type) ? [name] : []))));
       // A failed listing is not kept: the next run asks again.
       names.catch(() => (this.listed = undefined));
       this.listed = { at: Date.now(), names };
