@@ -13,6 +13,7 @@ import { buildReport, renderText } from '../src/audit/report';
 import { callerOf } from '../src/audit/report/caller';
 import { path } from '../src/audit/report/read';
 import { literalMarkdown } from '../src/domain/markdown';
+import { LEDGER_HANDLERS, OPERATION_HANDLERS } from '../src/shared/handler-descriptions';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
 import { runTags } from '../src/shared/run-tags';
 import { gpures, show } from './support/cli';
@@ -180,7 +181,18 @@ describe('runs tagged however started (sim box, dev server with the attributes r
     ]) {
       await listedBy(t.temporal.client, query, runId);
     }
-    const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    type Described = { name: string; description?: string }[];
+    const metadata = await handle.query<{ currentDetails?: string; definition?: { queryDefinitions?: Described } }>('__temporal_workflow_metadata');
+    // The UI's Queries tab lists each handler with its line in the operator's words.
+    const queries = Object.fromEntries((metadata.definition?.queryDefinitions ?? []).map((q) => [q.name, q.description]));
+    assert.equal(queries['progress'], OPERATION_HANDLERS.progress);
+    assert.equal(queries['liveProgress'], OPERATION_HANDLERS.liveProgress);
+    const ledger = t.temporal.client.workflow.getHandle(workflowIds.ledger(t.node, 'dark-fast'));
+    const ledgerMeta = await ledger.query<{ definition?: { queryDefinitions?: Described; updateDefinitions?: Described } }>('__temporal_workflow_metadata');
+    const ledgers = [...(ledgerMeta.definition?.queryDefinitions ?? []), ...(ledgerMeta.definition?.updateDefinitions ?? [])].filter(
+      (d) => !d.name.startsWith('__'),
+    );
+    assert.deepEqual(Object.fromEntries(ledgers.map((d) => [d.name, d.description])), LEDGER_HANDLERS);
     // The operator's line first, then the steps the run did (src/workflows/step-log.ts).
     const [line, ...steps] = (metadata.currentDetails ?? '').split('\n\n');
     assert.equal(line, literalMarkdown(`serves up fast on ${t.node}`));

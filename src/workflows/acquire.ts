@@ -26,6 +26,7 @@ import { formatDuration, leaseRequestProblem } from '../domain/lease';
 import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, giveBackWhenDown, STOP_SLEEPER, stopServe } from './steps';
 import { StepLog } from './step-log';
 import { tagVictims } from './run-tags';
+import { ACQUISITION_HANDLERS } from '../shared/handler-descriptions';
 import type { AcquireInput, AcquireResult, LeaseRequest, LeaseTermsNotApplied, VictimRecord } from '../shared/operations';
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
@@ -35,7 +36,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const op = `serves up ${input.serve}${input.evict ? ' --evict' : ''}`;
   const log = new StepLog();
   const joins = new JoinedLeases(input.lease, log);
-  setHandler(joinLeaseSignal, (request) => joins.take(request));
+  setHandler(joinLeaseSignal, (request) => joins.take(request), { description: ACQUISITION_HANDLERS.joinLease });
 
   const resolved = await reads().resolveServe({ serve: input.serve });
   const { node, serve, gpu } = resolved;

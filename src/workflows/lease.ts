@@ -46,6 +46,7 @@ import { rootCause } from './saga';
 import { heldNow } from '../shared/wording';
 import { StepLog } from './step-log';
 import { PATCHES } from './patches';
+import { LEASE_HANDLERS } from '../shared/handler-descriptions';
 
 /** A router (or ledger) that did not answer is asked again this much later: an unknown use is not idleness. */
 const ROUTER_RETRY_MS = 60_000;
@@ -92,7 +93,7 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
     if (expiring || released)
       throw ApplicationFailure.create({ type: Failure.InvalidInput, message: `the lease of ${input.serve} has expired: ${input.serve} is being brought down` });
   };
-  setHandler(leaseQuery, view);
+  setHandler(leaseQuery, view, { description: LEASE_HANDLERS.lease });
   setHandler(
     extendLeaseUpdate,
     (ext) => {
@@ -107,6 +108,7 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
         const problem = extensionProblem(ext, expiry(), Date.now());
         if (problem) throw ApplicationFailure.create({ type: Failure.InvalidInput, message: problem });
       },
+      description: LEASE_HANDLERS.extend,
     },
   );
   setHandler(
@@ -116,18 +118,22 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
       log.record('release', 'released: expires now');
       return { ...view(), expiresAtEpochMs: Date.now() };
     },
-    { validator: refuseIfExpiring },
+    { validator: refuseIfExpiring, description: LEASE_HANDLERS.release },
   );
-  setHandler(renewLeaseSignal, (next) => {
-    // A signal cannot be refused: terms the lease cannot hold (from the UI: a year, no holder) are
-    // recorded and dropped, and the lease runs on as it was. Runs from before the check took them.
-    const problems = renewalProblems(next);
-    if (problems.length && patched(PATCHES.leaseRenewalChecked)) {
-      log.record('renew', `ignored: ${problems.join('; ')}`);
-      return;
-    }
-    renew(next);
-  });
+  setHandler(
+    renewLeaseSignal,
+    (next) => {
+      // A signal cannot be refused: terms the lease cannot hold (from the UI: a year, no holder) are
+      // recorded and dropped, and the lease runs on as it was. Runs from before the check took them.
+      const problems = renewalProblems(next);
+      if (problems.length && patched(PATCHES.leaseRenewalChecked)) {
+        log.record('renew', `ignored: ${problems.join('; ')}`);
+        return;
+      }
+      renew(next);
+    },
+    { description: LEASE_HANDLERS.renew },
+  );
   function renew(next: Terms) {
     if (expiring) {
       if (renewal?.holder !== next.holder) renewalAtLeastUntil = undefined;
@@ -184,20 +190,25 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
     );
     return { applied: true, how: 'at-least', view: view() };
   }
-  setHandler(leaseAtLeastSignal, (next) => {
-    const problems = renewalProblems(next);
-    if (problems.length) {
-      log.record('at least', `ignored: ${problems.join('; ')}`);
-      return;
-    }
-    atLeast(next);
-  });
+  setHandler(
+    leaseAtLeastSignal,
+    (next) => {
+      const problems = renewalProblems(next);
+      if (problems.length) {
+        log.record('at least', `ignored: ${problems.join('; ')}`);
+        return;
+      }
+      atLeast(next);
+    },
+    { description: LEASE_HANDLERS.atLeast },
+  );
   // The same, answered: the acquisition tells its caller what the lease did with the terms.
   setHandler(leaseAtLeastUpdate, atLeast, {
     validator: (next) => {
       const problems = renewalProblems(next);
       if (problems.length) throw ApplicationFailure.create({ type: Failure.InvalidInput, message: `terms refused: ${problems.join('; ')}` });
     },
+    description: LEASE_HANDLERS.atLeastAnswered,
   });
 
   const { node, serve, gpu } = await reads().resolveServe({ serve: input.serve });

@@ -52,6 +52,7 @@ import type {
 import { act } from './proxies';
 import { checkLedgerInput } from './input';
 import { PATCHES } from './patches';
+import { LEDGER_HANDLERS } from '../shared/handler-descriptions';
 
 export interface LedgerInput {
   node: string;
@@ -67,15 +68,16 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   const ledger = new GpuLedger(input.state ?? emptyLedger(input.node, input.gpu), input.state !== undefined);
   const { whenReady } = ledger;
 
-  setHandler(snapshotQuery, ledger.snapshot);
-  setHandler(admitUpdate, whenReady(ledger.admit), { validator: ledger.validateAdmit });
-  setHandler(acquireUpdate, whenReady(ledger.acquire), { validator: ledger.validateAcquire });
-  setHandler(victimReleasedUpdate, whenReady(ledger.victimReleased), { validator: ledger.validateVictimReleased });
-  setHandler(abortEvictionUpdate, whenReady(ledger.abortEviction), { validator: ledger.validateAbort });
-  setHandler(beginStopUpdate, whenReady(ledger.beginStop), { validator: ledger.validateStop });
-  setHandler(fenceUpdate, whenReady(ledger.fence), { validator: ledger.validateFence });
-  setHandler(setPhaseUpdate, whenReady(ledger.setPhase), { validator: ledger.validateSetPhase });
-  setHandler(releaseUpdate, whenReady(ledger.release), { validator: ledger.validateRelease });
+  const said = LEDGER_HANDLERS;
+  setHandler(snapshotQuery, ledger.snapshot, { description: said.snapshot });
+  setHandler(admitUpdate, whenReady(ledger.admit), { validator: ledger.validateAdmit, description: said.admit });
+  setHandler(acquireUpdate, whenReady(ledger.acquire), { validator: ledger.validateAcquire, description: said.acquire });
+  setHandler(victimReleasedUpdate, whenReady(ledger.victimReleased), { validator: ledger.validateVictimReleased, description: said.victimReleased });
+  setHandler(abortEvictionUpdate, whenReady(ledger.abortEviction), { validator: ledger.validateAbort, description: said.abortEviction });
+  setHandler(beginStopUpdate, whenReady(ledger.beginStop), { validator: ledger.validateStop, description: said.beginStop });
+  setHandler(fenceUpdate, whenReady(ledger.fence), { validator: ledger.validateFence, description: said.fence });
+  setHandler(setPhaseUpdate, whenReady(ledger.setPhase), { validator: ledger.validateSetPhase, description: said.setPhase });
+  setHandler(releaseUpdate, whenReady(ledger.release), { validator: ledger.validateRelease, description: said.release });
 
   if (!ledger.ready) {
     // A ledger started afresh (first use, or after its workflow was terminated) would otherwise

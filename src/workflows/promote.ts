@@ -21,13 +21,16 @@ import { promotion } from '../shared/wording';
 import { act, containers, files, waiting } from './proxies';
 import { rootCause } from './saga';
 import { StepLog } from './step-log';
+import { PROMOTION_HANDLERS } from '../shared/handler-descriptions';
 
 export async function promoteWorkflow(input: PromoteInput): Promise<PromoteResult> {
   const { workflowId, runId } = workflowInfo();
   const run = { workflowId, runId };
   const log = new StepLog();
   log.current = 'input';
-  setHandler(promotionStepsQuery, () => ({ router: typeof input?.router === 'string' ? input.router : '?', current: log.current, steps: log.steps }));
+  setHandler(promotionStepsQuery, () => ({ router: typeof input?.router === 'string' ? input.router : '?', current: log.current, steps: log.steps }), {
+    description: PROMOTION_HANDLERS.steps,
+  });
 
   const problems = promoteInputProblems(input);
   if (problems.length) {

@@ -8,6 +8,7 @@
 import { getCurrentDetails, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import { literalMarkdown } from '../domain/markdown';
 import { liveProgressQuery, progressQuery } from '../shared/messages';
+import { OPERATION_HANDLERS } from '../shared/handler-descriptions';
 import type { StepRecord } from '../shared/messages';
 import type { StepUnderWay } from '../shared/progress';
 
@@ -25,8 +26,10 @@ export class StepLog {
   private readonly heading = getCurrentDetails();
 
   constructor() {
-    setHandler(progressQuery, () => this.steps);
-    setHandler(liveProgressQuery, () => ({ steps: this.steps, ...(this.underway ? { underway: this.underway } : {}) }));
+    setHandler(progressQuery, () => this.steps, { description: OPERATION_HANDLERS.progress });
+    setHandler(liveProgressQuery, () => ({ steps: this.steps, ...(this.underway ? { underway: this.underway } : {}) }), {
+      description: OPERATION_HANDLERS.liveProgress,
+    });
   }
 
   begin(step: string): void {
