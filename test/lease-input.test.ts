@@ -140,7 +140,7 @@ describe('lease arithmetic', () => {
         { serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 1_858_000, idleTtlS: 60, lastUseSeenEpochMs: now - 2_000, state: 'running' },
         now,
       ),
-      'idle lease: up for at least 30m58s (extended), then down once idle for 1m',
+      'idle lease: up for at least 30m58s (extended), then down at the first moment after that with no routed request in the last 1m',
     );
     assert.equal(
       leaseText(

@@ -122,8 +122,8 @@ export interface LeaseView {
 }
 
 /**
- * `lease: 1h59m left`, `idle lease: 4m12s left (ttl 5m)`, `idle lease: up for at least 29m58s (extended), then down once idle
- * for 1m`, `lease: expired, bringing the serve down`.
+ * `lease: 1h59m left`, `idle lease: 4m12s left (ttl 5m)`, `idle lease: up for at least 29m58s (extended), then down at the
+ * first moment after that with no routed request in the last 1m`, `lease: expired, bringing the serve down`.
  */
 export function leaseText(v: LeaseView, nowMs: number): string {
   const name = v.kind === 'idle' ? 'idle lease' : 'lease';
@@ -133,8 +133,13 @@ export function leaseText(v: LeaseView, nowMs: number): string {
   const ttl = formatDuration(v.idleTtlS * 1000);
   // Extended (serves extend, a lease_s joined): the expiry is a floor, not the last use + ttl, and
   // a request after it still keeps the serve up, so '31m left (ttl 1m)' read as a contradiction.
+  // The idle time is not counted from the floor: at the floor the lease asks the router, and goes
+  // down then unless a request came within the ttl before it (expiresAt: the later of the floor
+  // and the last use + ttl), so 'then down once idle for 1m' read as a minute past the floor.
   const extended = v.lastUseSeenEpochMs !== undefined && v.expiresAtEpochMs > v.lastUseSeenEpochMs + v.idleTtlS * 1000;
-  return extended ? `${name}: up for at least ${left} (extended), then down once idle for ${ttl}` : `${name}: ${left} left (ttl ${ttl})`;
+  return extended
+    ? `${name}: up for at least ${left} (extended), then down at the first moment after that with no routed request in the last ${ttl}`
+    : `${name}: ${left} left (ttl ${ttl})`;
 }
 
 /** An acquisition's `lease`: `{ kind: 'fixed', seconds }` within leaseS, or `{ kind: 'idle' }`; the problem, or undefined. */
