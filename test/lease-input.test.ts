@@ -164,6 +164,8 @@ describe('lease arithmetic', () => {
       leaseInputProblems({ ...start, clock: { startedAtEpochMs: 1, notBeforeEpochMs: 'soon' } })[0] ?? '',
       /^clock: \{ startedAtEpochMs, notBeforeEpochMs, lastUseSeenEpochMs \}/,
     );
+    assert.deepEqual(leaseInputProblems({ ...start, renewal: true, clock: newClock(600, 1_000_000) }), []);
+    assert.deepEqual(leaseInputProblems({ ...start, renewal: 'yes' }), ['renewal: true, or not given (got "yes")']);
   });
 
   test("an acquisition's lease input is checked like its other fields", () => {

@@ -15,7 +15,7 @@ import { exportWorkflow } from '../src/audit/export';
 import { TemporalLeases } from '../src/adapters/leases/temporal';
 import { ledgerSnapshots, serveAcquire, serveDown } from '../src/client/operations';
 import { findReservation } from '../src/domain/ledger';
-import { releaseLeaseUpdate, workflowIds } from '../src/shared/messages';
+import { progressQuery, releaseLeaseUpdate, workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
 import { joinBox, stuckBringDown } from './support/acquisition-callers';
 import type { OnDemandBox } from './support/on-demand-box';
@@ -93,6 +93,11 @@ describe('lease terms that meet: joined terms on an ending lease, a lease closin
     assert.equal(lease.view?.kind, 'fixed');
     const left = (lease.view?.expiresAtEpochMs ?? 0) - askedAt;
     assert.ok(left > 3500_000, `the lease lasts about the hour asked, not the minute (expires ${Math.round(left / 1000)} s after the asks)`);
+    // The renewed run carries a clock (the minute asked of the renewal), as a continuation does: its step log still says it started, and with what.
+    const steps = await j.box.temporal.client.workflow.getHandle(workflowIds.lease(j.box.node, 'renewed'), lease.runId).query(progressQuery);
+    console.log(`  the renewed lease's steps: ${JSON.stringify(steps)}`);
+    const start = steps.find((s) => s.step === 'start')?.outcome ?? `no start step in ${JSON.stringify(steps.map((s) => s.step))}`;
+    assert.match(start, new RegExp(`^lease of 1h renewed for ${holder} \\(its last lease had ended\\); expires at `));
   });
 });
 

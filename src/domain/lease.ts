@@ -165,7 +165,8 @@ export function leaseInputProblems(input: unknown): string[] {
     if (!times.every((k) => Number.isSafeInteger(c[k]) && (c[k] as number) >= 0))
       problems.push(`clock: { ${times.join(', ')} }, epoch milliseconds as a continue-as-new carries them`);
   }
-  const known = ['serve', 'holder', 'kind', 'seconds', 'clock'];
+  if (o['renewal'] !== undefined && o['renewal'] !== true) problems.push(`renewal: true, or not given (got ${JSON.stringify(o['renewal'])})`);
+  const known = ['serve', 'holder', 'kind', 'seconds', 'clock', 'renewal'];
   for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${k}: unknown field (known: ${known.join(', ')})`);
   return problems;
 }

@@ -127,6 +127,12 @@ export interface LeaseInput {
   seconds: number;
   /** What a continue-as-new carries: the lease's times so far. */
   clock?: LeaseClock;
+  /**
+   * This run is a renewal that waited for the last lease's end, not a continuation of its own: it
+   * logs its start, and the terms it starts with, though it carries a clock (its holder's other
+   * callers' at-least terms).
+   */
+  renewal?: true;
 }
 
 export interface LeaseResult {

@@ -212,7 +212,9 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   });
 
   const { node, serve, gpu } = await reads().resolveServe({ serve: input.serve });
-  if (!input.clock) log.record('start', `${describe(terms)}; expires at ${new Date(expiry()).toISOString()}`);
+  // A continuation (past MAX_HISTORY_EVENTS) carries the clock and has started already; a renewal
+  // carries one too when its holder's other callers asked it to last longer, and starts here.
+  if (!input.clock || input.renewal) log.record('start', startWords(input, terms, expiry()));
 
   for (;;) {
     if (released) break;
@@ -249,7 +251,7 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
     await condition(allHandlersFinished);
     const asked = renewalAtLeastUntil;
     const clock = asked ? renewalClock(renewal.seconds, asked, Date.now()) : undefined;
-    return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...renewal, ...(clock ? { clock } : {}) });
+    return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...renewal, renewal: true, ...(clock ? { clock } : {}) });
   }
   await condition(allHandlersFinished);
   return result;
@@ -270,6 +272,15 @@ async function ledgerWhenItAnswers(node: string, gpu: GpuSpec, log: StepLog): Pr
 /** The SDK's WorkflowExecutionAlreadyStartedError lives in @temporalio/common, which workflow files do not import. */
 function alreadyStarted(err: unknown): boolean {
   return err instanceof Error && err.name === 'WorkflowExecutionAlreadyStartedError';
+}
+
+/** The run's start step: its terms, by whom when a renewal, and how long its holder's other callers asked it to last. */
+function startWords(input: LeaseInput, terms: Terms, expiresAtMs: number): string {
+  const c = input.clock;
+  const longer = input.renewal && c && c.notBeforeEpochMs > c.startedAtEpochMs + terms.seconds * 1000;
+  const renewed = input.renewal ? ` renewed for ${terms.holder} (its last lease had ended)` : '';
+  const atLeast = longer ? `, at least until ${new Date(c.notBeforeEpochMs).toISOString()} (asked by its holder's other callers)` : '';
+  return `${describe(terms)}${renewed}${atLeast}; expires at ${new Date(expiresAtMs).toISOString()}`;
 }
 
 function describe(t: Terms): string {
