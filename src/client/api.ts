@@ -15,6 +15,7 @@ import { joinLeaseSignal, leaseQuery, NODE_ANSWER_MS, progressQuery, workflowIds
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
 import { startOperation } from './start-operation';
+import { JOIN_SIGNALS_PER_RUN, JoinTerms } from './join-terms';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
 import type { LedgerPageOptions } from './ledger-page';
 import { refuseForeignHosts } from '../adapters/loopback-host';
@@ -57,6 +58,8 @@ export const API_MAX_CONNECTIONS = 128;
  * The router, its main caller, polls a running acquisition again within 500 ms anyway.
  */
 const CLOSING_RETRY_AFTER_S = 5;
+/** Retry-After of a join refused past JOIN_SIGNALS_PER_RUN: an acquisition takes seconds to minutes. */
+const JOIN_FULL_RETRY_AFTER_S = 10;
 
 /** Routes anyone on the network path may ask, without the token: they tell nothing secret and change nothing. */
 const OPEN_ROUTES = new Set(['/healthz', '/metrics']);
@@ -280,6 +283,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
 
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
 
+  const joins = new JoinTerms();
   app.post('/v1/acquisitions', async (req, reply) => {
     const parsed = AcquisitionBody.safeParse(req.body);
     if (!parsed.success) {
@@ -294,20 +298,47 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     const workflowId = workflowIds.acquire(manifest.node, body.serve);
     const via = body.trigger === 'router' ? 'acquisition API, for the router' : 'acquisition API';
     // A repeated POST while an acquisition runs joins it.
-    const handle = await startOperation<typeof acquireWorkflow>(client, {
-      workflowType: 'acquireWorkflow',
-      workflowId,
-      node: manifest.node,
-      input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s, ...(lease ? { lease } : {}) },
-      summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (${via}) on ${manifest.node}`,
-      onConflict: 'join',
-      // Joined, the run keeps the first POST's input: the lease asked goes to it as well (docs/acquisition-api.md).
-      ...(lease ? { joinSignal: { signal: joinLeaseSignal, args: [lease] } } : {}),
-    });
-    return reply
-      .code(202)
-      .header('location', `/v1/acquisitions/${encodeURIComponent(workflowId)}`)
-      .send({ workflow_id: workflowId, run_id: handle.firstExecutionRunId, status_url: `/v1/acquisitions/${encodeURIComponent(workflowId)}` });
+    const start = (signalled: boolean) =>
+      startOperation<typeof acquireWorkflow>(client, {
+        workflowType: 'acquireWorkflow',
+        workflowId,
+        node: manifest.node,
+        input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s, ...(lease ? { lease } : {}) },
+        summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (${via}) on ${manifest.node}`,
+        onConflict: 'join',
+        // Joined, the run keeps the first POST's input: the lease asked goes to it as well (docs/acquisition-api.md).
+        ...(lease && signalled ? { joinSignal: { signal: joinLeaseSignal, args: [lease] } } : {}),
+      });
+    const accepted = (runId: string) =>
+      reply
+        .code(202)
+        .header('location', `/v1/acquisitions/${encodeURIComponent(workflowId)}`)
+        .send({ workflow_id: workflowId, run_id: runId, status_url: `/v1/acquisitions/${encodeURIComponent(workflowId)}` });
+    if (lease && joins.lastRun(workflowId)) {
+      // Joined first without a signal (no event in a running run's history): which run, and whether it has the terms already.
+      const runId = (await start(false)).firstExecutionRunId;
+      if (joins.covered(workflowId, runId, lease, Date.now())) return accepted(runId);
+      if (joins.full(workflowId, runId)) {
+        const asked = lease.kind === 'idle' ? 'idle terms' : `lease_s ${lease.seconds}`;
+        return reply
+          .code(429)
+          .header('retry-after', String(JOIN_FULL_RETRY_AFTER_S))
+          .send({
+            error: {
+              type: 'too_many_joins',
+              message:
+                `${workflowId} (run ${runId}) has had ${JOIN_SIGNALS_PER_RUN} POSTs' lease terms from this API, each an event in its history; ` +
+                `they ask ${joins.asked(workflowId)}, which does not cover ${asked}, so nothing was sent: ` +
+                "POST again once the acquisition has completed (the serve's lease then takes the terms as at least), or extend its lease",
+              retry_after_s: JOIN_FULL_RETRY_AFTER_S,
+            },
+          });
+      }
+    }
+    const sentAtMs = Date.now();
+    const handle = await start(true);
+    if (lease) joins.record(workflowId, handle.firstExecutionRunId, lease, sentAtMs);
+    return accepted(handle.firstExecutionRunId);
   });
 
   app.get<{ Params: { id: string } }>('/v1/acquisitions/:id', async (req, reply) => {
