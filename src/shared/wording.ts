@@ -120,6 +120,8 @@ export const bringDown = {
   released: (reservedMib: number | undefined, evicted: boolean) =>
     reservedMib !== undefined ? `released ${reservedMib} MiB` : evicted ? 'held no MiB (evicted)' : 'held no reservation',
   cancelReadmitted: (tier: string, serve: string) => `cancelled before the stop: tier ${tier} readmitted, ${serve} still running`,
+  cancelLeftQuiesced: (tier: string, serve: string) =>
+    `cancelled before the stop; tier ${tier} was quiesced again since this run's quiesce (an eviction or a bring-down of ${serve} relies on it), or the router restarted: left quiesced`,
   cancelReadmitFailed: (tier: string, error: string) => `cancelled before the stop; readmit of tier ${tier} failed: ${error}`,
   noneEvicted: (serve: string) => `no serve was evicted for ${serve}`,
 };

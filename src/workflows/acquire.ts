@@ -226,8 +226,17 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   if (tier) {
     log.begin(`quiesce ${victim.name}`);
     // Registered first: a quiesce that acted before it failed must still be undone.
-    withdrawReadmit = saga.add(`readmit tier ${tier}`, () => router.readmitIfQuiesced({ tier }));
+    // The readmit lifts only this run's quiesce (its mark): once the ledger has the victim running
+    // again, an eviction or a bring-down of it may quiesce the tier, and a readmit that reaches the
+    // router late (a timed-out attempt) must leave that. A quiesce that failed after acting returns
+    // no mark: the readmit is then unguarded, as before marks, rather than leave a running serve out
+    // of rotation with nothing to bring it back.
+    const quiesced: { mark?: string } = {};
+    withdrawReadmit = saga.add(`readmit tier ${tier}`, () =>
+      router.readmitIfQuiesced({ tier, ...(quiesced.mark !== undefined ? { quiesceMark: quiesced.mark } : {}) }),
+    );
     const q = await whole(PATCHES.quiesceWhole, () => router.quiesceTier({ tier }));
+    quiesced.mark = q.quiesceMark;
     record.inFlightAtQuiesce = q.inFlight;
     log.record(`quiesce ${victim.name}`, eviction.quiesced(tier, q.inFlight));
   }

@@ -127,9 +127,11 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
  * timeout the stop goes ahead: the operator asked for the serve to go down.
  */
 async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS: number): Promise<DrainResult | undefined> {
+  // Set once the quiesce is known: a cancel during it (before quiesceWhole) readmits unguarded, as before marks.
+  let q: Awaited<ReturnType<typeof router.quiesceIfRouted>> | undefined;
   try {
     log.begin('quiesce');
-    const q = await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier }));
+    q = await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier }));
     if (!q) return undefined;
     log.record('quiesce', eviction.quiesced(tier, q.inFlight));
     log.begin('drain');
@@ -141,8 +143,11 @@ async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS
     // (left quiesced, a later `serves up` would find it running and never readmit it).
     if (isCancellation(err) && patched(PATCHES.bringDownCancelReadmits)) {
       try {
-        await CancellationScope.nonCancellable(() => router.readmitIfQuiesced({ tier }));
-        log.record('quiesce', bringDown.cancelReadmitted(tier, serve.name));
+        // Only this run's quiesce (its mark): once let go, the serve runs in the ledger, and an
+        // eviction of it may quiesce the tier before a late attempt of this readmit reaches the router.
+        const quiesceMark = q?.quiesceMark;
+        const r = await CancellationScope.nonCancellable(() => router.readmitIfQuiesced({ tier, ...(quiesceMark !== undefined ? { quiesceMark } : {}) }));
+        log.record('quiesce', r.action === 'quiesced-since' ? bringDown.cancelLeftQuiesced(tier, serve.name) : bringDown.cancelReadmitted(tier, serve.name));
       } catch (readmitErr) {
         log.record('quiesce', bringDown.cancelReadmitFailed(tier, rootCause(readmitErr).message));
       }

@@ -1,0 +1,183 @@
+// The two readmits an operation makes when it is cancelled with a victim's tier quiesced, racing an
+// eviction of that victim decided once the operation has ended: an acquisition's compensation
+// readmit of its victim's tier, and a `serves down` cancelled before its stop. The router's admin
+// API can take longer than the worker waits (its mutex behind another tier's probes, a slow link):
+// the first readmit's attempt times out at the worker, a retry readmits, the operation ends and the
+// ledger has vision running again; `serves up od2 --evict` then takes vision and quiesces its tier
+// to drain and stop it, and only then does the first attempt's request reach the router. That late
+// request must not lift the eviction's quiesce. A `gpures worker` process, fake-vLLM containers, the
+// reference router, the CLI as a process; the first readmit request is held by a proxy (the rest go
+// through); the box is sampled: the router's tier state, which requests vision answered, its container.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { LABEL } from '../src/domain/serve';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
+import { progressQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
+import { docker } from './support/box';
+import type { TestServe } from './support/box';
+import { gpures, show } from './support/cli';
+import { startProcessBox } from './support/process-box';
+import type { ProcessBox } from './support/process-box';
+import { StallingProxy } from './support/stalling-proxy';
+import { waitUntil } from './support/wait';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'b', vram_mib: 9000 },
+  // Neither on-demand serve fits beside b and vision: each acquisition evicts vision.
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'ondemand', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
+  { name: 'od2', vram_mib: 12000, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
+];
+
+describe("a cancelled operation's readmit of vision's tier, reaching the router after an eviction of vision quiesced it", () => {
+  let box: ProcessBox;
+  // Holds only the first readmit of vision's tier once stalled: the worker's attempt times out and its retry goes through.
+  let holdFirst = false;
+  const proxy = new StallingProxy((method, url) => {
+    if (!holdFirst || method !== 'POST' || !url.startsWith('/admin/tiers/vision-local/readmit')) return false;
+    holdFirst = false;
+    return true;
+  });
+
+  before(async () => {
+    box = await startProcessBox('cxreadmit', GPU, SERVES, { workerRouterUrl: (url) => proxy.start(url) });
+  });
+  after(async () => {
+    await box?.close();
+    await proxy.close();
+  });
+
+  const tier = async () => {
+    const res = await fetch(`${box.router.url}/admin/tiers/vision-local`, { headers: { authorization: `Bearer ${box.routerToken}` } });
+    return (await res.json()) as { state: string; inFlight: number; backend: string };
+  };
+  const routed = async (delayMs = 0) => {
+    const res = await fetch(`${box.router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'describe' }], sim_delay_ms: delayMs }),
+    });
+    await res.text();
+    return { status: res.status, byVision: res.status === 200 && res.headers.get('x-gpures-tier') === 'vision-local' };
+  };
+  const running = async (serve: string) =>
+    (await docker().listContainers({ filters: { label: [`${LABEL.node}=${box.node}`, `${LABEL.serve}=${serve}`], status: ['running'] } })).length > 0;
+  const reservations = async () =>
+    (await new LedgerClient(box.temporal.client).snapshot(box.node, box.manifest.gpus[0]!)).reservations.map((r) => `${r.serve} ${r.phase}`);
+
+  /** A request straight to vision (not through the router): a drain of vision waits for it. */
+  const direct = async (delayMs: number) => {
+    const res = await fetch(`${(await tier()).backend}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'qwen3-vl-4b-instruct', messages: [{ role: 'user', content: 'x' }], sim_delay_ms: delayMs }),
+    });
+    return res.status;
+  };
+
+  /** b and vision up, vision's tier active and answering. */
+  async function visionServing(): Promise<void> {
+    const up = await gpures(['serves', 'up', 'b', 'vision', '--manifest', box.manifestPath], box.env);
+    assert.equal(up.code, 0, show(up));
+    assert.equal((await routed()).status, 200);
+  }
+
+  /**
+   * Holds the drain of vision by `workflowId` (a request straight to vision), and the first readmit
+   * the run then makes; cancels it once `step` is done if asked (else it is to fail on its own); resolves once it has ended.
+   */
+  async function endAt(workflowId: string, first: string, step: string, cancel: boolean): Promise<string> {
+    const handle = box.temporal.client.workflow.getHandle(workflowId);
+    // Sent once the run is under way (a request in flight before it delays its plan), before its quiesce.
+    await waitUntil(`${workflowId} at ${first}`, async () => (await handle.query(progressQuery).catch(() => [])).some((s) => s.step === first), 30_000, 20);
+    const drainHeld = direct(20_000);
+    await waitUntil(`${workflowId} at ${step}`, async () => (await handle.query(progressQuery).catch(() => [])).some((s) => s.step === step), 30_000, 20);
+    holdFirst = true;
+    proxy.held = 0;
+    proxy.stall();
+    if (cancel) await handle.cancel();
+    await waitUntil('the first readmit of vision-local held on its way to the router', () => Promise.resolve(proxy.held > 0), 60_000, 20);
+    const ended = await handle.result().then(
+      () => assert.fail(`${workflowId} completed`),
+      (err: Error) => `${err.message}: ${(err.cause as Error | undefined)?.message ?? ''}`,
+    );
+    assert.equal(await drainHeld, 200);
+    return ended;
+  }
+
+  /**
+   * With vision running again, `serves up od2 --evict` quiesces its tier and drains it (a request
+   * straight to vision keeps the drain waiting); the held readmit then reaches the router, and the
+   * box is sampled every 200 ms until vision is stopped.
+   */
+  async function evictWhileTheLateReadmitLands(label: string) {
+    const { manifestPath: manifest, env, temporal, node } = box;
+    const drainHeld = direct(8000);
+    const evicting = gpures(['serves', 'up', 'od2', '--evict', '--manifest', manifest], env, 120_000);
+    const od2 = temporal.client.workflow.getHandle(workflowIds.acquire(node, 'od2'));
+    await waitUntil(
+      "od2's eviction quiescing vision",
+      async () => (await od2.query(progressQuery).catch(() => [])).some((s) => s.step === 'quiesce vision'),
+      30_000,
+      50,
+    );
+    await waitUntil("od2's quiesce landed", async () => (await tier()).state === 'quiesced', 10_000, 20);
+    proxy.resume();
+    const samples: { state: string; status: number; byVision: boolean }[] = [];
+    for (let visionUp = true; visionUp; await new Promise((r) => setTimeout(r, 200))) {
+      const [t, r] = await Promise.all([tier(), routed()]);
+      visionUp = await running('vision');
+      if (visionUp) samples.push({ state: t.state, ...r });
+    }
+    const evicted = await evicting;
+    const afterEviction = await tier();
+    const active = samples.filter((x) => x.state === 'active').length;
+    const answered = samples.filter((x) => x.byVision).length;
+    console.log(
+      `  ${label}: from the late readmit's release to vision's stop, ${samples.length} samples: vision-local active in ${active}; ` +
+        `requests [${samples.map((x) => x.status).join(', ')}]: ${answered} answered by vision; ` +
+        `serves up od2 --evict exit ${evicted.code}; vision running: ${await running('vision')}, od2 running: ${await running('od2')}; vision-local ${afterEviction.state}`,
+    );
+    assert.equal(evicted.code, 0, show(evicted));
+    assert.equal(await drainHeld, 200);
+    assert.ok(samples.length >= 5, 'vision was sampled while it drained');
+    assert.equal(active, 0, "the late readmit lifted the eviction's quiesce while it drains vision");
+    assert.equal(answered, 0, 'requests reached vision after the eviction quiesced its tier');
+    assert.equal(await running('vision'), false);
+    assert.equal(afterEviction.state, 'quiesced', 'vision is evicted: its tier stays quiesced');
+    assert.deepEqual(await reservations(), ['b running', 'vision evicted', 'od2 running']);
+    const all = await gpures(['serves', 'down', 'od2', 'b', 'vision', '--manifest', manifest], env, 120_000);
+    assert.equal(all.code, 0, show(all));
+  }
+
+  test("an acquisition failed at its drain: its compensation's late readmit leaves the eviction's quiesce", async () => {
+    await visionServing();
+    const { node, temporal } = box;
+    await temporal.client.workflow.start('acquireWorkflow', {
+      workflowId: workflowIds.acquire(node, 'ondemand'),
+      taskQueue: taskQueueFor(node),
+      args: [{ serve: 'ondemand', evict: true, drainTimeoutS: 3 }],
+    });
+    const failed = await endAt(workflowIds.acquire(node, 'ondemand'), 'plan', 'quiesce vision', false);
+    assert.match(failed, /failed at drain vision/);
+    // The retry readmitted vision; the compensation gave it back to running.
+    assert.equal((await tier()).state, 'active');
+    assert.deepEqual(await reservations(), ['b running', 'vision running']);
+    await evictWhileTheLateReadmitLands('acquisition');
+  });
+
+  test("a serves down cancelled mid-drain: its late readmit leaves the eviction's quiesce", async () => {
+    await visionServing();
+    const { node, temporal } = box;
+    await temporal.client.workflow.start('bringDownWorkflow', {
+      workflowId: workflowIds.bringDown(node, 'vision'),
+      taskQueue: taskQueueFor(node),
+      args: [{ serve: 'vision' }],
+    });
+    await endAt(workflowIds.bringDown(node, 'vision'), 'take', 'quiesce', true);
+    assert.equal((await tier()).state, 'active');
+    assert.deepEqual(await reservations(), ['b running', 'vision running']);
+    await evictWhileTheLateReadmitLands('bring-down');
+  });
+});
