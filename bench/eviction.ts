@@ -26,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { intArg } from './args';
 import type { Client } from '@temporalio/client';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { serveAcquire, serveDown, serveUp } from '../src/client/operations';
@@ -103,11 +104,7 @@ async function main(): Promise<void> {
       'poll-ms': { type: 'string', default: '100' },
     },
   });
-  const positiveInt = (name: string, v: string | undefined): number => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer (got ${String(v)})`);
-    return n;
-  };
+  const positiveInt = (name: string, v: string | undefined): number => intArg(name, v, 1, 1_000_000);
   const runs = positiveInt('runs', values.runs);
   const inFlight = positiveInt('in-flight', values['in-flight']);
   const delayMs = positiveInt('delay-ms', values['delay-ms']);

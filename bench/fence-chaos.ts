@@ -34,6 +34,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { intArg } from './args';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { exportQuery } from '../src/audit/export';
@@ -476,10 +477,10 @@ async function main(): Promise<void> {
     },
   });
   const args: Args = {
-    seed: values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31),
-    seeds: Number(values.seeds),
-    seconds: Number(values.seconds),
-    operators: Number(values.operators),
+    seed: values.seed !== undefined ? intArg('seed', values.seed, 0, 2 ** 31 - 1) : Math.floor(Math.random() * 2 ** 31),
+    seeds: intArg('seeds', values.seeds, 1, 100),
+    seconds: intArg('seconds', values.seconds, 10, 3600),
+    operators: intArg('operators', values.operators, 1, 16),
   };
   const temporal = await testTemporal();
   let findings = 0;

@@ -200,11 +200,18 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     assert.equal(next.status, 200, `the next request is answered by ${serve} as it now runs`);
     assert.ok((nextBody.sim_answered_at_ms ?? 0) - t0 > firstStoppedAt);
     assert.equal((await containerOf(serve))?.id, now.id, 'no other acquisition since');
-    // The admin state follows the acquisitions' answers: going down while they say so, acquiring
-    // once one starts the serve afresh, then active; not going down until the readmit.
+    // The admin state follows the acquisitions' answers: going down while they say so, then
+    // acquiring and active; never going down once the serve runs afresh. The acquiring phase may
+    // fall between two samples on a loaded host, so it is not required to be seen.
     const phases = sampler.phases();
-    const fromDown = phases.slice(phases.indexOf('going-down'));
-    assert.deepEqual(fromDown.slice(0, 3), ['going-down', 'acquiring', 'active'], `${serve}-local's phases as sampled: ${phases.join(' → ')}`);
+    const seen = `${serve}-local's phases as sampled: ${phases.join(' → ')}`;
+    assert.ok(phases.includes('going-down'), seen);
+    const afterDown = phases.slice(phases.lastIndexOf('going-down') + 1);
+    assert.ok(afterDown.includes('active'), seen);
+    const runsAfresh = (s: Sample) =>
+      s.containers.split(' ').some((c) => c.startsWith(`${serve}:`) && c.endsWith(':running') && !c.includes(first.id.slice(0, 8)));
+    const stale = sampler.samples.filter((s) => s.tier.endsWith(' going-down') && runsAfresh(s)).map((s) => `+${s.atMs} ms ${s.tier} (${s.containers})`);
+    assert.deepEqual(stale, [], `${serve}-local said going down while ${serve} ran afresh`);
     return routers;
   };
 

@@ -13,7 +13,7 @@
 // it replay unchanged. Whatever goes wrong here, the run goes on untagged.
 //
 // An acquisition that evicts adds GpuresVictims once it has its victims (tagVictims), the same
-// way: asked first, behind its own patch, never in the eviction's way.
+// way: asked first, behind its own patch, holding the eviction 3 s at most when the registry is slow.
 import {
   CancellationScope,
   getCurrentDetails,
@@ -36,6 +36,13 @@ const local = proxyLocalActivities<Pick<Activities, 'registeredSearchAttributes'
   // A listing the registry cannot get in time says none (its own 2 s deadline): the run goes untagged, never waits long.
   scheduleToCloseTimeout: '8s',
   retry: { initialInterval: '1s', maximumAttempts: 3 },
+});
+
+/** The eviction waits on this one before its preflight: one try, so a slow registry holds it 3 s at most. */
+const victimsLocal = proxyLocalActivities<Pick<Activities, 'registeredSearchAttributes'>>({
+  startToCloseTimeout: '3s',
+  scheduleToCloseTimeout: '3s',
+  retry: { maximumAttempts: 1 },
 });
 
 export class RunTagsInterceptor implements WorkflowInboundCallsInterceptor {
@@ -77,7 +84,7 @@ export async function tagVictims(victims: string[], op: string): Promise<void> {
   if (!victims.length || !patched(PATCHES.victimsTagged)) return;
   await CancellationScope.nonCancellable(async () => {
     try {
-      const registered = await local.registeredSearchAttributes({ names: [VICTIMS_ATTRIBUTE.name] });
+      const registered = await victimsLocal.registeredSearchAttributes({ names: [VICTIMS_ATTRIBUTE.name] });
       if (registered.includes(VICTIMS_ATTRIBUTE.name)) upsertSearchAttributes([{ key: VICTIMS_ATTRIBUTE, value: victims }]);
       else log.info(`${op}: victims untagged: ${VICTIMS_ATTRIBUTE.name} not registered in this namespace (temporal operator search-attribute create)`);
     } catch (err) {
