@@ -14,6 +14,7 @@ import type { LeaseRequest } from '../shared/operations';
 import { joinLeaseSignal, leaseQuery, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
+import { leaseExpiring } from '../shared/wording';
 import { startOperation } from './start-operation';
 import { JOIN_SIGNALS_PER_RUN, JoinTerms } from './join-terms';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
@@ -181,7 +182,7 @@ async function goingDownNow(client: Client, node: string, serve: string, result:
       }
       const view = await lease.query(leaseQuery);
       if (view.state !== 'expiring') return undefined;
-      return `${workflowId} is expiring (expired at ${new Date(view.expiresAtEpochMs).toISOString()}): its bring-down takes ${serve} down as planned, so ${serve} will not stay up; ask again once it is down`;
+      return leaseExpiring(workflowId, `expired at ${new Date(view.expiresAtEpochMs).toISOString()}`, serve);
     });
   } catch {
     return undefined;

@@ -153,6 +153,13 @@ export function heldNow(phase: string | undefined, holder: string | undefined): 
   return phase === undefined ? 'not in the ledger' : `${phase === 'admitted' ? 'starting' : phase}, held by ${holder ?? '?'}`;
 }
 
+/**
+ * What a caller is told when the serve's lease is expiring: the lease's answer to terms that came
+ * too late and the API's serve_going_down for an acquisition that asked none say the same fact.
+ */
+export const leaseExpiring = (leaseWorkflowId: string, why: string, serve: string) =>
+  `${leaseWorkflowId} is expiring (${why}): its bring-down takes ${serve} down as planned, so ${serve} will not stay up; ask again once it is down`;
+
 export const take = {
   taken: (serve: string, from: string, takenOverFrom: string | undefined) =>
     `${serve} held for this bring-down (was ${from}${takenOverFrom ? `, taken over from ${takenOverFrom}, which had ended` : ''})`,

@@ -43,7 +43,7 @@ import { bringDownWorkflow } from './bring-down';
 import { act, reads, router, waiting } from './proxies';
 import { parseHolder } from '../domain/fence';
 import { rootCause } from './saga';
-import { heldNow } from '../shared/wording';
+import { heldNow, leaseExpiring } from '../shared/wording';
 import { StepLog } from './step-log';
 import { PATCHES } from './patches';
 import { LEASE_HANDLERS } from '../shared/handler-descriptions';
@@ -574,7 +574,7 @@ function notAppliedWhy(
 ): string {
   switch (state) {
     case 'expiring':
-      return `${workflowId} is expiring (${why}): its bring-down takes ${serve} down as planned, so ${serve} will not stay up; ask again once it is down`;
+      return leaseExpiring(workflowId, why, serve);
     case 'ended':
       return `${workflowId} ended as the terms reached it (${why}): ${serve} may be down already; ask again`;
     case 'none':
