@@ -14,7 +14,7 @@ import type { LeaseRequest } from '../shared/operations';
 import { joinLeaseSignal, leaseQuery, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
-import { leaseExpiring } from '../shared/wording';
+import { foundRunning, leaseExpiring } from '../shared/wording';
 import { startOperation } from './start-operation';
 import { JOIN_SIGNALS_PER_RUN, JoinTerms } from './join-terms';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
@@ -140,16 +140,18 @@ export function boundAddresses(app: FastifyInstance): string[] {
 
 /**
  * A running acquisition's steps so far, from its `progress` query: `step` is the last one
- * completed (`admit`, `quiesce vision`, `stop vision`, …). Nothing when the query cannot be
+ * completed (`admit`, `quiesce vision`, `stop vision`, …); `found_running`, whether the run found
+ * its serve already running (it starts nothing), for a caller such as the router to act on
+ * without reading the step's sentence. Nothing when the query cannot be
  * answered (no worker has run the first task), or not within NODE_ANSWER_MS: the node's worker
  * answers it, and with that worker dead (the server still listing its poller) the query would
  * hold the GET until the RPC's own timeout.
  */
-async function progressOf(client: Client, run: WorkflowHandle): Promise<{ step?: StepRecord; steps_completed?: number }> {
+async function progressOf(client: Client, run: WorkflowHandle): Promise<{ step?: StepRecord; steps_completed?: number; found_running?: boolean }> {
   try {
     const steps = await client.withDeadline(Date.now() + NODE_ANSWER_MS, () => run.query(progressQuery));
     const last = steps[steps.length - 1];
-    return { steps_completed: steps.length, ...(last ? { step: last } : {}) };
+    return { steps_completed: steps.length, ...(last ? { step: last } : {}), found_running: foundRunning(steps) };
   } catch {
     return {};
   }

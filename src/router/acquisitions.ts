@@ -18,9 +18,8 @@ export type AcquisitionStatus =
       status: 'running';
       step?: string;
       /**
-       * Its last step is one only an acquisition that starts the serve takes (admitted anew, or
-       * evicting for it): not the answer to a serve already running (admit: already running, then
-       * its lease terms). Said once such a step has completed.
+       * It starts the serve (admitted anew, or evicting for it): it did not find it already running
+       * (the API's `found_running`; an older API's last step read instead). Said once a step has completed.
        */
       startsAfresh?: boolean;
     }
@@ -52,12 +51,16 @@ function goingDownOf(result: CompletedResult | undefined): string | undefined {
 }
 
 /**
- * Whether an acquisition's last step is past what an acquisition joining a running serve does
- * (`admit` answered `already running`, then `lease` for its terms): the serve was not running
- * under another holder, and this acquisition starts it.
+ * Whether a running acquisition has completed a step and starts its serve (it did not find it
+ * running under another holder): the API's `found_running`, which it reads from the run's steps.
+ * An API older than that field answers without it: then the last step's sentence is matched, as
+ * before (`admit` answered `already running`, then `lease` for its terms), so a router upgraded
+ * first still clears a stale going-down.
  */
-export function startsAfresh(step: { step?: unknown; outcome?: unknown } | undefined): boolean {
+export function startsAfresh(body: { step?: { step?: unknown; outcome?: unknown }; found_running?: unknown } | undefined): boolean {
+  const step = body?.step;
   if (typeof step?.step !== 'string') return false;
+  if (typeof body?.found_running === 'boolean') return !body.found_running;
   if (step.step === 'lease') return false;
   return !(step.step === 'admit' && step.outcome === admission.alreadyRunning);
 }
@@ -93,13 +96,19 @@ export class AcquisitionApi {
 
   async status(workflowId: string): Promise<AcquisitionStatus> {
     const body = await this.call<
-      { status?: unknown; step?: { step?: unknown; outcome?: unknown }; result?: CompletedResult; serve_going_down?: unknown } & ApiError
+      {
+        status?: unknown;
+        step?: { step?: unknown; outcome?: unknown };
+        found_running?: unknown;
+        result?: CompletedResult;
+        serve_going_down?: unknown;
+      } & ApiError
     >('GET', `/v1/acquisitions/${encodeURIComponent(workflowId)}`, undefined, 200);
     if (body.status === 'running' || body.status === 'paused') {
       return {
         status: 'running',
         ...(typeof body.step?.step === 'string' ? { step: body.step.step } : {}),
-        ...(startsAfresh(body.step) ? { startsAfresh: true } : {}),
+        ...(startsAfresh(body) ? { startsAfresh: true } : {}),
       };
     }
     if (body.status === 'completed') {

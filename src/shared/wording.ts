@@ -57,6 +57,15 @@ export const admission = {
   alreadyRunning: 'already running',
 };
 
+/**
+ * Whether an operation's steps say it found its serve already running (its admit answered
+ * admission.alreadyRunning): it starts nothing. Read here, beside the sentence, so that a caller
+ * (the API's `found_running`, which the router acts on) never matches the sentence itself.
+ */
+export function foundRunning(steps: readonly { step: string; outcome: string }[]): boolean {
+  return steps.some((s) => s.step === 'admit' && s.outcome === admission.alreadyRunning);
+}
+
 /** start → health → identity → measure → readmit → running. */
 export const start = {
   started: (c: { containerName: string; created: boolean; gpuPinned: boolean }, gpuUuid: string) =>
