@@ -317,11 +317,15 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
         .code(202)
         .header('location', `/v1/acquisitions/${encodeURIComponent(workflowId)}`)
         .send({ workflow_id: workflowId, run_id: runId, status_url: `/v1/acquisitions/${encodeURIComponent(workflowId)}` });
-    if (lease && joins.lastRun(workflowId)) {
+    // The run a signal's count is reserved on: counted before the send's await, so that
+    // concurrent POSTs cannot all pass the cap before any is counted.
+    let reserved: string | undefined;
+    if (lease && (joins.lastRun(workflowId) || joins.sending(workflowId))) {
       // Joined first without a signal (no event in a running run's history): which run, and whether it has the terms already.
       const runId = (await start(false)).firstExecutionRunId;
       if (joins.covered(workflowId, runId, lease, Date.now())) return accepted(runId);
-      if (joins.full(workflowId, runId)) {
+      if (joins.reserve(workflowId, runId)) reserved = runId;
+      else {
         const asked = lease.kind === 'idle' ? 'idle terms' : `lease_s ${lease.seconds}`;
         return reply
           .code(429)
@@ -339,8 +343,17 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       }
     }
     const sentAtMs = Date.now();
-    const handle = await start(true);
-    if (lease) joins.record(workflowId, handle.firstExecutionRunId, lease, sentAtMs);
+    if (lease) joins.begin(workflowId);
+    let handle: Awaited<ReturnType<typeof start>>;
+    try {
+      handle = await start(true);
+    } catch (err) {
+      if (reserved !== undefined) joins.release(workflowId, reserved);
+      throw err;
+    } finally {
+      if (lease) joins.end(workflowId);
+    }
+    if (lease) joins.record(workflowId, handle.firstExecutionRunId, lease, sentAtMs, reserved);
     return accepted(handle.firstExecutionRunId);
   });
 

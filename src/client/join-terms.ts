@@ -20,6 +20,8 @@ interface Sent {
 export class JoinTerms {
   /** By acquisition workflow id (one per serve of the manifest): the run last signalled. */
   private readonly sent = new Map<string, Sent>();
+  /** By acquisition workflow id: signals sent and not yet answered, whose run is not known yet. */
+  private readonly inFlight = new Map<string, number>();
 
   /** The run last signalled under this id, if any: a join lands on it unless it has closed. */
   lastRun(workflowId: string): string | undefined {
@@ -47,13 +49,58 @@ export class JoinTerms {
     return [...fixed, ...(s.idle ? ['idle terms'] : [])].join(' and ') || 'nothing';
   }
 
-  /** A signal with `lease`, sent from `sentAtMs`, reached `runId`. */
-  record(workflowId: string, runId: string, lease: LeaseRequest, sentAtMs: number): void {
-    const prev = this.sent.get(workflowId);
-    const s: Sent = prev?.runId === runId ? prev : { runId, fixedUntilMs: 0, idle: false, signals: 0 };
-    s.signals += 1;
+  /**
+   * Counts a signal to `runId` before it is sent, unless the run has had its JOIN_SIGNALS_PER_RUN:
+   * checked and counted in one synchronous step, so POSTs awaiting their sends at once cannot all
+   * pass a check that none has counted yet. False: nothing counted, send nothing.
+   */
+  reserve(workflowId: string, runId: string): boolean {
+    if (this.full(workflowId, runId)) return false;
+    this.entry(workflowId, runId).signals += 1;
+    return true;
+  }
+
+  /** A reserved signal that was not sent (the call failed): its count given back. */
+  release(workflowId: string, runId: string): void {
+    const s = this.sent.get(workflowId);
+    if (s?.runId === runId && s.signals > 0) s.signals -= 1;
+  }
+
+  /** A send is under way: until it is answered, another POST for the id joins first to learn the run (see sending). */
+  begin(workflowId: string): void {
+    this.inFlight.set(workflowId, (this.inFlight.get(workflowId) ?? 0) + 1);
+  }
+
+  end(workflowId: string): void {
+    const n = (this.inFlight.get(workflowId) ?? 1) - 1;
+    if (n > 0) this.inFlight.set(workflowId, n);
+    else this.inFlight.delete(workflowId);
+  }
+
+  /** Whether a send for this id is awaiting its answer: a first POST's, whose run nothing here names yet. */
+  sending(workflowId: string): boolean {
+    return this.inFlight.has(workflowId);
+  }
+
+  /**
+   * A signal with `lease`, sent from `sentAtMs`, reached `runId`. `reservedOn`: the run its count
+   * was reserved on; the same run is not counted again, another (the reserved one closed meanwhile
+   * and the signal started a new run) gives that count back and counts on the new one.
+   */
+  record(workflowId: string, runId: string, lease: LeaseRequest, sentAtMs: number, reservedOn?: string): void {
+    if (reservedOn !== undefined && reservedOn !== runId) this.release(workflowId, reservedOn);
+    const s = this.entry(workflowId, runId);
+    if (reservedOn !== runId) s.signals += 1;
     if (lease.kind === 'idle') s.idle = true;
     else s.fixedUntilMs = Math.max(s.fixedUntilMs, sentAtMs + lease.seconds * 1000);
+  }
+
+  /** This run's entry; a run not the one last signalled replaces it (that one has closed). */
+  private entry(workflowId: string, runId: string): Sent {
+    const prev = this.sent.get(workflowId);
+    if (prev?.runId === runId) return prev;
+    const s: Sent = { runId, fixedUntilMs: 0, idle: false, signals: 0 };
     this.sent.set(workflowId, s);
+    return s;
   }
 }
