@@ -44,6 +44,8 @@ const SERVES: TestServe[] = [
   { name: 'owned', vram_mib: 512, class: 'on-demand', router_tier: 'owned-local', idle_ttl_s: 3 },
   // Leased, brought down by hand while its lease runs on, then acquired again without one.
   { name: 'relet', vram_mib: 512, class: 'on-demand', router_tier: 'relet-local', idle_ttl_s: 3 },
+  // Acquired with lease_s through one API, then POSTed again with lease_s once that acquisition completed.
+  { name: 'again', vram_mib: 512, class: 'on-demand' },
 ];
 
 describe('acquisition API: a POST that joins, or finds the serve up, and asked for a lease', () => {
@@ -75,6 +77,30 @@ describe('acquisition API: a POST that joins, or finds the serve up, and asked f
     const left = (lease.view?.expiresAtEpochMs ?? 0) - joinedAt;
     assert.ok(left > 55_000 && left <= 61_000 + (Date.now() - joinedAt), `expires about 60 s after the join (${left} ms)`);
     assert.equal(result.lease?.workflowId, workflowIds.lease(j.box.node, 'slow'));
+  });
+
+  test('a POST with lease_s after the acquisition it signalled completed: one new run, started with the terms, no join signal, answered at once', async () => {
+    const first = await post(j.secondUrl, { serve: 'again', lease_s: 60 });
+    assert.equal(first.status, 202);
+    assert.equal((await resultOf(first)).outcome, 'started');
+    const askedAt = Date.now();
+    const second = await post(j.secondUrl, { serve: 'again', lease_s: 120 });
+    assert.equal(second.status, 202);
+    assert.notEqual(second.body.run_id, first.body.run_id, 'a new run: the first had completed');
+    assert.equal((await resultOf(second)).outcome, 'already-running');
+    const client = j.box.temporal.client;
+    const runs: string[] = [];
+    for await (const w of client.workflow.list({ query: `WorkflowId = '${first.body.workflow_id}'` })) runs.push(w.runId);
+    const events = (await client.workflow.getHandle(second.body.workflow_id, second.body.run_id).fetchHistory()).events ?? [];
+    const signals = events.filter((e) => e.workflowExecutionSignaledEventAttributes).length;
+    const lease = await leaseOf('again');
+    const left = (lease.view?.expiresAtEpochMs ?? 0) - askedAt;
+    console.log(
+      `  runs of ${first.body.workflow_id}: ${runs.length}; the 202 named ${second.body.run_id}; its join signals: ${signals}; lease ${Math.round(left / 1000)} s left`,
+    );
+    assert.deepEqual(runs.sort(), [first.body.run_id, second.body.run_id].sort(), 'the first run and the one the 202 named, no other');
+    assert.equal(signals, 0, 'the new run has the terms in its input: no join signal sent to it');
+    assert.ok(left > 110_000, `the second POST's lease_s 120 taken (${left} ms left)`);
   });
 
   test('a POST with lease_s for a serve already running under a shorter lease: extended, never shortened (CLI too)', async () => {

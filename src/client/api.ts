@@ -322,7 +322,15 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     let reserved: string | undefined;
     if (lease && (joins.lastRun(workflowId) || joins.sending(workflowId))) {
       // Joined first without a signal (no event in a running run's history): which run, and whether it has the terms already.
-      const runId = (await start(false)).firstExecutionRunId;
+      const askedAtMs = Date.now();
+      const joined = await start(false);
+      const runId = joined.firstExecutionRunId;
+      // The run it joined had closed, and this call started a new one, whose input carries the
+      // terms: sending them again could start yet another run, should that one finish first.
+      if (runId !== joins.lastRun(workflowId) && (await joined.startedHere())) {
+        joins.started(workflowId, runId, lease, askedAtMs);
+        return accepted(runId);
+      }
       if (joins.covered(workflowId, runId, lease, Date.now())) return accepted(runId);
       if (joins.reserve(workflowId, runId)) reserved = runId;
       else {

@@ -91,8 +91,17 @@ export class JoinTerms {
     if (reservedOn !== undefined && reservedOn !== runId) this.release(workflowId, reservedOn);
     const s = this.entry(workflowId, runId);
     if (reservedOn !== runId) s.signals += 1;
+    this.take(s, lease, sentAtMs);
+  }
+
+  /** This API started `runId` with `lease` in its input, at `startedAtMs`: no signal, but its terms are the run's. */
+  started(workflowId: string, runId: string, lease: LeaseRequest, startedAtMs: number): void {
+    this.take(this.entry(workflowId, runId), lease, startedAtMs);
+  }
+
+  private take(s: Sent, lease: LeaseRequest, atMs: number): void {
     if (lease.kind === 'idle') s.idle = true;
-    else s.fixedUntilMs = Math.max(s.fixedUntilMs, sentAtMs + lease.seconds * 1000);
+    else s.fixedUntilMs = Math.max(s.fixedUntilMs, atMs + lease.seconds * 1000);
   }
 
   /** This run's entry; a run not the one last signalled replaces it (that one has closed). */

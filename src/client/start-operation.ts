@@ -4,6 +4,7 @@
 // here, and the CLI and promotion follow here, so progress and outcome have one shape.
 import type { Client, Workflow, WorkflowHandleWithFirstExecutionRunId, WorkflowStartOptions } from '@temporalio/client';
 import type { SignalDefinition } from '@temporalio/common';
+import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { searchAttributeNotYetMapped, temporalBusy } from '../adapters/grpc-status';
@@ -37,12 +38,25 @@ export interface OperationStart {
   joinSignal?: { signal: SignalDefinition<unknown[]>; args: unknown[] };
 }
 
+/** A started or joined run, and whether this call started it. */
+export type OperationHandle<W extends Workflow> = WorkflowHandleWithFirstExecutionRunId<W> & {
+  /**
+   * Whether this call started the run rather than joining one running: the SDK drops the server's
+   * `started` flag, so the run's memo is read for this call's mark (one describe, when asked).
+   */
+  startedHere: () => Promise<boolean>;
+};
+
+/** The memo key of the mark a start leaves on the run it starts (a random id, one per call; nothing secret). */
+const START_MARK_MEMO = 'gpuresStartMark';
+
 /** Starts the operation's workflow on the node's task queue, or joins the one running under its id. */
-export async function startOperation<W extends Workflow = Workflow>(client: Client, start: OperationStart): Promise<WorkflowHandleWithFirstExecutionRunId<W>> {
+export async function startOperation<W extends Workflow = Workflow>(client: Client, start: OperationStart): Promise<OperationHandle<W>> {
   const { node } = start;
   const taskQueue = taskQueueFor(node);
   // The tags the workflows' interceptor would give the run (src/workflows/run-tags.ts), set at start where the namespace has them.
   const typedSearchAttributes = await operationSearchAttributes(client, runTags(start.workflowType, taskQueue, start.input));
+  const mark = randomUUID();
   const conflict: Pick<WorkflowStartOptions, 'workflowIdConflictPolicy' | 'workflowIdReusePolicy'> =
     start.onConflict === 'join' ? { workflowIdConflictPolicy: 'USE_EXISTING' } : { workflowIdConflictPolicy: 'FAIL', workflowIdReusePolicy: 'ALLOW_DUPLICATE' };
   const options = {
@@ -52,6 +66,7 @@ export async function startOperation<W extends Workflow = Workflow>(client: Clie
     args: [start.input],
     ...conflict,
     staticSummary: literalMarkdown(start.summary),
+    memo: { [START_MARK_MEMO]: mark },
   };
   // The input is the caller's to match to the workflow type; the SDK cannot check a type named by a string.
   const send = async (): Promise<WorkflowHandleWithFirstExecutionRunId<W>> => {
@@ -71,7 +86,10 @@ export async function startOperation<W extends Workflow = Workflow>(client: Clie
   const deadline = Date.now() + SEARCH_ATTRIBUTE_MAPPING_WAIT_MS;
   for (;;) {
     try {
-      return await send();
+      const handle = await send();
+      const startedHere = async () =>
+        (await client.workflow.getHandle(start.workflowId, handle.firstExecutionRunId).describe()).memo?.[START_MARK_MEMO] === mark;
+      return Object.assign(handle, { startedHere });
     } catch (err) {
       if (!typedSearchAttributes || !searchAttributeNotYetMapped(err) || Date.now() >= deadline) throw err;
       await new Promise((r) => setTimeout(r, 200));
