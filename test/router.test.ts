@@ -1595,21 +1595,32 @@ describe('the request bodies the router holds at once', () => {
   });
 });
 
+/** A router over one fake vision serve, in a directory of its own: start(true) keeps its state file, start(false) none. */
+async function routerWithState(mapping: string) {
+  const dir = mkdtempSync(join(tmpdir(), `gpures-router-${mapping}-`));
+  const vision = await new FakeVllm('qwen3-vl-4b-instruct').start();
+  const configPath = join(dir, 'router.toml');
+  const stateFile = join(dir, 'router-state.json');
+  writeFileSync(configPath, routerToml({ mapping: `test.${mapping}`, chat: vision.url, vision: vision.url, dead: `http://127.0.0.1:${await deadPort()}` }));
+  const start = async (withState: boolean) => {
+    const r = await startRouter({ configPath, adminToken: TOKEN, probeTimeoutMs: 1000, ...(withState ? { stateFile } : {}) });
+    return { r, admin: new HttpRouterAdmin({ baseUrl: r.url, token: TOKEN, timeoutMs: 5000 }) };
+  };
+  const close = async () => {
+    await vision.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { dir, configPath, stateFile, start, close };
+}
+
 describe('quiesced tiers across a router restart', () => {
   test('with a state file, a tier quiesced before a restart is still quiesced after it; a readmit clears it', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'gpures-router-state-'));
-    const vision = await new FakeVllm('qwen3-vl-4b-instruct').start();
-    const configPath = join(dir, 'router.toml');
-    const stateFile = join(dir, 'router-state.json');
-    writeFileSync(configPath, routerToml({ mapping: 'test.state', chat: vision.url, vision: vision.url, dead: `http://127.0.0.1:${await deadPort()}` }));
-    const start = async (withState: boolean) => {
-      const r = await startRouter({ configPath, adminToken: TOKEN, probeTimeoutMs: 1000, ...(withState ? { stateFile } : {}) });
-      return { r, admin: new HttpRouterAdmin({ baseUrl: r.url, token: TOKEN, timeoutMs: 5000 }) };
-    };
+    const { dir, configPath, stateFile, start, close } = await routerWithState('state');
     try {
       let { r, admin } = await start(true);
       await admin.quiesce('vision-local');
-      assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), { quiesced: ['vision-local'] });
+      const kept = JSON.parse(readFileSync(stateFile, 'utf8')) as { quiesced: string[]; router_instance: string; quiesces: Record<string, number> };
+      assert.deepEqual(kept, { quiesced: ['vision-local'], router_instance: kept.router_instance, quiesces: { 'vision-local': 1 } });
       await r.close();
 
       ({ r, admin } = await start(true));
@@ -1617,7 +1628,7 @@ describe('quiesced tiers across a router restart', () => {
       assert.equal((await chat(r.url, 'vision')).status, 503);
       assert.equal((await admin.tierState('chat-local')).state, 'active');
       assert.equal((await admin.readmit('vision-local')).ok, true);
-      assert.deepEqual(JSON.parse(readFileSync(stateFile, 'utf8')), { quiesced: [] });
+      assert.deepEqual((JSON.parse(readFileSync(stateFile, 'utf8')) as { quiesced: string[] }).quiesced, []);
       await r.close();
 
       ({ r, admin } = await start(true));
@@ -1641,8 +1652,74 @@ describe('quiesced tiers across a router restart', () => {
         message: `${bad} (--state): quiesced must be a list of tier names`,
       });
     } finally {
-      await vision.close();
-      rmSync(dir, { recursive: true, force: true });
+      await close();
+    }
+  });
+});
+
+describe('quiesce marks across a router restart', () => {
+  test('kept with the quiesced tiers in the state file: a mark taken before a restart readmits after it, and a quiesce after it still moves the mark', async () => {
+    const { stateFile, start: startWith, close } = await routerWithState('marks');
+    const start = () => startWith(true);
+    let running: RunningRouter | undefined;
+    try {
+      let { r, admin } = await start();
+      running = r;
+      // An eviction's quiesce, its mark kept for the compensation's readmit; the router then restarts.
+      const before = (await admin.quiesce('vision-local')).quiesceMark;
+      await r.close();
+      ({ r, admin } = await start());
+      running = r;
+      const after = await admin.tierState('vision-local');
+      console.log(`  mark before the restart ${before}, after: ${after.state} ${after.quiesceMark}`);
+      assert.deepEqual([after.state, after.quiesceMark], ['quiesced', before], 'the restart kept the tier quiesced and its mark');
+      const readmit = await admin.readmit('vision-local', before);
+      assert.equal(readmit.ok, true, JSON.stringify(readmit));
+      assert.equal((await admin.tierState('vision-local')).state, 'active');
+
+      // Quiesced again, restarted, and quiesced after the restart (an eviction made since): the older mark lifts nothing.
+      const older = (await admin.quiesce('vision-local')).quiesceMark;
+      await r.close();
+      ({ r, admin } = await start());
+      running = r;
+      const since = (await admin.quiesce('vision-local')).quiesceMark;
+      assert.notEqual(since, older, 'a quiesce after the restart moves the mark');
+      const stale = await admin.readmit('vision-local', older);
+      assert.equal(!stale.ok && stale.reason, 'quiesced_since', JSON.stringify(stale));
+      assert.equal((await admin.tierState('vision-local')).state, 'quiesced');
+      assert.equal((await admin.readmit('vision-local', since)).ok, true);
+      // Active tiers keep their count too: a tier quiesced, readmitted, restarted and quiesced once more has a mark of its own.
+      const once = (await admin.quiesce('vision-local')).quiesceMark;
+      assert.equal((await admin.readmit('vision-local', once)).ok, true);
+      await r.close();
+      ({ r, admin } = await start());
+      running = r;
+      const twice = (await admin.quiesce('vision-local')).quiesceMark;
+      assert.notEqual(twice, once);
+      assert.equal((await admin.readmit('vision-local', once)).ok, false);
+      await r.close();
+      running = undefined;
+
+      // A state file written before marks were kept: its quiesced tiers stay quiesced, and a mark from before lifts nothing (as then).
+      writeFileSync(stateFile, JSON.stringify({ quiesced: ['vision-local'] }));
+      ({ r, admin } = await start());
+      running = r;
+      const old = await admin.tierState('vision-local');
+      assert.equal(old.state, 'quiesced');
+      const fromOld = await admin.readmit('vision-local', twice);
+      assert.equal(!fromOld.ok && fromOld.reason, 'quiesced_since');
+      assert.equal((await admin.readmit('vision-local', old.quiesceMark)).ok, true);
+      await r.close();
+      running = undefined;
+
+      // Marks that are not marks: refused naming the file and the field, before anything listens.
+      writeFileSync(stateFile, JSON.stringify({ quiesced: [], router_instance: 'a.b' }));
+      await assert.rejects(start(), { message: `${stateFile} (--state): router_instance must be a word of letters and digits ("a.b")` });
+      writeFileSync(stateFile, JSON.stringify({ quiesced: [], router_instance: 'e91f6795', quiesces: { 'vision-local': -1 } }));
+      await assert.rejects(start(), { message: `${stateFile} (--state): quiesces must map tier names to whole numbers (vision-local: -1)` });
+    } finally {
+      await running?.close();
+      await close();
     }
   });
 });

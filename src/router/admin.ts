@@ -33,7 +33,7 @@ function quiescedSince(tier: string, sent: string, now: string): ReadmitOutcome 
     reason: 'quiesced_since',
     message:
       `tier '${tier}' was quiesced again since quiesce mark ${sent} (now ${now}: an eviction or a bring-down of its serve, ` +
-      'or an operator, relies on it; or the router restarted): this readmit does not lift it',
+      'or an operator, relies on it; or the router restarted without its state file): this readmit does not lift it',
   };
 }
 

@@ -1,6 +1,6 @@
 // The router's live mapping and each tier's state: whether it is quiesced, and how many requests
 // are in flight on it. Quiesced tiers are kept in the state file (when there is one) across
-// restarts; a mode change counts only once it is saved. So is how long each on-demand tier's last
+// restarts, with what their quiesce marks are made of; a mode change counts only once it is saved. So is how long each on-demand tier's last
 // acquisition took, which the residency window's margin is reckoned by (on-demand.ts).
 import { randomUUID } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
@@ -21,7 +21,8 @@ export interface TierRuntime {
   /**
    * Quiesces so far, each counted even when the tier was quiesced already: whoever quiesces relies
    * on it from then on. The router's own readmit and undo lift only a quiesce nobody made since
-   * its acquisition began (on-demand.ts). In memory: an acquisition does not outlive the router.
+   * its acquisition began (on-demand.ts). Kept in the state file, as the quiesce mark is made of
+   * it: an eviction's readmit sent after a restart must still lift the quiesce it made.
    */
   quiesces: number;
   /**
@@ -51,6 +52,23 @@ const fresh = (mode: TierMode = 'active', lastAcquisitionMs?: number): TierRunti
 interface PersistedState {
   quiesced: Set<string>;
   lastAcquisitionMs: Map<string, number>;
+  /** The instance of the router that wrote the file; none in a file written before marks were kept. */
+  instance?: string;
+  quiesces: Map<string, number>;
+}
+
+const NOTHING_KEPT = (): PersistedState => ({ quiesced: new Set(), lastAcquisitionMs: new Map(), quiesces: new Map() });
+
+/** A map of tier names to whole numbers, or the refusal naming the file, the field and the first entry that is not. */
+function wholeNumbers(file: string, field: string, what: string, value: unknown): Map<string, number> {
+  const isMap = typeof value === 'object' && value !== null && !Array.isArray(value);
+  const entries: [string, unknown][] = isMap ? Object.entries(value) : [['', value]];
+  const bad = entries.find(([, n]) => !(typeof n === 'number' && Number.isSafeInteger(n) && n >= 0));
+  if (bad) {
+    const [tier, n] = bad;
+    throw new Error(`${file} (--state): ${field} must map tier names to whole numbers${what} (${tier ? `${tier}: ` : ''}${JSON.stringify(n)})`);
+  }
+  return new Map(entries as [string, number][]);
 }
 
 /** What a previous run left: the tiers quiesced, and the last acquisition times; nothing when the file does not exist yet. */
@@ -59,10 +77,10 @@ async function loadState(file: string): Promise<PersistedState> {
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { quiesced: new Set(), lastAcquisitionMs: new Map() };
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return NOTHING_KEPT();
     throw err;
   }
-  let data: { quiesced?: unknown; last_acquisition_ms?: unknown } | null;
+  let data: { quiesced?: unknown; last_acquisition_ms?: unknown; router_instance?: unknown; quiesces?: unknown } | null;
   try {
     data = JSON.parse(text) as typeof data;
   } catch (err) {
@@ -71,38 +89,44 @@ async function loadState(file: string): Promise<PersistedState> {
   if (!Array.isArray(data?.quiesced) || !data.quiesced.every((t) => typeof t === 'string')) {
     throw new Error(`${file} (--state): quiesced must be a list of tier names`);
   }
-  // Written by routers since it was kept: an older file has none.
-  const times = data.last_acquisition_ms ?? {};
-  const isMap = typeof times === 'object' && times !== null && !Array.isArray(times);
-  const entries: [string, unknown][] = isMap ? Object.entries(times) : [['', times]];
-  const bad = entries.find(([, ms]) => !(typeof ms === 'number' && Number.isSafeInteger(ms) && ms >= 0));
-  if (bad) {
-    const [tier, ms] = bad;
-    throw new Error(
-      `${file} (--state): last_acquisition_ms must map tier names to whole numbers of milliseconds (${tier ? `${tier}: ` : ''}${JSON.stringify(ms)})`,
-    );
+  // Each written by routers since it was kept: an older file has none.
+  const lastAcquisitionMs = wholeNumbers(file, 'last_acquisition_ms', ' of milliseconds', data.last_acquisition_ms ?? {});
+  const instance = data.router_instance;
+  if (instance !== undefined && !(typeof instance === 'string' && /^[A-Za-z0-9]+$/.test(instance))) {
+    throw new Error(`${file} (--state): router_instance must be a word of letters and digits (${JSON.stringify(instance)})`);
   }
-  return { quiesced: new Set(data.quiesced), lastAcquisitionMs: new Map(entries as [string, number][]) };
+  const quiesces = wholeNumbers(file, 'quiesces', '', data.quiesces ?? {});
+  return { quiesced: new Set(data.quiesced), lastAcquisitionMs, quiesces, ...(instance !== undefined ? { instance } : {}) };
 }
 
 export class TierTable {
-  /** This router's start, in every quiesce mark: a count begun again by a restart never matches an older mark. */
-  private readonly instance = randomUUID().slice(0, 8);
   private readonly modeListeners: ((name: string, mode: TierMode) => void)[] = [];
 
   private constructor(
     private current: RouterConfig,
     private runtime: Map<string, TierRuntime>,
     private readonly stateFile: string | undefined,
+    /**
+     * In every quiesce mark: kept in the state file with the counts, so marks survive a restart. A
+     * router without the file, or with one written before marks were kept, starts a new one: its
+     * counts begun again never match an older mark (a guarded readmit sent with one answers
+     * quiesced_since, and the tier stays quiesced until an unguarded readmit).
+     */
+    private readonly instance: string,
   ) {}
 
-  /** The table of a config, with the tiers the state file says are quiesced; saves it at once. */
+  /** The table of a config, with the tiers the state file says are quiesced and their quiesce counts; saves it at once. */
   static async open(config: RouterConfig, stateFile: string | undefined): Promise<TierTable> {
-    const persisted: PersistedState = stateFile ? await loadState(stateFile) : { quiesced: new Set(), lastAcquisitionMs: new Map() };
+    const persisted: PersistedState = stateFile ? await loadState(stateFile) : NOTHING_KEPT();
     const runtime = new Map<string, TierRuntime>(
-      config.tiers.map((t) => [t.name, fresh(persisted.quiesced.has(t.name) ? 'quiesced' : 'active', persisted.lastAcquisitionMs.get(t.name))]),
+      config.tiers.map((t) => {
+        const rt = fresh(persisted.quiesced.has(t.name) ? 'quiesced' : 'active', persisted.lastAcquisitionMs.get(t.name));
+        // Counts are kept only with the instance they count for.
+        if (persisted.instance !== undefined) rt.quiesces = persisted.quiesces.get(t.name) ?? 0;
+        return [t.name, rt];
+      }),
     );
-    const table = new TierTable(config, runtime, stateFile);
+    const table = new TierTable(config, runtime, stateFile, persisted.instance ?? randomUUID().slice(0, 8));
     // A state file that cannot be written fails the start, not the first eviction.
     await table.save();
     return table;
@@ -152,15 +176,17 @@ export class TierTable {
   /** A failed write leaves memory and file as they were. Callers serialize it (the admin mutex). */
   async setMode(name: string, mode: TierMode): Promise<void> {
     const rt = this.runtimeOf(name);
-    const previous = rt.mode;
+    const previous = { mode: rt.mode, quiesces: rt.quiesces };
     rt.mode = mode;
+    // Counted before the save: the mark a quiesce answers must be the one the file keeps.
+    if (mode === 'quiesced') rt.quiesces += 1;
     try {
       await this.save();
     } catch (err) {
-      rt.mode = previous;
+      rt.mode = previous.mode;
+      rt.quiesces = previous.quiesces;
       throw err;
     }
-    if (mode === 'quiesced') rt.quiesces += 1;
     for (const l of this.modeListeners) l(name, mode);
   }
 
@@ -197,10 +223,15 @@ export class TierTable {
       .filter(([, rt]) => rt.mode === 'quiesced')
       .map(([name]) => name)
       .sort();
-    const times = [...this.runtime].filter(([, rt]) => rt.lastAcquisitionMs !== undefined).sort(([a], [b]) => a.localeCompare(b));
+    const byName = [...this.runtime].sort(([a], [b]) => a.localeCompare(b));
+    const times = byName.filter(([, rt]) => rt.lastAcquisitionMs !== undefined);
+    // Active tiers' counts too: a quiesce after the restart must not come back to a mark sent before it.
+    const counted = byName.filter(([, rt]) => rt.quiesces > 0);
     const state = {
       quiesced,
       ...(times.length > 0 ? { last_acquisition_ms: Object.fromEntries(times.map(([name, rt]) => [name, rt.lastAcquisitionMs])) } : {}),
+      router_instance: this.instance,
+      ...(counted.length > 0 ? { quiesces: Object.fromEntries(counted.map(([name, rt]) => [name, rt.quiesces])) } : {}),
     };
     const tmp = `${this.stateFile}.${process.pid}.tmp`;
     await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`);

@@ -130,7 +130,7 @@ export const bringDown = {
     reservedMib !== undefined ? `released ${reservedMib} MiB` : evicted ? 'held no MiB (evicted)' : 'held no reservation',
   cancelReadmitted: (tier: string, serve: string) => `cancelled before the stop: tier ${tier} readmitted, ${serve} still running`,
   cancelLeftQuiesced: (tier: string, serve: string) =>
-    `cancelled before the stop; tier ${tier} was quiesced again since this run's quiesce (an eviction or a bring-down of ${serve} relies on it), or the router restarted: left quiesced`,
+    `cancelled before the stop; tier ${tier} was quiesced again since this run's quiesce (an eviction or a bring-down of ${serve} relies on it), or the router restarted without its state file: left quiesced`,
   cancelReadmitFailed: (tier: string, error: string) => `cancelled before the stop; readmit of tier ${tier} failed: ${error}`,
   noneEvicted: (serve: string) => `no serve was evicted for ${serve}`,
 };
@@ -195,7 +195,7 @@ export const take = {
     `To keep it up instead, cancel that operation: ${cancelHint}`,
   victimReadmitted: (victim: string, tier: string, action: string) => `${victim} still runs: tier ${tier} ${action}`,
   victimLeftQuiesced: (victim: string, tier: string) =>
-    `${victim} still runs; tier ${tier} was quiesced again since the take (an eviction or a bring-down of ${victim} relies on it), or the router restarted: left quiesced`,
+    `${victim} still runs; tier ${tier} was quiesced again since the take (an eviction or a bring-down of ${victim} relies on it), or the router restarted without its state file: left quiesced`,
   victimReadmitFailed: (victim: string, tier: string, error: string) => `${victim} still runs; readmit of tier ${tier} failed: ${error}`,
 };
 
