@@ -161,10 +161,58 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
     });
     const failed = await endAt(workflowIds.acquire(node, 'ondemand'), 'plan', 'quiesce vision', false);
     assert.match(failed, /failed at drain vision/);
+    assert.match(failed, /; compensated: [^;]*readmit tier vision-local/, 'the retry readmitted: the failure says so');
     // The retry readmitted vision; the compensation gave it back to running.
     assert.equal((await tier()).state, 'active');
     assert.deepEqual(await reservations(), ['b running', 'vision running']);
     await evictWhileTheLateReadmitLands('acquisition');
+  });
+
+  test("an acquisition failed at its drain with its victim's tier quiesced again meanwhile: the failure says the tier was left quiesced, not readmitted", async () => {
+    await visionServing();
+    const { node, temporal, manifestPath, env } = box;
+    const workflowId = workflowIds.acquire(node, 'ondemand');
+    // In flight at the router before the run starts, so its drain times out whatever the run's pace on a loaded host.
+    const drainHeld = routed(20_000);
+    await waitUntil('the request held at vision-local', async () => (await tier()).inFlight > 0, 10_000, 20);
+    const handle = await temporal.client.workflow.start('acquireWorkflow', {
+      workflowId,
+      taskQueue: taskQueueFor(node),
+      args: [{ serve: 'ondemand', evict: true, drainTimeoutS: 3 }],
+    });
+    await waitUntil("the acquisition's quiesce of vision-local", async () => (await tier()).state === 'quiesced', 30_000, 20);
+    // Another quiesce of the tier while the acquisition drains vision (an operator's, as an eviction's or a bring-down's would be).
+    const again = await fetch(`${box.router.url}/admin/tiers/vision-local/quiesce`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${box.routerToken}` },
+    });
+    assert.equal(again.status, 200);
+    const failed = await handle.result().then(
+      () => assert.fail(`${workflowId} completed`),
+      (err: Error) => `${err.message}: ${(err.cause as Error | undefined)?.message ?? ''}`,
+    );
+    try {
+      assert.deepEqual(await drainHeld, { status: 200, byVision: true });
+      const after = await tier();
+      console.log(`  failure: ${failed}; vision-local ${after.state}; ledger [${(await reservations()).join(', ')}]`);
+      assert.match(failed, /failed at drain vision/);
+      assert.doesNotMatch(failed, /; compensated: [^;]*readmit tier vision-local/, 'the compensation did not readmit: the failure must not say it did');
+      assert.match(
+        failed,
+        /; not undone: readmit tier vision-local \(tier vision-local was quiesced again since this run's quiesce \(.*\), or the router restarted without its state file: left quiesced\)/,
+      );
+      assert.equal(after.state, 'quiesced', 'the later quiesce is left in force');
+      assert.deepEqual(await reservations(), ['b running', 'vision running']);
+    } finally {
+      // The operator's quiesce lifted by the operator (unguarded), and the box put back for the next case.
+      const readmit = await fetch(`${box.router.url}/admin/tiers/vision-local/readmit`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${box.routerToken}` },
+      });
+      assert.equal(readmit.status, 200);
+      const down = await gpures(['serves', 'down', 'b', 'vision', '--manifest', manifestPath], env, 120_000);
+      assert.equal(down.code, 0, show(down));
+    }
   });
 
   test("a serves down cancelled mid-drain: its late readmit leaves the eviction's quiesce", async () => {

@@ -91,6 +91,10 @@ export const eviction = {
     (p.gpu ? `nvidia-smi reads ${p.gpu.uuid} (${p.gpu.usedMib} of ${p.gpu.totalMib} MiB used)` : 'no victim running (no VRAM to confirm)') +
     p.tiers.map((t) => `, tier ${t.tier} can readmit ${t.serve}`).join(''),
   quiesced: (tier: string, inFlight: number) => `tier ${tier} quiesced with ${inFlight} in flight`,
+  /** Why an acquisition's compensation did not readmit its victim's tier: the router refused over a quiesce made since. */
+  leftQuiesced: (tier: string, victim: string) =>
+    `tier ${tier} was quiesced again since this run's quiesce (an eviction or a bring-down of ${victim}, or an operator, relies on it), ` +
+    'or the router restarted without its state file: left quiesced',
   /** What a drain that timed out left behind. */
   stillInFlight: (d: Drain) =>
     `${d.routerInFlightAtEnd} in flight at the router${d.vllmRunningAtEnd !== null ? `, ${d.vllmRunningAtEnd} running in vLLM` : ''}`,

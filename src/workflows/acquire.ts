@@ -232,9 +232,14 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
     // no mark: the readmit is then unguarded, as before marks, rather than leave a running serve out
     // of rotation with nothing to bring it back.
     const quiesced: { mark?: string } = {};
-    withdrawReadmit = saga.add(`readmit tier ${tier}`, () =>
-      router.readmitIfQuiesced({ tier, ...(quiesced.mark !== undefined ? { quiesceMark: quiesced.mark } : {}) }),
-    );
+    withdrawReadmit = saga.add(`readmit tier ${tier}`, async () => {
+      const r = await router.readmitIfQuiesced({ tier, ...(quiesced.mark !== undefined ? { quiesceMark: quiesced.mark } : {}) });
+      // The saga counts a compensation that returns as done: a readmit the router refused over a
+      // quiesce made since undid nothing, and the failure must list it as not undone, saying why.
+      if (r.action === 'quiesced-since') {
+        throw ApplicationFailure.create({ type: Failure.ReadmitRefused, message: eviction.leftQuiesced(tier, victim.name), nonRetryable: true });
+      }
+    });
     const q = await whole(PATCHES.quiesceWhole, () => router.quiesceTier({ tier }));
     quiesced.mark = q.quiesceMark;
     record.inFlightAtQuiesce = q.inFlight;
