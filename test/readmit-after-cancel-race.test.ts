@@ -84,14 +84,22 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
   }
 
   /**
-   * Holds the drain of vision by `workflowId` (a request straight to vision), and the first readmit
-   * the run then makes; cancels it once `step` is done if asked (else it is to fail on its own); resolves once it has ended.
+   * A request through the router, in flight at vision-local before the run starts: the run's drain
+   * of vision waits for it whatever the run's pace on a loaded host (sent straight to vision once
+   * the run was under way, it sometimes arrived after the drain had found vision idle).
    */
-  async function endAt(workflowId: string, first: string, step: string, cancel: boolean): Promise<string> {
+  async function holdingTheDrain(): Promise<{ held: Promise<{ status: number; byVision: boolean }> }> {
+    const held = routed(20_000);
+    await waitUntil('the request held at vision-local', async () => (await tier()).inFlight > 0, 10_000, 20);
+    return { held };
+  }
+
+  /**
+   * Holds the first readmit the run `workflowId` makes, its drain held by `drainHeld`; cancels it
+   * once `step` is done if asked (else it is to fail on its own); resolves once it has ended.
+   */
+  async function endAt(workflowId: string, step: string, cancel: boolean, drainHeld: Promise<{ status: number }>): Promise<string> {
     const handle = box.temporal.client.workflow.getHandle(workflowId);
-    // Sent once the run is under way (a request in flight before it delays its plan), before its quiesce.
-    await waitUntil(`${workflowId} at ${first}`, async () => (await handle.query(progressQuery).catch(() => [])).some((s) => s.step === first), 30_000, 20);
-    const drainHeld = direct(20_000);
     await waitUntil(`${workflowId} at ${step}`, async () => (await handle.query(progressQuery).catch(() => [])).some((s) => s.step === step), 30_000, 20);
     holdFirst = true;
     proxy.held = 0;
@@ -102,7 +110,7 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
       () => assert.fail(`${workflowId} completed`),
       (err: Error) => `${err.message}: ${(err.cause as Error | undefined)?.message ?? ''}`,
     );
-    assert.equal(await drainHeld, 200);
+    assert.equal((await drainHeld).status, 200);
     return ended;
   }
 
@@ -154,12 +162,13 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
   test("an acquisition failed at its drain: its compensation's late readmit leaves the eviction's quiesce", async () => {
     await visionServing();
     const { node, temporal } = box;
+    const { held: drainHeld } = await holdingTheDrain();
     await temporal.client.workflow.start('acquireWorkflow', {
       workflowId: workflowIds.acquire(node, 'ondemand'),
       taskQueue: taskQueueFor(node),
       args: [{ serve: 'ondemand', evict: true, drainTimeoutS: 3 }],
     });
-    const failed = await endAt(workflowIds.acquire(node, 'ondemand'), 'plan', 'quiesce vision', false);
+    const failed = await endAt(workflowIds.acquire(node, 'ondemand'), 'quiesce vision', false, drainHeld);
     assert.match(failed, /failed at drain vision/);
     assert.match(failed, /; compensated: [^;]*readmit tier vision-local/, 'the retry readmitted: the failure says so');
     // The retry readmitted vision; the compensation gave it back to running.
@@ -172,9 +181,7 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
     await visionServing();
     const { node, temporal, manifestPath, env } = box;
     const workflowId = workflowIds.acquire(node, 'ondemand');
-    // In flight at the router before the run starts, so its drain times out whatever the run's pace on a loaded host.
-    const drainHeld = routed(20_000);
-    await waitUntil('the request held at vision-local', async () => (await tier()).inFlight > 0, 10_000, 20);
+    const { held: drainHeld } = await holdingTheDrain();
     const handle = await temporal.client.workflow.start('acquireWorkflow', {
       workflowId,
       taskQueue: taskQueueFor(node),
@@ -218,12 +225,13 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
   test("a serves down cancelled mid-drain: its late readmit leaves the eviction's quiesce", async () => {
     await visionServing();
     const { node, temporal } = box;
+    const { held: drainHeld } = await holdingTheDrain();
     await temporal.client.workflow.start('bringDownWorkflow', {
       workflowId: workflowIds.bringDown(node, 'vision'),
       taskQueue: taskQueueFor(node),
       args: [{ serve: 'vision' }],
     });
-    await endAt(workflowIds.bringDown(node, 'vision'), 'take', 'quiesce', true);
+    await endAt(workflowIds.bringDown(node, 'vision'), 'quiesce', true, drainHeld);
     assert.equal((await tier()).state, 'active');
     assert.deepEqual(await reservations(), ['b running', 'vision running']);
     await evictWhileTheLateReadmitLands('bring-down');
