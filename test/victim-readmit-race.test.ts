@@ -8,25 +8,14 @@
 // the router's tier state, which requests vision answered, its container, while the eviction drains.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LABEL } from '../src/domain/serve';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { progressQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
-import { docker } from './support/box';
-import type { TestServe } from './support/box';
 import { gpures, show } from './support/cli';
 import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
 import { StallingProxy } from './support/stalling-proxy';
+import { GPU, SERVES, visionProbes } from './support/vision-probes';
 import { waitUntil } from './support/wait';
-
-const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
-const SERVES: TestServe[] = [
-  { name: 'b', vram_mib: 9000 },
-  // Neither on-demand serve fits beside b and vision: each acquisition evicts vision.
-  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
-  { name: 'ondemand', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
-  { name: 'od2', vram_mib: 12000, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
-];
 
 describe("a take-over's readmit of its victims, racing an eviction of one of them", () => {
   let box: ProcessBox;
@@ -44,21 +33,7 @@ describe("a take-over's readmit of its victims, racing an eviction of one of the
     await proxy.close();
   });
 
-  const tier = async () => {
-    const res = await fetch(`${box.router.url}/admin/tiers/vision-local`, { headers: { authorization: `Bearer ${box.routerToken}` } });
-    return (await res.json()) as { state: string; inFlight: number; backend: string };
-  };
-  const routed = async (delayMs = 0) => {
-    const res = await fetch(`${box.router.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'vision', messages: [{ role: 'user', content: 'describe' }], sim_delay_ms: delayMs }),
-    });
-    await res.text();
-    return { status: res.status, byVision: res.status === 200 && res.headers.get('x-gpures-tier') === 'vision-local' };
-  };
-  const running = async (serve: string) =>
-    (await docker().listContainers({ filters: { label: [`${LABEL.node}=${box.node}`, `${LABEL.serve}=${serve}`], status: ['running'] } })).length > 0;
+  const { tier, routed, running, untilVisionStops } = visionProbes(() => box);
 
   test("an eviction that quiesced the victim's tier after the take keeps it quiesced: the take-over's readmit does not lift it", async () => {
     const { manifestPath: manifest, env, temporal, node } = box;
@@ -101,12 +76,7 @@ describe("a take-over's readmit of its victims, racing an eviction of one of the
     // The readmit reaches the router now. Until vision is stopped, the box is sampled every 200 ms:
     // the tier's state, and a request through the router.
     proxy.resume();
-    const samples: { state: string; status: number; byVision: boolean }[] = [];
-    for (let visionUp = true; visionUp; await new Promise((r) => setTimeout(r, 200))) {
-      const [t, r] = await Promise.all([tier(), routed()]);
-      visionUp = await running('vision');
-      if (visionUp) samples.push({ state: t.state, ...r });
-    }
+    const samples = await untilVisionStops();
     const downRun = await down;
     const evicted = await evicting;
     const afterEviction = await tier();
