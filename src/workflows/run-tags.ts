@@ -28,7 +28,6 @@ import type { Next, WorkflowExecuteInput, WorkflowInboundCallsInterceptor } from
 import type { Activities } from '../activities';
 import { literalMarkdown } from '../domain/markdown';
 import { runTagPairs, runTags, VICTIMS_ATTRIBUTE } from '../shared/run-tags';
-import type { RunTags } from '../shared/run-tags';
 import { PATCHES } from './patches';
 
 const local = proxyLocalActivities<Pick<Activities, 'registeredSearchAttributes'>>({
@@ -53,7 +52,7 @@ export class RunTagsInterceptor implements WorkflowInboundCallsInterceptor {
     const missing = runTagPairs(tags).filter((p) => info.typedSearchAttributes.get(p.key) === undefined);
     if (!missing.length || !patched(PATCHES.runTags)) return next(input);
     // Alongside the workflow, not before it: its handlers (queries, the ledger's updates) are set at once.
-    const tagging = CancellationScope.nonCancellable(() => tag(missing, tags));
+    const tagging = CancellationScope.nonCancellable(() => upsertRegistered(local, missing, tags.summary));
     try {
       return await next(input);
     } finally {
@@ -62,17 +61,22 @@ export class RunTagsInterceptor implements WorkflowInboundCallsInterceptor {
   }
 }
 
-async function tag(missing: ReturnType<typeof runTagPairs>, tags: RunTags): Promise<void> {
+/**
+ * Upserts those of `pairs` the namespace has registered, asked through `ask` (its answer a marker
+ * in history, so a replay upserts exactly what the run did); logs what was left out and why, and
+ * never throws: a run goes on untagged.
+ */
+async function upsertRegistered(ask: typeof local, pairs: ReturnType<typeof runTagPairs>, summary: string): Promise<void> {
   try {
-    const registered = new Set(await local.registeredSearchAttributes({ names: missing.map((p) => p.key.name) }));
-    const pairs = missing.filter((p) => registered.has(p.key.name));
-    if (pairs.length) upsertSearchAttributes(pairs);
-    if (pairs.length < missing.length) {
-      const left = missing.filter((p) => !registered.has(p.key.name)).map((p) => p.key.name);
-      log.info(`${tags.summary}: untagged by ${left.join(', ')}: not registered in this namespace (temporal operator search-attribute create)`);
+    const registered = new Set(await ask.registeredSearchAttributes({ names: pairs.map((p) => p.key.name) }));
+    const known = pairs.filter((p) => registered.has(p.key.name));
+    if (known.length) upsertSearchAttributes(known);
+    if (known.length < pairs.length) {
+      const left = pairs.filter((p) => !registered.has(p.key.name)).map((p) => p.key.name);
+      log.info(`${summary}: untagged by ${left.join(', ')}: not registered in this namespace (temporal operator search-attribute create)`);
     }
   } catch (err) {
-    log.warn(`${tags.summary}: left untagged: ${err instanceof Error ? err.message : String(err)}`);
+    log.warn(`${summary}: left untagged: ${err instanceof Error ? err.message : String(err)}`);
   }
 }
 
@@ -82,13 +86,5 @@ async function tag(missing: ReturnType<typeof runTagPairs>, tags: RunTags): Prom
  */
 export async function tagVictims(victims: string[], op: string): Promise<void> {
   if (!victims.length || !patched(PATCHES.victimsTagged)) return;
-  await CancellationScope.nonCancellable(async () => {
-    try {
-      const registered = await victimsLocal.registeredSearchAttributes({ names: [VICTIMS_ATTRIBUTE.name] });
-      if (registered.includes(VICTIMS_ATTRIBUTE.name)) upsertSearchAttributes([{ key: VICTIMS_ATTRIBUTE, value: victims }]);
-      else log.info(`${op}: victims untagged: ${VICTIMS_ATTRIBUTE.name} not registered in this namespace (temporal operator search-attribute create)`);
-    } catch (err) {
-      log.warn(`${op}: victims left untagged: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  });
+  await CancellationScope.nonCancellable(() => upsertRegistered(victimsLocal, [{ key: VICTIMS_ATTRIBUTE, value: victims }], `${op}: victims`));
 }
