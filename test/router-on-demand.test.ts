@@ -36,6 +36,12 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
   let box: OnDemandBox;
   const statuses: number[] = [];
   let openai: OpenAI;
+  // The router runs in this process: Node's warning that one response gathered too many listeners.
+  const listenerWarnings: string[] = [];
+  const onWarning = (w: Error) => {
+    if (w.name === 'MaxListenersExceededWarning') listenerWarnings.push(w.message);
+  };
+  process.on('warning', onWarning);
 
   before(async () => {
     box = await startOnDemandBox({
@@ -315,6 +321,13 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     // it ends here, not under the box's teardown.
     const acquired: unknown = await box.temporal.client.workflow.getHandle(workflowIds.acquire(box.node, 'slow')).result();
     assert.equal((acquired as { outcome?: string }).outcome, 'started');
+  });
+
+  // A request whose first attempt met the refusing backend enters the tier twice; each attempt's
+  // listeners stayed on its response until it closed.
+  test("no response of the router's gathered listeners past Node's warning, held and refused requests included", () => {
+    process.off('warning', onWarning);
+    assert.deepEqual(listenerWarnings, []);
   });
 });
 

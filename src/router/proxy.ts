@@ -129,7 +129,11 @@ function keepAlive(reply: FastifyReply, tier: RouterTier, seconds: number): { st
   return { started: () => started, stop: () => clearInterval(timer) };
 }
 
-/** Counts the request in flight until its response is finished or aborted; the release is idempotent. */
+/**
+ * Counts the request in flight until its response is finished or aborted; the release is
+ * idempotent, and takes its listeners off: a request held after a refused attempt enters again,
+ * and each attempt's listeners left on the response would add up past Node's warning.
+ */
 function enterInFlight(rt: TierRuntime, reply: FastifyReply): () => void {
   rt.inFlight++;
   rt.lastUsedAtEpochMs = Date.now();
@@ -137,6 +141,8 @@ function enterInFlight(rt: TierRuntime, reply: FastifyReply): () => void {
   const release = () => {
     if (released) return;
     released = true;
+    reply.raw.off('finish', release);
+    reply.raw.off('close', release);
     rt.inFlight--;
     rt.lastUsedAtEpochMs = Date.now();
   };
@@ -255,9 +261,16 @@ async function proxy(
   }
 }
 
+/** The 'close' listeners a held stream's response may carry: the router's 4 and pipeline's 7, with room. */
+const RELAYED_STREAM_LISTENERS = 16;
+
 /** The backend's answer into a stream whose 200 already went out: its events, or its error as an SSE error event. */
 async function relayIntoStream(upstream: IncomingMessage, reply: FastifyReply): Promise<void> {
   if (upstream.statusCode === 200) {
+    // pipeline puts 7 'close' listeners of Node's own on the response, beside the router's 4 (the
+    // in-flight count, the metrics, the body budget, the client's going): past Node's default of 10
+    // it warns of a leak that is not one. Each is per response and goes with it.
+    reply.raw.setMaxListeners(RELAYED_STREAM_LISTENERS);
     // pipeline, not pipe: a backend that dies mid-stream never emits 'end', and pipe would leave
     // the client's stream open and the request in flight for good (no drain, no idle lease, ends).
     await pipeline(upstream, reply.raw).catch((err: unknown) => reply.raw.destroy(err instanceof Error ? err : undefined));
@@ -308,6 +321,8 @@ function forward(url: string, payload: string, req: FastifyRequest, reply: Fasti
     upstreamReq.once('error', (err) => {
       if (!settled) {
         settled = true;
+        // No response to abort: a refused attempt's listener would stay on the reply for good.
+        reply.raw.off('close', onClientGone);
         reject(err);
       }
     });
