@@ -8,7 +8,12 @@
 //          readmit lets the tier back. request → first byte, against the physical work in the
 //          acquire workflow's history (drainServe + stopServeContainer + startServeContainer +
 //          waitHealthy, ActivityTaskScheduled → Completed), as a ratio; then
-//          `serves down big --restore` for the next run.
+//          `serves down big --restore` for the next run. And where that first byte went, along
+//          the one path the request waits on (bench/on-demand-loop.ts), medians per share: the
+//          router's marks (held, POST) by this process's clock, the acquire run's history from
+//          its start to its last step's (the guarded readmit's) start by the server's (each
+//          interval charged to what ends it, as bench/bring-up.ts prints), then the router's
+//          again: the tier active, the held request released, its first byte back.
 //   warm   with big up, K sequential requests through the router against the same requests
 //          straight to the backend: the median difference is what the router (its token and queue checks
 //          included) adds when the serve is up.
@@ -23,6 +28,11 @@ import { serveBaseUrl } from '../src/domain/serve';
 import { workflowIds } from '../src/shared/messages';
 import type { TestServe } from '../test/support/box';
 import { startOnDemandBox } from '../test/support/on-demand-box';
+import { fetchHistoryJson } from '../src/audit/export';
+import { medianShares } from './history-time';
+import type { TimeShare } from './history-time';
+import { loopShares } from './on-demand-loop';
+import type { Marks } from './on-demand-loop';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -56,6 +66,12 @@ async function physicalMs(client: Client, workflowId: string): Promise<number> {
 
 /** Milliseconds from sending the request to the response's first body byte; `token` for the router's on-demand preset. */
 async function firstByteMs(url: string, model: string, token?: string): Promise<number> {
+  return (await firstByte(url, model, token)).ms;
+}
+
+/** The same, with the epoch times of the send and of the first byte (the router's marks and history's clock). */
+async function firstByte(url: string, model: string, token?: string): Promise<{ ms: number; sentEpochMs: number; firstByteEpochMs: number }> {
+  const sentEpochMs = Date.now();
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
@@ -65,9 +81,10 @@ async function firstByteMs(url: string, model: string, token?: string): Promise<
   const reader = res.body?.getReader();
   await reader?.read();
   const ms = performance.now() - t0;
+  const firstByteEpochMs = Date.now();
   await reader?.cancel();
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
-  return ms;
+  return { ms, sentEpochMs, firstByteEpochMs };
 }
 
 async function main(): Promise<void> {
@@ -79,12 +96,17 @@ async function main(): Promise<void> {
   const warm = Number(values.warm);
   if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(warm) || warm < 1) throw new Error('--runs and --warm must be positive integers');
 
+  // The router's marks of the cold run under way, big-local's only (a restore readmits vision-local).
+  let marks: Marks = {};
   const box = await startOnDemandBox({
     prefix: 'bench-od',
     gpu: GPU,
     serves: SERVES,
     onDemand: [{ tier: 'big-local', serve: 'big', evict: true }],
     pollIntervalMs,
+    onDemandMarks: (tier, mark) => {
+      if (tier === 'big-local') marks[mark] ??= Date.now();
+    },
   });
   const client = box.temporal.client;
   try {
@@ -92,10 +114,13 @@ async function main(): Promise<void> {
       const o = await serveUp(client, box.node, s);
       if (!o.ok) throw new Error(`serves up ${s}: ${o.message}`);
     }
-    const cold: { ttfbMs: number; physicalMs: number }[] = [];
+    const cold: { ttfbMs: number; physicalMs: number; loop: TimeShare[] }[] = [];
     for (let i = 0; i < runs; i++) {
-      const ttfbMs = await firstByteMs(box.router.url, 'big', box.clientToken);
-      cold.push({ ttfbMs, physicalMs: await physicalMs(client, workflowIds.acquire(box.node, 'big')) });
+      marks = {};
+      const fb = await firstByte(box.router.url, 'big', box.clientToken);
+      const acquire = workflowIds.acquire(box.node, 'big');
+      const loop = loopShares(await fetchHistoryJson(client, acquire), marks, fb.sentEpochMs, fb.firstByteEpochMs);
+      cold.push({ ttfbMs: fb.ms, physicalMs: await physicalMs(client, acquire), loop });
       if (i < runs - 1) {
         const down = await serveDown(client, box.node, 'big', { restore: true });
         if (!down.ok) throw new Error(`serves down big --restore: ${down.message}`);
@@ -122,6 +147,16 @@ async function main(): Promise<void> {
     const mt = median(cold.map((c) => c.ttfbMs));
     const mp = median(cold.map((c) => c.physicalMs));
     process.stdout.write(`  median first byte ${mt.toFixed(0)} ms, physical ${mp.toFixed(0)} ms, ratio ${(mt / mp).toFixed(2)}\n`);
+    const { shares, otherShapes } = medianShares(cold.map((c) => c.loop));
+    const shaped = otherShapes ? ` (${otherShapes} of ${runs} runs had other steps: their shares are mixed in)` : '';
+    process.stdout.write(`  where the first byte went, request to first byte along its path (medians per share)${shaped}:\n`);
+    for (const s of shares) process.stdout.write(`    ${s.label.padEnd(60)} ${s.ms.toFixed(0).padStart(6)} ms\n`);
+    process.stdout.write(
+      `    ${'sum of the medians'.padEnd(60)} ${shares
+        .reduce((n, s) => n + s.ms, 0)
+        .toFixed(0)
+        .padStart(6)} ms\n`,
+    );
     const md = median(direct);
     const mr = median(routed);
     process.stdout.write(`warm: median first byte direct ${md.toFixed(2)} ms, through the router ${mr.toFixed(2)} ms, added ${(mr - md).toFixed(2)} ms\n`);

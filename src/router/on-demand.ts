@@ -81,12 +81,21 @@ interface TierDemand {
   cooldown?: { untilEpochMs: number; refusal: Refusal };
 }
 
+/**
+ * The moments of an on-demand request's closed loop in the router: held in the queue, the tier
+ * quiesced by the router for the guard, the acquisition POSTed and its 202 back, the tier active
+ * (the acquisition's guarded readmit), the held requests released onto it.
+ */
+export type OnDemandMark = 'held' | 'quiesced' | 'posted' | 'accepted' | 'active' | 'released';
+
 export interface OnDemandOptions {
   probeTimeoutMs: number;
   /** Between two GETs of a running acquisition. Default 500 ms. */
   pollMs?: number;
   /** The request bytes all on-demand queues together may hold. Default DEFAULT_HELD_BYTES. */
   heldBytesLimit?: number;
+  /** Told each mark as it passes, with its tier: bench/router-on-demand.ts times the loop by them. */
+  marks?: (tier: string, mark: OnDemandMark) => void;
 }
 
 /**
@@ -169,8 +178,15 @@ export class OnDemand {
     this.pollMs = opts.pollMs ?? 500;
     this.heldBytesLimit = opts.heldBytesLimit ?? DEFAULT_HELD_BYTES;
     table.onModeChange((name, mode) => {
-      if (mode === 'active') this.tiers.get(name)?.acquisition?.wake();
+      const a = mode === 'active' ? this.tiers.get(name)?.acquisition : undefined;
+      if (!a) return;
+      this.mark(name, 'active');
+      a.wake();
     });
+  }
+
+  private mark(tier: string, mark: OnDemandMark): void {
+    this.opts.marks?.(tier, mark);
   }
 
   private get config(): RouterConfig {
@@ -287,6 +303,7 @@ export class OnDemand {
       reply.raw.once('close', onGone);
       d.queue.add(waiter);
       this.heldBytes += bytes;
+      this.mark(tier.name, 'held');
       if (!d.acquisition) void this.run(tier, d);
     });
   }
@@ -347,6 +364,7 @@ export class OnDemand {
       }
     }
     d.acquisition = undefined;
+    if (!refusal) this.mark(tier.name, 'released');
     const outcome: HoldOutcome = refusal ? { ok: false, refusal } : { ok: true };
     for (const w of [...d.queue]) w.settle(outcome);
   }
@@ -423,10 +441,13 @@ export class OnDemand {
     if (mode() === 'active') {
       await this.changes.run(() => this.table.setMode(tier.name, 'quiesced'));
       a.ownQuiesce = this.table.runtimeOf(tier.name).quiesces;
+      this.mark(tier.name, 'quiesced');
     }
     a.quiescesAtPost = this.table.runtimeOf(tier.name).quiesces;
     try {
+      this.mark(tier.name, 'posted');
       a.workflowId = await api.acquire(policy.serve, policy.evict);
+      this.mark(tier.name, 'accepted');
     } catch (err) {
       if (!(err instanceof AcquisitionApiError)) throw err;
       return this.refusal(tier, d, 'acquisition_unavailable', `tier '${tier.name}' needs serve '${policy.serve}', but ${err.message}`);

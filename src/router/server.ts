@@ -21,6 +21,7 @@ import { ConfigLoadError, loadConfig } from './config-file';
 import { RouterMetrics } from './metrics';
 import { Mutex } from './mutex';
 import { OnDemand } from './on-demand';
+import type { OnDemandOptions } from './on-demand';
 import { onDemandUnmet } from './on-demand-config';
 import type { OnDemandMeans } from './on-demand-config';
 import { BodyBudget, BodyBudgetExceeded, budgetBodies, DEFAULT_BODY_BUDGET_BYTES, refuseOverBudget } from './body-budget';
@@ -77,6 +78,8 @@ export interface RouterOptions {
   acquisitionPollMs?: number;
   /** The request bytes all on-demand queues together may hold (on-demand.ts DEFAULT_HELD_BYTES, 256 MiB). */
   heldBytesLimit?: number;
+  /** Told each moment of an on-demand request's loop (on-demand.ts OnDemandMark): a benchmark's clock. */
+  onDemandMarks?: OnDemandOptions['marks'];
   /** /metrics carries prom-client's process_* and nodejs_* metrics too: for the router's own process (main.ts). */
   processMetrics?: boolean;
 }
@@ -221,6 +224,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     probeTimeoutMs,
     ...(opts.acquisitionPollMs ? { pollMs: opts.acquisitionPollMs } : {}),
     ...(opts.heldBytesLimit !== undefined ? { heldBytesLimit: opts.heldBytesLimit } : {}),
+    ...(opts.onDemandMarks ? { marks: opts.onDemandMarks } : {}),
   });
 
   const app: FastifyInstance = boundedFastify(

@@ -15,6 +15,7 @@ import { HttpRouterAdmin } from '../../src/adapters/router-admin/http';
 import { buildApi } from '../../src/client/api';
 import type { Manifest } from '../../src/domain/types';
 import { startRouter } from '../../src/router/server';
+import type { RouterOptions } from '../../src/router/server';
 import { FAKE_NVIDIA_SMI, routerConfigFor } from '../../src/sim/box';
 import type { FakeNvidiaSmiState } from '../../src/sim/fake-nvidia-smi';
 import { SimRuntime } from '../../src/sim/runtime';
@@ -54,6 +55,8 @@ export interface OnDemandBoxOptions {
   routerProcess?: boolean;
   /** Workflow interceptor modules of the test's, bundled into its worker (test/support/worker.ts). */
   workflowInterceptorModules?: string[];
+  /** The in-process router's on-demand marks (RouterOptions.onDemandMarks): bench/router-on-demand.ts's clock. */
+  onDemandMarks?: RouterOptions['onDemandMarks'];
 }
 
 /** The router the box runs: in this process (startRouter) or its own (main.js). */
@@ -143,6 +146,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
         clientToken,
         acquisitionPollMs: 200,
         ...(o.heldBytesLimit !== undefined ? { heldBytesLimit: o.heldBytesLimit } : {}),
+        ...(o.onDemandMarks ? { onDemandMarks: o.onDemandMarks } : {}),
       });
   const admin = new HttpRouterAdmin({ baseUrl: router.url, token: routerToken });
 
