@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
-import { NvidiaSmi } from '../../src/adapters/gpu/nvidia-smi';
+import { NvidiaSmiStream } from '../../src/adapters/gpu/nvidia-smi-stream';
+import { DEFAULT_NVIDIA_SMI_LOOP_MS } from '../../src/config/env';
 import { HttpRouterAdmin } from '../../src/adapters/router-admin/http';
 import { buildApi } from '../../src/client/api';
 import type { Manifest } from '../../src/domain/types';
@@ -109,7 +110,8 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
   };
   const smiStatePath = join(dir, 'nvidia-smi.json');
   writeFileSync(smiStatePath, JSON.stringify(smiState));
-  const gpu = new NvidiaSmi({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: smiStatePath } });
+  // As an installed worker reads it (GPURES_NVIDIA_SMI_LOOP_MS): one -lms stream, not a process a reading.
+  const gpu = new NvidiaSmiStream({ binary: FAKE_NVIDIA_SMI, env: { FAKE_NVIDIA_SMI_STATE: smiStatePath }, intervalMs: DEFAULT_NVIDIA_SMI_LOOP_MS });
 
   const temporal = await testTemporal();
   const apiToken = `api-token-${randomUUID()}`;
@@ -163,6 +165,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
       ...(o.workflowInterceptorModules ? { workflowInterceptorModules: o.workflowInterceptorModules } : {}),
     });
   } catch (err) {
+    gpu.close();
     await router.close();
     await api.close();
     throw err;
@@ -194,6 +197,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
       await router.close();
       await api.close();
       await w.stop();
+      gpu.close();
       for (const c of await runtime.list({})) await runtime.remove(c.name);
       await temporal.close();
     },
