@@ -23,6 +23,7 @@ import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
 import { parseExposition, valueOf } from './support/prom-text';
 import { rawConnection, trickle } from './support/raw-http';
+import { StallingProxy } from './support/stalling-proxy';
 import { sleep, waitUntil } from './support/wait';
 
 // dist/test/router.test.js -> repo root
@@ -915,6 +916,48 @@ describe("a tier's last acquisition time across a router restart", () => {
     } finally {
       await restarted?.close();
       await stopOnDemandRouter({ ...(firstRouter ? { router: firstRouter } : {}), backend, api, dir });
+    }
+  });
+});
+
+describe('a held request and the status GET in flight at the readmit', () => {
+  test("the tier readmitted while the router's GET of the acquisition is unanswered: the held request goes on then, not once the GET is answered", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-router-release-'));
+    const backend = await new FakeVllm('chat').start();
+    const api = await fakeAcquisitionApi('chat', { code: 200, body: { workflow_id: 'acquire/n/chat', status: 'running', step: { step: 'start' } } });
+    // Between the router and the API: holds the status GETs while stalled (a describe and a query of a busy run).
+    const proxy = new StallingProxy((method) => method === 'GET');
+    writeFileSync(join(dir, 'router.toml'), onDemandToml('chat', backend.url));
+    const router = await startRouter(onDemandRouterOptions(dir, await proxy.start(api.url)));
+    const admin = new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 5000 });
+    try {
+      await admin.quiesce('chat-local');
+      proxy.stall();
+      const order: string[] = [];
+      const held = fetch(`${router.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_TOKEN}` },
+        body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] }),
+      }).then((r) => {
+        order.push('request answered');
+        return r;
+      });
+      await waitUntil('the router GETs the acquisition (held by the proxy)', () => proxy.held >= 1);
+      // What the acquisition's last step does: the guarded readmit, which passes (healthy, 'chat').
+      assert.equal((await admin.readmit('chat-local')).ok, true);
+      // Bounded, so the fault shows as the order below rather than a hung test.
+      await Promise.race([held, sleep(5000)]);
+      order.push('status GET answered');
+      proxy.resume();
+      const res = await held;
+      assert.equal(res.status, 200);
+      assert.deepEqual(order, ['request answered', 'status GET answered'], `order: ${order.join(' -> ')}`);
+    } finally {
+      await router.close();
+      await proxy.close();
+      await backend.close();
+      await new Promise<void>((resolve) => api.server.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -457,9 +457,17 @@ export class OnDemand {
       if (mode() === 'active') return undefined;
       // Followed to its end even when every waiter has gone (timed out, disconnected): a failure
       // must still start the cooldown and give back a tier this router quiesced for it.
+      // The GET (a describe and a query of the run) can take longer than the readmit that makes it
+      // moot: the held requests go on as soon as the tier is active, not once the GET is answered.
+      const asked = api.status(a.workflowId);
+      const answered = asked.then(
+        () => false,
+        () => false,
+      );
+      if ((await Promise.race([a.readmitted.then(() => true), answered])) && mode() === 'active') return undefined;
       let st;
       try {
-        st = await api.status(a.workflowId);
+        st = await asked;
       } catch (err) {
         if (!(err instanceof AcquisitionApiError)) throw err;
         // A blip of the API is not the acquisition's failure. One that says it never will answer
