@@ -96,7 +96,9 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
    */
   async function evictWhileTheLateReadmitLands(label: string) {
     const { manifestPath: manifest, env, temporal, node } = box;
-    const drainHeld = direct(8000);
+    // Long enough to outlast the CLI's start on a loaded host: at 8 s the drain sometimes found
+    // vision idle already, and stopped it before anything was sampled.
+    const drainHeld = direct(20_000);
     const evicting = gpures(['serves', 'up', 'od2', '--evict', '--manifest', manifest], env, 120_000);
     const od2 = temporal.client.workflow.getHandle(workflowIds.acquire(node, 'od2'));
     await waitUntil(

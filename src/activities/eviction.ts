@@ -128,7 +128,10 @@ export function createEvictionActivities(deps: EvictionDeps) {
       const r = deps.router;
       const state = await permanentAsFailure(() => r.tierState(input.tier));
       if (state.state === 'active') return { action: 'already-active' };
-      const mark = input.quiesceMark;
+      // Without a mark of its own (a bring-up's readmit, which quiesced nothing), the mark seen now:
+      // this attempt, should it reach the router late (its call timed out and a retry readmitted),
+      // lifts only the quiesce it saw, never an eviction's made since.
+      const mark = input.quiesceMark ?? state.quiesceMark;
       if (mark !== undefined && state.quiesceMark !== mark) return { action: 'quiesced-since' };
       const outcome = await permanentAsFailure(() => r.readmit(input.tier, mark));
       if (!outcome.ok && outcome.reason === 'quiesced_since') return { action: 'quiesced-since' };

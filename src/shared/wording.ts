@@ -79,7 +79,9 @@ export const start = {
       ? `router readmitted tier ${tier}: health and identity passed (observed '${r.observedModel ?? '?'}')`
       : r.action === 'already-active'
         ? `tier ${tier} already in rotation`
-        : 'no router configured on this worker',
+        : r.action === 'quiesced-since'
+          ? `tier ${tier} quiesced again before the readmit reached the router (an eviction or bring-down of the serve): left quiesced`
+          : 'no router configured on this worker',
   notMeasured: (serve: string, why: string) => `${serve}'s VRAM not measured (nvidia-smi: ${why}); it runs on its declared reservation`,
   running: 'reservation marked running',
 };
