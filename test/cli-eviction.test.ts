@@ -8,7 +8,6 @@ import type { StopResult } from '../src/shared/contracts';
 import type { DrainResult } from '../src/shared/contracts';
 import { containerName } from '../src/domain/serve';
 import { workflowIds } from '../src/shared/messages';
-import type { RunningRouter } from '../src/router/server';
 import { docker, routedChat } from './support/box';
 import type { TestServe } from './support/box';
 import { gpures, show, startWorkerProcess } from './support/cli';
@@ -30,7 +29,7 @@ const header = (committed: number, free: number) => `gpu_role 'dark-fast': capac
 describe('gpures serves up --evict and serves down --restore, as processes on Docker', () => {
   let box: ProcessBox;
   let temporal: TestTemporal;
-  let router: RunningRouter;
+  let router: ProcessBox['router'];
   let node: string;
   let manifest: string;
   let env: Record<string, string>;

@@ -4,7 +4,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LeaseView } from '../src/domain/lease';
-import type { RunningRouter } from '../src/router/server';
 import { routedChat } from './support/box';
 import type { TestServe } from './support/box';
 import { gpures, show } from './support/cli';
@@ -22,7 +21,7 @@ const SERVES: TestServe[] = [
 
 describe('a lease across a worker kill -9, as processes on Docker', () => {
   let box: ProcessBox;
-  let router: RunningRouter;
+  let router: ProcessBox['router'];
   let manifest: string;
   let env: Record<string, string>;
 

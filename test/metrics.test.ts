@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../src/client/api';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
-import type { RunningRouter } from '../src/router/server';
 import { routedChat } from './support/box';
 import type { TestServe } from './support/box';
 import { gpures, show } from './support/cli';
@@ -45,7 +44,7 @@ interface LedgerJson {
 describe('/metrics of the worker, the router and the acquisition API during an eviction', () => {
   let box: ProcessBox;
   let temporal: TestTemporal;
-  let router: RunningRouter;
+  let router: ProcessBox['router'];
   let api: FastifyInstance;
   let apiUrl: string;
   let workerMetrics: string;

@@ -42,7 +42,31 @@ describe('[tiers.on_demand]', () => {
     const r = parseRouterConfig(tierWith('serve = "chat-large"'), CFG);
     assert.ok(r.ok);
     assert.equal(r.config.retryAfterS, ROUTER_BOUNDS.retryAfterS.default);
-    assert.deepEqual(r.config.tiers[0]?.onDemand, { serve: 'chat-large', evict: false, queueSize: 512, waitTimeoutS: 300, keepaliveS: 15 });
+    assert.deepEqual(r.config.tiers[0]?.onDemand, {
+      serve: 'chat-large',
+      evict: false,
+      queueSize: 512,
+      waitTimeoutS: 300,
+      keepaliveS: 15,
+      abandonAfterS: 5,
+    });
+  });
+
+  test('abandon_after_s: 0 (never) to 600 s, whole seconds; anything else names the file and field', () => {
+    for (const v of [0, 1, 600]) {
+      const r = parseRouterConfig(tierWith(`serve = "x"\nabandon_after_s = ${v}`), CFG);
+      assert.ok(r.ok, `abandon_after_s = ${v}`);
+      assert.equal(r.config.tiers[0]?.onDemand?.abandonAfterS, v);
+    }
+    assert.deepEqual(errors(tierWith('serve = "x"\nabandon_after_s = 601')), [
+      "router.toml: tier 'big-local' (tiers[0].on_demand.abandon_after_s): must be a whole number of seconds in 0..600 (got 601)",
+    ]);
+    assert.deepEqual(errors(tierWith('serve = "x"\nabandon_after_s = -1')), [
+      "router.toml: tier 'big-local' (tiers[0].on_demand.abandon_after_s): must be a whole number of seconds in 0..600 (got -1)",
+    ]);
+    assert.deepEqual(errors(tierWith('serve = "x"\nabandon_after_s = 2.5')), [
+      "router.toml: tier 'big-local' (tiers[0].on_demand.abandon_after_s): must be a whole number of seconds in 0..600 (got 2.5)",
+    ]);
   });
 
   test('every number is bounded, and the error names the file, the field and the bound', () => {

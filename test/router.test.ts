@@ -2147,6 +2147,7 @@ describe('checkRouterAgainstManifest (the load-time rule of seed T013, finding 2
       queueSize: 64,
       waitTimeoutS: 300,
       keepaliveS: 15,
+      abandonAfterS: 5,
     });
     assert.deepEqual(
       config.presets.map((p) => [p.name, p.tier]),

@@ -1,8 +1,8 @@
 // The HTTP API the router calls to acquire an on-demand serve. It starts (or joins) the same
 // acquire workflow the CLI starts; the token is checked before anything reaches Temporal.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Client } from '@temporalio/client';
-import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/client';
+import { ApplicationFailure, WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
@@ -11,7 +11,7 @@ import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest, ServeSpec } from '../domain/types';
 import type { LeaseRequest } from '../shared/operations';
-import { joinLeaseSignal, leaseQuery, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
+import { abandonUpdate, joinedSignal, joinLeaseSignal, leaseQuery, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
 import { foundRunning, leaseExpiring } from '../shared/wording';
@@ -61,6 +61,14 @@ export const API_MAX_CONNECTIONS = 128;
 const CLOSING_RETRY_AFTER_S = 5;
 /** Retry-After of a join refused past JOIN_SIGNALS_PER_RUN: an acquisition takes seconds to minutes. */
 const JOIN_FULL_RETRY_AFTER_S = 10;
+
+/**
+ * How long an abandon waits for the run's answer: the run decides in its next workflow task, at
+ * once unless it is still admitting (it answers once it has). The node's worker answers it.
+ */
+const ABANDON_ANSWER_MS = 10_000;
+
+const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** Routes anyone on the network path may ask, without the token: they tell nothing secret and change nothing. */
 const OPEN_ROUTES = new Set(['/healthz', '/metrics']);
@@ -287,6 +295,8 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
 
   const joins = new JoinTerms();
+  /** The run each acquisition id was last told an operator joined (one id per serve of the manifest). */
+  const toldJoined = new Map<string, string>();
   app.post('/v1/acquisitions', async (req, reply) => {
     const parsed = AcquisitionBody.safeParse(req.body);
     if (!parsed.success) {
@@ -306,11 +316,25 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
         workflowType: 'acquireWorkflow',
         workflowId,
         node: manifest.node,
-        input: { serve: body.serve, evict: body.evict, force: body.force, drainTimeoutS: body.drain_timeout_s, ...(lease ? { lease } : {}) },
+        // Only the router's says who: its runs are the ones it may abandon, and a worker older than
+        // the field refuses it (README), so an operator's POST stays startable on one.
+        input: {
+          serve: body.serve,
+          evict: body.evict,
+          force: body.force,
+          drainTimeoutS: body.drain_timeout_s,
+          ...(lease ? { lease } : {}),
+          ...(body.trigger === 'router' ? { trigger: 'router' as const } : {}),
+        },
         summary: `serves up ${body.serve}${body.evict ? ' --evict' : ''} (${via}) on ${manifest.node}`,
         onConflict: 'join',
         // Joined, the run keeps the first POST's input: the lease asked goes to it as well (docs/acquisition-api.md).
-        ...(lease && signalled ? { joinSignal: { signal: joinLeaseSignal, args: [lease] } } : {}),
+        // The caller is named: a run the router started goes on for an operator who joined it.
+        ...(lease && signalled
+          ? { joinSignal: { signal: joinLeaseSignal, args: [lease, body.trigger] } }
+          : body.trigger === 'operator' && signalled
+            ? { joinSignal: { signal: joinedSignal, args: ['operator'] } }
+            : {}),
       });
     const accepted = (runId: string) =>
       reply
@@ -350,6 +374,15 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
           });
       }
     }
+    // An operator's POST without terms tells the run it waits too (joinedSignal), once per run from
+    // this API: a flood of POSTs is not a flood of events in its history.
+    if (!lease && body.trigger === 'operator') {
+      const told = toldJoined.get(workflowId);
+      if (told !== undefined && (await start(false)).firstExecutionRunId === told) return accepted(told);
+      const h = await start(true);
+      toldJoined.set(workflowId, h.firstExecutionRunId);
+      return accepted(h.firstExecutionRunId);
+    }
     const sentAtMs = Date.now();
     if (lease) joins.begin(workflowId);
     let handle: Awaited<ReturnType<typeof start>>;
@@ -365,13 +398,40 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
     return accepted(handle.firstExecutionRunId);
   });
 
+  /** The serve of this node's acquisition `workflowId`, or undefined (answered 404): another node's answers as one never started, existing or not. */
+  const ownServe = (workflowId: string): string | undefined => {
+    const serve = workflowId.startsWith(`acquire/${manifest.node}/`) ? workflowId.slice(`acquire/${manifest.node}/`.length) : '';
+    return serve && !serve.includes('/') ? serve : undefined;
+  };
+  const notOurs = (reply: FastifyReply, workflowId: string) =>
+    reply.code(404).send({ error: { type: 'not_found', message: `${workflowId} is not an acquisition of node '${manifest.node}'` } });
+
+  // The router's held requests for the serve have all gone: the run decides whether to abandon itself (an Update, recorded in its history).
+  app.post<{ Params: { id: string } }>('/v1/acquisitions/:id/abandon', async (req, reply) => {
+    const workflowId = req.params.id;
+    if (!ownServe(workflowId)) return notOurs(reply, workflowId);
+    try {
+      const d = await client.workflow.getHandle(workflowId).describe();
+      if (d.status.name !== 'RUNNING') {
+        return { workflow_id: workflowId, run_id: d.runId, abandoned: false, why: `the acquisition has already ended (${d.status.name.toLowerCase()})` };
+      }
+      const run = client.workflow.getHandle(workflowId, d.runId);
+      const answer = await client.withDeadline(Date.now() + ABANDON_ANSWER_MS, () => run.executeUpdate(abandonUpdate, { args: [{ by: 'router' }] }));
+      return { workflow_id: workflowId, run_id: d.runId, ...answer };
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return reply.code(404).send({ error: { type: 'not_found', message: `no acquisition ${workflowId}` } });
+      // Closed between the describe and the Update: nothing left to abandon.
+      if (err instanceof WorkflowUpdateFailedError || err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
+        return reply.code(409).send({ error: { type: 'not_abandoned', message: `${workflowId} did not answer the abandon: ${errorText(err)}` } });
+      }
+      throw err;
+    }
+  });
+
   app.get<{ Params: { id: string } }>('/v1/acquisitions/:id', async (req, reply) => {
     const workflowId = req.params.id;
-    // This node's only: another node's acquisition answers as one never started, existing or not.
-    const serve = workflowId.startsWith(`acquire/${manifest.node}/`) ? workflowId.slice(`acquire/${manifest.node}/`.length) : '';
-    if (!serve || serve.includes('/')) {
-      return reply.code(404).send({ error: { type: 'not_found', message: `${workflowId} is not an acquisition of node '${manifest.node}'` } });
-    }
+    const serve = ownServe(workflowId);
+    if (!serve) return notOurs(reply, workflowId);
     const handle = client.workflow.getHandle(workflowId);
     try {
       const d = await handle.describe();

@@ -4,7 +4,7 @@ import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../domain/ledger';
 import { formatDuration } from '../domain/lease';
 import type { Manifest } from '../domain/types';
-import { joinLeaseSignal, progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
+import { joinedSignal, joinLeaseSignal, progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { cancellationOf } from './cancellation';
 import type { CancellationRecord } from './cancellation';
@@ -99,7 +99,8 @@ export function serveAcquire(client: Client, node: string, input: AcquireInput, 
   const lease = input.lease?.kind === 'fixed' ? ` --lease ${formatDuration(input.lease.seconds * 1000)}` : input.lease ? ' (idle lease)' : '';
   const summary = `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}${lease}`;
   // Joined, the run keeps the first caller's input: the lease asked goes to it as well.
-  const joinSignal = input.lease ? { signal: joinLeaseSignal, args: [input.lease] } : undefined;
+  // Named as the CLI either way: a run the router started goes on for the operator who joined it.
+  const joinSignal = input.lease ? { signal: joinLeaseSignal, args: [input.lease, 'cli'] } : { signal: joinedSignal, args: ['cli'] };
   const op = {
     workflowType: 'acquireWorkflow',
     workflowId: workflowIds.acquire(node, input.serve),

@@ -14,7 +14,7 @@
 //   model_identity = true           # default false
 //   [tiers.on_demand]               # optional: a request finding the serve down acquires it
 //   serve = "vision"                # the manifest serve behind the tier
-//   evict = false                   # and queue_size, wait_timeout_s, keepalive_s (router-model.ts)
+//   evict = false                   # and queue_size, wait_timeout_s, keepalive_s, abandon_after_s (router-model.ts)
 //   [[presets]]                     # what clients send as `model`
 //   name = "vision"
 //   tier = "vision-local"
@@ -56,6 +56,7 @@ const onDemandShape = {
   queue_size: bounded(ROUTER_BOUNDS.queueSize).optional(),
   wait_timeout_s: bounded(ROUTER_BOUNDS.waitTimeoutS).optional(),
   keepalive_s: bounded(ROUTER_BOUNDS.keepaliveS).optional(),
+  abandon_after_s: bounded(ROUTER_BOUNDS.abandonAfterS).optional(),
 };
 
 const tierShape = {
@@ -119,6 +120,7 @@ export function parseRouterConfig(text: string, file: string): RouterConfigResul
             queueSize: t.on_demand.queue_size ?? ROUTER_BOUNDS.queueSize.default,
             waitTimeoutS: t.on_demand.wait_timeout_s ?? ROUTER_BOUNDS.waitTimeoutS.default,
             keepaliveS: t.on_demand.keepalive_s ?? ROUTER_BOUNDS.keepaliveS.default,
+            abandonAfterS: t.on_demand.abandon_after_s ?? ROUTER_BOUNDS.abandonAfterS.default,
           },
         }
       : {}),

@@ -31,6 +31,11 @@ export interface OnDemandPolicy {
   waitTimeoutS: number;
   /** Seconds between SSE comment lines sent to a held streaming request. */
   keepaliveS: number;
+  /**
+   * How long the router's acquisition may run with nobody held for it before the router asks the
+   * API to abandon it (the run decides: only before any victim is stopped); 0: never.
+   */
+  abandonAfterS: number;
 }
 
 export interface RouterPreset {
@@ -73,12 +78,17 @@ export const PRESET_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/-]*$/;
  * - wait_timeout_s 300 (1..3600): OpenAI clients give up after 600 s by default; 300 s leaves the
  *   other half for the answer itself, and a client with a longer timeout may raise it.
  * - keepalive_s 15 (1..60): below the 60 s idle timeouts of common proxies (nginx, ELB).
+ * - abandon_after_s 5 (0..600, 0 never): a client that disconnected and retries (openai-node's
+ *   own retries, a user pressing again) is back within a few seconds and finds the acquisition
+ *   still under way; past that, nobody is coming, and every second of drain spent for nobody
+ *   brings the victim's stop (its prompt cache lost) closer. 600: a tier's longest sensible wait.
  */
 export const ROUTER_BOUNDS = {
   retryAfterS: { min: 1, max: 60, default: 10, unit: 'seconds' },
   queueSize: { min: 1, max: 4096, default: 512, unit: 'requests' },
   waitTimeoutS: { min: 1, max: 3600, default: 300, unit: 'seconds' },
   keepaliveS: { min: 1, max: 60, default: 15, unit: 'seconds' },
+  abandonAfterS: { min: 0, max: 600, default: 5, unit: 'seconds' },
 } as const;
 
 /** What OpenAI clients wait for an answer by default (openai-node, openai-python: 10 minutes). */

@@ -94,6 +94,21 @@ export class AcquisitionApi {
     return body.workflow_id;
   }
 
+  /**
+   * Asks the run to abandon itself (POST …/abandon): the run's own answer, abandoned or why not.
+   * An acquisition that had ended answers not abandoned.
+   */
+  async abandon(workflowId: string): Promise<{ abandoned: true; at?: string } | { abandoned: false; why: string }> {
+    const body = await this.call<{ abandoned?: unknown; at?: unknown; why?: unknown }>(
+      'POST',
+      `/v1/acquisitions/${encodeURIComponent(workflowId)}/abandon`,
+      {},
+      200,
+    );
+    if (body.abandoned === true) return { abandoned: true, ...(typeof body.at === 'string' ? { at: body.at } : {}) };
+    return { abandoned: false, why: typeof body.why === 'string' ? body.why : 'the API gave no reason' };
+  }
+
   async status(workflowId: string): Promise<AcquisitionStatus> {
     const body = await this.call<
       {

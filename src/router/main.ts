@@ -84,6 +84,7 @@ async function main(): Promise<void> {
       adminToken: env.adminToken,
       requireAcquisitionApi: true,
       processMetrics: true,
+      log: (line) => process.stderr.write(`gpures-router: ${line}\n`),
       ...http.bounds,
       ...(env.acquisitions ? { acquisitions: env.acquisitions } : {}),
       ...(env.clientToken ? { clientToken: env.clientToken } : {}),

@@ -4,6 +4,7 @@
 // the tier back. One acquisition per tier at a time, however many requests wait (the API joins a
 // running one too: one workflow id). See docs/on-demand.md.
 import type { FastifyReply } from 'fastify';
+import { findTier } from '../config/router-model';
 import type { RouterConfig, RouterTier } from '../config/router-model';
 import type { TierMode } from '../shared/contracts';
 import { AcquisitionApiError } from './acquisitions';
@@ -68,15 +69,35 @@ interface Acquisition {
    * so what the admin state and a wait_timeout say follows the answers, not when they are asked.
    */
   goingDown?: string;
+  /** Since when nobody has been held for it (undefined while someone is): abandon_after_s counts from here. */
+  emptySince?: number;
+  /** The abandon this router asked of it (once an acquisition at most), and the answer. */
+  abandon?: AbandonAsk;
   /** Resolves when the tier turns active. */
   readmitted: Promise<void>;
   wake: () => void;
+}
+
+/** An abandon the router asked of its acquisition: what it answered (`asked` while it has not). */
+export interface AbandonAsk {
+  workflowId: string;
+  askedAtEpochMs: number;
+  answer: 'asked' | 'abandoned' | 'refused' | 'unanswered';
+  /** Why it was refused or went unanswered; where it was abandoned, the step it was at. */
+  detail?: string;
+}
+
+/** An acquisition that ended abandoned: nobody wanted it, and nothing is to cool down from. */
+interface Abandoned {
+  abandoned: string;
 }
 
 interface TierDemand {
   /** Insertion order is arrival order: released first come, first served. */
   queue: Set<Waiter>;
   acquisition?: Acquisition;
+  /** The last abandon asked for this tier, kept once its acquisition has ended (the admin state shows it). */
+  lastAbandon?: AbandonAsk;
   /** A failed acquisition's refusal, repeated without a new acquisition until it expires. */
   cooldown?: { untilEpochMs: number; refusal: Refusal };
 }
@@ -96,6 +117,8 @@ export interface OnDemandOptions {
   heldBytesLimit?: number;
   /** Told each mark as it passes, with its tier: bench/router-on-demand.ts times the loop by them. */
   marks?: (tier: string, mark: OnDemandMark) => void;
+  /** Where an abandon asked and its answer are said (the router process: its stderr). */
+  log?: (line: string) => void;
 }
 
 /**
@@ -114,7 +137,11 @@ export interface DemandState {
     startedAtEpochMs: number;
     residencyWindowEndsAtEpochMs?: number;
     serveGoingDown?: string;
+    /** Nobody is held for it: when the router asks to abandon it (abandon_after_s), unless a request comes first. */
+    abandonAtEpochMs?: number;
   } | null;
+  /** The last abandon the router asked of this tier's acquisitions, and the answer. */
+  abandon: AbandonAsk | null;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
@@ -227,8 +254,10 @@ export class OnDemand {
             startedAtEpochMs: a.startedAtEpochMs,
             ...(a.windowWait ? { residencyWindowEndsAtEpochMs: a.windowWait.windowEndsAtEpochMs } : {}),
             ...(a.goingDown ? { serveGoingDown: a.goingDown } : {}),
+            ...(this.abandonAt(name, a) !== undefined ? { abandonAtEpochMs: this.abandonAt(name, a) } : {}),
           }
         : null,
+      abandon: a?.abandon ?? d?.lastAbandon ?? null,
     };
   }
 
@@ -275,6 +304,8 @@ export class OnDemand {
           clearTimeout(timer);
           reply.raw.off('close', onGone);
           d.queue.delete(waiter);
+          // The last one gone: abandon_after_s counts from now.
+          if (d.queue.size === 0 && d.acquisition) d.acquisition.emptySince = Date.now();
           this.heldBytes -= bytes;
           resolve(outcome);
         },
@@ -304,6 +335,8 @@ export class OnDemand {
       d.queue.add(waiter);
       this.heldBytes += bytes;
       this.mark(tier.name, 'held');
+      // Someone is held again: an abandon pending is off.
+      if (d.acquisition) d.acquisition.emptySince = undefined;
       if (!d.acquisition) void this.run(tier, d);
     });
   }
@@ -319,11 +352,23 @@ export class OnDemand {
     let cool = true;
     for (let downChecks = 0; ;) {
       const startedAt = Date.now();
-      let end: Refusal | GoingDown | undefined;
+      let end: Refusal | GoingDown | Abandoned | undefined;
       try {
         end = await this.acquire(tier, d, a);
       } catch (err) {
         end = this.refusal(tier, d, 'acquisition_unavailable', `acquiring tier '${tier.name}' failed in the router: ${errText(err)}`);
+      }
+      if (end && 'abandoned' in end) {
+        // A request came after the run decided: it is acquired again, at once.
+        if (d.queue.size > 0) {
+          a.abandon = undefined;
+          a.emptySince = undefined;
+          continue;
+        }
+        // Nobody wanted it: no cooldown, and the next request acquires again.
+        refusal = this.refusal(tier, d, 'quiesced', end.abandoned);
+        cool = false;
+        break;
       }
       if (end && 'goingDown' in end) {
         const after = await this.waitOutGoingDown(tier, d, a, end.goingDown, downChecks++);
@@ -430,8 +475,40 @@ export class OnDemand {
     return { tier: tier.name, reason, message, retryAfterS: retryAfterS ?? this.config.retryAfterS, ...(ref ? { acquisition: ref } : {}) };
   }
 
+  /** When the router asks to abandon `a`: abandon_after_s after its last held request left; undefined while someone is held, once asked, or never (0). */
+  private abandonAt(name: string, a: Acquisition): number | undefined {
+    const afterS = findTier(this.config, name)?.onDemand?.abandonAfterS ?? 0;
+    if (!afterS || a.abandon || !a.workflowId || a.emptySince === undefined) return undefined;
+    return a.emptySince + afterS * 1000;
+  }
+
+  /**
+   * Nobody has been held for the acquisition for abandon_after_s: asks the API, once, to abandon
+   * it. The run decides (only before any victim is stopped and the serve started, and only if
+   * nobody else joined it); the answer is logged and kept for the admin state.
+   */
+  private async maybeAbandon(tier: RouterTier, d: TierDemand, a: Acquisition): Promise<void> {
+    const at = this.abandonAt(tier.name, a);
+    const workflowId = a.workflowId;
+    if (at === undefined || Date.now() < at || !this.api || !workflowId || d.queue.size > 0) return;
+    const ask: AbandonAsk = { workflowId, askedAtEpochMs: Date.now(), answer: 'asked' };
+    a.abandon = ask;
+    d.lastAbandon = ask;
+    const idleS = ((Date.now() - (a.emptySince ?? Date.now())) / 1000).toFixed(1);
+    try {
+      const r = await this.api.abandon(workflowId);
+      Object.assign(ask, r.abandoned ? { answer: 'abandoned', ...(r.at ? { detail: `at ${r.at}` } : {}) } : { answer: 'refused', detail: r.why });
+    } catch (err) {
+      Object.assign(ask, { answer: 'unanswered', detail: errText(err) });
+    }
+    this.opts.log?.(
+      `tier '${tier.name}': nobody held for ${idleS} s (abandon_after_s ${tier.onDemand?.abandonAfterS ?? 0}): asked to abandon ${workflowId}: ` +
+        (ask.answer === 'abandoned' ? `abandoned${ask.detail ? ` ${ask.detail}` : ''}` : `${ask.answer}: ${ask.detail ?? ''}`),
+    );
+  }
+
   /** Undefined once the tier is active; the serve going down under its lease; the refusal otherwise. */
-  private async acquire(tier: RouterTier, d: TierDemand, a: Acquisition): Promise<Refusal | GoingDown | undefined> {
+  private async acquire(tier: RouterTier, d: TierDemand, a: Acquisition): Promise<Refusal | GoingDown | Abandoned | undefined> {
     const policy = tier.onDemand;
     const api = this.api;
     if (!policy || !api) throw new Error(`tier '${tier.name}' is not on demand`);
@@ -456,7 +533,8 @@ export class OnDemand {
     for (;;) {
       if (mode() === 'active') return undefined;
       // Followed to its end even when every waiter has gone (timed out, disconnected): a failure
-      // must still start the cooldown and give back a tier this router quiesced for it.
+      // must still start the cooldown and give back a tier this router quiesced for it. Gone for
+      // abandon_after_s, the run is asked to abandon itself (maybeAbandon), and decides.
       // The GET (a describe and a query of the run) can take longer than the readmit that makes it
       // moot: the held requests go on as soon as the tier is active, not once the GET is answered.
       const asked = api.status(a.workflowId);
@@ -488,12 +566,14 @@ export class OnDemand {
       unansweredSince = undefined;
       if (st.status === 'running') {
         if (st.step) a.step = st.step;
+        await this.maybeAbandon(tier, d, a);
         // The serve went down meanwhile and this acquisition starts it: acquiring, no longer going down.
         if (st.startsAfresh) a.goingDown = undefined;
         await Promise.race([a.readmitted, sleep(this.pollMs)]);
         continue;
       }
       if (st.status === 'failed') {
+        if (st.type === 'Abandoned') return { abandoned: `acquisition ${a.workflowId} of serve '${policy.serve}' was abandoned: ${st.message}` };
         // Going down, then taken by the lease's bring-down: busy until it has released the serve.
         if (a.goingDown !== undefined && st.type === 'ServeBusy') return { goingDown: st.message };
         const denied = st.type === 'AdmissionDenied';

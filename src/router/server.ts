@@ -32,6 +32,8 @@ import { TierTable } from './tier-table';
 
 export interface RouterOptions {
   configPath: string;
+  /** Where the router says what its on-demand tiers did (an abandon asked, and its answer): main.js gives its stderr. */
+  log?: (line: string) => void;
   /** Loopback unless asked: the admin API must not be reachable beyond this host by accident. */
   host?: string;
   /** 0 picks a free port. */
@@ -225,6 +227,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     ...(opts.acquisitionPollMs ? { pollMs: opts.acquisitionPollMs } : {}),
     ...(opts.heldBytesLimit !== undefined ? { heldBytesLimit: opts.heldBytesLimit } : {}),
     ...(opts.onDemandMarks ? { marks: opts.onDemandMarks } : {}),
+    ...(opts.log ? { log: opts.log } : {}),
   });
 
   const app: FastifyInstance = boundedFastify(

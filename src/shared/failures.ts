@@ -48,6 +48,8 @@ export const Failure = {
   LiveConfigConflict: 'LiveConfigConflict',
   BackupMissing: 'BackupMissing',
   UnsafeConfigPath: 'UnsafeConfigPath',
+  /** An acquisition the router abandoned: nobody waited for it any more (src/domain/abandon.ts). */
+  Abandoned: 'Abandoned',
 } as const;
 
 export const NON_RETRYABLE: string[] = Object.values(Failure);

@@ -211,7 +211,25 @@ export const leaseAtLeastUpdate = defineUpdate<LeaseAtLeastAnswer, [LeaseTerms]>
  * A caller that joined a running acquisition (USE_EXISTING) and asked for a lease: its terms go
  * to the run, which honours them with its own (sent with the start: signalWithStart).
  */
-export const joinLeaseSignal = defineSignal<[{ kind: 'fixed'; seconds: number } | { kind: 'idle' }]>('joinLease'); // operations.ts's LeaseRequest (which imports this module)
+export const joinLeaseSignal = defineSignal<[{ kind: 'fixed'; seconds: number } | { kind: 'idle' }, JoinCaller?]>('joinLease'); // operations.ts's LeaseRequest (which imports this module)
+/**
+ * Who joins an acquisition (src/domain/abandon.ts's AcquisitionCaller): the second argument of
+ * joinLeaseSignal, and joinedSignal's only one. Joins from clients older than this name nobody.
+ */
+export type JoinCaller = 'router' | 'operator' | 'cli';
+/**
+ * A caller without lease terms that joined a running acquisition (an operator's `serves up`, an
+ * operator's POST): it waits for the serve too, so the router may no longer abandon the run for
+ * its own held requests having gone. Sent with the start (signalWithStart).
+ */
+export const joinedSignal = defineSignal<[JoinCaller]>('joined');
+/** What an acquisition answers a request to abandon it: abandoned, or why not (its own decision, recorded in its history). */
+export type AbandonAnswer = { abandoned: true; at: string } | { abandoned: false; why: string };
+/**
+ * The router's held requests for the serve have all gone: the run abandons itself if that still
+ * saves something and nobody else waits on it (src/domain/abandon.ts), as a cancel would undo it.
+ */
+export const abandonUpdate = defineUpdate<AbandonAnswer, [{ by: 'router' }]>('abandon');
 
 // Kept in a module of their own, which imports nothing: the CLI's help text names them.
 export { NODE_ANSWER_MS, STICKY_SCHEDULE_TO_START_MS } from './node-answer';

@@ -42,6 +42,13 @@ export interface AcquireInput {
   releaseTimeoutS?: number;
   /** Once running, the serve is held under a lease (lease.ts): on expiry it goes down and its victims come back. */
   lease?: LeaseRequest;
+  /**
+   * Who started it: 'router' (the acquisition API, for the router's held requests) lets the router
+   * abandon it once those have all gone (src/domain/abandon.ts). Only the API sets it, and only for
+   * the router: a worker built before it refuses the field (unknown), so the router's acquisitions
+   * need workers at least as new as the API.
+   */
+  trigger?: 'router' | 'operator' | 'cli';
 }
 
 /** A fixed lease of so many seconds, or an idle one whose time to live is the serve's idle_ttl_s. */

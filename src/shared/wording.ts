@@ -150,6 +150,14 @@ export const failure = {
     `${operation} failed at ${step}: ${message}; compensated: ${compensated.join(', ') || 'nothing'}${notUndone(failed)}${extra}`,
   cancelled: (operation: string, step: string, compensated: string[], extra = '', failed: { name: string; why: string }[] = []) =>
     `${operation} cancelled at ${step}; compensated: ${compensated.join(', ') || 'nothing'}${notUndone(failed)}${extra}`,
+  /**
+   * An acquisition abandoned for the router: its held requests had all gone before any victim was
+   * stopped or put to sleep and before the serve's start. The victims named stay running unless the
+   * compensations say otherwise.
+   */
+  abandoned: (operation: string, step: string, victims: string[], compensated: string[], failed: { name: string; why: string }[] = []) =>
+    `${operation} abandoned at ${step}: the router's held requests had all gone before any victim was stopped or the serve started` +
+    `${victims.length ? `; ${victims.join(', ')} left running` : ''}; compensated: ${compensated.join(', ') || 'nothing'}${notUndone(failed)}`,
   /** A give-back held back because the serve's container still runs; `removalFailed`: why its removal failed, when it did. */
   kept: (serve: string, container: string, removalFailed?: string) =>
     `${serve}'s MiB stay reserved: its container ${container} still runs${removalFailed ? ` (its removal failed: ${removalFailed})` : ''}; ` +

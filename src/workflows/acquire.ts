@@ -19,7 +19,9 @@ import { admission, eviction, sleeping } from '../shared/wording';
 import { alreadyHeld, startServe, wakeOrRestart } from './bring-up';
 import { PATCHES } from './patches';
 import { act, ledgerUpdates, preflightReads, reads, router, waiting } from './proxies';
-import { failAndCompensate, rootCause, Saga, whole } from './saga';
+import { abandonAndCompensate, failAndCompensate, rootCause, Saga, whole } from './saga';
+import { RunAbandon } from './abandon';
+import { callerOf } from '../domain/abandon';
 import { checkInput } from './input';
 import { leaseAtLeast, startLease } from './lease';
 import { formatDuration, leaseRequestProblem } from '../domain/lease';
@@ -30,13 +32,25 @@ import { ACQUISITION_HANDLERS } from '../shared/handler-descriptions';
 import type { AcquireInput, AcquireResult, LeaseRequest, LeaseTermsNotApplied, VictimRecord } from '../shared/operations';
 
 export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResult> {
-  checkInput(input, { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'], other: { lease: leaseRequestProblem } });
+  checkInput(input, {
+    booleans: ['evict', 'force'],
+    seconds: ['drainTimeoutS', 'releaseTimeoutS'],
+    other: { lease: leaseRequestProblem, trigger: (v) => (callerOf(v) ? undefined : "'router', 'operator' or 'cli'") },
+  });
   const { workflowId, runId } = workflowInfo();
   const holder = holderOf(workflowId, runId);
   const op = `serves up ${input.serve}${input.evict ? ' --evict' : ''}`;
   const log = new StepLog();
   const joins = new JoinedLeases(input.lease, log);
-  setHandler(joinLeaseSignal, (request) => joins.take(request), { description: ACQUISITION_HANDLERS.joinLease });
+  const abandon = new RunAbandon(input.serve, input.trigger, log);
+  setHandler(
+    joinLeaseSignal,
+    (request, caller) => {
+      abandon.joined(caller);
+      joins.take(request);
+    },
+    { description: ACQUISITION_HANDLERS.joinLease },
+  );
 
   const resolved = await reads().resolveServe({ serve: input.serve });
   const { node, serve, gpu } = resolved;
@@ -61,6 +75,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       updateId: `${holder}/acquire`,
     }),
   );
+  if (decision.decision !== 'admitted' && decision.decision !== 'evicting') abandon.close();
   if (decision.decision === 'denied') {
     const hint = admission.evictionHint(gpu.role, deniedOutlook(decision, ledger, Boolean(input.evict)), Boolean(input.evict));
     log.record('admit', admission.short(decision.shortfallMib, hint));
@@ -101,7 +116,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const stopSleeper = () => saga.add(STOP_SLEEPER, () => stopServe(node, serve));
   const stopBeforeRelease = asleep !== undefined && patched(PATCHES.sleeperStoppedBeforeRelease);
   let withdrawSleeperStop = asleep !== undefined && !stopBeforeRelease ? stopSleeper() : undefined;
-  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, stopped: [], slept: {}, sleptHolding: {} };
+  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, abandon, stopped: [], slept: {}, sleptHolding: {} };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
     saga.add('release reservation', () =>
@@ -119,49 +134,64 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   if (stopBeforeRelease) withdrawSleeperStop = stopSleeper();
 
   try {
-    const victims: VictimRecord[] = [];
-    if (decision.decision === 'evicting') {
-      // Histories recorded before the preflight existed replay without it.
-      if (patched(PATCHES.evictionPreflight)) await preflight(evicting, decision.victims);
-      for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
-    }
-    // Each victim's VRAM was seen back (or its sleep's residual) on a reading queried after it went down.
-    const baselineMaxAgeMs = victims.length > 0 ? RECENT_READING_MS : undefined;
-    // A wake whose fence refused: the sleeper is not this acquisition's, and neither is stopping it.
-    const notOurs = () => {
-      if (withdrawSleeperStop && patched(PATCHES.wakeRefusedLeavesSleeper)) withdrawSleeperStop();
-    };
-    const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log, notOurs) : await startServe(resolved, saga, log, baselineMaxAgeMs);
-    const sleepers = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
-    const evicted = victims.map((v) => v.serve).filter((v) => !sleepers.includes(v));
-    const ownStart = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
-    const own = ownStart?.lease;
-    // Terms of callers that joined this run (none in the recorded histories): each made to hold.
-    const joined = joins.all().length > (input.lease ? 1 : 0) && patched(PATCHES.leaseJoinsHonoured);
-    const leased = withNotApplied(ownStart?.notApplied, joined ? await joins.apply(input.lease ? 1 : 0, (r) => leaseAtLeast(node, serve, holder, r, log)) : {});
-    const lease = leased.lease ?? own;
-    return {
-      ...base,
-      outcome: 'started',
-      message:
-        `${op}: running, ${serve.vramMib} MiB committed on '${gpu.role}'${evicted.length ? `; evicted ${evicted.join(', ')}` : ''}` +
-        (sleepers.length ? `; put to sleep ${sleepers.join(', ')}` : '') +
-        (own ? `; ${own.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(own.seconds * 1000)} (${own.workflowId})` : '') +
-        leaseWords(leased),
-      ...(lease ? { lease } : {}),
-      ...(leased.leaseNotApplied ? { leaseNotApplied: leased.leaseNotApplied, leaseTermsNotApplied: leased.leaseTermsNotApplied } : {}),
-      evictionReason: decision.decision === 'evicting' ? decision.reason : undefined,
-      victims,
-      containerId: started.containerId,
-      observedModels: started.observedModels,
-      measuredDeltaMib: started.measuredDeltaMib,
-      ledgerBefore,
-      ledgerAfter: formatLedger(started.ledger),
-      steps: log.steps,
-    };
+    return await abandon.run(async () => {
+      const victims: VictimRecord[] = [];
+      if (decision.decision === 'evicting') {
+        // Histories recorded before the preflight existed replay without it.
+        if (patched(PATCHES.evictionPreflight)) await preflight(evicting, decision.victims);
+        for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
+      }
+      // Each victim's VRAM was seen back (or its sleep's residual) on a reading queried after it went down.
+      const baselineMaxAgeMs = victims.length > 0 ? RECENT_READING_MS : undefined;
+      // A wake whose fence refused: the sleeper is not this acquisition's, and neither is stopping it.
+      const notOurs = () => {
+        if (withdrawSleeperStop && patched(PATCHES.wakeRefusedLeavesSleeper)) withdrawSleeperStop();
+      };
+      abandon.commit(`${asleep !== undefined ? 'wake' : 'start'} of ${serve.name}`);
+      const started =
+        asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log, notOurs) : await startServe(resolved, saga, log, baselineMaxAgeMs);
+      const sleepers = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
+      const evicted = victims.map((v) => v.serve).filter((v) => !sleepers.includes(v));
+      const ownStart = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
+      const own = ownStart?.lease;
+      // Terms of callers that joined this run (none in the recorded histories): each made to hold.
+      const joined = joins.all().length > (input.lease ? 1 : 0) && patched(PATCHES.leaseJoinsHonoured);
+      const leased = withNotApplied(
+        ownStart?.notApplied,
+        joined ? await joins.apply(input.lease ? 1 : 0, (r) => leaseAtLeast(node, serve, holder, r, log)) : {},
+      );
+      const lease = leased.lease ?? own;
+      abandon.close();
+      return {
+        ...base,
+        outcome: 'started',
+        message:
+          `${op}: running, ${serve.vramMib} MiB committed on '${gpu.role}'${evicted.length ? `; evicted ${evicted.join(', ')}` : ''}` +
+          (sleepers.length ? `; put to sleep ${sleepers.join(', ')}` : '') +
+          (own ? `; ${own.kind === 'idle' ? 'idle lease' : 'lease'} ${formatDuration(own.seconds * 1000)} (${own.workflowId})` : '') +
+          leaseWords(leased),
+        ...(lease ? { lease } : {}),
+        ...(leased.leaseNotApplied ? { leaseNotApplied: leased.leaseNotApplied, leaseTermsNotApplied: leased.leaseTermsNotApplied } : {}),
+        evictionReason: decision.decision === 'evicting' ? decision.reason : undefined,
+        victims,
+        containerId: started.containerId,
+        observedModels: started.observedModels,
+        measuredDeltaMib: started.measuredDeltaMib,
+        ledgerBefore,
+        ledgerAfter: formatLedger(started.ledger),
+        steps: log.steps,
+      };
+    });
   } catch (err) {
-    throw await failAndCompensate(op, err, saga, log, eviction.victimsDown([...evicting.stopped, ...Object.keys(evicting.slept)]));
+    abandon.close();
+    const victimsDown = eviction.victimsDown([...evicting.stopped, ...Object.keys(evicting.slept)]);
+    if (abandon.abandonedAt !== undefined && isCancellation(err)) throw await abandonAndCompensate(op, abandon.abandonedAt, saga, log, victimNames(decision));
+    throw await failAndCompensate(op, err, saga, log, victimsDown);
   }
+}
+
+function victimNames(decision: AcquireDecision): string[] {
+  return decision.decision === 'evicting' ? decision.victims.map((v) => v.serve) : [];
 }
 
 /** One acquisition's eviction: what each victim's steps need, and the victims stopped so far. */
@@ -172,6 +202,8 @@ interface Eviction {
   holder: string;
   saga: Saga;
   log: StepLog;
+  /** Told before a step an abandon would not undo (a victim's stop or sleep). */
+  abandon: RunAbandon;
   /** Victims whose container this run stopped: they stay evicted whatever happens next. */
   stopped: string[];
   /** Victims this run put to sleep, by level: they stay asleep whatever happens next. */
@@ -275,8 +307,10 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   record.inFlightAtStop = drain.routerInFlightAtEnd;
 
   // Asleep, it answers no request, and only a restore's wake and guarded readmit bring it back.
+  if (sleep && gpuBefore) e.abandon.commit(`the sleep of ${victim.name}`);
   const asleep = sleep && gpuBefore ? await sleepVictim(e, victim, sleep, tookMib, gpuBefore.usedMib, record, withdrawReadmit) : undefined;
   if (!asleep) {
+    e.abandon.commit(`the stop of ${victim.name}`);
     log.begin(`stop ${victim.name}`);
     const stop = await stopServe(node, victim);
     // The victim is down: readmitting its tier would route to nothing, and it stays evicted.

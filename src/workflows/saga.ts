@@ -2,6 +2,7 @@
 // compensation that fails is logged and skipped: the original error is what the caller needs.
 import { ActivityFailure, ApplicationFailure, CancellationScope, ChildWorkflowFailure, isCancellation, log, patched } from '@temporalio/workflow';
 import { failure } from '../shared/wording';
+import { Failure } from '../shared/failures';
 import { PATCHES } from './patches';
 import type { PatchId } from './patches';
 import type { StepLog } from './step-log';
@@ -89,4 +90,18 @@ export async function failAndCompensate(operation: string, err: unknown, saga: S
     cause: err instanceof Error ? err : undefined,
     details: [{ step, steps: steps.steps }],
   });
+}
+
+/**
+ * An acquisition abandoned for the router (src/workflows/abandon.ts): compensated as a cancel is,
+ * then failed as Abandoned, not cancelled (nobody cancelled it: it was asked and decided), its
+ * message saying what was left running and what was undone.
+ */
+export async function abandonAndCompensate(operation: string, step: string, saga: Saga, steps: StepLog, victims: string[]): Promise<Error> {
+  steps.record(step, 'abandoned');
+  await saga.compensate();
+  const message = failure.abandoned(operation, step, victims, saga.compensated, saga.failed);
+  steps.record('compensate', message);
+  log.info(message);
+  return ApplicationFailure.create({ type: Failure.Abandoned, message, nonRetryable: true, details: [{ step, steps: steps.steps }] });
 }

@@ -91,7 +91,8 @@ export interface AdminTier {
   state: 'active' | 'quiesced';
   inFlight: number;
   queued: number;
-  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number; serveGoingDown?: string } | null;
+  acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number; serveGoingDown?: string; abandonAtEpochMs?: number } | null;
+  abandon: { workflowId: string; askedAtEpochMs: number; answer: string; detail?: string } | null;
 }
 
 export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandBox> {
@@ -205,7 +206,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
 }
 
 /** `node dist/src/router/main.js --config FILE --port 0`, its tokens in its environment only: its URL once it listens. */
-async function startRouterProcess(configPath: string, env: Record<string, string>): Promise<BoxRouter> {
+export async function startRouterProcess(configPath: string, env: Record<string, string>): Promise<BoxRouter & { stderr(): string }> {
   const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
   const p = spawn(process.execPath, [main, '--config', configPath, '--port', '0'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   const exited = new Promise<number | null>((resolve) => p.on('close', (code) => resolve(code)));
@@ -220,6 +221,7 @@ async function startRouterProcess(configPath: string, env: Record<string, string
   });
   return {
     url,
+    stderr: () => stderr,
     async close() {
       p.kill('SIGTERM');
       await exited;

@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import type { Manifest } from '../../src/domain/types';
 import { startRouter } from '../../src/router/server';
-import type { RunningRouter } from '../../src/router/server';
+import { startApiProcess } from './api-process';
+import type { ApiProcess } from './api-process';
+import { startRouterProcess } from './on-demand-box';
 import { FAKE_NVIDIA_SMI, routerConfigFor } from '../../src/sim/box';
 import type { FakeNvidiaSmiState } from '../../src/sim/fake-nvidia-smi';
 import { removeNodeContainers, renderManifest, uniqueNode, writeManifest } from './box';
@@ -24,8 +26,10 @@ export interface ProcessBox {
   manifestPath: string;
   manifest: Manifest;
   temporal: TestTemporal;
-  router: RunningRouter;
+  router: { url: string; close(): Promise<void> };
   routerToken: string;
+  /** With `onDemand`: the acquisition API process the router acquires through, and the router process's stderr (its log). */
+  api?: { url: string; token: string; clientToken: string; routerLog(): string };
   /** What a `gpures` command needs to reach the suite's Temporal. */
   env: Record<string, string>;
   /** The worker's own environment. */
@@ -46,6 +50,11 @@ export async function startProcessBox(
     workerEnv?: Record<string, string>;
     /** The router's URL as the worker is given it (GPURES_ROUTER_URL): a test may put something between them (a stalling proxy). */
     workerRouterUrl?: (routerUrl: string) => Promise<string>;
+    /**
+     * On-demand tiers ([tiers.on_demand] of each, by tier name): the router then runs as an operator
+     * runs it (main.js, its own process), acquiring through `gpures api` (its own process too).
+     */
+    onDemand?: Record<string, Record<string, unknown>>;
   } = {},
 ): Promise<ProcessBox> {
   const node = uniqueNode(prefix);
@@ -54,12 +63,35 @@ export async function startProcessBox(
   const { manifestPath, manifest } = writeManifest(dir, text);
 
   // The fake vLLM answers chat completions through its CGI, which holds each request for its sim_delay_ms.
-  const routerDoc = parseToml(routerConfigFor(manifest, `test.${node}`)) as { tiers: { backend: string }[] };
-  for (const tier of routerDoc.tiers) tier.backend = `${tier.backend}/cgi-bin/vllm`;
+  const routerDoc = parseToml(routerConfigFor(manifest, `test.${node}`)) as { tiers: { name: string; backend: string; on_demand?: unknown }[] };
+  for (const tier of routerDoc.tiers) {
+    tier.backend = `${tier.backend}/cgi-bin/vllm`;
+    if (opts.onDemand?.[tier.name]) tier.on_demand = opts.onDemand[tier.name];
+  }
   const routerConfigPath = join(dir, 'router.toml');
   writeFileSync(routerConfigPath, stringifyToml(routerDoc));
   const routerToken = `router-token-${randomUUID()}`;
-  const router = await startRouter({ configPath: routerConfigPath, adminToken: routerToken, port: 0 });
+  const temporal = opts.temporal ?? (await testTemporal());
+  const env = { TEMPORAL_ADDRESS: temporal.address };
+  let api: ApiProcess | undefined;
+  let apiCreds: ProcessBox['api'];
+  let router: ProcessBox['router'];
+  if (opts.onDemand) {
+    const token = `api-token-${randomUUID()}`;
+    const clientToken = `client-token-${randomUUID()}`;
+    api = await startApiProcess(manifestPath, [], { ...env, GPURES_API_TOKEN: token });
+    const url = `http://127.0.0.1:${api.port}`;
+    const rp = await startRouterProcess(routerConfigPath, {
+      GPURES_ROUTER_TOKEN: routerToken,
+      GPURES_API_URL: url,
+      GPURES_API_TOKEN: token,
+      GPURES_ROUTER_CLIENT_TOKEN: clientToken,
+    });
+    router = rp;
+    apiCreds = { url, token, clientToken, routerLog: () => rp.stderr() };
+  } else {
+    router = await startRouter({ configPath: routerConfigPath, adminToken: routerToken, port: 0 });
+  }
 
   const smiState: FakeNvidiaSmiState = {
     gpus: manifest.gpus.map((g, index) => ({ index, uuid: g.uuid, name: 'NVIDIA GeForce RTX 5090', totalMib: g.capacityMib, baseUsedMib: 1200 })),
@@ -68,8 +100,6 @@ export async function startProcessBox(
   const smiStatePath = join(dir, 'nvidia-smi.json');
   writeFileSync(smiStatePath, JSON.stringify(smiState));
 
-  const temporal = opts.temporal ?? (await testTemporal());
-  const env = { TEMPORAL_ADDRESS: temporal.address };
   const workerEnv = {
     ...env,
     GPURES_ROUTER_URL: opts.workerRouterUrl ? await opts.workerRouterUrl(router.url) : router.url,
@@ -86,6 +116,7 @@ export async function startProcessBox(
     temporal,
     router,
     routerToken,
+    ...(apiCreds ? { api: apiCreds } : {}),
     env,
     workerEnv,
     worker: await startWorker(),
@@ -97,6 +128,7 @@ export async function startProcessBox(
       await box.worker.stop();
       await removeNodeContainers(node);
       await router.close();
+      await api?.stop();
       if (!opts.temporal) await temporal.close();
     },
   };

@@ -1,0 +1,46 @@
+// Whether an acquisition may be abandoned (the router's held requests have all gone): only while
+// abandoning saves something and nobody else wants the serve. Once a victim's stop or sleep, or the
+// acquirer's own start, has begun, the prompt cache is lost or the serve is coming up anyway:
+// abandoning would undo work for nothing. A caller other than the router (an operator's POST, a
+// `serves up` that joined, a run started from the UI) waits on the run: it goes on for them.
+
+/** Who asks for an acquisition: the router for its held requests, or anyone else. */
+export type AcquisitionCaller = 'router' | 'operator' | 'cli';
+
+export interface AbandonState {
+  /** Who started the run (the input's `trigger`); undefined for a run started without one (the UI, `temporal workflow start`, an older client). */
+  startedBy?: AcquisitionCaller;
+  /** Callers that joined the run since, in the order they came; `unnamed`: a join that did not say who (a client older than callers). */
+  joinedBy: readonly (AcquisitionCaller | 'unnamed')[];
+  /** The first step begun that abandoning would not undo (`stop vision`, `sleep vision`, `start ondemand`), if any. */
+  committed?: string;
+  /** The serve the run acquires and the victims it plans to evict, for the answer. */
+  serve: string;
+}
+
+export type AbandonDecision = { abandon: true } | { abandon: false; why: string };
+
+const CALLER_WORDS: Record<AcquisitionCaller | 'unnamed', string> = {
+  router: 'the router',
+  operator: "an operator's POST /v1/acquisitions",
+  cli: "an operator's `gpures serves up`",
+  unnamed: 'a caller that did not say who it is (a client older than this)',
+};
+
+export function abandonDecision(s: AbandonState): AbandonDecision {
+  if (s.startedBy !== 'router') {
+    const by = s.startedBy
+      ? CALLER_WORDS[s.startedBy]
+      : 'a caller that did not say it was the router (the Temporal UI, `temporal workflow start`, an older client)';
+    return { abandon: false, why: `it was started by ${by}, not for the router's held requests: it goes on for them` };
+  }
+  const other = s.joinedBy.find((c) => c !== 'router');
+  if (other) return { abandon: false, why: `${CALLER_WORDS[other]} joined it and waits for ${s.serve}: it goes on for them` };
+  if (s.committed) return { abandon: false, why: `${s.committed} has begun: abandoning now would save nothing` };
+  return { abandon: true };
+}
+
+/** The caller a join names, or undefined for anything else (a join from a client older than callers: counted as someone else). */
+export function callerOf(v: unknown): AcquisitionCaller | undefined {
+  return v === 'router' || v === 'operator' || v === 'cli' ? v : undefined;
+}

@@ -1,0 +1,69 @@
+// An acquisition's abandon: the router asks (abandonUpdate) once its held requests for the serve
+// have all gone; the run decides (src/domain/abandon.ts) and, abandoning, cancels its own work
+// the way a cancel does: the scope its eviction and start run in is cancelled, the drain under
+// way ends, and the saga readmits the victim's tier, aborts the eviction and releases the MiB.
+// The handlers only record and decide: no command of a run that is never asked changes, so
+// histories recorded before this replay unchanged.
+import { CancellationScope, condition, setHandler } from '@temporalio/workflow';
+import { abandonDecision, callerOf } from '../domain/abandon';
+import type { AbandonState, AcquisitionCaller } from '../domain/abandon';
+import { abandonUpdate, joinedSignal } from '../shared/messages';
+import type { AbandonAnswer } from '../shared/messages';
+import { ACQUISITION_HANDLERS } from '../shared/handler-descriptions';
+import type { StepLog } from './step-log';
+
+export class RunAbandon {
+  private readonly state: AbandonState & { joinedBy: (AcquisitionCaller | 'unnamed')[] };
+  private scope: CancellationScope | undefined;
+  private closed = false;
+  /** The step under way when the run was abandoned, once it was. */
+  abandonedAt: string | undefined;
+
+  constructor(
+    serve: string,
+    startedBy: unknown,
+    private readonly log: StepLog,
+  ) {
+    const by = callerOf(startedBy);
+    this.state = { serve, joinedBy: [], ...(by ? { startedBy: by } : {}) };
+    setHandler(joinedSignal, (caller) => this.joined(caller), { description: ACQUISITION_HANDLERS.joined });
+    setHandler(abandonUpdate, () => this.ask(), { description: ACQUISITION_HANDLERS.abandon });
+  }
+
+  /** A caller joined (a join signal's caller; nothing named: a client older than callers). */
+  joined(caller: unknown): void {
+    this.state.joinedBy.push(callerOf(caller) ?? 'unnamed');
+  }
+
+  /** A step abandoning would not undo has begun: from now on the run is not abandoned. */
+  commit(step: string): void {
+    this.state.committed ??= step;
+  }
+
+  /** Runs the eviction and the start in a scope an abandon cancels. */
+  run<T>(work: () => Promise<T>): Promise<T> {
+    this.scope = new CancellationScope();
+    return this.scope.run(work);
+  }
+
+  /** The run is past what an abandon can act on (it returns, or compensates): asks from now on are refused. */
+  close(): void {
+    this.closed = true;
+  }
+
+  private async ask(): Promise<AbandonAnswer> {
+    // Asked before the run reached its eviction (still admitting): decided once it has.
+    await condition(() => this.scope !== undefined || this.closed);
+    if (this.abandonedAt) return { abandoned: true, at: this.abandonedAt };
+    if (this.closed || !this.scope) return { abandoned: false, why: 'the run is already ending (completed, failed or cancelled)' };
+    const d = abandonDecision(this.state);
+    if (!d.abandon) {
+      this.log.record('abandon', `not abandoned: ${d.why}`);
+      return { abandoned: false, why: d.why };
+    }
+    this.abandonedAt = this.log.current;
+    this.log.record('abandon', `abandoned at ${this.abandonedAt}: the router's held requests had all gone`);
+    this.scope.cancel();
+    return { abandoned: true, at: this.abandonedAt };
+  }
+}
