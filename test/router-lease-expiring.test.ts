@@ -8,14 +8,18 @@
 // the queue onto the serve started afresh. A real router process (main.js), the acquisition API,
 // a worker on a real dev server, sim serves; the box is sampled: the containers running and the
 // router's tier state, over time, and which container answered the held request.
+// The h case: the router hears of its acquisition only after the lease has taken the serve down
+// and run on as another caller's renewal (a lease that runs, not expiring, over a serve that is down).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { leaseQuery, workflowIds } from '../src/shared/messages';
+import { randomUUID } from 'node:crypto';
+import { leaseQuery, renewLeaseSignal, workflowIds } from '../src/shared/messages';
 import type { AcquireResult, LeaseResult } from '../src/shared/operations';
 import type { TestServe } from './support/box';
 import { startOnDemandBox } from './support/on-demand-box';
 import { stuckBringDown } from './support/acquisition-callers';
 import type { OnDemandBox } from './support/on-demand-box';
+import { StallingProxy } from './support/stalling-proxy';
 import { sleep, waitUntil } from './support/wait';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
@@ -26,6 +30,8 @@ const SERVES: TestServe[] = [
   { name: 'f', vram_mib: 4096, class: 'on-demand', router_tier: 'f-local', idle_ttl_s: 600 },
   // Declares none: the router's POST carries no lease terms, and the acquisition's result says nothing of the lease.
   { name: 'g', vram_mib: 4096, class: 'on-demand', router_tier: 'g-local' },
+  // As g; its lease runs on as a renewal once it has taken h down.
+  { name: 'h', vram_mib: 4096, class: 'on-demand', router_tier: 'h-local' },
 ];
 
 interface Sample {
@@ -87,6 +93,8 @@ class BoxSampler {
 
 describe("the router's held requests, racing the serve's lease expiry", () => {
   let box: OnDemandBox;
+  // Between the router process and the API: holds the router's status GETs of its acquisitions when stalled.
+  const proxy = new StallingProxy((method, url) => method === 'GET' && url.startsWith('/v1/acquisitions/'));
 
   before(async () => {
     box = await startOnDemandBox({
@@ -98,12 +106,15 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
         { tier: 'e-local', serve: 'e', wait_timeout_s: 120 },
         { tier: 'f-local', serve: 'f', wait_timeout_s: 3 },
         { tier: 'g-local', serve: 'g', wait_timeout_s: 120 },
+        { tier: 'h-local', serve: 'h', wait_timeout_s: 120 },
       ],
       routerProcess: true,
+      routerApiUrl: (apiUrl) => proxy.start(apiUrl),
     });
   });
   after(async () => {
     await box?.close();
+    await proxy.close();
   });
 
   const chat = (model: string) => box.chat(model);
@@ -135,12 +146,8 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     return { stuck, posted, first, lease };
   };
 
-  const heldWhileExpiring = async (serve: 'e' | 'g') => {
-    const { stuck, posted, first, lease } = await expiringWhileQuiesced(serve);
-    const t0 = Date.now();
-    const sampler = new BoxSampler(box, t0, `${serve}-local`);
-    sampler.start();
-    const held = chat(serve);
+  /** The router's acquisition of `serve`, the run after the operator's (`posted`), once it has completed. */
+  const routersCompleted = async (serve: string, posted: { workflow_id: string; run_id: string }): Promise<AcquireResult> => {
     const acquisition = box.temporal.client.workflow.getHandle(posted.workflow_id);
     let routers: AcquireResult | undefined;
     await waitUntil(
@@ -154,6 +161,17 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
       30_000,
       50,
     );
+    assert.ok(routers);
+    return routers;
+  };
+
+  const heldWhileExpiring = async (serve: 'e' | 'g') => {
+    const { stuck, posted, first, lease } = await expiringWhileQuiesced(serve);
+    const t0 = Date.now();
+    const sampler = new BoxSampler(box, t0, `${serve}-local`);
+    sampler.start();
+    const held = chat(serve);
+    const routers = await routersCompleted(serve, posted);
     const completedAt = Date.now() - t0;
     // Long enough for the router to hear it (it polls every 500 ms) and act on it.
     await sleep(2000);
@@ -174,7 +192,7 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     const answeredAt = heldBody.sim_answered_at_ms !== undefined ? heldBody.sim_answered_at_ms - t0 : undefined;
     const firstStoppedAt = sampler.stoppedAt(first.id);
 
-    console.log(`  router's acquisition (+${completedAt} ms): ${routers?.outcome}; leaseTermsNotApplied ${JSON.stringify(routers?.leaseTermsNotApplied)}`);
+    console.log(`  router's acquisition (+${completedAt} ms): ${routers.outcome}; leaseTermsNotApplied ${JSON.stringify(routers.leaseTermsNotApplied)}`);
     console.log(
       `  ${serve}-local 2 s later, before the lease's bring-down goes ahead (+${downAt} ms): ${tierBeforeDown?.state}, queued ${tierBeforeDown?.queued}`,
     );
@@ -187,7 +205,7 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     console.log('  the box, sampled:');
     sampler.print();
 
-    assert.equal(routers?.outcome, 'already-running');
+    assert.equal(routers.outcome, 'already-running');
     assert.equal(ended.outcome, 'expired', `the lease's bring-down took ${serve} down`);
     assert.ok(firstStoppedAt !== undefined, `${serve}'s first container was stopped`);
     assert.equal(heldRes.status, 200, JSON.stringify(heldBody));
@@ -219,14 +237,14 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     const routers = await heldWhileExpiring('e');
     // e declares an idle ttl: the router's POST carried idle terms, and the result says the lease did not take them.
     assert.deepEqual(
-      routers?.leaseTermsNotApplied?.map((t) => [t.leaseState, t.serveStays]),
+      routers.leaseTermsNotApplied?.map((t) => [t.leaseState, t.serveStays]),
       [['expiring', false]],
     );
   });
 
   test("the same for g, which declares no idle ttl: the router's POST carries no terms, yet it hears that g is going down", async () => {
     const routers = await heldWhileExpiring('g');
-    assert.equal(routers?.leaseTermsNotApplied, undefined, "the router's acquisition asked g's lease nothing");
+    assert.equal(routers.leaseTermsNotApplied, undefined, "the router's acquisition asked g's lease nothing");
   });
 
   test("a request held while f's lease expires, whose wait_timeout_s ends first: 503 wait_timeout saying f is going down, never answered by that f", async () => {
@@ -260,5 +278,79 @@ describe("the router's held requests, racing the serve's lease expiry", () => {
     assert.ok(stillRunning, 'f was still up when the request was refused');
     assert.equal(ended.outcome, 'expired');
     assert.equal(await containerOf('f'), undefined, 'f is down, and nobody held asked for it again');
+  });
+
+  test("a request held while h's lease takes h down and runs on as another caller's renewal: the router hears h went down, and h is started afresh", async () => {
+    const { stuck, posted, first, lease } = await expiringWhileQuiesced('h');
+    const t0 = Date.now();
+    const sampler = new BoxSampler(box, t0, 'h-local');
+    sampler.start();
+    // The router hears of its acquisition only once the lease has run on (its API slow to answer).
+    proxy.stall();
+    const held = chat('h');
+    const routers = await routersCompleted('h', posted);
+    await waitUntil("the router's status GET held", () => proxy.held > 0, 10_000, 20);
+    const endingRun = (await lease.describe()).runId;
+    // Another caller's renewal while the lease is expiring: a holder that does not hold h when the
+    // lease's bring-down takes it (the signal an acquisition's hand-over sends; the UI's Signal sends the same).
+    const renewedFor = `${workflowIds.acquire(box.node, 'h')}/${randomUUID()}`;
+    await lease.signal(renewLeaseSignal, { holder: renewedFor, kind: 'fixed', seconds: 3600 });
+    await stuck.terminate('test over: the lease takes h down');
+    await waitUntil(
+      'the lease running on as the renewal',
+      async () => {
+        const d = await lease.describe();
+        return d.runId !== endingRun && d.status.name === 'RUNNING';
+      },
+      90_000,
+      200,
+    );
+    const renewedAt = Date.now() - t0;
+    const view = await lease.query(leaseQuery);
+    const hAfterRenewal = await containerOf('h');
+    // What the router's GET is about to be answered, asked of the API directly.
+    const status = (await (
+      await fetch(`${box.apiUrl}/v1/acquisitions/${encodeURIComponent(posted.workflow_id)}`, { headers: { authorization: `Bearer ${box.apiToken}` } })
+    ).json()) as { status: string; serve_going_down?: string };
+    proxy.resume();
+
+    const heldRes = await held;
+    const heldAt = Date.now() - t0;
+    const heldBody = (await heldRes.json()) as { sim_answered_at_ms?: number; error?: { code: string; message: string } };
+    await sleep(300);
+    await sampler.stop();
+    const now = await containerOf('h');
+    const answeredAt = heldBody.sim_answered_at_ms !== undefined ? heldBody.sim_answered_at_ms - t0 : undefined;
+    const firstStoppedAt = sampler.stoppedAt(first.id);
+    console.log(
+      `  router's acquisition: ${routers.outcome}; lease ${view.state} for ${view.holder} from +${renewedAt} ms; h then ${hAfterRenewal ? 'running' : 'down'}`,
+    );
+    console.log(`  the API's answer then: ${status.status}; serve_going_down ${JSON.stringify(status.serve_going_down)}`);
+    console.log(
+      `  held request: ${heldRes.status} at +${heldAt} ms, ${heldBody.error ? `${heldBody.error.code}: ${heldBody.error.message}` : `answered by h at +${answeredAt} ms`}`,
+    );
+    console.log(`  h's first container ${first.id.slice(0, 8)} stopped by +${firstStoppedAt} ms; h now ${now ? now.id.slice(0, 8) : 'down'}`);
+    console.log('  the box, sampled:');
+    sampler.print();
+
+    assert.equal(routers.outcome, 'already-running');
+    assert.equal(view.state, 'running');
+    assert.equal(view.holder, renewedFor);
+    assert.equal(hAfterRenewal, undefined, "the lease's bring-down took h down before it ran on");
+    assert.match(
+      status.serve_going_down ?? '',
+      /ended at .* and runs on as a renewal for another caller .*: its end brings h down, so h may be down already; ask again$/,
+    );
+    assert.equal(heldRes.status, 200, JSON.stringify(heldBody));
+    assert.ok(now && now.id !== first.id, 'h runs afresh, in a container of its own');
+    assert.ok(
+      firstStoppedAt !== undefined && answeredAt !== undefined && answeredAt > firstStoppedAt,
+      `answered at +${answeredAt} ms, h first stopped by +${firstStoppedAt} ms`,
+    );
+    // The router never let h-local back while no h ran.
+    const activeOverNothing = sampler.samples
+      .filter((s) => s.tier.startsWith('active') && !/(^| )h:[^ ]+:running/.test(s.containers))
+      .map((s) => `+${s.atMs} ms`);
+    assert.deepEqual(activeOverNothing, [], 'h-local active with no h running');
   });
 });

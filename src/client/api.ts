@@ -14,7 +14,8 @@ import type { LeaseRequest } from '../shared/operations';
 import { abandonUpdate, joinedSignal, joinLeaseSignal, leaseQuery, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
-import { foundRunning, leaseExpiring } from '../shared/wording';
+import { foundRunning } from '../shared/wording';
+import { serveGoingDown } from './serve-going-down';
 import { startOperation } from './start-operation';
 import { JOIN_SIGNALS_PER_RUN, JoinTerms } from './join-terms';
 import { checksOwnReader, registerLedgerPage } from './ledger-page';
@@ -162,40 +163,6 @@ async function progressOf(client: Client, run: WorkflowHandle): Promise<{ step?:
     return { steps_completed: steps.length, ...(last ? { step: last } : {}), found_running: foundRunning(steps) };
   } catch {
     return {};
-  }
-}
-
-/**
- * Whether a serve that a completed acquisition found already running is going down now, whatever
- * terms it asked: its lease is running and expiring (its bring-down about to quiesce, drain and
- * stop the serve). A caller whose acquisition asked no lease terms (the router's, for a serve
- * without idle_ttl_s) is told nothing of the lease by the result, and would route to the serve.
- * Read when asked, from the lease's own answer, or its end since the acquisition began (a lease
- * closed before says nothing: its last state is not the serve's now); nothing when it does not
- * answer within NODE_ANSWER_MS.
- */
-async function goingDownNow(client: Client, node: string, serve: string, result: unknown, runStart: Date): Promise<string | undefined> {
-  const r = result as { outcome?: unknown; leaseTermsNotApplied?: { serveStays?: unknown }[] } | undefined;
-  if (r?.outcome !== 'already-running' || r.leaseTermsNotApplied?.some((t) => t?.serveStays === false)) return undefined;
-  const workflowId = workflowIds.lease(node, serve);
-  try {
-    const lease = client.workflow.getHandle(workflowId);
-    return await client.withDeadline(Date.now() + NODE_ANSWER_MS, async () => {
-      const d = await lease.describe();
-      // Ended since the acquisition began (asked after its bring-down): it found the serve up
-      // under the lease that then took it down. A lease that ended without taking it (no longer
-      // its own) costs the caller one more acquisition, which finds it ended before it began.
-      if (d.status.name !== 'RUNNING') {
-        return d.closeTime && d.closeTime >= runStart
-          ? `${workflowId} ended at ${d.closeTime.toISOString()}, after this acquisition began: its end brings ${serve} down, so ${serve} may be down already; ask again`
-          : undefined;
-      }
-      const view = await lease.query(leaseQuery);
-      if (view.state !== 'expiring') return undefined;
-      return leaseExpiring(workflowId, `expired at ${new Date(view.expiresAtEpochMs).toISOString()}`, serve);
-    });
-  } catch {
-    return undefined;
   }
 }
 
@@ -440,7 +407,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       const run = client.workflow.getHandle(workflowId, d.runId);
       if (status === 'COMPLETED') {
         const result = (await run.result()) as unknown;
-        const goingDown = await goingDownNow(client, manifest.node, serve, result, d.startTime);
+        const goingDown = await serveGoingDown(client, manifest.node, serve, result, d.startTime);
         return { workflow_id: workflowId, run_id: d.runId, status: 'completed', result, ...(goingDown ? { serve_going_down: goingDown } : {}) };
       }
       if (status === 'RUNNING' || status === 'PAUSED' || d.closeTime === undefined)
