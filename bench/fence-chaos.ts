@@ -18,13 +18,22 @@
 // before it is sent and just after it is answered. Findings:
 //   over-budget     a sample whose running containers reserve more than the budget;
 //   unreserved      a serve's container running while every answered ledger sample for more than
-//                   UNRESERVED_WINDOW_MS says nothing is committed for it (the window covers a
+//                   LEDGER_BOX_WINDOW_MS says nothing is committed for it (the window covers a
 //                   bring-up's compensation and a late create removed by its own step);
+//   no-container    the reverse: every answered ledger sample for more than LEDGER_BOX_WINDOW_MS
+//                   says a serve is running, and the box runs no container of it;
+//   left-quiesced   a tier quiesced over its serve's running container, the ledger saying the serve
+//                   is running (no operation holds it), on every answered sample for more than
+//                   LEFT_QUIESCED_GRACE_MS;
 //   routed-evicted  a probe answered 200 by the evictable serve while the router said its tier was
 //                   quiesced both before it was sent and after it was answered, and the ledger's
-//                   latest answer had it evicting or evicted.
-// Each is printed with the seed and the samples around it; at the end, the histories of the
-// node's workflows are written to the run's directory (histories/) before the dev server goes.
+//                   latest answer had it evicting or evicted;
+//   ledger-box      once every operation has ended, the ledger's committed MiB differ from the MiB
+//                   the box's running containers reserve.
+// A condition still pending when the operations end is sampled until its window has passed.
+// Each is printed with the seed and the samples around it (and around its start); at the end, the
+// histories of the node's workflows are written to the run's directory (histories/) before the dev
+// server goes.
 //
 // Too slow for CI (a minute or two per seed, plus start-up and the settle), so a bench script:
 //   node dist/bench/fence-chaos.js [--seed N] [--seeds K] [--seconds S] [--operators N]   (scripts/lib.sh's export_test_env first)
@@ -71,8 +80,25 @@ const SERVES: TestServe[] = [
 ];
 /** How often the ledger and the router are read (the box itself: every 100 ms). */
 const LEDGER_EVERY_MS = 500;
-/** How long a container may run with nothing committed for it before it is a finding. */
-const UNRESERVED_WINDOW_MS = 15_000;
+/**
+ * How long a container may run with nothing committed for it, or the ledger say a serve runs with
+ * no container of it, before it is a finding. A ledger answer lags the box by its read (up to 2 s);
+ * a serve is `running` only once its container is up and healthy, and is `stopping` or `evicting`
+ * before its stop, so the ledger-says-running side needs no more; the other side's window covers a
+ * bring-up's compensation and a late create removed by its own step. One window both ways.
+ */
+const LEDGER_BOX_WINDOW_MS = 15_000;
+/**
+ * How long a tier may stay quiesced over its serve's running container while the ledger says the
+ * serve is running. An operation that quiesces a serve's tier holds the serve in another phase
+ * first (an eviction `evicting`, a bring-down `stopping`, a bring-up `admitted` until after its
+ * readmit), so only the router's own quiesce for an acquisition that finds the serve running holds
+ * a running serve's tier: a second or two, held up by a SIGSTOPped worker (up to 16 s here) and the
+ * 10 s after which its step is tried again, and a readmit by a router restart (up to 2.3 s): 30 s.
+ */
+const LEFT_QUIESCED_GRACE_MS = 30_000;
+/** The router tier of each serve that has one. */
+const TIER_OF = new Map(SERVES.flatMap((s) => (s.router_tier ? [[s.name, s.router_tier] as const] : [])));
 
 interface BoxSample {
   at: number;
@@ -84,10 +110,42 @@ interface BoxSample {
 }
 
 interface Finding {
-  kind: 'over-budget' | 'unreserved' | 'routed-evicted';
+  kind: 'over-budget' | 'unreserved' | 'no-container' | 'left-quiesced' | 'routed-evicted' | 'ledger-box';
   at: number;
   what: string;
   serve?: string;
+  /** When the condition began, for one that is a finding only once it has held for a window. */
+  since?: number;
+}
+
+/**
+ * A condition of a serve that is a finding only once it has held, on every sample judged, for
+ * longer than its window: one finding per stretch, a stretch ended by a judged sample without it.
+ */
+class Persisting {
+  private readonly since = new Map<string, number>();
+
+  constructor(
+    private readonly kind: Finding['kind'],
+    private readonly windowMs: number,
+  ) {}
+
+  /** `holds`: each serve it holds for now, and what to say of it given how long it has held. */
+  judge(at: number, holds: Map<string, (heldMs: number) => string>, findings: Finding[]): void {
+    for (const serve of [...this.since.keys()]) if (!holds.has(serve)) this.since.delete(serve);
+    for (const [serve, what] of holds) {
+      const since = this.since.get(serve) ?? at;
+      this.since.set(serve, since);
+      if (at - since > this.windowMs && !findings.some((f) => f.kind === this.kind && f.serve === serve && f.at >= since))
+        findings.push({ kind: this.kind, at, serve, since, what: what(at - since) });
+    }
+  }
+
+  /** When the last stretch still under way would pass its window (epoch ms), if any is. */
+  pendingUntil(findings: Finding[]): number | undefined {
+    const open = [...this.since.entries()].filter(([serve, since]) => !findings.some((f) => f.kind === this.kind && f.serve === serve && f.at >= since));
+    return open.length ? Math.max(...open.map(([, since]) => since + this.windowMs)) : undefined;
+  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -100,7 +158,11 @@ class Chaos {
   faults: { at: number; fault: string }[] = [];
   probes = { sent: 0, ok: 0, other: 0 };
   private lastLedger: LedgerState | undefined;
-  private unreservedSince = new Map<string, number>();
+  /** The router's tiers as read with lastLedger, when they answered. */
+  private lastTiers: Record<string, string> | undefined;
+  private readonly unreserved = new Persisting('unreserved', LEDGER_BOX_WINDOW_MS);
+  private readonly noContainer = new Persisting('no-container', LEDGER_BOX_WINDOW_MS);
+  private readonly leftQuiesced = new Persisting('left-quiesced', LEFT_QUIESCED_GRACE_MS);
   private stopped = false;
 
   constructor(
@@ -151,7 +213,14 @@ class Chaos {
     }
     this.ledgerAnswered += 1;
     this.lastLedger = ledger;
+    this.lastTiers = typeof tiers === 'string' ? undefined : tiers;
     this.lastLedgerAt = Date.now();
+  }
+
+  /** When the last condition still under way would pass its window, if any is: the run samples until then. */
+  pendingUntil(): number | undefined {
+    const until = [this.unreserved, this.noContainer, this.leftQuiesced].map((p) => p.pendingUntil(this.findings)).filter((t) => t !== undefined);
+    return until.length ? Math.max(...until) : undefined;
   }
 
   ledgerAnswered = 0;
@@ -167,28 +236,43 @@ class Chaos {
     this.samples.push({ at, running, mib, ...this.ledgerSeen });
     if (mib > BUDGET)
       this.findings.push({ kind: 'over-budget', at, what: `${mib} MiB running against ${BUDGET}: ${running.map((c) => `${c.serve} ${c.mib}`).join(', ')}` });
-    // A container's reservation is judged only against a ledger answer newer than the last one judged.
+    // The box is judged only against a ledger answer newer than the last one judged.
     const ledger = this.lastLedger;
     if (!ledger || this.lastLedgerAt === this.checkedLedgerAt) return;
     this.checkedLedgerAt = this.lastLedgerAt;
+    const runs = (serve: string) => running.some((c) => c.serve === serve);
+    const unreserved = new Map<string, (ms: number) => string>();
     for (const c of running) {
       const r = ledger.reservations.find((x) => x.serve === c.serve);
-      if (r && committedMibOf(r) > 0) {
-        this.unreservedSince.delete(c.serve);
-        continue;
-      }
-      const since = this.unreservedSince.get(c.serve) ?? at;
-      this.unreservedSince.set(c.serve, since);
-      if (at - since > UNRESERVED_WINDOW_MS && !this.findings.some((f) => f.kind === 'unreserved' && f.serve === c.serve && f.at >= since)) {
-        this.findings.push({
-          kind: 'unreserved',
-          at,
-          serve: c.serve,
-          what: `${c.serve}'s container has run ${at - since} ms with the ledger holding ${r ? `${r.phase} ${committedMibOf(r)} MiB` : 'nothing'}`,
-        });
-      }
+      if (!r || committedMibOf(r) === 0)
+        unreserved.set(
+          c.serve,
+          (ms) => `${c.serve}'s container has run ${ms} ms with the ledger holding ${r ? `${r.phase} ${committedMibOf(r)} MiB` : 'nothing'}`,
+        );
     }
-    for (const serve of [...this.unreservedSince.keys()]) if (!running.some((c) => c.serve === serve)) this.unreservedSince.delete(serve);
+    this.unreserved.judge(at, unreserved, this.findings);
+    const saysRunning = ledger.reservations.filter((r) => r.phase === 'running');
+    const noContainer = new Map<string, (ms: number) => string>();
+    for (const r of saysRunning.filter((x) => !runs(x.serve)))
+      noContainer.set(
+        r.serve,
+        (ms) => `the ledger has said ${r.serve} is running (${r.vramMib} MiB, held by ${r.holder}) for ${ms} ms, and the box runs no container of it`,
+      );
+    this.noContainer.judge(at, noContainer, this.findings);
+    // Judged only on tiers read with that ledger answer: the router restarting leaves the last ones standing.
+    const tiers = this.lastTiers;
+    if (!tiers) return;
+    const leftQuiesced = new Map<string, (ms: number) => string>();
+    for (const r of saysRunning) {
+      const tier = TIER_OF.get(r.serve);
+      if (tier && tiers[tier] === 'quiesced' && runs(r.serve))
+        leftQuiesced.set(
+          r.serve,
+          (ms) =>
+            `tier ${tier} has been quiesced for ${ms} ms over ${r.serve}'s running container, the ledger saying ${r.serve} is running (held by ${r.holder})`,
+        );
+    }
+    this.leftQuiesced.judge(at, leftQuiesced, this.findings);
   }
 
   /** The evictable tier, probed: 200 while the router says quiesced on both sides of it, and the ledger has it evicted, is a finding. */
@@ -406,12 +490,16 @@ async function runSeed(seed: number, seconds: number, operatorCount: number, tem
     await Promise.all([...operators, faults]);
 
     // Settle: every operation ends (a lease's expiry included), then the ledger must equal the box.
-    const settleUntil = Date.now() + 90_000;
-    for (;;) {
+    const openOperations = async (): Promise<string[]> => {
       const open: string[] = [];
       for await (const w of temporal.client.workflow.list({ query: `TaskQueue = '${taskQueueFor(node)}' AND ExecutionStatus = 'Running'` })) {
         if (!w.workflowId.startsWith('ledger/') && !w.workflowId.startsWith('lease/')) open.push(w.workflowId);
       }
+      return open;
+    };
+    const settleUntil = Date.now() + 90_000;
+    for (;;) {
+      const open = await openOperations();
       if (open.length === 0 || Date.now() > settleUntil) {
         if (open.length > 0) console.log(`  still open after the settle: ${open.join(', ')}`);
         break;
@@ -419,6 +507,13 @@ async function runSeed(seed: number, seconds: number, operatorCount: number, tem
       await sleep(1000);
     }
     await sleep(1000);
+    // A stretch under way now (a tier left quiesced, the ledger and the box apart) is sampled until its window has passed.
+    const pending = chaos.pendingUntil();
+    if (pending !== undefined) {
+      const waitMs = Math.max(0, pending + 1000 - Date.now());
+      console.log(`  sampling ${(waitMs / 1000).toFixed(1)} s more: a condition under way at the end has not yet held for its window`);
+      await sleep(waitMs);
+    }
     chaos.stop();
     await Promise.all(loops);
     await chaos.sample();
@@ -426,31 +521,45 @@ async function runSeed(seed: number, seconds: number, operatorCount: number, tem
     const codes = new Map<string, number>();
     for (const o of chaos.ops)
       codes.set(`${o.op.split(' ').slice(0, 2).join(' ')} -> ${o.run.code}`, (codes.get(`${o.op.split(' ').slice(0, 2).join(' ')} -> ${o.run.code}`) ?? 0) + 1);
+    const last = chaos.samples[chaos.samples.length - 1];
+    // Settled, the ledger's committed MiB are the box's: judged only with no operation open (a lease may have begun a bring-down since).
+    const settled = await chaos['ledger'].answer(node, GPU.role, 5000).catch((err: unknown) => (err instanceof Error ? err.message : String(err)));
+    const openAtEnd = await openOperations();
+    if (typeof settled === 'string' || !last) console.log(`  the ledger at the end: not read (${typeof settled === 'string' ? settled : 'no sample'})`);
+    else if (openAtEnd.length > 0) console.log(`  the ledger at the end: not judged, ${openAtEnd.join(', ')} open`);
+    else if (totals(settled).committedMib !== last.mib) {
+      chaos.findings.push({
+        kind: 'ledger-box',
+        at: last.at,
+        what:
+          `with every operation ended, the ledger commits ${totals(settled).committedMib} MiB ` +
+          `(${settled.reservations.map((r) => `${r.serve} ${r.phase} ${committedMibOf(r)}`).join(', ')}) and the box runs ${last.mib} MiB ` +
+          `(${last.running.map((c) => `${c.serve} ${c.mib}`).join(', ') || 'nothing'})`,
+      });
+    }
     const maxMib = Math.max(...chaos.samples.map((s) => s.mib));
     const unanswered = `${chaos.ledgerAnswered} ledger answers, ${chaos.ledgerUnanswered} unanswered`;
-    const last = chaos.samples[chaos.samples.length - 1];
+    const kinds = new Map<string, number>();
+    for (const f of chaos.findings) kinds.set(f.kind, (kinds.get(f.kind) ?? 0) + 1);
     console.log(
       `seed ${seed}: ${chaos.ops.length} operations in ${((Date.now() - started) / 1000).toFixed(0)} s (${JSON.stringify(Object.fromEntries(codes))}); ` +
         `faults ${chaos.faults.map((f) => f.fault).join(',')}; ${chaos.samples.length} box samples (${unanswered}), max ${maxMib} MiB against ${BUDGET}; ` +
-        `probes ${chaos.probes.sent} (${chaos.probes.ok} answered 200); ${chaos.findings.length} findings`,
+        `probes ${chaos.probes.sent} (${chaos.probes.ok} answered 200); ${chaos.findings.length} findings${kinds.size ? ` ${JSON.stringify(Object.fromEntries(kinds))}` : ''}`,
     );
     console.log(`  at the end: running ${JSON.stringify(last?.running)}, ledger ${JSON.stringify(last?.ledger)}, tiers ${JSON.stringify(last?.tiers)}`);
-    if (typeof last?.ledger !== 'string' && last) {
-      const l = await chaos['ledger'].answer(node, GPU.role, 5000).catch(() => undefined);
-      if (l && totals(l).committedMib !== last.mib) console.log(`  ledger committed ${totals(l).committedMib} MiB, the box runs ${last.mib}`);
-    }
     for (const o of chaos.ops) {
       const lastLine = (o.run.stderr || o.run.stdout).split('\n').filter(Boolean).slice(-1)[0] ?? '';
       console.log(`  op ${stamp(o.at)} +${o.run.ms} ms exit ${o.run.code}: ${o.op}: ${lastLine.slice(0, 160)}`);
     }
     for (const f of chaos.findings.slice(0, 20)) {
-      console.log(`FINDING seed ${seed} ${f.kind} at ${stamp(f.at)}: ${f.what}`);
-      for (const s of chaos.samples.filter((x) => Math.abs(x.at - f.at) < 1500)) {
+      console.log(`FINDING seed ${seed} ${f.kind} at ${stamp(f.at)}${f.since !== undefined ? ` (since ${stamp(f.since)})` : ''}: ${f.what}`);
+      const near = (x: BoxSample) => Math.abs(x.at - f.at) < 1500 || (f.since !== undefined && Math.abs(x.at - f.since) < 1500);
+      for (const s of chaos.samples.filter(near)) {
         console.log(
           `    ${stamp(s.at)} ${s.mib} MiB [${s.running.map((c) => c.serve).join(' ')}] ledger ${JSON.stringify(s.ledger)} tiers ${JSON.stringify(s.tiers)}`,
         );
       }
-      for (const o of chaos.ops.filter((o) => (!f.serve || o.op.includes(` ${f.serve}`)) && o.at < f.at && o.at + o.run.ms > f.at - 20_000)) {
+      for (const o of chaos.ops.filter((o) => (!f.serve || o.op.includes(` ${f.serve}`)) && o.at < f.at && o.at + o.run.ms > (f.since ?? f.at) - 20_000)) {
         console.log(
           `    op at ${stamp(o.at)} (${o.run.ms} ms, exit ${o.run.code}): ${o.op}: ${(o.run.stderr || o.run.stdout).split('\n').filter(Boolean).slice(-1)[0] ?? ''}`,
         );
