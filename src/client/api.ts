@@ -11,7 +11,7 @@ import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest, ServeSpec } from '../domain/types';
 import type { LeaseRequest } from '../shared/operations';
-import { abandonUpdate, joinedSignal, joinLeaseSignal, leaseQuery, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
+import { abandonUpdate, joinedSignal, joinLeaseSignal, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
 import { foundRunning } from '../shared/wording';
