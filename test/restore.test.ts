@@ -40,6 +40,29 @@ describe('restore with guarded readmit', () => {
     assert.equal((await t.routed('vision')).status, 503);
   }
 
+  /** fast and slow up, slow evicted for comfyui-sim, then serves down comfyui-sim --restore until slow's restore has started its container and loads. */
+  async function restoringSlow() {
+    for (const s of ['fast', 'slow']) assert.ok((await serveUp(t.temporal.client, t.node, s)).ok);
+    const acq = await serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true });
+    assert.ok(acq.ok, !acq.ok ? acq.message : '');
+    const down = await t.temporal.client.workflow.start('bringDownWorkflow', {
+      workflowId: workflowIds.bringDown(t.node, 'comfyui-sim'),
+      taskQueue: taskQueueFor(t.node),
+      args: [{ serve: 'comfyui-sim', restore: true }],
+    });
+    const restore = t.temporal.client.workflow.getHandle(workflowIds.bringUp(t.node, 'slow'));
+    // slow's container started and loading: its restore is mid-start.
+    await waitUntil(
+      'the restore of slow to start its container',
+      async () => (await t.box.runtime.inspect(containerName(t.node, 'slow')))?.running === true,
+      20_000,
+      50,
+    );
+    const child = await restore.describe();
+    assert.equal(child.status.name, 'RUNNING');
+    return { down, restore, child };
+  }
+
   /** Rewrites the router's config with the vision tier changed, and reloads it. */
   async function routerVisionTier(patch: Record<string, unknown>): Promise<void> {
     const cfg = parse(routerConfigFor(t.manifest, `test.${t.node}.patched`)) as { tiers: Record<string, unknown>[] };
@@ -194,24 +217,7 @@ describe('restore with guarded readmit', () => {
   });
 
   test("a bring-down terminated while its restore brings a serve up: the restore's bring-up sees it through, nothing held by a dead run", async () => {
-    for (const s of ['fast', 'slow']) assert.ok((await serveUp(t.temporal.client, t.node, s)).ok);
-    const acq = await serveAcquire(t.temporal.client, t.node, { serve: 'comfyui-sim', evict: true });
-    assert.ok(acq.ok, !acq.ok ? acq.message : '');
-    const down = await t.temporal.client.workflow.start('bringDownWorkflow', {
-      workflowId: workflowIds.bringDown(t.node, 'comfyui-sim'),
-      taskQueue: taskQueueFor(t.node),
-      args: [{ serve: 'comfyui-sim', restore: true }],
-    });
-    const restore = t.temporal.client.workflow.getHandle(workflowIds.bringUp(t.node, 'slow'));
-    // slow's container started and loading: its restore is mid-start.
-    await waitUntil(
-      'the restore of slow to start its container',
-      async () => (await t.box.runtime.inspect(containerName(t.node, 'slow')))?.running === true,
-      20_000,
-      50,
-    );
-    const child = await restore.describe();
-    assert.equal(child.status.name, 'RUNNING');
+    const { down, restore, child } = await restoringSlow();
     await down.terminate('an operator ends the bring-down from the UI');
     const up = (await restore.result()) as BringUpResult;
     assert.match(up.message, /^serves up slow: /);
@@ -221,6 +227,45 @@ describe('restore with guarded readmit', () => {
     const slow = l?.reservations.find((r) => r.serve === 'slow');
     assert.deepEqual([slow?.phase, slow?.holder], ['running', `${workflowIds.bringUp(t.node, 'slow')}/${child.runId}`]);
     assert.equal((await t.routed('slow')).status, 200);
+    for (const s of ['slow', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
+  });
+
+  test('a bring-down cancelled while its restore brings a serve up: the stop has landed, so the restore is seen through, the victim held running and routed again', async () => {
+    const { down, restore, child } = await restoringSlow();
+    await down.cancel();
+    // The box every 200 ms until the restore's run closes: slow's container and its reservation.
+    const samples: string[] = [];
+    const t0 = Date.now();
+    for (;;) {
+      const c = await t.box.runtime.inspect(containerName(t.node, 'slow'));
+      const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+      const r = l?.reservations.find((x) => x.serve === 'slow');
+      samples.push(
+        `+${Date.now() - t0} ms slow ${c ? (c.running ? 'running' : c.status) : 'gone'}, ledger ${r ? `${r.phase}${r.evictedFor ? ` for ${r.evictedFor}` : ''}` : 'none'}`,
+      );
+      if ((await restore.describe()).status.name !== 'RUNNING') break;
+      assert.ok(Date.now() - t0 < 60_000, `the restore still runs after 60 s: ${samples.join('; ')}`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    const downEnd = await down.result().then(
+      (r) => `completed: ${(r as { message: string }).message}`,
+      (e: Error) => `${e.message}: ${(e.cause as Error | undefined)?.message ?? ''}`,
+    );
+    const childEnd = (await restore.describe()).status.name;
+    const c = await t.box.runtime.inspect(containerName(t.node, 'slow'));
+    const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
+    const seen = `serves down comfyui-sim --restore ${downEnd}; restore of slow ${childEnd}; ${samples.length} samples, the last: ${samples.at(-1)}; ledger ${l?.reservations.map((r) => `${r.serve}:${r.phase}`).join(', ')}`;
+    console.log(`  ${seen}`);
+    const slow = l?.reservations.find((r) => r.serve === 'slow');
+    assert.deepEqual(
+      [childEnd, c?.running, slow?.phase, slow?.holder],
+      ['COMPLETED', true, 'running', `${workflowIds.bringUp(t.node, 'slow')}/${child.runId}`],
+      seen,
+    );
+    assert.equal((await t.routed('slow')).status, 200, seen);
+    assert.match(downEnd, /^completed: serves down comfyui-sim: stopped, 8192 MiB released on 'dark-fast'; restore: slow restored; .*cancel/, seen);
+    assert.equal(await t.box.runtime.inspect(containerName(t.node, 'comfyui-sim')), undefined, seen);
+    assert.deepEqual(l?.reservations.map((r) => `${r.serve}:${r.phase}`).sort(), ['fast:running', 'slow:running'], seen);
     for (const s of ['slow', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 });

@@ -139,6 +139,8 @@ export const bringDown = {
     `cancelled before the stop; tier ${tier} was quiesced again since this run's quiesce (an eviction or a bring-down of ${serve} relies on it), or the router restarted without its state file: left quiesced`,
   cancelReadmitFailed: (tier: string, error: string) => `cancelled before the stop; readmit of tier ${tier} failed: ${error}`,
   noneEvicted: (serve: string) => `no serve was evicted for ${serve}`,
+  cancelAfterStop: (restore: boolean) =>
+    `cancel asked after the stop: not taken, the stop${restore ? ' and the restore' : ''} seen through (a cancel stops a bring-down only before its stop)`,
 };
 
 /** What a run's compensations did not undo, and why: `; not undone: release reservation (…)`. */

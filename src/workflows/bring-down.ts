@@ -91,7 +91,16 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
 
   // Fenced, the ledger is read after the release: an acquisition this bring-down cancelled may
   // have stopped victims since the first read, and they are to come back too.
-  const { restored, ledgerAfter } = input.restore ? await restoreEvicted(node, gpu, serve.name, down.fenced ? release.ledger : before, log) : { restored: [] };
+  // Once the stop has landed the restore is seen through too, cancelled or not: a cancel passed on
+  // to a victim's bring-up made it give back its reservation, and the victim, neither running nor
+  // evicted for this serve any more, was restored by nothing after.
+  const restoreIt = () => restoreEvicted(node, gpu, serve.name, down.fenced ? release.ledger : before, log);
+  const restoreWhole = input.restore && patched(PATCHES.restoreWhole);
+  const { restored, ledgerAfter } = input.restore ? await (restoreWhole ? CancellationScope.nonCancellable(restoreIt) : restoreIt()) : { restored: [] };
+  // Cancelled past the stop, the run completes all the same: what it did stands, and a Cancelled
+  // close would say it had not, so its message says the cancel was not taken.
+  const cancelAfterStop = down.fenced && CancellationScope.current().consideredCancelled ? bringDown.cancelAfterStop(Boolean(input.restore)) : '';
+  if (cancelAfterStop) log.record('cancel', cancelAfterStop);
 
   const wasDown = stop.stop !== 'stopped' && stop.remove === 'absent' && !reserved;
   const cancelled = ended.filter((e) => e.outcome === 'cancelled');
@@ -110,7 +119,9 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
         reservedMib: reserved ? release.vramMib : undefined,
         restore: Boolean(input.restore),
         restored,
-      }) + restoreNote(restored),
+      }) +
+      restoreNote(restored) +
+      (cancelAfterStop ? `; ${cancelAfterStop}` : ''),
     gpuRole: gpu.role,
     releasedMib: release.vramMib,
     drain,

@@ -265,5 +265,15 @@ export const PATCHES = {
    * after: eviction-victims-tagged.json; test/run-tags.test.ts finds an eviction by its victim.
    */
   victimsTagged: 'victims-tagged',
+  /**
+   * A bring-down's restore runs outside cancellation once its stop has landed: a cancel of
+   * `serves down X --restore` after the stop is not passed on to the victim's bring-up (which gave
+   * back its reservation, so the victim fell off the ledger and no restore brought it back), and
+   * the run completes saying the cancel was not taken. Asked by every `--restore` run after its
+   * release; a run not cancelled records the same commands but for the marker. Before: restore.json,
+   * wake-restore.json, restore-local-steps.json; after: restore-whole.json;
+   * test/restore.test.ts cancels one while its restore brings a victim up.
+   */
+  restoreWhole: 'restore-whole',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

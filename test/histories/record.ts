@@ -20,7 +20,7 @@ import { followPromotion, startPromotion } from '../../src/client/promote';
 import type { PromotionOutcome } from '../../src/client/promote';
 import { startDevServer } from '../../src/dev/dev-server';
 import { formatLedger, totals } from '../../src/domain/ledger';
-import { progressQuery, workflowIds } from '../../src/shared/messages';
+import { progressQuery, taskQueueFor, workflowIds } from '../../src/shared/messages';
 import { promoteWorkflowId } from '../../src/shared/promotion';
 import type { PromoteInput } from '../../src/shared/promotion';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
@@ -276,6 +276,29 @@ async function main(): Promise<void> {
     await record('take-over-victims', workflowIds.bringDown(NODE, 'comfyui-sim'));
     expect((await draining) === 200, 'the request in flight finished 200');
     expect((await routed(box, 'vision')) === 200, 'vision routed again after the take-over');
+
+    // (10) a restore cancelled while its bring-up of vision is under way: the stop has
+    // landed, so the restore is seen through (patch restore-whole) and the run completes saying so.
+    say('(10) comfyui-sim --evict again; comfyui-sim down --restore cancelled mid-restore');
+    await step('serves up comfyui-sim --evict', serveAcquire(client, NODE, { serve: 'comfyui-sim', evict: true }), true);
+    const whole = await client.workflow.start('bringDownWorkflow', {
+      workflowId: workflowIds.bringDown(NODE, 'comfyui-sim'),
+      taskQueue: taskQueueFor(NODE),
+      args: [{ serve: 'comfyui-sim', restore: true }],
+    });
+    const visionBack = client.workflow.getHandle(workflowIds.bringUp(NODE, 'vision'));
+    await until(
+      "the restore's bring-up of vision under way",
+      async () => (await visionBack.describe().catch(() => undefined))?.status.name === 'RUNNING' && (await visionBack.query(progressQuery)).length > 0,
+      30_000,
+    );
+    await whole.cancel();
+    const wholeEnd = (await whole.result()) as { message: string };
+    say(`  ${wholeEnd.message}`);
+    expect(/restore: vision restored; cancel asked after the stop/.test(wholeEnd.message), 'the cancelled restore seen through');
+    await record('restore-whole', workflowIds.bringDown(NODE, 'comfyui-sim'));
+    await record('restore-whole-child-bring-up', workflowIds.bringUp(NODE, 'vision'));
+    expect((await routed(box, 'vision')) === 200, 'vision routed again after the cancelled restore');
 
     // (6) promotions: a new release that holds, then one that crash-loops and is rolled back.
     if (target) {
