@@ -143,7 +143,8 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       }
       // Each victim's VRAM was seen back (or its sleep's residual) on a reading queried after it went down.
       const baselineMaxAgeMs = victims.length > 0 ? RECENT_READING_MS : undefined;
-      // A wake whose fence refused: the sleeper is not this acquisition's, and neither is stopping it.
+      // A wake or its cold start whose fence refused: the sleeper (or the container started under
+      // its name since) is not this acquisition's, and neither is stopping it.
       const notOurs = () => {
         if (withdrawSleeperStop && patched(PATCHES.wakeRefusedLeavesSleeper)) withdrawSleeperStop();
       };

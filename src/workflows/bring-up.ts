@@ -17,7 +17,7 @@ import { PATCHES } from './patches';
 import { act, containers, ledgerUpdates, reads, router, waiting } from './proxies';
 import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
-import { giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
+import { disowned, giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { BringUpInput, BringUpResult } from '../shared/operations';
 
@@ -118,15 +118,30 @@ export interface StartedServe {
  * memory freed just before (a stop) shows with a lag. An eviction that saw its victims' VRAM back
  * on a fresh reading passes RECENT_READING_MS: the latest reading is that one or newer.
  */
-export async function startServe(resolved: ResolvedServe, saga: Saga, log: StepLog, baselineMaxAgeMs?: number): Promise<StartedServe> {
+export async function startServe(
+  resolved: ResolvedServe,
+  saga: Saga,
+  log: StepLog,
+  baselineMaxAgeMs?: number,
+  /** Told when the start's fence refuses, beside this function's own removal being withdrawn (a wake's removal, an acquisition's stop of its sleeper). */
+  alsoNotOurs?: () => void,
+): Promise<StartedServe> {
   const { node, serve, gpu } = resolved;
   const gpuBefore = await reads().measureGpu({ uuid: gpu.uuid, ...(baselineMaxAgeMs !== undefined ? { maxAgeMs: baselineMaxAgeMs } : {}) });
 
   log.begin('start');
   // Registered first: a start that created the container before it failed or was cancelled must
   // not leave it running once the reservation is released. Removing an absent one is a no-op.
-  saga.add(REMOVE_CONTAINER, () => stopServe(node, serve));
-  const started = await containers.startServeContainer(resolved);
+  const removal = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve));
+  const started = await containers.startServeContainer(resolved).catch((err: unknown) => {
+    // Its fence refused: the container under the name may be the run's the ledger holds the serve
+    // for, and a removal by name would take it away (the step removed its own by id).
+    if (rootCause(err).type === Failure.ReservationLost && disowned(saga)) {
+      removal();
+      alsoNotOurs?.();
+    }
+    throw err;
+  });
   log.record('start', start.started(started, gpu.uuid));
   return serveReady(resolved, started.containerId, gpuBefore?.usedMib, saga, log);
 }
@@ -149,16 +164,20 @@ export async function wakeOrRestart(
   const container = await reads().inspectServe({ node, serve: serve.name });
   if (!container?.running) {
     log.record('wake', sleeping.notAsleep(serve.name, container?.status ?? 'gone'));
-    return { ...(await startServe(resolved, saga, log)), restoredBy: 'cold-start' };
+    return { ...(await startServe(resolved, saga, log, undefined, alsoNotOurs)), restoredBy: 'cold-start' };
   }
   // Registered first: a wake that fails past its fallback must not leave the process holding its residual.
-  const notOurs = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve));
+  const withdrawRemoval = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve));
+  const notOurs = () => {
+    withdrawRemoval();
+    alsoNotOurs?.();
+  };
   const woke = await wake(
     resolved,
     level,
     () => {
       notOurs();
-      alsoNotOurs?.();
+      disowned(saga);
     },
     log,
   );
@@ -166,7 +185,8 @@ export async function wakeOrRestart(
   log.record('wake', sleeping.coldRestart(serve.name, woke.why));
   log.begin('stop');
   log.record('stop', eviction.stopped(await stopServe(node, serve)));
-  return { ...(await startServe(resolved, saga, log)), restoredBy: 'cold-start' };
+  // Its cold start's fence refusing withdraws the wake's removal too: it is by the same name.
+  return { ...(await startServe(resolved, saga, log, undefined, notOurs)), restoredBy: 'cold-start' };
 }
 
 /** The wake itself, where the GPU has the room for it: woken, or why not (the restore then starts cold). */

@@ -68,7 +68,8 @@ export const PATCHES = {
   /**
    * An acquisition of a sleeping serve whose wake's fence refuses (a ledger started afresh holds the
    * sleeper) no longer stops it as a compensation. Reached only by a ledger lost between the
-   * acquisition's admission and its wake, which no recording or test does yet.
+   * acquisition's admission and its wake, which no recording or test does yet. Asked too, since
+   * start-refused-leaves-container, when the cold start of such an acquisition's sleeper is refused.
    */
   wakeRefusedLeavesSleeper: 'wake-refused-leaves-sleeper',
   /**
@@ -78,6 +79,19 @@ export const PATCHES = {
    * (test/bring-up.test.ts cancels one), and kept back by test/fence-faults.test.ts's failed removal.
    */
   giveBackWhenDown: 'give-back-when-down',
+  /**
+   * A run whose start fence refuses (ReservationLost: a ledger started afresh holds the serve for
+   * another run, which may have started its container under the same name) no longer stops and
+   * removes that name as a compensation (REMOVE_CONTAINER, and an acquisition's STOP_SLEEPER, and a
+   * restore's wake removal before its cold start), and its give-back no longer waits for that
+   * container to stop: the start step removed its own container by id. A wake whose fence refuses
+   * gives back without that wait too. Asked only on a refused start or wake, which no recording
+   * had. Before: start-refused-before-leaves-container.json and
+   * acquire-start-refused-before-leaves-container.json (a bring-up's and an acquisition's, the
+   * other run's container removed by name); after: start-refused-leaves-container.json;
+   * test/fence-start-refused.test.ts loses the ledger while a run waits at its start fence.
+   */
+  startRefusedLeavesContainer: 'start-refused-leaves-container',
   /**
    * The ledger: a bring-down that lets go of a serve it took from running gives the hold back to
    * the run it took it from (before, it kept it, and a lease retrying its expiry found the serve no

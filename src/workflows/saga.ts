@@ -12,6 +12,8 @@ export class Saga {
   readonly compensated: string[] = [];
   /** The compensations that failed, with their reason as the operator reads it. */
   readonly failed: { name: string; why: string }[] = [];
+  /** Set once a fence refused this run (steps.ts disowned): the serve, and the container under its name, are no longer its own. */
+  fenceRefused = false;
 
   /** Returns a function that withdraws the compensation once it no longer applies. */
   add(name: string, run: () => Promise<unknown>): () => void {

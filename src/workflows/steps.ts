@@ -38,12 +38,14 @@ export function stopServe(node: string, serve: { name: string; stopTimeoutS: num
  * that failed (dockerd erroring past the retries) leaves it running, and MiB given back under a
  * running container are MiB the ledger admits another serve to, whoever started it (this run, or
  * a sleeper's run before it that this one woke). Kept, they stay with this run, which ends:
- * `serves down` takes the hold over, stops the container and gives them back. Where the run no
- * longer holds them (a wake's fence refused), the release would have changed nothing either.
- * Runs from before this gave them back at once, and replay that way.
+ * `serves down` takes the hold over, stops the container and gives them back. Where a fence
+ * refused the run (saga.fenceRefused), it no longer holds them and a container running under the
+ * name is another run's: the release changes nothing, and goes ahead without the wait, which
+ * would say that container keeps this run's MiB. Runs from before this gave them back at once,
+ * and replay that way.
  */
 export async function giveBackWhenDown<T>(node: string, serve: string, saga: Saga, giveBack: () => Promise<T>): Promise<T> {
-  if (patched(PATCHES.giveBackWhenDown)) {
+  if (patched(PATCHES.giveBackWhenDown) && !saga.fenceRefused) {
     const c = await reads().inspectServe({ node, serve });
     if (c?.running) {
       const removal = saga.failed.find((f) => CONTAINER_REMOVALS.includes(f.name));
@@ -51,4 +53,17 @@ export async function giveBackWhenDown<T>(node: string, serve: string, saga: Sag
     }
   }
   return giveBack();
+}
+
+/**
+ * A fence refused this run (ReservationLost): the ledger holds the serve for another run or for
+ * none, and a container under its name may be that run's (a ledger started afresh admitted it
+ * and it started one). The caller withdraws its removals by name when this answers true; the
+ * start step removed its own container by id. Runs from before this removed by name and waited
+ * for that container in their give-back, and replay that way (false).
+ */
+export function disowned(saga: Saga): boolean {
+  if (!patched(PATCHES.startRefusedLeavesContainer)) return false;
+  saga.fenceRefused = true;
+  return true;
 }
