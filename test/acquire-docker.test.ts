@@ -200,7 +200,9 @@ describe('on-demand acquisition with eviction on Docker', () => {
       const o = await serveUp(client(), node, s);
       assert.ok(o.ok, !o.ok ? o.message : '');
     }
-    const slow = Array.from({ length: 3 }, () => routed('vision', 5000));
+    // Long enough that the drain still has them to wait for on a loaded host, where the steps
+    // before it (admission, preflight, quiesce, the GPU reading) took 4 s of 5 (CI: drained after 930 ms).
+    const slow = Array.from({ length: 3 }, () => routed('vision', 10_000));
     await waitUntil('3 in flight at vision-local', async () => (await routerAdmin.tierState('vision-local')).inFlight >= 3, 5000);
     const acquisition = serveAcquire(client(), node, { serve: 'comfyui-sim', evict: true });
     await waitUntil('vision-local quiesced', async () => (await routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
