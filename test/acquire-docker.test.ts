@@ -201,11 +201,12 @@ describe('on-demand acquisition with eviction on Docker', () => {
       assert.ok(o.ok, !o.ok ? o.message : '');
     }
     // Long enough that the drain still has them to wait for on a loaded host, where the steps
-    // before it (admission, preflight, quiesce, the GPU reading) took 4 s of 5 (CI: drained after 930 ms).
-    const slow = Array.from({ length: 3 }, () => routed('vision', 10_000));
+    // before it (the start, admission, preflight, quiesce) took 4 s of 5 (CI: 'drained after 930
+    // ms'), and, at load 13, more than 5 s to the quiesce.
+    const slow = Array.from({ length: 3 }, () => routed('vision', 20_000));
     await waitUntil('3 in flight at vision-local', async () => (await routerAdmin.tierState('vision-local')).inFlight >= 3, 5000);
     const acquisition = serveAcquire(client(), node, { serve: 'comfyui-sim', evict: true });
-    await waitUntil('vision-local quiesced', async () => (await routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
+    await waitUntil('vision-local quiesced', async () => (await routerAdmin.tierState('vision-local')).state === 'quiesced', 15_000);
     const late = await routed('vision');
     assert.equal(late.status, 503, late.body);
     // docker stop takes the whole container down: a request still being answered would be cut.

@@ -7,47 +7,26 @@
 // cancelled operation). A `gpures worker` process, fake-vLLM containers, the reference router, the
 // CLI as a process; the first readmit request is held by a proxy; the box is sampled: the router's
 // tier state, which requests vision answered, its container.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { progressQuery, workflowIds } from '../src/shared/messages';
 import { gpures, show } from './support/cli';
-import { startProcessBox } from './support/process-box';
-import type { ProcessBox } from './support/process-box';
-import { StallingProxy } from './support/stalling-proxy';
-import { GPU, SERVES, visionProbes } from './support/vision-probes';
+import { lateReadmitBox, visionProbes } from './support/vision-probes';
 import { waitUntil } from './support/wait';
 
 describe("a bring-up's readmit of vision's tier, reaching the router after an eviction of vision quiesced it", () => {
-  let box: ProcessBox;
-  // Holds only the first readmit of vision's tier once stalled: the worker's attempt times out and its retry goes through.
-  let holdFirst = false;
-  const proxy = new StallingProxy((method, url) => {
-    if (!holdFirst || method !== 'POST' || !url.startsWith('/admin/tiers/vision-local/readmit')) return false;
-    holdFirst = false;
-    return true;
-  });
-
-  before(async () => {
-    box = await startProcessBox('bureadmit', GPU, SERVES, { workerRouterUrl: (url) => proxy.start(url) });
-  });
-  after(async () => {
-    await box?.close();
-    await proxy.close();
-  });
-
-  const { tier, untilVisionStops } = visionProbes(() => box);
+  const { box, proxy, holdFirstReadmit } = lateReadmitBox('bureadmit');
+  const { tier, untilVisionStops } = visionProbes(box);
 
   test("serves up vision's late first readmit leaves the quiesce of od2's eviction", async () => {
-    const { manifestPath: manifest, env, temporal, node } = box;
+    const { manifestPath: manifest, env, temporal, node } = box();
     let r = await gpures(['serves', 'up', 'b', 'vision', '--manifest', manifest], env);
     assert.equal(r.code, 0, show(r));
     // Down and quiesced, so the next bring-up has a readmit to make.
     r = await gpures(['serves', 'down', 'vision', '--manifest', manifest], env, 120_000);
     assert.equal(r.code, 0, show(r));
     assert.equal((await tier()).state, 'quiesced');
-    holdFirst = true;
-    proxy.held = 0;
-    proxy.stall();
+    holdFirstReadmit();
     r = await gpures(['serves', 'up', 'vision', '--manifest', manifest], env, 120_000);
     assert.equal(r.code, 0, show(r));
     assert.equal(proxy.held, 1, 'the first readmit was held');

@@ -8,38 +8,19 @@
 // request must not lift the eviction's quiesce. A `gpures worker` process, fake-vLLM containers, the
 // reference router, the CLI as a process; the first readmit request is held by a proxy (the rest go
 // through); the box is sampled: the router's tier state, which requests vision answered, its container.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { progressQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import { gpures, show } from './support/cli';
-import { startProcessBox } from './support/process-box';
-import type { ProcessBox } from './support/process-box';
-import { StallingProxy } from './support/stalling-proxy';
-import { GPU, SERVES, visionProbes } from './support/vision-probes';
+import { lateReadmitBox, visionProbes } from './support/vision-probes';
 import { waitUntil } from './support/wait';
 
 describe("a cancelled operation's readmit of vision's tier, reaching the router after an eviction of vision quiesced it", () => {
-  let box: ProcessBox;
-  // Holds only the first readmit of vision's tier once stalled: the worker's attempt times out and its retry goes through.
-  let holdFirst = false;
-  const proxy = new StallingProxy((method, url) => {
-    if (!holdFirst || method !== 'POST' || !url.startsWith('/admin/tiers/vision-local/readmit')) return false;
-    holdFirst = false;
-    return true;
-  });
-
-  before(async () => {
-    box = await startProcessBox('cxreadmit', GPU, SERVES, { workerRouterUrl: (url) => proxy.start(url) });
-  });
-  after(async () => {
-    await box?.close();
-    await proxy.close();
-  });
-
-  const { tier, routed, running, untilVisionStops } = visionProbes(() => box);
+  const { box, proxy, holdFirstReadmit } = lateReadmitBox('cxreadmit');
+  const { tier, routed, running, untilVisionStops } = visionProbes(box);
   const reservations = async () =>
-    (await new LedgerClient(box.temporal.client).snapshot(box.node, box.manifest.gpus[0]!)).reservations.map((r) => `${r.serve} ${r.phase}`);
+    (await new LedgerClient(box().temporal.client).snapshot(box().node, box().manifest.gpus[0]!)).reservations.map((r) => `${r.serve} ${r.phase}`);
 
   /** A request straight to vision (not through the router): a drain of vision waits for it. */
   const direct = async (delayMs: number) => {
@@ -53,7 +34,7 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
 
   /** b and vision up, vision's tier active and answering. */
   async function visionServing(): Promise<void> {
-    const up = await gpures(['serves', 'up', 'b', 'vision', '--manifest', box.manifestPath], box.env);
+    const up = await gpures(['serves', 'up', 'b', 'vision', '--manifest', box().manifestPath], box().env);
     assert.equal(up.code, 0, show(up));
     assert.equal((await routed()).status, 200);
   }
@@ -74,11 +55,9 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
    * once `step` is done if asked (else it is to fail on its own); resolves once it has ended.
    */
   async function endAt(workflowId: string, step: string, cancel: boolean, drainHeld: Promise<{ status: number }>): Promise<string> {
-    const handle = box.temporal.client.workflow.getHandle(workflowId);
+    const handle = box().temporal.client.workflow.getHandle(workflowId);
     await waitUntil(`${workflowId} at ${step}`, async () => (await handle.query(progressQuery).catch(() => [])).some((s) => s.step === step), 30_000, 20);
-    holdFirst = true;
-    proxy.held = 0;
-    proxy.stall();
+    holdFirstReadmit();
     if (cancel) await handle.cancel();
     await waitUntil('the first readmit of vision-local held on its way to the router', () => Promise.resolve(proxy.held > 0), 60_000, 20);
     const ended = await handle.result().then(
@@ -95,7 +74,7 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
    * box is sampled every 200 ms until vision is stopped.
    */
   async function evictWhileTheLateReadmitLands(label: string) {
-    const { manifestPath: manifest, env, temporal, node } = box;
+    const { manifestPath: manifest, env, temporal, node } = box();
     // Long enough to outlast the CLI's start on a loaded host: at 8 s the drain sometimes found
     // vision idle already, and stopped it before anything was sampled.
     const drainHeld = direct(20_000);
@@ -133,7 +112,7 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
 
   test("an acquisition failed at its drain: its compensation's late readmit leaves the eviction's quiesce", async () => {
     await visionServing();
-    const { node, temporal } = box;
+    const { node, temporal } = box();
     const { held: drainHeld } = await holdingTheDrain();
     await temporal.client.workflow.start('acquireWorkflow', {
       workflowId: workflowIds.acquire(node, 'ondemand'),
@@ -151,7 +130,7 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
 
   test("an acquisition failed at its drain with its victim's tier quiesced again meanwhile: the failure says the tier was left quiesced, not readmitted", async () => {
     await visionServing();
-    const { node, temporal, manifestPath, env } = box;
+    const { node, temporal, manifestPath, env } = box();
     const workflowId = workflowIds.acquire(node, 'ondemand');
     const { held: drainHeld } = await holdingTheDrain();
     const handle = await temporal.client.workflow.start('acquireWorkflow', {
@@ -161,9 +140,9 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
     });
     await waitUntil("the acquisition's quiesce of vision-local", async () => (await tier()).state === 'quiesced', 30_000, 20);
     // Another quiesce of the tier while the acquisition drains vision (an operator's, as an eviction's or a bring-down's would be).
-    const again = await fetch(`${box.router.url}/admin/tiers/vision-local/quiesce`, {
+    const again = await fetch(`${box().router.url}/admin/tiers/vision-local/quiesce`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${box.routerToken}` },
+      headers: { authorization: `Bearer ${box().routerToken}` },
     });
     assert.equal(again.status, 200);
     const failed = await handle.result().then(
@@ -184,9 +163,9 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
       assert.deepEqual(await reservations(), ['b running', 'vision running']);
     } finally {
       // The operator's quiesce lifted by the operator (unguarded), and the box put back for the next case.
-      const readmit = await fetch(`${box.router.url}/admin/tiers/vision-local/readmit`, {
+      const readmit = await fetch(`${box().router.url}/admin/tiers/vision-local/readmit`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${box.routerToken}` },
+        headers: { authorization: `Bearer ${box().routerToken}` },
       });
       assert.equal(readmit.status, 200);
       const down = await gpures(['serves', 'down', 'b', 'vision', '--manifest', manifestPath], env, 120_000);
@@ -196,7 +175,7 @@ describe("a cancelled operation's readmit of vision's tier, reaching the router 
 
   test("a serves down cancelled mid-drain: its late readmit leaves the eviction's quiesce", async () => {
     await visionServing();
-    const { node, temporal } = box;
+    const { node, temporal } = box();
     const { held: drainHeld } = await holdingTheDrain();
     await temporal.client.workflow.start('bringDownWorkflow', {
       workflowId: workflowIds.bringDown(node, 'vision'),

@@ -1,10 +1,13 @@
-// What the readmit races (victim-readmit-race, readmit-after-cancel-race) ask of their box while
+// What the readmit races (victim-readmit-race, readmit-after-cancel-race, bring-up-readmit-race) ask of their box while
 // they run: vision's tier as the router has it, a request routed to vision, and whether a serve's
 // container runs, each read from the box itself rather than the ledger.
+import { after, before } from 'node:test';
 import { LABEL } from '../../src/domain/serve';
 import { docker } from './box';
 import type { TestServe } from './box';
+import { startProcessBox } from './process-box';
 import type { ProcessBox } from './process-box';
+import { StallingProxy } from './stalling-proxy';
 
 /** b, the evictable vision, and two on-demand serves, each of which evicts vision to fit. */
 export const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
@@ -15,6 +18,39 @@ export const SERVES: TestServe[] = [
   { name: 'ondemand', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
   { name: 'od2', vram_mib: 12000, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
 ];
+
+/**
+ * The late-readmit races' box, started and closed with the describe this is called in: a worker
+ * whose router calls go through a proxy that, once `holdFirstReadmit()` has stalled it, holds only
+ * the first readmit of vision's tier (the worker's attempt times out, its retry goes through) until
+ * `proxy.resume()`.
+ */
+export function lateReadmitBox(prefix: string) {
+  let box: ProcessBox | undefined;
+  let holdFirst = false;
+  const proxy = new StallingProxy((method, url) => {
+    if (!holdFirst || method !== 'POST' || !url.startsWith('/admin/tiers/vision-local/readmit')) return false;
+    holdFirst = false;
+    return true;
+  });
+  before(async () => {
+    box = await startProcessBox(prefix, GPU, SERVES, { workerRouterUrl: (url) => proxy.start(url) });
+  });
+  after(async () => {
+    await box?.close();
+    await proxy.close();
+  });
+  const holdFirstReadmit = () => {
+    holdFirst = true;
+    proxy.held = 0;
+    proxy.stall();
+  };
+  const current = () => {
+    if (!box) throw new Error('the box has not started');
+    return box;
+  };
+  return { box: current, proxy, holdFirstReadmit };
+}
 
 export function visionProbes(box: () => ProcessBox) {
   const tier = async () => {
