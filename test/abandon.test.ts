@@ -1,7 +1,8 @@
 // The acquisition's decision whether to abandon itself for the router (src/domain/abandon.ts).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { abandonDecision, callerOf } from '../src/domain/abandon';
+import { abandonDecision, callerOf, withJoined } from '../src/domain/abandon';
+import type { AcquisitionCaller } from '../src/domain/abandon';
 
 describe('abandonDecision', () => {
   const base = { serve: 'ondemand', joinedBy: [] };
@@ -34,6 +35,17 @@ describe('abandonDecision', () => {
       abandon: false,
       why: 'the stop of vision has begun: abandoning now would save nothing',
     });
+  });
+
+  test('joins are kept once a caller: a flood of them leaves at most one entry each, in the order they first came, and the same decision', () => {
+    let joinedBy: readonly (AcquisitionCaller | 'unnamed')[] = [];
+    const callers = ['router', 'cli', 'operator', 'unnamed'] as const;
+    for (let i = 0; i < 1000; i++) joinedBy = withJoined(joinedBy, callers[i % 4 === 0 ? 0 : i % 7 === 0 ? 2 : 1]);
+    assert.deepEqual(joinedBy, ['router', 'cli', 'operator']);
+    joinedBy = withJoined(joinedBy, 'unnamed');
+    assert.deepEqual(joinedBy, ['router', 'cli', 'operator', 'unnamed']);
+    assert.equal(abandonDecision({ ...base, startedBy: 'router', joinedBy }).abandon, false);
+    assert.deepEqual(withJoined(['router'], 'router'), ['router']);
   });
 
   test('callerOf names only the callers it knows', () => {

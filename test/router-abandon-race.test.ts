@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { progressQuery, workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
-import { gpures, show } from './support/cli';
+import { gpures, gpuresSaying, show } from './support/cli';
 import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
 import { GPU, visionProbes } from './support/vision-probes';
@@ -24,6 +24,8 @@ const SERVES: TestServe[] = [
   { name: 'od', vram_mib: 8192, class: 'on-demand', served_model_name: 'od-model', router_tier: 'od-local', env: { FAKE_START_DELAY_S: '4' } },
 ];
 const ABANDON_AFTER_S = 2;
+/** `serves up od --evict` processes joining the run after the first: an operator's script run again and again. */
+const JOINERS = 4;
 
 interface TierView {
   state: string;
@@ -192,24 +194,41 @@ describe('an on-demand acquisition whose held requests have all gone', () => {
     assert.equal(await running('od'), true);
   });
 
-  test("an operator's serves up joined the run: the abandon is refused, and the acquisition completes", async () => {
+  /** The acquisition's history: every event, and how many of them tell the run a caller joined (a joined signal, or the joinedAnswered Update). */
+  async function odHistory(): Promise<{ events: number; joins: number }> {
+    const h = await box.temporal.client.workflowService.getWorkflowExecutionHistory({
+      namespace: 'default',
+      execution: { workflowId: workflowIds.acquire(box.node, 'od') },
+    });
+    const events = h.history?.events ?? [];
+    const joins = events.filter(
+      (e) =>
+        e.workflowExecutionSignaledEventAttributes?.signalName === 'joined' ||
+        e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'joinedAnswered',
+    ).length;
+    return { events: events.length, joins };
+  }
+
+  test("an operator's serves up joined the run: the abandon is refused, and the acquisition completes; more serves up add no events", async () => {
     await visionServing();
-    const held = routed(8_000);
+    // Held long enough for JOINERS more CLI processes to start and join while the run drains.
+    const held = routed(25_000);
     await waitUntil('the request held at vision-local', async () => (await visionTier()).inFlight > 0, 10_000, 20);
     const { client, request } = await clientAcquiring('quiesce vision');
+    const upOd = ['serves', 'up', 'od', '--evict', '--manifest', box.manifestPath];
     // The operator's `serves up od --evict` joins the router's run, and waits for it.
-    const cli = gpures(['serves', 'up', 'od', '--evict', '--manifest', box.manifestPath], box.env, 120_000);
-    await waitUntil(
-      'the CLI joined',
-      async () => {
-        const h = await box.temporal.client.workflowService.getWorkflowExecutionHistory({
-          namespace: 'default',
-          execution: { workflowId: workflowIds.acquire(box.node, 'od') },
-        });
-        return (h.history?.events ?? []).some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'joined');
-      },
-      30_000,
-      100,
+    const cli = gpures(upOd, box.env, 120_000);
+    await waitUntil('the CLI joined', async () => (await odHistory()).joins > 0, 30_000, 100);
+    // A script's "ensure up": more `serves up od --evict`, each a process joining the same run
+    // while it drains; what they add to its history is counted once each has said it joined.
+    const before = await odHistory();
+    const joiners = Array.from({ length: JOINERS }, () => gpuresSaying(upOd, box.env, 'joined serves up od --evict', 120_000));
+    await Promise.all(joiners.map((j) => j.said));
+    const after = await odHistory();
+    console.log(
+      `  ${JOINERS} more serves up joined: history ${before.events} → ${after.events} events, join events ${before.joins} → ${after.joins}; drain still under way: ${(
+        await acquisition().query(progressQuery)
+      ).every((s) => s.step !== 'drain vision')}`,
     );
     client.abort();
     const goneAt = Date.now();
@@ -218,10 +237,16 @@ describe('an on-demand acquisition whose held requests have all gone', () => {
     const od = await odTier();
     const up = await cli;
     const end = await closed();
-    console.log(`  od-local's abandon: ${JSON.stringify(od.abandon)}; serves up exit ${up.code}; run: ${end}`);
+    const ups = await Promise.all(joiners.map((j) => j.run));
+    console.log(`  od-local's abandon: ${JSON.stringify(od.abandon)}; serves up exit ${up.code}, the others' ${ups.map((u) => u.code).join(' ')}; run: ${end}`);
+    assert.equal(before.joins, 1, 'the first serves up told the run once');
+    assert.equal(after.joins, 1, `join events after ${JOINERS} more serves up`);
+    // Nothing else of the run's happens while it drains: at most one workflow task's events (scheduled, started, completed) for anything that does.
+    assert.ok(after.events - before.events <= 3, `${JOINERS} more serves up added ${after.events - before.events} events to the run's history`);
     assert.equal(od.abandon?.answer, 'refused');
     assert.match(od.abandon?.detail ?? '', /`gpures serves up` joined it and waits for od/);
     assert.equal(up.code, 0, show(up));
+    for (const u of ups) assert.equal(u.code, 0, show(u));
     assert.equal(end, 'completed');
     assert.equal((await held).status, 200);
     assert.equal(await running('od'), true);

@@ -4,7 +4,7 @@ import type { Client } from '@temporalio/client';
 import type { LedgerState } from '../domain/ledger';
 import { formatDuration } from '../domain/lease';
 import type { Manifest } from '../domain/types';
-import { joinedSignal, joinLeaseSignal, progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
+import { CLI_JOINED_UPDATE_ID, joinedUpdate, joinLeaseSignal, NODE_ANSWER_MS, progressQuery, taskQueueFor, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { cancellationOf } from './cancellation';
 import type { CancellationRecord } from './cancellation';
@@ -44,6 +44,22 @@ interface ServeOperation {
   summary: string;
   /** Sent to the run started or joined (startOperation's joinSignal). */
   joinSignal?: OperationStart['joinSignal'];
+  /** Told to a run this call joined rather than started (tellJoined): an acquisition the router may abandon. */
+  tellJoined?: boolean;
+}
+
+/**
+ * Tells an acquisition this call joined that the operator waits for it too, so the router's
+ * abandon is refused: an Update under a fixed id, which the server deduplicates within the run, so
+ * `serves up X` run again and again (an "ensure up" script) adds its events to the run once. A run
+ * that cannot be told (closed meanwhile, a worker from before joinedUpdate, no answer in time) is
+ * followed all the same: its outcome says how it ended.
+ */
+async function tellJoined(client: Client, workflowId: string, runId: string): Promise<void> {
+  const run = client.workflow.getHandle(workflowId, runId);
+  await client
+    .withDeadline(Date.now() + NODE_ANSWER_MS, () => run.executeUpdate(joinedUpdate, { args: ['cli'], updateId: CLI_JOINED_UPDATE_ID }))
+    .catch(() => undefined);
 }
 
 async function runOperation<R>(client: Client, node: string, op: ServeOperation, watch?: OperationWatch): Promise<OperationOutcome<R>> {
@@ -60,6 +76,8 @@ async function runOperation<R>(client: Client, node: string, op: ServeOperation,
   const handle = await startOperation(client, start);
   // The run this call started or joined: a workflow id names every run of the operation on that serve.
   const runId = handle.firstExecutionRunId;
+  // Joined without a signal (no event in the run's history); told only when this call did not start it.
+  if (op.tellJoined && !(await handle.startedHere())) await tellJoined(client, workflowId, runId);
   if (watch?.onStart) {
     const origin = await runOrigin(client, workflowId, runId).catch(() => undefined);
     watch.onStart({ operation: op.summary, workflowId, runId, origin });
@@ -100,14 +118,15 @@ export function serveAcquire(client: Client, node: string, input: AcquireInput, 
   const summary = `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}${lease}`;
   // Joined, the run keeps the first caller's input: the lease asked goes to it as well.
   // Named as the CLI either way: a run the router started goes on for the operator who joined it.
-  const joinSignal = input.lease ? { signal: joinLeaseSignal, args: [input.lease, 'cli'] } : { signal: joinedSignal, args: ['cli'] };
+  // Without a lease nothing is sent with the start: a run this call joined is told once (tellJoined).
+  const joining = input.lease ? { joinSignal: { signal: joinLeaseSignal, args: [input.lease, 'cli'] } } : { tellJoined: true };
   const op = {
     workflowType: 'acquireWorkflow',
     workflowId: workflowIds.acquire(node, input.serve),
     serve: input.serve,
     input: { ...input },
     summary,
-    joinSignal,
+    ...joining,
   } as const;
   return runOperation(client, node, op, watch);
 }

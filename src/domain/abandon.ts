@@ -10,7 +10,10 @@ export type AcquisitionCaller = 'router' | 'operator' | 'cli';
 export interface AbandonState {
   /** Who started the run (the input's `trigger`); undefined for a run started without one (the UI, `temporal workflow start`, an older client). */
   startedBy?: AcquisitionCaller;
-  /** Callers that joined the run since, in the order they came; `unnamed`: a join that did not say who (a client older than callers). */
+  /**
+   * Callers that joined the run since, each once, in the order they first came; `unnamed`: a join
+   * that did not say who (a client older than callers). At most one entry a kind of caller.
+   */
   joinedBy: readonly (AcquisitionCaller | 'unnamed')[];
   /** The first step begun that abandoning would not undo (`stop vision`, `sleep vision`, `start ondemand`), if any. */
   committed?: string;
@@ -38,6 +41,14 @@ export function abandonDecision(s: AbandonState): AbandonDecision {
   if (other) return { abandon: false, why: `${CALLER_WORDS[other]} joined it and waits for ${s.serve}: it goes on for them` };
   if (s.committed) return { abandon: false, why: `${s.committed} has begun: abandoning now would save nothing` };
   return { abandon: true };
+}
+
+/** The callers after `caller` joins: each kind once, so a flood of joins keeps the run's memory bounded. */
+export function withJoined(
+  joinedBy: readonly (AcquisitionCaller | 'unnamed')[],
+  caller: AcquisitionCaller | 'unnamed',
+): readonly (AcquisitionCaller | 'unnamed')[] {
+  return joinedBy.includes(caller) ? joinedBy : [...joinedBy, caller];
 }
 
 /** The caller a join names, or undefined for anything else (a join from a client older than callers: counted as someone else). */

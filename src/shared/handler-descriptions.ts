@@ -33,6 +33,7 @@ export const OPERATION_HANDLERS = {
 export const ACQUISITION_HANDLERS = {
   joinLease: "A caller that joined this acquisition: its lease terms, honoured with the run's own, and who it is.",
   joined: 'A caller without lease terms that joined this acquisition (an operator): the router may no longer abandon it.',
+  joinedAnswered: 'The same as joined, as an Update (sent once per run by `serves up`, its id fixed): answers whether the run had already been abandoned.',
   abandon:
     "The router's held requests for this serve have all gone: abandons the run, undone as a cancel would, if no victim's stop or sleep nor the serve's start has begun and nobody else joined; answers whether it did, and why not.",
 } as const;

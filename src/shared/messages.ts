@@ -218,11 +218,26 @@ export const joinLeaseSignal = defineSignal<[{ kind: 'fixed'; seconds: number } 
  */
 export type JoinCaller = 'router' | 'operator' | 'cli';
 /**
- * A caller without lease terms that joined a running acquisition (an operator's `serves up`, an
- * operator's POST): it waits for the serve too, so the router may no longer abandon the run for
- * its own held requests having gone. Sent with the start (signalWithStart).
+ * A caller without lease terms that joined a running acquisition (an operator's POST, once per run
+ * from an API; a `serves up` built before joinedUpdate): it waits for the serve too, so the router
+ * may no longer abandon the run for its own held requests having gone. Sent with the start
+ * (signalWithStart).
  */
 export const joinedSignal = defineSignal<[JoinCaller]>('joined');
+/**
+ * joinedSignal as an Update, which the CLI's `serves up` sends to a run it joined (not one it
+ * started) under a fixed update id: the server deduplicates Updates by id within a run, so a
+ * script's repeated `serves up` adds the run's history its events once, never once a call.
+ * Answers whether the run had already been abandoned when it was told.
+ */
+export const joinedUpdate = defineUpdate<JoinedAnswer, [JoinCaller]>('joinedAnswered');
+/** What a run answers a caller that joined it (joinedUpdate). */
+export interface JoinedAnswer {
+  /** The step the run was abandoned at, when the router's abandon came first. */
+  abandonedAt?: string;
+}
+/** The update id of the CLI's joinedUpdate: one per run, whichever process sends it. */
+export const CLI_JOINED_UPDATE_ID = 'joined/cli';
 /** What an acquisition answers a request to abandon it: abandoned, or why not (its own decision, recorded in its history). */
 export type AbandonAnswer = { abandoned: true; at: string } | { abandoned: false; why: string };
 /**

@@ -5,15 +5,15 @@
 // The handlers only record and decide: no command of a run that is never asked changes, so
 // histories recorded before this replay unchanged.
 import { CancellationScope, condition, setHandler } from '@temporalio/workflow';
-import { abandonDecision, callerOf } from '../domain/abandon';
-import type { AbandonState, AcquisitionCaller } from '../domain/abandon';
-import { abandonUpdate, joinedSignal } from '../shared/messages';
-import type { AbandonAnswer } from '../shared/messages';
+import { abandonDecision, callerOf, withJoined } from '../domain/abandon';
+import type { AbandonState } from '../domain/abandon';
+import { abandonUpdate, joinedSignal, joinedUpdate } from '../shared/messages';
+import type { AbandonAnswer, JoinedAnswer } from '../shared/messages';
 import { ACQUISITION_HANDLERS } from '../shared/handler-descriptions';
 import type { StepLog } from './step-log';
 
 export class RunAbandon {
-  private readonly state: AbandonState & { joinedBy: (AcquisitionCaller | 'unnamed')[] };
+  private state: AbandonState;
   private scope: CancellationScope | undefined;
   private closed = false;
   /** The step under way when the run was abandoned, once it was. */
@@ -27,12 +27,19 @@ export class RunAbandon {
     const by = callerOf(startedBy);
     this.state = { serve, joinedBy: [], ...(by ? { startedBy: by } : {}) };
     setHandler(joinedSignal, (caller) => this.joined(caller), { description: ACQUISITION_HANDLERS.joined });
+    setHandler(joinedUpdate, (caller) => this.joinedAnswered(caller), { description: ACQUISITION_HANDLERS.joinedAnswered });
     setHandler(abandonUpdate, () => this.ask(), { description: ACQUISITION_HANDLERS.abandon });
   }
 
   /** A caller joined (a join signal's caller; nothing named: a client older than callers). */
   joined(caller: unknown): void {
-    this.state.joinedBy.push(callerOf(caller) ?? 'unnamed');
+    this.state = { ...this.state, joinedBy: withJoined(this.state.joinedBy, callerOf(caller) ?? 'unnamed') };
+  }
+
+  /** A caller joined, and is told whether the router's abandon came first (the run then ends Abandoned whatever it waits for). */
+  private joinedAnswered(caller: unknown): JoinedAnswer {
+    this.joined(caller);
+    return this.abandonedAt !== undefined ? { abandonedAt: this.abandonedAt } : {};
   }
 
   /** A step abandoning would not undo has begun: from now on the run is not abandoned. */

@@ -30,6 +30,35 @@ export function gpures(args: string[], env: Record<string, string>, timeoutMs = 
   return capture(process.execPath, [GPURES, ...args], env, timeoutMs);
 }
 
+/**
+ * `bin/gpures ARGS` as a process, as gpures() runs it, and once it has printed `text` (on stdout or
+ * stderr): for a command that goes on after a line worth waiting for (a `serves up` that joined).
+ */
+export function gpuresSaying(args: string[], env: Record<string, string>, text: string, timeoutMs = 60_000): { said: Promise<void>; run: Promise<Run> } {
+  const started = Date.now();
+  const child = spawn(process.execPath, [GPURES, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  let stdout = '';
+  let stderr = '';
+  let tell: (() => void) | undefined;
+  const said = new Promise<void>((resolve) => (tell = resolve));
+  const heard = () => {
+    if ((stdout + stderr).includes(text)) tell?.();
+  };
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => ((stdout += chunk), heard()));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => ((stderr += chunk), heard()));
+  const run = new Promise<Run>((resolve) =>
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    }),
+  );
+  // A process that ended without saying it: said rejects, naming what it printed.
+  const saidOrEnded = Promise.race([said, run.then((r) => Promise.reject(new Error(`never printed '${text}': ${show(r)}`)))]);
+  saidOrEnded.catch(() => undefined);
+  return { said: saidOrEnded, run };
+}
+
 /** Runs `bin/gpures ARGS` as a program, as an installed `gpures` runs: through its shebang line. */
 export function gpuresAsInstalled(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
   return capture(GPURES, args, env, timeoutMs);
