@@ -11,7 +11,7 @@ import { findServe, isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import type { Manifest, ServeSpec } from '../domain/types';
 import type { LeaseRequest } from '../shared/operations';
-import { abandonUpdate, joinedSignal, joinLeaseSignal, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
+import { ABANDON_ANSWER_MS, abandonUpdate, joinedSignal, joinLeaseSignal, NODE_ANSWER_MS, progressQuery, workflowIds } from '../shared/messages';
 import type { StepRecord } from '../shared/messages';
 import { singleFlight } from '../shared/single-flight';
 import { foundRunning } from '../shared/wording';
@@ -62,12 +62,6 @@ export const API_MAX_CONNECTIONS = 128;
 const CLOSING_RETRY_AFTER_S = 5;
 /** Retry-After of a join refused past JOIN_SIGNALS_PER_RUN: an acquisition takes seconds to minutes. */
 const JOIN_FULL_RETRY_AFTER_S = 10;
-
-/**
- * How long an abandon waits for the run's answer: the run decides in its next workflow task, at
- * once unless it is still admitting (it answers once it has). The node's worker answers it.
- */
-const ABANDON_ANSWER_MS = 10_000;
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -383,8 +377,14 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
         return { workflow_id: workflowId, run_id: d.runId, abandoned: false, why: `the acquisition has already ended (${d.status.name.toLowerCase()})` };
       }
       const run = client.workflow.getHandle(workflowId, d.runId);
-      const answer = await client.withDeadline(Date.now() + ABANDON_ANSWER_MS, () => run.executeUpdate(abandonUpdate, { args: [{ by: 'router' }] }));
-      return { workflow_id: workflowId, run_id: d.runId, ...answer };
+      // The run answers in its next workflow task, never waiting; the ask is stamped so a run that
+      // gets it only after this deadline (its worker down meanwhile) refuses it rather than acting late.
+      const askedAtEpochMs = Date.now();
+      const answer = await client.withDeadline(askedAtEpochMs + ABANDON_ANSWER_MS, () =>
+        run.executeUpdate(abandonUpdate, { args: [{ by: 'router', askedAtEpochMs }] }),
+      );
+      const said = answer.abandoned ? answer : { abandoned: false, why: answer.why, ...(answer.askAgain ? { ask_again: true } : {}) };
+      return { workflow_id: workflowId, run_id: d.runId, ...said };
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return reply.code(404).send({ error: { type: 'not_found', message: `no acquisition ${workflowId}` } });
       // Closed between the describe and the Update: nothing left to abandon.

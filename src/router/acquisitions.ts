@@ -96,17 +96,22 @@ export class AcquisitionApi {
 
   /**
    * Asks the run to abandon itself (POST …/abandon): the run's own answer, abandoned or why not.
-   * An acquisition that had ended answers not abandoned.
+   * An acquisition that had ended answers not abandoned; one that cannot decide yet (still
+   * admitting, or the ask reached it late) answers askAgain.
    */
-  async abandon(workflowId: string): Promise<{ abandoned: true; at?: string } | { abandoned: false; why: string }> {
-    const body = await this.call<{ abandoned?: unknown; at?: unknown; why?: unknown }>(
+  async abandon(workflowId: string): Promise<{ abandoned: true; at?: string } | { abandoned: false; why: string; askAgain?: true }> {
+    const body = await this.call<{ abandoned?: unknown; at?: unknown; why?: unknown; ask_again?: unknown }>(
       'POST',
       `/v1/acquisitions/${encodeURIComponent(workflowId)}/abandon`,
       {},
       200,
     );
     if (body.abandoned === true) return { abandoned: true, ...(typeof body.at === 'string' ? { at: body.at } : {}) };
-    return { abandoned: false, why: typeof body.why === 'string' ? body.why : 'the API gave no reason' };
+    return {
+      abandoned: false,
+      why: typeof body.why === 'string' ? body.why : 'the API gave no reason',
+      ...(body.ask_again === true ? { askAgain: true } : {}),
+    };
   }
 
   async status(workflowId: string): Promise<AcquisitionStatus> {

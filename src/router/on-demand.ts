@@ -71,7 +71,7 @@ interface Acquisition {
   goingDown?: string;
   /** Since when nobody has been held for it (undefined while someone is): abandon_after_s counts from here. */
   emptySince?: number;
-  /** The abandon this router asked of it (once an acquisition at most), and the answer. */
+  /** The last abandon this router asked of it, and the answer (asked again only while the run has not decided). */
   abandon?: AbandonAsk;
   /** Resolves when the tier turns active. */
   readmitted: Promise<void>;
@@ -85,6 +85,8 @@ export interface AbandonAsk {
   answer: 'asked' | 'abandoned' | 'refused' | 'unanswered';
   /** Why it was refused or went unanswered; where it was abandoned, the step it was at. */
   detail?: string;
+  /** Unanswered, or refused for now (still admitting, or the ask reached the run late): asked again from then while nobody is held. */
+  askAgainAtEpochMs?: number;
 }
 
 /** An acquisition that ended abandoned: nobody wanted it, and nothing is to cool down from. */
@@ -179,6 +181,9 @@ export const GOING_DOWN_RECHECK_MAX_MS = 5_000;
 interface GoingDown {
   goingDown: string;
 }
+
+/** How long after an abandon the run did not decide (unanswered, or refused for now) the router asks again, while nobody is held. */
+export const ABANDON_REASK_MS = 1_000;
 
 /** How long a running acquisition's status may go unanswered before the router stops following it. */
 export const STATUS_UNANSWERED_MS = 120_000;
@@ -475,34 +480,52 @@ export class OnDemand {
     return { tier: tier.name, reason, message, retryAfterS: retryAfterS ?? this.config.retryAfterS, ...(ref ? { acquisition: ref } : {}) };
   }
 
-  /** When the router asks to abandon `a`: abandon_after_s after its last held request left; undefined while someone is held, once asked, or never (0). */
+  /**
+   * When the router asks to abandon `a`: abandon_after_s after its last held request left, or
+   * when an ask left undecided is asked again; undefined while someone is held, while an ask is in
+   * flight, once the run decided, or never (0).
+   */
   private abandonAt(name: string, a: Acquisition): number | undefined {
     const afterS = findTier(this.config, name)?.onDemand?.abandonAfterS ?? 0;
-    if (!afterS || a.abandon || !a.workflowId || a.emptySince === undefined) return undefined;
-    return a.emptySince + afterS * 1000;
+    if (!afterS || !a.workflowId || a.emptySince === undefined) return undefined;
+    const due = a.emptySince + afterS * 1000;
+    if (!a.abandon) return due;
+    return a.abandon.askAgainAtEpochMs === undefined ? undefined : Math.max(due, a.abandon.askAgainAtEpochMs);
   }
 
   /**
-   * Nobody has been held for the acquisition for abandon_after_s: asks the API, once, to abandon
-   * it. The run decides (only before any victim is stopped and the serve started, and only if
-   * nobody else joined it); the answer is logged and kept for the admin state.
+   * Nobody has been held for the acquisition for abandon_after_s: asks the API to abandon it. The
+   * run decides (only before any victim is stopped and the serve started, and only if nobody else
+   * joined it); the answer is logged and kept for the admin state. Not awaited by the poll loop:
+   * the tier's readmit and the run's end are followed while the ask is in flight. An ask the run
+   * did not decide (unanswered, or refused for now) is asked again ABANDON_REASK_MS later.
    */
-  private async maybeAbandon(tier: RouterTier, d: TierDemand, a: Acquisition): Promise<void> {
+  private maybeAbandon(tier: RouterTier, d: TierDemand, a: Acquisition): void {
     const at = this.abandonAt(tier.name, a);
     const workflowId = a.workflowId;
-    if (at === undefined || Date.now() < at || !this.api || !workflowId || d.queue.size > 0) return;
+    const api = this.api;
+    if (at === undefined || Date.now() < at || !api || !workflowId || d.queue.size > 0) return;
     const ask: AbandonAsk = { workflowId, askedAtEpochMs: Date.now(), answer: 'asked' };
     a.abandon = ask;
     d.lastAbandon = ask;
     const idleS = ((Date.now() - (a.emptySince ?? Date.now())) / 1000).toFixed(1);
-    try {
-      const r = await this.api.abandon(workflowId);
-      Object.assign(ask, r.abandoned ? { answer: 'abandoned', ...(r.at ? { detail: `at ${r.at}` } : {}) } : { answer: 'refused', detail: r.why });
-    } catch (err) {
-      Object.assign(ask, { answer: 'unanswered', detail: errText(err) });
-    }
+    void api.abandon(workflowId).then(
+      (r) =>
+        this.abandonAnswered(
+          tier,
+          ask,
+          idleS,
+          r.abandoned ? { answer: 'abandoned', ...(r.at ? { detail: `at ${r.at}` } : {}) } : { answer: 'refused', detail: r.why },
+          !r.abandoned && r.askAgain === true,
+        ),
+      (err: unknown) => this.abandonAnswered(tier, ask, idleS, { answer: 'unanswered', detail: errText(err) }, true),
+    );
+  }
+
+  private abandonAnswered(tier: RouterTier, ask: AbandonAsk, idleS: string, answer: Pick<AbandonAsk, 'answer' | 'detail'>, again: boolean): void {
+    Object.assign(ask, answer, again ? { askAgainAtEpochMs: Date.now() + ABANDON_REASK_MS } : {});
     this.opts.log?.(
-      `tier '${tier.name}': nobody held for ${idleS} s (abandon_after_s ${tier.onDemand?.abandonAfterS ?? 0}): asked to abandon ${workflowId}: ` +
+      `tier '${tier.name}': nobody held for ${idleS} s (abandon_after_s ${tier.onDemand?.abandonAfterS ?? 0}): asked to abandon ${ask.workflowId}: ` +
         (ask.answer === 'abandoned' ? `abandoned${ask.detail ? ` ${ask.detail}` : ''}` : `${ask.answer}: ${ask.detail ?? ''}`),
     );
   }
@@ -566,7 +589,7 @@ export class OnDemand {
       unansweredSince = undefined;
       if (st.status === 'running') {
         if (st.step) a.step = st.step;
-        await this.maybeAbandon(tier, d, a);
+        this.maybeAbandon(tier, d, a);
         // The serve went down meanwhile and this acquisition starts it: acquiring, no longer going down.
         if (st.startsAfresh) a.goingDown = undefined;
         await Promise.race([a.readmitted, sleep(this.pollMs)]);

@@ -239,12 +239,19 @@ export interface JoinedAnswer {
 /** The update id of the CLI's joinedUpdate: one per run, whichever process sends it. */
 export const CLI_JOINED_UPDATE_ID = 'joined/cli';
 /** What an acquisition answers a request to abandon it: abandoned, or why not (its own decision, recorded in its history). */
-export type AbandonAnswer = { abandoned: true; at: string } | { abandoned: false; why: string };
+export type AbandonAnswer = { abandoned: true; at: string } | { abandoned: false; why: string; askAgain?: true };
 /**
  * The router's held requests for the serve have all gone: the run abandons itself if that still
  * saves something and nobody else waits on it (src/domain/abandon.ts), as a cancel would undo it.
  */
-export const abandonUpdate = defineUpdate<AbandonAnswer, [{ by: 'router' }]>('abandon');
+export const abandonUpdate = defineUpdate<AbandonAnswer, [{ by: 'router'; askedAtEpochMs?: number }]>('abandon');
+/**
+ * How long the API waits for a run's answer to an abandon, and how old an ask a run still
+ * answers (its askedAtEpochMs, the API's clock when it sent it): one delivered later (its worker
+ * was down or stopped meanwhile) is refused with askAgain, for requests may be held again by then.
+ * Well under the router's own 10 s call, so the router hears an answer, not its own timeout.
+ */
+export const ABANDON_ANSWER_MS = 3_000;
 
 // Kept in a module of their own, which imports nothing: the CLI's help text names them.
 export { NODE_ANSWER_MS, STICKY_SCHEDULE_TO_START_MS } from './node-answer';

@@ -2,12 +2,16 @@
 // have all gone; the run decides (src/domain/abandon.ts) and, abandoning, cancels its own work
 // the way a cancel does: the scope its eviction and start run in is cancelled, the drain under
 // way ends, and the saga readmits the victim's tier, aborts the eviction and releases the MiB.
-// The handlers only record and decide: no command of a run that is never asked changes, so
-// histories recorded before this replay unchanged.
-import { CancellationScope, condition, setHandler } from '@temporalio/workflow';
+// The handlers only record and decide, at once: a handler waiting (for the run's plan) would
+// answer whenever the run got there, long after the asker stopped waiting, and never for a run
+// that failed first. An ask the run cannot decide yet, or one delivered after its asker stopped
+// waiting (ABANDON_ANSWER_MS: the worker was down meanwhile), is refused with askAgain: the router
+// asks again while nobody is held. No command of a run that is never asked changes, so histories
+// recorded before this replay unchanged.
+import { CancellationScope, setHandler } from '@temporalio/workflow';
 import { abandonDecision, callerOf, withJoined } from '../domain/abandon';
 import type { AbandonState } from '../domain/abandon';
-import { abandonUpdate, joinedSignal, joinedUpdate } from '../shared/messages';
+import { ABANDON_ANSWER_MS, abandonUpdate, joinedSignal, joinedUpdate } from '../shared/messages';
 import type { AbandonAnswer, JoinedAnswer } from '../shared/messages';
 import { ACQUISITION_HANDLERS } from '../shared/handler-descriptions';
 import type { StepLog } from './step-log';
@@ -28,7 +32,7 @@ export class RunAbandon {
     this.state = { serve, joinedBy: [], ...(by ? { startedBy: by } : {}) };
     setHandler(joinedSignal, (caller) => this.joined(caller), { description: ACQUISITION_HANDLERS.joined });
     setHandler(joinedUpdate, (caller) => this.joinedAnswered(caller), { description: ACQUISITION_HANDLERS.joinedAnswered });
-    setHandler(abandonUpdate, () => this.ask(), { description: ACQUISITION_HANDLERS.abandon });
+    setHandler(abandonUpdate, (asked) => this.ask(asked?.askedAtEpochMs), { description: ACQUISITION_HANDLERS.abandon });
   }
 
   /** A caller joined (a join signal's caller; nothing named: a client older than callers). */
@@ -58,11 +62,15 @@ export class RunAbandon {
     this.closed = true;
   }
 
-  private async ask(): Promise<AbandonAnswer> {
-    // Asked before the run reached its eviction (still admitting): decided once it has.
-    await condition(() => this.scope !== undefined || this.closed);
+  private ask(askedAtEpochMs: number | undefined): AbandonAnswer {
     if (this.abandonedAt) return { abandoned: true, at: this.abandonedAt };
-    if (this.closed || !this.scope) return { abandoned: false, why: 'the run is already ending (completed, failed or cancelled)' };
+    if (this.closed) return { abandoned: false, why: 'the run is already ending (completed, failed or cancelled)' };
+    // Date.now() in a workflow is its task's start: deterministic on replay.
+    const ageMs = askedAtEpochMs === undefined ? 0 : Date.now() - askedAtEpochMs;
+    if (ageMs > ABANDON_ANSWER_MS) {
+      return { abandoned: false, why: `asked ${(ageMs / 1000).toFixed(1)} s ago, past the asker's wait: ask again`, askAgain: true };
+    }
+    if (!this.scope) return { abandoned: false, why: 'still admitting: ask again', askAgain: true };
     const d = abandonDecision(this.state);
     if (!d.abandon) {
       this.log.record('abandon', `not abandoned: ${d.why}`);

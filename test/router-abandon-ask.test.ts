@@ -1,0 +1,214 @@
+// The router's abandon of its on-demand acquisition, against a fake acquisition API (a plain HTTP
+// server answering as the API does) and the router in this process: when it asks, how often, what
+// it does meanwhile, and what a request arriving around the run's end gets.
+// test/router-abandon-race.test.ts races the whole thing with a worker and containers.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { HttpRouterAdmin } from '../src/adapters/router-admin/http';
+import { startRouter } from '../src/router/server';
+import type { RunningRouter } from '../src/router/server';
+import { sleep, waitUntil } from './support/wait';
+
+const TOKEN = 'test-admin-token-0123456789abcdef-0123';
+const CLIENT_TOKEN = 'test-client-token-0123456789abcdef-0123';
+const WORKFLOW_ID = 'acquire/n/od';
+
+type Json = Record<string, unknown>;
+
+/** The acquisition API as the router sees it; each answer is the test's to set as it goes. */
+class FakeApi {
+  posts = 0;
+  gets: number[] = [];
+  abandons: number[] = [];
+  status: Json = { workflow_id: WORKFLOW_ID, status: 'running', step: { step: 'quiesce vision' } };
+  /** The answer to the nth ask (0-based) and how long it takes. */
+  abandonAnswer: (n: number) => { delayMs?: number; body: Json } = () => ({ body: { abandoned: false, why: 'not set' } });
+  onPost: (n: number) => void = () => undefined;
+  url = '';
+  private readonly server = http.createServer((req, res) => void this.handle(req, res));
+
+  async start(): Promise<this> {
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((r) => this.server.close(() => r()));
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    for await (const _ of req) void _;
+    const send = (code: number, body: Json): void => {
+      res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    };
+    if (req.method === 'GET') {
+      this.gets.push(Date.now());
+      return send(200, this.status);
+    }
+    if (req.url?.endsWith('/abandon')) {
+      const n = this.abandons.push(Date.now()) - 1;
+      const a = this.abandonAnswer(n);
+      if (a.delayMs) await sleep(a.delayMs);
+      return send(200, { workflow_id: WORKFLOW_ID, run_id: 'r', ...a.body });
+    }
+    this.onPost(++this.posts);
+    return send(202, { workflow_id: WORKFLOW_ID, run_id: `r${this.posts}`, status_url: `/v1/acquisitions/${encodeURIComponent(WORKFLOW_ID)}` });
+  }
+}
+
+/** A backend whose /health takes `healthDelayMs`: a guarded readmit of its tier holds the router's admin lock that long. */
+async function slowBackend(healthDelayMs: number): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    if (req.url === '/health') {
+      setTimeout(() => res.writeHead(200).end(), healthDelayMs);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: [{ id: 'slow', object: 'model' }] }));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** A port nothing listens on: the on-demand tier's serve is down. */
+async function deadPort(): Promise<number> {
+  const s = http.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+interface Box {
+  dir: string;
+  api: FakeApi;
+  slow: Awaited<ReturnType<typeof slowBackend>>;
+  router: RunningRouter;
+  admin: HttpRouterAdmin;
+  log: string[];
+}
+
+async function startBox(): Promise<Box> {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-router-abandon-'));
+  const api = await new FakeApi().start();
+  const slow = await slowBackend(1500);
+  const toml = [
+    'mapping_version = "m1"',
+    'retry_after_s = 1',
+    '[[tiers]]',
+    'name = "od-local"',
+    `backend = "http://127.0.0.1:${await deadPort()}"`,
+    'served_model_name = "od"',
+    'model_identity = true',
+    '[tiers.on_demand]',
+    'serve = "od"',
+    'wait_timeout_s = 60',
+    'abandon_after_s = 1',
+    '[[tiers]]',
+    'name = "slow-local"',
+    `backend = "${slow.url}"`,
+    'served_model_name = "slow"',
+    'model_identity = true',
+    '[[presets]]',
+    'name = "od"',
+    'tier = "od-local"',
+    '[[presets]]',
+    'name = "slow"',
+    'tier = "slow-local"',
+    '',
+  ].join('\n');
+  writeFileSync(join(dir, 'router.toml'), toml);
+  const log: string[] = [];
+  const router = await startRouter({
+    configPath: join(dir, 'router.toml'),
+    adminToken: TOKEN,
+    probeTimeoutMs: 3000,
+    acquisitions: { url: api.url, token: 'api-token' },
+    clientToken: CLIENT_TOKEN,
+    acquisitionPollMs: 50,
+    log: (line) => log.push(line),
+  });
+  return { dir, api, slow, router, admin: new HttpRouterAdmin({ baseUrl: router.url, token: TOKEN, timeoutMs: 10_000 }), log };
+}
+
+async function stopBox(b: Box | undefined): Promise<void> {
+  if (!b) return;
+  await b.router.close();
+  await b.api.close();
+  await b.slow.close();
+  rmSync(b.dir, { recursive: true, force: true });
+}
+
+/** A request for od; `abort` makes its client go away (disconnected). */
+function ask(b: Box): { answer: Promise<{ status: number; body: Json } | 'gone'>; abort: () => void } {
+  const ac = new AbortController();
+  const answer = fetch(`${b.router.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_TOKEN}` },
+    body: JSON.stringify({ model: 'od', messages: [{ role: 'user', content: 'hi' }] }),
+    signal: ac.signal,
+  }).then(
+    async (r) => ({ status: r.status, body: (await r.json()) as Json }),
+    () => 'gone' as const,
+  );
+  return { answer, abort: () => ac.abort() };
+}
+
+async function tierState(b: Box): Promise<{ acquisition: Json | null; abandon: Json | null; state: string }> {
+  const r = await fetch(`${b.router.url}/admin/tiers/od-local`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  return (await r.json()) as { acquisition: Json | null; abandon: Json | null; state: string };
+}
+
+describe("the router's abandon of its on-demand acquisition", () => {
+  let b: Box | undefined;
+
+  test('an ask the run cannot decide yet is asked again while nobody is held, and the status polls go on while an ask is in flight', async () => {
+    b = await startBox();
+    const box = b;
+    try {
+      await box.admin.quiesce('od-local');
+      // The first ask: the run is still admitting, and its answer takes 2 s; the second: abandoned.
+      box.api.abandonAnswer = (n) => {
+        if (n === 0) return { delayMs: 2000, body: { abandoned: false, why: 'still admitting: ask again', ask_again: true } };
+        box.api.status = {
+          workflow_id: WORKFLOW_ID,
+          status: 'failed',
+          error: { type: 'Abandoned', message: 'serves up od --evict abandoned at drain vision' },
+        };
+        return { body: { abandoned: true, at: 'drain vision' } };
+      };
+      const r = ask(box);
+      await waitUntil('the acquisition POST', () => box.api.posts === 1);
+      await sleep(200);
+      r.abort();
+      await waitUntil('the first abandon ask', () => box.api.abandons.length === 1, 5000);
+      const getsAtAsk = box.api.gets.length;
+      await sleep(1500);
+      const getsWhileAsked = box.api.gets.length - getsAtAsk;
+      await waitUntil('a second ask', () => box.api.abandons.length >= 2, 6000).catch(() => undefined);
+      const asks = box.api.abandons.length;
+      console.log(`status GETs in the 1.5 s the first ask was in flight: ${getsWhileAsked}; asks: ${asks}; router log: ${box.log.join(' | ')}`);
+      assert.ok(getsWhileAsked >= 5, `the poll loop waited on the ask: ${getsWhileAsked} status GETs in 1.5 s (poll 50 ms)`);
+      assert.equal(asks, 2, 'asked again after "still admitting: ask again"');
+      await waitUntil('the acquisition ended', async () => (await tierState(box)).acquisition === null, 5000);
+      const st = await tierState(box);
+      assert.equal(st.abandon?.answer, 'abandoned', JSON.stringify(st.abandon));
+    } finally {
+      await stopBox(b);
+      b = undefined;
+    }
+  });
+});
