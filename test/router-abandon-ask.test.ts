@@ -211,4 +211,40 @@ describe("the router's abandon of its on-demand acquisition", () => {
       b = undefined;
     }
   });
+  test("a request arriving while the router hands back its quiesce after an abandon starts a new acquisition, not the abandon's 503", async () => {
+    b = await startBox();
+    const box = b;
+    try {
+      // od-local active over its down serve: the first request is refused by it, held, and the
+      // router quiesces the tier itself (the quiesce it hands back once the run is abandoned).
+      box.api.abandonAnswer = () => ({ body: { abandoned: true, at: 'drain vision' } });
+      const r1 = ask(box);
+      await waitUntil('the acquisition POST', () => box.api.posts === 1);
+      await sleep(200);
+      r1.abort();
+      await waitUntil('the abandon ask', () => box.api.abandons.length === 1, 5000);
+      // Another change holds the router's admin lock for 1.5 s: a guarded readmit probing a slow /health.
+      await box.admin.quiesce('slow-local');
+      const readmit = box.admin.readmit('slow-local');
+      await sleep(100);
+      // The run ends Abandoned; a second acquisition's run is running.
+      box.api.onPost = () => (box.api.status = { workflow_id: WORKFLOW_ID, status: 'running', step: { step: 'quiesce vision' } });
+      box.api.status = { workflow_id: WORKFLOW_ID, status: 'failed', error: { type: 'Abandoned', message: 'serves up od --evict abandoned at drain vision' } };
+      await sleep(300);
+      const r2 = ask(box);
+      let answered: { status: number; body: Json } | 'gone' | undefined;
+      void r2.answer.then((a) => (answered = a));
+      await waitUntil('a second acquisition POST', () => box.api.posts >= 2 || answered !== undefined, 6000).catch(() => undefined);
+      await sleep(200);
+      console.log(`after the abandon: POSTs ${box.api.posts}; the request after it: ${answered === undefined ? 'held' : JSON.stringify(answered)}`);
+      assert.equal(answered, undefined, 'the request held after the abandon was answered with its refusal');
+      assert.equal(box.api.posts, 2, 'a new acquisition for the request held after the abandon');
+      assert.equal((await tierState(box)).state, 'quiesced');
+      r2.abort();
+      await readmit;
+    } finally {
+      await stopBox(b);
+      b = undefined;
+    }
+  });
 });

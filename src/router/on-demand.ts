@@ -355,6 +355,7 @@ export class OnDemand {
     d.cooldown = undefined;
     let refusal: Refusal | undefined;
     let cool = true;
+    let abandoned = false;
     for (let downChecks = 0; ;) {
       const startedAt = Date.now();
       let end: Refusal | GoingDown | Abandoned | undefined;
@@ -373,6 +374,7 @@ export class OnDemand {
         // Nobody wanted it: no cooldown, and the next request acquires again.
         refusal = this.refusal(tier, d, 'quiesced', end.abandoned);
         cool = false;
+        abandoned = true;
         break;
       }
       if (end && 'goingDown' in end) {
@@ -414,6 +416,13 @@ export class OnDemand {
       }
     }
     d.acquisition = undefined;
+    // Requests that came while the tier was handed back (the admin lock can be held for seconds by
+    // another change) were held after the run decided: the abandon was not for them, and they start
+    // a new acquisition at once rather than get its refusal.
+    if (abandoned && d.queue.size > 0) {
+      void this.run(tier, d);
+      return;
+    }
     if (!refusal) this.mark(tier.name, 'released');
     const outcome: HoldOutcome = refusal ? { ok: false, refusal } : { ok: true };
     for (const w of [...d.queue]) w.settle(outcome);
