@@ -247,4 +247,34 @@ describe("the router's abandon of its on-demand acquisition", () => {
       b = undefined;
     }
   });
+  test('a refused abandon of one run does not stop the router asking the run it POSTs after waiting out a serve going down', async () => {
+    b = await startBox();
+    const box = b;
+    try {
+      await box.admin.quiesce('od-local');
+      box.api.abandonAnswer = (n) => ({
+        body: { abandoned: false, why: n === 0 ? 'the stop of vision has begun: abandoning now would save nothing' : 'asked again: refused' },
+      });
+      const r1 = ask(box);
+      await waitUntil('the acquisition POST', () => box.api.posts === 1);
+      await sleep(200);
+      r1.abort();
+      await waitUntil('the first abandon ask', () => box.api.abandons.length === 1, 5000);
+      // Someone is held again; the run completes over a serve its lease is taking down: the router
+      // waits that out and POSTs again for the request held.
+      const r2 = ask(box);
+      await sleep(300);
+      box.api.onPost = () => (box.api.status = { workflow_id: WORKFLOW_ID, status: 'running', step: { step: 'quiesce vision' } });
+      box.api.status = { workflow_id: WORKFLOW_ID, status: 'completed', result: {}, serve_going_down: 'its lease is expiring' };
+      await waitUntil('the POST after the serve went down', () => box.api.posts === 2, 8000);
+      await sleep(200);
+      r2.abort();
+      await waitUntil('an ask of the new run', () => box.api.abandons.length >= 2, 5000).catch(() => undefined);
+      console.log(`POSTs ${box.api.posts}; abandon asks ${box.api.abandons.length}; router log: ${box.log.join(' | ')}`);
+      assert.equal(box.api.abandons.length, 2, 'the run POSTed after the serve went down was never asked to abandon');
+    } finally {
+      await stopBox(b);
+      b = undefined;
+    }
+  });
 });

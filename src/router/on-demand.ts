@@ -366,11 +366,7 @@ export class OnDemand {
       }
       if (end && 'abandoned' in end) {
         // A request came after the run decided: it is acquired again, at once.
-        if (d.queue.size > 0) {
-          a.abandon = undefined;
-          a.emptySince = undefined;
-          continue;
-        }
+        if (d.queue.size > 0) continue;
         // Nobody wanted it: no cooldown, and the next request acquires again.
         refusal = this.refusal(tier, d, 'quiesced', end.abandoned);
         cool = false;
@@ -553,6 +549,10 @@ export class OnDemand {
       this.mark(tier.name, 'quiesced');
     }
     a.quiescesAtPost = this.table.runtimeOf(tier.name).quiesces;
+    // Each POST is a new run (after an abandon, a serve going down, a residency window): nothing
+    // asked of it yet, and nobody held counted from now.
+    a.abandon = undefined;
+    a.emptySince = d.queue.size === 0 ? Date.now() : undefined;
     try {
       this.mark(tier.name, 'posted');
       a.workflowId = await api.acquire(policy.serve, policy.evict);
