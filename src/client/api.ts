@@ -60,6 +60,9 @@ export const API_MAX_CONNECTIONS = 128;
  * The router, its main caller, polls a running acquisition again within 500 ms anyway.
  */
 const CLOSING_RETRY_AFTER_S = 5;
+/** Retry-After of an abandon the run did not answer in time: the router asks again a second later anyway. */
+const ABANDON_RETRY_AFTER_S = 1;
+
 /** Retry-After of a join refused past JOIN_SIGNALS_PER_RUN: an acquisition takes seconds to minutes. */
 const JOIN_FULL_RETRY_AFTER_S = 10;
 
@@ -371,12 +374,20 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
   app.post<{ Params: { id: string } }>('/v1/acquisitions/:id/abandon', async (req, reply) => {
     const workflowId = req.params.id;
     if (!ownServe(workflowId)) return notOurs(reply, workflowId);
+    let d;
     try {
-      const d = await client.workflow.getHandle(workflowId).describe();
-      if (d.status.name !== 'RUNNING') {
-        return { workflow_id: workflowId, run_id: d.runId, abandoned: false, why: `the acquisition has already ended (${d.status.name.toLowerCase()})` };
-      }
-      const run = client.workflow.getHandle(workflowId, d.runId);
+      d = await client.workflow.getHandle(workflowId).describe();
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return reply.code(404).send({ error: { type: 'not_found', message: `no acquisition ${workflowId}` } });
+      throw err;
+    }
+    const ended = (why: string) => ({ workflow_id: workflowId, run_id: d.runId, abandoned: false, why });
+    // Paused is not ended: the run is asked, and answers once resumed (else its Update times out: 504).
+    if (d.status.name !== 'RUNNING' && d.status.name !== 'PAUSED' && d.closeTime !== undefined) {
+      return ended(`the acquisition has already ended (${d.status.name.toLowerCase()})`);
+    }
+    const run = client.workflow.getHandle(workflowId, d.runId);
+    try {
       // The run answers in its next workflow task, never waiting; the ask is stamped so a run that
       // gets it only after this deadline (its worker down meanwhile) refuses it rather than acting late.
       const askedAtEpochMs = Date.now();
@@ -386,10 +397,18 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       const said = answer.abandoned ? answer : { abandoned: false, why: answer.why, ...(answer.askAgain ? { ask_again: true } : {}) };
       return { workflow_id: workflowId, run_id: d.runId, ...said };
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return reply.code(404).send({ error: { type: 'not_found', message: `no acquisition ${workflowId}` } });
-      // Closed between the describe and the Update: nothing left to abandon.
-      if (err instanceof WorkflowUpdateFailedError || err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
-        return reply.code(409).send({ error: { type: 'not_abandoned', message: `${workflowId} did not answer the abandon: ${errorText(err)}` } });
+      // Described running, then not found: the run ended meanwhile, nothing left to abandon.
+      if (err instanceof WorkflowNotFoundError) return ended('the acquisition ended while it was asked');
+      // No answer within ABANDON_ANSWER_MS (its worker down or busy): ask again later.
+      if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
+        return reply
+          .code(504)
+          .header('retry-after', String(ABANDON_RETRY_AFTER_S))
+          .send({ error: { type: 'abandon_unanswered', message: `${workflowId} did not answer the abandon within ${ABANDON_ANSWER_MS} ms: ask again` } });
+      }
+      // The Update itself failed (its handler threw, or the run refused it): the failure's own words.
+      if (err instanceof WorkflowUpdateFailedError) {
+        return reply.code(409).send({ error: { type: 'not_abandoned', message: `${workflowId} refused the abandon: ${errorText(err.cause ?? err)}` } });
       }
       throw err;
     }
