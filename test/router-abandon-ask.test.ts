@@ -167,18 +167,33 @@ function ask(b: Box): { answer: Promise<{ status: number; body: Json } | 'gone'>
   return { answer, abort: () => ac.abort() };
 }
 
+/** The first request held, the acquisition POSTed, the request gone; resolves at the router's first abandon ask. */
+async function heldThenGone(b: Box): Promise<void> {
+  const r = ask(b);
+  await waitUntil('the acquisition POST', () => b.api.posts === 1);
+  await sleep(200);
+  r.abort();
+  await waitUntil('the first abandon ask', () => b.api.abandons.length === 1, 5000);
+}
+
+/** Runs `fn` over a fresh box, stopped afterwards whatever happens. */
+async function withBox(fn: (b: Box) => Promise<void>): Promise<void> {
+  const b = await startBox();
+  try {
+    await fn(b);
+  } finally {
+    await stopBox(b);
+  }
+}
+
 async function tierState(b: Box): Promise<{ acquisition: Json | null; abandon: Json | null; state: string }> {
   const r = await fetch(`${b.router.url}/admin/tiers/od-local`, { headers: { authorization: `Bearer ${TOKEN}` } });
   return (await r.json()) as { acquisition: Json | null; abandon: Json | null; state: string };
 }
 
 describe("the router's abandon of its on-demand acquisition", () => {
-  let b: Box | undefined;
-
   test('an ask the run cannot decide yet is asked again while nobody is held, and the status polls go on while an ask is in flight', async () => {
-    b = await startBox();
-    const box = b;
-    try {
+    await withBox(async (box) => {
       await box.admin.quiesce('od-local');
       // The first ask: the run is still admitting, and its answer takes 2 s; the second: abandoned.
       box.api.abandonAnswer = (n) => {
@@ -190,11 +205,7 @@ describe("the router's abandon of its on-demand acquisition", () => {
         };
         return { body: { abandoned: true, at: 'drain vision' } };
       };
-      const r = ask(box);
-      await waitUntil('the acquisition POST', () => box.api.posts === 1);
-      await sleep(200);
-      r.abort();
-      await waitUntil('the first abandon ask', () => box.api.abandons.length === 1, 5000);
+      await heldThenGone(box);
       const getsAtAsk = box.api.gets.length;
       await sleep(1500);
       const getsWhileAsked = box.api.gets.length - getsAtAsk;
@@ -206,23 +217,14 @@ describe("the router's abandon of its on-demand acquisition", () => {
       await waitUntil('the acquisition ended', async () => (await tierState(box)).acquisition === null, 5000);
       const st = await tierState(box);
       assert.equal(st.abandon?.answer, 'abandoned', JSON.stringify(st.abandon));
-    } finally {
-      await stopBox(b);
-      b = undefined;
-    }
+    });
   });
   test("a request arriving while the router hands back its quiesce after an abandon starts a new acquisition, not the abandon's 503", async () => {
-    b = await startBox();
-    const box = b;
-    try {
+    await withBox(async (box) => {
       // od-local active over its down serve: the first request is refused by it, held, and the
       // router quiesces the tier itself (the quiesce it hands back once the run is abandoned).
       box.api.abandonAnswer = () => ({ body: { abandoned: true, at: 'drain vision' } });
-      const r1 = ask(box);
-      await waitUntil('the acquisition POST', () => box.api.posts === 1);
-      await sleep(200);
-      r1.abort();
-      await waitUntil('the abandon ask', () => box.api.abandons.length === 1, 5000);
+      await heldThenGone(box);
       // Another change holds the router's admin lock for 1.5 s: a guarded readmit probing a slow /health.
       await box.admin.quiesce('slow-local');
       const readmit = box.admin.readmit('slow-local');
@@ -242,24 +244,15 @@ describe("the router's abandon of its on-demand acquisition", () => {
       assert.equal((await tierState(box)).state, 'quiesced');
       r2.abort();
       await readmit;
-    } finally {
-      await stopBox(b);
-      b = undefined;
-    }
+    });
   });
   test('a refused abandon of one run does not stop the router asking the run it POSTs after waiting out a serve going down', async () => {
-    b = await startBox();
-    const box = b;
-    try {
+    await withBox(async (box) => {
       await box.admin.quiesce('od-local');
       box.api.abandonAnswer = (n) => ({
         body: { abandoned: false, why: n === 0 ? 'the stop of vision has begun: abandoning now would save nothing' : 'asked again: refused' },
       });
-      const r1 = ask(box);
-      await waitUntil('the acquisition POST', () => box.api.posts === 1);
-      await sleep(200);
-      r1.abort();
-      await waitUntil('the first abandon ask', () => box.api.abandons.length === 1, 5000);
+      await heldThenGone(box);
       // Someone is held again; the run completes over a serve its lease is taking down: the router
       // waits that out and POSTs again for the request held.
       const r2 = ask(box);
@@ -272,9 +265,6 @@ describe("the router's abandon of its on-demand acquisition", () => {
       await waitUntil('an ask of the new run', () => box.api.abandons.length >= 2, 5000).catch(() => undefined);
       console.log(`POSTs ${box.api.posts}; abandon asks ${box.api.abandons.length}; router log: ${box.log.join(' | ')}`);
       assert.equal(box.api.abandons.length, 2, 'the run POSTed after the serve went down was never asked to abandon');
-    } finally {
-      await stopBox(b);
-      b = undefined;
-    }
+    });
   });
 });
