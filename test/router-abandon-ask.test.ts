@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { HttpRouterAdmin } from '../src/adapters/router-admin/http';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
+import { deadPort } from './support/raw-http';
 import { sleep, waitUntil } from './support/wait';
 
 const TOKEN = 'test-admin-token-0123456789abcdef-0123';
@@ -81,15 +82,6 @@ async function slowBackend(healthDelayMs: number): Promise<{ url: string; close:
       return new Promise((r) => server.close(() => r()));
     },
   };
-}
-
-/** A port nothing listens on: the on-demand tier's serve is down. */
-async function deadPort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 interface Box {

@@ -22,7 +22,7 @@ import { formatIssue } from '../src/domain/types';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
 import { parseExposition, valueOf } from './support/prom-text';
-import { rawConnection, trickle } from './support/raw-http';
+import { deadPort, rawConnection, trickle } from './support/raw-http';
 import { StallingProxy } from './support/stalling-proxy';
 import { sleep, waitUntil } from './support/wait';
 
@@ -242,15 +242,6 @@ tier = "vision-local"
 name = "dead"
 tier = "dead-local"
 ${v.extra ?? ''}`;
-}
-
-/** A port nothing listens on: bind, note, close. */
-async function deadPort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 // A client that sends exactly what it is told, when it is told: headers without their body, a body
 // trickled a byte at a time, nothing at all. fetch cannot stall mid-request, so the servers'
 // bounds on receiving a request are tested through a bare socket.
+import http from 'node:http';
 import { createConnection } from 'node:net';
+import type { AddressInfo } from 'node:net';
 
 export interface RawConnection {
   /** Everything the server sent so far. */
@@ -52,4 +54,13 @@ export function trickle(c: RawConnection, body: string, everyMs: number): () => 
     c.write(body[i++] ?? '');
   }, everyMs);
   return () => clearInterval(timer);
+}
+
+/** A port nothing listens on (bind, note, close): a backend that is down. */
+export async function deadPort(): Promise<number> {
+  const s = http.createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
 }
