@@ -1,6 +1,6 @@
 #!/bin/sh
 # Fake router for the promotion tests: the entrypoint of gpures/fake-router:test, an image holding
-# only a static busybox (built by build_router_image in scripts/lib.sh).
+# only a static busybox (built by `node dist/src/dev/images-main.js build`).
 #
 #   /entrypoint.sh --validate-only --config PATH
 #       Checks the config, prints the verdict on stdout, exits 0 (valid) or 1 (invalid).
