@@ -5,6 +5,8 @@
 import {
   allHandlersFinished,
   ApplicationFailure,
+  CancellationScope,
+  ChildWorkflowCancellationType,
   condition,
   continueAsNew,
   executeChild,
@@ -263,6 +265,8 @@ async function ledgerWhenItAnswers(node: string, gpu: GpuSpec, log: StepLog): Pr
     try {
       return await reads().ledgerSnapshot({ node, gpu });
     } catch (err) {
+      // The lease cancelled: not a ledger that did not answer (the same commands either way).
+      if (isCancellation(err)) throw err;
       log.record('expire', `the ledger did not answer (${rootCause(err).message}); asking again in ${ROUTER_RETRY_MS / 1000} s`);
       await sleep(ROUTER_RETRY_MS);
     }
@@ -303,6 +307,8 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
   const waits = new OthersWaitedOut(serve, why, log);
   /** A serves down of the serve was found under way: it is what took the serve, if it is gone. */
   let downUnderWay = false;
+  /** The bring-down was started with cancellation type ABANDON (patch lease-cancel-leaves-bring-down). */
+  let abandonsOnCancel = false;
   for (let failures = 0; ;) {
     const ledger = await ledgerWhenItAnswers(node, gpu, log);
     const found = leaseHold(ledger, serve, terms.holder);
@@ -327,10 +333,16 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
       // anew since the read above, and that acquisition is not this lease's to undo.
       // (A holder renewed by hand that names no run cannot be checked so: taken as before.)
       const onlyOurs = parseHolder(terms.holder) && patched(PATCHES.leaseDownOnlyItsOwn) ? { onlyIfHeldBy: terms.holder } : {};
+      // Nor is a cancel of the lease passed on to it: it gives the VRAM back whether or not the
+      // lease waits for it. Runs from before asked the bring-down to cancel too (the default
+      // WAIT_CANCELLATION_COMPLETED), which before its stop readmitted the serve's tier and left
+      // the serve up, its victims evicted, and no lease to give the VRAM back.
+      abandonsOnCancel = patched(PATCHES.leaseCancelLeavesBringDown);
       const down = await executeChild(bringDownWorkflow, {
         workflowId,
         args: [{ serve, restore: true, ...onlyOurs }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...(abandonsOnCancel ? { cancellationType: ChildWorkflowCancellationType.ABANDON } : {}),
         staticSummary: literalMarkdown(`serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`),
       });
       log.record('down', down.message);
@@ -351,6 +363,13 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
         steps: log.steps,
       };
     } catch (err) {
+      // The lease itself cancelled: it ends Cancelled, its bring-down going on without it. Not
+      // a failed bring-down to try again (runs from before counted it one, and their retry's
+      // sleep, in the cancelled scope, ended them Cancelled all the same).
+      if (abandonsOnCancel && isCancellation(err) && CancellationScope.current().consideredCancelled) {
+        log.record('cancel', bringDownGoesOn(workflowId, serve));
+        throw err;
+      }
       if (alreadyStarted(err) && patched(PATCHES.leaseWaitsOutOthers)) {
         // Another serves down under that id: of this serve (then it takes it, and the ledger says
         // so), or of the serve as it was before this acquisition (a restore that outlasted it).
@@ -376,6 +395,14 @@ async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, r
       await sleep(ROUTER_RETRY_MS);
     }
   }
+}
+
+/** What a lease cancelled while its bring-down runs says of it. */
+function bringDownGoesOn(workflowId: string, serve: string): string {
+  return (
+    `lease cancelled while its bring-down ran: ${workflowId} goes on (not cancelled), stopping ${serve} and restoring its victims; ` +
+    `to keep ${serve} up, cancel ${workflowId} itself before its stop`
+  );
 }
 
 /** Whether the run holding the serve has ended (without giving it back): what it became, or undefined while it runs. */

@@ -289,5 +289,17 @@ export const PATCHES = {
    * test/restore.test.ts cancels one while its restore brings a victim up.
    */
   restoreWhole: 'restore-whole',
+  /**
+   * An expiring lease starts its bring-down with cancellation type ABANDON: a cancel of the lease
+   * (the UI, `temporal workflow cancel`) is not passed on to the bring-down, which goes on to stop
+   * the serve and restore its victims, and the lease ends Cancelled at once, the cancel not
+   * counted as a failed bring-down. Before, the cancel reached the bring-down, which before its
+   * stop readmitted the serve's tier and ended Cancelled: the serve stayed up holding its MiB, its
+   * victims evicted, with no lease left to give them back. The child's start command gains its
+   * cancellation type; asked by every lease expiry since, which no recording before it has; after:
+   * lease-cancelled-expiring.json (recorded by test/lease-cancel.test.ts, the lease cancelled
+   * while its bring-down drains).
+   */
+  leaseCancelLeavesBringDown: 'lease-cancel-leaves-bring-down',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
