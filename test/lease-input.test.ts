@@ -168,6 +168,27 @@ describe('lease arithmetic', () => {
     assert.deepEqual(leaseInputProblems({ ...start, renewal: 'yes' }), ['renewal: true, or not given (got "yes")']);
   });
 
+  test("an expiring lease's continuation is checked field by field: its bound, and what it carries", () => {
+    const start = { serve: 'sd', holder: 'acq/run', kind: 'fixed', seconds: 600, clock: newClock(600, 1_000_000) };
+    const expiring = { released: false, failures: 2, downUnderWay: true, waits: { sinceEpochMs: 1_000_000, nextMs: 20_000 } };
+    const renewal = { holder: 'acq2/run', kind: 'idle', seconds: 300 };
+    assert.deepEqual(leaseInputProblems({ ...start, maxHistoryEvents: 30, expiring: { ...expiring, renewal, renewalAtLeastUntilEpochMs: 2_000_000 } }), []);
+    assert.deepEqual(leaseInputProblems({ ...start, maxHistoryEvents: 5 }), ['maxHistoryEvents: a whole number of events in 20..2000, or not given (got 5)']);
+    assert.deepEqual(
+      leaseInputProblems({
+        ...start,
+        expiring: { ...expiring, failures: -1, waits: { sinceEpochMs: 1, nextMs: 1e9 }, renewal: { kind: 'fixed', seconds: 1 }, why: 1 },
+      }),
+      [
+        'expiring.failures: a whole number in 0..100 (got -1)',
+        'expiring.waits: { sinceEpochMs, nextMs }, epoch ms and a wait of at most an hour',
+        'expiring.renewal: holder: the acquisition run (<workflow id>/<run id>) that holds the serve',
+        'expiring.why: unknown field (known: released, failures, downUnderWay, waits, renewal, renewalAtLeastUntilEpochMs)',
+      ],
+    );
+    assert.match(leaseInputProblems({ ...start, expiring: 'yes' })[0] ?? '', /^expiring: \{ released, failures, downUnderWay/);
+  });
+
   test("an acquisition's lease input is checked like its other fields", () => {
     const spec = { other: { lease: leaseRequestProblem } };
     assert.deepEqual(operationInputProblems({ serve: 'sd', lease: { kind: 'fixed', seconds: 7200 } }, spec), []);

@@ -166,8 +166,36 @@ export function leaseInputProblems(input: unknown): string[] {
       problems.push(`clock: { ${times.join(', ')} }, epoch milliseconds as a continue-as-new carries them`);
   }
   if (o['renewal'] !== undefined && o['renewal'] !== true) problems.push(`renewal: true, or not given (got ${JSON.stringify(o['renewal'])})`);
-  const known = ['serve', 'holder', 'kind', 'seconds', 'clock', 'renewal'];
+  const max = o['maxHistoryEvents'];
+  if (max !== undefined && !(Number.isSafeInteger(max) && (max as number) >= 20 && (max as number) <= 2000))
+    problems.push(`maxHistoryEvents: a whole number of events in 20..2000, or not given (got ${JSON.stringify(max)})`);
+  if (o['expiring'] !== undefined) problems.push(...expiringProblems(o['expiring']));
+  const known = ['serve', 'holder', 'kind', 'seconds', 'clock', 'renewal', 'maxHistoryEvents', 'expiring'];
   for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${k}: unknown field (known: ${known.join(', ')})`);
+  return problems;
+}
+
+/** An expiring lease's continue-as-new input (LeaseInput.expiring): each field within what a run can have carried. */
+function expiringProblems(v: unknown): string[] {
+  const e = (typeof v === 'object' && v !== null && !Array.isArray(v) ? v : undefined) as Record<string, unknown> | undefined;
+  if (!e) return ['expiring: { released, failures, downUnderWay, waits?, renewal?, renewalAtLeastUntilEpochMs? }, as a continue-as-new carries it'];
+  const problems: string[] = [];
+  if (typeof e['released'] !== 'boolean') problems.push('expiring.released: true or false');
+  if (!(Number.isSafeInteger(e['failures']) && (e['failures'] as number) >= 0 && (e['failures'] as number) <= 100))
+    problems.push(`expiring.failures: a whole number in 0..100 (got ${JSON.stringify(e['failures'])})`);
+  if (typeof e['downUnderWay'] !== 'boolean') problems.push('expiring.downUnderWay: true or false');
+  const w = e['waits'] as Record<string, unknown> | undefined;
+  if (w !== undefined) {
+    const ok = typeof w === 'object' && w !== null && Number.isSafeInteger(w['sinceEpochMs']) && (w['sinceEpochMs'] as number) >= 0;
+    if (!ok || !(Number.isSafeInteger(w['nextMs']) && (w['nextMs'] as number) >= 1 && (w['nextMs'] as number) <= 3_600_000))
+      problems.push('expiring.waits: { sinceEpochMs, nextMs }, epoch ms and a wait of at most an hour');
+  }
+  if (e['renewal'] !== undefined) problems.push(...renewalProblems(e['renewal']).map((p) => `expiring.renewal: ${p}`));
+  const until = e['renewalAtLeastUntilEpochMs'];
+  if (until !== undefined && !(Number.isSafeInteger(until) && (until as number) >= 0))
+    problems.push(`expiring.renewalAtLeastUntilEpochMs: epoch milliseconds (got ${JSON.stringify(until)})`);
+  const known = ['released', 'failures', 'downUnderWay', 'waits', 'renewal', 'renewalAtLeastUntilEpochMs'];
+  for (const k of Object.keys(e)) if (!known.includes(k)) problems.push(`expiring.${k}: unknown field (known: ${known.join(', ')})`);
   return problems;
 }
 

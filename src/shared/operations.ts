@@ -140,6 +140,25 @@ export interface LeaseInput {
    * callers' at-least terms).
    */
   renewal?: true;
+  /** Continue as new past this many events (default 2000; the server may suggest it sooner). A test's knob: 20..2000. */
+  maxHistoryEvents?: number;
+  /** A lease that continued as new while expiring: it goes on bringing its serve down, from what it knew. */
+  expiring?: LeaseExpiring;
+}
+
+/** What an expiring lease knows, carried across its continue-as-new (LeaseInput.expiring). */
+export interface LeaseExpiring {
+  /** Expiring because it was released (`serves release`), not by its clock. */
+  released: boolean;
+  /** Bring-downs failed so far, of the BRING_DOWN_ATTEMPTS it tries. */
+  failures: number;
+  /** A serves down of the serve was found under way: it is what took the serve, if it is gone. */
+  downUnderWay: boolean;
+  /** Waiting out other operations since (epoch ms), and its next look's wait: the wait's bound holds across runs. */
+  waits?: { sinceEpochMs: number; nextMs: number };
+  /** A renewal that came while it expired, run once it has ended, and how long its holder's other callers asked it to last (epoch ms). */
+  renewal?: { holder: string; kind: LeaseKind; seconds: number };
+  renewalAtLeastUntilEpochMs?: number;
 }
 
 export interface LeaseResult {

@@ -40,7 +40,7 @@ import { literalMarkdown } from '../domain/markdown';
 import { Failure } from '../shared/failures';
 import { extendLeaseUpdate, leaseAtLeastSignal, leaseAtLeastUpdate, leaseQuery, releaseLeaseUpdate, renewLeaseSignal, workflowIds } from '../shared/messages';
 import type { LeaseAtLeastAnswer, LeaseTerms } from '../shared/messages';
-import type { AcquireResult, LeaseInput, LeaseRequest, LeaseResult, LeaseTermsNotApplied } from '../shared/operations';
+import type { AcquireResult, LeaseExpiring, LeaseInput, LeaseRequest, LeaseResult, LeaseTermsNotApplied } from '../shared/operations';
 import { bringDownWorkflow } from './bring-down';
 import { act, reads, router, waiting } from './proxies';
 import { parseHolder } from '../domain/fence';
@@ -74,13 +74,18 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   const log = new StepLog();
   let terms: Terms = { holder: input.holder, kind: input.kind, seconds: input.seconds };
   let clock: LeaseClock = input.clock ?? newClock(input.seconds, Date.now());
-  let expiring = false;
-  let released = false;
+  // A continuation of an expiring run starts where that one was: expiring, its renewal waiting.
+  let expiring = input.expiring !== undefined;
+  let released = input.expiring?.released ?? false;
   let changed = false;
   /** A renewal that came while the lease was expiring: it runs once this one has ended. */
-  let renewal: Terms | undefined;
+  let renewal: Terms | undefined = input.expiring?.renewal;
   /** The renewal's holder's other callers asked it to last at least until then (epoch ms). */
-  let renewalAtLeastUntil: number | undefined;
+  let renewalAtLeastUntil: number | undefined = input.expiring?.renewalAtLeastUntilEpochMs;
+  const maxHistoryEvents = input.maxHistoryEvents ?? MAX_HISTORY_EVENTS;
+  /** What every continue-as-new carries besides its terms, clock and phase. */
+  const carried = input.maxHistoryEvents !== undefined ? { maxHistoryEvents } : {};
+  const historyLong = () => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > maxHistoryEvents;
 
   const expiry = () => expiresAt(terms.kind, terms.seconds, clock);
   const view = (): LeaseView => ({
@@ -219,12 +224,12 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   if (!input.clock || input.renewal) log.record('start', startWords(input, terms, expiry()));
 
   for (;;) {
-    if (released) break;
+    if (released || expiring) break;
     const due = expiry() - Date.now();
     if (due > 0) {
-      if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > MAX_HISTORY_EVENTS) {
+      if (historyLong()) {
         await condition(allHandlersFinished);
-        return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...terms, clock });
+        return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...terms, clock, ...carried });
       }
       changed = false;
       if (await condition(() => released || changed, due)) continue;
@@ -247,20 +252,31 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   }
 
   expiring = true;
-  const result = await expire(node, gpu, input.serve, terms, released, log);
+  /**
+   * Expiring, past the history's bound (a ledger that does not answer, other operations waited
+   * out: a few events a minute, for as long as they last): a new run goes on bringing the serve
+   * down from what this one knew. Runs from before never continued here (asked only when long).
+   */
+  const continueIfLong = async (at: ExpiryProgress): Promise<void> => {
+    if (!historyLong() || !patched(PATCHES.leaseExpiryContinues)) return;
+    await condition(allHandlersFinished);
+    const waitingRenewal = renewal ? { renewal, ...(renewalAtLeastUntil !== undefined ? { renewalAtLeastUntilEpochMs: renewalAtLeastUntil } : {}) } : {};
+    await continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...terms, clock, ...carried, expiring: { released, ...at, ...waitingRenewal } });
+  };
+  const result = await expire(node, gpu, input.serve, terms, released, log, input.expiring, continueIfLong);
   if (renewal) {
     // An acquisition came back for the serve while this lease ended: its lease runs on from here.
     await condition(allHandlersFinished);
     const asked = renewalAtLeastUntil;
     const clock = asked ? renewalClock(renewal.seconds, asked, Date.now()) : undefined;
-    return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...renewal, renewal: true, ...(clock ? { clock } : {}) });
+    return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...renewal, renewal: true, ...(clock ? { clock } : {}), ...carried });
   }
   await condition(allHandlersFinished);
   return result;
 }
 
 /** A lease that gave up on an unanswering ledger would leave its serve holding the victims' VRAM for good: it waits instead. */
-async function ledgerWhenItAnswers(node: string, gpu: GpuSpec, log: StepLog): Promise<LedgerState> {
+async function ledgerWhenItAnswers(node: string, gpu: GpuSpec, log: StepLog, beforeRetry: () => Promise<void>): Promise<LedgerState> {
   for (;;) {
     try {
       return await reads().ledgerSnapshot({ node, gpu });
@@ -268,6 +284,7 @@ async function ledgerWhenItAnswers(node: string, gpu: GpuSpec, log: StepLog): Pr
       // The lease cancelled: not a ledger that did not answer (the same commands either way).
       if (isCancellation(err)) throw err;
       log.record('expire', `the ledger did not answer (${rootCause(err).message}); asking again in ${ROUTER_RETRY_MS / 1000} s`);
+      await beforeRetry();
       await sleep(ROUTER_RETRY_MS);
     }
   }
@@ -299,18 +316,32 @@ function describe(t: Terms): string {
  * eviction of it, either of which may fail or be cancelled), or another serves down under way:
  * the lease waits them out, then looks again.
  */
-async function expire(node: string, gpu: GpuSpec, serve: string, terms: Terms, released: boolean, log: StepLog): Promise<LeaseResult> {
+async function expire(
+  node: string,
+  gpu: GpuSpec,
+  serve: string,
+  terms: Terms,
+  released: boolean,
+  log: StepLog,
+  /** What the run this one continues knew (it was expiring already), if any. */
+  from: LeaseExpiring | undefined,
+  /** Continues as new (and so does not return) when the history is long. */
+  continueIfLong: (at: ExpiryProgress) => Promise<void>,
+): Promise<LeaseResult> {
   const why = released ? 'released' : terms.kind === 'idle' ? `idle for ${formatDuration(terms.seconds * 1000)}` : 'expired';
   const base = { serve, outcome: released ? ('released' as const) : ('expired' as const) };
-  log.record('expire', why);
+  log.record('expire', from ? `${why}; still expiring, continued as new from its last run (its history had reached its bound)` : why);
   const workflowId = workflowIds.bringDown(node, serve);
-  const waits = new OthersWaitedOut(serve, why, log);
+  const waits = new OthersWaitedOut(serve, why, log, from?.waits);
   /** A serves down of the serve was found under way: it is what took the serve, if it is gone. */
-  let downUnderWay = false;
+  let downUnderWay = from?.downUnderWay ?? false;
   /** The bring-down was started with cancellation type ABANDON (patch lease-cancel-leaves-bring-down). */
   let abandonsOnCancel = false;
-  for (let failures = 0; ;) {
-    const ledger = await ledgerWhenItAnswers(node, gpu, log);
+  let failures = from?.failures ?? 0;
+  const progress = (): ExpiryProgress => ({ failures, downUnderWay, ...waits.carried() });
+  for (;;) {
+    await continueIfLong(progress());
+    const ledger = await ledgerWhenItAnswers(node, gpu, log, () => continueIfLong(progress()));
     const found = leaseHold(ledger, serve, terms.holder);
     const waitsOut = found.hold === 'in-flux' && patched(PATCHES.leaseWaitsOutOthers);
     // A run that ended without giving the serve back gives it to no one: serves down takes it over.
@@ -412,6 +443,9 @@ async function endedHolding(holder: string): Promise<string | undefined> {
   return e.outcome === 'no-run' ? `${holder} names no run` : `${holder} has ended${e.closedAs ? ` (${e.closedAs.toLowerCase()})` : ''} without giving it back`;
 }
 
+/** An expiring lease's progress, as a continue-as-new carries it (LeaseExpiring, without what the lease itself holds). */
+type ExpiryProgress = Pick<LeaseExpiring, 'failures' | 'downUnderWay' | 'waits'>;
+
 /**
  * An expiring lease's waits on other operations: OTHERS_RECHECK_MS at first, twice as long each
  * time up to OTHERS_RECHECK_MAX_MS (a long drain costs a few events, not hundreds), said once per
@@ -427,7 +461,16 @@ class OthersWaitedOut {
     private readonly serve: string,
     private readonly why: string,
     private readonly log: StepLog,
-  ) {}
+    /** The waits of the run this one continues: its bound counts from their start. */
+    from?: LeaseExpiring['waits'],
+  ) {
+    this.since = from?.sinceEpochMs;
+    this.nextMs = from?.nextMs ?? OTHERS_RECHECK_MS;
+  }
+
+  carried(): Pick<LeaseExpiring, 'waits'> {
+    return this.since === undefined ? {} : { waits: { sinceEpochMs: this.since, nextMs: this.nextMs } };
+  }
 
   async out(reason: string): Promise<void> {
     this.since ??= Date.now();

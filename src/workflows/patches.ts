@@ -301,5 +301,16 @@ export const PATCHES = {
    * while its bring-down drains).
    */
   leaseCancelLeavesBringDown: 'lease-cancel-leaves-bring-down',
+  /**
+   * An expiring lease past its history's bound (MAX_HISTORY_EVENTS, or its input's
+   * maxHistoryEvents) continues as new, its input saying it is expiring and what it knew (released,
+   * failures, a serves down found under way, its waits on other operations, a renewal waiting):
+   * while the ledger does not answer, or other operations are waited out, the expiry added a few
+   * events a minute and never continued (about ten days to the history limit). Asked only when the
+   * history is long at an expiry's look (before each ledger read, and before each retry of one),
+   * which no recording before it has; after: lease-expiry-continued.json and its next run
+   * lease-expiry-continued-run2.json, from test/lease-expiry-continues.test.ts (a bound of 30).
+   */
+  leaseExpiryContinues: 'lease-expiry-continues',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
