@@ -32,6 +32,7 @@ import { createPromotionActivities } from './promotion';
 import { createRunTagActivities } from './run-tags';
 import { createSleepActivities, sleepsNow } from './sleep';
 import { residualHeldAfresh } from '../domain/sleep';
+import { healthPollDelayMs } from '../domain/health-poll';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort } from '../adapters/ledger/port';
@@ -65,7 +66,7 @@ export interface ActivityDeps {
   gpu?: GpuProbe;
   /** vLLM's sleep-mode endpoints; needed only for serves evicted by sleeping. */
   sleep?: ServeSleep;
-  /** How often health is polled while waiting; tests shorten it. */
+  /** How often health is polled while waiting, and other waits' poll; tests shorten it. Without it, /health by src/domain/health-poll.ts. */
   pollIntervalMs?: number;
   /** Router promotion (docs/promotion.md): Docker and the live config's files, and the routers this worker may promote. */
   routerDeployment?: RouterDeployment;
@@ -394,7 +395,7 @@ export function createActivities(deps: ActivityDeps) {
         if (Date.now() >= input.deadlineEpochMs) {
           throw nonRetryable(Failure.HealthTimeout, `no 200 from ${url} within ${input.serve.startTimeoutS} s (${probes} probes, last: ${last})`);
         }
-        await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
+        await ctx.sleep(healthPollDelayMs(Date.now() - started, input.deadlineEpochMs - Date.now(), deps.pollIntervalMs));
       }
     },
 
