@@ -37,6 +37,8 @@ const KINDS: Record<string, string> = {
   ledger: 'ledgerWorkflow',
   'promote-success': 'promoteWorkflow',
   'promote-rollback': 'promoteWorkflow',
+  'acquire-abandoned': 'acquireWorkflow',
+  'acquire-abandon-refused-joined': 'acquireWorkflow',
 };
 
 Runtime.install({
@@ -85,6 +87,22 @@ describe('recorded histories replay against the current workflow code', () => {
     assert.equal(report('restore-child-bring-up').workflow.parent, report('restore').workflow.workflowId);
     assert.equal(report('promote-success').promotion?.outcome, 'promoted');
     assert.equal(report('promote-rollback').promotion?.outcome, 'failed, rolled back');
+    // The router's abandon, taken (the drain cancelled, vision's tier readmitted, the eviction
+    // aborted) and refused (an operator's serves up joined first): its Update and scope's commands.
+    const abandoned = report('acquire-abandoned');
+    assert.equal(abandoned.outcome.failureType, 'Abandoned');
+    assert.match(abandoned.outcome.message, /abandoned at drain vision: .*compensated: readmit tier vision-local, abort eviction/);
+    assert.deepEqual(
+      abandoned.updates.map((u) => u.name),
+      ['abandon'],
+    );
+    const refused = report('acquire-abandon-refused-joined');
+    assert.equal(refused.workflow.status, 'completed');
+    assert.deepEqual(
+      refused.updates.map((u) => u.name),
+      ['joinedAnswered', 'abandon'],
+    );
+    assert.match(JSON.stringify(refused.updates[1]?.result), /"abandoned":false.*`gpures serves up` joined it/);
   });
 });
 

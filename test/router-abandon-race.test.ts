@@ -8,6 +8,9 @@
 // Refused: when an operator's `serves up` (a CLI process) joined the run, or once a victim's stop began.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { exportWorkflow } from '../src/audit/export';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { progressQuery, workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
@@ -26,6 +29,8 @@ const SERVES: TestServe[] = [
 const ABANDON_AFTER_S = 2;
 /** `serves up od --evict` processes joining the run after the first: an operator's script run again and again. */
 const JOINERS = 4;
+/** GPURES_SAVE_HISTORIES=DIR: the abandoned run and the refused one are written there (recording histories for test/histories). */
+const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
 
 interface TierView {
   state: string;
@@ -105,6 +110,13 @@ describe('an on-demand acquisition whose held requests have all gone', () => {
       100,
     );
 
+  /** Writes the acquisition's run `runId` (the latest without one) to SAVE_DIR/`name`.json, when asked to. */
+  async function save(name: string, runId?: string): Promise<void> {
+    if (!SAVE_DIR) return;
+    mkdirSync(SAVE_DIR, { recursive: true });
+    await exportWorkflow(box.temporal.client, workflowIds.acquire(box.node, 'od'), { ...(runId ? { runId } : {}), file: join(SAVE_DIR, `${name}.json`) });
+  }
+
   /** How the run closed: its failure's type and message, or 'completed'. */
   const closed = () =>
     acquisition()
@@ -180,6 +192,7 @@ describe('an on-demand acquisition whose held requests have all gone', () => {
     assert.equal(heldStatus, 200, "vision's in-flight request completed");
     assert.deepEqual(await reservations(), ['b running', 'vision running']);
     assert.match(box.api?.routerLog() ?? '', /tier 'od-local': nobody held for .* asked to abandon acquire\/.*\/od: abandoned/);
+    await save('acquire-abandoned', firstRun);
 
     // Nobody wanted it: no cooldown. The next request acquires od again, at once, and is answered by it.
     const next = await chatOd();
@@ -248,6 +261,7 @@ describe('an on-demand acquisition whose held requests have all gone', () => {
     assert.equal(up.code, 0, show(up));
     for (const u of ups) assert.equal(u.code, 0, show(u));
     assert.equal(end, 'completed');
+    await save('acquire-abandon-refused-joined');
     assert.equal((await held).status, 200);
     assert.equal(await running('od'), true);
     assert.equal(await running('vision'), false);
