@@ -18,12 +18,17 @@ describe('abandonDecision', () => {
       const d = abandonDecision({ ...base, ...(startedBy ? { startedBy } : {}) });
       assert.equal(d.abandon, false, String(startedBy));
       assert.match(d.abandon ? '' : d.why, /^it was started by .*, not for the router's held requests/);
+      assert.equal(d.abandon ? '' : d.reason, 'not_for_router');
     }
   });
 
   test('an operator joined: refused, naming who', () => {
     const cli = abandonDecision({ ...base, startedBy: 'router', joinedBy: ['router', 'cli'] });
-    assert.deepEqual(cli, { abandon: false, why: "an operator's `gpures serves up` joined it and waits for ondemand: it goes on for them" });
+    assert.deepEqual(cli, {
+      abandon: false,
+      why: "an operator's `gpures serves up` joined it and waits for ondemand: it goes on for them",
+      reason: 'joined',
+    });
     const post = abandonDecision({ ...base, startedBy: 'router', joinedBy: ['operator'] });
     assert.equal(post.abandon, false);
     const unnamed = abandonDecision({ ...base, startedBy: 'router', joinedBy: ['unnamed'] });
@@ -34,6 +39,7 @@ describe('abandonDecision', () => {
     assert.deepEqual(abandonDecision({ ...base, startedBy: 'router', committed: 'the stop of vision' }), {
       abandon: false,
       why: 'the stop of vision has begun: abandoning now would save nothing',
+      reason: 'committed',
     });
   });
 

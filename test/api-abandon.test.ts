@@ -48,7 +48,7 @@ describe('the abandon route when the run does not answer', () => {
   test('described running, then not found: the run ended meanwhile, 200 abandoned false, not 404', async () => {
     const r = await abandon('RUNNING', () => Promise.reject(new WorkflowNotFoundError('workflow not found', ID, 'r1')));
     assert.equal(r.code, 200, JSON.stringify(r.body));
-    assert.deepEqual(r.body, { workflow_id: ID, run_id: 'r1', abandoned: false, why: 'the acquisition ended while it was asked' });
+    assert.deepEqual(r.body, { workflow_id: ID, run_id: 'r1', abandoned: false, why: 'the acquisition ended while it was asked', reason: 'ending' });
   });
 
   test('the Update unanswered within its deadline: 504 with Retry-After, not 409', async () => {
@@ -67,11 +67,11 @@ describe('the abandon route when the run does not answer', () => {
   });
 
   test('a paused run is asked, not answered as ended; a closed one is', async () => {
-    const paused = await abandon('PAUSED', () => Promise.resolve({ abandoned: false, why: 'still admitting: ask again', askAgain: true }));
+    const paused = await abandon('PAUSED', () => Promise.resolve({ abandoned: false, why: 'still admitting: ask again', reason: 'admitting', askAgain: true }));
     assert.equal(paused.updates, 1, JSON.stringify(paused.body));
-    assert.deepEqual(paused.body, { workflow_id: ID, run_id: 'r1', abandoned: false, why: 'still admitting: ask again', ask_again: true });
+    assert.deepEqual(paused.body, { workflow_id: ID, run_id: 'r1', abandoned: false, why: 'still admitting: ask again', reason: 'admitting', ask_again: true });
     const done = await abandon('COMPLETED', () => Promise.reject(new Error('not asked')));
     assert.equal(done.updates, 0);
-    assert.deepEqual(done.body, { workflow_id: ID, run_id: 'r1', abandoned: false, why: 'the acquisition has already ended (completed)' });
+    assert.deepEqual(done.body, { workflow_id: ID, run_id: 'r1', abandoned: false, why: 'the acquisition has already ended (completed)', reason: 'ending' });
   });
 });

@@ -29,7 +29,7 @@ class FakeApi {
   abandons: number[] = [];
   status: Json = { workflow_id: WORKFLOW_ID, status: 'running', step: { step: 'quiesce vision' } };
   /** The answer to the nth ask (0-based) and how long it takes. */
-  abandonAnswer: (n: number) => { delayMs?: number; body: Json } = () => ({ body: { abandoned: false, why: 'not set' } });
+  abandonAnswer: (n: number) => { delayMs?: number; code?: number; body: Json } = () => ({ body: { abandoned: false, why: 'not set' } });
   onPost: (n: number) => void = () => undefined;
   url = '';
   private readonly server = http.createServer((req, res) => void this.handle(req, res));
@@ -58,6 +58,7 @@ class FakeApi {
       const n = this.abandons.push(Date.now()) - 1;
       const a = this.abandonAnswer(n);
       if (a.delayMs) await sleep(a.delayMs);
+      if (a.code !== undefined) return send(a.code, a.body);
       return send(200, { workflow_id: WORKFLOW_ID, run_id: 'r', ...a.body });
     }
     this.onPost(++this.posts);
@@ -178,6 +179,12 @@ async function withBox(fn: (b: Box) => Promise<void>): Promise<void> {
   }
 }
 
+/** The router's /metrics lines naming abandons. */
+async function abandonMetrics(b: Box): Promise<string[]> {
+  const text = await (await fetch(`${b.router.url}/metrics`)).text();
+  return text.split('\n').filter((l) => l.startsWith('gpures_router_abandon'));
+}
+
 async function tierState(b: Box): Promise<{ acquisition: Json | null; abandon: Json | null; state: string }> {
   const r = await fetch(`${b.router.url}/admin/tiers/od-local`, { headers: { authorization: `Bearer ${TOKEN}` } });
   return (await r.json()) as { acquisition: Json | null; abandon: Json | null; state: string };
@@ -189,7 +196,7 @@ describe("the router's abandon of its on-demand acquisition", () => {
       await box.admin.quiesce('od-local');
       // The first ask: the run is still admitting, and its answer takes 2 s; the second: abandoned.
       box.api.abandonAnswer = (n) => {
-        if (n === 0) return { delayMs: 2000, body: { abandoned: false, why: 'still admitting: ask again', ask_again: true } };
+        if (n === 0) return { delayMs: 2000, body: { abandoned: false, why: 'still admitting: ask again', reason: 'admitting', ask_again: true } };
         box.api.status = {
           workflow_id: WORKFLOW_ID,
           status: 'failed',
@@ -209,6 +216,48 @@ describe("the router's abandon of its on-demand acquisition", () => {
       await waitUntil('the acquisition ended', async () => (await tierState(box)).acquisition === null, 5000);
       const st = await tierState(box);
       assert.equal(st.abandon?.answer, 'abandoned', JSON.stringify(st.abandon));
+      const metrics = await abandonMetrics(box);
+      console.log(`metrics: ${metrics.join(' | ')}`);
+      assert.ok(metrics.includes('gpures_router_abandon_asks_total{tier="od-local"} 2'), metrics.join('\n'));
+      assert.ok(metrics.includes('gpures_router_abandoned_total{tier="od-local"} 1'), metrics.join('\n'));
+      assert.ok(metrics.includes('gpures_router_abandon_refused_total{tier="od-local",reason="admitting"} 1'), metrics.join('\n'));
+    });
+  });
+  test('undecided asks are asked again 1 s, then 2, 4, 8 s later (at most 10), and a refusal saying a stop has begun ends the asking', async () => {
+    await withBox(async (box) => {
+      await box.admin.quiesce('od-local');
+      // Four asks go undecided (the run's worker down: 504; then the run answers them late), the
+      // fifth is refused: the stop of vision has begun.
+      box.api.abandonAnswer = (n) => {
+        if (n < 2) return { code: 504, body: { error: { type: 'abandon_unanswered', message: 'did not answer the abandon within 3000 ms: ask again' } } };
+        if (n < 4) return { body: { abandoned: false, why: "asked 4.0 s ago, past the asker's wait: ask again", reason: 'late', ask_again: true } };
+        return { body: { abandoned: false, why: 'the stop of vision has begun: abandoning now would save nothing', reason: 'committed' } };
+      };
+      await heldThenGone(box);
+      await waitUntil('the fifth ask', () => box.api.abandons.length >= 5, 25_000).catch(() => undefined);
+      const gaps = box.api.abandons.slice(1).map((t, i) => t - box.api.abandons[i]!);
+      const fifthAt = box.api.abandons.length;
+      await sleep(6000);
+      const st = await tierState(box);
+      const metrics = await abandonMetrics(box);
+      console.log(`asks ${box.api.abandons.length} (${fifthAt} when the fifth was awaited); gaps ${gaps.join(', ')} ms; abandon ${JSON.stringify(st.abandon)}`);
+      console.log(`metrics: ${metrics.join(' | ')}`);
+      assert.equal(box.api.abandons.length, 5, 'asks after the refusal that a stop had begun, or too many before it');
+      // 1, 2, 4, 8 s, each within the poll loop's 50 ms and a loaded host's slack.
+      for (const [i, want] of [1000, 2000, 4000, 8000].entries()) {
+        const gap = gaps[i] ?? 0;
+        assert.ok(gap >= want - 100 && gap < want + 1500, `ask ${i + 2} came ${gap} ms after the one before, expected about ${want}`);
+      }
+      assert.equal(st.abandon?.answer, 'refused');
+      assert.equal(st.abandon?.reason, 'committed');
+      for (const line of [
+        'gpures_router_abandon_asks_total{tier="od-local"} 5',
+        'gpures_router_abandon_refused_total{tier="od-local",reason="unanswered"} 2',
+        'gpures_router_abandon_refused_total{tier="od-local",reason="late"} 2',
+        'gpures_router_abandon_refused_total{tier="od-local",reason="committed"} 1',
+      ]) {
+        assert.ok(metrics.includes(line), `no '${line}' in ${metrics.join('\n')}`);
+      }
     });
   });
   test("a request arriving while the router hands back its quiesce after an abandon starts a new acquisition, not the abandon's 503", async () => {

@@ -381,7 +381,7 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       if (err instanceof WorkflowNotFoundError) return reply.code(404).send({ error: { type: 'not_found', message: `no acquisition ${workflowId}` } });
       throw err;
     }
-    const ended = (why: string) => ({ workflow_id: workflowId, run_id: d.runId, abandoned: false, why });
+    const ended = (why: string) => ({ workflow_id: workflowId, run_id: d.runId, abandoned: false, why, reason: 'ending' });
     // Paused is not ended: the run is asked, and answers once resumed (else its Update times out: 504).
     if (d.status.name !== 'RUNNING' && d.status.name !== 'PAUSED' && d.closeTime !== undefined) {
       return ended(`the acquisition has already ended (${d.status.name.toLowerCase()})`);
@@ -394,7 +394,9 @@ export function buildApi(opts: ApiOptions): FastifyInstance {
       const answer = await client.withDeadline(askedAtEpochMs + ABANDON_ANSWER_MS, () =>
         run.executeUpdate(abandonUpdate, { args: [{ by: 'router', askedAtEpochMs }] }),
       );
-      const said = answer.abandoned ? answer : { abandoned: false, why: answer.why, ...(answer.askAgain ? { ask_again: true } : {}) };
+      const said = answer.abandoned
+        ? answer
+        : { abandoned: false, why: answer.why, ...(answer.reason ? { reason: answer.reason } : {}), ...(answer.askAgain ? { ask_again: true } : {}) };
       return { workflow_id: workflowId, run_id: d.runId, ...said };
     } catch (err) {
       // Described running, then not found: the run ended meanwhile, nothing left to abandon.

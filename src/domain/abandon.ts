@@ -21,7 +21,14 @@ export interface AbandonState {
   serve: string;
 }
 
-export type AbandonDecision = { abandon: true } | { abandon: false; why: string };
+/**
+ * Why an abandon was not taken, for callers to count and act on without reading the sentence:
+ * the run's decision (not_for_router, joined, committed: final, asking again changes nothing), or
+ * why it could not decide now (admitting, late: ask again) or any more (ending).
+ */
+export type AbandonRefusal = 'not_for_router' | 'joined' | 'committed' | 'ending' | 'admitting' | 'late';
+
+export type AbandonDecision = { abandon: true } | { abandon: false; why: string; reason: 'not_for_router' | 'joined' | 'committed' };
 
 const CALLER_WORDS: Record<AcquisitionCaller | 'unnamed', string> = {
   router: 'the router',
@@ -35,11 +42,11 @@ export function abandonDecision(s: AbandonState): AbandonDecision {
     const by = s.startedBy
       ? CALLER_WORDS[s.startedBy]
       : 'a caller that did not say it was the router (the Temporal UI, `temporal workflow start`, an older client)';
-    return { abandon: false, why: `it was started by ${by}, not for the router's held requests: it goes on for them` };
+    return { abandon: false, why: `it was started by ${by}, not for the router's held requests: it goes on for them`, reason: 'not_for_router' };
   }
   const other = s.joinedBy.find((c) => c !== 'router');
-  if (other) return { abandon: false, why: `${CALLER_WORDS[other]} joined it and waits for ${s.serve}: it goes on for them` };
-  if (s.committed) return { abandon: false, why: `${s.committed} has begun: abandoning now would save nothing` };
+  if (other) return { abandon: false, why: `${CALLER_WORDS[other]} joined it and waits for ${s.serve}: it goes on for them`, reason: 'joined' };
+  if (s.committed) return { abandon: false, why: `${s.committed} has begun: abandoning now would save nothing`, reason: 'committed' };
   return { abandon: true };
 }
 

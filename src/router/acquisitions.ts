@@ -99,8 +99,8 @@ export class AcquisitionApi {
    * An acquisition that had ended answers not abandoned; one that cannot decide yet (still
    * admitting, or the ask reached it late) answers askAgain.
    */
-  async abandon(workflowId: string): Promise<{ abandoned: true; at?: string } | { abandoned: false; why: string; askAgain?: true }> {
-    const body = await this.call<{ abandoned?: unknown; at?: unknown; why?: unknown; ask_again?: unknown }>(
+  async abandon(workflowId: string): Promise<{ abandoned: true; at?: string } | { abandoned: false; why: string; reason: string; askAgain?: true }> {
+    const body = await this.call<{ abandoned?: unknown; at?: unknown; why?: unknown; reason?: unknown; ask_again?: unknown }>(
       'POST',
       `/v1/acquisitions/${encodeURIComponent(workflowId)}/abandon`,
       {},
@@ -110,6 +110,8 @@ export class AcquisitionApi {
     return {
       abandoned: false,
       why: typeof body.why === 'string' ? body.why : 'the API gave no reason',
+      // An API older than the field: 'unknown' (counted, never matched from the sentence).
+      reason: typeof body.reason === 'string' && /^[a-z_]{1,32}$/.test(body.reason) ? body.reason : 'unknown',
       ...(body.ask_again === true ? { askAgain: true } : {}),
     };
   }

@@ -1,6 +1,7 @@
 // The router's /metrics (docs/metrics.md): per tier the requests it answered by status code, the
 // 503s by reason, and, read at scrape time, the requests in flight, the on-demand queue's depth
-// and whether the tier is quiesced.
+// and whether the tier is quiesced; the abandons the router asked of its on-demand acquisitions,
+// those taken, and those refused by reason.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BodyBudget } from './body-budget';
@@ -29,7 +30,33 @@ export class RouterMetrics {
     registers: [this.registry],
   });
 
+  private readonly abandonAsks = new Counter({
+    name: 'gpures_router_abandon_asks_total',
+    help: "Abandons the router asked of an on-demand tier's acquisition once nobody was held for it (each ask, asked again ones included)",
+    labelNames: ['tier'],
+    registers: [this.registry],
+  });
+  private readonly abandonsTaken = new Counter({
+    name: 'gpures_router_abandoned_total',
+    help: 'Asks the acquisition answered abandoned: its victims left running, its serve not started',
+    labelNames: ['tier'],
+    registers: [this.registry],
+  });
+  private readonly abandonsRefused = new Counter({
+    name: 'gpures_router_abandon_refused_total',
+    help:
+      'Asks not taken, by reason: committed (a stop or start begun), joined (an operator waits on it), not_for_router, ending; ' +
+      'admitting, late, unanswered (asked again); unknown (an API older than the reason)',
+    labelNames: ['tier', 'reason'],
+    registers: [this.registry],
+  });
+
   constructor(table: TierTable, demand: OnDemand, budget: BodyBudget, opts: { processMetrics?: boolean } = {}) {
+    demand.onAbandon((tier, ask) => {
+      if (ask.answer === 'asked') this.abandonAsks.inc({ tier });
+      else if (ask.answer === 'abandoned') this.abandonsTaken.inc({ tier });
+      else this.abandonsRefused.inc({ tier, reason: ask.reason ?? 'unknown' });
+    });
     const tiers = () => table.config.tiers.map((t) => t.name);
     const perTier = (name: string, help: string, value: (tier: string) => number) =>
       new Gauge({

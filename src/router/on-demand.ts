@@ -85,9 +85,19 @@ export interface AbandonAsk {
   answer: 'asked' | 'abandoned' | 'refused' | 'unanswered';
   /** Why it was refused or went unanswered; where it was abandoned, the step it was at. */
   detail?: string;
+  /**
+   * Refused or unanswered: the API's reason (`committed`, `joined`, `not_for_router`, `ending`;
+   * `admitting`, `late` for now), `unanswered`, or `unknown` from an API older than the field.
+   */
+  reason?: string;
+  /** The how-manyth ask of this acquisition's run (1 the first): the wait before the next doubles with each. */
+  attempt: number;
   /** Unanswered, or refused for now (still admitting, or the ask reached the run late): asked again from then while nobody is held. */
   askAgainAtEpochMs?: number;
 }
+
+/** Told each abandon as it is asked (answer `asked`) and again once answered: the router's metrics count them. */
+export type AbandonListener = (tier: string, ask: Readonly<AbandonAsk>) => void;
 
 /** An acquisition that ended abandoned: nobody wanted it, and nothing is to cool down from. */
 interface Abandoned {
@@ -182,8 +192,19 @@ interface GoingDown {
   goingDown: string;
 }
 
-/** How long after an abandon the run did not decide (unanswered, or refused for now) the router asks again, while nobody is held. */
+/**
+ * How long after an abandon the run did not decide (unanswered, or refused for now) the router
+ * asks again, while nobody is held: 1 s, doubled with each ask of the same run, up to 10 s. An
+ * unanswered ask (its worker down) is an Update the run takes once the worker is back, an event
+ * pair in its history each: a fixed 1 s would pile them up without bound.
+ */
 export const ABANDON_REASK_MS = 1_000;
+export const ABANDON_REASK_MAX_MS = 10_000;
+
+/** The wait before asking again after the `attempt`th ask went undecided. */
+export function abandonReaskMs(attempt: number): number {
+  return Math.min(ABANDON_REASK_MAX_MS, ABANDON_REASK_MS * 2 ** Math.min(Math.max(0, attempt - 1), 10));
+}
 
 /** How long a running acquisition's status may go unanswered before the router stops following it. */
 export const STATUS_UNANSWERED_MS = 120_000;
@@ -200,6 +221,7 @@ export class OnDemand {
   private readonly heldBytesLimit: number;
   /** The request bytes held in every queue now. */
   private heldBytes = 0;
+  private readonly abandonListeners: AbandonListener[] = [];
 
   constructor(
     private readonly table: TierTable,
@@ -219,6 +241,15 @@ export class OnDemand {
 
   private mark(tier: string, mark: OnDemandMark): void {
     this.opts.marks?.(tier, mark);
+  }
+
+  /** Calls `listener` with each abandon asked, and again with its answer. */
+  onAbandon(listener: AbandonListener): void {
+    this.abandonListeners.push(listener);
+  }
+
+  private toldAbandon(tier: string, ask: AbandonAsk): void {
+    for (const l of this.abandonListeners) l(tier, ask);
   }
 
   private get config(): RouterConfig {
@@ -503,16 +534,18 @@ export class OnDemand {
    * run decides (only before any victim is stopped and the serve started, and only if nobody else
    * joined it); the answer is logged and kept for the admin state. Not awaited by the poll loop:
    * the tier's readmit and the run's end are followed while the ask is in flight. An ask the run
-   * did not decide (unanswered, or refused for now) is asked again ABANDON_REASK_MS later.
+   * did not decide (unanswered, or refused for now) is asked again abandonReaskMs later; a refusal
+   * (a stop or start begun, an operator joined) is final, and the run is not asked again.
    */
   private maybeAbandon(tier: RouterTier, d: TierDemand, a: Acquisition): void {
     const at = this.abandonAt(tier.name, a);
     const workflowId = a.workflowId;
     const api = this.api;
     if (at === undefined || Date.now() < at || !api || !workflowId || d.queue.size > 0) return;
-    const ask: AbandonAsk = { workflowId, askedAtEpochMs: Date.now(), answer: 'asked' };
+    const ask: AbandonAsk = { workflowId, askedAtEpochMs: Date.now(), answer: 'asked', attempt: (a.abandon?.attempt ?? 0) + 1 };
     a.abandon = ask;
     d.lastAbandon = ask;
+    this.toldAbandon(tier.name, ask);
     const idleS = ((Date.now() - (a.emptySince ?? Date.now())) / 1000).toFixed(1);
     void api.abandon(workflowId).then(
       (r) =>
@@ -520,15 +553,16 @@ export class OnDemand {
           tier,
           ask,
           idleS,
-          r.abandoned ? { answer: 'abandoned', ...(r.at ? { detail: `at ${r.at}` } : {}) } : { answer: 'refused', detail: r.why },
+          r.abandoned ? { answer: 'abandoned', ...(r.at ? { detail: `at ${r.at}` } : {}) } : { answer: 'refused', detail: r.why, reason: r.reason },
           !r.abandoned && r.askAgain === true,
         ),
-      (err: unknown) => this.abandonAnswered(tier, ask, idleS, { answer: 'unanswered', detail: errText(err) }, true),
+      (err: unknown) => this.abandonAnswered(tier, ask, idleS, { answer: 'unanswered', detail: errText(err), reason: 'unanswered' }, true),
     );
   }
 
-  private abandonAnswered(tier: RouterTier, ask: AbandonAsk, idleS: string, answer: Pick<AbandonAsk, 'answer' | 'detail'>, again: boolean): void {
-    Object.assign(ask, answer, again ? { askAgainAtEpochMs: Date.now() + ABANDON_REASK_MS } : {});
+  private abandonAnswered(tier: RouterTier, ask: AbandonAsk, idleS: string, answer: Pick<AbandonAsk, 'answer' | 'detail' | 'reason'>, again: boolean): void {
+    Object.assign(ask, answer, again ? { askAgainAtEpochMs: Date.now() + abandonReaskMs(ask.attempt) } : {});
+    this.toldAbandon(tier.name, ask);
     this.opts.log?.(
       `tier '${tier.name}': nobody held for ${idleS} s (abandon_after_s ${tier.onDemand?.abandonAfterS ?? 0}): asked to abandon ${ask.workflowId}: ` +
         (ask.answer === 'abandoned' ? `abandoned${ask.detail ? ` ${ask.detail}` : ''}` : `${ask.answer}: ${ask.detail ?? ''}`),

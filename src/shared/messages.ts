@@ -5,6 +5,7 @@ import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { LeaseExtension, LeaseView } from '../domain/lease';
 import type { AdmitDecision, AdmitRequest, LedgerState, LedgerTotals, ReservationPhase } from '../domain/ledger';
 import type { GpuSpec } from '../domain/types';
+import type { AbandonRefusal } from '../domain/abandon';
 import type { ResidencyWindow, Victim } from '../domain/eviction';
 import type { StopDecision, StopRequest } from '../domain/fence';
 import type { LiveProgress } from './progress';
@@ -239,7 +240,8 @@ export interface JoinedAnswer {
 /** The update id of the CLI's joinedUpdate: one per run, whichever process sends it. */
 export const CLI_JOINED_UPDATE_ID = 'joined/cli';
 /** What an acquisition answers a request to abandon it: abandoned, or why not (its own decision, recorded in its history). */
-export type AbandonAnswer = { abandoned: true; at: string } | { abandoned: false; why: string; askAgain?: true };
+/** `reason` since the router counts refusals by it (runs before that answered without: a field added to the answer, replay compatible). */
+export type AbandonAnswer = { abandoned: true; at: string } | { abandoned: false; why: string; reason?: AbandonRefusal; askAgain?: true };
 /**
  * The router's held requests for the serve have all gone: the run abandons itself if that still
  * saves something and nobody else waits on it (src/domain/abandon.ts), as a cancel would undo it.

@@ -4,10 +4,11 @@
 // way ends, and the saga readmits the victim's tier, aborts the eviction and releases the MiB.
 // The handlers only record and decide, at once: a handler waiting (for the run's plan) would
 // answer whenever the run got there, long after the asker stopped waiting, and never for a run
-// that failed first. An ask the run cannot decide yet, or one delivered after its asker stopped
-// waiting (ABANDON_ANSWER_MS: the worker was down meanwhile), is refused with askAgain: the router
-// asks again while nobody is held. No command of a run that is never asked changes, so histories
-// recorded before this replay unchanged.
+// that failed first. An ask the run cannot decide yet, or one it would take but that was delivered
+// after its asker stopped waiting (ABANDON_ANSWER_MS: the worker was down meanwhile), is refused
+// with askAgain: the router asks again while nobody is held. A refusal is final, late or not.
+// Every answer not taken says why in `reason`, which the router counts. No command of a run that
+// is never asked changes, so histories recorded before this replay unchanged.
 import { CancellationScope, setHandler } from '@temporalio/workflow';
 import { abandonDecision, callerOf, withJoined } from '../domain/abandon';
 import type { AbandonState } from '../domain/abandon';
@@ -64,17 +65,19 @@ export class RunAbandon {
 
   private ask(askedAtEpochMs: number | undefined): AbandonAnswer {
     if (this.abandonedAt) return { abandoned: true, at: this.abandonedAt };
-    if (this.closed) return { abandoned: false, why: 'the run is already ending (completed, failed or cancelled)' };
-    // Date.now() in a workflow is its task's start: deterministic on replay.
-    const ageMs = askedAtEpochMs === undefined ? 0 : Date.now() - askedAtEpochMs;
-    if (ageMs > ABANDON_ANSWER_MS) {
-      return { abandoned: false, why: `asked ${(ageMs / 1000).toFixed(1)} s ago, past the asker's wait: ask again`, askAgain: true };
-    }
-    if (!this.scope) return { abandoned: false, why: 'still admitting: ask again', askAgain: true };
+    if (this.closed) return { abandoned: false, why: 'the run is already ending (completed, failed or cancelled)', reason: 'ending' };
+    if (!this.scope) return { abandoned: false, why: 'still admitting: ask again', reason: 'admitting', askAgain: true };
+    // A refusal is final however late it arrives (a stop begun, an operator joined): the asker
+    // stops asking. Only an abandon decided on a stale ask is held back.
     const d = abandonDecision(this.state);
     if (!d.abandon) {
       this.log.record('abandon', `not abandoned: ${d.why}`);
-      return { abandoned: false, why: d.why };
+      return { abandoned: false, why: d.why, reason: d.reason };
+    }
+    // Date.now() in a workflow is its task's start: deterministic on replay.
+    const ageMs = askedAtEpochMs === undefined ? 0 : Date.now() - askedAtEpochMs;
+    if (ageMs > ABANDON_ANSWER_MS) {
+      return { abandoned: false, why: `asked ${(ageMs / 1000).toFixed(1)} s ago, past the asker's wait: ask again`, reason: 'late', askAgain: true };
     }
     this.abandonedAt = this.log.current;
     this.log.record('abandon', `abandoned at ${this.abandonedAt}: the router's held requests had all gone`);
