@@ -6,6 +6,8 @@
 // worker`, `gpures api` and the reference router (main.js) as processes, fake-vLLM containers on
 // the test dockerd; the box sampled every 200 ms: the containers, the router's tiers and the ledger.
 // Refused: when an operator's `serves up` (a CLI process) joined the run, or once a victim's stop began.
+// A `serves up` that joins once the run has abandoned (its compensation's readmit held by a proxy
+// between the worker and the router) acquires afresh.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -17,6 +19,7 @@ import type { TestServe } from './support/box';
 import { gpures, gpuresSaying, show } from './support/cli';
 import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
+import { StallingProxy } from './support/stalling-proxy';
 import { GPU, visionProbes } from './support/vision-probes';
 import { sleep, waitUntil } from './support/wait';
 
@@ -42,13 +45,18 @@ interface TierView {
 
 describe('an on-demand acquisition whose held requests have all gone', () => {
   let box: ProcessBox;
+  // Once stalled, holds the worker's readmits of vision's tier: an abandoned run's compensation.
+  const proxy = new StallingProxy((method, url) => method === 'POST' && url.startsWith('/admin/tiers/vision-local/readmit'));
   before(async () => {
     box = await startProcessBox('abandon', GPU, SERVES, {
       onDemand: { 'od-local': { serve: 'od', evict: true, wait_timeout_s: 120, abandon_after_s: ABANDON_AFTER_S } },
+      workerRouterUrl: (url) => proxy.start(url),
     });
   });
   after(async () => {
+    proxy.resume();
     await box?.close();
+    await proxy.close();
   });
 
   const { tier: visionTier, routed, running } = visionProbes(() => box);
@@ -129,16 +137,25 @@ describe('an on-demand acquisition whose held requests have all gone', () => {
         },
       );
 
-  test('the client gone while vision drains: the run is abandoned, vision never stops, its tier is back, and od acquires again on the next request', async () => {
+  /**
+   * vision serving a request held `heldMs` (the drain waits on it), od acquired for a client which
+   * then disconnects during vision's quiesce; `beforeGone` runs just before it does.
+   */
+  async function goneWhileDraining(heldMs: number, beforeGone: () => void = () => undefined) {
     await visionServing();
-    // vision's request, held 15 s: the drain waits on it.
-    const held = routed(15_000);
+    const held = routed(heldMs);
     await waitUntil('the request held at vision-local', async () => (await visionTier()).inFlight > 0, 10_000, 20);
     const { client, request } = await clientAcquiring('quiesce vision');
     const firstRun = (await acquisition().describe()).runId;
+    beforeGone();
     client.abort();
     const goneAt = Date.now();
     assert.equal(await request, 'AbortError');
+    return { held, firstRun, goneAt };
+  }
+
+  test('the client gone while vision drains: the run is abandoned, vision never stops, its tier is back, and od acquires again on the next request', async () => {
+    const { held, firstRun, goneAt } = await goneWhileDraining(15_000);
     const ended = closed();
     let endedAt: number | undefined;
     void ended.then(() => (endedAt = Date.now()));
@@ -265,6 +282,36 @@ describe('an on-demand acquisition whose held requests have all gone', () => {
     assert.equal((await held).status, 200);
     assert.equal(await running('od'), true);
     assert.equal(await running('vision'), false);
+  });
+
+  test('a serves up that joins just after the abandon landed acquires od afresh, rather than reporting Abandoned', async () => {
+    // The run's compensation readmit is held: abandoned, it stays running until the proxy resumes.
+    const { held, firstRun, goneAt } = await goneWhileDraining(20_000, () => {
+      proxy.held = 0;
+      proxy.stall();
+    });
+    await answered(goneAt);
+    assert.equal((await odTier()).abandon?.answer, 'abandoned');
+    await waitUntil('the compensation readmit held', () => proxy.held > 0, 20_000, 50);
+    const cli = gpures(['serves', 'up', 'od', '--evict', '--manifest', box.manifestPath], box.env, 120_000);
+    await waitUntil('the CLI joined the abandoned run', async () => (await odHistory()).joins > 0, 30_000, 100);
+    proxy.resume();
+    const up = await cli;
+    const latest = await acquisition().describe();
+    console.log(
+      `  serves up exit ${up.code}; first run …${firstRun.slice(-8)}, latest …${latest.runId.slice(-8)} ${latest.status.name}; ` +
+        `od running ${await running('od')}; output: ${up.stdout
+          .split('\n')
+          .concat(up.stderr.split('\n'))
+          .filter((l) => /abandon|joined|workflow/.test(l))
+          .join(' | ')}`,
+    );
+    assert.equal(up.code, 0, show(up));
+    assert.notEqual(latest.runId, firstRun, 'no acquisition of its own');
+    assert.equal(latest.status.name, 'COMPLETED');
+    assert.equal(await running('od'), true);
+    assert.match(`${up.stdout}${up.stderr}`, /was abandoned before the join reached it: acquiring afresh/);
+    assert.equal((await held).status, 200);
   });
 
   test("a victim's stop already begun: the abandon is refused, and the acquisition completes", async () => {

@@ -32,5 +32,7 @@ export function watchFor(ctx: CommandContext): OperationWatch {
   return {
     ...followFor(ctx),
     onStart: ({ operation, workflowId, runId, origin }) => ctx.note(startLine(operation, workflowId, runId, origin)),
+    onAbandonedJoin: ({ workflowId, runId }) =>
+      ctx.note(`the router's acquisition this command joined (${workflowId}, run ${runId}) was abandoned before the join reached it: acquiring afresh`),
   };
 }

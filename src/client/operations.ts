@@ -14,6 +14,7 @@ import { followOperation, runOrigin, startOperation } from './start-operation';
 import type { OperationStart, RunOrigin, Settled } from './start-operation';
 import type { AcquireInput, AcquireResult, BringDownResult, BringUpResult } from '../shared/operations';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
+import { Failure } from '../shared/failures';
 
 export type OperationOutcome<R> = { serve: string; workflowId: string; runId: string } & Settled<R>;
 
@@ -33,6 +34,8 @@ function describeCancellation(steps: readonly StepRecord[], record: Cancellation
 /** How the CLI watches an operation: its steps and waits, and whether this process started it or joined it. */
 export interface OperationWatch extends FollowHandlers {
   onStart?: (start: { operation: string; workflowId: string; runId: string; origin?: RunOrigin }) => void;
+  /** The router's run this call joined was abandoned first: told before the call acquires afresh. */
+  onAbandonedJoin?: (abandoned: { workflowId: string; runId: string; message: string }) => void;
 }
 
 interface ServeOperation {
@@ -113,7 +116,7 @@ export function serveDown(
   return runOperation(client, node, { workflowType: 'bringDownWorkflow', workflowId: workflowIds.bringDown(node, serve), serve, input, summary }, opts.watch);
 }
 
-export function serveAcquire(client: Client, node: string, input: AcquireInput, watch?: OperationWatch): Promise<OperationOutcome<AcquireResult>> {
+export async function serveAcquire(client: Client, node: string, input: AcquireInput, watch?: OperationWatch): Promise<OperationOutcome<AcquireResult>> {
   const lease = input.lease?.kind === 'fixed' ? ` --lease ${formatDuration(input.lease.seconds * 1000)}` : input.lease ? ' (idle lease)' : '';
   const summary = `serves up ${input.serve}${input.evict ? ' --evict' : ''}${input.force ? ' --force' : ''}${lease}`;
   // Joined, the run keeps the first caller's input: the lease asked goes to it as well.
@@ -128,7 +131,14 @@ export function serveAcquire(client: Client, node: string, input: AcquireInput, 
     summary,
     ...joining,
   } as const;
-  return runOperation(client, node, op, watch);
+  const first = await runOperation<AcquireResult>(client, node, op, watch);
+  // Only the router's run is abandoned, and only a run this call joined is the router's (one it
+  // started carries no trigger). Joined just before the router's abandon landed, it ended
+  // Abandoned, though the operator asked for the serve: acquired afresh, once (a run started now
+  // is the operator's own, and no abandon reaches it; a router's run joined again is told first).
+  if (first.ok || first.failureType !== Failure.Abandoned) return first;
+  watch?.onAbandonedJoin?.({ workflowId: first.workflowId, runId: first.runId, message: first.message });
+  return runOperation<AcquireResult>(client, node, op, watch);
 }
 
 /** A closed run's wall time by the server's clock, start to close (a run still open: to now). */
