@@ -12,6 +12,13 @@ import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
 import { sleep } from './support/wait';
 
+/** The seconds a line of `serves status` or `ledger` says its lease has left. */
+function secondsLeft(stdout: string, line: RegExp): number {
+  const m = line.exec(stdout);
+  return m ? Number(m[1]) : NaN;
+}
+const within = (n: number, lo: number, hi: number): boolean => n >= lo && n <= hi;
+
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
@@ -41,24 +48,31 @@ describe('a lease across a worker kill -9, as processes on Docker', () => {
     assert.equal(bad.code, 2, show(bad));
     assert.match(bad.stderr, /--lease: must be a whole number of seconds in 1\.\.604800 \(at most 7d; got '8d'\)/);
 
-    const up = await gpures(['serves', 'up', 'comfyui-sim', '--evict', '--lease', '20s', '--manifest', manifest], env);
+    // 40 s: the CLI calls before the extend must not outlast it on a loaded host (3-8 s each at load 20).
+    const up = await gpures(['serves', 'up', 'comfyui-sim', '--evict', '--lease', '40s', '--manifest', manifest], env);
     assert.equal(up.code, 0, show(up));
     assert.match(
       up.stderr,
-      /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision; lease 20s \(lease\/.*\/comfyui-sim\)$/m,
+      /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision; lease 40s \(lease\/.*\/comfyui-sim\)$/m,
     );
     assert.equal(await routedVision(), 503);
 
     const status = await gpures(['serves', 'status', '--manifest', manifest], env);
     assert.equal(status.code, 0, show(status));
-    assert.match(status.stdout, /^comfyui-sim .* running {2}lease: 1\ds left$/m, show(status));
+    assert.ok(within(secondsLeft(status.stdout, /^comfyui-sim .* running {2}lease: (\d+)s left$/m), 1, 40), show(status));
     assert.doesNotMatch(status.stdout, /^(fast|vision) .*lease/m);
     const ledger = await gpures(['ledger', '--manifest', manifest], env);
-    assert.match(ledger.stdout, /^ {2}comfyui-sim 8192 MiB \(on-demand, running\) {2}lease: 1\ds left$/m, show(ledger));
+    assert.ok(within(secondsLeft(ledger.stdout, /^ {2}comfyui-sim 8192 MiB \(on-demand, running\) {2}lease: (\d+)s left$/m), 1, 40), show(ledger));
+
+    const beforeExtend = await leaseHandle(box.temporal.client, box.node, 'comfyui-sim').view();
 
     const extend = await gpures(['serves', 'extend', 'comfyui-sim', '10s', '--manifest', manifest], env);
     assert.equal(extend.code, 0, show(extend));
-    assert.match(extend.stdout, /^serves extend comfyui-sim: lease: 2\ds left, expires at \d{4}-/m, show(extend));
+    const extended = /^serves extend comfyui-sim: lease: \d+s left, expires at (\S+)$/m.exec(extend.stdout);
+    assert.ok(extended, show(extend));
+    // 10 s past the expiry it had: the extend moved the lease's end, not the clock's.
+    const moved = Date.parse(extended[1] ?? '') - beforeExtend.expiresAtEpochMs;
+    assert.ok(Math.abs(moved - 10_000) < 1500, `the extend moved the expiry by ${moved} ms; ${show(extend)}`);
     const tooFar = await gpures(['serves', 'extend', 'comfyui-sim', '7d', '--manifest', manifest], env);
     assert.equal(tooFar.code, 3, show(tooFar));
     assert.match(tooFar.stderr, /a lease reaches at most 7d ahead/);
