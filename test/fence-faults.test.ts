@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { DockerRuntime } from '../src/adapters/containers/docker';
-import type { ContainerRuntime, ContainerSpec } from '../src/adapters/containers/port';
+import type { ContainerSpec } from '../src/adapters/containers/port';
+import { DelegatingRuntime } from './support/delegating-runtime';
 import { serveDown, serveUp } from '../src/client/operations';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { findReservation, totals } from '../src/domain/ledger';
@@ -34,43 +35,33 @@ const SERVES: TestServe[] = [
 ];
 
 /** The real Docker runtime, with the faults a test asks for. */
-class FaultyRuntime implements ContainerRuntime {
+class FaultyRuntime extends DelegatingRuntime {
   /** Containers whose stop and removal dockerd refuses (as a dockerd erroring past the retries). */
   readonly refuseRemoval = new Set<string>();
   /** Containers whose create lands this long after it is asked; `entered` and `landed` are told. */
   readonly late = new Map<string, { ms: number; entered: () => void; landed: () => void }>();
-  private readonly docker = new DockerRuntime(docker(), { gpus: 'off' });
+  constructor() {
+    super(new DockerRuntime(docker(), { gpus: 'off' }));
+  }
 
-  async ensureRunning(spec: ContainerSpec) {
+  override async ensureRunning(spec: ContainerSpec) {
     const late = this.late.get(spec.name);
-    if (!late) return this.docker.ensureRunning(spec);
+    if (!late) return this.real.ensureRunning(spec);
     late.entered();
     await new Promise((r) => setTimeout(r, late.ms));
     try {
-      return await this.docker.ensureRunning(spec);
+      return await this.real.ensureRunning(spec);
     } finally {
       late.landed();
     }
   }
-  hasImage(image: string) {
-    return this.docker.hasImage(image);
-  }
-  inspect(name: string) {
-    return this.docker.inspect(name);
-  }
-  stop(name: string, timeoutS: number) {
+  override stop(name: string, timeoutS: number) {
     if (this.refuseRemoval.has(name)) return Promise.reject(ApplicationFailure.nonRetryable(`injected: dockerd refused to stop ${name}`, 'InjectedFault'));
-    return this.docker.stop(name, timeoutS);
+    return this.real.stop(name, timeoutS);
   }
-  remove(name: string, onlyId?: string) {
+  override remove(name: string, onlyId?: string) {
     if (this.refuseRemoval.has(name)) return Promise.reject(ApplicationFailure.nonRetryable(`injected: dockerd refused to remove ${name}`, 'InjectedFault'));
-    return this.docker.remove(name, onlyId);
-  }
-  list(labels: Record<string, string>) {
-    return this.docker.list(labels);
-  }
-  logsTail(name: string, lines: number) {
-    return this.docker.logsTail(name, lines);
+    return this.real.remove(name, onlyId);
   }
 }
 

@@ -9,16 +9,15 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Client } from '@temporalio/client';
 import { exportWorkflow } from '../src/audit/export';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
-import type { LedgerPort } from '../src/adapters/ledger/port';
 import { findReservation } from '../src/domain/ledger';
 import { containerName, LABEL } from '../src/domain/serve';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
+import { LedgerStepGate } from './support/fence-gate';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 /** The operations that start a serve: its workflow, its CLI id and the holder's prefix. */
@@ -32,41 +31,9 @@ const ACQUIRE: Operation = { workflow: 'acquireWorkflow', id: workflowIds.acquir
 /** Where A's histories go when set (how start-refused-*.json in test/histories were recorded). */
 const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
 
-/** Holds each run's start fence whose holder begins with a prefix asked, until the test opens it. */
-class StartFenceGate {
-  private readonly held = new Map<string, { reached: boolean; open: () => void; opened: Promise<void> }>();
-
-  hold(prefix: string): { reached: () => boolean; open: () => void } {
-    let open: () => void = () => undefined;
-    const opened = new Promise<void>((r) => (open = r));
-    const g = { reached: false, open, opened };
-    this.held.set(prefix, g);
-    return { reached: () => g.reached, open };
-  }
-
-  openAll(): void {
-    for (const g of this.held.values()) g.open();
-  }
-
-  ledger(client: Client): LedgerPort {
-    const real = new LedgerClient(client);
-    return Object.assign(Object.create(real) as LedgerClient, {
-      fence: async (...args: Parameters<LedgerPort['fence']>) => {
-        const { holder, step } = args[2];
-        const g = step === 'start' ? [...this.held].find(([prefix]) => holder.startsWith(prefix))?.[1] : undefined;
-        if (g) {
-          g.reached = true;
-          await g.opened;
-        }
-        return real.fence(...args);
-      },
-    });
-  }
-}
-
 describe('a run whose start fence is refused leaves the container of the run the ledger holds the serve for alone', () => {
   let t: SimTestBox;
-  const gate = new StartFenceGate();
+  const gate = new LedgerStepGate();
 
   before(async () => {
     t = await startSimTestBox(

@@ -16,6 +16,9 @@ import { nonRetryable, permanentAsFailure } from './failure';
 import { earlierProgress, heartbeating, progress } from './heartbeat';
 import { loadManifest } from './resolve';
 import { Failure } from '../shared/failures';
+import type { OwnContainer } from '../domain/fence';
+import { underTheName } from './own-container';
+import type { LeftAlone } from './own-container';
 
 export interface EvictionDeps {
   runtime: ContainerRuntime;
@@ -173,10 +176,17 @@ export function createEvictionActivities(deps: EvictionDeps) {
       return marks;
     },
 
-    /** Quiesces the tier where this worker has a router; null where it has none. */
-    async quiesceIfRouted(input: { tier: string }): Promise<TierState | null> {
+    /**
+     * Quiesces the tier where this worker has a router; null where it has none. With `own` (a
+     * compensation's quiesce): only while the serve's container is the run's own or gone; a
+     * container of another run's under the name serves the tier for that run, which is left alone.
+     */
+    async quiesceIfRouted(input: { tier: string; own?: OwnContainer & { node: string; serve: string } }): Promise<TierState | LeftAlone | null> {
       const r = deps.router;
-      return r ? permanentAsFailure(() => r.quiesce(input.tier)) : null;
+      if (!r) return null;
+      const under = input.own ? await underTheName(deps.runtime, input.own.node, input.own.serve, input.own) : undefined;
+      if (under && 'leftAlone' in under) return under;
+      return permanentAsFailure(() => r.quiesce(input.tier));
     },
 
     /**

@@ -22,9 +22,11 @@ import type {
   LedgerVictimArgs,
 } from '../shared/messages';
 import { holderOf, parseHolder } from '../domain/fence';
+import type { OwnContainer } from '../domain/fence';
 import { workflowIds } from '../shared/messages';
 import { cancelReason } from '../shared/wording';
 import { createEvictionActivities } from './eviction';
+import { underTheName } from './own-container';
 import { observedEviction } from './eviction-metrics';
 import { createLeaseActivities } from './lease';
 import { loadManifest, loadServe as loadServeFrom } from './resolve';
@@ -434,23 +436,33 @@ export function createActivities(deps: ActivityDeps) {
      * die after it, the retry reports the stop the first attempt issued, not its own look at a
      * container already stopped.
      */
-    async stopServeContainer(input: { node: string; serve: string; timeoutS: number }): Promise<StopResult> {
+    async stopServeContainer(input: { node: string; serve: string; timeoutS: number; own?: OwnContainer }): Promise<StopResult> {
       const name = containerName(input.node, input.serve);
       const earlier = earlierProgress<Partial<StopProgress>>();
       const attempt = activityContext()?.info.attempt ?? 1;
+      const stoppedEarlier = typeof earlier?.stopIssuedAtEpochMs === 'number' && typeof earlier.attempt === 'number';
+      // A compensation's removal: only the run's own container. The one under the name may be
+      // another run's by now, and is left running (a stop by name would take it away); with none
+      // there, nothing that appears under the name after this look is touched.
+      const under = input.own ? await underTheName(deps.runtime, input.node, input.serve, input.own) : undefined;
+      const found = under && 'own' in under ? under.own : undefined;
+      if (under && !found) {
+        const leftAlone = 'leftAlone' in under ? { leftAlone: under.leftAlone } : {};
+        return { containerName: name, stop: stoppedEarlier ? 'stopped' : 'absent', remove: 'absent', issuedAtEpochMs: Date.now(), ...leftAlone };
+      }
       let issued: StopProgress;
-      if (typeof earlier?.stopIssuedAtEpochMs === 'number' && typeof earlier.attempt === 'number') {
-        issued = { stopIssuedAtEpochMs: earlier.stopIssuedAtEpochMs, attempt: earlier.attempt };
+      if (stoppedEarlier) {
+        issued = { stopIssuedAtEpochMs: earlier.stopIssuedAtEpochMs as number, attempt: earlier.attempt as number };
       } else {
         issued = { stopIssuedAtEpochMs: Date.now(), attempt };
         progress(issued);
       }
       const observed = await deps.runtime.stop(name, input.timeoutS);
-      const remove = await deps.runtime.remove(name);
-      const stoppedEarlier = issued.attempt !== attempt;
+      // By its id when it is the run's own: dockerd removes that one and no other.
+      const remove = await deps.runtime.remove(name, found?.id);
       return {
         containerName: name,
-        stop: stoppedEarlier ? 'stopped' : observed,
+        stop: issued.attempt !== attempt ? 'stopped' : observed,
         remove,
         issuedAtEpochMs: issued.stopIssuedAtEpochMs,
         issuedByAttempt: issued.attempt,

@@ -6,6 +6,7 @@
 import type { LedgerState, Reservation, ReservationPhase } from './ledger';
 import { committedMibOf, findReservation, outOfEviction, victimsOf } from './ledger';
 import type { ServeClass } from './types';
+import { LABEL } from './serve';
 
 /** The fencing token of a workflow run. */
 export function holderOf(workflowId: string, runId: string): string {
@@ -20,6 +21,22 @@ export function parseHolder(holder: string): { workflowId: string; runId: string
   const i = holder.lastIndexOf('/');
   if (i <= 0 || i === holder.length - 1 || holder.startsWith('reconciled ')) return undefined;
   return { workflowId: holder.slice(0, i), runId: holder.slice(i + 1) };
+}
+
+/**
+ * The container a run's compensation may stop, remove or take out of rotation: the one it started
+ * or woke, by its id once the run knows it, else one labelled with the run's holder (its start
+ * failed before answering the id; the start step labels what it creates). A container under the
+ * serve's name that is neither is another run's: a ledger started afresh, or a `serves down` that
+ * took the hold over, let that run start it while this one was refused or lost its reservation.
+ */
+export interface OwnContainer {
+  holder: string;
+  id?: string;
+}
+
+export function isOwnContainer(c: { id: string; labels: Record<string, string> }, own: OwnContainer): boolean {
+  return own.id !== undefined ? c.id === own.id : c.labels[LABEL.holder] === own.holder;
 }
 
 /** Why an input is not a run's token (`<workflowId>/<runId>`), or undefined when it is one. */

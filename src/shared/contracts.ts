@@ -98,6 +98,8 @@ export interface StopResult {
   issuedAtEpochMs: number;
   /** That attempt's number (1 unless a worker died after issuing it). */
   issuedByAttempt?: number;
+  /** Asked for the run's own container only: the one found under the name was another run's (its holder label), and was left running. */
+  leftAlone?: string;
 }
 
 // ---- eviction (an on-demand acquisition) ----

@@ -160,6 +160,8 @@ export const failure = {
   abandoned: (operation: string, step: string, victims: string[], compensated: string[], failed: { name: string; why: string }[] = []) =>
     `${operation} abandoned at ${step}: the router's held requests had all gone before any victim was stopped or the serve started` +
     `${victims.length ? `; ${victims.join(', ')} left running` : ''}; compensated: ${compensated.join(', ') || 'nothing'}${notUndone(failed)}`,
+  /** A compensation that found another run's container under the serve's name and changed nothing. */
+  leftAlone: (compensation: string, holder: string) => `${compensation}: left alone, the container under the name is ${holder}'s`,
   /** A give-back held back because the serve's container still runs; `removalFailed`: why its removal failed, when it did. */
   kept: (serve: string, container: string, removalFailed?: string) =>
     `${serve}'s MiB stay reserved: its container ${container} still runs${removalFailed ? ` (its removal failed: ${removalFailed})` : ''}; ` +

@@ -2,7 +2,7 @@
 // Down of a serve already down succeeds and says so; down of a serve another operation is
 // bringing up cancels that operation first (its compensations give the serve back), then completes.
 import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
-import type { DrainResult, OperationEnd, QuiesceMarks, StopResult } from '../shared/contracts';
+import type { DrainResult, OperationEnd, QuiesceMarks, StopResult, TierState } from '../shared/contracts';
 import { formatLedger } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { cancelHint, holderOf, holderProblem } from '../domain/fence';
@@ -139,10 +139,11 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
  */
 async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS: number): Promise<DrainResult | undefined> {
   // Set once the quiesce is known: a cancel during it (before quiesceWhole) readmits unguarded, as before marks.
-  let q: Awaited<ReturnType<typeof router.quiesceIfRouted>> | undefined;
+  let q: TierState | null | undefined;
   try {
     log.begin('quiesce');
-    q = await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier }));
+    // Asked with no `own`, the quiesce is never left alone: a tier state, or null with no router.
+    q = (await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier }))) as TierState | null;
     if (!q) return undefined;
     log.record('quiesce', eviction.quiesced(tier, q.inFlight));
     log.begin('drain');

@@ -9,6 +9,7 @@ import { evictionOutlook } from '../domain/eviction';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta, RECENT_READING_MS } from '../domain/physical';
 import { cancelHint, holderOf } from '../domain/fence';
+import type { OwnContainer } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { admission, eviction, sleeping, start } from '../shared/wording';
 import { admittedSleep } from '../domain/sleep';
@@ -20,6 +21,12 @@ import { checkInput } from './input';
 import { disowned, giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { BringUpInput, BringUpResult } from '../shared/operations';
+
+/** This run's fencing token. */
+function runHolder(): string {
+  const { workflowId, runId } = workflowInfo();
+  return holderOf(workflowId, runId);
+}
 
 export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResult> {
   checkInput(input, {});
@@ -132,7 +139,11 @@ export async function startServe(
   log.begin('start');
   // Registered first: a start that created the container before it failed or was cancelled must
   // not leave it running once the reservation is released. Removing an absent one is a no-op.
-  const removal = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve));
+  // Only the run's own: labelled with its holder until the start answers its id (a container of
+  // another run's under the name, started while this one lost its reservation, is left alone).
+  const own: OwnContainer = { holder: runHolder() };
+  saga.own = own;
+  const removal = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, own));
   const started = await containers.startServeContainer(resolved).catch((err: unknown) => {
     // Its fence refused: the container under the name may be the run's the ledger holds the serve
     // for, and a removal by name would take it away (the step removed its own by id).
@@ -142,6 +153,7 @@ export async function startServe(
     }
     throw err;
   });
+  own.id = started.containerId;
   log.record('start', start.started(started, gpu.uuid));
   return serveReady(resolved, started.containerId, gpuBefore?.usedMib, saga, log);
 }
@@ -167,7 +179,10 @@ export async function wakeOrRestart(
     return { ...(await startServe(resolved, saga, log, undefined, alsoNotOurs)), restoredBy: 'cold-start' };
   }
   // Registered first: a wake that fails past its fallback must not leave the process holding its residual.
-  const withdrawRemoval = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve));
+  // By its id: the sleeper is labelled with the run that started it, and is this run's to wake.
+  const own: OwnContainer = { holder: runHolder(), id: container.id };
+  saga.own = own;
+  const withdrawRemoval = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, own));
   const notOurs = () => {
     withdrawRemoval();
     alsoNotOurs?.();
@@ -228,8 +243,7 @@ async function wakeProblem({ serve, gpu }: ResolvedServe, level: SleepLevel): Pr
 
 /** health → identity → measure → readmit → running, for a serve whose container runs. */
 async function serveReady(resolved: ResolvedServe, containerId: string, usedBeforeMib: number | undefined, saga: Saga, log: StepLog): Promise<StartedServe> {
-  const { workflowId, runId } = workflowInfo();
-  const holder = holderOf(workflowId, runId);
+  const holder = runHolder();
   const { node, serve, gpu } = resolved;
   // Serves recorded before api existed are openai.
   const api = serve.api ?? 'openai';
@@ -244,7 +258,7 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 
   // A wake's delta is only what its sleep gave back: not measured.
   const measuredDeltaMib = usedBeforeMib !== undefined ? await measureDelta(resolved, usedBeforeMib, log) : undefined;
-  const readmittedTier = serve.routerTier ? await readmit(serve.routerTier, saga, log) : undefined;
+  const readmittedTier = serve.routerTier ? await readmit(resolved, serve.routerTier, saga, log) : undefined;
 
   log.begin('running');
   const measured = measuredDeltaMib !== undefined && measuredDeltaMib > 0 ? { measuredMib: measuredDeltaMib } : {};
@@ -279,12 +293,14 @@ async function measureDelta({ serve, gpu }: ResolvedServe, usedBeforeMib: number
 }
 
 /** The guarded readmit: the router lets the tier back only after its own health and identity checks. */
-async function readmit(tier: string, saga: Saga, log: StepLog): Promise<string | undefined> {
+async function readmit({ node, serve }: ResolvedServe, tier: string, saga: Saga, log: StepLog): Promise<string | undefined> {
   log.begin('readmit');
   // Registered first: once the guarded readmit may have acted, clients may reach the serve. If
   // the run still fails (its reservation lost at `running`, a cancel mid-readmit), the tier must
   // answer 503 again, not 502 from a removed container. Quiescing a quiesced tier is a no-op.
-  if (patched(PATCHES.requiesceOnCompensate)) saga.add(`quiesce tier ${tier}`, () => router.quiesceIfRouted({ tier }));
+  // Unless the serve's container is another run's by then: the tier serves that run's, and is left alone.
+  const own = saga.own ? { ...saga.own, node, serve: serve.name } : undefined;
+  if (patched(PATCHES.requiesceOnCompensate)) saga.add(`quiesce tier ${tier}`, () => router.quiesceIfRouted({ tier, ...(own ? { own } : {}) }));
   const r = await router.readmitIfQuiesced({ tier });
   log.record('readmit', start.readmit(tier, r));
   return r.action === 'readmitted' ? tier : undefined;

@@ -312,5 +312,17 @@ export const PATCHES = {
    * lease-expiry-continued-run2.json, from test/lease-expiry-continues.test.ts (a bound of 30).
    */
   leaseExpiryContinues: 'lease-expiry-continues',
+  /**
+   * A compensation's give-back that finds a container running under the serve's name that is not
+   * the run's own (not the id it started or woke, nor labelled with its holder: another run's,
+   * which its removal left alone) releases without waiting for it, instead of keeping the MiB as if
+   * that container held them (ContainerStillRunning). Asked only when such a container runs at the
+   * give-back, which no recording had. Before: removal-failed-before-leaves-others.json and
+   * lost-at-running-before-leaves-others.json (their compensation removed the other run's container
+   * by name, so none ran at the give-back); after: removal-failed-leaves-others.json and
+   * lost-at-running-leaves-others.json; test/fence-leftovers.test.ts loses a run's ledger around its
+   * start and lets an acquisition start the serve.
+   */
+  giveBackBesideOthers: 'give-back-beside-others',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

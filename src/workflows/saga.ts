@@ -6,6 +6,7 @@ import { Failure } from '../shared/failures';
 import { PATCHES } from './patches';
 import type { PatchId } from './patches';
 import type { StepLog } from './step-log';
+import type { OwnContainer } from '../domain/fence';
 
 export class Saga {
   private readonly compensations: { name: string; run: () => Promise<unknown> }[] = [];
@@ -14,6 +15,8 @@ export class Saga {
   readonly failed: { name: string; why: string }[] = [];
   /** Set once a fence refused this run (steps.ts disowned): the serve, and the container under its name, are no longer its own. */
   fenceRefused = false;
+  /** The container the run started or woke (its id once known): what its compensations may stop, remove or take out of rotation. */
+  own?: OwnContainer;
 
   /** Returns a function that withdraws the compensation once it no longer applies. */
   add(name: string, run: () => Promise<unknown>): () => void {
@@ -33,8 +36,8 @@ export class Saga {
   private async runAll(): Promise<void> {
     for (const c of this.compensations.reverse()) {
       try {
-        await c.run();
-        this.compensated.push(c.name);
+        const r = await c.run();
+        this.compensated.push(leftAlone(r) ? failure.leftAlone(c.name, leftAlone(r) as string) : c.name);
       } catch (err) {
         log.error(`compensation '${c.name}' failed`, { error: String(err) });
         this.failed.push({ name: c.name, why: rootCause(err).message });
@@ -42,6 +45,11 @@ export class Saga {
     }
     this.compensations.length = 0;
   }
+}
+
+/** The holder of another run's container that a compensation found under the serve's name and left alone, if it did. */
+function leftAlone(r: unknown): string | undefined {
+  return typeof r === 'object' && r !== null && 'leftAlone' in r && typeof r.leftAlone === 'string' ? r.leftAlone : undefined;
 }
 
 /**

@@ -5,6 +5,8 @@ import type { ServeSpec } from '../domain/types';
 import { ApplicationFailure, patched } from '@temporalio/workflow';
 import { Failure } from '../shared/failures';
 import type { Saga } from './saga';
+import { isOwnContainer } from '../domain/fence';
+import type { OwnContainer } from '../domain/fence';
 import { failure } from '../shared/wording';
 import { PATCHES } from './patches';
 import { reads, stopping, waiting } from './proxies';
@@ -28,9 +30,12 @@ export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: n
   return waiting(timeoutS).drainServe({ tier, serve, deadlineEpochMs: Date.now() + timeoutS * 1000 });
 }
 
-/** Graceful stop and removal of the serve's container, bounded by its own stop timeout. */
-export function stopServe(node: string, serve: { name: string; stopTimeoutS: number }) {
-  return stopping(serve.stopTimeoutS).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS });
+/**
+ * Graceful stop and removal of the serve's container, bounded by its own stop timeout. With `own`
+ * (a compensation's), only the run's own container: another run's under the name is left alone.
+ */
+export function stopServe(node: string, serve: { name: string; stopTimeoutS: number }, own?: OwnContainer) {
+  return stopping(serve.stopTimeoutS).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS, ...(own ? { own } : {}) });
 }
 
 /**
@@ -47,7 +52,10 @@ export function stopServe(node: string, serve: { name: string; stopTimeoutS: num
 export async function giveBackWhenDown<T>(node: string, serve: string, saga: Saga, giveBack: () => Promise<T>): Promise<T> {
   if (patched(PATCHES.giveBackWhenDown) && !saga.fenceRefused) {
     const c = await reads().inspectServe({ node, serve });
-    if (c?.running) {
+    // Another run's container under the name (its removal left it alone) keeps none of this run's
+    // MiB: the release names this run and changes nothing where another holds the serve.
+    const others = c?.running && saga.own !== undefined && !isOwnContainer(c, saga.own) && patched(PATCHES.giveBackBesideOthers);
+    if (c?.running && !others) {
       const removal = saga.failed.find((f) => CONTAINER_REMOVALS.includes(f.name));
       throw ApplicationFailure.create({ type: Failure.ContainerStillRunning, message: failure.kept(serve, c.name, removal?.why), nonRetryable: true });
     }

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import type { LedgerPort } from '../../src/adapters/ledger/port';
+import type { ContainerRuntime } from '../../src/adapters/containers/port';
 import type { Manifest } from '../../src/domain/types';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
 import type { SimBox } from '../../src/sim/box';
@@ -47,6 +48,8 @@ export interface SimTestBoxOptions {
   ledger?: (client: Client) => LedgerPort;
   /** Workflow interceptor modules of the test's, bundled beside the worker's own. */
   workflowInterceptorModules?: string[];
+  /** The container runtime as the worker's activities reach it, made from the box's own (default: the box's). */
+  runtime?: (box: ContainerRuntime) => ContainerRuntime;
 }
 
 export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: TestServe[], opts: SimTestBoxOptions = {}): Promise<SimTestBox> {
@@ -62,7 +65,7 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     temporal,
     node,
     manifest: manifestPath,
-    runtime: box.runtime,
+    runtime: opts.runtime ? opts.runtime(box.runtime) : box.runtime,
     router: box.routerAdmin,
     gpu: box.gpu,
     pollIntervalMs: 100,

@@ -1,0 +1,222 @@
+// A run that lost its serve leaves the container another run started under the serve's name, and
+// that run's tier, alone, whatever way its own step failed: its compensations stop, remove and
+// quiesce only the run's own container (the id it started, or its holder label until it knows the
+// id). Two ways a removal by name was left registered in the saga while the container under the
+// name became another's: a start refused at its 'started' fence whose own removal by id failed
+// (the failure was the removal's, not ReservationLost, so the removal by name was not withdrawn),
+// and a bring-up whose reservation was lost after its start (its setPhase to running refused).
+// The box is read after both runs end: the serve's container (id, running, holder label), the
+// serves running and the MiB their labels reserve, the tier's state, and the ledger.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { exportWorkflow } from '../src/audit/export';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
+import type { ContainerSpec } from '../src/adapters/containers/port';
+import { DelegatingRuntime } from './support/delegating-runtime';
+import { findReservation } from '../src/domain/ledger';
+import { containerName, LABEL } from '../src/domain/serve';
+import { taskQueueFor, workflowIds } from '../src/shared/messages';
+import { LedgerStepGate } from './support/fence-gate';
+import { startSimTestBox } from './support/sim';
+import type { SimTestBox } from './support/sim';
+import { waitUntil } from './support/wait';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVE = 'vision';
+const TIER = 'vision-local';
+/** Where A's histories go when set (how test/histories/*-leaves-others*.json were recorded). */
+const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
+
+/** A gate the test opens, and whether anything reached it. */
+function gate() {
+  let open: () => void = () => undefined;
+  const opened = new Promise<void>((r) => (open = r));
+  const g = { reached: false, open, opened, pass: async () => ((g.reached = true), await opened) };
+  return g;
+}
+
+/** The workflow id of the run whose activity makes this call, if an activity makes it. */
+function caller(): string | undefined {
+  try {
+    return Context.current().info.workflowExecution?.workflowId;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The box's runtime, with what the first case asks of the bring-up's (serves-up/…) calls: its
+ * create held until opened; its first removal by id done by dockerd but answered with an error (the
+ * answer lost: as dockerd's reply timing out, on the step's last try); and once that happened, its
+ * inspections and stops held until opened (its compensation lands after the other run's start).
+ */
+class GatedRuntime extends DelegatingRuntime {
+  readonly create = gate();
+  readonly afterFault = gate();
+  faultArmed = false;
+  faulted = false;
+
+  private ours(): boolean {
+    return caller()?.startsWith('serves-up/') ?? false;
+  }
+  private async held(): Promise<void> {
+    if (this.faulted && this.ours()) await this.afterFault.pass();
+  }
+  override async ensureRunning(spec: ContainerSpec) {
+    if (this.faultArmed && this.ours()) await this.create.pass();
+    return this.real.ensureRunning(spec);
+  }
+  override async inspect(name: string) {
+    await this.held();
+    return this.real.inspect(name);
+  }
+  override async stop(name: string, timeoutS: number) {
+    await this.held();
+    return this.real.stop(name, timeoutS);
+  }
+  override async remove(name: string, onlyId?: string) {
+    await this.held();
+    if (this.faultArmed && !this.faulted && onlyId !== undefined && this.ours()) {
+      await this.real.remove(name, onlyId);
+      this.faulted = true;
+      throw ApplicationFailure.nonRetryable(`injected: dockerd's answer to the removal of ${name} was lost`, 'InjectedFault');
+    }
+    return this.real.remove(name, onlyId);
+  }
+}
+
+describe('a run that lost its serve leaves the container and tier of the run the ledger holds it for alone', () => {
+  let t: SimTestBox;
+  let runtime: GatedRuntime;
+  const ledgerGate = new LedgerStepGate();
+
+  before(async () => {
+    t = await startSimTestBox('fence-leftovers', [GPU], [{ name: SERVE, vram_mib: 12288, class: 'evictable', router_tier: TIER }], {
+      ledger: (client) => ledgerGate.ledger(client),
+      runtime: (box) => (runtime = new GatedRuntime(box)),
+    });
+  });
+  after(async () => {
+    ledgerGate.openAll();
+    runtime?.create.open();
+    runtime?.afterFault.open();
+    await t?.close();
+  });
+
+  /** The box's own word: the serve's container, the serves running with their labels' MiB, and the tier. */
+  async function sample() {
+    const c = await t.box.runtime.inspect(containerName(t.node, SERVE));
+    const up = (await t.box.runtime.list({ [LABEL.node]: t.node })).filter((x) => x.running);
+    const tier = await t.box.routerAdmin.tierState(TIER);
+    return {
+      container: c ? { id: c.id, running: c.running, holder: c.labels[LABEL.holder] } : null,
+      running: up.map((x) => x.labels[LABEL.serve] ?? '?').sort(),
+      mib: up.reduce((s, x) => s + Number(x.labels[LABEL.vramMib] ?? 0), 0),
+      tier: tier.state,
+    };
+  }
+
+  const start = (workflow: 'bringUpWorkflow' | 'acquireWorkflow') =>
+    t.temporal.client.workflow.start(workflow, {
+      workflowId: (workflow === 'bringUpWorkflow' ? workflowIds.bringUp : workflowIds.acquire)(t.node, SERVE),
+      taskQueue: taskQueueFor(t.node),
+      args: [{ serve: SERVE }],
+    });
+  const failureOf = (h: { result(): Promise<unknown> }) =>
+    h.result().then(
+      (r) => `completed ${JSON.stringify(r).slice(0, 200)}`,
+      (e: Error) => (e.cause as Error | undefined)?.message ?? e.message,
+    );
+  const loseLedger = () => t.temporal.client.workflow.getHandle(workflowIds.ledger(t.node, GPU.role)).terminate('test: the ledger is lost');
+
+  /** B's holder, the box with B done, A's failure, the box and the ledger after A; A's history saved where asked. */
+  async function report(
+    a: WorkflowHandleWithFirstExecutionRunId,
+    file: string,
+    bHolder: string | undefined,
+    withB: Awaited<ReturnType<typeof sample>>,
+    aFailure: string,
+  ) {
+    if (SAVE_DIR) {
+      mkdirSync(SAVE_DIR, { recursive: true });
+      await exportWorkflow(t.temporal.client, a.workflowId, { runId: a.firstExecutionRunId, file: join(SAVE_DIR, `${file}.json`) });
+    }
+    const afterA = await sample();
+    const held = findReservation(await new LedgerClient(t.temporal.client).snapshot(t.node, t.manifest.gpus[0]!), SERVE);
+    console.log(`  B (${bHolder}): ${JSON.stringify(withB)}`);
+    console.log(`  A: ${aFailure}`);
+    console.log(`  after A: ${JSON.stringify(afterA)}; ledger ${held?.serve} ${held?.phase} ${held?.holder}`);
+    return { afterA, held };
+  }
+
+  async function bHolderNow() {
+    return findReservation(await new LedgerClient(t.temporal.client).snapshot(t.node, t.manifest.gpus[0]!), SERVE)?.holder;
+  }
+
+  test("a start refused at its 'started' fence whose removal by id failed leaves the acquisition's container, started since, alone", async () => {
+    runtime.faultArmed = true;
+    const bFence = ledgerGate.hold(`acquire/${t.node}/${SERVE}/`);
+    // A creates nothing until B has been admitted by a ledger started afresh, which so never saw A's container.
+    const a = await start('bringUpWorkflow');
+    await waitUntil("A's create held", () => Promise.resolve(runtime.create.reached), 60_000, 20);
+    await loseLedger();
+    const b = await start('acquireWorkflow');
+    await waitUntil('B at its start fence', () => Promise.resolve(bFence.reached()), 60_000, 20);
+    // A creates its container; its 'started' fence is refused (B holds vision); its removal by id lands but fails.
+    runtime.create.open();
+    await waitUntil("A's removal by id answered an error", () => Promise.resolve(runtime.faulted), 60_000, 20);
+    // B starts its own container under the name and comes up; only then does A's compensation land.
+    bFence.open();
+    await b.result();
+    const bHolder = await bHolderNow();
+    const withB = await sample();
+    runtime.afterFault.open();
+    const aFailure = await failureOf(a);
+    const { afterA, held } = await report(a, 'removal-failed-leaves-others', bHolder, withB, aFailure);
+    runtime.faultArmed = false;
+
+    assert.ok(bHolder?.startsWith(`acquire/${t.node}/${SERVE}/`), `B holds ${SERVE}: ${bHolder}`);
+    assert.deepEqual(withB.container && { running: withB.container.running, holder: withB.container.holder }, { running: true, holder: bHolder });
+    assert.match(aFailure, /^serves up vision failed at start: injected: dockerd's answer to the removal/);
+    assert.deepEqual(afterA, withB, "A's compensation left the box as B had it: B's container running with B's holder label, its tier");
+    assert.deepEqual(held && { phase: held.phase, holder: held.holder }, { phase: 'running', holder: bHolder });
+    assert.doesNotMatch(aFailure, /not undone/);
+  });
+
+  test('a bring-up whose reservation was lost after its start leaves the container and tier of the run that has the serve now alone', async () => {
+    await t.temporal.client.workflow
+      .start('bringDownWorkflow', {
+        workflowId: workflowIds.bringDown(t.node, SERVE),
+        taskQueue: taskQueueFor(t.node),
+        args: [{ serve: SERVE }],
+      })
+      .then((h) => h.result());
+    const running = ledgerGate.hold(`serves-up/${t.node}/${SERVE}/`, 'running');
+    const a = await start('bringUpWorkflow');
+    await waitUntil('A at its setPhase to running', () => Promise.resolve(running.reached()), 60_000, 20);
+    const aContainer = await t.box.runtime.inspect(containerName(t.node, SERVE));
+    // A's container goes (a crash, an operator's docker rm) and its ledger is lost: a fresh ledger
+    // admits B, which starts its own container and readmits the tier.
+    await t.box.runtime.remove(containerName(t.node, SERVE));
+    await loseLedger();
+    await (await start('acquireWorkflow')).result();
+    const bHolder = await bHolderNow();
+    const withB = await sample();
+    running.open();
+    const aFailure = await failureOf(a);
+    const { afterA, held } = await report(a, 'lost-at-running-leaves-others', bHolder, withB, aFailure);
+
+    assert.equal(aContainer?.labels[LABEL.holder]?.startsWith(`serves-up/${t.node}/${SERVE}/`), true, 'A had started its own container');
+    assert.ok(bHolder?.startsWith(`acquire/${t.node}/${SERVE}/`), `B holds ${SERVE}: ${bHolder}`);
+    assert.deepEqual(withB.container && { running: withB.container.running, holder: withB.container.holder }, { running: true, holder: bHolder });
+    assert.equal(withB.tier, 'active');
+    assert.match(aFailure, /^serves up vision failed at running: .*held by acquire\//);
+    assert.deepEqual(afterA, withB, "A's compensation left the box as B had it: B's container running with B's holder label, its tier active");
+    assert.deepEqual(held && { phase: held.phase, holder: held.holder }, { phase: 'running', holder: bHolder });
+    assert.doesNotMatch(aFailure, /not undone/);
+  });
+});
