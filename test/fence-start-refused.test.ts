@@ -20,6 +20,8 @@ import { waitUntil } from './support/wait';
 import { LedgerStepGate } from './support/fence-gate';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+/** The sleeper's GPU: it and the on-demand serve that puts it to sleep do not fit together (24000 MiB budget). */
+const SLEEP_GPU = { role: 'sleepers', capacity_mib: 32000, reserve_mib: 8000 };
 /** The operations that start a serve: its workflow, its CLI id and the holder's prefix. */
 interface Operation {
   workflow: 'bringUpWorkflow' | 'acquireWorkflow';
@@ -38,10 +40,21 @@ describe('a run whose start fence is refused leaves the container of the run the
   before(async () => {
     t = await startSimTestBox(
       'fence-start-refused',
-      [GPU],
+      [GPU, SLEEP_GPU],
       [
         { name: 'vision', vram_mib: 12288, class: 'evictable', router_tier: 'vision-local' },
         { name: 'fast', vram_mib: 4000, router_tier: 'fast-local', served_model_name: 'fast-model' },
+        // Evicted by sleeping; every wake fails, so its restore starts it cold.
+        {
+          name: 'sleepy',
+          gpu_role: SLEEP_GPU.role,
+          vram_mib: 12000,
+          class: 'evictable',
+          router_tier: 'sleepy-local',
+          sleep: { level: 2, residual_mib: 600 },
+          env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_WAKE_FAIL: '1' },
+        },
+        { name: 'od', gpu_role: SLEEP_GPU.role, vram_mib: 20000, class: 'on-demand' },
       ],
       { ledger: (client) => gate.ledger(client) },
     );
@@ -71,30 +84,37 @@ describe('a run whose start fence is refused leaves the container of the run the
    * ledger; then A's fence goes through. Returns the box before and after A ends, A's failure,
    * B's holder and what the ledger holds.
    */
-  async function refusedBeside(serve: string, aOp: Operation, bOp: Operation) {
+  async function refusedBeside(serve: string, aOp: Operation, bOp: Operation, role = GPU.role) {
     const client = t.temporal.client;
     const held = gate.hold(`${aOp.prefix}/${t.node}/${serve}/`);
     const a = await start(aOp, serve);
     await waitUntil(`${aOp.prefix} of ${serve} at its start fence`, () => Promise.resolve(held.reached()), 60_000, 20);
-    await client.workflow.getHandle(workflowIds.ledger(t.node, GPU.role)).terminate('test: the ledger is lost');
+    await client.workflow.getHandle(workflowIds.ledger(t.node, role)).terminate('test: the ledger is lost');
     await (await start(bOp, serve)).result();
-    const bHolder = findReservation(await new LedgerClient(client).snapshot(t.node, t.manifest.gpus[0]!), serve)?.holder;
+    const gpu = t.manifest.gpus.find((g) => g.role === role)!;
+    const bHolder = findReservation(await new LedgerClient(client).snapshot(t.node, gpu), serve)?.holder;
     const beforeA = await sample(serve);
     held.open();
+    let aSteps: { step: string; outcome: string }[] = [];
     const aFailure = await a.result().then(
       (r) => `completed ${JSON.stringify(r).slice(0, 200)}`,
-      (e: Error) => (e.cause as Error | undefined)?.message ?? e.message,
+      (e: Error) => {
+        const cause = e.cause as (Error & { details?: { steps?: typeof aSteps }[] }) | undefined;
+        aSteps = cause?.details?.[0]?.steps ?? [];
+        return cause?.message ?? e.message;
+      },
     );
     const afterA = await sample(serve);
-    const ledger = await new LedgerClient(client).snapshot(t.node, t.manifest.gpus[0]!);
+    const ledger = await new LedgerClient(client).snapshot(t.node, gpu);
     console.log(`  B (${bHolder}): ${JSON.stringify(beforeA)}`);
     console.log(`  A: ${aFailure}`);
+    console.log(`  A steps: ${aSteps.map((x) => `${x.step}: ${x.outcome}`).join(' | ')}`);
     console.log(`  after A: ${JSON.stringify(afterA)}; ledger ${ledger.reservations.map((r) => `${r.serve} ${r.phase} ${r.holder}`).join('; ')}`);
     if (SAVE_DIR) {
       mkdirSync(SAVE_DIR, { recursive: true });
       await exportWorkflow(client, a.workflowId, { runId: a.firstExecutionRunId, file: join(SAVE_DIR, `${aOp.prefix}-${serve}.json`) });
     }
-    return { beforeA, afterA, aFailure, bHolder, held: findReservation(ledger, serve) };
+    return { beforeA, afterA, aFailure, aSteps, bHolder, held: findReservation(ledger, serve) };
   }
 
   const cases = [
@@ -119,4 +139,32 @@ describe('a run whose start fence is refused leaves the container of the run the
       assert.match(r.aFailure, /compensated: release reservation$/);
     });
   }
+
+  test("a sleeper's restore whose wake fails and whose cold start is refused leaves the acquisition's running container alone", async () => {
+    const run = (workflow: 'bringUpWorkflow' | 'acquireWorkflow' | 'bringDownWorkflow', id: string, args: Record<string, unknown>) =>
+      t.temporal.client.workflow.execute(workflow, { workflowId: id, taskQueue: taskQueueFor(t.node), args: [args] });
+    // sleepy up, put to sleep by od's acquisition, od down: sleepy sleeps, evicted, its restore a wake.
+    await run('bringUpWorkflow', workflowIds.bringUp(t.node, 'sleepy'), { serve: 'sleepy' });
+    await run('acquireWorkflow', workflowIds.acquire(t.node, 'od'), { serve: 'od', evict: true });
+    await run('bringDownWorkflow', workflowIds.bringDown(t.node, 'od'), { serve: 'od' });
+    const asleep = await sample('sleepy');
+    assert.equal(asleep.container?.running, true, 'sleepy sleeps in its container');
+    // A (serves up sleepy) wakes it, the wake fails, it stops it and starts cold: held at that start's fence.
+    const r = await refusedBeside('sleepy', BRING_UP, ACQUIRE, SLEEP_GPU.role);
+    const c = r.beforeA.container;
+    const wake = r.aSteps.find((x) => x.step === 'wake')?.outcome;
+    assert.match(wake ?? 'no wake step', /^wake of sleepy failed \(.*\): cold restart$/);
+    assert.ok(r.bHolder?.startsWith('acquire/'), `B holds sleepy: ${r.bHolder}`);
+    assert.notEqual(c?.id, asleep.container?.id, "B's container is its own, started after A stopped the sleeper");
+    assert.deepEqual(c && { running: c.running, holder: c.holder }, { running: true, holder: r.bHolder });
+    assert.match(
+      r.aFailure,
+      /^serves up sleepy \(restore\) failed at start: start of sleepy refused: the reservation of 'sleepy' is held by acquire\/\S+ \(running\)/,
+    );
+    assert.deepEqual(r.afterA, r.beforeA, "A's compensation left the box as B had it: the same container, running, B's holder label");
+    assert.deepEqual(r.held && { phase: r.held.phase, holder: r.held.holder }, { phase: 'running', holder: r.bHolder });
+    // Neither the wake's removal nor the cold start's was run, and the release waited for no container.
+    assert.doesNotMatch(r.aFailure, /remove container|not undone/);
+    assert.match(r.aFailure, /compensated: release reservation$/);
+  });
 });
