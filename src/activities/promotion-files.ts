@@ -240,39 +240,54 @@ export function createConfigFileSteps(of: { target: (name: string) => RouterTarg
             `not restoring ${input.backupPath ?? 'the absence of a live file'} over someone else's change: the live config and the router are left as they are`,
         );
       };
+      const run = journalRun(input.run);
+      // Restoring: the backup's content put back, or, with no backup (there was no live file
+      // before the promotion), the one it wrote removed.
+      let effect: Effect;
+      let isBack: (live: Buffer | undefined) => boolean;
+      let putBack: (fence: () => Promise<void>) => Promise<void>;
       if (input.backupPath === null) {
-        // There was no live file before the promotion: rolling back removes the one it wrote.
-        const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: '' };
-        const live = await files.read(t.configPath);
-        othersChange(live, null);
+        effect = { op: 'restore', run, sha256: '' };
+        isBack = (live) => live === undefined;
         // Moved aside, checked, then unlinked: an attempt frozen before the move, and stale when it
         // goes on, moves a later writer's file and puts it back (removeFileFenced).
-        if (live)
-          await fencedLiveChange(files, t.configPath, { ...effect, op: 'restore', attempt: currentAttempt() }, (fence) =>
-            files.removeFenced(t.configPath, fence),
+        putBack = (fence) => files.removeFenced(t.configPath, fence);
+      } else {
+        const backup = await files.read(input.backupPath);
+        if (!backup) throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
+        const digest = sha256(backup);
+        if (input.backupSha256 && digest !== input.backupSha256) {
+          throw nonRetryable(
+            Failure.BackupMissing,
+            `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, ` +
+              `expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`,
           );
-        else await completeJournaled(files, effect);
-        return { outcome: 'removed' };
+        }
+        const mode = (await files.mode(input.backupPath)) ?? 0o644;
+        effect = { op: 'restore', run, sha256: digest, path: input.backupPath };
+        isBack = (live) => live !== undefined && sha256(live) === digest;
+        putBack = (fence) => files.write(t.configPath, backup, mode, fence);
       }
-      const backup = await files.read(input.backupPath);
-      if (!backup) throw nonRetryable(Failure.BackupMissing, `backup ${input.backupPath} is gone; restore ${t.configPath} by hand`);
-      const digest = sha256(backup);
-      if (input.backupSha256 && digest !== input.backupSha256) {
-        throw nonRetryable(
-          Failure.BackupMissing,
-          `backup ${input.backupPath} changed since it was made (sha256 ${digest.slice(0, 12)}, ` +
-            `expected ${input.backupSha256.slice(0, 12)}); restore ${t.configPath} by hand`,
-        );
-      }
-      const effect: Effect = { op: 'restore', run: journalRun(input.run), sha256: digest, path: input.backupPath };
+      const backSha = input.backupPath === null ? null : effect.sha256;
+      const outcome = (changed: boolean) => (input.backupPath === null ? 'removed' : changed ? 'restored' : 'unchanged');
       const live = await files.read(t.configPath);
-      if (live && sha256(live) === digest) return { outcome: (await completeJournaled(files, effect)) ? 'restored' : 'unchanged' };
-      othersChange(live, digest);
-      const mode = (await files.mode(input.backupPath)) ?? 0o644;
-      await fencedLiveChange(files, t.configPath, { ...effect, op: 'restore', attempt: currentAttempt() }, (fence) =>
-        files.write(t.configPath, backup, mode, fence),
-      );
-      return { outcome: 'restored' };
+      // Found as it was before the promotion: a retry finishes its earlier attempt's entry. A first
+      // attempt of a run that wrote may still race that run's write: its step cancelled (the
+      // workflow does not wait for a cancelled file step) goes on, past a check that found no
+      // restore line. So the restore is journaled all the same, which makes that write stale, and
+      // its temp file removed (fencedLiveChange); what it renamed before that is put back.
+      if (isBack(live) && (input.writtenSha256 === undefined || (await journalState(files, effect)).intent))
+        return { outcome: outcome(await completeJournaled(files, effect)) };
+      othersChange(live, backSha);
+      let changed = false;
+      await fencedLiveChange(files, t.configPath, { ...effect, op: 'restore', attempt: currentAttempt() }, async (fence) => {
+        const now = await files.read(t.configPath);
+        if (isBack(now)) return;
+        othersChange(now, backSha);
+        changed = true;
+        await putBack(fence);
+      });
+      return { outcome: outcome(changed) };
     },
   };
 }

@@ -1,6 +1,6 @@
 // A promotion worker in a process of its own, so a test can SIGKILL it mid-promotion and start a
 // replacement (dist/test/support/promote-worker.js). One argument, JSON:
-//   { address, node, bundlePath, targets: RouterTarget[], pollIntervalMs?, hangAfter?, hangAt?, markerPath? }
+//   { address, node, bundlePath, targets: RouterTarget[], pollIntervalMs?, hangAfter?, hangAt?, freezeAt?, holdAt?, markerPath? }
 // With `hangAfter: "<activity>"` that activity does its work, then writes its result to
 // markerPath and never returns: the effect happened but the server never hears of it, the
 // precise point where a real worker dying would leave it. The test kills the process there.
@@ -12,8 +12,13 @@
 // its writes' ends is appended to markerPath + ".outcome" ({ ok, result } or { ok, message }).
 // With `freezeAt: "restore-remove"` it freezes so at the first removal of a live config (its unlink,
 // or its rename to a temp name) by a restore, whose ends are appended likewise.
+// With `holdAt: "write-check"` the first write of a live config, its temp file written and synced,
+// writes markerPath and waits (heartbeating, the worker alive) until markerPath + ".release"
+// exists, then makes the check before its rename; with `"write-rename"` it waits after that check,
+// just before the rename. A slow disk's sync, in the window a cancel can arrive in. Its writes'
+// ends are appended to markerPath + ".outcome" as above.
 // Prints "ready" on stdout once polling; exits when SIGTERM/SIGINT shut the worker down.
-import { appendFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import Docker from 'dockerode';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
@@ -34,6 +39,7 @@ interface ChildConfig {
   hangAfter?: string;
   hangAt?: 'recreate-rename';
   freezeAt?: 'write-start' | 'write-rename' | 'restore-remove';
+  holdAt?: 'write-check' | 'write-rename';
   markerPath?: string;
 }
 
@@ -83,6 +89,29 @@ function freezingAtLiveRemove(targets: RouterTarget[], freeze: (what: string) =>
   };
 }
 
+/**
+ * The deployment's first write of a live config held, on `holdAt`'s side of the check its rename
+ * waits for, from the marker until the test creates markerPath + ".release".
+ */
+function holdingLiveWrite(d: DockerRouterDeployment, targets: RouterTarget[], holdAt: 'write-check' | 'write-rename', markerPath: string): void {
+  const write = d.writeFileAtomic.bind(d);
+  const live = new Set(targets.map((t) => t.configPath));
+  let held = false;
+  const hold = async () => {
+    writeFileSync(markerPath, JSON.stringify({ held: holdAt, pid: process.pid, at: Date.now() }));
+    while (!existsSync(`${markerPath}.release`)) await new Promise((r) => setTimeout(r, 50));
+  };
+  d.writeFileAtomic = (dir, path, data, mode, beforeRename) => {
+    if (held || !live.has(path)) return write(dir, path, data, mode, beforeRename);
+    held = true;
+    return write(dir, path, data, mode, async () => {
+      if (holdAt === 'write-check') await hold();
+      await beforeRename?.();
+      if (holdAt === 'write-rename') await hold();
+    });
+  };
+}
+
 /** Docker whose container renames never return (after writing the marker). */
 function hangingAtRename(docker: Docker, markerPath: string | undefined): Docker {
   const getContainer = docker.getContainer.bind(docker);
@@ -102,8 +131,10 @@ async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const connection = await NativeConnection.connect({ address: cfg.address });
   try {
+    const deployment = new DockerRouterDeployment(cfg.hangAt === 'recreate-rename' ? hangingAtRename(new Docker(), cfg.markerPath) : new Docker());
+    if (cfg.holdAt && cfg.markerPath) holdingLiveWrite(deployment, cfg.targets, cfg.holdAt, cfg.markerPath);
     const activities: Record<string, (input: never) => Promise<unknown>> = createPromotionActivities({
-      routerDeployment: new DockerRouterDeployment(cfg.hangAt === 'recreate-rename' ? hangingAtRename(new Docker(), cfg.markerPath) : new Docker()),
+      routerDeployment: deployment,
       routerTargets: cfg.targets,
       pollIntervalMs: cfg.pollIntervalMs,
       routerAdminFor: httpRouterAdminFor,
@@ -113,7 +144,7 @@ async function main(): Promise<void> {
     if (cfg.freezeAt === 'restore-remove') freezingAtLiveRemove(cfg.targets, freeze);
     const frozenStep = cfg.freezeAt === 'restore-remove' ? 'promoteRestore' : 'promoteWrite';
     const write = activities[frozenStep];
-    if (cfg.freezeAt && write) {
+    if ((cfg.freezeAt || cfg.holdAt) && write) {
       const freezeAt = cfg.freezeAt;
       // What each attempt of the frozen step on this worker ended with, one JSON line each, so the
       // test waits for the frozen attempt's end after SIGCONT instead of hoping a few seconds were enough.
