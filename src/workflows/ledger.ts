@@ -49,7 +49,7 @@ import type {
   LedgerStopArgs,
   LedgerVictimArgs,
 } from '../shared/messages';
-import { act } from './proxies';
+import { reconciling } from './proxies';
 import { checkLedgerInput } from './input';
 import { PATCHES } from './patches';
 import { LEDGER_HANDLERS } from '../shared/handler-descriptions';
@@ -82,7 +82,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   if (!ledger.ready) {
     // A ledger started afresh (first use, or after its workflow was terminated) would otherwise
     // believe the GPU empty while serves run on it: take the running, labelled containers.
-    const found = await act.reconcileLedger({ node: input.node, gpuRole: input.gpu.role });
+    const found = await reconciling.reconcileLedger({ node: input.node, gpuRole: input.gpu.role });
     ledger.reconciled(found);
   }
 

@@ -7,7 +7,9 @@ import type { Activities } from '../activities';
 import { NON_RETRYABLE } from '../shared/failures';
 import { PATCHES } from './patches';
 
-const retry: RetryPolicy = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE };
+/** Retries' intervals: 1, 2, 4, 8, then every 10 s. */
+const backoff: RetryPolicy = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', nonRetryableErrorTypes: NON_RETRYABLE };
+const retry: RetryPolicy = { ...backoff, maximumAttempts: 5 };
 
 /**
  * Every activity heartbeats while it runs (src/activities/heartbeat.ts, every 2 s), so a worker
@@ -19,6 +21,13 @@ const heartbeatTimeout = '10s';
 
 /** Ledger updates, manifest reads, inspections: quick, retried through transient faults. */
 const quick: ActivityOptions = { startToCloseTimeout: '30s', heartbeatTimeout, retry };
+
+/**
+ * A ledger's reconcile, retried for as long as Docker does not answer (dockerd restarting): a
+ * ledger that failed here would fail every Update it had accepted, and the next would only start
+ * another ledger to try again. The Updates wait for it meanwhile; Docker is asked every 10 s.
+ */
+const reconcileOps: ActivityOptions = { ...quick, retry: backoff };
 
 /**
  * The router's admin calls: a guarded readmit waits for the router's own probes (and behind its
@@ -52,6 +61,8 @@ const fileOps: ActivityOptions = { ...quick, heartbeatTimeout: '5s' };
 
 /** Ledger updates, manifest reads, inspections, GPU readings. */
 export const act = proxyActivities<Activities>(quick);
+/** A ledger's reconcile with the box. */
+export const reconciling = proxyActivities<Activities>(reconcileOps);
 /** Creating, recreating and removing containers. */
 export const containers = proxyActivities<Activities>(containerOps);
 /** The router's admin calls (quiesce, readmit, preflight), shared by every workflow that takes a tier out or back. */
