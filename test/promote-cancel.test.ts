@@ -7,67 +7,28 @@
 // after its temp file's sync (a slow disk), on either side of the check before its rename, until
 // the run has ended; the box is sampled: the live file on disk, the temp files beside it, what the
 // router serves once restarted from that file, and a promotion after it.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RouterTarget } from '../src/adapters/router-deployment/port';
 import { journalPath } from '../src/adapters/router-deployment/port';
 import { followPromotion, startPromotion } from '../src/client/promote';
-import { docker, uniqueNode } from './support/box';
-import { deployTestRouter, healthz, removeTestArtifacts, ROUTER_IMAGE, routerConfig, spawnPromoteWorker, waitHealthy } from './support/router';
-import { testTemporal, workflowBundle } from './support/temporal';
-import type { TestTemporal } from './support/temporal';
+import { childPromotionBox, healthz, ROUTER_IMAGE, routerConfig, waitHealthy } from './support/router';
 import { waitUntil } from './support/wait';
 
 const mappingOf = (text: string) => /mapping_version = "([^"]*)"/.exec(text)?.[1];
 
 describe('router promotion: cancelled while its write runs', () => {
-  const d = docker();
-  const run = `c${Date.now().toString(36)}`;
-  const node = uniqueNode('promcnl');
-  let temporal: TestTemporal;
-  let dir: string;
-  const targets: Record<string, RouterTarget> = {};
-  const children: ChildProcess[] = [];
-
-  before(async () => {
-    temporal = await testTemporal();
-    for (const name of ['cnlcheck', 'cnlrename', 'cnlnone']) {
-      targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 3 };
-    }
-    dir = mkdtempSync(join(tmpdir(), 'gpures-promote-cancel-'));
-    writeFileSync(join(dir, 'bundle.js'), (await workflowBundle()).code);
-  });
-
-  after(async () => {
-    for (const c of children) await stop(c);
-    await removeTestArtifacts(d, run, []);
-    for (const t of Object.values(targets)) rmSync(join(t.configPath, '..'), { recursive: true, force: true });
-    rmSync(dir, { recursive: true, force: true });
-    await temporal?.close();
-  });
-
-  async function stop(c: ChildProcess): Promise<void> {
-    if (c.exitCode !== null || c.signalCode !== null) return;
-    c.kill('SIGKILL');
-    await new Promise((r) => c.once('exit', r));
-  }
-
-  const tempFiles = (t: RouterTarget) => readdirSync(join(t.configPath, '..')).filter((n) => n.startsWith('.router.toml.tmp-'));
+  const box = childPromotionBox('promcnl', ['cnlcheck', 'cnlrename', 'cnlnone']);
+  const { d, node, tempFiles, stop } = box;
 
   async function cancelledMidWrite(name: string, holdAt: 'write-check' | 'write-rename', noLiveConfig = false): Promise<void> {
-    const t = targets[name];
-    assert.ok(t);
+    const t = box.target(name);
     // No live file before the promotion: its restore is the removal of the one it wrote.
     if (noLiveConfig) rmSync(t.configPath);
-    const marker = join(dir, `${name}-held.json`);
-    const worker = await spawnPromoteWorker(
-      { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: Object.values(targets), pollIntervalMs: 200, holdAt, markerPath: marker },
-      children,
-    );
+    const marker = join(box.dir, `${name}-held.json`);
+    const worker = await box.startChild({ holdAt, markerPath: marker });
     try {
       await cancelHeldWrite(t, marker);
     } finally {
@@ -82,7 +43,7 @@ describe('router promotion: cancelled while its write runs', () => {
     const v1 = liveNow();
     // A release the router would take: only the cancel stops it.
     const candidate = routerConfig(`${name}-v2`);
-    const handle = await startPromotion(temporal.client, node, { router: name, config: { content: candidate }, image: ROUTER_IMAGE });
+    const handle = await startPromotion(box.temporal.client, node, { router: name, config: { content: candidate }, image: ROUTER_IMAGE });
     await waitUntil('the write held after its sync', () => existsSync(marker), 60_000, 50);
     console.log(`  write held: ${readFileSync(marker, 'utf8')}; temp files [${tempFiles(t).join(', ')}]`);
     assert.equal(liveNow(), v1, 'held before its rename');
@@ -129,7 +90,7 @@ describe('router promotion: cancelled while its write runs', () => {
     // The next promotion starts from the config the router runs, not refused over a candidate never verified.
     const v3 = routerConfig(`${name}-v3`);
     const next = await followPromotion(
-      await startPromotion(temporal.client, node, { router: name, config: { content: v3 }, image: ROUTER_IMAGE }),
+      await startPromotion(box.temporal.client, node, { router: name, config: { content: v3 }, image: ROUTER_IMAGE }),
       () => undefined,
       200,
     );

@@ -5,75 +5,30 @@
 // the rollback restored. Separate processes: each worker is a child (dist/test/support/
 // promote-worker.js) on the real dev server and dockerd; the box is sampled: the live file on
 // disk, the temp files beside it, and what the router serves once restarted from that file.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RouterTarget } from '../src/adapters/router-deployment/port';
 import { journalPath } from '../src/adapters/router-deployment/port';
 import { followPromotion, startPromotion } from '../src/client/promote';
-import { docker, uniqueNode } from './support/box';
-import { deployTestRouter, healthz, removeTestArtifacts, ROUTER_IMAGE, routerConfig, spawnPromoteWorker, waitHealthy } from './support/router';
-import { testTemporal, workflowBundle } from './support/temporal';
-import type { TestTemporal } from './support/temporal';
+import { childPromotionBox, healthz, ROUTER_IMAGE, routerConfig, waitHealthy } from './support/router';
 import { waitUntil } from './support/wait';
 
 const mappingOf = (text: string) => /mapping_version = "([^"]*)"/.exec(text)?.[1];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('router promotion: a write attempt frozen on one worker, retried on another, then rolled back', () => {
-  const d = docker();
-  const run = `f${Date.now().toString(36)}`;
-  const node = uniqueNode('promfrz');
-  let temporal: TestTemporal;
-  let dir: string;
-  const targets: Record<string, RouterTarget> = {};
-  const children: ChildProcess[] = [];
-
-  before(async () => {
-    temporal = await testTemporal();
-    for (const name of ['frzrename', 'frzstart', 'frzremove']) {
-      targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 3 };
-    }
-    dir = mkdtempSync(join(tmpdir(), 'gpures-promote-frozen-'));
-    writeFileSync(join(dir, 'bundle.js'), (await workflowBundle()).code);
-  });
-
-  after(async () => {
-    for (const c of children) await stop(c);
-    await removeTestArtifacts(d, run, []);
-    for (const t of Object.values(targets)) rmSync(join(t.configPath, '..'), { recursive: true, force: true });
-    rmSync(dir, { recursive: true, force: true });
-    await temporal?.close();
-  });
-
-  async function stop(c: ChildProcess): Promise<void> {
-    if (c.exitCode !== null || c.signalCode !== null) return;
-    c.kill('SIGCONT');
-    c.kill('SIGKILL');
-    await new Promise((r) => c.once('exit', r));
-  }
-
-  function startChild(extra: Record<string, unknown>): Promise<ChildProcess> {
-    return spawnPromoteWorker(
-      { address: temporal.address, node, bundlePath: join(dir, 'bundle.js'), targets: Object.values(targets), pollIntervalMs: 200, ...extra },
-      children,
-    );
-  }
-
-  const tempFiles = (t: RouterTarget) => readdirSync(join(t.configPath, '..')).filter((n) => n.startsWith('.router.toml.tmp-'));
+  const box = childPromotionBox('promfrz', ['frzrename', 'frzstart', 'frzremove']);
+  const { d, run, node, tempFiles, stop, startChild } = box;
 
   async function frozenThenRolledBack(name: string, freezeAt: 'write-rename' | 'write-start'): Promise<void> {
-    const t = targets[name];
-    assert.ok(t);
+    const t = box.target(name);
     const v1 = readFileSync(t.configPath, 'utf8');
-    const marker = join(dir, `${name}-frozen.json`);
+    const marker = join(box.dir, `${name}-frozen.json`);
     const frozen = await startChild({ freezeAt, markerPath: marker });
     // A release that serves the wrong mapping: verify fails, the promotion rolls back.
     const candidate = routerConfig(`${name}-v2`, ['', `report_mapping_version = "${name}-bad"`]);
-    const handle = await startPromotion(temporal.client, node, { router: name, config: { content: candidate }, image: ROUTER_IMAGE });
+    const handle = await startPromotion(box.temporal.client, node, { router: name, config: { content: candidate }, image: ROUTER_IMAGE });
     await waitUntil('the first worker frozen in the write', () => existsSync(marker), 30_000, 50);
     console.log(
       `  worker ${frozen.pid} frozen: ${(JSON.parse(readFileSync(marker, 'utf8')) as { frozen: string }).frozen}; temp files: [${tempFiles(t).join(', ')}]`,
@@ -124,14 +79,13 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
   }
 
   test("a rollback's removal of the live file (there was none before) frozen, the step retried, then a later promotion: the thawed removal leaves its file", async () => {
-    const t = targets['frzremove'];
-    assert.ok(t);
+    const t = box.target('frzremove');
     // No live file before the promotion: its rollback removes the one it wrote.
     rmSync(t.configPath);
-    const marker = join(dir, 'frzremove-frozen.json');
+    const marker = join(box.dir, 'frzremove-frozen.json');
     const frozen = await startChild({ freezeAt: 'restore-remove', markerPath: marker });
     const bad = routerConfig('frzremove-v2', ['', 'report_mapping_version = "frzremove-bad"']);
-    const p1 = await startPromotion(temporal.client, node, { router: 'frzremove', config: { content: bad }, image: ROUTER_IMAGE });
+    const p1 = await startPromotion(box.temporal.client, node, { router: 'frzremove', config: { content: bad }, image: ROUTER_IMAGE });
     await waitUntil("the first worker frozen in the rollback's removal", () => existsSync(marker), 60_000, 50);
     console.log(`  worker ${frozen.pid} frozen: ${(JSON.parse(readFileSync(marker, 'utf8')) as { frozen: string }).frozen}`);
     assert.equal(readFileSync(t.configPath, 'utf8'), bad, 'frozen before the removal landed');
@@ -144,7 +98,7 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
     assert.equal(existsSync(t.configPath), false, 'the retried restore removed the live file');
     const v3 = routerConfig('frzremove-v3');
     const out2 = await followPromotion(
-      await startPromotion(temporal.client, node, { router: 'frzremove', config: { content: v3 }, image: ROUTER_IMAGE }),
+      await startPromotion(box.temporal.client, node, { router: 'frzremove', config: { content: v3 }, image: ROUTER_IMAGE }),
       () => undefined,
       200,
     );

@@ -12,7 +12,7 @@ import type Docker from 'dockerode';
 import type { RouterTarget } from '../../src/adapters/router-deployment/port';
 import { TEST_IMAGES } from '../../src/dev/toolchain';
 import { docker, uniqueNode } from './box';
-import { freePort, testTemporal } from './temporal';
+import { freePort, testTemporal, workflowBundle } from './temporal';
 import type { TestTemporal } from './temporal';
 import { startTestWorker } from './worker';
 import type { TestWorker } from './worker';
@@ -234,4 +234,81 @@ export function spawnPromoteWorker(cfg: Record<string, unknown>, children: Child
     });
     child.once('exit', (code) => reject(new Error(`promote-worker exited with ${code}`)));
   });
+}
+
+/** A promotion suite's box whose workers are processes of their own, each started by a test. */
+export interface ChildPromotionBox {
+  d: Docker;
+  run: string;
+  node: string;
+  readonly temporal: TestTemporal;
+  /** The suite's directory: the workflow bundle the workers load, the markers they write. */
+  readonly dir: string;
+  target(name: string): RouterTarget;
+  /** A worker promoting every target (spawnPromoteWorker), configured by `extra` besides; stopped after the suite. */
+  startChild: (extra: Record<string, unknown>) => Promise<ChildProcess>;
+  /** Kills a worker, a frozen one too (SIGCONT, then SIGKILL). */
+  stop: (c: ChildProcess) => Promise<void>;
+  /** The temp files beside a live config. */
+  tempFiles: (t: RouterTarget) => string[];
+}
+
+/**
+ * Registers, in the calling describe, the hooks of a promotion suite whose workers are child
+ * processes: before, a dev server, a fake router per name (live config `<name>-v1`, a 3 s verify
+ * window) and the bundle the children load; after, the children killed and all of it removed.
+ */
+export function childPromotionBox(prefix: string, names: string[]): ChildPromotionBox {
+  const d = docker();
+  const run = `r${Date.now().toString(36)}`;
+  const node = uniqueNode(prefix);
+  const targets: Record<string, RouterTarget> = {};
+  const children: ChildProcess[] = [];
+  let temporal: TestTemporal | undefined;
+  let dir: string | undefined;
+  const stop = async (c: ChildProcess): Promise<void> => {
+    if (c.exitCode !== null || c.signalCode !== null) return;
+    c.kill('SIGCONT');
+    c.kill('SIGKILL');
+    await new Promise((r) => c.once('exit', r));
+  };
+  before(async () => {
+    temporal = await testTemporal();
+    for (const name of names) targets[name] = { ...(await deployTestRouter(d, { name, run, config: routerConfig(`${name}-v1`) })), verifyWindowS: 3 };
+    dir = mkdtempSync(join(tmpdir(), `gpures-${prefix}-`));
+    writeFileSync(join(dir, 'bundle.js'), (await workflowBundle()).code);
+  });
+  after(async () => {
+    for (const c of children) await stop(c);
+    await removeTestArtifacts(d, run, []);
+    for (const t of Object.values(targets)) rmSync(join(t.configPath, '..'), { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await temporal?.close();
+  });
+  const box: ChildPromotionBox = {
+    d,
+    run,
+    node,
+    get temporal() {
+      assert.ok(temporal, 'the dev server starts in before()');
+      return temporal;
+    },
+    get dir() {
+      assert.ok(dir, 'made in before()');
+      return dir;
+    },
+    target(name) {
+      const t = targets[name];
+      assert.ok(t, name);
+      return t;
+    },
+    startChild: (extra) =>
+      spawnPromoteWorker(
+        { address: box.temporal.address, node, bundlePath: join(box.dir, 'bundle.js'), targets: Object.values(targets), pollIntervalMs: 200, ...extra },
+        children,
+      ),
+    stop,
+    tempFiles: (t) => readdirSync(join(t.configPath, '..')).filter((n) => n.startsWith('.router.toml.tmp-')),
+  };
+  return box;
 }
