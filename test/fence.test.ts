@@ -5,7 +5,17 @@ import assert from 'node:assert/strict';
 import { applyAdmit, decideAdmit, emptyLedger, totals, withoutReservation, withPhase } from '../src/domain/ledger';
 import type { LedgerState, Reservation } from '../src/domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
-import { applyStop, cancelHint, decideStop, fenceProblem, holderOf, holderProblem, operationUnderWay, parseHolder } from '../src/domain/fence';
+import {
+  applyStop,
+  cancelHint,
+  decideStop,
+  fenceProblem,
+  fenceStepProblem,
+  holderOf,
+  holderProblem,
+  operationUnderWay,
+  parseHolder,
+} from '../src/domain/fence';
 
 const GPU = { role: 'dark-fast', uuid: 'GPU-1', capacityMib: 32607, reserveMib: 4608 };
 const U = holderOf('serves-up/n/o1', 'run-u');
@@ -214,6 +224,47 @@ describe('the fence a start must show', () => {
     assert.match(fenceProblem(l, 'o1', D, ['admitted']) ?? '', /held by serves-up\/n\/o1\/run-u \(admitted\), not serves-down\/n\/o1\/run-d/);
     assert.match(fenceProblem(emptyLedger('n', GPU), 'o1', U, ['admitted']) ?? '', /'o1' holds no reservation on 'dark-fast'/);
     assert.match(fenceProblem(withPhase(l, 'o1', 'running'), 'o1', U, ['admitted']) ?? '', /is running, not admitted/);
+  });
+});
+
+describe('the fence a stop must show', () => {
+  /** o1 running, planned as a victim for sd by A. */
+  function evicting(): LedgerState {
+    const l = withPhase(admitted(emptyLedger('n', GPU), 'o1', 12288, U), 'o1', 'running');
+    const plan = planEviction(l, 22000);
+    assert.equal(plan.kind, 'evict');
+    return plan.kind === 'evict' ? applyEvictionPlan(l, { serve: 'sd', vramMib: 22000, class: 'on-demand', holder: A }, plan.victims) : l;
+  }
+
+  test("a victim's stop: only by the acquisition that holds it evicting", () => {
+    const l = evicting();
+    assert.equal(fenceStepProblem(l, { serve: 'o1', holder: A, step: 'stop' }), undefined);
+    assert.match(fenceStepProblem(l, { serve: 'o1', holder: D, step: 'stop' }) ?? '', /held by acquire\/n\/sd\/run-a \(evicting\), not serves-down/);
+  });
+
+  test("a bring-down's stop: only while its own take holds the serve stopping", () => {
+    const l = withPhase(admitted(emptyLedger('n', GPU), 'o1', 12000, U), 'o1', 'running');
+    const req = { serve: 'o1', holder: D };
+    const taken = applyStop(l, req, decideStop(l, req));
+    assert.equal(fenceStepProblem(taken, { serve: 'o1', holder: D, step: 'stop' }), undefined);
+    assert.match(fenceStepProblem(taken, { serve: 'o1', holder: A, step: 'stop' }) ?? '', /held by serves-down\/n\/o1\/run-d \(stopping\)/);
+  });
+
+  test('a ledger restarted since the plan or the take holds the serve running for the run on its label: refused, nothing stopped', () => {
+    // What a fresh ledger's reconcile records: running, held by the run that started the container.
+    const fresh = withPhase(admitted(emptyLedger('n', GPU), 'o1', 12288, U), 'o1', 'running');
+    assert.equal(
+      fenceStepProblem(fresh, { serve: 'o1', holder: A, step: 'stop' }),
+      "stop of o1 refused: the reservation of 'o1' is held by serves-up/n/o1/run-u (running), not acquire/n/sd/run-a; it was not stopped",
+    );
+    assert.equal(
+      fenceStepProblem(fresh, { serve: 'o1', holder: U, step: 'stop' }),
+      "stop of o1 refused: the reservation of 'o1' is running, not evicting or stopping; it was not stopped",
+    );
+    assert.match(
+      fenceStepProblem(emptyLedger('n', GPU), { serve: 'o1', holder: A, step: 'stop' }) ?? '',
+      /'o1' holds no reservation on 'dark-fast'; it was not stopped/,
+    );
   });
 });
 

@@ -52,6 +52,7 @@ import type { OperationEnd, OperationEndMode, ResolvedServe, StopResult } from '
 import type { HealthBeat } from '../shared/progress';
 import { nonRetryable, permanentAsFailure, transient } from './failure';
 import { activityContext, earlierProgress, heartbeating, progress } from './heartbeat';
+import { fenceThisRun } from './fence';
 
 export interface ActivityDeps {
   runtime: ContainerRuntime;
@@ -436,8 +437,14 @@ export function createActivities(deps: ActivityDeps) {
      * die after it, the retry reports the stop the first attempt issued, not its own look at a
      * container already stopped.
      */
-    async stopServeContainer(input: { node: string; serve: string; timeoutS: number; own?: OwnContainer }): Promise<StopResult> {
+    async stopServeContainer(input: { node: string; serve: string; timeoutS: number; own?: OwnContainer; fence?: GpuSpec }): Promise<StopResult> {
       const name = containerName(input.node, input.serve);
+      // Fenced (a victim's stop, a bring-down's), by each attempt: the ledger must hold the serve
+      // for this run as evicting or stopping. A ledger restarted since the eviction's plan or the
+      // take holds it running for the run on its container's label, and a stop now would leave it
+      // down with its MiB committed and nothing to bring it back. Compensations that remove a run's
+      // own container pass no fence.
+      if (input.fence) await fenceThisRun(deps.ledger, input.node, input.fence, input.serve, 'stop');
       const earlier = earlierProgress<Partial<StopProgress>>();
       const attempt = activityContext()?.info.attempt ?? 1;
       const stoppedEarlier = typeof earlier?.stopIssuedAtEpochMs === 'number' && typeof earlier.attempt === 'number';

@@ -1,7 +1,6 @@
 // Activities of eviction by sleeping (vLLM's sleep mode): choose the level, put a drained victim to
 // sleep, and wake it for its restore. The VRAM check after a sleep is confirmVramReleased, as
 // after a stop: vLLM's sleep leaks (vLLM #32714, #47654), so only nvidia-smi's word counts.
-import { Context } from '@temporalio/activity';
 import { serveBaseUrl } from '../domain/serve';
 import { levelOneSleepers, sleepLevelFor } from '../domain/sleep';
 import type { SleepLevel, SleepPlan } from '../domain/sleep';
@@ -10,10 +9,10 @@ import type { LedgerPort } from '../adapters/ledger/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { ServeSleep } from '../adapters/serve-sleep/port';
 import { ServeUnreachable, SleepEndpointError } from '../adapters/errors';
-import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import type { SleepResult, WakeResult } from '../shared/contracts';
 import { nonRetryable } from './failure';
+import { fenceThisRun } from './fence';
 import { loadManifest } from './resolve';
 
 export interface SleepDeps {
@@ -46,13 +45,7 @@ export function createSleepActivities(deps: SleepDeps) {
       ? nonRetryable(type, `${what}: ${err instanceof Error ? err.message : String(err)}`)
       : err;
 
-  /** The ledger's fence for this step of the run that asks (see the ledger's fenceCheck). */
-  async function fence(node: string, gpu: GpuSpec, serve: string, step: 'sleep' | 'wake'): Promise<void> {
-    const run = Context.current().info.workflowExecution;
-    if (!run) throw nonRetryable(Failure.ReservationLost, `${step} of ${serve} refused: no operation holds it`);
-    const holder = holderOf(run.workflowId, run.runId);
-    await deps.ledger.fence(node, gpu, { serve, holder, step }, `${holder}/fence-${step}/${Context.current().info.attempt}`);
-  }
+  const fence = (node: string, gpu: GpuSpec, serve: string, step: 'sleep' | 'wake') => fenceThisRun(deps.ledger, node, gpu, serve, step);
 
   return {
     /**

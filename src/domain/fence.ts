@@ -7,6 +7,7 @@ import type { LedgerState, Reservation, ReservationPhase } from './ledger';
 import { committedMibOf, findReservation, outOfEviction, victimsOf } from './ledger';
 import type { ServeClass } from './types';
 import { LABEL } from './serve';
+import type { FenceStep } from './ledger-requests';
 
 /** The fencing token of a workflow run. */
 export function holderOf(workflowId: string, runId: string): string {
@@ -243,6 +244,35 @@ export function fenceProblem(state: LedgerState, serve: string, holder: string, 
   if (by !== holder) return `the reservation of '${serve}' is held by ${by} (${r.phase}), not ${holder}`;
   if (!allowed.includes(r.phase)) return `the reservation of '${serve}' is ${r.phase}, not ${allowed.join(' or ')}`;
   return undefined;
+}
+
+/**
+ * The phases a fence step may find the serve in, and what refusing it leaves undone. Before the
+ * start (or a wake): admitted. Just after it: admitted, or running when a ledger restarted
+ * meanwhile took the container over for its own holder (its label names the run). A victim's
+ * sleep: evicting, by the acquisition that holds it. A stop: evicting (a victim, by the
+ * acquisition that holds it) or stopping (a bring-down's own take): a ledger restarted since the
+ * eviction's plan or the take holds a running serve for the run on its container's label, and a
+ * stop then would leave it down while the ledger commits its MiB for it.
+ */
+export const FENCE_START = { allowed: ['admitted'] as ReservationPhase[], undone: 'nothing was created' };
+export const FENCE_STEPS: Record<FenceStep, { allowed: ReservationPhase[]; undone: string }> = {
+  start: FENCE_START,
+  started: { allowed: ['admitted', 'running'], undone: 'the container it started is removed' },
+  wake: { allowed: ['admitted'], undone: 'it was not woken' },
+  sleep: { allowed: ['evicting'], undone: 'it was not put to sleep' },
+  stop: { allowed: ['evicting', 'stopping'], undone: 'it was not stopped' },
+};
+
+/**
+ * Why a fence step of `holder` is refused, worded with what the refusal leaves undone; undefined
+ * when it may go on.
+ */
+export function fenceStepProblem(state: LedgerState, { serve, holder, step }: { serve: string; holder: string; step: string }): string | undefined {
+  // A step recorded before the validator named the steps: checked as a start, as it was then.
+  const { allowed, undone } = FENCE_STEPS[step as FenceStep] ?? FENCE_START;
+  const problem = fenceProblem(state, serve, holder, allowed);
+  return problem ? `${step} of ${serve} refused: ${problem}; ${undone}` : undefined;
 }
 
 /** The operator's way out of a busy serve, worded for the CLI, the API and the UI alike. */

@@ -7,7 +7,7 @@ import { BOUNDS, boundRule, NAME_PATTERN, NAME_RULE, withinBound } from './bound
 import { gpuSpecProblems, isRecord, show } from './inputs';
 
 /** The steps a fence is shown at (see the ledger's FENCE_STEPS). */
-export const FENCE_STEP_NAMES = ['start', 'started', 'wake', 'sleep'] as const;
+export const FENCE_STEP_NAMES = ['start', 'started', 'wake', 'sleep', 'stop'] as const;
 export type FenceStep = (typeof FENCE_STEP_NAMES)[number];
 
 export type LedgerUpdateName = 'admit' | 'acquire' | 'victimReleased' | 'abortEviction' | 'beginStop' | 'fence' | 'setPhase' | 'release';

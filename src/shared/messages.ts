@@ -72,7 +72,7 @@ export type LedgerStopAnswer = StopDecision & LedgerAnswer;
 export interface LedgerFenceArgs {
   serve: string;
   holder: string;
-  /** `start` before the container is created, `started` just after (see the ledger's fence). */
+  /** `start` before the container is created, `started` just after, `wake`, `sleep`, `stop` (see FENCE_STEPS in src/domain/fence.ts). */
   step: string;
 }
 export interface LedgerFenceAnswer extends LedgerAnswer {

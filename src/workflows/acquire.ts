@@ -25,7 +25,16 @@ import { callerOf } from '../domain/abandon';
 import { checkInput } from './input';
 import { leaseAtLeast, startLease } from './lease';
 import { formatDuration, leaseRequestProblem } from '../domain/lease';
-import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, DEFAULT_SLEEP_TIMEOUT_S, drainFor, giveBackWhenDown, STOP_SLEEPER, stopServe } from './steps';
+import {
+  DEFAULT_DRAIN_TIMEOUT_S,
+  DEFAULT_RELEASE_TIMEOUT_S,
+  DEFAULT_SLEEP_TIMEOUT_S,
+  drainFor,
+  giveBackWhenDown,
+  readmitOwnQuiesce,
+  STOP_SLEEPER,
+  stopServe,
+} from './steps';
 import { StepLog } from './step-log';
 import { tagVictims } from './run-tags';
 import { ACQUISITION_HANDLERS } from '../shared/handler-descriptions';
@@ -265,14 +274,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
     // no mark: the readmit is then unguarded, as before marks, rather than leave a running serve out
     // of rotation with nothing to bring it back.
     const quiesced: { mark?: string } = {};
-    withdrawReadmit = saga.add(`readmit tier ${tier}`, async () => {
-      const r = await router.readmitIfQuiesced({ tier, ...(quiesced.mark !== undefined ? { quiesceMark: quiesced.mark } : {}) });
-      // The saga counts a compensation that returns as done: a readmit the router refused over a
-      // quiesce made since undid nothing, and the failure must list it as not undone, saying why.
-      if (r.action === 'quiesced-since') {
-        throw ApplicationFailure.create({ type: Failure.ReadmitRefused, message: eviction.leftQuiesced(tier, victim.name), nonRetryable: true });
-      }
-    });
+    withdrawReadmit = saga.add(`readmit tier ${tier}`, () => readmitOwnQuiesce(tier, victim.name, quiesced.mark));
     const q = await whole(PATCHES.quiesceWhole, () => router.quiesceTier({ tier }));
     quiesced.mark = q.quiesceMark;
     record.inFlightAtQuiesce = q.inFlight;
@@ -313,7 +315,9 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   if (!asleep) {
     e.abandon.commit(`the stop of ${victim.name}`);
     log.begin(`stop ${victim.name}`);
-    const stop = await stopServe(node, victim);
+    // Fenced: only while the ledger holds the victim evicting for this run (a ledger restarted
+    // since the plan holds it running, and the stop is refused: the saga readmits its tier).
+    const stop = await stopServe(node, victim, { fence: gpu });
     // The victim is down: readmitting its tier would route to nothing, and it stays evicted.
     withdrawReadmit();
     e.stopped.push(victim.name);

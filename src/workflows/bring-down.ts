@@ -15,7 +15,7 @@ import { act, ledgerUpdates, reads, router, waiting } from './proxies';
 import { restoreEvicted, restoreNote } from './restore';
 import { rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
-import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, stopServe } from './steps';
+import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, readmitOwnQuiesce, stopServe } from './steps';
 import { StepLog } from './step-log';
 import type { BringDownInput, BringDownResult, RestoreRecord } from '../shared/operations';
 
@@ -23,6 +23,12 @@ import type { BringDownInput, BringDownResult, RestoreRecord } from '../shared/o
 export const OPERATION_END_TIMEOUT_S = 300;
 /** Take, end the holder, take again (taking over if it ended holding the serve): more holders in between is a fight, not a race, and is refused. */
 const MAX_TAKE_ATTEMPTS = 4;
+
+/** The tier a bring-down quiesced, and its quiesce's mark (none from a quiesce that failed after acting). */
+interface Quiesced {
+  tier?: string;
+  mark?: string;
+}
 
 /** One bring-down: what its steps share. */
 interface Down {
@@ -60,7 +66,9 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     };
   }
   const saga = new Saga();
-  if (taken) saga.add('let go of the serve', () => letGo(down, taken));
+  const withdrawLetGo = taken ? saga.add('let go of the serve', () => letGo(down, taken)) : undefined;
+  // The tier this run quiesced and its quiesce's mark, once the quiesce has landed.
+  const quiesced: Quiesced = {};
 
   let drain: DrainResult | undefined;
   let stop: StopResult;
@@ -72,7 +80,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     if (taken?.readmitLater) await readmitVictims(taken.readmitLater, log, taken.quiesceMarks);
     // An evicted or sleeping serve answers nothing and its tier is quiesced already: nothing to drain.
     const setAside = taken?.decision === 'evicted' || (taken?.decision === 'taken' && taken.from === 'sleeping');
-    if (serve.routerTier && !setAside) drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S);
+    if (serve.routerTier && !setAside) drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S, quiesced);
     // Fenced, a stop once issued is seen through to its release: cancelled in between, the serve
     // would stay held as stopping by a closed run, its container gone.
     [stop, release] = down.fenced ? await CancellationScope.nonCancellable(() => stopAndRelease(down)) : await stopAndRelease(down);
@@ -83,6 +91,15 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     if (isCancellation(err)) {
       await saga.compensate();
       throw err;
+    }
+    // The stop's fence refused: a ledger restarted since the take holds the serve running for
+    // another run, and it was not stopped. The hold is not this run's to let go (refused), and the
+    // serve it drained runs on: its tier goes back into rotation, lifting only this run's quiesce.
+    // Runs from before the stop's fence never met a refusal here.
+    if (log.current === 'stop' && rootCause(err).type === Failure.ReservationLost && patched(PATCHES.stopRefusedReadmits)) {
+      withdrawLetGo?.();
+      const { tier, mark } = quiesced;
+      if (tier !== undefined) saga.add(`readmit tier ${tier}`, () => readmitOwnQuiesce(tier, serve.name, mark));
     }
     throw await failedDown(down, err, saga);
   }
@@ -137,7 +154,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
  * bring-up's guarded readmit), and requests in flight finish before the stop. Past the drain
  * timeout the stop goes ahead: the operator asked for the serve to go down.
  */
-async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS: number): Promise<DrainResult | undefined> {
+async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS: number, quiesced: Quiesced): Promise<DrainResult | undefined> {
   // Set once the quiesce is known: a cancel during it (before quiesceWhole) readmits unguarded, as before marks.
   let q: TierState | null | undefined;
   try {
@@ -145,6 +162,8 @@ async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS
     // Asked with no `own`, the quiesce is never left alone: a tier state, or null with no router.
     q = (await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier }))) as TierState | null;
     if (!q) return undefined;
+    quiesced.tier = tier;
+    if (q.quiesceMark !== undefined) quiesced.mark = q.quiesceMark;
     log.record('quiesce', eviction.quiesced(tier, q.inFlight));
     log.begin('drain');
     const drain = await drainFor(tier, serve, drainTimeoutS);
@@ -170,7 +189,8 @@ async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS
 
 async function stopAndRelease({ node, gpu, serve, holder, log, fenced }: Down): Promise<[StopResult, LedgerReleaseResult]> {
   log.begin('stop');
-  const st = await stopServe(node, serve);
+  // Fenced: only while the ledger holds the serve stopping for this run (its take).
+  const st = await stopServe(node, serve, fenced ? { fence: gpu } : {});
   log.record('stop', eviction.stopped(st));
   log.begin('release');
   // The fenced release names this run: the ledger gives up only what this bring-down took.

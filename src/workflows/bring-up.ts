@@ -143,7 +143,7 @@ export async function startServe(
   // another run's under the name, started while this one lost its reservation, is left alone).
   const own: OwnContainer = { holder: runHolder() };
   saga.own = own;
-  const removal = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, own));
+  const removal = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, { own }));
   const started = await containers.startServeContainer(resolved).catch((err: unknown) => {
     // Its fence refused: the container under the name may be the run's the ledger holds the serve
     // for, and a removal by name would take it away (the step removed its own by id).
@@ -182,7 +182,7 @@ export async function wakeOrRestart(
   // By its id: the sleeper is labelled with the run that started it, and is this run's to wake.
   const own: OwnContainer = { holder: runHolder(), id: container.id };
   saga.own = own;
-  const withdrawRemoval = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, own));
+  const withdrawRemoval = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, { own }));
   const notOurs = () => {
     withdrawRemoval();
     alsoNotOurs?.();

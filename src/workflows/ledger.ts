@@ -2,7 +2,7 @@
 // single thread, so concurrent admissions are serialized and each decision lands in history.
 // Its life: reconcile with the box (a first run only) → answer updates → continue-as-new.
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { LedgerState, LedgerTotals, Reservation, ReservationPhase } from '../domain/ledger';
+import type { LedgerState, LedgerTotals, Reservation } from '../domain/ledger';
 import {
   activeReservation,
   admittedFromOf,
@@ -18,10 +18,10 @@ import {
   withPhase,
 } from '../domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
-import { applyStop, decideStop, fenceProblem, operationUnderWay, pendingSleeperMib } from '../domain/fence';
+import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWay, pendingSleeperMib } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
-import type { FenceStep, LedgerUpdateName } from '../domain/ledger-requests';
+import type { LedgerUpdateName } from '../domain/ledger-requests';
 import { Failure } from '../shared/failures';
 import {
   abortEvictionUpdate,
@@ -106,20 +106,6 @@ function wokenFrom(r: Reservation | undefined): { wasAsleep?: 1 | 2 } {
 function asleepWord(from: Reservation['admittedFrom']): { wasAsleep?: 1 | 2 } {
   return from?.asleepAt !== undefined ? { wasAsleep: from.asleepAt } : {};
 }
-
-/**
- * The phases a fence step may find the serve in, and what refusing it leaves undone. Before the
- * start (or a wake): admitted. Just after it: admitted, or running when a ledger restarted
- * meanwhile took the container over for its own holder (its label names the run). A victim's
- * sleep: evicting, by the acquisition that holds it.
- */
-const FENCE_START = { allowed: ['admitted'] as ReservationPhase[], undone: 'nothing was created' };
-const FENCE_STEPS: Record<FenceStep, { allowed: ReservationPhase[]; undone: string }> = {
-  start: FENCE_START,
-  started: { allowed: ['admitted', 'running'], undone: 'the container it started is removed' },
-  wake: { allowed: ['admitted'], undone: 'it was not woken' },
-  sleep: { allowed: ['evicting'], undone: 'it was not put to sleep' },
-};
 
 function invalid(message: string): never {
   throw ApplicationFailure.create({ type: 'InvalidLedgerRequest', message, nonRetryable: true });
@@ -318,20 +304,15 @@ class GpuLedger {
     return this.brief(decision);
   };
 
-  private fenceCheck({ serve, holder, step }: LedgerFenceArgs): void {
-    // A step recorded before the validator named the steps: checked as a start, as it was then.
-    const { allowed, undone } = FENCE_STEPS[step as FenceStep] ?? FENCE_START;
-    const problem = fenceProblem(this.state, serve, holder, allowed);
-    if (problem) lost(`${step} of ${serve} refused: ${problem}; ${undone}`);
-  }
-
   validateFence = (args: LedgerFenceArgs): void => {
     checkShape('fence', args);
-    if (this.ready) this.fenceCheck(args);
+    const problem = this.ready ? fenceStepProblem(this.state, args) : undefined;
+    if (problem) lost(problem);
   };
 
   fence = (args: LedgerFenceArgs) => {
-    this.fenceCheck(args);
+    const problem = fenceStepProblem(this.state, args);
+    if (problem) lost(problem);
     return this.brief({ serve: args.serve, phase: findReservation(this.state, args.serve)?.phase ?? ('admitted' as const) });
   };
 

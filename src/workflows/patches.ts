@@ -324,5 +324,15 @@ export const PATCHES = {
    * start and lets an acquisition start the serve.
    */
   giveBackBesideOthers: 'give-back-beside-others',
+  /**
+   * A bring-down whose stop its fence refused (the `stop` step: a ledger restarted since its take
+   * holds the serve running for the run on its container's label) readmits the tier it quiesced,
+   * with its own quiesce's mark, and no longer lets go of the hold (its setPhase was refused: the
+   * hold is another run's). Asked only on a refused stop, which no run before the stop's fence
+   * could meet. Before: stop-refused-before-fenced.json (the old code stopped the serve, its
+   * release refused); after: stop-refused-readmits.json; test/fence-stop.test.ts loses the ledger
+   * while a bring-down drains.
+   */
+  stopRefusedReadmits: 'stop-refused-readmits',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

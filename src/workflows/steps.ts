@@ -1,15 +1,15 @@
 // The steps a serve going down takes, whoever takes it down: an eviction's victim and a
 // bring-down both drain the tier's requests, then stop the container within its stop timeout.
 import type { DrainResult } from '../shared/contracts';
-import type { ServeSpec } from '../domain/types';
+import type { GpuSpec, ServeSpec } from '../domain/types';
 import { ApplicationFailure, patched } from '@temporalio/workflow';
 import { Failure } from '../shared/failures';
 import type { Saga } from './saga';
 import { isOwnContainer } from '../domain/fence';
 import type { OwnContainer } from '../domain/fence';
-import { failure } from '../shared/wording';
+import { eviction, failure } from '../shared/wording';
 import { PATCHES } from './patches';
-import { reads, stopping, waiting } from './proxies';
+import { reads, router, stopping, waiting } from './proxies';
 
 /** The compensations that take a serve's container away, by the names the operations register them under. */
 export const REMOVE_CONTAINER = 'remove container';
@@ -31,11 +31,27 @@ export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: n
 }
 
 /**
- * Graceful stop and removal of the serve's container, bounded by its own stop timeout. With `own`
- * (a compensation's), only the run's own container: another run's under the name is left alone.
+ * Graceful stop and removal of the serve's container, bounded by its own stop timeout. `own` (a
+ * compensation's): only the run's own container, another run's under the name left alone. `fence`:
+ * the GPU whose ledger must hold the serve for this run (evicting or stopping) before the stop, for
+ * a victim's stop and a bring-down's; a compensation removing the run's own container passes none.
+ * Activity input only: the same command with either or without.
  */
-export function stopServe(node: string, serve: { name: string; stopTimeoutS: number }, own?: OwnContainer) {
-  return stopping(serve.stopTimeoutS).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS, ...(own ? { own } : {}) });
+export function stopServe(node: string, serve: { name: string; stopTimeoutS: number }, guard: { own?: OwnContainer; fence?: GpuSpec } = {}) {
+  const { own, fence } = guard;
+  return stopping(serve.stopTimeoutS).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS, ...(own ? { own } : {}), ...(fence ? { fence } : {}) });
+}
+
+/**
+ * The guarded readmit of a tier this run quiesced, lifting only its own quiesce (its mark; none,
+ * unguarded, when the quiesce failed after acting): a readmit the router refuses over a quiesce made
+ * since undid nothing, and throws, so a saga lists it as not undone, saying why.
+ */
+export async function readmitOwnQuiesce(tier: string, serve: string, mark: string | undefined): Promise<void> {
+  const r = await router.readmitIfQuiesced({ tier, ...(mark !== undefined ? { quiesceMark: mark } : {}) });
+  if (r.action === 'quiesced-since') {
+    throw ApplicationFailure.create({ type: Failure.ReadmitRefused, message: eviction.leftQuiesced(tier, serve), nonRetryable: true });
+  }
 }
 
 /**
