@@ -14,6 +14,7 @@ import {
   holderOf,
   holderProblem,
   operationUnderWay,
+  ownRunningAtStart,
   parseHolder,
 } from '../src/domain/fence';
 
@@ -224,6 +225,29 @@ describe('the fence a start must show', () => {
     assert.match(fenceProblem(l, 'o1', D, ['admitted']) ?? '', /held by serves-up\/n\/o1\/run-u \(admitted\), not serves-down\/n\/o1\/run-d/);
     assert.match(fenceProblem(emptyLedger('n', GPU), 'o1', U, ['admitted']) ?? '', /'o1' holds no reservation on 'dark-fast'/);
     assert.match(fenceProblem(withPhase(l, 'o1', 'running'), 'o1', U, ['admitted']) ?? '', /is running, not admitted/);
+  });
+});
+
+describe('a start retried after its ledger restarted', () => {
+  // The first attempt created the container (labelled U) and its worker died; a fresh ledger took it over as running for U.
+  const l = withPhase(admitted(emptyLedger('n', GPU), 'o1', 12000, U), 'o1', 'running');
+
+  test('finds its own container running: it goes on where the ledger has the rule, and was refused before', () => {
+    assert.equal(ownRunningAtStart(l, 'o1', U, 'start'), true);
+    assert.equal(fenceStepProblem(l, { serve: 'o1', holder: U, step: 'start' }, true), undefined);
+    assert.equal(
+      fenceStepProblem(l, { serve: 'o1', holder: U, step: 'start' }),
+      "start of o1 refused: the reservation of 'o1' is running, not admitted; nothing was created",
+    );
+  });
+
+  test('another run, or another step, finds no such leave', () => {
+    assert.equal(ownRunningAtStart(l, 'o1', D, 'start'), false);
+    assert.match(fenceStepProblem(l, { serve: 'o1', holder: D, step: 'start' }, true) ?? '', /held by serves-up\/n\/o1\/run-u \(running\), not serves-down/);
+    assert.equal(ownRunningAtStart(l, 'o1', U, 'wake'), false);
+    assert.match(fenceStepProblem(l, { serve: 'o1', holder: U, step: 'wake' }, true) ?? '', /is running, not admitted; it was not woken$/);
+    // Still starting: admitted, as before.
+    assert.equal(ownRunningAtStart(admitted(emptyLedger('n', GPU), 'o1', 12000, U), 'o1', U, 'start'), false);
   });
 });
 

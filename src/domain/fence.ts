@@ -265,13 +265,29 @@ export const FENCE_STEPS: Record<FenceStep, { allowed: ReservationPhase[]; undon
 };
 
 /**
- * Why a fence step of `holder` is refused, worded with what the refusal leaves undone; undefined
- * when it may go on.
+ * A start retried after a ledger restarted: the serve runs in the ledger for this same run, taken
+ * over from the container an earlier attempt of this start created (its label names the run). The
+ * container is the run's own, and the start may adopt it, as its `started` check would.
  */
-export function fenceStepProblem(state: LedgerState, { serve, holder, step }: { serve: string; holder: string; step: string }): string | undefined {
+export function ownRunningAtStart(state: LedgerState, serve: string, holder: string, step: string): boolean {
+  const r = findReservation(state, serve);
+  return step === 'start' && r?.phase === 'running' && holdingRun(state, r) === holder;
+}
+
+/**
+ * Why a fence step of `holder` is refused, worded with what the refusal leaves undone; undefined
+ * when it may go on. `ownRunningStarts`: a start finding the serve running for its own run
+ * (ownRunningAtStart) goes on (a ledger from before this refused it).
+ */
+export function fenceStepProblem(
+  state: LedgerState,
+  { serve, holder, step }: { serve: string; holder: string; step: string },
+  ownRunningStarts = false,
+): string | undefined {
   // A step recorded before the validator named the steps: checked as a start, as it was then.
   const { allowed, undone } = FENCE_STEPS[step as FenceStep] ?? FENCE_START;
-  const problem = fenceProblem(state, serve, holder, allowed);
+  const own = ownRunningStarts && ownRunningAtStart(state, serve, holder, step);
+  const problem = fenceProblem(state, serve, holder, own ? [...allowed, 'running'] : allowed);
   return problem ? `${step} of ${serve} refused: ${problem}; ${undone}` : undefined;
 }
 

@@ -18,7 +18,7 @@ import {
   withPhase,
 } from '../domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction, toVictim } from '../domain/eviction';
-import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWay, pendingSleeperMib } from '../domain/fence';
+import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWay, ownRunningAtStart, pendingSleeperMib } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
 import type { LedgerUpdateName } from '../domain/ledger-requests';
@@ -306,12 +306,15 @@ class GpuLedger {
 
   validateFence = (args: LedgerFenceArgs): void => {
     checkShape('fence', args);
-    const problem = this.ready ? fenceStepProblem(this.state, args) : undefined;
+    // A start finding its own run's container running is accepted here: the handler decides it, by its patch.
+    const problem = this.ready ? fenceStepProblem(this.state, args, true) : undefined;
     if (problem) lost(problem);
   };
 
   fence = (args: LedgerFenceArgs) => {
-    const problem = fenceStepProblem(this.state, args);
+    // Asked only where it decides: a start retried after a restart found its own container running.
+    const own = ownRunningAtStart(this.state, args.serve, args.holder, args.step) && patched(PATCHES.startFindsOwnRunning);
+    const problem = fenceStepProblem(this.state, args, own);
     if (problem) lost(problem);
     return this.brief({ serve: args.serve, phase: findReservation(this.state, args.serve)?.phase ?? ('admitted' as const) });
   };

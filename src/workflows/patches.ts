@@ -334,5 +334,13 @@ export const PATCHES = {
    * while a bring-down drains.
    */
   stopRefusedReadmits: 'stop-refused-readmits',
+  /**
+   * The ledger: a start retried after the ledger restarted, finding the serve running for its own
+   * run (the fresh ledger took over the container an earlier attempt created, by its holder
+   * label), goes on and adopts it; before, it was refused and the step removed the container.
+   * Asked only in that case (an attempt lost after its create, and the ledger lost with it), which
+   * no recording or end-to-end test reaches yet: test/fence.test.ts holds the rule.
+   */
+  startFindsOwnRunning: 'start-finds-own-running',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
