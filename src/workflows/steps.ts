@@ -39,7 +39,13 @@ export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: n
  */
 export function stopServe(node: string, serve: { name: string; stopTimeoutS: number }, guard: { own?: OwnContainer; fence?: GpuSpec } = {}) {
   const { own, fence } = guard;
-  return stopping(serve.stopTimeoutS).stopServeContainer({ node, serve: serve.name, timeoutS: serve.stopTimeoutS, ...(own ? { own } : {}), ...(fence ? { fence } : {}) });
+  return stopping(serve.stopTimeoutS).stopServeContainer({
+    node,
+    serve: serve.name,
+    timeoutS: serve.stopTimeoutS,
+    ...(own ? { own } : {}),
+    ...(fence ? { fence } : {}),
+  });
 }
 
 /**
