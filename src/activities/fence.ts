@@ -13,5 +13,7 @@ export async function fenceThisRun(ledger: LedgerPort, node: string, gpu: GpuSpe
   const run = Context.current().info.workflowExecution;
   if (!run) throw nonRetryable(Failure.ReservationLost, `${step} of ${serve} refused: no operation holds it`);
   const holder = holderOf(run.workflowId, run.runId);
-  await ledger.fence(node, gpu, { serve, holder, step }, `${holder}/fence-${step}/${Context.current().info.attempt}`);
+  // The serve in the id: an eviction's stops (or sleeps) of two victims are two checks, which the
+  // server would otherwise answer as one (an Update id is deduplicated within the ledger's run).
+  await ledger.fence(node, gpu, { serve, holder, step }, `${holder}/fence-${step}/${serve}/${Context.current().info.attempt}`);
 }

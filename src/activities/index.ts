@@ -444,10 +444,12 @@ export function createActivities(deps: ActivityDeps) {
       // take holds it running for the run on its container's label, and a stop now would leave it
       // down with its MiB committed and nothing to bring it back. Compensations that remove a run's
       // own container pass no fence.
-      if (input.fence) await fenceThisRun(deps.ledger, input.node, input.fence, input.serve, 'stop');
+      // A retry after an attempt that issued the stop is not fenced again: the stop cannot be taken
+      // back, and a ledger restarted meanwhile would refuse it as "not stopped" while it goes down.
       const earlier = earlierProgress<Partial<StopProgress>>();
       const attempt = activityContext()?.info.attempt ?? 1;
       const stoppedEarlier = typeof earlier?.stopIssuedAtEpochMs === 'number' && typeof earlier.attempt === 'number';
+      if (input.fence && !stoppedEarlier) await fenceThisRun(deps.ledger, input.node, input.fence, input.serve, 'stop');
       // A compensation's removal: only the run's own container. The one under the name may be
       // another run's by now, and is left running (a stop by name would take it away); with none
       // there, nothing that appears under the name after this look is touched.

@@ -122,7 +122,9 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   // A sleeper's process holds its residual: given up, its admission goes, and so must the process,
   // first (compensations run last-added first): released before it, its MiB could be admitted to
   // another serve while the process still holds them. Runs from before this released first.
-  const stopSleeper = () => saga.add(STOP_SLEEPER, () => stopServe(node, serve));
+  // Once a wake or a cold start has named the run's own container, only that one: the name may by
+  // then be another run's (a start refused and its removal failed, a reservation lost at running).
+  const stopSleeper = () => saga.add(STOP_SLEEPER, () => stopServe(node, serve, saga.own ? { own: saga.own } : {}));
   const stopBeforeRelease = asleep !== undefined && patched(PATCHES.sleeperStoppedBeforeRelease);
   let withdrawSleeperStop = asleep !== undefined && !stopBeforeRelease ? stopSleeper() : undefined;
   const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, abandon, stopped: [], slept: {}, sleptHolding: {} };

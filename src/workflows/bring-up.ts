@@ -199,7 +199,8 @@ export async function wakeOrRestart(
   if (woke.ok) return { ...(await serveReady(resolved, container.id, undefined, saga, log)), restoredBy: 'wake', wakeMs: woke.waitedMs };
   log.record('wake', sleeping.coldRestart(serve.name, woke.why));
   log.begin('stop');
-  log.record('stop', eviction.stopped(await stopServe(node, serve)));
+  // The sleeper by its id: not whatever runs under the name by now.
+  log.record('stop', eviction.stopped(await stopServe(node, serve, { own })));
   // Its cold start's fence refusing withdraws the wake's removal too: it is by the same name.
   return { ...(await startServe(resolved, saga, log, undefined, notOurs)), restoredBy: 'cold-start' };
 }
