@@ -218,7 +218,7 @@ describe("the router's request count", () => {
   }
 
   test("a client that left before any status was sent (held in the on-demand queue) is code 'aborted', not the raw default 200", async () => {
-    const m = new RouterMetrics({ config: { tiers: [] } } as unknown as TierTable, {} as OnDemand, new BodyBudget(1024));
+    const m = new RouterMetrics({ config: { tiers: [] } } as unknown as TierTable, { onAbandon: () => undefined } as unknown as OnDemand, new BodyBudget(1024));
     for (const [sent, code] of [
       [false, 200],
       [true, 200],
