@@ -5,6 +5,8 @@
 // name became another's: a start refused at its 'started' fence whose own removal by id failed
 // (the failure was the removal's, not ReservationLost, so the removal by name was not withdrawn),
 // and a bring-up whose reservation was lost after its start (its setPhase to running refused).
+// The first on an acquisition of a sleeper too, whose wake failed and whose cold start was refused:
+// its stop of the sleeper (STOP_SLEEPER) went by the name, and took the bring-up's container away.
 // The box is read after both runs end: the serve's container (id, running, holder label), the
 // serves running and the MiB their labels reserve, the tier's state, and the ledger.
 import { after, before, describe, test } from 'node:test';
@@ -21,6 +23,7 @@ import { findReservation } from '../src/domain/ledger';
 import { containerName, LABEL } from '../src/domain/serve';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
 import { LedgerStepGate } from './support/fence-gate';
+import { putToSleep, SLEEP_GPU, SLEEPER, SLEEPER_SERVES } from './support/sleeper';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
@@ -28,6 +31,14 @@ import { waitUntil } from './support/wait';
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVE = 'vision';
 const TIER = 'vision-local';
+/** A serve a case runs on: its name, its router tier and its GPU. */
+interface Target {
+  serve: string;
+  tier: string;
+  gpu: typeof GPU;
+}
+const VISION: Target = { serve: SERVE, tier: TIER, gpu: GPU };
+const SLEEPY: Target = { ...SLEEPER, gpu: SLEEP_GPU };
 /** Where A's histories go when set (how test/histories/*-leaves-others*.json were recorded). */
 const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
 
@@ -49,25 +60,36 @@ function caller(): string | undefined {
 }
 
 /**
- * The box's runtime, with what the first case asks of the bring-up's (serves-up/…) calls: its
- * create held until opened; its first removal by id done by dockerd but answered with an error (the
- * answer lost: as dockerd's reply timing out, on the step's last try); and once that happened, its
- * inspections and stops held until opened (its compensation lands after the other run's start).
+ * The box's runtime, with what a case asks of run A's calls (the workflow id armed): its create
+ * held until opened; its first removal by id after that create done by dockerd but answered with
+ * an error (the answer lost: as dockerd's reply timing out, on the step's last try); and once that
+ * happened, its inspections and stops held until opened (its compensation lands after the other
+ * run's start). A removal by id before the create (a wake's stop of its sleeper) is left as it is.
  */
 class GatedRuntime extends DelegatingRuntime {
-  readonly create = gate();
-  readonly afterFault = gate();
-  faultArmed = false;
+  create = gate();
+  afterFault = gate();
   faulted = false;
+  private who: string | undefined;
 
+  /** Holds and faults the calls of the run with this workflow id, with fresh gates. */
+  arm(workflowId: string): void {
+    this.who = workflowId;
+    this.create = gate();
+    this.afterFault = gate();
+    this.faulted = false;
+  }
+  disarm(): void {
+    this.who = undefined;
+  }
   private ours(): boolean {
-    return caller()?.startsWith('serves-up/') ?? false;
+    return this.who !== undefined && caller() === this.who;
   }
   private async held(): Promise<void> {
     if (this.faulted && this.ours()) await this.afterFault.pass();
   }
   override async ensureRunning(spec: ContainerSpec) {
-    if (this.faultArmed && this.ours()) await this.create.pass();
+    if (this.ours()) await this.create.pass();
     return this.real.ensureRunning(spec);
   }
   override async inspect(name: string) {
@@ -80,7 +102,7 @@ class GatedRuntime extends DelegatingRuntime {
   }
   override async remove(name: string, onlyId?: string) {
     await this.held();
-    if (this.faultArmed && !this.faulted && onlyId !== undefined && this.ours()) {
+    if (this.create.reached && !this.faulted && onlyId !== undefined && this.ours()) {
       await this.real.remove(name, onlyId);
       this.faulted = true;
       throw ApplicationFailure.nonRetryable(`injected: dockerd's answer to the removal of ${name} was lost`, 'InjectedFault');
@@ -95,10 +117,15 @@ describe('a run that lost its serve leaves the container and tier of the run the
   const ledgerGate = new LedgerStepGate();
 
   before(async () => {
-    t = await startSimTestBox('fence-leftovers', [GPU], [{ name: SERVE, vram_mib: 12288, class: 'evictable', router_tier: TIER }], {
-      ledger: (client) => ledgerGate.ledger(client),
-      runtime: (box) => (runtime = new GatedRuntime(box)),
-    });
+    t = await startSimTestBox(
+      'fence-leftovers',
+      [GPU, SLEEP_GPU],
+      [{ name: SERVE, vram_mib: 12288, class: 'evictable', router_tier: TIER }, ...SLEEPER_SERVES],
+      {
+        ledger: (client) => ledgerGate.ledger(client),
+        runtime: (box) => (runtime = new GatedRuntime(box)),
+      },
+    );
   });
   after(async () => {
     ledgerGate.openAll();
@@ -108,10 +135,10 @@ describe('a run that lost its serve leaves the container and tier of the run the
   });
 
   /** The box's own word: the serve's container, the serves running with their labels' MiB, and the tier. */
-  async function sample() {
-    const c = await t.box.runtime.inspect(containerName(t.node, SERVE));
+  async function sample({ serve, tier: tierName }: Target = VISION) {
+    const c = await t.box.runtime.inspect(containerName(t.node, serve));
     const up = (await t.box.runtime.list({ [LABEL.node]: t.node })).filter((x) => x.running);
-    const tier = await t.box.routerAdmin.tierState(TIER);
+    const tier = await t.box.routerAdmin.tierState(tierName);
     return {
       container: c ? { id: c.id, running: c.running, holder: c.labels[LABEL.holder] } : null,
       running: up.map((x) => x.labels[LABEL.serve] ?? '?').sort(),
@@ -120,18 +147,17 @@ describe('a run that lost its serve leaves the container and tier of the run the
     };
   }
 
-  const start = (workflow: 'bringUpWorkflow' | 'acquireWorkflow') =>
-    t.temporal.client.workflow.start(workflow, {
-      workflowId: (workflow === 'bringUpWorkflow' ? workflowIds.bringUp : workflowIds.acquire)(t.node, SERVE),
-      taskQueue: taskQueueFor(t.node),
-      args: [{ serve: SERVE }],
-    });
+  const idOf = (workflow: 'bringUpWorkflow' | 'acquireWorkflow', serve = SERVE) =>
+    (workflow === 'bringUpWorkflow' ? workflowIds.bringUp : workflowIds.acquire)(t.node, serve);
+  const start = (workflow: 'bringUpWorkflow' | 'acquireWorkflow', serve = SERVE) =>
+    t.temporal.client.workflow.start(workflow, { workflowId: idOf(workflow, serve), taskQueue: taskQueueFor(t.node), args: [{ serve }] });
   const failureOf = (h: { result(): Promise<unknown> }) =>
     h.result().then(
       (r) => `completed ${JSON.stringify(r).slice(0, 200)}`,
       (e: Error) => (e.cause as Error | undefined)?.message ?? e.message,
     );
-  const loseLedger = () => t.temporal.client.workflow.getHandle(workflowIds.ledger(t.node, GPU.role)).terminate('test: the ledger is lost');
+  const loseLedger = (role = GPU.role) => t.temporal.client.workflow.getHandle(workflowIds.ledger(t.node, role)).terminate('test: the ledger is lost');
+  const gpuOf = (target: Target) => t.manifest.gpus.find((g) => g.role === target.gpu.role)!;
 
   /** B's holder, the box with B done, A's failure, the box and the ledger after A; A's history saved where asked. */
   async function report(
@@ -140,25 +166,26 @@ describe('a run that lost its serve leaves the container and tier of the run the
     bHolder: string | undefined,
     withB: Awaited<ReturnType<typeof sample>>,
     aFailure: string,
+    target = VISION,
   ) {
     if (SAVE_DIR) {
       mkdirSync(SAVE_DIR, { recursive: true });
       await exportWorkflow(t.temporal.client, a.workflowId, { runId: a.firstExecutionRunId, file: join(SAVE_DIR, `${file}.json`) });
     }
-    const afterA = await sample();
-    const held = findReservation(await new LedgerClient(t.temporal.client).snapshot(t.node, t.manifest.gpus[0]!), SERVE);
+    const afterA = await sample(target);
+    const held = findReservation(await new LedgerClient(t.temporal.client).snapshot(t.node, gpuOf(target)), target.serve);
     console.log(`  B (${bHolder}): ${JSON.stringify(withB)}`);
     console.log(`  A: ${aFailure}`);
     console.log(`  after A: ${JSON.stringify(afterA)}; ledger ${held?.serve} ${held?.phase} ${held?.holder}`);
     return { afterA, held };
   }
 
-  async function bHolderNow() {
-    return findReservation(await new LedgerClient(t.temporal.client).snapshot(t.node, t.manifest.gpus[0]!), SERVE)?.holder;
+  async function bHolderNow(target = VISION) {
+    return findReservation(await new LedgerClient(t.temporal.client).snapshot(t.node, gpuOf(target)), target.serve)?.holder;
   }
 
   test("a start refused at its 'started' fence whose removal by id failed leaves the acquisition's container, started since, alone", async () => {
-    runtime.faultArmed = true;
+    runtime.arm(idOf('bringUpWorkflow'));
     const bFence = ledgerGate.hold(`acquire/${t.node}/${SERVE}/`);
     // A creates nothing until B has been admitted by a ledger started afresh, which so never saw A's container.
     const a = await start('bringUpWorkflow');
@@ -177,7 +204,7 @@ describe('a run that lost its serve leaves the container and tier of the run the
     runtime.afterFault.open();
     const aFailure = await failureOf(a);
     const { afterA, held } = await report(a, 'removal-failed-leaves-others', bHolder, withB, aFailure);
-    runtime.faultArmed = false;
+    runtime.disarm();
 
     assert.ok(bHolder?.startsWith(`acquire/${t.node}/${SERVE}/`), `B holds ${SERVE}: ${bHolder}`);
     assert.deepEqual(withB.container && { running: withB.container.running, holder: withB.container.holder }, { running: true, holder: bHolder });
@@ -217,6 +244,44 @@ describe('a run that lost its serve leaves the container and tier of the run the
     assert.match(aFailure, /^serves up vision failed at running: .*held by acquire\//);
     assert.deepEqual(afterA, withB, "A's compensation left the box as B had it: B's container running with B's holder label, its tier active");
     assert.deepEqual(held && { phase: held.phase, holder: held.holder }, { phase: 'running', holder: bHolder });
+    assert.doesNotMatch(aFailure, /not undone/);
+  });
+
+  test("an acquisition of a sleeper whose cold start was refused at its 'started' fence and whose removal by id failed leaves the bring-up's container alone", async () => {
+    // sleepy sleeps, evicted: its acquisition is a wake.
+    await putToSleep(t);
+    const asleep = await sample(SLEEPY);
+    assert.equal(asleep.container?.running, true, 'sleepy sleeps in its container');
+
+    // A (the acquisition) wakes it, the wake fails, it stops the sleeper by its id and starts cold;
+    // it creates nothing until B (`serves up sleepy`) has been admitted by a ledger started afresh.
+    runtime.arm(idOf('acquireWorkflow', SLEEPY.serve));
+    const bFence = ledgerGate.hold(`${idOf('bringUpWorkflow', SLEEPY.serve)}/`);
+    const a = await start('acquireWorkflow', SLEEPY.serve);
+    await waitUntil("A's cold start's create held", () => Promise.resolve(runtime.create.reached), 120_000, 20);
+    await loseLedger(SLEEP_GPU.role);
+    const b = await start('bringUpWorkflow', SLEEPY.serve);
+    await waitUntil('B at its start fence', () => Promise.resolve(bFence.reached()), 60_000, 20);
+    // A creates its container; its 'started' fence is refused (B holds sleepy); its removal by id lands but fails.
+    runtime.create.open();
+    await waitUntil("A's removal by id answered an error", () => Promise.resolve(runtime.faulted), 60_000, 20);
+    // B starts its own container under the name and comes up; only then do A's compensations land.
+    bFence.open();
+    await b.result();
+    const bHolder = await bHolderNow(SLEEPY);
+    const withB = await sample(SLEEPY);
+    runtime.afterFault.open();
+    const aFailure = await failureOf(a);
+    const { afterA, held } = await report(a, 'sleeper-stop-leaves-others', bHolder, withB, aFailure, SLEEPY);
+    runtime.disarm();
+
+    assert.ok(bHolder?.startsWith(`${idOf('bringUpWorkflow', SLEEPY.serve)}/`), `B holds sleepy: ${bHolder}`);
+    assert.notEqual(withB.container?.id, asleep.container?.id, "B's container is its own, started after A stopped the sleeper");
+    assert.deepEqual(withB.container && { running: withB.container.running, holder: withB.container.holder }, { running: true, holder: bHolder });
+    assert.match(aFailure, /^serves up sleepy failed at start: injected: dockerd's answer to the removal/);
+    assert.deepEqual(afterA, withB, "A's stop of the sleeper left the box as B had it: B's container running with B's holder label, its tier");
+    assert.deepEqual(held && { phase: held.phase, holder: held.holder }, { phase: 'running', holder: bHolder });
+    assert.ok(aFailure.includes(`stop the sleeping serve: left alone, the container under the name is ${bHolder}'s`), aFailure);
     assert.doesNotMatch(aFailure, /not undone/);
   });
 });

@@ -18,10 +18,9 @@ import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { waitUntil } from './support/wait';
 import { LedgerStepGate } from './support/fence-gate';
+import { putToSleep, SLEEP_GPU, SLEEPER_SERVES } from './support/sleeper';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
-/** The sleeper's GPU: it and the on-demand serve that puts it to sleep do not fit together (24000 MiB budget). */
-const SLEEP_GPU = { role: 'sleepers', capacity_mib: 32000, reserve_mib: 8000 };
 /** The operations that start a serve: its workflow, its CLI id and the holder's prefix. */
 interface Operation {
   workflow: 'bringUpWorkflow' | 'acquireWorkflow';
@@ -44,17 +43,8 @@ describe('a run whose start fence is refused leaves the container of the run the
       [
         { name: 'vision', vram_mib: 12288, class: 'evictable', router_tier: 'vision-local' },
         { name: 'fast', vram_mib: 4000, router_tier: 'fast-local', served_model_name: 'fast-model' },
-        // Evicted by sleeping; every wake fails, so its restore starts it cold.
-        {
-          name: 'sleepy',
-          gpu_role: SLEEP_GPU.role,
-          vram_mib: 12000,
-          class: 'evictable',
-          router_tier: 'sleepy-local',
-          sleep: { level: 2, residual_mib: 600 },
-          env: { SIM_SLEEP_RESIDUAL_MIB: '600', SIM_WAKE_FAIL: '1' },
-        },
-        { name: 'od', gpu_role: SLEEP_GPU.role, vram_mib: 20000, class: 'on-demand' },
+        // sleepy: evicted by sleeping; every wake fails, so its restore starts it cold.
+        ...SLEEPER_SERVES,
       ],
       { ledger: (client) => gate.ledger(client) },
     );
@@ -141,12 +131,8 @@ describe('a run whose start fence is refused leaves the container of the run the
   }
 
   test("a sleeper's restore whose wake fails and whose cold start is refused leaves the acquisition's running container alone", async () => {
-    const run = (workflow: 'bringUpWorkflow' | 'acquireWorkflow' | 'bringDownWorkflow', id: string, args: Record<string, unknown>) =>
-      t.temporal.client.workflow.execute(workflow, { workflowId: id, taskQueue: taskQueueFor(t.node), args: [args] });
-    // sleepy up, put to sleep by od's acquisition, od down: sleepy sleeps, evicted, its restore a wake.
-    await run('bringUpWorkflow', workflowIds.bringUp(t.node, 'sleepy'), { serve: 'sleepy' });
-    await run('acquireWorkflow', workflowIds.acquire(t.node, 'od'), { serve: 'od', evict: true });
-    await run('bringDownWorkflow', workflowIds.bringDown(t.node, 'od'), { serve: 'od' });
+    // sleepy sleeps, evicted: its restore is a wake.
+    await putToSleep(t);
     const asleep = await sample('sleepy');
     assert.equal(asleep.container?.running, true, 'sleepy sleeps in its container');
     // A (serves up sleepy) wakes it, the wake fails, it stops it and starts cold: held at that start's fence.
