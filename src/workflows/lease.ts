@@ -223,14 +223,16 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
   // carries one too when its holder's other callers asked it to last longer, and starts here.
   if (!input.clock || input.renewal) log.record('start', startWords(input, terms, expiry()));
 
+  /** Running, past the history's bound: a new run goes on from this one's terms and clock. */
+  const continueRunning = async (): Promise<never> => {
+    await condition(allHandlersFinished);
+    return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...terms, clock, ...carried });
+  };
   for (;;) {
     if (released || expiring) break;
     const due = expiry() - Date.now();
     if (due > 0) {
-      if (historyLong()) {
-        await condition(allHandlersFinished);
-        return continueAsNew<typeof leaseWorkflow>({ serve: input.serve, ...terms, clock, ...carried });
-      }
+      if (historyLong()) return continueRunning();
       changed = false;
       if (await condition(() => released || changed, due)) continue;
     }
@@ -244,6 +246,12 @@ export async function leaseWorkflow(input: LeaseInput): Promise<LeaseResult> {
         log.record('use', `router did not answer for tier ${serve.routerTier} (${rootCause(err).message}); asking again in ${ROUTER_RETRY_MS / 1000} s`);
         changed = false;
         await condition(() => released || changed, ROUTER_RETRY_MS);
+        // Overdue, the lease skips the wait above (and its bound) for as long as the router does
+        // not answer: each retry adds its events (an activity, a timer, a workflow task), about ten
+        // a minute, so a router down for days would take the history to its limit. Runs from
+        // before never continued here (asked only when long); a released lease goes on to its
+        // expiry, which has its own bound.
+        if (!released && historyLong() && patched(PATCHES.leaseRouterRetryContinues)) return continueRunning();
         continue;
       }
       if (expiry() > Date.now()) continue;

@@ -313,6 +313,18 @@ export const PATCHES = {
    */
   leaseExpiryContinues: 'lease-expiry-continues',
   /**
+   * A running idle lease that is overdue and whose router does not answer its tier's use (asked
+   * again each minute: an activity, a timer, a workflow task) continues as new past its history's
+   * bound, carrying its terms and clock, as its wait for the expiry does; the new run asks the
+   * router at once. Before, only that wait checked the bound, so a router down for three or four
+   * days took the lease to the history limit, terminated with its serve holding its victims' MiB.
+   * Asked only after a failed ask, when the history is long, which no recording before it has;
+   * after: lease-router-retry-continued.json and its next runs lease-router-retry-continued-run2.json
+   * and -run3.json, from test/lease-expiry-continues.test.ts (a bound of 20, the router's tier
+   * answering 503).
+   */
+  leaseRouterRetryContinues: 'lease-router-retry-continues',
+  /**
    * A compensation's give-back that finds a container running under the serve's name that is not
    * the run's own (not the id it started or woke, nor labelled with its holder: another run's,
    * which its removal left alone) releases without waiting for it, instead of keeping the MiB as if

@@ -8,6 +8,7 @@ import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import type { LedgerPort } from '../../src/adapters/ledger/port';
 import type { ContainerRuntime } from '../../src/adapters/containers/port';
+import type { RouterAdmin } from '../../src/adapters/router-admin/port';
 import type { Manifest } from '../../src/domain/types';
 import { routerConfigFor, startSimBox } from '../../src/sim/box';
 import type { SimBox } from '../../src/sim/box';
@@ -50,6 +51,8 @@ export interface SimTestBoxOptions {
   workflowInterceptorModules?: string[];
   /** The container runtime as the worker's activities reach it, made from the box's own (default: the box's). */
   runtime?: (box: ContainerRuntime) => ContainerRuntime;
+  /** The router's admin API as the worker's activities reach it, made from the box's own (default: the box's). */
+  router?: (box: RouterAdmin) => RouterAdmin;
 }
 
 export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: TestServe[], opts: SimTestBoxOptions = {}): Promise<SimTestBox> {
@@ -66,7 +69,7 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
     node,
     manifest: manifestPath,
     runtime: opts.runtime ? opts.runtime(box.runtime) : box.runtime,
-    router: box.routerAdmin,
+    router: opts.router ? opts.router(box.routerAdmin) : box.routerAdmin,
     gpu: box.gpu,
     pollIntervalMs: 100,
     ...(opts.ledger ? { ledger: opts.ledger(temporal.client) } : {}),
