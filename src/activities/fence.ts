@@ -10,10 +10,10 @@ import { Failure } from '../shared/failures';
 import { nonRetryable } from './failure';
 
 export async function fenceThisRun(ledger: LedgerPort, node: string, gpu: GpuSpec, serve: string, step: FenceStep): Promise<void> {
-  const run = Context.current().info.workflowExecution;
+  const { workflowExecution: run, attempt } = Context.current().info;
   if (!run) throw nonRetryable(Failure.ReservationLost, `${step} of ${serve} refused: no operation holds it`);
   const holder = holderOf(run.workflowId, run.runId);
   // The serve in the id: an eviction's stops (or sleeps) of two victims are two checks, which the
   // server would otherwise answer as one (an Update id is deduplicated within the ledger's run).
-  await ledger.fence(node, gpu, { serve, holder, step }, `${holder}/fence-${step}/${serve}/${Context.current().info.attempt}`);
+  await ledger.fence(node, gpu, { serve, holder, step }, `${holder}/fence-${step}/${serve}/${attempt}`);
 }

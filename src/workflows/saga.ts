@@ -36,8 +36,8 @@ export class Saga {
   private async runAll(): Promise<void> {
     for (const c of this.compensations.reverse()) {
       try {
-        const r = await c.run();
-        this.compensated.push(leftAlone(r) ? failure.leftAlone(c.name, leftAlone(r) as string) : c.name);
+        const other = leftAlone(await c.run());
+        this.compensated.push(other !== undefined ? failure.leftAlone(c.name, other) : c.name);
       } catch (err) {
         log.error(`compensation '${c.name}' failed`, { error: String(err) });
         this.failed.push({ name: c.name, why: rootCause(err).message });
