@@ -6,12 +6,14 @@
 //     "simStateDir": "/path",          // SimRuntime state: running sim serves draw their gpures.vram_mib, or what their draw file says (a sleeping serve)
 //     "docker": true,                  // running Docker containers labelled gpures.gpu_uuid draw theirs too
 //     "heldMib": { "GPU-…": 12288 },   // VRAM that is not released (a stuck process, the lag after an exit)
+//     "heldPids": [{ "gpuUuid": "GPU-…", "pid": 4242, "vramMib": 12288 }], // a process's VRAM the driver has not freed:
+//                                      // listed under its pid and counted in memory.used, running or not
 //     "fixedUsedMib": { "GPU-…": 30057 }, // memory.used pinned at this value whatever runs (a frozen reading)
 //     "computeAppsUnsupported": true,  // --query-compute-apps fails, as on some drivers
 //     "perProcessNA": true }           // per-process used_memory is [N/A], as on WSL2
 //
-// memory.used = baseUsedMib + heldMib[uuid] + the serves' gpures.vram_mib on that GPU (or
-// fixedUsedMib[uuid] where set);
+// memory.used = baseUsedMib + heldMib[uuid] + the serves' gpures.vram_mib on that GPU + heldPids'
+// MiB there of pids no serve runs as (or fixedUsedMib[uuid] where set);
 // memory.free = memory.total - memory.used, never below 0. Exit codes follow nvidia-smi's:
 // 2 invalid arguments, 3 not supported, 9 no driver (here: no readable state), 255 other.
 import { readFileSync } from 'node:fs';
@@ -32,6 +34,12 @@ export interface FakeNvidiaSmiState {
   simStateDir?: string;
   docker?: boolean;
   heldMib?: Record<string, number>;
+  /**
+   * Processes whose VRAM the driver has not freed (a context not yet torn down after its exit, a
+   * stuck process): each is listed by --query-compute-apps under its pid and counted in
+   * memory.used, whether it still runs or not (while it runs as a serve, the serve's draw is it).
+   */
+  heldPids?: FakeServeDraw[];
   /** memory.used of a GPU pinned at this value, overriding the sum (e.g. VRAM held after a stop). */
   fixedUsedMib?: Record<string, number>;
   computeAppsUnsupported?: boolean;
@@ -194,6 +202,12 @@ export async function serveDraws(state: FakeNvidiaSmiState, opts: { pids?: boole
   return draws;
 }
 
+/** The serves' draws and the held pids no serve runs as: every process holding VRAM. */
+export function withHeldPids(state: FakeNvidiaSmiState, draws: readonly FakeServeDraw[]): FakeServeDraw[] {
+  const held = (state.heldPids ?? []).filter((h) => !draws.some((d) => d.gpuUuid === h.gpuUuid && d.pid === h.pid));
+  return [...draws, ...held];
+}
+
 export function renderGpuCsv(state: FakeNvidiaSmiState, draws: readonly FakeServeDraw[]): string {
   return state.gpus
     .map((g) => {
@@ -221,7 +235,8 @@ async function reading(query: Query, env: NodeJS.ProcessEnv): Promise<string> {
   if (query === 'compute-apps' && state.computeAppsUnsupported) throw new Exit(3, 'Failed to query compute applications: Not Supported');
   let draws: FakeServeDraw[];
   try {
-    draws = await serveDraws(state, { pids: query === 'compute-apps' });
+    // Held pids are told apart from the serves' own by pid, so a reading with some needs them.
+    draws = withHeldPids(state, await serveDraws(state, { pids: query === 'compute-apps' || Boolean(state.heldPids?.length) }));
   } catch (err) {
     throw new Exit(255, `Unknown Error: ${err instanceof Error ? err.message : String(err)}`);
   }

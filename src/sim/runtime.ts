@@ -12,7 +12,18 @@ import { join, resolve } from 'node:path';
 import type { ContainerRuntime, ContainerSpec, ContainerState } from '../adapters/containers/port';
 import { imageMissing, PermanentError } from '../adapters/errors';
 import { LABEL } from '../domain/serve';
-import { errCode, HAS_PROC, listSimContainers, processAlive, procStat, readRecordFile, simDrawFile, withFileLock, writeRecordFile } from './state-dir';
+import {
+  errCode,
+  HAS_PROC,
+  listSimContainers,
+  processAlive,
+  procStat,
+  processTree,
+  readRecordFile,
+  simDrawFile,
+  withFileLock,
+  writeRecordFile,
+} from './state-dir';
 import type { SimContainerRecord } from './state-dir';
 
 export interface SimRuntimeOptions {
@@ -275,6 +286,12 @@ export class SimRuntime implements ContainerRuntime {
         .filter(({ record }) => wanted.every(([k, v]) => record.labels[k] === v))
         .map(({ record }) => this.state(record)),
     );
+  }
+
+  /** The server process and its descendants, as `docker top` lists a container's (host pids). */
+  processes(name: string): Promise<number[]> {
+    const record = this.read(name);
+    return Promise.resolve(record && processAlive(record.pid, record.procStart) ? processTree(record.pid) : []);
   }
 
   logsTail(name: string, lines: number): Promise<string> {

@@ -40,7 +40,7 @@ export function errCode(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : undefined;
 }
 
-/** Fields of /proc/PID/stat after the command name: [0] is the state, [19] the start time. */
+/** Fields of /proc/PID/stat after the command name: [0] is the state, [1] the parent's pid, [19] the start time. */
 export function procStat(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -51,6 +51,25 @@ export function procStat(pid: number): string[] | undefined {
 }
 
 export const HAS_PROC = existsSync('/proc/self/stat');
+
+/** The pid and every descendant of it, from /proc's parent links (the pid alone without /proc). */
+export function processTree(root: number): number[] {
+  if (!HAS_PROC) return [root];
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    // Field [1] after the command name is the parent's pid.
+    const parent = Number(procStat(Number(entry))?.[1]);
+    if (parent > 0) children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
+  }
+  const tree: number[] = [];
+  for (const queue = [root]; queue.length > 0;) {
+    const pid = queue.shift() as number;
+    tree.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return tree;
+}
 
 /** A process exists, is not a zombie, and (where /proc tells) is the one that was started. */
 export function processAlive(pid: number, procStart?: string): boolean {

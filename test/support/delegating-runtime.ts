@@ -26,4 +26,7 @@ export class DelegatingRuntime implements ContainerRuntime {
   logsTail(name: string, lines: number) {
     return this.real.logsTail(name, lines);
   }
+  processes(name: string) {
+    return this.real.processes ? this.real.processes(name) : Promise.resolve([]);
+  }
 }

@@ -33,6 +33,13 @@ export function createOptions(spec: ContainerSpec, gpuPinned: boolean): Docker.C
   };
 }
 
+/** The PID column of `docker top`'s answer (ps -ef's, whatever its column order). */
+export function pidsOfTop(top: { Titles?: string[]; Processes?: string[][] }): number[] {
+  const column = (top.Titles ?? []).indexOf('PID');
+  if (column < 0) return [];
+  return (top.Processes ?? []).map((row) => Number(row[column])).filter((pid) => Number.isInteger(pid) && pid > 0);
+}
+
 export class DockerRuntime implements ContainerRuntime {
   private gpuSupport: Promise<boolean> | undefined;
 
@@ -147,6 +154,18 @@ export class DockerRuntime implements ContainerRuntime {
       restartCount: 0,
       labels: c.Labels,
     }));
+  }
+
+  /** `docker top`: dockerd lists the container's processes with their host pids, whatever namespace this process runs in. */
+  async processes(name: string): Promise<number[]> {
+    try {
+      const top = (await this.docker.getContainer(name).top()) as { Titles?: string[]; Processes?: string[][] };
+      return pidsOfTop(top);
+    } catch (err) {
+      // 404: no such container; 409: it is not running. Either way it has no process.
+      if (statusCode(err) === 404 || statusCode(err) === 409) return [];
+      throw err;
+    }
   }
 
   async logsTail(name: string, lines: number): Promise<string> {

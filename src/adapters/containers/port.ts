@@ -40,4 +40,10 @@ export interface ContainerRuntime {
   remove(name: string, onlyId?: string): Promise<'removed' | 'absent'>;
   list(labels: Record<string, string>): Promise<ContainerState[]>;
   logsTail(name: string, lines: number): Promise<string>;
+  /**
+   * The host pids of the container's processes (its main process and every descendant), as
+   * nvidia-smi's --query-compute-apps names them from the host's pid namespace; empty when it does
+   * not run. Absent where the runtime cannot tell: a victim's VRAM is then confirmed by the whole GPU.
+   */
+  processes?(name: string): Promise<number[]>;
 }
