@@ -122,7 +122,9 @@ describe('on-demand acquisition with eviction', () => {
   test('drain timeout: tier readmitted, vision still running, DrainTimeout, ledger as before', async () => {
     await seedStep2();
     const before = formatLedger(await ledger());
-    const slow = t.routed('vision', { sim_delay_ms: 4000 });
+    // Long enough to outlast the steps before the drain on a loaded box (a load of 14 took one
+    // --query-compute-apps of the fake 1.1 to 2.7 s), so the drain still finds it in flight.
+    const slow = t.routed('vision', { sim_delay_ms: 12000 });
     await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
     const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, drainTimeoutS: 1 });
     assert.ok(!o.ok);
@@ -138,7 +140,7 @@ describe('on-demand acquisition with eviction', () => {
 
   test('--force: a victim that does not drain in time is stopped anyway, and the acquisition goes on', async () => {
     await seedStep2();
-    const slow = t.routed('vision', { sim_delay_ms: 6000 }).catch((err: unknown) => ({ status: String(err) }));
+    const slow = t.routed('vision', { sim_delay_ms: 12000 }).catch((err: unknown) => ({ status: String(err) }));
     await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
     const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, force: true, drainTimeoutS: 1 });
     assert.ok(o.ok, !o.ok ? o.message : '');
@@ -159,7 +161,7 @@ describe('on-demand acquisition with eviction', () => {
     assert.ok(vision);
     const direct = fetch(`${serveBaseUrl(vision)}/v1/chat/completions`, {
       method: 'POST',
-      body: JSON.stringify({ model: 'qwen3-vl-4b-instruct', messages: [{ role: 'user', content: 'direct' }], sim_delay_ms: 5000 }),
+      body: JSON.stringify({ model: 'qwen3-vl-4b-instruct', messages: [{ role: 'user', content: 'direct' }], sim_delay_ms: 12000 }),
     });
     await waitUntil(
       'vision running 1 request',
@@ -381,14 +383,15 @@ describe('on-demand acquisition with eviction', () => {
   test('VRAM not released within the bound: failure names the GPU and MiB held; comfyui-sim not started', async () => {
     await seedStep2();
     const uuid = t.manifest.gpus[0]?.uuid ?? '';
-    const [reading] = await t.box.gpu.readGpus();
-    assert.ok(reading);
-    t.box.writeNvidiaSmiState({ fixedUsedMib: { [uuid]: reading.usedMib } });
+    // Vision's memory stays held after its exit, listed under its pid (a context the driver has not torn down).
+    const [visionPid] = await t.box.runtime.processes(containerName(t.node, 'vision'));
+    assert.ok(visionPid);
+    t.box.writeNvidiaSmiState({ heldPids: [{ gpuUuid: uuid, pid: visionPid, vramMib: 12288 }] });
     try {
       const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, releaseTimeoutS: 1 });
       assert.ok(!o.ok);
       assert.equal(o.failureType, 'VramNotReleased');
-      assert.match(o.message, new RegExp(`VRAM of vision not released on GPU ${uuid}: 12288 MiB still held`));
+      assert.match(o.message, new RegExp(`VRAM of vision not released on GPU ${uuid}: 12288 MiB still held by its own processes`));
       assert.match(o.message, /victims now down: vision/);
       const l = await ledger();
       assert.deepEqual(
@@ -397,7 +400,7 @@ describe('on-demand acquisition with eviction', () => {
       );
       assert.equal((await t.box.runtime.inspect(`gpures-${t.node}-comfyui-sim`)) ?? null, null);
     } finally {
-      t.box.writeNvidiaSmiState({ fixedUsedMib: {} });
+      t.box.writeNvidiaSmiState({ heldPids: [] });
     }
     await restoreBox();
   });

@@ -10,12 +10,14 @@ import type { ManifestSource } from '../adapters/manifest/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
 import { imageMissing } from '../adapters/errors';
-import type { DrainResult, GpuReading, QuiesceMarks, TierState, VramReleaseResult } from '../shared/contracts';
+import type { DrainResult, GpuReading, QuiesceMarks, ServeProcesses, TierState, VramReading, VramReleaseResult } from '../shared/contracts';
+import { neededMib, ownReading, ownUnseen, serveProcessesOf } from '../domain/vram-release';
 import type { DrainBeat, VramBeat } from '../shared/progress';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { earlierProgress, heartbeating, progress } from './heartbeat';
 import { loadManifest } from './resolve';
 import { Failure } from '../shared/failures';
+import { eviction } from '../shared/wording';
 import type { OwnContainer } from '../domain/fence';
 import { underTheName } from './own-container';
 import type { LeftAlone } from './own-container';
@@ -77,6 +79,18 @@ export function createEvictionActivities(deps: EvictionDeps) {
     const g = gpus.find((x) => x.uuid === uuid);
     if (!g) throw nonRetryable(Failure.GpuNotFound, `nvidia-smi reports no GPU ${uuid} (has: ${gpus.map((x) => x.uuid).join(', ') || 'none'})`);
     return g;
+  };
+
+  /** Never fails the eviction: processes that cannot be read leave the whole GPU to confirm the release. */
+  const serveProcesses = async (container: string, uuid: string): Promise<ServeProcesses> => {
+    const list = deps.runtime.processes?.bind(deps.runtime);
+    if (!list) return { pids: [], onGpu: [], unseen: "this worker's container runtime cannot list a container's processes" };
+    try {
+      const [pids, apps] = await Promise.all([list(container), gpuProbe().computeApps()]);
+      return serveProcessesOf(container, pids, apps, uuid);
+    } catch (err) {
+      return { pids: [], onGpu: [], unseen: `its processes could not be read: ${err instanceof Error ? err.message : String(err)}` };
+    }
   };
 
   return heartbeating({
@@ -232,9 +246,20 @@ export function createEvictionActivities(deps: EvictionDeps) {
       }
     },
 
-    /** maxAgeMs: how old a reading will do (the stream's latest block); without it, one queried after the call. */
-    async readGpu(input: { uuid: string; maxAgeMs?: number }): Promise<GpuReading> {
-      return readGpu(input.uuid, ageOf(input));
+    /**
+     * maxAgeMs: how old a reading will do (the stream's latest block); without it, one queried after
+     * the call. processesOf: a victim's, read before its drain: its container's pids and those
+     * nvidia-smi lists on the GPU, which confirm its release after the stop (confirmVramReleased).
+     */
+    async readGpu(input: {
+      uuid: string;
+      maxAgeMs?: number;
+      processesOf?: { node: string; serve: string };
+    }): Promise<GpuReading & { processes?: ServeProcesses }> {
+      const of = input.processesOf;
+      if (!of) return readGpu(input.uuid, ageOf(input));
+      const [g, processes] = await Promise.all([readGpu(input.uuid, ageOf(input)), serveProcesses(containerName(of.node, of.serve), input.uuid)]);
+      return { ...g, processes };
     },
 
     /** A reading for the record where a probe works; null where this box has none. */
@@ -249,8 +274,12 @@ export function createEvictionActivities(deps: EvictionDeps) {
     },
 
     /**
-     * After a victim's stop, waits until nvidia-smi shows its VRAM back on that GPU: used fell by
-     * the expected MiB (within 5 %). Freed memory lags a process exit by up to seconds.
+     * After a victim's stop (or sleep), waits until nvidia-smi shows its VRAM back on that GPU. By
+     * its own processes where they were listed there before the stop (`own`, from readGpu's
+     * processesOf): none of them holds memory on the GPU any more, or asleep, all but keepMib (its
+     * residual) given back. Otherwise by the whole GPU: used fell by the expected MiB from the
+     * reading before the drain, which another serve starting or stopping there moves as much.
+     * Both within 5 %. Freed memory lags a process exit by up to seconds.
      */
     async confirmVramReleased(input: {
       gpuUuid: string;
@@ -258,14 +287,25 @@ export function createEvictionActivities(deps: EvictionDeps) {
       usedBeforeMib: number;
       expectedMib: number;
       deadlineEpochMs: number;
+      own?: ServeProcesses;
+      /** What a sleeper may keep (its declared residual); 0 or absent after a stop. */
+      keepMib?: number;
     }): Promise<VramReleaseResult> {
       const ctx = Context.current();
       const earlier = earlierProgress<{ startedAtEpochMs?: unknown }>();
       const started = typeof earlier?.startedAtEpochMs === 'number' ? earlier.startedAtEpochMs : Date.now();
-      const needed = Math.floor(input.expectedMib * 0.95);
+      const keepMib = Math.max(0, input.keepMib ?? 0);
+      const why = ownUnseen(input.own, keepMib);
+      const own = why === undefined ? input.own : undefined;
       for (;;) {
-        const g = await readGpu(input.gpuUuid);
-        const releasedMib = input.usedBeforeMib - g.usedMib;
+        // By its own processes the GPU's figure is only for the record: the stream's latest will do.
+        const [g, apps] = await Promise.all([
+          readGpu(input.gpuUuid, own ? RECENT_READING : {}),
+          own ? permanentAsFailure(() => gpuProbe().computeApps()) : undefined,
+        ]);
+        const seen = own && apps ? ownReading(own, apps, input.gpuUuid, input.expectedMib, keepMib) : undefined;
+        const reading: VramReading = seen?.reading ?? { by: 'whole-gpu', why: why ?? '' };
+        const releasedMib = seen ? seen.releasedMib : input.usedBeforeMib - g.usedMib;
         const result = {
           gpuUuid: input.gpuUuid,
           usedBeforeMib: input.usedBeforeMib,
@@ -273,19 +313,16 @@ export function createEvictionActivities(deps: EvictionDeps) {
           releasedMib,
           expectedMib: input.expectedMib,
           waitedMs: Date.now() - started,
+          reading,
         };
-        if (releasedMib >= needed) return result;
+        if (seen ? seen.released : releasedMib >= neededMib(input.expectedMib)) return result;
         progress({ ...result, startedAtEpochMs: started, deadlineEpochMs: input.deadlineEpochMs, atEpochMs: Date.now() } satisfies VramBeat);
         if (Date.now() >= input.deadlineEpochMs) {
-          throw nonRetryable(
-            Failure.VramNotReleased,
-            `VRAM of ${input.victim} not released on GPU ${input.gpuUuid}: ${input.expectedMib - Math.max(0, releasedMib)} MiB still held ` +
-              `after ${Math.round((Date.now() - started) / 1000)} s (used ${input.usedBeforeMib} MiB before the stop, ${g.usedMib} MiB now)`,
-            result,
-          );
+          throw nonRetryable(Failure.VramNotReleased, eviction.vramHeld(input.victim, result, keepMib, Math.round((Date.now() - started) / 1000)), result);
         }
-        // A stream paces the reads itself (each waits for its next reading): no sleep on top.
-        if (!gpuProbe().streams) await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
+        // A stream paces the GPU's reads itself (each waits for its next reading): no sleep on top.
+        // The processes' query is a spawn of its own, paced here.
+        if (own || !gpuProbe().streams) await ctx.sleep(Math.min(pollMs, Math.max(0, input.deadlineEpochMs - Date.now())));
       }
     },
   });

@@ -486,7 +486,10 @@ export function statusOf(r: RunReading, nowMs: number, depth = 0): StatusLine | 
     return line(`probe ${d.probes}${last}, ${ofBound(elapsedMs, started, num(d.deadlineEpochMs), num(d.timeoutS))}`);
   }
   if (wait?.activity === 'confirmVramReleased' && started !== undefined && num(d.expectedMib) !== undefined) {
-    return line(`${Math.max(0, num(d.releasedMib) ?? 0)} of ${d.expectedMib} MiB back, ${ofBound(elapsedMs, started, num(d.deadlineEpochMs))}`);
+    // By its own processes, what they still hold is the figure to watch; by the whole GPU, how much came back.
+    const own = d.reading?.by === 'own-processes' ? num(d.reading.heldNowMib) : undefined;
+    const figures = own !== undefined ? `its own processes hold ${own} MiB` : `${Math.max(0, num(d.releasedMib) ?? 0)} of ${d.expectedMib} MiB back`;
+    return line(`${figures}, ${ofBound(elapsedMs, started, num(d.deadlineEpochMs))}`);
   }
   const since = r.underway ? Date.parse(r.underway.since) : (wait?.lastStartedAtMs ?? NaN);
   const retry = wait && wait.attempt > 1 ? `attempt ${wait.attempt}${wait.lastFailure ? ` (last: ${wait.lastFailure})` : ''}, ` : '';

@@ -51,8 +51,9 @@ export function levelOneSleepers(ledgers: readonly LedgerState[], hostRamOf: (se
  * What the serve was seen to keep on the GPU once asleep: what it took less what its sleep gave
  * back. Above the declared residual, the manifest's figure is optimistic (vLLM's sleep leaks).
  */
-export function residualSeen(tookMib: number, releasedMib: number, declaredMib: number): { mib: number; aboveDeclared: boolean } {
-  const mib = Math.max(0, tookMib - releasedMib);
+export function residualSeen(tookMib: number, releasedMib: number, declaredMib: number, heldNowMib?: number): { mib: number; aboveDeclared: boolean } {
+  // Its own processes' figure where they confirmed the release; else what the whole GPU did not give back.
+  const mib = heldNowMib ?? Math.max(0, tookMib - releasedMib);
   return { mib, aboveDeclared: mib > declaredMib };
 }
 

@@ -117,13 +117,20 @@ export interface DrainResult {
   drainedAtEpochMs?: number;
 }
 
+import type { VramReading } from '../domain/vram-release';
+export type { ServeProcesses, VramReading } from '../domain/vram-release';
+
 export interface VramReleaseResult {
   gpuUuid: string;
+  /** The whole GPU's memory.used before the drain and at the end (what confirmed it, where `reading` is whole-gpu or absent). */
   usedBeforeMib: number;
   usedAfterMib: number;
+  /** What the victim gave back: by its own processes' figures where they confirmed it. */
   releasedMib: number;
   expectedMib: number;
   waitedMs: number;
+  /** Absent in results recorded before own-process readings: the whole GPU confirmed those. */
+  reading?: VramReading;
 }
 
 /** A victim put to sleep (vLLM's sleep mode): at which level, and how long /sleep took. */

@@ -4,6 +4,8 @@
 // fields to what an attempt records; a follower treats every field as possibly absent (a worker
 // from before them, or an attempt that has not beaten yet).
 
+import type { VramReading } from './contracts';
+
 /** The figures a drain heartbeats each poll (src/activities/eviction.ts drainServe). */
 export interface DrainBeat {
   startedAtEpochMs: number;
@@ -31,6 +33,8 @@ export interface HealthBeat {
 export interface VramBeat {
   startedAtEpochMs: number;
   releasedMib: number;
+  /** Which reading the wait goes by: the victim's own processes, or the whole GPU (and why). */
+  reading?: VramReading;
   expectedMib: number;
   deadlineEpochMs?: number;
   atEpochMs?: number;

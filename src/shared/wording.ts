@@ -6,7 +6,7 @@
 import type { EvictionOutlook, HeldFor, ResidencyWindow } from '../domain/eviction';
 import { parseHolder } from '../domain/fence';
 import type { UnverifiedWrite } from '../domain/promotion';
-import type { RouterDescription } from './contracts';
+import type { RouterDescription, VramReading } from './contracts';
 import type { RollbackReport, VerifyReport } from './promotion';
 
 interface Drain {
@@ -86,6 +86,27 @@ export const start = {
   running: 'reservation marked running',
 };
 
+/** A victim's VRAM release as confirmVramReleased reports it; `reading` absent in results recorded before it. */
+interface VramFigures {
+  releasedMib: number;
+  usedBeforeMib: number;
+  usedAfterMib: number;
+  reading?: VramReading;
+}
+
+/** Which reading confirmed a release, as a clause; empty for results recorded before readings were told apart. */
+export function confirmedBy(r: VramReading | undefined): string {
+  if (r?.by === 'own-processes') return `by its own processes: pid ${r.pids.join(', ')}, ${r.heldBeforeMib} → ${r.heldNowMib} MiB`;
+  if (r?.by === 'whole-gpu' && r.why) return `by the whole GPU: its own processes could not say (${r.why})`;
+  return '';
+}
+
+/** confirmedBy as a clause after a release's figures. */
+export function byClause(r: VramReading | undefined): string {
+  const by = confirmedBy(r);
+  return by ? `, ${by}` : '';
+}
+
 /** Taking a tier out and a serve down: an eviction's victim and a bring-down say the same. */
 export const eviction = {
   preflight: (p: { image: string; gpu?: { uuid: string; usedMib: number; totalMib: number } | null; tiers: { tier: string; serve: string }[] }) =>
@@ -107,8 +128,15 @@ export const eviction = {
     s.stop === 'absent' && s.remove === 'absent'
       ? `container ${s.containerName}: absent, nothing to stop`
       : `container ${s.containerName}: ${s.stop}, ${s.remove}`,
-  vramBack: (v: { releasedMib: number; usedBeforeMib: number; usedAfterMib: number }, gpuUuid: string) =>
-    `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB)`,
+  vramBack: (v: VramFigures, gpuUuid: string) =>
+    `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB)${byClause(v.reading)}`,
+  /** The release timeout's failure: what should have come back and is still held, by the reading that was to confirm it. */
+  vramHeld: (victim: string, v: VramFigures & { gpuUuid: string; expectedMib: number }, keepMib: number, afterS: number) =>
+    `VRAM of ${victim} not released on GPU ${v.gpuUuid}: ` +
+    (v.reading?.by === 'own-processes'
+      ? `${Math.max(0, v.reading.heldNowMib - keepMib)} MiB still held by its own processes${keepMib > 0 ? ` above the ${keepMib} MiB it keeps asleep` : ''}`
+      : `${v.expectedMib - Math.max(0, v.releasedMib)} MiB still held`) +
+    ` after ${afterS} s (used ${v.usedBeforeMib} MiB before the stop, ${v.usedAfterMib} MiB now)${byClause(v.reading)}`,
   notRunning: 'container was not running: its VRAM counts as released',
   victimsDown: (stopped: string[]) => (stopped.length ? `; victims now down: ${stopped.join(', ')} (restore with gpures serves up ${stopped.join(' ')})` : ''),
 };

@@ -6,6 +6,7 @@ import type { ResolvedServe, VramReleaseResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
 import { RECENT_READING_MS } from '../domain/physical';
 import { admittedSleep, residualSeen } from '../domain/sleep';
+import { heldNowMib } from '../domain/vram-release';
 import type { SleepLevel } from '../domain/sleep';
 import { denialMessage, formatLedger } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
@@ -287,8 +288,12 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   // response with nothing else in between.
   const container = await reads().inspectServe({ node, serve: victim.name });
   record.wasRunning = Boolean(container?.running);
-  // The victim's VRAM does not move until its stop: the stream's latest reading will do.
-  const gpuBefore = record.wasRunning ? await reads().readGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS }) : undefined;
+  // The victim's VRAM does not move until its stop: the stream's latest reading will do. With it,
+  // the victim's own processes on the GPU: those confirm its release, where another serve starting
+  // or stopping on the card during the drain moves the whole GPU's reading as much.
+  const gpuBefore = record.wasRunning
+    ? await reads().readGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS, processesOf: { node, serve: victim.name } })
+    : undefined;
   // What it was seen to take when it came up, else its reservation: a serve reserved with
   // headroom gives back less than it reserved.
   const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);
@@ -313,7 +318,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
 
   // Asleep, it answers no request, and only a restore's wake and guarded readmit bring it back.
   if (sleep && gpuBefore) e.abandon.commit(`the sleep of ${victim.name}`);
-  const asleep = sleep && gpuBefore ? await sleepVictim(e, victim, sleep, tookMib, gpuBefore.usedMib, record, withdrawReadmit) : undefined;
+  const asleep = sleep && gpuBefore ? await sleepVictim(e, victim, sleep, tookMib, gpuBefore, record, withdrawReadmit) : undefined;
   if (!asleep) {
     e.abandon.commit(`the stop of ${victim.name}`);
     log.begin(`stop ${victim.name}`);
@@ -331,7 +336,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
 
     log.begin(`release ${victim.name}`);
     if (gpuBefore) {
-      record.vram = await confirmReleased(e, victim.name, gpuBefore.usedMib, tookMib);
+      record.vram = await confirmReleased(e, victim.name, gpuBefore, tookMib, 0);
       log.record(`release ${victim.name}`, eviction.vramBack(record.vram, gpu.uuid));
     } else {
       log.record(`release ${victim.name}`, eviction.notRunning);
@@ -348,17 +353,26 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   return record;
 }
 
-/** nvidia-smi shows `expectedMib` back on the acquirer's GPU, against the reading taken before the drain. */
-function confirmReleased({ acquirer, input }: Eviction, victim: string, usedBeforeMib: number, expectedMib: number): Promise<VramReleaseResult> {
+/**
+ * nvidia-smi shows `expectedMib` back on the acquirer's GPU, against the reading taken before the
+ * drain: by the victim's own processes there where that reading saw them, keeping at most keepMib.
+ */
+function confirmReleased({ acquirer, input }: Eviction, victim: string, before: GpuBefore, expectedMib: number, keepMib: number): Promise<VramReleaseResult> {
   const releaseTimeoutS = input.releaseTimeoutS ?? DEFAULT_RELEASE_TIMEOUT_S;
   return waiting(releaseTimeoutS).confirmVramReleased({
     gpuUuid: acquirer.gpu.uuid,
     victim,
-    usedBeforeMib,
+    usedBeforeMib: before.usedMib,
     expectedMib,
     deadlineEpochMs: Date.now() + releaseTimeoutS * 1000,
+    // Runs recorded before carry none (their readings had none): the whole GPU confirms theirs.
+    ...(before.processes ? { own: before.processes } : {}),
+    ...(keepMib > 0 ? { keepMib } : {}),
   });
 }
+
+/** The victim's GPU reading before the drain, with its own processes there. */
+type GpuBefore = Awaited<ReturnType<ReturnType<typeof reads>['readGpu']>>;
 
 /** How a victim evicted by sleeping sleeps now: at the level planned, keeping its declared residual. */
 type SleepPlan = NonNullable<Victim['sleep']>;
@@ -392,7 +406,7 @@ async function sleepVictim(
   victim: ServeSpec,
   planned: SleepPlan,
   tookMib: number,
-  usedBeforeMib: number,
+  before: GpuBefore,
   record: VictimRecord,
   asleep: () => void,
 ): Promise<{ level: SleepLevel; residualSeenMib?: number } | undefined> {
@@ -416,7 +430,7 @@ async function sleepVictim(
     if (slept.issuedAtEpochMs !== undefined) sleepRecord.issuedAtEpochMs = slept.issuedAtEpochMs;
     log.record(step, `${sleeping.slept(slept)}${sleepRecord.levelFellBack ? ` (${sleepRecord.levelFellBack})` : ''}`);
     log.begin(`release ${victim.name}`);
-    record.vram = await confirmReleased(e, victim.name, usedBeforeMib, expectedMib);
+    record.vram = await confirmReleased(e, victim.name, before, expectedMib, planned.residualMib);
   } catch (err) {
     if (isCancellation(err)) throw err;
     // Its fence refused: the victim is not this acquisition's (a ledger started afresh took it as
@@ -427,7 +441,7 @@ async function sleepVictim(
     log.record(step, sleeping.fallBack(victim.name, why));
     return undefined;
   }
-  const seen = residualSeen(tookMib, record.vram.releasedMib, planned.residualMib);
+  const seen = residualSeen(tookMib, record.vram.releasedMib, planned.residualMib, heldNowMib(record.vram));
   sleepRecord.residualSeenMib = seen.mib;
   if (seen.aboveDeclared) e.sleptHolding[victim.name] = seen.mib;
   else delete e.sleptHolding[victim.name];

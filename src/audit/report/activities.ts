@@ -17,9 +17,9 @@ import {
   setPhaseUpdate,
   victimReleasedUpdate,
 } from '../../shared/messages';
-import { bringDown, eviction, sleeping, start } from '../../shared/wording';
+import { bringDown, byClause, eviction, sleeping, start } from '../../shared/wording';
 import type { ActivityInput, ActivityName, ActivityResult, FailureEvidence } from './model';
-import { compact, fields, ledgerIn, num, obj, str, strs, txt } from './read';
+import { compact, fields, ledgerIn, num, obj, str, strs, txt, vramReadingOf } from './read';
 import type { Loose, Obj } from './read';
 
 /** An activity's line from its result and input as decoded; undefined: show the result as JSON. */
@@ -166,7 +166,7 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   confirmVramReleased: (r) => {
     if (!r) return undefined;
     const used = `used ${txt(r.usedBeforeMib)} → ${txt(r.usedAfterMib)} MiB, expected ${txt(r.expectedMib)}`;
-    return `nvidia-smi: ${txt(r.releasedMib)} MiB back on ${txt(r.gpuUuid)} (${used}) after ${txt(r.waitedMs)} ms`;
+    return `nvidia-smi: ${txt(r.releasedMib)} MiB back on ${txt(r.gpuUuid)} (${used}) after ${txt(r.waitedMs)} ms${byClause(vramReadingOf(r.reading))}`;
   },
   startServeContainer: (r, i) => {
     if (!r) return undefined;

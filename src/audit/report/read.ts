@@ -2,6 +2,7 @@
 // so nothing in it is trusted to have today's shape: every field is read as possibly missing,
 // and what is printed is checked to be a string or a number first.
 import type { LedgerState } from '../../domain/ledger';
+import type { VramReading } from '../../shared/contracts';
 import { decodePayloads } from '../events';
 import type { FailureEvidence } from './model';
 
@@ -85,4 +86,13 @@ export function rootOf(f: FailureEvidence): FailureEvidence {
 /** The value if it is an object (not an array), keeping the type its reader declares. */
 export function fields<T>(v: T | null | undefined): (T & object) | undefined {
   return obj(v) as (T & object) | undefined;
+}
+
+/** A release's reading as recorded, when it has the shape confirmVramReleased gives it (none before it did). */
+export function vramReadingOf(v: unknown): VramReading | undefined {
+  const r = obj(v);
+  const ownOk = Array.isArray(r?.['pids']) && num(r?.['heldBeforeMib']) !== undefined && num(r?.['heldNowMib']) !== undefined;
+  if (r?.['by'] === 'own-processes' && ownOk) return r as unknown as VramReading;
+  if (r?.['by'] === 'whole-gpu' && typeof r['why'] === 'string') return r as unknown as VramReading;
+  return undefined;
 }

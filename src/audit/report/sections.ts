@@ -2,7 +2,8 @@
 // or the model itself as JSON.
 import type { AuditReport, DrainResult, LedgerAtEvidence, IdentityEvidence, PromotionEvidence, VictimEvidence, VramReleaseResult } from './model';
 import { summarizeActivity } from './activities';
-import { compact, obj, txt } from './read';
+import { compact, obj, txt, vramReadingOf } from './read';
+import { byClause } from '../../shared/wording';
 import { markdownWriter, textWriter, time } from './writers';
 import type { Writer } from './writers';
 
@@ -16,7 +17,7 @@ function drainLine(d: DrainResult): string {
 
 function vramLine(v: VramReleaseResult): string {
   const used = `used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB, expected ${v.expectedMib} MiB`;
-  return `nvidia-smi: ${v.releasedMib} MiB back on ${v.gpuUuid} (${used}) within ${v.waitedMs} ms`;
+  return `nvidia-smi: ${v.releasedMib} MiB back on ${v.gpuUuid} (${used}) within ${v.waitedMs} ms${byClause(vramReadingOf(v.reading))}`;
 }
 
 function identityLine(i: IdentityEvidence): string {

@@ -1,0 +1,202 @@
+// A victim's VRAM confirmed by its own processes on the GPU, not by the whole GPU's memory.used,
+// which another serve starting or stopping on the same card during the drain moves as much. On a
+// simulated box: real dev server, the reference router, sim serves as separate processes, the fake
+// nvidia-smi listing each by its pid. A request held through the router keeps the drain going
+// while the other serve starts or stops; the box is sampled (its processes on the GPU, its
+// containers) the whole time, not only the ledger's word.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { containerName, LABEL, serveCommand } from '../src/domain/serve';
+import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
+import type { TestServe } from './support/box';
+import { startSimTestBox } from './support/sim';
+import type { SimTestBox } from './support/sim';
+import { sleep, waitUntil } from './support/wait';
+import { waitForPendingActivity } from './support/history-scan';
+import { workflowIds } from '../src/shared/messages';
+import type { GpuProcess } from '../src/shared/contracts';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+  // Run on the card by hand, outside the ledger (its manifest entry only lends it a port and a command).
+  { name: 'squatter', vram_mib: 12288 },
+];
+const HELD_REQUEST_MS = 8000;
+
+/** What the box showed at one moment: each process nvidia-smi lists on the GPU, and which serves run. */
+interface Sample {
+  atMs: number;
+  onGpu: GpuProcess[];
+  running: string[];
+}
+
+describe("a victim's VRAM confirmed by its own processes", () => {
+  let t: SimTestBox;
+  let uuid: string;
+
+  before(async () => {
+    t = await startSimTestBox('ownvram', [GPU], SERVES);
+    uuid = t.manifest.gpus[0]?.uuid ?? '';
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  const client = () => t.temporal.client;
+  const pidsOf = async (serve: string) => t.box.runtime.processes(serve === 'squatter' ? squatterName() : containerName(t.node, serve));
+  const squatterName = () => `squatter-${t.node}`;
+
+  /** Samples the box every 100 ms until stopped (2 min at most). */
+  function sampleBox(): { stop: () => Promise<Sample[]> } {
+    const samples: Sample[] = [];
+    let going = true;
+    // Bounded: a case that fails before it stops the sampling does not keep the file's process up.
+    const until = Date.now() + 120_000;
+    const loop = (async () => {
+      while (going && Date.now() < until) {
+        const [onGpu, containers] = await Promise.all([t.box.gpu.computeApps(), t.box.runtime.list({})]);
+        samples.push({ atMs: Date.now(), onGpu, running: containers.filter((c) => c.running).map((c) => c.name) });
+        await sleep(100);
+      }
+    })();
+    return {
+      stop: async () => {
+        going = false;
+        await loop;
+        return samples;
+      },
+    };
+  }
+
+  async function upFastAndVision(): Promise<void> {
+    for (const s of ['fast', 'vision']) {
+      const o = await serveUp(client(), t.node, s);
+      assert.ok(o.ok, !o.ok ? o.message : '');
+    }
+  }
+
+  /** Starts comfyui-sim --evict while a request held through the router keeps vision draining; resolves once the drain is under way. */
+  async function acquireWhileVisionDrains(releaseTimeoutS: number) {
+    const held = t.routed('vision', { sim_delay_ms: HELD_REQUEST_MS });
+    await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 10_000);
+    const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, releaseTimeoutS });
+    // The drain under way: the readings before it (the GPU's, vision's processes) are taken.
+    await waitForPendingActivity(client().workflow.getHandle(workflowIds.acquire(t.node, 'comfyui-sim')), 'drainServe');
+    return { held, acquisition };
+  }
+
+  /** A serve started on the card outside the ledger: a separate process the fake nvidia-smi lists with its 12288 MiB. */
+  async function startSquatter(): Promise<void> {
+    const spec = t.manifest.serves.find((s) => s.name === 'squatter');
+    assert.ok(spec);
+    await t.box.runtime.ensureRunning({
+      name: squatterName(),
+      image: spec.image,
+      cmd: serveCommand(spec),
+      env: spec.env,
+      labels: { [LABEL.gpuUuid]: uuid, [LABEL.vramMib]: String(spec.vramMib) },
+      bind: spec.bind,
+      hostPort: spec.port,
+      containerPort: spec.containerPort,
+      gpuUuid: uuid,
+    });
+  }
+
+  async function restoreBox(): Promise<void> {
+    t.box.writeNvidiaSmiState({ heldPids: [], fixedUsedMib: {}, computeAppsUnsupported: false });
+    await t.box.runtime.remove(squatterName());
+    for (const s of ['comfyui-sim', 'vision', 'fast']) await serveDown(client(), t.node, s);
+    const l = (await ledgerSnapshots(client(), t.manifest)).find((x) => x.gpuRole === GPU.role);
+    assert.deepEqual(l?.reservations.map((r) => r.serve) ?? [], []);
+  }
+
+  test("a serve started on the GPU while the victim drains: the acquisition completes, confirmed by the victim's own processes", async () => {
+    try {
+      await upFastAndVision();
+      const visionPids = await pidsOf('vision');
+      const box = sampleBox();
+      const { held, acquisition } = await acquireWhileVisionDrains(5);
+      await startSquatter();
+      const squatterPids = await pidsOf('squatter');
+      // The race is real only if the squatter took its memory while vision still drained.
+      const tier = await t.box.routerAdmin.tierState('vision-local');
+      assert.equal(tier.inFlight, 1, 'the squatter must start while the drain is under way');
+      const o = await acquisition;
+      const samples = await box.stop();
+      const answered = await held;
+      const overlap = samples.find((s) => s.onGpu.some((p) => visionPids.includes(p.pid)) && s.onGpu.some((p) => squatterPids.includes(p.pid)));
+      const last = samples[samples.length - 1];
+      console.log(
+        `  ${samples.length} samples; vision pid ${visionPids.join(',')} and squatter pid ${squatterPids.join(',')} both on the GPU at +${
+          overlap ? overlap.atMs - (samples[0]?.atMs ?? 0) : '-'
+        } ms; held request ${answered.status}; outcome: ${o.ok ? `ok, ${JSON.stringify(o.result.victims[0]?.vram)}` : `${o.failureType}: ${o.message}`}`,
+      );
+      assert.ok(overlap, 'no sample saw the squatter on the GPU beside the draining vision');
+      assert.equal(answered.status, 200);
+      assert.ok(o.ok, !o.ok ? `${o.failureType}: ${o.message}` : '');
+      const vram = o.result.victims[0]?.vram;
+      assert.equal(vram?.reading?.by, 'own-processes');
+      assert.equal(vram?.releasedMib, 12288);
+      assert.ok(vram?.reading?.by === 'own-processes' && vram.reading.heldNowMib === 0);
+      // The whole GPU did not fall: the squatter took what vision gave back.
+      assert.ok((vram?.usedAfterMib ?? 0) >= (vram?.usedBeforeMib ?? 0) - 100, JSON.stringify(vram));
+      assert.ok(last?.running.includes(containerName(t.node, 'comfyui-sim')) && last.running.includes(squatterName()), JSON.stringify(last?.running));
+      assert.ok(!last?.running.includes(containerName(t.node, 'vision')));
+    } finally {
+      await restoreBox();
+    }
+  });
+
+  test("a serve stopped while the victim drains: the victim's memory still held by its process is not confirmed, the acquirer not started", async () => {
+    try {
+      await upFastAndVision();
+      const visionPids = await pidsOf('vision');
+      const [visionPid] = visionPids;
+      assert.ok(visionPid);
+      const box = sampleBox();
+      const { held, acquisition } = await acquireWhileVisionDrains(3);
+      // Vision's memory stays held after its exit (the driver has not torn its context down): its
+      // pid stays listed with its MiB. And fast, 14336 MiB, stops on the same card meanwhile.
+      t.box.writeNvidiaSmiState({ heldPids: [{ gpuUuid: uuid, pid: visionPid, vramMib: 12288 }] });
+      const down = await serveDown(client(), t.node, 'fast');
+      assert.ok(down.ok, !down.ok ? down.message : '');
+      assert.equal((await t.box.routerAdmin.tierState('vision-local')).inFlight, 1, 'fast must stop while the drain is under way');
+      const o = await acquisition;
+      const samples = await box.stop();
+      const answered = await held;
+      const fastGone = samples.find((s) => !s.running.includes(containerName(t.node, 'fast')));
+      const visionHeld = samples.filter((s) => !s.running.includes(containerName(t.node, 'vision')) && s.onGpu.some((p) => p.pid === visionPid));
+      console.log(
+        `  ${samples.length} samples; fast gone at +${fastGone ? fastGone.atMs - (samples[0]?.atMs ?? 0) : '-'} ms; ` +
+          `${visionHeld.length} samples with vision stopped and its pid ${visionPid} still on the GPU; held request ${answered.status}; ` +
+          `outcome: ${o.ok ? `ok, ${JSON.stringify(o.result.victims[0]?.vram)}` : `${o.failureType}: ${o.message}`}`,
+      );
+      assert.ok(visionHeld.length > 0, "no sample saw vision's memory held after its stop");
+      assert.ok(!o.ok, `the acquisition completed on memory vision still holds: ${o.ok ? JSON.stringify(o.result.victims[0]?.vram) : ''}`);
+      assert.equal(o.failureType, 'VramNotReleased');
+      assert.match(o.message, new RegExp(`VRAM of vision not released on GPU ${uuid}: 12288 MiB still held by its own processes`));
+      assert.equal((await t.box.runtime.inspect(containerName(t.node, 'comfyui-sim'))) ?? null, null);
+    } finally {
+      await restoreBox();
+    }
+  });
+
+  test('where nvidia-smi cannot list processes, the whole GPU confirms, and the result says why', async () => {
+    try {
+      await upFastAndVision();
+      t.box.writeNvidiaSmiState({ computeAppsUnsupported: true });
+      const o = await serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, releaseTimeoutS: 10 });
+      assert.ok(o.ok, !o.ok ? `${o.failureType}: ${o.message}` : '');
+      const vram = o.result.victims[0]?.vram;
+      console.log(`  ${JSON.stringify(vram)}`);
+      assert.equal(vram?.reading?.by, 'whole-gpu');
+      assert.match(vram?.reading?.by === 'whole-gpu' ? vram.reading.why : '', /nvidia-smi lists no compute process/);
+      assert.equal(vram?.releasedMib, 12288);
+    } finally {
+      await restoreBox();
+    }
+  });
+});
