@@ -184,6 +184,27 @@ describe("a victim's VRAM confirmed by its own processes", () => {
     }
   });
 
+  test("nvidia-smi refusing the process query during the wait is not a release: the victim's memory counts as still held", async () => {
+    try {
+      await upFastAndVision();
+      const [visionPid] = await pidsOf('vision');
+      assert.ok(visionPid);
+      const { held, acquisition } = await acquireWhileVisionDrains(3);
+      // Listed on the GPU before the stop (the drain is under way), then the driver refuses the
+      // query for the rest of the wait while vision's memory stays held under its pid.
+      t.box.writeNvidiaSmiState({ heldPids: [{ gpuUuid: uuid, pid: visionPid, vramMib: 12288 }], computeAppsUnsupported: true });
+      const o = await acquisition;
+      await held;
+      console.log(`  outcome: ${o.ok ? `ok, ${JSON.stringify(o.result.victims[0]?.vram)}` : `${o.failureType}: ${o.message}`}`);
+      assert.ok(!o.ok, `the acquisition completed on a refused process query: ${o.ok ? JSON.stringify(o.result.victims[0]?.vram) : ''}`);
+      assert.equal(o.failureType, 'VramNotReleased');
+      assert.match(o.message, /not listed in the last reading \(.*Not Supported.*\), counted as still held/);
+      assert.equal((await t.box.runtime.inspect(containerName(t.node, 'comfyui-sim'))) ?? null, null);
+    } finally {
+      await restoreBox();
+    }
+  });
+
   test('where nvidia-smi cannot list processes, the whole GPU confirms, and the result says why', async () => {
     try {
       await upFastAndVision();

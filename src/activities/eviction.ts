@@ -11,7 +11,7 @@ import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
 import { imageMissing } from '../adapters/errors';
 import type { DrainResult, GpuReading, QuiesceMarks, ServeProcesses, TierState, VramReading, VramReleaseResult } from '../shared/contracts';
-import { neededMib, ownReading, ownUnseen, serveProcessesOf } from '../domain/vram-release';
+import { neededMib, ownReading, ownUnseen, serveProcessesOf, stillHeld } from '../domain/vram-release';
 import type { DrainBeat, VramBeat } from '../shared/progress';
 import { nonRetryable, permanentAsFailure } from './failure';
 import { earlierProgress, heartbeating, progress } from './heartbeat';
@@ -79,6 +79,12 @@ export function createEvictionActivities(deps: EvictionDeps) {
     const g = gpus.find((x) => x.uuid === uuid);
     if (!g) throw nonRetryable(Failure.GpuNotFound, `nvidia-smi reports no GPU ${uuid} (has: ${gpus.map((x) => x.uuid).join(', ') || 'none'})`);
     return g;
+  };
+
+  /** A process query nvidia-smi refused during a release wait (a permanent failure, its binary gone, still fails the step). */
+  const unlisted = (err: unknown): { unread: string } => {
+    if (err instanceof ApplicationFailure) throw err;
+    return { unread: err instanceof Error ? err.message : String(err) };
   };
 
   /** Never fails the eviction: processes that cannot be read leave the whole GPU to confirm the release. */
@@ -301,9 +307,14 @@ export function createEvictionActivities(deps: EvictionDeps) {
         // By its own processes the GPU's figure is only for the record: the stream's latest will do.
         const [g, apps] = await Promise.all([
           readGpu(input.gpuUuid, own ? RECENT_READING : {}),
-          own ? permanentAsFailure(() => gpuProbe().computeApps()) : undefined,
+          own ? permanentAsFailure(() => gpuProbe().computeApps({ refusalThrows: true })).catch(unlisted) : undefined,
         ]);
-        const seen = own && apps ? ownReading(own, apps, input.gpuUuid, input.expectedMib, keepMib) : undefined;
+        const seen =
+          !own || apps === undefined
+            ? undefined
+            : 'unread' in apps
+              ? stillHeld(own, apps.unread, input.expectedMib, keepMib)
+              : ownReading(own, apps, input.gpuUuid, input.expectedMib, keepMib);
         const reading: VramReading = seen?.reading ?? { by: 'whole-gpu', why: why ?? '' };
         const releasedMib = seen ? seen.releasedMib : input.usedBeforeMib - g.usedMib;
         const result = {

@@ -28,7 +28,14 @@ export interface ServeProcesses {
 /** Which reading confirmed a victim's VRAM back. */
 export type VramReading =
   /** None of the victim's processes (pids: those it had on the GPU) holds memory there any more (asleep: all but its residual given back). */
-  | { by: 'own-processes'; pids: number[]; heldBeforeMib: number; heldNowMib: number }
+  | {
+      by: 'own-processes';
+      pids: number[];
+      heldBeforeMib: number;
+      heldNowMib: number;
+      /** nvidia-smi refused the process query this reading: what they held is counted as still held, never as given back. */
+      unread?: string;
+    }
   /** memory.used of the whole GPU fell by the victim's MiB; `why` its own processes could not say. */
   | { by: 'whole-gpu'; why: string };
 
@@ -97,6 +104,24 @@ export function ownReading(
   const releasedMib = heldBeforeMib - heldNowMib;
   const released = keepMib > 0 ? releasedMib >= neededMib(heldBeforeMib - keepMib) : listed.length === 0;
   return { reading: { by: 'own-processes', pids: own.onGpu.map((p) => p.pid), heldBeforeMib, heldNowMib }, releasedMib, released };
+}
+
+/**
+ * A reading whose process query nvidia-smi refused (a driver error mid-wait): an empty list would
+ * read as every process gone, so the victim's processes count as holding what they held before.
+ */
+export function stillHeld(
+  own: ServeProcesses,
+  why: string,
+  expectedMib: number,
+  keepMib: number,
+): { reading: Extract<VramReading, { by: 'own-processes' }>; releasedMib: number; released: false } {
+  const heldBeforeMib = heldMib(own.onGpu, expectedMib + keepMib);
+  return {
+    reading: { by: 'own-processes', pids: own.onGpu.map((p) => p.pid), heldBeforeMib, heldNowMib: heldBeforeMib, unread: why },
+    releasedMib: 0,
+    released: false,
+  };
 }
 
 /** What the victim's own processes still hold, where they confirmed its release (a sleeper's residual seen). */

@@ -96,6 +96,8 @@ interface VramFigures {
 
 /** Which reading confirmed a release, as a clause; empty for results recorded before readings were told apart. */
 export function confirmedBy(r: VramReading | undefined): string {
+  if (r?.by === 'own-processes' && r.unread !== undefined)
+    return `by its own processes: pid ${r.pids.join(', ')}, not listed in the last reading (${r.unread}), counted as still held`;
   if (r?.by === 'own-processes') return `by its own processes: pid ${r.pids.join(', ')}, ${r.heldBeforeMib} → ${r.heldNowMib} MiB`;
   if (r?.by === 'whole-gpu' && r.why) return `by the whole GPU: its own processes could not say (${r.why})`;
   return '';

@@ -94,8 +94,8 @@ export class NvidiaSmiStream implements GpuProbe {
     return reading;
   }
 
-  computeApps(): Promise<GpuProcess[]> {
-    return this.once.computeApps();
+  computeApps(opts?: { refusalThrows?: boolean }): Promise<GpuProcess[]> {
+    return this.once.computeApps(opts);
   }
 
   /** Ends the stream; later readings are one-shot spawns. */

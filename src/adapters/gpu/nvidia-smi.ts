@@ -168,10 +168,10 @@ export class NvidiaSmi implements GpuProbe {
     return parseGpuCsv(out.stdout);
   }
 
-  /** Empty where the driver refuses the query (a non-zero exit); a timeout is still an error. */
-  async computeApps(): Promise<GpuProcess[]> {
+  /** Empty where the driver refuses the query (a non-zero exit), unless `refusalThrows`; a timeout is always an error. */
+  async computeApps(opts: { refusalThrows?: boolean } = {}): Promise<GpuProcess[]> {
     const out = await this.run(COMPUTE_APPS_QUERY_ARGS);
-    if (out.code === null) throw this.failure(COMPUTE_APPS_QUERY_ARGS, out);
+    if (out.code === null || (out.code !== 0 && opts.refusalThrows)) throw this.failure(COMPUTE_APPS_QUERY_ARGS, out);
     if (out.code !== 0) return [];
     return parseComputeAppsCsv(out.stdout);
   }

@@ -20,6 +20,9 @@ export interface GpuProbe {
   readonly streams?: boolean;
   /** Ends what the probe keeps running (the stream's process). */
   close?(): void;
-  /** Empty where the driver or the pid namespace hides processes. */
-  computeApps(): Promise<GpuProcess[]>;
+  /**
+   * Empty where the driver or the pid namespace hides processes; with `refusalThrows` a refused
+   * query (a non-zero exit) throws instead, for a reader to whom an empty list means "all gone".
+   */
+  computeApps(opts?: { refusalThrows?: boolean }): Promise<GpuProcess[]>;
 }
