@@ -2,7 +2,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { applyAdmit, decideAdmit, denialMessage, emptyLedger, formatLedger, totals, withPhase } from '../src/domain/ledger';
-import type { AdmitRequest, LedgerState } from '../src/domain/ledger';
+import type { AdmitRequest, LedgerState, Reservation } from '../src/domain/ledger';
+import { withRestoreLinks } from '../src/domain/reconcile';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, evictionOutlook, planEviction } from '../src/domain/eviction';
 import type { ServeClass } from '../src/domain/types';
 
@@ -236,5 +237,53 @@ describe('eviction by sleeping: the residual stays committed', () => {
     l = applyVictimReleased(applyEvictionPlan(l, acquirer, [{ serve: 'vision', vramMib: 12288 }]), 'vision', 'comfyui-sim');
     assert.equal(l.reservations.find((r) => r.serve === 'vision')?.phase, 'evicted');
     assert.equal(totals(l).committedMib, 8192, "the acquirer's alone");
+  });
+});
+
+describe("a fresh ledger's restore links (withRestoreLinks)", () => {
+  /** b and vision running, ondemand acquired by evicting vision (stopped) and sleepy (asleep): the lost run's last state. */
+  function lostRun(): LedgerState {
+    let l = running(emptyLedger('n', GPU), 'b', 9000);
+    l = running(l, 'vision', 12288, 'evictable');
+    l = running(l, 'sleepy', 4000, 'evictable');
+    const od: AdmitRequest = { serve: 'ondemand', vramMib: 14000, class: 'on-demand', holder: 'acquire/od-run' };
+    l = applyEvictionPlan(l, od, [
+      { serve: 'vision', vramMib: 12288 },
+      { serve: 'sleepy', vramMib: 4000, sleep: { level: 1, residualMib: 500 } },
+    ]);
+    l = applyVictimReleased(l, 'vision', 'ondemand');
+    return withPhase(applyVictimReleased(l, 'sleepy', 'ondemand', 1), 'ondemand', 'running');
+  }
+  const found = (serve: string, phase: 'running' | 'sleeping', vramMib: number): Reservation => ({
+    serve,
+    vramMib,
+    class: 'evictable',
+    phase,
+    holder: `h/${serve}`,
+  });
+
+  test("the lost run's evicted entry comes back, and a sleeper found takes the acquirer it sleeps for", () => {
+    const carried = withRestoreLinks([found('b', 'running', 9000), found('ondemand', 'running', 14000), found('sleepy', 'sleeping', 4000)], lostRun());
+    assert.deepEqual(
+      carried.map((r) => `${r.serve} ${r.phase}${r.evictedFor ? ` for ${r.evictedFor} by ${r.evictedBy ?? '?'}` : ''}`),
+      ['b running', 'ondemand running', 'sleepy sleeping for ondemand by acquire/od-run', 'vision evicted for ondemand by acquire/od-run'],
+    );
+  });
+
+  test('its acquirer gone from the box, the evicted entry is kept, for it; one the box shows running is taken from the box', () => {
+    const carried = withRestoreLinks([found('b', 'running', 9000), found('vision', 'running', 12288)], lostRun());
+    assert.deepEqual(
+      carried.map((r) => `${r.serve} ${r.phase}${r.evictedFor ? ` for ${r.evictedFor}` : ''}`),
+      ['b running', 'vision running'],
+    );
+    assert.deepEqual(
+      withRestoreLinks([found('b', 'running', 9000)], lostRun()).map((r) => `${r.serve} ${r.phase} ${r.evictedFor ?? ''}`),
+      ['b running ', 'vision evicted ondemand'],
+    );
+  });
+
+  test('without the lost run (Temporal could not say), what was found, in the order of their names', () => {
+    const f = [found('sleepy', 'sleeping', 4000), found('b', 'running', 9000)];
+    assert.deepEqual(withRestoreLinks(f, undefined), [f[1], f[0]]);
   });
 });

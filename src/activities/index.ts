@@ -34,6 +34,7 @@ import { createPromotionActivities } from './promotion';
 import { createRunTagActivities } from './run-tags';
 import { createSleepActivities, sleepsNow } from './sleep';
 import { residualHeldAfresh } from '../domain/sleep';
+import { withRestoreLinks } from '../domain/reconcile';
 import { healthPollDelayMs } from '../domain/health-poll';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
@@ -118,7 +119,7 @@ const PAST_ADMISSION = ['admit', 'plan'];
 /**
  * How long a fresh ledger's reconcile waits for the state of the run it replaces (a visibility
  * list and a query that replays that run): a third of the activity's 30 s. Past it, each sleeper
- * found is held whole.
+ * found is held whole, for no acquirer, and the victims stopped for an acquisition are not known.
  */
 const LOST_RUN_READ_MS = 10_000;
 
@@ -255,15 +256,16 @@ export function createActivities(deps: ActivityDeps) {
      * it is running past its admission (by the ledger this one replaces): it may be waking past its
      * fence, so it is admitted whole to that run, which finishes against this ledger. One that has
      * not been admitted yet is admitted here, as any restore. When Temporal cannot say, it counts
-     * whole: a wake may be under way.
+     * whole: a wake may be under way. The restore links come from that run too (withRestoreLinks):
+     * its victims stopped for an acquisition, and for whom each sleeper sleeps.
      */
     async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
       const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
       // Read once for all of them; a manifest that cannot be read now takes none as asleep (each counts whole).
       const manifest = await loadManifest(deps.manifest).catch(() => undefined);
       const found: Reservation[] = [];
-      // The lost run's last state, read once and only when a sleeper is found.
-      let lost: { state: LedgerState | undefined } | undefined;
+      // The lost run's last state, read once: its victims stopped for an acquisition left no container.
+      const lost = await lostLedger(input);
       for (const c of containers.filter((x) => x.running && Number(x.labels[LABEL.vramMib]) > 0 && x.labels[LABEL.serve])) {
         const serve = c.labels[LABEL.serve] ?? c.name;
         const r: Reservation = {
@@ -286,13 +288,12 @@ export function createActivities(deps: ActivityDeps) {
         // unset, its wake reloads the weights as after level 2, right after either. What it keeps
         // asleep, the ledger this one replaces knew (the release check's reading), and nvidia-smi
         // alone cannot say which serve on the GPU keeps what.
-        if (waking === undefined) {
-          lost ??= { state: await lostLedger(input) };
-          found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: residualHeldAfresh(serve, r.vramMib, sleep.residualMib, lost.state) } });
-        } else if (waking === 'unknown') found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: r.vramMib } });
+        if (waking === undefined)
+          found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: residualHeldAfresh(serve, r.vramMib, sleep.residualMib, lost) } });
+        else if (waking === 'unknown') found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: r.vramMib } });
         else found.push({ ...r, phase: 'admitted', holder: waking.holder, sleep: declared, admittedFrom: { evicted: true, asleepAt: 2 } });
       }
-      return found.sort((a, b) => a.serve.localeCompare(b.serve));
+      return withRestoreLinks(found, lost);
     },
 
     async inspectServe(input: { node: string; serve: string }): Promise<ContainerState | null> {

@@ -1,0 +1,121 @@
+// A victim stopped for an acquisition has no container: a ledger lost and started afresh used to
+// reconcile from the running containers alone and forget it, and the acquirer's `serves down
+// --restore` then restored nothing. The fresh ledger now carries the lost run's evicted entries
+// (read by a query that replays that run). A `gpures worker` process, fake-vLLM containers, the
+// reference router; each case terminates the ledger after the acquisition, and samples the box
+// every 200 ms while `serves down ondemand --restore` (its own process) runs: which serves'
+// containers run, and vision's tier.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
+import { formatLedger, totals } from '../src/domain/ledger';
+import { containerName, LABEL } from '../src/domain/serve';
+import { workflowIds } from '../src/shared/messages';
+import { docker } from './support/box';
+import { gpures, show } from './support/cli';
+import { startProcessBox } from './support/process-box';
+import type { ProcessBox } from './support/process-box';
+import { GPU, SERVES, visionProbes } from './support/vision-probes';
+
+describe('a fresh ledger keeps the restore links of the one it replaces', () => {
+  let b: ProcessBox | undefined;
+  const box = () => {
+    if (!b) throw new Error('the box has not started');
+    return b;
+  };
+  before(async () => {
+    b = await startProcessBox('lostrestore', GPU, SERVES);
+  });
+  after(async () => {
+    await b?.close();
+  });
+  const { tier, routed } = visionProbes(box);
+  const ledger = () => new LedgerClient(box().temporal.client).snapshot(box().node, box().manifest.gpus[0]!);
+  const cli = (...args: string[]) => gpures([...args, '--manifest', box().manifestPath], box().env, 120_000);
+
+  /** The serves whose containers run, by their labels, and the MiB those labels reserve. */
+  const runningServes = async () => {
+    const cs = await docker().listContainers({ filters: { label: [`${LABEL.node}=${box().node}`], status: ['running'] } });
+    return { serves: cs.map((c) => c.Labels[LABEL.serve] ?? '?').sort(), mib: cs.reduce((s, c) => s + Number(c.Labels[LABEL.vramMib] ?? 0), 0) };
+  };
+
+  /** b and vision up, then ondemand acquired by evicting vision; the ledger then terminated. */
+  async function evictedThenLedgerLost(): Promise<void> {
+    const up = await cli('serves', 'up', 'b', 'vision');
+    assert.equal(up.code, 0, show(up));
+    const acq = await cli('serves', 'up', 'ondemand', '--evict');
+    assert.equal(acq.code, 0, show(acq));
+    assert.deepEqual((await runningServes()).serves, ['b', 'ondemand']);
+    assert.equal((await tier()).state, 'quiesced');
+    await box().temporal.client.workflow.getHandle(workflowIds.ledger(box().node, GPU.role)).terminate('test: the ledger is lost after an acquisition');
+  }
+
+  /** `serves down ondemand --restore` as its own process, the box sampled every 200 ms until it ends; then the box and the ledger. */
+  async function downRestoreSampled() {
+    let ended = false;
+    const down = cli('serves', 'down', 'ondemand', '--restore').finally(() => (ended = true));
+    const samples: string[] = [];
+    while (!ended) {
+      const [{ serves }, t] = await Promise.all([runningServes(), tier()]);
+      samples.push(`${serves.join('+')} ${t.state}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const run = await down;
+    const l = await ledger();
+    const after = {
+      running: await runningServes(),
+      tier: (await tier()).state,
+      routed: await routed(),
+      committedMib: totals(l).committedMib,
+      ledger: l.reservations.map((r) => `${r.serve} ${r.phase}`),
+    };
+    // Distinct samples in order, with how many times each was seen.
+    const seen = samples.reduce<string[]>((acc, s, i) => (s === samples[i - 1] ? acc : [...acc, s]), []);
+    console.log(`  ${samples.length} samples while serves down ondemand --restore ran: ${seen.join(' -> ')}`);
+    console.log(`  ${run.stderr.trim().split('\n').at(-1) ?? ''}; after: ${JSON.stringify(after)}`);
+    return { run, samples, after };
+  }
+
+  /** vision came back: its container runs, its tier is active and answers, the ledger commits what the containers' labels reserve; never beside ondemand. */
+  function assertVisionRestored(r: Awaited<ReturnType<typeof downRestoreSampled>>, said: string) {
+    assert.equal(r.run.code, 0, show(r.run));
+    assert.ok(r.run.stderr.split('\n').includes(said), show(r.run));
+    assert.ok(r.samples.length >= 3, 'the box was sampled while the bring-down ran');
+    assert.deepEqual(
+      r.samples.filter((s) => s.startsWith('b+ondemand+vision')),
+      [],
+      'vision ran beside ondemand: over the budget',
+    );
+    assert.deepEqual(r.after.running.serves, ['b', 'vision'], 'vision was not restored');
+    assert.equal(r.after.tier, 'active');
+    assert.deepEqual(r.after.routed, { status: 200, byVision: true });
+    assert.equal(r.after.committedMib, r.after.running.mib);
+    assert.deepEqual(r.after.ledger, ['b running', 'vision running']);
+  }
+
+  /** Puts the box back for the next case whatever this one found: every serve down. */
+  async function thenDown(run: () => Promise<void>): Promise<void> {
+    try {
+      await run();
+    } finally {
+      const down = await cli('serves', 'down', 'ondemand', 'b', 'vision');
+      assert.equal(down.code, 0, show(down));
+    }
+  }
+
+  test('the acquirer still runs: its serves down --restore, the first call to the fresh ledger, brings vision back', () =>
+    thenDown(async () => {
+      await evictedThenLedgerLost();
+      assertVisionRestored(await downRestoreSampled(), "serves down ondemand: stopped, 8192 MiB released on 'dark-fast'; restore: vision restored");
+    }));
+
+  test("the acquirer's container gone too: the fresh ledger lists vision evicted for it, and its serves down --restore brings vision back", () =>
+    thenDown(async () => {
+      await evictedThenLedgerLost();
+      // ondemand's container removed while no ledger runs (a crash, a hand on the box).
+      await docker().getContainer(containerName(box().node, 'ondemand')).remove({ force: true });
+      assert.deepEqual(formatLedger(await ledger()).slice(1), ['  b 9000 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for ondemand)']);
+      // Its take finds nothing and its release frees nothing; the restore goes by the ledger after the release.
+      assertVisionRestored(await downRestoreSampled(), 'serves down ondemand: was not running, nothing to stop; restore: vision restored');
+    }));
+});
