@@ -18,6 +18,12 @@
 // (their failures are), and with --runs K each caller count gets K rounds on fresh ledgers, every
 // round printed and the target read on all their counted decisions together.
 //
+// Each round also prints the CPU a decision cost, by process and thread (bench/cpu-split.ts): the
+// dev server, this process's main thread (the callers and the worker's JavaScript side), the
+// worker's workflow thread (the ledger's code), the SDK core's threads, and the rest (V8's
+// collector). On two cores shared by all three, the ledger's workflow-task cycle is CPU: this is
+// where it goes, and the figure that compares two builds on a host whose load moves.
+//
 //   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R] [--runs K] [--warmup-s S]
 //                                                                  (scripts/lib.sh export_test_env)
 import { performance } from 'node:perf_hooks';
@@ -30,6 +36,8 @@ import { testTemporal } from '../test/support/temporal';
 import type { TestTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
 import { stealLine, stealMeter, TARGETS, targetLine } from './target';
+import { CPU_GROUPS, cpuMs, perDecisionUs, threadIds } from './cpu-split';
+import type { CpuMs } from './cpu-split';
 
 const GPU: GpuSpec = { role: 'bench', uuid: 'GPU-bench', capacityMib: 100_000, reserveMib: 0 };
 
@@ -46,6 +54,10 @@ interface Round {
   firstFailure?: string;
   /** The host's steal share while the round ran (bench/target.ts). */
   steal: number;
+  /** CPU ms by process and thread over the round's updates, the warm-up's included (bench/cpu-split.ts). */
+  cpu: { from: CpuMs; to: CpuMs };
+  /** Updates answered in the round, the warm-up's included: what the CPU is divided by. */
+  answered: number;
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -55,6 +67,7 @@ function quantile(sorted: number[], q: number): number {
 
 async function round(temporal: TestTemporal, callers: number, decisions: number, raw: boolean, rate: number | undefined, warmupS: number): Promise<Round> {
   const node = uniqueNode(`bench-callers-${callers}`);
+  const beforeWorker = threadIds();
   const worker = await startTestWorker({ temporal, node, manifest: { read: () => Promise.reject(new Error('no manifest in this benchmark')) } });
   try {
     const ledger = new LedgerClient(temporal.client);
@@ -63,11 +76,13 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
     const pairs = Math.max(1, Math.round(decisions / 2 / callers));
     const latenciesMs: number[] = [];
     let failed = 0;
+    let answered = 0;
     let firstFailure: string | undefined;
     const timed = async (send: () => Promise<unknown>, counted: boolean, dueAt?: number): Promise<boolean> => {
       const t0 = dueAt ?? performance.now();
       try {
         await send();
+        answered += 1;
         if (counted) latenciesMs.push(performance.now() - t0);
         return true;
       } catch (err) {
@@ -77,6 +92,7 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
       }
     };
     const steal = stealMeter();
+    const cpuFrom = cpuMs(beforeWorker);
     const begun = performance.now();
     // Open loop: caller c starts pair p at begun + (p + c / callers) * pairEveryMs. The first
     // warmupPairs of each caller run at the same pace but are not counted: the figure is the
@@ -111,6 +127,7 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
       }),
     );
     const wallMs = performance.now() - started;
+    const cpu = { from: cpuFrom, to: cpuMs(beforeWorker) };
     const sorted = latenciesMs.sort((a, b) => a - b);
     return {
       callers,
@@ -122,6 +139,8 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
       latenciesMs: sorted,
       firstFailure,
       steal: steal(),
+      cpu,
+      answered,
     };
   } finally {
     await worker.stop();
@@ -183,6 +202,7 @@ async function main(): Promise<void> {
         const of = rounds > 1 ? ` (${rounds} rounds pooled: ${pooled.length} decisions, ${sum((r) => r.failed)} failed)` : '';
         console.log(targetLine(`decisions/s from 50 callers${of}`, (sum((r) => r.decisions) * 1000) / sum((r) => r.wallMs), '>=', TARGETS.ledgerPerSecond));
         console.log(targetLine(`p99 from 50 callers${of}`, quantile(pooled, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
+        if (rounds > 1) console.log(cpuLine(` (${rounds} rounds pooled)`, results));
         console.log(stealLine(sum((r) => r.steal * r.wallMs) / sum((r) => r.wallMs), 'its rounds ran'));
       }
     }
@@ -206,7 +226,21 @@ function printRound(r: Round): Round {
     (r.steal * 100).toFixed(0).padStart(8),
   ].join(' ');
   console.log(r.firstFailure ? `${line}   first failure: ${r.firstFailure}` : line);
+  console.log(cpuLine('', [r]));
   return r;
+}
+
+/** `  cpu a decision: server … µs, main …, …; total … µs (N updates)`, over the rounds given together. */
+function cpuLine(of: string, rs: Round[]): string {
+  const sum = (pick: (r: Round) => CpuMs) => Object.fromEntries(CPU_GROUPS.map((g) => [g, rs.reduce((t, r) => t + pick(r)[g], 0)])) as CpuMs;
+  const answered = rs.reduce((t, r) => t + r.answered, 0);
+  const us = perDecisionUs(
+    sum((r) => r.cpu.from),
+    sum((r) => r.cpu.to),
+    answered,
+  );
+  const parts = CPU_GROUPS.map((g, i) => `${g} ${us[g].toFixed(0)}${i === 0 ? ' µs' : ''}`).join(', ');
+  return `  cpu a decision${of}: ${parts}; total ${us.total.toFixed(0)} µs (${answered} updates)`;
 }
 
 main().catch((err: unknown) => {
