@@ -4,14 +4,12 @@ import { parseManifest } from '../config/manifest';
 import { DEFAULT_MANIFEST, findServe, MAX_MANIFEST_BYTES } from '../domain/manifest';
 import { BoundedReadError, readBounded } from '../config/bounded-read';
 import { MAX_CONFIG_BYTES } from '../domain/promotion';
-import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
 import type { RouterConfigResult } from '../config/router-model';
 import type { Manifest, ManifestIssue } from '../domain/types';
 import { formatIssue } from '../domain/types';
 import type { CommandContext } from './command';
 import type { CliEnv } from '../config/env';
 import { CliError, EXIT } from './exit-codes';
-import { notShownBefore } from './warned-once';
 
 export { DEFAULT_MANIFEST };
 
@@ -54,30 +52,34 @@ export async function loadManifest(
   const result = parseManifest(await readText(file, 'manifest', MAX_MANIFEST_BYTES).catch((err: unknown) => withManifestHint(err, file)), file);
   // Both files' errors in one run: the router config's own are found without a valid manifest,
   // only the check against the manifest needs one.
-  const router = routerFile ? await readRouterConfig(routerFile) : undefined;
+  // The router config's schemas and rules are loaded only when there is one to read: most
+  // commands on a node without $GPURES_ROUTER_CONFIG (`gpures ledger`, issue 15) have none.
+  const rc = routerFile ? await import('../config/router-config') : undefined;
+  const router = routerFile && rc ? await readRouterConfig(routerFile, rc.parseRouterConfig) : undefined;
   // A router config with errors of its own is still checked against a valid manifest, as far as it parsed.
   const partialCross =
-    result.ok && router && !router.ok && router.partial && routerFile
-      ? routerCheckErrors(checkRouterAgainstManifest(router.partial, routerFile, result.manifest, file))
+    result.ok && rc && router && !router.ok && router.partial && routerFile
+      ? rc.routerCheckErrors(rc.checkRouterAgainstManifest(router.partial, routerFile, result.manifest, file))
       : [];
   const errors = [...(result.ok ? [] : result.errors), ...(router && !router.ok ? router.errors : []), ...partialCross];
   if (!result.ok || (router && !router.ok)) throw new CliError(errors.map(formatIssue).join('\n'), EXIT.badInput, { errors });
   const warnings = [...result.warnings];
-  if (router?.ok && routerFile) {
-    const issues = checkRouterAgainstManifest(router.config, routerFile, result.manifest, file);
-    const crossErrors = routerCheckErrors(issues);
+  if (rc && router?.ok && routerFile) {
+    const issues = rc.checkRouterAgainstManifest(router.config, routerFile, result.manifest, file);
+    const crossErrors = rc.routerCheckErrors(issues);
     if (crossErrors.length) throw new CliError(crossErrors.map(formatIssue).join('\n'), EXIT.badInput, { errors: crossErrors });
     warnings.push(...router.warnings, ...issues.filter((i) => i.severity !== 'error'));
   }
   const lines = warnings.map((w) => `warning: ${formatIssue(w)}`);
-  const shown = show === 'always' ? lines : notShownBefore(lines);
+  // warned-once (and node:crypto, for its stamp's hash) is loaded only when there is a warning to stamp.
+  const shown = show === 'always' || !lines.length ? lines : (await import('./warned-once')).notShownBefore(lines);
   for (const line of shown) ctx.note(line);
   if (show === 'once' && shown.length) ctx.note('warning: (shown once while the manifest warns the same; `gpures validate` shows them every time)');
   return { manifest: result.manifest, warnings };
 }
 
 /** The router config parsed, or its read failure as one more issue beside the manifest's. */
-async function readRouterConfig(file: string): Promise<RouterConfigResult> {
+async function readRouterConfig(file: string, parseRouterConfig: (text: string, file: string) => RouterConfigResult): Promise<RouterConfigResult> {
   try {
     return parseRouterConfig(await readBounded(file, 'router config', MAX_CONFIG_BYTES), file);
   } catch (err) {
