@@ -55,9 +55,9 @@ class FaultyRuntime extends DelegatingRuntime {
       late.landed();
     }
   }
-  override stop(name: string, timeoutS: number) {
+  override stop(name: string, timeoutS: number, onlyId?: string) {
     if (this.refuseRemoval.has(name)) return Promise.reject(ApplicationFailure.nonRetryable(`injected: dockerd refused to stop ${name}`, 'InjectedFault'));
-    return this.real.stop(name, timeoutS);
+    return this.real.stop(name, timeoutS, onlyId);
   }
   override remove(name: string, onlyId?: string) {
     if (this.refuseRemoval.has(name)) return Promise.reject(ApplicationFailure.nonRetryable(`injected: dockerd refused to remove ${name}`, 'InjectedFault'));

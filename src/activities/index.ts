@@ -467,8 +467,9 @@ export function createActivities(deps: ActivityDeps) {
         issued = { stopIssuedAtEpochMs: Date.now(), attempt };
         progress(issued);
       }
-      const observed = await deps.runtime.stop(name, input.timeoutS);
-      // By its id when it is the run's own: dockerd removes that one and no other.
+      // By its id when it is the run's own: dockerd stops and removes that one and no other, though
+      // another run's container may take the name between the look above and these calls.
+      const observed = await deps.runtime.stop(name, input.timeoutS, found?.id);
       const remove = await deps.runtime.remove(name, found?.id);
       return {
         containerName: name,

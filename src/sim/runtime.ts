@@ -254,9 +254,9 @@ export class SimRuntime implements ContainerRuntime {
     return Promise.resolve(record ? this.state(record) : undefined);
   }
 
-  async stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'> {
+  async stop(name: string, timeoutS: number, onlyId?: string): Promise<'stopped' | 'already-stopped' | 'absent'> {
     const record = this.read(name);
-    if (!record) return 'absent';
+    if (!record || (onlyId !== undefined && record.id !== onlyId)) return 'absent';
     if (!processAlive(record.pid, record.procStart)) return 'already-stopped';
     try {
       process.kill(record.pid, 'SIGTERM');

@@ -14,8 +14,8 @@ export class DelegatingRuntime implements ContainerRuntime {
   inspect(name: string) {
     return this.real.inspect(name);
   }
-  stop(name: string, timeoutS: number) {
-    return this.real.stop(name, timeoutS);
+  stop(name: string, timeoutS: number, onlyId?: string) {
+    return this.real.stop(name, timeoutS, onlyId);
   }
   remove(name: string, onlyId?: string) {
     return this.real.remove(name, onlyId);

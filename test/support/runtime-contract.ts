@@ -184,6 +184,16 @@ export function runtimeContract(
       assert.equal((await runtime.ensureRunning(main.spec)).created, true);
     });
 
+    test("stop by id leaves a container that has since taken the name (another run's) running: absent; by its own id it stops", async () => {
+      const current = await runtime.inspect(main.spec.name);
+      assert.ok(current?.running);
+      assert.equal(await runtime.stop(main.spec.name, 1, firstId), 'absent');
+      assert.equal((await runtime.inspect(main.spec.name))?.running, true);
+      assert.equal(await runtime.stop(main.spec.name, 10, current.id), 'stopped');
+      assert.equal((await runtime.inspect(main.spec.name))?.running, false);
+      assert.equal((await runtime.ensureRunning(main.spec)).created, true);
+    });
+
     test('remove removes even a running container; remove and stop again say absent', async () => {
       assert.equal(await runtime.remove(main.spec.name), 'removed');
       assert.equal(await runtime.inspect(main.spec.name), undefined);

@@ -117,9 +117,10 @@ export class DockerRuntime implements ContainerRuntime {
     }
   }
 
-  async stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'> {
+  async stop(name: string, timeoutS: number, onlyId?: string): Promise<'stopped' | 'already-stopped' | 'absent'> {
     try {
-      await this.docker.getContainer(name).stop({ t: timeoutS });
+      // By its id, as remove: the stop reaches that container and no other that took the name since.
+      await this.docker.getContainer(onlyId ?? name).stop({ t: timeoutS });
       return 'stopped';
     } catch (err) {
       if (statusCode(err) === 304) return 'already-stopped';

@@ -31,8 +31,11 @@ export interface ContainerRuntime {
   /** Whether the image is on this host, so a start that would fail on it is refused before anything is changed. */
   hasImage(image: string): Promise<boolean>;
   inspect(name: string): Promise<ContainerState | undefined>;
-  /** Graceful stop (SIGTERM, then SIGKILL after timeoutS); a stopped or absent container is fine. */
-  stop(name: string, timeoutS: number): Promise<'stopped' | 'already-stopped' | 'absent'>;
+  /**
+   * Graceful stop (SIGTERM, then SIGKILL after timeoutS); a stopped or absent container is fine.
+   * With `onlyId`, only while the name is still that container's, as remove.
+   */
+  stop(name: string, timeoutS: number, onlyId?: string): Promise<'stopped' | 'already-stopped' | 'absent'>;
   /**
    * Removes it, running or not. With `onlyId`, only while the name is still that container's: one
    * created since under the same name (another run's) is left alone, and the answer is absent.
