@@ -55,17 +55,23 @@ describe("a victim's VRAM confirmed by its own processes", () => {
     let going = true;
     // Bounded: a case that fails before it stops the sampling does not keep the file's process up.
     const until = Date.now() + 120_000;
+    const sample = async () => {
+      const [onGpu, containers] = await Promise.all([t.box.gpu.computeApps(), t.box.runtime.list({})]);
+      samples.push({ atMs: Date.now(), onGpu, running: containers.filter((c) => c.running).map((c) => c.name) });
+    };
     const loop = (async () => {
       while (going && Date.now() < until) {
-        const [onGpu, containers] = await Promise.all([t.box.gpu.computeApps(), t.box.runtime.list({})]);
-        samples.push({ atMs: Date.now(), onGpu, running: containers.filter((c) => c.running).map((c) => c.name) });
+        await sample();
         await sleep(100);
       }
     })();
     return {
+      // One more sample once stopped: the loop's last began before the caller's step ended (a
+      // sample spawns the fake nvidia-smi, hundreds of ms on a loaded host).
       stop: async () => {
         going = false;
         await loop;
+        await sample();
         return samples;
       },
     };
@@ -190,9 +196,11 @@ describe("a victim's VRAM confirmed by its own processes", () => {
       const [visionPid] = await pidsOf('vision');
       assert.ok(visionPid);
       const { held, acquisition } = await acquireWhileVisionDrains(3);
-      // Listed on the GPU before the stop (the drain is under way), then the driver refuses the
-      // query for the rest of the wait while vision's memory stays held under its pid.
-      t.box.writeNvidiaSmiState({ heldPids: [{ gpuUuid: uuid, pid: visionPid, vramMib: 12288 }], computeAppsUnsupported: true });
+      // Listed on the GPU by the drain's reading; vision's memory stays held under its pid after
+      // its stop, and once it is stopped the driver refuses the query for the rest of the wait.
+      t.box.writeNvidiaSmiState({ heldPids: [{ gpuUuid: uuid, pid: visionPid, vramMib: 12288 }] });
+      await waitUntil('vision stopped', async () => !(await t.box.runtime.inspect(containerName(t.node, 'vision')))?.running, 30_000, 20);
+      t.box.writeNvidiaSmiState({ computeAppsUnsupported: true });
       const o = await acquisition;
       await held;
       console.log(`  outcome: ${o.ok ? `ok, ${JSON.stringify(o.result.victims[0]?.vram)}` : `${o.failureType}: ${o.message}`}`);

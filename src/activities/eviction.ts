@@ -214,8 +214,18 @@ export function createEvictionActivities(deps: EvictionDeps) {
      * deadline. Returns drained: false at the deadline rather than failing: whether a timeout is
      * fatal (DrainTimeout) or forced through is the workflow's decision.
      */
-    async drainServe(input: { tier?: string; serve: ServeSpec; deadlineEpochMs: number }): Promise<DrainResult> {
+    async drainServe(input: {
+      tier?: string;
+      serve: ServeSpec;
+      deadlineEpochMs: number;
+      processesOn?: { node: string; gpuUuid: string };
+    }): Promise<DrainResult> {
       const ctx = Context.current();
+      // A victim's own processes on the GPU, read while it still runs, beside the wait: the drain
+      // ends when both have (the read never fails: what it cannot say leaves the whole GPU to confirm).
+      const on = input.processesOn;
+      const reading = on ? serveProcesses(containerName(on.node, input.serve.name), on.gpuUuid) : undefined;
+      const withProcesses = async <T extends object>(r: T): Promise<T & { processes?: ServeProcesses }> => (reading ? { ...r, processes: await reading } : r);
       const baseUrl = serveBaseUrl(input.serve);
       const earlier = earlierProgress<unknown>();
       const resumed = isDrainProgress(earlier) ? earlier : undefined;
@@ -236,7 +246,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
           routerInFlightAtEnd: routerInFlight,
           vllmRunningAtEnd: vllmRunning,
         };
-        if (routerInFlight === 0 && !vllmRunning) return { ...result, drained: true, drainedAtEpochMs: Date.now() };
+        if (routerInFlight === 0 && !vllmRunning) return withProcesses({ ...result, drained: true, drainedAtEpochMs: Date.now() });
         progress({
           startedAtEpochMs: started,
           polls,
@@ -246,7 +256,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
           deadlineEpochMs: input.deadlineEpochMs,
           atEpochMs: Date.now(),
         } satisfies DrainProgress);
-        if (Date.now() >= input.deadlineEpochMs) return { ...result, drained: false };
+        if (Date.now() >= input.deadlineEpochMs) return withProcesses({ ...result, drained: false });
         // Short polls: the stop should follow the last response closely.
         await ctx.sleep(Math.min(pollMs, 100, Math.max(0, input.deadlineEpochMs - Date.now())));
       }
@@ -256,6 +266,8 @@ export function createEvictionActivities(deps: EvictionDeps) {
      * maxAgeMs: how old a reading will do (the stream's latest block); without it, one queried after
      * the call. processesOf: a victim's, read before its drain: its container's pids and those
      * nvidia-smi lists on the GPU, which confirm its release after the stop (confirmVramReleased).
+     * Acquisitions now have drainServe read them (processesOn), beside its wait; runs that asked
+     * here before that retry this step as they asked it.
      */
     async readGpu(input: {
       uuid: string;
@@ -281,7 +293,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
 
     /**
      * After a victim's stop (or sleep), waits until nvidia-smi shows its VRAM back on that GPU. By
-     * its own processes where they were listed there before the stop (`own`, from readGpu's
+     * its own processes where they were listed there before the stop (`own`, from drainServe's or readGpu's
      * processesOf): none of them holds memory on the GPU any more, or asleep, all but keepMib (its
      * residual) given back. Otherwise by the whole GPU: used fell by the expected MiB from the
      * reading before the drain, which another serve starting or stopping there moves as much.

@@ -115,9 +115,11 @@ export interface DrainResult {
   vllmRunningAtEnd: number | null;
   /** When in-flight was first seen at 0 (epoch ms), for the drain-to-stop latency. */
   drainedAtEpochMs?: number;
+  /** A victim's own processes on its GPU, read during the drain (asked with processesOn). */
+  processes?: ServeProcesses;
 }
 
-import type { VramReading } from '../domain/vram-release';
+import type { ServeProcesses, VramReading } from '../domain/vram-release';
 export type { ServeProcesses, VramReading } from '../domain/vram-release';
 
 export interface VramReleaseResult {

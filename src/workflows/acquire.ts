@@ -288,23 +288,24 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   // response with nothing else in between.
   const container = await reads().inspectServe({ node, serve: victim.name });
   record.wasRunning = Boolean(container?.running);
-  // The victim's VRAM does not move until its stop: the stream's latest reading will do. With it,
-  // the victim's own processes on the GPU: those confirm its release, where another serve starting
-  // or stopping on the card during the drain moves the whole GPU's reading as much.
-  const gpuBefore = record.wasRunning
-    ? await reads().readGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS, processesOf: { node, serve: victim.name } })
-    : undefined;
+  // The victim's VRAM does not move until its stop: the stream's latest reading will do. Its own
+  // processes on the GPU, which confirm its release where another serve starting or stopping on
+  // the card during the drain moves the whole GPU's reading as much, are read by the drain, beside
+  // its wait (a process query is a spawn of nvidia-smi, 100-300 ms). Runs that read them here
+  // recorded them with this reading, and replay as they ran.
+  const gpuRead = record.wasRunning ? await reads().readGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS }) : undefined;
   // What it was seen to take when it came up, else its reservation: a serve reserved with
   // headroom gives back less than it reserved.
   const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);
   // Histories recorded before sleep mode existed have no victim that sleeps, and replay without it.
   // The level is chosen before the drain, so the sleep follows the last response as a stop would.
-  const sleep = planned.sleep && gpuBefore && patched(PATCHES.evictBySleep) ? await planSleep(e, victim.name, planned.sleep, record) : undefined;
+  const sleep = planned.sleep && gpuRead && patched(PATCHES.evictBySleep) ? await planSleep(e, victim.name, planned.sleep, record) : undefined;
 
   log.begin(`drain ${victim.name}`);
   const drainTimeoutS = input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
-  const drain = await drainFor(tier, victim, drainTimeoutS);
+  const { processes, ...drain } = await drainFor(tier, victim, drainTimeoutS, gpuRead && !gpuRead.processes ? { node, gpuUuid: gpu.uuid } : undefined);
   record.drain = drain;
+  const gpuBefore: GpuBefore | undefined = gpuRead && (gpuRead.processes || !processes ? gpuRead : { ...gpuRead, processes });
   if (!drain.drained && !input.force) {
     throw ApplicationFailure.create({
       type: Failure.DrainTimeout,

@@ -26,8 +26,8 @@ export const DEFAULT_RELEASE_TIMEOUT_S = 30;
 export const DEFAULT_SLEEP_TIMEOUT_S = 60;
 
 /** Waits until nothing is in flight to the serve (its tier at the router, and vLLM), up to timeoutS. */
-export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: number): Promise<DrainResult> {
-  return waiting(timeoutS).drainServe({ tier, serve, deadlineEpochMs: Date.now() + timeoutS * 1000 });
+export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: number, processesOn?: { node: string; gpuUuid: string }): Promise<DrainResult> {
+  return waiting(timeoutS).drainServe({ tier, serve, deadlineEpochMs: Date.now() + timeoutS * 1000, ...(processesOn ? { processesOn } : {}) });
 }
 
 /**
