@@ -1,7 +1,10 @@
 // A ledger started afresh (its run terminated) while Docker is unreachable (dockerd restarting,
 // its socket gone): its reconcile cannot read the box. It must wait for Docker, then take the
-// serves that run and answer what it was asked meanwhile; before, the reconcile ran out of its
-// five attempts in about 15 s, and the ledger failed with every Update it had accepted. Separate
+// serves that run; what it is asked meanwhile it refuses (retryable, LedgerReconciling), since an
+// Update it held would be applied whenever Docker answered, after its caller may have ended (a
+// bring-up that failed while it waited, its admission then landing for a run that is over). Before
+// 564c87e the reconcile ran out of its five attempts in about 15 s, and the ledger failed with
+// every Update it had accepted. Separate
 // processes: `gpures worker` reaches dockerd through a socket of the test's, closed for longer
 // than those five attempts, then opened again; the box is sampled: the containers that run, the
 // ledger's reservations against their labels, the run's status.
@@ -10,6 +13,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import type { ledgerWorkflow } from '../src/workflows/ledger';
 import { LABEL } from '../src/domain/serve';
 import { admitUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
@@ -19,10 +25,13 @@ import { gpures, show } from './support/cli';
 import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
 import { SocketProxy } from './support/socket-proxy';
-import { waitUntil } from './support/wait';
+import { sleep, untilReconciled, waitUntil } from './support/wait';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
-const SERVES: TestServe[] = [{ name: 'fast', vram_mib: 14336, router_tier: 'fast-local' }];
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'other', vram_mib: 1000, router_tier: 'other-local' },
+];
 
 describe('a ledger started afresh while Docker is unreachable', () => {
   let box: ProcessBox;
@@ -43,7 +52,7 @@ describe('a ledger started afresh while Docker is unreachable', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  test('its reconcile waits out the outage: the ledger takes the running serve and answers the admission asked meanwhile', async () => {
+  test('its reconcile waits out the outage: the ledger refuses what is asked meanwhile, saying why, then takes the running serve and answers it asked again', async () => {
     const { node, env, manifestPath, temporal } = box;
     const gpu = box.manifest.gpus[0];
     assert.ok(gpu);
@@ -62,12 +71,26 @@ describe('a ledger started afresh while Docker is unreachable', () => {
     });
     // This run, not whichever runs under the id later: its failure is what the Update would meet.
     const run = temporal.client.workflow.getHandle<typeof ledgerWorkflow>(ledgerId, started.firstExecutionRunId);
-    const asked = run
-      .executeUpdate(admitUpdate, { args: [{ serve: 'other', vramMib: 1000, class: 'resident', holder: 'outage-test', gpu }], updateId: 'outage-admit' })
-      .then(
+    const admitArgs = { serve: 'other', vramMib: 1000, class: 'resident' as const, holder: 'outage-test', gpu };
+    const ask = () =>
+      run.executeUpdate(admitUpdate, { args: [admitArgs], updateId: 'outage-admit' }).then(
         (answer) => ({ ok: true as const, answer }),
-        (err: unknown) => ({ ok: false as const, message: err instanceof Error ? `${err.message}: ${String(err.cause)}` : String(err) }),
+        (err: unknown) => ({
+          ok: false as const,
+          type: err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure ? err.cause.type : undefined,
+          message: err instanceof Error ? `${err.message}: ${String(err.cause)}` : String(err),
+        }),
       );
+    // Asked while the ledger reconciles: refused (nothing accepted, so nothing lands after its caller has gone).
+    // Bounded: a ledger that accepted it instead holds it until Docker answers.
+    const heldInstead = { ok: false as const, type: 'accepted and held: no answer within 10 s', message: '' };
+    const refused = await Promise.race([ask(), sleep(10_000).then(() => heldInstead)]);
+    assert.ok(!refused.ok && refused.type === 'LedgerReconciling', JSON.stringify(refused));
+    // Through LedgerClient, as an operation's step asks: it waits its bound, then says what the reconcile meets.
+    const clientAsked = new LedgerClient(temporal.client).admit(node, { ...admitArgs, holder: 'outage-client' }, 'outage-client-admit').then(
+      () => 'answered',
+      (err: unknown) => (err instanceof Error ? err.message : String(err)),
+    );
     const reconcile = async () => {
       const d = await run.describe();
       const pending = d.raw.pendingActivities?.find((a) => a.activityType?.name === 'reconcileLedger');
@@ -85,8 +108,13 @@ describe('a ledger started afresh while Docker is unreachable', () => {
       500,
     );
     console.log(`  after ${Date.now() - closedAt} ms of Docker unreachable: ledger ${seen.status}, reconcile attempt ${seen.attempt}: ${seen.lastFailure}`);
+    const clientSaid = await clientAsked;
+    console.log(`  LedgerClient's admit during the outage: ${clientSaid}`);
+    assert.match(clientSaid, /still reconciling with the box after 20 s and decides nothing until it has; its reconcile's attempt \d+ failed: connect ENOENT/);
     await proxy.listen();
-    const outcome = await asked;
+    await untilReconciled(run, 120_000);
+    // The same Update sent again (as LedgerClient does) once the ledger has the box's truth.
+    const outcome = await ask();
     const status = (await run.describe()).status.name;
     // A failed run's reason, from its history's close.
     const why =
@@ -98,7 +126,7 @@ describe('a ledger started afresh while Docker is unreachable', () => {
     const running = await docker().listContainers({ filters: { label: [`${LABEL.node}=${node}`], status: ['running'] } });
     const held = status === 'RUNNING' ? (await run.query(snapshotQuery)).reservations : [];
     console.log(
-      `  Docker back after ${Date.now() - closedAt} ms: the admission ${outcome.ok ? outcome.answer.decision.decision : `failed: ${outcome.message}`}; ` +
+      `  Docker back after ${Date.now() - closedAt} ms: the admission refused during the outage (${refused.message}), sent again ${outcome.ok ? outcome.answer.decision.decision : `failed: ${outcome.message}`}; ` +
         `ledger ${status}${why && ` (${why})`}: ${held.map((r) => `${r.serve} ${r.phase} ${r.vramMib} MiB`).join(', ')}; ` +
         `running on the box: ${running.map((c) => `${c.Labels[LABEL.serve]} ${c.Labels[LABEL.vramMib]} MiB`).join(', ')}`,
     );
@@ -116,5 +144,62 @@ describe('a ledger started afresh while Docker is unreachable', () => {
       held.filter((r) => r.serve === 'other').map((r) => `${r.phase} ${r.vramMib}`),
       ['admitted 1000'],
     );
+  });
+
+  test('a bring-up that failed while its fresh ledger waited for Docker leaves no reservation behind, and the serve comes up after', async () => {
+    const { node, env, manifestPath, temporal } = box;
+    const gpu = box.manifest.gpus[0];
+    assert.ok(gpu);
+    const ledgerId = workflowIds.ledger(node, gpu.role);
+    const ledger = temporal.client.workflow.getHandle<typeof ledgerWorkflow>(ledgerId);
+    await ledger.terminate('test: the ledger lost again');
+    await proxy.close();
+    const closedAt = Date.now();
+    // The next operation starts the fresh ledger (LedgerClient), which cannot read the box.
+    const first = gpures(['serves', 'up', 'other', '--manifest', manifestPath], env, 300_000);
+    const upId = workflowIds.bringUp(node, 'other');
+    // Its admit step (a local activity, 30 s × 5 attempts, not cancellable: an admission is never
+    // left half-done) runs out of its attempts while Docker stays away: the run fails, with nothing
+    // to compensate, since it never learnt it was admitted.
+    const firstRun = await first;
+    const up = await temporal.client.workflow.getHandle(upId).describe();
+    const pending = (await ledger.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'reconcileLedger');
+    console.log(
+      `  bring-up of other ended after ${Date.now() - closedAt} ms: ${up.status.name}, exit ${firstRun.code}; ` +
+        `the ledger's reconcile at attempt ${pending?.attempt ?? 0}; the operator read: ${firstRun.stderr.trim().split('\n').slice(-2).join(' / ')}`,
+    );
+    assert.notEqual(firstRun.code, 0, show(firstRun));
+    assert.equal(up.status.name, 'FAILED');
+
+    await proxy.listen();
+    await untilReconciled(ledger, 120_000);
+    // Anything held for the ended run would run now, in the activation that ends the reconcile or the next.
+    await new Promise((r) => setTimeout(r, 2000));
+    const held = (await ledger.query(snapshotQuery)).reservations;
+    const running = await docker().listContainers({ filters: { label: [`${LABEL.node}=${node}`], status: ['running'] } });
+    const onBox = running.map((c) => `${c.Labels[LABEL.serve]} running ${c.Labels[LABEL.vramMib]}`).sort();
+    console.log(
+      `  Docker back after ${Date.now() - closedAt} ms: ledger ${held.map((r) => `${r.serve} ${r.phase} ${r.vramMib} MiB by ${r.holder}`).join('; ')}; ` +
+        `on the box: ${onBox.join(', ')}`,
+    );
+    // No reservation of the ended run: the ledger holds what runs on the box, at its labels' MiB.
+    assert.deepEqual(held.map((r) => `${r.serve} ${r.phase} ${r.vramMib}`).sort(), onBox);
+    assert.deepEqual(onBox, ['fast running 14336']);
+
+    // The operator reads why the ledger does not answer: what its reconcile meets.
+    assert.match(
+      firstRun.stderr,
+      /still reconciling with the running containers after 30 s \(its reconcile's attempt \d+ failed: connect ENOENT/,
+      show(firstRun),
+    );
+
+    const second = await gpures(['serves', 'up', 'other', '--manifest', manifestPath], env, 180_000);
+    assert.equal(second.code, 0, show(second));
+    const after = (await ledger.query(snapshotQuery)).reservations.map((r) => `${r.serve} ${r.phase} ${r.vramMib}`).sort();
+    const nowRunning = (await docker().listContainers({ filters: { label: [`${LABEL.node}=${node}`], status: ['running'] } }))
+      .map((c) => `${c.Labels[LABEL.serve]} running ${c.Labels[LABEL.vramMib]}`)
+      .sort();
+    assert.deepEqual(after, ['fast running 14336', 'other running 1000']);
+    assert.deepEqual(nowRunning, after);
   });
 });

@@ -22,6 +22,7 @@ import type { AcquireDecision } from '../src/shared/messages';
 import type { ledgerWorkflow } from '../src/workflows/ledger';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox } from './support/box';
+import { untilReconciled } from './support/wait';
 
 const WINDOW_S = 60;
 
@@ -45,7 +46,9 @@ describe('ledger entity workflow: minimum residency', () => {
       args: [{ node: box.node, gpu, ...(maxHistoryEvents !== undefined ? { maxHistoryEvents } : {}) }],
     });
     // Not the run's handle: updates follow the ledger across continue-as-new.
-    return { h: box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId), gpu };
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
+    await untilReconciled(h);
+    return { h, gpu };
   }
 
   /**

@@ -14,6 +14,7 @@ import { acquireUpdate, admitUpdate, beginStopUpdate, releaseUpdate, setPhaseUpd
 import type { ledgerWorkflow } from '../src/workflows/ledger';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox } from './support/box';
+import { untilReconciled } from './support/wait';
 
 const GPU = { role: 'dark-fast', uuid: 'GPU-x', capacityMib: 32607, reserveMib: 4608 };
 // dist/test/ledger-workflow.test.js -> repo root
@@ -89,6 +90,7 @@ describe('ledger entity workflow', () => {
     });
     const firstRun = handle.firstExecutionRunId;
     const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
+    await untilReconciled(h);
     for (let i = 0; i < 20; i++) {
       const r = await h.executeUpdate(admitUpdate, { args: [{ serve: `s${i}`, vramMib: 1000, class: 'resident', holder: `h${i}`, gpu: GPU }] });
       assert.equal(r.decision.decision, 'admitted', `s${i}`);

@@ -58,4 +58,10 @@ export const NON_RETRYABLE: string[] = Object.values(Failure);
 export const Transient = {
   /** The serve's container runs but its HTTP port refused or dropped the identity probe. */
   IdentityUnreachable: 'IdentityUnreachable',
+  /**
+   * A ledger started afresh refuses every Update until its reconcile with the box has ended: an
+   * Update it accepted then would be applied whenever Docker answered, long after its caller may
+   * have given up. The caller waits for the reconcile and sends the same Update again.
+   */
+  LedgerReconciling: 'LedgerReconciling',
 } as const;

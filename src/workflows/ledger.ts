@@ -22,7 +22,7 @@ import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWa
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
 import type { LedgerUpdateName } from '../domain/ledger-requests';
-import { Failure } from '../shared/failures';
+import { Failure, Transient } from '../shared/failures';
 import {
   abortEvictionUpdate,
   acquireUpdate,
@@ -117,6 +117,21 @@ function checkShape(update: LedgerUpdateName, arg: unknown): void {
   if (problems.length) invalid(problems.join('; '));
 }
 
+/**
+ * A ledger still reconciling accepts no Update: one accepted now would wait in the workflow for
+ * Docker and be applied whenever it answered, though its caller (an operation's step, bounded to
+ * its attempts) may have given up and ended meanwhile; a reservation admitted, victims marked
+ * evicting or a serve taken stopping for a run that is over. Refused, nothing is in history and
+ * nothing can land later: LedgerClient waits for the reconcile and sends the same Update again.
+ */
+function reconcilingRefusal(update: LedgerUpdateName): never {
+  throw ApplicationFailure.create({
+    type: Transient.LedgerReconciling,
+    message: `${update} refused: the ledger is reconciling with the box (Docker), and decides nothing until it has`,
+    nonRetryable: false,
+  });
+}
+
 function lost(message: string): never {
   throw ApplicationFailure.create({ type: Failure.ReservationLost, message, nonRetryable: true });
 }
@@ -139,7 +154,9 @@ class GpuLedger {
   }
 
   /**
-   * Updates wait for the reconcile; after it each runs to completion without yielding. Once ready
+   * Updates wait for the reconcile: none is accepted before it now (reconcilingRefusal), but
+   * histories recorded before that hold some, and replay them here (a validator does not run on
+   * replay). After it each runs to completion without yielding. Once ready
    * the handler is called as it is: every promise a workflow makes costs the SDK a stack trace
    * (its promise hook), and this is the ledger's hottest path. The SDK then validates, accepts and
    * runs each update of an activation in turn, so a validator sees what the updates before it
@@ -149,6 +166,12 @@ class GpuLedger {
     <A, R>(handler: (arg: A) => R) =>
     (arg: A): R | Promise<R> =>
       this.ready ? handler(arg) : condition(() => this.ready).then(() => handler(arg));
+
+  /** Every validator's first check: the shape, then a ledger that has the box's truth (see reconcilingRefusal). */
+  private accept(update: LedgerUpdateName, arg: unknown): void {
+    checkShape(update, arg);
+    if (!this.ready) reconcilingRefusal(update);
+  }
 
   snapshot = (): LedgerState => (this.ready ? this.state : { ...this.state, reconciling: true });
 
@@ -163,6 +186,7 @@ class GpuLedger {
   private checkAdmit(update: 'admit' | 'acquire', req: LedgerAdmitArgs): void {
     checkShape(update, req);
     if (req.gpu.role !== this.state.gpuRole) invalid(`${update} ${req.serve}: gpu role '${req.gpu.role}' sent to the ledger of '${this.state.gpuRole}'`);
+    if (!this.ready) reconcilingRefusal(update);
   }
 
   validateAdmit = (req: LedgerAdmitArgs): void => this.checkAdmit('admit', req);
@@ -266,8 +290,8 @@ class GpuLedger {
   }
 
   validateVictimReleased = (args: LedgerVictimArgs): void => {
-    checkShape('victimReleased', args);
-    const problem = this.ready ? this.victimProblem(args) : undefined;
+    this.accept('victimReleased', args);
+    const problem = this.victimProblem(args);
     if (problem) lost(`victimReleased: ${problem}`);
   };
 
@@ -278,7 +302,7 @@ class GpuLedger {
     return this.change(args.victim);
   };
 
-  validateAbort = (args: LedgerAbortArgs): void => checkShape('abortEviction', args);
+  validateAbort = (args: LedgerAbortArgs): void => this.accept('abortEviction', args);
 
   abortEviction = ({ acquirer, stopped, slept, sleptHoldingMib, holder }: LedgerAbortArgs): LedgerChangeAnswer => {
     // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
@@ -290,7 +314,7 @@ class GpuLedger {
 
   // ---- fences: a bring-down's take, a start's checks ----------------------------------------------
 
-  validateStop = (args: LedgerStopArgs): void => checkShape('beginStop', args);
+  validateStop = (args: LedgerStopArgs): void => this.accept('beginStop', args);
 
   beginStop = (req: LedgerStopArgs) => {
     const decision = decideStop(this.state, req);
@@ -305,9 +329,9 @@ class GpuLedger {
   };
 
   validateFence = (args: LedgerFenceArgs): void => {
-    checkShape('fence', args);
+    this.accept('fence', args);
     // A start finding its own run's container running is accepted here: the handler decides it, by its patch.
-    const problem = this.ready ? fenceStepProblem(this.state, args, true) : undefined;
+    const problem = fenceStepProblem(this.state, args, true);
     if (problem) lost(problem);
   };
 
@@ -329,10 +353,9 @@ class GpuLedger {
       invalid(`setPhase: the reservation of '${serve}' is held by ${held.holder}, not ${holder}`);
   }
 
-  /** Before the reconcile the state is not the truth yet: the handler checks once it is. */
   validateSetPhase = (args: LedgerPhaseArgs): void => {
-    checkShape('setPhase', args);
-    if (this.ready) this.phaseCheck(args);
+    this.accept('setPhase', args);
+    this.phaseCheck(args);
   };
 
   setPhase = (args: LedgerPhaseArgs): LedgerChangeAnswer => {
@@ -358,12 +381,12 @@ class GpuLedger {
   }
 
   validateRelease = (args: LedgerReleaseArgs): void => {
-    checkShape('release', args);
-    if (this.ready) this.releaseCheck(args);
+    this.accept('release', args);
+    this.releaseCheck(args);
   };
 
   release = (args: LedgerReleaseArgs): LedgerReleaseAnswer => {
-    // Again here: an update that arrived while the ledger reconciled was validated without the state.
+    // Again here: a history recorded before reconcilingRefusal may hold an update accepted while the ledger reconciled.
     this.releaseCheck(args);
     const { serve, holder } = args;
     const held = activeReservation(this.state, serve);

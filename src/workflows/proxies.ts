@@ -23,11 +23,14 @@ const heartbeatTimeout = '10s';
 const quick: ActivityOptions = { startToCloseTimeout: '30s', heartbeatTimeout, retry };
 
 /**
- * A ledger's reconcile, retried for as long as Docker does not answer (dockerd restarting): a
- * ledger that failed here would fail every Update it had accepted, and the next would only start
- * another ledger to try again. The Updates wait for it meanwhile; Docker is asked every 10 s.
+ * A ledger's reconcile, retried while Docker does not answer (dockerd restarting), every 10 s, for
+ * up to RECONCILE_FOR. The ledger accepts no Update meanwhile (reconcilingRefusal), so one that
+ * fails here fails none; callers are told the reconcile's last error (LedgerClient), and the next
+ * operation after the bound starts another ledger. Unbounded, a Docker error that never passes (a
+ * socket the worker may not open) left a ledger reconciling for ever, its error on no run.
  */
-const reconcileOps: ActivityOptions = { ...quick, retry: backoff };
+const RECONCILE_FOR = '5m';
+const reconcileOps: ActivityOptions = { ...quick, scheduleToCloseTimeout: RECONCILE_FOR, retry: backoff };
 
 /**
  * The router's admin calls: a guarded readmit waits for the router's own probes (and behind its

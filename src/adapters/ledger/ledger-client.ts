@@ -40,6 +40,7 @@ import {
   workflowIds,
 } from '../../shared/messages';
 import type { ledgerWorkflow } from '../../workflows/ledger';
+import { Transient } from '../../shared/failures';
 import { GrpcStatus } from '../grpc-status';
 import type { LedgerPort } from './port';
 
@@ -101,21 +102,72 @@ export class LedgerClient implements LedgerPort {
     // The same updateId on every try: the server answers a repeat with the first one's outcome.
     const send = () => boundToActivity(this.client, () => withUpdateLimitRetry(() => h.executeUpdate(def, { args: [arg], updateId })));
     try {
-      return await this.inFlightSlot(workflowId, async () => {
-        try {
-          return await send();
-        } catch (err) {
-          if (!isNoRunningLedger(err)) throw err;
-          await this.start(node, gpu);
-          return await send();
-        }
-      });
+      return await this.inFlightSlot(workflowId, () => this.sendOnceReconciled(node, gpu, send));
     } catch (err) {
       if (err instanceof WorkflowUpdateFailedError) {
         const cause = err.cause instanceof ApplicationFailure ? err.cause : undefined;
+        // Reached only past the bound's last send: the step's next attempt waits again.
+        if (isReconcilingRefusal(err)) throw ApplicationFailure.create({ type: Transient.LedgerReconciling, message: err.cause?.message ?? err.message });
         throw ApplicationFailure.create({ type: cause?.type ?? 'LedgerRejected', message: cause?.message ?? err.message, nonRetryable: true });
       }
       throw err;
+    }
+  }
+
+  /**
+   * Sends, and again while the ledger is not there to decide: none runs (it is started first), or
+   * it refused the update because it is still reconciling with the box (a refused update leaves
+   * nothing in history, so the same updateId is simply sent again once the reconcile has ended).
+   * A ledger just started always reconciles first: waiting for it before the first send spares a
+   * refusal. The whole wait is bounded by RECONCILE_WAIT_MS (see untilReconciled).
+   */
+  private async sendOnceReconciled<R>(node: string, gpu: GpuSpec, send: () => Promise<R>): Promise<R> {
+    const deadline = Date.now() + RECONCILE_WAIT_MS;
+    for (;;) {
+      try {
+        return await send();
+      } catch (err) {
+        if (!(isNoRunningLedger(err) || isReconcilingRefusal(err)) || Date.now() >= deadline) throw err;
+        if (isNoRunningLedger(err)) await this.start(node, gpu);
+        await this.untilReconciled(node, gpu, deadline);
+      }
+    }
+  }
+
+  /**
+   * Returns once the ledger says it has reconciled; past `deadline` throws LedgerReconciling,
+   * retryable (the step's next attempt waits again), with what the reconcile last met: a Docker
+   * error that does not pass (a socket the worker may not open) is then what the operation says,
+   * not a wait with no reason. Inside an activity the activity's own heartbeat goes on meanwhile.
+   */
+  private async untilReconciled(node: string, gpu: GpuSpec, deadline: number): Promise<void> {
+    for (let i = 0; ; i++) {
+      const state = await this.answer(node, gpu.role);
+      if (!state.reconciling) return;
+      if (Date.now() >= deadline) break;
+      // A reconcile takes a round trip or two: look again soon, then less often.
+      await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** i, Math.max(0, deadline - Date.now()))));
+    }
+    const last = await this.reconcileLastFailure(node, gpu.role);
+    throw ApplicationFailure.create({
+      type: Transient.LedgerReconciling,
+      message:
+        `the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the box after ${RECONCILE_WAIT_MS / 1000} s ` +
+        `and decides nothing until it has; ${last}`,
+      nonRetryable: false,
+    });
+  }
+
+  /** What the ledger's reconcile met on its last attempt, from the server's record of its pending activity. */
+  private async reconcileLastFailure(node: string, gpuRole: string): Promise<string> {
+    try {
+      const d = await this.client.workflow.getHandle(workflowIds.ledger(node, gpuRole)).describe();
+      const pending = d.raw.pendingActivities?.find((a) => a.activityType?.name === 'reconcileLedger');
+      if (!pending) return `its reconcile has not been tried yet (ledger ${d.status.name})`;
+      const why = pending.lastFailure?.message;
+      return why ? `its reconcile's attempt ${pending.attempt ?? '?'} failed: ${why}` : `its reconcile is at attempt ${pending.attempt ?? '?'}`;
+    } catch (err) {
+      return `its reconcile could not be read: ${err instanceof Error ? err.message : String(err)}`;
     }
   }
 
@@ -201,8 +253,8 @@ export class LedgerClient implements LedgerPort {
       if (!state.reconciling) return state;
       if (Date.now() > deadline) {
         throw new LedgerUnanswered(
-          `the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s: ` +
-            `is a worker for ${node} running?`,
+          `the ledger of gpu_role '${gpu.role}' on ${node} is still reconciling with the running containers after ${reconcileTimeoutMs / 1000} s ` +
+            `(${await this.reconcileLastFailure(node, gpu.role)}): is a worker for ${node} running, and can it reach Docker?`,
         );
       }
       await new Promise((r) => setTimeout(r, 100));
@@ -313,6 +365,18 @@ export class LedgerClient implements LedgerPort {
     }
     return this.answer(node, gpuRole, withinMs);
   }
+}
+
+/**
+ * How long an update waits for a ledger reconciling with the box before it gives the step its
+ * refusal: within the 30 s of the step's attempt (its sends and the reads between included),
+ * whose retry then waits again.
+ */
+export const RECONCILE_WAIT_MS = 20_000;
+
+/** The ledger's refusal of an update while it reconciles (src/workflows/ledger.ts reconcilingRefusal). */
+function isReconcilingRefusal(err: unknown): boolean {
+  return err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === Transient.LedgerReconciling;
 }
 
 /** Runs of one ledger's chain of continue-as-new followed at most (a run continues every 2000 events or so). */
