@@ -15,6 +15,7 @@ import { sleep, waitUntil } from './support/wait';
 import { waitForPendingActivity } from './support/history-scan';
 import { workflowIds } from '../src/shared/messages';
 import type { GpuProcess } from '../src/shared/contracts';
+import { DelegatingRuntime } from './support/delegating-runtime';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -24,7 +25,9 @@ const SERVES: TestServe[] = [
   // Run on the card by hand, outside the ledger (its manifest entry only lends it a port and a command).
   { name: 'squatter', vram_mib: 12288 },
 ];
-const HELD_REQUEST_MS = 8000;
+// Long enough for a step taken during the drain (a serve started or stopped, a spawn of the fake
+// nvidia-smi each reading: 1-3 s at load 15) to land inside it.
+const HELD_REQUEST_MS = 12_000;
 
 /** What the box showed at one moment: each process nvidia-smi lists on the GPU, and which serves run. */
 interface Sample {
@@ -33,12 +36,28 @@ interface Sample {
   running: string[];
 }
 
+/** The worker's runtime, whose process listing (docker top) can be held unanswered, as a hung dockerd would. */
+class HeldProcesses extends DelegatingRuntime {
+  holding = false;
+  private held: (() => void)[] = [];
+  override processes(name: string): Promise<number[]> {
+    if (!this.holding) return super.processes(name);
+    return new Promise<void>((resolve) => this.held.push(resolve)).then(() => super.processes(name));
+  }
+  /** Lets the held listings go (each then answers as the box does). */
+  release(): void {
+    this.holding = false;
+    for (const go of this.held.splice(0)) go();
+  }
+}
+
 describe("a victim's VRAM confirmed by its own processes", () => {
   let t: SimTestBox;
+  let held: HeldProcesses;
   let uuid: string;
 
   before(async () => {
-    t = await startSimTestBox('ownvram', [GPU], SERVES);
+    t = await startSimTestBox('ownvram', [GPU], SERVES, { runtime: (real) => (held = new HeldProcesses(real)) });
     uuid = t.manifest.gpus[0]?.uuid ?? '';
   });
   after(async () => {
@@ -209,6 +228,29 @@ describe("a victim's VRAM confirmed by its own processes", () => {
       assert.match(o.message, /not listed in the last reading \(.*Not Supported.*\), counted as still held/);
       assert.equal((await t.box.runtime.inspect(containerName(t.node, 'comfyui-sim'))) ?? null, null);
     } finally {
+      await restoreBox();
+    }
+  });
+
+  test('a process listing that never answers holds the drain at most 5 s past its end: the whole GPU confirms, and says why', async () => {
+    try {
+      await upFastAndVision();
+      held.holding = true;
+      const began = Date.now();
+      const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true, releaseTimeoutS: 10 });
+      // Bounded here: without the bound the drain waits on the listing until its own timeout.
+      const o = await Promise.race([acquisition, sleep(40_000).then(() => undefined)]);
+      console.log(
+        `  after ${Date.now() - began} ms: ${o === undefined ? 'no outcome' : o.ok ? JSON.stringify(o.result.victims[0]?.vram) : `${o.failureType}: ${o.message}`}`,
+      );
+      assert.ok(o, "the acquisition did not end within 40 s while the victim's process listing hung");
+      assert.ok(o.ok, !o.ok ? `${o.failureType}: ${o.message}` : '');
+      const vram = o.result.victims[0]?.vram;
+      assert.equal(vram?.reading?.by, 'whole-gpu');
+      assert.match(vram?.reading?.by === 'whole-gpu' ? vram.reading.why : '', /not read within 5 s of the drain's end/);
+      assert.equal(vram?.releasedMib, 12288);
+    } finally {
+      held.release();
       await restoreBox();
     }
   });

@@ -67,6 +67,30 @@ const RECENT_READING: ReadingAge = { maxAgeMs: RECENT_READING_MS };
 const ageOf = (input: { maxAgeMs?: number }): ReadingAge =>
   input.maxAgeMs === undefined ? {} : { maxAgeMs: Math.max(0, Math.min(input.maxAgeMs, RECENT_READING_MS)) };
 
+/** How long a drain that has ended waits for its victim's process read (a docker top, an nvidia-smi spawn). */
+const PROCESS_READ_MS = 5000;
+
+/** The read, or past PROCESS_READ_MS an unseen one: the whole GPU then confirms the release. */
+async function withinProcessRead(reading: Promise<ServeProcesses>): Promise<ServeProcesses> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<ServeProcesses>((resolve) => {
+    timer = setTimeout(
+      () =>
+        resolve({
+          pids: [],
+          onGpu: [],
+          unseen: `its processes were not read within ${PROCESS_READ_MS / 1000} s of the drain's end (docker top or nvidia-smi did not answer)`,
+        }),
+      PROCESS_READ_MS,
+    );
+  });
+  try {
+    return await Promise.race([reading, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export function createEvictionActivities(deps: EvictionDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
   const router = (): RouterAdmin => configuredRouter(deps.router);
@@ -222,10 +246,12 @@ export function createEvictionActivities(deps: EvictionDeps) {
     }): Promise<DrainResult> {
       const ctx = Context.current();
       // A victim's own processes on the GPU, read while it still runs, beside the wait: the drain
-      // ends when both have (the read never fails: what it cannot say leaves the whole GPU to confirm).
+      // ends when both have (the read never fails: what it cannot say leaves the whole GPU to
+      // confirm), waiting at most PROCESS_READ_MS for it past its own end (docker top has no timeout).
       const on = input.processesOn;
       const reading = on ? serveProcesses(containerName(on.node, input.serve.name), on.gpuUuid) : undefined;
-      const withProcesses = async <T extends object>(r: T): Promise<T & { processes?: ServeProcesses }> => (reading ? { ...r, processes: await reading } : r);
+      const withProcesses = async <T extends object>(r: T): Promise<T & { processes?: ServeProcesses }> =>
+        reading ? { ...r, processes: await withinProcessRead(reading) } : r;
       const baseUrl = serveBaseUrl(input.serve);
       const earlier = earlierProgress<unknown>();
       const resumed = isDrainProgress(earlier) ? earlier : undefined;
