@@ -260,12 +260,14 @@ export function createActivities(deps: ActivityDeps) {
      * its victims stopped for an acquisition, and for whom each sleeper sleeps.
      */
     async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
+      // The lost run's last state, read once: its victims stopped for an acquisition left no container.
+      // Read first (it may take up to LOST_RUN_READ_MS): the box is listed after it, so a stop that
+      // lands meanwhile is not taken for a running serve.
+      const lost = await lostLedger(input);
       const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
       // Read once for all of them; a manifest that cannot be read now takes none as asleep (each counts whole).
       const manifest = await loadManifest(deps.manifest).catch(() => undefined);
       const found: Reservation[] = [];
-      // The lost run's last state, read once: its victims stopped for an acquisition left no container.
-      const lost = await lostLedger(input);
       for (const c of containers.filter((x) => x.running && Number(x.labels[LABEL.vramMib]) > 0 && x.labels[LABEL.serve])) {
         const serve = c.labels[LABEL.serve] ?? c.name;
         const r: Reservation = {

@@ -142,8 +142,10 @@ export class LedgerClient implements LedgerPort {
    */
   private async untilReconciled(node: string, gpu: GpuSpec, deadline: number): Promise<void> {
     for (let i = 0; ; i++) {
-      const state = await this.answer(node, gpu.role);
-      if (!state.reconciling) return;
+      // Only an open run: one that closed reconciling (its reconcile past its bound) would answer
+      // so for ever, and the caller's next send, finding none running, starts another.
+      const state = await this.running(node, gpu.role, NODE_ANSWER_MS);
+      if (!state?.reconciling) return;
       if (Date.now() >= deadline) break;
       // A reconcile takes a round trip or two: look again soon, then less often.
       await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** i, Math.max(0, deadline - Date.now()))));
@@ -292,7 +294,8 @@ export class LedgerClient implements LedgerPort {
    * older one as long as any run of its chain is listed. A closed run answers a query by being
    * replayed on a worker (this node's). Undefined when Temporal cannot say: no other run (the
    * first ever, or a server that lost its state), its history gone (retention), no answer within
-   * `withinMs`, or a run lost before its own reconcile ended.
+   * `withinMs`. Runs that closed before their own reconcile ended (up to MAX_UNRECONCILED_RUNS)
+   * are looked past: the run before them is the one that knew.
    */
   async lostRunState(node: string, gpuRole: string, runId: string, withinMs: number): Promise<LedgerState | undefined> {
     const workflowId = workflowIds.ledger(node, gpuRole);
@@ -301,15 +304,23 @@ export class LedgerClient implements LedgerPort {
       return await this.client.withDeadline(deadline, async () => {
         // node and gpuRole are checked names (NAME_PATTERN), runId a UUID: none can close the quote.
         const query = `WorkflowId = '${workflowId}' AND RunId != '${runId}'`;
-        let latest: { runId: string; startTime: Date } | undefined;
+        const runs: { runId: string; startTime: Date }[] = [];
         for await (const wf of this.client.workflow.list({ query })) {
-          if (wf.workflowId === workflowId && wf.runId !== runId && (!latest || wf.startTime > latest.startTime)) latest = wf;
+          if (wf.workflowId === workflowId && wf.runId !== runId) runs.push(wf);
         }
-        if (!latest) return undefined;
-        const ended = await this.endOfChain(workflowId, latest.runId, runId);
-        if (!ended) return undefined;
-        const state = await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, ended).query(snapshotQuery);
-        return state.reconciling ? undefined : state;
+        // Newest first. A run that closed before its reconcile ended (Docker out past the
+        // reconcile's bound) learnt nothing: the run before it holds what the box cannot show.
+        runs.sort((a, b) => b.startTime.getTime() - a.startTime.getTime());
+        let skipped = 0;
+        for (const latest of runs) {
+          const ended = await this.endOfChain(workflowId, latest.runId, runId);
+          if (!ended) return undefined;
+          const state = await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, ended).query(snapshotQuery);
+          if (!state.reconciling) return state;
+          // A chain ends where it started when its reconcile never ended; at most a few such in a row.
+          if (++skipped >= MAX_UNRECONCILED_RUNS) return undefined;
+        }
+        return undefined;
       });
     } catch {
       return undefined;
@@ -378,6 +389,9 @@ export const RECONCILE_WAIT_MS = 20_000;
 function isReconcilingRefusal(err: unknown): boolean {
   return err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === Transient.LedgerReconciling;
 }
+
+/** Runs closed before their reconcile ended that a fresh ledger looks past for the one before them. */
+const MAX_UNRECONCILED_RUNS = 5;
 
 /** Runs of one ledger's chain of continue-as-new followed at most (a run continues every 2000 events or so). */
 const MAX_CHAIN = 100;
