@@ -20,6 +20,7 @@ import { Failure } from '../shared/failures';
 import { eviction } from '../shared/wording';
 import type { OwnContainer } from '../domain/fence';
 import { underTheName } from './own-container';
+import { withTimeout } from '../worker/time-bound';
 import type { LeftAlone } from './own-container';
 
 export interface EvictionDeps {
@@ -70,25 +71,10 @@ const ageOf = (input: { maxAgeMs?: number }): ReadingAge =>
 /** How long a drain that has ended waits for its victim's process read (a docker top, an nvidia-smi spawn). */
 const PROCESS_READ_MS = 5000;
 
-/** The read, or past PROCESS_READ_MS an unseen one: the whole GPU then confirms the release. */
-async function withinProcessRead(reading: Promise<ServeProcesses>): Promise<ServeProcesses> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<ServeProcesses>((resolve) => {
-    timer = setTimeout(
-      () =>
-        resolve({
-          pids: [],
-          onGpu: [],
-          unseen: `its processes were not read within ${PROCESS_READ_MS / 1000} s of the drain's end (docker top or nvidia-smi did not answer)`,
-        }),
-      PROCESS_READ_MS,
-    );
-  });
-  try {
-    return await Promise.race([reading, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+/** The read, or past PROCESS_READ_MS an unseen one (the read itself never fails): the whole GPU then confirms the release. */
+function withinProcessRead(reading: Promise<ServeProcesses>): Promise<ServeProcesses> {
+  const late = `its processes were not read within ${PROCESS_READ_MS / 1000} s of the drain's end (docker top or nvidia-smi did not answer)`;
+  return withTimeout(reading, PROCESS_READ_MS, late).catch((err: unknown) => ({ pids: [], onGpu: [], unseen: err instanceof Error ? err.message : late }));
 }
 
 export function createEvictionActivities(deps: EvictionDeps) {
@@ -288,22 +274,9 @@ export function createEvictionActivities(deps: EvictionDeps) {
       }
     },
 
-    /**
-     * maxAgeMs: how old a reading will do (the stream's latest block); without it, one queried after
-     * the call. processesOf: a victim's, read before its drain: its container's pids and those
-     * nvidia-smi lists on the GPU, which confirm its release after the stop (confirmVramReleased).
-     * Acquisitions now have drainServe read them (processesOn), beside its wait; runs that asked
-     * here before that retry this step as they asked it.
-     */
-    async readGpu(input: {
-      uuid: string;
-      maxAgeMs?: number;
-      processesOf?: { node: string; serve: string };
-    }): Promise<GpuReading & { processes?: ServeProcesses }> {
-      const of = input.processesOf;
-      if (!of) return readGpu(input.uuid, ageOf(input));
-      const [g, processes] = await Promise.all([readGpu(input.uuid, ageOf(input)), serveProcesses(containerName(of.node, of.serve), input.uuid)]);
-      return { ...g, processes };
+    /** maxAgeMs: how old a reading will do (the stream's latest block); without it, one queried after the call. */
+    async readGpu(input: { uuid: string; maxAgeMs?: number }): Promise<GpuReading> {
+      return readGpu(input.uuid, ageOf(input));
     },
 
     /** A reading for the record where a probe works; null where this box has none. */
@@ -319,8 +292,8 @@ export function createEvictionActivities(deps: EvictionDeps) {
 
     /**
      * After a victim's stop (or sleep), waits until nvidia-smi shows its VRAM back on that GPU. By
-     * its own processes where they were listed there before the stop (`own`, from drainServe's or readGpu's
-     * processesOf): none of them holds memory on the GPU any more, or asleep, all but keepMib (its
+     * its own processes where they were listed there before the stop (`own`, from drainServe's
+     * processesOn): none of them holds memory on the GPU any more, or asleep, all but keepMib (its
      * residual) given back. Otherwise by the whole GPU: used fell by the expected MiB from the
      * reading before the drain, which another serve starting or stopping there moves as much.
      * Both within 5 %. Freed memory lags a process exit by up to seconds.
@@ -351,7 +324,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
           !own || apps === undefined
             ? undefined
             : 'unread' in apps
-              ? stillHeld(own, apps.unread, input.expectedMib, keepMib)
+              ? stillHeld(own, apps.unread, input.gpuUuid, input.expectedMib, keepMib)
               : ownReading(own, apps, input.gpuUuid, input.expectedMib, keepMib);
         const reading: VramReading = seen?.reading ?? { by: 'whole-gpu', why: why ?? '' };
         const releasedMib = seen ? seen.releasedMib : input.usedBeforeMib - g.usedMib;

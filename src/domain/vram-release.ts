@@ -113,15 +113,13 @@ export function ownReading(
 export function stillHeld(
   own: ServeProcesses,
   why: string,
+  gpuUuid: string,
   expectedMib: number,
   keepMib: number,
 ): { reading: Extract<VramReading, { by: 'own-processes' }>; releasedMib: number; released: false } {
-  const heldBeforeMib = heldMib(own.onGpu, expectedMib + keepMib);
-  return {
-    reading: { by: 'own-processes', pids: own.onGpu.map((p) => p.pid), heldBeforeMib, heldNowMib: heldBeforeMib, unread: why },
-    releasedMib: 0,
-    released: false,
-  };
+  // Read as if listed again as they were before the stop: nothing given back.
+  const { reading, releasedMib } = ownReading(own, own.onGpu, gpuUuid, expectedMib, keepMib);
+  return { reading: { ...reading, unread: why }, releasedMib, released: false };
 }
 
 /** What the victim's own processes still hold, where they confirmed its release (a sleeper's residual seen). */

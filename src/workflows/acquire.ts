@@ -2,7 +2,7 @@
 // the ledger picks victims and holds their MiB for this acquirer, then for each victim:
 // quiesce its tier → drain → stop (or sleep) → confirm the VRAM came back → hand the MiB over → start.
 import { ApplicationFailure, CancellationScope, isCancellation, patched, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { ResolvedServe, VramReleaseResult } from '../shared/contracts';
+import type { GpuReading, ResolvedServe, ServeProcesses, VramReleaseResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
 import { RECENT_READING_MS } from '../domain/physical';
 import { admittedSleep, residualSeen } from '../domain/sleep';
@@ -291,8 +291,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   // The victim's VRAM does not move until its stop: the stream's latest reading will do. Its own
   // processes on the GPU, which confirm its release where another serve starting or stopping on
   // the card during the drain moves the whole GPU's reading as much, are read by the drain, beside
-  // its wait (a process query is a spawn of nvidia-smi, 100-300 ms). Runs that read them here
-  // recorded them with this reading, and replay as they ran.
+  // its wait (a process query is a spawn of nvidia-smi, 100-300 ms).
   const gpuRead = record.wasRunning ? await reads().readGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS }) : undefined;
   // What it was seen to take when it came up, else its reservation: a serve reserved with
   // headroom gives back less than it reserved.
@@ -303,9 +302,9 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
 
   log.begin(`drain ${victim.name}`);
   const drainTimeoutS = input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
-  const { processes, ...drain } = await drainFor(tier, victim, drainTimeoutS, gpuRead && !gpuRead.processes ? { node, gpuUuid: gpu.uuid } : undefined);
+  const { processes, ...drain } = await drainFor(tier, victim, drainTimeoutS, gpuRead ? { node, gpuUuid: gpu.uuid } : undefined);
   record.drain = drain;
-  const gpuBefore: GpuBefore | undefined = gpuRead && (gpuRead.processes || !processes ? gpuRead : { ...gpuRead, processes });
+  const gpuBefore: GpuBefore | undefined = gpuRead && { ...gpuRead, ...(processes ? { processes } : {}) };
   if (!drain.drained && !input.force) {
     throw ApplicationFailure.create({
       type: Failure.DrainTimeout,
@@ -372,8 +371,8 @@ function confirmReleased({ acquirer, input }: Eviction, victim: string, before: 
   });
 }
 
-/** The victim's GPU reading before the drain, with its own processes there. */
-type GpuBefore = Awaited<ReturnType<ReturnType<typeof reads>['readGpu']>>;
+/** The victim's GPU reading before the drain, with its own processes there (read by the drain). */
+type GpuBefore = GpuReading & { processes?: ServeProcesses };
 
 /** How a victim evicted by sleeping sleeps now: at the level planned, keeping its declared residual. */
 type SleepPlan = NonNullable<Victim['sleep']>;
