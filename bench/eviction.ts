@@ -63,6 +63,8 @@ interface Sample {
   /** Part of orchestration: the other activities' own durations (ledger, router, nvidia-smi, …). */
   otherActivitiesMs: number;
   nvidiaSmiMs: number;
+  /** nvidia-smi --query-compute-apps processes the acquisition spawned (the drain's read, each reading of the release wait). */
+  processQueries: number;
   /** Activities in the history, and each type's summed duration in order of first use. */
   activities: number;
   byType: Map<string, number>;
@@ -137,6 +139,13 @@ async function main(): Promise<void> {
     workflowBundle: await workflowBundle(),
   });
   const running = worker.run();
+  // The process list is a spawn per query (the GPU's figures come from the stream): count them.
+  let processQueries = 0;
+  const computeApps = box.gpu.computeApps.bind(box.gpu);
+  box.gpu.computeApps = (opts) => {
+    processQueries += 1;
+    return computeApps(opts);
+  };
 
   const routed = async (body: Record<string, unknown>): Promise<{ status: number; finishedAt: number }> => {
     const res = await fetch(`${box.router.url}/v1/chat/completions`, {
@@ -162,9 +171,11 @@ async function main(): Promise<void> {
       if (i >= 200) throw new Error(`the ${inFlight} slow requests did not all reach vision-local within 2 s`);
       await sleep(10);
     }
+    const queriesBefore = processQueries;
     const t0 = performance.now();
     const o = await serveAcquire(client, node, { serve: 'comfyui-sim', evict: true });
     const wallMs = performance.now() - t0;
+    const queries = processQueries - queriesBefore;
     const done = await Promise.all(slow);
     if (!o.ok) throw new Error(`acquire comfyui-sim: ${o.message} [${o.failureType}]`);
     const v = o.result.victims[0];
@@ -194,6 +205,7 @@ async function main(): Promise<void> {
       orchestrationMs: wallMs - containerOpsMs - drainMs,
       otherActivitiesMs,
       nvidiaSmiMs: sum((t) => NVIDIA_SMI_ACTS.includes(t)),
+      processQueries: queries,
       activities: acts.length,
       byType: acts.reduce((m, a) => m.set(a.type, (m.get(a.type) ?? 0) + a.ms), new Map<string, number>()),
       inFlightAtQuiesce: v.inFlightAtQuiesce ?? 0,
@@ -238,6 +250,7 @@ async function main(): Promise<void> {
     'orchestration ms',
     'other acts ms',
     'nvidia-smi ms',
+    'process queries',
   ];
   const rows = samples.map((s, i) => [
     String(i + 1),
@@ -251,6 +264,7 @@ async function main(): Promise<void> {
     fmt(s.orchestrationMs),
     fmt(s.otherActivitiesMs),
     fmt(s.nvidiaSmiMs),
+    String(s.processQueries),
   ]);
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
   const line = (cells: string[]) => cells.map((cell, c) => (c < 2 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0))).join('  ');
@@ -272,6 +286,10 @@ async function main(): Promise<void> {
   out(
     `per activity type, summed per run (medians, ms; ${counts(samples.map((s) => s.activities))} activities per acquisition): ` +
       types.map((t) => `${t} ${m((s) => s.byType.get(t) ?? 0)}`).join(', '),
+  );
+  out(
+    `nvidia-smi --query-compute-apps spawns per acquisition: ${counts(samples.map((s) => s.processQueries))} ` +
+      "(the drain's read of the victim's processes, then one per reading of the release wait)",
   );
   out(`acquisition wall against its physical work (drain + container ops), medians: ${m((s) => s.wallMs)} / ${m((s) => s.containerOpsMs + s.drainMs)} ms`);
   out(targetLine('eviction ratio (median of the runs)', median(samples.map((s) => s.wallMs / (s.containerOpsMs + s.drainMs))), '<=', TARGETS.evictionRatio));
