@@ -53,6 +53,7 @@ describe('nvidia-smi CSV parsers', () => {
       { gpuUuid: UUID_B, pid: 77, processName: 'C:\\\\Windows\\\\explorer.exe', usedMib: null },
     ]);
     assert.deepEqual(parseComputeAppsCsv('\n'), []);
+    assert.deepEqual(parseComputeAppsCsv('No running processes found\n'), []);
   });
 
   test('a malformed line is a NvidiaSmiUnreadable error naming the line', () => {
@@ -73,6 +74,11 @@ describe('nvidia-smi CSV parsers', () => {
     assert.throws(() => parseComputeAppsCsv(`${UUID_A}, 12, python3`), isPermanent('NvidiaSmiUnreadable', /line 1 has 3 fields, expected 4/));
     assert.throws(() => parseComputeAppsCsv(`${UUID_A}, pid, python3, 10`), isPermanent('NvidiaSmiUnreadable', /pid 'pid'/));
     assert.throws(() => parseComputeAppsCsv(`${UUID_A}, 12, python3, 10 MiB`), isPermanent('NvidiaSmiUnreadable', /used_memory '10 MiB'/));
+    // Only as the whole output: beside a process line it is not nvidia-smi's answer.
+    assert.throws(
+      () => parseComputeAppsCsv(`No running processes found\n${UUID_A}, 12, python3, 10`),
+      isPermanent('NvidiaSmiUnreadable', /line 1 has 1 fields/),
+    );
   });
 });
 

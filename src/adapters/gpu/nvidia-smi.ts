@@ -66,9 +66,19 @@ export function parseGpuCsv(csv: string): GpuReading[] {
 }
 
 /** Parses `--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits`; `[N/A]` memory is null. */
+/**
+ * The default table's words for a GPU without compute processes. No source shows the CSV query
+ * printing them (it prints nothing), but parsers of it guard against them (gpustat, netdata): read
+ * as none listed, which is what they say, rather than as unreadable output that the release wait
+ * would count as still held until its timeout.
+ */
+const NO_PROCESSES = /^No running (compute )?processes found$/i;
+
 export function parseComputeAppsCsv(csv: string): GpuProcess[] {
   const query = '--query-compute-apps';
-  return lines(csv).map(({ line, number }) => {
+  const given = lines(csv);
+  if (given.length === 1 && NO_PROCESSES.test(given[0]?.line ?? '')) return [];
+  return given.map(({ line, number }) => {
     const cells = line.split(',').map((c) => c.trim());
     if (cells.length < 4) throw unreadable(query, number, line, `has ${cells.length} fields, expected 4 (${COMPUTE_APPS_QUERY_FIELDS.join(', ')})`);
     const [gpuUuid = '', pidRaw = ''] = cells;
