@@ -6,10 +6,10 @@
 // containers) the whole time, not only the ledger's word.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { containerName, LABEL, serveCommand } from '../src/domain/serve';
+import { containerName } from '../src/domain/serve';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import type { TestServe } from './support/box';
-import { startSimTestBox } from './support/sim';
+import { startSimTestBox, startSquatter } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { sleep, waitUntil } from './support/wait';
 import { waitForPendingActivity } from './support/history-scan';
@@ -28,6 +28,8 @@ const SERVES: TestServe[] = [
 // Long enough for a step taken during the drain (a serve started or stopped, a spawn of the fake
 // nvidia-smi each reading: 1-3 s at load 15) to land inside it.
 const HELD_REQUEST_MS = 12_000;
+/** A squatter that leaves the acquirer its room once vision is down. */
+const SMALL_SQUATTER_MIB = 4096;
 
 /** What the box showed at one moment: each process nvidia-smi lists on the GPU, and which serves run. */
 interface Sample {
@@ -113,23 +115,6 @@ describe("a victim's VRAM confirmed by its own processes", () => {
     return { held, acquisition };
   }
 
-  /** A serve started on the card outside the ledger: a separate process the fake nvidia-smi lists with its 12288 MiB. */
-  async function startSquatter(): Promise<void> {
-    const spec = t.manifest.serves.find((s) => s.name === 'squatter');
-    assert.ok(spec);
-    await t.box.runtime.ensureRunning({
-      name: squatterName(),
-      image: spec.image,
-      cmd: serveCommand(spec),
-      env: spec.env,
-      labels: { [LABEL.gpuUuid]: uuid, [LABEL.vramMib]: String(spec.vramMib) },
-      bind: spec.bind,
-      hostPort: spec.port,
-      containerPort: spec.containerPort,
-      gpuUuid: uuid,
-    });
-  }
-
   async function restoreBox(): Promise<void> {
     t.box.writeNvidiaSmiState({ heldPids: [], fixedUsedMib: {}, computeAppsUnsupported: false });
     await t.box.runtime.remove(squatterName());
@@ -144,7 +129,9 @@ describe("a victim's VRAM confirmed by its own processes", () => {
       const visionPids = await pidsOf('vision');
       const box = sampleBox();
       const { held, acquisition } = await acquireWhileVisionDrains(5);
-      await startSquatter();
+      // 4096 MiB: it leaves comfyui-sim its room (fast 14336 + comfyui-sim 8192 + 4096 of 32607),
+      // and the whole GPU falls by 8192 where the release needs 11673 of vision's 12288.
+      await startSquatter(t, SMALL_SQUATTER_MIB);
       const squatterPids = await pidsOf('squatter');
       // The race is real only if the squatter took its memory while vision still drained.
       const tier = await t.box.routerAdmin.tierState('vision-local');
@@ -166,10 +153,57 @@ describe("a victim's VRAM confirmed by its own processes", () => {
       assert.equal(vram?.reading?.by, 'own-processes');
       assert.equal(vram?.releasedMib, 12288);
       assert.ok(vram?.reading?.by === 'own-processes' && vram.reading.heldNowMib === 0);
-      // The whole GPU did not fall: the squatter took what vision gave back.
-      assert.ok((vram?.usedAfterMib ?? 0) >= (vram?.usedBeforeMib ?? 0) - 100, JSON.stringify(vram));
+      // The whole GPU fell by less than vision gave back: the squatter took some of it.
+      assert.ok((vram?.usedAfterMib ?? 0) >= (vram?.usedBeforeMib ?? 0) - 12288 + SMALL_SQUATTER_MIB - 100, JSON.stringify(vram));
       assert.ok(last?.running.includes(containerName(t.node, 'comfyui-sim')) && last.running.includes(squatterName()), JSON.stringify(last?.running));
       assert.ok(!last?.running.includes(containerName(t.node, 'vision')));
+    } finally {
+      await restoreBox();
+    }
+  });
+
+  test("a serve that takes the victim's freed memory while it drains: the acquirer is refused its start, never started, the victim left evicted", async () => {
+    try {
+      await upFastAndVision();
+      const box = sampleBox();
+      const { held, acquisition } = await acquireWhileVisionDrains(5);
+      // 12288 MiB: all vision gives back. The release is vision's own (its processes gone), but the
+      // card then holds fast 14336 + squatter 12288 + 1200 of the driver: comfyui-sim's 8192 do not fit.
+      await startSquatter(t, 12288);
+      const squatterPids = await pidsOf('squatter');
+      assert.equal((await t.box.routerAdmin.tierState('vision-local')).inFlight, 1, 'the squatter must start while the drain is under way');
+      const o = await acquisition;
+      const samples = await box.stop();
+      await held;
+      console.log(`  ${samples.length} samples; outcome: ${o.ok ? `ok, ${JSON.stringify(o.result.victims[0]?.vram)}` : `${o.failureType}: ${o.message}`}`);
+      assert.ok(!o.ok, `the acquisition started comfyui-sim on a card that cannot hold it: ${o.ok ? o.result.message : ''}`);
+      assert.equal(o.failureType, 'GpuRoomShort');
+      assert.match(
+        o.message,
+        new RegExp(
+          `start of comfyui-sim \\(8192 MiB\\) refused: the card cannot hold it: ledger commits 22528 MiB on ${uuid} \\(comfyui-sim included\\), ` +
+            `processes outside the ledger hold 12288 MiB \\(pid ${squatterPids[0]} \\S+ 12288 MiB\\): 34816 MiB against the card's 32607 MiB, short by 2209 MiB`,
+        ),
+      );
+      assert.ok(!samples.some((s) => s.running.includes(containerName(t.node, 'comfyui-sim'))), 'comfyui-sim was seen running');
+      // Vision stays evicted for comfyui-sim, its tier quiesced: the squatter holds its memory, so a
+      // restore now would be refused the same way (its cold start is checked too). Once the card
+      // has the room, `serves up vision` brings it back.
+      const l = (await ledgerSnapshots(client(), t.manifest)).find((x) => x.gpuRole === GPU.role);
+      assert.deepEqual(
+        l?.reservations.map((r) => `${r.serve} ${r.phase}`),
+        ['fast running', 'vision evicted'],
+      );
+      assert.equal((await t.box.routerAdmin.tierState('vision-local')).state, 'quiesced');
+      const early = await serveUp(client(), t.node, 'vision');
+      assert.ok(!early.ok && early.failureType === 'GpuRoomShort', early.ok ? 'vision restored beside the squatter' : early.message);
+      await t.box.runtime.remove(squatterName());
+      const back = await serveUp(client(), t.node, 'vision');
+      assert.ok(back.ok, !back.ok ? back.message : '');
+      // The refused restore gave its reservation back (as any failed restore): vision comes back as
+      // a bring-up whose guarded readmit lets its quiesced tier back.
+      assert.equal(back.result.readmittedTier, 'vision-local');
+      assert.equal((await t.box.routerAdmin.tierState('vision-local')).state, 'active');
     } finally {
       await restoreBox();
     }

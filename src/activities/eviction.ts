@@ -65,7 +65,7 @@ export function configuredRouter(router: RouterAdmin | undefined): RouterAdmin {
 const RECENT_READING: ReadingAge = { maxAgeMs: RECENT_READING_MS };
 
 /** The age a workflow allowed a reading, bounded by the domain's: a reading that decides is asked for fresh. */
-const ageOf = (input: { maxAgeMs?: number }): ReadingAge =>
+export const ageOf = (input: { maxAgeMs?: number }): ReadingAge =>
   input.maxAgeMs === undefined ? {} : { maxAgeMs: Math.max(0, Math.min(input.maxAgeMs, RECENT_READING_MS)) };
 
 /** How long a drain that has ended waits for its victim's process read (a docker top, an nvidia-smi spawn). */

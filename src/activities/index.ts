@@ -33,6 +33,7 @@ import { loadManifest, loadServe as loadServeFrom } from './resolve';
 import { createPromotionActivities } from './promotion';
 import { createRunTagActivities } from './run-tags';
 import { createSleepActivities, sleepsNow } from './sleep';
+import { createStartRoomActivities } from './start-room';
 import { residualHeldAfresh } from '../domain/sleep';
 import { withRestoreLinks } from '../domain/reconcile';
 import { healthPollDelayMs } from '../domain/health-poll';
@@ -164,6 +165,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createLeaseActivities(deps),
     ...createRunTagActivities(deps),
     ...createSleepActivities(deps),
+    ...createStartRoomActivities(deps),
 
     /**
      * The serve as the manifest declares it now, for the workflow's history: env values and

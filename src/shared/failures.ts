@@ -23,6 +23,11 @@ export const Failure = {
   ReadmitRefused: 'ReadmitRefused',
   TierNotReadmittable: 'TierNotReadmittable',
   VramNotReleased: 'VramNotReleased',
+  /**
+   * A cold start refused before its container: nvidia-smi shows the card cannot hold what the
+   * ledger commits there plus what is held outside the ledger (src/domain/start-room.ts).
+   */
+  GpuRoomShort: 'GpuRoomShort',
   /** A compensation kept a reservation: its container still runs (its removal failed), so its MiB are not given back. */
   ContainerStillRunning: 'ContainerStillRunning',
   /** vLLM's /sleep refused or failed: the eviction falls back to stopping the victim. */

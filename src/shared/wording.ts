@@ -84,6 +84,7 @@ export const start = {
           : 'no router configured on this worker',
   notMeasured: (serve: string, why: string) => `${serve}'s VRAM not measured (nvidia-smi: ${why}); it runs on its declared reservation`,
   running: 'reservation marked running',
+  roomNotChecked: (gpuUuid: string) => `not checked: no nvidia-smi on this worker reads ${gpuUuid}`,
 };
 
 /** A victim's VRAM release as confirmVramReleased reports it; `reading` absent in results recorded before it. */

@@ -1,13 +1,14 @@
-// serves up NAME: admit → start → health → identity → measure → readmit → running. An admission
+// serves up NAME: admit → room → start → health → identity → measure → readmit → running. An admission
 // the ledger denies starts nothing; a failure after admission removes the container and releases
 // the MiB once the container is seen gone (a removal that failed keeps them). Every way up shares the steps from start on (startServe): an acquisition and a restore
 // differ only in how they got the MiB.
 import { ApplicationFailure, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
-import type { ResolvedServe } from '../shared/contracts';
+import type { GpuReading, ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { evictionOutlook } from '../domain/eviction';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta, RECENT_READING_MS } from '../domain/physical';
+import { noRoomMessage, roomLine } from '../domain/start-room';
 import { cancelHint, holderOf } from '../domain/fence';
 import type { OwnContainer } from '../domain/fence';
 import { Failure } from '../shared/failures';
@@ -134,7 +135,7 @@ export async function startServe(
   alsoNotOurs?: () => void,
 ): Promise<StartedServe> {
   const { node, serve, gpu } = resolved;
-  const gpuBefore = await reads().measureGpu({ uuid: gpu.uuid, ...(baselineMaxAgeMs !== undefined ? { maxAgeMs: baselineMaxAgeMs } : {}) });
+  const gpuBefore = await roomToStart(resolved, log, baselineMaxAgeMs);
 
   log.begin('start');
   // Registered first: a start that created the container before it failed or was cancelled must
@@ -156,6 +157,34 @@ export async function startServe(
   own.id = started.containerId;
   log.record('start', start.started(started, gpu.uuid));
   return serveReady(resolved, started.containerId, gpuBefore?.usedMib, saga, log);
+}
+
+/**
+ * The GPU's reading before a cold start (the measured delta's baseline) and, since
+ * start-room-checked, the card's physical room for it: what the ledger commits on the GPU, this
+ * serve included, plus what is held outside the ledger, against the card's total. Short, the
+ * start is refused before anything is created (GpuRoomShort), and the saga gives back what the
+ * run took. Runs from before read the baseline alone, and replay that way.
+ */
+async function roomToStart({ node, serve, gpu }: ResolvedServe, log: StepLog, maxAgeMs?: number): Promise<GpuReading | null> {
+  const age = maxAgeMs !== undefined ? { maxAgeMs } : {};
+  if (!patched(PATCHES.startRoomChecked)) return reads().measureGpu({ uuid: gpu.uuid, ...age });
+  log.begin('room');
+  const checked = await act.readStartRoom({ node, gpu, serve: serve.name, ...age });
+  if (!checked) {
+    log.record('room', start.roomNotChecked(gpu.uuid));
+    return null;
+  }
+  if (checked.room.shortMib > 0) {
+    throw ApplicationFailure.create({
+      type: Failure.GpuRoomShort,
+      message: noRoomMessage(checked.room, serve.vramMib),
+      nonRetryable: true,
+      details: [checked.room],
+    });
+  }
+  log.record('room', roomLine(checked.room));
+  return checked.reading;
 }
 
 /**

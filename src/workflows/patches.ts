@@ -354,5 +354,14 @@ export const PATCHES = {
    * no recording or end-to-end test reaches yet: test/fence.test.ts holds the rule.
    */
   startFindsOwnRunning: 'start-finds-own-running',
+  /**
+   * A cold start (a bring-up's, an acquisition's after its evictions, a restore's) checks the card
+   * physically has the room before its container is started: the readStartRoom activity (the GPU,
+   * its compute processes, the ledger, its serves' pids) where measureGpu read the baseline alone,
+   * and a refusal (GpuRoomShort) when what the ledger commits plus what is held outside it exceeds
+   * the card. Asked by every cold start since. Before: every other recording (measureGpu);
+   * after: start-room-refused.json (recorded by test/start-room-box.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  startRoomChecked: 'start-room-checked',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

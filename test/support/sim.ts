@@ -19,6 +19,7 @@ import type { TestTemporal } from './temporal';
 import { startTestWorker } from './worker';
 import type { LedgerState } from '../../src/domain/ledger';
 import { physicalTruth } from '../../src/domain/physical';
+import { LABEL, serveCommand } from '../../src/domain/serve';
 import { startMetricsServer } from '../../src/worker/metrics-server';
 import { WorkerMetrics } from '../../src/worker/metrics';
 import { workerLedgerRead } from '../../src/worker/ledger-endpoint';
@@ -114,4 +115,28 @@ export async function nonLedgerDrawOf(box: SimBox, l: LedgerState): Promise<numb
   const reading = (await box.gpu.readGpus()).find((g) => g.uuid === l.gpuUuid);
   if (!reading) throw new Error(`nvidia-smi shows no GPU ${l.gpuUuid}`);
   return physicalTruth(l, reading).nonLedgerDrawMib;
+}
+
+/**
+ * A process outside the ledger holding `mib` on the box's first GPU: the manifest's serve named
+ * `squatter` (it lends a port and a command) run by hand as `squatter-<node>`, a separate process
+ * the fake nvidia-smi lists with its MiB. Returns its pids.
+ */
+export async function startSquatter(t: SimTestBox, mib: number): Promise<number[]> {
+  const spec = t.manifest.serves.find((s) => s.name === 'squatter');
+  const uuid = t.manifest.gpus[0]?.uuid;
+  if (!spec || !uuid) throw new Error('the manifest has no serve named squatter, or no GPU');
+  const name = `squatter-${t.node}`;
+  await t.box.runtime.ensureRunning({
+    name,
+    image: spec.image,
+    cmd: serveCommand(spec),
+    env: spec.env,
+    labels: { [LABEL.gpuUuid]: uuid, [LABEL.vramMib]: String(mib) },
+    bind: spec.bind,
+    hostPort: spec.port,
+    containerPort: spec.containerPort,
+    gpuUuid: uuid,
+  });
+  return t.box.runtime.processes(name);
 }

@@ -4,6 +4,8 @@
 // this code does not know is shown as compact JSON. Where a line states what a workflow's step
 // also states (a stop, a readmit, a release), it is worded by src/shared/wording.ts, as there.
 import { freeText, totals } from '../../domain/ledger';
+import { roomLine } from '../../domain/start-room';
+import type { StartRoom } from '../../domain/start-room';
 import type { LedgerState } from '../../domain/ledger';
 import type { StopDecision } from '../../domain/fence';
 import type { AcquireDecision, LedgerAbortArgs, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../../shared/messages';
@@ -162,6 +164,15 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   inspectServe: (r) => (r ? `container ${txt(r.name)} ${txt(r.status)}` : 'no container'),
   readGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
   measureGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
+  readStartRoom: (r) => {
+    if (!r) return `not checked: ${gpuLine(null)}`;
+    // A history's result is read as it is: one this code cannot word is shown as JSON.
+    try {
+      return `nvidia-smi ${gpuLine(r.reading)}; ${roomLine(r.room as unknown as StartRoom)}`;
+    } catch {
+      return undefined;
+    }
+  },
   stopServeContainer: (r) => (r ? eviction.stopped({ containerName: txt(r.containerName), stop: txt(r.stop), remove: txt(r.remove) }) : undefined),
   confirmVramReleased: (r) => {
     if (!r) return undefined;

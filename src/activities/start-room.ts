@@ -1,0 +1,93 @@
+// The physical check before a cold start (src/domain/start-room.ts): does the card have the room
+// for what the ledger commits on it plus what is held outside the ledger. Read in this order: the
+// GPU and its compute processes, then the ledger, then the pids of the ledger's serves, so a
+// serve whose process is listed was admitted by the time the ledger is read (its start is fenced
+// on its admission), and its container's pids are read after it was listed: a serve of the ledger
+// still loading (a concurrent bring-up's) is never taken for a foreign process.
+import { ApplicationFailure } from '@temporalio/activity';
+import type { ContainerRuntime } from '../adapters/containers/port';
+import type { GpuProbe } from '../adapters/gpu/port';
+import type { LedgerPort } from '../adapters/ledger/port';
+import { containerName } from '../domain/serve';
+import { startRoom } from '../domain/start-room';
+import type { RoomFacts, StartRoom } from '../domain/start-room';
+import type { GpuSpec } from '../domain/types';
+import type { GpuReading } from '../shared/contracts';
+import { Failure } from '../shared/failures';
+import { withTimeout } from '../worker/time-bound';
+import { ageOf } from './eviction';
+import { permanentAsFailure } from './failure';
+
+export interface StartRoomDeps {
+  runtime: ContainerRuntime;
+  gpu?: GpuProbe;
+  ledger: LedgerPort;
+}
+
+/**
+ * How long a shortfall seen is read again before the start is refused: memory a process gave back
+ * just before (a serve stopped, a job ended) shows in nvidia-smi with a lag of up to seconds.
+ */
+export const ROOM_SETTLE_MS = 3000;
+/** Between two readings of a shortfall: Ollama's own VRAM poll. */
+const ROOM_POLL_MS = 250;
+/** A serve's process listing (docker top, which has no timeout of its own) past this is unread: the whole GPU decides. */
+const PIDS_READ_MS = 5000;
+
+/** The GPU's reading the bring-up's measure step compares against, and the verdict. */
+export interface StartRoomResult {
+  reading: GpuReading;
+  room: StartRoom;
+}
+
+const why = (err: unknown) => ({ unread: err instanceof Error ? err.message : String(err) });
+
+export function createStartRoomActivities(deps: StartRoomDeps) {
+  /** Each serve of the ledger: its container's host pids, or why they could not be read. */
+  const pidsOf = async (node: string, serves: readonly string[]): Promise<RoomFacts['pids']> => {
+    const list = deps.runtime.processes?.bind(deps.runtime);
+    const reads = serves.map(async (serve): Promise<[string, number[] | { unread: string }]> => {
+      if (!list) return [serve, { unread: "this worker's container runtime cannot list a container's processes" }];
+      const late = `docker top did not answer within ${PIDS_READ_MS / 1000} s`;
+      return [serve, await withTimeout(list(containerName(node, serve)), PIDS_READ_MS, late).catch(why)];
+    });
+    return Object.fromEntries(await Promise.all(reads));
+  };
+
+  return {
+    /**
+     * Before a cold start's container: the GPU's reading (the baseline the measured delta is taken
+     * from, `maxAgeMs` as measureGpu's), and whether the card holds what the ledger commits on it,
+     * the starting serve included, plus what is held outside the ledger. A shortfall is read again
+     * for up to ROOM_SETTLE_MS before it stands. Null where this worker has no nvidia-smi, or it
+     * does not know the GPU: no check, as no baseline.
+     */
+    async readStartRoom(input: { node: string; gpu: GpuSpec; serve: string; maxAgeMs?: number }): Promise<StartRoomResult | null> {
+      const probe = deps.gpu;
+      if (!probe) return null;
+      const settleBy = Date.now() + ROOM_SETTLE_MS;
+      for (let age = ageOf(input); ; age = {}) {
+        let gpus: GpuReading[];
+        const apps = probe.computeApps({ refusalThrows: true }).catch(why);
+        try {
+          gpus = await permanentAsFailure(() => probe.readGpus(age));
+        } catch (err) {
+          await apps;
+          if (err instanceof ApplicationFailure && err.type === Failure.NvidiaSmiMissing) return null;
+          throw err;
+        }
+        const reading = gpus.find((g) => g.uuid === input.gpu.uuid);
+        if (!reading) return null;
+        const listed = await apps;
+        const ledger = await deps.ledger.snapshot(input.node, input.gpu, 10_000);
+        const pids = await pidsOf(
+          input.node,
+          ledger.reservations.map((r) => r.serve),
+        );
+        const room = startRoom({ serve: input.serve, gpu: reading, ledger, apps: listed, pids });
+        if (room.shortMib === 0 || Date.now() >= settleBy) return { reading, room };
+        await new Promise((resolve) => setTimeout(resolve, ROOM_POLL_MS));
+      }
+    },
+  };
+}
