@@ -10,12 +10,13 @@ import assert from 'node:assert/strict';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { formatLedger, totals } from '../src/domain/ledger';
 import { containerName, LABEL } from '../src/domain/serve';
-import { workflowIds } from '../src/shared/messages';
+import { progressQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import { docker } from './support/box';
 import { gpures, show } from './support/cli';
 import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
 import { GPU, SERVES, visionProbes } from './support/vision-probes';
+import { waitUntil } from './support/wait';
 
 describe('a fresh ledger keeps the restore links of the one it replaces', () => {
   let b: ProcessBox | undefined;
@@ -116,6 +117,53 @@ describe('a fresh ledger keeps the restore links of the one it replaces', () => 
       await docker().getContainer(containerName(box().node, 'ondemand')).remove({ force: true });
       assert.deepEqual(formatLedger(await ledger()).slice(1), ['  b 9000 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for ondemand)']);
       // Its take finds nothing and its release frees nothing; the restore goes by the ledger after the release.
+      assertVisionRestored(await downRestoreSampled(), 'serves down ondemand: was not running, nothing to stop; restore: vision restored');
+    }));
+
+  test("vision's stop lands while the ledger is lost, the lost run holding it evicting: the fresh ledger lists it evicted for ondemand, the acquisition fails at its start's fence, and serves down --restore brings vision back", () =>
+    thenDown(async () => {
+      const { node, temporal } = box();
+      const up = await cli('serves', 'up', 'b', 'vision');
+      assert.equal(up.code, 0, show(up));
+      // vision's memory stays held under its pid after its exit until the test lets it go: the
+      // acquisition waits at its release check with vision stopped, still evicting in the ledger.
+      const visionPid = (await docker().getContainer(containerName(node, 'vision')).inspect()).State.Pid;
+      const gpuUuid = box().manifest.gpus[0]?.uuid ?? '';
+      box().writeNvidiaSmiState({ heldPids: [{ gpuUuid, pid: visionPid, vramMib: 12288 }] });
+      let fresh: string[] = [];
+      let acquired = '';
+      try {
+        const handle = await temporal.client.workflow.start('acquireWorkflow', {
+          workflowId: workflowIds.acquire(node, 'ondemand'),
+          taskQueue: taskQueueFor(node),
+          args: [{ serve: 'ondemand', evict: true, releaseTimeoutS: 120 }],
+        });
+        await waitUntil(
+          'vision stopped by the acquisition',
+          async () => (await handle.query(progressQuery).catch(() => [])).some((s) => s.step === 'stop vision'),
+          90_000,
+          50,
+        );
+        assert.deepEqual((await runningServes()).serves, ['b'], "vision's container is gone");
+        await temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role)).terminate('test: the ledger is lost while vision, stopped, is evicting');
+        // The fresh ledger, started by this read, before the acquisition's hand-over reaches it.
+        fresh = formatLedger(await ledger()).slice(1);
+        box().writeNvidiaSmiState({ heldPids: [] });
+        acquired = await handle.result().then(
+          (r: { message?: string }) => `completed: ${r.message ?? ''}`,
+          (e: Error) => `failed: ${(e.cause as Error | undefined)?.message ?? e.message}`,
+        );
+      } finally {
+        box().writeNvidiaSmiState({ heldPids: [] });
+      }
+      console.log(`  the fresh ledger with vision stopped: [${fresh.join(';')}]; the acquisition ${acquired}`);
+      assert.deepEqual(fresh, ['  b 9000 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for ondemand)']);
+      // Its hold was the lost run's alone: refused at its start's fence, nothing of ondemand started.
+      assert.match(
+        acquired,
+        /^failed: serves up ondemand --evict failed at start: start of ondemand refused: 'ondemand' holds no reservation .*; victims now down: vision \(restore with gpures serves up vision\)$/,
+      );
+      assert.deepEqual((await runningServes()).serves, ['b']);
       assertVisionRestored(await downRestoreSampled(), 'serves down ondemand: was not running, nothing to stop; restore: vision restored');
     }));
 });

@@ -282,6 +282,27 @@ describe("a fresh ledger's restore links (withRestoreLinks)", () => {
     );
   });
 
+  test("victims the lost run still held evicting: set aside for the acquirer where the box shows them so, the box's where it shows them running; the acquirer's hold not carried", () => {
+    let l = running(emptyLedger('n', GPU), 'b', 9000);
+    l = running(l, 'vision', 12288, 'evictable');
+    l = running(l, 'sleepy', 4000, 'evictable');
+    l = running(l, 'ocr', 2000, 'evictable');
+    const od: AdmitRequest = { serve: 'ondemand', vramMib: 14000, class: 'on-demand', holder: 'acquire/od-run' };
+    l = applyEvictionPlan(l, od, [
+      { serve: 'vision', vramMib: 12288 },
+      { serve: 'sleepy', vramMib: 4000, sleep: { level: 1, residualMib: 500 } },
+      { serve: 'ocr', vramMib: 2000 },
+    ]);
+    // Each still evicting when the ledger was lost: vision's stop and sleepy's sleep landed meanwhile, ocr still drains.
+    const carried = withRestoreLinks([found('b', 'running', 9000), found('ocr', 'running', 2000), found('sleepy', 'sleeping', 4000)], l);
+    assert.deepEqual(
+      carried.map((r) => `${r.serve} ${r.phase}${r.evictedFor ? ` for ${r.evictedFor} by ${r.evictedBy ?? '?'}` : ''}`),
+      ['b running', 'ocr running', 'sleepy sleeping for ondemand by acquire/od-run', 'vision evicted for ondemand by acquire/od-run'],
+    );
+    // Set aside, vision commits nothing: its container is gone (b and ocr run; sleepy, found with no residual declared, holds none).
+    assert.equal(totals({ ...l, reservations: carried }).committedMib, 9000 + 2000);
+  });
+
   test('without the lost run (Temporal could not say), what was found, in the order of their names', () => {
     const f = [found('sleepy', 'sleeping', 4000), found('b', 'running', 9000)];
     assert.deepEqual(withRestoreLinks(f, undefined), [f[1], f[0]]);

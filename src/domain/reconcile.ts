@@ -6,24 +6,37 @@ import { findReservation } from './ledger';
 
 /**
  * The reservations found on the box with the lost run's restore links: a sleeper found sleeping
- * takes the acquirer its sleeping entry was evicted for (evictedFor, evictedBy), and each serve
- * the lost run held as evicted that the box does not show runs comes back as that entry. Whether
- * or not its acquirer is found: a bring-down of the acquirer that stopped it while the ledger was
- * lost (a lease expiring, `serves down --restore`) restores from the ledger after its release,
- * this fresh one; dropped, its victim would stay down for good with nothing saying so. Kept, that
+ * takes the acquirer its entry was evicted for (evictedFor, evictedBy), and each serve the lost
+ * run held as evicted that the box does not show runs comes back as that entry. Whether or not
+ * its acquirer is found: a bring-down of the acquirer that stopped it while the ledger was lost
+ * (a lease expiring, `serves down --restore`) restores from the ledger after its release, this
+ * fresh one; dropped, its victim would stay down for good with nothing saying so. Kept, that
  * restore brings it back, or the ledger lists it as evicted for a serve no longer there (as the
- * lost run did after a `serves down` without --restore): `serves up` restores it. Without the
- * lost run (undefined: Temporal could not say), what was found. In the order of their names.
+ * lost run did after a `serves down` without --restore): `serves up` restores it.
+ * A victim the lost run still held evicting is set aside the same way once the box shows it so:
+ * no container running, it is evicted for that acquirer (its stop landed while the ledger was
+ * lost); found asleep, it sleeps for it. Its acquisition's hand-over then finds it set aside, and
+ * the acquirer's own hold, which the box cannot show, is not carried: like any run the lost ledger
+ * had admitted, the acquisition is refused at its start's fence and fails, its victim listed for
+ * the restore its failure names. Found running, it is the box's (its stop is refused at its fence).
+ * Without the lost run (undefined: Temporal could not say), what was found. In the order of their names.
  */
 export function withRestoreLinks(found: readonly Reservation[], lost: LedgerState | undefined): Reservation[] {
   const byServe = (rs: Reservation[]) => rs.sort((a, b) => a.serve.localeCompare(b.serve));
   if (!lost) return byServe([...found]);
   const linked = found.map((r) => {
     const was = findReservation(lost, r.serve);
-    return r.phase === 'sleeping' && was?.phase === 'sleeping' && was.evictedFor !== undefined ? { ...r, ...restoreLink(was) } : r;
+    return r.phase === 'sleeping' && setAsideFor(was) ? { ...r, ...restoreLink(was) } : r;
   });
-  const evicted = lost.reservations.filter((r) => r.phase === 'evicted' && !found.some((f) => f.serve === r.serve));
+  const evicted = lost.reservations
+    .filter((r) => (r.phase === 'evicted' || (r.phase === 'evicting' && r.evictedFor !== undefined)) && !found.some((f) => f.serve === r.serve))
+    .map((r): Reservation => ({ ...r, phase: 'evicted' }));
   return byServe([...linked, ...evicted]);
+}
+
+/** An entry the lost run had set aside, or was setting aside, for an acquirer. */
+function setAsideFor(was: Reservation | undefined): was is Reservation & { evictedFor: string } {
+  return (was?.phase === 'sleeping' || was?.phase === 'evicting') && was.evictedFor !== undefined;
 }
 
 /** For whom a serve was set aside, and by which run. */

@@ -37,6 +37,8 @@ export interface ProcessBox {
   /** The node's worker now: `startWorker` replaces it (after a kill, say). */
   worker: WorkerProcess;
   startWorker(): Promise<WorkerProcess>;
+  /** Changes what the fake nvidia-smi the worker runs reads (its state file), the rest kept: a process's VRAM held after its exit, say. */
+  writeNvidiaSmiState(change: Partial<FakeNvidiaSmiState>): void;
   close(): Promise<void>;
 }
 
@@ -123,6 +125,9 @@ export async function startProcessBox(
     async startWorker() {
       box.worker = await startWorker();
       return box.worker;
+    },
+    writeNvidiaSmiState(change) {
+      writeFileSync(smiStatePath, JSON.stringify({ ...smiState, ...change }));
     },
     async close() {
       await box.worker.stop();
