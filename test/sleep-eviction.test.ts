@@ -387,7 +387,7 @@ describe('eviction by sleeping, restore by waking', () => {
     assert.deepEqual(formatLedger(await ledger('wakefail')), [
       "gpu_role 'wakefail': capacity 16000 MiB, reserve 1000 MiB, committed 10500 MiB, free 4500 MiB",
       '  taker-w 10000 MiB (on-demand, running)',
-      '  wf 10000 MiB (evictable, sleeping for taker-w, 500 MiB held)',
+      '  wf 10000 MiB (evictable, sleeping at level 2 for taker-w, 500 MiB held)',
     ]);
     await assertLedgerIsTheBox('wakefail');
     const down = await serveDown(client(), t.node, 'wf');

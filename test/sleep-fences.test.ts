@@ -265,7 +265,7 @@ describe('sleep-mode eviction and the fences', () => {
     const up = await serveUp(client(), t.node, 'big-f');
     const l = await ledger('fr');
     assert.ok(!up.ok && up.failureType === 'AdmissionDenied', up.ok ? `big-f admitted beside seep: ${formatLedger(l).join('; ')}` : up.message);
-    assert.deepEqual(formatLedger(l).slice(1), ['  seep 12000 MiB (evictable, sleeping for tk-f, 900 MiB held)']);
+    assert.deepEqual(formatLedger(l).slice(1), ['  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held)']);
     // The box: only the sleeper runs, and the serves draw within the budget.
     assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);
     const draw = await servesDrawMib('fr');
@@ -276,7 +276,7 @@ describe('sleep-mode eviction and the fences', () => {
     await client().workflow.getHandle(workflowIds.ledger(t.node, 'fr')).terminate('test: the fresh ledger is lost too');
     const again = await serveUp(client(), t.node, 'big-f');
     assert.ok(!again.ok && again.failureType === 'AdmissionDenied', again.ok ? 'big-f admitted after a second loss' : again.message);
-    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping for tk-f, 900 MiB held)']);
+    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held)']);
     assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);
 
     // Lost with its history (past retention, or a server that lost its state): nothing says what seep keeps, and it is held whole.
@@ -300,7 +300,7 @@ describe('sleep-mode eviction and the fences', () => {
     const lost = await serveUp(client(), t.node, 'big-f');
     assert.ok(!lost.ok && lost.failureType === 'AdmissionDenied', lost.ok ? 'big-f admitted after the history was lost' : lost.message);
     // Over-held, never under: 12000 MiB for the 900 the box draws, until seep is woken or stopped.
-    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping, 12000 MiB held)']);
+    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping at level 2, 12000 MiB held)']);
     assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);
     assert.equal(await servesDrawMib('fr'), 900);
     assert.ok((await serveDown(client(), t.node, 'seep')).ok);

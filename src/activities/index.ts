@@ -34,7 +34,7 @@ import { createPromotionActivities } from './promotion';
 import { createRunTagActivities } from './run-tags';
 import { createSleepActivities, sleepsNow } from './sleep';
 import { createStartRoomActivities } from './start-room';
-import { residualHeldAfresh } from '../domain/sleep';
+import { residualHeldAfresh, sleptAtLevelAfresh } from '../domain/sleep';
 import { withRestoreLinks } from '../domain/reconcile';
 import { healthPollDelayMs } from '../domain/health-poll';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
@@ -288,14 +288,16 @@ export function createActivities(deps: ActivityDeps) {
         }
         const declared = { level: sleep.level, residualMib: sleep.residualMib };
         const waking = await admittedOperationOn(input.node, serve);
-        // The level it sleeps at is not known here (a level-1 sleep may have fallen back to 2): left
-        // unset, its wake reloads the weights as after level 2, right after either. What it keeps
-        // asleep, the ledger this one replaces knew (the release check's reading), and nvidia-smi
-        // alone cannot say which serve on the GPU keeps what.
+        // The level it sleeps at, from the ledger this one replaces (sleptAtLevelAfresh): the box
+        // says only that it sleeps. Unknown, it is left unset, and its wake reloads the weights as
+        // after level 2, right after either. What it keeps asleep, that ledger knew too (the
+        // release check's reading), and nvidia-smi alone cannot say which serve on the GPU keeps what.
+        const level = sleptAtLevelAfresh(serve, sleep.level, lost);
         if (waking === undefined)
-          found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: residualHeldAfresh(serve, r.vramMib, sleep.residualMib, lost) } });
-        else if (waking === 'unknown') found.push({ ...r, phase: 'sleeping', sleep: { ...declared, residualMib: r.vramMib } });
-        else found.push({ ...r, phase: 'admitted', holder: waking.holder, sleep: declared, admittedFrom: { evicted: true, asleepAt: 2 } });
+          found.push({ ...r, phase: 'sleeping', ...level, sleep: { ...declared, residualMib: residualHeldAfresh(serve, r.vramMib, sleep.residualMib, lost) } });
+        else if (waking === 'unknown') found.push({ ...r, phase: 'sleeping', ...level, sleep: { ...declared, residualMib: r.vramMib } });
+        else
+          found.push({ ...r, phase: 'admitted', holder: waking.holder, sleep: declared, admittedFrom: { evicted: true, asleepAt: level.sleptAtLevel ?? 2 } });
       }
       return withRestoreLinks(found, lost);
     },

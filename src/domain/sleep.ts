@@ -77,6 +77,22 @@ export function residualHeldAfresh(serve: string, vramMib: number, declaredMib: 
   return Math.min(vramMib, Math.max(declaredMib, held ?? vramMib));
 }
 
+/**
+ * The level a serve a fresh ledger finds asleep sleeps at, where it can be known: the one the
+ * ledger it replaces (`lost`) put it to sleep at (or admitted its wake from); else 2 when it is
+ * declared at 2, since a sleep only ever falls back from 1 to 2. The box cannot say more: vLLM's
+ * /is_sleeping answers a boolean, and a level-1 sleep may have fallen back to 2 (the node's host
+ * RAM budget). Unknown, the wake reloads the weights, right after either level; known at 1, it
+ * wakes them from host RAM without the reload, and the host RAM it holds is counted as level 1's.
+ */
+export function sleptAtLevelAfresh(serve: string, declared: SleepLevel, lost: LedgerState | undefined): { sleptAtLevel?: SleepLevel } {
+  const r = lost ? findReservation(lost, serve) : undefined;
+  // An admission's word holds only until its wake: running again, the serve was woken since.
+  const waking = r?.phase === 'admitted' || r?.phase === 'pending' ? r.admittedFrom?.asleepAt : undefined;
+  const level = r?.sleptAtLevel ?? waking ?? (declared === 2 ? 2 : undefined);
+  return level !== undefined ? { sleptAtLevel: level } : {};
+}
+
 /** What a ledger held a serve at that may be asleep now; undefined where it did not hold it asleep. */
 function heldAsleepBy(r: Reservation): number | undefined {
   switch (r.phase) {
