@@ -166,4 +166,64 @@ describe('a fresh ledger keeps the restore links of the one it replaces', () => 
       assert.deepEqual((await runningServes()).serves, ['b']);
       assertVisionRestored(await downRestoreSampled(), 'serves down ondemand: was not running, nothing to stop; restore: vision restored');
     }));
+
+  test("the lost run's history gone: the fresh ledger says it could not read it, in `gpures ledger` and in the next operation's steps, and reconciles all the same", () =>
+    thenDown(async () => {
+      const { node, temporal } = box();
+      await evictedThenLedgerLost();
+      // Every run of the ledger deleted (past retention, or a server that lost its state). The
+      // server may take 20 s or more to delete a run a worker has just replayed for a query.
+      const id = workflowIds.ledger(node, GPU.role);
+      const client = temporal.client;
+      const runs: string[] = [];
+      for await (const wf of client.workflow.list({ query: `WorkflowId = '${id}'` })) runs.push(wf.runId);
+      const gone = (runId: string) =>
+        client.workflow
+          .getHandle(id, runId)
+          .describe()
+          .then(
+            () => false,
+            () => true,
+          );
+      for (const runId of runs) {
+        await client.workflowService.deleteWorkflowExecution({ namespace: client.options.namespace, workflowExecution: { workflowId: id, runId } });
+        await waitUntil(`run ${runId} of ${id} deleted`, () => gone(runId), 90_000, 250);
+      }
+      const listedRuns = async () => {
+        let n = 0;
+        for await (const wf of client.workflow.list({ query: `WorkflowId = '${id}'` })) if (wf.workflowId === id) n++;
+        return n;
+      };
+      await waitUntil('no run of the ledger listed', async () => (await listedRuns()) === 0, 30_000, 500);
+      const listed = await cli('ledger');
+      assert.equal(listed.code, 0, show(listed));
+      const down = await cli('serves', 'down', 'ondemand', '--restore');
+      const note = listed.stdout.split('\n').find((l) => l.startsWith('note: ')) ?? '';
+      const told = down.stderr.split('\n').filter((l) => /^ {2}ledger: /.test(l));
+      console.log(
+        `  gpures ledger: ${listed.stdout.trim().split('\n').join(' / ')}; serves down ondemand --restore said: ${told.join(' / ') || '(nothing of it)'}; ${down.stderr.trim().split('\n').at(-1) ?? ''}`,
+      );
+      // The box alone: vision, stopped for ondemand, is not listed, and nothing restores it; the operator is told why.
+      assert.deepEqual(
+        listed.stdout
+          .split('\n')
+          .filter((l) => l.startsWith('  '))
+          .map((l) => l.trim()),
+        ['b 9000 MiB (resident, running)', 'ondemand 8192 MiB (on-demand, running)'],
+      );
+      assert.match(
+        note,
+        /^note: reconciled from the box alone at \S+: the ledger run it replaced could not be read \(no earlier run of this ledger is listed, yet serves of its GPU run: its history is gone\); a serve that run held evicted or asleep for an acquirer may be missing/,
+      );
+      assert.equal(down.code, 0, show(down));
+      assert.equal(told.length, 1, show(down));
+      assert.match(told[0] ?? '', /^ {2}ledger: reconciled from the box alone at /);
+      assert.match(down.stderr, /restore: no serve was evicted for ondemand/);
+      assert.deepEqual((await runningServes()).serves, ['b']);
+      // Told once: the ledger still lists it, the next operation's steps do not repeat it.
+      const up = await cli('serves', 'up', 'vision');
+      assert.equal(up.code, 0, show(up));
+      assert.doesNotMatch(up.stderr, /^ {2}ledger: /m);
+      assert.match((await cli('ledger')).stdout, /^note: reconciled from the box alone at /m);
+    }));
 });

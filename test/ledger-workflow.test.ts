@@ -148,7 +148,7 @@ describe('ledger entity workflow', () => {
     };
     try {
       const lost = await new LedgerClient(client).lostRunState(box.node, gpu.role, '00000000-0000-4000-8000-000000000000', 15_000);
-      const serves = lost?.reservations.map((r) => r.serve) ?? [];
+      const serves = lost.read === 'state' ? lost.state.reservations.map((r) => r.serve) : [];
       console.log(`  runs: older ${older.firstExecutionRunId}, newer ${newer.firstExecutionRunId} → ${last} (not listed); read: [${serves.join(', ')}]`);
       assert.ok(serves.includes('latest'), `the fresh run would read an older run: [${serves.join(', ')}]`);
       assert.ok(!serves.includes('older'));

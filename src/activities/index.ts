@@ -2,7 +2,7 @@
 // in real-but-local adapters (a private dockerd, a dev server) and a simulated box can too.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import type { LedgerState, Reservation } from '../domain/ledger';
+import type { LedgerState, LostRunUnread, Reservation } from '../domain/ledger';
 import { findReservation } from '../domain/ledger';
 import { containerName, LABEL, redactSecrets, redactServe, SERVE_API_KEY_ENV, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
 import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
@@ -36,10 +36,11 @@ import { createSleepActivities, sleepsNow } from './sleep';
 import { createStartRoomActivities } from './start-room';
 import { residualHeldAfresh, sleptAtLevelAfresh } from '../domain/sleep';
 import { withRestoreLinks } from '../domain/reconcile';
+import type { Reconciled } from '../domain/reconcile';
 import { healthPollDelayMs } from '../domain/health-poll';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
 import type { GpuProbe } from '../adapters/gpu/port';
-import type { LedgerPort } from '../adapters/ledger/port';
+import type { LedgerPort, LostRun } from '../adapters/ledger/port';
 import type { ActivityMetrics } from '../adapters/metrics/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { OperationControl } from '../adapters/operations/port';
@@ -124,6 +125,19 @@ const PAST_ADMISSION = ['admit', 'plan'];
  */
 const LOST_RUN_READ_MS = 10_000;
 
+/**
+ * What a fresh ledger tells the operator of the run it replaced, where its restore links may be
+ * missing: that run could not be read; none is listed while serves of the GPU run on the box (a
+ * ledger ran before, its history gone); or it could, and had not read its own predecessor either
+ * (still so). Nothing where it was read, or where there never was one.
+ */
+function unreadNote(lost: LostRun, servesFound: number): { lostRunUnread?: LostRunUnread } {
+  const now = (why: string) => ({ lostRunUnread: { why, atMs: Date.now() } });
+  if (lost.read === 'unread') return now(lost.why);
+  if (lost.read === 'none') return servesFound > 0 ? now('no earlier run of this ledger is listed, yet serves of its GPU run: its history is gone') : {};
+  return lost.state.lostRunUnread ? { lostRunUnread: lost.state.lostRunUnread } : {};
+}
+
 export function createActivities(deps: ActivityDeps) {
   const pollMs = deps.pollIntervalMs ?? 1000;
 
@@ -152,10 +166,10 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 
-  /** The state of the ledger run a fresh one replaces (the reconcile's own run excepted), when Temporal can say. */
-  async function lostLedger(input: { node: string; gpuRole: string }): Promise<LedgerState | undefined> {
+  /** The ledger run a fresh one replaces (the reconcile's own run excepted), as Temporal answers. */
+  async function lostLedger(input: { node: string; gpuRole: string }): Promise<LostRun> {
     const runId = activityContext()?.info.workflowExecution?.runId;
-    return runId ? deps.ledger.lostRunState(input.node, input.gpuRole, runId, LOST_RUN_READ_MS) : undefined;
+    return runId ? deps.ledger.lostRunState(input.node, input.gpuRole, runId, LOST_RUN_READ_MS) : { read: 'unread', why: 'not asked by a ledger run' };
   }
 
   // Each activity heartbeats while it runs (the eviction and promotion ones already do: nesting is a no-op).
@@ -261,11 +275,12 @@ export function createActivities(deps: ActivityDeps) {
      * whole: a wake may be under way. The restore links come from that run too (withRestoreLinks):
      * its victims stopped for an acquisition, and for whom each sleeper sleeps.
      */
-    async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reservation[]> {
+    async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reconciled> {
       // The lost run's last state, read once: its victims stopped for an acquisition left no container.
       // Read first (it may take up to LOST_RUN_READ_MS): the box is listed after it, so a stop that
       // lands meanwhile is not taken for a running serve.
-      const lost = await lostLedger(input);
+      const lostRun = await lostLedger(input);
+      const lost = lostRun.read === 'state' ? lostRun.state : undefined;
       const containers = await deps.runtime.list({ [LABEL.node]: input.node, [LABEL.gpuRole]: input.gpuRole });
       // Read once for all of them; a manifest that cannot be read now takes none as asleep (each counts whole).
       const manifest = await loadManifest(deps.manifest).catch(() => undefined);
@@ -299,7 +314,7 @@ export function createActivities(deps: ActivityDeps) {
         else
           found.push({ ...r, phase: 'admitted', holder: waking.holder, sleep: declared, admittedFrom: { evicted: true, asleepAt: level.sleptAtLevel ?? 2 } });
       }
-      return withRestoreLinks(found, lost);
+      return { reservations: withRestoreLinks(found, lost), ...unreadNote(lostRun, found.length) };
     },
 
     async inspectServe(input: { node: string; serve: string }): Promise<ContainerState | null> {

@@ -131,6 +131,7 @@ function gpuCard(l, links) {
   );
   const card = el('section', { class: 'gpu', 'data-gpu-role': l.gpuRole }, el('h3', {}, 'gpu_role ' + l.gpuRole + ' ', el('small', { text: l.gpuUuid })));
   if (l.reconciling) card.append(el('p', { class: 'warn', text: 'reconciling with the running containers: these figures are not the truth yet' }));
+  if (l.lostRunNote) card.append(el('p', { class: 'warn', 'data-note': 'lost-run-unread', text: l.lostRunNote }));
   card.append(bar);
   if (l.physical) {
     const p = l.physical;

@@ -76,6 +76,26 @@ export interface LedgerState {
   reservations: Reservation[];
   /** Only in a snapshot taken while a fresh ledger still reads the running containers: its figures are not the truth yet. */
   reconciling?: true;
+  /**
+   * A ledger started afresh that could not read the run it replaced (its history gone, no answer
+   * within 10 s): why, and when it reconciled (the ledger's clock, epoch ms). Its restore links
+   * may be missing. `told` once an operation's answer has carried it (its step log says it).
+   */
+  lostRunUnread?: LostRunUnread;
+}
+
+export interface LostRunUnread {
+  why: string;
+  atMs: number;
+  told?: true;
+}
+
+/** What the operator reads of a ledger that could not read the run it replaced (`gpures ledger`, the page, an operation's step). */
+export function lostRunUnreadText(n: Pick<LostRunUnread, 'why' | 'atMs'>): string {
+  return (
+    `reconciled from the box alone at ${new Date(n.atMs).toISOString()}: the ledger run it replaced could not be read (${n.why}); ` +
+    `a serve that run held evicted or asleep for an acquirer may be missing, or listed for no one (serves up NAME brings one back)`
+  );
 }
 
 export interface AdmitRequest {
@@ -303,5 +323,6 @@ export function formatLedger(state: LedgerState): string[] {
   return [
     `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, committed ${t.committedMib} MiB${heldAndFree(state, t)}`,
     ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${phaseLabel(state, r)})`),
+    ...(state.lostRunUnread ? [`note: ${lostRunUnreadText(state.lostRunUnread)}`] : []),
   ];
 }

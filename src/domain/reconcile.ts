@@ -1,7 +1,7 @@
 // What a fresh ledger takes from the run it replaces, beside what the box shows: the restore
 // links. A victim stopped for an acquisition has no container, and a sleeper's container does not
 // say for whom it sleeps; only the lost run knew, and a restore finds its victims by them.
-import type { LedgerState, Reservation } from './ledger';
+import type { LedgerState, LostRunUnread, Reservation } from './ledger';
 import { findReservation } from './ledger';
 
 /**
@@ -42,4 +42,18 @@ function setAsideFor(was: Reservation | undefined): was is Reservation & { evict
 /** For whom a serve was set aside, and by which run. */
 function restoreLink(r: Reservation): Pick<Reservation, 'evictedFor' | 'evictedBy'> {
   return { evictedFor: r.evictedFor, ...(r.evictedBy !== undefined ? { evictedBy: r.evictedBy } : {}) };
+}
+
+/**
+ * What a fresh ledger's reconcile answers: the reservations, and, where the run it replaced could
+ * not be read (or could, but had not read its own), why. Runs recorded before answered the
+ * reservations alone.
+ */
+export interface Reconciled {
+  reservations: Reservation[];
+  lostRunUnread?: LostRunUnread;
+}
+
+export function reconciledOf(r: Reservation[] | Reconciled): Reconciled {
+  return Array.isArray(r) ? { reservations: r } : r;
 }

@@ -85,6 +85,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       updateId: `${holder}/acquire`,
     }),
   );
+  log.ledgerSaid(ledger);
   if (decision.decision !== 'admitted' && decision.decision !== 'evicting') abandon.close();
   if (decision.decision === 'denied') {
     const hint = admission.evictionHint(gpu.role, deniedOutlook(decision, ledger, Boolean(input.evict)), Boolean(input.evict));
@@ -349,7 +350,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
     holder,
     ...(asleep ? { asleepAt: asleep.level, ...(asleep.residualSeenMib !== undefined ? { residualSeenMib: asleep.residualSeenMib } : {}) } : {}),
   };
-  await ledgerUpdates().ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` });
+  log.ledgerSaid(await ledgerUpdates().ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` }));
   return record;
 }
 

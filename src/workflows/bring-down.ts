@@ -195,6 +195,7 @@ async function stopAndRelease({ node, gpu, serve, holder, log, fenced }: Down): 
   log.begin('release');
   // The fenced release names this run: the ledger gives up only what this bring-down took.
   const rel = await ledgerUpdates().ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${holder}/release` });
+  log.ledgerSaid(rel.ledger);
   return [st, rel];
 }
 

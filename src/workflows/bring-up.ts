@@ -49,6 +49,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
     }),
   );
   const { decision } = admit;
+  log.ledgerSaid(admit.ledger);
   const ledgerBefore = formatLedger(decision.decision === 'admitted' ? withoutReservation(admit.ledger, serve.name) : admit.ledger);
   if (decision.decision === 'denied') {
     log.record('admit', admission.overBudget(decision.shortfallMib));
@@ -298,6 +299,7 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
     args: { serve: serve.name, phase: 'running', holder, ...measured },
     updateId: `${holder}/running`,
   });
+  log.ledgerSaid(ledgerAfter);
   log.record('running', start.running);
   return { containerId, observedModels, readmittedTier, measuredDeltaMib, ledger: ledgerAfter };
 }

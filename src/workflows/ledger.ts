@@ -50,6 +50,8 @@ import type {
   LedgerVictimArgs,
 } from '../shared/messages';
 import { reconciling } from './proxies';
+import { reconciledOf } from '../domain/reconcile';
+import type { Reconciled } from '../domain/reconcile';
 import { checkLedgerInput } from './input';
 import { PATCHES } from './patches';
 import { LEDGER_HANDLERS } from '../shared/handler-descriptions';
@@ -83,7 +85,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
     // A ledger started afresh (first use, or after its workflow was terminated) would otherwise
     // believe the GPU empty while serves run on it: take the running, labelled containers.
     const found = await reconciling.reconcileLedger({ node: input.node, gpuRole: input.gpu.role });
-    ledger.reconciled(found);
+    ledger.reconciled(reconciledOf(found));
   }
 
   const maxHistoryEvents = input.maxHistoryEvents ?? 2000;
@@ -148,8 +150,8 @@ class GpuLedger {
     public ready: boolean,
   ) {}
 
-  reconciled(found: LedgerState['reservations']): void {
-    this.state = { ...this.state, reservations: found };
+  reconciled({ reservations, lostRunUnread }: Reconciled): void {
+    this.state = { ...this.state, reservations, ...(lostRunUnread ? { lostRunUnread } : {}) };
     this.ready = true;
   }
 
@@ -178,7 +180,13 @@ class GpuLedger {
   /** Every answer carries the totals after its decision (see LedgerAnswer). */
   private brief = <T extends object>(a: T): T & { totals: LedgerTotals } => ({ ...a, totals: totals(this.state) });
   /** An answer an operation records the ledger from: the whole state after the decision too (see LedgerAnswer). */
-  private answer = <T extends object>(a: T): T & { totals: LedgerTotals; ledger: LedgerState } => ({ ...this.brief(a), ledger: this.state });
+  private answer = <T extends object>(a: T): T & { totals: LedgerTotals; ledger: LedgerState } => {
+    const answered = { ...this.brief(a), ledger: this.state };
+    // A lost run that could not be read is told to the first operation answered (its step log says it), and then only listed.
+    const unread = this.state.lostRunUnread;
+    if (unread && !unread.told) this.state = { ...this.state, lostRunUnread: { ...unread, told: true } };
+    return answered;
+  };
   private change = (serve: string): LedgerChangeAnswer => this.answer({ serve });
 
   // ---- admit and acquire ------------------------------------------------------------------------

@@ -7,6 +7,8 @@
 // details are answered to a query, not recorded either.
 import { getCurrentDetails, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import { literalMarkdown } from '../domain/markdown';
+import { lostRunUnreadText } from '../domain/ledger';
+import type { LedgerState } from '../domain/ledger';
 import { liveProgressQuery, progressQuery } from '../shared/messages';
 import { OPERATION_HANDLERS } from '../shared/handler-descriptions';
 import type { StepRecord } from '../shared/messages';
@@ -42,6 +44,15 @@ export class StepLog {
     this.steps.push({ step, at: new Date().toISOString(), outcome });
     if (this.underway?.step === step) this.underway = undefined;
     this.showDetails();
+  }
+
+  /**
+   * A ledger that could not read the run it replaced (its restore links may be missing) says so
+   * in the first answer it gives an operation after its reconcile: this run's steps say it then.
+   */
+  ledgerSaid(ledger: LedgerState | undefined): void {
+    const unread = ledger?.lostRunUnread;
+    if (unread && !unread.told) this.record('ledger', lostRunUnreadText(unread));
   }
 
   /** The last steps, one paragraph each (the UI renders details as markdown). */

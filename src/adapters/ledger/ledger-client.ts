@@ -42,7 +42,7 @@ import {
 import type { ledgerWorkflow } from '../../workflows/ledger';
 import { Transient } from '../../shared/failures';
 import { GrpcStatus } from '../grpc-status';
-import type { LedgerPort } from './port';
+import type { LedgerPort, LostRun } from './port';
 
 export interface LedgerClientOptions {
   /**
@@ -292,16 +292,16 @@ export class LedgerClient implements LedgerPort {
    * chain of continue-as-new is followed in the runs' own histories (their close events) to the
    * run that closed otherwise (terminated, failed): that is the run a fresh one replaces, never an
    * older one as long as any run of its chain is listed. A closed run answers a query by being
-   * replayed on a worker (this node's). Undefined when Temporal cannot say: no other run (the
-   * first ever, or a server that lost its state), its history gone (retention), no answer within
-   * `withinMs`. Runs that closed before their own reconcile ended (up to MAX_UNRECONCILED_RUNS)
+   * replayed on a worker (this node's). None when no other run is listed (the first ever, or a
+   * server that lost its state, or every run's history deleted); unread, and why, when Temporal
+   * cannot say (a history gone past retention, no answer within `withinMs`). Runs that closed before their own reconcile ended (up to MAX_UNRECONCILED_RUNS)
    * are looked past: the run before them is the one that knew.
    */
-  async lostRunState(node: string, gpuRole: string, runId: string, withinMs: number): Promise<LedgerState | undefined> {
+  async lostRunState(node: string, gpuRole: string, runId: string, withinMs: number): Promise<LostRun> {
     const workflowId = workflowIds.ledger(node, gpuRole);
     const deadline = Date.now() + withinMs;
     try {
-      return await this.client.withDeadline(deadline, async () => {
+      return await this.client.withDeadline(deadline, async (): Promise<LostRun> => {
         // node and gpuRole are checked names (NAME_PATTERN), runId a UUID: none can close the quote.
         const query = `WorkflowId = '${workflowId}' AND RunId != '${runId}'`;
         const runs: { runId: string; startTime: Date }[] = [];
@@ -314,16 +314,18 @@ export class LedgerClient implements LedgerPort {
         let skipped = 0;
         for (const latest of runs) {
           const ended = await this.endOfChain(workflowId, latest.runId, runId);
-          if (!ended) return undefined;
+          if (!ended) return { read: 'unread', why: `the chain of continue-as-new from run ${latest.runId} could not be followed to the run that ended it` };
           const state = await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, ended).query(snapshotQuery);
-          if (!state.reconciling) return state;
+          if (!state.reconciling) return { read: 'state', state };
           // A chain ends where it started when its reconcile never ended; at most a few such in a row.
-          if (++skipped >= MAX_UNRECONCILED_RUNS) return undefined;
+          if (++skipped >= MAX_UNRECONCILED_RUNS) return { read: 'unread', why: `the last ${skipped} runs closed before their reconcile ended` };
         }
-        return undefined;
+        // None listed, or only runs that never reconciled: none knew anything.
+        return { read: 'none' };
       });
-    } catch {
-      return undefined;
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      return { read: 'unread', why: Date.now() >= deadline ? `no answer within ${withinMs / 1000} s: ${why}` : why };
     }
   }
 

@@ -34,7 +34,11 @@ export interface LedgerPort {
   snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs?: number): Promise<LedgerState>;
   /**
    * What the GPU's ledger held when its latest run other than `runId` closed (terminated, failed):
-   * the run a fresh one replaces. Undefined when Temporal cannot say within `withinMs`.
+   * the run a fresh one replaces; none when no such run is listed; unread, and why, when Temporal
+   * cannot say within `withinMs`.
    */
-  lostRunState(node: string, gpuRole: string, runId: string, withinMs: number): Promise<LedgerState | undefined>;
+  lostRunState(node: string, gpuRole: string, runId: string, withinMs: number): Promise<LostRun>;
 }
+
+/** The run a fresh ledger replaces, as Temporal answered. */
+export type LostRun = { read: 'state'; state: LedgerState } | { read: 'none' } | { read: 'unread'; why: string };
