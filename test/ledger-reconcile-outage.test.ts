@@ -186,7 +186,16 @@ describe('a ledger started afresh while Docker is unreachable', () => {
     assert.deepEqual(held.map((r) => `${r.serve} ${r.phase} ${r.vramMib}`).sort(), onBox);
     assert.deepEqual(onBox, ['fast running 14336']);
 
-    // The operator reads why the ledger does not answer: what its reconcile meets.
+    // The operator reads, as the failure's cause, that the ledger was still reconciling and what its
+    // reconcile meets: each attempt of the admit waited its 20 s for it, though the last timed out.
+    const top = firstRun.stderr.split('\n').find((l) => l.includes(`; workflow ${upId}]`)) ?? '';
+    console.log(`  the failure's line: ${top}`);
+    assert.match(
+      top,
+      /^serves up other failed: the ledger of gpu_role 'dark-fast' on \S+ is still reconciling with the box and decided nothing \(its reconcile's attempt \d+ failed: connect ENOENT .*\[LedgerReconciling; workflow /,
+      show(firstRun),
+    );
+    // And after it, why the ledger does not answer the command's own read.
     assert.match(
       firstRun.stderr,
       /still reconciling with the running containers after 30 s \(its reconcile's attempt \d+ failed: connect ENOENT/,

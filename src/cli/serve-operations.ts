@@ -12,6 +12,10 @@ import { readLedgers, requireWorker, withClient } from './temporal';
 import { ledgerJson } from '../client/ledger-view';
 import { watchFor } from './progress-lines';
 import type { LeaseTermsNotApplied } from '../shared/operations';
+import type { Manifest } from '../domain/types';
+import { findServe } from '../domain/manifest';
+import { LedgerClient } from '../adapters/ledger/ledger-client';
+import { Transient } from '../shared/failures';
 
 export interface ServeOpts {
   manifest?: string;
@@ -30,6 +34,29 @@ function leaseNotAppliedOf(o: ServeOutcome, leaseS: number | undefined): LeaseTe
   if (!o.ok || leaseS === undefined) return [];
   return (o.result.leaseTermsNotApplied ?? []).filter((t) => t.asked.kind === 'fixed' && t.asked.seconds === leaseS);
 }
+
+/**
+ * A step whose attempts ran out, the last timing out, gives the operator only 'Local Activity timed
+ * out' (a timed-out attempt carries no failure of its own), though each attempt waited for a
+ * ledger still reconciling with the box (LedgerClient's 20 s) and was refused: the ledger's own
+ * word, asked now, is the cause the operator reads.
+ */
+async function withReconcileCause(client: Client, manifest: Manifest, verb: 'up' | 'down', name: string, o: ServeOutcome): Promise<ServeOutcome> {
+  if (o.ok || !TIMED_OUT.includes(o.failureType)) return o;
+  const role = findServe(manifest, name)?.gpuRole;
+  const why = role ? await new LedgerClient(client).stillReconciling(manifest.node, role) : undefined;
+  if (!role || !why) return o;
+  return {
+    ...o,
+    failureType: Transient.LedgerReconciling,
+    message:
+      `serves ${verb} ${name} failed: the ledger of gpu_role '${role}' on ${manifest.node} is still reconciling with the box and decided nothing ` +
+      `(${why}); each attempt of the step waited for it, and the last timed out (${o.message})`,
+  };
+}
+
+/** How a step that ran out of attempts by timing out reaches the command. */
+const TIMED_OUT = ['ActivityFailure', 'TimeoutFailure'];
 
 function renderOutcome(o: ServeOutcome, leaseS: number | undefined): string[] {
   if (!o.ok) return [`${o.message} [${o.failureType}; workflow ${o.workflowId}]`];
@@ -86,7 +113,7 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
     for (const name of names) {
       const { workflowId, operate } = operationFor(client, manifest.node, verb, name, opts, watch);
       current = { name, workflowId };
-      const o: ServeOutcome = await operate();
+      const o = await withReconcileCause(client, manifest, verb, name, await operate());
       outcomes.push(o);
       ctx.note(renderOutcome(o, opts.leaseS).join('\n'));
     }

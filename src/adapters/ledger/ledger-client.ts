@@ -160,6 +160,16 @@ export class LedgerClient implements LedgerPort {
     });
   }
 
+  /**
+   * What keeps the GPU's ledger from deciding now, if it is still reconciling with the box: what
+   * its reconcile last met. Undefined when it runs reconciled, none runs, or its worker does not
+   * answer within `withinMs`.
+   */
+  async stillReconciling(node: string, gpuRole: string, withinMs = NODE_ANSWER_MS): Promise<string | undefined> {
+    const state = await this.running(node, gpuRole, withinMs).catch(() => undefined);
+    return state?.reconciling ? this.reconcileLastFailure(node, gpuRole) : undefined;
+  }
+
   /** What the ledger's reconcile met on its last attempt, from the server's record of its pending activity. */
   private async reconcileLastFailure(node: string, gpuRole: string): Promise<string> {
     try {
