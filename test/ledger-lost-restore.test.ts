@@ -4,7 +4,8 @@
 // (read by a query that replays that run). A `gpures worker` process, fake-vLLM containers, the
 // reference router; each case terminates the ledger after the acquisition, and samples the box
 // every 200 ms while `serves down ondemand --restore` (its own process) runs: which serves'
-// containers run, and vision's tier.
+// containers run, and vision's tier. Then a victim whose stop lands while the ledger is lost (the
+// lost run still held it evicting), and a lost run whose history is gone (the fresh ledger says so).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';

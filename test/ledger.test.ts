@@ -241,17 +241,22 @@ describe('eviction by sleeping: the residual stays committed', () => {
 });
 
 describe("a fresh ledger's restore links (withRestoreLinks)", () => {
-  /** b and vision running, ondemand acquired by evicting vision (stopped) and sleepy (asleep): the lost run's last state. */
-  function lostRun(): LedgerState {
+  /** b, vision and sleepy running (and ocr, with `ocr`), then ondemand's eviction of all but b planned: each victim evicting. */
+  function evictionPlanned(ocr = false): LedgerState {
     let l = running(emptyLedger('n', GPU), 'b', 9000);
     l = running(l, 'vision', 12288, 'evictable');
     l = running(l, 'sleepy', 4000, 'evictable');
+    if (ocr) l = running(l, 'ocr', 2000, 'evictable');
     const od: AdmitRequest = { serve: 'ondemand', vramMib: 14000, class: 'on-demand', holder: 'acquire/od-run' };
-    l = applyEvictionPlan(l, od, [
+    return applyEvictionPlan(l, od, [
       { serve: 'vision', vramMib: 12288 },
       { serve: 'sleepy', vramMib: 4000, sleep: { level: 1, residualMib: 500 } },
+      ...(ocr ? [{ serve: 'ocr', vramMib: 2000 }] : []),
     ]);
-    l = applyVictimReleased(l, 'vision', 'ondemand');
+  }
+  /** ondemand acquired by evicting vision (stopped) and sleepy (asleep): the lost run's last state. */
+  function lostRun(): LedgerState {
+    const l = applyVictimReleased(evictionPlanned(), 'vision', 'ondemand');
     return withPhase(applyVictimReleased(l, 'sleepy', 'ondemand', 1), 'ondemand', 'running');
   }
   const found = (serve: string, phase: 'running' | 'sleeping', vramMib: number): Reservation => ({
@@ -283,16 +288,7 @@ describe("a fresh ledger's restore links (withRestoreLinks)", () => {
   });
 
   test("victims the lost run still held evicting: set aside for the acquirer where the box shows them so, the box's where it shows them running; the acquirer's hold not carried", () => {
-    let l = running(emptyLedger('n', GPU), 'b', 9000);
-    l = running(l, 'vision', 12288, 'evictable');
-    l = running(l, 'sleepy', 4000, 'evictable');
-    l = running(l, 'ocr', 2000, 'evictable');
-    const od: AdmitRequest = { serve: 'ondemand', vramMib: 14000, class: 'on-demand', holder: 'acquire/od-run' };
-    l = applyEvictionPlan(l, od, [
-      { serve: 'vision', vramMib: 12288 },
-      { serve: 'sleepy', vramMib: 4000, sleep: { level: 1, residualMib: 500 } },
-      { serve: 'ocr', vramMib: 2000 },
-    ]);
+    const l = evictionPlanned(true);
     // Each still evicting when the ledger was lost: vision's stop and sleepy's sleep landed meanwhile, ocr still drains.
     const carried = withRestoreLinks([found('b', 'running', 9000), found('ocr', 'running', 2000), found('sleepy', 'sleeping', 4000)], l);
     assert.deepEqual(
