@@ -55,7 +55,7 @@ import type { OperationEnd, OperationEndMode, ResolvedServe, StopResult } from '
 import type { HealthBeat } from '../shared/progress';
 import { nonRetryable, permanentAsFailure, transient } from './failure';
 import { activityContext, earlierProgress, heartbeating, progress } from './heartbeat';
-import { fenceThisRun } from './fence';
+import { fencedOrDown } from './fence';
 
 export interface ActivityDeps {
   runtime: ContainerRuntime;
@@ -468,10 +468,15 @@ export function createActivities(deps: ActivityDeps) {
       // own container pass no fence.
       // A retry after an attempt that issued the stop is not fenced again: the stop cannot be taken
       // back, and a ledger restarted meanwhile would refuse it as "not stopped" while it goes down.
+      // That record is a heartbeat, which may never have reached the server: a retry refused with
+      // the container already down takes the stop as done (fencedOrDown).
       const earlier = earlierProgress<Partial<StopProgress>>();
       const attempt = activityContext()?.info.attempt ?? 1;
       const stoppedEarlier = typeof earlier?.stopIssuedAtEpochMs === 'number' && typeof earlier.attempt === 'number';
-      if (input.fence && !stoppedEarlier) await fenceThisRun(deps.ledger, input.node, input.fence, input.serve, 'stop');
+      if (input.fence && !stoppedEarlier) {
+        const down = await fencedOrDown({ ledger: deps.ledger, runtime: deps.runtime }, input.node, input.fence, input.serve, attempt);
+        if (down) return { containerName: name, stop: 'stopped', remove: 'absent', issuedAtEpochMs: Date.now(), downAfterRefusal: down };
+      }
       // A compensation's removal: only the run's own container. The one under the name may be
       // another run's by now, and is left running (a stop by name would take it away); with none
       // there, nothing that appears under the name after this look is touched.

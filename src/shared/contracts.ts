@@ -100,6 +100,12 @@ export interface StopResult {
   issuedByAttempt?: number;
   /** Asked for the run's own container only: the one found under the name was another run's (its holder label), and was left running. */
   leftAlone?: string;
+  /**
+   * A retry whose stop fence was refused (a ledger started afresh since an earlier attempt, whose
+   * record of issuing the stop never reached the server) and which found the container not
+   * running: the refusal and what the box showed. Nothing was stopped or removed by that attempt.
+   */
+  downAfterRefusal?: string;
 }
 
 // ---- eviction (an on-demand acquisition) ----

@@ -16,6 +16,7 @@ import { NvidiaSmiStream } from '../adapters/gpu/nvidia-smi-stream';
 import type { GpuProbe } from '../adapters/gpu/port';
 import { NvidiaSmi } from '../adapters/gpu/nvidia-smi';
 import type { ContainerRuntime } from '../adapters/containers/port';
+import type { LedgerPort } from '../adapters/ledger/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import { HttpRouterAdmin } from '../adapters/router-admin/http';
 import { taskQueueFor } from '../shared/messages';
@@ -39,6 +40,8 @@ export interface WorkerRunOptions {
   env?: NodeJS.ProcessEnv;
   /** --metrics: overrides GPURES_METRICS_ADDR. */
   metrics?: MetricsAddr | 'off';
+  /** The ledgers as the activities reach them, around the worker's client (default: that client's); a test's worker wraps it to hold a step. */
+  ledger?: (client: Client) => LedgerPort;
   /** The manifest as loaded: its GPUs checked against one nvidia-smi reading, its routed tiers against the router, once the worker is up (warnings only). */
   declared?: Pick<Manifest, 'gpus' | 'serves'>;
 }
@@ -180,6 +183,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       router: adapters.router,
       gpu: adapters.gpu,
       metrics,
+      ...(opts.ledger ? { ledger: opts.ledger(client) } : {}),
     });
     process.stderr.write(
       `worker for node '${opts.node}' on ${temporal.address} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +

@@ -1,0 +1,142 @@
+// A stop issued is a stop issued, whatever a retry's fence says. A bring-down's stop attempt
+// passes its fence, issues the stop and its worker dies (SIGKILL, its own process, at once); the
+// ledger is lost (terminated) before the retry, which a second worker picks up at the heartbeat
+// timeout, against a fresh ledger reconciled from the box. With a slow fence
+// (2.5 s, as a busy ledger answers) the attempt's periodic heartbeat goes out first and the
+// `issued` one waits out the 2 s throttle: it never reaches the server, the retry fences again,
+// and before this fix the refusal failed the run as "it was not stopped" while vision was down,
+// its compensation readmitting vision's tier (which the router refused here only because vision no
+// longer answered /health).
+// Separate processes: the workers (gpures worker over the simulated box's runtime), the sim
+// serves, the router, the test sampling the box (vision's process, its tier, the ledger).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { ledgerSnapshots, serveUp } from '../src/client/operations';
+import { containerName } from '../src/domain/serve';
+import type { Manifest } from '../src/domain/types';
+import type { StopResult } from '../src/shared/contracts';
+import { taskQueueFor, workflowIds } from '../src/shared/messages';
+import { routerConfigFor, startSimBox, FAKE_NVIDIA_SMI } from '../src/sim/box';
+import type { SimBox } from '../src/sim/box';
+import { renderManifest, uniqueNode, writeManifest } from './support/box';
+import type { TestServe } from './support/box';
+import { ROOT, startWorkerProcess } from './support/cli';
+import type { WorkerProcess } from './support/cli';
+import { activityRuns } from './support/history-scan';
+import { ROUTER_TOKEN } from './support/sim';
+import { testTemporal } from './support/temporal';
+import type { TestTemporal } from './support/temporal';
+
+const SIM_WORKER = join(ROOT, 'dist', 'test', 'support', 'fleet-worker.js');
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'vision', vram_mib: 12288, class: 'evictable', router_tier: 'vision-local' },
+  { name: 'v2', vram_mib: 10000, class: 'evictable', router_tier: 'v2-local' },
+  // 27999 MiB to hand out: od fits only once both are evicted.
+  { name: 'od', vram_mib: 20000, class: 'on-demand' },
+];
+
+describe('a stop issued by an attempt whose worker died', () => {
+  let temporal: TestTemporal;
+  let box: SimBox;
+  let manifest: Manifest;
+  let node: string;
+  let worker: WorkerProcess | undefined;
+  let startWorker: (extra?: string[]) => Promise<WorkerProcess>;
+
+  before(async () => {
+    node = uniqueNode('stop-retry');
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-stop-retry-'));
+    const written = writeManifest(dir, renderManifest(node, [GPU], SERVES));
+    manifest = written.manifest;
+    const routerConfigPath = join(dir, 'router.toml');
+    writeFileSync(routerConfigPath, routerConfigFor(manifest, `test.${node}`));
+    box = await startSimBox({ manifest, stateDir: join(dir, 'box'), routerConfigPath, routerToken: ROUTER_TOKEN, nonLedgerDrawMib: 1200 });
+    temporal = await testTemporal();
+    const env = {
+      TEMPORAL_ADDRESS: temporal.address,
+      GPURES_ROUTER_URL: box.router.url,
+      GPURES_ROUTER_TOKEN: ROUTER_TOKEN,
+      GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
+      FAKE_NVIDIA_SMI_STATE: box.nvidiaSmiStatePath,
+    };
+    startWorker = (extra = []) =>
+      startWorkerProcess(['--manifest', written.manifestPath, '--state', join(dir, 'box', 'serves'), ...extra], env, [process.execPath, SIM_WORKER]);
+    worker = await startWorker();
+  });
+  after(async () => {
+    await worker?.stop();
+    await box?.close();
+    await temporal?.close();
+  });
+
+  const client = (): Client => temporal.client;
+  const ledgerId = () => workflowIds.ledger(node, GPU.role);
+  const tierState = async (tier: string) => {
+    const res = await fetch(`${box.router.url}/admin/tiers/${tier}`, { headers: { authorization: `Bearer ${ROUTER_TOKEN}` } });
+    return ((await res.json()) as { state: string }).state;
+  };
+  const visionRuns = async () => (await box.runtime.inspect(containerName(node, 'vision')))?.running === true;
+  const ledger = async () => {
+    const [l] = await ledgerSnapshots(client(), manifest);
+    assert.ok(l);
+    return l.reservations.map((r) => `${r.serve} ${r.phase}`).sort();
+  };
+  /**
+   * `serves up vision`, then `serves down vision` on a worker started with `killArgs`, which dies
+   * right after the stop is issued; the ledger is terminated, a plain worker started, and the box
+   * sampled every 200 ms until the bring-down ends. Returns how it ended, the samples, the stop
+   * activity's runs, and the box after.
+   */
+  async function downAcrossKill(killArgs: string[]) {
+    const up = await serveUp(client(), node, 'vision');
+    assert.ok(up.ok, !up.ok ? up.message : '');
+    assert.equal(await tierState('vision-local'), 'active');
+    await worker?.stop();
+    worker = await startWorker(['--kill-after-stop', 'vision', ...killArgs]);
+    const dying = worker;
+    const died = new Promise((r) => dying.child.once('exit', r));
+    const workflowId = workflowIds.bringDown(node, 'vision');
+    const handle = await client().workflow.start('bringDownWorkflow', { workflowId, taskQueue: taskQueueFor(node), args: [{ serve: 'vision' }] });
+    await died;
+    assert.match(dying.stderr(), /stop of \S+ issued; killed in/, 'the worker died at the stop');
+    // The ledger is lost before the retry: the next Update starts a fresh one, reconciled from the box.
+    await client().workflow.getHandle(ledgerId()).terminate('test: the ledger is lost after the stop was issued');
+    worker = await startWorker();
+    let ended: string | undefined;
+    const result = handle.result().then(
+      (r: { message?: string }) => (ended = `completed: ${r.message ?? ''}`),
+      (e: Error) => (ended = `failed: ${(e.cause as Error | undefined)?.message ?? e.message}`),
+    );
+    const samples: { vision: boolean; tier: string }[] = [];
+    while (ended === undefined) {
+      const [vision, tier] = await Promise.all([visionRuns(), tierState('vision-local')]);
+      samples.push({ vision, tier });
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await result;
+    const stops = activityRuns((await handle.fetchHistory()).events ?? [], 'stopServeContainer');
+    const after = { vision: await visionRuns(), tier: await tierState('vision-local'), ledger: await ledger() };
+    const readmittedWhileDown = samples.filter((s) => !s.vision && s.tier === 'active').length;
+    console.log(
+      `  ${samples.length} samples from the kill to the run's end, vision-local active while vision was down in ${readmittedWhileDown}; ${ended}\n` +
+        `  stop: ${JSON.stringify(stops)}\n  after: ${JSON.stringify(after)}`,
+    );
+    return { ended, samples, readmittedWhileDown, stop: stops[0], after };
+  }
+
+  test("its `issued` heartbeat lost (a slow fence, the beat throttled), the retry refused by a fresh ledger: the stop taken as done, vision's tier not readmitted", async () => {
+    const r = await downAcrossKill(['--stop-fence-delay-ms', '2500']);
+    assert.ok((r.stop?.attempt ?? 0) >= 2, `the stop completed on a retry (attempt ${r.stop?.attempt})`);
+    const st = r.stop?.result as StopResult | undefined;
+    assert.equal(st?.issuedByAttempt, undefined, 'the retry read no `issued` heartbeat: the case is not reached');
+    assert.equal(r.readmittedWhileDown, 0, 'vision-local was readmitted while vision was down');
+    assert.match(r.ended ?? '', /^completed: /);
+    assert.match(st?.downAfterRefusal ?? '', /^stop of vision refused: .*; container \S+ (exited|absent)/);
+    assert.deepEqual(r.after, { vision: false, tier: 'quiesced', ledger: [] });
+  });
+});
