@@ -1,12 +1,13 @@
 // A stop issued is a stop issued, whatever a retry's fence says. A bring-down's stop attempt
-// passes its fence, issues the stop and its worker dies (SIGKILL, its own process, at once); the
-// ledger is lost (terminated) before the retry, which a second worker picks up at the heartbeat
-// timeout, against a fresh ledger reconciled from the box. With a slow fence
+// passes its fence, issues the stop and its worker dies (SIGKILL, its own process, at once or 3 s
+// after); the ledger is lost (terminated) before the retry, which a second worker picks up at the
+// heartbeat timeout, against a fresh ledger reconciled from the box. With a slow fence
 // (2.5 s, as a busy ledger answers) the attempt's periodic heartbeat goes out first and the
 // `issued` one waits out the 2 s throttle: it never reaches the server, the retry fences again,
 // and before this fix the refusal failed the run as "it was not stopped" while vision was down,
 // its compensation readmitting vision's tier (which the router refused here only because vision no
-// longer answered /health).
+// longer answered /health). With the `issued` heartbeat delivered, the retry does not fence at all
+// (bb1a26e, item 2). And an eviction's fences of two victims are two Updates (bb1a26e, item 3).
 // Separate processes: the workers (gpures worker over the simulated box's runtime), the sim
 // serves, the router, the test sampling the box (vision's process, its tier, the ledger).
 import { after, before, describe, test } from 'node:test';
@@ -15,7 +16,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { ledgerSnapshots, serveUp } from '../src/client/operations';
+import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { containerName } from '../src/domain/serve';
 import type { Manifest } from '../src/domain/types';
 import type { StopResult } from '../src/shared/contracts';
@@ -39,6 +40,8 @@ const SERVES: TestServe[] = [
   // 27999 MiB to hand out: od fits only once both are evicted.
   { name: 'od', vram_mib: 20000, class: 'on-demand' },
 ];
+
+type UpdateEvent = { workflowExecutionUpdateAcceptedEventAttributes?: { acceptedRequest?: { meta?: { updateId?: string | null } | null } | null } | null };
 
 describe('a stop issued by an attempt whose worker died', () => {
   let temporal: TestTemporal;
@@ -86,6 +89,13 @@ describe('a stop issued by an attempt whose worker died', () => {
     assert.ok(l);
     return l.reservations.map((r) => `${r.serve} ${r.phase}`).sort();
   };
+  /** The update ids the ledger's latest run accepted. */
+  const ledgerUpdateIds = async () =>
+    ((await client().workflow.getHandle(ledgerId()).fetchHistory()).events as UpdateEvent[]).flatMap((e) => {
+      const id = e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId;
+      return id ? [id] : [];
+    });
+
   /**
    * `serves up vision`, then `serves down vision` on a worker started with `killArgs`, which dies
    * right after the stop is issued; the ledger is terminated, a plain worker started, and the box
@@ -138,5 +148,36 @@ describe('a stop issued by an attempt whose worker died', () => {
     assert.match(r.ended ?? '', /^completed: /);
     assert.match(st?.downAfterRefusal ?? '', /^stop of vision refused: .*; container \S+ (exited|absent)/);
     assert.deepEqual(r.after, { vision: false, tier: 'quiesced', ledger: [] });
+  });
+
+  test("its `issued` heartbeat delivered: the retry does not fence again, and reports the first attempt's stop", async () => {
+    // Past the 2 s throttle: the `issued` beat has gone out whether or not a periodic one went before it.
+    const r = await downAcrossKill(['--kill-after-ms', '3000']);
+    assert.ok((r.stop?.attempt ?? 0) >= 2, `the stop completed on a retry (attempt ${r.stop?.attempt})`);
+    const st = r.stop?.result as StopResult | undefined;
+    assert.equal(st?.issuedByAttempt, 1, `the retry did not report attempt 1's stop: ${JSON.stringify(st)}`);
+    assert.equal(st?.downAfterRefusal, undefined);
+    const fences = (await ledgerUpdateIds()).filter((id) => id.includes('/fence-stop/'));
+    assert.deepEqual(fences, [], 'the fresh ledger was asked a stop fence');
+    assert.equal(r.readmittedWhileDown, 0);
+    assert.match(r.ended ?? '', /^completed: /);
+    assert.deepEqual(r.after, { vision: false, tier: 'quiesced', ledger: [] });
+  });
+
+  test("an eviction's stops of two victims are two fence Updates, one per victim", async () => {
+    for (const s of ['vision', 'v2']) {
+      const o = await serveUp(client(), node, s);
+      assert.ok(o.ok, !o.ok ? o.message : '');
+    }
+    const before = new Set(await ledgerUpdateIds());
+    const o = await serveAcquire(client(), node, { serve: 'od', evict: true });
+    assert.ok(o.ok, !o.ok ? o.message : '');
+    const fences = (await ledgerUpdateIds()).filter((id) => !before.has(id) && id.includes('/fence-stop/'));
+    console.log(`  the acquisition's stop fences: ${JSON.stringify(fences)}`);
+    assert.equal(fences.length, 2, `two victims stopped, ${fences.length} fence Update(s) reached the ledger: ${JSON.stringify(fences)}`);
+    assert.deepEqual(fences.map((id) => id.split('/').at(-2)).sort(), ['v2', 'vision']);
+    assert.deepEqual(await ledger(), ['od running', 'v2 evicted', 'vision evicted']);
+    const down = await serveDown(client(), node, 'od');
+    assert.ok(down.ok, !down.ok ? down.message : '');
   });
 });
