@@ -126,13 +126,15 @@ export const eviction = {
     `${d.routerInFlightAtEnd} in flight at the router${d.vllmRunningAtEnd !== null ? `, ${d.vllmRunningAtEnd} running in vLLM` : ''}`,
   drained: (d: Drain) => `drained after ${d.waitedMs} ms (${d.routerInFlightAtStart} in flight at start)`,
   forced: (d: Drain, timeoutS: number) => `not drained within ${timeoutS} s (${eviction.stillInFlight(d)}); stopping anyway (--force)`,
-  drainTimeout: (victim: string, d: Drain, timeoutS: number) => `${victim} did not drain within ${timeoutS} s (${eviction.stillInFlight(d)})`,
+  /** With what the operator can do about it, in the CLI's flags and the API's fields (as suggestEvict). */
+  drainTimeout: (victim: string, d: Drain, timeoutS: number) =>
+    `${victim} did not drain within ${timeoutS} s (${eviction.stillInFlight(d)}): ` +
+    `give it longer with --drain-timeout S (drain_timeout_s), or stop it with its requests in flight with --force (force)`,
   stopped: (s: { containerName: string; stop: string; remove: string }) =>
     s.stop === 'absent' && s.remove === 'absent'
       ? `container ${s.containerName}: absent, nothing to stop`
       : `container ${s.containerName}: ${s.stop}, ${s.remove}`,
-  vramBack: (v: VramFigures, gpuUuid: string) =>
-    `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB)${byClause(v.reading)}`,
+  vramBack: (v: VramFigures, gpuUuid: string) => `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB)${byClause(v.reading)}`,
   /** The release timeout's failure: what should have come back and is still held, by the reading that was to confirm it. */
   vramHeld: (victim: string, v: VramFigures & { gpuUuid: string; expectedMib: number }, keepMib: number, afterS: number) =>
     `VRAM of ${victim} not released on GPU ${v.gpuUuid}: ` +
