@@ -68,6 +68,11 @@ describe('lease arithmetic', () => {
     assert.deepEqual([7_140_000, 252_000, 45_000, 0, 183_600_000, 604_800_000].map(formatDuration), ['1h59m', '4m12s', '45s', '0s', '2d3h', '7d']);
   });
 
+  test('a long duration reads as its largest unit and the next, never skipping a zero one (`--until 2030-01-01`)', () => {
+    const d1122h0m38 = (1122 * 86_400 + 38 * 60) * 1000;
+    assert.deepEqual([d1122h0m38, 7_205_000, 86_400_000 + 59_000, 3_660_000].map(formatDuration), ['1122d', '2h', '1d', '1h1m']);
+  });
+
   test('an idle lease moves with use seen at the router, and counts from its start when none is reported', () => {
     const c = newClock(300, 1_000_000);
     assert.equal(expiresAt('idle', 300, c), 1_300_000);
@@ -111,7 +116,9 @@ describe('lease arithmetic', () => {
       assert.equal(refusal(bad), `--until: a time with its zone, such as 2026-12-01T18:00:00Z or 2026-12-01T19:00+01:00 (got '${bad}')`);
     }
     assert.equal(refusal('2020-01-01T00:00:00Z'), "--until: 2020-01-01T00:00:00.000Z is not after now, 2026-12-04T12:00:00.000Z (got '2020-01-01T00:00:00Z')");
-    assert.equal(refusal('2026-12-11T12:00:01Z'), "--until: 7d1s from now; a lease reaches at most 7d ahead (got '2026-12-11T12:00:01Z')");
+    assert.equal(refusal('2026-12-11T12:00:01Z'), "--until: 7d from now, 1s past the 7d a lease reaches at most (got '2026-12-11T12:00:01Z')");
+    // Two units that follow each other: this read '1123d12h' before, but 1122 days and 38 minutes read '1122d38m'.
+    assert.equal(refusal('2030-01-01T00:00:00Z'), "--until: 1123d12h from now, 1116d12h past the 7d a lease reaches at most (got '2030-01-01T00:00:00Z')");
     // As typed, with no Temporal at this address: a refusal that reached for it would be exit 4, not 2.
     for (const bad of ['3', '2020-01-01T00:00:00Z']) {
       const r = await gpures(['serves', 'extend', 'vision', '--until', bad], { TEMPORAL_ADDRESS: '127.0.0.1:9' });
@@ -129,7 +136,7 @@ describe('lease arithmetic', () => {
     assert.match(extensionProblem({ byS: 0 }, now, now) ?? '', /^byS: must be a whole number of seconds in 1\.\.604800/);
     assert.match(extensionProblem({ toEpochMs: now - 1 }, now, now) ?? '', /^toEpochMs: must be a time after now/);
     assert.match(extensionProblem({ toEpochMs: now + 30_000 }, now + 60_000, now) ?? '', /before the lease's current expiry .*does not shorten a lease/);
-    assert.match(extensionProblem({ byS: 604_800 }, now + 1000, now) ?? '', /would be 7d1s from now; a lease reaches at most 7d ahead$/);
+    assert.match(extensionProblem({ byS: 604_800 }, now + 1000, now) ?? '', /would be 7d from now, 1s past the 7d a lease reaches at most$/);
     assert.equal(
       leaseText({ serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 252_000, idleTtlS: 300, state: 'running' }, now),
       'idle lease: 4m12s left (ttl 5m)',

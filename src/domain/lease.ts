@@ -73,8 +73,7 @@ export function extensionProblem(ext: unknown, currentExpiryMs: number, nowMs: n
   if (typeof e['toEpochMs'] === 'number' && e['toEpochMs'] < currentExpiryMs)
     return `toEpochMs: ${new Date(e['toEpochMs']).toISOString()} is before the lease's current expiry ${new Date(currentExpiryMs).toISOString()}: an extension does not shorten a lease (\`serves release\` ends it now)`;
   const to = extendedExpiry(e, currentExpiryMs, nowMs);
-  if (to - nowMs > max * 1000)
-    return `the new expiry would be ${formatDuration(to - nowMs)} from now; a lease reaches at most ${formatDuration(max * 1000)} ahead`;
+  if (to - nowMs > max * 1000) return `the new expiry would be ${beyondReach(to - nowMs, max * 1000)}`;
   return undefined;
 }
 
@@ -94,16 +93,29 @@ export function parseDuration(text: string): number | undefined {
   return Number.isSafeInteger(total) ? total : undefined;
 }
 
-/** `1h59m`, `4m12s`, `45s`, `2d3h`: the two largest units, rounded down, as `serves status` prints time left. */
+/**
+ * `1h59m`, `4m12s`, `45s`, `2d3h`, `1122d`: the largest unit and the one below it, rounded down,
+ * as `serves status` prints time left. The second is the next unit, never one further down: 1122
+ * days, 0 hours and 38 minutes is `1122d` (a skipped zero read `1122d38m`, as if 38 minutes were
+ * the remainder), and it is left off when zero (`7d`, `2h`).
+ */
 export function formatDuration(ms: number): string {
-  let s = Math.max(0, Math.floor(ms / 1000));
-  const parts: string[] = [];
-  for (const [u, size] of Object.entries(UNIT_S)) {
-    const n = Math.floor(s / size);
-    s -= n * size;
-    if (n > 0 || (u === 's' && parts.length === 0)) parts.push(`${n}${u}`);
-  }
-  return parts.slice(0, 2).join('');
+  const s = Math.max(0, Math.floor(ms / 1000));
+  const units = Object.entries(UNIT_S);
+  const first = units.findIndex(([, size]) => s >= size);
+  if (first < 0) return '0s';
+  const [[u1, size1], next] = [units[first] as [string, number], units[first + 1]];
+  const n1 = Math.floor(s / size1);
+  const n2 = next ? Math.floor((s - n1 * size1) / next[1]) : 0;
+  return `${n1}${u1}${next && n2 > 0 ? `${n2}${next[0]}` : ''}`;
+}
+
+/**
+ * A time too far ahead, in words: `7d from now, 1s past the 7d a lease reaches at most`. The
+ * excess is named, since both figures are rounded to two units and may print alike.
+ */
+export function beyondReach(aheadMs: number, maxMs: number): string {
+  return `${formatDuration(aheadMs)} from now, ${formatDuration(aheadMs - maxMs)} past the ${formatDuration(maxMs)} a lease reaches at most`;
 }
 
 /** What the lease query answers: what the CLI prints beside the serve. */

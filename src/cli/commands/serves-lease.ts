@@ -3,7 +3,7 @@
 import type { Client } from '@temporalio/client';
 import { BOUNDS } from '../../domain/bounds';
 import { boundProblem } from '../../domain/inputs';
-import { formatDuration, leaseText, parseDuration } from '../../domain/lease';
+import { beyondReach, formatDuration, leaseText, parseDuration } from '../../domain/lease';
 import type { LeaseExtension } from '../../domain/lease';
 import { extendLease, NoLease, releaseLease } from '../../client/lease';
 import type { CommandContext, Rendered } from '../command';
@@ -34,11 +34,7 @@ export function untilEpochMs(text: string, nowMs: number): number {
   if (to <= nowMs)
     throw new CliError(`--until: ${new Date(to).toISOString()} is not after now, ${new Date(nowMs).toISOString()} (got '${text}')`, EXIT.badInput);
   const maxMs = BOUNDS.leaseS.max * 1000;
-  if (to - nowMs > maxMs)
-    throw new CliError(
-      `--until: ${formatDuration(to - nowMs)} from now; a lease reaches at most ${formatDuration(maxMs)} ahead (got '${text}')`,
-      EXIT.badInput,
-    );
+  if (to - nowMs > maxMs) throw new CliError(`--until: ${beyondReach(to - nowMs, maxMs)} (got '${text}')`, EXIT.badInput);
   return to;
 }
 
