@@ -2,6 +2,7 @@
 // must say what to do, or say only what its figures show.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { summarizeActivity } from '../src/audit/report';
 import { eviction } from '../src/shared/wording';
 
 const STUCK = { drained: false, waitedMs: 5000, routerInFlightAtStart: 2, routerInFlightAtEnd: 1, vllmRunningAtEnd: 1 };
@@ -12,5 +13,26 @@ describe('operator wording', () => {
     assert.match(m, /^vision did not drain within 5 s \(1 in flight at the router, 1 running in vLLM\)/);
     assert.match(m, /--drain-timeout S \(drain_timeout_s\)/);
     assert.match(m, /--force \(force\)/);
+  });
+});
+
+describe("a victim's release beside the whole GPU's reading", () => {
+  // The stream's latest reading, up to 250 ms old, taken before the stop: used unchanged.
+  const stale = { releasedMib: 12288, usedBeforeMib: 32324, usedAfterMib: 32324 };
+  const own = { by: 'own-processes' as const, pids: [4242], heldBeforeMib: 12288, heldNowMib: 0 };
+
+  test('confirmed by its own processes: their figures, and the GPU named as not the evidence, never its stale used', () => {
+    for (const line of [
+      eviction.vramBack({ ...stale, reading: own }, 'GPU-1'),
+      summarizeActivity('confirmVramReleased', {}, { ...stale, gpuUuid: 'GPU-1', expectedMib: 12288, waitedMs: 40, reading: own }),
+    ]) {
+      assert.doesNotMatch(line, /32324/, line);
+      assert.match(line, /12288 MiB back on GPU-1 \(.*the whole GPU's used is not the evidence.*\).*by its own processes: pid 4242, 12288 → 0 MiB/, line);
+    }
+  });
+
+  test('confirmed by the whole GPU: its used before and after are the evidence and stay', () => {
+    const gpu = { releasedMib: 12288, usedBeforeMib: 32324, usedAfterMib: 20036, reading: { by: 'whole-gpu' as const, why: 'no pids' } };
+    assert.match(eviction.vramBack(gpu, 'GPU-1'), /12288 MiB back on GPU-1 \(used 32324 → 20036 MiB\), by the whole GPU/);
   });
 });

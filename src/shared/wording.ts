@@ -104,6 +104,19 @@ export function confirmedBy(r: VramReading | undefined): string {
   return '';
 }
 
+/**
+ * The whole GPU's figures beside a release, in parentheses' words. Confirmed by its own processes,
+ * the GPU's `used` is the stream's latest reading, which may predate the stop: printed beside the
+ * release it read as nothing given back (`12288 MiB back (used 32324 → 32324 MiB)`), so it is
+ * named as not the evidence instead of quoted.
+ */
+export function usedClause(v: { usedBeforeMib: unknown; usedAfterMib: unknown; reading?: VramReading }, expected = ''): string {
+  const exp = expected ? `expected ${expected} MiB` : '';
+  if (v.reading?.by === 'own-processes' && v.reading.unread === undefined)
+    return `${exp ? `${exp}; ` : ''}the whole GPU's used is not the evidence: its last reading may predate the stop`;
+  return `used ${String(v.usedBeforeMib)} → ${String(v.usedAfterMib)} MiB${exp ? `, ${exp}` : ''}`;
+}
+
 /** confirmedBy as a clause after a release's figures. */
 export function byClause(r: VramReading | undefined): string {
   const by = confirmedBy(r);
@@ -134,7 +147,7 @@ export const eviction = {
     s.stop === 'absent' && s.remove === 'absent'
       ? `container ${s.containerName}: absent, nothing to stop`
       : `container ${s.containerName}: ${s.stop}, ${s.remove}`,
-  vramBack: (v: VramFigures, gpuUuid: string) => `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB)${byClause(v.reading)}`,
+  vramBack: (v: VramFigures, gpuUuid: string) => `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (${usedClause(v)})${byClause(v.reading)}`,
   /** The release timeout's failure: what should have come back and is still held, by the reading that was to confirm it. */
   vramHeld: (victim: string, v: VramFigures & { gpuUuid: string; expectedMib: number }, keepMib: number, afterS: number) =>
     `VRAM of ${victim} not released on GPU ${v.gpuUuid}: ` +

@@ -19,7 +19,7 @@ import {
   setPhaseUpdate,
   victimReleasedUpdate,
 } from '../../shared/messages';
-import { bringDown, byClause, eviction, sleeping, start } from '../../shared/wording';
+import { bringDown, byClause, eviction, sleeping, start, usedClause } from '../../shared/wording';
 import type { ActivityInput, ActivityName, ActivityResult, FailureEvidence } from './model';
 import { compact, fields, ledgerIn, num, obj, str, strs, txt, vramReadingOf } from './read';
 import type { Loose, Obj } from './read';
@@ -176,8 +176,9 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   stopServeContainer: (r) => (r ? eviction.stopped({ containerName: txt(r.containerName), stop: txt(r.stop), remove: txt(r.remove) }) : undefined),
   confirmVramReleased: (r) => {
     if (!r) return undefined;
-    const used = `used ${txt(r.usedBeforeMib)} → ${txt(r.usedAfterMib)} MiB, expected ${txt(r.expectedMib)}`;
-    return `nvidia-smi: ${txt(r.releasedMib)} MiB back on ${txt(r.gpuUuid)} (${used}) after ${txt(r.waitedMs)} ms${byClause(vramReadingOf(r.reading))}`;
+    const reading = vramReadingOf(r.reading);
+    const used = usedClause({ usedBeforeMib: txt(r.usedBeforeMib), usedAfterMib: txt(r.usedAfterMib), reading }, txt(r.expectedMib));
+    return `nvidia-smi: ${txt(r.releasedMib)} MiB back on ${txt(r.gpuUuid)} (${used}) after ${txt(r.waitedMs)} ms${byClause(reading)}`;
   },
   startServeContainer: (r, i) => {
     if (!r) return undefined;

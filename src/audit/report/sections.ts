@@ -3,7 +3,7 @@
 import type { AuditReport, DrainResult, LedgerAtEvidence, IdentityEvidence, PromotionEvidence, VictimEvidence, VramReleaseResult } from './model';
 import { summarizeActivity } from './activities';
 import { compact, obj, txt, vramReadingOf } from './read';
-import { byClause } from '../../shared/wording';
+import { byClause, usedClause } from '../../shared/wording';
 import { markdownWriter, textWriter, time } from './writers';
 import type { Writer } from './writers';
 
@@ -16,8 +16,9 @@ function drainLine(d: DrainResult): string {
 }
 
 function vramLine(v: VramReleaseResult): string {
-  const used = `used ${v.usedBeforeMib} → ${v.usedAfterMib} MiB, expected ${v.expectedMib} MiB`;
-  return `nvidia-smi: ${v.releasedMib} MiB back on ${v.gpuUuid} (${used}) within ${v.waitedMs} ms${byClause(vramReadingOf(v.reading))}`;
+  const reading = vramReadingOf(v.reading);
+  const used = usedClause({ ...v, reading }, String(v.expectedMib));
+  return `nvidia-smi: ${v.releasedMib} MiB back on ${v.gpuUuid} (${used}) within ${v.waitedMs} ms${byClause(reading)}`;
 }
 
 function identityLine(i: IdentityEvidence): string {
@@ -118,7 +119,7 @@ const SECTIONS: Section[] = [
         `${v.inFlightAtQuiesce ?? '—'}`,
         v.drain ? drainLine(v.drain) : '—',
         v.stopped ? txt(v.inFlightAtStop ?? '?') : v.sleep ? `asleep at level ${v.sleep.level ?? '?'}` : 'not stopped',
-        v.vram ? `${v.vram.releasedMib} MiB (used ${v.vram.usedBeforeMib} → ${v.vram.usedAfterMib})` : '—',
+        v.vram ? `${v.vram.releasedMib} MiB (${usedClause({ ...v.vram, reading: vramReadingOf(v.vram.reading) })})` : '—',
       ]),
       textLines: eviction.victims.flatMap(victimLines),
     });
