@@ -2,7 +2,8 @@
 // must say what to do, or say only what its figures show.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { summarizeActivity } from '../src/audit/report';
+import { readHistoryFile } from '../src/audit/history';
+import { buildReport, summarizeActivity } from '../src/audit/report';
 import { eviction } from '../src/shared/wording';
 
 const STUCK = { drained: false, waitedMs: 5000, routerInFlightAtStart: 2, routerInFlightAtEnd: 1, vllmRunningAtEnd: 1 };
@@ -34,5 +35,32 @@ describe("a victim's release beside the whole GPU's reading", () => {
   test('confirmed by the whole GPU: its used before and after are the evidence and stay', () => {
     const gpu = { releasedMib: 12288, usedBeforeMib: 32324, usedAfterMib: 20036, reading: { by: 'whole-gpu' as const, why: 'no pids' } };
     assert.match(eviction.vramBack(gpu, 'GPU-1'), /12288 MiB back on GPU-1 \(used 32324 → 20036 MiB\), by the whole GPU/);
+  });
+});
+
+describe("a lease's report", () => {
+  const history = () => readHistoryFile('test/histories/lease-expiry-continued-run2.json');
+
+  test("ledger after is its bring-down's, not its own read from before the bring-down", () => {
+    const r = buildReport(history());
+    const child = r.children.find((c) => c.status === 'completed');
+    const after = (child?.result as { ledgerAfter?: string[] } | undefined)?.ledgerAfter;
+    assert.ok(after?.length, 'the recording has a completed bring-down with its ledger after');
+    assert.deepEqual(r.ledger.after, after);
+    assert.ok(r.ledger.before?.some((l) => l.includes('comfyui-sim')));
+    assert.ok(!r.ledger.after?.some((l) => l.includes('comfyui-sim')), r.ledger.after?.join('\n'));
+  });
+
+  test('its header gives the term as it ended: granted, and extended to', () => {
+    const h = history();
+    assert.match(buildReport(h).operation, /^lease of comfyui-sim \(2 s\)$/);
+    // The same run, its clock carried with an expiry moved on by an extension to 35 minutes.
+    const attrs = h.events[0]?.['workflowExecutionStartedEventAttributes'] as { input: { payloads: { data: string }[] } };
+    const p = attrs.input.payloads[0];
+    assert.ok(p);
+    const input = JSON.parse(Buffer.from(p.data, 'base64').toString()) as { clock: { startedAtEpochMs: number; notBeforeEpochMs: number } };
+    input.clock.notBeforeEpochMs = input.clock.startedAtEpochMs + 35 * 60_000;
+    p.data = Buffer.from(JSON.stringify(input)).toString('base64');
+    assert.match(buildReport(h).operation, /^lease of comfyui-sim \(granted 2 s, extended to 2100 s \(35m\), until \S+Z\)$/);
   });
 });

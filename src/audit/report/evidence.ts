@@ -6,6 +6,7 @@ import { callerOf } from './caller';
 import { emptyLedger, formatLedger, withoutReservation } from '../../domain/ledger';
 import type { HistoryJson } from '../events';
 import { collect, isOf } from './collect';
+import { leaseLedgerAfter, leaseOperation } from './lease';
 import type { Collected } from './collect';
 import type { ActivityResult, AuditReport, DrainResult, IdentityEvidence, PromotionEvidence, StepEvidence, VictimEvidence, VramReleaseResult } from './model';
 import { fields, isLedgerState, isoMs, ledgerIn, num, obj, path, rootOf, str, strs, txt } from './read';
@@ -56,7 +57,8 @@ function ledgerEvidence(c: Collected): AuditReport['ledger'] {
     return l ? [l] : [];
   });
   let before = strs(res?.['ledgerBefore']) ?? strs(failureDetails?.['ledger']);
-  let after = strs(res?.['ledgerAfter']);
+  // A lease's own reads all precede its bring-down: the ledger after is the bring-down's.
+  let after = strs(res?.['ledgerAfter']) ?? leaseLedgerAfter(c);
   let gpuRole = str(res?.['gpuRole']);
   if (id.workflowType === 'ledgerWorkflow') {
     const li = obj(input);
@@ -266,7 +268,7 @@ function restoredOf(c: Collected): AuditReport['restored'] {
 /** History → the report's model. Pure: no I/O. */
 export function buildReport(h: HistoryJson, fallbackId?: string): AuditReport {
   const c = collect(h, fallbackId);
-  const { id, events, startedAttrs, input, parent, operation, serve, status, closedAt, children, updates, activities, patches } = c;
+  const { id, events, startedAttrs, input, parent, serve, status, closedAt, children, updates, activities, patches } = c;
   const { outcome, steps } = outcomeAndSteps(c);
   const eviction = evictionEvidence(c);
   const promotion = promotionEvidence(c);
@@ -283,7 +285,7 @@ export function buildReport(h: HistoryJson, fallbackId?: string): AuditReport {
       ...(parent ? { parent } : {}),
       startedBy: callerOf(startedAttrs),
     },
-    operation,
+    operation: leaseOperation(c),
     ...(serve ? { serve } : {}),
     input,
     outcome,
