@@ -55,7 +55,11 @@ export function startReplayProcess<T>(
   failed: (i: number, error: Error) => T,
 ): ReplayProcess {
   // Its stderr is this one's: a replayer that crashes says why, though another replays what it held.
-  const child: ChildProcess = fork(join(__dirname, 'replay-child.js'), [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: inheritedFlags() });
+  // By way of dist/src: this code also runs from the CLI's bundle in dist/src/cli (src/cli/launch.ts).
+  const child: ChildProcess = fork(join(__dirname, '..', 'audit', 'replay-child.js'), [], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    execArgv: inheritedFlags(),
+  });
   const held = new Set<number>();
   let gone = false;
   let stalled = false;

@@ -81,7 +81,8 @@ export class SimRuntime implements ContainerRuntime {
   constructor(options: SimRuntimeOptions) {
     this.stateDir = resolve(options.stateDir);
     this.knownImages = options.knownImages ? new Set(options.knownImages) : undefined;
-    this.serverMain = options.serverMain ?? join(__dirname, 'model-server-main.js');
+    // By way of dist/src: this code also runs from the CLI's bundle in dist/src/cli (src/cli/launch.ts).
+    this.serverMain = options.serverMain ?? join(__dirname, '..', 'sim', 'model-server-main.js');
     mkdirSync(this.stateDir, { recursive: true });
   }
 
