@@ -51,6 +51,9 @@ async function bundle(): Promise<number> {
     format: 'cjs',
     target: 'node20',
     external: Object.keys(pkg.dependencies).filter((d) => !BUNDLED_PACKAGES.has(d)),
+    // import() as tsc compiles it (a require in a promise): the launcher's vm.Script has no loader
+    // for a real one, which rejected log-update's and left a terminal without its redraw.
+    supported: { 'dynamic-import': false },
     write: false,
     logLevel: 'warning',
     legalComments: 'none',
