@@ -85,7 +85,7 @@ describe('live progress of serves up, --evict, serves down --restore, as process
     const steps = timedSteps(tty.stdout);
     assert.deepEqual(
       steps.map((s) => s.step),
-      ['admit', 'start', 'health', 'identity', 'measure', 'running'],
+      ['admit', 'room', 'start', 'health', 'identity', 'measure', 'running'],
       show(tty),
     );
     assertIncreasing(
@@ -165,7 +165,7 @@ describe('live progress of serves up, --evict, serves down --restore, as process
     assert.ok(child >= 0 && child < childAdmit && childAdmit < childRunning && childRunning < restored, show(restore));
     assert.deepEqual(
       timedSteps(restore.stderr, 4).map((s) => s.step),
-      ['admit', 'start', 'health', 'identity', 'measure', 'readmit', 'running'],
+      ['admit', 'room', 'start', 'health', 'identity', 'measure', 'readmit', 'running'],
       show(restore),
     );
     assertIncreasing(

@@ -126,10 +126,7 @@ describe('a cold start checks the card has the room, physically', () => {
       assert.ok(o.ok, !o.ok ? `${o.failureType}: ${o.message}` : '');
       const room = o.result.steps.find((s) => s.step === 'room')?.outcome ?? '';
       console.log(`  room: ${room}`);
-      assert.match(
-        room,
-        /^room: ledger commits 26624 MiB .* processes outside the ledger hold 4096 MiB \(pid \d+ \S+ 4096 MiB\): 30720 of the card's 32607 MiB$/,
-      );
+      assert.match(room, /^ledger commits 26624 MiB .* processes outside the ledger hold 4096 MiB \(pid \d+ \S+ 4096 MiB\): 30720 of the card's 32607 MiB$/);
     } finally {
       await restoreBox();
     }
@@ -175,7 +172,7 @@ describe('a cold start checks the card has the room, physically', () => {
       assert.equal(aPhase, 'admitted', 'b must begin while a is still starting');
       assert.equal(ra.code, 0, show(ra));
       assert.equal(rb.code, 0, show(rb));
-      assert.match(bRoom, /^room: ledger commits 27000 MiB .*no process outside the ledger holds any: 27000 of the card's 32607 MiB$/);
+      assert.match(bRoom, /^ledger commits 27000 MiB .*no process outside the ledger holds any: 27000 of the card's 32607 MiB$/);
       const l = (await ledgerSnapshots(client(), t.manifest))[0];
       assert.deepEqual(
         l?.reservations.map((r) => `${r.serve} ${r.phase}`),

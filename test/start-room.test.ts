@@ -71,7 +71,7 @@ test('a serve of the ledger still loading (its pids listed, at any phase) is not
     }),
   );
   assert.deepEqual([room.shortMib, room.outsideMib, room.reading.by], [0, 0, 'processes']);
-  assert.match(roomLine(room), /^room: ledger commits 27000 MiB .*no process outside the ledger holds any: 27000 of the card's 32607 MiB$/);
+  assert.match(roomLine(room), /^ledger commits 27000 MiB .*no process outside the ledger holds any: 27000 of the card's 32607 MiB$/);
   // A victim still evicting and a sleeper's residual are the ledger's too.
   const evicting = startRoom(
     facts({

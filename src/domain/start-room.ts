@@ -37,8 +37,9 @@ export type RoomReading =
     }
   /**
    * The whole GPU's used less every other reservation counted whole (`why` the processes could not
-   * say): never more than what is really held outside, since no serve draws more than it reserved
-   * and one still loading draws less, so a start the budget and the reserve account for passes.
+   * say): no more than what is really held outside while every serve draws within its reservation
+   * (one still loading draws less), so such a start that the budget and the reserve account for
+   * passes; a serve drawing above its declared MiB shows here by its excess.
    */
   | { by: 'whole-gpu'; why: string; othersCommittedMib: number };
 
@@ -135,12 +136,12 @@ function outsideText(r: StartRoom): string {
   );
 }
 
-/** The step log's line: the figures and which reading decided. */
+/** The `room` step's line (the step's name says room; a shortfall says so): the figures and which reading decided. */
 export function roomLine(r: StartRoom): string {
   const sum = `ledger commits ${r.committedMib} MiB on ${r.gpuUuid} (${r.serve} included), ${outsideText(r)}`;
   return r.shortMib > 0
     ? `no room: ${sum}: ${r.committedMib + r.outsideMib} MiB against the card's ${r.totalMib} MiB, short by ${r.shortMib} MiB`
-    : `room: ${sum}: ${r.committedMib + r.outsideMib} of the card's ${r.totalMib} MiB`;
+    : `${sum}: ${r.committedMib + r.outsideMib} of the card's ${r.totalMib} MiB`;
 }
 
 /** The refusal: what holds the memory, the shortfall, and what to do. */
