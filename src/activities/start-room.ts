@@ -25,8 +25,10 @@ export interface StartRoomDeps {
 }
 
 /**
- * How long a shortfall seen is read again before the start is refused: memory a process gave back
- * just before (a serve stopped, a job ended) shows in nvidia-smi with a lag of up to seconds.
+ * How long a shortfall is read again, from the first reading that showed it, before the start is
+ * refused: memory a process gave back just before (a serve stopped, a job ended) shows in
+ * nvidia-smi with a lag of up to seconds, and a process still listed after its container is gone
+ * is taken for one outside the ledger until it leaves the list.
  */
 export const ROOM_SETTLE_MS = 3000;
 /** Between two readings of a shortfall: Ollama's own VRAM poll. */
@@ -65,7 +67,9 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
     async readStartRoom(input: { node: string; gpu: GpuSpec; serve: string; maxAgeMs?: number }): Promise<StartRoomResult | null> {
       const probe = deps.gpu;
       if (!probe) return null;
-      const settleBy = Date.now() + ROOM_SETTLE_MS;
+      // From the first shortfall seen, not the call: a first pass slowed by its reads (a spawn
+      // without persistence mode, docker top) still reads the GPU again before it refuses.
+      let settleBy: number | undefined;
       for (let age = ageOf(input); ; age = {}) {
         let gpus: GpuReading[];
         const apps = probe.computeApps({ refusalThrows: true }).catch(why);
@@ -85,6 +89,7 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
           ledger.reservations.map((r) => r.serve),
         );
         const room = startRoom({ serve: input.serve, gpu: reading, ledger, apps: listed, pids });
+        settleBy ??= Date.now() + ROOM_SETTLE_MS;
         if (room.shortMib === 0 || Date.now() >= settleBy) return { reading, room };
         await new Promise((resolve) => setTimeout(resolve, ROOM_POLL_MS));
       }
