@@ -162,7 +162,7 @@ describe('leases', () => {
     const before = await lease.view();
     const extended = await extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 600 });
     assert.equal(extended.expiresAtEpochMs, before.expiresAtEpochMs + 600_000);
-    await assert.rejects(extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 604_800 }), /a lease reaches at most 7d ahead/);
+    await assert.rejects(extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 604_800 }), /past the 7d a lease reaches at most/);
     // A renewal by hand (the UI's signal form) with terms no lease may hold is dropped, not taken:
     // a signal cannot be refused, so the lease records it and runs on under its own terms.
     const raw = t.temporal.client.workflow.getHandle(workflowIds.lease(t.node, 'comfyui-sim'));
