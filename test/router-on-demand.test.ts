@@ -238,7 +238,7 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
       return p.step?.step === 'start' ? p : undefined;
     });
     assert.equal(progress.status, 'running');
-    assert.equal(progress.steps_completed, 2, 'admit, start');
+    assert.equal(progress.steps_completed, 3, 'admit, room, start');
     for (const r of await Promise.all(held)) assert.equal(r.status, 200);
     const down = await serveDown(box.temporal.client, box.node, 'slow');
     assert.ok(down.ok, down.ok ? '' : down.message);
