@@ -68,8 +68,8 @@ const RECENT_READING: ReadingAge = { maxAgeMs: RECENT_READING_MS };
 export const ageOf = (input: { maxAgeMs?: number }): ReadingAge =>
   input.maxAgeMs === undefined ? {} : { maxAgeMs: Math.max(0, Math.min(input.maxAgeMs, RECENT_READING_MS)) };
 
-/** How long a drain that has ended waits for its victim's process read (a docker top, an nvidia-smi spawn). */
-const PROCESS_READ_MS = 5000;
+/** How long a drain that has ended waits for its victim's process read (a docker top, an nvidia-smi spawn); a room check, for its serves' docker top. */
+export const PROCESS_READ_MS = 5000;
 
 /** The read, or past PROCESS_READ_MS an unseen one (the read itself never fails): the whole GPU then confirms the release. */
 function withinProcessRead(reading: Promise<ServeProcesses>): Promise<ServeProcesses> {

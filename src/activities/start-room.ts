@@ -15,7 +15,7 @@ import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
 import { Failure } from '../shared/failures';
 import { withTimeout } from '../worker/time-bound';
-import { ageOf } from './eviction';
+import { ageOf, PROCESS_READ_MS } from './eviction';
 import { permanentAsFailure } from './failure';
 
 export interface StartRoomDeps {
@@ -33,8 +33,6 @@ export interface StartRoomDeps {
 export const ROOM_SETTLE_MS = 3000;
 /** Between two readings of a shortfall: Ollama's own VRAM poll. */
 const ROOM_POLL_MS = 250;
-/** A serve's process listing (docker top, which has no timeout of its own) past this is unread: the whole GPU decides. */
-const PIDS_READ_MS = 5000;
 
 /** The GPU's reading the bring-up's measure step compares against, and the verdict. */
 export interface StartRoomResult {
@@ -50,8 +48,8 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
     const list = deps.runtime.processes?.bind(deps.runtime);
     const reads = serves.map(async (serve): Promise<[string, number[] | { unread: string }]> => {
       if (!list) return [serve, { unread: "this worker's container runtime cannot list a container's processes" }];
-      const late = `docker top did not answer within ${PIDS_READ_MS / 1000} s`;
-      return [serve, await withTimeout(list(containerName(node, serve)), PIDS_READ_MS, late).catch(why)];
+      const late = `docker top did not answer within ${PROCESS_READ_MS / 1000} s`;
+      return [serve, await withTimeout(list(containerName(node, serve)), PROCESS_READ_MS, late).catch(why)];
     });
     return Object.fromEntries(await Promise.all(reads));
   };

@@ -8,14 +8,11 @@
 // loading has not drawn all of it yet) plus what is held outside the ledger must fit the card.
 import type { LedgerState } from './ledger';
 import { committedMibOf, totals } from './ledger';
+import type { ProcessOnGpu } from './vram-release';
 
-/** A process nvidia-smi's --query-compute-apps lists (src/shared/contracts' GpuProcess has its shape). */
-export interface ListedProcess {
-  gpuUuid: string;
-  pid: number;
+/** A process nvidia-smi's --query-compute-apps lists, with its name: a refusal names it. */
+export interface ListedProcess extends ProcessOnGpu {
   processName: string;
-  /** null where the driver does not report it (WSL2 prints [N/A]). */
-  usedMib: number | null;
 }
 
 /** A process on the GPU that no serve of the ledger runs as. */
