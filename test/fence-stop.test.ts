@@ -18,6 +18,7 @@ import { LABEL } from '../src/domain/serve';
 import { progressQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
 import { docker } from './support/box';
 import { gpures, show } from './support/cli';
+import { sampleUntilEnded } from './support/sim-worker-box';
 import { GPU, lateReadmitBox, visionProbes } from './support/vision-probes';
 import { waitUntil } from './support/wait';
 
@@ -61,18 +62,10 @@ describe('a stop whose serve a restarted ledger holds running for another run is
     const fresh = (await ledger()).reservations.map((r) => `${r.serve} ${r.phase}`);
     console.log(`  the fresh ledger, vision still draining: [${fresh.join(', ')}]`);
     assert.deepEqual(fresh, ['b running', 'vision running']);
-    let ended: string | undefined;
-    const result = handle.result().then(
-      (r: { message?: string }) => (ended = `completed: ${r.message ?? ''}`),
-      (e: Error) => (ended = `failed: ${(e.cause as Error | undefined)?.message ?? e.message}`),
-    );
-    const samples: { vision: boolean; tier: string }[] = [];
-    while (ended === undefined) {
+    const { ended, samples } = await sampleUntilEnded(handle.result() as Promise<{ message?: string }>, async () => {
       const [vision, t] = await Promise.all([running('vision'), tier()]);
-      samples.push({ vision, tier: t.state });
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    await result;
+      return { vision, tier: t.state };
+    });
     const l = await ledger();
     const after = {
       vision: await running('vision'),

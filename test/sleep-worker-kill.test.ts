@@ -4,29 +4,24 @@
 // serves, the router and the test, which samples the box (nvidia-smi, the serve's own log).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { temporal as proto } from '@temporalio/proto';
 import { formatLedger } from '../src/domain/ledger';
 import type { LedgerState } from '../src/domain/ledger';
 import { containerName } from '../src/domain/serve';
 import { ledgerSnapshots, serveAcquire, serveUp } from '../src/client/operations';
 import { workflowIds } from '../src/shared/messages';
-import { FAKE_NVIDIA_SMI, routerConfigFor, startSimBox } from '../src/sim/box';
 import type { SimBox } from '../src/sim/box';
 import type { Manifest } from '../src/domain/types';
-import { renderManifest, uniqueNode, writeManifest, sleepingVision } from './support/box';
+import { sleepingVision } from './support/box';
 import type { TestServe } from './support/box';
-import { ROOT, startWorkerProcess } from './support/cli';
 import type { WorkerProcess } from './support/cli';
 import { activityRuns } from './support/history-scan';
-import { nonLedgerDrawOf, ROUTER_TOKEN } from './support/sim';
-import { testTemporal } from './support/temporal';
+import { nonLedgerDrawOf } from './support/sim';
+import { startSimWorkerBox } from './support/sim-worker-box';
+import type { SimWorkerBox } from './support/sim-worker-box';
 import type { TestTemporal } from './support/temporal';
 import { waitUntil } from './support/wait';
 
-const SIM_WORKER = join(ROOT, 'dist', 'test', 'support', 'fleet-worker.js');
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
   { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
@@ -43,31 +38,17 @@ describe('eviction by sleeping across a worker kill -9', () => {
   let worker: WorkerProcess | undefined;
   let startWorker: () => Promise<WorkerProcess>;
 
+  let simWorkerBox: SimWorkerBox;
+
   before(async () => {
-    node = uniqueNode('sleep-kill');
-    const dir = mkdtempSync(join(tmpdir(), 'gpures-sleep-kill-'));
-    const text = renderManifest(node, [GPU], SERVES);
-    const written = writeManifest(dir, text);
-    const manifestPath = written.manifestPath;
-    manifest = written.manifest;
-    const routerConfigPath = join(dir, 'router.toml');
-    writeFileSync(routerConfigPath, routerConfigFor(manifest, `test.${node}`));
-    box = await startSimBox({ manifest, stateDir: join(dir, 'box'), routerConfigPath, routerToken: ROUTER_TOKEN, nonLedgerDrawMib: 1200 });
-    temporal = await testTemporal();
-    const env = {
-      TEMPORAL_ADDRESS: temporal.address,
-      GPURES_ROUTER_URL: box.router.url,
-      GPURES_ROUTER_TOKEN: ROUTER_TOKEN,
-      GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
-      FAKE_NVIDIA_SMI_STATE: box.nvidiaSmiStatePath,
-    };
-    startWorker = () => startWorkerProcess(['--manifest', manifestPath, '--state', join(dir, 'box', 'serves')], env, [process.execPath, SIM_WORKER]);
+    simWorkerBox = await startSimWorkerBox('sleep-kill', GPU, SERVES);
+    ({ node, manifest, box, temporal } = simWorkerBox);
+    startWorker = () => simWorkerBox.startWorker();
     worker = await startWorker();
   });
   after(async () => {
     await worker?.stop();
-    await box?.close();
-    await temporal?.close();
+    await simWorkerBox?.close();
   });
 
   const client = () => temporal.client;

@@ -12,27 +12,21 @@
 // serves, the router, the test sampling the box (vision's process, its tier, the ledger).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { containerName } from '../src/domain/serve';
 import type { Manifest } from '../src/domain/types';
 import type { StopResult } from '../src/shared/contracts';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
-import { routerConfigFor, startSimBox, FAKE_NVIDIA_SMI } from '../src/sim/box';
 import type { SimBox } from '../src/sim/box';
-import { renderManifest, uniqueNode, writeManifest } from './support/box';
 import type { TestServe } from './support/box';
-import { ROOT, startWorkerProcess } from './support/cli';
 import type { WorkerProcess } from './support/cli';
 import { activityRuns } from './support/history-scan';
 import { ROUTER_TOKEN } from './support/sim';
-import { testTemporal } from './support/temporal';
+import { sampleUntilEnded, startSimWorkerBox } from './support/sim-worker-box';
+import type { SimWorkerBox } from './support/sim-worker-box';
 import type { TestTemporal } from './support/temporal';
 
-const SIM_WORKER = join(ROOT, 'dist', 'test', 'support', 'fleet-worker.js');
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
   { name: 'vision', vram_mib: 12288, class: 'evictable', router_tier: 'vision-local' },
@@ -51,30 +45,17 @@ describe('a stop issued by an attempt whose worker died', () => {
   let worker: WorkerProcess | undefined;
   let startWorker: (extra?: string[]) => Promise<WorkerProcess>;
 
+  let simWorkerBox: SimWorkerBox;
+
   before(async () => {
-    node = uniqueNode('stop-retry');
-    const dir = mkdtempSync(join(tmpdir(), 'gpures-stop-retry-'));
-    const written = writeManifest(dir, renderManifest(node, [GPU], SERVES));
-    manifest = written.manifest;
-    const routerConfigPath = join(dir, 'router.toml');
-    writeFileSync(routerConfigPath, routerConfigFor(manifest, `test.${node}`));
-    box = await startSimBox({ manifest, stateDir: join(dir, 'box'), routerConfigPath, routerToken: ROUTER_TOKEN, nonLedgerDrawMib: 1200 });
-    temporal = await testTemporal();
-    const env = {
-      TEMPORAL_ADDRESS: temporal.address,
-      GPURES_ROUTER_URL: box.router.url,
-      GPURES_ROUTER_TOKEN: ROUTER_TOKEN,
-      GPURES_NVIDIA_SMI: FAKE_NVIDIA_SMI,
-      FAKE_NVIDIA_SMI_STATE: box.nvidiaSmiStatePath,
-    };
-    startWorker = (extra = []) =>
-      startWorkerProcess(['--manifest', written.manifestPath, '--state', join(dir, 'box', 'serves'), ...extra], env, [process.execPath, SIM_WORKER]);
+    simWorkerBox = await startSimWorkerBox('stop-retry', GPU, SERVES);
+    ({ node, manifest, box, temporal } = simWorkerBox);
+    startWorker = (extra = []) => simWorkerBox.startWorker(extra);
     worker = await startWorker();
   });
   after(async () => {
     await worker?.stop();
-    await box?.close();
-    await temporal?.close();
+    await simWorkerBox?.close();
   });
 
   const client = (): Client => temporal.client;
@@ -117,18 +98,10 @@ describe('a stop issued by an attempt whose worker died', () => {
     // The ledger is lost before the retry: the next Update starts a fresh one, reconciled from the box.
     await client().workflow.getHandle(ledgerId()).terminate('test: the ledger is lost after the stop was issued');
     worker = await startWorker();
-    let ended: string | undefined;
-    const result = handle.result().then(
-      (r: { message?: string }) => (ended = `completed: ${r.message ?? ''}`),
-      (e: Error) => (ended = `failed: ${(e.cause as Error | undefined)?.message ?? e.message}`),
-    );
-    const samples: { vision: boolean; tier: string }[] = [];
-    while (ended === undefined) {
+    const { ended, samples } = await sampleUntilEnded(handle.result() as Promise<{ message?: string }>, async () => {
       const [vision, tier] = await Promise.all([visionRuns(), tierState('vision-local')]);
-      samples.push({ vision, tier });
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    await result;
+      return { vision, tier };
+    });
     const stops = activityRuns((await handle.fetchHistory()).events ?? [], 'stopServeContainer');
     const after = { vision: await visionRuns(), tier: await tierState('vision-local'), ledger: await ledger() };
     const readmittedWhileDown = samples.filter((s) => !s.vision && s.tier === 'active').length;
