@@ -24,11 +24,15 @@
 // collector). On two cores shared by all three, the ledger's workflow-task cycle is CPU: this is
 // where it goes, and the figure that compares two builds on a host whose load moves.
 //
-//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R] [--runs K] [--warmup-s S]
+// Each round prints too how many updates a workflow task of the ledger took, over all its runs:
+// the server hands the updates that arrive while a task is out to the next task, so that is what
+// the CPU of a task's round trip is shared by. --in-flight N sets LedgerClient's bound (default 8).
+//
+//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R] [--runs K] [--warmup-s S] [--in-flight N]
 //                                                                  (scripts/lib.sh export_test_env)
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { LedgerClient } from '../src/adapters/ledger/ledger-client';
+import { LedgerClient, MAX_LEDGER_UPDATES_IN_FLIGHT } from '../src/adapters/ledger/ledger-client';
 import type { GpuSpec } from '../src/domain/types';
 import { admitUpdate, releaseUpdate, workflowIds } from '../src/shared/messages';
 import { uniqueNode } from '../test/support/box';
@@ -58,6 +62,8 @@ interface Round {
   cpu: { from: CpuMs; to: CpuMs };
   /** Updates answered in the round, the warm-up's included: what the CPU is divided by. */
   answered: number;
+  /** Over every run of the round's ledger: workflow tasks completed and updates accepted (how many a task took). */
+  tasks: { completed: number; updates: number };
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -65,12 +71,20 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
 }
 
-async function round(temporal: TestTemporal, callers: number, decisions: number, raw: boolean, rate: number | undefined, warmupS: number): Promise<Round> {
+async function round(
+  temporal: TestTemporal,
+  callers: number,
+  decisions: number,
+  raw: boolean,
+  rate: number | undefined,
+  warmupS: number,
+  inFlight: number | undefined,
+): Promise<Round> {
   const node = uniqueNode(`bench-callers-${callers}`);
   const beforeWorker = threadIds();
   const worker = await startTestWorker({ temporal, node, manifest: { read: () => Promise.reject(new Error('no manifest in this benchmark')) } });
   try {
-    const ledger = new LedgerClient(temporal.client);
+    const ledger = new LedgerClient(temporal.client, inFlight === undefined ? {} : { maxUpdatesInFlight: inFlight });
     await ledger.snapshot(node, GPU); // started and reconciled before the clock runs
     const handle = temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role));
     const pairs = Math.max(1, Math.round(decisions / 2 / callers));
@@ -141,6 +155,7 @@ async function round(temporal: TestTemporal, callers: number, decisions: number,
       steal: steal(),
       cpu,
       answered,
+      tasks: await ledgerTasks(temporal, node),
     };
   } finally {
     await worker.stop();
@@ -165,6 +180,7 @@ async function main(): Promise<void> {
       runs: { type: 'string', default: '1' },
       'warmup-s': { type: 'string' },
       'poll-ms': { type: 'string' },
+      'in-flight': { type: 'string' },
     },
   });
   const rounds = Number(values.runs);
@@ -174,6 +190,9 @@ async function main(): Promise<void> {
   if (values['warmup-s'] !== undefined && values.rate === undefined) throw new Error('--warmup-s needs --rate: a closed loop has no pace to warm up at');
   const rate = values.rate === undefined ? undefined : Number(values.rate);
   if (rate !== undefined && (!Number.isFinite(rate) || rate < 1 || rate > 10_000)) throw new Error(`--rate: decisions/s from 1 to 10000 (got ${values.rate})`);
+  const inFlight = values['in-flight'] === undefined ? undefined : Number(values['in-flight']);
+  if (inFlight !== undefined && (!Number.isInteger(inFlight) || inFlight < 1 || inFlight > MAX_LEDGER_UPDATES_IN_FLIGHT))
+    throw new Error(`--in-flight: LedgerClient's updates in flight, an integer from 1 to ${MAX_LEDGER_UPDATES_IN_FLIGHT} (got ${values['in-flight']})`);
   const counts = values.callers.split(',').map((x) => Number(x.trim()));
   const decisions = Number(values.decisions);
   if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > 1000))
@@ -184,7 +203,7 @@ async function main(): Promise<void> {
   const temporal = await testTemporal();
   try {
     console.log(
-      `ledger under concurrent callers, ${values.raw ? 'straight to the workflow (no caller-side bound)' : 'through one LedgerClient (default bound)'}; ~${decisions} decisions a round; dev server at the default history.maxInFlightUpdates`,
+      `ledger under concurrent callers, ${values.raw ? 'straight to the workflow (no caller-side bound)' : `through one LedgerClient (${inFlight === undefined ? 'default bound' : `${inFlight} in flight`})`}; ~${decisions} decisions a round; dev server at the default history.maxInFlightUpdates`,
     );
     if (rate)
       console.log(
@@ -194,7 +213,7 @@ async function main(): Promise<void> {
     console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms   max ms  runs  steal %');
     for (const n of counts) {
       const results: Round[] = [];
-      for (let k = 0; k < rounds; k++) results.push(printRound(await round(temporal, n, decisions, values.raw, rate, warmupS)));
+      for (let k = 0; k < rounds; k++) results.push(printRound(await round(temporal, n, decisions, values.raw, rate, warmupS, inFlight)));
       if (rate && n === 50) {
         // Every counted decision of every round in one reading: a round that misses is not outvoted.
         const sum = (f: (r: Round) => number) => results.reduce((t, r) => t + f(r), 0);
@@ -209,6 +228,24 @@ async function main(): Promise<void> {
   } finally {
     await temporal.close();
   }
+}
+
+/**
+ * Workflow tasks completed and updates accepted over all runs of the node's ledger: the server
+ * hands the updates that arrive while a task is out to the next one, so at capacity one task
+ * carries several, up to what is in flight.
+ */
+async function ledgerTasks(temporal: TestTemporal, node: string): Promise<Round['tasks']> {
+  const out = { completed: 0, updates: 0 };
+  const workflowId = workflowIds.ledger(node, GPU.role);
+  for await (const run of temporal.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+    const history = await temporal.client.workflow.getHandle(workflowId, run.runId).fetchHistory();
+    for (const e of history.events ?? []) {
+      if (e.workflowTaskCompletedEventAttributes) out.completed += 1;
+      if (e.workflowExecutionUpdateAcceptedEventAttributes) out.updates += 1;
+    }
+  }
+  return out;
 }
 
 /** Prints a round's line; returns the round. */
@@ -227,6 +264,8 @@ function printRound(r: Round): Round {
   ].join(' ');
   console.log(r.firstFailure ? `${line}   first failure: ${r.firstFailure}` : line);
   console.log(cpuLine('', [r]));
+  const { completed, updates } = r.tasks;
+  console.log(`  workflow tasks: ${completed} for ${updates} updates, ${(updates / completed).toFixed(2)} updates a task`);
   return r;
 }
 
