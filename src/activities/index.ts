@@ -17,6 +17,8 @@ import type {
   LedgerPhaseArgs,
   LedgerReleaseArgs,
   LedgerReleaseResult,
+  LedgerStartSlotAnswer,
+  LedgerStartSlotArgs,
   LedgerStopAnswer,
   LedgerStopArgs,
   LedgerVictimArgs,
@@ -212,6 +214,10 @@ export function createActivities(deps: ActivityDeps) {
 
     async ledgerAbortEviction(input: { node: string; gpu: GpuSpec; args: LedgerAbortArgs; updateId: string }): Promise<LedgerState> {
       return deps.ledger.abortEviction(input.node, input.gpu, input.args, input.updateId);
+    },
+
+    async ledgerStartSlot(input: { node: string; gpu: GpuSpec; args: LedgerStartSlotArgs; updateId: string }): Promise<LedgerStartSlotAnswer> {
+      return deps.ledger.startSlot(input.node, input.gpu, input.args, input.updateId);
     },
 
     async ledgerBeginStop(input: { node: string; gpu: GpuSpec; args: LedgerStopArgs; updateId: string }): Promise<LedgerStopAnswer> {

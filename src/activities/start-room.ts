@@ -10,6 +10,8 @@ import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort } from '../adapters/ledger/port';
 import { containerName } from '../domain/serve';
 import { startRoom } from '../domain/start-room';
+import { serveProcessesOf } from '../domain/vram-release';
+import type { OwnDraw } from '../domain/physical';
 import type { RoomFacts, StartRoom } from '../domain/start-room';
 import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
@@ -55,6 +57,25 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
   };
 
   return {
+    /**
+     * A started serve's draw by its own processes: its container's pids (docker top) against
+     * nvidia-smi's compute processes on its GPU. Why not, where they cannot say (no process list,
+     * pids hidden, per-process MiB not reported): the measure then takes the whole GPU's delta.
+     */
+    async measureOwnProcesses(input: { node: string; serve: string; gpuUuid: string }): Promise<OwnDraw> {
+      const probe = deps.gpu;
+      if (!probe) return { unread: 'no nvidia-smi on this worker' };
+      const container = containerName(input.node, input.serve);
+      const [apps, pids] = await Promise.all([probe.computeApps({ refusalThrows: true }).catch(why), pidsOf(input.node, [input.serve])]);
+      if ('unread' in apps) return apps;
+      const mine = pids[input.serve];
+      if (!mine || 'unread' in mine) return { unread: mine?.unread ?? 'its pids were not read' };
+      const own = serveProcessesOf(container, mine, apps, input.gpuUuid);
+      if (own.unseen) return { unread: own.unseen };
+      if (own.onGpu.some((p) => p.usedMib === null)) return { unread: 'nvidia-smi reports no per-process MiB ([N/A])' };
+      return { mib: own.onGpu.reduce((sum, p) => sum + (p.usedMib ?? 0), 0), pids: own.onGpu.map((p) => p.pid) };
+    },
+
     /**
      * Before a cold start's container: the GPU's reading (the baseline the measured delta is taken
      * from, `maxAgeMs` as measureGpu's), and whether the card holds what the ledger commits on it,

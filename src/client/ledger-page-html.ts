@@ -132,6 +132,7 @@ function gpuCard(l, links) {
   const card = el('section', { class: 'gpu', 'data-gpu-role': l.gpuRole }, el('h3', {}, 'gpu_role ' + l.gpuRole + ' ', el('small', { text: l.gpuUuid })));
   if (l.reconciling) card.append(el('p', { class: 'warn', text: 'reconciling with the running containers: these figures are not the truth yet' }));
   if (l.lostRunNote) card.append(el('p', { class: 'warn', 'data-note': 'lost-run-unread', text: l.lostRunNote }));
+  if (l.startSlotNote) card.append(el('p', { 'data-note': 'start-slot', text: l.startSlotNote }));
   card.append(bar);
   if (l.physical) {
     const p = l.physical;

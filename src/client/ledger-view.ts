@@ -1,7 +1,7 @@
 // What `gpures ledger --json` prints for this node, and the ledger page shows: each GPU's ledger
 // with its totals, the leases its serves hold, and beside it what nvidia-smi sees on this box.
 // One reading for both, so the page's figures are the CLI's.
-import { lostRunUnreadText, totals } from '../domain/ledger';
+import { lostRunUnreadText, startSlotText, totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import { leaseText } from '../domain/lease';
 import type { LeaseView } from '../domain/lease';
@@ -73,7 +73,12 @@ export function localLedger(ledgers: readonly LedgerState[], leases: ReadonlyMap
 /** A ledger as --json prints it: its reservations with the totals a person reads in its text. */
 export function ledgerJson(l: LedgerState) {
   // The note in the operator's words too, for the page (the same as `gpures ledger` prints).
-  return { ...l, ...totals(l), ...(l.lostRunUnread ? { lostRunNote: lostRunUnreadText(l.lostRunUnread) } : {}) };
+  return {
+    ...l,
+    ...totals(l),
+    ...(l.lostRunUnread ? { lostRunNote: lostRunUnreadText(l.lostRunUnread) } : {}),
+    ...(l.startSlot ? { startSlotNote: startSlotText(l.startSlot) } : {}),
+  };
 }
 
 /** A row as `gpures ledger --json` prints it. */

@@ -10,7 +10,7 @@ import { gpuSpecProblems, isRecord, show } from './inputs';
 export const FENCE_STEP_NAMES = ['start', 'started', 'wake', 'sleep', 'stop'] as const;
 export type FenceStep = (typeof FENCE_STEP_NAMES)[number];
 
-export type LedgerUpdateName = 'admit' | 'acquire' | 'victimReleased' | 'abortEviction' | 'beginStop' | 'fence' | 'setPhase' | 'release';
+export type LedgerUpdateName = 'admit' | 'acquire' | 'victimReleased' | 'abortEviction' | 'beginStop' | 'fence' | 'setPhase' | 'release' | 'startSlot';
 
 type Check = (v: unknown) => string | undefined;
 type Field = { check: Check; required?: boolean };
@@ -98,6 +98,13 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
   release: {
     serve: { check: serveName, required: true },
     holder: { check: runId },
+  },
+  startSlot: {
+    serve: { check: serveName, required: true },
+    holder: { check: runId, required: true },
+    take: { check: boolean, required: true },
+    startTimeoutS: { check: bounded('startTimeoutS') },
+    takeOverFrom: { check: runId },
   },
 };
 

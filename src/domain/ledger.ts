@@ -1,6 +1,7 @@
 // Ledger arithmetic for one GPU: pure functions over a JSON-safe state, so the ledger workflow
 // can carry the state across continue-as-new and the CLI can render a snapshot it received.
 import type { ServeClass, SleepEviction } from './types';
+import type { StartSlot } from './start-slot';
 
 /**
  * admitted: reservation held, container being brought up by its holder.
@@ -82,6 +83,8 @@ export interface LedgerState {
    * may be missing. `told` once an operation's answer has carried it (its step log says it).
    */
   lostRunUnread?: LostRunUnread;
+  /** The run starting (or waking) a serve on the GPU now: one cold start at a time (src/domain/start-slot.ts). */
+  startSlot?: StartSlot;
 }
 
 export interface LostRunUnread {
@@ -317,6 +320,11 @@ export function ledgerFreeText(state: LedgerState, t: LedgerTotals = totals(stat
   );
 }
 
+/** The GPU's start slot as `gpures ledger`, its page and an operation's ledger lines print it. */
+export function startSlotText(s: StartSlot): string {
+  return `start slot: ${s.serve} is starting (${s.holder}) since ${new Date(s.sinceMs).toISOString()}`;
+}
+
 /** Renders the ledger exactly as the field reports print it. */
 export function formatLedger(state: LedgerState): string[] {
   const t = totals(state);
@@ -324,5 +332,6 @@ export function formatLedger(state: LedgerState): string[] {
     `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, committed ${t.committedMib} MiB${heldAndFree(state, t)}`,
     ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${phaseLabel(state, r)})`),
     ...(state.lostRunUnread ? [`note: ${lostRunUnreadText(state.lostRunUnread)}`] : []),
+    ...(state.startSlot ? [startSlotText(state.startSlot)] : []),
   ];
 }

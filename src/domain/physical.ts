@@ -58,13 +58,26 @@ export function formatPhysical(t: PhysicalTruth): string[] {
   return lines;
 }
 
-/** A serve's measured device delta against its reservation; a warning when it draws more. */
-export function formatMeasuredDelta(serve: string, deltaMib: number, vramMib: number): { line: string; exceeds: boolean } {
+/**
+ * A serve's measured draw against its reservation; a warning when it draws more. `how`: the
+ * evidence, the whole GPU's device delta unless said (its own processes' MiB since start-slot).
+ */
+export function formatMeasuredDelta(serve: string, deltaMib: number, vramMib: number, how = 'device delta'): { line: string; exceeds: boolean } {
   const exceeds = deltaMib > vramMib;
   return {
     exceeds,
     line: exceeds
-      ? `warning: ${serve} measured ${deltaMib} MiB device delta, ${deltaMib - vramMib} MiB above its ${vramMib} MiB reservation`
-      : `${serve} measured ${deltaMib} MiB device delta, inside its ${vramMib} MiB reservation`,
+      ? `warning: ${serve} measured ${deltaMib} MiB ${how}, ${deltaMib - vramMib} MiB above its ${vramMib} MiB reservation`
+      : `${serve} measured ${deltaMib} MiB ${how}, inside its ${vramMib} MiB reservation`,
   };
+}
+
+/** What a started serve's own processes hold on its GPU (docker top's pids against nvidia-smi's list), or why they could not say. */
+export type OwnDraw = { mib: number; pids: number[] } | { unread: string };
+
+/** How a measure line names its evidence: its own processes, or the whole GPU and why not its own. */
+export function measuredHow(own: OwnDraw | undefined): string {
+  if (!own) return 'device delta';
+  if ('unread' in own) return `device delta (the whole GPU: its own processes could not say: ${own.unread})`;
+  return `by its own processes (pid ${own.pids.join(', ')})`;
 }

@@ -28,6 +28,8 @@ export const Failure = {
    * ledger commits there plus what is held outside the ledger (src/domain/start-room.ts).
    */
   GpuRoomShort: 'GpuRoomShort',
+  /** Another start held the GPU's start slot past its own start timeout and margin (src/domain/start-slot.ts). */
+  StartSlotBusy: 'StartSlotBusy',
   /** A compensation kept a reservation: its container still runs (its removal failed), so its MiB are not given back. */
   ContainerStillRunning: 'ContainerStillRunning',
   /** vLLM's /sleep refused or failed: the eviction falls back to stopping the victim. */

@@ -14,6 +14,7 @@ export const LEDGER_HANDLERS = {
   setPhase:
     "Moves a reservation's phase (admitted, running, stopping, evicting, sleeping…) for the run that holds it (sent by the operations; changes the ledger).",
   release: "Frees a serve's reservation once its container is down (sent by `serves down` and compensations; changes the ledger).",
+  startSlot: "Takes or gives back the GPU's start slot: one cold start or wake at a time on the card (sent by the operations; changes the ledger).",
 } as const;
 
 export const LEASE_HANDLERS = {

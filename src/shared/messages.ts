@@ -8,6 +8,7 @@ import type { GpuSpec } from '../domain/types';
 import type { AbandonRefusal } from '../domain/abandon';
 import type { ResidencyWindow, Victim } from '../domain/eviction';
 import type { StopDecision, StopRequest } from '../domain/fence';
+import type { StartSlotDecision, StartSlotRequest } from '../domain/start-slot';
 import type { LiveProgress } from './progress';
 
 export interface LedgerAdmitArgs extends AdmitRequest {
@@ -79,6 +80,9 @@ export interface LedgerFenceAnswer extends LedgerAnswer {
   serve: string;
   phase: ReservationPhase;
 }
+/** A cold start takes the GPU's start slot before it creates or wakes its container, and gives it back once measured. */
+export type LedgerStartSlotArgs = StartSlotRequest;
+export type LedgerStartSlotAnswer = StartSlotDecision & LedgerAnswer;
 /** What setPhase, victimReleased and abortEviction answer. */
 export interface LedgerChangeAnswer extends LedgerAnswer {
   serve: string;
@@ -146,6 +150,7 @@ export const victimReleasedUpdate = defineUpdate<LedgerChangeAnswer, [LedgerVict
 export const abortEvictionUpdate = defineUpdate<LedgerChangeAnswer, [LedgerAbortArgs]>('abortEviction');
 export const beginStopUpdate = defineUpdate<LedgerStopAnswer, [LedgerStopArgs]>('beginStop');
 export const fenceUpdate = defineUpdate<LedgerFenceAnswer, [LedgerFenceArgs]>('fence');
+export const startSlotUpdate = defineUpdate<LedgerStartSlotAnswer, [LedgerStartSlotArgs]>('startSlot');
 /** One step of an operation as it completed: what the CLI prints and the audit report reads. */
 export interface StepRecord {
   step: string;

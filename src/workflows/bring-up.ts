@@ -7,7 +7,7 @@ import type { GpuReading, ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { evictionOutlook } from '../domain/eviction';
 import type { LedgerState } from '../domain/ledger';
-import { formatMeasuredDelta, RECENT_READING_MS } from '../domain/physical';
+import { formatMeasuredDelta, measuredHow, RECENT_READING_MS } from '../domain/physical';
 import { noRoomMessage, roomLine } from '../domain/start-room';
 import { cancelHint, holderOf } from '../domain/fence';
 import type { OwnContainer } from '../domain/fence';
@@ -21,6 +21,7 @@ import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { disowned, giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
 import { StepLog } from './step-log';
+import { giveStartSlot, takeStartSlot } from './start-slot';
 import type { BringUpInput, BringUpResult } from '../shared/operations';
 
 /** This run's fencing token. */
@@ -136,6 +137,8 @@ export async function startServe(
   alsoNotOurs?: () => void,
 ): Promise<StartedServe> {
   const { node, serve, gpu } = resolved;
+  // Before the room check: the card is read for room and baseline with no other start on it.
+  await takeStartSlot(resolved, runHolder(), saga, log);
   const gpuBefore = await roomToStart(resolved, log, baselineMaxAgeMs);
 
   log.begin('start');
@@ -213,6 +216,8 @@ export async function wakeOrRestart(
   const own: OwnContainer = { holder: runHolder(), id: container.id };
   saga.own = own;
   const withdrawRemoval = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, { own }));
+  // A wake allocates on the card as a start does: one at a time, its room read with none beside it.
+  await takeStartSlot(resolved, own.holder, saga, log);
   const notOurs = () => {
     withdrawRemoval();
     alsoNotOurs?.();
@@ -289,6 +294,7 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 
   // A wake's delta is only what its sleep gave back: not measured.
   const measuredDeltaMib = usedBeforeMib !== undefined ? await measureDelta(resolved, usedBeforeMib, log) : undefined;
+  await giveStartSlot(resolved, holder, saga);
   const readmittedTier = serve.routerTier ? await readmit(resolved, serve.routerTier, saga, log) : undefined;
 
   log.begin('running');
@@ -305,7 +311,7 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 }
 
 /** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */
-async function measureDelta({ serve, gpu }: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
+async function measureDelta({ node, serve, gpu }: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
   log.begin('measure');
   let gpuAfter;
   try {
@@ -319,8 +325,11 @@ async function measureDelta({ serve, gpu }: ResolvedServe, usedBeforeMib: number
     return undefined;
   }
   if (!gpuAfter) return undefined;
-  const delta = gpuAfter.usedMib - usedBeforeMib;
-  log.record('measure', formatMeasuredDelta(serve.name, delta, serve.vramMib).line);
+  // Since start-slot, by its own processes where they can say: a whole-GPU delta counts whatever
+  // else moved on the card meanwhile (a stop, a process outside the ledger).
+  const own = patched(PATCHES.startSlot) ? await act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid }) : undefined;
+  const delta = own && 'mib' in own ? own.mib : gpuAfter.usedMib - usedBeforeMib;
+  log.record('measure', formatMeasuredDelta(serve.name, delta, serve.vramMib, measuredHow(own)).line);
   return delta;
 }
 

@@ -21,6 +21,7 @@ import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEvict
 import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWay, ownRunningAtStart, pendingSleeperMib } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
+import { decideStartSlot, slotGivenBy } from '../domain/start-slot';
 import type { LedgerUpdateName } from '../domain/ledger-requests';
 import { Failure, Transient } from '../shared/failures';
 import {
@@ -32,6 +33,7 @@ import {
   releaseUpdate,
   setPhaseUpdate,
   snapshotQuery,
+  startSlotUpdate,
   victimReleasedUpdate,
 } from '../shared/messages';
 import type {
@@ -46,6 +48,7 @@ import type {
   LedgerPhaseArgs,
   LedgerReleaseAnswer,
   LedgerReleaseArgs,
+  LedgerStartSlotArgs,
   LedgerStopArgs,
   LedgerVictimArgs,
 } from '../shared/messages';
@@ -80,6 +83,7 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   setHandler(fenceUpdate, whenReady(ledger.fence), { validator: ledger.validateFence, description: said.fence });
   setHandler(setPhaseUpdate, whenReady(ledger.setPhase), { validator: ledger.validateSetPhase, description: said.setPhase });
   setHandler(releaseUpdate, whenReady(ledger.release), { validator: ledger.validateRelease, description: said.release });
+  setHandler(startSlotUpdate, whenReady(ledger.startSlot), { validator: ledger.validateStartSlot, description: said.startSlot });
 
   if (!ledger.ready) {
     // A ledger started afresh (first use, or after its workflow was terminated) would otherwise
@@ -397,6 +401,8 @@ class GpuLedger {
     // Again here: a history recorded before reconcilingRefusal may hold an update accepted while the ledger reconciled.
     this.releaseCheck(args);
     const { serve, holder } = args;
+    // A run's release (its compensation's, its serve's someone else's or not) gives back its start slot too: its start has ended.
+    this.state = slotGivenBy(this.state, holder);
     const held = activeReservation(this.state, serve);
     if (holder !== undefined) {
       const by = held ? (operationUnderWay(this.state, held)?.holder ?? held.holder) : undefined;
@@ -407,6 +413,17 @@ class GpuLedger {
     if (held?.phase === 'pending') this.state = applyEvictionAborted(this.state, serve);
     this.state = withoutReservation(this.state, serve);
     return this.answer({ released: held !== undefined, vramMib: held?.vramMib ?? 0 });
+  };
+
+  // ---- the start slot -----------------------------------------------------------------------------
+
+  validateStartSlot = (args: LedgerStartSlotArgs): void => this.accept('startSlot', args);
+
+  /** Workflow time: the slot's since is the same instant when this update replays. */
+  startSlot = (args: LedgerStartSlotArgs) => {
+    const { decision, state } = decideStartSlot(this.state, args, Date.now());
+    this.state = state;
+    return this.brief(decision);
   };
 }
 

@@ -363,5 +363,12 @@ export const PATCHES = {
    * after: start-room-refused.json (recorded by test/start-room-box.test.ts with GPURES_SAVE_HISTORIES=DIR).
    */
   startRoomChecked: 'start-room-checked',
+  /**
+   * A cold start or a wake takes its GPU's start slot in the ledger before its room check and its
+   * container's create (or the wake), waiting while another start holds it, and gives it back once
+   * measured (src/workflows/start-slot.ts). Asked by every cold start and wake since. Before: every
+   * other recording; after: start-slot-waited.json (recorded by test/start-slot.test.ts).
+   */
+  startSlot: 'start-slot',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

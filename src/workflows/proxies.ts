@@ -98,7 +98,7 @@ export function reads(): Pick<typeof act, 'resolveServe' | 'ledgerSnapshot' | 'i
 /** The proxy an Update of the ledger on an operation's way through goes through, as reads() chooses. */
 export function ledgerUpdates(): Pick<
   typeof act,
-  'ledgerAdmit' | 'ledgerAcquire' | 'ledgerSetPhase' | 'ledgerVictimReleased' | 'ledgerRelease' | 'ledgerBeginStop'
+  'ledgerAdmit' | 'ledgerAcquire' | 'ledgerSetPhase' | 'ledgerVictimReleased' | 'ledgerRelease' | 'ledgerBeginStop' | 'ledgerStartSlot'
 > {
   return patched(PATCHES.localSteps) ? local : act;
 }

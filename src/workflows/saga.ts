@@ -17,6 +17,8 @@ export class Saga {
   fenceRefused = false;
   /** The container the run started or woke (its id once known): what its compensations may stop, remove or take out of rotation. */
   own?: OwnContainer;
+  /** The GPU's start slot (start-slot.ts): whether the run holds it, and how many takes it has asked (each Update's id). */
+  readonly startSlot = { held: false, asks: 0 };
 
   /** Returns a function that withdraws the compensation once it no longer applies. */
   add(name: string, run: () => Promise<unknown>): () => void {

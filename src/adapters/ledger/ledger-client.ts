@@ -21,6 +21,8 @@ import type {
   LedgerPhaseArgs,
   LedgerReleaseArgs,
   LedgerReleaseResult,
+  LedgerStartSlotAnswer,
+  LedgerStartSlotArgs,
   LedgerStopAnswer,
   LedgerStopArgs,
   LedgerVictimArgs,
@@ -31,6 +33,7 @@ import {
   acquireUpdate,
   admitUpdate,
   beginStopUpdate,
+  startSlotUpdate,
   fenceUpdate,
   releaseUpdate,
   setPhaseUpdate,
@@ -244,6 +247,11 @@ export class LedgerClient implements LedgerPort {
   /** Rejected (ReservationLost, non-retryable) unless the run still holds the serve as admitted. */
   fence(node: string, gpu: GpuSpec, args: LedgerFenceArgs, updateId: string): Promise<LedgerFenceAnswer> {
     return this.update(node, gpu, fenceUpdate, args, updateId);
+  }
+
+  /** Taken, or who holds the GPU's start slot; a give by a run that does not hold it changes nothing. */
+  startSlot(node: string, gpu: GpuSpec, args: LedgerStartSlotArgs, updateId: string): Promise<LedgerStartSlotAnswer> {
+    return this.update(node, gpu, startSlotUpdate, args, updateId);
   }
 
   /** The state of a ledger that just answered an update: running, so no start and no reconcile wait. */

@@ -14,6 +14,8 @@ import type {
   LedgerPhaseArgs,
   LedgerReleaseArgs,
   LedgerReleaseResult,
+  LedgerStartSlotAnswer,
+  LedgerStartSlotArgs,
   LedgerStopAnswer,
   LedgerStopArgs,
   LedgerVictimArgs,
@@ -30,6 +32,8 @@ export interface LedgerPort {
   beginStop(node: string, gpu: GpuSpec, args: LedgerStopArgs, updateId: string): Promise<LedgerStopAnswer>;
   /** Rejected (ReservationLost, non-retryable) unless the run still holds the serve as admitted. */
   fence(node: string, gpu: GpuSpec, args: LedgerFenceArgs, updateId: string): Promise<LedgerFenceAnswer>;
+  /** Taken, or who holds the GPU's start slot; a give by a run that does not hold it changes nothing. */
+  startSlot(node: string, gpu: GpuSpec, args: LedgerStartSlotArgs, updateId: string): Promise<LedgerStartSlotAnswer>;
   /** The ledger as it stands, once it has reconciled with the running containers (within reconcileTimeoutMs). */
   snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs?: number): Promise<LedgerState>;
   /**

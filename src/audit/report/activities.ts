@@ -4,16 +4,19 @@
 // this code does not know is shown as compact JSON. Where a line states what a workflow's step
 // also states (a stop, a readmit, a release), it is worded by src/shared/wording.ts, as there.
 import { freeText, totals } from '../../domain/ledger';
+import { measuredHow } from '../../domain/physical';
+import type { OwnDraw } from '../../domain/physical';
 import { roomLine } from '../../domain/start-room';
 import type { StartRoom } from '../../domain/start-room';
 import type { LedgerState } from '../../domain/ledger';
 import type { StopDecision } from '../../domain/fence';
-import type { AcquireDecision, LedgerAbortArgs, LedgerPhaseArgs, LedgerReleaseArgs, LedgerVictimArgs } from '../../shared/messages';
+import type { AcquireDecision, LedgerAbortArgs, LedgerPhaseArgs, LedgerReleaseArgs, LedgerStartSlotArgs, LedgerVictimArgs } from '../../shared/messages';
 import {
   abortEvictionUpdate,
   acquireUpdate,
   admitUpdate,
   beginStopUpdate,
+  startSlotUpdate,
   fenceUpdate,
   releaseUpdate,
   setPhaseUpdate,
@@ -95,6 +98,13 @@ function releaseLine(released: unknown, vramMib: unknown): string {
   return typeof vramMib === 'number' ? bringDown.released(vramMib, false) : `released ${txt(vramMib)} MiB`;
 }
 
+/** A take of the GPU's start slot: taken, or who held it. */
+function slotAnswerLine(taken: unknown, heldBy: unknown): string {
+  if (taken === true) return 'start slot taken';
+  const h = obj(heldBy);
+  return h ? `start slot held by ${txt(h['serve'])} (${txt(h['holder'])})` : 'start slot not held';
+}
+
 /** Activities whose result says enough as JSON. */
 const asJson = (): undefined => undefined;
 
@@ -128,6 +138,8 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   ledgerAcquire: (r) => (r ? decisionLine(r.decision) : undefined),
   ledgerRelease: (r) => (r ? releaseLine(r.released, r.vramMib) : undefined),
   ledgerBeginStop: asJson,
+  measureOwnProcesses: (r) => (r ? measuredHow(r as OwnDraw) : undefined),
+  ledgerStartSlot: (r) => (r ? slotAnswerLine(r.taken, 'heldBy' in r ? r.heldBy : undefined) : undefined),
   reconcileLedger: asJson,
   endOperation: asJson,
   preflightEviction: (r) => {
@@ -275,6 +287,12 @@ const UPDATE_SUMMARIES: Record<string, ((request: Obj | undefined, result: Obj |
   },
   [fenceUpdate.name]: (_req, res, tail) => `${txt(res?.['serve'])} still held by this run (${txt(res?.['phase'])})${tail}`,
   [beginStopUpdate.name]: (_req, res, tail) => `${stopLine(res)}${tail}`,
+  [startSlotUpdate.name]: (request, res, tail) => {
+    const req = request as Loose<LedgerStartSlotArgs> | undefined;
+    return req?.take === false
+      ? `start slot given back by ${txt(req.serve)}${tail}`
+      : `${txt(req?.serve)}: ${slotAnswerLine(res?.['taken'], res?.['heldBy'])}${tail}`;
+  },
   [abortEvictionUpdate.name]: (request, _res, tail) => `eviction for ${txt((request as Loose<LedgerAbortArgs> | undefined)?.acquirer)} abandoned${tail}`,
 };
 

@@ -1,0 +1,88 @@
+// A cold start's (or a wake's) hold on its GPU's start slot (src/domain/start-slot.ts): taken
+// before the room check and the container's create, so the card is read, profiled by vLLM and
+// measured with no other start on it; given back once the serve is measured. The ledger answers a
+// take at once, taken or held by whom: a start that finds it held waits on durable timers and asks
+// again, instead of an Update held open in the ledger (its caller is a local activity with a 30 s
+// timeout, retried, and a held Update would keep the ledger's handlers unfinished across its
+// continue-as-new). Behind start-slot: runs from before replay without it.
+import { ApplicationFailure, patched, sleep } from '@temporalio/workflow';
+import type { ResolvedServe } from '../shared/contracts';
+import { slotLine, slotPollMs, slotWaitBoundMs } from '../domain/start-slot';
+import type { StartSlot } from '../domain/start-slot';
+import { Failure } from '../shared/failures';
+import { PATCHES } from './patches';
+import { ledgerUpdates, waiting } from './proxies';
+import type { Saga } from './saga';
+import type { StepLog } from './step-log';
+
+/** How often a waiting start asks Temporal whether the slot's holder still runs (a terminated run never gives it back). */
+const HOLDER_CHECK_MS = 30_000;
+/** The status read's own bound. */
+const HOLDER_STATUS_S = 30;
+
+/**
+ * Takes the GPU's start slot for `holder`, waiting while another start holds it, at most that
+ * start's own timeout plus a margin from when it took it. A holder whose run has ended (failed,
+ * terminated, cancelled without giving it back) is taken over. Recorded as a step only when it
+ * waited. The saga's `release reservation` gives the slot back with the reservation.
+ */
+export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga, log: StepLog): Promise<void> {
+  if (saga.startSlot.held || !patched(PATCHES.startSlot)) return;
+  const began = Date.now();
+  let takeOverFrom: string | undefined;
+  let checkedAt = Number.NEGATIVE_INFINITY;
+  let waitedFor: StartSlot | undefined;
+  for (let asked = 0; ; asked++) {
+    const ask = saga.startSlot.asks++;
+    const a = await ledgerUpdates().ledgerStartSlot({
+      node,
+      gpu,
+      args: { serve: serve.name, holder, take: true, startTimeoutS: serve.startTimeoutS, ...(takeOverFrom ? { takeOverFrom } : {}) },
+      updateId: `${holder}/start-slot/${ask}`,
+    });
+    if (a.taken) {
+      saga.startSlot.held = true;
+      if (waitedFor)
+        log.record(
+          'slot',
+          `start slot taken on ${gpu.role} after ${Math.round((Date.now() - began) / 1000)} s${takeOverFrom ? ` (${takeOverFrom} had ended holding it)` : ''}`,
+        );
+      return;
+    }
+    const slot = a.heldBy;
+    if (!slot) continue;
+    if (waitedFor?.holder !== slot.holder) {
+      waitedFor = slot;
+      log.begin('slot');
+      log.record('slot', `${slotLine(slot, gpu.role, Date.now())}; waiting`);
+      checkedAt = Number.NEGATIVE_INFINITY;
+    }
+    if (Date.now() - checkedAt >= HOLDER_CHECK_MS) {
+      checkedAt = Date.now();
+      const end = await waiting(HOLDER_STATUS_S).endOperation({ holder: slot.holder, timeoutS: HOLDER_STATUS_S, mode: 'status' });
+      if (end.outcome !== 'running') {
+        takeOverFrom = slot.holder;
+        continue;
+      }
+    }
+    const boundMs = slotWaitBoundMs(slot);
+    if (Date.now() - slot.sinceMs >= boundMs) {
+      throw ApplicationFailure.create({
+        type: Failure.StartSlotBusy,
+        message:
+          `${slotLine(slot, gpu.role, Date.now())}, past its start timeout (${slot.startTimeoutS} s) and margin: ` +
+          `${serve.name} was not started; bring it up again once that start has ended`,
+        nonRetryable: true,
+      });
+    }
+    log.begin('slot');
+    await sleep(Math.min(slotPollMs(asked), Math.max(1, slot.sinceMs + boundMs - Date.now())));
+  }
+}
+
+/** Gives the slot back once the serve is measured (or woken and healthy): the next start on the GPU may go. */
+export async function giveStartSlot({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga): Promise<void> {
+  if (!saga.startSlot.held) return;
+  await ledgerUpdates().ledgerStartSlot({ node, gpu, args: { serve: serve.name, holder, take: false }, updateId: `${holder}/start-slot/give` });
+  saga.startSlot.held = false;
+}
