@@ -11,6 +11,7 @@ import { buildApi, MIN_API_TOKEN_CHARS } from '../src/client/api';
 import { parseManifest } from '../src/config/manifest';
 import { fetchHistoryJson } from '../src/audit/export';
 import { buildReport } from '../src/audit/report';
+import { WORD_JOINER } from '../src/domain/markdown';
 import { SEARCH_ATTRIBUTES } from '../src/shared/run-tags';
 import { NODE_ANSWER_MS, taskQueueFor, workflowIds } from '../src/shared/messages';
 import { gpures, show } from './support/cli';
@@ -360,7 +361,7 @@ describe('acquisition API against a real dev server', () => {
       assert.equal(report.workflow.startedBy.caller, 'API');
       assert.match(report.workflow.startedBy.identity, /^gpures-api\/\d+@/);
       const d = await temporal.client.workflow.getHandle(id, runId).describe();
-      assert.equal(await d.staticSummary(), `serves up comfyui-sim -\\-evict (acquisition API) on ${parsed.manifest.node}`);
+      assert.equal((await d.staticSummary())?.replaceAll(WORD_JOINER, ''), `serves up comfyui-sim --evict (acquisition API) on ${parsed.manifest.node}`);
       assert.equal(d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.operation), 'serves up');
       assert.equal(d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.serve), 'comfyui-sim');
     } finally {

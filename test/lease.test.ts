@@ -17,6 +17,7 @@ import type { GpuSpec } from '../src/domain/types';
 import type { LedgerState } from '../src/domain/ledger';
 import type { BringDownResult } from '../src/shared/operations';
 import { containerName } from '../src/domain/serve';
+import { WORD_JOINER } from '../src/domain/markdown';
 
 /**
  * The worker's ledger, which can hold a lease's read of it: what the lease saw stays what it saw
@@ -148,7 +149,7 @@ describe('leases', () => {
       });
     }
     const down = await t.temporal.client.workflow.getHandle(workflowIds.bringDown(t.node, 'comfyui-sim')).describe();
-    assert.equal(await down.staticSummary(), `serves down comfyui-sim -\\-restore (lease expired) on ${t.node}`);
+    assert.equal((await down.staticSummary())?.replaceAll(WORD_JOINER, ''), `serves down comfyui-sim --restore (lease expired) on ${t.node}`);
     const times = await leaseTimes(t.temporal.client, t.node, 'comfyui-sim');
     const late = (times.downInitiatedAtMs ?? NaN) - view.expiresAtEpochMs;
     console.log(`  fixed lease: serves down asked ${(late / 1000).toFixed(2)} s after the expiry`);

@@ -19,7 +19,7 @@ import { path } from '../src/audit/report/read';
 import { registerSearchAttributes } from '../src/client/search-attributes';
 import { waitForServer } from '../src/dev/dev-server';
 import { DEV_SERVER } from '../src/dev/toolchain';
-import { literalMarkdown } from '../src/domain/markdown';
+import { literalMarkdown, WORD_JOINER } from '../src/domain/markdown';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from './support/box';
 import { freePort, installTestRuntime, temporalCliPath } from './support/temporal';
@@ -31,8 +31,8 @@ import type { TestWorker } from './support/worker';
 describe('literalMarkdown', () => {
   test('escapes only what the markdown would change', () => {
     const cases: [string, string][] = [
-      ['serves up comfyui-sim --evict --force on primary-node', 'serves up comfyui-sim -\\-evict -\\-force on primary-node'],
-      ['a --- b', 'a -\\-\\- b'],
+      ['serves up comfyui-sim --evict --force on primary-node', 'serves up comfyui-sim -\u2060-evict -\u2060-force on primary-node'],
+      ['a --- b', 'a -\u2060-\u2060- b'],
       ['wait... or . . .', 'wait.\\.\\. or . \\. \\.'],
       ['(c) (TM) (r) (x)', '\\(c) \\(TM) \\(r) (x)'],
       ['1/2 and v1/2', '1&#47;2 and v1/2'],
@@ -51,7 +51,22 @@ describe('literalMarkdown', () => {
     ];
     for (const [text, escaped] of cases) assert.equal(literalMarkdown(text), escaped, text);
   });
+
+  test('an operation summary reads as typed where it is shown raw (temporal workflow describe)', () => {
+    // A terminal draws the word joiner as nothing; a backslash it draws.
+    for (const text of [
+      'serves up comfyui-sim --evict --force --lease 2 h on primary-node',
+      'serves down comfyui-sim --restore (lease expired) on primary-node',
+      'serves up vision --evict (acquisition API, for the router) on primary-node',
+    ])
+      assert.equal(shownRaw(literalMarkdown(text)), text);
+  });
 });
+
+/** What a terminal or a browser draws of a text: the word joiner is not drawn. */
+function shownRaw(text: string): string {
+  return text.replaceAll(WORD_JOINER, '');
+}
 
 /** `temporal server start-dev` with its UI and the project's dynamic config, but none of our search attributes. */
 async function startBareDevServer(): Promise<{ address: string; uiUrl: string; child: ChildProcess }> {
@@ -178,7 +193,7 @@ describe('the Temporal UI, on a namespace without the search attributes', () => 
       '1. item',
       '> quote',
     ];
-    for (const text of texts) assert.equal(await rendered(server.uiUrl, literalMarkdown(text)), text);
+    for (const text of texts) assert.equal(shownRaw(await rendered(server.uiUrl, literalMarkdown(text))), text);
     // The same texts as they were sent before: the UI made en dashes of `--evict`, and more.
     assert.equal(await rendered(server.uiUrl, texts[0] ?? ''), 'serves up comfyui-sim –evict –force –lease 2 h on primary-node');
     // What cannot be escaped: SmartyPants curls a straight quote however it is written.

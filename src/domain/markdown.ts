@@ -3,8 +3,16 @@
 // literalMarkdown escapes only what that renderer would change, so the text reads as written in
 // the UI and stays readable where it is shown raw (`temporal workflow describe`).
 //
+// Dashes are kept apart rather than escaped: a backslash before the second `-` showed in the raw
+// text (`temporal workflow describe` printed `serves up x -\-evict`), so the dashes of `--evict`
+// are kept apart by a word joiner (U+2060), which neither view shows and SmartyPants does not read
+// as a dash. A flag copied from either view carries it, as the escaped form carried its backslash.
+//
 // Straight quotes are the exception: that renderer curls every " and ', backslash-escaped or
 // written as an entity (test/summary-markdown.test.ts shows it), so the operator's words avoid them.
+
+/** Between two dashes: invisible, not a space (no line breaks there), and not a dash to SmartyPants. */
+export const WORD_JOINER = '\u2060';
 
 /** Always escaped: inline markup (code, emphasis, links, HTML, strikethrough) and the escape itself. */
 const ALWAYS = new Set(['\\', '`', '*', '[', ']', '<', '>', '~', '&', '|']);
@@ -27,7 +35,7 @@ function escapeLine(line: string): string {
     // An ordered list item at the start of a line: `1.` or `1)`.
     else if ((c === '.' || c === ')') && /^\d+$/.test(s.slice(0, i)) && (next === ' ' || next === undefined)) out += `\\${c}`;
     // Dashes: `--` and `---` become en and em dashes; a lone `-` is a hyphen, or a list item at the start.
-    else if (c === '-') out += prev === '-' || (i === 0 && (next === ' ' || next === undefined)) ? '\\-' : c;
+    else if (c === '-') out += i === 0 && (next === ' ' || next === undefined) ? '\\-' : prev === '-' ? `${WORD_JOINER}-` : c;
     // Ellipsis: `...` and `. . .`.
     else if (c === '.') out += prev === '.' || (prev === ' ' && s.charAt(i - 2) === '.') ? '\\.' : c;
     // (c), (r), (tm) become symbols.
