@@ -169,7 +169,7 @@ describe('on-demand acquisition with eviction on Docker', () => {
     assert.deepEqual(formatLedger(await ledger()), [
       "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB",
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, evicted for comfyui-sim)',
+      '  vision 12288 MiB (evictable, evicted for comfyui-sim): not committed',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
 

@@ -83,7 +83,7 @@ describe('on-demand acquisition with eviction', () => {
     assert.deepEqual(formatLedger(await ledger()), [
       "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB",
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, evicted for comfyui-sim)',
+      '  vision 12288 MiB (evictable, evicted for comfyui-sim): not committed',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
     const routed = await t.routed('vision');
@@ -188,7 +188,7 @@ describe('on-demand acquisition with eviction', () => {
     assert.equal(o.result.steps.find((s) => s.step === 'release vision')?.outcome, 'container was not running: its VRAM counts as released');
     assert.deepEqual(formatLedger(await ledger()).slice(1), [
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, evicted for comfyui-sim)',
+      '  vision 12288 MiB (evictable, evicted for comfyui-sim): not committed',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
     assert.equal((await t.routed('vision')).status, 503);
@@ -244,8 +244,8 @@ describe('on-demand acquisition with eviction', () => {
     assert.deepEqual(formatLedger(await ledger('heavy')), [
       "gpu_role 'heavy': capacity 20000 MiB, reserve 2000 MiB, committed 17000 MiB, free 1000 MiB",
       '  resident-h 5000 MiB (resident, running)',
-      '  batch-a 6000 MiB (evictable, evicted for render)',
-      '  batch-b 6000 MiB (evictable, evicted for render)',
+      '  batch-a 6000 MiB (evictable, evicted for render): not committed',
+      '  batch-b 6000 MiB (evictable, evicted for render): not committed',
       '  render 12000 MiB (on-demand, running)',
     ]);
     // The other card's ledger is untouched.

@@ -89,7 +89,7 @@ describe('audit report of recorded histories, no server', () => {
       ['plan', 'preflight', 'quiesce vision', 'drain vision', 'stop vision', 'release vision', 'start', 'health', 'identity', 'measure', 'running'],
     );
     // Recorded before an evicted entry kept whom it was evicted for: it reads plain 'evicted'.
-    assert.ok(r.ledger.after?.includes('  vision 12288 MiB (evictable, evicted)'), JSON.stringify(r.ledger.after));
+    assert.ok(r.ledger.after?.includes('  vision 12288 MiB (evictable, evicted): not committed'), JSON.stringify(r.ledger.after));
     assert.deepEqual(
       r.identity.map((i) => [i.serve, i.observed, i.ok]),
       [['comfyui-sim', ['comfyui-sim'], true]],

@@ -72,7 +72,7 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
     assert.match(evict.stderr, /^serves up comfyui-sim --evict: running, 8192 MiB committed on 'dark-fast'; evicted vision$/m);
     assert.ok(
       evict.stdout.endsWith(
-        `${[header(22528, 5471), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for comfyui-sim)', '  comfyui-sim 8192 MiB (on-demand, running)'].join('\n')}\n`,
+        `${[header(22528, 5471), '  fast 14336 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for comfyui-sim): not committed', '  comfyui-sim 8192 MiB (on-demand, running)'].join('\n')}\n`,
       ),
       show(evict),
     );

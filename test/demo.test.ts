@@ -17,7 +17,7 @@ test('gpures demo: every step of T013 matches the field report, and the closed l
     assert.equal(byWhat(3, 'victims'), 'vision');
     assert.equal(byWhat(3, 'eviction order'), 'quiesce vision → drain vision → stop vision → release vision');
     assert.equal(byWhat(3, 'committed'), '22528');
-    assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, evicted for comfyui-sim)');
+    assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, evicted for comfyui-sim): not committed');
     assert.equal(byWhat(3, 'routed vision request while evicted'), '503');
     assert.equal(byWhat(4, 'observed_model after readmit'), 'qwen3-vl-4b-instruct');
     assert.equal(byWhat(4, 'routed vision request after restore'), '200');
@@ -55,7 +55,7 @@ test('gpures demo: every step of T013 matches the field report, and the closed l
     const evicted = [
       header(22528, 5471),
       '    fast 14336 MiB (resident, running)',
-      '    vision 12288 MiB (evictable, evicted for comfyui-sim)',
+      '    vision 12288 MiB (evictable, evicted for comfyui-sim): not committed',
       '    comfyui-sim 8192 MiB (on-demand, running)',
     ];
     const blocks: string[][] = [];
@@ -66,7 +66,7 @@ test('gpures demo: every step of T013 matches the field report, and the closed l
     const onDemand = [
       header(26624, 1375),
       '    fast 14336 MiB (resident, running)',
-      '    vision 12288 MiB (evictable, evicted for chat-large)',
+      '    vision 12288 MiB (evictable, evicted for chat-large): not committed',
       '    chat-large 12288 MiB (on-demand, running)',
     ];
     assert.deepEqual(blocks, [fullResidentSet, fastAndVision, evicted, fastAndVision, fullResidentSet, onDemand, fastAndVision], lines.join('\n'));
@@ -84,7 +84,7 @@ test('gpures demo --sleep: vision is put to sleep and woken, not stopped and sta
     const byWhat = (step: number, what: string) => result.checks.find((c) => c.step === step && c.what === what)?.observed;
     assert.equal(byWhat(3, 'eviction order'), 'quiesce vision → drain vision → sleep vision → release vision');
     assert.equal(byWhat(3, 'committed'), '23128');
-    assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held)');
+    assert.equal(byWhat(3, 'vision in the ledger'), 'vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held): 600 MiB of it committed');
     assert.equal(byWhat(4, 'restored by'), 'waking');
     assert.equal(byWhat(6, 'restored by the lease'), 'vision');
     assert.equal(byWhat(6, 'restored by the lease by'), 'waking');

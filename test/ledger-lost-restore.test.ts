@@ -116,7 +116,10 @@ describe('a fresh ledger keeps the restore links of the one it replaces', () => 
       await evictedThenLedgerLost();
       // ondemand's container removed while no ledger runs (a crash, a hand on the box).
       await docker().getContainer(containerName(box().node, 'ondemand')).remove({ force: true });
-      assert.deepEqual(formatLedger(await ledger()).slice(1), ['  b 9000 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for ondemand)']);
+      assert.deepEqual(formatLedger(await ledger()).slice(1), [
+        '  b 9000 MiB (resident, running)',
+        '  vision 12288 MiB (evictable, evicted for ondemand): not committed',
+      ]);
       // Its take finds nothing and its release frees nothing; the restore goes by the ledger after the release.
       assertVisionRestored(await downRestoreSampled(), 'serves down ondemand: was not running, nothing to stop; restore: vision restored');
     }));
@@ -158,7 +161,7 @@ describe('a fresh ledger keeps the restore links of the one it replaces', () => 
         box().writeNvidiaSmiState({ heldPids: [] });
       }
       console.log(`  the fresh ledger with vision stopped: [${fresh.join(';')}]; the acquisition ${acquired}`);
-      assert.deepEqual(fresh, ['  b 9000 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for ondemand)']);
+      assert.deepEqual(fresh, ['  b 9000 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for ondemand): not committed']);
       // Its hold was the lost run's alone: refused at its start's fence, nothing of ondemand started.
       assert.match(
         acquired,

@@ -6,6 +6,7 @@ import type { AdmitRequest, LedgerState, Reservation } from '../src/domain/ledge
 import { withRestoreLinks } from '../src/domain/reconcile';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, evictionOutlook, planEviction } from '../src/domain/eviction';
 import type { ServeClass } from '../src/domain/types';
+import { ledgerJson } from '../src/client/ledger-view';
 
 const GPU = { role: 'dark-fast', uuid: 'GPU-1', capacityMib: 32607, reserveMib: 4608 };
 
@@ -71,7 +72,7 @@ describe('eviction planning', () => {
     assert.deepEqual(formatLedger(l), [
       "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB",
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, evicted for comfyui-sim)',
+      '  vision 12288 MiB (evictable, evicted for comfyui-sim): not committed',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
   });
@@ -169,7 +170,42 @@ describe('eviction by sleeping: the residual stays committed', () => {
     assert.equal(l.reservations.find((r) => r.serve === 'comfyui-sim')?.phase, 'admitted');
     // 14336 + 600 + 8192
     assert.deepEqual(totals(l), { budgetMib: 27999, committedMib: 23128, heldMib: 0, freeMib: 4871 });
-    assert.ok(formatLedger(l).includes('  vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held)'), formatLedger(l).join('\n'));
+    assert.ok(
+      formatLedger(l).includes('  vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held): 600 MiB of it committed'),
+      formatLedger(l).join('\n'),
+    );
+  });
+
+  test('gpures ledger: the lines add up to committed, an evicted serve and a sleeping one beside running ones', () => {
+    // The operator's sum: each line's MiB, or what its line says of it is committed.
+    const committedOf = (line: string): number => {
+      const m = /^ {2}\S+ (\d+) MiB \(.*\)(?:: (not committed|(\d+) MiB of it committed))?$/.exec(line);
+      assert.ok(m, line);
+      return m[2] === undefined ? Number(m[1]) : Number(m[3] ?? 0);
+    };
+    const evicted = withPhase(
+      applyVictimReleased(applyEvictionPlan(box(), acquirer, [{ serve: 'vision', vramMib: 12288 }]), 'vision', 'comfyui-sim'),
+      'comfyui-sim',
+      'running',
+    );
+    const asleep = withPhase(
+      applyVictimReleased(applyEvictionPlan(box(), acquirer, [{ serve: 'vision', vramMib: 12288, sleep: SLEEP }]), 'vision', 'comfyui-sim', 1),
+      'comfyui-sim',
+      'running',
+    );
+    for (const l of [evicted, asleep]) {
+      const [header, ...lines] = formatLedger(l);
+      const sum = lines.reduce((total, line) => total + committedOf(line), 0);
+      assert.equal(sum, totals(l).committedMib, [header, ...lines].join('\n'));
+      // --json: the fields it had, and each reservation's committedMib beside its declared vramMib.
+      const json = ledgerJson(l);
+      assert.equal(json.committedMib, totals(l).committedMib);
+      assert.deepEqual(
+        json.reservations.map((r) => [r.serve, r.vramMib, r.committedMib]),
+        l.reservations.map((r) => [r.serve, r.vramMib, r.serve === 'vision' ? (r.phase === 'sleeping' ? 600 : 0) : r.vramMib]),
+      );
+    }
+    assert.ok(formatLedger(evicted).includes('  vision 12288 MiB (evictable, evicted for comfyui-sim): not committed'), formatLedger(evicted).join('\n'));
   });
 
   test('waking needs only what the sleep gave back; the woken serve commits its whole reservation again', () => {

@@ -54,7 +54,7 @@ test("an evicted serve's row names whom it was evicted for, as the ledger's line
 
   // The line an operator reads: the same words as the ledger's.
   assert.match(statusText({ ...after[0]!, operation: null, lease: null }), /^vision +8000 MiB {2}evictable {2}main {8}evicted for big$/);
-  assert.ok(formatLedger(l).includes('  vision 8000 MiB (evictable, evicted for big)'), formatLedger(l).join('\n'));
+  assert.ok(formatLedger(l).includes('  vision 8000 MiB (evictable, evicted for big): not committed'), formatLedger(l).join('\n'));
   assert.deepEqual(
     during.map((r) => [r.serve, r.state, r.stateText]),
     [

@@ -142,7 +142,7 @@ describe('eviction by sleeping, restore by waking', () => {
     assert.deepEqual(formatLedger(await ledger('dark-fast')), [
       "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 23128 MiB, free 4871 MiB",
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held)',
+      '  vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held): 600 MiB of it committed',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
     // The process is the one that served before: asleep, not stopped.
@@ -203,7 +203,7 @@ describe('eviction by sleeping, restore by waking', () => {
       o.result.steps.map((x) => x.outcome).join('\n'),
     );
     assert.deepEqual(formatLedger(await ledger('seeping')).slice(1), [
-      '  seep 12000 MiB (evictable, sleeping at level 1 for taker-s, 900 MiB held)',
+      '  seep 12000 MiB (evictable, sleeping at level 1 for taker-s, 900 MiB held): 900 MiB of it committed',
       '  taker-s 12000 MiB (on-demand, running)',
     ]);
     await assertLedgerIsTheBox('seeping');
@@ -232,7 +232,9 @@ describe('eviction by sleeping, restore by waking', () => {
     );
     // Its release was never seen (the acquisition died before its check): held whole, not at its declared
     // residual, so the ledger holds at least what the box draws until the restore wakes it.
-    assert.deepEqual(formatLedger(await ledger('takeover')).slice(1), ['  slowsleep 12000 MiB (evictable, sleeping for taker-t, 12000 MiB held)']);
+    assert.deepEqual(formatLedger(await ledger('takeover')).slice(1), [
+      '  slowsleep 12000 MiB (evictable, sleeping for taker-t, 12000 MiB held): 12000 MiB of it committed',
+    ]);
     assert.equal((await t.box.routerAdmin.tierState('slowsleep-local')).state, 'quiesced');
     assert.ok((await nonLedgerDrawOf(t.box, await ledger('takeover'))) <= NON_LEDGER_MIB, 'the ledger holds at least what the box draws');
     const back = await serveUp(client(), t.node, 'slowsleep');
@@ -288,7 +290,7 @@ describe('eviction by sleeping, restore by waking', () => {
       steps.join('\n'),
     );
     assert.deepEqual(formatLedger(await ledger('leaky')).slice(1), [
-      '  leaky 12000 MiB (evictable, evicted for taker-l)',
+      '  leaky 12000 MiB (evictable, evicted for taker-l): not committed',
       '  taker-l 12000 MiB (on-demand, running)',
     ]);
     await assertLedgerIsTheBox('leaky');
@@ -303,7 +305,7 @@ describe('eviction by sleeping, restore by waking', () => {
     assert.ok(o.ok, !o.ok ? o.message : '');
     assert.equal(o.result.victims[0]?.sleep?.level, 2);
     assert.deepEqual(formatLedger(await ledger('wakefail')).slice(1), [
-      '  wf 10000 MiB (evictable, sleeping at level 2 for taker-w, 500 MiB held)',
+      '  wf 10000 MiB (evictable, sleeping at level 2 for taker-w, 500 MiB held): 500 MiB of it committed',
       '  taker-w 10000 MiB (on-demand, running)',
     ]);
     await assertLedgerIsTheBox('wakefail');
@@ -360,7 +362,9 @@ describe('eviction by sleeping, restore by waking', () => {
     assert.ok(evict.ok, !evict.ok ? evict.message : '');
     const freed = await serveDown(client(), t.node, 'taker-z');
     assert.ok(freed.ok, !freed.ok ? freed.message : '');
-    assert.deepEqual(formatLedger(await ledger('slowwake')).slice(1), ['  sloww 12000 MiB (evictable, sleeping at level 1 for taker-z, 600 MiB held)']);
+    assert.deepEqual(formatLedger(await ledger('slowwake')).slice(1), [
+      '  sloww 12000 MiB (evictable, sleeping at level 1 for taker-z, 600 MiB held): 600 MiB of it committed',
+    ]);
 
     const acquisition = serveAcquire(client(), t.node, { serve: 'sloww' });
     const handle = client().workflow.getHandle(workflowIds.acquire(t.node, 'sloww'));
@@ -387,7 +391,7 @@ describe('eviction by sleeping, restore by waking', () => {
     assert.deepEqual(formatLedger(await ledger('wakefail')), [
       "gpu_role 'wakefail': capacity 16000 MiB, reserve 1000 MiB, committed 10500 MiB, free 4500 MiB",
       '  taker-w 10000 MiB (on-demand, running)',
-      '  wf 10000 MiB (evictable, sleeping at level 2 for taker-w, 500 MiB held)',
+      '  wf 10000 MiB (evictable, sleeping at level 2 for taker-w, 500 MiB held): 500 MiB of it committed',
     ]);
     await assertLedgerIsTheBox('wakefail');
     const down = await serveDown(client(), t.node, 'wf');

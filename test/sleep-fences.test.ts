@@ -113,7 +113,7 @@ describe('sleep-mode eviction and the fences', () => {
     assert.ok(!(await acquisition).ok);
     assert.equal(await asleep('lky'), true, 'the victim stays asleep: only a restore wakes it');
     const l = await ledger();
-    assert.deepEqual(formatLedger(l).slice(1), ['  lky 12000 MiB (evictable, sleeping at level 2 for tk, 12000 MiB held)']);
+    assert.deepEqual(formatLedger(l).slice(1), ['  lky 12000 MiB (evictable, sleeping at level 2 for tk, 12000 MiB held): 12000 MiB of it committed']);
     // The box: lky keeps 5600 MiB asleep. A bring-up of 23000 MiB would run it past the budget.
     const up = await serveUp(client(), t.node, 'big');
     assert.ok(!up.ok && up.failureType === 'AdmissionDenied', up.ok ? up.result.message : up.message);
@@ -141,7 +141,7 @@ describe('sleep-mode eviction and the fences', () => {
     // serves down of the acquirer takes its eviction over: lky is found asleep, its release never confirmed.
     assert.ok((await serveDown(client(), t.node, 'tk')).ok);
     // The level it sleeps at is not known to the take-over: its wake reloads as after level 2.
-    assert.deepEqual(formatLedger(await ledger()).slice(1), ['  lky 12000 MiB (evictable, sleeping for tk, 12000 MiB held)']);
+    assert.deepEqual(formatLedger(await ledger()).slice(1), ['  lky 12000 MiB (evictable, sleeping for tk, 12000 MiB held): 12000 MiB of it committed']);
     const up = await serveUp(client(), t.node, 'big');
     assert.ok(!up.ok && up.failureType === 'AdmissionDenied', up.ok ? up.result.message : up.message);
     const draw = await servesDrawMib();
@@ -203,7 +203,9 @@ describe('sleep-mode eviction and the fences', () => {
     assert.ok((await serveUp(client(), t.node, 'sw')).ok);
     assert.ok((await serveAcquire(client(), t.node, { serve: 'tk-w', evict: true })).ok);
     assert.ok((await serveDown(client(), t.node, 'tk-w')).ok);
-    assert.deepEqual(formatLedger(await ledger('wk')).slice(1), ['  sw 12000 MiB (evictable, sleeping at level 1 for tk-w, 600 MiB held)']);
+    assert.deepEqual(formatLedger(await ledger('wk')).slice(1), [
+      '  sw 12000 MiB (evictable, sleeping at level 1 for tk-w, 600 MiB held): 600 MiB of it committed',
+    ]);
 
     // The restore (serves up of a sleeper wakes it): its wake's fence passes, then /wake_up takes 10 s.
     const restore = serveUp(client(), t.node, 'sw');
@@ -257,7 +259,9 @@ describe('sleep-mode eviction and the fences', () => {
     assert.ok(taken.ok, taken.ok ? '' : taken.message);
     assert.equal(taken.result.victims[0]?.sleep?.residualSeenMib, 900);
     assert.ok((await serveDown(client(), t.node, 'tk-f')).ok);
-    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held)']);
+    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), [
+      '  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held): 900 MiB of it committed',
+    ]);
     assert.equal(await servesDrawMib('fr'), 900, 'the sleeper keeps 900 MiB on the box');
 
     // The ledger is lost while seep sleeps: the bring-up's admission starts one afresh from the box.
@@ -265,7 +269,7 @@ describe('sleep-mode eviction and the fences', () => {
     const up = await serveUp(client(), t.node, 'big-f');
     const l = await ledger('fr');
     assert.ok(!up.ok && up.failureType === 'AdmissionDenied', up.ok ? `big-f admitted beside seep: ${formatLedger(l).join('; ')}` : up.message);
-    assert.deepEqual(formatLedger(l).slice(1), ['  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held)']);
+    assert.deepEqual(formatLedger(l).slice(1), ['  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held): 900 MiB of it committed']);
     // The box: only the sleeper runs, and the serves draw within the budget.
     assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);
     const draw = await servesDrawMib('fr');
@@ -276,7 +280,9 @@ describe('sleep-mode eviction and the fences', () => {
     await client().workflow.getHandle(workflowIds.ledger(t.node, 'fr')).terminate('test: the fresh ledger is lost too');
     const again = await serveUp(client(), t.node, 'big-f');
     assert.ok(!again.ok && again.failureType === 'AdmissionDenied', again.ok ? 'big-f admitted after a second loss' : again.message);
-    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), ['  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held)']);
+    assert.deepEqual(formatLedger(await ledger('fr')).slice(1), [
+      '  seep 12000 MiB (evictable, sleeping at level 2 for tk-f, 900 MiB held): 900 MiB of it committed',
+    ]);
     assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);
 
     // Lost with its history (past retention, or a server that lost its state): nothing says what seep keeps, and it is held whole.
@@ -301,7 +307,7 @@ describe('sleep-mode eviction and the fences', () => {
     assert.ok(!lost.ok && lost.failureType === 'AdmissionDenied', lost.ok ? 'big-f admitted after the history was lost' : lost.message);
     // Over-held, never under: 12000 MiB for the 900 the box draws, until seep is woken or stopped.
     const unread = formatLedger(await ledger('fr'));
-    assert.deepEqual(unread.slice(1, -1), ['  seep 12000 MiB (evictable, sleeping at level 2, 12000 MiB held)']);
+    assert.deepEqual(unread.slice(1, -1), ['  seep 12000 MiB (evictable, sleeping at level 2, 12000 MiB held): 12000 MiB of it committed']);
     // And says why: the ledger it replaced could not be read.
     assert.match(unread.at(-1) ?? '', /^note: reconciled from the box alone at .*: the ledger run it replaced could not be read/);
     assert.deepEqual(await runningOn('fr'), ['seep 12000 MiB']);

@@ -104,7 +104,7 @@ describe('eviction by sleeping across a worker kill -9', () => {
     const l = await ledger();
     assert.deepEqual(formatLedger(l).slice(1), [
       '  fast 14336 MiB (resident, running)',
-      '  vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held)',
+      '  vision 12288 MiB (evictable, sleeping at level 1 for comfyui-sim, 600 MiB held): 600 MiB of it committed',
       '  comfyui-sim 8192 MiB (on-demand, running)',
     ]);
     assert.equal(await nonLedgerDrawOf(box, l), 1200);

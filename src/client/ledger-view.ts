@@ -1,7 +1,7 @@
 // What `gpures ledger --json` prints for this node, and the ledger page shows: each GPU's ledger
 // with its totals, the leases its serves hold, and beside it what nvidia-smi sees on this box.
 // One reading for both, so the page's figures are the CLI's.
-import { lostRunUnreadText, startSlotText, totals } from '../domain/ledger';
+import { committedMibOf, lostRunUnreadText, startSlotText, totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
 import { leaseText } from '../domain/lease';
 import type { LeaseView } from '../domain/lease';
@@ -73,8 +73,11 @@ export function localLedger(ledgers: readonly LedgerState[], leases: ReadonlyMap
 /** A ledger as --json prints it: its reservations with the totals a person reads in its text. */
 export function ledgerJson(l: LedgerState) {
   // The note in the operator's words too, for the page (the same as `gpures ledger` prints).
+  // Each reservation's committedMib too: an evicted one's vramMib is declared, not committed.
+  const reservations = l.reservations.map((r) => ({ ...r, committedMib: committedMibOf(r) }));
   return {
     ...l,
+    reservations,
     ...totals(l),
     ...(l.lostRunUnread ? { lostRunNote: lostRunUnreadText(l.lostRunUnread) } : {}),
     ...(l.startSlot ? { startSlotNote: startSlotText(l.startSlot) } : {}),

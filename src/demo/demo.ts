@@ -216,8 +216,10 @@ async function sequence(ctx: DemoContext): Promise<void> {
   );
   l = await printLedger(ctx);
   check(ctx, 'committed', String(22528 + (ctx.sleep ? SLEEP.residualMib : 0)), String(totals(l).committedMib));
-  const setAside = ctx.sleep ? `sleeping at level 1 for comfyui-sim, ${SLEEP.residualMib} MiB held` : 'evicted for comfyui-sim';
-  check(ctx, 'vision in the ledger', `vision 12288 MiB (evictable, ${setAside})`, reservationLine(l, 'vision'));
+  const setAside = ctx.sleep
+    ? `sleeping at level 1 for comfyui-sim, ${SLEEP.residualMib} MiB held): ${SLEEP.residualMib} MiB of it committed`
+    : 'evicted for comfyui-sim): not committed';
+  check(ctx, 'vision in the ledger', `vision 12288 MiB (evictable, ${setAside}`, reservationLine(l, 'vision'));
   check(ctx, 'routed vision request while evicted', '503', await routedVision(ctx));
 
   ctx.step = 4;

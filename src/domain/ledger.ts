@@ -325,12 +325,21 @@ export function startSlotText(s: StartSlot): string {
   return `start slot: ${s.serve} is starting (${s.holder}) since ${new Date(s.sinceMs).toISOString()}`;
 }
 
-/** Renders the ledger exactly as the field reports print it. */
+/**
+ * What a set-aside entry's line adds so the lines add up to the header: an evicted serve keeps its
+ * declared MiB on its line for its restore, none of them committed; a sleeping one its residual.
+ */
+function uncountedText(r: Reservation): string {
+  if (r.phase === 'evicted') return ': not committed';
+  return r.phase === 'sleeping' ? `: ${committedMibOf(r)} MiB of it committed` : '';
+}
+
+/** Renders the ledger as the field reports print it, set-aside entries marked as not (fully) committed. */
 export function formatLedger(state: LedgerState): string[] {
   const t = totals(state);
   return [
     `gpu_role '${state.gpuRole}': capacity ${state.capacityMib} MiB, reserve ${state.reserveMib} MiB, committed ${t.committedMib} MiB${heldAndFree(state, t)}`,
-    ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${phaseLabel(state, r)})`),
+    ...state.reservations.map((r) => `  ${r.serve} ${r.vramMib} MiB (${r.class}, ${phaseLabel(state, r)})${uncountedText(r)}`),
     ...(state.lostRunUnread ? [`note: ${lostRunUnreadText(state.lostRunUnread)}`] : []),
     ...(state.startSlot ? [startSlotText(state.startSlot)] : []),
   ];
