@@ -77,6 +77,8 @@ export interface DemoOptions {
   ui?: boolean;
   /** Vision is evicted by sleeping and restored by waking (see SLEEP). */
   sleep?: boolean;
+  /** With keep: what ends it instead of Ctrl-C, called once its hints are printed (a test reaches the box through them). */
+  keepUntil?: () => Promise<void>;
 }
 
 export interface DemoCheck {
@@ -429,17 +431,20 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     // API's own identity, so the router's acquisitions say in history that the API started them.
     const apiToken = randomToken();
     const apiClient = new Client({ connection, namespace, identity: clientIdentity('api') });
-    const api = buildApi({ client: apiClient, manifest, manifestFile: manifestPath, token: apiToken });
+    // The ledger page links runs into the UI of the demo's own dev server, on whatever port it got.
+    const ledgerPage = server?.uiUrl ? { ledgerPage: { temporalUiUrl: server.uiUrl } } : {};
+    const api = buildApi({ client: apiClient, manifest, manifestFile: manifestPath, token: apiToken, ...ledgerPage });
     await api.listen({ host: '127.0.0.1', port: 0 });
     stops.push(() => api.close());
     const apiUrl = `http://127.0.0.1:${(api.server.address() as AddressInfo).port}`;
     // What the router requires of a request to its on-demand tier, which can evict vision.
     const clientToken = randomToken();
+    const routerToken = randomToken();
     const box = await startSimBox({
       manifest,
       stateDir: join(dir, 'box'),
       routerConfigPath,
-      routerToken: randomToken(),
+      routerToken,
       nonLedgerDrawMib: NON_LEDGER_DRAW_MIB,
       acquisitions: { url: apiUrl, token: apiToken },
       clientToken,
@@ -490,8 +495,13 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       if (!opts.keep) out('the dev server stops with the demo, and these links with it: `npm run demo -- --keep` keeps them up');
     }
     if (opts.keep) {
-      out('--keep: everything stays up; Ctrl-C stops it. To drive this box from another shell:');
+      // The tokens go to a file only the operator can read, never to stdout (a terminal's scrollback, a CI log).
+      const tokensFile = writeTokensFile(dir, { GPURES_API_TOKEN: apiToken, GPURES_ROUTER_TOKEN: routerToken, GPURES_ROUTER_CLIENT_TOKEN: clientToken });
+      out('--keep: everything stays up; Ctrl-C stops it.');
+      for (const line of keepLines({ uiUrl: server?.uiUrl, namespace, routerUrl: box.router.url, apiUrl, tokensFile })) out(line);
+      out('To drive this box from another shell:');
       out(`  export TEMPORAL_ADDRESS=${address}${namespace !== 'default' ? ` TEMPORAL_NAMESPACE=${namespace}` : ''} GPURES_MANIFEST=${manifestPath}`);
+      out(`  export GPURES_API_URL=${apiUrl}; set -a; . ${tokensFile}; set +a`);
       // The box's GPU is the fake nvidia-smi's: the ledger's physical view reads it.
       out(`  export GPURES_NVIDIA_SMI=${FAKE_NVIDIA_SMI} FAKE_NVIDIA_SMI_STATE=${join(dir, 'box', 'nvidia-smi.json')}`);
       out(`  alias gpures=${GPURES_BIN}   # not on PATH until \`npm link\``);
@@ -499,10 +509,11 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       // The lease's restore just brought vision back: an --evict at once is denied for its residency, which is right but puzzling.
       const residencyS = manifest.serves.find((s) => s.name === 'vision')?.minResidencyS ?? 0;
       if (residencyS > 0) out(`  (vision came back moments ago: it is no eviction victim until it has run min_residency_s, ${residencyS} s)`);
-      await new Promise<void>((r) => {
-        process.once('SIGINT', r);
-        process.once('SIGTERM', r);
-      });
+      await (opts.keepUntil?.() ??
+        new Promise<void>((r) => {
+          process.once('SIGINT', r);
+          process.once('SIGTERM', r);
+        }));
     }
     return { ok: failed.length === 0 && checks.length > 0, checks, uiUrl: server?.uiUrl, workflowIds: ctx.workflowIds ?? [] };
   } finally {
@@ -514,6 +525,29 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       }
     }
   }
+}
+
+/** Where a kept demo is reached: the UI, the router, the API and its ledger page, and the file its tokens are in. */
+export function keepLines(k: { uiUrl: string | undefined; namespace: string; routerUrl: string; apiUrl: string; tokensFile: string }): string[] {
+  return [
+    ...(k.uiUrl ? [`  Temporal UI      ${k.uiUrl}/namespaces/${k.namespace}/workflows`] : []),
+    `  router           ${k.routerUrl}/v1 (OpenAI API; ${ON_DEMAND}, on demand, wants GPURES_ROUTER_CLIENT_TOKEN as its bearer)`,
+    `  acquisition API  ${k.apiUrl} (bearer GPURES_API_TOKEN); ledger page ${k.apiUrl}/ledger`,
+    `  tokens           ${k.tokensFile} (mode 0600: GPURES_API_TOKEN, GPURES_ROUTER_TOKEN for the router's admin API, GPURES_ROUTER_CLIENT_TOKEN)`,
+  ];
+}
+
+/** NAME=value lines, readable by the owner only; removed with the demo's directory at Ctrl-C. */
+function writeTokensFile(dir: string, tokens: Record<string, string>): string {
+  const file = join(dir, 'tokens.env');
+  writeFileSync(
+    file,
+    Object.entries(tokens)
+      .map(([name, value]) => `${name}=${value}\n`)
+      .join(''),
+    { mode: 0o600 },
+  );
+  return file;
 }
 
 function randomToken(): string {
