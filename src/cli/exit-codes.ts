@@ -6,8 +6,9 @@
 //                    longer replays; anything unexpected
 //   2   badInput     usage, an invalid manifest or router config, an unknown serve, an unreadable
 //                    file, a history file that is not one: nothing was started
-//   3   denied       the ledger denied the admission, the serve is busy with another operation, or
-//                    another promotion of that router is running: nothing was changed
+//   3   denied       the ledger denied the admission, the serve is busy with another operation,
+//                    another promotion of that router is running, or another worker polls the
+//                    node's task queue (`gpures worker`): nothing was changed
 //   4   unreachable  Temporal could not be reached or refused a call, no worker answers the node's
 //                    ledger, or the worker cannot reach Docker (DOCKER_HOST): infrastructure that
 //                    may come back, for a script to wait on and retry

@@ -165,7 +165,12 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .addOption(manifestOpt())
     .addOption(new Option('--gpus <mode>', 'pin GPUs by UUID through Docker device requests').choices(['auto', 'on', 'off']).default('auto'))
     .option('--metrics <host:port>', "where GET /metrics listens, or 'off' (default $GPURES_METRICS_ADDR, else 127.0.0.1:9475; docs/metrics.md)")
-    .action(run((opts: { manifest?: string; gpus: 'auto' | 'on' | 'off'; metrics?: string }) => commands.worker().then((c) => c.worker(opts, ctx))));
+    .option('--allow-second-worker', "start even though another worker polls this node's task queue (a deliberate pair on one box)")
+    .action(
+      run((opts: { manifest?: string; gpus: 'auto' | 'on' | 'off'; metrics?: string; allowSecondWorker?: boolean }) =>
+        commands.worker().then((c) => c.worker(opts, ctx)),
+      ),
+    );
 
   program
     .command('router')

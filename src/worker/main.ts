@@ -25,6 +25,7 @@ import { checkGpusAtStart } from './gpu-check';
 import { checkRouterAtStart } from './router-check';
 import type { Manifest } from '../domain/types';
 import { denialsAsInfo } from './log';
+import { refuseSecondWorker } from './second-worker';
 import { WorkerMetrics } from './metrics';
 import { startMetricsServer } from './metrics-server';
 import type { MetricsServer } from './metrics-server';
@@ -44,6 +45,8 @@ export interface WorkerRunOptions {
   ledger?: (client: Client) => LedgerPort;
   /** The manifest as loaded: its GPUs checked against one nvidia-smi reading, its routed tiers against the router, once the worker is up (warnings only). */
   declared?: Pick<Manifest, 'gpus' | 'serves'>;
+  /** --allow-second-worker: start beside another worker polling the node's task queue. */
+  allowSecondWorker?: boolean;
 }
 
 /** Router and GPU probe from the environment: secrets stay in the worker, never in history. */
@@ -168,6 +171,8 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       return { native: nativeConnection, client: connection };
     });
     const client = new Client({ connection: opened.client, namespace, identity: clientIdentity('worker') });
+    // Before anything else is opened (the /metrics port): a refused second worker changes nothing.
+    if (!opts.allowSecondWorker) await refuseSecondWorker(client, opts.node);
     const manifest = fileManifest(opts.manifestPath);
     const ledger = workerLedgerRead({ client, temporal, node: opts.node, manifest, gpu: adapters.gpu });
     metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl, ledger);

@@ -1,0 +1,73 @@
+// Two workers for one node both poll its task queue, and each operation lands on either: with the
+// simulated box behind one and Docker behind the other, a serve is started on one box and stopped
+// on the other. A worker refuses to start beside another one still polling, unless told that the
+// pair is deliberate (--allow-second-worker).
+import { hostname } from 'node:os';
+import type { Client } from '@temporalio/client';
+import { optionalTsToMs } from '@temporalio/common/lib/time';
+import { temporal } from '@temporalio/proto';
+import { taskQueueFor } from '../shared/messages';
+
+/**
+ * How recent a poll must be to count as a worker still there. The server keeps a poller for
+ * minutes after its last poll; a live worker's long poll is renewed within about 70 s.
+ */
+export const LIVE_POLL_MS = 90_000;
+
+export interface SeenPoller {
+  identity: string;
+  lastAccessMs: number | undefined;
+}
+
+/**
+ * The pollers that may be another worker still running: polled within LIVE_POLL_MS, and not a
+ * process of this host that is gone (the SDK's identity is pid@host: a worker restarted after a
+ * crash or a Ctrl-C is not refused for its own predecessor).
+ */
+export function livePollers(pollers: readonly SeenPoller[], nowMs: number, host: string, pidAlive: (pid: number) => boolean): string[] {
+  return pollers
+    .filter((p) => p.lastAccessMs === undefined || nowMs - p.lastAccessMs <= LIVE_POLL_MS)
+    .filter((p) => {
+      const m = /^(\d+)@(.+)$/.exec(p.identity);
+      return !(m && m[2] === host && !pidAlive(Number(m[1])));
+    })
+    .map((p) => p.identity);
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists, under another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Another worker polling the node's workflow task queue, refused unless allowed. */
+export class SecondWorker extends Error {
+  override readonly name = 'SecondWorker';
+}
+
+/** Throws SecondWorker when another worker polls the node's task queue; a server that will not say lets the worker start. */
+export async function refuseSecondWorker(client: Client, node: string): Promise<void> {
+  const taskQueue = taskQueueFor(node);
+  let pollers: SeenPoller[];
+  try {
+    const answer = await client.workflowService.describeTaskQueue({
+      namespace: client.options.namespace,
+      taskQueue: { name: taskQueue },
+      taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    });
+    pollers = (answer.pollers ?? []).map((p) => ({ identity: p.identity ?? '', lastAccessMs: optionalTsToMs(p.lastAccessTime) }));
+  } catch (err) {
+    process.stderr.write(`worker: warning: could not ask Temporal for other workers on ${taskQueue}: ${(err as Error).message}\n`);
+    return;
+  }
+  const others = livePollers(pollers, Date.now(), hostname(), pidAlive);
+  if (others.length === 0) return;
+  throw new SecondWorker(
+    `another worker polls ${taskQueue} (${others.join(', ')}): a second one for node '${node}' would take half its operations; ` +
+      `stop it first, or start this one with --allow-second-worker for a deliberate pair on the same box`,
+  );
+}
