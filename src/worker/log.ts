@@ -1,9 +1,59 @@
 // The worker's log: the SDK's, except that an honest denial is one info line. The SDK writes each
 // failed run as a WARN with the error's stack; a denial is the ledger doing its job, and a box that
 // denies often would bury its real warnings under them.
+//
+// A failure the project named (an ApplicationFailure of a src/shared/failures.ts type, an image not
+// on the box, a health timeout) is one WARN line per attempt and per run: the SDK wrote each as a
+// WARN of some 15 lines (its metadata, the task token, a stack that says where the code threw, not
+// why), about 30 for one `serves up` of a missing image. An error of no named type (a bug) keeps
+// its stack.
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/worker';
 import { LogTimestamp } from '@temporalio/worker';
 import { OUTCOME_LOG_ATTRIBUTE } from '../shared/operation-metrics';
+import { Failure } from '../shared/failures';
+
+const NAMED: ReadonlySet<string> = new Set(Object.values(Failure));
+
+interface LoggedError {
+  message?: unknown;
+  type?: unknown;
+  cause?: unknown;
+}
+
+/** The innermost named failure of a logged error (a run's failure wraps its activity's), if it has one. */
+function namedFailure(error: unknown): { type: string; message: string } | undefined {
+  let named: { type: string; message: string } | undefined;
+  for (let e = error as LoggedError | undefined, depth = 0; e && typeof e === 'object' && depth < 8; e = e.cause as LoggedError | undefined, depth++) {
+    if (typeof e.type === 'string' && NAMED.has(e.type) && typeof e.message === 'string') named = { type: e.type, message: e.message };
+  }
+  return named;
+}
+
+const oneLine = (s: string): string => s.replace(/\s*\n\s*/g, ' ');
+
+/**
+ * One line for a failed attempt of a named failure, or a failed run: whose, and its own words;
+ * undefined for any other line. A run's error reaches the logger by structured clone from the
+ * workflow thread, which drops its type: the run's line is told by its outcome (a failed run is
+ * always one of the workflows' own failures, a bug fails the workflow task instead) and says
+ * what its message says.
+ */
+export function namedFailureLine(level: LogLevel, message: string, meta: LogMetadata | undefined): string | undefined {
+  if (level !== 'WARN' || !meta) return undefined;
+  const run = `${String(meta['workflowType'] ?? 'workflow')} ${String(meta['workflowId'] ?? '?')}`;
+  if (message === 'Activity failed') {
+    const named = namedFailure(meta['error']);
+    return (
+      named &&
+      `activity ${String(meta['activityType'] ?? '?')} of ${run}, attempt ${String(meta['attempt'] ?? '?')} failed: ${named.type}: ${oneLine(named.message)}`
+    );
+  }
+  if (message !== 'Workflow failed' || meta[OUTCOME_LOG_ATTRIBUTE] !== 'failed') return undefined;
+  const error = meta['error'] as LoggedError | undefined;
+  const named = namedFailure(error);
+  const said = named ? `${named.type}: ${named.message}` : typeof error?.message === 'string' ? error.message : '';
+  return `${run} failed: ${oneLine(said)}`;
+}
 
 /** The one line for a denied run: which operation, and the ledger's words. */
 export function denialLine(meta: LogMetadata): string {
@@ -22,7 +72,11 @@ export function denialsAsInfo(inner: Logger): Logger {
   const log = (level: LogLevel, message: string, meta?: LogMetadata): void => {
     // The run's own time kept: the line says when the denial happened, not when it was written.
     if (isDenialLog(level, message, meta)) inner.log('INFO', denialLine(meta), { [LogTimestamp]: meta[LogTimestamp] as unknown });
-    else inner.log(level, message, meta);
+    else {
+      const named = namedFailureLine(level, message, meta);
+      if (named) inner.log('WARN', named, { [LogTimestamp]: meta?.[LogTimestamp] as unknown });
+      else inner.log(level, message, meta);
+    }
   };
   return {
     log,
