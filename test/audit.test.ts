@@ -89,7 +89,8 @@ describe('audit report of recorded histories, no server', () => {
       ['plan', 'preflight', 'quiesce vision', 'drain vision', 'stop vision', 'release vision', 'start', 'health', 'identity', 'measure', 'running'],
     );
     // Recorded before an evicted entry kept whom it was evicted for: it reads plain 'evicted'.
-    assert.ok(r.ledger.after?.includes('  vision 12288 MiB (evictable, evicted): not committed'), JSON.stringify(r.ledger.after));
+    // A recorded run's result: the line as it was printed then, before ': not committed'.
+    assert.ok(r.ledger.after?.includes('  vision 12288 MiB (evictable, evicted)'), JSON.stringify(r.ledger.after));
     assert.deepEqual(
       r.identity.map((i) => [i.serve, i.observed, i.ok]),
       [['comfyui-sim', ['comfyui-sim'], true]],
@@ -215,7 +216,7 @@ describe('audit: workflow history as evidence', () => {
     );
     assert.match(
       out,
-      /Ledger after\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, evicted for comfyui-sim\)\n {4}comfyui-sim 8192 MiB \(on-demand, running\)\n/,
+      /Ledger after\n {2}gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 22528 MiB, free 5471 MiB\n {4}fast 14336 MiB \(resident, running\)\n {4}vision 12288 MiB \(evictable, evicted for comfyui-sim\): not committed\n {4}comfyui-sim 8192 MiB \(on-demand, running\)\n/,
     );
     assert.match(out, /comfyui-sim: GET \/v1\/models observed 'comfyui-sim', expected 'comfyui-sim': ok/);
     assert.match(
