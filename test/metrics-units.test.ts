@@ -112,18 +112,23 @@ describe("the worker's log", () => {
     };
   }
 
-  test("a denied run's WARN is one INFO line; any other failure stays a WARN with its error", () => {
+  test("a denied run's WARN is one INFO line; a failed run one WARN line; an activity's unnamed error stays a WARN with its error", () => {
     const { logger, lines } = recorder();
     const log = denialsAsInfo(logger);
     const error = { message: 'serves up vision denied: over budget by 10401 MiB,\nnothing started', stack: 'ApplicationFailure: ...\n    at x' };
     log.warn('Workflow failed', { workflowType: 'bringUpWorkflow', workflowId: 'up/box/vision', error, [OUTCOME_LOG_ATTRIBUTE]: 'denied' });
     log.warn('Workflow failed', { workflowType: 'bringUpWorkflow', workflowId: 'up/box/ocr', error: { message: 'no 200' }, [OUTCOME_LOG_ATTRIBUTE]: 'failed' });
-    assert.equal(lines.length, 2);
+    log.warn('Activity failed', { activityType: 'startServeContainer', error: { message: 'x is undefined', stack: 'TypeError: x\n    at y' } });
+    assert.equal(lines.length, 3);
     assert.equal(lines[0]?.level, 'INFO');
     assert.equal(lines[0]?.message, 'bringUpWorkflow up/box/vision: serves up vision denied: over budget by 10401 MiB, nothing started');
     assert.equal(Object.keys(lines[0]?.meta ?? {}).length, 0, 'no error, no stack');
     assert.equal(lines[1]?.level, 'WARN');
-    assert.deepEqual(lines[1]?.meta?.['error'], { message: 'no 200' });
+    assert.equal(lines[1]?.message, 'bringUpWorkflow up/box/ocr failed: no 200');
+    assert.equal(lines[1]?.meta?.['error'], undefined);
+    assert.equal(lines[2]?.level, 'WARN');
+    assert.equal(lines[2]?.message, 'Activity failed');
+    assert.deepEqual(lines[2]?.meta?.['error'], { message: 'x is undefined', stack: 'TypeError: x\n    at y' });
   });
 });
 
