@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { CLI_BUNDLE, CLI_CODE_CACHE, compileCliBundle, runCliBundle } from '../cli/launch';
+import { CLI_BUNDLE, CLI_CODE_CACHE, compileCliBundle, readCliBundle, runCliBundle } from '../cli/launch';
 
 const ROOT = join(__dirname, '..', '..', '..');
 /**
@@ -93,13 +93,23 @@ async function bundle(): Promise<number> {
   if (!out) throw new Error('esbuild wrote no bundle');
   // The old cache goes first: one left beside a new bundle of the same length would pass V8's check.
   rmSync(CLI_CODE_CACHE, { force: true });
-  writeWhole(CLI_BUNDLE, out.contents);
-  return out.contents.byteLength;
+  const text = asciiOnly(out.text);
+  writeWhole(CLI_BUNDLE, text);
+  return text.length;
+}
+
+/**
+ * esbuild escapes every character beyond ASCII in code (charset 'ascii', its default) but keeps the
+ * comments it keeps as written: escaped there too, the bundle is ASCII, which the launcher reads
+ * without decoding UTF-8 (readCliBundle).
+ */
+function asciiOnly(code: string): string {
+  return code.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** In the child: run one command from the bundle, then keep what V8 compiled for it. */
 async function writeCodeCache(): Promise<void> {
-  const script = compileCliBundle(readFileSync(CLI_BUNDLE, 'utf8'));
+  const script = compileCliBundle(readCliBundle());
   const code = await runCliBundle(script)(['node', 'gpures', ...CACHE_RUN]);
   if (code !== 0) throw new Error(`gpures ${CACHE_RUN.join(' ')} exited ${code}`);
   writeWhole(CLI_CODE_CACHE, script.createCachedData());
