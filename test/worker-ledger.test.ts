@@ -6,7 +6,9 @@
 // header, a few reads at a time.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { createServer, request } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -234,6 +236,32 @@ describe('gpures ledger answered by the node worker', () => {
       // Headers, then nothing: the whole answer's deadline gives up on it.
       stub.on('request', (_req, res: ServerResponse) => res.writeHead(200).write('{'));
       assert.deepEqual(await ledgerFromWorker(target, 300), { ok: false });
+    } finally {
+      stub.closeAllConnections();
+      await new Promise((r) => stub.close(r));
+    }
+  });
+
+  test('the worker is asked before the manifest is read: its request arrives while the manifest (a FIFO) is unwritten', async () => {
+    // The worker reads while the command reads (issue 15). The manifest is a named pipe the command's
+    // read blocks on until the test writes it, once the worker was asked or 15 s passed.
+    let asked: () => void = () => undefined;
+    const request = new Promise<boolean>((resolve) => (asked = () => resolve(true)));
+    const stub = createServer((_req, res) => {
+      asked();
+      res.writeHead(503).end();
+    });
+    await new Promise<void>((r) => stub.listen(0, '127.0.0.1', r));
+    try {
+      const fifo = join(dir, `manifest-${Date.now()}.toml`);
+      execFileSync('mkfifo', [fifo]);
+      const run = gpures(['ledger', '--manifest', fifo], { ...env, GPURES_METRICS_ADDR: `127.0.0.1:${(stub.address() as AddressInfo).port}` });
+      const before = await Promise.race([request, new Promise<boolean>((r) => setTimeout(() => r(false), 15_000))]);
+      await writeFile(fifo, readFileSync(t.manifestPath));
+      const r = await run;
+      assert.equal(r.code, 0, show(r));
+      assert.match(r.stdout, /^gpu_role 'dark-fast'/m, show(r));
+      assert.equal(before, true, 'the worker was not asked while the manifest was unread');
     } finally {
       stub.closeAllConnections();
       await new Promise((r) => stub.close(r));

@@ -65,7 +65,7 @@ export function workerLedgerHost(bound: string): string | undefined {
   return isLoopback(bound) ? bound : undefined;
 }
 
-function getJson(host: string, port: number, timeoutMs: number): Promise<{ status: number; body: unknown }> {
+function getJson(host: string, port: number, timeoutMs: number, sent: () => void): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
     const req = request({ host, port, path: WORKER_LEDGER_PATH, method: 'GET', headers: { accept: 'application/json', [WORKER_LEDGER_HEADER]: 'gpures-cli' } });
     // A bound on the whole answer, not on a quiet socket: a peer trickling bytes is given up on too.
@@ -88,7 +88,12 @@ function getJson(host: string, port: number, timeoutMs: number): Promise<{ statu
       res.on('error', reject);
     });
     req.on('error', reject);
-    req.on('close', () => clearTimeout(deadline));
+    // On its way once written to the socket; a request that failed before that is done with too.
+    req.on('finish', sent);
+    req.on('close', () => {
+      clearTimeout(deadline);
+      sent();
+    });
     req.end();
   });
 }
@@ -147,25 +152,52 @@ function isAnswer(body: unknown): body is WorkerLedgerAnswer {
   );
 }
 
-/** The node's worker's read, when it is there, answers in time and is this command's. */
-export async function ledgerFromWorker(target: WorkerLedgerTarget, timeoutMs = WORKER_LEDGER_TIMEOUT_MS): Promise<WorkerLedgerRead> {
-  const host = workerLedgerHost(target.host);
-  if (host === undefined) return { ok: false };
-  let got: { status: number; body: unknown };
-  try {
-    got = await getJson(host, target.port, timeoutMs);
-  } catch {
-    // Nothing listens there, or it is not a worker: the command's own read is the answer.
-    return { ok: false };
-  }
-  if (got.status !== 200 || !isAnswer(got.body)) return { ok: false };
-  const why = mismatch(got.body, target);
+/** What the worker replied, as it came, and where it was asked; judged once the manifest is read. */
+export interface WorkerReply {
+  host: string;
+  port: number;
+  status: number;
+  body: unknown;
+}
+
+/** A read asked of the worker: `sent` once the request is written to its socket (or failed), `reply` when it ends. */
+export interface WorkerAsk {
+  sent: Promise<void>;
+  /** Never rejects: undefined when nothing answered there in time, or not as HTTP (the command's own read is the answer then). */
+  reply: Promise<WorkerReply | undefined>;
+}
+
+/**
+ * Asks the worker now, so that it reads while the command reads its manifest and Temporal's
+ * configuration; undefined for an endpoint this command does not ask (beyond loopback).
+ */
+export function askWorkerLedger(endpoint: { host: string; port: number }, timeoutMs = WORKER_LEDGER_TIMEOUT_MS): WorkerAsk | undefined {
+  const host = workerLedgerHost(endpoint.host);
+  if (host === undefined) return undefined;
+  let sent = (): void => undefined;
+  const written = new Promise<void>((resolve) => (sent = resolve));
+  const reply = getJson(host, endpoint.port, timeoutMs, () => sent()).then(
+    (got) => ({ host, port: endpoint.port, ...got }),
+    () => undefined,
+  );
+  return { sent: written, reply };
+}
+
+/** The worker's reply as this command's read, when it is one: the answer's shape, and for this manifest and this Temporal. */
+export function workerLedgerRead(reply: WorkerReply | undefined, target: Pick<WorkerLedgerTarget, 'manifest' | 'temporal'>): WorkerLedgerRead {
+  if (reply === undefined || reply.status !== 200 || !isAnswer(reply.body)) return { ok: false };
+  const why = mismatch(reply.body, target);
   if (why)
     return {
       ok: false,
-      note: `the answer of the worker at ${httpUrl(host, target.port)}${WORKER_LEDGER_PATH} was not used: ${why}; read through Temporal instead`,
+      note: `the answer of the worker at ${httpUrl(reply.host, reply.port)}${WORKER_LEDGER_PATH} was not used: ${why}; read through Temporal instead`,
     };
   // A ledger not started yet is started by the command's own read, which the endpoint does not do.
-  if (got.body.notRunning.length > 0) return { ok: false };
-  return { ok: true, answer: got.body };
+  if (reply.body.notRunning.length > 0) return { ok: false };
+  return { ok: true, answer: reply.body };
+}
+
+/** The node's worker's read, when it is there, answers in time and is this command's. */
+export async function ledgerFromWorker(target: WorkerLedgerTarget, timeoutMs = WORKER_LEDGER_TIMEOUT_MS): Promise<WorkerLedgerRead> {
+  return workerLedgerRead(await askWorkerLedger(target, timeoutMs)?.reply, target);
 }

@@ -10,7 +10,8 @@ import { loadManifest, manifestPath } from '../manifest';
 import { heldLeases, leasesOn, ledgerJson, ledgerRowJson, localLedger, readDevices } from '../../client/ledger-view';
 import type { LocalLedger } from '../../client/ledger-view';
 import { TemporalConfigError, temporalConfig, temporalTarget } from '../../client/temporal-config';
-import { ledgerFromWorker } from '../../client/worker-ledger';
+import { askWorkerLedger, workerLedgerRead } from '../../client/worker-ledger';
+import type { WorkerAsk, WorkerReply } from '../../client/worker-ledger';
 import { withLeaseLines } from '../leases';
 import { fleetTarget } from '../fleet-target';
 import type { FleetOpts } from '../fleet-target';
@@ -41,10 +42,7 @@ async function fleetLedger(node: string | null, ctx: CommandContext): Promise<Re
 }
 
 /** The node's worker's read, when it answers for this manifest and this Temporal; undefined otherwise. */
-async function askWorker(manifest: Manifest, ctx: CommandContext): Promise<LocalLedger | undefined> {
-  const endpoint = ctx.env.workerEndpoint;
-  // Port 0: the worker picked one, which only its start line says.
-  if (endpoint === 'off' || endpoint.port === 0) return undefined;
+async function fromWorker(reply: Promise<WorkerReply | undefined>, manifest: Manifest, ctx: CommandContext): Promise<LocalLedger | undefined> {
   let temporal: { address: string; namespace: string };
   try {
     temporal = temporalTarget(temporalConfig());
@@ -53,13 +51,21 @@ async function askWorker(manifest: Manifest, ctx: CommandContext): Promise<Local
     if (err instanceof TemporalConfigError) return undefined;
     throw err;
   }
-  const read = await ledgerFromWorker({ ...endpoint, manifest, temporal });
+  const read = workerLedgerRead(await reply, { manifest, temporal });
   if (!read.ok) {
     if (read.note) ctx.note(read.note);
     return undefined;
   }
   const { ledgers, leases, devices } = read.answer;
   return localLedger(ledgers, new Map(leases.map((l) => [l.serve, l])), devices, Date.now());
+}
+
+/** GET /v1/ledger of the node's worker, sent before the manifest is read; undefined when the command asks Temporal only. */
+function askWorker(ctx: CommandContext): WorkerAsk | undefined {
+  const endpoint = ctx.env.workerEndpoint;
+  // Port 0: the worker picked one, which only its start line says.
+  if (endpoint === 'off' || endpoint.port === 0) return undefined;
+  return askWorkerLedger(endpoint);
 }
 
 /** The command's own read, through Temporal and a spawn of nvidia-smi. */
@@ -72,8 +78,14 @@ async function readForItself(manifest: Manifest, ctx: CommandContext): Promise<L
 export async function ledger(input: FleetOpts, ctx: CommandContext): Promise<Rendered> {
   const target = fleetTarget(input);
   if (target !== undefined) return fleetLedger(target, ctx);
+  // The worker reads while this command reads its manifest and Temporal's configuration (issue 15:
+  // its answer, its Temporal query above all, was waited for after them). Those reads block the
+  // event loop (the manifest is read synchronously), so the request is written out first.
+  const ask = askWorker(ctx);
+  await ask?.sent;
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
-  const { rows, nvidiaSmiError } = (await askWorker(manifest, ctx)) ?? (await readForItself(manifest, ctx));
+  const fromItsWorker = ask ? await fromWorker(ask.reply, manifest, ctx) : undefined;
+  const { rows, nvidiaSmiError } = fromItsWorker ?? (await readForItself(manifest, ctx));
   // The ledger's own lines stay exactly the field report's shape; a missing probe is a note.
   if (nvidiaSmiError) ctx.note(`nvidia-smi: ${nvidiaSmiError}`);
   return {
