@@ -61,7 +61,8 @@ describe('gpures serves up --evict and serves down --restore, as processes on Do
       .split('\n')
       .filter((l) => l.startsWith('  '))
       .map((l) => l.trim().split(':')[0]);
-    const order = ['plan', 'preflight', 'quiesce vision', 'drain vision', 'stop vision', 'release vision', 'start', 'health', 'running'];
+    // The room read twice: as the card will be once vision is evicted (before its quiesce), and before the start.
+    const order = ['plan', 'preflight', 'room', 'quiesce vision', 'drain vision', 'stop vision', 'release vision', 'room', 'start', 'health', 'running'];
     assert.deepEqual(
       progress.filter((p) => order.includes(p ?? '')),
       order,

@@ -140,3 +140,70 @@ test('an empty card but for foreign processes: the processes decide (no serve of
   const room = startRoom(facts({ ledger: ledger(r('vision', 12288, 'admitted')), apps: [app(4242, 22000)], pids: { vision: [] } }));
   assert.deepEqual([room.reading.by, room.outsideMib, room.shortMib], ['processes', 22000, 1681]);
 });
+
+test("before an acquisition's evictions: its victims counted as given back (a sleeper keeps its residual), the acquirer whole", () => {
+  const victim = (serve: string, vramMib: number, more: Partial<Reservation> = {}): Reservation => ({
+    ...r(serve, vramMib, 'evicting'),
+    class: 'evictable',
+    evictedFor: 'comfyui-sim',
+    ...more,
+  });
+  const state = ledger(
+    r('fast', 14336),
+    victim('vision', 12288),
+    victim('sleeper', 6000, { sleep: { level: 1, residualMib: 600 } }),
+    r('comfyui-sim', 16384, 'pending'),
+  );
+  const evicting = [
+    { serve: 'vision', vramMib: 12288 },
+    { serve: 'sleeper', vramMib: 6000, sleep: { level: 1 as const, residualMib: 600 } },
+  ];
+  const used = 1200 + 14336 + 12288 + 6000 + 4096;
+  const byProcesses = startRoom(
+    facts({
+      serve: 'comfyui-sim',
+      gpu: { uuid: GPU, totalMib: 32607, usedMib: used },
+      ledger: state,
+      apps: [app(100, 14336), app(200, 12288), app(300, 6000), app(4242, 4096)],
+      pids: { fast: [100], vision: [200], sleeper: [300], 'comfyui-sim': [] },
+      evicting,
+    }),
+  );
+  // fast 14336 + sleeper's residual 600 + comfyui-sim 16384 = 31320, + 4096 outside: 35416, 2809 past the card.
+  assert.deepEqual([byProcesses.committedMib, byProcesses.outsideMib, byProcesses.shortMib], [31320, 4096, 2809]);
+  assert.deepEqual(byProcesses.onceEvicted, { victims: ['vision', 'sleeper'], freedMib: 17688 });
+  assert.match(roomLine(byProcesses), /^no room: once vision and sleeper are evicted \(17688 MiB freed\), ledger commits 31320 MiB .* short by 2809 MiB$/);
+  assert.match(
+    noRoomMessage(byProcesses, 16384),
+    /^comfyui-sim \(16384 MiB\) refused before any eviction: the card cannot hold it even once vision and sleeper are evicted \(17688 MiB freed\): .*; no serve was evicted, nothing was started\. To bring it up, stop that process/,
+  );
+  // Without the plan (the start's check, victims still committed, the acquirer only held) the figures are today's.
+  const now = startRoom(facts({ serve: 'comfyui-sim', gpu: { uuid: GPU, totalMib: 32607, usedMib: used }, ledger: state, apps: [app(4242, 4096)], pids: {} }));
+  assert.equal(now.committedMib, 14336 + 12288 + 6000);
+  assert.equal(now.onceEvicted, undefined);
+
+  // The whole GPU deciding: vision measured at 10000 MiB of its 12288 gives back 10000, the sleeper 5400.
+  const measured = evicting.map((v) => (v.serve === 'vision' ? { ...v, measuredMib: 10000 } : v));
+  const byGpu = startRoom(
+    facts({
+      serve: 'comfyui-sim',
+      gpu: { uuid: GPU, totalMib: 32607, usedMib: 1200 + 14336 + 10000 + 6000 },
+      ledger: state,
+      apps: { unread: 'Not Supported' },
+      pids: {},
+      evicting: measured,
+    }),
+  );
+  // used 31536 - 15400 given back - 14936 of the others once evicted (fast, the residual) = 1200 outside.
+  assert.deepEqual([byGpu.outsideMib, byGpu.shortMib], [1200, 0]);
+  assert.deepEqual(byGpu.reading, {
+    by: 'whole-gpu',
+    why: 'nvidia-smi did not list its compute processes (Not Supported)',
+    othersCommittedMib: 14936,
+    victimsGiveMib: 15400,
+  });
+  assert.match(
+    roomLine(byGpu),
+    /^once vision and sleeper are evicted \(17688 MiB freed\), ledger commits 31320 MiB .*\(used 31536 MiB, 15400 MiB of it the victims' to give back, 14936 MiB of it at most the other serves'/,
+  );
+});

@@ -13,6 +13,7 @@ import { startRoom } from '../domain/start-room';
 import { serveProcessesOf } from '../domain/vram-release';
 import type { OwnDraw } from '../domain/physical';
 import type { RoomFacts, StartRoom } from '../domain/start-room';
+import type { Victim } from '../domain/eviction';
 import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
 import { Failure } from '../shared/failures';
@@ -81,9 +82,10 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
      * from, `maxAgeMs` as measureGpu's), and whether the card holds what the ledger commits on it,
      * the starting serve included, plus what is held outside the ledger. A shortfall is read again
      * for up to ROOM_SETTLE_MS before it stands. Null where this worker has no nvidia-smi, or it
-     * does not know the GPU: no check, as no baseline.
+     * does not know the GPU: no check, as no baseline. `evicting`: an acquisition's planned victims,
+     * read before any of them is touched: the room as it will be once they are evicted.
      */
-    async readStartRoom(input: { node: string; gpu: GpuSpec; serve: string; maxAgeMs?: number }): Promise<StartRoomResult | null> {
+    async readStartRoom(input: { node: string; gpu: GpuSpec; serve: string; maxAgeMs?: number; evicting?: Victim[] }): Promise<StartRoomResult | null> {
       const probe = deps.gpu;
       if (!probe) return null;
       // From the first shortfall seen, not the call: a first pass slowed by its reads (a spawn
@@ -107,7 +109,7 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
           input.node,
           ledger.reservations.map((r) => r.serve),
         );
-        const room = startRoom({ serve: input.serve, gpu: reading, ledger, apps: listed, pids });
+        const room = startRoom({ serve: input.serve, gpu: reading, ledger, apps: listed, pids, ...(input.evicting ? { evicting: input.evicting } : {}) });
         settleBy ??= Date.now() + ROOM_SETTLE_MS;
         if (room.shortMib === 0 || Date.now() >= settleBy) return { reading, room };
         await new Promise((resolve) => setTimeout(resolve, ROOM_POLL_MS));

@@ -37,6 +37,15 @@ export type EvictionPlan =
 /** Beyond this many candidates, subsets are not enumerated; a GPU never runs that many evictables. */
 const MAX_ENUMERATED = 16;
 
+/**
+ * What a victim's stop gives back on the card: what it was seen to take when it came up, else its
+ * reservation (`vramMib`, as the acquisition resolves it): one reserved with headroom gives back
+ * less than it reserved.
+ */
+export function victimTookMib(v: Pick<Victim, 'measuredMib'>, vramMib: number): number {
+  return Math.min(v.measuredMib ?? vramMib, vramMib);
+}
+
 /** A reservation as a victim: what the eviction needs to know of it. */
 export function toVictim(r: Reservation): Victim {
   return {

@@ -10,14 +10,14 @@ import { heldNowMib } from '../domain/vram-release';
 import type { SleepLevel } from '../domain/sleep';
 import { denialMessage, formatLedger } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
-import { evictionOutlook, heldForAcquirers } from '../domain/eviction';
+import { evictionOutlook, heldForAcquirers, victimTookMib } from '../domain/eviction';
 import type { EvictionOutlook, Victim } from '../domain/eviction';
 import { joinLeaseSignal } from '../shared/messages';
 import type { AcquireDecision } from '../shared/messages';
 import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { admission, eviction, sleeping } from '../shared/wording';
-import { alreadyHeld, startServe, wakeOrRestart } from './bring-up';
+import { alreadyHeld, checkRoom, startServe, wakeOrRestart } from './bring-up';
 import { PATCHES } from './patches';
 import { act, ledgerUpdates, preflightReads, reads, router, waiting } from './proxies';
 import { abandonAndCompensate, failAndCompensate, rootCause, Saga, whole } from './saga';
@@ -152,6 +152,10 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
       if (decision.decision === 'evicting') {
         // Histories recorded before the preflight existed replay without it.
         if (patched(PATCHES.evictionPreflight)) await preflight(evicting, decision.victims);
+        // The card's room as it will be once the victims are down, before any is touched: a process
+        // outside the ledger that no eviction makes room beside refuses the acquisition here, not
+        // at the start, its victims down for nothing. Runs from before read it at the start only.
+        if (patched(PATCHES.roomBeforeEviction)) await checkRoom(resolved, log, { evicting: decision.victims });
         for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
       }
       // Each victim's VRAM was seen back (or its sleep's residual) on a reading queried after it went down.
@@ -294,9 +298,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   // the card during the drain moves the whole GPU's reading as much, are read by the drain, beside
   // its wait (a process query is a spawn of nvidia-smi, 100-300 ms).
   const gpuRead = record.wasRunning ? await reads().readGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS }) : undefined;
-  // What it was seen to take when it came up, else its reservation: a serve reserved with
-  // headroom gives back less than it reserved.
-  const tookMib = Math.min(planned.measuredMib ?? victim.vramMib, victim.vramMib);
+  const tookMib = victimTookMib(planned, victim.vramMib);
   // Histories recorded before sleep mode existed have no victim that sleeps, and replay without it.
   // The level is chosen before the drain, so the sleep follows the last response as a stop would.
   const sleep = planned.sleep && gpuRead && patched(PATCHES.evictBySleep) ? await planSleep(e, victim.name, planned.sleep, record) : undefined;

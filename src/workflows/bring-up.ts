@@ -6,9 +6,11 @@ import { ApplicationFailure, isCancellation, patched, workflowInfo } from '@temp
 import type { GpuReading, ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { evictionOutlook } from '../domain/eviction';
+import type { Victim } from '../domain/eviction';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta, measuredHow, RECENT_READING_MS } from '../domain/physical';
 import { noRoomMessage, roomLine } from '../domain/start-room';
+import type { StartRoom } from '../domain/start-room';
 import { cancelHint, holderOf } from '../domain/fence';
 import type { OwnContainer } from '../domain/fence';
 import { Failure } from '../shared/failures';
@@ -170,11 +172,24 @@ export async function startServe(
  * start is refused before anything is created (GpuRoomShort), and the saga gives back what the
  * run took. Runs from before read the baseline alone, and replay that way.
  */
-async function roomToStart({ node, serve, gpu }: ResolvedServe, log: StepLog, maxAgeMs?: number): Promise<GpuReading | null> {
+async function roomToStart(resolved: ResolvedServe, log: StepLog, maxAgeMs?: number): Promise<GpuReading | null> {
   const age = maxAgeMs !== undefined ? { maxAgeMs } : {};
-  if (!patched(PATCHES.startRoomChecked)) return reads().measureGpu({ uuid: gpu.uuid, ...age });
+  if (!patched(PATCHES.startRoomChecked)) return reads().measureGpu({ uuid: resolved.gpu.uuid, ...age });
+  return (await checkRoom(resolved, log, age))?.reading ?? null;
+}
+
+/**
+ * The `room` step: the card's room read (readStartRoom), a shortfall refused with GpuRoomShort.
+ * Null where no nvidia-smi on this worker reads the GPU (not checked, and said so). `evicting`:
+ * an acquisition's planned victims, the room read before any of them is touched.
+ */
+export async function checkRoom(
+  { node, serve, gpu }: ResolvedServe,
+  log: StepLog,
+  more: { maxAgeMs?: number; evicting?: Victim[] },
+): Promise<{ reading: GpuReading; room: StartRoom } | null> {
   log.begin('room');
-  const checked = await act.readStartRoom({ node, gpu, serve: serve.name, ...age });
+  const checked = await act.readStartRoom({ node, gpu, serve: serve.name, ...more });
   if (!checked) {
     log.record('room', start.roomNotChecked(gpu.uuid));
     return null;
@@ -188,7 +203,7 @@ async function roomToStart({ node, serve, gpu }: ResolvedServe, log: StepLog, ma
     });
   }
   log.record('room', roomLine(checked.room));
-  return checked.reading;
+  return checked;
 }
 
 /**

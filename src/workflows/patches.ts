@@ -370,5 +370,14 @@ export const PATCHES = {
    * other recording; after: start-slot-waited.json (recorded by test/start-slot.test.ts).
    */
   startSlot: 'start-slot',
+  /**
+   * An acquisition that plans evictions reads the card's room (readStartRoom, its planned victims
+   * counted as evicted) before its first quiesce, and refuses with GpuRoomShort, nothing quiesced
+   * or stopped, when even those evictions would not make the room; the check before its start stays
+   * (a process may take the room during the drain). Asked by every acquisition that evicts since.
+   * Before: every other eviction recording (the room read at the start only); after:
+   * eviction-room-refused.json (recorded by test/eviction-room.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  roomBeforeEviction: 'room-before-eviction',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

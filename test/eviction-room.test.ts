@@ -1,0 +1,175 @@
+// An acquisition reads the card's room before it evicts, on a simulated box: real dev server, the
+// reference router, sim serves as separate processes, the fake nvidia-smi listing each by its pid,
+// a process outside the ledger started on the card by hand, and `gpures serves up --evict` run as
+// its own process. The box is sampled the whole time (its running containers, the victim's tier
+// at the router), not only the ledger's word.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { containerName } from '../src/domain/serve';
+import { ledgerSnapshots, serveDown } from '../src/client/operations';
+import { exportWorkflow } from '../src/audit/export';
+import { workflowIds } from '../src/shared/messages';
+import type { TestServe } from './support/box';
+import { startSimTestBox, startSquatter } from './support/sim';
+import type { SimTestBox } from './support/sim';
+import { gpures, show } from './support/cli';
+import { sleep } from './support/wait';
+
+const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+const SERVES: TestServe[] = [
+  { name: 'fast', vram_mib: 14336, router_tier: 'fast-local' },
+  { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
+  { name: 'comfyui-sim', vram_mib: 8192, class: 'on-demand' },
+  // Run on the card by hand, outside the ledger (its manifest entry only lends it a port and a command).
+  { name: 'squatter', vram_mib: 12288 },
+];
+/** Where the refused acquisition's history goes when set (how test/histories/eviction-room-refused.json was recorded). */
+const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
+
+/** What the box showed at one moment: the running containers and the victim's tier at the router. */
+interface Sample {
+  running: string[];
+  visionTier: string;
+}
+
+describe('an acquisition reads the card has the room before it evicts', () => {
+  let t: SimTestBox;
+  let uuid: string;
+  let env: Record<string, string>;
+
+  before(async () => {
+    t = await startSimTestBox('evict-room', [GPU], SERVES);
+    uuid = t.manifest.gpus[0]?.uuid ?? '';
+    env = { TEMPORAL_ADDRESS: t.temporal.address };
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  const client = () => t.temporal.client;
+  const squatterName = () => `squatter-${t.node}`;
+  const cli = (...args: string[]) => gpures([...args, '--manifest', t.manifestPath], env, 120_000);
+  const ledgerLines = async () => (await ledgerSnapshots(client(), t.manifest))[0]?.reservations.map((r) => `${r.serve} ${r.phase}`);
+
+  /** Samples the box every 100 ms until stopped (2 min at most). */
+  function sampleBox(): { stop: () => Promise<Sample[]> } {
+    const samples: Sample[] = [];
+    let going = true;
+    const until = Date.now() + 120_000;
+    const sample = async () => {
+      const [containers, tier] = await Promise.all([t.box.runtime.list({}), t.box.routerAdmin.tierState('vision-local')]);
+      samples.push({ running: containers.filter((c) => c.running).map((c) => c.name), visionTier: tier.state });
+    };
+    const loop = (async () => {
+      while (going && Date.now() < until) {
+        await sample();
+        await sleep(100);
+      }
+    })();
+    return {
+      stop: async () => {
+        going = false;
+        await loop;
+        await sample();
+        return samples;
+      },
+    };
+  }
+
+  async function upFastAndVision(): Promise<void> {
+    for (const s of ['fast', 'vision']) {
+      const r = await cli('serves', 'up', s);
+      assert.equal(r.code, 0, show(r));
+    }
+  }
+
+  async function restoreBox(): Promise<void> {
+    await t.box.runtime.remove(squatterName());
+    for (const s of ['comfyui-sim', 'vision', 'fast']) await serveDown(client(), t.node, s);
+    assert.deepEqual((await ledgerLines()) ?? [], []);
+  }
+
+  test('a process outside the ledger that no eviction makes room beside: refused before any quiesce, the victim never stopped, its tier never quiesced', async () => {
+    try {
+      await upFastAndVision();
+      const visionName = containerName(t.node, 'vision');
+      // 12288 MiB: once vision is down the card holds fast 14336 + comfyui-sim 8192 + this, 2209 MiB past its 32607.
+      const [squatterPid] = await startSquatter(t, 12288);
+      const box = sampleBox();
+      const r = await cli('serves', 'up', 'comfyui-sim', '--evict');
+      const samples = await box.stop();
+      const quiesced = samples.filter((s) => s.visionTier !== 'active');
+      const visionDown = samples.filter((s) => !s.running.includes(visionName));
+      console.log(
+        `  exit ${r.code}; ${samples.length} samples, ${quiesced.length} with vision-local not active, ${visionDown.length} with vision not running; ` +
+          `stderr: ${r.stderr.trim().split('\n').pop()}`,
+      );
+      // The box first: on a build that reads the room only at the start, vision was quiesced and stopped.
+      assert.equal(quiesced.length, 0, `vision-local was seen ${quiesced[0]?.visionTier} in ${quiesced.length} of ${samples.length} samples`);
+      assert.equal(visionDown.length, 0, `vision was seen not running in ${visionDown.length} of ${samples.length} samples`);
+      assert.equal(r.code, 1, show(r));
+      assert.match(
+        r.stderr,
+        new RegExp(
+          `comfyui-sim \\(8192 MiB\\) refused before any eviction: the card cannot hold it even once vision is evicted \\(12288 MiB freed\\): ` +
+            `ledger commits 22528 MiB on ${uuid} \\(comfyui-sim included\\), processes outside the ledger hold 12288 MiB \\(pid ${squatterPid} \\S+ 12288 MiB\\): ` +
+            `34816 MiB against the card's 32607 MiB, short by 2209 MiB; no serve was evicted, nothing was started`,
+        ),
+      );
+      assert.match(r.stderr, /stop that process, then bring it up again/);
+      assert.doesNotMatch(r.stderr, /victims now down/);
+      assert.ok(!samples.some((s) => s.running.includes(containerName(t.node, 'comfyui-sim'))), 'comfyui-sim was seen running');
+      assert.deepEqual(await ledgerLines(), ['fast running', 'vision running']);
+      if (SAVE_DIR) {
+        mkdirSync(SAVE_DIR, { recursive: true });
+        await exportWorkflow(client(), workflowIds.acquire(t.node, 'comfyui-sim'), { file: join(SAVE_DIR, 'eviction-room-refused.json') });
+      }
+    } finally {
+      await restoreBox();
+    }
+  });
+
+  test('a process outside the ledger that the eviction makes room beside: the acquisition goes through, its room read before the quiesce', async () => {
+    try {
+      await upFastAndVision();
+      // 4096 MiB: fast 14336 + comfyui-sim 8192 + 4096 = 26624 of 32607 once vision is down.
+      await startSquatter(t, 4096);
+      const box = sampleBox();
+      const r = await cli('serves', 'up', 'comfyui-sim', '--evict', '--json');
+      const samples = await box.stop();
+      assert.equal(r.code, 0, show(r));
+      const steps = (JSON.parse(r.stdout) as { outcomes: { result?: { steps: { step: string; outcome: string }[] } }[] }).outcomes[0]?.result?.steps ?? [];
+      const room = steps.find((s) => s.step === 'room')?.outcome ?? '';
+      console.log(`  exit ${r.code}; steps ${steps.map((s) => s.step).join(', ')}; first room: ${room}`);
+      assert.deepEqual(
+        steps.map((s) => s.step),
+        [
+          'plan',
+          'preflight',
+          'room',
+          'quiesce vision',
+          'drain vision',
+          'stop vision',
+          'release vision',
+          'room',
+          'start',
+          'health',
+          'identity',
+          'measure',
+          'running',
+        ],
+      );
+      assert.match(
+        room,
+        /^once vision is evicted \(12288 MiB freed\), ledger commits 22528 MiB .* processes outside the ledger hold 4096 MiB \(pid \d+ \S+ 4096 MiB\): 26624 of the card's 32607 MiB$/,
+      );
+      const last = samples[samples.length - 1];
+      assert.ok(last?.running.includes(containerName(t.node, 'comfyui-sim')) && !last.running.includes(containerName(t.node, 'vision')), JSON.stringify(last));
+      assert.deepEqual(await ledgerLines(), ['fast running', 'vision evicted', 'comfyui-sim running']);
+    } finally {
+      await restoreBox();
+    }
+  });
+});
