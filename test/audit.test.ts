@@ -100,6 +100,29 @@ describe('audit report of recorded histories, no server', () => {
     assert.deepEqual(r, JSON.parse(JSON.stringify(buildReport(h, 'eviction'))));
   });
 
+  test("the room checks' nvidia-smi readings and decisions: a bring-up's refused start, an acquisition refused before its eviction", () => {
+    const bringUp = buildReport(readHistoryFile(join(HISTORIES, 'start-room-refused.json')), 'start-room-refused');
+    const text = render(bringUp, 'text').join('\n');
+    assert.match(text, /\n {2}\S+ +readStartRoom GPU-\S+: used 27824 MiB, free 4783 of 32607 MiB\n/);
+    assert.match(
+      text,
+      /\n {2}room for vision at \S+: refused: ledger commits 26624 MiB on GPU-\S+ \(vision included\), processes outside the ledger hold 12288 MiB \(pid \d+ \S+ 12288 MiB\): 38912 MiB against the card's 32607 MiB, short by 6305 MiB\n/,
+    );
+    assert.deepEqual(
+      bringUp.nvidiaSmi.rooms?.map((m) => [m.serve, m.allowed]),
+      [['vision', false]],
+    );
+    const acquisition = render(buildReport(readHistoryFile(join(HISTORIES, 'eviction-room-refused.json')), 'eviction-room-refused'), 'markdown').join('\n');
+    assert.match(acquisition, /\| readStartRoom \| GPU-\S+ \| 40112 \| 0 \| 32607 \|/);
+    assert.match(
+      acquisition,
+      /room for comfyui-sim at \S+: refused: once vision is evicted \(12288 MiB freed\), ledger commits 22528 MiB .* short by 2209 MiB/,
+    );
+    // A recording from before the room check has none.
+    const allowed = buildReport(readHistoryFile(join(HISTORIES, 'eviction.json')), 'eviction');
+    assert.equal(allowed.nvidiaSmi.rooms, undefined);
+  });
+
   test('every activity a recorded history schedules has its line in the typed table', () => {
     const files = readdirSync(HISTORIES).filter((f) => f.endsWith('.json'));
     assert.ok(files.length >= 9, files.join(', '));

@@ -4,6 +4,8 @@
 // activities fill in what it does not.
 import { callerOf } from './caller';
 import { emptyLedger, formatLedger, withoutReservation } from '../../domain/ledger';
+import { roomLine } from '../../domain/start-room';
+import type { StartRoom } from '../../domain/start-room';
 import type { HistoryJson } from '../events';
 import { collect, isOf } from './collect';
 import { leaseLedgerAfter, leaseOperation } from './lease';
@@ -181,21 +183,43 @@ function identityEvidence(c: Collected): IdentityEvidence[] {
   return identity;
 }
 
-/** nvidia-smi readings, victims' VRAM release records, and the measured delta of a started serve. */
+/** nvidia-smi readings (a room check's with its decision), victims' VRAM release records, and the measured delta of a started serve. */
 function nvidiaSmiEvidence(c: Collected): AuditReport['nvidiaSmi'] {
   const { activities, res, done } = c;
   const readings = activities
-    .filter((x) => isOf(x, 'readGpu', 'measureGpu') && x.status === 'completed' && obj(x.result))
+    .filter((x) => isOf(x, 'readGpu', 'measureGpu', 'readStartRoom') && x.status === 'completed' && obj(x.result))
     .map((x) => {
-      const g = x.result as ActivityResult<'readGpu'>;
-      return { at: x.closedAt, activity: x.type, uuid: g.uuid, usedMib: g.usedMib, freeMib: g.freeMib, totalMib: g.totalMib };
+      // A room check's result holds its reading beside the verdict.
+      const g = (isOf(x, 'readStartRoom') ? obj(x.result)?.['reading'] : x.result) as ActivityResult<'readGpu'> | undefined;
+      return {
+        at: x.closedAt,
+        activity: x.type,
+        uuid: txt(g?.uuid),
+        usedMib: num(g?.usedMib) ?? 0,
+        freeMib: num(g?.freeMib) ?? 0,
+        totalMib: num(g?.totalMib) ?? 0,
+      };
     });
+  const rooms = done('readStartRoom').flatMap((x) => {
+    const room = obj(x.result?.room) as StartRoom | undefined;
+    const line = room ? roomLineOf(room) : undefined;
+    return room && line ? [{ at: x.evidence.closedAt, serve: txt(room.serve), allowed: !(room.shortMib > 0), line }] : [];
+  });
   const releases = done('confirmVramReleased').map(
     (x) => ({ ...(x.result as VramReleaseResult | undefined), victim: str(x.input?.victim) }) as VramReleaseResult & { victim?: string },
   );
   const delta = num(res?.['measuredDeltaMib']);
   const measuredDelta = delta !== undefined ? { serve: str(res?.['serve']), deltaMib: delta, declaredMib: num(res?.['vramMib']) } : undefined;
-  return { readings, releases, ...(measuredDelta ? { measuredDelta } : {}) };
+  return { readings, ...(rooms.length ? { rooms } : {}), releases, ...(measuredDelta ? { measuredDelta } : {}) };
+}
+
+/** A room check's line, the figures and which reading decided; undefined for a history's result this code cannot word. */
+function roomLineOf(room: StartRoom): string | undefined {
+  try {
+    return roomLine(room).replace(/^no room: /, '');
+  } catch {
+    return undefined;
+  }
 }
 
 /** A promotion's steps and backup: its result, or its failure's details, filled in from the activities. */

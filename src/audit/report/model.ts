@@ -164,6 +164,8 @@ export interface AuditReport {
   identity: IdentityEvidence[];
   nvidiaSmi: {
     readings: { at?: string; activity: string; uuid: string; usedMib: number; freeMib: number; totalMib: number }[];
+    /** Each room check's decision (readStartRoom): whether the card had the room, with its figures and which reading decided. */
+    rooms?: { at?: string; serve: string; allowed: boolean; line: string }[];
     releases: (VramReleaseResult & { victim?: string })[];
     measuredDelta?: { serve?: string; deltaMib: number; declaredMib?: number };
   };

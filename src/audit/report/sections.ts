@@ -130,7 +130,7 @@ const SECTIONS: Section[] = [
     w.items(identity.map(identityLine));
   },
   ({ nvidiaSmi }, w) => {
-    const { readings, releases, measuredDelta: d } = nvidiaSmi;
+    const { readings, rooms = [], releases, measuredDelta: d } = nvidiaSmi;
     if (!readings.length && !releases.length && !d) return;
     w.heading('nvidia-smi');
     if (readings.length) {
@@ -141,7 +141,10 @@ const SECTIONS: Section[] = [
       });
     }
     w.items(
-      releases.map((v) => `release of ${v.victim ?? '?'}: ${vramLine(v)}`),
+      [
+        ...rooms.map((m) => `room for ${m.serve} at ${time(m.at)}: ${m.allowed ? 'allowed' : 'refused'}: ${m.line}`),
+        ...releases.map((v) => `release of ${v.victim ?? '?'}: ${vramLine(v)}`),
+      ],
       true,
     );
     if (d) w.items([`measured delta: ${d.serve ?? '?'} ${w.signed(d.deltaMib)} MiB device used (declared ${d.declaredMib ?? '?'} MiB)`], true);
