@@ -100,7 +100,7 @@ describe('on-demand acquisition with eviction', () => {
     await waitUntil('5 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 5, 5000);
     assert.equal((await t.box.routerAdmin.tierState('vision-local')).inFlight, 5);
     const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
-    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
+    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 15_000);
     const late = await t.routed('vision');
     assert.equal(late.status, 503);
     const done = await Promise.all(slow);
@@ -267,7 +267,7 @@ describe('on-demand acquisition with eviction', () => {
     const slow = t.routed('vision', { sim_delay_ms: 4000 });
     await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
     const acquisition = serveAcquire(client(), t.node, { serve: 'comfyui-sim', evict: true });
-    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
+    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 15_000);
     const handle = client().workflow.getHandle(workflowIds.acquire(t.node, 'comfyui-sim'));
     await handle.cancel();
     const o = await acquisition;
@@ -290,7 +290,7 @@ describe('on-demand acquisition with eviction', () => {
     const slow = t.routed('vision', { sim_delay_ms: 4000 });
     await waitUntil('1 in flight at vision-local', async () => (await t.box.routerAdmin.tierState('vision-local')).inFlight >= 1, 5000);
     const down = serveDown(client(), t.node, 'vision');
-    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 5000);
+    await waitUntil('vision-local quiesced', async () => (await t.box.routerAdmin.tierState('vision-local')).state === 'quiesced', 15_000);
     await client().workflow.getHandle(workflowIds.bringDown(t.node, 'vision')).cancel();
     const o = await down;
     assert.ok(!o.ok);
