@@ -27,7 +27,7 @@ export interface ServeOpts {
   leaseS?: number;
 }
 
-type ServeOutcome = OperationOutcome<{ message: string; ledgerAfter: string[]; leaseTermsNotApplied?: LeaseTermsNotApplied[] }>;
+export type ServeOutcome = OperationOutcome<{ message: string; ledgerAfter: string[]; leaseTermsNotApplied?: LeaseTermsNotApplied[] }>;
 
 /** The terms of this command's --lease that its acquisition could not apply (another caller's that joined it are theirs to hear). */
 function leaseNotAppliedOf(o: ServeOutcome, leaseS: number | undefined): LeaseTermsNotApplied[] {
@@ -39,12 +39,19 @@ function leaseNotAppliedOf(o: ServeOutcome, leaseS: number | undefined): LeaseTe
  * A step whose attempts ran out, the last timing out, gives the operator only 'Local Activity timed
  * out' (a timed-out attempt carries no failure of its own), though each attempt waited for a
  * ledger still reconciling with the box (LedgerClient's 20 s) and was refused: the ledger's own
- * word, asked now, is the cause the operator reads.
+ * word, asked now, is the cause the operator reads. Only a step of the ledger's that timed out:
+ * another step's timeout (a start, a drain) is its own failure, whatever the ledger is doing.
  */
-async function withReconcileCause(client: Client, manifest: Manifest, verb: 'up' | 'down', name: string, o: ServeOutcome): Promise<ServeOutcome> {
-  if (o.ok || !TIMED_OUT.includes(o.failureType)) return o;
+export async function withReconcileCause(
+  stillReconciling: (gpuRole: string) => Promise<string | undefined>,
+  manifest: Manifest,
+  verb: 'up' | 'down',
+  name: string,
+  o: ServeOutcome,
+): Promise<ServeOutcome> {
+  if (o.ok || !o.activity?.timedOut || !LEDGER_STEPS.includes(o.activity.type)) return o;
   const role = findServe(manifest, name)?.gpuRole;
-  const why = role ? await new LedgerClient(client).stillReconciling(manifest.node, role) : undefined;
+  const why = role ? await stillReconciling(role) : undefined;
   if (!role || !why) return o;
   return {
     ...o,
@@ -55,8 +62,8 @@ async function withReconcileCause(client: Client, manifest: Manifest, verb: 'up'
   };
 }
 
-/** How a step that ran out of attempts by timing out reaches the command. */
-const TIMED_OUT = ['ActivityFailure', 'TimeoutFailure'];
+/** The steps that wait for a ledger still reconciling (LedgerClient), as the workflows' ledgerUpdates() and reads() name them. */
+const LEDGER_STEPS = ['ledgerAdmit', 'ledgerAcquire', 'ledgerSetPhase', 'ledgerVictimReleased', 'ledgerRelease', 'ledgerBeginStop', 'ledgerSnapshot'];
 
 function renderOutcome(o: ServeOutcome, leaseS: number | undefined): string[] {
   if (!o.ok) return [`${o.message} [${o.failureType}; workflow ${o.workflowId}]`];
@@ -113,7 +120,7 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
     for (const name of names) {
       const { workflowId, operate } = operationFor(client, manifest.node, verb, name, opts, watch);
       current = { name, workflowId };
-      const o = await withReconcileCause(client, manifest, verb, name, await operate());
+      const o = await withReconcileCause((role) => new LedgerClient(client).stillReconciling(manifest.node, role), manifest, verb, name, await operate());
       outcomes.push(o);
       ctx.note(renderOutcome(o, opts.leaseS).join('\n'));
     }

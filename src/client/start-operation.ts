@@ -6,7 +6,7 @@ import type { Client, Workflow, WorkflowHandleWithFirstExecutionRunId, WorkflowS
 import type { SignalDefinition } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, CancelledFailure, TimeoutFailure } from '@temporalio/common';
 import { searchAttributeNotYetMapped, temporalBusy } from '../adapters/grpc-status';
 import { literalMarkdown } from '../domain/markdown';
 import { taskQueueFor } from '../shared/messages';
@@ -101,7 +101,21 @@ export async function startOperation<W extends Workflow = Workflow>(client: Clie
 const SEARCH_ATTRIBUTE_MAPPING_WAIT_MS = 10_000;
 
 /** How a run closed: its result, or its failure as the operator reads it. */
-export type Settled<R> = { ok: true; result: R } | { ok: false; failureType: string; message: string; details?: unknown };
+export type Settled<R> = { ok: true; result: R } | ({ ok: false } & Failed);
+
+/** A run's failure as the operator reads it; a step's, uncaught, also names that step and whether it timed out. */
+export interface Failed {
+  failureType: string;
+  message: string;
+  details?: unknown;
+  activity?: FailedStep;
+}
+
+/** The step (activity or local activity) whose failure the run failed with. */
+export interface FailedStep {
+  type: string;
+  timedOut: boolean;
+}
 
 export interface Following {
   /** The run's steps so far, from its query: what a cancellation is described from. */
@@ -167,7 +181,13 @@ export async function followOperation<R>(handle: { result(): Promise<R> }, how: 
   } catch (err) {
     if (!(err instanceof WorkflowFailedError)) throw err;
     const failed = await describeFailure(err, how);
-    settled = { ok: false, failureType: failed.failureType, message: failed.message, ...('details' in failed ? { details: failed.details } : {}) };
+    settled = {
+      ok: false,
+      failureType: failed.failureType,
+      message: failed.message,
+      ...('details' in failed ? { details: failed.details } : {}),
+      ...(failed.activity ? { activity: failed.activity } : {}),
+    };
     steps = failed.steps ?? stepsOf(failed.details);
   }
   // The steps the last poll did not see: a quick operation may finish between two polls, and a
@@ -176,17 +196,17 @@ export async function followOperation<R>(handle: { result(): Promise<R> }, how: 
   return settled;
 }
 
-async function describeFailure(
-  err: WorkflowFailedError,
-  how: Following,
-): Promise<{ failureType: string; message: string; details?: unknown; steps?: readonly StepRecord[] }> {
+async function describeFailure(err: WorkflowFailedError, how: Following): Promise<Failed & { steps?: readonly StepRecord[] }> {
   const { cause } = err;
   if (cause instanceof CancelledFailure && how.cancelled) {
     const steps = await how.readSteps().catch(() => []);
     return { failureType: 'CancelledFailure', message: await how.cancelled(steps), steps };
   }
   if (cause instanceof ApplicationFailure) return { failureType: cause.type ?? 'Error', message: cause.message, details: cause.details?.[0] };
-  return { failureType: cause?.name ?? 'WorkflowFailed', message: cause?.message ?? err.message };
+  // A step's failure the run did not catch: which step, and whether it ran out by a timeout (its
+  // cause then, as a local activity's last attempt timing out carries nothing else).
+  const activity = cause instanceof ActivityFailure ? { activity: { type: cause.activityType, timedOut: cause.cause instanceof TimeoutFailure } } : {};
+  return { failureType: cause?.name ?? 'WorkflowFailed', message: cause?.message ?? err.message, ...activity };
 }
 
 /** Who started a run, and when: what a process that joined it tells the operator. */
