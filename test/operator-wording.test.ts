@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readHistoryFile } from '../src/audit/history';
 import { buildReport, summarizeActivity } from '../src/audit/report';
-import { eviction } from '../src/shared/wording';
+import { eviction, start } from '../src/shared/wording';
 
 const STUCK = { drained: false, waitedMs: 5000, routerInFlightAtStart: 2, routerInFlightAtEnd: 1, vllmRunningAtEnd: 1 };
 
@@ -14,6 +14,18 @@ describe('operator wording', () => {
     assert.match(m, /^vision did not drain within 5 s \(1 in flight at the router, 1 running in vLLM\)/);
     assert.match(m, /--drain-timeout S \(drain_timeout_s\)/);
     assert.match(m, /--force \(force\)/);
+  });
+});
+
+describe('a MIG instance declared as the GPU', () => {
+  test("the room check says why it is not read (nvidia-smi's --query-gpu lists whole GPUs) and what to do, not that no nvidia-smi reads it", () => {
+    const m = start.roomNotChecked('MIG-4b5e2b1c-3d4e-5f60-8a9b-0c1d2e3f4a5b');
+    console.log(`  ${m}`);
+    assert.doesNotMatch(m, /no nvidia-smi on this worker/);
+    assert.match(m, /^not checked: MIG-4b5e2b1c-\S+ is a MIG instance, and nvidia-smi's --query-gpu lists whole GPUs only/);
+    assert.match(m, /declare the instance's own memory there/);
+    assert.match(m, /with MIG mode off, declare the whole GPU by its GPU-<uuid>/);
+    assert.equal(start.roomNotChecked('GPU-1'), 'not checked: no nvidia-smi on this worker reads GPU-1');
   });
 });
 

@@ -17,7 +17,7 @@ import { nonRetryable, permanentAsFailure } from './failure';
 import { earlierProgress, heartbeating, progress } from './heartbeat';
 import { loadManifest } from './resolve';
 import { Failure } from '../shared/failures';
-import { eviction } from '../shared/wording';
+import { eviction, migNotRead } from '../shared/wording';
 import type { OwnContainer } from '../domain/fence';
 import { underTheName } from './own-container';
 import { withTimeout } from '../worker/time-bound';
@@ -87,7 +87,8 @@ export function createEvictionActivities(deps: EvictionDeps) {
   const readGpu = async (uuid: string, age: ReadingAge = {}): Promise<GpuReading> => {
     const gpus = await permanentAsFailure(() => gpuProbe().readGpus(age));
     const g = gpus.find((x) => x.uuid === uuid);
-    if (!g) throw nonRetryable(Failure.GpuNotFound, `nvidia-smi reports no GPU ${uuid} (has: ${gpus.map((x) => x.uuid).join(', ') || 'none'})`);
+    const has = `has: ${gpus.map((x) => x.uuid).join(', ') || 'none'}`;
+    if (!g) throw nonRetryable(Failure.GpuNotFound, uuid.startsWith('MIG-') ? `${migNotRead(uuid)} (${has})` : `nvidia-smi reports no GPU ${uuid} (${has})`);
     return g;
   };
 

@@ -84,7 +84,7 @@ export const start = {
           : 'no router configured on this worker',
   notMeasured: (serve: string, why: string) => `${serve}'s VRAM not measured (nvidia-smi: ${why}); it runs on its declared reservation`,
   running: 'reservation marked running',
-  roomNotChecked: (gpuUuid: string) => `not checked: no nvidia-smi on this worker reads ${gpuUuid}`,
+  roomNotChecked: (gpuUuid: string) => `not checked: ${gpuUuid.startsWith('MIG-') ? migNotRead(gpuUuid) : `no nvidia-smi on this worker reads ${gpuUuid}`}`,
 };
 
 /** A victim's VRAM release as confirmVramReleased reports it; `reading` absent in results recorded before it. */
@@ -330,4 +330,17 @@ function short(id: string): string {
 export function cancelReason(bringDownWorkflowId: string | undefined): string {
   const serve = /^serves-down\/[^/]+\/(.+)$/.exec(bringDownWorkflowId ?? '')?.[1];
   return serve ? `serves down ${serve}` : `a bring-down (workflow ${bringDownWorkflowId ?? '?'})`;
+}
+
+/**
+ * Why a MIG instance is never read: nvidia-smi's --query-gpu (the GPU reading, the stream) lists
+ * whole GPUs by their GPU-<uuid>; a MIG device (`nvidia-smi -L` lists it under its GPU) is not
+ * among them, whatever nvidia-smi is installed. What the operator can do instead.
+ */
+export function migNotRead(gpuUuid: string): string {
+  return (
+    `${gpuUuid} is a MIG instance, and nvidia-smi's --query-gpu lists whole GPUs only, so its memory is not read: ` +
+    `the ledger admits on the capacity_mib declared for it alone (declare the instance's own memory there), ` +
+    `or, with MIG mode off, declare the whole GPU by its GPU-<uuid> (nvidia-smi -L) to have its room read`
+  );
 }
