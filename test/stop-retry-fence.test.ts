@@ -119,7 +119,11 @@ describe('a stop issued by an attempt whose worker died', () => {
     assert.equal(st?.issuedByAttempt, undefined, 'the retry read no `issued` heartbeat: the case is not reached');
     assert.equal(r.readmittedWhileDown, 0, 'vision-local was readmitted while vision was down');
     assert.match(r.ended ?? '', /^completed: /);
-    assert.match(st?.downAfterRefusal ?? '', /^stop of vision refused: .*; container \S+ (exited|absent)/);
+    assert.match(st?.downAfterRefusal ?? '', /^stop of vision refused: .*; (container \S+ exited|no container \S+)/);
+    // The result's own field says what the box shows: an exited container left, not 'absent'.
+    const onBox = await box.runtime.inspect(containerName(node, 'vision'));
+    console.log(`  on the box: ${onBox ? onBox.status : 'no container'}; the stop's result: stop ${st?.stop}, remove ${st?.remove}`);
+    assert.equal(st?.remove, onBox ? `left ${onBox.status}` : 'absent', `remove: ${st?.remove} while the box shows ${onBox ? onBox.status : 'none'}`);
     assert.deepEqual(r.after, { vision: false, tier: 'quiesced', ledger: [] });
   });
 

@@ -10,6 +10,7 @@ import { containerName } from '../domain/serve';
 import type { FenceStep } from '../domain/ledger-requests';
 import type { GpuSpec } from '../domain/types';
 import { Failure } from '../shared/failures';
+import type { StopResult } from '../shared/contracts';
 import { nonRetryable } from './failure';
 
 export async function fenceThisRun(ledger: LedgerPort, node: string, gpu: GpuSpec, serve: string, step: FenceStep): Promise<void> {
@@ -22,14 +23,17 @@ export async function fenceThisRun(ledger: LedgerPort, node: string, gpu: GpuSpe
 }
 
 /**
- * The stop's fence, for an attempt that has no record of an earlier one issuing the stop. A retry
- * refused with the serve's container not running answers why (its stop taken as done, nothing
- * issued or removed by this attempt), where it would fail as "not stopped"; undefined when the
- * fence passed. The earlier attempt may have issued the stop and died before its `issued`
- * heartbeat reached the server (heartbeats are throttled, never acknowledged), and a ledger started
- * afresh since then no longer holds the serve for the run; the serve is down either way, and
- * failing would readmit the tier of a serve going down. A container that runs is refused as
- * before: it may be the one another run's reservation holds, and a stop must not hit it.
+ * The stop's fence, for an attempt that has no record of an earlier one issuing the stop. Refused
+ * with the serve's container not running, it answers what the box shows instead of failing as
+ * "not stopped" (nothing issued or removed by this attempt); undefined when the fence passed.
+ * A retry: the earlier attempt may have issued the stop and died before its `issued` heartbeat
+ * reached the server (heartbeats are throttled, never acknowledged), and a ledger started afresh
+ * since then no longer holds the serve for the run; the serve is down either way, and failing
+ * would readmit the tier of a serve going down. A first attempt: a ledger started afresh since the
+ * take found no container running and holds nothing for the serve (it crashed, or was stopped by
+ * hand); it was down already. A container that runs is refused as before: it may be the one
+ * another run's reservation holds, and a stop must not hit it; so is a first attempt whose ledger
+ * holds the serve in any way (another run may be bringing it up).
  */
 export async function fencedOrDown(
   deps: { ledger: LedgerPort; runtime: ContainerRuntime },
@@ -37,16 +41,24 @@ export async function fencedOrDown(
   gpu: GpuSpec,
   serve: string,
   attempt: number,
-): Promise<string | undefined> {
+): Promise<DownAfterRefusal | undefined> {
   try {
     await fenceThisRun(deps.ledger, node, gpu, serve, 'stop');
     return undefined;
   } catch (err) {
-    if (attempt === 1 || !(err instanceof ApplicationFailure) || err.type !== Failure.ReservationLost) throw err;
-    const c = await deps.runtime.inspect(containerName(node, serve));
+    if (!(err instanceof ApplicationFailure) || err.type !== Failure.ReservationLost) throw err;
+    const name = containerName(node, serve);
+    const c = await deps.runtime.inspect(name);
     if (c?.running) throw err;
+    // What the box shows, in the result's own fields: an exited container is left as it is.
+    const remove = c ? (`left ${c.status}` as const) : ('absent' as const);
+    const box = c ? `container ${name} ${c.status}` : `no container ${name}`;
+    if (attempt === 1) throw err;
     // The refusal's own "it was not stopped" is this attempt's, not the run's: left out.
     const refused = err.message.replace(`; ${FENCE_STEPS.stop.undone}`, '');
-    return `${refused}; container ${containerName(node, serve)} ${c ? c.status : 'absent'}, the stop taken as an earlier attempt's`;
+    return { stop: 'stopped', remove, downAfterRefusal: `${refused}; ${box}, the stop taken as an earlier attempt's` };
   }
 }
+
+/** A stop fence refused with the serve down: the stop's result as the box shows it, and why. */
+export type DownAfterRefusal = Pick<StopResult, 'stop' | 'remove'> & { downAfterRefusal: string };

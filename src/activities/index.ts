@@ -475,13 +475,14 @@ export function createActivities(deps: ActivityDeps) {
       // A retry after an attempt that issued the stop is not fenced again: the stop cannot be taken
       // back, and a ledger restarted meanwhile would refuse it as "not stopped" while it goes down.
       // That record is a heartbeat, which may never have reached the server: a retry refused with
-      // the container already down takes the stop as done (fencedOrDown).
+      // the container already down takes the stop as done, and a first attempt refused with the
+      // container down and nothing held for the serve finds it down already (fencedOrDown).
       const earlier = earlierProgress<Partial<StopProgress>>();
       const attempt = activityContext()?.info.attempt ?? 1;
       const stoppedEarlier = typeof earlier?.stopIssuedAtEpochMs === 'number' && typeof earlier.attempt === 'number';
       if (input.fence && !stoppedEarlier) {
         const down = await fencedOrDown({ ledger: deps.ledger, runtime: deps.runtime }, input.node, input.fence, input.serve, attempt);
-        if (down) return { containerName: name, stop: 'stopped', remove: 'absent', issuedAtEpochMs: Date.now(), downAfterRefusal: down };
+        if (down) return { containerName: name, ...down, issuedAtEpochMs: Date.now() };
       }
       // A compensation's removal: only the run's own container. The one under the name may be
       // another run's by now, and is left running (a stop by name would take it away); with none

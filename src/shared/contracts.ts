@@ -93,7 +93,8 @@ export interface StopResult {
   containerName: string;
   /** 'stopped' also when an earlier attempt issued the stop and this one found it done. */
   stop: 'stopped' | 'already-stopped' | 'absent';
-  remove: 'removed' | 'absent';
+  /** `left <status>`: a container that had exited and was not removed by this attempt (a stop fence refused with the serve down). */
+  remove: 'removed' | 'absent' | `left ${string}`;
   /** When the stop was issued, by the attempt that issued it. */
   issuedAtEpochMs: number;
   /** That attempt's number (1 unless a worker died after issuing it). */
@@ -101,9 +102,11 @@ export interface StopResult {
   /** Asked for the run's own container only: the one found under the name was another run's (its holder label), and was left running. */
   leftAlone?: string;
   /**
-   * A retry whose stop fence was refused (a ledger started afresh since an earlier attempt, whose
-   * record of issuing the stop never reached the server) and which found the container not
-   * running: the refusal and what the box showed. Nothing was stopped or removed by that attempt.
+   * A stop fence refused (a ledger started afresh since the take, or since an earlier attempt whose
+   * record of issuing the stop never reached the server) with the container not running: a retry
+   * takes the stop as the earlier attempt's, a first attempt (nothing held for the serve) finds it
+   * down already. The refusal or that finding, and what the box showed. Nothing was stopped or
+   * removed by that attempt.
    */
   downAfterRefusal?: string;
 }

@@ -143,10 +143,10 @@ export const eviction = {
   drainTimeout: (victim: string, d: Drain, timeoutS: number) =>
     `${victim} did not drain within ${timeoutS} s (${eviction.stillInFlight(d)}): ` +
     `give it longer with --drain-timeout S (drain_timeout_s), or stop it with its requests in flight with --force (force)`,
-  stopped: (s: { containerName: string; stop: string; remove: string }) =>
-    s.stop === 'absent' && s.remove === 'absent'
+  stopped: (s: { containerName: string; stop: string; remove: string; downAfterRefusal?: string }) =>
+    (s.stop === 'absent' && s.remove === 'absent'
       ? `container ${s.containerName}: absent, nothing to stop`
-      : `container ${s.containerName}: ${s.stop}, ${s.remove}`,
+      : `container ${s.containerName}: ${s.stop}, ${s.remove}`) + (s.downAfterRefusal ? `; ${s.downAfterRefusal}` : ''),
   vramBack: (v: VramFigures, gpuUuid: string) => `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (${usedClause(v)})${byClause(v.reading)}`,
   /** The release timeout's failure: what should have come back and is still held, by the reading that was to confirm it. */
   vramHeld: (victim: string, v: VramFigures & { gpuUuid: string; expectedMib: number }, keepMib: number, afterS: number) =>

@@ -185,7 +185,15 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
       return undefined;
     }
   },
-  stopServeContainer: (r) => (r ? eviction.stopped({ containerName: txt(r.containerName), stop: txt(r.stop), remove: txt(r.remove) }) : undefined),
+  stopServeContainer: (r) =>
+    r
+      ? eviction.stopped({
+          containerName: txt(r.containerName),
+          stop: txt(r.stop),
+          remove: txt(r.remove),
+          ...(typeof r.downAfterRefusal === 'string' ? { downAfterRefusal: r.downAfterRefusal } : {}),
+        })
+      : undefined,
   confirmVramReleased: (r) => {
     if (!r) return undefined;
     const reading = vramReadingOf(r.reading);
