@@ -20,6 +20,7 @@ import type { StopResult } from '../src/shared/contracts';
 import { taskQueueFor, workflowIds } from '../src/shared/messages';
 import type { SimBox } from '../src/sim/box';
 import type { TestServe } from './support/box';
+import { gpuresSaying, show } from './support/cli';
 import type { WorkerProcess } from './support/cli';
 import { activityRuns } from './support/history-scan';
 import { ROUTER_TOKEN } from './support/sim';
@@ -44,6 +45,8 @@ describe('a stop issued by an attempt whose worker died', () => {
   let node: string;
   let worker: WorkerProcess | undefined;
   let startWorker: (extra?: string[]) => Promise<WorkerProcess>;
+  let cliEnv: Record<string, string>;
+  let manifestPath: string;
 
   let simWorkerBox: SimWorkerBox;
 
@@ -51,6 +54,8 @@ describe('a stop issued by an attempt whose worker died', () => {
     simWorkerBox = await startSimWorkerBox('stop-retry', GPU, SERVES);
     ({ node, manifest, box, temporal } = simWorkerBox);
     startWorker = (extra = []) => simWorkerBox.startWorker(extra);
+    manifestPath = simWorkerBox.manifestPath;
+    cliEnv = { TEMPORAL_ADDRESS: temporal.address };
     worker = await startWorker();
   });
   after(async () => {
@@ -139,6 +144,41 @@ describe('a stop issued by an attempt whose worker died', () => {
     assert.equal(r.readmittedWhileDown, 0);
     assert.match(r.ended ?? '', /^completed: /);
     assert.deepEqual(r.after, { vision: false, tier: 'quiesced', ledger: [] });
+  });
+
+  test('a first attempt refused with the serve already down (it exited, a fresh ledger holds nothing for it): says so and exits 0, its tier not readmitted', async () => {
+    const up = await serveUp(client(), node, 'vision');
+    assert.ok(up.ok, !up.ok ? up.message : '');
+    await worker?.stop();
+    // The take lands, then the stop's fence waits 4 s: the ledger is lost meanwhile.
+    worker = await startWorker(['--stop-fence-delay-ms', '4000']);
+    // vision exits on its own (a crash), unseen by the ledger, which holds it running.
+    await box.runtime.stop(containerName(node, 'vision'), 5);
+    assert.equal(await visionRuns(), false);
+    const cli = gpuresSaying(['serves', 'down', 'vision', '--manifest', manifestPath], cliEnv, 'serves down vision', 180_000);
+    let ended = false;
+    const samples: { vision: boolean; tier: string }[] = [];
+    const run = cli.run.then((r) => ((ended = true), r));
+    // Taken: held stopping by the bring-down. Then the ledger is terminated before the fence asks it.
+    for (let i = 0; i < 600 && !(await ledger()).includes('vision stopping'); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok((await ledger()).includes('vision stopping'), 'the bring-down took vision');
+    await client().workflow.getHandle(ledgerId()).terminate('test: the ledger is lost between the take and the stop');
+    while (!ended) {
+      const [vision, tier] = await Promise.all([visionRuns(), tierState('vision-local')]);
+      samples.push({ vision, tier });
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const r = await run;
+    const after = { vision: await visionRuns(), tier: await tierState('vision-local'), ledger: await ledger() };
+    const readmittedWhileDown = samples.filter((x) => !x.vision && x.tier === 'active').length;
+    const stopLine = r.stderr.split('\n').find((l) => l.includes('stop vision') || l.includes('  stop')) ?? '';
+    console.log(
+      `  ${samples.length} samples, vision-local active while vision was down in ${readmittedWhileDown}; exit ${r.code}\n  stop step: ${stopLine}\n  after: ${JSON.stringify(after)}`,
+    );
+    assert.equal(r.code, 0, show(r));
+    assert.match(r.stderr, /vision was already down: no reservation, no running container \(container \S+ exited\); nothing stopped/, show(r));
+    assert.equal(readmittedWhileDown, 0, 'vision-local was readmitted while vision was down');
+    assert.deepEqual(after, { vision: false, tier: 'quiesced', ledger: [] });
   });
 
   test("an eviction's stops of two victims are two fence Updates, one per victim", async () => {

@@ -11,6 +11,7 @@ import type { FenceStep } from '../domain/ledger-requests';
 import type { GpuSpec } from '../domain/types';
 import { Failure } from '../shared/failures';
 import type { StopResult } from '../shared/contracts';
+import { findReservation } from '../domain/ledger';
 import { nonRetryable } from './failure';
 
 export async function fenceThisRun(ledger: LedgerPort, node: string, gpu: GpuSpec, serve: string, step: FenceStep): Promise<void> {
@@ -53,7 +54,14 @@ export async function fencedOrDown(
     // What the box shows, in the result's own fields: an exited container is left as it is.
     const remove = c ? (`left ${c.status}` as const) : ('absent' as const);
     const box = c ? `container ${name} ${c.status}` : `no container ${name}`;
-    if (attempt === 1) throw err;
+    if (attempt === 1) {
+      if (findReservation(await deps.ledger.snapshot(node, gpu, 10_000), serve)) throw err;
+      return {
+        stop: c ? 'already-stopped' : 'absent',
+        remove,
+        downAfterRefusal: `${serve} was already down: no reservation, no running container (${box}); nothing stopped`,
+      };
+    }
     // The refusal's own "it was not stopped" is this attempt's, not the run's: left out.
     const refused = err.message.replace(`; ${FENCE_STEPS.stop.undone}`, '');
     return { stop: 'stopped', remove, downAfterRefusal: `${refused}; ${box}, the stop taken as an earlier attempt's` };

@@ -20,6 +20,8 @@ const SIM_WORKER = join(ROOT, 'dist', 'test', 'support', 'fleet-worker.js');
 export interface SimWorkerBox {
   node: string;
   manifest: Manifest;
+  /** The manifest file a `gpures` command passes with --manifest. */
+  manifestPath: string;
   box: SimBox;
   temporal: TestTemporal;
   /** A worker process for the box; `extra` arguments are fleet-worker's seams (--kill-after-stop …). */
@@ -45,6 +47,7 @@ export async function startSimWorkerBox(prefix: string, gpu: TestGpu, serves: Te
   return {
     node,
     manifest,
+    manifestPath,
     box,
     temporal,
     startWorker: (extra = []) =>
