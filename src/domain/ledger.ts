@@ -1,7 +1,6 @@
 // Ledger arithmetic for one GPU: pure functions over a JSON-safe state, so the ledger workflow
 // can carry the state across continue-as-new and the CLI can render a snapshot it received.
 import type { ServeClass, SleepEviction } from './types';
-import type { StartSlot } from './start-slot';
 
 /**
  * admitted: reservation held, container being brought up by its holder.
@@ -66,6 +65,17 @@ export interface Reservation {
 
 /** A plain bring-up, an acquisition (with or without victims), or the restore of an evicted serve. */
 export type CameUpBy = 'bring-up' | 'acquisition' | 'restore';
+
+/** The GPU's start slot (src/domain/start-slot.ts): which run starts (or wakes) a serve on it now. */
+export interface StartSlot {
+  serve: string;
+  /** The run that holds it (`<workflow id>/<run id>`), as a reservation's holder. */
+  holder: string;
+  /** The ledger's clock (epoch ms) when that run took it. */
+  sinceMs: number;
+  /** The holder's own start timeout: how long its start may take before it fails by itself. */
+  startTimeoutS: number;
+}
 
 export interface LedgerState {
   node: string;

@@ -3,17 +3,9 @@
 // that check ("Error in memory profiling. Initial free memory …, current free memory …") or makes
 // a whole-GPU measured delta count the other start's MiB. The ledger holds the GPU's start slot:
 // which run starts (or wakes) a serve on it now. PURE: the ledger workflow imports it.
-import type { LedgerState } from './ledger';
+import type { LedgerState, StartSlot } from './ledger';
 
-export interface StartSlot {
-  serve: string;
-  /** The run that holds it (`<workflow id>/<run id>`), as a reservation's holder. */
-  holder: string;
-  /** The ledger's clock (epoch ms) when that run took it. */
-  sinceMs: number;
-  /** The holder's own start timeout: how long its start may take before it fails by itself. */
-  startTimeoutS: number;
-}
+export type { StartSlot } from './ledger';
 
 export interface StartSlotRequest {
   serve: string;
