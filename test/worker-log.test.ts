@@ -21,6 +21,8 @@ before(() => testTemporal());
 after(async () => {
   await worker?.stop();
   await removeNodeContainers(node);
+  // The dev server and both connections: left open, they keep this test's process from exiting.
+  await (await testTemporal()).close();
 });
 
 test(
