@@ -26,6 +26,8 @@ before(async () => {
 });
 after(async () => {
   for (const w of workers) await w.stop();
+  // Left open, the dev server and its connections keep this file's process from exiting.
+  await temporal?.close();
 });
 
 /** The identities polling the node's workflow task queue, as the server lists them. */
