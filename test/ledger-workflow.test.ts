@@ -10,7 +10,18 @@ import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { DEV_SERVER_FLAGS } from '../src/dev/dev-server';
 import { emptyLedger, totals } from '../src/domain/ledger';
 import type { GpuSpec } from '../src/domain/types';
-import { acquireUpdate, admitUpdate, beginStopUpdate, releaseUpdate, setPhaseUpdate, snapshotQuery, taskQueueFor, workflowIds } from '../src/shared/messages';
+import {
+  abortEvictionUpdate,
+  acquireUpdate,
+  admitUpdate,
+  beginStopUpdate,
+  releaseUpdate,
+  setPhaseUpdate,
+  snapshotQuery,
+  startSlotUpdate,
+  taskQueueFor,
+  workflowIds,
+} from '../src/shared/messages';
 import type { ledgerWorkflow } from '../src/workflows/ledger';
 import { renderManifest, startTestBox, uniqueNode } from './support/box';
 import type { TestBox } from './support/box';
@@ -202,6 +213,26 @@ describe('ledger entity workflow', () => {
     assert.equal((await held())?.holder, 'acquire-a');
     const own = await h.executeUpdate(releaseUpdate, { args: [{ serve: 'leased', holder: 'acquire-a' }] });
     assert.deepEqual([own.released, own.vramMib], [true, 10]);
+  });
+
+  test("an acquisition whose start failed gives its start slot back by its eviction's abort, its only compensation (never a release)", async () => {
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
+    assert.equal(
+      (await h.executeUpdate(admitUpdate, { args: [{ serve: 'od', vramMib: 10, class: 'on-demand', holder: 'acquire-od', gpu: GPU }] })).decision.decision,
+      'admitted',
+    );
+    const take = await h.executeUpdate(startSlotUpdate, { args: [{ serve: 'od', holder: 'acquire-od', take: true, startTimeoutS: 60 }] });
+    assert.equal(take.taken, true);
+    assert.equal((await h.query(snapshotQuery)).startSlot?.holder, 'acquire-od');
+    // Another run's abort leaves it.
+    await h.executeUpdate(abortEvictionUpdate, { args: [{ acquirer: 'od', stopped: [], holder: 'acquire-other' }] });
+    assert.equal((await h.query(snapshotQuery)).startSlot?.holder, 'acquire-od');
+    await h.executeUpdate(abortEvictionUpdate, { args: [{ acquirer: 'od', stopped: [], holder: 'acquire-od' }] });
+    assert.equal((await h.query(snapshotQuery)).startSlot, undefined, 'the failed acquisition still holds the start slot');
+    const next = await h.executeUpdate(startSlotUpdate, { args: [{ serve: 'b', holder: 'up-b', take: true, startTimeoutS: 60 }] });
+    assert.equal(next.taken, true);
+    await h.executeUpdate(startSlotUpdate, { args: [{ serve: 'b', holder: 'up-b', take: false }] });
+    await h.executeUpdate(releaseUpdate, { args: [{ serve: 'od', holder: 'acquire-od' }] });
   });
 
   test("a sleeper's restore, and its acquisition that evicts, retried after the ledger continued as new: answered as they were, asleep at level 1", async () => {

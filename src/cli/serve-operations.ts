@@ -63,7 +63,16 @@ export async function withReconcileCause(
 }
 
 /** The steps that wait for a ledger still reconciling (LedgerClient), as the workflows' ledgerUpdates() and reads() name them. */
-const LEDGER_STEPS = ['ledgerAdmit', 'ledgerAcquire', 'ledgerSetPhase', 'ledgerVictimReleased', 'ledgerRelease', 'ledgerBeginStop', 'ledgerSnapshot'];
+const LEDGER_STEPS = [
+  'ledgerAdmit',
+  'ledgerAcquire',
+  'ledgerSetPhase',
+  'ledgerVictimReleased',
+  'ledgerRelease',
+  'ledgerBeginStop',
+  'ledgerSnapshot',
+  'ledgerStartSlot',
+];
 
 function renderOutcome(o: ServeOutcome, leaseS: number | undefined): string[] {
   if (!o.ok) return [`${o.message} [${o.failureType}; workflow ${o.workflowId}]`];

@@ -317,6 +317,9 @@ class GpuLedger {
   validateAbort = (args: LedgerAbortArgs): void => this.accept('abortEviction', args);
 
   abortEviction = ({ acquirer, stopped, slept, sleptHoldingMib, holder }: LedgerAbortArgs): LedgerChangeAnswer => {
+    // An acquisition that failed at its start gives back its slot here, as a release does: its
+    // compensation is this abort, never a release.
+    this.state = slotGivenBy(this.state, holder);
     // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
     const held = activeReservation(this.state, acquirer);
     if (holder !== undefined && held !== undefined && held.holder !== holder) return this.change(acquirer);
