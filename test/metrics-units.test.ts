@@ -21,7 +21,7 @@ import { BodyBudget } from '../src/router/body-budget';
 import { RouterMetrics } from '../src/router/metrics';
 import type { OnDemand } from '../src/router/on-demand';
 import type { TierTable } from '../src/router/tier-table';
-import { OUTCOME_LOG_ATTRIBUTE } from '../src/shared/operation-metrics';
+import { FAILURE_TYPE_LOG_ATTRIBUTE, OUTCOME_LOG_ATTRIBUTE } from '../src/shared/operation-metrics';
 import { denialsAsInfo } from '../src/worker/log';
 import { WorkerMetrics } from '../src/worker/metrics';
 import { runWorker } from '../src/worker/main';
@@ -112,14 +112,29 @@ describe("the worker's log", () => {
     };
   }
 
-  test("a denied run's WARN is one INFO line; a failed run one WARN line; an activity's unnamed error stays a WARN with its error", () => {
+  test("a denied run's WARN is one INFO line; a run failed by a named failure one WARN line; an unnamed error (an activity's, a run's) stays a WARN with its error", () => {
     const { logger, lines } = recorder();
     const log = denialsAsInfo(logger);
     const error = { message: 'serves up vision denied: over budget by 10401 MiB,\nnothing started', stack: 'ApplicationFailure: ...\n    at x' };
     log.warn('Workflow failed', { workflowType: 'bringUpWorkflow', workflowId: 'up/box/vision', error, [OUTCOME_LOG_ATTRIBUTE]: 'denied' });
-    log.warn('Workflow failed', { workflowType: 'bringUpWorkflow', workflowId: 'up/box/ocr', error: { message: 'no 200' }, [OUTCOME_LOG_ATTRIBUTE]: 'failed' });
+    log.warn('Workflow failed', {
+      workflowType: 'bringUpWorkflow',
+      workflowId: 'up/box/ocr',
+      error: { message: 'no 200' },
+      [OUTCOME_LOG_ATTRIBUTE]: 'failed',
+      [FAILURE_TYPE_LOG_ATTRIBUTE]: 'HealthTimeout',
+    });
     log.warn('Activity failed', { activityType: 'startServeContainer', error: { message: 'x is undefined', stack: 'TypeError: x\n    at y' } });
-    assert.equal(lines.length, 3);
+    // A run failed by workflow code (a saga fails it with the TypeError's type): the SDK's line, its stack kept.
+    const bug = { message: 'serves up ocr failed at slot: x is undefined', stack: 'TypeError: x\n    at takeStartSlot' };
+    log.warn('Workflow failed', {
+      workflowType: 'bringUpWorkflow',
+      workflowId: 'up/box/ocr',
+      error: bug,
+      [OUTCOME_LOG_ATTRIBUTE]: 'failed',
+      [FAILURE_TYPE_LOG_ATTRIBUTE]: 'TypeError',
+    });
+    assert.equal(lines.length, 4);
     assert.equal(lines[0]?.level, 'INFO');
     assert.equal(lines[0]?.message, 'bringUpWorkflow up/box/vision: serves up vision denied: over budget by 10401 MiB, nothing started');
     assert.equal(Object.keys(lines[0]?.meta ?? {}).length, 0, 'no error, no stack');
@@ -129,6 +144,8 @@ describe("the worker's log", () => {
     assert.equal(lines[2]?.level, 'WARN');
     assert.equal(lines[2]?.message, 'Activity failed');
     assert.deepEqual(lines[2]?.meta?.['error'], { message: 'x is undefined', stack: 'TypeError: x\n    at y' });
+    assert.equal(lines[3]?.message, 'Workflow failed');
+    assert.deepEqual(lines[3]?.meta?.['error'], bug);
   });
 });
 

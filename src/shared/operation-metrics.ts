@@ -49,3 +49,6 @@ export interface OperationSinks extends Sinks {
 
 /** The log attribute that carries a failed run's outcome on the SDK's 'Workflow failed' line. */
 export const OUTCOME_LOG_ATTRIBUTE = 'gpuresOutcome';
+
+/** Beside it, a failed run's failure type (its message's, not the error's, which loses it crossing threads). */
+export const FAILURE_TYPE_LOG_ATTRIBUTE = 'gpuresFailureType';

@@ -9,7 +9,7 @@
 // its stack.
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/worker';
 import { LogTimestamp } from '@temporalio/worker';
-import { OUTCOME_LOG_ATTRIBUTE } from '../shared/operation-metrics';
+import { FAILURE_TYPE_LOG_ATTRIBUTE, OUTCOME_LOG_ATTRIBUTE } from '../shared/operation-metrics';
 import { Failure } from '../shared/failures';
 
 const NAMED: ReadonlySet<string> = new Set(Object.values(Failure));
@@ -32,11 +32,12 @@ function namedFailure(error: unknown): { type: string; message: string } | undef
 const oneLine = (s: string): string => s.replace(/\s*\n\s*/g, ' ');
 
 /**
- * One line for a failed attempt of a named failure, or a failed run: whose, and its own words;
- * undefined for any other line. A run's error reaches the logger by structured clone from the
- * workflow thread, which drops its type: the run's line is told by its outcome (a failed run is
- * always one of the workflows' own failures, a bug fails the workflow task instead) and says
- * what its message says.
+ * One line for a failed attempt of a named failure, or a run failed by one: whose, and its own
+ * words; undefined for any other line. A run's error reaches the logger by structured clone from
+ * the workflow thread, which drops its type: the run's type comes as a log attribute
+ * (src/workflows/operation-metrics.ts). A run failed by anything else keeps the SDK's line and its
+ * stack: the sagas fail a run with an error of workflow code (a TypeError in a step) as well as
+ * with the project's own failures, and a developer needs that stack.
  */
 export function namedFailureLine(level: LogLevel, message: string, meta: LogMetadata | undefined): string | undefined {
   if (level !== 'WARN' || !meta) return undefined;
@@ -49,6 +50,8 @@ export function namedFailureLine(level: LogLevel, message: string, meta: LogMeta
     );
   }
   if (message !== 'Workflow failed' || meta[OUTCOME_LOG_ATTRIBUTE] !== 'failed') return undefined;
+  const runType: unknown = meta[FAILURE_TYPE_LOG_ATTRIBUTE];
+  if (typeof runType !== 'string' || !NAMED.has(runType)) return undefined;
   const error = meta['error'] as LoggedError | undefined;
   const named = namedFailure(error);
   const said = named ? `${named.type}: ${named.message}` : typeof error?.message === 'string' ? error.message : '';

@@ -13,7 +13,7 @@ import type {
 import { Failure } from '../shared/failures';
 import { OPERATION_KINDS } from '../shared/operation-metrics';
 import type { OperationEnded, OperationKind, OperationOutcome, OperationSinks } from '../shared/operation-metrics';
-import { OUTCOME_LOG_ATTRIBUTE } from '../shared/operation-metrics';
+import { FAILURE_TYPE_LOG_ATTRIBUTE, OUTCOME_LOG_ATTRIBUTE } from '../shared/operation-metrics';
 
 const { operations } = proxySinks<OperationSinks>();
 
@@ -63,6 +63,7 @@ export function closesRun(err: unknown, cancelRequested: boolean): boolean {
 /** How the run ended, once it has: shared by the run's two interceptors below. */
 interface RunEnd {
   outcome?: OperationOutcome;
+  failureType?: string;
 }
 
 export class OperationMetricsInterceptor implements WorkflowInboundCallsInterceptor {
@@ -82,6 +83,7 @@ export class OperationMetricsInterceptor implements WorkflowInboundCallsIntercep
       if (closesRun(err, cancelled)) {
         const ended = failedOutcome(kind, err, cancelled);
         this.end.outcome = ended.outcome;
+        this.end.failureType = ended.failureType;
         operations.ended(ended);
       }
       throw err;
@@ -101,7 +103,8 @@ export class OutcomeLogAttributes implements WorkflowOutboundCallsInterceptor {
 
   getLogAttributes(input: GetLogAttributesInput, next: Next<WorkflowOutboundCallsInterceptor, 'getLogAttributes'>): Record<string, unknown> {
     const attrs = next(input);
-    return this.end.outcome ? { ...attrs, [OUTCOME_LOG_ATTRIBUTE]: this.end.outcome } : attrs;
+    if (!this.end.outcome) return attrs;
+    return { ...attrs, [OUTCOME_LOG_ATTRIBUTE]: this.end.outcome, ...(this.end.failureType ? { [FAILURE_TYPE_LOG_ATTRIBUTE]: this.end.failureType } : {}) };
   }
 }
 
