@@ -72,11 +72,12 @@ test('a second worker for a node refuses, naming the first; --allow-second-worke
   );
 });
 
-test("a poller that is gone does not refuse a restart: this host's dead pid, or a poll older than the server's window", () => {
+test("a poller that is gone does not refuse a restart: this host's dead pid, this process's own (a restarted container's), or a poll older than the server's window", () => {
   const now = 1_000_000_000;
-  const alive = (pid: number) => pid === 42;
+  const alive = (pid: number) => pid === 42 || pid === process.pid;
   const seen = [
     { identity: '42@box', lastAccessMs: now - 1_000 },
+    { identity: `${process.pid}@box`, lastAccessMs: now - 1_000 },
     { identity: '43@box', lastAccessMs: now - 1_000 },
     { identity: '7@other-host', lastAccessMs: now - 60_000 },
     { identity: '8@other-host', lastAccessMs: now - 200_000 },

@@ -29,7 +29,9 @@ export function livePollers(pollers: readonly SeenPoller[], nowMs: number, host:
     .filter((p) => p.lastAccessMs === undefined || nowMs - p.lastAccessMs <= LIVE_POLL_MS)
     .filter((p) => {
       const m = /^(\d+)@(.+)$/.exec(p.identity);
-      return !(m && m[2] === host && !pidAlive(Number(m[1])));
+      // This process has not polled yet: its own identity is a predecessor's (a container restarted
+      // keeps its hostname and, as pid 1, its pid).
+      return !(m && m[2] === host && (Number(m[1]) === process.pid || !pidAlive(Number(m[1]))));
     })
     .map((p) => p.identity);
 }
