@@ -2,7 +2,7 @@
 // which steps the ledger lets change a container.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyAdmit, decideAdmit, emptyLedger, totals, withoutReservation, withPhase } from '../src/domain/ledger';
+import { applyAdmit, backAsleep, decideAdmit, emptyLedger, totals, withoutReservation, withPhase } from '../src/domain/ledger';
 import type { LedgerState, Reservation } from '../src/domain/ledger';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEviction } from '../src/domain/eviction';
 import {
@@ -332,7 +332,18 @@ describe('a sleeping serve under the fences', () => {
     const l = asleep();
     const restore = { serve: 'o1', vramMib: 12288, class: 'evictable' as const, holder: U, sleep };
     const after = applyAdmit(l, restore, 'admitted', 'restore');
-    assert.deepEqual(after.reservations.find((r) => r.serve === 'o1')?.admittedFrom, { evicted: true, asleepAt: 1, asleepHeldMib: 600 });
+    // And for whom it slept: a restore ended before its wake puts it back so (backAsleep).
+    assert.deepEqual(after.reservations.find((r) => r.serve === 'o1')?.admittedFrom, {
+      evicted: true,
+      asleepAt: 1,
+      asleepHeldMib: 600,
+      evictedFor: 'sd',
+      evictedBy: A,
+    });
+    const back = backAsleep(after, 'o1');
+    const o1 = back?.reservations.find((r) => r.serve === 'o1');
+    assert.deepEqual([o1?.phase, o1?.sleptAtLevel, o1?.evictedFor, o1?.evictedBy, o1?.admittedFrom], ['sleeping', 1, 'sd', A, undefined]);
+    assert.equal(back && totals(back).committedMib, totals(l).committedMib);
     // Running, then taken by a bring-down: what the admission found is history.
     const running = withPhase(after, 'o1', 'running');
     const d = decideStop(running, { serve: 'o1', holder: D });

@@ -9,6 +9,7 @@ import type { Client } from '@temporalio/client';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
 import { DEV_SERVER_FLAGS } from '../src/dev/dev-server';
 import { emptyLedger, totals } from '../src/domain/ledger';
+import { slotUpdateId } from '../src/domain/start-slot';
 import type { GpuSpec } from '../src/domain/types';
 import {
   abortEvictionUpdate,
@@ -233,6 +234,35 @@ describe('ledger entity workflow', () => {
     assert.equal(next.taken, true);
     await h.executeUpdate(startSlotUpdate, { args: [{ serve: 'b', holder: 'up-b', take: false }] });
     await h.executeUpdate(releaseUpdate, { args: [{ serve: 'od', holder: 'acquire-od' }] });
+  });
+
+  test('a wake falling back to a cold start renews its slot: since moves to the renewal, so a waiter counts its bound from there', async () => {
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
+    const w = 'serves-up/n/sv/run-w';
+    // The ids a run sends, ask by ask, as start-slot.ts numbers them: take, renew, give.
+    let ask = 0;
+    const slot = (args: { take: boolean; renew?: boolean }) =>
+      h.executeUpdate(startSlotUpdate, {
+        args: [{ serve: 'sv', holder: w, startTimeoutS: 60, ...args }],
+        updateId: slotUpdateId(w, ask++, args.take),
+      });
+    assert.equal((await slot({ take: true })).taken, true);
+    const took = (await h.query(snapshotQuery)).startSlot?.sinceMs ?? 0;
+    await new Promise((r) => setTimeout(r, 1200));
+    // A retake without renew keeps since (a retry); the renewal moves it.
+    assert.equal((await slot({ take: true })).taken, true);
+    assert.equal((await h.query(snapshotQuery)).startSlot?.sinceMs, took);
+    assert.equal((await slot({ take: true, renew: true })).taken, true);
+    const renewed = (await h.query(snapshotQuery)).startSlot?.sinceMs ?? 0;
+    const waiter = await h.executeUpdate(startSlotUpdate, { args: [{ serve: 'b', holder: 'up-b', take: true, startTimeoutS: 60 }] });
+    console.log(`  took at ${took}, renewed at ${renewed}; a waiter is told since ${waiter.taken ? '(taken)' : waiter.heldBy?.sinceMs}`);
+    assert.ok(renewed >= took + 1000, `since not renewed: ${took} -> ${renewed}`);
+    assert.equal(waiter.taken ? undefined : waiter.heldBy?.sinceMs, renewed);
+    // Given back, taken and given back again in the same run: each give its own Update, so the second frees it too.
+    await slot({ take: false });
+    assert.equal((await slot({ take: true })).taken, true);
+    await slot({ take: false });
+    assert.equal((await h.query(snapshotQuery)).startSlot, undefined, 'the second give of one run was answered from the first');
   });
 
   test("a sleeper's restore, and its acquisition that evicts, retried after the ledger continued as new: answered as they were, asleep at level 1", async () => {

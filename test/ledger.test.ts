@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { applyAdmit, decideAdmit, denialMessage, emptyLedger, formatLedger, totals, withPhase } from '../src/domain/ledger';
 import type { AdmitRequest, LedgerState, Reservation } from '../src/domain/ledger';
-import { withRestoreLinks } from '../src/domain/reconcile';
+import { carriedStartSlot, withRestoreLinks } from '../src/domain/reconcile';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, evictionOutlook, planEviction } from '../src/domain/eviction';
 import type { ServeClass } from '../src/domain/types';
 import { ledgerJson } from '../src/client/ledger-view';
@@ -338,5 +338,15 @@ describe("a fresh ledger's restore links (withRestoreLinks)", () => {
   test('without the lost run (Temporal could not say), what was found, in the order of their names', () => {
     const f = [found('sleepy', 'sleeping', 4000), found('b', 'running', 9000)];
     assert.deepEqual(withRestoreLinks(f, undefined), [f[1], f[0]]);
+  });
+
+  test("the lost run's start slot: carried, its since kept, while its holder runs or Temporal cannot say; dropped once the holder has ended", () => {
+    const startSlot = { serve: 'ocr', holder: 'serves-up/n/ocr/run-1', sinceMs: 1_000, startTimeoutS: 600 };
+    const l = { ...lostRun(), startSlot };
+    assert.deepEqual(carriedStartSlot(l, true), { startSlot });
+    assert.deepEqual(carriedStartSlot(l, 'unknown'), { startSlot });
+    assert.deepEqual(carriedStartSlot(l, false), {});
+    assert.deepEqual(carriedStartSlot(lostRun(), true), {});
+    assert.deepEqual(carriedStartSlot(undefined, true), {});
   });
 });

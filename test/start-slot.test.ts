@@ -6,17 +6,20 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { containerName, serveHealthUrl } from '../src/domain/serve';
-import { ledgerSnapshots, serveDown } from '../src/client/operations';
+import { containerName, serveBaseUrl, serveHealthUrl } from '../src/domain/serve';
+import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { exportWorkflow } from '../src/audit/export';
-import { workflowIds } from '../src/shared/messages';
+import { progressQuery, workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { gpures, show } from './support/cli';
+import { totals } from '../src/domain/ledger';
 import { sleep, waitUntil } from './support/wait';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
+/** A second GPU: a sleeper, the on-demand serve it sleeps for, and a start that holds the slot while the sleeper's restore waits. */
+const SLEEP_GPU = { role: 'sleepgpu', capacity_mib: 20000, reserve_mib: 2000 };
 const SERVES: TestServe[] = [
   // Each slow to answer health, as a model load is: two started at once would profile together.
   { name: 'a', vram_mib: 8000, router_tier: 'a-local', env: { SIM_START_DELAY_MS: '3000' } },
@@ -25,6 +28,17 @@ const SERVES: TestServe[] = [
   { name: 'stuck', vram_mib: 4000, start_timeout_s: 15, env: { SIM_START_DELAY_MS: 'never' } },
   // Never healthy, with a long timeout: its run is terminated while it holds the slot.
   { name: 'hung', vram_mib: 4000, start_timeout_s: 600, env: { SIM_START_DELAY_MS: 'never' } },
+  {
+    name: 'sleepy',
+    gpu_role: SLEEP_GPU.role,
+    vram_mib: 12000,
+    class: 'evictable',
+    router_tier: 'sleepy-local',
+    sleep: { level: 1, residual_mib: 600, host_ram_mib: 7000 },
+    env: { SIM_SLEEP_RESIDUAL_MIB: '600' },
+  },
+  { name: 'taker', gpu_role: SLEEP_GPU.role, vram_mib: 12000, class: 'on-demand' },
+  { name: 'hung2', gpu_role: SLEEP_GPU.role, vram_mib: 4000, start_timeout_s: 600, env: { SIM_START_DELAY_MS: 'never' } },
 ];
 /** Where the waiting bring-up's history goes when set (how test/histories/start-slot-waited.json was recorded). */
 const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
@@ -41,7 +55,7 @@ describe('one cold start at a time per GPU: the start slot', () => {
   let env: Record<string, string>;
 
   before(async () => {
-    t = await startSimTestBox('start-slot', [GPU], SERVES);
+    t = await startSimTestBox('start-slot', [GPU, SLEEP_GPU], SERVES);
     env = { TEMPORAL_ADDRESS: t.temporal.address };
   });
   after(async () => {
@@ -50,7 +64,7 @@ describe('one cold start at a time per GPU: the start slot', () => {
 
   const client = () => t.temporal.client;
   const cli = (...args: string[]) => gpures([...args, '--manifest', t.manifestPath], env, 180_000);
-  const ledger = async () => (await ledgerSnapshots(client(), t.manifest))[0];
+  const ledger = async (role = GPU.role) => (await ledgerSnapshots(client(), t.manifest)).find((l) => l.gpuRole === role);
 
   async function healthy(serve: string): Promise<boolean> {
     const spec = t.manifest.serves.find((s) => s.name === serve);
@@ -157,6 +171,114 @@ describe('one cold start at a time per GPU: the start slot', () => {
       }
     } finally {
       await clearBox();
+    }
+  });
+
+  test('a ledger lost while a start holds the slot: the fresh ledger carries it while that run runs, and the next start waits for it', async () => {
+    try {
+      const box = sampleBox();
+      const hung = cli('serves', 'up', 'hung');
+      await waitUntil('hung holds the start slot', async () => (await ledger())?.startSlot?.serve === 'hung', 60_000, 100);
+      const holder = (await ledger())?.startSlot?.holder ?? '';
+      // Its container created (the fresh ledger takes its reservation from the box), still profiling.
+      await waitUntil(
+        'hung started',
+        async () => (await t.box.runtime.list({})).some((c) => c.running && c.name === containerName(t.node, 'hung')),
+        60_000,
+        100,
+      );
+      await client().workflow.getHandle(workflowIds.ledger(t.node, GPU.role)).terminate('test: the ledger is lost while hung starts');
+      // The fresh ledger, started by this read.
+      const fresh = await ledger();
+      const b = cli('serves', 'up', 'b');
+      // Until b's run waits for the slot, or b's container runs beside hung's.
+      const bRun = client().workflow.getHandle(workflowIds.bringUp(t.node, 'b'));
+      let beside = false;
+      await waitUntil(
+        'b waiting for the slot, or started beside hung',
+        async () => {
+          beside = (await t.box.runtime.list({})).some((c) => c.running && c.name === containerName(t.node, 'b'));
+          const running = (await bRun.describe().catch(() => undefined))?.status.name === 'RUNNING';
+          return beside || (running && (await bRun.query(progressQuery).catch(() => [])).some((x) => x.step === 'slot'));
+        },
+        90_000,
+        200,
+      );
+      await client().workflow.getHandle(workflowIds.bringUp(t.node, 'hung')).cancel();
+      const [rb, rh] = [await b, await hung];
+      const samples = await box.stop();
+      const both = samples.filter((s) => s.starting.length > 1);
+      console.log(
+        `  fresh ledger's slot ${JSON.stringify(fresh?.startSlot ?? null)}; b started beside hung: ${beside}; ` +
+          `b exit ${rb.code}, hung exit ${rh.code}; ${both.length} of ${samples.length} samples with two starting (first: ${JSON.stringify(both[0] ?? null)})`,
+      );
+      assert.equal(beside, false, 'b started while hung still held the slot');
+      assert.equal(both.length, 0, JSON.stringify(both.slice(0, 3)));
+      assert.equal(fresh?.startSlot?.holder, holder, "the fresh ledger did not carry the lost run's start slot");
+      assert.equal(rb.code, 0, show(rb));
+      assert.match(rb.stdout + rb.stderr, /start slot: hung is starting on dark-fast since \d+ s; waiting/);
+      assert.equal((await ledger())?.startSlot, undefined);
+    } finally {
+      await clearBox();
+    }
+  });
+
+  test("a sleeper's restore cancelled while it waits for the slot: the sleeper stays asleep, its container and its reservation as they were", async () => {
+    const sleepy = t.manifest.serves.find((x) => x.name === 'sleepy');
+    assert.ok(sleepy);
+    const isSleeping = async () =>
+      ((await (await fetch(`${serveBaseUrl(sleepy)}/is_sleeping`, { signal: AbortSignal.timeout(2000) })).json()) as { is_sleeping: boolean }).is_sleeping;
+    const sleepyId = async () => {
+      const c = await t.box.runtime.inspect(containerName(t.node, 'sleepy'));
+      return c?.running ? c.id : undefined;
+    };
+    const entry = async () => {
+      const l = await ledger(SLEEP_GPU.role);
+      const r = l?.reservations.find((x) => x.serve === 'sleepy');
+      return r
+        ? `${r.phase}${r.evictedFor ? ` for ${r.evictedFor}` : ''}${r.sleptAtLevel ? ` at ${r.sleptAtLevel}` : ''}, ${l ? totals(l).committedMib : '?'} MiB committed`
+        : 'none';
+    };
+    try {
+      const up = await serveUp(client(), t.node, 'sleepy');
+      assert.ok(up.ok, !up.ok ? up.message : '');
+      const taken = await serveAcquire(client(), t.node, { serve: 'taker', evict: true });
+      assert.ok(taken.ok, !taken.ok ? taken.message : '');
+      const down = await serveDown(client(), t.node, 'taker');
+      assert.ok(down.ok, !down.ok ? down.message : '');
+      const asleepId = await sleepyId();
+      const before = await entry();
+      assert.equal(before, 'sleeping for taker at 1, 600 MiB committed');
+      assert.equal(await isSleeping(), true);
+      // hung2 holds the slot (never healthy); sleepy's restore then waits for it.
+      const hung2 = cli('serves', 'up', 'hung2');
+      await waitUntil('hung2 holds the start slot', async () => (await ledger(SLEEP_GPU.role))?.startSlot?.serve === 'hung2', 60_000, 100);
+      const restore = cli('serves', 'up', 'sleepy');
+      const run = client().workflow.getHandle(workflowIds.bringUp(t.node, 'sleepy'));
+      await waitUntil(
+        'the restore of sleepy waiting for the slot',
+        async () => (await run.query(progressQuery).catch(() => [])).some((x) => x.step === 'slot'),
+        60_000,
+        100,
+      );
+      await run.cancel();
+      const rr = await restore;
+      if (SAVE_DIR) await exportWorkflow(client(), workflowIds.bringUp(t.node, 'sleepy'), { file: join(SAVE_DIR, 'restore-cancelled-waiting-slot.json') });
+      const after = { id: await sleepyId(), asleep: await isSleeping().catch((e: unknown) => String(e)), entry: await entry() };
+      console.log(`  before: ${before}, container ${asleepId}; restore exit ${rr.code}; after: ${JSON.stringify(after)}`);
+      assert.notEqual(rr.code, 0, show(rr));
+      assert.equal(after.id, asleepId, "the sleeper's container was removed by the cancelled restore");
+      assert.equal(after.asleep, true);
+      // hung2's 4000 MiB beside the sleeper's 600, as before the restore.
+      assert.equal(after.entry, 'sleeping for taker at 1, 4600 MiB committed');
+      await client().workflow.getHandle(workflowIds.bringUp(t.node, 'hung2')).cancel();
+      await hung2;
+      // It wakes as any sleeper does.
+      const woken = await serveUp(client(), t.node, 'sleepy');
+      assert.ok(woken.ok, !woken.ok ? woken.message : '');
+      assert.equal(woken.result.restoredBy, 'wake');
+    } finally {
+      for (const s of ['hung2', 'taker', 'sleepy']) await serveDown(client(), t.node, s);
     }
   });
 

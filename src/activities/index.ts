@@ -37,7 +37,8 @@ import { createRunTagActivities } from './run-tags';
 import { createSleepActivities, sleepsNow } from './sleep';
 import { createStartRoomActivities } from './start-room';
 import { residualHeldAfresh, sleptAtLevelAfresh } from '../domain/sleep';
-import { withRestoreLinks } from '../domain/reconcile';
+import { carriedStartSlot, withRestoreLinks } from '../domain/reconcile';
+import { withTimeout } from '../worker/time-bound';
 import type { Reconciled } from '../domain/reconcile';
 import { healthPollDelayMs } from '../domain/health-poll';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
@@ -127,6 +128,9 @@ const PAST_ADMISSION = ['admit', 'plan'];
  */
 const LOST_RUN_READ_MS = 10_000;
 
+/** How long a fresh ledger's reconcile waits for Temporal to say whether the lost run's start slot's holder still runs. */
+const SLOT_HOLDER_READ_MS = 5_000;
+
 /**
  * What a fresh ledger tells the operator of the run it replaced, where its restore links may be
  * missing: that run could not be read; none is listed while serves of the GPU run on the box (a
@@ -166,6 +170,17 @@ export function createActivities(deps: ActivityDeps) {
     } catch {
       return 'unknown';
     }
+  }
+
+  /** Whether the run holding the lost ledger's start slot still runs; 'unknown' when Temporal does not say within its bound. */
+  async function slotHolderRuns(holder: string): Promise<boolean | 'unknown'> {
+    const run = parseHolder(holder);
+    if (!run) return false;
+    const late = `no answer within ${SLOT_HOLDER_READ_MS / 1000} s`;
+    return withTimeout(deps.operations.status(run.workflowId, run.runId), SLOT_HOLDER_READ_MS, late).then(
+      (s) => s.status !== 'closed',
+      () => 'unknown' as const,
+    );
   }
 
   /** The ledger run a fresh one replaces (the reconcile's own run excepted), as Temporal answers. */
@@ -279,7 +294,8 @@ export function createActivities(deps: ActivityDeps) {
      * fence, so it is admitted whole to that run, which finishes against this ledger. One that has
      * not been admitted yet is admitted here, as any restore. When Temporal cannot say, it counts
      * whole: a wake may be under way. The restore links come from that run too (withRestoreLinks):
-     * its victims stopped for an acquisition, and for whom each sleeper sleeps.
+     * its victims stopped for an acquisition, and for whom each sleeper sleeps; and its start slot,
+     * while the run holding it still runs (carriedStartSlot).
      */
     async reconcileLedger(input: { node: string; gpuRole: string }): Promise<Reconciled> {
       // The lost run's last state, read once: its victims stopped for an acquisition left no container.
@@ -320,7 +336,9 @@ export function createActivities(deps: ActivityDeps) {
         else
           found.push({ ...r, phase: 'admitted', holder: waking.holder, sleep: declared, admittedFrom: { evicted: true, asleepAt: level.sleptAtLevel ?? 2 } });
       }
-      return { reservations: withRestoreLinks(found, lost), ...unreadNote(lostRun, found.length) };
+      // A start profiling on the card when the ledger was lost keeps its slot while its run runs (its give reaches this ledger).
+      const slotHolder = lost?.startSlot ? await slotHolderRuns(lost.startSlot.holder) : false;
+      return { reservations: withRestoreLinks(found, lost), ...unreadNote(lostRun, found.length), ...carriedStartSlot(lost, slotHolder) };
     },
 
     async inspectServe(input: { node: string; serve: string }): Promise<ContainerState | null> {

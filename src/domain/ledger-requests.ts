@@ -98,6 +98,7 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
   release: {
     serve: { check: serveName, required: true },
     holder: { check: runId },
+    keepAsleep: { check: boolean },
   },
   startSlot: {
     serve: { check: serveName, required: true },
@@ -105,6 +106,7 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     take: { check: boolean, required: true },
     startTimeoutS: { check: bounded('startTimeoutS') },
     takeOverFrom: { check: runId },
+    renew: { check: boolean },
   },
 };
 

@@ -56,7 +56,7 @@ export interface Reservation {
    * answers a retried update from its first answer only within one run of the ledger; after a
    * continue-as-new the retry is recognised here and answered the same.
    */
-  admittedFrom?: { evicted: true; asleepAt?: 1 | 2; asleepHeldMib?: number };
+  admittedFrom?: { evicted: true; asleepAt?: 1 | 2; asleepHeldMib?: number } & Pick<Reservation, 'evictedFor' | 'evictedBy'>;
   /** While a bring-down holds it: what the take answered (the phase and holder it took it from, its MiB, victims back to running), for a retry of the take. */
   takenFrom?: { phase: ReservationPhase; holder: string; vramMib: number; victimsRunning?: string[] };
   /** The bring-down that let go of it and gave the hold back: its let-go, retried after a continue-as-new, is answered the same. */
@@ -233,7 +233,35 @@ export function applyAdmit(state: LedgerState, req: AdmitRequest, phase: Reserva
 export function admittedFromOf(before: Reservation | undefined): Reservation['admittedFrom'] {
   if (!before || !setAside(before)) return undefined;
   // Asleep, what it was held at (its residual, or more when seen to keep more): its process keeps that until it wakes or stops.
-  return before.phase === 'sleeping' ? { evicted: true, asleepAt: before.sleptAtLevel ?? 2, asleepHeldMib: committedMibOf(before) } : { evicted: true };
+  if (before.phase !== 'sleeping') return { evicted: true };
+  // For whom it slept too: a restore that ends before its wake puts it back as it was (backAsleep).
+  const link = {
+    ...(before.evictedFor !== undefined ? { evictedFor: before.evictedFor } : {}),
+    ...(before.evictedBy !== undefined ? { evictedBy: before.evictedBy } : {}),
+  };
+  return { evicted: true, asleepAt: before.sleptAtLevel ?? 2, asleepHeldMib: committedMibOf(before), ...link };
+}
+
+/**
+ * A restore of a sleeper that ended before its wake touched it (cancelled, or refused, while it
+ * waited for the start slot): the serve sleeps on, so its entry goes back to what its admission
+ * found, asleep at its level, holding what it held asleep, for the acquirer it slept for. None
+ * where the admission found no sleeper.
+ */
+export function backAsleep(state: LedgerState, serve: string): LedgerState | undefined {
+  const r = findReservation(state, serve);
+  const from = r?.phase === 'admitted' ? r.admittedFrom : undefined;
+  if (!r || from?.asleepAt === undefined || !r.sleep) return undefined;
+  const asleep: Reservation = {
+    ...r,
+    phase: 'sleeping',
+    sleptAtLevel: from.asleepAt,
+    sleep: { ...r.sleep, residualMib: from.asleepHeldMib ?? r.sleep.residualMib },
+    ...(from.evictedFor !== undefined ? { evictedFor: from.evictedFor } : {}),
+    ...(from.evictedBy !== undefined ? { evictedBy: from.evictedBy } : {}),
+  };
+  delete asleep.admittedFrom;
+  return { ...state, reservations: state.reservations.map((x) => (x.serve === serve ? asleep : x)) };
 }
 
 /**

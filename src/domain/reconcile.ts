@@ -1,7 +1,7 @@
 // What a fresh ledger takes from the run it replaces, beside what the box shows: the restore
 // links. A victim stopped for an acquisition has no container, and a sleeper's container does not
 // say for whom it sleeps; only the lost run knew, and a restore finds its victims by them.
-import type { LedgerState, LostRunUnread, Reservation } from './ledger';
+import type { LedgerState, LostRunUnread, Reservation, StartSlot } from './ledger';
 import { findReservation } from './ledger';
 
 /**
@@ -52,6 +52,20 @@ function restoreLink(r: Reservation): Pick<Reservation, 'evictedFor' | 'evictedB
 export interface Reconciled {
   reservations: Reservation[];
   lostRunUnread?: LostRunUnread;
+  /** The lost run's start slot, where its holder still runs (carriedStartSlot). */
+  startSlot?: StartSlot;
+}
+
+/**
+ * The start slot a fresh ledger carries from the run it replaces: the lost run's, while its
+ * holder's run still runs (a start profiling on the card, whose give reaches this ledger), or
+ * may (Temporal could not say: a waiter asks again every 30 s and takes over an ended holder).
+ * Its since is kept: the waiters' bound counts from the holder's take, not from the reconcile.
+ * None where the holder has ended, or the lost run held none or could not be read.
+ */
+export function carriedStartSlot(lost: LedgerState | undefined, holderRuns: boolean | 'unknown'): { startSlot?: StartSlot } {
+  const slot = lost?.startSlot;
+  return slot && holderRuns !== false ? { startSlot: slot } : {};
 }
 
 export function reconciledOf(r: Reservation[] | Reconciled): Reconciled {

@@ -16,6 +16,12 @@ export interface StartSlotRequest {
   startTimeoutS?: number;
   /** With take: a holder the caller saw ended (its run closed): its slot is taken over. */
   takeOverFrom?: string;
+  /**
+   * With take, by its holder: the slot's since is now, and its start timeout this one. A wake that
+   * falls back to a cold start starts its timeout again: the waiters' bound, counted from since,
+   * would otherwise run out while the holder works as it should (a wake, a stop, then a cold start).
+   */
+  renew?: boolean;
 }
 
 export type StartSlotDecision = { taken: true } | { taken: false; heldBy?: StartSlot };
@@ -33,7 +39,7 @@ export function decideStartSlot(state: LedgerState, req: StartSlotRequest, nowMs
     return { decision: { taken: false }, state: withoutStartSlot(state) };
   }
   if (held && held.holder !== req.holder && held.holder !== req.takeOverFrom) return { decision: { taken: false, heldBy: held }, state };
-  const sinceMs = held?.holder === req.holder ? held.sinceMs : nowMs;
+  const sinceMs = held?.holder === req.holder && !req.renew ? held.sinceMs : nowMs;
   const slot: StartSlot = { serve: req.serve, holder: req.holder, sinceMs, startTimeoutS: req.startTimeoutS ?? 0 };
   return { decision: { taken: true }, state: { ...state, startSlot: slot } };
 }
@@ -52,6 +58,15 @@ function withoutStartSlot(state: LedgerState): LedgerState {
 /** How long a start waits for the slot's holder, from when it took it: its start timeout plus the margin, capped. */
 export function slotWaitBoundMs(slot: Pick<StartSlot, 'startTimeoutS'>): number {
   return Math.min(slot.startTimeoutS + SLOT_MARGIN_S, SLOT_WAIT_CAP_S) * 1000;
+}
+
+/**
+ * The ledger Update's id of a run's take or give: each distinct per ask (`ask`, the run's count of
+ * its asks so far), so a second take-and-give in one run is not answered from the first one's
+ * (the server dedupes an Update by its id within a ledger run).
+ */
+export function slotUpdateId(holder: string, ask: number, take: boolean): string {
+  return take ? `${holder}/start-slot/${ask}` : `${holder}/start-slot/give/${ask}`;
 }
 
 /** Between two asks of a held slot: 1, 2, 4, then every 5 s (each ask is one Update of the ledger). */

@@ -56,6 +56,8 @@ export interface LedgerReleaseArgs {
    * evicted), never under an operation still under way.
    */
   holder?: string;
+  /** A restore's compensation before its wake touched the sleeper: put it back asleep, not released (backAsleep). */
+  keepAsleep?: boolean;
 }
 export interface LedgerReleaseAnswer extends LedgerAnswer {
   released: boolean;

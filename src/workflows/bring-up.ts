@@ -23,7 +23,7 @@ import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { disowned, giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
 import { StepLog } from './step-log';
-import { giveStartSlot, takeStartSlot } from './start-slot';
+import { giveStartSlot, renewStartSlot, takeStartSlot } from './start-slot';
 import type { BringUpInput, BringUpResult } from '../shared/operations';
 
 /** This run's fencing token. */
@@ -80,11 +80,15 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib, restoring));
 
   const saga = new Saga();
-  saga.add('release reservation', () =>
-    giveBackWhenDown(node, serve.name, saga, () =>
-      act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }),
-    ),
-  );
+  const release = (keepAsleep: boolean) =>
+    act.ledgerRelease({
+      node,
+      gpu,
+      args: { serve: serve.name, holder, ...(keepAsleep ? { keepAsleep } : {}) },
+      updateId: `${holder}/compensate-release`,
+    });
+  // A sleeper not woken yet sleeps on, holding its residual: put back asleep, with no wait for its container to stop.
+  saga.add('release reservation', () => (saga.sleeperUntouched ? release(true) : giveBackWhenDown(node, serve.name, saga, () => release(false))));
   try {
     // Histories recorded before sleep mode existed restore no sleeping serve, and replay without it.
     const asleep = admit.wasAsleep !== undefined && patched(PATCHES.wakeOnRestore) ? admit.wasAsleep : undefined;
@@ -230,11 +234,20 @@ export async function wakeOrRestart(
   // By its id: the sleeper is labelled with the run that started it, and is this run's to wake.
   const own: OwnContainer = { holder: runHolder(), id: container.id };
   saga.own = own;
-  const withdrawRemoval = saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, { own }));
+  const removal = () => saga.add(REMOVE_CONTAINER, () => stopServe(node, serve, { own }));
   // A wake allocates on the card as a start does: one at a time, its room read with none beside it.
+  // Since sleeper-kept-until-woken the removal is registered once the slot is taken: a restore
+  // cancelled (or refused StartSlotBusy) while it waits leaves its sleeper asleep, put back so.
+  const slotFirst = patched(PATCHES.startSlot) && patched(PATCHES.sleeperKeptUntilWoken);
+  let withdrawRemoval = slotFirst ? undefined : removal();
+  saga.sleeperUntouched = slotFirst;
   await takeStartSlot(resolved, own.holder, saga, log);
+  if (slotFirst) {
+    saga.sleeperUntouched = false;
+    withdrawRemoval = removal();
+  }
   const notOurs = () => {
-    withdrawRemoval();
+    withdrawRemoval?.();
     alsoNotOurs?.();
   };
   const woke = await wake(
@@ -251,6 +264,8 @@ export async function wakeOrRestart(
   log.begin('stop');
   // The sleeper by its id: not whatever runs under the name by now.
   log.record('stop', eviction.stopped(await stopServe(node, serve, { own })));
+  // The cold start runs under the slot the wake took: its since renewed, so waiters wait out this start too.
+  await renewStartSlot(resolved, own.holder, saga);
   // Its cold start's fence refusing withdraws the wake's removal too: it is by the same name.
   return { ...(await startServe(resolved, saga, log, undefined, notOurs)), restoredBy: 'cold-start' };
 }

@@ -7,6 +7,7 @@ import {
   activeReservation,
   admittedFromOf,
   applyAdmit,
+  backAsleep,
   heldAsleepMib,
   decideAdmit,
   emptyLedger,
@@ -154,8 +155,9 @@ class GpuLedger {
     public ready: boolean,
   ) {}
 
-  reconciled({ reservations, lostRunUnread }: Reconciled): void {
-    this.state = { ...this.state, reservations, ...(lostRunUnread ? { lostRunUnread } : {}) };
+  reconciled({ reservations, lostRunUnread, startSlot }: Reconciled): void {
+    // The lost run's start slot, where its holder still runs: a start profiling on the card stays protected.
+    this.state = { ...this.state, reservations, ...(lostRunUnread ? { lostRunUnread } : {}), ...(startSlot ? { startSlot } : {}) };
     this.ready = true;
   }
 
@@ -411,6 +413,12 @@ class GpuLedger {
       const by = held ? (operationUnderWay(this.state, held)?.holder ?? held.holder) : undefined;
       // Someone else's reservation, or none: a compensation leaves it, and an evicted entry keeps its restore link.
       if (held === undefined || by !== holder) return this.answer({ released: false, vramMib: 0, ...(by !== undefined ? { heldBy: by } : {}) });
+    }
+    // A restore whose wake never touched its sleeper: back asleep as its admission found it, its residual still held.
+    const asleep = args.keepAsleep ? backAsleep(this.state, serve) : undefined;
+    if (asleep) {
+      this.state = asleep;
+      return this.answer({ released: true, vramMib: (held?.vramMib ?? 0) - heldAsleepMib(asleep, serve) });
     }
     // An acquirer released mid-eviction: its victims must not stay stuck evicting.
     if (held?.phase === 'pending') this.state = applyEvictionAborted(this.state, serve);

@@ -379,5 +379,22 @@ export const PATCHES = {
    * eviction-room-refused.json (recorded by test/eviction-room.test.ts with GPURES_SAVE_HISTORIES=DIR).
    */
   roomBeforeEviction: 'room-before-eviction',
+  /**
+   * A restore of a sleeping serve registers its container's removal once it holds the start slot,
+   * not before its wait: a cancel (or StartSlotBusy) while it waits leaves the sleeper asleep, and
+   * its compensation's release puts the reservation back asleep as the admission found it
+   * (keepAsleep) instead of releasing it. No command changes but the marker; asked by every wake
+   * that takes the slot. Before: every recording (none waits for the slot to wake); after:
+   * restore-cancelled-waiting-slot.json (recorded by test/start-slot.test.ts, a restore cancelled while it waits).
+   */
+  sleeperKeptUntilWoken: 'sleeper-kept-until-woken',
+  /**
+   * A wake that falls back to a cold start renews the start slot it holds (one more startSlot
+   * Update, renew): the slot's since is then, so a waiting start's bound (the holder's start
+   * timeout and 120 s from since) covers the cold start as well as the wake. Asked only on that
+   * fallback while the slot is held, which no recording has; test/start-slot.test.ts's unit case
+   * holds the rule (decideStartSlot).
+   */
+  slotRenewedOnColdStart: 'slot-renewed-on-cold-start',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -19,6 +19,8 @@ export class Saga {
   own?: OwnContainer;
   /** The GPU's start slot (start-slot.ts): whether the run holds it, and how many takes it has asked (each Update's id). */
   readonly startSlot = { held: false, asks: 0 };
+  /** A restore's sleeper its wake has not touched yet (it waits for the start slot): a compensation then puts it back asleep. */
+  sleeperUntouched = false;
 
   /** Returns a function that withdraws the compensation once it no longer applies. */
   add(name: string, run: () => Promise<unknown>): () => void {

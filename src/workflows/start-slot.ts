@@ -7,7 +7,7 @@
 // continue-as-new). Behind start-slot: runs from before replay without it.
 import { ApplicationFailure, patched, sleep } from '@temporalio/workflow';
 import type { ResolvedServe } from '../shared/contracts';
-import { slotLine, slotPollMs, slotWaitBoundMs } from '../domain/start-slot';
+import { slotLine, slotPollMs, slotUpdateId, slotWaitBoundMs } from '../domain/start-slot';
 import type { StartSlot } from '../domain/start-slot';
 import { Failure } from '../shared/failures';
 import { PATCHES } from './patches';
@@ -38,7 +38,7 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
       node,
       gpu,
       args: { serve: serve.name, holder, take: true, startTimeoutS: serve.startTimeoutS, ...(takeOverFrom ? { takeOverFrom } : {}) },
-      updateId: `${holder}/start-slot/${ask}`,
+      updateId: slotUpdateId(holder, ask, true),
     });
     if (a.taken) {
       saga.startSlot.held = true;
@@ -83,6 +83,28 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
 /** Gives the slot back once the serve is measured (or woken and healthy): the next start on the GPU may go. */
 export async function giveStartSlot({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga): Promise<void> {
   if (!saga.startSlot.held) return;
-  await ledgerUpdates().ledgerStartSlot({ node, gpu, args: { serve: serve.name, holder, take: false }, updateId: `${holder}/start-slot/give` });
+  // Its id distinct per give (the asks so far): one run may take and give more than once.
+  await ledgerUpdates().ledgerStartSlot({
+    node,
+    gpu,
+    args: { serve: serve.name, holder, take: false },
+    updateId: slotUpdateId(holder, saga.startSlot.asks++, false),
+  });
   saga.startSlot.held = false;
+}
+
+/**
+ * A wake falling back to a cold start renews the slot it holds: its since is now, so the waiters'
+ * bound (one start timeout and the margin) covers the cold start too. Behind slot-renewed-on-cold-start.
+ */
+export async function renewStartSlot({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga): Promise<void> {
+  if (!saga.startSlot.held || !patched(PATCHES.slotRenewedOnColdStart)) return;
+  const a = await ledgerUpdates().ledgerStartSlot({
+    node,
+    gpu,
+    args: { serve: serve.name, holder, take: true, startTimeoutS: serve.startTimeoutS, renew: true },
+    updateId: slotUpdateId(holder, saga.startSlot.asks++, true),
+  });
+  // Another start holds it now (a waiter took it over, seeing this run as ended): the cold start waits for it as any start.
+  if (!a.taken) saga.startSlot.held = false;
 }
