@@ -236,6 +236,44 @@ describe('ledger entity workflow', () => {
     await h.executeUpdate(releaseUpdate, { args: [{ serve: 'od', holder: 'acquire-od' }] });
   });
 
+  test("the lost-run note is told only by an answer an operation shows: a compensation's (quiet) leaves it untold", async () => {
+    const client = box.temporal.client;
+    const gpu = { ...GPU, role: 'note' };
+    const workflowId = workflowIds.ledger(box.node, gpu.role);
+    const lostRunUnread = { why: 'no earlier run of this ledger is listed, yet serves of its GPU run: its history is gone', atMs: 1_000 };
+    const h = await client.workflow.start<typeof ledgerWorkflow>('ledgerWorkflow', {
+      workflowId,
+      taskQueue: taskQueueFor(box.node),
+      args: [{ node: box.node, gpu, state: { ...emptyLedger(box.node, gpu), lostRunUnread } }],
+    });
+    await h.executeUpdate(admitUpdate, { args: [{ serve: 'a', vramMib: 10, class: 'resident', holder: 'h-a', gpu }] });
+    assert.equal((await h.query(snapshotQuery)).lostRunUnread?.told, true, 'an admission (its step log shows the note) tells it');
+    await h.terminate('test: told');
+    // The same note untold, then only compensations' answers.
+    const third = await client.workflow.start<typeof ledgerWorkflow>('ledgerWorkflow', {
+      workflowId,
+      taskQueue: taskQueueFor(box.node),
+      args: [
+        {
+          node: box.node,
+          gpu,
+          state: {
+            ...emptyLedger(box.node, gpu),
+            reservations: [{ serve: 'c', vramMib: 10, class: 'resident', phase: 'running', holder: 'h-c' }],
+            lostRunUnread,
+          },
+        },
+      ],
+    });
+    await third.executeUpdate(setPhaseUpdate, { args: [{ serve: 'c', phase: 'running', holder: 'h-c', quiet: true }] });
+    await third.executeUpdate(releaseUpdate, { args: [{ serve: 'c', holder: 'h-c', quiet: true }] });
+    await third.executeUpdate(abortEvictionUpdate, { args: [{ acquirer: 'c', stopped: [], holder: 'h-c', quiet: true }] });
+    const l = await third.query(snapshotQuery);
+    console.log(`  after three quiet answers: ${JSON.stringify(l.lostRunUnread)}`);
+    assert.equal(l.lostRunUnread?.told, undefined, 'a compensation (which shows nobody) marked the note told');
+    await third.terminate('test: done');
+  });
+
   test('a wake falling back to a cold start renews its slot: since moves to the renewal, so a waiter counts its bound from there', async () => {
     const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
     const w = 'serves-up/n/sv/run-w';
@@ -345,7 +383,11 @@ describe('ledger entity workflow', () => {
     const { events: eventsBefore } = await h.fetchHistory();
     // By name, with what a form sends: no argument at all, a field missing, a phase or step by hand.
     const refused: [string, unknown[], RegExp][] = [
-      ['abortEviction', [], /abortEviction: the argument must be one JSON object with acquirer, stopped, slept, sleptHoldingMib, holder \(got nothing\)/],
+      [
+        'abortEviction',
+        [],
+        /abortEviction: the argument must be one JSON object with acquirer, stopped, slept, sleptHoldingMib, holder, quiet \(got nothing\)/,
+      ],
       [
         'abortEviction',
         [{ acquirer: 'owned', stopped: [], slept: { vision: 2 }, sleptHoldingMib: { vision: -1 } }],

@@ -44,6 +44,15 @@ describe("a victim's release beside the whole GPU's reading", () => {
     }
   });
 
+  test("not released by its own processes: the GPU's used is called now only when read at the failure", () => {
+    const held = { ...stale, releasedMib: 0, gpuUuid: 'GPU-1', expectedMib: 12288, reading: { ...own, heldNowMib: 12288 } };
+    const dated = eviction.vramHeld('vision', held, 0, 30, false);
+    assert.doesNotMatch(dated, /32324 MiB now/, dated);
+    assert.match(dated, /12288 MiB still held by its own processes after 30 s \(.*the whole GPU's used is not the evidence/, dated);
+    const fresh = eviction.vramHeld('vision', { ...held, usedAfterMib: 32100 }, 0, 30, true);
+    assert.match(fresh, /after 30 s \(used 32324 MiB before the stop, 32100 MiB now\)/, fresh);
+  });
+
   test('confirmed by the whole GPU: its used before and after are the evidence and stay', () => {
     const gpu = { releasedMib: 12288, usedBeforeMib: 32324, usedAfterMib: 20036, reading: { by: 'whole-gpu' as const, why: 'no pids' } };
     assert.match(eviction.vramBack(gpu, 'GPU-1'), /12288 MiB back on GPU-1 \(used 32324 → 20036 MiB\), by the whole GPU/);

@@ -341,7 +341,16 @@ export function createEvictionActivities(deps: EvictionDeps) {
         if (seen ? seen.released : releasedMib >= neededMib(input.expectedMib)) return result;
         progress({ ...result, startedAtEpochMs: started, deadlineEpochMs: input.deadlineEpochMs, atEpochMs: Date.now() } satisfies VramBeat);
         if (Date.now() >= input.deadlineEpochMs) {
-          throw nonRetryable(Failure.VramNotReleased, eviction.vramHeld(input.victim, result, keepMib, Math.round((Date.now() - started) / 1000)), result);
+          // By its own processes the GPU was read at the stream's latest, which may predate the stop: the failure's figure is read now.
+          const usedNow = own
+            ? await readGpu(input.gpuUuid, {}).then(
+                (r) => r.usedMib,
+                () => undefined,
+              )
+            : g.usedMib;
+          const failed = usedNow !== undefined ? { ...result, usedAfterMib: usedNow } : result;
+          const afterS = Math.round((Date.now() - started) / 1000);
+          throw nonRetryable(Failure.VramNotReleased, eviction.vramHeld(input.victim, failed, keepMib, afterS, usedNow !== undefined), failed);
         }
         // A stream paces the GPU's reads itself (each waits for its next reading): no sleep on top.
         // The processes' query is a spawn of its own, paced here.

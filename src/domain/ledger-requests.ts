@@ -72,6 +72,7 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     slept: { check: sleptLevels },
     sleptHoldingMib: { check: heldMibs },
     holder: { check: runId },
+    quiet: { check: boolean },
   },
   beginStop: {
     serve: { check: serveName, required: true },
@@ -94,11 +95,13 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     phase: { check: oneOf(['running']), required: true },
     holder: { check: runId, required: true },
     measuredMib: { check: readMib },
+    quiet: { check: boolean },
   },
   release: {
     serve: { check: serveName, required: true },
     holder: { check: runId },
     keepAsleep: { check: boolean },
+    quiet: { check: boolean },
   },
   startSlot: {
     serve: { check: serveName, required: true },

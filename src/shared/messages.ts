@@ -46,6 +46,8 @@ export interface LedgerPhaseArgs {
   measuredMib?: number;
   /** The run that holds the reservation; another run's reservation is not its to change. */
   holder?: string;
+  /** Its caller shows the answer to no operator (a compensation): the ledger's lost-run note is not marked told by it. */
+  quiet?: boolean;
 }
 export interface LedgerReleaseArgs {
   serve: string;
@@ -58,6 +60,8 @@ export interface LedgerReleaseArgs {
   holder?: string;
   /** A restore's compensation before its wake touched the sleeper: put it back asleep, not released (backAsleep). */
   keepAsleep?: boolean;
+  /** Its caller shows the answer to no operator (a compensation): the ledger's lost-run note is not marked told by it. */
+  quiet?: boolean;
 }
 export interface LedgerReleaseAnswer extends LedgerAnswer {
   released: boolean;
@@ -142,6 +146,8 @@ export interface LedgerAbortArgs {
   sleptHoldingMib?: Record<string, number>;
   /** The acquirer's run: an eviction another run holds by now is left alone. */
   holder?: string;
+  /** Its caller shows the answer to no operator (a compensation): the ledger's lost-run note is not marked told by it. */
+  quiet?: boolean;
 }
 
 export const admitUpdate = defineUpdate<LedgerAdmitAnswer, [LedgerAdmitArgs]>('admit');

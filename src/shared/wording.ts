@@ -148,13 +148,17 @@ export const eviction = {
       ? `container ${s.containerName}: absent, nothing to stop`
       : `container ${s.containerName}: ${s.stop}, ${s.remove}`) + (s.downAfterRefusal ? `; ${s.downAfterRefusal}` : ''),
   vramBack: (v: VramFigures, gpuUuid: string) => `nvidia-smi: ${v.releasedMib} MiB back on ${gpuUuid} (${usedClause(v)})${byClause(v.reading)}`,
-  /** The release timeout's failure: what should have come back and is still held, by the reading that was to confirm it. */
-  vramHeld: (victim: string, v: VramFigures & { gpuUuid: string; expectedMib: number }, keepMib: number, afterS: number) =>
+  /**
+   * The release timeout's failure: what should have come back and is still held, by the reading
+   * that was to confirm it. By its own processes the GPU's used is the stream's latest, which may
+   * predate the stop: `freshUsed` says it was read at the failure; otherwise it is not called now.
+   */
+  vramHeld: (victim: string, v: VramFigures & { gpuUuid: string; expectedMib: number }, keepMib: number, afterS: number, freshUsed = true) =>
     `VRAM of ${victim} not released on GPU ${v.gpuUuid}: ` +
     (v.reading?.by === 'own-processes'
       ? `${Math.max(0, v.reading.heldNowMib - keepMib)} MiB still held by its own processes${keepMib > 0 ? ` above the ${keepMib} MiB it keeps asleep` : ''}`
       : `${v.expectedMib - Math.max(0, v.releasedMib)} MiB still held`) +
-    ` after ${afterS} s (used ${v.usedBeforeMib} MiB before the stop, ${v.usedAfterMib} MiB now)${byClause(v.reading)}`,
+    ` after ${afterS} s (${freshUsed ? `used ${v.usedBeforeMib} MiB before the stop, ${v.usedAfterMib} MiB now` : usedClause(v)})${byClause(v.reading)}`,
   notRunning: 'container was not running: its VRAM counts as released',
   victimsDown: (stopped: string[]) => (stopped.length ? `; victims now down: ${stopped.join(', ')} (restore with gpures serves up ${stopped.join(' ')})` : ''),
 };

@@ -134,7 +134,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
     saga.add('release reservation', () =>
       giveBackWhenDown(node, serve.name, saga, () =>
-        act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` }),
+        act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder, quiet: true }, updateId: `${holder}/compensate-release` }),
       ),
     );
   } else {
@@ -254,6 +254,7 @@ async function abortEviction({ node, acquirer, holder, slept, sleptHolding }: Ev
       acquirer: acquirer.serve.name,
       stopped: down,
       holder,
+      quiet: true,
       ...(Object.keys(asleep).length ? { slept: asleep } : {}),
       ...(Object.keys(holding).length ? { sleptHoldingMib: holding } : {}),
     },

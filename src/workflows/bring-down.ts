@@ -224,11 +224,12 @@ async function failedDown({ serve, log }: Down, err: unknown, saga: Saga): Promi
 async function letGo({ node, gpu, serve, holder }: Down, taken: StopDecision) {
   const c = await reads().inspectServe({ node, serve: serve.name });
   if (c?.running && taken.decision === 'taken' && taken.from === 'running') {
-    return act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder }, updateId: `${holder}/compensate-running` });
+    return act.ledgerSetPhase({ node, gpu, args: { serve: serve.name, phase: 'running', holder, quiet: true }, updateId: `${holder}/compensate-running` });
   }
   // Before, a stray's 0 MiB hold stayed with the ended run, and every serves up of it was refused as busy.
   const heldNothing = taken.decision === 'absent' && patched(PATCHES.letGoOfNothing);
-  if (!c?.running || heldNothing) return act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder }, updateId: `${holder}/compensate-release` });
+  if (!c?.running || heldNothing)
+    return act.ledgerRelease({ node, gpu, args: { serve: serve.name, holder, quiet: true }, updateId: `${holder}/compensate-release` });
   return undefined;
 }
 

@@ -84,7 +84,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
     act.ledgerRelease({
       node,
       gpu,
-      args: { serve: serve.name, holder, ...(keepAsleep ? { keepAsleep } : {}) },
+      args: { serve: serve.name, holder, quiet: true, ...(keepAsleep ? { keepAsleep } : {}) },
       updateId: `${holder}/compensate-release`,
     });
   // A sleeper not woken yet sleeps on, holding its residual: put back asleep, with no wait for its container to stop.

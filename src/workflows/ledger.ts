@@ -186,14 +186,15 @@ class GpuLedger {
   /** Every answer carries the totals after its decision (see LedgerAnswer). */
   private brief = <T extends object>(a: T): T & { totals: LedgerTotals } => ({ ...a, totals: totals(this.state) });
   /** An answer an operation records the ledger from: the whole state after the decision too (see LedgerAnswer). */
-  private answer = <T extends object>(a: T): T & { totals: LedgerTotals; ledger: LedgerState } => {
+  private answer = <T extends object>(a: T, quiet = false): T & { totals: LedgerTotals; ledger: LedgerState } => {
     const answered = { ...this.brief(a), ledger: this.state };
-    // A lost run that could not be read is told to the first operation answered (its step log says it), and then only listed.
+    // A lost run that could not be read is told to the first operation answered that shows it (its
+    // step log says it), and then only listed; a compensation's answer (quiet) shows it to no one.
     const unread = this.state.lostRunUnread;
-    if (unread && !unread.told) this.state = { ...this.state, lostRunUnread: { ...unread, told: true } };
+    if (unread && !unread.told && !quiet) this.state = { ...this.state, lostRunUnread: { ...unread, told: true } };
     return answered;
   };
-  private change = (serve: string): LedgerChangeAnswer => this.answer({ serve });
+  private change = (serve: string, quiet?: boolean): LedgerChangeAnswer => this.answer({ serve }, quiet);
 
   // ---- admit and acquire ------------------------------------------------------------------------
 
@@ -318,15 +319,15 @@ class GpuLedger {
 
   validateAbort = (args: LedgerAbortArgs): void => this.accept('abortEviction', args);
 
-  abortEviction = ({ acquirer, stopped, slept, sleptHoldingMib, holder }: LedgerAbortArgs): LedgerChangeAnswer => {
+  abortEviction = ({ acquirer, stopped, slept, sleptHoldingMib, holder, quiet }: LedgerAbortArgs): LedgerChangeAnswer => {
     // An acquisition that failed at its start gives back its slot here, as a release does: its
     // compensation is this abort, never a release.
     this.state = slotGivenBy(this.state, holder);
     // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
     const held = activeReservation(this.state, acquirer);
-    if (holder !== undefined && held !== undefined && held.holder !== holder) return this.change(acquirer);
+    if (holder !== undefined && held !== undefined && held.holder !== holder) return this.change(acquirer, quiet);
     this.state = applyEvictionAborted(this.state, acquirer, stopped, slept, sleptHoldingMib);
-    return this.change(acquirer);
+    return this.change(acquirer, quiet);
   };
 
   // ---- fences: a bring-down's take, a start's checks ----------------------------------------------
@@ -378,14 +379,14 @@ class GpuLedger {
   setPhase = (args: LedgerPhaseArgs): LedgerChangeAnswer => {
     this.phaseCheck(args);
     const held = findReservation(this.state, args.serve);
-    if (letGoAgain(held, args)) return this.change(args.serve);
+    if (letGoAgain(held, args)) return this.change(args.serve, args.quiet);
     // A bring-down that lets go of a serve it took from running (its stop failed, or it was
     // cancelled) gives the hold back to the run it took it from: a lease whose expiry it was
     // tries again, and finds the serve still its own.
     const from = held?.phase === 'stopping' && args.phase === 'running' ? held.takenFrom : undefined;
     const holder = from?.phase === 'running' && patched(PATCHES.letGoRestoresHolder) ? from.holder : undefined;
     this.state = withPhase(this.state, args.serve, args.phase, args.measuredMib, Date.now(), holder);
-    return this.change(args.serve);
+    return this.change(args.serve, args.quiet);
   };
 
   /** A release without a holder (a run from before fencing) never takes a serve from under an operation. */
@@ -412,18 +413,18 @@ class GpuLedger {
     if (holder !== undefined) {
       const by = held ? (operationUnderWay(this.state, held)?.holder ?? held.holder) : undefined;
       // Someone else's reservation, or none: a compensation leaves it, and an evicted entry keeps its restore link.
-      if (held === undefined || by !== holder) return this.answer({ released: false, vramMib: 0, ...(by !== undefined ? { heldBy: by } : {}) });
+      if (held === undefined || by !== holder) return this.answer({ released: false, vramMib: 0, ...(by !== undefined ? { heldBy: by } : {}) }, args.quiet);
     }
     // A restore whose wake never touched its sleeper: back asleep as its admission found it, its residual still held.
     const asleep = args.keepAsleep ? backAsleep(this.state, serve) : undefined;
     if (asleep) {
       this.state = asleep;
-      return this.answer({ released: true, vramMib: (held?.vramMib ?? 0) - heldAsleepMib(asleep, serve) });
+      return this.answer({ released: true, vramMib: (held?.vramMib ?? 0) - heldAsleepMib(asleep, serve) }, args.quiet);
     }
     // An acquirer released mid-eviction: its victims must not stay stuck evicting.
     if (held?.phase === 'pending') this.state = applyEvictionAborted(this.state, serve);
     this.state = withoutReservation(this.state, serve);
-    return this.answer({ released: held !== undefined, vramMib: held?.vramMib ?? 0 });
+    return this.answer({ released: held !== undefined, vramMib: held?.vramMib ?? 0 }, args.quiet);
   };
 
   // ---- the start slot -----------------------------------------------------------------------------
