@@ -11,6 +11,7 @@ import { ledgerSnapshots, serveAcquire, serveDown, serveUp } from '../src/client
 import type { TestServe } from './support/box';
 import { startSimTestBox, startSquatter } from './support/sim';
 import type { SimTestBox } from './support/sim';
+import { sampleBoxUntilStopped } from './support/sim-worker-box';
 import { sleep, waitUntil } from './support/wait';
 import { waitForPendingActivity } from './support/history-scan';
 import { workflowIds } from '../src/shared/messages';
@@ -70,33 +71,12 @@ describe("a victim's VRAM confirmed by its own processes", () => {
   const pidsOf = async (serve: string) => t.box.runtime.processes(serve === 'squatter' ? squatterName() : containerName(t.node, serve));
   const squatterName = () => `squatter-${t.node}`;
 
-  /** Samples the box every 100 ms until stopped (2 min at most). */
-  function sampleBox(): { stop: () => Promise<Sample[]> } {
-    const samples: Sample[] = [];
-    let going = true;
-    // Bounded: a case that fails before it stops the sampling does not keep the file's process up.
-    const until = Date.now() + 120_000;
-    const sample = async () => {
+  /** The box every 100 ms until stopped (2 min at most): the processes on the GPU and the running containers. */
+  const sampleBox = () =>
+    sampleBoxUntilStopped<Sample>(async () => {
       const [onGpu, containers] = await Promise.all([t.box.gpu.computeApps(), t.box.runtime.list({})]);
-      samples.push({ atMs: Date.now(), onGpu, running: containers.filter((c) => c.running).map((c) => c.name) });
-    };
-    const loop = (async () => {
-      while (going && Date.now() < until) {
-        await sample();
-        await sleep(100);
-      }
-    })();
-    return {
-      // One more sample once stopped: the loop's last began before the caller's step ended (a
-      // sample spawns the fake nvidia-smi, hundreds of ms on a loaded host).
-      stop: async () => {
-        going = false;
-        await loop;
-        await sample();
-        return samples;
-      },
-    };
-  }
+      return { atMs: Date.now(), onGpu, running: containers.filter((c) => c.running).map((c) => c.name) };
+    });
 
   async function upFastAndVision(): Promise<void> {
     for (const s of ['fast', 'vision']) {

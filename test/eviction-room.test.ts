@@ -3,7 +3,7 @@
 // a process outside the ledger started on the card by hand, and `gpures serves up --evict` run as
 // its own process. The box is sampled the whole time (its running containers, the victim's tier
 // at the router), not only the ledger's word.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,10 +12,9 @@ import { ledgerSnapshots, serveDown } from '../src/client/operations';
 import { exportWorkflow } from '../src/audit/export';
 import { workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
-import { startSimTestBox, startSquatter } from './support/sim';
-import type { SimTestBox } from './support/sim';
+import { startSquatter } from './support/sim';
+import { sampleBoxUntilStopped, simTestBoxPerSuite } from './support/sim-worker-box';
 import { gpures, show } from './support/cli';
-import { sleep } from './support/wait';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -35,48 +34,19 @@ interface Sample {
 }
 
 describe('an acquisition reads the card has the room before it evicts', () => {
-  let t: SimTestBox;
-  let uuid: string;
-  let env: Record<string, string>;
+  const suite = simTestBoxPerSuite('evict-room', GPU, SERVES);
 
-  before(async () => {
-    t = await startSimTestBox('evict-room', [GPU], SERVES);
-    uuid = t.manifest.gpus[0]?.uuid ?? '';
-    env = { TEMPORAL_ADDRESS: t.temporal.address };
-  });
-  after(async () => {
-    await t?.close();
-  });
+  const client = () => suite.t.temporal.client;
+  const squatterName = () => `squatter-${suite.t.node}`;
+  const cli = (...args: string[]) => gpures([...args, '--manifest', suite.t.manifestPath], suite.env, 120_000);
+  const ledgerLines = async () => (await ledgerSnapshots(client(), suite.t.manifest))[0]?.reservations.map((r) => `${r.serve} ${r.phase}`);
 
-  const client = () => t.temporal.client;
-  const squatterName = () => `squatter-${t.node}`;
-  const cli = (...args: string[]) => gpures([...args, '--manifest', t.manifestPath], env, 120_000);
-  const ledgerLines = async () => (await ledgerSnapshots(client(), t.manifest))[0]?.reservations.map((r) => `${r.serve} ${r.phase}`);
-
-  /** Samples the box every 100 ms until stopped (2 min at most). */
-  function sampleBox(): { stop: () => Promise<Sample[]> } {
-    const samples: Sample[] = [];
-    let going = true;
-    const until = Date.now() + 120_000;
-    const sample = async () => {
-      const [containers, tier] = await Promise.all([t.box.runtime.list({}), t.box.routerAdmin.tierState('vision-local')]);
-      samples.push({ running: containers.filter((c) => c.running).map((c) => c.name), visionTier: tier.state });
-    };
-    const loop = (async () => {
-      while (going && Date.now() < until) {
-        await sample();
-        await sleep(100);
-      }
-    })();
-    return {
-      stop: async () => {
-        going = false;
-        await loop;
-        await sample();
-        return samples;
-      },
-    };
-  }
+  /** The box every 100 ms until stopped (2 min at most): its running containers and vision's tier. */
+  const sampleBox = () =>
+    sampleBoxUntilStopped<Sample>(async () => {
+      const [containers, tier] = await Promise.all([suite.t.box.runtime.list({}), suite.t.box.routerAdmin.tierState('vision-local')]);
+      return { running: containers.filter((c) => c.running).map((c) => c.name), visionTier: tier.state };
+    });
 
   async function upFastAndVision(): Promise<void> {
     for (const s of ['fast', 'vision']) {
@@ -86,17 +56,17 @@ describe('an acquisition reads the card has the room before it evicts', () => {
   }
 
   async function restoreBox(): Promise<void> {
-    await t.box.runtime.remove(squatterName());
-    for (const s of ['comfyui-sim', 'vision', 'fast']) await serveDown(client(), t.node, s);
+    await suite.t.box.runtime.remove(squatterName());
+    for (const s of ['comfyui-sim', 'vision', 'fast']) await serveDown(client(), suite.t.node, s);
     assert.deepEqual((await ledgerLines()) ?? [], []);
   }
 
   test('a process outside the ledger that no eviction makes room beside: refused before any quiesce, the victim never stopped, its tier never quiesced', async () => {
     try {
       await upFastAndVision();
-      const visionName = containerName(t.node, 'vision');
+      const visionName = containerName(suite.t.node, 'vision');
       // 12288 MiB: once vision is down the card holds fast 14336 + comfyui-sim 8192 + this, 2209 MiB past its 32607.
-      const [squatterPid] = await startSquatter(t, 12288);
+      const [squatterPid] = await startSquatter(suite.t, 12288);
       const box = sampleBox();
       const r = await cli('serves', 'up', 'comfyui-sim', '--evict');
       const samples = await box.stop();
@@ -114,17 +84,17 @@ describe('an acquisition reads the card has the room before it evicts', () => {
         r.stderr,
         new RegExp(
           `comfyui-sim \\(8192 MiB\\) refused before any eviction: the card cannot hold it even once vision is evicted \\(12288 MiB freed\\): ` +
-            `ledger commits 22528 MiB on ${uuid} \\(comfyui-sim included\\), processes outside the ledger hold 12288 MiB \\(pid ${squatterPid} \\S+ 12288 MiB\\): ` +
+            `ledger commits 22528 MiB on ${suite.uuid} \\(comfyui-sim included\\), processes outside the ledger hold 12288 MiB \\(pid ${squatterPid} \\S+ 12288 MiB\\): ` +
             `34816 MiB against the card's 32607 MiB, short by 2209 MiB; no serve was evicted, nothing was started`,
         ),
       );
       assert.match(r.stderr, /stop that process, then bring it up again/);
       assert.doesNotMatch(r.stderr, /victims now down/);
-      assert.ok(!samples.some((s) => s.running.includes(containerName(t.node, 'comfyui-sim'))), 'comfyui-sim was seen running');
+      assert.ok(!samples.some((s) => s.running.includes(containerName(suite.t.node, 'comfyui-sim'))), 'comfyui-sim was seen running');
       assert.deepEqual(await ledgerLines(), ['fast running', 'vision running']);
       if (SAVE_DIR) {
         mkdirSync(SAVE_DIR, { recursive: true });
-        await exportWorkflow(client(), workflowIds.acquire(t.node, 'comfyui-sim'), { file: join(SAVE_DIR, 'eviction-room-refused.json') });
+        await exportWorkflow(client(), workflowIds.acquire(suite.t.node, 'comfyui-sim'), { file: join(SAVE_DIR, 'eviction-room-refused.json') });
       }
     } finally {
       await restoreBox();
@@ -135,7 +105,7 @@ describe('an acquisition reads the card has the room before it evicts', () => {
     try {
       await upFastAndVision();
       // 4096 MiB: fast 14336 + comfyui-sim 8192 + 4096 = 26624 of 32607 once vision is down.
-      await startSquatter(t, 4096);
+      await startSquatter(suite.t, 4096);
       const box = sampleBox();
       const r = await cli('serves', 'up', 'comfyui-sim', '--evict', '--json');
       const samples = await box.stop();
@@ -166,7 +136,10 @@ describe('an acquisition reads the card has the room before it evicts', () => {
         /^once vision is evicted \(12288 MiB freed\), ledger commits 22528 MiB .* processes outside the ledger hold 4096 MiB \(pid \d+ \S+ 4096 MiB\): 26624 of the card's 32607 MiB$/,
       );
       const last = samples[samples.length - 1];
-      assert.ok(last?.running.includes(containerName(t.node, 'comfyui-sim')) && !last.running.includes(containerName(t.node, 'vision')), JSON.stringify(last));
+      assert.ok(
+        last?.running.includes(containerName(suite.t.node, 'comfyui-sim')) && !last.running.includes(containerName(suite.t.node, 'vision')),
+        JSON.stringify(last),
+      );
       assert.deepEqual(await ledgerLines(), ['fast running', 'vision evicted', 'comfyui-sim running']);
     } finally {
       await restoreBox();

@@ -2,7 +2,7 @@
 // reference router, sim serves as separate processes, the fake nvidia-smi listing each by its pid,
 // a process outside the ledger started on the card by hand, and `gpures serves up` run as its own
 // process. The box is sampled (its running containers) the whole time, not only the ledger's word.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,10 +12,10 @@ import { ledgerSnapshots, serveDown, serveUp } from '../src/client/operations';
 import { exportWorkflow } from '../src/audit/export';
 import { progressQuery, workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
-import { startSimTestBox, startSquatter } from './support/sim';
-import type { SimTestBox } from './support/sim';
+import { startSquatter } from './support/sim';
+import { sampleBoxUntilStopped, simTestBoxPerSuite } from './support/sim-worker-box';
 import { gpures, show } from './support/cli';
-import { sleep, waitUntil } from './support/wait';
+import { waitUntil } from './support/wait';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -32,61 +32,32 @@ const SERVES: TestServe[] = [
 const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
 
 describe('a cold start checks the card has the room, physically', () => {
-  let t: SimTestBox;
-  let uuid: string;
-  let env: Record<string, string>;
+  const suite = simTestBoxPerSuite('start-room', GPU, SERVES);
 
-  before(async () => {
-    t = await startSimTestBox('start-room', [GPU], SERVES);
-    uuid = t.manifest.gpus[0]?.uuid ?? '';
-    env = { TEMPORAL_ADDRESS: t.temporal.address };
-  });
-  after(async () => {
-    await t?.close();
-  });
-
-  const client = () => t.temporal.client;
-  const squatterName = () => `squatter-${t.node}`;
-  const cli = (...args: string[]) => gpures([...args, '--manifest', t.manifestPath], env, 120_000);
-  const freeMib = async () => totals((await ledgerSnapshots(client(), t.manifest))[0]!).freeMib;
+  const client = () => suite.t.temporal.client;
+  const squatterName = () => `squatter-${suite.t.node}`;
+  const cli = (...args: string[]) => gpures([...args, '--manifest', suite.t.manifestPath], suite.env, 120_000);
+  const freeMib = async () => totals((await ledgerSnapshots(client(), suite.t.manifest))[0]!).freeMib;
 
   /** The running containers, every 100 ms until stopped (2 min at most). */
-  function sampleRunning(): { stop: () => Promise<string[][]> } {
-    const samples: string[][] = [];
-    let going = true;
-    const until = Date.now() + 120_000;
-    const loop = (async () => {
-      while (going && Date.now() < until) {
-        samples.push((await t.box.runtime.list({})).filter((c) => c.running).map((c) => c.name));
-        await sleep(100);
-      }
-    })();
-    return {
-      stop: async () => {
-        going = false;
-        await loop;
-        samples.push((await t.box.runtime.list({})).filter((c) => c.running).map((c) => c.name));
-        return samples;
-      },
-    };
-  }
+  const sampleRunning = () => sampleBoxUntilStopped(async () => (await suite.t.box.runtime.list({})).filter((c) => c.running).map((c) => c.name));
 
   async function restoreBox(): Promise<void> {
-    t.box.writeNvidiaSmiState({ computeAppsUnsupported: false });
-    await t.box.runtime.remove(squatterName());
-    for (const s of ['a', 'b', 'vision', 'fast']) await serveDown(client(), t.node, s);
-    const l = (await ledgerSnapshots(client(), t.manifest))[0];
+    suite.t.box.writeNvidiaSmiState({ computeAppsUnsupported: false });
+    await suite.t.box.runtime.remove(squatterName());
+    for (const s of ['a', 'b', 'vision', 'fast']) await serveDown(client(), suite.t.node, s);
+    const l = (await ledgerSnapshots(client(), suite.t.manifest))[0];
     assert.deepEqual(l?.reservations.map((r) => r.serve) ?? [], []);
   }
 
   test('serves up on a card where a process outside the ledger holds more than the reserve: refused, nothing started, the ledger as before', async () => {
     try {
-      const up = await serveUp(client(), t.node, 'fast');
+      const up = await serveUp(client(), suite.t.node, 'fast');
       assert.ok(up.ok, !up.ok ? up.message : '');
-      const [squatterPid] = await startSquatter(t, 12288);
+      const [squatterPid] = await startSquatter(suite.t, 12288);
       const freeBefore = await freeMib();
       // The ledger's free figure holds vision (13663 MiB free for its 12288); the card does not.
-      const gpu = (await t.box.gpu.readGpus()).find((g) => g.uuid === uuid);
+      const gpu = (await suite.t.box.gpu.readGpus()).find((g) => g.uuid === suite.uuid);
       assert.ok(freeBefore >= 12288 && (gpu?.freeMib ?? 0) < 12288, `ledger free ${freeBefore}, nvidia-smi free ${gpu?.freeMib}`);
       const box = sampleRunning();
       const r = await cli('serves', 'up', 'vision');
@@ -96,7 +67,7 @@ describe('a cold start checks the card has the room, physically', () => {
       assert.equal(r.code, 1, show(r));
       assert.match(
         r.stderr,
-        new RegExp(`start of vision \\(12288 MiB\\) refused: the card cannot hold it: ledger commits 26624 MiB on ${uuid} \\(vision included\\)`),
+        new RegExp(`start of vision \\(12288 MiB\\) refused: the card cannot hold it: ledger commits 26624 MiB on ${suite.uuid} \\(vision included\\)`),
       );
       assert.match(
         r.stderr,
@@ -106,11 +77,11 @@ describe('a cold start checks the card has the room, physically', () => {
       );
       assert.match(r.stderr, /stop that process, then bring it up again/);
       assert.match(r.stderr, /compensated: release reservation/);
-      assert.ok(!samples.some((s) => s.includes(containerName(t.node, 'vision'))), 'a container of vision was seen running');
+      assert.ok(!samples.some((s) => s.includes(containerName(suite.t.node, 'vision'))), 'a container of vision was seen running');
       assert.equal(freeAfter, freeBefore);
       if (SAVE_DIR) {
         mkdirSync(SAVE_DIR, { recursive: true });
-        await exportWorkflow(client(), workflowIds.bringUp(t.node, 'vision'), { file: join(SAVE_DIR, 'start-room-refused.json') });
+        await exportWorkflow(client(), workflowIds.bringUp(suite.t.node, 'vision'), { file: join(SAVE_DIR, 'start-room-refused.json') });
       }
     } finally {
       await restoreBox();
@@ -119,10 +90,10 @@ describe('a cold start checks the card has the room, physically', () => {
 
   test('a process outside the ledger that leaves the room: the start goes ahead, the step saying what was read', async () => {
     try {
-      const up = await serveUp(client(), t.node, 'fast');
+      const up = await serveUp(client(), suite.t.node, 'fast');
       assert.ok(up.ok, !up.ok ? up.message : '');
-      await startSquatter(t, 4096);
-      const o = await serveUp(client(), t.node, 'vision');
+      await startSquatter(suite.t, 4096);
+      const o = await serveUp(client(), suite.t.node, 'vision');
       assert.ok(o.ok, !o.ok ? `${o.failureType}: ${o.message}` : '');
       const room = o.result.steps.find((s) => s.step === 'room')?.outcome ?? '';
       console.log(`  room: ${room}`);
@@ -134,11 +105,11 @@ describe('a cold start checks the card has the room, physically', () => {
 
   test('where nvidia-smi cannot list processes, the whole GPU decides, and the refusal says so', async () => {
     try {
-      const up = await serveUp(client(), t.node, 'fast');
+      const up = await serveUp(client(), suite.t.node, 'fast');
       assert.ok(up.ok, !up.ok ? up.message : '');
-      await startSquatter(t, 12288);
-      t.box.writeNvidiaSmiState({ computeAppsUnsupported: true });
-      const o = await serveUp(client(), t.node, 'vision');
+      await startSquatter(suite.t, 12288);
+      suite.t.box.writeNvidiaSmiState({ computeAppsUnsupported: true });
+      const o = await serveUp(client(), suite.t.node, 'vision');
       console.log(`  ${o.ok ? 'started' : `${o.failureType}: ${o.message}`}`);
       assert.ok(!o.ok);
       assert.equal(o.failureType, 'GpuRoomShort');
@@ -148,7 +119,7 @@ describe('a cold start checks the card has the room, physically', () => {
         /13488 MiB are held outside the ledger by the whole GPU's reading \(used 27824 MiB, 14336 MiB of it at most the other serves'; its processes could not say which: nvidia-smi did not list its compute processes \(.*Not Supported/,
       );
       assert.match(o.message, /short by 7505 MiB/);
-      assert.equal((await t.box.runtime.inspect(containerName(t.node, 'vision'))) ?? null, null);
+      assert.equal((await suite.t.box.runtime.inspect(containerName(suite.t.node, 'vision'))) ?? null, null);
     } finally {
       await restoreBox();
     }
@@ -159,13 +130,14 @@ describe('a cold start checks the card has the room, physically', () => {
       const box = sampleRunning();
       const first = cli('serves', 'up', 'a');
       // The second once the first's container runs (drawing its 14000 MiB) and the ledger has it still starting.
-      await waitUntil('a container running', async () => Boolean((await t.box.runtime.inspect(containerName(t.node, 'a')))?.running), 60_000, 50);
-      const aPhase = (await ledgerSnapshots(client(), t.manifest))[0]?.reservations.find((r) => r.serve === 'a')?.phase;
+      await waitUntil('a container running', async () => Boolean((await suite.t.box.runtime.inspect(containerName(suite.t.node, 'a')))?.running), 60_000, 50);
+      const aPhase = (await ledgerSnapshots(client(), suite.t.manifest))[0]?.reservations.find((r) => r.serve === 'a')?.phase;
       const second = cli('serves', 'up', 'b');
       const [ra, rb] = await Promise.all([first, second]);
       const samples = await box.stop();
-      const bRoom = (await client().workflow.getHandle(workflowIds.bringUp(t.node, 'b')).query(progressQuery)).find((s) => s.step === 'room')?.outcome ?? '';
-      const both = samples.filter((s) => s.includes(containerName(t.node, 'a')) && s.includes(containerName(t.node, 'b')));
+      const bRoom =
+        (await client().workflow.getHandle(workflowIds.bringUp(suite.t.node, 'b')).query(progressQuery)).find((s) => s.step === 'room')?.outcome ?? '';
+      const both = samples.filter((s) => s.includes(containerName(suite.t.node, 'a')) && s.includes(containerName(suite.t.node, 'b')));
       console.log(
         `  a was ${aPhase} when b began; a exit ${ra.code}, b exit ${rb.code}; b's room: ${bRoom}; ${both.length} of ${samples.length} samples with both running`,
       );
@@ -173,12 +145,12 @@ describe('a cold start checks the card has the room, physically', () => {
       assert.equal(ra.code, 0, show(ra));
       assert.equal(rb.code, 0, show(rb));
       assert.match(bRoom, /^ledger commits 27000 MiB .*no process outside the ledger holds any: 27000 of the card's 32607 MiB$/);
-      const l = (await ledgerSnapshots(client(), t.manifest))[0];
+      const l = (await ledgerSnapshots(client(), suite.t.manifest))[0];
       assert.deepEqual(
         l?.reservations.map((r) => `${r.serve} ${r.phase}`),
         ['a running', 'b running'],
       );
-      assert.ok(both.length > 0 && samples[samples.length - 1]?.includes(containerName(t.node, 'b')));
+      assert.ok(both.length > 0 && samples[samples.length - 1]?.includes(containerName(suite.t.node, 'b')));
     } finally {
       await restoreBox();
     }

@@ -13,9 +13,10 @@ import { progressQuery, workflowIds } from '../src/shared/messages';
 import type { TestServe } from './support/box';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
+import { sampleBoxUntilStopped } from './support/sim-worker-box';
 import { gpures, show } from './support/cli';
 import { totals } from '../src/domain/ledger';
-import { sleep, waitUntil } from './support/wait';
+import { waitUntil } from './support/wait';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 /** A second GPU: a sleeper, the on-demand serve it sleeps for, and a start that holds the slot while the sleeper's restore waits. */
@@ -77,31 +78,14 @@ describe('one cold start at a time per GPU: the start slot', () => {
   }
 
   /** The box every ~100 ms until stopped (3 min at most): which serves' containers run, and which of them are not healthy yet. */
-  function sampleBox(): { stop: () => Promise<Sample[]> } {
-    const samples: Sample[] = [];
-    let going = true;
-    const until = Date.now() + 180_000;
+  const sampleBox = () => {
     const names = new Map(SERVES.map((s) => [containerName(t.node, s.name), s.name]));
-    const once = async () => {
+    return sampleBoxUntilStopped<Sample>(async () => {
       const running = (await t.box.runtime.list({})).filter((c) => c.running && names.has(c.name)).map((c) => names.get(c.name) ?? '');
       const health = await Promise.all(running.map(async (s) => [s, await healthy(s)] as const));
-      samples.push({ atMs: Date.now(), running, starting: health.filter(([, ok]) => !ok).map(([s]) => s) });
-    };
-    const loop = (async () => {
-      while (going && Date.now() < until) {
-        await once();
-        await sleep(100);
-      }
-    })();
-    return {
-      stop: async () => {
-        going = false;
-        await loop;
-        await once();
-        return samples;
-      },
-    };
-  }
+      return { atMs: Date.now(), running, starting: health.filter(([, ok]) => !ok).map(([s]) => s) };
+    }, 180_000);
+  };
 
   /** Each serve's own process MiB, as the fake nvidia-smi lists it. */
   async function ownMib(serve: string): Promise<number | undefined> {

@@ -1,6 +1,7 @@
 // The simulated box (runtime, router, fake nvidia-smi) with its worker as a process of its own
 // (test/support/fleet-worker.ts, which takes the test seams): for tests that kill a worker and
 // start the next one on the same box, as an operator's restart would.
+import { after, before } from 'node:test';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +12,8 @@ import { renderManifest, uniqueNode, writeManifest } from './box';
 import type { TestGpu, TestServe } from './box';
 import { ROOT, startWorkerProcess } from './cli';
 import type { WorkerProcess } from './cli';
-import { ROUTER_TOKEN } from './sim';
+import { ROUTER_TOKEN, startSimTestBox } from './sim';
+import type { SimTestBox } from './sim';
 import { testTemporal } from './temporal';
 import type { TestTemporal } from './temporal';
 
@@ -80,4 +82,60 @@ export async function sampleUntilEnded<S>(
   }
   await result;
   return { ended, samples };
+}
+
+/**
+ * Samples the box every 100 ms until stopped, and once more at the stop: the loop's last sample
+ * began before the caller's step ended (a sample may spawn the fake nvidia-smi, hundreds of ms on a
+ * loaded host). Bounded by `boundMs`: a case that fails before it stops the sampling does not keep
+ * the file's process up.
+ */
+export function sampleBoxUntilStopped<S>(sample: () => Promise<S>, boundMs = 120_000): { stop: () => Promise<S[]> } {
+  const samples: S[] = [];
+  let going = true;
+  const until = Date.now() + boundMs;
+  const loop = (async () => {
+    while (going && Date.now() < until) {
+      samples.push(await sample());
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return {
+    stop: async () => {
+      going = false;
+      await loop;
+      samples.push(await sample());
+      return samples;
+    },
+  };
+}
+
+/**
+ * A suite's simulated box with its one GPU, started before its cases and closed after them: the
+ * box (`t`), the GPU's uuid, and the environment a `gpures` process reaches its Temporal with.
+ */
+export function simTestBoxPerSuite(
+  prefix: string,
+  gpu: TestGpu,
+  serves: TestServe[],
+): { readonly t: SimTestBox; readonly uuid: string; readonly env: Record<string, string> } {
+  let box: SimTestBox | undefined;
+  before(async () => {
+    box = await startSimTestBox(prefix, [gpu], serves);
+  });
+  after(async () => {
+    await box?.close();
+  });
+  return {
+    get t() {
+      if (!box) throw new Error(`the sim box of ${prefix} is not started`);
+      return box;
+    },
+    get uuid() {
+      return this.t.manifest.gpus[0]?.uuid ?? '';
+    },
+    get env() {
+      return { TEMPORAL_ADDRESS: this.t.temporal.address };
+    },
+  };
 }
