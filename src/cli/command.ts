@@ -28,6 +28,11 @@ export interface CommandContext {
    * with EXIT.interrupted: following an operation stops, the workflow goes on.
    */
   onInterrupt(message: () => string | undefined): () => void;
+  /**
+   * Part of the result, on stdout as it comes, for a command whose result is a stream (`serves
+   * logs --follow`); resolves once stdout took it. Such a command returns no text of its own.
+   */
+  write?: (text: string) => Promise<void>;
   /** Resolves on SIGINT or SIGTERM: how a command that serves until stopped (api) ends. */
   stopped(): Promise<void>;
 }

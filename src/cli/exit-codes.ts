@@ -3,14 +3,14 @@
 //   0   ok           done, including "already running" / "already stopped"
 //   1   failed       an operation failed after admission (health, identity, image, drain, …) and was
 //                    compensated; a promotion that failed and was rolled back; a history that no
-//                    longer replays; anything unexpected
+//                    longer replays; `serves logs` of a serve with no container; anything unexpected
 //   2   badInput     usage, an invalid manifest or router config, an unknown serve, an unreadable
 //                    file, a history file that is not one: nothing was started
 //   3   denied       the ledger denied the admission, the serve is busy with another operation,
 //                    another promotion of that router is running, or another worker polls the
 //                    node's task queue (`gpures worker`): nothing was changed
 //   4   unreachable  Temporal could not be reached or refused a call, no worker answers the node's
-//                    ledger, or the worker cannot reach Docker (DOCKER_HOST): infrastructure that
+//                    ledger, or the worker or `serves logs` cannot reach Docker (DOCKER_HOST): infrastructure that
 //                    may come back, for a script to wait on and retry
 //   5   notLeased    `serves up --lease`: the serve is up (started, or already running) but the lease
 //                    asked could not be applied (no run holds the serve, its lease is already

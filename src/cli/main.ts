@@ -42,6 +42,19 @@ function processContext(display: ProgressDisplay): CommandContext {
       process.once('SIGINT', onSigint);
       return () => process.removeListener('SIGINT', onSigint);
     },
+    write: (text) => {
+      // A reader gone (`serves logs --follow | head`): it has all it wanted, so the command ends as it would at its end.
+      if (process.stdout.listenerCount('error') === 0) {
+        process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EPIPE') throw err;
+          process.exit(EXIT.ok);
+        });
+      }
+      return new Promise<void>((resolve) => {
+        if (process.stdout.write(text)) resolve();
+        else process.stdout.once('drain', resolve);
+      });
+    },
     stopped: () =>
       new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, Option } from 'commander';
-import { BOUNDS } from '../domain/bounds';
+import { BOUNDS, LOG_BOUNDS } from '../domain/bounds';
 import { DEFAULT_ROUTER } from '../domain/promotion';
 import type { CommandContext, Rendered } from './command';
 import { DEFAULT_MANIFEST } from '../domain/manifest';
@@ -14,6 +14,7 @@ import { NODE_ANSWER_MS } from '../shared/node-answer';
 import { HISTORIES_PER_REPLAY_PROCESS, MAX_REPLAY_PROCESSES } from '../audit/replay-processes';
 import type { ReportOpts } from './commands/audit-report';
 import type { DemoOpts } from './commands/demo';
+import type { LogsOpts } from './commands/serves-logs';
 import type { PromoteOpts } from './commands/router-promote';
 
 // Each command's module is loaded when it runs: `--help` and `validate` need neither the Temporal
@@ -28,6 +29,7 @@ const commands = {
   routerPromote: () => import('./commands/router-promote'),
   servesDown: () => import('./commands/serves-down'),
   servesLease: () => import('./commands/serves-lease'),
+  servesLogs: () => import('./commands/serves-logs'),
   servesStatus: () => import('./commands/serves-status'),
   servesUp: () => import('./commands/serves-up'),
   validate: () => import('./commands/validate'),
@@ -126,6 +128,17 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .addOption(nodeOpt())
     .addOption(jsonOpt())
     .action(run((opts: FleetOpts) => commands.servesStatus().then((c) => c.servesStatus(opts, ctx))));
+  serves
+    .command('logs')
+    .description("the serve's own output (stdout and stderr of its container, as docker logs), read from Docker or the simulated box where this runs")
+    .argument('<name>')
+    .option('--tail <lines>', `the last lines to print (default ${LOG_BOUNDS.tail.default}, at most ${LOG_BOUNDS.tail.max})`)
+    .option('--since <duration>', 'only what was written in the last DURATION (90s, 30m, 2h, 1d; at most 30d)')
+    .option('-f, --follow', 'then print each line as it comes, until Ctrl-C or the container stops or is removed')
+    .addOption(manifestOpt())
+    .addOption(new Option('--node <name>', "that node's container, without a manifest (the serve known from its ledgers or its containers)"))
+    .addOption(jsonOpt())
+    .action(run((name: string, opts: Omit<LogsOpts, 'name'>) => commands.servesLogs().then((c) => c.servesLogs({ ...opts, name }, ctx))));
 
   program
     .command('ledger')

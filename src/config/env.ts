@@ -341,12 +341,19 @@ export interface CliEnv {
    * first (its /v1/ledger beside /metrics); 'off' asks Temporal only.
    */
   workerEndpoint: MetricsAddr | 'off';
+  /**
+   * GPURES_SIM_BOX: the simulated box's serves directory (`gpures demo --keep` prints it), where
+   * `serves logs` reads instead of Docker.
+   */
+  simBox?: string;
 }
 
 export function cliEnv(env: Env): CliEnv {
   const manifest = read(env, 'GPURES_MANIFEST', raw);
   const routerConfig = read(env, 'GPURES_ROUTER_CONFIG', raw);
+  const simBox = read(env, 'GPURES_SIM_BOX', optional);
   return {
+    ...(simBox !== undefined ? { simBox } : {}),
     ...(manifest !== undefined ? { manifest } : {}),
     ...(routerConfig !== undefined ? { routerConfig } : {}),
     apiToken: read(env, 'GPURES_API_TOKEN', raw) ?? '',

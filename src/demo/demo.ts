@@ -504,8 +504,10 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       out(`  export GPURES_API_URL=${apiUrl}; set -a; . ${tokensFile}; set +a`);
       // The box's GPU is the fake nvidia-smi's: the ledger's physical view reads it.
       out(`  export GPURES_NVIDIA_SMI=${FAKE_NVIDIA_SMI} FAKE_NVIDIA_SMI_STATE=${join(dir, 'box', 'nvidia-smi.json')}`);
+      // Its serves are processes, not containers: `serves logs` reads their output there instead of Docker.
+      out(`  export GPURES_SIM_BOX=${join(dir, 'box', 'serves')}`);
       out(`  alias gpures=${GPURES_BIN}   # not on PATH until \`npm link\``);
-      out('  gpures ledger; gpures serves status; gpures serves up comfyui-sim --evict; gpures audit report <workflow id>');
+      out('  gpures ledger; gpures serves status; gpures serves logs vision; gpures serves up comfyui-sim --evict; gpures audit report <workflow id>');
       // The lease's restore just brought vision back: an --evict at once is denied for its residency, which is right but puzzling.
       const residencyS = manifest.serves.find((s) => s.name === 'vision')?.minResidencyS ?? 0;
       if (residencyS > 0) out(`  (vision came back moments ago: it is no eviction victim until it has run min_residency_s, ${residencyS} s)`);

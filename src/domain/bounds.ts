@@ -114,3 +114,18 @@ export function withinBound(bound: Bound, v: unknown): v is number {
 export function boundRule(bound: Bound): string {
   return `a whole number of ${bound.unit} in ${bound.min}..${bound.max}`;
 }
+
+/** `gpures serves logs` (src/domain/logs.ts): what one command reads of a serve's output. */
+export const LOG_BOUNDS = {
+  /** llama-swap's and docker's habit is a screenful or two; 10,000 lines is a whole vLLM start-up many times over. */
+  tail: { default: 200, max: 10_000 },
+  /** The oldest --since: a month, past any log a box keeps for a container that still exists. */
+  sinceS: { max: 30 * 86_400 },
+  /** What one answer without --follow prints at most: its last bytes are kept, the first ones said to be left out. */
+  maxBytes: 4 * 1024 * 1024,
+  /**
+   * A line longer than this is written out in pieces rather than held whole: a secret that straddles
+   * two pieces of such a line is not redacted (vLLM's lines are a few hundred bytes).
+   */
+  maxLineBytes: 64 * 1024,
+} as const;

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { ContainerRuntime, ContainerSpec, ContainerState } from '../adapters/containers/port';
+import type { ContainerLogs, ContainerRuntime, ContainerSpec, ContainerState, LogRequest } from '../adapters/containers/port';
 import { imageMissing, PermanentError } from '../adapters/errors';
 import { LABEL } from '../domain/serve';
 import {
@@ -73,7 +73,9 @@ function signalExitCode(signal: NodeJS.Signals | null): number {
   return n === undefined ? -1 : 128 + n;
 }
 
-export class SimRuntime implements ContainerRuntime {
+export class SimRuntime implements ContainerRuntime, ContainerLogs {
+  /** The server's log lines carry no time: --since cannot be honoured. */
+  readonly stampsOutput = false;
   readonly stateDir: string;
   private readonly knownImages: Set<string> | undefined;
   private readonly serverMain: string;
@@ -297,26 +299,90 @@ export class SimRuntime implements ContainerRuntime {
 
   logsTail(name: string, lines: number): Promise<string> {
     if (!NAME_RE.test(name) || lines <= 0) return Promise.resolve('');
-    let fd: number;
     try {
-      fd = openSync(this.file(name, 'log'), 'r');
+      return Promise.resolve(readTail(this.file(name, 'log'), lines).text);
     } catch (err) {
-      if (errCode(err) === 'ENOENT') return Promise.resolve('');
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    try {
-      const size = fstatSync(fd).size;
-      const length = Math.min(size, Math.max(64 * 1024, lines * 512));
-      const buf = Buffer.alloc(length);
-      readSync(fd, buf, 0, length, size - length);
-      const all = buf.toString('utf8').split('\n');
-      if (all[all.length - 1] === '') all.pop();
-      // The read began inside a line: drop the fragment.
-      if (length < size) all.shift();
-      const tail = all.slice(-lines);
-      return Promise.resolve(tail.length > 0 ? `${tail.join('\n')}\n` : '');
-    } finally {
-      closeSync(fd);
+  }
+
+  logs(name: string, req: LogRequest): Promise<AsyncIterable<Buffer> | undefined> {
+    const record = this.read(name);
+    return Promise.resolve(record ? this.followLog(record, req) : undefined);
+  }
+
+  /** The tail, then with `follow` what the server appends, until its process is gone, its record removed or replaced, or the signal aborts. */
+  private async *followLog(record: SimContainerRecord, req: LogRequest): AsyncIterable<Buffer> {
+    const path = this.file(record.name, 'log');
+    const { text, size } = readTail(path, req.tail);
+    if (text) yield Buffer.from(text);
+    if (!req.follow) return;
+    let offset = size;
+    while (!req.signal.aborted) {
+      const more = readFrom(path, offset);
+      offset += more.length;
+      if (more.length) {
+        yield more;
+        continue;
+      }
+      const now = this.read(record.name);
+      // Gone: its last bytes were read above, after it died (a dead process writes nothing more).
+      if (now?.id !== record.id || !processAlive(record.pid, record.procStart)) {
+        const last = readFrom(path, offset);
+        if (last.length) yield last;
+        return;
+      }
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, FOLLOW_POLL_MS);
+        req.signal.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+      });
     }
+  }
+}
+
+/** How often a followed log is looked at for more: the simulated server writes a line per request at most. */
+const FOLLOW_POLL_MS = 200;
+/** One read of a followed log, at most. */
+const FOLLOW_READ_BYTES = 64 * 1024;
+
+/** The last `lines` lines of the file as it is now, and its size then: a follower goes on from there. Absent: nothing. */
+function readTail(path: string, lines: number): { text: string; size: number } {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return { text: '', size: 0 };
+    throw err;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, Math.max(64 * 1024, lines * 512));
+    const buf = Buffer.alloc(length);
+    readSync(fd, buf, 0, length, size - length);
+    const all = buf.toString('utf8').split('\n');
+    if (all[all.length - 1] === '') all.pop();
+    // The read began inside a line: drop the fragment.
+    if (length < size) all.shift();
+    const tail = all.slice(-lines);
+    return { text: tail.length > 0 ? `${tail.join('\n')}\n` : '', size };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** What the file holds past `offset`, at most FOLLOW_READ_BYTES; nothing once it is removed. */
+function readFrom(path: string, offset: number): Buffer {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return Buffer.alloc(0);
+    throw err;
+  }
+  try {
+    const buf = Buffer.alloc(FOLLOW_READ_BYTES);
+    return buf.subarray(0, readSync(fd, buf, 0, FOLLOW_READ_BYTES, offset));
+  } finally {
+    closeSync(fd);
   }
 }

@@ -12,6 +12,9 @@ import { freePort } from '../dev/dev-server';
 import { isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import { DockerRuntime } from '../adapters/containers/docker';
+import { dockerHost, reachDocker } from '../adapters/containers/docker-reach';
+// The CLI's worker command tells this failure by its class.
+export { DockerUnreachable } from '../adapters/containers/docker-reach';
 import { NvidiaSmiStream } from '../adapters/gpu/nvidia-smi-stream';
 import type { GpuProbe } from '../adapters/gpu/port';
 import { NvidiaSmi } from '../adapters/gpu/nvidia-smi';
@@ -116,37 +119,6 @@ async function serveMetrics(
     if (asked) throw new EnvError('GPURES_METRICS_ADDR', `${why} (--metrics or GPURES_METRICS_ADDR)`);
     process.stderr.write(`worker: warning: ${why}; running without /metrics (set --metrics or GPURES_METRICS_ADDR, or 'off')\n`);
     return undefined;
-  }
-}
-
-/** Where dockerode reaches dockerd: DOCKER_HOST in this process's environment (it reads no other), else its default socket. */
-function dockerHost(): string {
-  return process.env['DOCKER_HOST'] || 'unix:///var/run/docker.sock';
-}
-
-/** dockerd did not answer: as Temporal not answering, the box's infrastructure, not the operator's input. */
-export class DockerUnreachable extends Error {
-  override readonly name = 'DockerUnreachable';
-}
-
-/** How long dockerd may take to answer its ping: a blackholed tcp:// host would otherwise wait for the OS's connect timeout. */
-const DOCKER_PING_TIMEOUT_MS = 10_000;
-
-/**
- * dockerd answers before the worker takes work: otherwise every ledger's reconcile fails, and an
- * operator waiting on `gpures ledger` is told to start the worker that is running.
- */
-async function reachDocker(docker: Docker): Promise<void> {
-  try {
-    // dockerode hands ping's abortSignal to its modem; @types/dockerode declares no options for it.
-    const pingable = docker as unknown as { ping(opts: { abortSignal: AbortSignal }): Promise<unknown> };
-    await pingable.ping({ abortSignal: AbortSignal.timeout(DOCKER_PING_TIMEOUT_MS) });
-  } catch (err) {
-    const why =
-      (err as Error).name === 'AbortError' || (err as Error).name === 'TimeoutError'
-        ? `no answer within ${DOCKER_PING_TIMEOUT_MS / 1000} s`
-        : (err as Error).message;
-    throw new DockerUnreachable(`cannot reach Docker at ${dockerHost()} (DOCKER_HOST): ${why}`);
   }
 }
 

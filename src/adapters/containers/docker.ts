@@ -1,7 +1,7 @@
 // ContainerRuntime over dockerode. Every call is idempotent so a retried activity converges.
 import type Docker from 'dockerode';
-import type { ContainerRuntime, ContainerSpec, ContainerState } from './port';
-import { demuxLogs, statusCode } from './docker-util';
+import type { ContainerLogs, ContainerRuntime, ContainerSpec, ContainerState, LogRequest } from './port';
+import { demuxLogs, LogFrames, statusCode } from './docker-util';
 import { imageMissing, PermanentError } from '../errors';
 import { Failure } from '../../shared/failures';
 
@@ -40,7 +40,8 @@ export function pidsOfTop(top: { Titles?: string[]; Processes?: string[][] }): n
   return (top.Processes ?? []).map((row) => Number(row[column])).filter((pid) => Number.isInteger(pid) && pid > 0);
 }
 
-export class DockerRuntime implements ContainerRuntime {
+export class DockerRuntime implements ContainerRuntime, ContainerLogs {
+  readonly stampsOutput = true;
   private gpuSupport: Promise<boolean> | undefined;
 
   constructor(
@@ -177,5 +178,41 @@ export class DockerRuntime implements ContainerRuntime {
       if (statusCode(err) === 404) return '';
       throw err;
     }
+  }
+
+  async logs(name: string, req: LogRequest): Promise<AsyncIterable<Buffer> | Iterable<Buffer> | undefined> {
+    const opts = {
+      stdout: true,
+      stderr: true,
+      tail: req.tail,
+      // Docker's since is whole seconds: a line of the second the window opens in is kept.
+      ...(req.sinceEpochMs !== undefined ? { since: Math.floor(req.sinceEpochMs / 1000) } : {}),
+      abortSignal: req.signal,
+    };
+    const container = this.docker.getContainer(name);
+    try {
+      if (!req.follow) return [Buffer.from(demuxLogs(await container.logs({ ...opts, follow: false })))];
+      const stream = (await container.logs({ ...opts, follow: true })) as NodeJS.ReadableStream & { destroy?(): void };
+      return demuxed(stream, req.signal);
+    } catch (err) {
+      if (statusCode(err) === 404) return undefined;
+      throw err;
+    }
+  }
+}
+
+/** A followed log stream's payloads; it ends when dockerd ends it (the container stopped) or `signal` aborts. */
+async function* demuxed(stream: NodeJS.ReadableStream & { destroy?(): void }, signal: AbortSignal): AsyncIterable<Buffer> {
+  const frames = new LogFrames();
+  const stop = () => stream.destroy?.();
+  signal.addEventListener('abort', stop, { once: true });
+  if (signal.aborted) stop();
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) yield* frames.push(chunk);
+  } catch (err) {
+    if (!signal.aborted) throw err;
+  } finally {
+    signal.removeEventListener('abort', stop);
+    stop();
   }
 }

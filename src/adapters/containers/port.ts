@@ -50,3 +50,26 @@ export interface ContainerRuntime {
    */
   processes?(name: string): Promise<number[]>;
 }
+
+/** What `gpures serves logs` asks of a container's output. */
+export interface LogRequest {
+  /** The last lines to start with (Docker's --tail). */
+  tail: number;
+  /** Only what was written at or after this instant (Docker's --since), where the runtime stamps its output. */
+  sinceEpochMs?: number;
+  /** Go on with what it writes until it stops, it is removed, or `signal` aborts. */
+  follow: boolean;
+  signal: AbortSignal;
+}
+
+/**
+ * A container's output, stdout and stderr interleaved as written, read where the CLI runs: by
+ * Docker (docker.ts) or the simulated box's files (src/sim/runtime.ts).
+ */
+export interface ContainerLogs {
+  inspect(name: string): Promise<ContainerState | undefined>;
+  /** The output as it comes, chunk by chunk; undefined when no container has the name. */
+  logs(name: string, req: LogRequest): Promise<AsyncIterable<Buffer> | Iterable<Buffer> | undefined>;
+  /** Whether `sinceEpochMs` is honoured: the simulated box's output carries no time. */
+  readonly stampsOutput: boolean;
+}
