@@ -243,10 +243,12 @@ describe('on-demand tiers through the router (openai client, sim box, acquisitio
     const down = await serveDown(box.temporal.client, box.node, 'slow');
     assert.ok(down.ok, down.ok ? '' : down.message);
     assert.equal((await modes())['slow-local'], 'quiesced', 'serves down quiesced the tier');
+    // Saying an operator brought it down: an on-demand tier is acquired again all the same (the next test).
+    assert.equal((await box.tiers()).find((t) => t.tier === 'slow-local')?.quiesceReason, 'operator-down');
   });
 
   test('a streaming request held in the queue gets SSE keepalives, then the stream', async () => {
-    // slow-local is quiesced now (serves down): the quiesced path, with the serve's 3 s start.
+    // slow-local is quiesced now (serves down, operator-down): the quiesced path, with the serve's 3 s start.
     const res = await raw('slow', { stream: true });
     assert.equal(res.status, 200);
     const text = await res.text();

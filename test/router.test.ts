@@ -1691,6 +1691,101 @@ describe('quiesced tiers across a router restart', () => {
   });
 });
 
+describe('a tier whose serve was brought down (a quiesce with a reason)', () => {
+  test('operator-down: 503 without Retry-After naming the tier, the reason and `gpures serves up vision`; listed unavailable so; kept across a restart; a readmit clears it', async () => {
+    const { stateFile, start, close } = await routerWithState('down');
+    let running: RunningRouter | undefined;
+    try {
+      let { r, admin } = await start(true);
+      running = r;
+      const state = await admin.quiesce('vision-local', { reason: 'operator-down', serve: 'vision' });
+      assert.deepEqual([state.state, state.quiesceReason, state.quiesceServe], ['quiesced', 'operator-down', 'vision']);
+      const expectDown = async (url: string) => {
+        const a = await chat(url, 'vision');
+        assert.equal(a.status, 503);
+        assert.equal(a.headers.get('retry-after'), null, 'no Retry-After: no wait brings the serve back');
+        const e = a.body.error as Record<string, unknown>;
+        assert.deepEqual(
+          { code: e.code, reason: e.reason, tier: e.tier, brought_back_by: e.brought_back_by, retry_after_s: e.retry_after_s },
+          { code: 'operator_down', reason: 'operator_down', tier: 'vision-local', brought_back_by: 'gpures serves up vision', retry_after_s: undefined },
+        );
+        assert.equal(
+          e.message,
+          "tier 'vision-local' is down: an operator brought its serve 'vision' down (gpures serves down); it stays down until `gpures serves up vision`: retrying will not bring it back",
+        );
+        const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[]; unavailable: Record<string, unknown>[] };
+        assert.ok(!models.data.some((m) => m.id === 'vision'));
+        assert.deepEqual(
+          models.unavailable.map(({ message: _m, ...rest }) => rest),
+          [{ id: 'vision', tier: 'vision-local', reason: 'operator_down', brought_back_by: 'gpures serves up vision' }],
+        );
+      };
+      await expectDown(r.url);
+      // Kept in the state file with the quiesce, and the router restarted still says it.
+      const kept = JSON.parse(readFileSync(stateFile, 'utf8')) as { quiesce_reasons?: unknown };
+      assert.deepEqual(kept.quiesce_reasons, { 'vision-local': { reason: 'operator-down', serve: 'vision' } });
+      await r.close();
+      ({ r, admin } = await start(true));
+      running = r;
+      await expectDown(r.url);
+
+      // A reason the router does not know: 400 naming the field, nothing changed (mark, reason, file).
+      const mark = (await admin.tierState('vision-local')).quiesceMark;
+      const bad = await fetch(`${r.url}/admin/tiers/vision-local/quiesce?reason=gone-fishing&serve=vision`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      assert.equal(bad.status, 400);
+      const badBody = (await bad.json()) as { error: { code: string; message: string } };
+      assert.equal(badBody.error.code, 'invalid_quiesce');
+      assert.match(
+        badBody.error.message,
+        /^quiesce of tier 'vision-local' refused, nothing changed: reason must be one of draining, evicted, operator-down, lease-ended \("gone-fishing"\)$/,
+      );
+      const after = await admin.tierState('vision-local');
+      assert.deepEqual([after.quiesceMark, after.quiesceReason], [mark, 'operator-down']);
+
+      // A readmit clears the reason, in memory and in the file; a quiesce without one has the old meaning.
+      assert.equal((await admin.readmit('vision-local')).ok, true);
+      assert.equal((await admin.tierState('vision-local')).quiesceReason, undefined);
+      assert.equal((JSON.parse(readFileSync(stateFile, 'utf8')) as { quiesce_reasons?: unknown }).quiesce_reasons, undefined);
+      await admin.quiesce('vision-local');
+      const old = await chat(r.url, 'vision');
+      assert.equal(old.status, 503);
+      assert.ok(old.headers.get('retry-after'), 'a quiesce without a reason keeps its Retry-After');
+      assert.match((old.body.error as { message: string }).message, /quiesced \(evicted or draining\); retry later$/);
+
+      // lease-ended on a tier this router does not acquire: down as an operator's, saying what brings it back.
+      await admin.quiesce('vision-local', { reason: 'lease-ended', serve: 'vision' });
+      const ended = await chat(r.url, 'vision');
+      assert.equal(ended.status, 503);
+      assert.equal(ended.headers.get('retry-after'), null);
+      assert.equal((ended.body.error as { reason: string }).reason, 'lease_ended');
+      await r.close();
+      running = undefined;
+
+      // A state file from before reasons were kept loads: its quiesced tier answers as before.
+      writeFileSync(stateFile, `${JSON.stringify({ quiesced: ['vision-local'] })}\n`);
+      ({ r, admin } = await start(true));
+      running = r;
+      const before = await chat(r.url, 'vision');
+      assert.equal(before.status, 503);
+      assert.ok(before.headers.get('retry-after'));
+      assert.equal((await admin.tierState('vision-local')).quiesceReason, undefined);
+      await r.close();
+      running = undefined;
+      // One whose reasons are not the router's: refused naming the file, the field and the tier.
+      writeFileSync(stateFile, `${JSON.stringify({ quiesced: ['vision-local'], quiesce_reasons: { 'vision-local': { reason: 'bored' } } })}\n`);
+      await assert.rejects(start(true), {
+        message: `${stateFile} (--state): quiesce_reasons.vision-local: reason must be one of draining, evicted, operator-down, lease-ended ("bored")`,
+      });
+    } finally {
+      await running?.close();
+      await close();
+    }
+  });
+});
+
 describe('quiesce marks across a router restart', () => {
   test('kept with the quiesced tiers in the state file: a mark taken before a restart readmits after it, and a quiesce after it still moves the mark', async () => {
     const { stateFile, start: startWith, close } = await routerWithState('marks');

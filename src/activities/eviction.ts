@@ -10,7 +10,7 @@ import type { ManifestSource } from '../adapters/manifest/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
 import type { ServeProbe } from '../adapters/serve-probe/port';
 import { imageMissing } from '../adapters/errors';
-import type { DrainResult, GpuReading, QuiesceMarks, ServeProcesses, TierState, VramReading, VramReleaseResult } from '../shared/contracts';
+import type { DrainResult, GpuReading, QuiesceMarks, QuiesceWhy, ServeProcesses, TierState, VramReading, VramReleaseResult } from '../shared/contracts';
 import { neededMib, ownReading, ownUnseen, serveProcessesOf, stillHeld } from '../domain/vram-release';
 import type { DrainBeat, VramBeat } from '../shared/progress';
 import { nonRetryable, permanentAsFailure } from './failure';
@@ -212,12 +212,17 @@ export function createEvictionActivities(deps: EvictionDeps) {
      * compensation's quiesce): only while the serve's container is the run's own or gone; a
      * container of another run's under the name serves the tier for that run, which is left alone.
      */
-    async quiesceIfRouted(input: { tier: string; own?: OwnContainer & { node: string; serve: string } }): Promise<TierState | LeftAlone | null> {
+    async quiesceIfRouted(input: {
+      tier: string;
+      own?: OwnContainer & { node: string; serve: string };
+      /** Why, for the router to say (a bring-down's: operator-down, lease-ended); none keeps the old meaning. */
+      why?: QuiesceWhy;
+    }): Promise<TierState | LeftAlone | null> {
       const r = deps.router;
       if (!r) return null;
       const under = input.own ? await underTheName(deps.runtime, input.own.node, input.own.serve, input.own) : undefined;
       if (under && 'leftAlone' in under) return under;
-      return permanentAsFailure(() => r.quiesce(input.tier));
+      return permanentAsFailure(() => r.quiesce(input.tier, input.why));
     },
 
     /**

@@ -14,6 +14,7 @@ import type { Mutex } from './mutex';
 import type { OnDemand } from './on-demand';
 import { onDemandUnmet } from './on-demand-config';
 import type { OnDemandMeans } from './on-demand-config';
+import { quiesceWhy } from './tier-table';
 import type { TierTable } from './tier-table';
 import { bearerMatches, tokenDigest } from '../adapters/bearer';
 
@@ -66,11 +67,24 @@ export async function registerAdminRoutes(app: FastifyInstance, table: TierTable
       return tier ? reply.send(stateOf(tier)) : unknownTier(reply, req.params.tier);
     });
 
-    scope.post<{ Params: { tier: string } }>('/admin/tiers/:tier/quiesce', (req, reply) =>
+    // ?reason= says why (contracts.ts QUIESCE_REASONS), &serve= the serve behind the tier; a caller
+    // that sends none (an older worker) keeps the old meaning, evicted or draining.
+    scope.post<{ Params: { tier: string }; Querystring: { reason?: string; serve?: string } }>('/admin/tiers/:tier/quiesce', (req, reply) =>
       admin.run(() => {
         const tier = findTier(table.config, req.params.tier);
         if (!tier) return Promise.resolve(unknownTier(reply, req.params.tier));
-        return table.setMode(tier.name, 'quiesced').then(() => reply.send(stateOf(tier)));
+        const asked = quiesceWhy(req.query.reason, req.query.serve);
+        if ('problem' in asked) {
+          return Promise.resolve(
+            reply.code(400).send(
+              errorBody(`quiesce of tier '${tier.name}' refused, nothing changed: ${asked.problem}`, 'invalid_request', {
+                code: 'invalid_quiesce',
+                tier: tier.name,
+              }),
+            ),
+          );
+        }
+        return table.setMode(tier.name, 'quiesced', asked.why).then(() => reply.send(stateOf(tier)));
       }),
     );
 

@@ -110,7 +110,7 @@ export class RouterMetrics {
     this.bodyBudgetRefusals.inc();
   }
 
-  refused(r: Refusal): void {
+  refused(r: Pick<Refusal, 'tier'> & { reason: string }): void {
     this.refusals.inc({ tier: r.tier, reason: r.reason });
   }
 

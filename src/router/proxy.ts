@@ -18,6 +18,7 @@ import type { RouterTier } from '../config/router-model';
 import type { RouterMetrics } from './metrics';
 import type { OnDemand, Refusal } from './on-demand';
 import type { TierRuntime, TierTable } from './tier-table';
+import type { QuiesceWhy } from '../shared/contracts';
 
 /** Routes the router proxies, and the backend path each goes to. */
 const PROXIED = ['/v1/chat/completions', '/v1/embeddings'] as const;
@@ -72,7 +73,9 @@ function modelList(table: TierTable, demand: OnDemand) {
     const quiesced = table.runtimeOf(tier.name).mode === 'quiesced';
     // A refusal's cooldown says nothing once the tier is back (brought up by an operator meanwhile).
     const refusal = tier.onDemand && quiesced ? demand.cooldown(tier.name) : undefined;
+    const down = quiesced ? broughtDown(tier, table.runtimeOf(tier.name), demand) : undefined;
     if (refusal) unavailable.push({ id: p.name, tier: tier.name, reason: refusal.reason, message: refusal.message, retry_after_s: refusal.retryAfterS });
+    else if (down) unavailable.push({ id: p.name, ...downFields(down) });
     else if (quiesced && !(tier.onDemand && demand.enabled))
       unavailable.push({ id: p.name, tier: tier.name, reason: 'quiesced', retry_after_s: cfg.retryAfterS });
     else {
@@ -92,6 +95,48 @@ function modelList(table: TierTable, demand: OnDemand) {
 function availability(table: TierTable, tier: RouterTier, demand: OnDemand, quiesced: boolean): 'now' | 'on_demand' | 'unknown' {
   if (!quiesced && table.runtimeOf(tier.name).answered) return 'now';
   return tier.onDemand && demand.enabled ? 'on_demand' : 'unknown';
+}
+
+/** A quiesced tier whose serve was brought down and that nothing brings back on its own: why, and what does. */
+export interface DownRefusal {
+  tier: string;
+  reason: 'operator_down' | 'lease_ended';
+  message: string;
+  /** The command that brings the serve back. */
+  bringsBack: string;
+}
+
+/**
+ * Whether a quiesced tier's serve is down for good as far as the router can tell: brought down by
+ * an operator, or at its lease's end, and not a tier this router acquires (an on-demand tier, with
+ * the acquisition API, acquires it again whatever the reason: README's "On demand through the
+ * router"). Any other quiesce (an eviction's, a drain's, one that gave no reason) is back on its own.
+ */
+function broughtDown(tier: RouterTier, rt: TierRuntime, demand: OnDemand): DownRefusal | undefined {
+  const why: QuiesceWhy | undefined = rt.why;
+  if (!why || (why.reason !== 'operator-down' && why.reason !== 'lease-ended') || (tier.onDemand && demand.enabled)) return undefined;
+  const serve = why.serve ?? tier.onDemand?.serve;
+  const bringsBack = `gpures serves up ${serve ?? '<its serve>'}`;
+  const whose = serve !== undefined ? `its serve '${serve}'` : 'its serve';
+  const what =
+    why.reason === 'operator-down'
+      ? `an operator brought ${whose} down (gpures serves down)`
+      : `${whose} was brought down when its lease ended, and only an acquisition or an operator brings it back`;
+  return {
+    tier: tier.name,
+    reason: why.reason === 'operator-down' ? 'operator_down' : 'lease_ended',
+    message: `tier '${tier.name}' is down: ${what}; it stays down until \`${bringsBack}\`: retrying will not bring it back`,
+    bringsBack,
+  };
+}
+
+/** What a down tier's 503 and its /v1/models entry say: no retry_after_s, since no wait brings it back. */
+const downFields = (d: DownRefusal) => ({ tier: d.tier, reason: d.reason, message: d.message, brought_back_by: d.bringsBack });
+
+/** 503 without Retry-After (a client retrying on it would retry forever) and the router's error shape. */
+function refuseDown(reply: FastifyReply, d: DownRefusal): void {
+  const { message, ...fields } = downFields(d);
+  void reply.code(503).send(errorBody(message, 'tier_unavailable', { code: d.reason, ...fields }));
 }
 
 /** 503 with Retry-After and the router's error shape; once a held stream has begun, an SSE error event. */
@@ -196,6 +241,12 @@ async function proxy(
    * reply itself: a FastifyReply is thenable, and an async function would await it.)
    */
   const wait = async (): Promise<boolean> => {
+    const down = broughtDown(tier, rt, demand);
+    if (down) {
+      metrics.refused(down);
+      refuseDown(reply, down);
+      return true;
+    }
     if (!tier.onDemand || !demand.enabled) {
       const why = tier.onDemand ? '; it is on demand, but this router has no acquisition API (GPURES_API_URL, GPURES_API_TOKEN)' : '';
       refuse({

@@ -4,7 +4,8 @@
 // acquisition took, which the residency window's margin is reckoned by (on-demand.ts).
 import { randomUUID } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
-import type { TierMode, TierState } from '../shared/contracts';
+import { QUIESCE_REASONS } from '../shared/contracts';
+import type { QuiesceReason, QuiesceWhy, TierMode, TierState } from '../shared/contracts';
 import type { RouterConfig, RouterTier } from '../config/router-model';
 
 export interface RouterSnapshot {
@@ -38,6 +39,12 @@ export interface TierRuntime {
    * backend, and /v1/models would list it as answering now. In memory, as in-flight counts are.
    */
   answered: boolean;
+  /**
+   * Why it is quiesced, when its last quiesce said (an operator's bring-down answers 503 without
+   * Retry-After: nothing brings its serve back on its own). Kept in the state file with the mode;
+   * cleared by a readmit.
+   */
+  why?: QuiesceWhy;
 }
 
 const fresh = (mode: TierMode = 'active', lastAcquisitionMs?: number): TierRuntime => ({
@@ -55,9 +62,41 @@ interface PersistedState {
   /** The instance of the router that wrote the file; none in a file written before marks were kept. */
   instance?: string;
   quiesces: Map<string, number>;
+  /** Why each quiesced tier was quiesced; none in a file written before reasons were kept. */
+  reasons: Map<string, QuiesceWhy>;
 }
 
-const NOTHING_KEPT = (): PersistedState => ({ quiesced: new Set(), lastAcquisitionMs: new Map(), quiesces: new Map() });
+const NOTHING_KEPT = (): PersistedState => ({ quiesced: new Set(), lastAcquisitionMs: new Map(), quiesces: new Map(), reasons: new Map() });
+
+/** A serve's name as a quiesce may carry it: the manifest's names, bounded. */
+const SERVE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+/** The reason and serve of a quiesce, or the problem with them, naming the field (`reason`, `serve`). */
+export function quiesceWhy(reason: unknown, serve: unknown): { why?: QuiesceWhy } | { problem: string } {
+  if (reason === undefined) return serve === undefined ? {} : { problem: 'serve is given only with a reason' };
+  if (typeof reason !== 'string' || !(QUIESCE_REASONS as readonly string[]).includes(reason)) {
+    return { problem: `reason must be one of ${QUIESCE_REASONS.join(', ')} (${JSON.stringify(reason)})` };
+  }
+  if (serve !== undefined && !(typeof serve === 'string' && SERVE_NAME.test(serve))) {
+    return { problem: `serve must be a serve's name: letters, digits, '.', '_', '-', at most 63 (${JSON.stringify(serve)})` };
+  }
+  return { why: { reason: reason as QuiesceReason, ...(serve !== undefined ? { serve } : {}) } };
+}
+
+/** quiesce_reasons of a state file: tier names to { reason, serve? }, or the refusal naming the file, the field and the entry. */
+function keptReasons(file: string, value: unknown): Map<string, QuiesceWhy> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new Error(`${file} (--state): quiesce_reasons must map tier names to { reason, serve } (${JSON.stringify(value)})`);
+  }
+  const reasons = new Map<string, QuiesceWhy>();
+  for (const [tier, entry] of Object.entries(value)) {
+    const e = (typeof entry === 'object' && entry !== null ? entry : {}) as { reason?: unknown; serve?: unknown };
+    const r = quiesceWhy(e.reason ?? null, e.serve);
+    if ('problem' in r || !r.why) throw new Error(`${file} (--state): quiesce_reasons.${tier}: ${'problem' in r ? r.problem : 'no reason'}`);
+    reasons.set(tier, r.why);
+  }
+  return reasons;
+}
 
 /** A map of tier names to whole numbers, or the refusal naming the file, the field and the first entry that is not. */
 function wholeNumbers(file: string, field: string, what: string, value: unknown): Map<string, number> {
@@ -80,7 +119,7 @@ async function loadState(file: string): Promise<PersistedState> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return NOTHING_KEPT();
     throw err;
   }
-  let data: { quiesced?: unknown; last_acquisition_ms?: unknown; router_instance?: unknown; quiesces?: unknown } | null;
+  let data: { quiesced?: unknown; last_acquisition_ms?: unknown; router_instance?: unknown; quiesces?: unknown; quiesce_reasons?: unknown } | null;
   try {
     data = JSON.parse(text) as typeof data;
   } catch (err) {
@@ -96,7 +135,8 @@ async function loadState(file: string): Promise<PersistedState> {
     throw new Error(`${file} (--state): router_instance must be a word of letters and digits (${JSON.stringify(instance)})`);
   }
   const quiesces = wholeNumbers(file, 'quiesces', '', data.quiesces ?? {});
-  return { quiesced: new Set(data.quiesced), lastAcquisitionMs, quiesces, ...(instance !== undefined ? { instance } : {}) };
+  const reasons = keptReasons(file, data.quiesce_reasons ?? {});
+  return { quiesced: new Set(data.quiesced), lastAcquisitionMs, quiesces, reasons, ...(instance !== undefined ? { instance } : {}) };
 }
 
 export class TierTable {
@@ -123,6 +163,8 @@ export class TierTable {
         const rt = fresh(persisted.quiesced.has(t.name) ? 'quiesced' : 'active', persisted.lastAcquisitionMs.get(t.name));
         // Counts are kept only with the instance they count for.
         if (persisted.instance !== undefined) rt.quiesces = persisted.quiesces.get(t.name) ?? 0;
+        const why = persisted.reasons.get(t.name);
+        if (why && rt.mode === 'quiesced') rt.why = why;
         return [t.name, rt];
       }),
     );
@@ -156,6 +198,7 @@ export class TierTable {
       lastUsedAtEpochMs: rt.lastUsedAtEpochMs,
       quiesceMark: this.quiesceMark(tier.name),
       backendAnswered: rt.answered,
+      ...(rt.why ? { quiesceReason: rt.why.reason, ...(rt.why.serve !== undefined ? { quiesceServe: rt.why.serve } : {}) } : {}),
     };
   }
 
@@ -173,11 +216,16 @@ export class TierTable {
     this.modeListeners.push(listener);
   }
 
-  /** A failed write leaves memory and file as they were. Callers serialize it (the admin mutex). */
-  async setMode(name: string, mode: TierMode): Promise<void> {
+  /**
+   * A failed write leaves memory and file as they were. Callers serialize it (the admin mutex). A
+   * quiesce's reason replaces the one before (none: the old meaning, back on its own); active
+   * clears it.
+   */
+  async setMode(name: string, mode: TierMode, why?: QuiesceWhy): Promise<void> {
     const rt = this.runtimeOf(name);
-    const previous = { mode: rt.mode, quiesces: rt.quiesces };
+    const previous = { mode: rt.mode, quiesces: rt.quiesces, why: rt.why };
     rt.mode = mode;
+    rt.why = mode === 'quiesced' ? why : undefined;
     // Counted before the save: the mark a quiesce answers must be the one the file keeps.
     if (mode === 'quiesced') rt.quiesces += 1;
     try {
@@ -185,6 +233,7 @@ export class TierTable {
     } catch (err) {
       rt.mode = previous.mode;
       rt.quiesces = previous.quiesces;
+      rt.why = previous.why;
       throw err;
     }
     for (const l of this.modeListeners) l(name, mode);
@@ -227,11 +276,13 @@ export class TierTable {
     const times = byName.filter(([, rt]) => rt.lastAcquisitionMs !== undefined);
     // Active tiers' counts too: a quiesce after the restart must not come back to a mark sent before it.
     const counted = byName.filter(([, rt]) => rt.quiesces > 0);
+    const reasoned = byName.filter(([, rt]) => rt.mode === 'quiesced' && rt.why);
     const state = {
       quiesced,
       ...(times.length > 0 ? { last_acquisition_ms: Object.fromEntries(times.map(([name, rt]) => [name, rt.lastAcquisitionMs])) } : {}),
       router_instance: this.instance,
       ...(counted.length > 0 ? { quiesces: Object.fromEntries(counted.map(([name, rt]) => [name, rt.quiesces])) } : {}),
+      ...(reasoned.length > 0 ? { quiesce_reasons: Object.fromEntries(reasoned.map(([name, rt]) => [name, rt.why])) } : {}),
     };
     const tmp = `${this.stateFile}.${process.pid}.tmp`;
     await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`);

@@ -9,6 +9,22 @@ import type { UnverifiedWrite } from '../domain/promotion';
 
 export type TierMode = 'active' | 'quiesced';
 
+/**
+ * Why a tier was quiesced, as its quiesce said (`?reason=`): an eviction's victim (`evicted`), a
+ * serve draining before it goes down for a while (`draining`), a serve an operator brought down
+ * (`operator-down`: nothing brings it back but `gpures serves up`), or one whose lease ended
+ * (`lease-ended`: an on-demand tier acquires it again; any other stays down as an operator's).
+ * A quiesce without one keeps the old meaning, evicted or draining: back on its own.
+ */
+export const QUIESCE_REASONS = ['draining', 'evicted', 'operator-down', 'lease-ended'] as const;
+export type QuiesceReason = (typeof QUIESCE_REASONS)[number];
+
+/** A quiesce's reason, with the serve behind the tier (the router config does not name it). */
+export interface QuiesceWhy {
+  reason: QuiesceReason;
+  serve?: string;
+}
+
 export interface TierState {
   tier: string;
   state: TierMode;
@@ -34,6 +50,10 @@ export interface TierState {
    * is active until someone quiesces it). Optional in the contract.
    */
   backendAnswered?: boolean;
+  /** Why the tier is quiesced, when its last quiesce said (QUIESCE_REASONS); none while active. Optional in the contract. */
+  quiesceReason?: QuiesceReason;
+  /** The serve its last quiesce named (what `gpures serves up` brings back). */
+  quiesceServe?: string;
 }
 
 /**

@@ -184,7 +184,15 @@ export interface BringDownInput {
   drainTimeoutS?: number;
   /** Only while this run (`<workflow id>/<run id>`) holds the serve running: a lease's expiry, which must not stop a newer acquisition's serve. */
   onlyIfHeldBy?: string;
+  /**
+   * Why the serve goes down, as its tier's quiesce tells the router: `operator-down` (the default:
+   * `gpures serves down`, the UI), whose 503 has no Retry-After, or `lease-ended` (a lease's end).
+   */
+  downReason?: BringDownReason;
 }
+
+export const BRING_DOWN_REASONS = ['operator-down', 'lease-ended'] as const;
+export type BringDownReason = (typeof BRING_DOWN_REASONS)[number];
 
 export interface BringDownResult {
   serve: string;

@@ -17,7 +17,8 @@ import { rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, readmitOwnQuiesce, stopServe } from './steps';
 import { StepLog } from './step-log';
-import type { BringDownInput, BringDownResult, RestoreRecord } from '../shared/operations';
+import { BRING_DOWN_REASONS } from '../shared/operations';
+import type { BringDownInput, BringDownReason, BringDownResult, RestoreRecord } from '../shared/operations';
 
 /** How long the operation holding the serve may take to end once cancelled: its compensations stop a container and readmit a tier. */
 export const OPERATION_END_TIMEOUT_S = 300;
@@ -39,17 +40,21 @@ interface Down {
   log: StepLog;
   /** Runs from before fencing released whatever was held, under whatever operation held it. */
   fenced: boolean;
+  /** Why it goes down, for its tier's quiesce to tell the router. */
+  reason: BringDownReason;
 }
 
+const downReasonProblem = (v: unknown) => ((BRING_DOWN_REASONS as readonly unknown[]).includes(v) ? undefined : `one of ${BRING_DOWN_REASONS.join(', ')}`);
+
 export async function bringDownWorkflow(input: BringDownInput): Promise<BringDownResult> {
-  checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'], other: { onlyIfHeldBy: holderProblem } });
+  checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'], other: { onlyIfHeldBy: holderProblem, downReason: downReasonProblem } });
   const { workflowId, runId } = workflowInfo();
   const holder = holderOf(workflowId, runId);
   const log = new StepLog();
 
   const { node, serve, gpu } = await reads().resolveServe({ serve: input.serve });
   const before = await reads().ledgerSnapshot({ node, gpu });
-  const down: Down = { node, gpu, serve, holder, log, fenced: patched(PATCHES.bringDownFenced) };
+  const down: Down = { node, gpu, serve, holder, log, fenced: patched(PATCHES.bringDownFenced), reason: input.downReason ?? 'operator-down' };
   const ended: OperationEnd[] = [];
   const taken = down.fenced ? await takeServe(down, ended, input.onlyIfHeldBy) : undefined;
   if (taken?.decision === 'not-held') {
@@ -154,13 +159,15 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
  * bring-up's guarded readmit), and requests in flight finish before the stop. Past the drain
  * timeout the stop goes ahead: the operator asked for the serve to go down.
  */
-async function quiesceAndDrain({ serve, log }: Down, tier: string, drainTimeoutS: number, quiesced: Quiesced): Promise<DrainResult | undefined> {
+async function quiesceAndDrain({ serve, log, reason }: Down, tier: string, drainTimeoutS: number, quiesced: Quiesced): Promise<DrainResult | undefined> {
   // Set once the quiesce is known: a cancel during it (before quiesceWhole) readmits unguarded, as before marks.
   let q: TierState | null | undefined;
   try {
     log.begin('quiesce');
+    // The router is told why, so a client is not told to retry a serve nobody brings back.
+    const why = patched(PATCHES.bringDownSaysWhy) ? { why: { reason, serve: serve.name } } : {};
     // Asked with no `own`, the quiesce is never left alone: a tier state, or null with no router.
-    q = (await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier }))) as TierState | null;
+    q = (await whole(PATCHES.quiesceWhole, () => router.quiesceIfRouted({ tier, ...why }))) as TierState | null;
     if (!q) return undefined;
     quiesced.tier = tier;
     if (q.quiesceMark !== undefined) quiesced.mark = q.quiesceMark;

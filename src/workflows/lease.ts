@@ -379,7 +379,8 @@ async function expire(
       abandonsOnCancel = patched(PATCHES.leaseCancelLeavesBringDown);
       const down = await executeChild(bringDownWorkflow, {
         workflowId,
-        args: [{ serve, restore: true, ...onlyOurs }],
+        // Not an operator's down: the router tells a client of a tier not on demand that only an acquisition or `serves up` brings it back.
+        args: [{ serve, restore: true, ...onlyOurs, downReason: 'lease-ended' }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
         ...(abandonsOnCancel ? { cancellationType: ChildWorkflowCancellationType.ABANDON } : {}),
         staticSummary: literalMarkdown(`serves down ${serve} --restore (lease ${released ? 'released' : 'expired'}) on ${node}`),

@@ -396,5 +396,14 @@ export const PATCHES = {
    * holds the rule (decideStartSlot).
    */
   slotRenewedOnColdStart: 'slot-renewed-on-cold-start',
+  /**
+   * A bring-down's quiesce tells the router why (`?reason=operator-down`, or `lease-ended` from a
+   * lease's end, and the serve's name): the router answers such a tier 503 without Retry-After,
+   * naming `gpures serves up <serve>`, where before a client was told to retry a serve nobody
+   * would bring back. The quiesce activity's input gains the reason; asked by every bring-down that
+   * quiesces since. Before: every other recording; after: bring-down-operator-down.json (recorded by
+   * test/router-operator-down.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  bringDownSaysWhy: 'bring-down-says-why',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -93,6 +93,7 @@ export interface AdminTier {
   queued: number;
   acquisition: { workflowId: string | null; step: string | null; startedAtEpochMs: number; serveGoingDown?: string; abandonAtEpochMs?: number } | null;
   abandon: { workflowId: string; askedAtEpochMs: number; answer: string; detail?: string } | null;
+  quiesceReason?: string;
 }
 
 export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandBox> {

@@ -7,7 +7,8 @@
 //   other 4xx          -> PermanentError RouterAdminRejected (408 and 429 stay retryable)
 //   5xx, network, timeout, malformed answer -> plain Error (retryable)
 import { z } from 'zod';
-import type { ReadmitOutcome, TierState } from '../../shared/contracts';
+import { QUIESCE_REASONS } from '../../shared/contracts';
+import type { QuiesceWhy, ReadmitOutcome, TierState } from '../../shared/contracts';
 import type { RouterTarget } from '../router-deployment/port';
 import type { RouterAdmin } from './port';
 import { PermanentError } from '../errors';
@@ -38,6 +39,8 @@ const TierStateSchema = z.object({
   modelIdentity: z.boolean(),
   lastUsedAtEpochMs: z.number().int().nonnegative().nullable().optional(),
   quiesceMark: z.string().optional(),
+  quiesceReason: z.enum(QUIESCE_REASONS).optional(),
+  quiesceServe: z.string().optional(),
 });
 
 const ReadmitSchema = z.discriminatedUnion('ok', [
@@ -83,8 +86,9 @@ export class HttpRouterAdmin implements RouterAdmin {
     this.timeoutMs = opts.timeoutMs ?? 15_000;
   }
 
-  async quiesce(tier: string): Promise<TierState> {
-    const a = await this.call('POST', tierPath(tier, '/quiesce'));
+  async quiesce(tier: string, why?: QuiesceWhy): Promise<TierState> {
+    const query = why ? `?${new URLSearchParams({ reason: why.reason, ...(why.serve !== undefined ? { serve: why.serve } : {}) }).toString()}` : '';
+    const a = await this.call('POST', `${tierPath(tier, '/quiesce')}${query}`);
     this.expectOk(a, 'quiesce', tier);
     return parse(TierStateSchema, a, 'quiesce');
   }
