@@ -124,7 +124,11 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const cancelAfterStop = down.fenced && CancellationScope.current().consideredCancelled ? bringDown.cancelAfterStop(Boolean(input.restore)) : '';
   if (cancelAfterStop) log.record('cancel', cancelAfterStop);
 
-  const wasDown = stop.stop !== 'stopped' && stop.remove === 'absent' && !reserved;
+  // A first stop attempt refused by a ledger started afresh, the serve found down (its container
+  // exited, left on the box, nothing held for it): nothing was stopped, and the result says so.
+  const wasDown =
+    (stop.stop !== 'stopped' && stop.remove === 'absent' && !reserved) ||
+    (stop.stop !== 'stopped' && stop.downAfterRefusal !== undefined && !reserved && patched(PATCHES.foundDownNothingStopped));
   const cancelled = ended.filter((e) => e.outcome === 'cancelled');
   return {
     serve: serve.name,

@@ -405,5 +405,14 @@ export const PATCHES = {
    * test/router-operator-down.test.ts with GPURES_SAVE_HISTORIES=DIR).
    */
   bringDownSaysWhy: 'bring-down-says-why',
+  /**
+   * A bring-down whose first stop attempt was refused by a ledger started afresh and found the
+   * serve down (fencedOrDown's downAfterRefusal with stop already-stopped or absent: its container
+   * exited, left on the box, nothing held) completes `already-stopped`, 'serves down X: already
+   * stopped, nothing changed', where it said 'serves down X: stopped' (its wasDown wanted remove
+   * `absent`, and the exited container is left). Asked only on that path, which no recording
+   * reaches: test/stop-retry-fence.test.ts case 3 takes it.
+   */
+  foundDownNothingStopped: 'found-down-nothing-stopped',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
