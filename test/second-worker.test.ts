@@ -4,8 +4,9 @@
 // test read.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { temporal as proto } from '@temporalio/proto';
 import { EXIT } from '../src/cli/exit-codes';
@@ -83,4 +84,20 @@ test("a poller that is gone does not refuse a restart: this host's dead pid, thi
     { identity: '8@other-host', lastAccessMs: now - 200_000 },
   ];
   assert.deepEqual(livePollers(seen, now, 'box', alive), ['42@box', '7@other-host']);
+});
+
+test('a poller whose process is a zombie (exited, its parent has not reaped it) is gone: a worker under a supervisor that has not waited for it yet does not refuse the restart', async () => {
+  // sh starts a child that exits at once, then becomes `sleep`, which never reaps it: a zombie.
+  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const zombie = Number(await new Promise<string>((resolve) => parent.stdout.once('data', (d: Buffer) => resolve(d.toString()))));
+    const state = () => /^\d+ \(.*\) (\S)/.exec(readFileSync(`/proc/${zombie}/stat`, 'utf8'))?.[1];
+    await waitFor('the child a zombie', () => Promise.resolve(state() === 'Z' ? true : undefined), 10_000, 20);
+    // It still answers kill(pid, 0): only /proc's state says it has exited.
+    assert.equal(process.kill(zombie, 0), true);
+    const now = Date.now();
+    assert.deepEqual(livePollers([{ identity: `${zombie}@${hostname()}`, lastAccessMs: now - 1_000 }], now, hostname()), []);
+  } finally {
+    parent.kill('SIGKILL');
+  }
 });

@@ -5,6 +5,7 @@ import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { processAlive } from '../adapters/host-process';
 import { PROD_TEMPORAL } from './toolchain';
 
 const run = promisify(execFile);
@@ -121,26 +122,12 @@ export function postgresPid(cluster: PostgresCluster): number | undefined {
     return undefined;
   }
   const pid = Number(text.split('\n')[0]);
-  if (!(pid > 0) || !alive(pid)) return undefined;
+  if (!(pid > 0) || !processAlive(pid)) return undefined;
   try {
     const argv0 = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] ?? '';
     return argv0.endsWith('postgres') && readlinkSync(`/proc/${pid}/cwd`) === realpathSync(cluster.dataDir) ? pid : undefined;
   } catch {
     return undefined;
-  }
-}
-
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  // A zombie has exited; only its parent has not reaped it yet.
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
   }
 }
 

@@ -14,8 +14,9 @@ import { waitForServer } from './dev-server';
 import { ensureNamespace } from './prod-temporal-namespace';
 import { checkPorts, dynamicConfigYaml, portsFrom, SERVER_ENV, serverConfigYaml } from './prod-temporal-config';
 import type { ProdTemporalPorts } from './prod-temporal-config';
-import { alive, initCluster, makeStateDir, postgresCluster, postgresPid, startPostgres, stopPostgres } from './postgres';
+import { initCluster, makeStateDir, postgresCluster, postgresPid, startPostgres, stopPostgres } from './postgres';
 import type { PostgresCluster } from './postgres';
+import { processAlive } from '../adapters/host-process';
 import { withStartLock } from './start-lock';
 import { cacheDir, cachedTemporalServerDir, DEV_SERVER, PROD_TEMPORAL } from './toolchain';
 
@@ -211,7 +212,7 @@ export class ProdTemporal {
     } catch {
       return undefined;
     }
-    if (!(pid > 0) || !alive(pid)) return undefined;
+    if (!(pid > 0) || !processAlive(pid)) return undefined;
     // A stale pid file whose number now belongs to another process is not our server.
     try {
       return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('temporal-server') ? pid : undefined;
@@ -274,7 +275,7 @@ function readPorts(stateDir: string): ProdTemporalPorts | undefined {
 
 async function waitGone(pid: number, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (alive(pid)) {
+  while (processAlive(pid)) {
     if (Date.now() > deadline) throw new Error(`${what} (pid ${pid}) still running after ${timeoutMs / 1000} s`);
     await sleep(50);
   }

@@ -5,7 +5,7 @@
 // killed start and two more within milliseconds of each other, which we accept).
 import { closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { alive } from './postgres';
+import { processAlive } from '../adapters/host-process';
 
 /** A first start (initdb, schemas, the server's boot) takes under two minutes; its every step has its own bound. */
 const START_LOCK_WAIT_MS = 15 * 60_000;
@@ -17,7 +17,7 @@ function holder(lock: string): number | undefined {
   } catch {
     return undefined;
   }
-  if (!(pid > 0) || !alive(pid)) return undefined;
+  if (!(pid > 0) || !processAlive(pid)) return undefined;
   // A pid reused since by something other than a node process is not a start.
   try {
     return /(^|\/)node[^/]*$/.test(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] ?? '') ? pid : undefined;

@@ -12,18 +12,8 @@ import { join, resolve } from 'node:path';
 import type { ContainerLogs, ContainerRuntime, ContainerSpec, ContainerState, LogRequest } from '../adapters/containers/port';
 import { imageMissing, PermanentError } from '../adapters/errors';
 import { LABEL } from '../domain/serve';
-import {
-  errCode,
-  HAS_PROC,
-  listSimContainers,
-  processAlive,
-  procStat,
-  processTree,
-  readRecordFile,
-  simDrawFile,
-  withFileLock,
-  writeRecordFile,
-} from './state-dir';
+import { HAS_PROC, processAlive, procStat } from '../adapters/host-process';
+import { errCode, listSimContainers, processTree, readRecordFile, simDrawFile, withFileLock, writeRecordFile } from './state-dir';
 import type { SimContainerRecord } from './state-dir';
 
 export interface SimRuntimeOptions {

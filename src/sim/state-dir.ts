@@ -3,8 +3,9 @@
 // nvidia-smi) without a runtime of its own. A record's process is alive only if its pid is still
 // the process that was started: /proc's start time tells a reused pid apart.
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { HAS_PROC, processAlive, procStat } from '../adapters/host-process';
 
 const LOCK_TIMEOUT_MS = 30_000;
 
@@ -40,18 +41,6 @@ export function errCode(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : undefined;
 }
 
-/** Fields of /proc/PID/stat after the command name: [0] is the state, [1] the parent's pid, [19] the start time. */
-export function procStat(pid: number): string[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-
-export const HAS_PROC = existsSync('/proc/self/stat');
-
 /** The pid and every descendant of it, from /proc's parent links (the pid alone without /proc). */
 export function processTree(root: number): number[] {
   if (!HAS_PROC) return [root];
@@ -69,21 +58,6 @@ export function processTree(root: number): number[] {
     queue.push(...(children.get(pid) ?? []));
   }
   return tree;
-}
-
-/** A process exists, is not a zombie, and (where /proc tells) is the one that was started. */
-export function processAlive(pid: number, procStart?: string): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    if (errCode(err) !== 'EPERM') return false;
-  }
-  if (!HAS_PROC) return true;
-  const stat = procStat(pid);
-  if (!stat) return false;
-  if (stat[0] === 'Z' || stat[0] === 'X') return false;
-  return procStart === undefined || stat[19] === procStart;
 }
 
 function isRecord(v: unknown): v is SimContainerRecord {

@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import type { Client } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
+import { processAlive } from '../adapters/host-process';
 import { taskQueueFor } from '../shared/messages';
 
 /**
@@ -22,9 +23,10 @@ export interface SeenPoller {
 /**
  * The pollers that may be another worker still running: polled within LIVE_POLL_MS, and not a
  * process of this host that is gone (the SDK's identity is pid@host: a worker restarted after a
- * crash or a Ctrl-C is not refused for its own predecessor).
+ * crash or a Ctrl-C is not refused for its own predecessor, nor for one that has exited and is a
+ * zombie its parent has not reaped yet, as under a supervisor that has not waited for it).
  */
-export function livePollers(pollers: readonly SeenPoller[], nowMs: number, host: string, pidAlive: (pid: number) => boolean): string[] {
+export function livePollers(pollers: readonly SeenPoller[], nowMs: number, host: string, pidAlive: (pid: number) => boolean = processAlive): string[] {
   return pollers
     .filter((p) => p.lastAccessMs === undefined || nowMs - p.lastAccessMs <= LIVE_POLL_MS)
     .filter((p) => {
@@ -34,16 +36,6 @@ export function livePollers(pollers: readonly SeenPoller[], nowMs: number, host:
       return !(m && m[2] === host && (Number(m[1]) === process.pid || !pidAlive(Number(m[1]))));
     })
     .map((p) => p.identity);
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists, under another user.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Another worker polling the node's workflow task queue, refused unless allowed. */
@@ -66,7 +58,7 @@ export async function refuseSecondWorker(client: Client, node: string): Promise<
     process.stderr.write(`worker: warning: could not ask Temporal for other workers on ${taskQueue}: ${(err as Error).message}\n`);
     return;
   }
-  const others = livePollers(pollers, Date.now(), hostname(), pidAlive);
+  const others = livePollers(pollers, Date.now(), hostname());
   if (others.length === 0) return;
   throw new SecondWorker(
     `another worker polls ${taskQueue} (${others.join(', ')}): a second one for node '${node}' would take half its operations; ` +

@@ -10,6 +10,7 @@ import { statSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { promisify } from 'node:util';
+import { processAlive } from '../../src/adapters/host-process';
 
 const run = promisify(execFile);
 const IP = 'ip';
@@ -61,16 +62,6 @@ async function removeNetns(name: string, veth?: string): Promise<void> {
   await ip('netns', 'del', name).catch(() => undefined);
 }
 
-/** Whether the process that made a namespace still runs (EPERM: it runs, as someone else). */
-function ownerAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * What a killed run left (namespaces, their processes, host-side veths): only those whose owning
  * pid is dead, so a fleet run going on beside this one keeps its own. Names without a pid (an
@@ -79,7 +70,7 @@ function ownerAlive(pid: number): boolean {
 export async function removeStaleNetns(): Promise<string[]> {
   const stale = (name: string, pattern: RegExp) => {
     const pid = Number(pattern.exec(name)?.[1] ?? NaN);
-    return Number.isInteger(pid) && pid !== process.pid && !ownerAlive(pid);
+    return Number.isInteger(pid) && pid !== process.pid && !processAlive(pid);
   };
   const names = (await ip('netns', 'list'))
     .split('\n')
