@@ -41,7 +41,7 @@ const SERVES: TestServe[] = [
   { name: 'taker', gpu_role: SLEEP_GPU.role, vram_mib: 12000, class: 'on-demand' },
   { name: 'hung2', gpu_role: SLEEP_GPU.role, vram_mib: 4000, start_timeout_s: 600, env: { SIM_START_DELAY_MS: 'never' } },
 ];
-/** Where the waiting bring-up's history goes when set (how test/histories/start-slot-waited.json was recorded). */
+/** Where the bring-ups' histories go when set (how test/histories/start-slot-waited.json and measure-own-first.json were recorded). */
 const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
 
 interface Sample {
@@ -124,6 +124,10 @@ describe('one cold start at a time per GPU: the start slot', () => {
       assert.equal(measured['b'], own.b);
       assert.ok(waited, 'neither CLI printed the start slot it waited for');
       assert.equal(l?.startSlot, undefined);
+      if (SAVE_DIR) {
+        mkdirSync(SAVE_DIR, { recursive: true });
+        await exportWorkflow(client(), workflowIds.bringUp(t.node, 'b'), { file: join(SAVE_DIR, 'measure-own-first.json') });
+      }
     } finally {
       await clearBox();
     }

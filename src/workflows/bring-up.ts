@@ -9,6 +9,7 @@ import { evictionOutlook } from '../domain/eviction';
 import type { Victim } from '../domain/eviction';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta, measuredHow, RECENT_READING_MS } from '../domain/physical';
+import type { OwnDraw } from '../domain/physical';
 import { noRoomMessage, roomLine } from '../domain/start-room';
 import type { StartRoom } from '../domain/start-room';
 import { cancelHint, holderOf } from '../domain/fence';
@@ -341,12 +342,31 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 }
 
 /** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */
-async function measureDelta({ node, serve, gpu }: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
+async function measureDelta(resolved: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
+  const { node, serve, gpu } = resolved;
   log.begin('measure');
-  let gpuAfter;
+  // Since measure-own-first, its own processes are asked first and the whole GPU read only where
+  // they cannot say: the reading was an nvidia-smi spawn (or a local activity on the stream) whose
+  // figure went unused whenever they could. Runs from before read the GPU first, and replay that way.
+  if (patched(PATCHES.measureOwnFirst)) {
+    const own = await act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid });
+    if ('mib' in own) return measuredLine(resolved, own.mib, own, log);
+    const gpuAfter = await gpuAfterHealth(resolved, log);
+    return gpuAfter ? measuredLine(resolved, gpuAfter.usedMib - usedBeforeMib, own, log) : undefined;
+  }
+  const gpuAfter = await gpuAfterHealth(resolved, log);
+  if (!gpuAfter) return undefined;
+  // Since start-slot, by its own processes where they can say: a whole-GPU delta counts whatever
+  // else moved on the card meanwhile (a stop, a process outside the ledger).
+  const own = patched(PATCHES.startSlot) ? await act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid }) : undefined;
+  return measuredLine(resolved, own && 'mib' in own ? own.mib : gpuAfter.usedMib - usedBeforeMib, own, log);
+}
+
+/** The whole GPU's reading once the serve is healthy; null where none is read, undefined once said not measured. */
+async function gpuAfterHealth({ serve, gpu }: ResolvedServe, log: StepLog): Promise<GpuReading | null | undefined> {
   try {
     // Healthy, it has taken its memory (vLLM allocates before /health answers): the latest reading will do.
-    gpuAfter = await reads().measureGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS });
+    return await reads().measureGpu({ uuid: gpu.uuid, maxAgeMs: RECENT_READING_MS });
   } catch (err) {
     // nvidia-smi failing now (a driver hiccup, its timeout) must not throw away a serve that is
     // healthy and the model it loaded: the delta is said not measured. Runs before this failed.
@@ -354,11 +374,9 @@ async function measureDelta({ node, serve, gpu }: ResolvedServe, usedBeforeMib: 
     log.record('measure', start.notMeasured(serve.name, rootCause(err).message));
     return undefined;
   }
-  if (!gpuAfter) return undefined;
-  // Since start-slot, by its own processes where they can say: a whole-GPU delta counts whatever
-  // else moved on the card meanwhile (a stop, a process outside the ledger).
-  const own = patched(PATCHES.startSlot) ? await act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid }) : undefined;
-  const delta = own && 'mib' in own ? own.mib : gpuAfter.usedMib - usedBeforeMib;
+}
+
+function measuredLine({ serve }: ResolvedServe, delta: number, own: OwnDraw | undefined, log: StepLog): number {
   log.record('measure', formatMeasuredDelta(serve.name, delta, serve.vramMib, measuredHow(own)).line);
   return delta;
 }

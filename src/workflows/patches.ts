@@ -414,5 +414,14 @@ export const PATCHES = {
    * reaches: test/stop-retry-fence.test.ts case 3 takes it.
    */
   foundDownNothingStopped: 'found-down-nothing-stopped',
+  /**
+   * A cold start's measure step asks the serve's own processes first (measureOwnProcesses) and reads
+   * the whole GPU (measureGpu, a local activity: an nvidia-smi spawn where no stream runs) only
+   * where they cannot say, instead of reading the GPU first and then asking them: the whole-GPU
+   * reading went unused whenever they could. Asked by every cold start that measures since.
+   * Before: start-slot-waited.json (its measure reads the GPU, then the processes); after:
+   * measure-own-first.json (recorded by test/start-slot.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  measureOwnFirst: 'measure-own-first',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
