@@ -205,11 +205,12 @@ describe('bring-up and bring-down', () => {
     assert.equal((await box.containers()).filter((c) => c.serve === 'stuck').length, 0);
     assert.equal((await ledgerOf('dark-fast')).reservations.filter((r) => r.serve === 'stuck').length, 0);
     // What was undone is in the history: the compensations ran as activities after the cancel
-    // request, the release once the box showed the container gone.
+    // request, the release once the box showed the container gone, then the run's give of its
+    // start slot (the saga's done-step since stop-takes-slot; the release has given it already).
     const events = (await handle.fetchHistory()).events ?? [];
     const cancelAt = events.findIndex((e) => e.workflowExecutionCancelRequestedEventAttributes);
     const after = scheduledActivities(events.slice(cancelAt));
-    assert.deepEqual(after, ['stopServeContainer', 'inspectServe', 'ledgerRelease']);
+    assert.deepEqual(after, ['stopServeContainer', 'inspectServe', 'ledgerRelease', 'ledgerStartSlot']);
   });
 
   test('cancelled by a serves down of it: named so, not by the identity of the worker whose bring-down sent the cancel', async () => {

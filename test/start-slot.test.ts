@@ -40,6 +40,11 @@ const SERVES: TestServe[] = [
   },
   { name: 'taker', gpu_role: SLEEP_GPU.role, vram_mib: 12000, class: 'on-demand' },
   { name: 'hung2', gpu_role: SLEEP_GPU.role, vram_mib: 4000, start_timeout_s: 600, env: { SIM_START_DELAY_MS: 'never' } },
+  // A start whose "profiling" lasts 45 s (a CLI's own start under load, an acquisition's admit, preflight, room check, quiesce and drain come first): another serve stopped meanwhile frees memory under it.
+  { name: 'slow', vram_mib: 8000, start_timeout_s: 120, env: { SIM_START_DELAY_MS: '45000' } },
+  // An acquisition's victim and its acquirer: 12000 + 8000 (slow) + 14000 is past the GPU's 27999.
+  { name: 'v', vram_mib: 12000, class: 'evictable', router_tier: 'v-local' },
+  { name: 'od', vram_mib: 14000, class: 'on-demand' },
 ];
 /** Where the bring-ups' histories go when set (how test/histories/start-slot-waited.json and measure-own-first.json were recorded). */
 const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
@@ -86,6 +91,31 @@ describe('one cold start at a time per GPU: the start slot', () => {
       return { atMs: Date.now(), running, starting: health.filter(([, ok]) => !ok).map(([s]) => s) };
     }, 180_000);
   };
+
+  /**
+   * Pairs of samples in which a container that ran in the first had exited in the second while
+   * another, started, was not healthy in either: memory freed under a start's profiling.
+   */
+  function exitsUnderAStart(samples: Sample[]): { count: number; first?: { exited: string[]; starting: string[] } } {
+    let count = 0;
+    let first: { exited: string[]; starting: string[] } | undefined;
+    for (let i = 1; i < samples.length; i++) {
+      const [prev, cur] = [samples[i - 1] as Sample, samples[i] as Sample];
+      const exited = prev.running.filter((s) => !cur.running.includes(s));
+      const starting = prev.starting.filter((s) => cur.starting.includes(s) && !exited.includes(s));
+      if (exited.length && starting.length) {
+        count += 1;
+        first ??= { exited, starting };
+      }
+    }
+    return { count, ...(first ? { first } : {}) };
+  }
+
+  /** Until `serve`'s container runs (its start is under way, not healthy yet). */
+  async function containerRunning(serve: string): Promise<void> {
+    const name = containerName(t.node, serve);
+    await waitUntil(`${serve}'s container running`, async () => (await t.box.runtime.list({})).some((c) => c.running && c.name === name), 60_000, 100);
+  }
 
   /** Each serve's own process MiB, as the fake nvidia-smi lists it. */
   async function ownMib(serve: string): Promise<number | undefined> {
@@ -289,5 +319,74 @@ describe('one cold start at a time per GPU: the start slot', () => {
     );
     assert.equal(l?.startSlot, undefined);
     assert.equal(l?.reservations.find((r) => r.serve === 'a')?.phase, 'running');
+  });
+
+  test('serves down while another serve starts on the GPU waits for the start slot: no container exits under a start', async () => {
+    // The case before may leave a serve held (the terminated holder's): each begins on an empty GPU.
+    await clearBox();
+    try {
+      const ra = await cli('serves', 'up', 'a');
+      assert.equal(ra.code, 0, show(ra));
+      const box = sampleBox();
+      const slow = cli('serves', 'up', 'slow');
+      await containerRunning('slow');
+      const down = await cli('serves', 'down', 'a');
+      const rs = await slow;
+      const samples = await box.stop();
+      const exits = exitsUnderAStart(samples);
+      const l = await ledger();
+      console.log(
+        `  slow exit ${rs.code}, down a exit ${down.code}; ${exits.count} of ${samples.length} samples with a container exited under a start ` +
+          `(first: ${JSON.stringify(exits.first ?? null)}); down a: ${down.stdout.trim().split('\n').slice(0, 8).join(' | ')}`,
+      );
+      assert.equal(rs.code, 0, show(rs));
+      assert.equal(down.code, 0, show(down));
+      assert.equal(exits.count, 0, `a container exited while another started: ${JSON.stringify(exits.first)}`);
+      assert.match(down.stdout + down.stderr, /start slot: slow is starting on dark-fast since \d+ s; waiting to stop a/);
+      assert.deepEqual(
+        l?.reservations.map((r) => `${r.serve} ${r.phase}`),
+        ['slow running'],
+      );
+      assert.equal(l?.startSlot, undefined);
+      if (SAVE_DIR) {
+        mkdirSync(SAVE_DIR, { recursive: true });
+        await exportWorkflow(client(), workflowIds.bringDown(t.node, 'a'), { file: join(SAVE_DIR, 'stop-slot-waited.json') });
+      }
+    } finally {
+      await clearBox();
+    }
+  });
+
+  test('an acquisition that evicts while another serve starts waits for the start slot before its victim stops, and holds it through its own start', async () => {
+    // The case before may leave a serve held (the terminated holder's): each begins on an empty GPU.
+    await clearBox();
+    try {
+      const rv = await cli('serves', 'up', 'v');
+      assert.equal(rv.code, 0, show(rv));
+      const box = sampleBox();
+      const slow = cli('serves', 'up', 'slow');
+      await containerRunning('slow');
+      const acq = await cli('serves', 'up', 'od', '--evict');
+      const rs = await slow;
+      const samples = await box.stop();
+      const exits = exitsUnderAStart(samples);
+      const l = await ledger();
+      console.log(
+        `  slow exit ${rs.code}, od --evict exit ${acq.code}; ${exits.count} of ${samples.length} samples with a container exited under a start ` +
+          `(first: ${JSON.stringify(exits.first ?? null)}); od: ${acq.stdout.trim().split('\n').slice(0, 10).join(' | ')}`,
+      );
+      assert.equal(rs.code, 0, show(rs));
+      assert.equal(acq.code, 0, show(acq));
+      assert.equal(exits.count, 0, `a container exited while another started: ${JSON.stringify(exits.first)}`);
+      assert.match(acq.stdout + acq.stderr, /start slot: slow is starting on dark-fast since \d+ s; waiting to evict v/);
+      assert.deepEqual(l?.reservations.map((r) => `${r.serve} ${r.phase}`).sort(), ['od running', 'slow running', 'v evicted']);
+      assert.equal(l?.startSlot, undefined);
+      if (SAVE_DIR) {
+        mkdirSync(SAVE_DIR, { recursive: true });
+        await exportWorkflow(client(), workflowIds.acquire(t.node, 'od'), { file: join(SAVE_DIR, 'evict-slot-waited.json') });
+      }
+    } finally {
+      await clearBox();
+    }
   });
 });

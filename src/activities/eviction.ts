@@ -285,6 +285,24 @@ export function createEvictionActivities(deps: EvictionDeps) {
       return readGpu(input.uuid, ageOf(input));
     },
 
+    /**
+     * A bring-down's reading before its stop, taken while it holds the start slot: the GPU's (the
+     * release check's baseline) and the serve's own processes on it, which confirm the release
+     * where another process moves the whole GPU's figure. Null where this worker has no probe or
+     * nvidia-smi lists no such GPU: the release is then not checked, as a start's room is not.
+     */
+    async readBeforeStop(input: { node: string; serve: string; gpuUuid: string }): Promise<(GpuReading & { processes: ServeProcesses }) | null> {
+      if (!deps.gpu) return null;
+      let g: GpuReading;
+      try {
+        g = await readGpu(input.gpuUuid);
+      } catch (err) {
+        if (err instanceof ApplicationFailure && (err.type === Failure.NvidiaSmiMissing || err.type === Failure.GpuNotFound)) return null;
+        throw err;
+      }
+      return { ...g, processes: await withinProcessRead(serveProcesses(containerName(input.node, input.serve), input.gpuUuid)) };
+    },
+
     /** A reading for the record where a probe works; null where this box has none. */
     async measureGpu(input: { uuid: string; maxAgeMs?: number }): Promise<GpuReading | null> {
       if (!deps.gpu) return null;

@@ -80,6 +80,8 @@ export const BOUNDS = {
   vramMib: { min: 1, max: 1_048_576, unit: 'MiB' },
   /** A day: a large model's first download and load fit well inside it. */
   startTimeoutS: { min: 1, max: 86_400, unit: 'seconds' },
+  /** How long a start slot's holder may hold it by its own bounds (a stop's timeout and release check): a start's at most. */
+  holdS: { min: 0, max: 86_400, unit: 'seconds' },
   /** Docker's grace period before SIGKILL: an hour is already far beyond any serve's shutdown. */
   stopTimeoutS: { min: 0, max: 3_600, unit: 'seconds' },
   /** How long a victim (or a serve going down) may drain its in-flight requests. */

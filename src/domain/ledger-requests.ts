@@ -110,6 +110,8 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     startTimeoutS: { check: bounded('startTimeoutS') },
     takeOverFrom: { check: runId },
     renew: { check: boolean },
+    doing: { check: oneOf(['stopping', 'evicting']) },
+    holdS: { check: bounded('holdS') },
   },
 };
 

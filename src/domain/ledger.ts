@@ -75,7 +75,17 @@ export interface StartSlot {
   sinceMs: number;
   /** The holder's own start timeout: how long its start may take before it fails by itself. */
   startTimeoutS: number;
+  /** What the holder does on the card: absent, a start (or wake). A stop frees memory, which fails another serve's profiling as much. */
+  doing?: SlotWork;
+  /**
+   * How long the holder may hold it from `sinceMs`, where that is not its start timeout: a stop's
+   * own timeout and its release check. Waiters count their bound from this. Absent: startTimeoutS.
+   */
+  holdS?: number;
 }
+
+/** What a start slot's holder does where it is not starting: a bring-down stopping its serve, an acquisition evicting for its start. */
+export type SlotWork = 'stopping' | 'evicting';
 
 export interface LedgerState {
   node: string;
@@ -358,9 +368,14 @@ export function ledgerFreeText(state: LedgerState, t: LedgerTotals = totals(stat
   );
 }
 
+/** What the slot's holder is doing, as its lines say it. */
+export function slotWorkText(s: Pick<StartSlot, 'doing'>): string {
+  return s.doing === 'evicting' ? 'evicting to start' : (s.doing ?? 'starting');
+}
+
 /** The GPU's start slot as `gpures ledger`, its page and an operation's ledger lines print it. */
 export function startSlotText(s: StartSlot): string {
-  return `start slot: ${s.serve} is starting (${s.holder}) since ${new Date(s.sinceMs).toISOString()}`;
+  return `start slot: ${s.serve} is ${slotWorkText(s)} (${s.holder}) since ${new Date(s.sinceMs).toISOString()}`;
 }
 
 /**

@@ -3,9 +3,11 @@
 // that check ("Error in memory profiling. Initial free memory …, current free memory …") or makes
 // a whole-GPU measured delta count the other start's MiB. The ledger holds the GPU's start slot:
 // which run starts (or wakes) a serve on it now. PURE: the ledger workflow imports it.
-import type { LedgerState, StartSlot } from './ledger';
+import { BOUNDS } from './bounds';
+import { slotWorkText } from './ledger';
+import type { LedgerState, SlotWork, StartSlot } from './ledger';
 
-export type { StartSlot } from './ledger';
+export type { SlotWork, StartSlot } from './ledger';
 
 export interface StartSlotRequest {
   serve: string;
@@ -22,6 +24,10 @@ export interface StartSlotRequest {
    * would otherwise run out while the holder works as it should (a wake, a stop, then a cold start).
    */
   renew?: boolean;
+  /** With take: what the holder does, where it is not a start (a bring-down's stop). */
+  doing?: SlotWork;
+  /** With take: how long it may hold the slot, where that is not its start timeout (a stop's timeout and release check). */
+  holdS?: number;
 }
 
 export type StartSlotDecision = { taken: true } | { taken: false; heldBy?: StartSlot };
@@ -40,7 +46,14 @@ export function decideStartSlot(state: LedgerState, req: StartSlotRequest, nowMs
   }
   if (held && held.holder !== req.holder && held.holder !== req.takeOverFrom) return { decision: { taken: false, heldBy: held }, state };
   const sinceMs = held?.holder === req.holder && !req.renew ? held.sinceMs : nowMs;
-  const slot: StartSlot = { serve: req.serve, holder: req.holder, sinceMs, startTimeoutS: req.startTimeoutS ?? 0 };
+  const slot: StartSlot = {
+    serve: req.serve,
+    holder: req.holder,
+    sinceMs,
+    startTimeoutS: req.startTimeoutS ?? 0,
+    ...(req.doing ? { doing: req.doing } : {}),
+    ...(req.holdS !== undefined ? { holdS: req.holdS } : {}),
+  };
   return { decision: { taken: true }, state: { ...state, startSlot: slot } };
 }
 
@@ -55,9 +68,41 @@ function withoutStartSlot(state: LedgerState): LedgerState {
   return next;
 }
 
-/** How long a start waits for the slot's holder, from when it took it: its start timeout plus the margin, capped. */
-export function slotWaitBoundMs(slot: Pick<StartSlot, 'startTimeoutS'>): number {
-  return Math.min(slot.startTimeoutS + SLOT_MARGIN_S, SLOT_WAIT_CAP_S) * 1000;
+/** How long the holder may hold the slot by its own bounds: a stop's, or its start timeout. */
+export function slotHoldS(slot: Pick<StartSlot, 'startTimeoutS' | 'holdS'>): number {
+  return slot.holdS ?? slot.startTimeoutS;
+}
+
+/** How long a start (or stop) waits for the slot's holder, from when it took it: what the holder may take plus the margin, capped. */
+export function slotWaitBoundMs(slot: Pick<StartSlot, 'startTimeoutS' | 'holdS'>): number {
+  return Math.min(slotHoldS(slot) + SLOT_MARGIN_S, SLOT_WAIT_CAP_S) * 1000;
+}
+
+/** What an acquisition's hold of the slot may take by the bounds it runs under. */
+export interface EvictionHoldBounds {
+  /** Each victim's stop timeout, and whether it is put to sleep first (a sleep that gives up is followed by a stop). */
+  victims: { stopTimeoutS: number; sleeps: boolean }[];
+  drainTimeoutS: number;
+  releaseTimeoutS: number;
+  sleepTimeoutS: number;
+  /** A stop activity's bound past the serve's stop timeout. */
+  stopMarginS: number;
+  /** The acquirer's own start timeout (its health wait). */
+  startTimeoutS: number;
+}
+
+/**
+ * How long an acquisition may hold the slot, taken before its first victim's stop: every victim's
+ * stop (and sleep) with its release check, the drain of each victim after the first (its quiesce
+ * and drain run while the slot is held), and its own start. A waiter adds SLOT_MARGIN_S and the cap.
+ */
+export function evictionHoldS(b: EvictionHoldBounds): number {
+  const victims = b.victims.reduce(
+    (sum, v, i) =>
+      sum + v.stopTimeoutS + b.stopMarginS + b.releaseTimeoutS + (v.sleeps ? b.sleepTimeoutS + b.releaseTimeoutS : 0) + (i > 0 ? b.drainTimeoutS : 0),
+    0,
+  );
+  return Math.min(victims + b.startTimeoutS, BOUNDS.holdS.max);
 }
 
 /**
@@ -76,5 +121,5 @@ export function slotPollMs(asked: number): number {
 
 /** The line `gpures ledger`, its page and a waiting start print. */
 export function slotLine(slot: StartSlot, gpuRole: string, nowMs: number): string {
-  return `start slot: ${slot.serve} is starting on ${gpuRole} since ${Math.max(0, Math.round((nowMs - slot.sinceMs) / 1000))} s`;
+  return `start slot: ${slot.serve} is ${slotWorkText(slot)} on ${gpuRole} since ${Math.max(0, Math.round((nowMs - slot.sinceMs) / 1000))} s`;
 }

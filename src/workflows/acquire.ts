@@ -19,7 +19,10 @@ import { Failure } from '../shared/failures';
 import { admission, eviction, sleeping } from '../shared/wording';
 import { alreadyHeld, checkRoom, startServe, wakeOrRestart } from './bring-up';
 import { PATCHES } from './patches';
-import { act, ledgerUpdates, preflightReads, reads, router, waiting } from './proxies';
+import { act, ledgerUpdates, preflightReads, reads, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
+import { takeStartSlot } from './start-slot';
+import { evictionHoldS } from '../domain/start-slot';
+import type { EvictionHoldBounds } from '../domain/start-slot';
 import { abandonAndCompensate, failAndCompensate, rootCause, Saga, whole } from './saga';
 import { RunAbandon } from './abandon';
 import { callerOf } from '../domain/abandon';
@@ -129,7 +132,8 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const stopSleeper = () => saga.add(STOP_SLEEPER, () => stopServe(node, serve, saga.own ? { own: saga.own } : {}));
   const stopBeforeRelease = asleep !== undefined && patched(PATCHES.sleeperStoppedBeforeRelease);
   let withdrawSleeperStop = asleep !== undefined && !stopBeforeRelease ? stopSleeper() : undefined;
-  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, abandon, stopped: [], slept: {}, sleptHolding: {} };
+  const planned = decision.decision === 'evicting' ? decision.victims : [];
+  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, abandon, stopped: [], slept: {}, sleptHolding: {}, planned };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
     saga.add('release reservation', () =>
@@ -228,6 +232,8 @@ interface Eviction {
   slept: Record<string, SleepLevel>;
   /** What a victim asleep holds until nvidia-smi shows its VRAM back: its whole reservation, or the residual seen above its declared one. */
   sleptHolding: Record<string, number>;
+  /** Every victim the ledger planned: the start slot's bound counts them all. */
+  planned: Victim[];
 }
 
 /** Image, nvidia-smi and every victim's readmit path are checked before any victim is touched. */
@@ -320,6 +326,10 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   log.record(`drain ${victim.name}`, drain.drained ? eviction.drained(drain) : eviction.forced(drain, drainTimeoutS));
   record.inFlightAtStop = drain.routerInFlightAtEnd;
 
+  // The first stop (or sleep) frees memory on the card: from here to its own start's measure no
+  // other start profiles there. Waited for while a start holds it; past the bound nothing is
+  // stopped, and the saga readmits the victim's tier and aborts the eviction.
+  await takeSlotToEvict(e, victim.name);
   // Asleep, it answers no request, and only a restore's wake and guarded readmit bring it back.
   if (sleep && gpuBefore) e.abandon.commit(`the sleep of ${victim.name}`);
   const asleep = sleep && gpuBefore ? await sleepVictim(e, victim, sleep, tookMib, gpuBefore, record, withdrawReadmit) : undefined;
@@ -355,6 +365,32 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
   };
   log.ledgerSaid(await ledgerUpdates().ledgerVictimReleased({ node, gpu, args, updateId: `${holder}/victim-released/${victim.name}` }));
   return record;
+}
+
+/**
+ * Before the first victim's stop or sleep (since stop-takes-slot): the GPU's start slot, held
+ * through the acquirer's own start (which finds it held) until measured. What a start waiting for
+ * it counts is every victim's stop and release check, the later victims' drains and the start:
+ * the victims are read from the manifest for their stop timeouts.
+ */
+async function takeSlotToEvict({ acquirer, input, holder, saga, log, planned }: Eviction, first: string): Promise<void> {
+  if (saga.startSlot.held || !patched(PATCHES.stopTakesSlot)) return;
+  const victims: EvictionHoldBounds['victims'] = [];
+  for (const v of planned) victims.push({ stopTimeoutS: (await reads().resolveServe({ serve: v.serve })).serve.stopTimeoutS, sleeps: v.sleep !== undefined });
+  const holdS = evictionHoldS({
+    victims,
+    drainTimeoutS: input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S,
+    releaseTimeoutS: input.releaseTimeoutS ?? DEFAULT_RELEASE_TIMEOUT_S,
+    sleepTimeoutS: DEFAULT_SLEEP_TIMEOUT_S,
+    stopMarginS: STOP_ACTIVITY_MARGIN_S,
+    startTimeoutS: acquirer.serve.startTimeoutS,
+  });
+  await takeStartSlot(acquirer, holder, saga, log, {
+    doing: 'evicting',
+    holdS,
+    waitingTo: `evict ${first}`,
+    notDone: `no victim was stopped and ${acquirer.serve.name} was not started; bring it up again once that has ended`,
+  });
 }
 
 /**

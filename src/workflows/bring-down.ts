@@ -2,7 +2,7 @@
 // Down of a serve already down succeeds and says so; down of a serve another operation is
 // bringing up cancels that operation first (its compensations give the serve back), then completes.
 import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
-import type { DrainResult, OperationEnd, QuiesceMarks, StopResult, TierState } from '../shared/contracts';
+import type { DrainResult, GpuReading, OperationEnd, QuiesceMarks, ServeProcesses, StopResult, TierState } from '../shared/contracts';
 import { formatLedger } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { cancelHint, holderOf, holderProblem } from '../domain/fence';
@@ -11,11 +11,12 @@ import { Failure } from '../shared/failures';
 import type { LedgerReleaseResult } from '../shared/messages';
 import { bringDown, eviction, failure, take } from '../shared/wording';
 import { PATCHES } from './patches';
-import { act, ledgerUpdates, reads, router, waiting } from './proxies';
+import { act, ledgerUpdates, reads, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
 import { restoreEvicted, restoreNote } from './restore';
 import { rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
-import { DEFAULT_DRAIN_TIMEOUT_S, drainFor, readmitOwnQuiesce, stopServe } from './steps';
+import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, drainFor, readmitOwnQuiesce, stopServe } from './steps';
+import { takeStartSlot } from './start-slot';
 import { StepLog } from './step-log';
 import { BRING_DOWN_REASONS } from '../shared/operations';
 import type { BringDownInput, BringDownReason, BringDownResult, RestoreRecord } from '../shared/operations';
@@ -78,6 +79,8 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   let drain: DrainResult | undefined;
   let stop: StopResult;
   let release: LedgerReleaseResult;
+  /** Its memory seen back after the stop (or why not), where it held the start slot for it. */
+  let back: string | undefined;
   try {
     // An acquisition's victims taken over go back into rotation once the let-go is registered: a
     // victim gone from the manifest, or a cancel, then gives the serve back instead of leaving it
@@ -86,9 +89,12 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     // An evicted or sleeping serve answers nothing and its tier is quiesced already: nothing to drain.
     const setAside = taken?.decision === 'evicted' || (taken?.decision === 'taken' && taken.from === 'sleeping');
     if (serve.routerTier && !setAside) drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S, quiesced);
+    // The stop frees memory on the card, which fails another serve's start profiling there as much
+    // as memory taken: it waits for the GPU's start slot. An evicted serve's container is down already.
+    const before = down.fenced && taken?.decision !== 'evicted' && patched(PATCHES.stopTakesSlot) ? await slotBeforeStop(down, saga, quiesced) : undefined;
     // Fenced, a stop once issued is seen through to its release: cancelled in between, the serve
     // would stay held as stopping by a closed run, its container gone.
-    [stop, release] = down.fenced ? await CancellationScope.nonCancellable(() => stopAndRelease(down)) : await stopAndRelease(down);
+    [stop, release, back] = down.fenced ? await CancellationScope.nonCancellable(() => stopAndRelease(down, before)) : await stopAndRelease(down);
   } catch (err) {
     // Cancelled, the run ends Cancelled as it was. Failed, it names its step and the cause, as a
     // bring-up does: rethrown as it came, an activity's failure read "Activity task failed" and the
@@ -109,7 +115,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     throw await failedDown(down, err, saga);
   }
   const reserved = release.released && release.vramMib > 0;
-  log.record('release', bringDown.released(reserved ? release.vramMib : undefined, taken?.decision === 'evicted'));
+  log.record('release', bringDown.released(reserved ? release.vramMib : undefined, taken?.decision === 'evicted') + (back !== undefined ? `; ${back}` : ''));
 
   // Fenced, the ledger is read after the release: an acquisition this bring-down cancelled may
   // have stopped victims since the first read, and they are to come back too.
@@ -198,16 +204,77 @@ async function quiesceAndDrain({ serve, log, reason }: Down, tier: string, drain
   }
 }
 
-async function stopAndRelease({ node, gpu, serve, holder, log, fenced }: Down): Promise<[StopResult, LedgerReleaseResult]> {
+/**
+ * Before the stop of a serve whose container runs: the GPU's start slot, waited for while a start
+ * (or another stop) holds it, then the reading the release check compares with (null where the
+ * worker reads no GPU). A wait past its bound, or cancelled, leaves the serve running: its tier,
+ * quiesced for the drain, is readmitted (registered before the wait, withdrawn once the slot is
+ * held), and the take is let go. Held, the slot goes back with the release (the ledger's release by
+ * this run frees it), or by the saga's done-step where the run fails before that.
+ */
+async function slotBeforeStop(down: Down, saga: Saga, quiesced: Quiesced): Promise<BeforeStop> {
+  const { node, gpu, serve, holder, log } = down;
+  if (!(await reads().inspectServe({ node, serve: serve.name }))?.running) return undefined;
+  const { tier, mark } = quiesced;
+  const withdrawReadmit = tier !== undefined ? saga.add(`readmit tier ${tier}`, () => readmitOwnQuiesce(tier, serve.name, mark)) : undefined;
+  await takeStartSlot(down, holder, saga, log, {
+    doing: 'stopping',
+    // What a start waiting for this stop counts: the stop's activity bound and the release check.
+    holdS: serve.stopTimeoutS + STOP_ACTIVITY_MARGIN_S + DEFAULT_RELEASE_TIMEOUT_S,
+    waitingTo: `stop ${serve.name}`,
+    notDone: `${serve.name} was not stopped${tier !== undefined ? ` (tier ${tier} readmitted)` : ''}; bring it down again once that has ended`,
+  });
+  // An operator asked for the serve to go down: nvidia-smi failing here leaves the release unchecked, not the serve up.
+  const reading = await act.readBeforeStop({ node, serve: serve.name, gpuUuid: gpu.uuid }).catch((err: unknown) => {
+    if (isCancellation(err)) throw err;
+    return { unread: rootCause(err).message };
+  });
+  // From here the stop runs whole (nonCancellable): the tier stays quiesced for it.
+  withdrawReadmit?.();
+  return reading ?? undefined;
+}
+
+/** The GPU's reading before a stop that holds the start slot, with the serve's own processes on it, or why it was not read. */
+type BeforeStop = (GpuReading & { processes: ServeProcesses }) | { unread: string } | undefined;
+
+/**
+ * Once the stop has landed, while the start slot is held: nvidia-smi shows the serve's memory
+ * back (by its own processes, where they were read), so the next start's profiling and room
+ * reading see it gone. Not seen within the release timeout, the serve is down all the same: said
+ * in the release's line, and the slot goes back with the release.
+ */
+async function vramBack({ serve, gpu }: Down, before: NonNullable<BeforeStop>): Promise<string> {
+  if ('unread' in before) return `; its memory not read before the stop (${before.unread}): its release not checked`;
+  const ownMib = before.processes.onGpu.reduce((sum, p) => sum + (p.usedMib ?? 0), 0);
+  try {
+    const v = await waiting(DEFAULT_RELEASE_TIMEOUT_S).confirmVramReleased({
+      gpuUuid: gpu.uuid,
+      victim: serve.name,
+      usedBeforeMib: before.usedMib,
+      expectedMib: ownMib > 0 ? ownMib : serve.vramMib,
+      deadlineEpochMs: Date.now() + DEFAULT_RELEASE_TIMEOUT_S * 1000,
+      own: before.processes,
+    });
+    return eviction.vramBack(v, gpu.uuid);
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    return rootCause(err).message;
+  }
+}
+
+async function stopAndRelease(down: Down, before?: BeforeStop): Promise<[StopResult, LedgerReleaseResult, string?]> {
+  const { node, gpu, serve, holder, log, fenced } = down;
   log.begin('stop');
   // Fenced: only while the ledger holds the serve stopping for this run (its take).
   const st = await stopServe(node, serve, fenced ? { fence: gpu } : {});
   log.record('stop', eviction.stopped(st));
   log.begin('release');
+  // Its memory seen back before the release, which gives the start slot back with the reservation.
+  const back = before && st.stop === 'stopped' ? await vramBack(down, before) : undefined;
   // The fenced release names this run: the ledger gives up only what this bring-down took.
   const rel = await ledgerUpdates().ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${holder}/release` });
   log.ledgerSaid(rel.ledger);
-  return [st, rel];
+  return [st, rel, back];
 }
 
 /** The failure a bring-down ends with: its step, the cause the operator can act on, what was undone. */

@@ -321,7 +321,8 @@ class GpuLedger {
 
   abortEviction = ({ acquirer, stopped, slept, sleptHoldingMib, holder, quiet }: LedgerAbortArgs): LedgerChangeAnswer => {
     // An acquisition that failed at its start gives back its slot here, as a release does: its
-    // compensation is this abort, never a release.
+    // compensation is this abort, never a release. Runs since stop-takes-slot give it back by one
+    // step of their own once compensated (the saga's); this stays for the runs from before.
     this.state = slotGivenBy(this.state, holder);
     // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
     const held = activeReservation(this.state, acquirer);
@@ -407,7 +408,8 @@ class GpuLedger {
     // Again here: a history recorded before reconcilingRefusal may hold an update accepted while the ledger reconciled.
     this.releaseCheck(args);
     const { serve, holder } = args;
-    // A run's release (its compensation's, its serve's someone else's or not) gives back its start slot too: its start has ended.
+    // A run's release (its compensation's, its serve's someone else's or not) gives back its start slot too: its start, or
+    // its stop, has ended (a bring-down's release is its give; a failed run's is also the saga's done-step since stop-takes-slot).
     this.state = slotGivenBy(this.state, holder);
     const held = activeReservation(this.state, serve);
     if (holder !== undefined) {

@@ -423,5 +423,17 @@ export const PATCHES = {
    * measure-own-first.json (recorded by test/start-slot.test.ts with GPURES_SAVE_HISTORIES=DIR).
    */
   measureOwnFirst: 'measure-own-first',
+  /**
+   * Stops take the GPU's start slot (src/workflows/start-slot.ts): memory freed during another
+   * serve's profiling fails that start as memory taken does. A bring-down (`serves down`, a lease's
+   * expiry) whose serve's container runs takes it after its drain and before its stop, reads its
+   * own processes' VRAM back after the stop, and gives it back with its release; past its bound it
+   * fails with nothing stopped, its tier readmitted. An acquisition that evicts takes it before its
+   * first victim's stop or sleep and holds it through its own start, its bound (holdS) counting its
+   * victims and its start. A run that took it and fails gives it back once compensated (the saga's
+   * done-step). Before: every other recording; after: stop-slot-waited.json and
+   * evict-slot-waited.json (recorded by test/start-slot.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  stopTakesSlot: 'stop-takes-slot',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

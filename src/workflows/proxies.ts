@@ -49,9 +49,12 @@ const containerOps: ActivityOptions = {
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 };
 
+/** A stop's activity runs this much past the serve's stop timeout (SIGKILL, the removal). */
+export const STOP_ACTIVITY_MARGIN_S = 60;
+
 /** A graceful stop: SIGTERM, up to the serve's stop timeout, then SIGKILL and removal. */
 function stopOptions(stopTimeoutS: number): ActivityOptions {
-  return { ...containerOps, startToCloseTimeout: `${stopTimeoutS + 60}s` };
+  return { ...containerOps, startToCloseTimeout: `${stopTimeoutS + STOP_ACTIVITY_MARGIN_S}s` };
 }
 
 /** A wait bounded by the serve's own deadline; heartbeats show it alive between probes. */

@@ -17,8 +17,11 @@ export class Saga {
   fenceRefused = false;
   /** The container the run started or woke (its id once known): what its compensations may stop, remove or take out of rotation. */
   own?: OwnContainer;
-  /** The GPU's start slot (start-slot.ts): whether the run holds it, and how many takes it has asked (each Update's id). */
-  readonly startSlot = { held: false, asks: 0 };
+  /**
+   * The GPU's start slot (start-slot.ts): whether the run holds it, how many takes it has asked
+   * (each Update's id), and (since stop-takes-slot) the step that gives it back once compensated.
+   */
+  readonly startSlot: { held: boolean; asks: number; give?: () => Promise<void> } = { held: false, asks: 0 };
   /** A restore's sleeper its wake has not touched yet (it waits for the start slot): a compensation then puts it back asleep. */
   sleeperUntouched = false;
 
@@ -48,6 +51,16 @@ export class Saga {
       }
     }
     this.compensations.length = 0;
+    // The run is done with the GPU, whichever step it failed at: one give of its start slot, not
+    // one in each compensation that may end a run (a release, an eviction's abort). Not listed as
+    // undone: the slot is the card's turn, not something the run changed on the box.
+    if (this.startSlot.held && this.startSlot.give) {
+      try {
+        await this.startSlot.give();
+      } catch (err) {
+        log.error('the start slot was not given back', { error: String(err) });
+      }
+    }
   }
 }
 

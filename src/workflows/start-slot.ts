@@ -1,47 +1,65 @@
-// A cold start's (or a wake's) hold on its GPU's start slot (src/domain/start-slot.ts): taken
+// A run's hold on its GPU's start slot (src/domain/start-slot.ts). A cold start (or a wake) takes it
 // before the room check and the container's create, so the card is read, profiled by vLLM and
-// measured with no other start on it; given back once the serve is measured. The ledger answers a
-// take at once, taken or held by whom: a start that finds it held waits on durable timers and asks
-// again, instead of an Update held open in the ledger (its caller is a local activity with a 30 s
-// timeout, retried, and a held Update would keep the ledger's handlers unfinished across its
-// continue-as-new). Behind start-slot: runs from before replay without it.
+// measured with no other start on it, and gives it back once the serve is measured. Since
+// stop-takes-slot a stop takes it too (a bring-down's, an acquisition's first victim's, held then
+// through its own start): memory freed during another serve's profiling fails that start as memory
+// taken does. The ledger answers a take at once, taken or held by whom: a run that finds it held
+// waits on durable timers and asks again, instead of an Update held open in the ledger (its caller
+// is a local activity with a 30 s timeout, retried, and a held Update would keep the ledger's
+// handlers unfinished across its continue-as-new). Behind start-slot: runs from before replay without it.
 import { ApplicationFailure, patched, sleep } from '@temporalio/workflow';
 import type { ResolvedServe } from '../shared/contracts';
-import { slotLine, slotPollMs, slotUpdateId, slotWaitBoundMs } from '../domain/start-slot';
-import type { StartSlot } from '../domain/start-slot';
+import { slotHoldS, slotLine, slotPollMs, slotUpdateId, slotWaitBoundMs } from '../domain/start-slot';
+import type { SlotWork, StartSlot } from '../domain/start-slot';
 import { Failure } from '../shared/failures';
 import { PATCHES } from './patches';
 import { ledgerUpdates, waiting } from './proxies';
 import type { Saga } from './saga';
 import type { StepLog } from './step-log';
 
-/** How often a waiting start asks Temporal whether the slot's holder still runs (a terminated run never gives it back). */
+/** How often a waiting run asks Temporal whether the slot's holder still runs (a terminated run never gives it back). */
 const HOLDER_CHECK_MS = 30_000;
 /** The status read's own bound. */
 const HOLDER_STATUS_S = 30;
 
+/** A take of the slot by a run that is not (yet) starting its serve: a bring-down's stop, an acquisition's evictions. */
+export interface SlotHold {
+  doing: SlotWork;
+  /** What the run may take by its own bounds, from the take: what a run waiting for it counts. */
+  holdS: number;
+  /** What it waits to do, as its step says: `stop vision`. */
+  waitingTo: string;
+  /** Past its bound: what was not done, and what to do (`vision was not stopped; bring it down again …`). */
+  notDone: string;
+}
+
 /**
- * Takes the GPU's start slot for `holder`, waiting while another start holds it, at most that
- * start's own timeout plus a margin from when it took it. A holder whose run has ended (failed,
- * terminated, cancelled without giving it back) is taken over. Recorded as a step only when it
- * waited. The saga's `release reservation` gives the slot back with the reservation.
+ * Takes the GPU's start slot for `holder`, waiting while another run holds it, at most what that
+ * run may take by its own bounds plus a margin from when it took it. A holder whose run has ended
+ * (failed, terminated, cancelled without giving it back) is taken over. Recorded as a step only
+ * when it waited. Held, a failed or cancelled run gives it back once compensated (the saga's
+ * done-step, since stop-takes-slot; before, the ledger's release and abortEviction of its holder).
  */
-export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga, log: StepLog): Promise<void> {
-  if (saga.startSlot.held || !patched(PATCHES.startSlot)) return;
+export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga, log: StepLog, hold?: SlotHold): Promise<void> {
+  if (saga.startSlot.held || !patched(hold ? PATCHES.stopTakesSlot : PATCHES.startSlot)) return;
   const began = Date.now();
   let takeOverFrom: string | undefined;
   let checkedAt = Number.NEGATIVE_INFINITY;
   let waitedFor: StartSlot | undefined;
+  const what = hold ? { doing: hold.doing, holdS: hold.holdS } : {};
   for (let asked = 0; ; asked++) {
     const ask = saga.startSlot.asks++;
     const a = await ledgerUpdates().ledgerStartSlot({
       node,
       gpu,
-      args: { serve: serve.name, holder, take: true, startTimeoutS: serve.startTimeoutS, ...(takeOverFrom ? { takeOverFrom } : {}) },
+      args: { serve: serve.name, holder, take: true, startTimeoutS: serve.startTimeoutS, ...what, ...(takeOverFrom ? { takeOverFrom } : {}) },
       updateId: slotUpdateId(holder, ask, true),
     });
     if (a.taken) {
       saga.startSlot.held = true;
+      // One step gives it back on every way a run ends failed or cancelled: runs from before relied
+      // on the ledger's release and abortEviction, and one path (the abort) was missed once.
+      if (patched(PATCHES.stopTakesSlot)) saga.startSlot.give = () => giveStartSlot({ node, serve, gpu }, holder, saga);
       if (waitedFor)
         log.record(
           'slot',
@@ -54,7 +72,7 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
     if (waitedFor?.holder !== slot.holder) {
       waitedFor = slot;
       log.begin('slot');
-      log.record('slot', `${slotLine(slot, gpu.role, Date.now())}; waiting`);
+      log.record('slot', `${slotLine(slot, gpu.role, Date.now())}; waiting${hold ? ` to ${hold.waitingTo}` : ''}`);
       checkedAt = Number.NEGATIVE_INFINITY;
     }
     if (Date.now() - checkedAt >= HOLDER_CHECK_MS) {
@@ -70,8 +88,8 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
       throw ApplicationFailure.create({
         type: Failure.StartSlotBusy,
         message:
-          `${slotLine(slot, gpu.role, Date.now())}, past its start timeout (${slot.startTimeoutS} s) and margin: ` +
-          `${serve.name} was not started; bring it up again once that start has ended`,
+          `${slotLine(slot, gpu.role, Date.now())}, past ${slot.holdS !== undefined ? 'its own bounds' : 'its start timeout'} (${slotHoldS(slot)} s) and margin: ` +
+          (hold ? hold.notDone : `${serve.name} was not started; bring it up again once that start has ended`),
         nonRetryable: true,
       });
     }
@@ -80,7 +98,10 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
   }
 }
 
-/** Gives the slot back once the serve is measured (or woken and healthy): the next start on the GPU may go. */
+/**
+ * Gives the slot back once the serve is measured (or woken and healthy), or a stop's release is
+ * seen, or (the saga's last step) its run is compensated: the next start on the GPU may go.
+ */
 export async function giveStartSlot({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga): Promise<void> {
   if (!saga.startSlot.held) return;
   // Its id distinct per give (the asks so far): one run may take and give more than once.

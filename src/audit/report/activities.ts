@@ -176,6 +176,8 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   inspectServe: (r) => (r ? `container ${txt(r.name)} ${txt(r.status)}` : 'no container'),
   readGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
   measureGpu: (r) => `nvidia-smi ${gpuLine(r)}`,
+  readBeforeStop: (r) =>
+    `nvidia-smi ${gpuLine(r)}${r?.processes ? `; its own processes: ${r.processes.unseen ?? ((r.processes.onGpu ?? []).map((p) => `pid ${p.pid}`).join(', ') || 'none on the GPU')}` : ''}`,
   readStartRoom: (r) => {
     if (!r) return `not checked: ${gpuLine(null)}`;
     // A history's result is read as it is: one this code cannot word is shown as JSON.

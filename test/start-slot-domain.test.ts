@@ -1,0 +1,61 @@
+// The pure part of the start slot (src/domain/start-slot.ts) as stops take it: what a stop's or an
+// acquisition's hold records, and how long a run waiting for it waits.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { decideStartSlot, evictionHoldS, SLOT_MARGIN_S, SLOT_WAIT_CAP_S, slotLine, slotWaitBoundMs } from '../src/domain/start-slot';
+import { emptyLedger, formatLedger } from '../src/domain/ledger';
+import type { LedgerState, StartSlot } from '../src/domain/ledger';
+
+/** The slot a decision left held (a failed assertion where none is). */
+function held(state: LedgerState): StartSlot {
+  assert.ok(state.startSlot, 'no start slot held');
+  return state.startSlot;
+}
+
+const gpu = { role: 'gpu0', uuid: 'GPU-aaaaaaaa-0000-0000-0000-000000000001', capacityMib: 32607, reserveMib: 4608 };
+
+test("a stop's take records what it does and how long it may hold the slot; a start waiting counts that, not the stopped serve's start timeout", () => {
+  const { decision, state } = decideStartSlot(
+    emptyLedger('n', gpu),
+    { serve: 'vision', holder: 'serves-down/n/vision/r1', take: true, startTimeoutS: 600, doing: 'stopping', holdS: 120 },
+    1_000,
+  );
+  assert.deepEqual(decision, { taken: true });
+  assert.deepEqual(state.startSlot, { serve: 'vision', holder: 'serves-down/n/vision/r1', sinceMs: 1_000, startTimeoutS: 600, doing: 'stopping', holdS: 120 });
+  assert.equal(slotWaitBoundMs(held(state)), (120 + SLOT_MARGIN_S) * 1000);
+  assert.equal(slotLine(held(state), 'gpu0', 13_400), 'start slot: vision is stopping on gpu0 since 12 s');
+  assert.match(formatLedger(state).at(-1) ?? '', /^start slot: vision is stopping \(serves-down\/n\/vision\/r1\) since /);
+  // A start's take records neither: its bound is its start timeout, as before.
+  const start = held(decideStartSlot(emptyLedger('n', gpu), { serve: 'ocr', holder: 'h2', take: true, startTimeoutS: 300 }, 0).state);
+  assert.deepEqual(start, { serve: 'ocr', holder: 'h2', sinceMs: 0, startTimeoutS: 300 });
+  assert.equal(slotWaitBoundMs(start), (300 + SLOT_MARGIN_S) * 1000);
+});
+
+test("an acquisition's hold counts every victim's stop (and sleep) with its release check, the later victims' drains and its own start", () => {
+  const bounds = { drainTimeoutS: 120, releaseTimeoutS: 30, sleepTimeoutS: 60, stopMarginS: 60, startTimeoutS: 600 };
+  // One victim stopped: its stop 30 + 60, its release 30, the start 600.
+  assert.equal(evictionHoldS({ ...bounds, victims: [{ stopTimeoutS: 30, sleeps: false }] }), 720);
+  // A second victim put to sleep: its drain 120, its sleep 60 and release 30, and the stop it may fall back to (10 + 60 + 30).
+  assert.equal(
+    evictionHoldS({
+      ...bounds,
+      victims: [
+        { stopTimeoutS: 30, sleeps: false },
+        { stopTimeoutS: 10, sleeps: true },
+      ],
+    }),
+    720 + 120 + 90 + 100,
+  );
+  const { state } = decideStartSlot(
+    emptyLedger('n', gpu),
+    { serve: 'comfyui', holder: 'acquire/n/comfyui/r1', take: true, startTimeoutS: 600, doing: 'evicting', holdS: 1700 },
+    0,
+  );
+  assert.equal(slotLine(held(state), 'gpu0', 0), 'start slot: comfyui is evicting to start on gpu0 since 0 s');
+  // Past the cap, whatever the bounds add up to.
+  assert.equal(slotWaitBoundMs(held(state)), SLOT_WAIT_CAP_S * 1000);
+  // Its own start's take (a retry by its holder) keeps its since.
+  const again = decideStartSlot(state, { serve: 'comfyui', holder: 'acquire/n/comfyui/r1', take: true, startTimeoutS: 600 }, 50_000);
+  assert.deepEqual(again.decision, { taken: true });
+  assert.equal(again.state.startSlot?.sinceMs, 0);
+});
