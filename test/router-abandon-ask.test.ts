@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { HttpRouterAdmin } from '../src/adapters/router-admin/http';
 import { startRouter } from '../src/router/server';
 import type { RunningRouter } from '../src/router/server';
-import { deadPort } from './support/raw-http';
+import { deadPort, rawConnection } from './support/raw-http';
+import type { RawConnection } from './support/raw-http';
 import { sleep, waitUntil } from './support/wait';
 
 const TOKEN = 'test-admin-token-0123456789abcdef-0123';
@@ -185,9 +186,17 @@ async function abandonMetrics(b: Box): Promise<string[]> {
   return text.split('\n').filter((l) => l.startsWith('gpures_router_abandon'));
 }
 
-async function tierState(b: Box): Promise<{ acquisition: Json | null; abandon: Json | null; state: string }> {
+interface TierJson {
+  acquisition: Json | null;
+  abandon: Json | null;
+  state: string;
+  queued: number;
+  inFlight: number;
+}
+
+async function tierState(b: Box): Promise<TierJson> {
   const r = await fetch(`${b.router.url}/admin/tiers/od-local`, { headers: { authorization: `Bearer ${TOKEN}` } });
-  return (await r.json()) as { acquisition: Json | null; abandon: Json | null; state: string };
+  return (await r.json()) as TierJson;
 }
 
 describe("the router's abandon of its on-demand acquisition", () => {
@@ -307,5 +316,38 @@ describe("the router's abandon of its on-demand acquisition", () => {
       console.log(`POSTs ${box.api.posts}; abandon asks ${box.api.abandons.length}; router log: ${box.log.join(' | ')}`);
       assert.equal(box.api.abandons.length, 2, 'the run POSTed after the serve went down was never asked to abandon');
     });
+  });
+  test('a held request whose client aborts leaves nothing behind: off the queue, not in flight, and no connection keeps the close waiting', async () => {
+    const box = await startBox();
+    let conn: RawConnection | undefined;
+    let closing: Promise<void> | undefined;
+    try {
+      await box.admin.quiesce('od-local');
+      const r = ask(box);
+      await waitUntil('the acquisition POST', () => box.api.posts === 1);
+      r.abort();
+      assert.equal(await r.answer, 'gone');
+      await waitUntil('the aborted request off the queue', async () => (await tierState(box)).queued === 0, 5000);
+      const st = await tierState(box);
+      // A connection that has sent nothing yet: fetch (undici) opens one again at once after an
+      // abort, and any client may connect ahead of its request.
+      conn = await rawConnection(box.router.url);
+      const startedAt = Date.now();
+      closing = box.router.close();
+      const silentClosedAfter = await conn.closed(5000);
+      const closeTook = await Promise.race([closing.then(() => Date.now() - startedAt), sleep(10_000).then(() => undefined)]);
+      console.log(
+        `after the abort: queued ${st.queued}, in flight ${st.inFlight}; silent connection closed ${silentClosedAfter ?? 'not'} ms after it opened; close took ${closeTook ?? 'over 10000'} ms`,
+      );
+      assert.equal(st.inFlight, 0, 'the aborted held request counted in flight: a drain would wait on it');
+      assert.ok(silentClosedAfter !== undefined, 'a connection that never sent a request was still open 5 s into the close');
+      assert.ok(closeTook !== undefined, "the router's close was still waiting 10 s on");
+    } finally {
+      conn?.destroy();
+      await (closing ?? box.router.close());
+      await box.api.close();
+      await box.slow.close();
+      rmSync(box.dir, { recursive: true, force: true });
+    }
   });
 });

@@ -19,6 +19,7 @@ import Fastify from 'fastify';
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 
 export interface HttpBounds {
@@ -111,12 +112,30 @@ function boundedServerOptions(b: HttpBounds): Pick<FastifyHttpOptions<Server>, '
  * Node's bounds start at a request's first byte, so a silent socket would otherwise keep one of
  * the capped places for ever. Its first request lifts that timeout (a held request is silent too);
  * between requests KEEP_ALIVE_MS applies.
+ *
+ * A close destroys the connections that have not sent a byte yet. Node counts a new connection as
+ * busy, not idle (its headers timeout runs from the connect), so fastify's close, which ends only
+ * the idle ones, waited on it for the whole requestTimeoutMs: fetch (undici) opens a connection
+ * again at once after a request is aborted, so a client that left a held request kept the
+ * router's shutdown 60 s. A connection partway through its first request is left to finish it.
  */
 function capConnections(app: FastifyInstance, b: HttpBounds): void {
   const server = app.server;
   server.maxConnections = b.maxConnections;
-  server.on('connection', (socket) => socket.setTimeout(b.requestTimeoutMs));
-  server.on('request', (req) => req.socket.setTimeout(0));
+  const unasked = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    socket.setTimeout(b.requestTimeoutMs);
+    unasked.add(socket);
+    socket.once('close', () => unasked.delete(socket));
+  });
+  server.on('request', (req: IncomingMessage) => {
+    req.socket.setTimeout(0);
+    unasked.delete(req.socket);
+  });
+  app.addHook('preClose', (done) => {
+    for (const socket of unasked) if (socket.bytesRead === 0) socket.destroy();
+    done();
+  });
 }
 
 /** A server's answer to a request that arrives while it closes: its body, in the server's error shape, and its Retry-After. */
