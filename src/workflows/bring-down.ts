@@ -11,7 +11,7 @@ import { Failure } from '../shared/failures';
 import type { LedgerReleaseResult } from '../shared/messages';
 import { bringDown, eviction, failure, take } from '../shared/wording';
 import { PATCHES } from './patches';
-import { act, ledgerUpdates, reads, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
+import { act, ledgerUpdates, READ_ONCE_S, readOnce, reads, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
 import { restoreEvicted, restoreNote } from './restore';
 import { rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
@@ -219,13 +219,15 @@ async function slotBeforeStop(down: Down, saga: Saga, quiesced: Quiesced): Promi
   const withdrawReadmit = tier !== undefined ? saga.add(`readmit tier ${tier}`, () => readmitOwnQuiesce(tier, serve.name, mark)) : undefined;
   await takeStartSlot(down, holder, saga, log, {
     doing: 'stopping',
-    // What a start waiting for this stop counts: the stop's activity bound and the release check.
-    holdS: serve.stopTimeoutS + STOP_ACTIVITY_MARGIN_S + DEFAULT_RELEASE_TIMEOUT_S,
+    // What a start waiting for this stop counts: the reading before it, the stop's activity bound and the release check.
+    holdS: READ_ONCE_S + serve.stopTimeoutS + STOP_ACTIVITY_MARGIN_S + DEFAULT_RELEASE_TIMEOUT_S,
     waitingTo: `stop ${serve.name}`,
     notDone: `${serve.name} was not stopped${tier !== undefined ? ` (tier ${tier} readmitted)` : ''}; bring it down again once that has ended`,
   });
+  // The slot is held from here: the operator's step line says the stop is under way, not the drain.
+  log.begin('stop');
   // An operator asked for the serve to go down: nvidia-smi failing here leaves the release unchecked, not the serve up.
-  const reading = await act.readBeforeStop({ node, serve: serve.name, gpuUuid: gpu.uuid }).catch((err: unknown) => {
+  const reading = await readOnce.readBeforeStop({ node, serve: serve.name, gpuUuid: gpu.uuid }).catch((err: unknown) => {
     if (isCancellation(err)) throw err;
     return { unread: rootCause(err).message };
   });

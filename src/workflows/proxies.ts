@@ -62,6 +62,16 @@ function waitFor(seconds: number): ActivityOptions {
   return { startToCloseTimeout: `${seconds + 30}s`, heartbeatTimeout, retry };
 }
 
+/** The bound of a reading that only a check needs (readOnce). */
+export const READ_ONCE_S = 30;
+/**
+ * A reading that only a check needs, taken while the run holds something others wait for (a
+ * bring-down's GPU reading before its stop, under the start slot): one attempt, its spawns bounded
+ * by their own timeouts, so a hanging nvidia-smi holds the slot READ_ONCE_S at most, not five
+ * attempts with their backoff; the check then says it was not read.
+ */
+export const readOnce = proxyActivities<Activities>({ startToCloseTimeout: `${READ_ONCE_S}s`, heartbeatTimeout, retry: { ...retry, maximumAttempts: 1 } });
+
 /** File steps of a promotion take milliseconds; the heartbeat timeout notices a lost worker in 5 s, not 10. */
 const fileOps: ActivityOptions = { ...quick, heartbeatTimeout: '5s' };
 
