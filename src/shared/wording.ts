@@ -189,6 +189,9 @@ export const bringDown = {
     `cancelled before the stop; tier ${tier} was quiesced again since this run's quiesce (an eviction or a bring-down of ${serve} relies on it), or the router restarted without its state file: left quiesced`,
   cancelReadmitFailed: (tier: string, error: string) => `cancelled before the stop; readmit of tier ${tier} failed: ${error}`,
   noneEvicted: (serve: string) => `no serve was evicted for ${serve}`,
+  /** A set-aside serve's tier, quiesced by its eviction, told why it is down now. */
+  toldWhy: (tier: string, reason: string) => `tier ${tier} (quiesced by its eviction) now says why: ${reason}`,
+  whyNotTold: (tier: string, error: string) => `tier ${tier} stays quiesced as its eviction left it (retry later), the router not told why: ${error}`,
   cancelAfterStop: (restore: boolean) =>
     `cancel asked after the stop: not taken, the stop${restore ? ' and the restore' : ''} seen through (a cancel stops a bring-down only before its stop)`,
 };

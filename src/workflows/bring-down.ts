@@ -76,6 +76,8 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   // The tier this run quiesced and its quiesce's mark, once the quiesce has landed.
   const quiesced: Quiesced = {};
 
+  // An evicted or sleeping serve answers nothing and its tier is quiesced already: nothing to drain.
+  const setAside = taken?.decision === 'evicted' || (taken?.decision === 'taken' && taken.from === 'sleeping');
   let drain: DrainResult | undefined;
   let stop: StopResult;
   let release: LedgerReleaseResult;
@@ -86,8 +88,6 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
     // victim gone from the manifest, or a cancel, then gives the serve back instead of leaving it
     // held as stopping by an ended run.
     if (taken?.readmitLater) await readmitVictims(taken.readmitLater, log, taken.quiesceMarks);
-    // An evicted or sleeping serve answers nothing and its tier is quiesced already: nothing to drain.
-    const setAside = taken?.decision === 'evicted' || (taken?.decision === 'taken' && taken.from === 'sleeping');
     if (serve.routerTier && !setAside) drain = await quiesceAndDrain(down, serve.routerTier, input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S, quiesced);
     // The stop frees memory on the card, which fails another serve's start profiling there as much
     // as memory taken: it waits for the GPU's start slot. An evicted serve's container is down already.
@@ -116,6 +116,8 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   }
   const reserved = release.released && release.vramMib > 0;
   log.record('release', bringDown.released(reserved ? release.vramMib : undefined, taken?.decision === 'evicted') + (back !== undefined ? `; ${back}` : ''));
+  // Its tier still says its eviction's quiesce, "retry later": the serve is down now, for good.
+  if (setAside && serve.routerTier && patched(PATCHES.setAsideSaysWhy)) await sayWhyDown(down, serve.routerTier);
 
   // Fenced, the ledger is read after the release: an acquisition this bring-down cancelled may
   // have stopped victims since the first read, and they are to come back too.
@@ -201,6 +203,24 @@ async function quiesceAndDrain({ serve, log, reason }: Down, tier: string, drain
       }
     }
     throw err;
+  }
+}
+
+/**
+ * A serve set aside (evicted, or asleep) went down without a quiesce of this run's: its tier was
+ * quiesced by its eviction, which said no reason, so the router told its clients to retry later
+ * though this down dropped its restore link and nothing brings it back. Once the serve is down, the
+ * tier is quiesced again saying why (quiesce is idempotent: only the reason changes, and its mark).
+ * Whole, as the restore after it: a cancel past the stop is not taken. A failure is said in the
+ * step's line and the down stands: the serve is down all the same, its tier quiesced as it was.
+ */
+async function sayWhyDown({ serve, log, reason }: Down, tier: string): Promise<void> {
+  log.begin('quiesce');
+  try {
+    const q = await CancellationScope.nonCancellable(() => router.quiesceIfRouted({ tier, why: { reason, serve: serve.name } }));
+    if (q) log.record('quiesce', bringDown.toldWhy(tier, reason));
+  } catch (err) {
+    log.record('quiesce', bringDown.whyNotTold(tier, rootCause(err).message));
   }
 }
 

@@ -406,6 +406,17 @@ export const PATCHES = {
    */
   bringDownSaysWhy: 'bring-down-says-why',
   /**
+   * A bring-down of a serve found evicted or asleep (set aside: its tier quiesced by its eviction,
+   * which gave no reason) tells the router why once the serve is down: one more quiesce of the
+   * tier, with the bring-down's reason and the serve's name, after the release. Only the reason
+   * changes at the router (and the quiesce mark moves: nothing is to readmit it by the eviction's).
+   * Before, that tier kept answering "evicted or draining; retry later" with Retry-After, though
+   * the down dropped the serve's restore link and nothing would bring it back. Asked only on that
+   * path: every other recording predates it or does not take it; after:
+   * bring-down-evicted-operator-down.json (recorded by test/router-operator-down.test.ts).
+   */
+  setAsideSaysWhy: 'set-aside-says-why',
+  /**
    * A bring-down whose first stop attempt was refused by a ledger started afresh and found the
    * serve down (fencedOrDown's downAfterRefusal with stop already-stopped or absent: its container
    * exited, left on the box, nothing held) completes `already-stopped`, 'serves down X: already
