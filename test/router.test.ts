@@ -1636,8 +1636,8 @@ async function routerWithState(mapping: string) {
   const configPath = join(dir, 'router.toml');
   const stateFile = join(dir, 'router-state.json');
   writeFileSync(configPath, routerToml({ mapping: `test.${mapping}`, chat: vision.url, vision: vision.url, dead: `http://127.0.0.1:${await deadPort()}` }));
-  const start = async (withState: boolean) => {
-    const r = await startRouter({ configPath, adminToken: TOKEN, probeTimeoutMs: 1000, ...(withState ? { stateFile } : {}) });
+  const start = async (withState: boolean, log?: (line: string) => void) => {
+    const r = await startRouter({ configPath, adminToken: TOKEN, probeTimeoutMs: 1000, ...(withState ? { stateFile } : {}), ...(log ? { log } : {}) });
     return { r, admin: new HttpRouterAdmin({ baseUrl: r.url, token: TOKEN, timeoutMs: 5000 }) };
   };
   const close = async () => {
@@ -1692,7 +1692,7 @@ describe('quiesced tiers across a router restart', () => {
 });
 
 describe('a tier whose serve was brought down (a quiesce with a reason)', () => {
-  test('operator-down: 503 without Retry-After naming the tier, the reason and `gpures serves up vision`; listed unavailable so; kept across a restart; a readmit clears it', async () => {
+  test('operator-down: 503 without Retry-After naming the tier, the reason and `gpures serves up vision`; listed unavailable so; kept across a restart; a readmit clears it; a reason the router does not know loads as none, with a warning', async () => {
     const { stateFile, start, close } = await routerWithState('down');
     let running: RunningRouter | undefined;
     try {
@@ -1774,10 +1774,33 @@ describe('a tier whose serve was brought down (a quiesce with a reason)', () => 
       assert.equal((await admin.tierState('vision-local')).quiesceReason, undefined);
       await r.close();
       running = undefined;
-      // One whose reasons are not the router's: refused naming the file, the field and the tier.
-      writeFileSync(stateFile, `${JSON.stringify({ quiesced: ['vision-local'], quiesce_reasons: { 'vision-local': { reason: 'bored' } } })}\n`);
+      // A reason this router does not know (a newer router's, kept across a downgrade): the router
+      // starts, the tier quiesced without a reason (Retry-After), one warning naming the file, the tier and the value.
+      writeFileSync(
+        stateFile,
+        `${JSON.stringify({ quiesced: ['vision-local'], quiesce_reasons: { 'vision-local': { reason: 'bored', serve: 'vision' } } })}\n`,
+      );
+      const warned: string[] = [];
+      ({ r, admin } = await start(true, (line) => warned.push(line)));
+      running = r;
+      assert.deepEqual(warned, [
+        `warning: ${stateFile} (--state): quiesce_reasons.vision-local: reason "bored" is not one this router knows ` +
+          '(draining, evicted, operator-down, lease-ended): the tier stays quiesced, without a reason (503 with Retry-After)',
+      ]);
+      const unknown = await admin.tierState('vision-local');
+      assert.deepEqual([unknown.state, unknown.quiesceReason], ['quiesced', undefined]);
+      const later = await chat(r.url, 'vision');
+      assert.equal(later.status, 503);
+      assert.ok(later.headers.get('retry-after'), 'quiesced without a reason: back on its own, as before reasons');
+      await r.close();
+      running = undefined;
+      // An entry that is not a reason at all (a serve that is no serve's name): refused naming the file, the field and the tier.
+      writeFileSync(
+        stateFile,
+        `${JSON.stringify({ quiesced: ['vision-local'], quiesce_reasons: { 'vision-local': { reason: 'operator-down', serve: '../x' } } })}\n`,
+      );
       await assert.rejects(start(true), {
-        message: `${stateFile} (--state): quiesce_reasons.vision-local: reason must be one of draining, evicted, operator-down, lease-ended ("bored")`,
+        message: `${stateFile} (--state): quiesce_reasons.vision-local: serve must be a serve's name: letters, digits, '.', '_', '-', at most 63 ("../x")`,
       });
     } finally {
       await running?.close();

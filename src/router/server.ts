@@ -32,7 +32,7 @@ import { TierTable } from './tier-table';
 
 export interface RouterOptions {
   configPath: string;
-  /** Where the router says what its on-demand tiers did (an abandon asked, and its answer): main.js gives its stderr. */
+  /** Where the router says what its on-demand tiers did (an abandon asked, and its answer) and what of its state file it left out: main.js gives its stderr. */
   log?: (line: string) => void;
   /** Loopback unless asked: the admin API must not be reachable beyond this host by accident. */
   host?: string;
@@ -218,7 +218,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   };
   const unmet = onDemandUnmet(config, opts.configPath, means);
   if (unmet.length > 0) throw new ConfigLoadError(unmet);
-  const table = await TierTable.open(config, opts.stateFile);
+  const table = await TierTable.open(config, opts.stateFile, opts.log);
   const probeTimeoutMs = opts.probeTimeoutMs ?? 5000;
   const changes = new Mutex();
   const api = opts.acquisitions ? new AcquisitionApi(opts.acquisitions) : undefined;

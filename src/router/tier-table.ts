@@ -83,14 +83,32 @@ export function quiesceWhy(reason: unknown, serve: unknown): { why?: QuiesceWhy 
   return { why: { reason: reason as QuiesceReason, ...(serve !== undefined ? { serve } : {}) } };
 }
 
-/** quiesce_reasons of a state file: tier names to { reason, serve? }, or the refusal naming the file, the field and the entry. */
-function keptReasons(file: string, value: unknown): Map<string, QuiesceWhy> {
+const stderrLine = (line: string) => void process.stderr.write(`gpures-router: ${line}\n`);
+
+/** How much of a value a warning line shows: a state file's strings are not bounded. */
+const SHOWN_CHARS = 80;
+
+/**
+ * quiesce_reasons of a state file: tier names to { reason, serve? }, or the refusal naming the
+ * file, the field and the entry. A reason this router does not know (a newer router's, kept across
+ * a downgrade) is no reason to stay down: its tier loads quiesced without one (the old meaning,
+ * back on its own), with a warning naming the file, the tier and the value.
+ */
+function keptReasons(file: string, value: unknown, warn: (line: string) => void): Map<string, QuiesceWhy> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new Error(`${file} (--state): quiesce_reasons must map tier names to { reason, serve } (${JSON.stringify(value)})`);
   }
   const reasons = new Map<string, QuiesceWhy>();
   for (const [tier, entry] of Object.entries(value)) {
     const e = (typeof entry === 'object' && entry !== null ? entry : {}) as { reason?: unknown; serve?: unknown };
+    if (typeof e.reason === 'string' && !(QUIESCE_REASONS as readonly string[]).includes(e.reason)) {
+      const shown = JSON.stringify(e.reason.length > SHOWN_CHARS ? `${e.reason.slice(0, SHOWN_CHARS)}…` : e.reason);
+      warn(
+        `warning: ${file} (--state): quiesce_reasons.${tier.slice(0, SHOWN_CHARS)}: reason ${shown} is not one this router knows ` +
+          `(${QUIESCE_REASONS.join(', ')}): the tier stays quiesced, without a reason (503 with Retry-After)`,
+      );
+      continue;
+    }
     const r = quiesceWhy(e.reason ?? null, e.serve);
     if ('problem' in r || !r.why) throw new Error(`${file} (--state): quiesce_reasons.${tier}: ${'problem' in r ? r.problem : 'no reason'}`);
     reasons.set(tier, r.why);
@@ -111,7 +129,7 @@ function wholeNumbers(file: string, field: string, what: string, value: unknown)
 }
 
 /** What a previous run left: the tiers quiesced, and the last acquisition times; nothing when the file does not exist yet. */
-async function loadState(file: string): Promise<PersistedState> {
+async function loadState(file: string, warn: (line: string) => void): Promise<PersistedState> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -135,7 +153,7 @@ async function loadState(file: string): Promise<PersistedState> {
     throw new Error(`${file} (--state): router_instance must be a word of letters and digits (${JSON.stringify(instance)})`);
   }
   const quiesces = wholeNumbers(file, 'quiesces', '', data.quiesces ?? {});
-  const reasons = keptReasons(file, data.quiesce_reasons ?? {});
+  const reasons = keptReasons(file, data.quiesce_reasons ?? {}, warn);
   return { quiesced: new Set(data.quiesced), lastAcquisitionMs, quiesces, reasons, ...(instance !== undefined ? { instance } : {}) };
 }
 
@@ -155,9 +173,13 @@ export class TierTable {
     private readonly instance: string,
   ) {}
 
-  /** The table of a config, with the tiers the state file says are quiesced and their quiesce counts; saves it at once. */
-  static async open(config: RouterConfig, stateFile: string | undefined): Promise<TierTable> {
-    const persisted: PersistedState = stateFile ? await loadState(stateFile) : NOTHING_KEPT();
+  /**
+   * The table of a config, with the tiers the state file says are quiesced and their quiesce
+   * counts; saves it at once. `warn` gets what the file held that this router leaves out (stderr
+   * by default).
+   */
+  static async open(config: RouterConfig, stateFile: string | undefined, warn: (line: string) => void = stderrLine): Promise<TierTable> {
+    const persisted: PersistedState = stateFile ? await loadState(stateFile, warn) : NOTHING_KEPT();
     const runtime = new Map<string, TierRuntime>(
       config.tiers.map((t) => {
         const rt = fresh(persisted.quiesced.has(t.name) ? 'quiesced' : 'active', persisted.lastAcquisitionMs.get(t.name));
