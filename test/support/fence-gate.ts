@@ -15,6 +15,11 @@ interface Held {
 
 export class LedgerStepGate {
   private readonly held = new Map<string, Held>();
+  /**
+   * A fresh ledger reads the lost run's state without its start slot, as where the run holding it
+   * took none (a run from before the start slot): its starts are kept apart by the fences alone.
+   */
+  lostSlotForgotten = false;
 
   /** Holds the step of each run whose holder begins with `prefix` (default: the start fence). */
   hold(prefix: string, step: GatedStep = 'start'): { reached: () => boolean; open: () => void } {
@@ -43,6 +48,13 @@ export class LedgerStepGate {
       fence: async (...args: Parameters<LedgerPort['fence']>) => {
         await this.pass(args[2].step, args[2].holder);
         return real.fence(...args);
+      },
+      lostRunState: async (...args: Parameters<LedgerPort['lostRunState']>) => {
+        const lost = await real.lostRunState(...args);
+        if (!this.lostSlotForgotten || lost.read !== 'state') return lost;
+        const state = { ...lost.state };
+        delete state.startSlot;
+        return { ...lost, state };
       },
       setPhase: async (...args: Parameters<LedgerPort['setPhase']>) => {
         if (args[2].phase === 'running') await this.pass('running', args[2].holder);
