@@ -344,6 +344,10 @@ class GpuLedger {
       pendingAsleepKeepsResidual: sleeperTaken && patched(PATCHES.takenSleeperKeepsResidual),
       asleepVictimsHeldWhole: victimsAsleep && patched(PATCHES.takenVictimAsleepHeldWhole),
     });
+    // The run taken over has ended (its caller showed it): the start slot it held goes with it, an
+    // acquisition ended between its first victim's stop and its start. Asked only where it decides.
+    const slotOfEnded = decision.decision === 'taken' && req.takeOverFrom !== undefined && this.state.startSlot?.holder === req.takeOverFrom;
+    if (slotOfEnded && patched(PATCHES.takeOverFreesSlot)) this.state = slotGivenBy(this.state, req.takeOverFrom);
     return this.brief(decision);
   };
 

@@ -446,5 +446,14 @@ export const PATCHES = {
    * evict-slot-waited.json (recorded by test/start-slot.test.ts with GPURES_SAVE_HISTORIES=DIR).
    */
   stopTakesSlot: 'stop-takes-slot',
+  /**
+   * The ledger's beginStop that takes a serve over from a run its caller showed ended frees the
+   * start slot that run held (an acquisition terminated between its first victim's stop or sleep,
+   * which takes the slot since stop-takes-slot, and its start): it stayed held, `gpures ledger`
+   * saying the ended run 'is evicting to start', until a waiting start's 30 s status check took it
+   * over. Asked only where it decides (the slot held by the run taken over), which no recording
+   * reaches: sleep-eviction.test's case 5 and sleep-fences.test's case 2 take it.
+   */
+  takeOverFreesSlot: 'take-over-frees-slot',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
