@@ -161,7 +161,16 @@ describe('a fresh ledger keeps the restore links of the one it replaces', () => 
         box().writeNvidiaSmiState({ heldPids: [] });
       }
       console.log(`  the fresh ledger with vision stopped: [${fresh.join(';')}]; the acquisition ${acquired}`);
-      assert.deepEqual(fresh, ['  b 9000 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for ondemand): not committed']);
+      // The acquisition still runs, between its victim's stop and its start: the fresh ledger
+      // carries the start slot it took before that stop (de18ad8), its holder's run running (4382fc7).
+      assert.deepEqual(
+        fresh.filter((l) => !l.startsWith('start slot: ')),
+        ['  b 9000 MiB (resident, running)', '  vision 12288 MiB (evictable, evicted for ondemand): not committed'],
+      );
+      assert.match(
+        fresh.find((l) => l.startsWith('start slot: ')) ?? 'no start slot',
+        /^start slot: ondemand is evicting to start \(acquire\/[^/]+\/ondemand\/[^)]+\) since /,
+      );
       // Its hold was the lost run's alone: refused at its start's fence, nothing of ondemand started.
       assert.match(
         acquired,
