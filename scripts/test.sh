@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (`npm test`): setup (with the test infrastructure), lint, then every compiled
-# test file dist/test/**/*.test.js, one file at a time. Extra arguments go to `node --test`
-# (e.g. npm test -- --test-name-pattern=ledger).
+# test file dist/test/**/*.test.js, each in its own `node --test`, GPURES_TEST_LANES (2) files at
+# a time, each bounded by GPURES_TEST_FILE_TIMEOUT_S (900) (src/dev/test-lanes-main.ts). Extra
+# arguments go to each file's `node --test` (e.g. npm test -- --test-name-pattern=ledger).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,4 +29,4 @@ if [[ ${#tests[@]} -eq 0 ]]; then
 fi
 
 log "running ${#tests[@]} test file(s) with TEMPORAL_CLI=$TEMPORAL_CLI DOCKER_HOST=$DOCKER_HOST GPURES_TEST_IMAGE=$GPURES_TEST_IMAGE"
-exec node --enable-source-maps --test --test-concurrency=1 "$@" "${tests[@]}"
+exec node --enable-source-maps dist/src/dev/test-lanes-main.js "$@" -- "${tests[@]}"

@@ -1,0 +1,88 @@
+// The test command's schedule (scripts/test.sh, src/dev/test-lanes-main.ts): which compiled test
+// file starts next, when several run at once. Most of the suite's wall time is spent waiting out
+// the product's own bounds (a lease's term, a heartbeat timeout, a retry's backoff) with the CPU
+// idle, so two files at a time halve it on the 2-core machine CI runs on. Files whose checks do
+// not hold with another file beside them are listed `alone` in test/lanes.json and run with
+// nothing else.
+import { basename } from 'node:path';
+
+/** test/lanes.json: the seconds each file took when last measured, and the files that run alone. */
+export interface LanePlan {
+  seconds: Record<string, number>;
+  alone: string[];
+}
+
+export interface QueuedFile {
+  file: string;
+  /** Expected wall seconds: the plan's figure, or DEFAULT_SECONDS for a file it does not list. */
+  seconds: number;
+  alone: boolean;
+}
+
+/** What a file the plan does not list is expected to take (a new file): between the suite's median and its long files. */
+export const DEFAULT_SECONDS = 60;
+/** The most files at once; more buys nothing on a small machine but load. */
+export const MAX_LANES = 8;
+
+/** `dist/test/fence-race.test.js` → `fence-race`: the key test/lanes.json uses. */
+export function testKey(file: string): string {
+  return basename(file).replace(/\.test\.(js|ts)$/, '');
+}
+
+/** Problems with test/lanes.json's content, each naming its field; empty when it is usable. */
+export function lanePlanProblems(doc: unknown): string[] {
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return ['the document must be an object with `seconds` and `alone`'];
+  const d = doc as Record<string, unknown>;
+  const problems: string[] = [];
+  const seconds = d['seconds'];
+  if (typeof seconds !== 'object' || seconds === null || Array.isArray(seconds)) problems.push('seconds: must be an object of file key → seconds');
+  else
+    for (const [k, v] of Object.entries(seconds))
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 3600)
+        problems.push(`seconds.${k}: must be a number of seconds in 0..3600 (got ${JSON.stringify(v)})`);
+  const alone = d['alone'];
+  if (!Array.isArray(alone) || alone.some((a) => typeof a !== 'string')) problems.push('alone: must be a list of file keys');
+  return problems;
+}
+
+/**
+ * The files in the order they are offered to free lanes: longest expected first (the longest
+ * started last would leave one lane running alone at the end), ties by name so every run
+ * schedules alike.
+ */
+export function queueFiles(files: string[], plan: LanePlan): QueuedFile[] {
+  const alone = new Set(plan.alone);
+  return files
+    .map((file) => ({ file, seconds: plan.seconds[testKey(file)] ?? DEFAULT_SECONDS, alone: alone.has(testKey(file)) }))
+    .sort((a, b) => b.seconds - a.seconds || a.file.localeCompare(b.file));
+}
+
+/**
+ * The index in `queue` of the file to start now, or -1 to wait. Nothing starts beside a file that
+ * runs alone; a file that runs alone starts only when nothing runs, and waits for the others
+ * rather than holding free lanes empty while they run: it is taken once no other file is left.
+ */
+export function nextToStart(queue: readonly QueuedFile[], running: readonly QueuedFile[], lanes: number): number {
+  if (running.length >= lanes || running.some((r) => r.alone)) return -1;
+  const shared = queue.findIndex((q) => !q.alone);
+  if (shared >= 0) return shared;
+  return running.length === 0 && queue.length > 0 ? 0 : -1;
+}
+
+/** The TAP summary counters node --test prints last (`# tests 12`), summed over files. */
+export const TAP_COUNTERS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
+export type TapCounts = Record<(typeof TAP_COUNTERS)[number], number>;
+
+/** The counters of one file's output, or null when it printed no summary (it was killed, or crashed before one). */
+export function tapCounts(output: string): TapCounts | null {
+  const counts = Object.fromEntries(TAP_COUNTERS.map((c) => [c, 0])) as TapCounts;
+  let seen = false;
+  for (const line of output.split('\n')) {
+    const m = /^# (tests|suites|pass|fail|cancelled|skipped|todo) (\d+)$/.exec(line);
+    if (m) {
+      counts[m[1] as keyof TapCounts] = Number(m[2]);
+      seen = true;
+    }
+  }
+  return seen ? counts : null;
+}

@@ -1,0 +1,112 @@
+// The test command's schedule (src/dev/test-lanes.ts): pure, and the runner (test-lanes-main) on
+// three tiny test files: a timeout, a failure and a pass.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { DEFAULT_SECONDS, lanePlanProblems, nextToStart, queueFiles, tapCounts, testKey } from '../src/dev/test-lanes';
+
+const plan = { seconds: { long: 170, mid: 60, short: 5, lonely: 100 }, alone: ['lonely'] };
+const files = ['dist/test/short.test.js', 'dist/test/new.test.js', 'dist/test/lonely.test.js', 'dist/test/long.test.js', 'dist/test/mid.test.js'];
+
+describe('test lanes: the schedule', () => {
+  test('longest expected first, a file the plan does not list at the default, ties by name', () => {
+    const q = queueFiles(files, plan);
+    assert.deepEqual(
+      q.map((f) => [testKey(f.file), f.seconds]),
+      [
+        ['long', 170],
+        ['lonely', 100],
+        ['mid', DEFAULT_SECONDS],
+        ['new', DEFAULT_SECONDS],
+        ['short', 5],
+      ],
+    );
+  });
+
+  test('a file that runs alone waits for the others and nothing starts beside it', () => {
+    const q = queueFiles(files, plan);
+    const [long, lonely, mid] = q as [(typeof q)[0], (typeof q)[0], (typeof q)[0]];
+    const take = (i: number) => q.splice(i, 1)[0];
+    // Two lanes free: `long` first, then `mid` past `lonely`, which would need both lanes empty.
+    assert.equal(take(nextToStart(q, [], 2)), long);
+    assert.equal(take(nextToStart(q, [long], 2)), mid);
+    assert.equal(nextToStart(q, [long, mid], 2), -1, 'no lane free');
+    // `new` and `short` go beside `long` as lanes free; then only `lonely` is left: it waits while
+    // anything runs, starts on an empty box, and nothing starts beside it.
+    assert.equal(testKey((take(nextToStart(q, [long], 2)) as (typeof q)[0]).file), 'new');
+    assert.equal(testKey((take(nextToStart(q, [long], 2)) as (typeof q)[0]).file), 'short');
+    assert.deepEqual(q, [lonely]);
+    assert.equal(nextToStart(q, [long], 2), -1);
+    assert.equal(nextToStart(q, [], 2), 0);
+    assert.equal(nextToStart([mid], [lonely], 2), -1);
+  });
+
+  test('one lane runs the files one at a time, in the same order', () => {
+    const q = queueFiles(files, plan);
+    const order: string[] = [];
+    while (q.length > 0) order.push(testKey((q.splice(nextToStart(q, [], 1), 1)[0] as (typeof q)[0]).file));
+    assert.deepEqual(order, ['long', 'mid', 'new', 'short', 'lonely']);
+  });
+
+  test('test/lanes.json problems name their field', () => {
+    assert.deepEqual(lanePlanProblems({ seconds: { a: 1 }, alone: [] }), []);
+    assert.deepEqual(lanePlanProblems([]), ['the document must be an object with `seconds` and `alone`']);
+    assert.deepEqual(lanePlanProblems({ seconds: { a: -1, b: 'x' }, alone: [1] }), [
+      'seconds.a: must be a number of seconds in 0..3600 (got -1)',
+      'seconds.b: must be a number of seconds in 0..3600 (got "x")',
+      'alone: must be a list of file keys',
+    ]);
+  });
+
+  test('the TAP summary of a file: its last counters, or null when it printed none', () => {
+    assert.equal(tapCounts('ok 1 - a\n# Subtest: b\n'), null);
+    assert.deepEqual(tapCounts('# pass 9\nok 1 - a\n# tests 3\n# suites 1\n# pass 2\n# fail 1\n# cancelled 0\n# skipped 0\n# todo 0\n'), {
+      tests: 3,
+      suites: 1,
+      pass: 2,
+      fail: 1,
+      cancelled: 0,
+      skipped: 0,
+      todo: 0,
+    });
+  });
+});
+
+describe('test lanes: the runner', () => {
+  test('a hung file is killed at its bound and counted failed, a failing file fails the run, the others still run', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-lanes-'));
+    const file = (name: string, body: string) => {
+      const path = join(dir, `${name}.test.js`);
+      writeFileSync(path, `const { test, after } = require('node:test');\n${body}\n`);
+      return path;
+    };
+    const hangs = file('hangs', "test('ends', () => {});\nafter(() => new Promise(() => setInterval(() => {}, 1000)));");
+    const fails = file('fails', "test('fails', () => { throw new Error('as it should'); });");
+    const passes = file('passes', "test('passes', () => {});");
+    const main = join(__dirname, '..', 'src', 'dev', 'test-lanes-main.js');
+    const started = Date.now();
+    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [main, '--', hangs, fails, passes],
+        { env: { ...process.env, GPURES_TEST_FILE_TIMEOUT_S: '10', GPURES_TEST_LANES: '2', GPURES_TEST_TIMES: join(dir, 'times.json') } },
+        (_e, out) => resolve({ code: child.exitCode, stdout: String(out) }),
+      );
+    });
+    const seconds = (Date.now() - started) / 1000;
+    assert.equal(code, 1, stdout);
+    assert.match(stdout, new RegExp(`^# file ${hangs}: FAILED, killed after 10 s \\(GPURES_TEST_FILE_TIMEOUT_S\\): a test or hook did not end`, 'm'));
+    assert.match(stdout, new RegExp(`^# file ${fails}: FAILED, exited 1`, 'm'));
+    assert.match(stdout, new RegExp(`^# file ${passes}: ok`, 'm'));
+    assert.match(stdout, /^# files 3, failed 2;/m);
+    assert.match(stdout, /^# tests 3$/m);
+    assert.match(stdout, /^# pass 1$/m);
+    // The hung file printed no summary (its passing test is not counted): it counts as one failed test.
+    assert.match(stdout, /^# fail 2$/m);
+    // The hung file's hook would have run forever: the run ended within its bound and the kill's grace.
+    assert.ok(seconds < 10 + 10 + 5, `the run took ${seconds.toFixed(1)} s`);
+  });
+});
