@@ -4,14 +4,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LogFrames } from '../src/adapters/containers/docker-util';
 import { LastBytes, LogLines, logsOptions } from '../src/domain/logs';
 import { containerName, LABEL, REDACTED } from '../src/domain/serve';
 import type { ServeSpec } from '../src/domain/types';
-import { SimRuntime } from '../src/sim/runtime';
+import { linesSince, SimRuntime } from '../src/sim/runtime';
 import { docker, nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
 import { GPURES, ROOT, gpures, show, startWorkerProcess } from './support/cli';
@@ -75,6 +75,14 @@ describe('serves logs: the pieces', () => {
     for (let i = 0; i < all.length; i++) for (const p of frames.push(all.subarray(i, i + 1))) out += lines.push(p);
     assert.equal(out, `args: --api-key ${REDACTED} token ${REDACTED}\nnext line\n`);
     assert.equal(lines.flush(), 'part');
+  });
+
+  test("the simulated box's --since goes by its lines' own stamps; an unstamped line goes with its neighbours", () => {
+    const since = Date.parse('2026-01-01T00:00:10Z');
+    const text = ['early', '2026-01-01T00:00:05.000Z old', 'old frame', '2026-01-01T00:00:10.000Z new', 'new frame', ''].join('\n');
+    assert.equal(linesSince(text, since), '2026-01-01T00:00:10.000Z new\nnew frame\n');
+    assert.equal(linesSince('frame\n2026-01-01T00:00:11.000Z later\n', since), 'frame\n2026-01-01T00:00:11.000Z later\n');
+    assert.equal(linesSince('no stamp at all\n', since), 'no stamp at all\n');
   });
 
   test('one answer keeps its last bytes and counts what it left out', () => {
@@ -219,6 +227,18 @@ describe('gpures serves logs on the simulated box (GPURES_SIM_BOX)', () => {
       assert.equal(r.code, 0, show(r));
       assert.match(r.stdout, /sim-vllm\[\d+\]: SIGTERM: not accepting new connections/);
       assert.match(r.stderr, new RegExp(`container ${name} exited with exit code \\d+: no more lines`));
+      // --since by the lines' stamps: an hour-old line written ahead of the server's (and its unstamped frame) is left out.
+      const logFile = join(runtime.stateDir, `${name}.log`);
+      writeFileSync(
+        logFile,
+        `${new Date(Date.now() - 3_600_000).toISOString()} sim-vllm[1]: an old line\n    at an old frame\n${readFileSync(logFile, 'utf8')}`,
+      );
+      const recent = await gpures(['serves', 'logs', 'sim', '--since', '10m'], env);
+      assert.equal(recent.code, 0, show(recent));
+      assert.doesNotMatch(recent.stdout, /an old (line|frame)/, show(recent));
+      assert.match(recent.stdout, /ready: serving sim$/m);
+      assert.match(recent.stdout, /drained; exiting$/m);
+      assert.doesNotMatch(recent.stderr, /--since/);
       const tail = await gpures(['serves', 'logs', 'sim', '--tail', '1'], env);
       assert.equal(tail.code, 0, show(tail));
       assert.match(tail.stdout, /^\S+ sim-vllm\[\d+\]: drained; exiting\n$/);

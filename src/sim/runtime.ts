@@ -64,8 +64,6 @@ function signalExitCode(signal: NodeJS.Signals | null): number {
 }
 
 export class SimRuntime implements ContainerRuntime, ContainerLogs {
-  /** The server's log lines carry no time: --since cannot be honoured. */
-  readonly stampsOutput = false;
   readonly stateDir: string;
   private readonly knownImages: Set<string> | undefined;
   private readonly serverMain: string;
@@ -305,7 +303,9 @@ export class SimRuntime implements ContainerRuntime, ContainerLogs {
   private async *followLog(record: SimContainerRecord, req: LogRequest): AsyncIterable<Buffer> {
     const path = this.file(record.name, 'log');
     const { text, size } = readTail(path, req.tail);
-    if (text) yield Buffer.from(text);
+    // Within the last lines, as Docker takes --since with --tail: the lines are in time order.
+    const shown = req.sinceEpochMs !== undefined ? linesSince(text, req.sinceEpochMs) : text;
+    if (shown) yield Buffer.from(shown);
     if (!req.follow) return;
     let offset = size;
     while (!req.signal.aborted) {
@@ -328,6 +328,34 @@ export class SimRuntime implements ContainerRuntime, ContainerLogs {
       });
     }
   }
+}
+
+/** The time the simulated server stamps each line of its own with (model-server-main.ts's log). */
+const STAMP = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z) /;
+
+/**
+ * The lines written at or after `sinceMs`, by their stamps. A line without one (a stack trace's,
+ * node's own) goes with the stamped line before it; one before any stamp with the first stamped
+ * line after it (written no later); where none is stamped, nothing tells their time and all are kept.
+ */
+export function linesSince(text: string, sinceMs: number): string {
+  const lines = text.split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  const out: string[] = [];
+  const unplaced: string[] = [];
+  let keep: boolean | undefined;
+  for (const line of lines) {
+    const stamp = STAMP.exec(line)?.[1];
+    if (stamp !== undefined) {
+      keep = Date.parse(stamp) >= sinceMs;
+      if (keep) out.push(...unplaced);
+      unplaced.length = 0;
+    }
+    if (keep === undefined) unplaced.push(line);
+    else if (keep) out.push(line);
+  }
+  out.push(...unplaced);
+  return out.length ? `${out.join('\n')}\n` : '';
 }
 
 /** How often a followed log is looked at for more: the simulated server writes a line per request at most. */

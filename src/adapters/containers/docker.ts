@@ -41,7 +41,6 @@ export function pidsOfTop(top: { Titles?: string[]; Processes?: string[][] }): n
 }
 
 export class DockerRuntime implements ContainerRuntime, ContainerLogs {
-  readonly stampsOutput = true;
   private gpuSupport: Promise<boolean> | undefined;
 
   constructor(

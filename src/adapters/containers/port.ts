@@ -55,7 +55,7 @@ export interface ContainerRuntime {
 export interface LogRequest {
   /** The last lines to start with (Docker's --tail). */
   tail: number;
-  /** Only what was written at or after this instant (Docker's --since), where the runtime stamps its output. */
+  /** Only what was written at or after this instant (Docker's --since; the simulated box by its lines' own stamps). */
   sinceEpochMs?: number;
   /** Go on with what it writes until it stops, it is removed, or `signal` aborts. */
   follow: boolean;
@@ -70,6 +70,4 @@ export interface ContainerLogs {
   inspect(name: string): Promise<ContainerState | undefined>;
   /** The output as it comes, chunk by chunk; undefined when no container has the name. */
   logs(name: string, req: LogRequest): Promise<AsyncIterable<Buffer> | Iterable<Buffer> | undefined>;
-  /** Whether `sinceEpochMs` is honoured: the simulated box's output carries no time. */
-  readonly stampsOutput: boolean;
 }

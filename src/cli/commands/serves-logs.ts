@@ -168,20 +168,15 @@ async function endedLine(logs: ContainerLogs, name: string, id: string): Promise
 async function answer(logs: ContainerLogs, name: string, opts: LogsOptions, serve: ServeSpec | undefined, ctx: CommandContext) {
   const lines = new LogLines(serve);
   const kept = new LastBytes();
-  const stream = await logs.logs(name, { tail: opts.tail, ...since(opts, logs, ctx), follow: false, signal: new AbortController().signal });
+  const stream = await logs.logs(name, { tail: opts.tail, ...since(opts), follow: false, signal: new AbortController().signal });
   for await (const chunk of stream ?? []) kept.push(lines.push(chunk));
   kept.push(lines.flush());
   if (kept.dropped > 0) ctx.note(droppedNote(kept.dropped, opts.tail));
   return kept.text();
 }
 
-function since(opts: LogsOptions, logs: ContainerLogs, ctx: CommandContext): { sinceEpochMs?: number } {
-  if (opts.sinceS === undefined) return {};
-  if (!logs.stampsOutput) {
-    ctx.note(`--since: the simulated box's lines carry no time to filter by; its last ${opts.tail} lines instead`);
-    return {};
-  }
-  return { sinceEpochMs: Date.now() - opts.sinceS * 1000 };
+function since(opts: LogsOptions): { sinceEpochMs?: number } {
+  return opts.sinceS === undefined ? {} : { sinceEpochMs: Date.now() - opts.sinceS * 1000 };
 }
 
 /** The last lines, then each line as it comes until Ctrl-C or the container's end, which stderr says. */
@@ -196,7 +191,7 @@ async function follow(logs: ContainerLogs, name: string, id: string, opts: LogsO
   });
   const lines = new LogLines(serve);
   // Ctrl-C before dockerd answered aborts the request itself: that is the end asked for, not a failure.
-  const stream = await logs.logs(name, { tail: opts.tail, ...since(opts, logs, ctx), follow: true, signal: abort.signal }).catch((err: unknown) => {
+  const stream = await logs.logs(name, { tail: opts.tail, ...since(opts), follow: true, signal: abort.signal }).catch((err: unknown) => {
     if (abort.signal.aborted) return undefined;
     throw err;
   });
