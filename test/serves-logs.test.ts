@@ -154,6 +154,23 @@ describe('gpures serves logs, as real processes on the test dockerd', () => {
     );
   });
 
+  test('--follow before the container exists says it waits, and follows the start once it appears', async () => {
+    const f = follower(['serves', 'logs', 'idle', '--follow'], env);
+    await waitUntil('the follower says it waits, or ends', () => Promise.resolve(/waiting up to/.test(f.stderr()) || f.child.exitCode !== null), 30_000, 50);
+    assert.match(
+      f.stderr(),
+      new RegExp(`container ${containerName(node, 'idle')} does not exist yet on .*: waiting up to \\d+ s for it to appear`),
+      f.stderr(),
+    );
+    const up = await gpures(['serves', 'up', 'idle'], env, 120_000);
+    assert.equal(up.code, 0, show(up));
+    await waitUntil('the follower printed the start-up line', () => Promise.resolve(/^fake-vllm: healthy$/m.test(f.stdout())), 60_000, 50);
+    f.child.kill('SIGINT');
+    const r = await f.run;
+    assert.equal(r.code, 0, show(r));
+    assert.match(r.stdout, /^fake-vllm: serving model=test\/idle /m);
+  });
+
   test('--follow prints a line written after it started, and ends when the container goes, saying so', async () => {
     const up = gpures(['serves', 'up', 'late'], env, 150_000);
     const name = containerName(node, 'late');

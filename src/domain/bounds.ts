@@ -130,4 +130,9 @@ export const LOG_BOUNDS = {
    * two pieces of such a line is not redacted (vLLM's lines are a few hundred bytes).
    */
   maxLineBytes: 64 * 1024,
+  /**
+   * How long --follow waits for a container that does not exist yet (a `serves up` admitted, its
+   * start slot or room not yet had): the serve's start_timeout_s, or this with --node, which has no manifest.
+   */
+  followWaitS: 600,
 } as const;

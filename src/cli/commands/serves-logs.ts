@@ -9,8 +9,9 @@
 // which is when the question is asked. Nothing crosses Temporal: no line reaches a history.
 // The ledger is asked only when there is no container, to say why (down, evicted, asleep).
 import { statSync } from 'node:fs';
-import type { ContainerLogs, ContainerRuntime } from '../../adapters/containers/port';
-import { NAME_PATTERN, NAME_RULE } from '../../domain/bounds';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ContainerLogs, ContainerRuntime, ContainerState } from '../../adapters/containers/port';
+import { LOG_BOUNDS, NAME_PATTERN, NAME_RULE } from '../../domain/bounds';
 import type { LedgerState } from '../../domain/ledger';
 import { phaseLabel } from '../../domain/ledger';
 import { droppedNote, LastBytes, LogLines, logsOptions } from '../../domain/logs';
@@ -156,6 +157,30 @@ async function target(input: LogsOpts, ctx: CommandContext): Promise<Target> {
   return { node: manifest.node, serve, whyNoContainer: () => declaredState(manifest, serve) };
 }
 
+/** How often --follow looks for a container that does not exist yet. */
+const APPEAR_POLL_MS = 250;
+
+/**
+ * --follow before the container exists (`serves up X & serves logs X --follow`): waits, bounded,
+ * for it to appear. Undefined when it did not within `waitS`; 'interrupted' on Ctrl-C.
+ */
+async function appeared(box: Box, name: string, waitS: number, ctx: CommandContext): Promise<ContainerState | undefined | 'interrupted'> {
+  ctx.note(`container ${name} does not exist yet on ${box.where}: waiting up to ${waitS} s for it to appear (Ctrl-C stops)`);
+  let interrupted = false;
+  void ctx.stopped().then(() => (interrupted = true));
+  const deadline = Date.now() + waitS * 1000;
+  while (Date.now() < deadline) {
+    await sleep(APPEAR_POLL_MS);
+    if (interrupted) {
+      ctx.note(`stopped waiting for container ${name} (Ctrl-C)`);
+      return 'interrupted';
+    }
+    const now = await box.runtime.inspect(name);
+    if (now) return now;
+  }
+  return undefined;
+}
+
 /** What the container's end says to a follower: why no more lines come. */
 async function endedLine(logs: ContainerLogs, name: string, id: string): Promise<string> {
   const now = await logs.inspect(name);
@@ -213,10 +238,17 @@ export async function servesLogs(input: LogsOpts, ctx: CommandContext): Promise<
   const t = await target(input, ctx);
   const box = await openBox(ctx);
   const name = containerName(t.node, input.name);
-  const found = await box.runtime.inspect(name);
+  let found = await box.runtime.inspect(name);
+  const waitS = t.serve?.startTimeoutS ?? LOG_BOUNDS.followWaitS;
+  if (!found && input.follow) {
+    const came = await appeared(box, name, waitS, ctx);
+    if (came === 'interrupted') return { data: null, text: [], exitCode: EXIT.ok };
+    found = came;
+  }
   if (!found) {
     const why = await t.whyNoContainer(box);
-    throw new CliError(`${input.name} has no container (${name}) on ${box.where}: ${why}`, EXIT.failed, { container: name, state: why });
+    const waited = input.follow ? `no container appeared within ${waitS} s: ` : '';
+    throw new CliError(`${waited}${input.name} has no container (${name}) on ${box.where}: ${why}`, EXIT.failed, { container: name, state: why });
   }
   if (!t.serve) ctx.note(`--node: no manifest, so ${input.name}'s secrets are not known here and its lines are printed as they are`);
   if (input.follow) {
