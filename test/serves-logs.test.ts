@@ -4,11 +4,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LogFrames } from '../src/adapters/containers/docker-util';
-import { LastBytes, LogLines, logsOptions } from '../src/domain/logs';
+import { failedStartTail, LastBytes, LogLines, logsOptions } from '../src/domain/logs';
 import { containerName, LABEL, REDACTED } from '../src/domain/serve';
 import type { ServeSpec } from '../src/domain/types';
 import { linesSince, SimRuntime } from '../src/sim/runtime';
@@ -26,6 +26,14 @@ const SERVES: TestServe[] = [
   { name: 'talk', vram_mib: 1000 },
   { name: 'late', vram_mib: 1000, env: { FAKE_START_DELAY_S: '12' }, start_timeout_s: 90 },
   { name: 'idle', vram_mib: 1000 },
+  // A start that fails: 250 lines, its secret among them, then its error, and an exit before the 2 s a serve without an API must run.
+  {
+    name: 'crash',
+    vram_mib: 1000,
+    api: 'none',
+    args: ['sh', '-c', 'i=0; while [ $i -lt 250 ]; do echo "crash line $i key=$CRASH_KEY"; i=$((i+1)); done; echo "fatal: CUDA out of memory"; exit 3'],
+    env: { CRASH_KEY: 'sk-crash-0123456789' },
+  },
 ];
 
 /** `bin/gpures ARGS` as a process whose output is read as it comes, for --follow. */
@@ -77,6 +85,46 @@ describe('serves logs: the pieces', () => {
     assert.equal(lines.flush(), 'part');
   });
 
+  test("a failed start's kept lines are its last 200, whole, within 256 KiB", () => {
+    const lines = Array.from({ length: 300 }, (_, i) => `line ${i}`);
+    const kept = failedStartTail(`${lines.join('\n')}\n`);
+    assert.equal(kept, `${lines.slice(-200).join('\n')}\n`);
+    const long = Array.from({ length: 5 }, (_, i) => `${i}${'x'.repeat(100 * 1024)}`);
+    const few = failedStartTail(long.join('\n'));
+    assert.ok(Buffer.byteLength(few) <= 256 * 1024);
+    assert.equal(few, `${long.slice(-2).join('\n')}\n`);
+  });
+
+  test("the kept lines' files: one per container, a name cannot leave the directory, at most 64", async () => {
+    const { FailedStartFiles } = await import('../src/adapters/failed-starts/files');
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-kept-'));
+    try {
+      const store = new FailedStartFiles(join(dir, 'failed-starts'));
+      const log = (container: string, text = 'a\n') => ({
+        container,
+        serve: 's',
+        workflowId: 'w',
+        runId: 'r',
+        atEpochMs: 1,
+        end: 'exited with exit code 3',
+        text,
+      });
+      for (const bad of ['../x', '/etc/passwd', '.hidden', 'a/b', '']) {
+        assert.throws(() => store.keep(log(bad)), /not a container name/);
+        assert.throws(() => store.read(bad), /not a container name/);
+      }
+      store.keep(log('gpures-n-s', 'first\n'));
+      store.keep(log('gpures-n-s', 'second\n'));
+      assert.equal(store.read('gpures-n-s')?.text, 'second\n');
+      assert.equal(statSync(join(dir, 'failed-starts', 'gpures-n-s.failed-start.json')).mode & 0o777, 0o600);
+      for (let i = 0; i < 70; i++) store.keep(log(`gpures-n-s${i}`));
+      assert.equal(readdirSync(join(dir, 'failed-starts')).length, 64);
+      assert.equal(store.read('gpures-n-none'), undefined);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("the simulated box's --since goes by its lines' own stamps; an unstamped line goes with its neighbours", () => {
     const since = Date.parse('2026-01-01T00:00:10Z');
     const text = ['early', '2026-01-01T00:00:05.000Z old', 'old frame', '2026-01-01T00:00:10.000Z new', 'new frame', ''].join('\n');
@@ -107,7 +155,7 @@ describe('gpures serves logs, as real processes on the test dockerd', () => {
     node = uniqueNode('logs');
     manifest = join(dir, 'serves.toml');
     writeFileSync(manifest, renderManifest(node, [GPU], SERVES));
-    env = { TEMPORAL_ADDRESS: temporal.address, GPURES_MANIFEST: manifest };
+    env = { TEMPORAL_ADDRESS: temporal.address, GPURES_MANIFEST: manifest, GPURES_STATE_DIR: join(dir, 'state') };
     worker = await startWorkerProcess(['--gpus', 'off'], env);
     const up = await gpures(['serves', 'up', 'talk'], env, 120_000);
     assert.equal(up.code, 0, show(up));
@@ -139,7 +187,10 @@ describe('gpures serves logs, as real processes on the test dockerd', () => {
     const r = await gpures(['serves', 'logs', 'nope'], env);
     assert.equal(r.code, 2, show(r));
     assert.equal(r.stdout, '');
-    assert.match(r.stderr, new RegExp(`^${manifest.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: no serve named 'nope' \\(serves: talk, late, idle\\)$`, 'm'));
+    assert.match(
+      r.stderr,
+      new RegExp(`^${manifest.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: no serve named 'nope' \\(serves: talk, late, idle, crash\\)$`, 'm'),
+    );
   });
 
   test('a serve with no container says what its ledger holds of it, and prints nothing else', async () => {
@@ -152,6 +203,39 @@ describe('gpures serves logs, as real processes on the test dockerd', () => {
         `down: the ledger of gpu_role 'dark-fast' holds nothing for it (a failed start removes its container: ` +
         `\`gpures audit report serves-up/${node}/idle\` has the failure)`,
     );
+  });
+
+  test("a failed start's last lines outlive its container: serves logs prints them, saying from which start", async () => {
+    const up = await gpures(['serves', 'up', 'crash'], env, 120_000);
+    assert.equal(up.code, 1, show(up));
+    assert.match(up.stderr, /`gpures serves logs crash` prints its last 200 lines, kept when the container is removed/);
+    assert.ok(!(await nodeContainers(node)).some((c) => c.serve === 'crash'), 'the compensation removed the container');
+    const name = containerName(node, 'crash');
+    const r = await gpures(['serves', 'logs', 'crash'], env);
+    assert.equal(r.code, 0, show(r));
+    const lines = r.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 200, show(r));
+    assert.equal(lines[0], `crash line 51 key=${REDACTED}`);
+    assert.equal(lines[199], 'fatal: CUDA out of memory');
+    assert.doesNotMatch(r.stdout, /sk-crash/);
+    const runId = (await temporal.client.workflow.getHandle(`serves-up/${node}/crash`).describe()).runId;
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^${name} is gone: its last 200 line\\(s\\), kept from the start that failed at \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z ` +
+          `\\(serves-up/${node}/crash run ${runId}; the container exited with exit code 3, then its compensation removed it\\):$`,
+        'm',
+      ),
+    );
+    const two = await gpures(['serves', 'logs', 'crash', '--tail', '2', '--json'], env);
+    assert.equal(two.code, 0, show(two));
+    const data = JSON.parse(two.stdout) as { status: string; keptFrom: { runId: string }; lines: string[] };
+    assert.deepEqual([data.status, data.keptFrom.runId, data.lines], ['removed', runId, [`crash line 249 key=${REDACTED}`, 'fatal: CUDA out of memory']]);
+    // The worker's file holds no secret, and no line reached the run's history (its failure quotes its last 5 lines, redacted).
+    const file = readFileSync(join(dir, 'state', 'failed-starts', `${name}.failed-start.json`), 'utf8');
+    assert.doesNotMatch(file, /sk-crash/);
+    const history = JSON.stringify(await temporal.client.workflow.getHandle(`serves-up/${node}/crash`).fetchHistory());
+    assert.doesNotMatch(history, /crash line 100 /);
   });
 
   test('--follow before the container exists says it waits, and follows the start once it appears', async () => {
@@ -222,7 +306,12 @@ describe('gpures serves logs on the simulated box (GPURES_SIM_BOX)', () => {
     const runtime = new SimRuntime({ stateDir: join(dir, 'serves') });
     const name = containerName(node, 'sim');
     // No Temporal there: the ledger's read fails at once, and says so.
-    const env = { GPURES_MANIFEST: manifest, GPURES_SIM_BOX: runtime.stateDir, TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}` };
+    const env = {
+      GPURES_MANIFEST: manifest,
+      GPURES_SIM_BOX: runtime.stateDir,
+      GPURES_STATE_DIR: join(dir, 'state'),
+      TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}`,
+    };
     try {
       await runtime.ensureRunning({
         name,

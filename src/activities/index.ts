@@ -4,6 +4,8 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { LedgerState, LostRunUnread, Reservation } from '../domain/ledger';
 import { findReservation } from '../domain/ledger';
+import { LOG_BOUNDS } from '../domain/bounds';
+import { failedStartTail } from '../domain/logs';
 import { containerName, LABEL, redactSecrets, redactServe, SERVE_API_KEY_ENV, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
 import type { GpuSpec, ServeClass, ServeSpec } from '../domain/types';
 import { SERVE_CLASSES } from '../domain/types';
@@ -42,6 +44,7 @@ import { withTimeout } from '../worker/time-bound';
 import type { Reconciled } from '../domain/reconcile';
 import { healthPollDelayMs } from '../domain/health-poll';
 import type { ContainerRuntime, ContainerState } from '../adapters/containers/port';
+import type { FailedStartLogs } from '../adapters/failed-starts/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { LedgerPort, LostRun } from '../adapters/ledger/port';
 import type { ActivityMetrics } from '../adapters/metrics/port';
@@ -86,6 +89,8 @@ export interface ActivityDeps {
   metrics?: ActivityMetrics;
   /** The namespace's registered search attributes: a run started untagged is tagged only with those. Without it, runs stay as started. */
   searchAttributes?: SearchAttributeRegistry;
+  /** Where a failed start's last lines are kept when its compensation removes the container; none kept without it. */
+  failedStarts?: FailedStartLogs;
 }
 
 export interface StartedContainer {
@@ -151,10 +156,37 @@ export function createActivities(deps: ActivityDeps) {
   async function describeExit(name: string, serve: string, state: ContainerState | undefined): Promise<string> {
     if (!state) return `container ${name} is gone`;
     const tail = redactSecrets((await deps.runtime.logsTail(name, 5)).trim(), (await loadServe(serve)).serve);
-    return `container ${name} ${state.status} with exit code ${state.exitCode}${tail ? `; last output: ${tail.split('\n').join(' | ')}` : ''}`;
+    return `container ${name} ${state.status} with exit code ${state.exitCode}${tail ? `; last output: ${tail.split('\n').join(' | ')}` : ''}${keptHint(serve)}`;
   }
 
+  /** Where a failed start's message says its kept lines are: the removal that follows takes the container's log. */
+  const keptHint = (serve: string): string =>
+    deps.failedStarts ? ` (\`gpures serves logs ${serve}\` prints its last ${LOG_BOUNDS.failedStart.lines} lines, kept when the container is removed)` : '';
+
   const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
+
+  /**
+   * A compensation's removal takes the container's log with it, while "why did the start fail" is
+   * asked right after: its last lines (redacted, bounded) are kept first, where `gpures serves
+   * logs` reads them. Never in a result or a failure: no line reaches a history. Keeping them is
+   * best effort: a removal that failed for it would keep the MiB committed.
+   */
+  async function keepFailedStartLog(node: string, serve: string, name: string): Promise<void> {
+    const store = deps.failedStarts;
+    const run = activityContext()?.info.workflowExecution;
+    if (!store || !run) return;
+    try {
+      const state = await deps.runtime.inspect(name);
+      const raw = await deps.runtime.logsTail(name, LOG_BOUNDS.failedStart.lines);
+      const text = failedStartTail(redactSecrets(raw, (await loadServe(serve)).serve));
+      const end = state ? `${state.status} with exit code ${state.exitCode}` : 'was gone';
+      store.keep({ container: name, serve, workflowId: run.workflowId, runId: run.runId, atEpochMs: Date.now(), end, text });
+    } catch (err) {
+      activityContext()?.log.warn(
+        `the last lines of ${name} (node ${node}) could not be kept before its removal: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+  }
 
   /**
    * The holder of a bring-up or an acquisition of `serve` that is running past its admission
@@ -442,7 +474,10 @@ export function createActivities(deps: ActivityDeps) {
         last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');
         progress({ ...beat(), last } satisfies HealthBeat);
         if (Date.now() >= input.deadlineEpochMs) {
-          throw nonRetryable(Failure.HealthTimeout, `no 200 from ${url} within ${input.serve.startTimeoutS} s (${probes} probes, last: ${last})`);
+          throw nonRetryable(
+            Failure.HealthTimeout,
+            `no 200 from ${url} within ${input.serve.startTimeoutS} s (${probes} probes, last: ${last})${keptHint(input.serve.name)}`,
+          );
         }
         await ctx.sleep(healthPollDelayMs(Date.now() - started, input.deadlineEpochMs - Date.now(), deps.pollIntervalMs));
       }
@@ -521,6 +556,8 @@ export function createActivities(deps: ActivityDeps) {
       // By its id when it is the run's own: dockerd stops and removes that one and no other, though
       // another run's container may take the name between the look above and these calls.
       const observed = await deps.runtime.stop(name, input.timeoutS, found?.id);
+      // Stopped, so its last lines are all there (a vLLM traceback, the drain's end).
+      if (found) await keepFailedStartLog(input.node, input.serve, name);
       const remove = await deps.runtime.remove(name, found?.id);
       return {
         containerName: name,

@@ -211,6 +211,8 @@ export interface WorkerEnv {
   nvidiaSmiLoopMs: number | 'off';
   /** GPURES_METRICS_ADDR: where /metrics listens (docs/metrics.md); unset is the default address, 'off' none. */
   metrics?: MetricsAddr | 'off';
+  /** Where a failed start's last lines are kept (failedStartsDir). */
+  failedStartsDir: string;
 }
 
 /** HOST:PORT of a metrics endpoint; an IPv6 host in brackets ([::1]:9475). */
@@ -271,7 +273,21 @@ export function workerEnv(env: Env): WorkerEnv {
     nvidiaSmi,
     nvidiaSmiLoopMs,
     ...(metrics !== undefined ? { metrics } : {}),
+    failedStartsDir: failedStartsDir(env),
   };
+}
+
+/**
+ * GPURES_STATE_DIR/failed-starts: where the worker keeps a failed start's last lines and `gpures
+ * serves logs` reads them, so both must see the same GPURES_STATE_DIR. Default: as root
+ * /var/lib/gpures (beside the production Temporal's state), else $XDG_STATE_HOME/gpu-reservations
+ * (~/.local/state/gpu-reservations).
+ */
+export function failedStartsDir(env: Env): string {
+  const given = read(env, 'GPURES_STATE_DIR', absolutePath);
+  const xdg = env['XDG_STATE_HOME'];
+  const fallback = process.getuid?.() === 0 ? '/var/lib/gpures' : join(xdg && isAbsolute(xdg) ? xdg : join(homedir(), '.local', 'state'), 'gpu-reservations');
+  return join(given ?? fallback, 'failed-starts');
 }
 
 /** The router deployment a worker may promote (docs/promotion.md); see src/worker/router-targets.ts. */
@@ -346,6 +362,8 @@ export interface CliEnv {
    * `serves logs` reads instead of Docker.
    */
   simBox?: string;
+  /** GPURES_STATE_DIR/failed-starts, as the worker keeps them (failedStartsDir). */
+  failedStartsDir: string;
 }
 
 export function cliEnv(env: Env): CliEnv {
@@ -360,6 +378,7 @@ export function cliEnv(env: Env): CliEnv {
     nvidiaSmi: read(env, 'GPURES_NVIDIA_SMI', withDefault('nvidia-smi')),
     temporalUiUrl: read(env, 'GPURES_TEMPORAL_UI_URL', httpBase) ?? DEFAULT_TEMPORAL_UI_URL,
     workerEndpoint: read(env, 'GPURES_METRICS_ADDR', metricsAddr) ?? DEFAULT_METRICS_ADDR,
+    failedStartsDir: failedStartsDir(env),
   };
 }
 

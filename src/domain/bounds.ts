@@ -131,6 +131,11 @@ export const LOG_BOUNDS = {
    */
   maxLineBytes: 64 * 1024,
   /**
+   * A failed start's last lines, kept by the worker when its compensation removes the container
+   * (src/adapters/failed-starts/files.ts): a vLLM traceback fits, and one file per serve stays small.
+   */
+  failedStart: { lines: 200, bytes: 256 * 1024, files: 64 },
+  /**
    * How long --follow waits for a container that does not exist yet (a `serves up` admitted, its
    * start slot or room not yet had): the serve's start_timeout_s, or this with --node, which has no manifest.
    */

@@ -103,3 +103,45 @@ export class LastBytes {
 export function droppedNote(dropped: number, tail: number): string {
   return `the first ${dropped} bytes of the last ${tail} lines are left out: one answer prints at most ${LOG_BOUNDS.maxBytes / (1024 * 1024)} MiB; ask a smaller --tail or --since`;
 }
+
+/**
+ * A failed start's last lines, as the worker keeps them when its compensation removes the
+ * container (and its log with it): what `gpures serves logs` prints when there is no container.
+ */
+export interface FailedStartLog {
+  container: string;
+  serve: string;
+  /** The run whose start failed: its workflow id and run id. */
+  workflowId: string;
+  runId: string;
+  /** When the compensation kept them (just before the removal). */
+  atEpochMs: number;
+  /** The container's end, e.g. 'exited with exit code 3'. */
+  end: string;
+  /** Whole lines, each ending in '\n', redacted, within LOG_BOUNDS.failedStart. */
+  text: string;
+}
+
+/** The last lines of `text` within LOG_BOUNDS.failedStart: at most its lines, whole lines within its bytes. */
+export function failedStartTail(text: string): string {
+  const { lines, bytes } = LOG_BOUNDS.failedStart;
+  const all = text.split('\n');
+  if (all[all.length - 1] === '') all.pop();
+  const kept: string[] = [];
+  let size = 0;
+  for (let i = all.length - 1; i >= 0 && kept.length < lines; i--) {
+    const line = all[i] as string;
+    size += Buffer.byteLength(line) + 1;
+    if (size > bytes) break;
+    kept.unshift(line);
+  }
+  return kept.length ? `${kept.join('\n')}\n` : '';
+}
+
+/** The note above a failed start's kept lines: whose they are, from which run, and when. */
+export function failedStartNote(kept: FailedStartLog, shown: number): string {
+  return (
+    `${kept.container} is gone: its last ${shown} line(s), kept from the start that failed at ${new Date(kept.atEpochMs).toISOString()} ` +
+    `(${kept.workflowId} run ${kept.runId}; the container ${kept.end}, then its compensation removed it):`
+  );
+}

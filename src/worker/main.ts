@@ -12,6 +12,8 @@ import { freePort } from '../dev/dev-server';
 import { isLoopback } from '../domain/manifest';
 import { httpUrl } from '../domain/serve';
 import { DockerRuntime } from '../adapters/containers/docker';
+import { FailedStartFiles } from '../adapters/failed-starts/files';
+import type { FailedStartLogs } from '../adapters/failed-starts/port';
 import { dockerHost, reachDocker } from '../adapters/containers/docker-reach';
 // The CLI's worker command tells this failure by its class.
 export { DockerUnreachable } from '../adapters/containers/docker-reach';
@@ -53,12 +55,13 @@ export interface WorkerRunOptions {
 }
 
 /** Router and GPU probe from the environment: secrets stay in the worker, never in history. */
-export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: GpuProbe; describe: string[] } {
+export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: GpuProbe; failedStarts: FailedStartLogs; describe: string[] } {
   const e = workerEnv(env);
   const router = e.router ? new HttpRouterAdmin({ baseUrl: e.router.url, token: e.router.token }) : undefined;
   const loop = e.nvidiaSmiLoopMs;
   return {
     router,
+    failedStarts: new FailedStartFiles(e.failedStartsDir),
     gpu: loop === 'off' ? new NvidiaSmi({ binary: e.nvidiaSmi }) : new NvidiaSmiStream({ binary: e.nvidiaSmi, intervalMs: loop }),
     describe: [
       `router ${e.routerUrl ?? 'not configured (eviction of routed serves will fail)'}`,
@@ -159,6 +162,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       runtime: opts.runtime ?? new DockerRuntime(docker ?? new Docker(), { gpus: opts.gpus }),
       router: adapters.router,
       gpu: adapters.gpu,
+      failedStarts: adapters.failedStarts,
       metrics,
       ...(opts.ledger ? { ledger: opts.ledger(client) } : {}),
     });

@@ -12,6 +12,7 @@ import { DockerRuntime } from '../adapters/containers/docker';
 import { DockerRouterDeployment } from '../adapters/router-deployment/docker-router';
 import type { RouterDeployment, RouterTarget } from '../adapters/router-deployment/port';
 import type { ContainerRuntime } from '../adapters/containers/port';
+import type { FailedStartLogs } from '../adapters/failed-starts/port';
 import type { GpuProbe } from '../adapters/gpu/port';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
@@ -55,6 +56,8 @@ export interface GpuresWorkerOptions {
   metrics?: WorkerMetrics;
   /** The ledgers as the activities reach them (default: through this client); tests wrap it to hold a step at a chosen moment. */
   ledger?: LedgerPort;
+  /** Where a failed start's last lines are kept past its container (none kept without it). */
+  failedStarts?: FailedStartLogs;
   /** A prebuilt bundle (tests build one per suite); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
 }
@@ -80,6 +83,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     routerAdminFor: httpRouterAdminFor,
     metrics: metrics.activities,
     searchAttributes: new TemporalSearchAttributes(opts.client, opts.namespace),
+    ...(opts.failedStarts ? { failedStarts: opts.failedStarts } : {}),
   });
   return Worker.create({
     connection: opts.connection,

@@ -11,11 +11,12 @@
 import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ContainerLogs, ContainerRuntime, ContainerState } from '../../adapters/containers/port';
+import { FailedStartFiles } from '../../adapters/failed-starts/files';
 import { LOG_BOUNDS, NAME_PATTERN, NAME_RULE } from '../../domain/bounds';
 import type { LedgerState } from '../../domain/ledger';
 import { phaseLabel } from '../../domain/ledger';
-import { droppedNote, LastBytes, LogLines, logsOptions } from '../../domain/logs';
-import type { LogsInput, LogsOptions } from '../../domain/logs';
+import { droppedNote, failedStartNote, LastBytes, LogLines, logsOptions } from '../../domain/logs';
+import type { FailedStartLog, LogsInput, LogsOptions } from '../../domain/logs';
 import { findServe } from '../../domain/manifest';
 import { containerName, LABEL } from '../../domain/serve';
 import type { Manifest, ServeSpec } from '../../domain/types';
@@ -181,6 +182,32 @@ async function appeared(box: Box, name: string, waitS: number, ctx: CommandConte
   return undefined;
 }
 
+/** A failed start's kept lines for the container, if the worker kept some; one that cannot be read is said so. */
+function keptLog(ctx: CommandContext, name: string): FailedStartLog | undefined {
+  try {
+    return new FailedStartFiles(ctx.env.failedStartsDir).read(name);
+  } catch (err) {
+    ctx.note(`a failed start's kept lines could not be read: ${err instanceof Error ? err.message : String(err)}`);
+    return undefined;
+  }
+}
+
+/** The kept lines of the start that failed, under --tail and --since, with a note saying whose and when. */
+function keptAnswer(kept: FailedStartLog, opts: LogsOptions, serve: string, t: Target, ctx: CommandContext): Rendered {
+  const text = new LogLines(t.serve).push(Buffer.from(kept.text.endsWith('\n') ? kept.text : `${kept.text}\n`));
+  const all = text ? text.slice(0, -1).split('\n') : [];
+  const before = opts.sinceS !== undefined && kept.atEpochMs < Date.now() - opts.sinceS * 1000;
+  const lines = before ? [] : all.slice(-opts.tail);
+  ctx.note(failedStartNote(kept, lines.length));
+  if (before) ctx.note(`that start failed before --since: none of its lines is printed`);
+  const keptFrom = { workflowId: kept.workflowId, runId: kept.runId, failedAt: new Date(kept.atEpochMs).toISOString(), end: kept.end };
+  return {
+    data: { serve, node: t.node, container: kept.container, running: false, status: 'removed', keptFrom, lines },
+    text: lines,
+    exitCode: EXIT.ok,
+  };
+}
+
 /** What the container's end says to a follower: why no more lines come. */
 async function endedLine(logs: ContainerLogs, name: string, id: string): Promise<string> {
   const now = await logs.inspect(name);
@@ -246,6 +273,8 @@ export async function servesLogs(input: LogsOpts, ctx: CommandContext): Promise<
     found = came;
   }
   if (!found) {
+    const kept = input.follow ? undefined : keptLog(ctx, name);
+    if (kept) return keptAnswer(kept, opts, input.name, t, ctx);
     const why = await t.whyNoContainer(box);
     const waited = input.follow ? `no container appeared within ${waitS} s: ` : '';
     throw new CliError(`${waited}${input.name} has no container (${name}) on ${box.where}: ${why}`, EXIT.failed, { container: name, state: why });
