@@ -1,6 +1,7 @@
 // `bin/gpures` as an operator runs it: a real process, its stdout, stderr and exit code.
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 // dist/test/support/cli.js -> repo root
@@ -84,7 +85,8 @@ export function startWorkerProcess(args: string[], env: Record<string, string>, 
   const [file = process.execPath, ...prefix] = command;
   const child = spawn(file, [...prefix, ...args], {
     cwd: ROOT,
-    env: { ...process.env, GPURES_METRICS_ADDR: 'off', ...env },
+    // A failed start's kept lines go to this test process's own directory, not the user's ~/.local/state.
+    env: { ...process.env, GPURES_METRICS_ADDR: 'off', GPURES_STATE_DIR: join(tmpdir(), `gpures-test-state-${process.pid}`), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
