@@ -106,13 +106,21 @@ describe('an acquisition reads the card has the room before it evicts', () => {
       await upFastAndVision();
       // 4096 MiB: fast 14336 + comfyui-sim 8192 + 4096 = 26624 of 32607 once vision is down.
       await startSquatter(suite.t, 4096);
+      // The worker's process listings (nvidia-smi --query-compute-apps): spawned, or the latest reused.
+      const listings = suite.t.box.gpu.listings;
+      const [spawnedBefore, reusedBefore] = [listings.spawned, listings.reused];
       const box = sampleBox();
       const r = await cli('serves', 'up', 'comfyui-sim', '--evict', '--json');
       const samples = await box.stop();
+      const [spawned, reused] = [listings.spawned - spawnedBefore, listings.reused - reusedBefore];
       assert.equal(r.code, 0, show(r));
       const steps = (JSON.parse(r.stdout) as { outcomes: { result?: { steps: { step: string; outcome: string }[] } }[] }).outcomes[0]?.result?.steps ?? [];
-      const room = steps.find((s) => s.step === 'room')?.outcome ?? '';
-      console.log(`  exit ${r.code}; steps ${steps.map((s) => s.step).join(', ')}; first room: ${room}`);
+      const rooms = steps.filter((s) => s.step === 'room').map((s) => s.outcome);
+      const room = rooms[0] ?? '';
+      console.log(
+        `  exit ${r.code}; steps ${steps.map((s) => s.step).join(', ')}; first room: ${room}; second room: ${rooms[1]}; ` +
+          `process listings: ${spawned} spawned, ${reused} reused`,
+      );
       assert.deepEqual(
         steps.map((s) => s.step),
         [
@@ -135,6 +143,10 @@ describe('an acquisition reads the card has the room before it evicts', () => {
         room,
         /^once vision is evicted \(12288 MiB freed\), ledger commits 22528 MiB .* processes outside the ledger hold 4096 MiB \(pid \d+ \S+ 4096 MiB\): 26624 of the card's 32607 MiB$/,
       );
+      // The room before the start lists no processes of its own: the release wait's listing, queried
+      // after vision's stop, is reused, and still shows the process outside the ledger.
+      assert.equal(reused, 1, `process listings reused: ${reused} (spawned ${spawned})`);
+      assert.match(rooms[1] ?? '', /processes outside the ledger hold 4096 MiB \(pid \d+ \S+ 4096 MiB\)/);
       const last = samples[samples.length - 1];
       assert.ok(
         last?.running.includes(containerName(suite.t.node, 'comfyui-sim')) && !last.running.includes(containerName(suite.t.node, 'vision')),

@@ -177,6 +177,36 @@ describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
     assert.equal((await smi.readGpus()).length, 2);
   });
 
+  test('a process listing is reused only where the caller allows it: started after the change it names, young enough; a refusal is asked again', async () => {
+    writeState();
+    // The box's count, not the adapter's: each process the adapter starts appends a line.
+    const count = join(dir, 'listing-spawns');
+    const counting = join(dir, 'counting-nvidia-smi');
+    writeFileSync(counting, `#!/bin/sh\necho >> '${count}'\nexec '${FAKE}' "$@"\n`);
+    chmodSync(counting, 0o755);
+    const spawns = () => readFileSync(count, 'utf8').split('\n').length - 1;
+    const counted = new NvidiaSmi({ binary: counting, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
+    const before = Date.now();
+    const seen: number[] = [];
+    const list = async (reuse?: { afterEpochMs: number; maxAgeMs: number }) => {
+      assert.deepEqual(await counted.computeApps({ refusalThrows: true, ...(reuse ? { reuse } : {}) }), []);
+      seen.push(spawns());
+    };
+    await list(); // the first
+    await list(); // no reuse asked: listed again
+    await list({ afterEpochMs: before, maxAgeMs: 60_000 }); // the latest, started after `before`
+    await list({ afterEpochMs: Date.now(), maxAgeMs: 60_000 }); // a change since the latest: listed again
+    await list({ afterEpochMs: before, maxAgeMs: 5 }); // the latest's process started more than 5 ms ago
+    const refusedAt = Date.now();
+    writeState({ computeAppsUnsupported: true });
+    await assert.rejects(counted.computeApps({ refusalThrows: true }), /exited with code/);
+    writeState();
+    await list({ afterEpochMs: refusedAt, maxAgeMs: 60_000 }); // the refusal was not kept
+    console.log(`  spawns after each listing: ${seen.join(', ')}; adapter: ${JSON.stringify(counted.listings)}`);
+    assert.deepEqual(seen, [1, 2, 2, 3, 4, 6]);
+    assert.deepEqual(counted.listings, { spawned: 6, reused: 1 });
+  });
+
   test('the fake rejects other arguments like nvidia-smi (exit 2)', async () => {
     writeState();
     const env = { FAKE_NVIDIA_SMI_STATE: statePath };

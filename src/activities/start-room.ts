@@ -36,6 +36,12 @@ export interface StartRoomDeps {
 export const ROOM_SETTLE_MS = 3000;
 /** Between two readings of a shortfall: Ollama's own VRAM poll. */
 const ROOM_POLL_MS = 250;
+/**
+ * How old the release wait's process listing may be for the room before an acquirer's start: the
+ * steps between (the ledger's hand-over, two workflow tasks) take a few hundred ms; older, the
+ * hand-over was slow (a ledger reconciling), and the card is listed again.
+ */
+export const ROOM_LISTING_REUSE_MS = 2000;
 
 /** The GPU's reading the bring-up's measure step compares against, and the verdict. */
 export interface StartRoomResult {
@@ -84,16 +90,28 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
      * for up to ROOM_SETTLE_MS before it stands. Null where this worker has no nvidia-smi, or it
      * does not know the GPU: no check, as no baseline. `evicting`: an acquisition's planned victims,
      * read before any of them is touched: the room as it will be once they are evicted.
+     * `listedAfterEpochMs`: an acquisition's last victim stop; the compute processes listed since
+     * (its release wait's listing, on this worker, at most ROOM_LISTING_REUSE_MS old) will do for
+     * the first pass instead of a spawn. A listing taken while a victim's process was still
+     * listed counts it outside the ledger (a shortfall, read again fresh), never as room.
      */
-    async readStartRoom(input: { node: string; gpu: GpuSpec; serve: string; maxAgeMs?: number; evicting?: Victim[] }): Promise<StartRoomResult | null> {
+    async readStartRoom(input: {
+      node: string;
+      gpu: GpuSpec;
+      serve: string;
+      maxAgeMs?: number;
+      evicting?: Victim[];
+      listedAfterEpochMs?: number;
+    }): Promise<StartRoomResult | null> {
       const probe = deps.gpu;
       if (!probe) return null;
       // From the first shortfall seen, not the call: a first pass slowed by its reads (a spawn
       // without persistence mode, docker top) still reads the GPU again before it refuses.
       let settleBy: number | undefined;
-      for (let age = ageOf(input); ; age = {}) {
+      let reuse = input.listedAfterEpochMs !== undefined ? { afterEpochMs: input.listedAfterEpochMs, maxAgeMs: ROOM_LISTING_REUSE_MS } : undefined;
+      for (let age = ageOf(input); ; age = {}, reuse = undefined) {
         let gpus: GpuReading[];
-        const apps = probe.computeApps({ refusalThrows: true }).catch(why);
+        const apps = probe.computeApps({ refusalThrows: true, ...(reuse ? { reuse } : {}) }).catch(why);
         try {
           gpus = await permanentAsFailure(() => probe.readGpus(age));
         } catch (err) {

@@ -163,15 +163,14 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
         for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
       }
       // Each victim's VRAM was seen back (or its sleep's residual) on a reading queried after it went down.
-      const baselineMaxAgeMs = victims.length > 0 ? RECENT_READING_MS : undefined;
+      const baseline = victims.length > 0 ? { maxAgeMs: RECENT_READING_MS, ...listedAfterStops(victims) } : {};
       // A wake or its cold start whose fence refused: the sleeper (or the container started under
       // its name since) is not this acquisition's, and neither is stopping it.
       const notOurs = () => {
         if (withdrawSleeperStop && patched(PATCHES.wakeRefusedLeavesSleeper)) withdrawSleeperStop();
       };
       abandon.commit(`${asleep !== undefined ? 'wake' : 'start'} of ${serve.name}`);
-      const started =
-        asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log, notOurs) : await startServe(resolved, saga, log, baselineMaxAgeMs);
+      const started = asleep !== undefined ? await wakeOrRestart(resolved, asleep, saga, log, notOurs) : await startServe(resolved, saga, log, baseline);
       const sleepers = victims.filter((v) => v.sleep && !v.sleep.fellBack).map((v) => v.serve);
       const evicted = victims.map((v) => v.serve).filter((v) => !sleepers.includes(v));
       const ownStart = input.lease ? await startLease(node, serve, holder, input.lease, log) : undefined;
@@ -210,6 +209,15 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     if (abandon.abandonedAt !== undefined && isCancellation(err)) throw await abandonAndCompensate(op, abandon.abandonedAt, saga, log, victimNames(decision));
     throw await failAndCompensate(op, err, saga, log, victimsDown);
   }
+}
+
+/**
+ * Where every victim was stopped (none put to sleep): the last stop, after which a process
+ * listing shows what their going left on the card (the release wait's last one, read just before).
+ */
+function listedAfterStops(victims: VictimRecord[]): { listedAfterEpochMs?: number } {
+  const stops = victims.map((v) => v.stopIssuedAtEpochMs);
+  return stops.every((at) => at !== undefined) ? { listedAfterEpochMs: Math.max(...stops) } : {};
 }
 
 function victimNames(decision: AcquireDecision): string[] {

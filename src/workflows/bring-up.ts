@@ -131,22 +131,24 @@ export interface StartedServe {
 /**
  * start → health → identity → measure → readmit → running, for a serve whose MiB are admitted.
  * Registers the container's removal with the saga as soon as the container may exist.
- * `baselineMaxAgeMs`: how old the baseline reading may be; by default one queried now, since
+ * `baseline.maxAgeMs`: how old the baseline reading may be; by default one queried now, since
  * memory freed just before (a stop) shows with a lag. An eviction that saw its victims' VRAM back
- * on a fresh reading passes RECENT_READING_MS: the latest reading is that one or newer.
+ * on a fresh reading passes RECENT_READING_MS: the latest reading is that one or newer; and its
+ * last victim's stop as `listedAfterEpochMs`: the room check's process listing may be its release
+ * wait's, queried after that stop (readStartRoom).
  */
 export async function startServe(
   resolved: ResolvedServe,
   saga: Saga,
   log: StepLog,
-  baselineMaxAgeMs?: number,
+  baseline: { maxAgeMs?: number; listedAfterEpochMs?: number } = {},
   /** Told when the start's fence refuses, beside this function's own removal being withdrawn (a wake's removal, an acquisition's stop of its sleeper). */
   alsoNotOurs?: () => void,
 ): Promise<StartedServe> {
   const { node, serve, gpu } = resolved;
   // Before the room check: the card is read for room and baseline with no other start on it.
   await takeStartSlot(resolved, runHolder(), saga, log);
-  const gpuBefore = await roomToStart(resolved, log, baselineMaxAgeMs);
+  const gpuBefore = await roomToStart(resolved, log, baseline);
 
   log.begin('start');
   // Registered first: a start that created the container before it failed or was cancelled must
@@ -177,10 +179,15 @@ export async function startServe(
  * start is refused before anything is created (GpuRoomShort), and the saga gives back what the
  * run took. Runs from before read the baseline alone, and replay that way.
  */
-async function roomToStart(resolved: ResolvedServe, log: StepLog, maxAgeMs?: number): Promise<GpuReading | null> {
+async function roomToStart(
+  resolved: ResolvedServe,
+  log: StepLog,
+  { maxAgeMs, listedAfterEpochMs }: { maxAgeMs?: number; listedAfterEpochMs?: number },
+): Promise<GpuReading | null> {
   const age = maxAgeMs !== undefined ? { maxAgeMs } : {};
   if (!patched(PATCHES.startRoomChecked)) return reads().measureGpu({ uuid: resolved.gpu.uuid, ...age });
-  return (await checkRoom(resolved, log, age))?.reading ?? null;
+  // In the activity's input only (replay compares no input): runs from before list the processes afresh.
+  return (await checkRoom(resolved, log, { ...age, ...(listedAfterEpochMs !== undefined ? { listedAfterEpochMs } : {}) }))?.reading ?? null;
 }
 
 /**
@@ -191,7 +198,7 @@ async function roomToStart(resolved: ResolvedServe, log: StepLog, maxAgeMs?: num
 export async function checkRoom(
   { node, serve, gpu }: ResolvedServe,
   log: StepLog,
-  more: { maxAgeMs?: number; evicting?: Victim[] },
+  more: { maxAgeMs?: number; evicting?: Victim[]; listedAfterEpochMs?: number },
 ): Promise<{ reading: GpuReading; room: StartRoom } | null> {
   log.begin('room');
   const checked = await act.readStartRoom({ node, gpu, serve: serve.name, ...more });
@@ -229,7 +236,7 @@ export async function wakeOrRestart(
   const container = await reads().inspectServe({ node, serve: serve.name });
   if (!container?.running) {
     log.record('wake', sleeping.notAsleep(serve.name, container?.status ?? 'gone'));
-    return { ...(await startServe(resolved, saga, log, undefined, alsoNotOurs)), restoredBy: 'cold-start' };
+    return { ...(await startServe(resolved, saga, log, {}, alsoNotOurs)), restoredBy: 'cold-start' };
   }
   // Registered first: a wake that fails past its fallback must not leave the process holding its residual.
   // By its id: the sleeper is labelled with the run that started it, and is this run's to wake.
@@ -268,7 +275,7 @@ export async function wakeOrRestart(
   // The cold start runs under the slot the wake took: its since renewed, so waiters wait out this start too.
   await renewStartSlot(resolved, own.holder, saga);
   // Its cold start's fence refusing withdraws the wake's removal too: it is by the same name.
-  return { ...(await startServe(resolved, saga, log, undefined, notOurs)), restoredBy: 'cold-start' };
+  return { ...(await startServe(resolved, saga, log, {}, notOurs)), restoredBy: 'cold-start' };
 }
 
 /** The wake itself, where the GPU has the room for it: woken, or why not (the restore then starts cold). */

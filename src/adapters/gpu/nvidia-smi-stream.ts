@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import type { GpuProcess, GpuReading } from '../../shared/contracts';
-import type { GpuProbe, ReadingAge } from './port';
+import type { GpuProbe, ListingReuse, ReadingAge } from './port';
 import { NvidiaSmi, parseGpuCsv, STAMPED_GPU_QUERY_ARGS } from './nvidia-smi';
 import type { NvidiaSmiOptions } from './nvidia-smi';
 
@@ -94,8 +94,14 @@ export class NvidiaSmiStream implements GpuProbe {
     return reading;
   }
 
-  computeApps(opts?: { refusalThrows?: boolean }): Promise<GpuProcess[]> {
+  /** A spawn each (no stream lists processes), or the latest listing where `reuse` allows it. */
+  computeApps(opts?: { refusalThrows?: boolean; reuse?: ListingReuse }): Promise<GpuProcess[]> {
     return this.once.computeApps(opts);
+  }
+
+  /** The process listings spawned and reused (NvidiaSmi's). */
+  get listings(): { readonly spawned: number; readonly reused: number } {
+    return this.once.listings;
   }
 
   /** Ends the stream; later readings are one-shot spawns. */

@@ -2,7 +2,7 @@
 // CSV query forms, parsed by pure functions the tests exercise on real-format lines.
 import { execFile } from 'node:child_process';
 import type { GpuProcess, GpuReading } from '../../shared/contracts';
-import type { GpuProbe } from './port';
+import type { GpuProbe, ListingReuse } from './port';
 import { PermanentError } from '../errors';
 import { Failure } from '../../shared/failures';
 
@@ -111,10 +111,19 @@ interface ExecOutcome {
   error?: { killed?: boolean; signal?: NodeJS.Signals | null };
 }
 
+/** Whether a listing whose process was started at `atMs` will do for `reuse`, at `nowMs`. */
+export function listingReusable(atMs: number, reuse: ListingReuse, nowMs: number): boolean {
+  return atMs >= reuse.afterEpochMs && nowMs >= atMs && nowMs - atMs <= reuse.maxAgeMs;
+}
+
 export class NvidiaSmi implements GpuProbe {
   readonly binary: string;
   readonly timeoutMs: number;
   private readonly env: Record<string, string> | undefined;
+  /** The latest listing nvidia-smi gave (exit 0), and when its process was started: its query was made no earlier. */
+  private latestApps: { atMs: number; apps: GpuProcess[] } | undefined;
+  /** Process listings spawned, and served from the latest one (`reuse`): what the tests and the benchmark count. */
+  readonly listings = { spawned: 0, reused: 0 };
 
   constructor(options: NvidiaSmiOptions = {}) {
     this.binary = options.binary ?? 'nvidia-smi';
@@ -178,11 +187,25 @@ export class NvidiaSmi implements GpuProbe {
     return parseGpuCsv(out.stdout);
   }
 
-  /** Empty where the driver refuses the query (a non-zero exit), unless `refusalThrows`; a timeout is always an error. */
-  async computeApps(opts: { refusalThrows?: boolean } = {}): Promise<GpuProcess[]> {
+  /**
+   * Empty where the driver refuses the query (a non-zero exit), unless `refusalThrows`; a timeout is
+   * always an error. `reuse`: the latest listing where it qualifies (a refusal is never kept: it
+   * is always asked again).
+   */
+  async computeApps(opts: { refusalThrows?: boolean; reuse?: ListingReuse } = {}): Promise<GpuProcess[]> {
+    const latest = this.latestApps;
+    if (latest && opts.reuse && listingReusable(latest.atMs, opts.reuse, Date.now())) {
+      this.listings.reused += 1;
+      return latest.apps.map((a) => ({ ...a }));
+    }
+    const atMs = Date.now();
+    this.listings.spawned += 1;
     const out = await this.run(COMPUTE_APPS_QUERY_ARGS);
     if (out.code === null || (out.code !== 0 && opts.refusalThrows)) throw this.failure(COMPUTE_APPS_QUERY_ARGS, out);
     if (out.code !== 0) return [];
-    return parseComputeAppsCsv(out.stdout);
+    const apps = parseComputeAppsCsv(out.stdout);
+    // Of two spawns that overlap, the later started is the later query's.
+    if (!this.latestApps || this.latestApps.atMs <= atMs) this.latestApps = { atMs, apps: apps.map((a) => ({ ...a })) };
+    return apps;
   }
 }

@@ -11,6 +11,16 @@ export interface ReadingAge {
   maxAgeMs?: number;
 }
 
+/**
+ * When the latest process listing will do instead of a spawn: its process was started at or
+ * after `afterEpochMs` (so its query was made after then, a change the caller knows of included)
+ * and at most `maxAgeMs` before the call.
+ */
+export interface ListingReuse {
+  afterEpochMs: number;
+  maxAgeMs: number;
+}
+
 export interface GpuProbe {
   readGpus(age?: ReadingAge): Promise<GpuReading[]>;
   /**
@@ -24,5 +34,5 @@ export interface GpuProbe {
    * Empty where the driver or the pid namespace hides processes; with `refusalThrows` a refused
    * query (a non-zero exit) throws instead, for a reader to whom an empty list means "all gone".
    */
-  computeApps(opts?: { refusalThrows?: boolean }): Promise<GpuProcess[]>;
+  computeApps(opts?: { refusalThrows?: boolean; reuse?: ListingReuse }): Promise<GpuProcess[]>;
 }
