@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { DEFAULT_SECONDS, lanePlanProblems, nextToStart, queueFiles, tapCounts, testKey } from '../src/dev/test-lanes';
 
-const plan = { seconds: { long: 170, mid: 60, short: 5, lonely: 100 }, alone: ['lonely'] };
+const plan = { seconds: { long: 170, mid: 60, short: 5, lonely: 100 }, alone: { lonely: 'its race needs the cores' } };
 const files = ['dist/test/short.test.js', 'dist/test/new.test.js', 'dist/test/lonely.test.js', 'dist/test/long.test.js', 'dist/test/mid.test.js'];
 
 describe('test lanes: the schedule', () => {
@@ -52,13 +52,14 @@ describe('test lanes: the schedule', () => {
   });
 
   test('test/lanes.json problems name their field', () => {
-    assert.deepEqual(lanePlanProblems({ seconds: { a: 1 }, alone: [] }), []);
+    assert.deepEqual(lanePlanProblems({ seconds: { a: 1 }, alone: { a: 'why' } }), []);
     assert.deepEqual(lanePlanProblems([]), ['the document must be an object with `seconds` and `alone`']);
-    assert.deepEqual(lanePlanProblems({ seconds: { a: -1, b: 'x' }, alone: [1] }), [
+    assert.deepEqual(lanePlanProblems({ seconds: { a: -1, b: 'x' }, alone: ['a'] }), [
       'seconds.a: must be a number of seconds in 0..3600 (got -1)',
       'seconds.b: must be a number of seconds in 0..3600 (got "x")',
-      'alone: must be a list of file keys',
+      'alone: must be an object of file key → why it runs alone',
     ]);
+    assert.deepEqual(lanePlanProblems({ seconds: {}, alone: { a: ' ' } }), ['alone.a: must say why the file runs alone']);
   });
 
   test('the TAP summary of a file: its last counters, or null when it printed none', () => {

@@ -52,7 +52,7 @@ function boundedInt(name: string, fallback: number, min: number, max: number): n
 }
 
 function readPlan(): LanePlan {
-  if (!existsSync(PLAN_FILE)) return { seconds: {}, alone: [] };
+  if (!existsSync(PLAN_FILE)) return { seconds: {}, alone: {} };
   let doc: unknown;
   try {
     doc = JSON.parse(readFileSync(PLAN_FILE, 'utf8'));

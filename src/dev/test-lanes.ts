@@ -6,10 +6,10 @@
 // nothing else.
 import { basename } from 'node:path';
 
-/** test/lanes.json: the seconds each file took when last measured, and the files that run alone. */
+/** test/lanes.json: the seconds each file took when last measured, and the files that run alone, each with why. */
 export interface LanePlan {
   seconds: Record<string, number>;
-  alone: string[];
+  alone: Record<string, string>;
 }
 
 export interface QueuedFile {
@@ -41,7 +41,8 @@ export function lanePlanProblems(doc: unknown): string[] {
       if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 3600)
         problems.push(`seconds.${k}: must be a number of seconds in 0..3600 (got ${JSON.stringify(v)})`);
   const alone = d['alone'];
-  if (!Array.isArray(alone) || alone.some((a) => typeof a !== 'string')) problems.push('alone: must be a list of file keys');
+  if (typeof alone !== 'object' || alone === null || Array.isArray(alone)) problems.push('alone: must be an object of file key → why it runs alone');
+  else for (const [k, v] of Object.entries(alone)) if (typeof v !== 'string' || v.trim() === '') problems.push(`alone.${k}: must say why the file runs alone`);
   return problems;
 }
 
@@ -51,7 +52,7 @@ export function lanePlanProblems(doc: unknown): string[] {
  * schedules alike.
  */
 export function queueFiles(files: string[], plan: LanePlan): QueuedFile[] {
-  const alone = new Set(plan.alone);
+  const alone = new Set(Object.keys(plan.alone));
   return files
     .map((file) => ({ file, seconds: plan.seconds[testKey(file)] ?? DEFAULT_SECONDS, alone: alone.has(testKey(file)) }))
     .sort((a, b) => b.seconds - a.seconds || a.file.localeCompare(b.file));
