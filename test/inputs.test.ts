@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BOUNDS } from '../src/domain/bounds';
-import { boundProblem, ledgerInputProblems, operationInputProblems } from '../src/domain/inputs';
+import { boundProblem, ledgerInputProblems, oneOf, operationInputProblems } from '../src/domain/inputs';
+import { BRING_DOWN_REASONS } from '../src/shared/operations';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 
 const ACQUIRE = { booleans: ['evict', 'force'], seconds: ['drainTimeoutS', 'releaseTimeoutS'] } as const;
@@ -30,6 +31,12 @@ test('boundProblem is what the CLI and the API say too', () => {
   assert.equal(boundProblem('drainTimeoutS', 120), undefined);
   assert.equal(boundProblem('drainTimeoutS', 1e300), 'must be a whole number of seconds in 1..3600');
   assert.equal(boundProblem('drainTimeoutS', Number.NaN), 'must be a whole number of seconds in 1..3600');
+});
+
+test("a field of a few values is refused in oneOf's words, as a ledger update's and a quiesce's are (a bring-down's downReason)", () => {
+  const spec = { other: { downReason: oneOf(BRING_DOWN_REASONS) } };
+  assert.deepEqual(operationInputProblems({ serve: 'vision', downReason: 'bored' }, spec), ['downReason: one of "operator-down", "lease-ended" (got "bored")']);
+  assert.deepEqual(operationInputProblems({ serve: 'vision', downReason: 'lease-ended' }, spec), []);
 });
 
 test('serve must be a name that can be a container name', () => {

@@ -1740,7 +1740,7 @@ describe('a tier whose serve was brought down (a quiesce with a reason)', () => 
       assert.equal(badBody.error.code, 'invalid_quiesce');
       assert.match(
         badBody.error.message,
-        /^quiesce of tier 'vision-local' refused, nothing changed: reason must be one of draining, evicted, operator-down, lease-ended \("gone-fishing"\)$/,
+        /^quiesce of tier 'vision-local' refused, nothing changed: reason must be one of "draining", "evicted", "operator-down", "lease-ended" \(got "gone-fishing"\)$/,
       );
       const after = await admin.tierState('vision-local');
       assert.deepEqual([after.quiesceMark, after.quiesceReason], [mark, 'operator-down']);

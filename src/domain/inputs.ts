@@ -21,6 +21,15 @@ export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v =
 export const wholeNumber = (text: string): number => (/^\d+$/.test(text) ? Number(text) : NaN);
 export const show = (v: unknown): string => (v === undefined ? 'nothing' : (JSON.stringify(v) ?? typeof v));
 
+/**
+ * The check of a field that takes one of a few values, its problem worded alike wherever one is
+ * refused (a ledger update's field, a workflow's input, a quiesce's reason): `one of "a", "b"`.
+ */
+export const oneOf =
+  (values: readonly (string | number)[]) =>
+  (v: unknown): string | undefined =>
+    values.includes(v as string | number) ? undefined : `one of ${values.map((x) => JSON.stringify(x)).join(', ')}`;
+
 export function operationInputProblems(input: unknown, spec: InputSpec = {}): string[] {
   if (!isRecord(input)) return ['the input must be one JSON object, e.g. { "serve": "vision" }'];
   const o = input;

@@ -4,7 +4,7 @@
 // every retry, holding every later decision on that GPU. Refused here, it never enters history.
 // Fields this does not know are left alone: the callers' requests grow. PURE: the ledger imports it.
 import { BOUNDS, boundRule, NAME_PATTERN, NAME_RULE, withinBound } from './bounds';
-import { gpuSpecProblems, isRecord, show } from './inputs';
+import { gpuSpecProblems, isRecord, oneOf, show } from './inputs';
 
 /** The steps a fence is shown at (see the ledger's FENCE_STEPS). */
 export const FENCE_STEP_NAMES = ['start', 'started', 'wake', 'sleep', 'stop'] as const;
@@ -20,10 +20,6 @@ const SERVE_CLASSES = ['resident', 'evictable', 'on-demand'];
 const serveName: Check = (v) => (typeof v === 'string' && NAME_PATTERN.test(v) ? undefined : `a serve name of ${NAME_RULE}`);
 /** A run's id: what the ledger compares, never parses. */
 const runId: Check = (v) => (typeof v === 'string' && v.trim() !== '' ? undefined : "a run's id, a non-empty string");
-const oneOf =
-  (values: readonly (string | number)[]): Check =>
-  (v) =>
-    values.includes(v as string | number) ? undefined : `one of ${values.map((x) => JSON.stringify(x)).join(', ')}`;
 const boolean: Check = (v) => (typeof v === 'boolean' ? undefined : 'true or false');
 const bounded =
   (name: keyof typeof BOUNDS): Check =>

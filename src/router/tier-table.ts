@@ -4,6 +4,7 @@
 // acquisition took, which the residency window's margin is reckoned by (on-demand.ts).
 import { randomUUID } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
+import { oneOf, show } from '../domain/inputs';
 import { QUIESCE_REASONS } from '../shared/contracts';
 import type { QuiesceReason, QuiesceWhy, TierMode, TierState } from '../shared/contracts';
 import type { RouterConfig, RouterTier } from '../config/router-model';
@@ -74,9 +75,8 @@ const SERVE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 /** The reason and serve of a quiesce, or the problem with them, naming the field (`reason`, `serve`). */
 export function quiesceWhy(reason: unknown, serve: unknown): { why?: QuiesceWhy } | { problem: string } {
   if (reason === undefined) return serve === undefined ? {} : { problem: 'serve is given only with a reason' };
-  if (typeof reason !== 'string' || !(QUIESCE_REASONS as readonly string[]).includes(reason)) {
-    return { problem: `reason must be one of ${QUIESCE_REASONS.join(', ')} (${JSON.stringify(reason)})` };
-  }
+  const notOne = oneOf(QUIESCE_REASONS)(reason);
+  if (notOne) return { problem: `reason must be ${notOne} (got ${show(reason)})` };
   if (serve !== undefined && !(typeof serve === 'string' && SERVE_NAME.test(serve))) {
     return { problem: `serve must be a serve's name: letters, digits, '.', '_', '-', at most 63 (${JSON.stringify(serve)})` };
   }

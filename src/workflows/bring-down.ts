@@ -6,6 +6,7 @@ import type { DrainResult, GpuReading, OperationEnd, QuiesceMarks, ServeProcesse
 import { formatLedger } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { cancelHint, holderOf, holderProblem } from '../domain/fence';
+import { oneOf } from '../domain/inputs';
 import type { StopDecision } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import type { LedgerReleaseResult } from '../shared/messages';
@@ -45,10 +46,8 @@ interface Down {
   reason: BringDownReason;
 }
 
-const downReasonProblem = (v: unknown) => ((BRING_DOWN_REASONS as readonly unknown[]).includes(v) ? undefined : `one of ${BRING_DOWN_REASONS.join(', ')}`);
-
 export async function bringDownWorkflow(input: BringDownInput): Promise<BringDownResult> {
-  checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'], other: { onlyIfHeldBy: holderProblem, downReason: downReasonProblem } });
+  checkInput(input, { booleans: ['restore'], seconds: ['drainTimeoutS'], other: { onlyIfHeldBy: holderProblem, downReason: oneOf(BRING_DOWN_REASONS) } });
   const { workflowId, runId } = workflowInfo();
   const holder = holderOf(workflowId, runId);
   const log = new StepLog();
