@@ -1,8 +1,9 @@
 // The pure part of the start slot (src/domain/start-slot.ts) as stops take it: what a stop's or an
-// acquisition's hold records, and how long a run waiting for it waits.
+// acquisition's hold records, how long a run waiting for it waits, and every way its holder ends.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decideStartSlot, evictionHoldS, SLOT_MARGIN_S, SLOT_WAIT_CAP_S, slotLine, slotWaitBoundMs } from '../src/domain/start-slot';
+import { decideStartSlot, evictionHoldS, SLOT_MARGIN_S, SLOT_WAIT_CAP_S, slotAfter, slotLine, slotWaitBoundMs } from '../src/domain/start-slot';
+import type { HolderEnd } from '../src/domain/start-slot';
 import { emptyLedger, formatLedger } from '../src/domain/ledger';
 import type { LedgerState, StartSlot } from '../src/domain/ledger';
 
@@ -58,4 +59,33 @@ test("an acquisition's hold counts every victim's stop (and sleep) with its rele
   const again = decideStartSlot(state, { serve: 'comfyui', holder: 'acquire/n/comfyui/r1', take: true, startTimeoutS: 600 }, 50_000);
   assert.deepEqual(again.decision, { taken: true });
   assert.equal(again.state.startSlot?.sinceMs, 0);
+});
+
+test('every way the run holding the start slot ends frees it, and nothing else does (slotAfter, the one rule the ledger applies)', () => {
+  const a = 'acquire/n/od/r1';
+  const other = 'serves-up/n/ocr/r2';
+  const { state } = decideStartSlot(emptyLedger('n', gpu), { serve: 'od', holder: a, take: true, startTimeoutS: 600, doing: 'evicting', holdS: 900 }, 0);
+  const ends: [string, HolderEnd][] = [
+    ['its own give', { step: 'give', holder: a }],
+    ['a release it asks (its serve, or one another run holds by now)', { step: 'release', holder: a }],
+    ["its eviction's abort (a failed acquisition's compensation)", { step: 'abortEviction', holder: a }],
+    ['a bring-down taking its serve over, its run seen ended', { step: 'beginStop', taken: true, takeOverFrom: a }],
+  ];
+  for (const [how, end] of ends) assert.equal(slotAfter(state, end).startSlot, undefined, how);
+  // The give's decision goes through the same rule.
+  assert.equal(decideStartSlot(state, { serve: 'od', holder: a, take: false }, 1).state.startSlot, undefined);
+  const notEnds: [string, HolderEnd][] = [
+    ["another run's give", { step: 'give', holder: other }],
+    ["another run's release", { step: 'release', holder: other }],
+    ['a release from before fencing (no holder)', { step: 'release', holder: undefined }],
+    ["another run's abort", { step: 'abortEviction', holder: other }],
+    ['an abort from before fencing (no holder)', { step: 'abortEviction', holder: undefined }],
+    ['a take-over the ledger refused', { step: 'beginStop', taken: false, takeOverFrom: a }],
+    ['a stop that takes nothing over', { step: 'beginStop', taken: true, takeOverFrom: undefined }],
+    ['a take-over of another run', { step: 'beginStop', taken: true, takeOverFrom: other }],
+  ];
+  for (const [how, end] of notEnds) assert.equal(slotAfter(state, end), state, how);
+  // A take naming it in takeOverFrom hands the slot on rather than freeing it.
+  const taken = decideStartSlot(state, { serve: 'ocr', holder: other, take: true, startTimeoutS: 300, takeOverFrom: a }, 2);
+  assert.deepEqual([taken.decision, taken.state.startSlot?.holder], [{ taken: true }, other]);
 });

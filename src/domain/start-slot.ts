@@ -42,7 +42,7 @@ export function decideStartSlot(state: LedgerState, req: StartSlotRequest, nowMs
   const held = state.startSlot;
   if (!req.take) {
     if (held?.holder !== req.holder) return { decision: { taken: false, ...(held ? { heldBy: held } : {}) }, state };
-    return { decision: { taken: false }, state: withoutStartSlot(state) };
+    return { decision: { taken: false }, state: slotAfter(state, { step: 'give', holder: req.holder }) };
   }
   if (held && held.holder !== req.holder && held.holder !== req.takeOverFrom) return { decision: { taken: false, heldBy: held }, state };
   const sinceMs = held?.holder === req.holder && !req.renew ? held.sinceMs : nowMs;
@@ -57,8 +57,33 @@ export function decideStartSlot(state: LedgerState, req: StartSlotRequest, nowMs
   return { decision: { taken: true }, state: { ...state, startSlot: slot } };
 }
 
-/** The state without its slot when `holder` holds it (a release by the run gives its slot back too). */
-export function slotGivenBy(state: LedgerState, holder: string | undefined): LedgerState {
+/**
+ * A ledger step that may end the run holding the GPU's start slot. Every way a holder ends, each
+ * of which frees the slot (one rule, so a new way is added here and not missed, as a take-over was):
+ * - `give`: its own give (startSlot, take false): a start measured, a stop's release seen, a run
+ *   compensated (the saga's give, since stop-takes-slot);
+ * - `release`: any release it asks: its serve's (a bring-down's release is its give), or a
+ *   compensation's of a serve another run holds by now;
+ * - `abortEviction`: its eviction's abort, a failed acquisition's compensation, never a release;
+ * - `beginStop` taken over from it (takeOverFrom): a bring-down took its serve over, its caller
+ *   having seen the run end (behind take-over-frees-slot: the ledger asks only where this frees it).
+ * Not one: a take naming it in takeOverFrom, which hands the slot to the taker (decideStartSlot),
+ * and a fresh ledger's reconcile, which carries a lost run's slot while its holder runs. Nor is
+ * the rule "the holder has left the ledger's records": a reconciled ledger's reservations name the
+ * runs that started its running containers, never a stop's or an eviction's holder whose slot it
+ * carries, and a restore's release that puts its sleeper back asleep keeps its reservation.
+ */
+export type HolderEnd =
+  { step: 'give' | 'release' | 'abortEviction'; holder: string | undefined } | { step: 'beginStop'; taken: boolean; takeOverFrom: string | undefined };
+
+/** The run `end` ends, if any (a step without a holder is a run's from before fencing: it ends none). */
+function endedHolder(end: HolderEnd): string | undefined {
+  return end.step === 'beginStop' ? (end.taken ? end.takeOverFrom : undefined) : end.holder;
+}
+
+/** The state after `end`: without its slot where the run it ends holds it, else the same state. */
+export function slotAfter(state: LedgerState, end: HolderEnd): LedgerState {
+  const holder = endedHolder(end);
   return holder !== undefined && state.startSlot?.holder === holder ? withoutStartSlot(state) : state;
 }
 

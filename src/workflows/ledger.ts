@@ -22,7 +22,7 @@ import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, planEvict
 import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWay, ownRunningAtStart, pendingSleeperMib } from '../domain/fence';
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
-import { decideStartSlot, slotGivenBy } from '../domain/start-slot';
+import { decideStartSlot, slotAfter } from '../domain/start-slot';
 import type { LedgerUpdateName } from '../domain/ledger-requests';
 import { Failure, Transient } from '../shared/failures';
 import {
@@ -323,7 +323,7 @@ class GpuLedger {
     // An acquisition that failed at its start gives back its slot here, as a release does: its
     // compensation is this abort, never a release. Runs since stop-takes-slot give it back by one
     // step of their own once compensated (the saga's); this stays for the runs from before.
-    this.state = slotGivenBy(this.state, holder);
+    this.state = slotAfter(this.state, { step: 'abortEviction', holder });
     // The acquirer's reservation belongs to another run by now (a bring-down took it over): its eviction is not ours to end.
     const held = activeReservation(this.state, acquirer);
     if (holder !== undefined && held !== undefined && held.holder !== holder) return this.change(acquirer, quiet);
@@ -346,8 +346,8 @@ class GpuLedger {
     });
     // The run taken over has ended (its caller showed it): the start slot it held goes with it, an
     // acquisition ended between its first victim's stop and its start. Asked only where it decides.
-    const slotOfEnded = decision.decision === 'taken' && req.takeOverFrom !== undefined && this.state.startSlot?.holder === req.takeOverFrom;
-    if (slotOfEnded && patched(PATCHES.takeOverFreesSlot)) this.state = slotGivenBy(this.state, req.takeOverFrom);
+    const freed = slotAfter(this.state, { step: 'beginStop', taken: decision.decision === 'taken', takeOverFrom: req.takeOverFrom });
+    if (freed !== this.state && patched(PATCHES.takeOverFreesSlot)) this.state = freed;
     return this.brief(decision);
   };
 
@@ -414,7 +414,7 @@ class GpuLedger {
     const { serve, holder } = args;
     // A run's release (its compensation's, its serve's someone else's or not) gives back its start slot too: its start, or
     // its stop, has ended (a bring-down's release is its give; a failed run's is also the saga's done-step since stop-takes-slot).
-    this.state = slotGivenBy(this.state, holder);
+    this.state = slotAfter(this.state, { step: 'release', holder });
     const held = activeReservation(this.state, serve);
     if (holder !== undefined) {
       const by = held ? (operationUnderWay(this.state, held)?.holder ?? held.holder) : undefined;
