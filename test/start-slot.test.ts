@@ -17,6 +17,7 @@ import { sampleBoxUntilStopped } from './support/sim-worker-box';
 import { gpures, show } from './support/cli';
 import { totals } from '../src/domain/ledger';
 import { waitUntil } from './support/wait';
+import { activitiesInOrder } from './support/history-scan';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 /** A second GPU: a sleeper, the on-demand serve it sleeps for, and a start that holds the slot while the sleeper's restore waits. */
@@ -381,9 +382,12 @@ describe('one cold start at a time per GPU: the start slot', () => {
       assert.match(acq.stdout + acq.stderr, /start slot: slow is starting on dark-fast since \d+ s; waiting to evict v/);
       assert.deepEqual(l?.reservations.map((r) => `${r.serve} ${r.phase}`).sort(), ['od running', 'slow running', 'v evicted']);
       assert.equal(l?.startSlot, undefined);
+      // The slot's bound counts v's stop timeout from the manifest entry v's eviction resolved: od's and v's, each resolved once.
+      const resolves = (await activitiesInOrder(client(), workflowIds.acquire(t.node, 'od'))).filter((a) => a === 'resolveServe');
+      assert.equal(resolves.length, 2, 'resolveServe steps of the acquisition (od and its one victim v)');
       if (SAVE_DIR) {
         mkdirSync(SAVE_DIR, { recursive: true });
-        await exportWorkflow(client(), workflowIds.acquire(t.node, 'od'), { file: join(SAVE_DIR, 'evict-slot-waited.json') });
+        await exportWorkflow(client(), workflowIds.acquire(t.node, 'od'), { file: join(SAVE_DIR, 'evict-victims-resolved-once.json') });
       }
     } finally {
       await clearBox();

@@ -133,7 +133,20 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const stopBeforeRelease = asleep !== undefined && patched(PATCHES.sleeperStoppedBeforeRelease);
   let withdrawSleeperStop = asleep !== undefined && !stopBeforeRelease ? stopSleeper() : undefined;
   const planned = decision.decision === 'evicting' ? decision.victims : [];
-  const evicting: Eviction = { node, acquirer: resolved, input, holder, saga, log, abandon, stopped: [], slept: {}, sleptHolding: {}, planned };
+  const evicting: Eviction = {
+    node,
+    acquirer: resolved,
+    input,
+    holder,
+    saga,
+    log,
+    abandon,
+    stopped: [],
+    slept: {},
+    sleptHolding: {},
+    planned,
+    resolvedVictims: new Map(),
+  };
   if (decision.decision === 'admitted') {
     log.record('admit', admission.admitted(serve.vramMib, decision.freeAfterMib));
     saga.add('release reservation', () =>
@@ -242,6 +255,8 @@ interface Eviction {
   sleptHolding: Record<string, number>;
   /** Every victim the ledger planned: the start slot's bound counts them all. */
   planned: Victim[];
+  /** Each victim's manifest entry as this run resolved it, once (since victims-resolved-once: the slot's bound resolved them again). */
+  resolvedVictims: Map<string, ServeSpec>;
 }
 
 /** Image, nvidia-smi and every victim's readmit path are checked before any victim is touched. */
@@ -283,7 +298,9 @@ async function abortEviction({ node, acquirer, holder, slept, sleptHolding }: Ev
 async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> {
   const { node, acquirer, input, holder, saga, log } = e;
   const { gpu } = acquirer;
-  const { serve: victim } = await reads().resolveServe({ serve: planned.serve });
+  // A victim after the first was resolved by the slot's take, where it counted its stop timeout.
+  const victim = e.resolvedVictims.get(planned.serve) ?? (await reads().resolveServe({ serve: planned.serve })).serve;
+  e.resolvedVictims.set(planned.serve, victim);
   const tier = victim.routerTier;
   const record: VictimRecord = { serve: victim.name, vramMib: victim.vramMib, tier, inFlightAtStop: 0, wasRunning: true };
 
@@ -381,10 +398,16 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
  * it counts is every victim's stop and release check, the later victims' drains and the start:
  * the victims are read from the manifest for their stop timeouts.
  */
-async function takeSlotToEvict({ acquirer, input, holder, saga, log, planned }: Eviction, first: string): Promise<void> {
+async function takeSlotToEvict({ acquirer, input, holder, saga, log, planned, resolvedVictims }: Eviction, first: string): Promise<void> {
   if (saga.startSlot.held || !patched(PATCHES.stopTakesSlot)) return;
+  // Runs from before resolved every victim here again, the first just resolved by its own eviction included.
+  const once = patched(PATCHES.victimsResolvedOnce);
   const victims: EvictionHoldBounds['victims'] = [];
-  for (const v of planned) victims.push({ stopTimeoutS: (await reads().resolveServe({ serve: v.serve })).serve.stopTimeoutS, sleeps: v.sleep !== undefined });
+  for (const v of planned) {
+    const spec = (once ? resolvedVictims.get(v.serve) : undefined) ?? (await reads().resolveServe({ serve: v.serve })).serve;
+    if (once) resolvedVictims.set(v.serve, spec);
+    victims.push({ stopTimeoutS: spec.stopTimeoutS, sleeps: v.sleep !== undefined });
+  }
   const holdS = evictionHoldS({
     victims,
     drainTimeoutS: input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S,

@@ -455,5 +455,15 @@ export const PATCHES = {
    * reaches: sleep-eviction.test's case 5 and sleep-fences.test's case 2 take it.
    */
   takeOverFreesSlot: 'take-over-frees-slot',
+  /**
+   * An acquisition resolves each victim's manifest entry once: the start slot's take before its
+   * first victim's stop (stop-takes-slot) resolved every victim again for its stop timeout, the
+   * first one just resolved by its own eviction, and each later victim was resolved once more by
+   * its own eviction (a local activity each, a manifest read and parse). The take now uses the
+   * first victim's and keeps the later ones' for their evictions. Asked by every acquisition that
+   * takes the slot to evict. Before: evict-slot-waited.json; after: evict-victims-resolved-once.json
+   * (recorded by test/start-slot.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  victimsResolvedOnce: 'victims-resolved-once',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
