@@ -10,9 +10,8 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { NODE_ANSWER_MS, workflowIds } from '../src/shared/messages';
 import { nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
-import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
-import { GPURES, ROOT, gpures, gpuresAsInstalled, show, startWorkerProcess } from './support/cli';
+import { GPURES, ROOT, gpures, gpuresAsInstalled, show, startCliWorker, startWorkerProcess } from './support/cli';
 import { spawn } from 'node:child_process';
 import { waitUntil } from './support/wait';
 import type { Run, WorkerProcess } from './support/cli';
@@ -165,14 +164,8 @@ describe('gpures CLI, as real processes', () => {
   const nodes: string[] = [];
 
   before(async () => {
-    temporal = await testTemporal();
-    env = { TEMPORAL_ADDRESS: temporal.address };
-    dir = mkdtempSync(join(tmpdir(), 'gpures-cli-'));
-    node = uniqueNode('cli');
+    ({ temporal, env, dir, node, manifest, worker } = await startCliWorker('cli', [GPU], SERVES));
     nodes.push(node);
-    manifest = writeManifest(dir, 'serves.toml', renderManifest(node, [GPU], SERVES));
-
-    worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], env);
   });
 
   after(async () => {

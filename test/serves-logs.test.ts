@@ -14,9 +14,9 @@ import type { ServeSpec } from '../src/domain/types';
 import { linesSince, SimRuntime } from '../src/sim/runtime';
 import { docker, nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
-import { GPURES, ROOT, gpures, show, startWorkerProcess } from './support/cli';
+import { GPURES, ROOT, gpures, show, startCliWorker } from './support/cli';
 import type { Run, WorkerProcess } from './support/cli';
-import { freePort, testTemporal } from './support/temporal';
+import { freePort } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { waitUntil } from './support/wait';
 
@@ -150,13 +150,9 @@ describe('gpures serves logs, as real processes on the test dockerd', () => {
   let worker: WorkerProcess | undefined;
 
   before(async () => {
-    temporal = await testTemporal();
-    dir = mkdtempSync(join(tmpdir(), 'gpures-logs-'));
-    node = uniqueNode('logs');
-    manifest = join(dir, 'serves.toml');
-    writeFileSync(manifest, renderManifest(node, [GPU], SERVES));
-    env = { TEMPORAL_ADDRESS: temporal.address, GPURES_MANIFEST: manifest, GPURES_STATE_DIR: join(dir, 'state') };
-    worker = await startWorkerProcess(['--gpus', 'off'], env);
+    let box: Record<string, string>;
+    ({ temporal, dir, node, manifest, worker, env: box } = await startCliWorker('logs', [GPU], SERVES));
+    env = { ...box, GPURES_MANIFEST: manifest };
     const up = await gpures(['serves', 'up', 'talk'], env, 120_000);
     assert.equal(up.code, 0, show(up));
   });

@@ -1,8 +1,13 @@
 // `bin/gpures` as an operator runs it: a real process, its stdout, stderr and exit code.
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { renderManifest, uniqueNode } from './box';
+import type { TestGpu, TestServe } from './box';
+import { testTemporal } from './temporal';
+import type { TestTemporal } from './temporal';
 
 // dist/test/support/cli.js -> repo root
 export const ROOT = join(__dirname, '..', '..', '..');
@@ -135,4 +140,29 @@ export function gpuresUnderPty(args: string[], env: Record<string, string>, time
   const redirect = stdoutTo !== undefined ? ` >${shellWord(stdoutTo)}` : '';
   const command = `stty cols 160 rows 50; exec ${[process.execPath, GPURES, ...args].map(shellWord).join(' ')}${redirect}`;
   return capture('script', ['-qefc', command, '/dev/null'], env, timeoutMs);
+}
+
+/** What a describe of `gpures` processes runs against (startCliWorker). */
+export interface CliWorker {
+  temporal: TestTemporal;
+  /** TEMPORAL_ADDRESS and the box's GPURES_STATE_DIR: a command names its manifest (--manifest, or GPURES_MANIFEST added). */
+  env: Record<string, string>;
+  /** The manifest's directory, where a case may write others. */
+  dir: string;
+  node: string;
+  manifest: string;
+  worker: WorkerProcess;
+}
+
+/** A Temporal dev server, a fresh node's manifest (serves.toml in a directory of its own) and a `gpures worker` process serving it, GPUs off. */
+export async function startCliWorker(prefix: string, gpus: TestGpu[], serves: TestServe[]): Promise<CliWorker> {
+  const temporal = await testTemporal();
+  const dir = mkdtempSync(join(tmpdir(), `gpures-${prefix}-`));
+  // The box's own state directory (a failed start's kept lines), for its worker and its CLI alike.
+  const env = { TEMPORAL_ADDRESS: temporal.address, GPURES_STATE_DIR: join(dir, 'state') };
+  const node = uniqueNode(prefix);
+  const manifest = join(dir, 'serves.toml');
+  writeFileSync(manifest, renderManifest(node, gpus, serves));
+  const worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], env);
+  return { temporal, env, dir, node, manifest, worker };
 }
