@@ -394,7 +394,9 @@ describe('leases', () => {
   });
 
   test('a serve brought down by hand: its lease ends without acting, and says so', async () => {
-    await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 4 });
+    // Its term outlasts the four steps below (a restoring bring-down, a bring-down, a bring-up's admission):
+    // 4 s ran out before the bring-up was admitted with another file's tests beside this one.
+    await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 12 });
     const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
     assert.ok(down.ok, !down.ok ? down.message : '');
     await assertRestored();
