@@ -2,7 +2,7 @@
 // three tiny test files: a timeout, a failure and a pass.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -107,6 +107,8 @@ describe('test lanes: the runner', () => {
     assert.match(stdout, /^# pass 1$/m);
     // The hung file printed no summary (its passing test is not counted): it counts as one failed test.
     assert.match(stdout, /^# fail 2$/m);
+    // Each file's seconds, where test/lanes.json is refreshed from.
+    assert.deepEqual(Object.keys(JSON.parse(readFileSync(join(dir, 'times.json'), 'utf8')) as object).sort(), ['fails', 'hangs', 'passes']);
     // The hung file's hook would have run forever: the run ended within its bound and the kill's grace.
     assert.ok(seconds < 10 + 10 + 5, `the run took ${seconds.toFixed(1)} s`);
   });

@@ -4,10 +4,10 @@
 // GPURES_TEST_FILE_TIMEOUT_S (900): a file whose hook hangs is killed and counted failed instead of
 // holding the run until CI's own limit. A file's output is printed whole when it ends, so two
 // files' lines never interleave; the end prints the summed TAP counters, the wall time, and the
-// slowest files, and dist/test-times.json holds every file's seconds for refreshing test/lanes.json.
+// slowest files, and test-artifacts/test-times.json holds every file's seconds for refreshing test/lanes.json.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import {
   DEFAULT_SECONDS,
   MAX_LANES,
@@ -24,8 +24,8 @@ import {
 
 const ROOT = join(__dirname, '..', '..', '..');
 const PLAN_FILE = join(ROOT, 'test', 'lanes.json');
-/** Where each file's measured seconds go (GPURES_TEST_TIMES; the runner's own test points it elsewhere). */
-const TIMES_FILE = process.env['GPURES_TEST_TIMES'] || join(ROOT, 'dist', 'test-times.json');
+/** Where each file's measured seconds go (GPURES_TEST_TIMES; the runner's own test points it elsewhere): not dist/, which every build starts afresh. */
+const TIMES_FILE = process.env['GPURES_TEST_TIMES'] || join(ROOT, 'test-artifacts', 'test-times.json');
 /** After SIGTERM to a timed-out file's process group, how long before SIGKILL. */
 const KILL_GRACE_MS = 10_000;
 
@@ -166,10 +166,11 @@ async function main(): Promise<void> {
   }
   const failedFiles = ended.filter((e) => e.failed);
   const summed = ended.reduce((s, e) => s + e.seconds, 0);
+  mkdirSync(dirname(TIMES_FILE), { recursive: true });
   writeFileSync(TIMES_FILE, JSON.stringify(Object.fromEntries(ended.map((e) => [testKey(e.file.file), Math.round(e.seconds)])), null, 2) + '\n');
   const slowest = [...ended].sort((a, b) => b.seconds - a.seconds).slice(0, 12);
   const lines = [
-    `# files ${ended.length}, failed ${failedFiles.length}; wall ${wallS.toFixed(0)} s with ${lanes} at a time, the files' own ${summed.toFixed(0)} s summed (${(summed / wallS).toFixed(2)}×); each file's seconds in dist/test-times.json`,
+    `# files ${ended.length}, failed ${failedFiles.length}; wall ${wallS.toFixed(0)} s with ${lanes} at a time, the files' own ${summed.toFixed(0)} s summed (${(summed / wallS).toFixed(2)}×); each file's seconds in ${TIMES_FILE}`,
     `# slowest: ${slowest.map((e) => `${testKey(e.file.file)} ${e.seconds.toFixed(0)} s`).join(', ')}`,
     ...failedFiles.map((e) => `# FAILED ${e.file.file}: ${e.failed}`),
     ...TAP_COUNTERS.map((c) => `# ${c} ${total[c]}`),
