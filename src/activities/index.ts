@@ -159,6 +159,9 @@ export function createActivities(deps: ActivityDeps) {
     return `container ${name} ${state.status} with exit code ${state.exitCode}${tail ? `; last output: ${tail.split('\n').join(' | ')}` : ''}${keptHint(serve)}`;
   }
 
+  /** How long keeping a failed start's last lines may take before its removal goes on without them. */
+  const KEEP_FAILED_START_MS = 10_000;
+
   /** Where a failed start's message says its kept lines are: the removal that follows takes the container's log. */
   const keptHint = (serve: string): string =>
     deps.failedStarts ? ` (\`gpures serves logs ${serve}\` prints its last ${LOG_BOUNDS.failedStart.lines} lines, kept when the container is removed)` : '';
@@ -176,9 +179,13 @@ export function createActivities(deps: ActivityDeps) {
     const run = activityContext()?.info.workflowExecution;
     if (!store || !run) return;
     try {
-      const state = await deps.runtime.inspect(name);
-      const raw = await deps.runtime.logsTail(name, LOG_BOUNDS.failedStart.lines);
-      const text = failedStartTail(redactSecrets(raw, (await loadServe(serve)).serve));
+      // Bounded: a Docker slow to answer must not hold the removal, and the MiB behind it, for these lines.
+      const [state, raw, { serve: spec }] = await withTimeout(
+        Promise.all([deps.runtime.inspect(name), deps.runtime.logsTail(name, LOG_BOUNDS.failedStart.lines), loadServe(serve)]),
+        KEEP_FAILED_START_MS,
+        `no answer within ${KEEP_FAILED_START_MS / 1000} s`,
+      );
+      const text = failedStartTail(redactSecrets(raw, spec));
       const end = state ? `${state.status} with exit code ${state.exitCode}` : 'was gone';
       store.keep({ container: name, serve, workflowId: run.workflowId, runId: run.runId, atEpochMs: Date.now(), end, text });
     } catch (err) {

@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { die } from './log';
 import {
   DEFAULT_SECONDS,
   MAX_LANES,
@@ -38,16 +39,11 @@ interface Ended {
   failed?: string;
 }
 
-function fail(message: string): never {
-  process.stderr.write(`test-lanes: ${message}\n`);
-  process.exit(2);
-}
-
 function boundedInt(name: string, fallback: number, min: number, max: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) fail(`${name}: must be a whole number in ${min}..${max} (got ${JSON.stringify(raw)})`);
+  if (!Number.isInteger(n) || n < min || n > max) die(`${name}: must be a whole number in ${min}..${max} (got ${JSON.stringify(raw)})`);
   return n;
 }
 
@@ -57,12 +53,15 @@ function readPlan(): LanePlan {
   try {
     doc = JSON.parse(readFileSync(PLAN_FILE, 'utf8'));
   } catch (err) {
-    fail(`${PLAN_FILE}: not JSON: ${(err as Error).message}`);
+    die(`${PLAN_FILE}: not JSON: ${(err as Error).message}`);
   }
   const problems = lanePlanProblems(doc);
-  if (problems.length > 0) fail(`${PLAN_FILE}: ${problems.join('; ')}`);
+  if (problems.length > 0) die(`${PLAN_FILE}: ${problems.join('; ')}`);
   return doc as LanePlan;
 }
+
+/** The files running now: their process group's kill, for Ctrl-C. */
+const running = new Map<number, (signal: NodeJS.Signals) => void>();
 
 function runFile(q: QueuedFile, lane: number, nodeArgs: string[], timeoutS: number): Promise<Ended> {
   const started = Date.now();
@@ -111,15 +110,13 @@ function runFile(q: QueuedFile, lane: number, nodeArgs: string[], timeoutS: numb
   });
 }
 
-const running = new Map<number, (signal: NodeJS.Signals) => void>();
-
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const dash = argv.indexOf('--');
-  if (dash < 0) fail('usage: test-lanes-main.js [node --test args…] -- FILE…');
+  if (dash < 0) die('usage: test-lanes-main.js [node --test args…] -- FILE…');
   const nodeArgs = argv.slice(0, dash);
   const files = argv.slice(dash + 1);
-  if (files.length === 0) fail('no test files given');
+  if (files.length === 0) die('no test files given');
   const lanes = boundedInt('GPURES_TEST_LANES', 2, 1, MAX_LANES);
   const timeoutS = boundedInt('GPURES_TEST_FILE_TIMEOUT_S', 900, 10, 3600);
   const plan = readPlan();
