@@ -23,6 +23,8 @@ export class StepLog {
   current = 'resolve';
   /** The step begun and not recorded yet, for a follower's live line. */
   private underway: StepUnderWay | undefined;
+  /** Each step done as its line in the details, escaped once: the details are set again at every step. */
+  private readonly doneLines: string[] = [];
 
   /** The run's details as the step log began (run-tags' operator line). */
   private readonly heading = getCurrentDetails();
@@ -41,7 +43,9 @@ export class StepLog {
   }
 
   record(step: string, outcome: string): void {
-    this.steps.push({ step, at: new Date().toISOString(), outcome });
+    const done = { step, at: new Date().toISOString(), outcome };
+    this.steps.push(done);
+    this.doneLines.push(literalMarkdown(`done ${done.at.slice(11, 19)}: ${step}: ${outcome}`));
     if (this.underway?.step === step) this.underway = undefined;
     this.showDetails();
   }
@@ -57,8 +61,7 @@ export class StepLog {
 
   /** The last steps, one paragraph each (the UI renders details as markdown). */
   private showDetails(): void {
-    const done = this.steps.slice(-DETAILS_STEPS).map((s) => `done ${s.at.slice(11, 19)}: ${s.step}: ${s.outcome}`);
-    const now = this.underway ? [`under way since ${this.underway.since.slice(11, 19)}: ${this.underway.step}`] : [];
-    setCurrentDetails([...(this.heading ? [this.heading] : []), ...[...done, ...now].map(literalMarkdown)].join('\n\n'));
+    const now = this.underway ? [literalMarkdown(`under way since ${this.underway.since.slice(11, 19)}: ${this.underway.step}`)] : [];
+    setCurrentDetails([...(this.heading ? [this.heading] : []), ...this.doneLines.slice(-DETAILS_STEPS), ...now].join('\n\n'));
   }
 }
