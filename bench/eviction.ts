@@ -36,6 +36,9 @@ import { createGpuresWorker, fileManifest } from '../src/worker/worker';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import type { TestServe } from '../test/support/box';
 import { testTemporal, workflowBundle } from '../test/support/temporal';
+import { fetchHistoryJson } from '../src/audit/export';
+import { formatShares, historyTime, medianShares } from './history-time';
+import type { TimeShare } from './history-time';
 import { median, stealLine, stealMeter, targetLine, TARGETS } from './target';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
@@ -70,6 +73,8 @@ interface Sample {
   /** Activities in the history, and each type's summed duration in order of first use. */
   activities: number;
   byType: Map<string, number>;
+  /** The run's history, interval by interval (bench/history-time.ts): workflow tasks with their local activities, dispatches, activities, the client's calls. */
+  shares: TimeShare[];
   inFlightAtQuiesce: number;
   statuses: number[];
 }
@@ -171,9 +176,11 @@ async function main(): Promise<void> {
     }
     const spawnedBefore = listings.spawned;
     const reusedBefore = listings.reused;
+    const startEpoch = Date.now();
     const t0 = performance.now();
     const o = await serveAcquire(client, node, { serve: 'comfyui-sim', evict: true });
     const wallMs = performance.now() - t0;
+    const endEpoch = Date.now();
     const queries = listings.spawned - spawnedBefore;
     const reused = listings.reused - reusedBefore;
     const done = await Promise.all(slow);
@@ -185,6 +192,7 @@ async function main(): Promise<void> {
       throw new Error('acquire comfyui-sim: the victim record has no drain or stop time');
 
     const acts = await activityDurations(client, o.workflowId);
+    const shares = historyTime(await fetchHistoryJson(client, o.workflowId, o.runId), startEpoch, endEpoch);
     const sum = (pred: (type: string) => boolean) => acts.filter((a) => pred(a.type)).reduce((s, a) => s + a.ms, 0);
     const containerOpsMs = sum((t) => (CONTAINER_OPS as readonly string[]).includes(t));
     const drainMs = sum((t) => t === 'drainServe');
@@ -209,6 +217,7 @@ async function main(): Promise<void> {
       processListingsReused: reused,
       activities: acts.length,
       byType: acts.reduce((m, a) => m.set(a.type, (m.get(a.type) ?? 0) + a.ms), new Map<string, number>()),
+      shares,
       inFlightAtQuiesce: v.inFlightAtQuiesce ?? 0,
       statuses: done.map((d) => d.status),
     };
@@ -287,6 +296,12 @@ async function main(): Promise<void> {
   out(
     `per activity type, summed per run (medians, ms; ${counts(samples.map((s) => s.activities))} activities per acquisition): ` +
       types.map((t) => `${t} ${m((s) => s.byType.get(t) ?? 0)}`).join(', '),
+  );
+  // Between the activities, task by task: each workflow task with the local activities it ran (ledger Updates, reads), the dispatches, the client's calls.
+  const { shares, otherShapes } = medianShares(samples.map((s) => s.shares));
+  out(
+    `the acquisition's history, interval by interval (medians per share, server clock${otherShapes ? `; ${otherShapes} of ${runs} runs had other steps, mixed in` : ''}): ` +
+      `${formatShares(shares)} ms`,
   );
   out(
     `nvidia-smi --query-compute-apps spawns per acquisition: ${counts(samples.map((s) => s.processQueries))} ` +
