@@ -39,6 +39,9 @@ import { testTemporal, workflowBundle } from '../test/support/temporal';
 import { fetchHistoryJson } from '../src/audit/export';
 import { formatShares, historyTime, medianShares } from './history-time';
 import type { TimeShare } from './history-time';
+import { eventAttributes, eventTypeName } from '../src/audit/events';
+import type { HistoryJson } from '../src/audit/events';
+import { path, str } from '../src/audit/report/read';
 import { median, stealLine, stealMeter, targetLine, TARGETS } from './target';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
@@ -75,6 +78,7 @@ interface Sample {
   byType: Map<string, number>;
   /** The run's history, interval by interval (bench/history-time.ts): workflow tasks with their local activities, dispatches, activities, the client's calls. */
   shares: TimeShare[];
+  legs: Legs;
   inFlightAtQuiesce: number;
   statuses: number[];
 }
@@ -83,6 +87,43 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function fmt(ms: number): string {
   return `${Math.round(ms)}`;
+}
+
+/**
+ * The orchestration between the physical steps, by the server's clock (scheduled and completed
+ * events are written as they happen, in order; a started event is written with its activity's
+ * completion, so the shares of overlapped activities are not read from it): the run's start to
+ * its first quiesce scheduled (admission, preflight, the room before the eviction), the release
+ * seen to the acquirer's create scheduled (the hand-over, the room before the start), and health
+ * to the run's close (identity, measure, the slot's give, running).
+ */
+interface Legs {
+  toQuiesceMs: number;
+  releaseToStartMs: number;
+  healthyToCloseMs: number;
+}
+
+function legsOf(h: HistoryJson): Legs {
+  const at = (e: HistoryJson['events'][number]) => Date.parse(e.eventTime ?? '');
+  const scheduled = new Map<string, string>();
+  const first = (pred: (type: string, e: HistoryJson['events'][number]) => boolean) => h.events.find((e) => pred(eventTypeName(e.eventType), e));
+  for (const e of h.events) {
+    const name = str(path(eventAttributes(e), 'activityType', 'name'));
+    if (eventTypeName(e.eventType) === 'ActivityTaskScheduled' && name) scheduled.set(e.eventId, name);
+  }
+  const ends = (activity: string) => (type: string, e: HistoryJson['events'][number]) =>
+    type === 'ActivityTaskCompleted' && scheduled.get(String(eventAttributes(e)['scheduledEventId'])) === activity;
+  const starts = (activity: string) => (type: string, e: HistoryJson['events'][number]) =>
+    type === 'ActivityTaskScheduled' && scheduled.get(e.eventId) === activity;
+  const ms = (from: HistoryJson['events'][number] | undefined, to: HistoryJson['events'][number] | undefined) => (from && to ? at(to) - at(from) : NaN);
+  return {
+    toQuiesceMs: ms(h.events[0], first(starts('quiesceTier'))),
+    releaseToStartMs: ms(first(ends('confirmVramReleased')), first(starts('startServeContainer'))),
+    healthyToCloseMs: ms(
+      first(ends('waitHealthy')),
+      first((t) => t === 'WorkflowExecutionCompleted'),
+    ),
+  };
 }
 
 /** Each activity of the latest run of `workflowId`: type and ActivityTaskScheduled → ActivityTaskCompleted in ms. */
@@ -192,7 +233,8 @@ async function main(): Promise<void> {
       throw new Error('acquire comfyui-sim: the victim record has no drain or stop time');
 
     const acts = await activityDurations(client, o.workflowId);
-    const shares = historyTime(await fetchHistoryJson(client, o.workflowId, o.runId), startEpoch, endEpoch);
+    const history = await fetchHistoryJson(client, o.workflowId, o.runId);
+    const shares = historyTime(history, startEpoch, endEpoch);
     const sum = (pred: (type: string) => boolean) => acts.filter((a) => pred(a.type)).reduce((s, a) => s + a.ms, 0);
     const containerOpsMs = sum((t) => (CONTAINER_OPS as readonly string[]).includes(t));
     const drainMs = sum((t) => t === 'drainServe');
@@ -218,6 +260,7 @@ async function main(): Promise<void> {
       activities: acts.length,
       byType: acts.reduce((m, a) => m.set(a.type, (m.get(a.type) ?? 0) + a.ms), new Map<string, number>()),
       shares,
+      legs: legsOf(history),
       inFlightAtQuiesce: v.inFlightAtQuiesce ?? 0,
       statuses: done.map((d) => d.status),
     };
@@ -302,6 +345,10 @@ async function main(): Promise<void> {
   out(
     `the acquisition's history, interval by interval (medians per share, server clock${otherShapes ? `; ${otherShapes} of ${runs} runs had other steps, mixed in` : ''}): ` +
       `${formatShares(shares)} ms`,
+  );
+  out(
+    `between the physical steps (medians, server clock): start to the quiesce scheduled ${m((s) => s.legs.toQuiesceMs)} ms, ` +
+      `release seen to the create scheduled ${m((s) => s.legs.releaseToStartMs)} ms, healthy to the run's close ${m((s) => s.legs.healthyToCloseMs)} ms`,
   );
   out(
     `nvidia-smi --query-compute-apps spawns per acquisition: ${counts(samples.map((s) => s.processQueries))} ` +
