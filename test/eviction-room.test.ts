@@ -15,6 +15,23 @@ import type { TestServe } from './support/box';
 import { startSquatter } from './support/sim';
 import { sampleBoxUntilStopped, simTestBoxPerSuite } from './support/sim-worker-box';
 import { gpures, show } from './support/cli';
+import { scheduledActivities } from './support/history-scan';
+
+/** The activity tasks each completed workflow task scheduled, in order (local steps not included). */
+function activitiesByWorkflowTask(
+  events: readonly {
+    workflowTaskCompletedEventAttributes?: unknown;
+    activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null;
+  }[],
+): string[][] {
+  const tasks: string[][] = [];
+  for (const e of events) {
+    if (e.workflowTaskCompletedEventAttributes) tasks.push([]);
+    const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
+    if (name) tasks[tasks.length - 1]?.push(name);
+  }
+  return tasks;
+}
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 const SERVES: TestServe[] = [
@@ -24,7 +41,7 @@ const SERVES: TestServe[] = [
   // Run on the card by hand, outside the ledger (its manifest entry only lends it a port and a command).
   { name: 'squatter', vram_mib: 12288 },
 ];
-/** Where the refused acquisition's history goes when set (how test/histories/eviction-room-refused.json was recorded). */
+/** Where the acquisitions' histories go when set (how test/histories/eviction-room-refused.json and eviction-room-local.json were recorded). */
 const SAVE_DIR = process.env['GPURES_SAVE_HISTORIES'];
 
 /** What the box showed at one moment: the running containers and the victim's tier at the router. */
@@ -153,6 +170,22 @@ describe('an acquisition reads the card has the room before it evicts', () => {
         JSON.stringify(last),
       );
       assert.deepEqual(await ledgerLines(), ['fast running', 'vision evicted', 'comfyui-sim running']);
+      // Both room reads are local steps (no activity task, no workflow task of their own after them),
+      // and the measure's read of comfyui-sim's processes is scheduled beside its identity check.
+      const events = (await client().workflow.getHandle(workflowIds.acquire(suite.t.node, 'comfyui-sim')).fetchHistory()).events ?? [];
+      const local = scheduledActivities(events).filter((a) => a === 'readStartRoom').length;
+      const byTask = activitiesByWorkflowTask(events);
+      console.log(`  activity tasks by workflow task: ${byTask.map((t) => t.join('+') || '-').join(' | ')}`);
+      assert.ok(!byTask.flat().includes('readStartRoom'), 'readStartRoom scheduled as an activity task');
+      assert.equal(local, 2, 'room reads run as local steps');
+      assert.ok(
+        byTask.some((t) => t.includes('verifyIdentity') && t.includes('measureOwnProcesses')),
+        'verifyIdentity and measureOwnProcesses scheduled by the same workflow task',
+      );
+      if (SAVE_DIR) {
+        mkdirSync(SAVE_DIR, { recursive: true });
+        await exportWorkflow(client(), workflowIds.acquire(suite.t.node, 'comfyui-sim'), { file: join(SAVE_DIR, 'eviction-room-local.json') });
+      }
     } finally {
       await restoreBox();
     }

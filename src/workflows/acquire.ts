@@ -17,7 +17,7 @@ import type { AcquireDecision } from '../shared/messages';
 import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { admission, eviction, sleeping } from '../shared/wording';
-import { alreadyHeld, checkRoom, startServe, wakeOrRestart } from './bring-up';
+import { alreadyHeld, checkRoom, readRoom, roomVerdict, startServe, wakeOrRestart } from './bring-up';
 import { PATCHES } from './patches';
 import { act, ledgerUpdates, preflightReads, reads, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
 import { takeStartSlot } from './start-slot';
@@ -33,6 +33,7 @@ import {
   DEFAULT_DRAIN_TIMEOUT_S,
   DEFAULT_RELEASE_TIMEOUT_S,
   DEFAULT_SLEEP_TIMEOUT_S,
+  awaitedLater,
   drainFor,
   giveBackWhenDown,
   readmitOwnQuiesce,
@@ -167,12 +168,19 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
     return await abandon.run(async () => {
       const victims: VictimRecord[] = [];
       if (decision.decision === 'evicting') {
-        // Histories recorded before the preflight existed replay without it.
-        if (patched(PATCHES.evictionPreflight)) await preflight(evicting, decision.victims);
         // The card's room as it will be once the victims are down, before any is touched: a process
         // outside the ledger that no eviction makes room beside refuses the acquisition here, not
-        // at the start, its victims down for nothing. Runs from before read it at the start only.
-        if (patched(PATCHES.roomBeforeEviction)) await checkRoom(resolved, log, { evicting: decision.victims });
+        // at the start, its victims down for nothing. Since room-read-local it is read beside the
+        // preflight (asked first: runs from before ask the others in their order, the preflight's
+        // step between them).
+        if (patched(PATCHES.roomReadLocal) && patched(PATCHES.evictionPreflight) && patched(PATCHES.roomBeforeEviction)) {
+          await preflightBesideRoom(evicting, decision.victims);
+        } else {
+          // Histories recorded before the preflight existed replay without it.
+          if (patched(PATCHES.evictionPreflight)) await preflight(evicting, decision.victims);
+          // Runs from before room-before-eviction read the room at the start only.
+          if (patched(PATCHES.roomBeforeEviction)) await checkRoom(resolved, log, { evicting: decision.victims });
+        }
         for (const v of decision.victims) victims.push(await evictVictim(evicting, v));
       }
       // Each victim's VRAM was seen back (or its sleep's residual) on a reading queried after it went down.
@@ -264,6 +272,20 @@ async function preflight({ acquirer, log }: Eviction, victims: Victim[]): Promis
   log.begin('preflight');
   const pre = await preflightReads().preflightEviction({ acquirer: acquirer.serve.name, gpuUuid: acquirer.gpu.uuid, victims: victims.map((v) => v.serve) });
   log.record('preflight', eviction.preflight(pre));
+}
+
+/**
+ * The preflight and the room before any victim is touched, read at once (both read-only, local
+ * steps of one workflow task), their outcomes taken in order: a failed preflight is what the run
+ * tells, whatever the room said, as when the room was read after it.
+ */
+async function preflightBesideRoom({ acquirer, log }: Eviction, victims: Victim[]): Promise<void> {
+  log.begin('preflight');
+  const pre = preflightReads().preflightEviction({ acquirer: acquirer.serve.name, gpuUuid: acquirer.gpu.uuid, victims: victims.map((v) => v.serve) });
+  const room = awaitedLater(readRoom(acquirer, { evicting: victims }));
+  log.record('preflight', eviction.preflight(await pre));
+  log.begin('room');
+  roomVerdict(acquirer, log, await room);
 }
 
 /**

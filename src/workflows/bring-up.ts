@@ -19,10 +19,10 @@ import { admission, eviction, sleeping, start } from '../shared/wording';
 import { admittedSleep } from '../domain/sleep';
 import type { SleepLevel } from '../domain/sleep';
 import { PATCHES } from './patches';
-import { act, containers, ledgerUpdates, reads, router, waiting } from './proxies';
+import { act, containers, ledgerUpdates, reads, roomReads, router, waiting } from './proxies';
 import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
-import { disowned, giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
+import { awaitedLater, disowned, giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
 import { StepLog } from './step-log';
 import { giveStartSlot, renewStartSlot, takeStartSlot } from './start-slot';
 import type { BringUpInput, BringUpResult } from '../shared/operations';
@@ -196,12 +196,28 @@ async function roomToStart(
  * an acquisition's planned victims, the room read before any of them is touched.
  */
 export async function checkRoom(
-  { node, serve, gpu }: ResolvedServe,
+  resolved: ResolvedServe,
   log: StepLog,
   more: { maxAgeMs?: number; evicting?: Victim[]; listedAfterEpochMs?: number },
 ): Promise<{ reading: GpuReading; room: StartRoom } | null> {
   log.begin('room');
-  const checked = await act.readStartRoom({ node, gpu, serve: serve.name, ...more });
+  return roomVerdict(resolved, log, await readRoom(resolved, more));
+}
+
+/** The room check's reading (readStartRoom), through the proxy its run asks for. */
+export function readRoom(
+  { node, serve, gpu }: ResolvedServe,
+  more: { maxAgeMs?: number; evicting?: Victim[]; listedAfterEpochMs?: number },
+): Promise<{ reading: GpuReading; room: StartRoom } | null> {
+  return roomReads().readStartRoom({ node, gpu, serve: serve.name, ...more });
+}
+
+/** The `room` step's outcome for a reading: recorded, or refused with GpuRoomShort. */
+export function roomVerdict(
+  { serve, gpu }: ResolvedServe,
+  log: StepLog,
+  checked: { reading: GpuReading; room: StartRoom } | null,
+): { reading: GpuReading; room: StartRoom } | null {
   if (!checked) {
     log.record('room', start.roomNotChecked(gpu.uuid));
     return null;
@@ -326,13 +342,22 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
   const health = await waiting(serve.startTimeoutS).waitHealthy({ node, serve, deadlineEpochMs: Date.now() + serve.startTimeoutS * 1000 });
   log.record('health', start.healthy(api, health));
 
+  // Healthy, it has taken its memory: since ready-steps-overlapped its own processes are read
+  // beside the identity check, which changes nothing on the card (a wake's delta is only what its
+  // sleep gave back: not measured). Runs from before read them after it.
+  const overlapped = usedBeforeMib !== undefined && patched(PATCHES.readyStepsOverlapped);
+  // Awaited by the measure: a failed identity check is what the run tells meanwhile.
+  const ownRead = overlapped && patched(PATCHES.measureOwnFirst) ? awaitedLater(readOwnProcesses(resolved)) : undefined;
+
   log.begin('identity');
   const observedModels = api === 'openai' ? (await act.verifyIdentity({ serve })).observed : [];
   log.record('identity', start.identity(api, serve.servedModelName));
 
-  // A wake's delta is only what its sleep gave back: not measured.
-  const measuredDeltaMib = usedBeforeMib !== undefined ? await measureDelta(resolved, usedBeforeMib, log) : undefined;
-  await giveStartSlot(resolved, holder, saga);
+  const measuredDeltaMib = usedBeforeMib !== undefined ? await measureDelta(resolved, usedBeforeMib, log, ownRead) : undefined;
+  // The next start may go once this one is measured: given back beside the readmit and `running`,
+  // which do not touch the slot (runs from before gave it back first).
+  const given = overlapped ? awaitedLater(giveStartSlot(resolved, holder, saga)) : undefined;
+  if (!given) await giveStartSlot(resolved, holder, saga);
   const readmittedTier = serve.routerTier ? await readmit(resolved, serve.routerTier, saga, log) : undefined;
 
   log.begin('running');
@@ -343,20 +368,21 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
     args: { serve: serve.name, phase: 'running', holder, ...measured },
     updateId: `${holder}/running`,
   });
+  await given;
   log.ledgerSaid(ledgerAfter);
   log.record('running', start.running);
   return { containerId, observedModels, readmittedTier, measuredDeltaMib, ledger: ledgerAfter };
 }
 
 /** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */
-async function measureDelta(resolved: ResolvedServe, usedBeforeMib: number, log: StepLog): Promise<number | undefined> {
+async function measureDelta(resolved: ResolvedServe, usedBeforeMib: number, log: StepLog, ownRead?: Promise<OwnDraw>): Promise<number | undefined> {
   const { node, serve, gpu } = resolved;
   log.begin('measure');
   // Since measure-own-first, its own processes are asked first and the whole GPU read only where
   // they cannot say: the reading was an nvidia-smi spawn (or a local activity on the stream) whose
   // figure went unused whenever they could. Runs from before read the GPU first, and replay that way.
-  if (patched(PATCHES.measureOwnFirst)) {
-    const own = await act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid });
+  if (ownRead || patched(PATCHES.measureOwnFirst)) {
+    const own = await (ownRead ?? readOwnProcesses(resolved));
     if ('mib' in own) return measuredLine(resolved, own.mib, own, log);
     const gpuAfter = await gpuAfterHealth(resolved, log);
     return gpuAfter ? measuredLine(resolved, gpuAfter.usedMib - usedBeforeMib, own, log) : undefined;
@@ -367,6 +393,11 @@ async function measureDelta(resolved: ResolvedServe, usedBeforeMib: number, log:
   // else moved on the card meanwhile (a stop, a process outside the ledger).
   const own = patched(PATCHES.startSlot) ? await act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid }) : undefined;
   return measuredLine(resolved, own && 'mib' in own ? own.mib : gpuAfter.usedMib - usedBeforeMib, own, log);
+}
+
+/** The serve's own draw by its processes on its GPU (docker top against nvidia-smi's listing), or why they cannot say. */
+function readOwnProcesses({ node, serve, gpu }: ResolvedServe): Promise<OwnDraw> {
+  return act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid });
 }
 
 /** The whole GPU's reading once the serve is healthy; null where none is read, undefined once said not measured. */

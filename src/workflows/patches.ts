@@ -465,5 +465,25 @@ export const PATCHES = {
    * (recorded by test/start-slot.test.ts with GPURES_SAVE_HISTORIES=DIR).
    */
   victimsResolvedOnce: 'victims-resolved-once',
+  /**
+   * The room check (readStartRoom: an nvidia-smi listing, the ledger's snapshot, docker top) runs as
+   * a local activity, in the workflow task that reaches it, as the other reads do (local-steps): no
+   * dispatch, and no workflow task of its own after it. An acquisition's room before its evictions
+   * runs beside its preflight (both read-only, before any victim is touched; the preflight's
+   * failure is still the one told when both fail), and its first victim's manifest entry is
+   * resolved in the same task. Asked by every room check since. Before: eviction-room-refused.json
+   * and every other recording that checks the room; after: eviction-room-local.json (recorded by
+   * test/eviction-room.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  roomReadLocal: 'room-read-local',
+  /**
+   * After health, a cold start's measure (measureOwnProcesses: docker top and an nvidia-smi listing)
+   * runs beside its identity check instead of after it, and its start slot's give beside the steps
+   * that follow the measure (the tier's readmit, `running`): none of them reads what the other
+   * changes. The steps' records keep their order (identity, measure, readmit, running). Asked by
+   * every cold start that measures since. Before: every other recording; after:
+   * eviction-room-local.json (the same acquisition).
+   */
+  readyStepsOverlapped: 'ready-steps-overlapped',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

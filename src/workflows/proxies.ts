@@ -116,6 +116,15 @@ export function ledgerUpdates(): Pick<
   return patched(PATCHES.localSteps) ? local : act;
 }
 
+/**
+ * The room check before a cold start (readStartRoom): local since room-read-local. It reads the
+ * box (a listing, the ledger, docker top) and may read a shortfall again for a few seconds, well
+ * inside the local step's 30 s; a worker lost meanwhile loses the task, which runs it again.
+ */
+export function roomReads(): Pick<typeof act, 'readStartRoom'> {
+  return patched(PATCHES.roomReadLocal) ? local : act;
+}
+
 /** The eviction's preflight, as reads() chooses. */
 export function preflightReads(): Pick<typeof act, 'preflightEviction'> {
   return patched(PATCHES.localSteps) ? localRouterReads : router;

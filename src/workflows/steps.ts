@@ -97,3 +97,12 @@ export function disowned(saga: Saga): boolean {
   saga.fenceRefused = true;
   return true;
 }
+
+/**
+ * A step started beside another and awaited only after it: until then its failure is not an
+ * unhandled rejection (which fails the workflow task); awaited, it throws as any step does.
+ */
+export function awaitedLater<T>(step: Promise<T>): Promise<T> {
+  void step.catch(() => undefined);
+  return step;
+}
