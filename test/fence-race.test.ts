@@ -35,6 +35,8 @@ const SERVES: TestServe[] = [
   // The pending variant: ondemand does not fit beside b and vision, so its acquisition evicts vision.
   { name: 'vision', vram_mib: 12288, class: 'evictable', served_model_name: 'qwen3-vl-4b-instruct', router_tier: 'vision-local' },
   { name: 'ondemand', vram_mib: 8192, class: 'on-demand', api: 'none', args: ['sleep', '3600'] },
+  // As ondemand, but it never turns healthy: its acquisition waits at its health, vision stopped, until cancelled.
+  { name: 'odwait', vram_mib: 8192, class: 'on-demand', env: { FAKE_START_DELAY_S: 'never' }, start_timeout_s: 120 },
   // The randomized race's pool, besides b, vision and ondemand.
   { name: 'e1', vram_mib: 6000, class: 'evictable' },
   { name: 'e2', vram_mib: 7000, class: 'evictable', env: { FAKE_START_DELAY_S: '2' } },
@@ -229,8 +231,9 @@ describe('reservations fence their containers: races on a real box', () => {
       const upFirst = await gpures(['serves', 'up', 'b', 'vision', '--manifest', manifest], env);
       assert.equal(upFirst.code, 0, show(upFirst));
       assert.equal(await routedVision(), 200);
-      // A request in flight keeps the drain waiting while serves down arrives.
-      const slow = routedVision(6000);
+      // A request in flight keeps the drain waiting while serves down arrives: long enough for a
+      // `gpures` process started under load, or the cancel lands after vision's stop (the odwait cases below).
+      const slow = routedVision(15_000);
       await new Promise((r) => setTimeout(r, 300));
       const acquire = await start('acquireWorkflow', workflowIds.acquire(node, 'ondemand'), { serve: 'ondemand', evict: true });
       await waitUntil('the acquisition draining vision', async () => (await acquire.query(progressQuery)).some((s) => s.step === 'quiesce vision'), 15_000);
@@ -286,6 +289,80 @@ describe('reservations fence their containers: races on a real box', () => {
     assert.match(down.stderr, /^serves down ondemand: was not running, nothing to stop; restore: vision restored$/m, show(down));
     assert.equal(await routedVision(), 200);
     await assertLedgerEqualsBox();
+    await allDown();
+  });
+
+  /** `serves down odwait` once odwait's acquisition stopped vision and waits at odwait's health, which never comes. */
+  async function downAfterVisionStopped(args: string[]): Promise<{ down: Run; acquireRun: string }> {
+    const upFirst = await gpures(['serves', 'up', 'b', 'vision', '--manifest', manifest], env);
+    assert.equal(upFirst.code, 0, show(upFirst));
+    const acquire = await start('acquireWorkflow', workflowIds.acquire(node, 'odwait'), { serve: 'odwait', evict: true });
+    try {
+      // Its start recorded, it waits at odwait's health (up to its 120 s start timeout): vision is stopped by then.
+      await waitUntil('odwait started after the eviction', async () => (await acquire.query(progressQuery)).some((s) => s.step === 'start'), 60_000);
+      const mid = await ledger.snapshot(node, gpu);
+      assert.ok(
+        mid.reservations.some((r) => r.serve === 'vision' && r.phase === 'evicted'),
+        JSON.stringify(mid.reservations),
+      );
+      const down = await gpures(['serves', 'down', 'odwait', ...args, '--manifest', manifest], env, 180_000);
+      assert.equal(down.code, 0, show(down));
+      const acquireError = await acquire.result().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      assert.ok(acquireError instanceof WorkflowFailedError && acquireError.cause instanceof CancelledFailure, String(acquireError));
+      return { down, acquireRun: `${workflowIds.acquire(node, 'odwait')}/${acquire.firstExecutionRunId}` };
+    } catch (err) {
+      // Left waiting, it would hold odwait and vision's memory for the cases after this one.
+      await acquire.cancel().catch(() => undefined);
+      await acquire.result().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  test('serves down of an on-demand serve whose acquisition had stopped its victim: the message names the victim left evicted and how to bring it back', async () => {
+    const { down, acquireRun } = await downAfterVisionStopped([]);
+    assert.match(
+      down.stderr,
+      new RegExp(
+        `^serves down odwait: cancelled ${acquireRun} \\(it gave back what it took\\); nothing was left running; ` +
+          'vision, which it had stopped, stays evicted \\(`gpures serves up vision` brings it back\\)$',
+        'm',
+      ),
+      show(down),
+    );
+    const l = await assertLedgerEqualsBox();
+    assert.deepEqual(
+      l.reservations.map((r) => `${r.serve} ${r.phase}`),
+      ['b running', 'vision evicted'],
+    );
+    assert.equal(await routedVision(), 503);
+    // The command the message names brings it back: a restore, its tier readmitted.
+    const back = await gpures(['serves', 'up', 'vision', '--manifest', manifest], env, 120_000);
+    assert.equal(back.code, 0, show(back));
+    assert.equal(await routedVision(), 200);
+    await assertLedgerEqualsBox();
+    await allDown();
+  });
+
+  test('serves down --restore of that on-demand serve: the victim its cancelled acquisition had stopped is restored, and the message says so', async () => {
+    const { down, acquireRun } = await downAfterVisionStopped(['--restore']);
+    assert.match(
+      down.stderr,
+      new RegExp(
+        `^serves down odwait: cancelled ${acquireRun} \\(it gave back what it took\\); nothing was left running; ` +
+          'vision, which it had stopped, runs again \\(restored\\); restore: vision restored$',
+        'm',
+      ),
+      show(down),
+    );
+    assert.equal(await routedVision(), 200);
+    const l = await assertLedgerEqualsBox();
+    assert.deepEqual(
+      l.reservations.map((r) => `${r.serve} ${r.phase}`),
+      ['b running', 'vision running'],
+    );
     await allDown();
   });
 

@@ -1,7 +1,8 @@
 // The ledger's arithmetic and victim planning, as pure functions.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyAdmit, decideAdmit, denialMessage, emptyLedger, formatLedger, totals, withPhase } from '../src/domain/ledger';
+import { applyAdmit, decideAdmit, denialMessage, emptyLedger, formatLedger, setAsideBy, totals, withPhase } from '../src/domain/ledger';
+import { bringDown } from '../src/shared/wording';
 import type { AdmitRequest, LedgerState, Reservation } from '../src/domain/ledger';
 import { carriedStartSlot, withRestoreLinks } from '../src/domain/reconcile';
 import { applyEvictionAborted, applyEvictionPlan, applyVictimReleased, evictionOutlook, planEviction } from '../src/domain/eviction';
@@ -135,6 +136,32 @@ describe('eviction planning', () => {
       l.reservations.map((r) => `${r.serve}:${r.phase}`),
       ['fast:running', 'vision:running'],
     );
+  });
+
+  test("an eviction given up after a victim's stop leaves it evicted, by that run: a bring-down that cancelled the run names it, not one evicted by an earlier run", () => {
+    let l = running(seed4(), 'ocr', 1000, 'evictable');
+    // An earlier acquisition of comfyui-sim stopped ocr, and comfyui-sim went down without --restore.
+    l = applyVictimReleased(
+      applyEvictionPlan(l, { serve: 'comfyui-sim', vramMib: 8192, class: 'on-demand', holder: 'acq/1' }, [{ serve: 'ocr', vramMib: 1000 }]),
+      'ocr',
+      'comfyui-sim',
+    );
+    l = { ...l, reservations: l.reservations.filter((r) => r.serve !== 'comfyui-sim') };
+    const req: AdmitRequest = { serve: 'comfyui-sim', vramMib: 8192, class: 'on-demand', holder: 'acq/2' };
+    l = applyVictimReleased(applyEvictionPlan(l, req, [{ serve: 'vision', vramMib: 12288 }]), 'vision', 'comfyui-sim');
+    l = applyEvictionAborted(l, 'comfyui-sim', ['vision']);
+    assert.deepEqual(
+      l.reservations.map((r) => `${r.serve}:${r.phase}`),
+      ['fast:running', 'vision:evicted', 'ocr:evicted'],
+    );
+    assert.deepEqual(
+      setAsideBy(l, ['acq/2']).map((r) => r.serve),
+      ['vision'],
+    );
+    assert.deepEqual(setAsideBy(l, ['serves-up/x']), []);
+    assert.equal(bringDown.victimLeft('vision', false, false), 'vision, which it had stopped, stays evicted (`gpures serves up vision` brings it back)');
+    assert.equal(bringDown.victimLeft('vision', true, false), 'vision, which it had put to sleep, stays asleep (`gpures serves up vision` wakes it)');
+    assert.equal(bringDown.victimLeft('vision', false, true), 'vision, which it had stopped, runs again (restored)');
   });
 });
 

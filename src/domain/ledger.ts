@@ -328,6 +328,14 @@ export function victimsOf(state: LedgerState, acquirer: string): Reservation[] {
   return state.reservations.filter((r) => r.phase === 'evicting' && r.evictedFor === acquirer);
 }
 
+/**
+ * The serves the runs named (acquisitions, by their fencing tokens) left set aside, stopped or
+ * asleep: an acquisition that ended before its hand-over leaves its victims as its stops left them.
+ */
+export function setAsideBy(state: LedgerState, runs: readonly string[]): Reservation[] {
+  return state.reservations.filter((r) => setAside(r) && r.evictedBy !== undefined && runs.includes(r.evictedBy));
+}
+
 /** A reservation's phase in the operator's words, as `gpures ledger` and `serves status` both print it (`evicted for big`). */
 export function phaseLabel(state: LedgerState, r: Reservation): string {
   switch (r.phase) {

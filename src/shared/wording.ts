@@ -189,6 +189,17 @@ export const bringDown = {
     `cancelled before the stop; tier ${tier} was quiesced again since this run's quiesce (an eviction or a bring-down of ${serve} relies on it), or the router restarted without its state file: left quiesced`,
   cancelReadmitFailed: (tier: string, error: string) => `cancelled before the stop; readmit of tier ${tier} failed: ${error}`,
   noneEvicted: (serve: string) => `no serve was evicted for ${serve}`,
+  /**
+   * A victim that an operation this bring-down ended (cancelled, or took over) had stopped or put
+   * to sleep: it gave back its own MiB, not the victim, which stays set aside unless restored here.
+   */
+  victimLeft: (serve: string, asleep: boolean, restored: boolean) =>
+    `${serve}, which it had ${asleep ? 'put to sleep' : 'stopped'}, ` +
+    (restored
+      ? 'runs again (restored)'
+      : asleep
+        ? `stays asleep (\`gpures serves up ${serve}\` wakes it)`
+        : `stays evicted (\`gpures serves up ${serve}\` brings it back)`),
   /** A set-aside serve's tier, quiesced by its eviction, told why it is down now. */
   toldWhy: (tier: string, reason: string) => `tier ${tier} (quiesced by its eviction) now says why: ${reason}`,
   whyNotTold: (tier: string, error: string) => `tier ${tier} stays quiesced as its eviction left it (retry later), the router not told why: ${error}`,

@@ -3,7 +3,8 @@
 // bringing up cancels that operation first (its compensations give the serve back), then completes.
 import { ApplicationFailure, CancellationScope, isCancellation, patched, workflowInfo } from '@temporalio/workflow';
 import type { DrainResult, GpuReading, OperationEnd, QuiesceMarks, ServeProcesses, StopResult, TierState } from '../shared/contracts';
-import { formatLedger } from '../domain/ledger';
+import { formatLedger, setAsideBy } from '../domain/ledger';
+import type { LedgerState } from '../domain/ledger';
 import type { GpuSpec, ServeSpec } from '../domain/types';
 import { cancelHint, holderOf, holderProblem } from '../domain/fence';
 import { oneOf } from '../domain/inputs';
@@ -152,6 +153,7 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
         reservedMib: reserved ? release.vramMib : undefined,
         restore: Boolean(input.restore),
         restored,
+        afterRelease: release.ledger,
       }) +
       restoreNote(restored) +
       (cancelAfterStop ? `; ${cancelAfterStop}` : ''),
@@ -343,6 +345,8 @@ function downMessage(o: {
   reservedMib: number | undefined;
   restore: boolean;
   restored: RestoreRecord[];
+  /** The ledger as the release answered it, before any restore. */
+  afterRelease: LedgerState;
 }): string {
   const taken = o.taken;
   // A run that ended still holding the serve (cancelled too, when its container's removal failed) was taken over, not given back.
@@ -357,12 +361,19 @@ function downMessage(o: {
   if (taken?.decision === 'evicted') {
     return `serves down ${o.serve}: already stopped (evicted for ${taken.evictedFor ?? 'another serve'}); it stays down and is no longer restored with it`;
   }
-  if (o.wasDown && notes) return `serves down ${o.serve}: ${notes}; nothing was left running`;
+  // The runs it cancelled or took over gave back their own MiB, not their victims: those they had
+  // stopped or put to sleep stay so, unless restored, and the operator is told which and how back.
+  const endedRuns = [...cancelled, ...(tookOver ? [tookOver] : [])].map((e) => e.holder);
+  const restoredNow = (serve: string) => o.restored.some((r) => r.serve === serve && r.ok);
+  const left = setAsideBy(o.afterRelease, endedRuns)
+    .map((r) => `; ${bringDown.victimLeft(r.serve, r.phase === 'sleeping', restoredNow(r.serve))}`)
+    .join('');
+  if (o.wasDown && notes) return `serves down ${o.serve}: ${notes}; nothing was left running${left}`;
   if (o.wasDown)
     return o.restore && o.restored.length
       ? `serves down ${o.serve}: was not running, nothing to stop`
       : `serves down ${o.serve}: already stopped, nothing changed`;
-  return `serves down ${o.serve}: ${notes ? `${notes}; ` : ''}stopped${o.reservedMib !== undefined ? `, ${o.reservedMib} MiB released on '${o.gpuRole}'` : ''}`;
+  return `serves down ${o.serve}: ${notes ? `${notes}; ` : ''}stopped${o.reservedMib !== undefined ? `, ${o.reservedMib} MiB released on '${o.gpuRole}'` : ''}${left}`;
 }
 
 /**
