@@ -14,14 +14,20 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import type { ConnectionOptions } from '@temporalio/client';
+import { readRunningLedgers } from '../src/client/node-ledgers';
 import { serveDown, serveUp } from '../src/client/operations';
 import { ledgerFromWorker, mismatch, WORKER_LEDGER_HEADER, WORKER_LEDGER_PATH, WORKER_LEDGER_VERSION, workerLedgerHost } from '../src/client/worker-ledger';
 import type { WorkerLedgerAnswer } from '../src/client/worker-ledger';
 import { FAKE_NVIDIA_SMI } from '../src/sim/box';
-import { ledgerHandler, MAX_LEDGER_READS_IN_FLIGHT } from '../src/worker/ledger-endpoint';
+import { parseManifest } from '../src/config/manifest';
+import { workflowIds } from '../src/shared/messages';
+import { ledgerHandler, MAX_LEDGER_READS_IN_FLIGHT, workerLedgerRead } from '../src/worker/ledger-endpoint';
 import type { LedgerReadOutcome } from '../src/worker/ledger-endpoint';
 import { startMetricsServer } from '../src/worker/metrics-server';
 import { WorkerMetrics } from '../src/worker/metrics';
+import { renderManifest } from './support/box';
 import { gpures, show } from './support/cli';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
@@ -180,6 +186,57 @@ describe('gpures ledger answered by the node worker', () => {
       answer.ledgers.map((l) => l.reservations.map((x) => x.serve)),
       [['fast', 'vision']],
     );
+  });
+
+  test("the endpoint's read asks Temporal one query a GPU (refused for a run not open) and the leases, nothing first; the page's asks for a poller first", async () => {
+    // Issue 15: a poller check and a describe before each query were two round trips in sequence.
+    const calls: string[] = [];
+    type Interceptor = NonNullable<ConnectionOptions['interceptors']>[number];
+    // grpc-js takes the next call as it is (its InterceptingCall only wraps one in more hooks).
+    const recordCall: Interceptor = (options, next) => {
+      calls.push(options.method_definition.path.slice(options.method_definition.path.lastIndexOf('/') + 1));
+      return next(options) as ReturnType<Interceptor>;
+    };
+    const connection = await Connection.connect({ address: t.temporal.address, interceptors: [recordCall] });
+    const client = new Client({ connection });
+    try {
+      // Beside the box's GPU one whose ledger was terminated (on a queue no worker polls: a query the
+      // server did not refuse would wait for one) and one whose ledger never ran.
+      const gone = { role: 'gone-gpu', capacity_mib: 24576, reserve_mib: 0 };
+      const never = { role: 'never-gpu', capacity_mib: 24576, reserve_mib: 0 };
+      const ended = await client.workflow.start('ledgerWorkflow', {
+        workflowId: workflowIds.ledger(t.node, gone.role),
+        taskQueue: `${t.node}-nobody`,
+        args: [{ node: t.node, gpu: { role: gone.role, uuid: 'GPU-gone', capacityMib: gone.capacity_mib, reserveMib: 0 } }],
+      });
+      await ended.terminate('test: a ledger that no longer runs');
+      const text = renderManifest(t.node, [GPU, gone, never], [{ name: 'fast', vram_mib: 14336 }]);
+      const source = { read: () => Promise.resolve({ text, file: 'serves.toml' }) };
+      const temporal = { address: t.temporal.address, namespace: 'default' };
+
+      calls.length = 0;
+      const answer = await workerLedgerRead({ client, temporal, node: t.node, manifest: source })();
+      assert.deepEqual(
+        answer.ledgers.map((l) => l.gpuRole),
+        ['dark-fast'],
+      );
+      assert.deepEqual(answer.notRunning, ['gone-gpu', 'never-gpu']);
+      assert.deepEqual([...calls].sort(), ['ListWorkflowExecutions', 'QueryWorkflow', 'QueryWorkflow', 'QueryWorkflow'], calls.join(' '));
+
+      // The ledger page reads for any box: whether a worker polls at all comes first, so that a Temporal
+      // that does not answer is named by the page's own bound (ledger-page.test), then the same queries.
+      const parsed = parseManifest(text, 'serves.toml');
+      assert.ok(parsed.ok);
+      calls.length = 0;
+      const page = await readRunningLedgers(client, parsed.manifest, 5000);
+      assert.deepEqual(
+        page.map((l) => l.gpuRole),
+        ['dark-fast'],
+      );
+      assert.deepEqual(calls, ['DescribeTaskQueue', 'QueryWorkflow', 'QueryWorkflow', 'QueryWorkflow']);
+    } finally {
+      await connection.close();
+    }
   });
 
   test('a peer beyond loopback is refused and nothing read; past the reads in flight the answer is busy', async () => {

@@ -67,8 +67,18 @@ export async function readNodeLedgers(client: Client, manifest: Manifest): Promi
  * a read-only reader (the ledger page), which must not start a workflow on the box.
  */
 export async function readRunningLedgers(client: Client, manifest: Manifest, withinMs: number): Promise<LedgerState[]> {
+  await requirePoller(client, manifest.node);
+  return readLedgersAsTheirWorker(client, manifest, withinMs);
+}
+
+/**
+ * readRunningLedgers for the node's own worker (its /v1/ledger endpoint): one query per GPU and no
+ * poller check first, which would ask Temporal whether a worker polls the queue the asker itself
+ * polls. A worker that has stopped polling (shutting down) leaves the queries unanswered:
+ * NodeUnanswered after `withinMs`, and the command reads for itself.
+ */
+export async function readLedgersAsTheirWorker(client: Client, manifest: Manifest, withinMs: number): Promise<LedgerState[]> {
   const { node } = manifest;
-  await requirePoller(client, node);
   const ledger = new LedgerClient(client);
   const read = await ledgerOrUnanswered(node, Promise.all(manifest.gpus.map((gpu) => ledger.running(node, gpu.role, withinMs))));
   return read.filter((l): l is LedgerState => l !== undefined);

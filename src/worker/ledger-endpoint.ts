@@ -16,7 +16,7 @@ import type { ManifestSource } from '../adapters/manifest/port';
 import { loopbackHost } from '../adapters/loopback-host';
 import { devicesOf } from '../client/ledger-view';
 import { readLocalLedger } from '../client/local-ledger';
-import { readRunningLedgers } from '../client/node-ledgers';
+import { readLedgersAsTheirWorker } from '../client/node-ledgers';
 import { WORKER_LEDGER_HEADER, WORKER_LEDGER_TIMEOUT_MS, WORKER_LEDGER_VERSION } from '../client/worker-ledger';
 import type { WorkerLedgerAnswer } from '../client/worker-ledger';
 import { manifestOrThrow, parseManifest } from '../config/manifest';
@@ -49,7 +49,8 @@ export function workerLedgerRead(s: LedgerEndpointSources): LedgerRead {
       ? () => devicesOf(gpu, { maxAgeMs: RECENT_READING_MS })
       : () => Promise.resolve({ ok: false as const, error: 'not available (this worker reads no GPU)' });
     // The command gives up on the worker after WORKER_LEDGER_TIMEOUT_MS: a ledger slower than that is not waited for here either.
-    const running = (client: Client, m: typeof manifest) => readRunningLedgers(client, m, WORKER_LEDGER_TIMEOUT_MS);
+    // This worker polls the node's queue: asking Temporal whether one does would only delay the queries.
+    const running = (client: Client, m: typeof manifest) => readLedgersAsTheirWorker(client, m, WORKER_LEDGER_TIMEOUT_MS);
     const r = await readLocalLedger(s.client, manifest, devices, running);
     const read = new Set(r.ledgers.map((l) => l.gpuRole));
     return {
