@@ -292,8 +292,11 @@ describe('reservations fence their containers: races on a real box', () => {
     await allDown();
   });
 
-  /** `serves down odwait` once odwait's acquisition stopped vision and waits at odwait's health, which never comes. */
-  async function downAfterVisionStopped(args: string[]): Promise<{ down: Run; acquireRun: string }> {
+  /**
+   * `serves down odwait` once odwait's acquisition stopped vision and waits at odwait's health,
+   * which never comes; its line names the cancel, then says `said` (a regular expression) of vision.
+   */
+  async function downAfterVisionStopped(args: string[], said: string): Promise<void> {
     const upFirst = await gpures(['serves', 'up', 'b', 'vision', '--manifest', manifest], env);
     assert.equal(upFirst.code, 0, show(upFirst));
     const acquire = await start('acquireWorkflow', workflowIds.acquire(node, 'odwait'), { serve: 'odwait', evict: true });
@@ -312,7 +315,12 @@ describe('reservations fence their containers: races on a real box', () => {
         (err: unknown) => err,
       );
       assert.ok(acquireError instanceof WorkflowFailedError && acquireError.cause instanceof CancelledFailure, String(acquireError));
-      return { down, acquireRun: `${workflowIds.acquire(node, 'odwait')}/${acquire.firstExecutionRunId}` };
+      const acquireRun = `${workflowIds.acquire(node, 'odwait')}/${acquire.firstExecutionRunId}`;
+      assert.match(
+        down.stderr,
+        new RegExp(`^serves down odwait: cancelled ${acquireRun} \\(it gave back what it took\\); nothing was left running; ${said}$`, 'm'),
+        show(down),
+      );
     } catch (err) {
       // Left waiting, it would hold odwait and vision's memory for the cases after this one.
       await acquire.cancel().catch(() => undefined);
@@ -322,16 +330,7 @@ describe('reservations fence their containers: races on a real box', () => {
   }
 
   test('serves down of an on-demand serve whose acquisition had stopped its victim: the message names the victim left evicted and how to bring it back', async () => {
-    const { down, acquireRun } = await downAfterVisionStopped([]);
-    assert.match(
-      down.stderr,
-      new RegExp(
-        `^serves down odwait: cancelled ${acquireRun} \\(it gave back what it took\\); nothing was left running; ` +
-          'vision, which it had stopped, stays evicted \\(`gpures serves up vision` brings it back\\)$',
-        'm',
-      ),
-      show(down),
-    );
+    await downAfterVisionStopped([], 'vision, which it had stopped, stays evicted \\(`gpures serves up vision` brings it back\\)');
     const l = await assertLedgerEqualsBox();
     assert.deepEqual(
       l.reservations.map((r) => `${r.serve} ${r.phase}`),
@@ -347,16 +346,7 @@ describe('reservations fence their containers: races on a real box', () => {
   });
 
   test('serves down --restore of that on-demand serve: the victim its cancelled acquisition had stopped is restored, and the message says so', async () => {
-    const { down, acquireRun } = await downAfterVisionStopped(['--restore']);
-    assert.match(
-      down.stderr,
-      new RegExp(
-        `^serves down odwait: cancelled ${acquireRun} \\(it gave back what it took\\); nothing was left running; ` +
-          'vision, which it had stopped, runs again \\(restored\\); restore: vision restored$',
-        'm',
-      ),
-      show(down),
-    );
+    await downAfterVisionStopped(['--restore'], 'vision, which it had stopped, runs again \\(restored\\); restore: vision restored');
     assert.equal(await routedVision(), 200);
     const l = await assertLedgerEqualsBox();
     assert.deepEqual(
