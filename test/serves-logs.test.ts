@@ -34,6 +34,8 @@ const SERVES: TestServe[] = [
     args: ['sh', '-c', 'i=0; while [ $i -lt 250 ]; do echo "crash line $i key=$CRASH_KEY"; i=$((i+1)); done; echo "fatal: CUDA out of memory"; exit 3'],
     env: { CRASH_KEY: 'sk-crash-0123456789' },
   },
+  // Failed once (its kept lines written by the test), then started: the healthy start drops them.
+  { name: 'mended', vram_mib: 1000 },
 ];
 
 /** `bin/gpures ARGS` as a process whose output is read as it comes, for --follow. */
@@ -185,7 +187,7 @@ describe('gpures serves logs, as real processes on the test dockerd', () => {
     assert.equal(r.stdout, '');
     assert.match(
       r.stderr,
-      new RegExp(`^${manifest.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: no serve named 'nope' \\(serves: talk, late, idle, crash\\)$`, 'm'),
+      new RegExp(`^${manifest.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: no serve named 'nope' \\(serves: talk, late, idle, crash, mended\\)$`, 'm'),
     );
   });
 
@@ -232,6 +234,33 @@ describe('gpures serves logs, as real processes on the test dockerd', () => {
     assert.doesNotMatch(file, /sk-crash/);
     const history = JSON.stringify(await temporal.client.workflow.getHandle(`serves-up/${node}/crash`).fetchHistory());
     assert.doesNotMatch(history, /crash line 100 /);
+  });
+
+  test("a start that turns healthy drops an earlier failure's kept lines: once it is down, serves logs says it has no container", async () => {
+    const { FailedStartFiles } = await import('../src/adapters/failed-starts/files');
+    const name = containerName(node, 'mended');
+    const kept = new FailedStartFiles(join(dir, 'state', 'failed-starts'));
+    kept.keep({
+      container: name,
+      serve: 'mended',
+      workflowId: `serves-up/${node}/mended`,
+      runId: 'r0',
+      atEpochMs: Date.now(),
+      end: 'exited with exit code 1',
+      text: 'fatal: old failure\n',
+    });
+    const before = await gpures(['serves', 'logs', 'mended'], env);
+    assert.equal(before.code, 0, show(before));
+    assert.equal(before.stdout, 'fatal: old failure\n');
+    const up = await gpures(['serves', 'up', 'mended'], env, 120_000);
+    assert.equal(up.code, 0, show(up));
+    assert.equal(kept.read(name), undefined, 'the healthy start dropped the kept lines');
+    const down = await gpures(['serves', 'down', 'mended'], env, 120_000);
+    assert.equal(down.code, 0, show(down));
+    const after = await gpures(['serves', 'logs', 'mended'], env);
+    assert.equal(after.code, 1, show(after));
+    assert.equal(after.stdout, '');
+    assert.match(after.stderr, new RegExp(`^mended has no container \\(${name}\\)`, 'm'));
   });
 
   test('--follow before the container exists says it waits, and follows the start once it appears', async () => {

@@ -196,6 +196,21 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   /**
+   * A start turned healthy: an earlier failure's kept lines no longer say why the serve is down,
+   * and `serves logs` would print them once this container is gone. Best effort, as keeping them.
+   */
+  function healthy(name: string, result: HealthResult): HealthResult {
+    try {
+      deps.failedStarts?.forget(name);
+    } catch (err) {
+      activityContext()?.log.warn(
+        `the kept lines of an earlier failed start of ${name} could not be dropped: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+    return result;
+  }
+
+  /**
    * The holder of a bring-up or an acquisition of `serve` that is running past its admission
    * (either may wake it), if one is; 'unknown' when Temporal could not say.
    */
@@ -471,13 +486,13 @@ export function createActivities(deps: ActivityDeps) {
         // staying up that long is its readiness.
         if (input.serve.api === 'none') {
           if (Date.now() - started >= NO_API_SETTLE_MS || Date.now() >= input.deadlineEpochMs)
-            return { url: `container ${name}`, probes, waitedMs: Date.now() - started };
+            return healthy(name, { url: `container ${name}`, probes, waitedMs: Date.now() - started });
           progress({ ...beat(), last: 'running' } satisfies HealthBeat);
           await ctx.sleep(Math.min(pollMs, NO_API_SETTLE_MS));
           continue;
         }
         const h = await deps.probe.health(url, 2000);
-        if (h.ok) return { url, probes, waitedMs: Date.now() - started };
+        if (h.ok) return healthy(name, { url, probes, waitedMs: Date.now() - started });
         last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');
         progress({ ...beat(), last } satisfies HealthBeat);
         if (Date.now() >= input.deadlineEpochMs) {

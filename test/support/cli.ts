@@ -1,7 +1,7 @@
 // `bin/gpures` as an operator runs it: a real process, its stdout, stderr and exit code.
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { renderManifest, uniqueNode } from './box';
@@ -162,7 +162,15 @@ export async function startCliWorker(prefix: string, gpus: TestGpu[], serves: Te
   const env = { TEMPORAL_ADDRESS: temporal.address, GPURES_STATE_DIR: join(dir, 'state') };
   const node = uniqueNode(prefix);
   const manifest = join(dir, 'serves.toml');
-  writeFileSync(manifest, renderManifest(node, gpus, serves));
-  const worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], env);
-  return { temporal, env, dir, node, manifest, worker };
+  try {
+    writeFileSync(manifest, renderManifest(node, gpus, serves));
+    const worker = await startWorkerProcess(['--manifest', manifest, '--gpus', 'off'], env);
+    return { temporal, env, dir, node, manifest, worker };
+  } catch (err) {
+    // The caller never gets the server to close: left running, it held the test file open until its
+    // runner's bound (a worker that could not reach Docker kept serves-logs waiting 790 s).
+    await temporal.close();
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
 }

@@ -48,6 +48,10 @@ export class FailedStartFiles implements FailedStartLogs {
     return parsed;
   }
 
+  forget(container: string): void {
+    rmSync(this.file(container), { force: true });
+  }
+
   /** The oldest files beyond the bound go. */
   private prune(): void {
     const files = readdirSync(this.where)

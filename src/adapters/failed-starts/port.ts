@@ -10,4 +10,6 @@ export interface FailedStartLogs {
   keep(log: FailedStartLog): void;
   /** The container's kept lines, or undefined when none are. */
   read(container: string): FailedStartLog | undefined;
+  /** Drops the container's kept lines: a start of it turned healthy since, and they no longer say why it is down. */
+  forget(container: string): void;
 }
