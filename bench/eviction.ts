@@ -27,8 +27,6 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { intArg } from './args';
-import type { Client } from '@temporalio/client';
-import { tsToMs } from '@temporalio/common/lib/time';
 import { serveAcquire, serveDown, serveUp } from '../src/client/operations';
 import { parseManifest } from '../src/config/manifest';
 import { routerConfigFor, startSimBox } from '../src/sim/box';
@@ -103,19 +101,26 @@ interface Legs {
   healthyToCloseMs: number;
 }
 
-function legsOf(h: HistoryJson): Legs {
-  const at = (e: HistoryJson['events'][number]) => Date.parse(e.eventTime ?? '');
-  const scheduled = new Map<string, string>();
-  const first = (pred: (type: string, e: HistoryJson['events'][number]) => boolean) => h.events.find((e) => pred(eventTypeName(e.eventType), e));
+type HistoryEvent = HistoryJson['events'][number];
+const eventMs = (e: HistoryEvent) => Date.parse(e.eventTime ?? '');
+
+/** Each activity's ActivityTaskScheduled event, by its event id, with its type. */
+function scheduledActivities(h: HistoryJson): Map<string, { type: string; event: HistoryEvent }> {
+  const scheduled = new Map<string, { type: string; event: HistoryEvent }>();
   for (const e of h.events) {
-    const name = str(path(eventAttributes(e), 'activityType', 'name'));
-    if (eventTypeName(e.eventType) === 'ActivityTaskScheduled' && name) scheduled.set(e.eventId, name);
+    const type = str(path(eventAttributes(e), 'activityType', 'name'));
+    if (eventTypeName(e.eventType) === 'ActivityTaskScheduled' && type) scheduled.set(e.eventId, { type, event: e });
   }
-  const ends = (activity: string) => (type: string, e: HistoryJson['events'][number]) =>
-    type === 'ActivityTaskCompleted' && scheduled.get(String(eventAttributes(e)['scheduledEventId'])) === activity;
-  const starts = (activity: string) => (type: string, e: HistoryJson['events'][number]) =>
-    type === 'ActivityTaskScheduled' && scheduled.get(e.eventId) === activity;
-  const ms = (from: HistoryJson['events'][number] | undefined, to: HistoryJson['events'][number] | undefined) => (from && to ? at(to) - at(from) : NaN);
+  return scheduled;
+}
+
+function legsOf(h: HistoryJson): Legs {
+  const scheduled = scheduledActivities(h);
+  const first = (pred: (type: string, e: HistoryEvent) => boolean) => h.events.find((e) => pred(eventTypeName(e.eventType), e));
+  const ends = (activity: string) => (type: string, e: HistoryEvent) =>
+    type === 'ActivityTaskCompleted' && scheduled.get(String(eventAttributes(e)['scheduledEventId']))?.type === activity;
+  const starts = (activity: string) => (type: string, e: HistoryEvent) => type === 'ActivityTaskScheduled' && scheduled.get(e.eventId)?.type === activity;
+  const ms = (from: HistoryEvent | undefined, to: HistoryEvent | undefined) => (from && to ? eventMs(to) - eventMs(from) : NaN);
   return {
     toQuiesceMs: ms(h.events[0], first(starts('quiesceTier'))),
     releaseToStartMs: ms(first(ends('confirmVramReleased')), first(starts('startServeContainer'))),
@@ -126,20 +131,16 @@ function legsOf(h: HistoryJson): Legs {
   };
 }
 
-/** Each activity of the latest run of `workflowId`: type and ActivityTaskScheduled → ActivityTaskCompleted in ms. */
-async function activityDurations(client: Client, workflowId: string): Promise<{ type: string; ms: number }[]> {
-  const history = await client.workflow.getHandle(workflowId).fetchHistory();
-  const scheduled = new Map<string, { type: string; at: number }>();
+/** Each activity of the run's history: type and ActivityTaskScheduled → ActivityTaskCompleted in ms. */
+function activityDurations(h: HistoryJson, workflowId: string): { type: string; ms: number }[] {
+  const scheduled = scheduledActivities(h);
   const out: { type: string; ms: number }[] = [];
-  for (const e of history.events ?? []) {
-    const s = e.activityTaskScheduledEventAttributes;
-    if (s?.activityType?.name) scheduled.set(String(e.eventId), { type: s.activityType.name, at: tsToMs(e.eventTime) });
-    const c = e.activityTaskCompletedEventAttributes;
-    if (c) {
-      const from = scheduled.get(String(c.scheduledEventId));
-      if (!from) throw new Error(`${workflowId}: ActivityTaskCompleted ${String(e.eventId)} has no scheduled event ${String(c.scheduledEventId)}`);
-      out.push({ type: from.type, ms: tsToMs(e.eventTime) - from.at });
-    }
+  for (const e of h.events) {
+    if (eventTypeName(e.eventType) !== 'ActivityTaskCompleted') continue;
+    const id = String(eventAttributes(e)['scheduledEventId']);
+    const from = scheduled.get(id);
+    if (!from) throw new Error(`${workflowId}: ActivityTaskCompleted ${e.eventId} has no scheduled event ${id}`);
+    out.push({ type: from.type, ms: eventMs(e) - eventMs(from.event) });
   }
   return out;
 }
@@ -232,8 +233,9 @@ async function main(): Promise<void> {
     if (v.stopIssuedAtEpochMs === undefined || v.drain?.drainedAtEpochMs === undefined)
       throw new Error('acquire comfyui-sim: the victim record has no drain or stop time');
 
-    const acts = await activityDurations(client, o.workflowId);
+    // One read of the run's history for its activities, its shares and its legs.
     const history = await fetchHistoryJson(client, o.workflowId, o.runId);
+    const acts = activityDurations(history, o.workflowId);
     const shares = historyTime(history, startEpoch, endEpoch);
     const sum = (pred: (type: string) => boolean) => acts.filter((a) => pred(a.type)).reduce((s, a) => s + a.ms, 0);
     const containerOpsMs = sum((t) => (CONTAINER_OPS as readonly string[]).includes(t));
