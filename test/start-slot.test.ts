@@ -17,7 +17,7 @@ import { sampleBoxUntilStopped } from './support/sim-worker-box';
 import { gpures, show } from './support/cli';
 import { totals } from '../src/domain/ledger';
 import { waitUntil } from './support/wait';
-import { activitiesInOrder } from './support/history-scan';
+import { activitiesInOrder, slotTakes } from './support/history-scan';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 /** A second GPU: a sleeper, the on-demand serve it sleeps for, and a start that holds the slot while the sleeper's restore waits. */
@@ -142,9 +142,13 @@ describe('one cold start at a time per GPU: the start slot', () => {
       const measured = Object.fromEntries((l?.reservations ?? []).map((r) => [r.serve, r.measuredMib]));
       const own = { a: await ownMib('a'), b: await ownMib('b') };
       const waited = [ra, rb].find((r) => /start slot: [ab] is starting on dark-fast since \d+ s; waiting/.test(r.stdout + r.stderr));
+      const waiter = waited === ra ? 'a' : 'b';
+      // The waiter's takes, and what it woke to before each: the ledger tells it the slot is free.
+      const takes = slotTakes((await client().workflow.getHandle(workflowIds.bringUp(t.node, waiter)).fetchHistory()).events ?? []);
       console.log(
         `  a exit ${ra.code}, b exit ${rb.code}; ${both.length} of ${samples.length} samples with two starting ` +
-          `(first: ${JSON.stringify(both[0] ?? null)}); measured ${JSON.stringify(measured)}, own ${JSON.stringify(own)}; one waited: ${Boolean(waited)}`,
+          `(first: ${JSON.stringify(both[0] ?? null)}); measured ${JSON.stringify(measured)}, own ${JSON.stringify(own)}; one waited: ${Boolean(waited)}; ` +
+          `${waiter}'s takes ${JSON.stringify(takes)}`,
       );
       assert.equal(ra.code, 0, show(ra));
       assert.equal(rb.code, 0, show(rb));
@@ -155,9 +159,18 @@ describe('one cold start at a time per GPU: the start slot', () => {
       assert.equal(measured['b'], own.b);
       assert.ok(waited, 'neither CLI printed the start slot it waited for');
       assert.equal(l?.startSlot, undefined);
+      // Refused first, then taken at the ledger's word that the slot was given back, not at a poll.
+      assert.equal(takes[0]?.taken, false, JSON.stringify(takes));
+      assert.deepEqual(
+        takes[takes.length - 1],
+        { taken: true, after: 'signal' },
+        `${waiter} took the slot at a poll, not told it was free: ${JSON.stringify(takes)}`,
+      );
       if (SAVE_DIR) {
         mkdirSync(SAVE_DIR, { recursive: true });
         await exportWorkflow(client(), workflowIds.bringUp(t.node, 'b'), { file: join(SAVE_DIR, 'measure-own-first.json') });
+        await exportWorkflow(client(), workflowIds.bringUp(t.node, waiter), { file: join(SAVE_DIR, 'start-slot-woken.json') });
+        await exportWorkflow(client(), workflowIds.ledger(t.node, GPU.role), { file: join(SAVE_DIR, 'ledger-slot-woken.json') });
       }
     } finally {
       await clearBox();

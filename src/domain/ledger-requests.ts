@@ -20,6 +20,8 @@ const SERVE_CLASSES = ['resident', 'evictable', 'on-demand'];
 const serveName: Check = (v) => (typeof v === 'string' && NAME_PATTERN.test(v) ? undefined : `a serve name of ${NAME_RULE}`);
 /** A run's id: what the ledger compares, never parses. */
 const runId: Check = (v) => (typeof v === 'string' && v.trim() !== '' ? undefined : "a run's id, a non-empty string");
+/** A workflow's id the ledger signals: what Temporal takes (1..1000 characters). */
+const workflowId: Check = (v) => (typeof v === 'string' && v.trim() !== '' && v.length <= 1000 ? undefined : "a workflow's id, 1 to 1000 characters");
 const boolean: Check = (v) => (typeof v === 'boolean' ? undefined : 'true or false');
 const bounded =
   (name: keyof typeof BOUNDS): Check =>
@@ -108,6 +110,7 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     renew: { check: boolean },
     doing: { check: oneOf(['stopping', 'evicting']) },
     holdS: { check: bounded('holdS') },
+    wake: { check: workflowId },
   },
 };
 

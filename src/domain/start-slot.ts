@@ -28,6 +28,8 @@ export interface StartSlotRequest {
   doing?: SlotWork;
   /** With take: how long it may hold the slot, where that is not its start timeout (a stop's timeout and release check). */
   holdS?: number;
+  /** With take: the asker's workflow id, signalled (startSlotFreed) when the slot it was refused is given back. */
+  wake?: string;
 }
 
 export type StartSlotDecision = { taken: true } | { taken: false; heldBy?: StartSlot };

@@ -29,6 +29,7 @@ export const LEASE_HANDLERS = {
 export const OPERATION_HANDLERS = {
   progress: 'The steps this operation has completed, with their times and outcomes.',
   liveProgress: 'The steps completed and the step under way, with when it began (what `--follow` prints).',
+  startSlotFreed: "Sent by the GPU's ledger to an operation waiting for the start slot: it was given back, ask again now.",
 } as const;
 
 export const ACQUISITION_HANDLERS = {

@@ -159,6 +159,11 @@ export const abortEvictionUpdate = defineUpdate<LedgerChangeAnswer, [LedgerAbort
 export const beginStopUpdate = defineUpdate<LedgerStopAnswer, [LedgerStopArgs]>('beginStop');
 export const fenceUpdate = defineUpdate<LedgerFenceAnswer, [LedgerFenceArgs]>('fence');
 export const startSlotUpdate = defineUpdate<LedgerStartSlotAnswer, [LedgerStartSlotArgs]>('startSlot');
+/**
+ * The ledger to a run it refused the start slot (that run's take named itself in `wake`): the slot
+ * has been given back, so ask again now rather than at the next poll (1, 2, 4, then every 5 s).
+ */
+export const startSlotFreedSignal = defineSignal('startSlotFreed');
 /** One step of an operation as it completed: what the CLI prints and the audit report reads. */
 export interface StepRecord {
   step: string;

@@ -1,7 +1,16 @@
 // The ledger of one GPU as an entity workflow. Updates run one at a time on the workflow's
 // single thread, so concurrent admissions are serialized and each decision lands in history.
 // Its life: reconcile with the box (a first run only) → answer updates → continue-as-new.
-import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  getExternalWorkflowHandle,
+  patched,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { LedgerState, LedgerTotals, Reservation } from '../domain/ledger';
 import {
   activeReservation,
@@ -34,6 +43,7 @@ import {
   releaseUpdate,
   setPhaseUpdate,
   snapshotQuery,
+  startSlotFreedSignal,
   startSlotUpdate,
   victimReleasedUpdate,
 } from '../shared/messages';
@@ -148,7 +158,16 @@ function lost(message: string): never {
  * history); handlers decide with the pure domain functions and replace the state. Every member
  * is an arrow property, so it can be handed to setHandler as it is.
  */
+/** Runs waiting for the start slot that the ledger tells when it is given back; past this many, the rest poll. */
+const MAX_SLOT_WAITERS = 64;
+
 class GpuLedger {
+  /**
+   * Runs refused the start slot that asked to be told when it is given back (their workflow ids).
+   * In memory only: across a continue-as-new they are forgotten, and fall back to their polls.
+   */
+  private readonly slotWaiters = new Set<string>();
+
   constructor(
     public state: LedgerState,
     /** A first run (never a continuation) learns what already runs before it decides anything. */
@@ -173,7 +192,29 @@ class GpuLedger {
   whenReady =
     <A, R>(handler: (arg: A) => R) =>
     (arg: A): R | Promise<R> =>
-      this.ready ? handler(arg) : condition(() => this.ready).then(() => handler(arg));
+      this.ready ? this.handle(handler, arg) : condition(() => this.ready).then(() => this.handle(handler, arg));
+
+  /**
+   * An update's decision, then the runs waiting for the start slot told if it has just been given
+   * back: every way a holder ends (src/domain/start-slot.ts's HolderEnd) is some update's, so the
+   * check is here once rather than in each.
+   */
+  private handle<A, R>(handler: (arg: A) => R, arg: A): R {
+    const held = this.state.startSlot !== undefined;
+    const r = handler(arg);
+    if (held && this.state.startSlot === undefined && this.slotWaiters.size) this.wakeSlotWaiters();
+    return r;
+  }
+
+  private wakeSlotWaiters(): void {
+    if (!patched(PATCHES.slotFreedSignal)) return;
+    // Not awaited: the update answers now, and a waiter that has ended since is nobody's concern.
+    for (const id of this.slotWaiters)
+      getExternalWorkflowHandle(id)
+        .signal(startSlotFreedSignal)
+        .catch(() => undefined);
+    this.slotWaiters.clear();
+  }
 
   /** Every validator's first check: the shape, then a ledger that has the box's truth (see reconcilingRefusal). */
   private accept(update: LedgerUpdateName, arg: unknown): void {
@@ -441,6 +482,7 @@ class GpuLedger {
   startSlot = (args: LedgerStartSlotArgs) => {
     const { decision, state } = decideStartSlot(this.state, args, Date.now());
     this.state = state;
+    if (args.take && !decision.taken && args.wake !== undefined && this.slotWaiters.size < MAX_SLOT_WAITERS) this.slotWaiters.add(args.wake);
     return this.brief(decision);
   };
 }

@@ -485,5 +485,16 @@ export const PATCHES = {
    * eviction-room-local.json (the same acquisition).
    */
   readyStepsOverlapped: 'ready-steps-overlapped',
+  /**
+   * A run refused the start slot names itself in its take (`wake`), and the ledger signals it
+   * (startSlotFreed) when the slot is given back: it asks again then, not at its next poll (1, 2,
+   * 4, then every 5 s), which kept every start or stop queued behind another up to 5 s idle (15
+   * serves brought down at once took 15 polls). The polls stay, as the fallback for a signal lost
+   * (the ledger keeps its waiters in memory, not across its continue-as-new). Asked by the waiter
+   * at each take, and by the ledger where it signals. Before: every other recording; after:
+   * start-slot-woken.json and ledger-slot-woken.json (recorded by test/start-slot.test.ts with
+   * GPURES_SAVE_HISTORIES=DIR).
+   */
+  slotFreedSignal: 'slot-freed-signal',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -7,11 +7,13 @@
 // waits on durable timers and asks again, instead of an Update held open in the ledger (its caller
 // is a local activity with a 30 s timeout, retried, and a held Update would keep the ledger's
 // handlers unfinished across its continue-as-new). Behind start-slot: runs from before replay without it.
-import { ApplicationFailure, patched, sleep } from '@temporalio/workflow';
+import { ApplicationFailure, condition, patched, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { ResolvedServe } from '../shared/contracts';
 import { slotHoldS, slotLine, slotPollMs, slotUpdateId, slotWaitBoundMs } from '../domain/start-slot';
 import type { SlotWork, StartSlot } from '../domain/start-slot';
 import { Failure } from '../shared/failures';
+import { startSlotFreedSignal } from '../shared/messages';
+import { OPERATION_HANDLERS } from '../shared/handler-descriptions';
 import { PATCHES } from './patches';
 import { ledgerUpdates, waiting } from './proxies';
 import type { Saga } from './saga';
@@ -47,12 +49,24 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
   let checkedAt = Number.NEGATIVE_INFINITY;
   let waitedFor: StartSlot | undefined;
   const what = hold ? { doing: hold.doing, holdS: hold.holdS } : {};
+  const told = patched(PATCHES.slotFreedSignal) ? toldWhenFreed() : undefined;
   for (let asked = 0; ; asked++) {
     const ask = saga.startSlot.asks++;
+    // Cleared before the ask: the ledger enrols a refused take in the same decision, so a give
+    // after it is always told, and one before it was seen by this ask.
+    if (told) told.freed = false;
     const a = await ledgerUpdates().ledgerStartSlot({
       node,
       gpu,
-      args: { serve: serve.name, holder, take: true, startTimeoutS: serve.startTimeoutS, ...what, ...(takeOverFrom ? { takeOverFrom } : {}) },
+      args: {
+        serve: serve.name,
+        holder,
+        take: true,
+        startTimeoutS: serve.startTimeoutS,
+        ...what,
+        ...(takeOverFrom ? { takeOverFrom } : {}),
+        ...(told ? { wake: workflowInfo().workflowId } : {}),
+      },
       updateId: slotUpdateId(holder, ask, true),
     });
     if (a.taken) {
@@ -94,8 +108,17 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
       });
     }
     log.begin('slot');
-    await sleep(Math.min(slotPollMs(asked), Math.max(1, slot.sinceMs + boundMs - Date.now())));
+    const pollMs = Math.min(slotPollMs(asked), Math.max(1, slot.sinceMs + boundMs - Date.now()));
+    if (told) await condition(() => told.freed, pollMs);
+    else await sleep(pollMs);
   }
+}
+
+/** Set by the ledger's startSlotFreed, which it sends a run its take named (`wake`) once the slot is given back. */
+function toldWhenFreed(): { freed: boolean } {
+  const told = { freed: false };
+  setHandler(startSlotFreedSignal, () => void (told.freed = true), { description: OPERATION_HANDLERS.startSlotFreed });
+  return told;
 }
 
 /**

@@ -48,6 +48,33 @@ export function scheduledActivities(events: readonly HistoryEvent[]): string[] {
   });
 }
 
+type WakeEvent = LocalActivityMarker & {
+  timerFiredEventAttributes?: unknown;
+  workflowExecutionSignaledEventAttributes?: { signalName?: string | null } | null;
+};
+
+/**
+ * Each take of the start slot a run asked (its ledgerStartSlot markers with take: true), whether it
+ * was granted, and what the run woke to before it: the ledger's startSlotFreed signal, its poll's
+ * timer, or neither (its first ask, or one right after another step).
+ */
+export function slotTakes(events: readonly WakeEvent[]): { taken: boolean; after: 'signal' | 'timer' | 'none' }[] {
+  const out: { taken: boolean; after: 'signal' | 'timer' | 'none' }[] = [];
+  let after: 'signal' | 'timer' | 'none' = 'none';
+  for (const e of events) {
+    if (e.workflowExecutionSignaledEventAttributes?.signalName === 'startSlotFreed') after = 'signal';
+    else if (e.timerFiredEventAttributes) after = after === 'signal' ? after : 'timer';
+    const la = localActivity(e);
+    if (la?.type !== 'ledgerStartSlot') continue;
+    const result = la.result as { taken?: boolean } | undefined;
+    // A give answers taken: false too; only takes are asked after a wait.
+    if (result && 'heldBy' in result) out.push({ taken: false, after });
+    else if (result?.taken) out.push({ taken: true, after });
+    after = 'none';
+  }
+  return out;
+}
+
 /** The activity types a workflow's latest run scheduled, in order. */
 export async function activitiesInOrder(client: Client, workflowId: string): Promise<string[]> {
   return scheduledActivities((await client.workflow.getHandle(workflowId).fetchHistory()).events ?? []);
