@@ -216,6 +216,37 @@ describe('ledger entity workflow', () => {
     assert.deepEqual([own.released, own.vramMib], [true, 10]);
   });
 
+  test("a bring-down's take that asks for the stop's start slot and the ledger: taken with the serve, or who holds it; the ledger before and after it", async () => {
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
+    const line = (l: { reservations: { serve: string; phase: string; holder: string }[] } | undefined, serve: string) =>
+      l?.reservations.filter((r) => r.serve === serve).map((r) => `${r.phase} ${r.holder}`);
+    const slot = { startTimeoutS: 60, holdS: 200 };
+    for (const s of ['st1', 'st2']) {
+      await h.executeUpdate(admitUpdate, { args: [{ serve: s, vramMib: 10, class: 'resident', holder: `up-${s}`, gpu: GPU }] });
+      await h.executeUpdate(setPhaseUpdate, { args: [{ serve: s, phase: 'running', holder: `up-${s}` }] });
+    }
+    const taken = await h.executeUpdate(beginStopUpdate, { args: [{ serve: 'st1', holder: 'down-st1', answerLedger: true, stopSlot: slot }] });
+    assert.deepEqual([taken.decision, taken.slot], ['taken', { taken: true }]);
+    assert.deepEqual(line(taken.ledgerBefore, 'st1'), ['running up-st1'], 'the ledger before the take');
+    assert.deepEqual(line(taken.ledger, 'st1'), ['stopping down-st1'], 'the ledger after it');
+    assert.equal(taken.ledgerBefore?.startSlot, undefined);
+    assert.deepEqual([taken.ledger?.startSlot?.holder, taken.ledger?.startSlot?.doing, taken.ledger?.startSlot?.holdS], ['down-st1', 'stopping', 200]);
+    // Held by that stop: the next take still takes its serve, and is told who holds the slot; nothing asked, nothing answered.
+    const second = await h.executeUpdate(beginStopUpdate, { args: [{ serve: 'st2', holder: 'down-st2', stopSlot: slot }] });
+    assert.deepEqual(
+      [second.decision, second.slot?.taken, second.slot && 'heldBy' in second.slot ? second.slot.heldBy?.holder : undefined],
+      ['taken', false, 'down-st1'],
+    );
+    assert.deepEqual([second.ledger, second.ledgerBefore], [undefined, undefined]);
+    // A take that does not ask (a run from before take-answers; here the same take retried) is answered no slot.
+    const plain = await h.executeUpdate(beginStopUpdate, { args: [{ serve: 'st2', holder: 'down-st2' }] });
+    assert.equal(plain.slot, undefined);
+    // The first stop's release gives it back.
+    await h.executeUpdate(releaseUpdate, { args: [{ serve: 'st1', holder: 'down-st1' }] });
+    assert.equal((await h.query(snapshotQuery)).startSlot, undefined, "the stop's release left its slot held");
+    await h.executeUpdate(releaseUpdate, { args: [{ serve: 'st2', holder: 'down-st2' }] });
+  });
+
   test("an acquisition whose start failed gives its start slot back by its eviction's abort, its only compensation (never a release)", async () => {
     const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
     assert.equal(

@@ -371,6 +371,54 @@ describe('one cold start at a time per GPU: the start slot', () => {
     }
   });
 
+  test("serves down of a serve with no tier to drain asks for its stop's slot with its take: it waits for a start that holds it, and takes it at once when free", async () => {
+    await clearBox();
+    try {
+      const rb = await cli('serves', 'up', 'b');
+      assert.equal(rb.code, 0, show(rb));
+      const box = sampleBox();
+      const slow = cli('serves', 'up', 'slow');
+      await containerRunning('slow');
+      const down = await cli('serves', 'down', 'b');
+      const rs = await slow;
+      const samples = await box.stop();
+      const exits = exitsUnderAStart(samples);
+      console.log(
+        `  slow exit ${rs.code}, down b exit ${down.code}; ${exits.count} of ${samples.length} samples with a container exited under a start ` +
+          `(first: ${JSON.stringify(exits.first ?? null)}); down b: ${down.stdout.trim().split('\n').slice(0, 8).join(' | ')}`,
+      );
+      assert.equal(rs.code, 0, show(rs));
+      assert.equal(down.code, 0, show(down));
+      assert.equal(exits.count, 0, `a container exited while another started: ${JSON.stringify(exits.first)}`);
+      assert.match(down.stdout + down.stderr, /start slot: slow is starting on dark-fast since \d+ s; waiting to stop b/);
+      const waited = await activitiesInOrder(client(), workflowIds.bringDown(t.node, 'b'));
+      // No snapshot before the take (its answer says the ledger before it); the slot's take answered held, then asked again.
+      assert.deepEqual(waited.slice(0, 3), ['resolveServe', 'ledgerBeginStop', 'inspectServe'], waited.join(', '));
+      assert.ok(waited.includes('ledgerStartSlot'), waited.join(', '));
+      if (SAVE_DIR) {
+        mkdirSync(SAVE_DIR, { recursive: true });
+        await exportWorkflow(client(), workflowIds.bringDown(t.node, 'b'), { file: join(SAVE_DIR, 'stop-slot-with-take.json') });
+      }
+      // The slot free, the take takes it with the serve: no Update of its own, and the release gives it back.
+      const freeDown = await serveDown(client(), t.node, 'slow');
+      assert.ok(freeDown.ok, !freeDown.ok ? freeDown.message : '');
+      assert.equal(freeDown.result.outcome, 'stopped', freeDown.result.message);
+      // Its ledgerBefore from the take's answer: the serve as the take found it, not as it left it.
+      assert.ok(
+        freeDown.result.ledgerBefore.some((l) => /slow 8000 MiB \(resident, running\)/.test(l)),
+        freeDown.result.ledgerBefore.join('\n'),
+      );
+      const free = await activitiesInOrder(client(), workflowIds.bringDown(t.node, 'slow'));
+      assert.deepEqual(
+        free.filter((a) => a !== 'confirmVramReleased'),
+        ['resolveServe', 'ledgerBeginStop', 'inspectServe', 'readBeforeStop', 'stopServeContainer', 'ledgerRelease'],
+      );
+      assert.equal((await ledger())?.startSlot, undefined);
+    } finally {
+      await clearBox();
+    }
+  });
+
   test('an acquisition that evicts while another serve starts waits for the start slot before its victim stops, and holds it through its own start', async () => {
     // The case before may leave a serve held (the terminated holder's): each begins on an empty GPU.
     await clearBox();

@@ -124,6 +124,18 @@ export interface StopRequest {
    * take: the newer acquisition is not the lease's to undo.
    */
   onlyIfHeldBy?: string;
+  /**
+   * Answer with the ledger as it was before this take and as it is after (since take-answers): the
+   * bring-down's ledgerBefore, which a snapshot read before the take gave it, one round trip more.
+   */
+  answerLedger?: boolean;
+  /**
+   * Take the GPU's start slot for the stop as well, where the serve is taken (since take-answers;
+   * asked where nothing comes between the take and the stop, no tier to drain; a serve with no
+   * reservation rarely has a container to stop, and takes it after the take where it has): its
+   * start timeout and how long the stop may hold it, as a startSlot take says them (StartSlotRequest).
+   */
+  stopSlot?: { startTimeoutS: number; holdS: number };
 }
 
 export function decideStop(state: LedgerState, req: StopRequest): StopDecision {

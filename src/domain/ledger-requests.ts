@@ -44,6 +44,11 @@ const sleepEviction: Check = (v) =>
   isRecord(v) && sleepLevel(v['level']) === undefined && withinBound({ ...BOUNDS.vramMib, min: 0 }, v['residualMib'])
     ? undefined
     : `{ "level": 1 or 2, "residualMib": ${boundRule({ ...BOUNDS.vramMib, min: 0 })} }`;
+/** A take's ask for the start slot with the serve: the two bounds a startSlot take carries. */
+const stopSlot: Check = (v) =>
+  isRecord(v) && withinBound(BOUNDS.startTimeoutS, v['startTimeoutS']) && withinBound(BOUNDS.holdS, v['holdS'])
+    ? undefined
+    : `{ "startTimeoutS": ${boundRule(BOUNDS.startTimeoutS)}, "holdS": ${boundRule(BOUNDS.holdS)} }`;
 
 const ADMIT: Record<string, Field> = {
   serve: { check: serveName, required: true },
@@ -80,6 +85,8 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     victimsDown: { check: serveNames },
     victimsAsleep: { check: serveNames },
     onlyIfHeldBy: { check: runId },
+    answerLedger: { check: boolean },
+    stopSlot: { check: stopSlot },
   },
   fence: {
     serve: { check: serveName, required: true },

@@ -74,7 +74,13 @@ export interface LedgerReleaseResult extends LedgerReleaseAnswer {
 }
 /** A bring-down takes its serve before it touches the tier or the container. */
 export type LedgerStopArgs = StopRequest;
-export type LedgerStopAnswer = StopDecision & LedgerAnswer;
+export type LedgerStopAnswer = StopDecision &
+  LedgerAnswer & {
+    /** Asked (answerLedger): the state before this take; `ledger` is the state after it. */
+    ledgerBefore?: LedgerState;
+    /** Asked (stopSlot) and the serve taken: the start slot's take for the stop, as startSlot answers it. */
+    slot?: StartSlotDecision;
+  };
 /** The fence a step shows before it changes the serve's container. */
 export interface LedgerFenceArgs {
   serve: string;

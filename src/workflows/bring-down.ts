@@ -13,12 +13,12 @@ import { Failure } from '../shared/failures';
 import type { LedgerReleaseResult } from '../shared/messages';
 import { bringDown, eviction, failure, take } from '../shared/wording';
 import { PATCHES } from './patches';
-import { act, ledgerUpdates, READ_ONCE_S, readOnce, reads, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
+import { act, ledgerUpdates, READ_ONCE_S, reads, readsOnce, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
 import { restoreEvicted, restoreNote } from './restore';
 import { rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_RELEASE_TIMEOUT_S, drainFor, readmitOwnQuiesce, stopServe } from './steps';
-import { takeStartSlot } from './start-slot';
+import { slotHeld, takeStartSlot } from './start-slot';
 import { StepLog } from './step-log';
 import { BRING_DOWN_REASONS } from '../shared/operations';
 import type { BringDownInput, BringDownReason, BringDownResult, RestoreRecord } from '../shared/operations';
@@ -54,10 +54,15 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
   const log = new StepLog();
 
   const { node, serve, gpu } = await reads().resolveServe({ serve: input.serve });
-  const before = await reads().ledgerSnapshot({ node, gpu });
+  // Since take-answers the take says the ledger before it: no snapshot is read first.
+  const answered = patched(PATCHES.takeAnswers);
+  const read = answered ? undefined : await reads().ledgerSnapshot({ node, gpu });
   const down: Down = { node, gpu, serve, holder, log, fenced: patched(PATCHES.bringDownFenced), reason: input.downReason ?? 'operator-down' };
   const ended: OperationEnd[] = [];
-  const taken = down.fenced ? await takeServe(down, ended, input.onlyIfHeldBy) : undefined;
+  const saga = new Saga();
+  const asks: TakeAsks = answered ? { saga, ...(down.fenced && !serve.routerTier && patched(PATCHES.stopTakesSlot) ? { slot: stopSlot(serve) } : {}) } : {};
+  const taken = down.fenced ? await takeServe(down, ended, input.onlyIfHeldBy, asks) : undefined;
+  const before = read ?? asks.before ?? (await reads().ledgerSnapshot({ node, gpu }));
   if (taken?.decision === 'not-held') {
     return {
       serve: serve.name,
@@ -71,7 +76,6 @@ export async function bringDownWorkflow(input: BringDownInput): Promise<BringDow
       steps: log.steps,
     };
   }
-  const saga = new Saga();
   const withdrawLetGo = taken ? saga.add('let go of the serve', () => letGo(down, taken)) : undefined;
   // The tier this run quiesced and its quiesce's mark, once the quiesce has landed.
   const quiesced: Quiesced = {};
@@ -240,21 +244,27 @@ async function slotBeforeStop(down: Down, saga: Saga, quiesced: Quiesced): Promi
   const withdrawReadmit = tier !== undefined ? saga.add(`readmit tier ${tier}`, () => readmitOwnQuiesce(tier, serve.name, mark)) : undefined;
   await takeStartSlot(down, holder, saga, log, {
     doing: 'stopping',
-    // What a start waiting for this stop counts: the reading before it, the stop's activity bound and the release check.
-    holdS: READ_ONCE_S + serve.stopTimeoutS + STOP_ACTIVITY_MARGIN_S + DEFAULT_RELEASE_TIMEOUT_S,
+    holdS: stopSlot(serve).holdS,
     waitingTo: `stop ${serve.name}`,
     notDone: `${serve.name} was not stopped${tier !== undefined ? ` (tier ${tier} readmitted)` : ''}; bring it down again once that has ended`,
   });
   // The slot is held from here: the operator's step line says the stop is under way, not the drain.
   log.begin('stop');
   // An operator asked for the serve to go down: nvidia-smi failing here leaves the release unchecked, not the serve up.
-  const reading = await readOnce.readBeforeStop({ node, serve: serve.name, gpuUuid: gpu.uuid }).catch((err: unknown) => {
-    if (isCancellation(err)) throw err;
-    return { unread: rootCause(err).message };
-  });
+  const reading = await readsOnce()
+    .readBeforeStop({ node, serve: serve.name, gpuUuid: gpu.uuid })
+    .catch((err: unknown) => {
+      if (isCancellation(err)) throw err;
+      return { unread: rootCause(err).message };
+    });
   // From here the stop runs whole (nonCancellable): the tier stays quiesced for it.
   withdrawReadmit?.();
   return reading ?? undefined;
+}
+
+/** The start slot a stop asks for: what a start waiting for it counts, the reading before it, the stop's activity bound and the release check. */
+function stopSlot(serve: ServeSpec): { startTimeoutS: number; holdS: number } {
+  return { startTimeoutS: serve.startTimeoutS, holdS: READ_ONCE_S + serve.stopTimeoutS + STOP_ACTIVITY_MARGIN_S + DEFAULT_RELEASE_TIMEOUT_S };
 }
 
 /** The GPU's reading before a stop that holds the start slot, with the serve's own processes on it, or why it was not read. */
@@ -376,6 +386,16 @@ function downMessage(o: {
   return `serves down ${o.serve}: ${notes ? `${notes}; ` : ''}stopped${o.reservedMib !== undefined ? `, ${o.reservedMib} MiB released on '${o.gpuRole}'` : ''}${left}`;
 }
 
+/** What a take asks of the ledger besides the serve, since take-answers (none before). */
+interface TakeAsks {
+  /** The run's saga, which gives back a start slot taken with the serve. Set: the first take answers the ledger before it. */
+  saga?: Saga;
+  /** The stop's start slot, asked with the serve where nothing comes between them (no tier to drain). */
+  slot?: { startTimeoutS: number; holdS: number };
+  /** The ledger before the first take, as it answered. */
+  before?: LedgerState;
+}
+
 /**
  * Takes the serve in the ledger for this bring-down. An operation still bringing it up (a
  * bring-up, an acquisition, a restore) is cancelled and waited out: its compensations remove its
@@ -386,10 +406,12 @@ function downMessage(o: {
  * still running is refused: that acquisition is stopping it.
  */
 async function takeServe(
-  { node, gpu, serve, holder, log }: Down,
+  down: Down,
   ended: OperationEnd[],
   onlyIfHeldBy: string | undefined,
+  asks: TakeAsks,
 ): Promise<StopDecision & { readmitLater?: string[]; quiesceMarks?: QuiesceMarks }> {
+  const { node, gpu, serve, holder, log } = down;
   // The holder's own compensations stop this serve's container: they get its stop timeout and more.
   const endTimeoutS = Math.max(OPERATION_END_TIMEOUT_S, serve.stopTimeoutS + 180);
   let takeOver: { takeOverFrom: string; victimsDown: string[] } | undefined;
@@ -400,15 +422,19 @@ async function takeServe(
     // again in the ledger, and an eviction or a bring-down of one may quiesce its tier before this
     // run readmits it; that quiesce is theirs, and the readmit leaves it (readmitVictims).
     const quiesceMarks = takeOver && victimsUp.length && patched(PATCHES.victimReadmitMarked) ? await router.quiesceMarks({ serves: victimsUp }) : undefined;
+    // Since take-answers: the first take answers the ledger before it, and one that takes nothing over takes the stop's slot too.
+    const asked = { ...(asks.saga && attempt === 1 ? { answerLedger: true } : {}), ...(asks.slot && !takeOver ? { stopSlot: asks.slot } : {}) };
     // Whole: a take that landed is known, so its compensation (let go) is registered and runs.
     const decision = await CancellationScope.nonCancellable(() =>
       ledgerUpdates().ledgerBeginStop({
         node,
         gpu,
-        args: { serve: serve.name, holder, class: serve.class, ...(takeOver ?? {}), ...(onlyIfHeldBy !== undefined ? { onlyIfHeldBy } : {}) },
+        args: { serve: serve.name, holder, class: serve.class, ...(takeOver ?? {}), ...(onlyIfHeldBy !== undefined ? { onlyIfHeldBy } : {}), ...asked },
         updateId: `${holder}/take/${attempt}`,
       }),
     );
+    if (asked.answerLedger) asks.before = decision.ledgerBefore;
+    if (decision.slot?.taken && asks.saga) slotHeld(down, holder, asks.saga);
     if (decision.decision === 'taken') {
       log.record('take', take.taken(serve.name, decision.from, takeOver?.takeOverFrom));
       // Runs from before the compensation covered it readmit the victims here, before it is registered.

@@ -32,6 +32,7 @@ import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWa
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
 import { decideStartSlot, slotAfter } from '../domain/start-slot';
+import type { StartSlotDecision } from '../domain/start-slot';
 import type { LedgerUpdateName } from '../domain/ledger-requests';
 import { Failure, Transient } from '../shared/failures';
 import {
@@ -60,6 +61,7 @@ import type {
   LedgerReleaseAnswer,
   LedgerReleaseArgs,
   LedgerStartSlotArgs,
+  LedgerStopAnswer,
   LedgerStopArgs,
   LedgerVictimArgs,
 } from '../shared/messages';
@@ -376,7 +378,8 @@ class GpuLedger {
 
   validateStop = (args: LedgerStopArgs): void => this.accept('beginStop', args);
 
-  beginStop = (req: LedgerStopArgs) => {
+  beginStop = (req: LedgerStopArgs): LedgerStopAnswer => {
+    const before = this.state;
     const decision = decideStop(this.state, req);
     // Asked only where it decides: a sleeper acquired and taken over before its victims were down.
     const sleeperTaken = decision.decision === 'taken' && pendingSleeperMib(findReservation(this.state, req.serve)) !== undefined;
@@ -389,7 +392,15 @@ class GpuLedger {
     // acquisition ended between its first victim's stop and its start. Asked only where it decides.
     const freed = slotAfter(this.state, { step: 'beginStop', taken: decision.decision === 'taken', takeOverFrom: req.takeOverFrom });
     if (freed !== this.state && patched(PATCHES.takeOverFreesSlot)) this.state = freed;
-    return this.brief(decision);
+    // Asked by bring-downs since take-answers (in the request, so older histories replay as they
+    // were): the stop's start slot in the same Update, and the ledger before and after in the answer.
+    const slot =
+      req.stopSlot && decision.decision === 'taken'
+        ? this.decideSlot({ serve: req.serve, holder: req.holder, take: true, doing: 'stopping', ...req.stopSlot })
+        : undefined;
+    const answer = this.brief({ ...decision, ...(slot ? { slot } : {}) });
+    // Quiet: the bring-down says the ledger's note from its release's answer, as before.
+    return req.answerLedger ? { ...answer, ledger: this.state, ledgerBefore: before } : answer;
   };
 
   validateFence = (args: LedgerFenceArgs): void => {
@@ -478,13 +489,15 @@ class GpuLedger {
 
   validateStartSlot = (args: LedgerStartSlotArgs): void => this.accept('startSlot', args);
 
+  startSlot = (args: LedgerStartSlotArgs) => this.brief(this.decideSlot(args));
+
   /** Workflow time: the slot's since is the same instant when this update replays. */
-  startSlot = (args: LedgerStartSlotArgs) => {
+  private decideSlot(args: LedgerStartSlotArgs): StartSlotDecision {
     const { decision, state } = decideStartSlot(this.state, args, Date.now());
     this.state = state;
     if (args.take && !decision.taken && args.wake !== undefined && this.slotWaiters.size < MAX_SLOT_WAITERS) this.slotWaiters.add(args.wake);
-    return this.brief(decision);
-  };
+    return decision;
+  }
 }
 
 /** A bring-down's let-go retried after a continue-as-new (the server's answer to a retry lasts one run): already done. */

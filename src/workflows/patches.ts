@@ -496,5 +496,23 @@ export const PATCHES = {
    * GPURES_SAVE_HISTORIES=DIR).
    */
   slotFreedSignal: 'slot-freed-signal',
+  /**
+   * A bring-down's take answers with the ledger before and after it (answerLedger), which gives
+   * its ledgerBefore: the snapshot read before the take (a query, one round trip) is not made. A
+   * serve with no tier to drain takes the stop's start slot in the same Update (stopSlot), where
+   * it took it by a startSlot Update of its own after the take; held by another run, the take
+   * still answers taken, and the slot is waited for as before. Asked by every bring-down since.
+   * Before: every other recording; after: stop-slot-with-take.json (recorded by
+   * test/start-slot.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  takeAnswers: 'take-answers',
+  /**
+   * A bring-down's reading before its stop (readBeforeStop: the GPU and the serve's own processes,
+   * one attempt, 30 s) runs as a local activity in the workflow task that reached it, as readGpu
+   * does (proxies.ts readsOnce()): no dispatch, and no workflow task of its own before the stop is
+   * scheduled. Asked by every bring-down that holds the start slot to stop since. Before: every
+   * other recording; after: stop-slot-with-take.json (the same bring-down).
+   */
+  readBeforeStopLocal: 'read-before-stop-local',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -125,6 +125,18 @@ export function roomReads(): Pick<typeof act, 'readStartRoom'> {
   return patched(PATCHES.roomReadLocal) ? local : act;
 }
 
+/**
+ * readOnce as a local step, since read-before-stop-local: a bring-down's reading before its stop
+ * (an nvidia-smi listing and docker top, one attempt within READ_ONCE_S) runs in the workflow task
+ * that took the start slot, as the other reads do, instead of a dispatch and a task of its own.
+ */
+const readOnceLocal = proxyLocalActivities<Activities>({ startToCloseTimeout: `${READ_ONCE_S}s`, retry: { ...retry, maximumAttempts: 1 } });
+
+/** The proxy a bring-down's reading before its stop goes through: local where the run has the patch, an activity before. */
+export function readsOnce(): Pick<typeof readOnce, 'readBeforeStop'> {
+  return patched(PATCHES.readBeforeStopLocal) ? readOnceLocal : readOnce;
+}
+
 /** The eviction's preflight, as reads() chooses. */
 export function preflightReads(): Pick<typeof act, 'preflightEviction'> {
   return patched(PATCHES.localSteps) ? localRouterReads : router;

@@ -70,10 +70,7 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
       updateId: slotUpdateId(holder, ask, true),
     });
     if (a.taken) {
-      saga.startSlot.held = true;
-      // One step gives it back on every way a run ends failed or cancelled: runs from before relied
-      // on the ledger's release and abortEviction, and one path (the abort) was missed once.
-      if (patched(PATCHES.stopTakesSlot)) saga.startSlot.give = () => giveStartSlot({ node, serve, gpu }, holder, saga);
+      slotHeld({ node, serve, gpu }, holder, saga);
       if (waitedFor)
         log.record(
           'slot',
@@ -119,6 +116,17 @@ function toldWhenFreed(): { freed: boolean } {
   const told = { freed: false };
   setHandler(startSlotFreedSignal, () => void (told.freed = true), { description: OPERATION_HANDLERS.startSlotFreed });
   return told;
+}
+
+/**
+ * The slot is held by `holder` from here, taken by its own take or with another Update (a
+ * bring-down's take of its serve, since take-answers).
+ */
+export function slotHeld({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga): void {
+  saga.startSlot.held = true;
+  // One step gives it back on every way a run ends failed or cancelled: runs from before relied
+  // on the ledger's release and abortEviction, and one path (the abort) was missed once.
+  if (patched(PATCHES.stopTakesSlot)) saga.startSlot.give = () => giveStartSlot({ node, serve, gpu }, holder, saga);
 }
 
 /**

@@ -92,6 +92,12 @@ function stopLine(answer: Obj | undefined): string {
   }
 }
 
+/** A take's answer: its decision, and the start slot where the take asked for it too (since take-answers). */
+function takeLine(answer: Obj | undefined): string {
+  const slot = obj(answer?.['slot']);
+  return `${stopLine(answer)}${slot ? `; ${slotAnswerLine(slot['taken'], slot['heldBy'])}` : ''}`;
+}
+
 /** A release's answer: the MiB it gave back, or that it held none. */
 function releaseLine(released: unknown, vramMib: unknown): string {
   if (!released) return bringDown.released(undefined, false);
@@ -137,7 +143,8 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
       : undefined,
   ledgerAcquire: (r) => (r ? decisionLine(r.decision) : undefined),
   ledgerRelease: (r) => (r ? releaseLine(r.released, r.vramMib) : undefined),
-  ledgerBeginStop: asJson,
+  // Since take-answers the answer carries the ledger (twice): its line, as its Update's; before, as JSON.
+  ledgerBeginStop: (r) => withLedger(`${takeLine(obj(r))}; `, r),
   measureOwnProcesses: (r) => (r ? measuredHow(r as OwnDraw) : undefined),
   ledgerStartSlot: (r) => (r ? slotAnswerLine(r.taken, 'heldBy' in r ? r.heldBy : undefined) : undefined),
   reconcileLedger: asJson,
@@ -296,7 +303,7 @@ const UPDATE_SUMMARIES: Record<string, ((request: Obj | undefined, result: Obj |
     return `${txt(req?.victim)}'s MiB handed to ${txt(req?.acquirer)}${tail}`;
   },
   [fenceUpdate.name]: (_req, res, tail) => `${txt(res?.['serve'])} still held by this run (${txt(res?.['phase'])})${tail}`,
-  [beginStopUpdate.name]: (_req, res, tail) => `${stopLine(res)}${tail}`,
+  [beginStopUpdate.name]: (_req, res, tail) => `${takeLine(res)}${tail}`,
   [startSlotUpdate.name]: (request, res, tail) => {
     const req = request as Loose<LedgerStartSlotArgs> | undefined;
     return req?.take === false

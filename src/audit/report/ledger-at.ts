@@ -1,8 +1,9 @@
 // What a ledger held at a given instant, from its history alone (`gpures audit report LEDGER --at T`).
 // The ledger's updates answer with its whole state after each change (admit, acquire, setPhase,
 // release, …; recordings before 2026-12-02 do not, and are told as such), so the state at T is the last such answer completed at or before T, or the run's
-// input before any. A beginStop answers with a brief, not the state: one completed after that
-// answer and by T is listed as not in the lines rather than guessed at. Each reservation is shown
+// input before any. A beginStop answers with a brief, not the state (unless its bring-down asked
+// for the state, since take-answers): one completed after that answer and by T is listed as not in
+// the lines rather than guessed at. Each reservation is shown
 // with the run that held it and, for a victim, the run that evicted it: who, not only what.
 import { emptyLedger, formatLedger } from '../../domain/ledger';
 import type { LedgerState } from '../../domain/ledger';
@@ -48,7 +49,7 @@ export function ledgerAt(report: AuditReport, atMs: number): LedgerAtEvidence {
     from = i + 1;
   });
   if (!state) throw new LedgerAtError(`${workflow.workflowId}: neither its input nor an update's answer by ${at} holds the ledger's state`);
-  // A fence only checks; a beginStop changes a phase without answering with the state.
+  // A fence only checks; a beginStop changes a phase without answering with the state (unless asked).
   const notInLines = answered.slice(from).filter((u) => u.name !== 'fence' && u.failure === undefined);
   // Every update but a beginStop has answered with the state since 2026-12-02 (b669db6); one recorded before did not.
   const older = notInLines.some((u) => u.name !== 'beginStop');
