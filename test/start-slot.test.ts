@@ -125,6 +125,30 @@ describe('one cold start at a time per GPU: the start slot', () => {
     return apps.filter((p) => pids.includes(p.pid)).reduce((sum, p) => sum + (p.usedMib ?? 0), 0);
   }
 
+  /**
+   * `serves down serve` (brought up first) while slow's start holds the slot: both succeed, the
+   * down says it waits for the slot, and no container exits under the start (the box sampled).
+   */
+  async function downWhileSlowStarts(serve: string): Promise<void> {
+    const up = await cli('serves', 'up', serve);
+    assert.equal(up.code, 0, show(up));
+    const box = sampleBox();
+    const slow = cli('serves', 'up', 'slow');
+    await containerRunning('slow');
+    const down = await cli('serves', 'down', serve);
+    const rs = await slow;
+    const samples = await box.stop();
+    const exits = exitsUnderAStart(samples);
+    console.log(
+      `  slow exit ${rs.code}, down ${serve} exit ${down.code}; ${exits.count} of ${samples.length} samples with a container exited under a start ` +
+        `(first: ${JSON.stringify(exits.first ?? null)}); down ${serve}: ${down.stdout.trim().split('\n').slice(0, 8).join(' | ')}`,
+    );
+    assert.equal(rs.code, 0, show(rs));
+    assert.equal(down.code, 0, show(down));
+    assert.equal(exits.count, 0, `a container exited while another started: ${JSON.stringify(exits.first)}`);
+    assert.match(down.stdout + down.stderr, new RegExp(`start slot: slow is starting on dark-fast since \\d+ s; waiting to stop ${serve}`));
+  }
+
   async function clearBox(): Promise<void> {
     for (const s of SERVES.map((x) => x.name)) await serveDown(client(), t.node, s);
     const l = await ledger();
@@ -339,24 +363,8 @@ describe('one cold start at a time per GPU: the start slot', () => {
     // The case before may leave a serve held (the terminated holder's): each begins on an empty GPU.
     await clearBox();
     try {
-      const ra = await cli('serves', 'up', 'a');
-      assert.equal(ra.code, 0, show(ra));
-      const box = sampleBox();
-      const slow = cli('serves', 'up', 'slow');
-      await containerRunning('slow');
-      const down = await cli('serves', 'down', 'a');
-      const rs = await slow;
-      const samples = await box.stop();
-      const exits = exitsUnderAStart(samples);
+      await downWhileSlowStarts('a');
       const l = await ledger();
-      console.log(
-        `  slow exit ${rs.code}, down a exit ${down.code}; ${exits.count} of ${samples.length} samples with a container exited under a start ` +
-          `(first: ${JSON.stringify(exits.first ?? null)}); down a: ${down.stdout.trim().split('\n').slice(0, 8).join(' | ')}`,
-      );
-      assert.equal(rs.code, 0, show(rs));
-      assert.equal(down.code, 0, show(down));
-      assert.equal(exits.count, 0, `a container exited while another started: ${JSON.stringify(exits.first)}`);
-      assert.match(down.stdout + down.stderr, /start slot: slow is starting on dark-fast since \d+ s; waiting to stop a/);
       assert.deepEqual(
         l?.reservations.map((r) => `${r.serve} ${r.phase}`),
         ['slow running'],
@@ -374,23 +382,7 @@ describe('one cold start at a time per GPU: the start slot', () => {
   test("serves down of a serve with no tier to drain asks for its stop's slot with its take: it waits for a start that holds it, and takes it at once when free", async () => {
     await clearBox();
     try {
-      const rb = await cli('serves', 'up', 'b');
-      assert.equal(rb.code, 0, show(rb));
-      const box = sampleBox();
-      const slow = cli('serves', 'up', 'slow');
-      await containerRunning('slow');
-      const down = await cli('serves', 'down', 'b');
-      const rs = await slow;
-      const samples = await box.stop();
-      const exits = exitsUnderAStart(samples);
-      console.log(
-        `  slow exit ${rs.code}, down b exit ${down.code}; ${exits.count} of ${samples.length} samples with a container exited under a start ` +
-          `(first: ${JSON.stringify(exits.first ?? null)}); down b: ${down.stdout.trim().split('\n').slice(0, 8).join(' | ')}`,
-      );
-      assert.equal(rs.code, 0, show(rs));
-      assert.equal(down.code, 0, show(down));
-      assert.equal(exits.count, 0, `a container exited while another started: ${JSON.stringify(exits.first)}`);
-      assert.match(down.stdout + down.stderr, /start slot: slow is starting on dark-fast since \d+ s; waiting to stop b/);
+      await downWhileSlowStarts('b');
       const waited = await activitiesInOrder(client(), workflowIds.bringDown(t.node, 'b'));
       // No snapshot before the take (its answer says the ledger before it); the slot's take answered held, then asked again.
       assert.deepEqual(waited.slice(0, 3), ['resolveServe', 'ledgerBeginStop', 'inspectServe'], waited.join(', '));
