@@ -35,8 +35,8 @@ import { renderManifest, uniqueNode } from '../test/support/box';
 import type { TestServe } from '../test/support/box';
 import { testTemporal, workflowBundle } from '../test/support/temporal';
 import { fetchHistoryJson } from '../src/audit/export';
-import { formatShares, historyTime, medianShares } from './history-time';
-import type { TimeShare } from './history-time';
+import { formatShares, formatTasksInside, historyTime, medianShares, tasksInside } from './history-time';
+import type { TaskInside, TimeShare } from './history-time';
 import { eventAttributes, eventTypeName } from '../src/audit/events';
 import type { HistoryJson } from '../src/audit/events';
 import { path, str } from '../src/audit/report/read';
@@ -76,6 +76,8 @@ interface Sample {
   byType: Map<string, number>;
   /** The run's history, interval by interval (bench/history-time.ts): workflow tasks with their local activities, dispatches, activities, the client's calls. */
   shares: TimeShare[];
+  /** Inside each workflow task that ran local steps: when each ended, from the task's start. */
+  inside: TaskInside[];
   legs: Legs;
   inFlightAtQuiesce: number;
   statuses: number[];
@@ -262,6 +264,7 @@ async function main(): Promise<void> {
       activities: acts.length,
       byType: acts.reduce((m, a) => m.set(a.type, (m.get(a.type) ?? 0) + a.ms), new Map<string, number>()),
       shares,
+      inside: tasksInside(history),
       legs: legsOf(history),
       inFlightAtQuiesce: v.inFlightAtQuiesce ?? 0,
       statuses: done.map((d) => d.status),
@@ -347,6 +350,10 @@ async function main(): Promise<void> {
   out(
     `the acquisition's history, interval by interval (medians per share, server clock${otherShapes ? `; ${otherShapes} of ${runs} runs had other steps, mixed in` : ''}): ` +
       `${formatShares(shares)} ms`,
+  );
+  out(
+    `inside the workflow tasks, each local step by when it ended, ms from the task's start (medians; steps side by side end in any order): ` +
+      formatTasksInside(samples.map((s) => s.inside)),
   );
   out(
     `between the physical steps (medians, server clock): start to the quiesce scheduled ${m((s) => s.legs.toQuiesceMs)} ms, ` +

@@ -125,3 +125,49 @@ export function runTotals(shares: TimeShare[]): { temporalMs: number; activities
 export function formatShares(shares: TimeShare[]): string {
   return shares.map((s) => `${s.label} ${Math.round(s.ms)}`).join(', ');
 }
+
+/** One workflow task from the inside: each local step by when it ended, and the task's completion, in ms from the task's start. */
+export interface TaskInside {
+  task: string;
+  steps: { label: string; atMs: number }[];
+  completedAtMs: number;
+}
+
+/**
+ * Inside each workflow task that ran local steps: each step's end (its marker's complete_time, the
+ * worker's clock, which the dev server shares here) from the task's WorkflowTaskStarted, and the
+ * task's WorkflowTaskCompleted. Steps run side by side end in any order: a step's figure is when
+ * it ended, not how long it ran. Tasks numbered as historyTime numbers them.
+ */
+export function tasksInside(h: HistoryJson): TaskInside[] {
+  const out: TaskInside[] = [];
+  let startedAt = NaN;
+  let current: TaskInside | undefined;
+  let completed = 0;
+  for (const e of h.events) {
+    const type = eventTypeName(e.eventType);
+    const at = epochMs(e.eventTime);
+    if (type === 'WorkflowTaskStarted') startedAt = at;
+    else if (type === 'WorkflowTaskCompleted') {
+      completed += 1;
+      current = { task: `task ${completed}`, steps: [], completedAtMs: at - startedAt };
+      out.push(current);
+    } else if (current && type !== 'MarkerRecorded' && type !== 'UpsertWorkflowSearchAttributes') current = undefined;
+    const local = current ? localActivityOf(e) : undefined;
+    if (current && local?.completedEpochMs !== undefined) current.steps.push({ label: local.type, atMs: local.completedEpochMs - startedAt });
+  }
+  return out.filter((t) => t.steps.length > 0);
+}
+
+/** Per task and step, the median over the runs whose task has the first run's steps in the same order; `task 1: resolveServe 4, …, completed 318`. */
+export function formatTasksInside(runs: TaskInside[][]): string {
+  const first = runs[0] ?? [];
+  const shape = (t: TaskInside | undefined) => t?.steps.map((s) => s.label).join('|');
+  return first
+    .map((t, i) => {
+      const alike = runs.map((r) => r[i]).filter((x): x is TaskInside => x !== undefined && x.task === t.task && shape(x) === shape(t));
+      const steps = t.steps.map((s, j) => `${s.label} ${Math.round(median(alike.map((x) => x.steps[j]?.atMs ?? NaN)))}`);
+      return `${t.task}: ${[...steps, `completed ${Math.round(median(alike.map((x) => x.completedAtMs)))}`].join(', ')}${alike.length < runs.length ? ` (${alike.length} of ${runs.length} runs)` : ''}`;
+    })
+    .join('; ');
+}

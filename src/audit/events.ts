@@ -92,17 +92,33 @@ export const LOCAL_ACTIVITY_MARKER = 'core_local_activity';
  * A local activity's marker: its type, id, attempt, and result or failure. Its input is not in
  * history (the workflow's code computed it, and computes it again on replay).
  */
-export function localActivityOf(e: HistoryEventJson): { type: string; activityId: string; attempt: number; result?: unknown; failure?: unknown } | undefined {
+export function localActivityOf(
+  e: HistoryEventJson,
+): { type: string; activityId: string; attempt: number; completedEpochMs?: number; result?: unknown; failure?: unknown } | undefined {
   const a = eventAttributes(e);
   if (a['markerName'] !== LOCAL_ACTIVITY_MARKER) return undefined;
   const details = (a['details'] ?? {}) as Record<string, unknown>;
-  const data = decodePayloads(details['data'])[0] as { activity_type?: unknown; activity_id?: unknown; attempt?: unknown } | undefined;
+  const data = decodePayloads(details['data'])[0] as { activity_type?: unknown; activity_id?: unknown; attempt?: unknown; complete_time?: unknown } | undefined;
   const result = decodePayloads(details['result']);
+  const completedEpochMs = epochMsOf(data?.complete_time);
   return {
     type: str(data?.activity_type) ?? '?',
     activityId: str(data?.activity_id) ?? '?',
     attempt: typeof data?.attempt === 'number' ? data.attempt : 1,
+    ...(completedEpochMs !== undefined ? { completedEpochMs } : {}),
     ...(result.length ? { result: result[0] } : {}),
     ...(a['failure'] ? { failure: a['failure'] } : {}),
   };
+}
+
+/**
+ * The marker's `complete_time` (`{ seconds, nanos }`, the worker's clock when the step ended: the
+ * history's only time of a local step, whose marker is written with its task's completion).
+ */
+function epochMsOf(t: unknown): number | undefined {
+  if (typeof t !== 'object' || t === null) return undefined;
+  const { seconds, nanos } = t as { seconds?: unknown; nanos?: unknown };
+  const s = typeof seconds === 'number' ? seconds : typeof seconds === 'string' ? Number(seconds) : NaN;
+  const n = typeof nanos === 'number' ? nanos : 0;
+  return Number.isFinite(s) ? s * 1000 + n / 1e6 : undefined;
 }
