@@ -207,6 +207,38 @@ describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
     assert.deepEqual(counted.listings, { spawned: 6, reused: 1 });
   });
 
+  test('a listing under way is taken up by a caller whose reuse it meets, not by one it predates; a refused one is listed again', async () => {
+    writeState();
+    const count = join(dir, 'ahead-spawns');
+    const counting = join(dir, 'ahead-nvidia-smi');
+    writeFileSync(counting, `#!/bin/sh\necho >> '${count}'\nexec '${FAKE}' "$@"\n`);
+    chmodSync(counting, 0o755);
+    const spawns = () => readFileSync(count, 'utf8').split('\n').length - 1;
+    const counted = new NvidiaSmi({ binary: counting, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
+    // Started ahead (a stop seeing its container down), then asked for one started since then: the same process.
+    const downAt = Date.now();
+    const ahead = counted.computeApps({ refusalThrows: true });
+    assert.deepEqual(await counted.computeApps({ refusalThrows: true, reuse: { afterEpochMs: downAt, maxAgeMs: 60_000 } }), []);
+    await ahead;
+    assert.equal(spawns(), 1);
+    // One under way that started before the change the caller names: listed again.
+    const early = counted.computeApps({ refusalThrows: true });
+    await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(await counted.computeApps({ refusalThrows: true, reuse: { afterEpochMs: Date.now(), maxAgeMs: 60_000 } }), []);
+    await early;
+    assert.equal(spawns(), 3);
+    // One under way that the driver refuses: never read as "none listed"; the caller lists again, and is refused too.
+    writeState({ computeAppsUnsupported: true });
+    const refusedAt = Date.now();
+    const refused = counted.computeApps().catch((err: unknown) => err);
+    await assert.rejects(counted.computeApps({ refusalThrows: true, reuse: { afterEpochMs: refusedAt, maxAgeMs: 60_000 } }), /exited with code/);
+    assert.deepEqual(await refused, []);
+    writeState();
+    console.log(`  spawns: ${spawns()}; adapter: ${JSON.stringify(counted.listings)}`);
+    assert.equal(spawns(), 5);
+    assert.deepEqual(counted.listings, { spawned: 5, reused: 1 });
+  });
+
   test('the fake rejects other arguments like nvidia-smi (exit 2)', async () => {
     writeState();
     const env = { FAKE_NVIDIA_SMI_STATE: statePath };

@@ -68,6 +68,14 @@ const RECENT_READING: ReadingAge = { maxAgeMs: RECENT_READING_MS };
 export const ageOf = (input: { maxAgeMs?: number }): ReadingAge =>
   input.maxAgeMs === undefined ? {} : { maxAgeMs: Math.max(0, Math.min(input.maxAgeMs, RECENT_READING_MS)) };
 
+/**
+ * How old a process listing started ahead of its step may be when the step takes it up (the
+ * release wait's, started by the stop as the victim went down; the measure's, by the health check
+ * as the serve answered): a workflow task and a dispatch lie between, tens of ms. Older, something
+ * held them (a busy worker, a slow server), and the step lists afresh.
+ */
+export const LISTED_AHEAD_MAX_AGE_MS = 2000;
+
 /** How long a drain that has ended waits for its victim's process read (a docker top, an nvidia-smi spawn); a room check, for its serves' docker top. */
 export const PROCESS_READ_MS = 5000;
 
@@ -331,6 +339,8 @@ export function createEvictionActivities(deps: EvictionDeps) {
       own?: ServeProcesses;
       /** What a sleeper may keep (its declared residual); 0 or absent after a stop. */
       keepMib?: number;
+      /** When the stop saw the victim's container down (it started a listing then): the first reading may be a listing started since. */
+      listedAfterEpochMs?: number;
     }): Promise<VramReleaseResult> {
       const ctx = Context.current();
       const earlier = earlierProgress<{ startedAtEpochMs?: unknown }>();
@@ -338,11 +348,14 @@ export function createEvictionActivities(deps: EvictionDeps) {
       const keepMib = Math.max(0, input.keepMib ?? 0);
       const why = ownUnseen(input.own, keepMib);
       const own = why === undefined ? input.own : undefined;
-      for (;;) {
+      // The first reading only: every later one is queried after the one before it.
+      let reuse = input.listedAfterEpochMs !== undefined ? { reuse: { afterEpochMs: input.listedAfterEpochMs, maxAgeMs: LISTED_AHEAD_MAX_AGE_MS } } : {};
+      for (; ; reuse = {}) {
+        const listing = { refusalThrows: true, ...reuse };
         // By its own processes the GPU's figure is only for the record: the stream's latest will do.
         const [g, apps] = await Promise.all([
           readGpu(input.gpuUuid, own ? RECENT_READING : {}),
-          own ? permanentAsFailure(() => gpuProbe().computeApps({ refusalThrows: true })).catch(unlisted) : undefined,
+          own ? permanentAsFailure(() => gpuProbe().computeApps(listing)).catch(unlisted) : undefined,
         ]);
         const seen =
           !own || apps === undefined

@@ -104,6 +104,8 @@ export interface HealthResult {
   url: string;
   probes: number;
   waitedMs: number;
+  /** When it answered 200 (an HTTP serve's; absent before it was kept): a process listing started since sees what it took. */
+  healthyAtEpochMs?: number;
 }
 
 export interface IdentityResult {
@@ -167,6 +169,15 @@ export function createActivities(deps: ActivityDeps) {
     deps.failedStarts ? ` (\`gpures serves logs ${serve}\` prints its last ${LOG_BOUNDS.failedStart.lines} lines, kept when the container is removed)` : '';
 
   const loadServe = (name: string) => loadServeFrom(deps.manifest, name);
+
+  /**
+   * nvidia-smi's process listing, started where the step that follows will want one queried after
+   * what this step has just seen (a container down, a serve healthy), and left running: that step
+   * takes it up (the probe's `reuse`) on this worker, or spawns its own. What it says is read there.
+   */
+  const listAhead = (): void => {
+    void deps.gpu?.computeApps({ refusalThrows: true }).catch(() => undefined);
+  };
 
   /**
    * A compensation's removal takes the container's log with it, while "why did the start fail" is
@@ -463,7 +474,13 @@ export function createActivities(deps: ActivityDeps) {
      * Polls /health until 200, heartbeating each probe. The deadline comes from the workflow so a
      * retried attempt does not restart the clock; a container that exits fails at once.
      */
-    async waitHealthy(input: { node: string; serve: ServeSpec; deadlineEpochMs: number }): Promise<HealthResult> {
+    async waitHealthy(input: {
+      node: string;
+      serve: ServeSpec;
+      deadlineEpochMs: number;
+      /** The measure by its own processes follows (a cold start's): nvidia-smi's process listing is started as soon as it answers. */
+      listWhenHealthy?: boolean;
+    }): Promise<HealthResult> {
       const ctx = Context.current();
       const name = containerName(input.node, input.serve.name);
       const url = serveHealthUrl(input.serve);
@@ -492,7 +509,13 @@ export function createActivities(deps: ActivityDeps) {
           continue;
         }
         const h = await deps.probe.health(url, 2000);
-        if (h.ok) return healthy(name, { url, probes, waitedMs: Date.now() - started });
+        if (h.ok) {
+          // Healthy, it has taken its memory (vLLM allocates before /health answers): the measure's
+          // listing is started now, beside this step's end, the workflow task and the dispatch.
+          const healthyAtEpochMs = Date.now();
+          if (input.listWhenHealthy) listAhead();
+          return healthy(name, { url, probes, waitedMs: healthyAtEpochMs - started, healthyAtEpochMs });
+        }
         last = h.status !== undefined ? `HTTP ${h.status}` : (h.error ?? 'no answer');
         progress({ ...beat(), last } satisfies HealthBeat);
         if (Date.now() >= input.deadlineEpochMs) {
@@ -540,7 +563,15 @@ export function createActivities(deps: ActivityDeps) {
      * die after it, the retry reports the stop the first attempt issued, not its own look at a
      * container already stopped.
      */
-    async stopServeContainer(input: { node: string; serve: string; timeoutS: number; own?: OwnContainer; fence?: GpuSpec }): Promise<StopResult> {
+    async stopServeContainer(input: {
+      node: string;
+      serve: string;
+      timeoutS: number;
+      own?: OwnContainer;
+      fence?: GpuSpec;
+      /** The release wait follows (a victim's stop): nvidia-smi's process listing is started as soon as the container is down. */
+      listWhenDown?: boolean;
+    }): Promise<StopResult> {
       const name = containerName(input.node, input.serve);
       // Fenced (a victim's stop, a bring-down's), by each attempt: the ledger must hold the serve
       // for this run as evicting or stopping. A ledger restarted since the eviction's plan or the
@@ -578,6 +609,11 @@ export function createActivities(deps: ActivityDeps) {
       // By its id when it is the run's own: dockerd stops and removes that one and no other, though
       // another run's container may take the name between the look above and these calls.
       const observed = await deps.runtime.stop(name, input.timeoutS, found?.id);
+      // Down: every process of the container has exited. The release wait's first listing must be
+      // queried after that, and is started now, beside the removal, the workflow task and the
+      // wait's dispatch, for the wait to take up (listedAfterEpochMs) instead of spawning its own.
+      const downAtEpochMs = Date.now();
+      if (input.listWhenDown) listAhead();
       // Stopped, so its last lines are all there (a vLLM traceback, the drain's end).
       if (found) await keepFailedStartLog(input.node, input.serve, name);
       const remove = await deps.runtime.remove(name, found?.id);
@@ -587,6 +623,7 @@ export function createActivities(deps: ActivityDeps) {
         remove,
         issuedAtEpochMs: issued.stopIssuedAtEpochMs,
         issuedByAttempt: issued.attempt,
+        downAtEpochMs,
       };
     },
   });

@@ -18,7 +18,7 @@ import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
 import { Failure } from '../shared/failures';
 import { withTimeout } from '../worker/time-bound';
-import { ageOf, PROCESS_READ_MS } from './eviction';
+import { ageOf, LISTED_AHEAD_MAX_AGE_MS, PROCESS_READ_MS } from './eviction';
 import { permanentAsFailure } from './failure';
 
 export interface StartRoomDeps {
@@ -69,11 +69,18 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
      * nvidia-smi's compute processes on its GPU. Why not, where they cannot say (no process list,
      * pids hidden, per-process MiB not reported): the measure then takes the whole GPU's delta.
      */
-    async measureOwnProcesses(input: { node: string; serve: string; gpuUuid: string }): Promise<OwnDraw> {
+    async measureOwnProcesses(input: {
+      node: string;
+      serve: string;
+      gpuUuid: string;
+      /** When the serve answered healthy (waitHealthy started a listing then): a listing started since will do. */
+      listedAfterEpochMs?: number;
+    }): Promise<OwnDraw> {
       const probe = deps.gpu;
       if (!probe) return { unread: 'no nvidia-smi on this worker' };
       const container = containerName(input.node, input.serve);
-      const [apps, pids] = await Promise.all([probe.computeApps({ refusalThrows: true }).catch(why), pidsOf(input.node, [input.serve])]);
+      const reuse = input.listedAfterEpochMs !== undefined ? { reuse: { afterEpochMs: input.listedAfterEpochMs, maxAgeMs: LISTED_AHEAD_MAX_AGE_MS } } : {};
+      const [apps, pids] = await Promise.all([probe.computeApps({ refusalThrows: true, ...reuse }).catch(why), pidsOf(input.node, [input.serve])]);
       if ('unread' in apps) return apps;
       const mine = pids[input.serve];
       if (!mine || 'unread' in mine) return { unread: mine?.unread ?? 'its pids were not read' };

@@ -119,6 +119,8 @@ export interface StopResult {
   issuedAtEpochMs: number;
   /** That attempt's number (1 unless a worker died after issuing it). */
   issuedByAttempt?: number;
+  /** When this attempt saw the container down (its stop returned): a process listing started since lists none of its processes alive. Absent before it was kept. */
+  downAtEpochMs?: number;
   /** Asked for the run's own container only: the one found under the name was another run's (its holder label), and was left running. */
   leftAlone?: string;
   /**

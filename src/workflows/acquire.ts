@@ -385,7 +385,8 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
     log.begin(`stop ${victim.name}`);
     // Fenced: only while the ledger holds the victim evicting for this run (a ledger restarted
     // since the plan holds it running, and the stop is refused: the saga readmits its tier).
-    const stop = await stopServe(node, victim, { fence: gpu });
+    // Where the release wait follows, its first listing is started as the container goes down.
+    const stop = await stopServe(node, victim, { fence: gpu, ...(gpuBefore ? { listWhenDown: true } : {}) });
     // The victim is down: readmitting its tier would route to nothing, and it stays evicted.
     withdrawReadmit();
     e.stopped.push(victim.name);
@@ -397,7 +398,7 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
 
     log.begin(`release ${victim.name}`);
     if (gpuBefore) {
-      record.vram = await confirmReleased(e, victim.name, gpuBefore, tookMib, 0);
+      record.vram = await confirmReleased(e, victim.name, gpuBefore, tookMib, 0, stop.downAtEpochMs);
       log.record(`release ${victim.name}`, eviction.vramBack(record.vram, gpu.uuid));
     } else {
       log.record(`release ${victim.name}`, eviction.notRunning);
@@ -450,7 +451,15 @@ async function takeSlotToEvict({ acquirer, input, holder, saga, log, planned, re
  * nvidia-smi shows `expectedMib` back on the acquirer's GPU, against the reading taken before the
  * drain: by the victim's own processes there where that reading saw them, keeping at most keepMib.
  */
-function confirmReleased({ acquirer, input }: Eviction, victim: string, before: GpuBefore, expectedMib: number, keepMib: number): Promise<VramReleaseResult> {
+function confirmReleased(
+  { acquirer, input }: Eviction,
+  victim: string,
+  before: GpuBefore,
+  expectedMib: number,
+  keepMib: number,
+  /** When the stop saw the victim down (its result's; absent in results recorded before, and after a sleep). */
+  downAtEpochMs?: number,
+): Promise<VramReleaseResult> {
   const releaseTimeoutS = input.releaseTimeoutS ?? DEFAULT_RELEASE_TIMEOUT_S;
   return waiting(releaseTimeoutS).confirmVramReleased({
     gpuUuid: acquirer.gpu.uuid,
@@ -461,6 +470,8 @@ function confirmReleased({ acquirer, input }: Eviction, victim: string, before: 
     // Runs recorded before carry none (their readings had none): the whole GPU confirms theirs.
     ...(before.processes ? { own: before.processes } : {}),
     ...(keepMib > 0 ? { keepMib } : {}),
+    // Activity input only (replay compares none): the listing the stop started may be its first reading.
+    ...(downAtEpochMs !== undefined ? { listedAfterEpochMs: downAtEpochMs } : {}),
   });
 }
 

@@ -339,7 +339,13 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
   const api = serve.api ?? 'openai';
 
   log.begin('health');
-  const health = await waiting(serve.startTimeoutS).waitHealthy({ node, serve, deadlineEpochMs: Date.now() + serve.startTimeoutS * 1000 });
+  // A cold start is measured by its own processes once healthy: their listing is started as it answers.
+  const health = await waiting(serve.startTimeoutS).waitHealthy({
+    node,
+    serve,
+    deadlineEpochMs: Date.now() + serve.startTimeoutS * 1000,
+    ...(usedBeforeMib !== undefined ? { listWhenHealthy: true } : {}),
+  });
   log.record('health', start.healthy(api, health));
 
   // Healthy, it has taken its memory: since ready-steps-overlapped its own processes are read
@@ -347,13 +353,13 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
   // sleep gave back: not measured). Runs from before read them after it.
   const overlapped = usedBeforeMib !== undefined && patched(PATCHES.readyStepsOverlapped);
   // Awaited by the measure: a failed identity check is what the run tells meanwhile.
-  const ownRead = overlapped && patched(PATCHES.measureOwnFirst) ? awaitedLater(readOwnProcesses(resolved)) : undefined;
+  const ownRead = overlapped && patched(PATCHES.measureOwnFirst) ? awaitedLater(readOwnProcesses(resolved, health.healthyAtEpochMs)) : undefined;
 
   log.begin('identity');
   const observedModels = api === 'openai' ? (await act.verifyIdentity({ serve })).observed : [];
   log.record('identity', start.identity(api, serve.servedModelName));
 
-  const measuredDeltaMib = usedBeforeMib !== undefined ? await measureDelta(resolved, usedBeforeMib, log, ownRead) : undefined;
+  const measuredDeltaMib = usedBeforeMib !== undefined ? await measureDelta(resolved, usedBeforeMib, log, ownRead, health.healthyAtEpochMs) : undefined;
   // The next start may go once this one is measured: given back beside the readmit and `running`,
   // which do not touch the slot (runs from before gave it back first).
   const given = overlapped ? awaitedLater(giveStartSlot(resolved, holder, saga)) : undefined;
@@ -375,14 +381,19 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 }
 
 /** What the serve was seen to take: evidence, not a gate (concurrent bring-ups on the same GPU blur it). */
-async function measureDelta(resolved: ResolvedServe, usedBeforeMib: number, log: StepLog, ownRead?: Promise<OwnDraw>): Promise<number | undefined> {
-  const { node, serve, gpu } = resolved;
+async function measureDelta(
+  resolved: ResolvedServe,
+  usedBeforeMib: number,
+  log: StepLog,
+  ownRead?: Promise<OwnDraw>,
+  healthyAtEpochMs?: number,
+): Promise<number | undefined> {
   log.begin('measure');
   // Since measure-own-first, its own processes are asked first and the whole GPU read only where
   // they cannot say: the reading was an nvidia-smi spawn (or a local activity on the stream) whose
   // figure went unused whenever they could. Runs from before read the GPU first, and replay that way.
   if (ownRead || patched(PATCHES.measureOwnFirst)) {
-    const own = await (ownRead ?? readOwnProcesses(resolved));
+    const own = await (ownRead ?? readOwnProcesses(resolved, healthyAtEpochMs));
     if ('mib' in own) return measuredLine(resolved, own.mib, own, log);
     const gpuAfter = await gpuAfterHealth(resolved, log);
     return gpuAfter ? measuredLine(resolved, gpuAfter.usedMib - usedBeforeMib, own, log) : undefined;
@@ -391,13 +402,22 @@ async function measureDelta(resolved: ResolvedServe, usedBeforeMib: number, log:
   if (!gpuAfter) return undefined;
   // Since start-slot, by its own processes where they can say: a whole-GPU delta counts whatever
   // else moved on the card meanwhile (a stop, a process outside the ledger).
-  const own = patched(PATCHES.startSlot) ? await act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid }) : undefined;
+  const own = patched(PATCHES.startSlot) ? await readOwnProcesses(resolved, healthyAtEpochMs) : undefined;
   return measuredLine(resolved, own && 'mib' in own ? own.mib : gpuAfter.usedMib - usedBeforeMib, own, log);
 }
 
-/** The serve's own draw by its processes on its GPU (docker top against nvidia-smi's listing), or why they cannot say. */
-function readOwnProcesses({ node, serve, gpu }: ResolvedServe): Promise<OwnDraw> {
-  return act.measureOwnProcesses({ node, serve: serve.name, gpuUuid: gpu.uuid });
+/**
+ * The serve's own draw by its processes on its GPU (docker top against nvidia-smi's listing), or
+ * why they cannot say. `healthyAtEpochMs` (its health check's result; absent in results recorded
+ * before): the listing that check started as the serve answered will do. Activity input only.
+ */
+function readOwnProcesses({ node, serve, gpu }: ResolvedServe, healthyAtEpochMs?: number): Promise<OwnDraw> {
+  return act.measureOwnProcesses({
+    node,
+    serve: serve.name,
+    gpuUuid: gpu.uuid,
+    ...(healthyAtEpochMs !== undefined ? { listedAfterEpochMs: healthyAtEpochMs } : {}),
+  });
 }
 
 /** The whole GPU's reading once the serve is healthy; null where none is read, undefined once said not measured. */

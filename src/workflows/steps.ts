@@ -37,14 +37,19 @@ export function drainFor(tier: string | undefined, serve: ServeSpec, timeoutS: n
  * a victim's stop and a bring-down's; a compensation removing the run's own container passes none.
  * Activity input only: the same command with either or without.
  */
-export function stopServe(node: string, serve: { name: string; stopTimeoutS: number }, guard: { own?: OwnContainer; fence?: GpuSpec } = {}) {
-  const { own, fence } = guard;
+export function stopServe(
+  node: string,
+  serve: { name: string; stopTimeoutS: number },
+  guard: { own?: OwnContainer; fence?: GpuSpec; listWhenDown?: boolean } = {},
+) {
+  const { own, fence, listWhenDown } = guard;
   return stopping(serve.stopTimeoutS).stopServeContainer({
     node,
     serve: serve.name,
     timeoutS: serve.stopTimeoutS,
     ...(own ? { own } : {}),
     ...(fence ? { fence } : {}),
+    ...(listWhenDown ? { listWhenDown } : {}),
   });
 }
 

@@ -116,12 +116,28 @@ export function listingReusable(atMs: number, reuse: ListingReuse, nowMs: number
   return atMs >= reuse.afterEpochMs && nowMs >= atMs && nowMs - atMs <= reuse.maxAgeMs;
 }
 
+/** A listing's CSV parsed, or undefined where it is not the CSV asked for (the caller's own parse says why). */
+function parsedOrUndefined(stdout: string): GpuProcess[] | undefined {
+  try {
+    return parseComputeAppsCsv(stdout);
+  } catch {
+    return undefined;
+  }
+}
+
 export class NvidiaSmi implements GpuProbe {
   readonly binary: string;
   readonly timeoutMs: number;
   private readonly env: Record<string, string> | undefined;
   /** The latest listing nvidia-smi gave (exit 0), and when its process was started: its query was made no earlier. */
   private latestApps: { atMs: number; apps: GpuProcess[] } | undefined;
+  /**
+   * The listing under way, and when its process was started: a caller whose `reuse` it meets waits
+   * for it instead of spawning another (a listing started where a stop or a health check has just
+   * seen the serve down or up, for the step after it). Undefined once it ends; its outcome is
+   * undefined where it was no clean listing (a refusal, a timeout), and the caller then spawns its own.
+   */
+  private pendingApps: { atMs: number; listing: Promise<GpuProcess[] | undefined> } | undefined;
   /** Process listings spawned, and served from the latest one (`reuse`): what the tests and the benchmark count. */
   readonly listings = { spawned: 0, reused: 0 };
 
@@ -193,19 +209,37 @@ export class NvidiaSmi implements GpuProbe {
    * is always asked again).
    */
   async computeApps(opts: { refusalThrows?: boolean; reuse?: ListingReuse } = {}): Promise<GpuProcess[]> {
-    const latest = this.latestApps;
-    if (latest && opts.reuse && listingReusable(latest.atMs, opts.reuse, Date.now())) {
+    const reused = opts.reuse ? await this.reusable(opts.reuse) : undefined;
+    if (reused) {
       this.listings.reused += 1;
-      return latest.apps.map((a) => ({ ...a }));
+      return reused;
     }
     const atMs = Date.now();
     this.listings.spawned += 1;
-    const out = await this.run(COMPUTE_APPS_QUERY_ARGS);
+    const run = this.run(COMPUTE_APPS_QUERY_ARGS);
+    const listing = run.then(
+      (out) => (out.code === 0 ? parsedOrUndefined(out.stdout) : undefined),
+      () => undefined,
+    );
+    this.pendingApps = { atMs, listing };
+    void listing.then((apps) => {
+      if (this.pendingApps?.listing === listing) this.pendingApps = undefined;
+      // Of two spawns that overlap, the later started is the later query's.
+      if (apps && (!this.latestApps || this.latestApps.atMs <= atMs)) this.latestApps = { atMs, apps: apps.map((a) => ({ ...a })) };
+    });
+    const out = await run;
     if (out.code === null || (out.code !== 0 && opts.refusalThrows)) throw this.failure(COMPUTE_APPS_QUERY_ARGS, out);
     if (out.code !== 0) return [];
-    const apps = parseComputeAppsCsv(out.stdout);
-    // Of two spawns that overlap, the later started is the later query's.
-    if (!this.latestApps || this.latestApps.atMs <= atMs) this.latestApps = { atMs, apps: apps.map((a) => ({ ...a })) };
-    return apps;
+    return parseComputeAppsCsv(out.stdout);
+  }
+
+  /** The latest listing, or the one under way once it ends, where `reuse` allows it; a copy. */
+  private async reusable(reuse: ListingReuse): Promise<GpuProcess[] | undefined> {
+    const latest = this.latestApps;
+    if (latest && listingReusable(latest.atMs, reuse, Date.now())) return latest.apps.map((a) => ({ ...a }));
+    const pending = this.pendingApps;
+    if (!pending || pending.atMs < reuse.afterEpochMs) return undefined;
+    const apps = await pending.listing;
+    return apps && listingReusable(pending.atMs, reuse, Date.now()) ? apps.map((a) => ({ ...a })) : undefined;
   }
 }
