@@ -177,15 +177,21 @@ describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
     assert.equal((await smi.readGpus()).length, 2);
   });
 
-  test('a process listing is reused only where the caller allows it: started after the change it names, young enough; a refusal is asked again', async () => {
-    writeState();
-    // The box's count, not the adapter's: each process the adapter starts appends a line.
-    const count = join(dir, 'listing-spawns');
-    const counting = join(dir, 'counting-nvidia-smi');
+  /** An adapter over the fake, and the box's count of the processes it started (not the adapter's: each appends a line). */
+  const countingSpawns = (name: string) => {
+    const count = join(dir, `${name}-spawns`);
+    const counting = join(dir, `${name}-nvidia-smi`);
     writeFileSync(counting, `#!/bin/sh\necho >> '${count}'\nexec '${FAKE}' "$@"\n`);
     chmodSync(counting, 0o755);
-    const spawns = () => readFileSync(count, 'utf8').split('\n').length - 1;
-    const counted = new NvidiaSmi({ binary: counting, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
+    return {
+      counted: new NvidiaSmi({ binary: counting, env: { FAKE_NVIDIA_SMI_STATE: statePath } }),
+      spawns: () => readFileSync(count, 'utf8').split('\n').length - 1,
+    };
+  };
+
+  test('a process listing is reused only where the caller allows it: started after the change it names, young enough; a refusal is asked again', async () => {
+    writeState();
+    const { counted, spawns } = countingSpawns('listing');
     const before = Date.now();
     const seen: number[] = [];
     const list = async (reuse?: { afterEpochMs: number; maxAgeMs: number }) => {
@@ -209,12 +215,7 @@ describe('NvidiaSmi adapter against the fake nvidia-smi', () => {
 
   test('a listing under way is taken up by a caller whose reuse it meets, not by one it predates; a refused one is listed again', async () => {
     writeState();
-    const count = join(dir, 'ahead-spawns');
-    const counting = join(dir, 'ahead-nvidia-smi');
-    writeFileSync(counting, `#!/bin/sh\necho >> '${count}'\nexec '${FAKE}' "$@"\n`);
-    chmodSync(counting, 0o755);
-    const spawns = () => readFileSync(count, 'utf8').split('\n').length - 1;
-    const counted = new NvidiaSmi({ binary: counting, env: { FAKE_NVIDIA_SMI_STATE: statePath } });
+    const { counted, spawns } = countingSpawns('ahead');
     // Started ahead (a stop seeing its container down), then asked for one started since then: the same process.
     const downAt = Date.now();
     const ahead = counted.computeApps({ refusalThrows: true });
