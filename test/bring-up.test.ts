@@ -11,7 +11,7 @@ import { docker, renderManifest, startTestBox, uniqueNode } from './support/box'
 import { containerName } from '../src/domain/serve';
 import type { TestBox, TestServe } from './support/box';
 import { waitFor, waitUntil } from './support/wait';
-import { ledgerTotalsAfterEachUpdate, scheduledActivities, waitForPendingActivity } from './support/history-scan';
+import { activitiesInOrder, ledgerTotalsAfterEachUpdate, scheduledActivities, waitForPendingActivity } from './support/history-scan';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { workflowIds } from '../src/shared/messages';
 
@@ -73,6 +73,8 @@ describe('bring-up and bring-down', () => {
       assert.ok(out.ok, `${name}: ${!out.ok ? out.message : ''}`);
       assert.equal(out.result.outcome, 'started');
       assert.deepEqual(out.result.observedModels, [name]);
+      // The ledger before it, without what it took: its reservation, and the start slot its admission took.
+      assert.ok(!out.result.ledgerBefore.some((l) => /start slot/.test(l)), out.result.ledgerBefore.join('\n'));
     }
     assert.deepEqual(formatLedger(await ledgerOf('dark-fast')), [
       "gpu_role 'dark-fast': capacity 32607 MiB, reserve 4608 MiB, committed 26112 MiB, free 1887 MiB",
@@ -104,6 +106,17 @@ describe('bring-up and bring-down', () => {
       return listed.length ? listed : undefined;
     });
     assert.deepEqual(ids, [`serves-up/${box.node}/fast`]);
+  });
+
+  test("a bring-up asks the ledger twice: its admission takes the start slot, its `running` gives it back (none of the slot's own Updates)", async () => {
+    // ocr came up above with no router tier: nothing to readmit between its measure and `running`.
+    const steps = await activitiesInOrder(box.temporal.client, workflowIds.bringUp(box.node, 'ocr'));
+    assert.deepEqual(
+      steps.filter((s) => s.startsWith('ledger')),
+      ['ledgerAdmit', 'ledgerSetPhase'],
+      steps.join(', '),
+    );
+    assert.equal((await ledgerOf('dark-fast')).startSlot, undefined);
   });
 
   test('a ledger workflow terminated and started afresh reconciles from the running containers', async () => {

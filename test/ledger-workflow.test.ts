@@ -267,6 +267,49 @@ describe('ledger entity workflow', () => {
     await h.executeUpdate(releaseUpdate, { args: [{ serve: 'od', holder: 'acquire-od' }] });
   });
 
+  test("a bring-up's admission takes the start slot with it, and its `running` gives it back: another's admission is told who holds it, a denial takes none", async () => {
+    const h = box.temporal.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(box.node, 'dark-fast'));
+    const admit = (serve: string, holder: string, vramMib = 10, updateId?: string) =>
+      h.executeUpdate(admitUpdate, {
+        args: [{ serve, vramMib, class: 'resident', holder, gpu: GPU, startSlot: { startTimeoutS: 60 } }],
+        ...(updateId ? { updateId } : {}),
+      });
+    const a = await admit('cold-a', 'up-a');
+    assert.equal(a.decision.decision, 'admitted');
+    assert.deepEqual(a.startSlot, { taken: true });
+    const slot = (await h.query(snapshotQuery)).startSlot;
+    assert.deepEqual([slot?.serve, slot?.holder, slot?.startTimeoutS], ['cold-a', 'up-a', 60]);
+    assert.equal(a.ledger?.startSlot?.holder, 'up-a', 'the answer carries the state with the slot taken');
+    // Admitted, with the slot another run's: told who holds it (the run then waits as a take does).
+    const b = await admit('cold-b', 'up-b');
+    assert.equal(b.decision.decision, 'admitted');
+    assert.equal(b.startSlot?.taken === false ? b.startSlot.heldBy?.holder : 'taken', 'up-a');
+    // Denied: nothing taken, nothing said of the slot.
+    const big = await admit('cold-big', 'up-big', 30000);
+    assert.equal(big.decision.decision, 'denied');
+    assert.equal(big.startSlot, undefined);
+    // A retry of the first admission (after a continue-as-new: another update id) is answered the same, its since kept.
+    const retried = await admit('cold-a', 'up-a', 10, 'up-a/admit-again');
+    assert.deepEqual(retried.startSlot, { taken: true });
+    assert.equal((await h.query(snapshotQuery)).startSlot?.sinceMs, slot?.sinceMs);
+    // Another run's `running` gives back no slot it does not hold; the holder's does.
+    await h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'cold-b', phase: 'running', holder: 'up-b', giveStartSlot: true }] });
+    assert.equal((await h.query(snapshotQuery)).startSlot?.holder, 'up-a');
+    const running = await h.executeUpdate(setPhaseUpdate, { args: [{ serve: 'cold-a', phase: 'running', holder: 'up-a', giveStartSlot: true }] });
+    assert.equal(running.ledger?.startSlot, undefined, 'running with giveStartSlot left the slot held');
+    assert.equal((await h.query(snapshotQuery)).reservations.find((r) => r.serve === 'cold-a')?.phase, 'running');
+    // An admission without the ask leaves the slot alone (runs from before, acquisitions).
+    const plain = await h.executeUpdate(admitUpdate, { args: [{ serve: 'cold-c', vramMib: 10, class: 'resident', holder: 'up-c', gpu: GPU }] });
+    assert.equal(plain.startSlot, undefined);
+    assert.equal((await h.query(snapshotQuery)).startSlot, undefined);
+    for (const [serve, holder] of [
+      ['cold-a', 'up-a'],
+      ['cold-b', 'up-b'],
+      ['cold-c', 'up-c'],
+    ] as const)
+      await h.executeUpdate(releaseUpdate, { args: [{ serve, holder }] });
+  });
+
   test("the lost-run note is told only by an answer an operation shows: a compensation's (quiet) leaves it untold", async () => {
     const client = box.temporal.client;
     const gpu = { ...GPU, role: 'note' };

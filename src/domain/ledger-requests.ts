@@ -59,8 +59,12 @@ const ADMIT: Record<string, Field> = {
   sleep: { check: sleepEviction },
 };
 
+/** An admission's take of the start slot: the start timeout its waiters count. */
+const slotWithAdmit: Check = (v) =>
+  isRecord(v) && withinBound(BOUNDS.startTimeoutS, v['startTimeoutS']) ? undefined : `{ "startTimeoutS": ${boundRule(BOUNDS.startTimeoutS)} }`;
+
 const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
-  admit: ADMIT,
+  admit: { ...ADMIT, startSlot: { check: slotWithAdmit } },
   acquire: { ...ADMIT, evict: { check: boolean, required: true } },
   victimReleased: {
     victim: { check: serveName, required: true },
@@ -101,6 +105,7 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     holder: { check: runId, required: true },
     measuredMib: { check: readMib },
     quiet: { check: boolean },
+    giveStartSlot: { check: boolean },
   },
   release: {
     serve: { check: serveName, required: true },

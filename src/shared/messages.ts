@@ -14,6 +14,12 @@ import type { LiveProgress } from './progress';
 export interface LedgerAdmitArgs extends AdmitRequest {
   /** The GPU as the manifest declares it now: the ledger adopts the newest capacity and reserve. */
   gpu: GpuSpec;
+  /**
+   * A bring-up's: the GPU's start slot taken with the admission where it admits a serve to start
+   * cold (not a sleeper, whose wake takes it by its own), its start timeout as a take's. Absent:
+   * the run takes the slot by an Update of its own (runs from before, acquisitions).
+   */
+  startSlot?: { startTimeoutS: number };
 }
 /**
  * Every update answers the ledger's totals after its decision, enough for an auditor to check from
@@ -34,6 +40,8 @@ export interface LedgerAdmitAnswer extends LedgerAnswer {
   wasEvicted?: boolean;
   /** It had been put to sleep at this level: its restore may wake it rather than start it cold. */
   wasAsleep?: 1 | 2;
+  /** Where the admission asked for the start slot and took the serve to start cold: the take's answer. */
+  startSlot?: StartSlotDecision;
 }
 /** What an operation's activity returns: the answer and the ledger read right after it. */
 export interface LedgerAdmitResult extends LedgerAdmitAnswer {
@@ -48,6 +56,8 @@ export interface LedgerPhaseArgs {
   holder?: string;
   /** Its caller shows the answer to no operator (a compensation): the ledger's lost-run note is not marked told by it. */
   quiet?: boolean;
+  /** With `running`: the start slot its holder holds given back by the same Update (a start measured, with no readmit between). */
+  giveStartSlot?: boolean;
 }
 export interface LedgerReleaseArgs {
   serve: string;

@@ -434,7 +434,7 @@ async function takeServe(
       }),
     );
     if (asked.answerLedger) asks.before = decision.ledgerBefore;
-    if (decision.slot?.taken && asks.saga) slotHeld(down, holder, asks.saga);
+    if (decision.slot?.taken && asks.saga) slotHeld(down, holder, asks.saga, patched(PATCHES.stopTakesSlot));
     if (decision.decision === 'taken') {
       log.record('take', take.taken(serve.name, decision.from, takeOver?.takeOverFrom));
       // Runs from before the compensation covered it readmit the victims here, before it is registered.

@@ -6,6 +6,7 @@ import { ApplicationFailure, isCancellation, patched, workflowInfo } from '@temp
 import type { GpuReading, ResolvedServe } from '../shared/contracts';
 import { denialMessage, formatLedger, withoutReservation } from '../domain/ledger';
 import { evictionOutlook } from '../domain/eviction';
+import { slotAfter } from '../domain/start-slot';
 import type { Victim } from '../domain/eviction';
 import type { LedgerState } from '../domain/ledger';
 import { formatMeasuredDelta, measuredHow, RECENT_READING_MS } from '../domain/physical';
@@ -24,7 +25,7 @@ import { failAndCompensate, rootCause, Saga, whole } from './saga';
 import { checkInput } from './input';
 import { awaitedLater, disowned, giveBackWhenDown, REMOVE_CONTAINER, stopServe } from './steps';
 import { StepLog } from './step-log';
-import { giveStartSlot, renewStartSlot, takeStartSlot } from './start-slot';
+import { giveStartSlot, renewStartSlot, slotHeld, takeStartSlot } from './start-slot';
 import type { BringUpInput, BringUpResult } from '../shared/operations';
 
 /** This run's fencing token. */
@@ -45,16 +46,30 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   const base = { serve: serve.name, gpuRole: gpu.role, vramMib: serve.vramMib };
 
   log.begin('admit');
+  // Since admit-takes-slot the admission takes the start slot too where the serve starts cold: the take is one round trip fewer.
+  const slotAsked = patched(PATCHES.admitTakesSlot) ? { startSlot: { startTimeoutS: serve.startTimeoutS } } : {};
   const admit = await whole(PATCHES.admitWhole, () =>
     ledgerUpdates().ledgerAdmit({
       node,
-      args: { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, minResidencyS: serve.minResidencyS, ...admittedSleep(serve) },
+      args: {
+        serve: serve.name,
+        vramMib: serve.vramMib,
+        class: serve.class,
+        holder,
+        gpu,
+        minResidencyS: serve.minResidencyS,
+        ...admittedSleep(serve),
+        ...slotAsked,
+      },
       updateId: `${holder}/admit`,
     }),
   );
   const { decision } = admit;
   log.ledgerSaid(admit.ledger);
-  const ledgerBefore = formatLedger(decision.decision === 'admitted' ? withoutReservation(admit.ledger, serve.name) : admit.ledger);
+  // Without what this run took: its reservation, and the start slot its admission took with it.
+  const ledgerBefore = formatLedger(
+    decision.decision === 'admitted' ? slotAfter(withoutReservation(admit.ledger, serve.name), { step: 'give', holder }) : admit.ledger,
+  );
   if (decision.decision === 'denied') {
     log.record('admit', admission.overBudget(decision.shortfallMib));
     throw ApplicationFailure.create({
@@ -90,6 +105,8 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
     });
   // A sleeper not woken yet sleeps on, holding its residual: put back asleep, with no wait for its container to stop.
   saga.add('release reservation', () => (saga.sleeperUntouched ? release(true) : giveBackWhenDown(node, serve.name, saga, () => release(false))));
+  // Taken by the admission: held as a take's (the start's takeStartSlot finds it held), given back by the saga's done-step.
+  if (admit.startSlot?.taken) slotHeld(resolved, holder, saga, true);
   try {
     // Histories recorded before sleep mode existed restore no sleeping serve, and replay without it.
     const asleep = admit.wasAsleep !== undefined && patched(PATCHES.wakeOnRestore) ? admit.wasAsleep : undefined;
@@ -361,9 +378,11 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
 
   const measuredDeltaMib = usedBeforeMib !== undefined ? await measureDelta(resolved, usedBeforeMib, log, ownRead, health.healthyAtEpochMs) : undefined;
   // The next start may go once this one is measured: given back beside the readmit and `running`,
-  // which do not touch the slot (runs from before gave it back first).
-  const given = overlapped ? awaitedLater(giveStartSlot(resolved, holder, saga)) : undefined;
-  if (!given) await giveStartSlot(resolved, holder, saga);
+  // which do not touch the slot (runs from before gave it back first). Since slot-given-with-running,
+  // with no readmit to wait for, by `running` itself: one Update fewer, given at the same point.
+  const withRunning = !serve.routerTier && saga.startSlot.held && patched(PATCHES.slotGivenWithRunning);
+  const given = overlapped && !withRunning ? awaitedLater(giveStartSlot(resolved, holder, saga)) : undefined;
+  if (!overlapped && !withRunning) await giveStartSlot(resolved, holder, saga);
   const readmittedTier = serve.routerTier ? await readmit(resolved, serve.routerTier, saga, log) : undefined;
 
   log.begin('running');
@@ -371,9 +390,12 @@ async function serveReady(resolved: ResolvedServe, containerId: string, usedBefo
   const ledgerAfter = await ledgerUpdates().ledgerSetPhase({
     node,
     gpu,
-    args: { serve: serve.name, phase: 'running', holder, ...measured },
+    args: { serve: serve.name, phase: 'running', holder, ...measured, ...(withRunning ? { giveStartSlot: true } : {}) },
     updateId: `${holder}/running`,
   });
+  // A ledger that kept it (built before giveStartSlot: workers roll forward together) is given it by its own Update.
+  if (withRunning && ledgerAfter.startSlot?.holder === holder) await giveStartSlot(resolved, holder, saga);
+  else if (withRunning) saga.startSlot.held = false;
   await given;
   log.ledgerSaid(ledgerAfter);
   log.record('running', start.running);

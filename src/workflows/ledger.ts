@@ -251,14 +251,32 @@ class GpuLedger {
   validateAcquire = (req: LedgerAcquireArgs): void => this.checkAdmit('acquire', req);
 
   admit = (req: LedgerAdmitArgs): LedgerAdmitAnswer => {
-    const retry = this.admitOrRecognise(req);
+    const retry = this.admitOrRecognise(req, req.startSlot);
     if (retry) return retry;
     const before = findReservation(this.state, req.serve);
     const wasEvicted = before !== undefined && setAside(before);
     const decision = this.decide(req);
     if (decision.decision === 'admitted') this.state = applyAdmit(this.state, req, 'admitted', wasEvicted ? 'restore' : 'bring-up');
-    return this.answer({ decision, wasEvicted, ...wokenFrom(before) });
+    const slot = decision.decision === 'admitted' ? this.slotWithAdmit(req, req.startSlot, wokenFrom(before)) : {};
+    return this.answer({ decision, wasEvicted, ...wokenFrom(before), ...slot });
   };
+
+  /**
+   * An admission that asks for it (a bring-up's) takes the GPU's start slot with it where its serve
+   * starts cold: the take its run would send next, one Update fewer, answered as that take would be
+   * (held by another run, the run waits for it as before). Not for a sleeper: its restore wakes it,
+   * and takes the slot by its own (its sleeper left asleep while it waits).
+   */
+  private slotWithAdmit(req: LedgerAdmitArgs, asked: LedgerAdmitArgs['startSlot'], woken: { wasAsleep?: 1 | 2 }): { startSlot?: StartSlotDecision } {
+    if (!asked || woken.wasAsleep !== undefined) return {};
+    const { decision, state } = decideStartSlot(
+      this.state,
+      { serve: req.serve, holder: req.holder, take: true, startTimeoutS: asked.startTimeoutS },
+      Date.now(),
+    );
+    this.state = state;
+    return { startSlot: decision };
+  }
 
   acquire = (req: LedgerAcquireArgs): LedgerAcquireAnswer => {
     const retry = this.admitOrRecognise(req);
@@ -310,8 +328,8 @@ class GpuLedger {
     return this.answer({ decision, ...woken });
   };
 
-  /** Shared by admit and acquire: adopt the manifest's figures, recognise a retry, then decide. */
-  private admitOrRecognise(req: LedgerAdmitArgs): LedgerAdmitAnswer | undefined {
+  /** Shared by admit and acquire: adopt the manifest's figures, recognise a retry (an admit's with its slot), then decide. */
+  private admitOrRecognise(req: LedgerAdmitArgs, slotAsked?: LedgerAdmitArgs['startSlot']): LedgerAdmitAnswer | undefined {
     // The manifest is the source of truth for capacity and reserve; adopt what the caller read.
     this.state = { ...this.state, gpuUuid: req.gpu.uuid, capacityMib: req.gpu.capacityMib, reserveMib: req.gpu.reserveMib };
     const held = activeReservation(this.state, req.serve);
@@ -319,10 +337,12 @@ class GpuLedger {
       // A retry of an admission that already happened (possibly in a previous run): answered as
       // it was, a restore and a wake included.
       const from = held.admittedFrom;
+      const slot = this.slotWithAdmit(req, slotAsked, asleepWord(from));
       return this.answer({
         decision: { decision: 'admitted' as const, serve: req.serve, vramMib: held.vramMib, freeAfterMib: totals(this.state).freeMib },
         ...(from ? { wasEvicted: from.evicted } : {}),
         ...asleepWord(from),
+        ...slot,
       });
     }
     return undefined;
@@ -443,6 +463,8 @@ class GpuLedger {
     const from = held?.phase === 'stopping' && args.phase === 'running' ? held.takenFrom : undefined;
     const holder = from?.phase === 'running' && patched(PATCHES.letGoRestoresHolder) ? from.holder : undefined;
     this.state = withPhase(this.state, args.serve, args.phase, args.measuredMib, Date.now(), holder);
+    // A start measured with no readmit left gives its start slot back by its `running`, as its own give would.
+    if (args.giveStartSlot) this.state = slotAfter(this.state, { step: 'give', holder: args.holder });
     return this.change(args.serve, args.quiet);
   };
 

@@ -514,5 +514,20 @@ export const PATCHES = {
    * other recording; after: stop-slot-with-take.json (the same bring-down).
    */
   readBeforeStopLocal: 'read-before-stop-local',
+  /**
+   * A bring-up's admission takes the GPU's start slot in the same Update where it admits a serve to
+   * start cold (ledger admit's `startSlot`): one round trip fewer. Held by another run, the run
+   * waits for it as before (its takes from the first); a sleeper's restore takes it by its own.
+   * Before: every other recording; after: bring-up-slot-with-admit.json (recorded by
+   * test/histories/record.ts: ocr, with no router tier).
+   */
+  admitTakesSlot: 'admit-takes-slot',
+  /**
+   * A start whose serve has no router tier to readmit gives its start slot back by its `running`
+   * (setPhase's `giveStartSlot`) instead of an Update of its own beside it. A serve with a tier
+   * gives it before (or beside) the readmit as before: its slot is not held through the router's
+   * checks. Before: every other recording; after: bring-up-slot-with-admit.json.
+   */
+  slotGivenWithRunning: 'slot-given-with-running',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];

@@ -70,7 +70,9 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
       updateId: slotUpdateId(holder, ask, true),
     });
     if (a.taken) {
-      slotHeld({ node, serve, gpu }, holder, saga);
+      // One step gives it back on every way a run ends failed or cancelled: runs from before relied
+      // on the ledger's release and abortEviction, and one path (the abort) was missed once.
+      slotHeld({ node, serve, gpu }, holder, saga, patched(PATCHES.stopTakesSlot));
       if (waitedFor)
         log.record(
           'slot',
@@ -118,15 +120,10 @@ function toldWhenFreed(): { freed: boolean } {
   return told;
 }
 
-/**
- * The slot is held by `holder` from here, taken by its own take or with another Update (a
- * bring-down's take of its serve, since take-answers).
- */
-export function slotHeld({ node, serve, gpu }: ResolvedServe, holder: string, saga: Saga): void {
+/** The run holds the slot (taken, or by its admission since admit-takes-slot); `givenOnEnd`: by its saga's done-step, failed or cancelled. */
+export function slotHeld(resolved: ResolvedServe, holder: string, saga: Saga, givenOnEnd: boolean): void {
   saga.startSlot.held = true;
-  // One step gives it back on every way a run ends failed or cancelled: runs from before relied
-  // on the ledger's release and abortEviction, and one path (the abort) was missed once.
-  if (patched(PATCHES.stopTakesSlot)) saga.startSlot.give = () => giveStartSlot({ node, serve, gpu }, holder, saga);
+  if (givenOnEnd) saga.startSlot.give = () => giveStartSlot(resolved, holder, saga);
 }
 
 /**

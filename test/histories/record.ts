@@ -193,6 +193,8 @@ async function main(): Promise<void> {
     const denied = await step('serves up vision', serveUp(client, NODE, 'vision'), false);
     expect(!denied.ok && denied.failureType === 'AdmissionDenied', 'vision denied by the ledger');
     await record('denial', workflowIds.bringUp(NODE, 'vision'));
+    // ocr's, with no router tier: its admission takes the start slot, its `running` gives it back.
+    await record('bring-up-slot-with-admit', workflowIds.bringUp(NODE, 'ocr'));
 
     // (2) bring-up: room made, vision admitted, healthy, identity verified.
     say('(2) three residents down, vision up');

@@ -111,6 +111,12 @@ function slotAnswerLine(taken: unknown, heldBy: unknown): string {
   return h ? `start slot held by ${txt(h['serve'])} (${txt(h['holder'])})` : 'start slot not held';
 }
 
+/** An admission's take of the start slot (admit-takes-slot), where it asked one. */
+function slotWithAdmitLine(slot: unknown): string {
+  const s = obj(slot);
+  return s ? `; ${slotAnswerLine(s['taken'], s['heldBy'])}` : '';
+}
+
 /** Activities whose result says enough as JSON. */
 const asJson = (): undefined => undefined;
 
@@ -139,7 +145,7 @@ const SUMMARIES: { [K in ActivityName]: Summary<K> } = {
   },
   ledgerAdmit: (r) =>
     r
-      ? `${decisionLine(r.decision)}${r.wasAsleep ? ` (restoring a serve asleep at level ${txt(r.wasAsleep)})` : r.wasEvicted ? ' (restoring an evicted serve)' : ''}`
+      ? `${decisionLine(r.decision)}${r.wasAsleep ? ` (restoring a serve asleep at level ${txt(r.wasAsleep)})` : r.wasEvicted ? ' (restoring an evicted serve)' : ''}${slotWithAdmitLine(r.startSlot)}`
       : undefined,
   ledgerAcquire: (r) => (r ? decisionLine(r.decision) : undefined),
   ledgerRelease: (r) => (r ? releaseLine(r.released, r.vramMib) : undefined),
@@ -288,11 +294,11 @@ export function summarizeActivity(type: string, input: unknown, result: unknown)
 
 /** A ledger update's line from its request and result, keyed by the updates' own names. */
 const UPDATE_SUMMARIES: Record<string, ((request: Obj | undefined, result: Obj | undefined, tail: string) => string) | undefined> = {
-  [admitUpdate.name]: (_req, res, tail) => `${decisionLine(res?.['decision'])}${tail}`,
+  [admitUpdate.name]: (_req, res, tail) => `${decisionLine(res?.['decision'])}${slotWithAdmitLine(res?.['startSlot'])}${tail}`,
   [acquireUpdate.name]: (_req, res, tail) => `${decisionLine(res?.['decision'])}${tail}`,
   [setPhaseUpdate.name]: (request, _res, tail) => {
     const req = request as Loose<LedgerPhaseArgs> | undefined;
-    return `${txt(req?.serve)} → ${txt(req?.phase)}${tail}`;
+    return `${txt(req?.serve)} → ${txt(req?.phase)}${req?.giveStartSlot === true ? '; start slot given back' : ''}${tail}`;
   },
   [releaseUpdate.name]: (request, res, tail) => {
     const req = request as Loose<LedgerReleaseArgs> | undefined;
