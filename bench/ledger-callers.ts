@@ -28,9 +28,13 @@
 // the server hands the updates that arrive while a task is out to the next task, so that is what
 // the CPU of a task's round trip is shared by. --in-flight N sets LedgerClient's bound (default 8).
 //
-//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R] [--runs K] [--warmup-s S] [--in-flight N]
+// With --timeline each round prints, second by second, where its slow decisions fell against the
+// ledger's continue-as-new, its workflow tasks, the main thread's collector and the CPU
+// (bench/ledger-timeline.ts).
+//
+//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R] [--runs K] [--warmup-s S] [--in-flight N] [--timeline]
 //                                                                  (scripts/lib.sh export_test_env)
-import { performance } from 'node:perf_hooks';
+import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { LedgerClient, MAX_LEDGER_UPDATES_IN_FLIGHT } from '../src/adapters/ledger/ledger-client';
 import type { GpuSpec } from '../src/domain/types';
@@ -42,6 +46,8 @@ import { startTestWorker } from '../test/support/worker';
 import { stealLine, stealMeter, TARGETS, targetLine } from './target';
 import { CPU_GROUPS, cpuMs, perDecisionUs, threadIds } from './cpu-split';
 import type { CpuMs } from './cpu-split';
+import { ledgerRuns, timelineLines } from './ledger-timeline';
+import type { CpuTick, Pause, Sample } from './ledger-timeline';
 
 const GPU: GpuSpec = { role: 'bench', uuid: 'GPU-bench', capacityMib: 100_000, reserveMib: 0 };
 
@@ -64,6 +70,10 @@ interface Round {
   answered: number;
   /** Over every run of the round's ledger: workflow tasks completed and updates accepted (how many a task took). */
   tasks: { completed: number; updates: number };
+  /** Of the warm-up's decisions (all due before the count begins), those not yet answered when it began. */
+  warm: { decisions: number; backlog: number };
+  /** --timeline's lines. */
+  timeline?: string[];
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -79,6 +89,7 @@ async function round(
   rate: number | undefined,
   warmupS: number,
   inFlight: number | undefined,
+  timeline = false,
 ): Promise<Round> {
   const node = uniqueNode(`bench-callers-${callers}`);
   const beforeWorker = threadIds();
@@ -89,15 +100,24 @@ async function round(
     const handle = temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role));
     const pairs = Math.max(1, Math.round(decisions / 2 / callers));
     const latenciesMs: number[] = [];
+    const samples: Sample[] = [];
     let failed = 0;
     let answered = 0;
+    // Warm-up decisions answered: those due in it and still unanswered when the count begins carry their wait into it.
+    let warmAnswered = 0;
+    let warmBacklog = 0;
     let firstFailure: string | undefined;
     const timed = async (send: () => Promise<unknown>, counted: boolean, dueAt?: number): Promise<boolean> => {
       const t0 = dueAt ?? performance.now();
       try {
         await send();
         answered += 1;
-        if (counted) latenciesMs.push(performance.now() - t0);
+        if (!counted) warmAnswered += 1;
+        if (counted) {
+          const ms = performance.now() - t0;
+          latenciesMs.push(ms);
+          samples.push({ dueEpochMs: performance.timeOrigin + t0, ms });
+        }
         return true;
       } catch (err) {
         failed += 1;
@@ -106,6 +126,15 @@ async function round(
       }
     };
     const steal = stealMeter();
+    const pauses: Pause[] = [];
+    const ticks: CpuTick[] = [];
+    const gcs = timeline
+      ? new PerformanceObserver((list) => list.getEntries().forEach((e) => pauses.push({ atEpochMs: performance.timeOrigin + e.startTime, ms: e.duration })))
+      : undefined;
+    gcs?.observe({ entryTypes: ['gc'] });
+    const tick = () => ticks.push({ atEpochMs: Date.now(), cpu: cpuMs(beforeWorker) });
+    const ticking = timeline ? setInterval(tick, 250) : undefined;
+    if (timeline) tick();
     const cpuFrom = cpuMs(beforeWorker);
     const begun = performance.now();
     // Open loop: caller c starts pair p at begun + (p + c / callers) * pairEveryMs. The first
@@ -115,6 +144,8 @@ async function round(
     const warmupPairs = rate ? Math.round((warmupS * 1000) / pairEveryMs) : 0;
     const started = begun + warmupPairs * pairEveryMs;
     const startedEpochMs = Date.now() + (started - performance.now());
+    const warmDecisions = 2 * warmupPairs * callers;
+    const atStart = setTimeout(() => (warmBacklog = warmDecisions - warmAnswered), Math.max(0, started - performance.now()));
     await Promise.all(
       Array.from({ length: callers }, async (_, c) => {
         for (let p = -warmupPairs; p < pairs; p++) {
@@ -142,6 +173,9 @@ async function round(
     );
     const wallMs = performance.now() - started;
     const cpu = { from: cpuFrom, to: cpuMs(beforeWorker) };
+    clearInterval(ticking);
+    clearTimeout(atStart);
+    gcs?.disconnect();
     const sorted = latenciesMs.sort((a, b) => a - b);
     return {
       callers,
@@ -156,6 +190,18 @@ async function round(
       cpu,
       answered,
       tasks: await ledgerTasks(temporal, node),
+      warm: { decisions: warmDecisions, backlog: warmBacklog },
+      ...(timeline
+        ? {
+            timeline: timelineLines(
+              samples,
+              await ledgerRuns(temporal.client, workflowIds.ledger(node, GPU.role)),
+              pauses,
+              ticks,
+              performance.timeOrigin + started,
+            ),
+          }
+        : {}),
     };
   } finally {
     await worker.stop();
@@ -181,6 +227,7 @@ async function main(): Promise<void> {
       'warmup-s': { type: 'string' },
       'poll-ms': { type: 'string' },
       'in-flight': { type: 'string' },
+      timeline: { type: 'boolean', default: false },
     },
   });
   const rounds = Number(values.runs);
@@ -213,7 +260,7 @@ async function main(): Promise<void> {
     console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms   max ms  runs  steal %');
     for (const n of counts) {
       const results: Round[] = [];
-      for (let k = 0; k < rounds; k++) results.push(printRound(await round(temporal, n, decisions, values.raw, rate, warmupS, inFlight)));
+      for (let k = 0; k < rounds; k++) results.push(printRound(await round(temporal, n, decisions, values.raw, rate, warmupS, inFlight, values.timeline)));
       if (rate && n === 50) {
         // Every counted decision of every round in one reading: a round that misses is not outvoted.
         const sum = (f: (r: Round) => number) => results.reduce((t, r) => t + f(r), 0);
@@ -266,6 +313,11 @@ function printRound(r: Round): Round {
   console.log(cpuLine('', [r]));
   const { completed, updates } = r.tasks;
   console.log(`  workflow tasks: ${completed} for ${updates} updates, ${(updates / completed).toFixed(2)} updates a task`);
+  if (r.warm.decisions)
+    console.log(
+      `  warm-up: ${r.warm.backlog} of its ${r.warm.decisions} decisions unanswered when the count began (their wait is the first counted decisions')`,
+    );
+  for (const line of r.timeline ?? []) console.log(line);
   return r;
 }
 
