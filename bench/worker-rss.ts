@@ -65,8 +65,12 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
   const manifestPath = join(dir, 'serves.toml');
   writeFileSync(manifestPath, renderManifest(node, [{ role: 'bench', capacity_mib: 32607, reserve_mib: 4608 }], SERVES));
   const smiState = join(dir, 'nvidia-smi.json');
+  // The serves' containers draw their MiB on the fake card (docker: true), as a real card shows a
+  // serve's memory: without it each stop's release check saw nothing freed and held the GPU's
+  // start slot its whole 30 s, and the 15 downs, one stop at a time, took 7.5 minutes.
   const state: FakeNvidiaSmiState = {
     gpus: [{ index: 0, uuid: 'GPU-00000000-0000-0000-0000-000000000000', name: 'NVIDIA GeForce RTX 5090', totalMib: 32607, baseUsedMib: 1200 }],
+    docker: true,
   };
   writeFileSync(smiState, JSON.stringify(state));
 
@@ -105,8 +109,11 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     const idle = rssMib(pid);
     const stormFrom = mark();
     const client = temporal.client;
+    const stormAt = Date.now();
     const ups = await Promise.all(SERVES.map((s) => serveUp(client, node, s.name)));
+    const upsMs = Date.now() - stormAt;
     const downs = await Promise.all(SERVES.map((s) => serveDown(client, node, s.name)));
+    const downsMs = Date.now() - stormAt - upsMs;
     const failed = [...ups, ...downs].filter((o) => !o.ok);
     if (failed.length) throw new Error(`${failed.length} of 30 operations failed: ${failed.map((f) => f.message).join('; ')}`);
     const stormPeak = peak(stormFrom);
@@ -114,7 +121,7 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     const after = rssMib(pid);
     console.log(`worker RSS (a process: Docker runtime, nvidia-smi stream, /metrics), ${SERVES.length} serves, ${start.label}`);
     console.log(
-      `  idle ${idle.toFixed(0)} MiB; through 30 operations at once (15 up, then 15 down) peak ${stormPeak.toFixed(0)} MiB; ${settleS} s after ${after.toFixed(0)} MiB`,
+      `  idle ${idle.toFixed(0)} MiB; through 30 operations at once (15 up in ${(upsMs / 1000).toFixed(1)} s, then 15 down in ${(downsMs / 1000).toFixed(1)} s) peak ${stormPeak.toFixed(0)} MiB; ${settleS} s after ${after.toFixed(0)} MiB`,
     );
     if (start.target) {
       console.log(targetLine('RSS idle', idle, '<=', TARGETS.workerRssMib, ' MiB'));
