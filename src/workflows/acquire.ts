@@ -5,7 +5,7 @@ import { ApplicationFailure, CancellationScope, isCancellation, patched, setHand
 import type { GpuReading, ResolvedServe, ServeProcesses, VramReleaseResult } from '../shared/contracts';
 import type { ServeSpec } from '../domain/types';
 import { RECENT_READING_MS } from '../domain/physical';
-import { admittedSleep, residualSeen } from '../domain/sleep';
+import { residualSeen } from '../domain/sleep';
 import { heldNowMib } from '../domain/vram-release';
 import type { SleepLevel } from '../domain/sleep';
 import { denialMessage, formatLedger } from '../domain/ledger';
@@ -17,7 +17,7 @@ import type { AcquireDecision } from '../shared/messages';
 import { holderOf } from '../domain/fence';
 import { Failure } from '../shared/failures';
 import { admission, eviction, sleeping } from '../shared/wording';
-import { alreadyHeld, checkRoom, readRoom, roomVerdict, startServe, wakeOrRestart } from './bring-up';
+import { admitArgs, alreadyHeld, checkRoom, readRoom, roomVerdict, startServe, wakeOrRestart } from './bring-up';
 import { PATCHES } from './patches';
 import { act, ledgerUpdates, preflightReads, reads, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
 import { takeStartSlot } from './start-slot';
@@ -76,16 +76,7 @@ export async function acquireWorkflow(input: AcquireInput): Promise<AcquireResul
   const { decision, ledger, wasAsleep } = await whole(PATCHES.admitWhole, () =>
     ledgerUpdates().ledgerAcquire({
       node,
-      args: {
-        serve: serve.name,
-        vramMib: serve.vramMib,
-        class: serve.class,
-        holder,
-        gpu,
-        evict: Boolean(input.evict),
-        minResidencyS: serve.minResidencyS,
-        ...admittedSleep(serve),
-      },
+      args: { ...admitArgs(resolved, holder), evict: Boolean(input.evict) },
       updateId: `${holder}/acquire`,
     }),
   );

@@ -34,6 +34,11 @@ function runHolder(): string {
   return holderOf(workflowId, runId);
 }
 
+/** What a bring-up's admission and an acquisition ask the ledger for the serve, as the manifest declares it. */
+export function admitArgs({ serve, gpu }: ResolvedServe, holder: string) {
+  return { serve: serve.name, vramMib: serve.vramMib, class: serve.class, holder, gpu, minResidencyS: serve.minResidencyS, ...admittedSleep(serve) };
+}
+
 export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResult> {
   checkInput(input, {});
   const { workflowId, runId } = workflowInfo();
@@ -51,16 +56,7 @@ export async function bringUpWorkflow(input: BringUpInput): Promise<BringUpResul
   const admit = await whole(PATCHES.admitWhole, () =>
     ledgerUpdates().ledgerAdmit({
       node,
-      args: {
-        serve: serve.name,
-        vramMib: serve.vramMib,
-        class: serve.class,
-        holder,
-        gpu,
-        minResidencyS: serve.minResidencyS,
-        ...admittedSleep(serve),
-        ...slotAsked,
-      },
+      args: { ...admitArgs(resolved, holder), ...slotAsked },
       updateId: `${holder}/admit`,
     }),
   );
