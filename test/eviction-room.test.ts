@@ -164,7 +164,11 @@ describe('an acquisition reads the card has the room before it evicts', () => {
       // after vision's stop, is reused, and still shows the process outside the ledger. That listing
       // is the one the stop started as vision went down, and the measure's the one the health check
       // started: four spawned (the room before the eviction, the drain's, those two), three taken up.
-      assert.deepEqual([spawned, reused], [4, 3], `process listings: ${spawned} spawned, ${reused} reused`);
+      // A listing is taken up only within 2 s of its start (LISTED_AHEAD_MAX_AGE_MS): on a loaded
+      // host one of the two started ahead may age past it between the steps, and its step lists for
+      // itself. Seven asked in all, either way; at least the room's and one started ahead taken up.
+      assert.equal(spawned + reused, 7, `process listings: ${spawned} spawned, ${reused} reused`);
+      assert.ok(reused >= 2, `process listings: ${spawned} spawned, ${reused} reused (4 and 3 when none aged out)`);
       assert.match(rooms[1] ?? '', /processes outside the ledger hold 4096 MiB \(pid \d+ \S+ 4096 MiB\)/);
       const last = samples[samples.length - 1];
       assert.ok(

@@ -168,11 +168,11 @@ describe('one cold start at a time per GPU: the start slot', () => {
       const waited = [ra, rb].find((r) => /start slot: [ab] is starting on dark-fast since \d+ s; waiting/.test(r.stdout + r.stderr));
       const waiter = waited === ra ? 'a' : 'b';
       // The waiter's takes, and what it woke to before each: the ledger tells it the slot is free.
-      const takes = slotTakes((await client().workflow.getHandle(workflowIds.bringUp(t.node, waiter)).fetchHistory()).events ?? []);
+      const { takes, toldAfterLast } = slotTakes((await client().workflow.getHandle(workflowIds.bringUp(t.node, waiter)).fetchHistory()).events ?? []);
       console.log(
         `  a exit ${ra.code}, b exit ${rb.code}; ${both.length} of ${samples.length} samples with two starting ` +
           `(first: ${JSON.stringify(both[0] ?? null)}); measured ${JSON.stringify(measured)}, own ${JSON.stringify(own)}; one waited: ${Boolean(waited)}; ` +
-          `${waiter}'s takes ${JSON.stringify(takes)}`,
+          `${waiter}'s takes ${JSON.stringify(takes)}${toldAfterLast ? ', told after its last' : ''}`,
       );
       assert.equal(ra.code, 0, show(ra));
       assert.equal(rb.code, 0, show(rb));
@@ -183,12 +183,13 @@ describe('one cold start at a time per GPU: the start slot', () => {
       assert.equal(measured['b'], own.b);
       assert.ok(waited, 'neither CLI printed the start slot it waited for');
       assert.equal(l?.startSlot, undefined);
-      // Refused first, then taken at the ledger's word that the slot was given back, not at a poll.
+      // Refused first, then taken at the ledger's word that the slot was given back, not at a poll;
+      // or, where a poll's ask reached the ledger just after the give, told after it took it.
       assert.equal(takes[0]?.taken, false, JSON.stringify(takes));
-      assert.deepEqual(
-        takes[takes.length - 1],
-        { taken: true, after: 'signal' },
-        `${waiter} took the slot at a poll, not told it was free: ${JSON.stringify(takes)}`,
+      const last = takes[takes.length - 1];
+      assert.ok(
+        last?.taken && (last.after === 'signal' || toldAfterLast),
+        `${waiter} was never told the slot was free: ${JSON.stringify(takes)}, told after its last take: ${toldAfterLast}`,
       );
       if (SAVE_DIR) {
         mkdirSync(SAVE_DIR, { recursive: true });

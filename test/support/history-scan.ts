@@ -56,11 +56,12 @@ type WakeEvent = LocalActivityMarker & {
 /**
  * Each take of the start slot a run asked (its ledgerStartSlot markers with take: true), whether it
  * was granted, and what the run woke to before it: the ledger's startSlotFreed signal, its poll's
- * timer, or neither (its first ask, or one right after another step).
+ * timer, or neither (its first ask, or one right after another step); and whether the signal came
+ * after its last take.
  */
-export function slotTakes(events: readonly WakeEvent[]): { taken: boolean; after: 'signal' | 'timer' | 'none' }[] {
-  const out: { taken: boolean; after: 'signal' | 'timer' | 'none' }[] = [];
-  let after: 'signal' | 'timer' | 'none' = 'none';
+export function slotTakes(events: readonly WakeEvent[]): { takes: SlotTake[]; toldAfterLast: boolean } {
+  const out: SlotTake[] = [];
+  let after: SlotTake['after'] = 'none';
   for (const e of events) {
     if (e.workflowExecutionSignaledEventAttributes?.signalName === 'startSlotFreed') after = 'signal';
     else if (e.timerFiredEventAttributes) after = after === 'signal' ? after : 'timer';
@@ -72,7 +73,14 @@ export function slotTakes(events: readonly WakeEvent[]): { taken: boolean; after
     else if (result?.taken) out.push({ taken: true, after });
     after = 'none';
   }
-  return out;
+  // A signal after the last take: the ledger told the run after it had taken the slot (its poll's
+  // ask reached the ledger just after the give, and was granted before the signal went out).
+  return { takes: out, toldAfterLast: after === 'signal' };
+}
+
+export interface SlotTake {
+  taken: boolean;
+  after: 'signal' | 'timer' | 'none';
 }
 
 /** The activity types a workflow's latest run scheduled, in order. */
