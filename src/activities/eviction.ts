@@ -4,7 +4,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { containerName, serveBaseUrl } from '../domain/serve';
 import type { ServeSpec } from '../domain/types';
 import type { ContainerRuntime } from '../adapters/containers/port';
-import type { GpuProbe, ReadingAge } from '../adapters/gpu/port';
+import type { GpuProbe, ListingReuse, ReadingAge } from '../adapters/gpu/port';
 import { RECENT_READING_MS } from '../domain/physical';
 import type { ManifestSource } from '../adapters/manifest/port';
 import type { RouterAdmin } from '../adapters/router-admin/port';
@@ -75,6 +75,10 @@ export const ageOf = (input: { maxAgeMs?: number }): ReadingAge =>
  * held them (a busy worker, a slow server), and the step lists afresh.
  */
 export const LISTED_AHEAD_MAX_AGE_MS = 2000;
+
+/** The `reuse` of a listing started ahead at or after `afterEpochMs`, where a step was told one was. */
+export const listedSince = (afterEpochMs: number | undefined): { reuse?: ListingReuse } =>
+  afterEpochMs !== undefined ? { reuse: { afterEpochMs, maxAgeMs: LISTED_AHEAD_MAX_AGE_MS } } : {};
 
 /** How long a drain that has ended waits for its victim's process read (a docker top, an nvidia-smi spawn); a room check, for its serves' docker top. */
 export const PROCESS_READ_MS = 5000;
@@ -349,7 +353,7 @@ export function createEvictionActivities(deps: EvictionDeps) {
       const why = ownUnseen(input.own, keepMib);
       const own = why === undefined ? input.own : undefined;
       // The first reading only: every later one is queried after the one before it.
-      let reuse = input.listedAfterEpochMs !== undefined ? { reuse: { afterEpochMs: input.listedAfterEpochMs, maxAgeMs: LISTED_AHEAD_MAX_AGE_MS } } : {};
+      let reuse = listedSince(input.listedAfterEpochMs);
       for (; ; reuse = {}) {
         const listing = { refusalThrows: true, ...reuse };
         // By its own processes the GPU's figure is only for the record: the stream's latest will do.

@@ -18,7 +18,7 @@ import type { GpuSpec } from '../domain/types';
 import type { GpuReading } from '../shared/contracts';
 import { Failure } from '../shared/failures';
 import { withTimeout } from '../worker/time-bound';
-import { ageOf, LISTED_AHEAD_MAX_AGE_MS, PROCESS_READ_MS } from './eviction';
+import { ageOf, listedSince, PROCESS_READ_MS } from './eviction';
 import { permanentAsFailure } from './failure';
 
 export interface StartRoomDeps {
@@ -79,7 +79,7 @@ export function createStartRoomActivities(deps: StartRoomDeps) {
       const probe = deps.gpu;
       if (!probe) return { unread: 'no nvidia-smi on this worker' };
       const container = containerName(input.node, input.serve);
-      const reuse = input.listedAfterEpochMs !== undefined ? { reuse: { afterEpochMs: input.listedAfterEpochMs, maxAgeMs: LISTED_AHEAD_MAX_AGE_MS } } : {};
+      const reuse = listedSince(input.listedAfterEpochMs);
       const [apps, pids] = await Promise.all([probe.computeApps({ refusalThrows: true, ...reuse }).catch(why), pidsOf(input.node, [input.serve])]);
       if ('unread' in apps) return apps;
       const mine = pids[input.serve];
