@@ -111,6 +111,26 @@ function slotAnswerLine(taken: unknown, heldBy: unknown): string {
   return h ? `start slot held by ${txt(h['serve'])} (${txt(h['holder'])})` : 'start slot not held';
 }
 
+/** A give answered with the slot held by another run changed nothing: its holder had been taken over. */
+function giveLine(serve: string, heldBy: unknown): string {
+  const h = obj(heldBy);
+  return h ? `${serve}'s give of the start slot changed nothing: held by ${txt(h['serve'])} (${txt(h['holder'])})` : `start slot given back by ${serve}`;
+}
+
+/**
+ * A `running` that asked to give the start slot back (slot-given-with-running), read from the
+ * ledger after it: a ledger built before giveStartSlot keeps it (its run then gives it by an
+ * Update of its own), and a run taken over holds none to give.
+ */
+function slotWithPhaseLine(holder: unknown, after: LedgerState | undefined): string {
+  if (!after) return 'start slot asked back';
+  const slot = after.startSlot;
+  if (slot === undefined) return 'start slot given back';
+  return slot.holder === holder
+    ? 'start slot kept (this ledger gives it only by its own Update)'
+    : `start slot held by ${slot.serve} (${slot.holder}), not this run`;
+}
+
 /** An admission's take of the start slot (admit-takes-slot), where it asked one. */
 function slotWithAdmitLine(slot: unknown): string {
   const s = obj(slot);
@@ -296,9 +316,9 @@ export function summarizeActivity(type: string, input: unknown, result: unknown)
 const UPDATE_SUMMARIES: Record<string, ((request: Obj | undefined, result: Obj | undefined, tail: string) => string) | undefined> = {
   [admitUpdate.name]: (_req, res, tail) => `${decisionLine(res?.['decision'])}${slotWithAdmitLine(res?.['startSlot'])}${tail}`,
   [acquireUpdate.name]: (_req, res, tail) => `${decisionLine(res?.['decision'])}${tail}`,
-  [setPhaseUpdate.name]: (request, _res, tail) => {
+  [setPhaseUpdate.name]: (request, res, tail) => {
     const req = request as Loose<LedgerPhaseArgs> | undefined;
-    return `${txt(req?.serve)} → ${txt(req?.phase)}${req?.giveStartSlot === true ? '; start slot given back' : ''}${tail}`;
+    return `${txt(req?.serve)} → ${txt(req?.phase)}${req?.giveStartSlot === true ? `; ${slotWithPhaseLine(req.holder, ledgerIn(res))}` : ''}${tail}`;
   },
   [releaseUpdate.name]: (request, res, tail) => {
     const req = request as Loose<LedgerReleaseArgs> | undefined;
@@ -313,7 +333,7 @@ const UPDATE_SUMMARIES: Record<string, ((request: Obj | undefined, result: Obj |
   [startSlotUpdate.name]: (request, res, tail) => {
     const req = request as Loose<LedgerStartSlotArgs> | undefined;
     return req?.take === false
-      ? `start slot given back by ${txt(req.serve)}${tail}`
+      ? `${giveLine(txt(req.serve), res?.['heldBy'])}${tail}`
       : `${txt(req?.serve)}: ${slotAnswerLine(res?.['taken'], res?.['heldBy'])}${tail}`;
   },
   [abortEvictionUpdate.name]: (request, _res, tail) => `eviction for ${txt((request as Loose<LedgerAbortArgs> | undefined)?.acquirer)} abandoned${tail}`,
