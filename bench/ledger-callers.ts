@@ -18,6 +18,14 @@
 // (their failures are), and with --runs K each caller count gets K rounds on fresh ledgers, every
 // round printed and the target read on all their counted decisions together.
 //
+// --rate takes several rates (`--rate 250,200`): each round of K runs every rate in turn, and each
+// rate is read on its own rounds pooled. The target is 200/s with p99 <= 50 ms: at 200/s offered
+// its p99 is read where the ledger serves what it is offered; above the ledger's capacity (about
+// 235/s on this host's two cores) the p99 is the queue that grows all the round, not a stall.
+// The count begins once every warm-up decision is answered (the counted schedule starts then), as
+// an installed worker is warm with no queue; --keep-warmup-queue begins it at the warm-up's end,
+// its unanswered decisions ahead of the first counted ones: the bench before 2026-12-06 night.
+//
 // Each round also prints the CPU a decision cost, by process and thread (bench/cpu-split.ts): the
 // dev server, this process's main thread (the callers and the worker's JavaScript side), the
 // worker's workflow thread (the ledger's code), the SDK core's threads, and the rest (V8's
@@ -32,7 +40,8 @@
 // ledger's continue-as-new, its workflow tasks, the main thread's collector and the CPU
 // (bench/ledger-timeline.ts).
 //
-//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R] [--runs K] [--warmup-s S] [--in-flight N] [--timeline]
+//   node dist/bench/ledger-callers.js [--callers 1,10,11,12,50,100] [--decisions N] [--raw] [--rate R[,R2…]] [--runs K] [--warmup-s S]
+//                                     [--keep-warmup-queue] [--in-flight N] [--timeline]
 //                                                                  (scripts/lib.sh export_test_env)
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -53,6 +62,8 @@ const GPU: GpuSpec = { role: 'bench', uuid: 'GPU-bench', capacityMib: 100_000, r
 
 interface Round {
   callers: number;
+  /** Decisions/s offered (open loop), or none (closed loop). */
+  rate?: number;
   /** Runs of the ledger workflow the round's counted decisions went to (continue-as-new starts another). */
   runs: number;
   maxMs: number;
@@ -70,8 +81,11 @@ interface Round {
   answered: number;
   /** Over every run of the round's ledger: workflow tasks completed and updates accepted (how many a task took). */
   tasks: { completed: number; updates: number };
-  /** Of the warm-up's decisions (all due before the count begins), those not yet answered when it began. */
-  warm: { decisions: number; backlog: number };
+  /**
+   * Of the warm-up's decisions (all due before its end), those not yet answered at its end; and how
+   * long after its end the count began (none with --keep-warmup-queue: at its end, that backlog ahead).
+   */
+  warm: { decisions: number; backlog: number; drainMs?: number };
   /** --timeline's lines. */
   timeline?: string[];
 }
@@ -89,6 +103,7 @@ async function round(
   rate: number | undefined,
   warmupS: number,
   inFlight: number | undefined,
+  keepWarmupQueue: boolean,
   timeline = false,
 ): Promise<Round> {
   const node = uniqueNode(`bench-callers-${callers}`);
@@ -142,14 +157,28 @@ async function round(
     // sustained rate, not the first second's JIT and connection set-up.
     const pairEveryMs = rate ? (2 * callers * 1000) / rate : 0;
     const warmupPairs = rate ? Math.round((warmupS * 1000) / pairEveryMs) : 0;
-    const started = begun + warmupPairs * pairEveryMs;
-    const startedEpochMs = Date.now() + (started - performance.now());
+    const warmEnd = begun + warmupPairs * pairEveryMs;
+    // Where the counted schedule begins: at the warm-up's end, or once its last decision is answered.
+    let started = warmEnd;
     const warmDecisions = 2 * warmupPairs * callers;
-    const atStart = setTimeout(() => (warmBacklog = warmDecisions - warmAnswered), Math.max(0, started - performance.now()));
+    const atWarmEnd = setTimeout(() => (warmBacklog = warmDecisions - warmAnswered), Math.max(0, warmEnd - performance.now()));
+    let warmCallers = 0;
+    let countOpens = () => {};
+    const countOpen = new Promise<void>((resolve) => (countOpens = resolve));
+    // A caller is through the warm-up once its last warm-up pair is answered: the last one through opens the count.
+    const warmedUp = (): Promise<void> => {
+      if (++warmCallers === callers) {
+        started = Math.max(warmEnd, performance.now());
+        countOpens();
+      }
+      return countOpen;
+    };
+    const drain = warmupPairs > 0 && !keepWarmupQueue;
     await Promise.all(
       Array.from({ length: callers }, async (_, c) => {
         for (let p = -warmupPairs; p < pairs; p++) {
           const counted = p >= 0;
+          if (p === 0 && drain) await warmedUp();
           const dueAt = rate ? started + (p + c / callers) * pairEveryMs : undefined;
           if (dueAt !== undefined && dueAt > performance.now()) await new Promise((r) => setTimeout(r, dueAt - performance.now()));
           const serve = `c${c}-p${p}`;
@@ -172,13 +201,15 @@ async function round(
       }),
     );
     const wallMs = performance.now() - started;
+    const startedEpochMs = performance.timeOrigin + started;
     const cpu = { from: cpuFrom, to: cpuMs(beforeWorker) };
     clearInterval(ticking);
-    clearTimeout(atStart);
+    clearTimeout(atWarmEnd);
     gcs?.disconnect();
     const sorted = latenciesMs.sort((a, b) => a - b);
     return {
       callers,
+      ...(rate ? { rate } : {}),
       runs: (await ledgerRunsSince(temporal, node, startedEpochMs)) + 1,
       maxMs: sorted[sorted.length - 1] ?? NaN,
       decisions: latenciesMs.length,
@@ -190,7 +221,7 @@ async function round(
       cpu,
       answered,
       tasks: await ledgerTasks(temporal, node),
-      warm: { decisions: warmDecisions, backlog: warmBacklog },
+      warm: { decisions: warmDecisions, backlog: warmBacklog, ...(drain ? { drainMs: started - warmEnd } : {}) },
       ...(timeline
         ? {
             timeline: timelineLines(
@@ -227,6 +258,7 @@ async function main(): Promise<void> {
       'warmup-s': { type: 'string' },
       'poll-ms': { type: 'string' },
       'in-flight': { type: 'string' },
+      'keep-warmup-queue': { type: 'boolean', default: false },
       timeline: { type: 'boolean', default: false },
     },
   });
@@ -235,8 +267,10 @@ async function main(): Promise<void> {
   const warmupS = Number(values['warmup-s'] ?? 2);
   if (!Number.isFinite(warmupS) || warmupS < 0 || warmupS > 60) throw new Error(`--warmup-s: seconds from 0 to 60 (got ${values['warmup-s']})`);
   if (values['warmup-s'] !== undefined && values.rate === undefined) throw new Error('--warmup-s needs --rate: a closed loop has no pace to warm up at');
-  const rate = values.rate === undefined ? undefined : Number(values.rate);
-  if (rate !== undefined && (!Number.isFinite(rate) || rate < 1 || rate > 10_000)) throw new Error(`--rate: decisions/s from 1 to 10000 (got ${values.rate})`);
+  const rates = values.rate === undefined ? [undefined] : values.rate.split(',').map((x) => Number(x.trim()));
+  if (rates.some((r) => r !== undefined && (!Number.isFinite(r) || r < 1 || r > 10_000)) || rates.length > 4)
+    throw new Error(`--rate: up to 4 comma-separated decisions/s, each from 1 to 10000 (got ${values.rate})`);
+  if (values['keep-warmup-queue'] && values.rate === undefined) throw new Error('--keep-warmup-queue needs --rate: a closed loop has no warm-up');
   const inFlight = values['in-flight'] === undefined ? undefined : Number(values['in-flight']);
   if (inFlight !== undefined && (!Number.isInteger(inFlight) || inFlight < 1 || inFlight > MAX_LEDGER_UPDATES_IN_FLIGHT))
     throw new Error(`--in-flight: LedgerClient's updates in flight, an integer from 1 to ${MAX_LEDGER_UPDATES_IN_FLIGHT} (got ${values['in-flight']})`);
@@ -252,25 +286,27 @@ async function main(): Promise<void> {
     console.log(
       `ledger under concurrent callers, ${values.raw ? 'straight to the workflow (no caller-side bound)' : `through one LedgerClient (${inFlight === undefined ? 'default bound' : `${inFlight} in flight`})`}; ~${decisions} decisions a round; dev server at the default history.maxInFlightUpdates`,
     );
-    if (rate)
+    const keep = values['keep-warmup-queue'];
+    if (values.rate !== undefined)
       console.log(
-        `open loop: the callers together offer ${rate} decisions/s; latency from when each admit was due; ` +
-          `the first ${warmupS} s at that pace not counted (its failures are); ${rounds} round${rounds === 1 ? '' : 's'} per caller count, each on a fresh ledger`,
+        `open loop: the callers together offer ${values.rate} decisions/s; latency from when each admit was due; ` +
+          `the first ${warmupS} s at that pace not counted (its failures are), ` +
+          `${keep ? 'the count begun at its end, its unanswered decisions ahead' : 'the count begun once all its decisions are answered'}; ` +
+          `${rounds} round${rounds === 1 ? '' : 's'} per caller count${rates.length > 1 ? ' and rate, the rates in turn' : ''}, each on a fresh ledger`,
       );
-    console.log('callers  decisions  failed   wall s  decisions/s   p50 ms   p99 ms   max ms  runs  steal %');
+    console.log('callers  offered/s  decisions  failed   wall s  decisions/s   p50 ms   p99 ms   max ms  runs  steal %');
     for (const n of counts) {
       const results: Round[] = [];
-      for (let k = 0; k < rounds; k++) results.push(printRound(await round(temporal, n, decisions, values.raw, rate, warmupS, inFlight, values.timeline)));
-      if (rate && n === 50) {
-        // Every counted decision of every round in one reading: a round that misses is not outvoted.
-        const sum = (f: (r: Round) => number) => results.reduce((t, r) => t + f(r), 0);
-        const pooled = results.flatMap((r) => r.latenciesMs).sort((a, b) => a - b);
-        const of = rounds > 1 ? ` (${rounds} rounds pooled: ${pooled.length} decisions, ${sum((r) => r.failed)} failed)` : '';
-        console.log(targetLine(`decisions/s from 50 callers${of}`, (sum((r) => r.decisions) * 1000) / sum((r) => r.wallMs), '>=', TARGETS.ledgerPerSecond));
-        console.log(targetLine(`p99 from 50 callers${of}`, quantile(pooled, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
-        if (rounds > 1) console.log(cpuLine(` (${rounds} rounds pooled)`, results));
-        console.log(stealLine(sum((r) => r.steal * r.wallMs) / sum((r) => r.wallMs), 'its rounds ran'));
-      }
+      for (let k = 0; k < rounds; k++)
+        for (const rate of rates) results.push(printRound(await round(temporal, n, decisions, values.raw, rate, warmupS, inFlight, keep, values.timeline)));
+      if (n === 50)
+        for (const rate of rates)
+          if (rate)
+            printTarget(
+              rate,
+              rounds,
+              results.filter((r) => r.rate === rate),
+            );
     }
   } finally {
     await temporal.close();
@@ -295,10 +331,33 @@ async function ledgerTasks(temporal: TestTemporal, node: string): Promise<Round[
   return out;
 }
 
+/**
+ * The target read on every counted decision of a rate's rounds together: a round that misses is not
+ * outvoted. At or below the target's 200/s the rate answered is what was offered (less the last
+ * decisions' wait), so only the p99 is a target there; above it, decisions/s is the capacity.
+ */
+function printTarget(rate: number, rounds: number, results: Round[]): void {
+  const sum = (f: (r: Round) => number) => results.reduce((t, r) => t + f(r), 0);
+  const pooled = results.flatMap((r) => r.latenciesMs).sort((a, b) => a - b);
+  const of = rounds > 1 ? ` (${rounds} rounds pooled: ${pooled.length} decisions, ${sum((r) => r.failed)} failed)` : '';
+  const perSecond = (sum((r) => r.decisions) * 1000) / sum((r) => r.wallMs);
+  const at = `at ${rate}/s offered${rate === TARGETS.ledgerPerSecond ? " (the target's rate)" : ''}`;
+  if (rate > TARGETS.ledgerPerSecond) console.log(targetLine(`decisions/s from 50 callers ${at}${of}`, perSecond, '>=', TARGETS.ledgerPerSecond));
+  else console.log(`  ${at}: ${perSecond.toFixed(1)} decisions/s answered${of}`);
+  console.log(
+    `  p50 from 50 callers ${at}: ${quantile(pooled, 0.5).toFixed(0)} ms` +
+      (rate > TARGETS.ledgerPerSecond ? ' (offered more than the ledger serves here, the p99 below is its queue)' : ''),
+  );
+  console.log(targetLine(`p99 from 50 callers ${at}${of}`, quantile(pooled, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
+  if (rounds > 1) console.log(cpuLine(` ${at} (${rounds} rounds pooled)`, results));
+  console.log(stealLine(sum((r) => r.steal * r.wallMs) / sum((r) => r.wallMs), 'its rounds ran'));
+}
+
 /** Prints a round's line; returns the round. */
 function printRound(r: Round): Round {
   const line = [
     String(r.callers).padStart(7),
+    (r.rate === undefined ? '-' : String(r.rate)).padStart(10),
     String(r.decisions).padStart(10),
     String(r.failed).padStart(7),
     (r.wallMs / 1000).toFixed(1).padStart(8),
@@ -315,7 +374,9 @@ function printRound(r: Round): Round {
   console.log(`  workflow tasks: ${completed} for ${updates} updates, ${(updates / completed).toFixed(2)} updates a task`);
   if (r.warm.decisions)
     console.log(
-      `  warm-up: ${r.warm.backlog} of its ${r.warm.decisions} decisions unanswered when the count began (their wait is the first counted decisions')`,
+      r.warm.drainMs !== undefined
+        ? `  warm-up: ${r.warm.backlog} of its ${r.warm.decisions} decisions unanswered at its end; the count began ${r.warm.drainMs.toFixed(0)} ms later, all answered`
+        : `  warm-up: ${r.warm.backlog} of its ${r.warm.decisions} decisions unanswered when the count began (their wait is the first counted decisions')`,
     );
   for (const line of r.timeline ?? []) console.log(line);
   return r;

@@ -6,7 +6,8 @@
 # router must acquire the serve first, and what the router adds when it is up; then bench/sleep.ts:
 # eviction and restore by vLLM's sleep mode against by stop and cold start; then bench/cli.ts: the
 # CLI's start-up against a bare node start, and `gpures ledger` on the simulated box; then
-# bench/ledger-callers.ts: one ledger under 50 open-loop callers offering 250 decisions/s (3 rounds);
+# bench/ledger-callers.ts: one ledger under 50 open-loop callers offering 250 and 200 decisions/s
+# (2 rounds each, in turn; the count begun once the warm-up is answered);
 # bench/audit-replay.ts: recorded histories replayed per second; then bench/worker-rss.ts: a
 # worker process's resident memory idle and after a storm. Each prints issue 15's targets. Extra arguments go to each (e.g. npm run bench -- --runs 11);
 # both take --runs N and --poll-ms MS.
@@ -45,8 +46,8 @@ echo
 log "bench: node ${AS_INSTALLED[*]} dist/bench/cli.js $*"
 node "${AS_INSTALLED[@]}" dist/bench/cli.js "$@"
 echo
-log "bench: node ${AS_INSTALLED[*]} dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3"
-node "${AS_INSTALLED[@]}" dist/bench/ledger-callers.js --callers 50 --decisions 4000 --rate 250 --runs 3
+log "bench: node ${AS_INSTALLED[*]} dist/bench/ledger-callers.js --callers 50 --decisions 3000 --rate 250,200 --runs 2"
+node "${AS_INSTALLED[@]}" dist/bench/ledger-callers.js --callers 50 --decisions 3000 --rate 250,200 --runs 2
 echo
 log "bench: node ${AS_INSTALLED[*]} dist/bench/audit-replay.js $*"
 node "${AS_INSTALLED[@]}" dist/bench/audit-replay.js "$@"
