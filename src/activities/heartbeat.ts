@@ -6,7 +6,8 @@
 // a step that must report what its first attempt saw (when a stop was issued, what was in flight
 // when a drain began) records that with `progress()` before it acts. The periodic heartbeat
 // re-sends the latest details, never undefined, which would erase them.
-import { Context } from '@temporalio/activity';
+import { asyncLocalStorage } from '@temporalio/activity';
+import type { Context } from '@temporalio/activity';
 
 /** Well inside the 10 s heartbeat timeout, so a busy box that delays a beat or two does not fail the attempt. */
 export const HEARTBEAT_EVERY_MS = 2000;
@@ -20,11 +21,8 @@ export const HEARTBEAT_THROTTLE = '2s';
 
 /** The activity's context, or undefined when called outside one (the simulated box, a plain script). */
 export function activityContext(): Context | undefined {
-  try {
-    return Context.current();
-  } catch {
-    return undefined;
-  }
+  // What Context.current() reads, without the Error it throws outside an activity.
+  return asyncLocalStorage.getStore();
 }
 
 /** Latest details per running attempt; an entry exists only while whileHeartbeating runs it. */
