@@ -346,7 +346,7 @@ function printTarget(rate: number, rounds: number, results: Round[]): void {
   else console.log(`  ${at}: ${perSecond.toFixed(1)} decisions/s answered${of}`);
   console.log(
     `  p50 from 50 callers ${at}: ${quantile(pooled, 0.5).toFixed(0)} ms` +
-      (rate > TARGETS.ledgerPerSecond ? ' (offered more than the ledger serves here, the p99 below is its queue)' : ''),
+      (rate > TARGETS.ledgerPerSecond ? " (above the target's rate: where the ledger answers less than offered, the p99 below is its queue)" : ''),
   );
   console.log(targetLine(`p99 from 50 callers ${at}${of}`, quantile(pooled, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
   if (rounds > 1) console.log(cpuLine(` ${at} (${rounds} rounds pooled)`, results));
