@@ -7,7 +7,10 @@
 // storm of 30 operations sent at once (15 `serves up`, then 15 `serves down`), and idle again
 // after it. Prints idle, peak and after: against the target as an operator starts it (bin/gpures
 // run as a program, whose shebang gives node --max-semi-space-size=1), then for comparison as
-// `node bin/gpures worker` with no flag (V8's default young generation).
+// `node bin/gpures worker` with no flag (V8's default young generation). Idle and after, where the
+// RSS goes, from the worker's own /metrics (prom-client's nodejs_*): the main thread's JavaScript
+// heap and its external memory; the rest is the workflow thread's heap (its own V8 isolate), the
+// SDK core's native memory and code.
 //
 //   node dist/bench/worker-rss.js [--settle-s S]           (scripts/bench.sh sets the env up)
 import { spawn } from 'node:child_process';
@@ -33,6 +36,27 @@ function rssMib(pid: number): number {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const MIB = 1024 * 1024;
+
+/** A gauge's value in a Prometheus text exposition (no labels). */
+function gauge(text: string, name: string): number | undefined {
+  const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** `rss R MiB: main heap H (used U), external E, the rest X` from the worker's /metrics at the moment its RSS is read. */
+async function whereItGoes(metricsUrl: string | undefined, rss: number): Promise<string> {
+  if (!metricsUrl) return 'no /metrics to read';
+  const res = await fetch(metricsUrl, { signal: AbortSignal.timeout(5000) });
+  const text = await res.text();
+  const heap = gauge(text, 'nodejs_heap_size_total_bytes');
+  const used = gauge(text, 'nodejs_heap_size_used_bytes');
+  const external = gauge(text, 'nodejs_external_memory_bytes');
+  if (heap === undefined || used === undefined || external === undefined) return `${metricsUrl} has no nodejs_heap_* figures`;
+  const mib = (b: number) => (b / MIB).toFixed(0);
+  return `main thread's heap ${mib(heap)} MiB (used ${mib(used)}), external ${mib(external)}; the rest (the workflow thread's heap, the SDK core, code) ${(rss - (heap + external) / MIB).toFixed(0)}`;
+}
 
 /** How the worker is started: as installed (the launcher's shebang and its flag), or by node itself with no flag. */
 interface Start {
@@ -107,6 +131,8 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     }
     await sleep(settleS * 1000);
     const idle = rssMib(pid);
+    const metricsUrl = /metrics (http:\/\/\S+)/.exec(said)?.[1];
+    const idleWhere = await whereItGoes(metricsUrl, idle);
     const stormFrom = mark();
     const client = temporal.client;
     const stormAt = Date.now();
@@ -119,10 +145,13 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     const stormPeak = peak(stormFrom);
     await sleep(settleS * 1000);
     const after = rssMib(pid);
+    const afterWhere = await whereItGoes(metricsUrl, after);
     console.log(`worker RSS (a process: Docker runtime, nvidia-smi stream, /metrics), ${SERVES.length} serves, ${start.label}`);
     console.log(
       `  idle ${idle.toFixed(0)} MiB; through 30 operations at once (15 up in ${(upsMs / 1000).toFixed(1)} s, then 15 down in ${(downsMs / 1000).toFixed(1)} s) peak ${stormPeak.toFixed(0)} MiB; ${settleS} s after ${after.toFixed(0)} MiB`,
     );
+    console.log(`  idle: ${idleWhere}`);
+    console.log(`  after: ${afterWhere}`);
     if (start.target) {
       console.log(targetLine('RSS idle', idle, '<=', TARGETS.workerRssMib, ' MiB'));
       console.log(targetLine('RSS after the storm', after, '<=', TARGETS.workerRssMib, ' MiB'));
