@@ -24,6 +24,9 @@ import type { FakeNvidiaSmiState } from '../src/sim/fake-nvidia-smi';
 import { renderManifest, uniqueNode } from '../test/support/box';
 import type { TestServe } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
+import { workflowTraffic } from '../test/support/history-scan';
+import type { WorkflowTraffic } from '../test/support/history-scan';
+import { workflowIds } from '../src/shared/messages';
 import { TARGETS, targetLine } from './target';
 
 const GPURES = join(__dirname, '..', '..', 'bin', 'gpures');
@@ -33,6 +36,12 @@ function rssMib(pid: number): number {
   const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m) throw new Error(`no VmRSS for pid ${pid}`);
   return Number(m[1]) / 1024;
+}
+
+/** The process's CPU time so far (user + system), in seconds, from /proc (clock ticks of 10 ms). */
+function cpuS(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -136,10 +145,17 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     const stormFrom = mark();
     const client = temporal.client;
     const stormAt = Date.now();
+    const cpuAtStorm = cpuS(pid);
     const ups = await Promise.all(SERVES.map((s) => serveUp(client, node, s.name)));
     const upsMs = Date.now() - stormAt;
+    const ledgerId = workflowIds.ledger(node, 'bench');
+    const cpuAfterUps = cpuS(pid);
+    const afterUps = await workflowTraffic(client, ledgerId);
+    const downsAt = Date.now();
     const downs = await Promise.all(SERVES.map((s) => serveDown(client, node, s.name)));
-    const downsMs = Date.now() - stormAt - upsMs;
+    const downsMs = Date.now() - downsAt;
+    const cpuAfterDowns = cpuS(pid);
+    const afterDowns = await workflowTraffic(client, ledgerId);
     const failed = [...ups, ...downs].filter((o) => !o.ok);
     if (failed.length) throw new Error(`${failed.length} of 30 operations failed: ${failed.map((f) => f.message).join('; ')}`);
     const stormPeak = peak(stormFrom);
@@ -152,6 +168,18 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     );
     console.log(`  idle: ${idleWhere}`);
     console.log(`  after: ${afterWhere}`);
+    // The ledger's share: each waiter told of a give asks again by an Update.
+    const traffic = (t: WorkflowTraffic) => `${t.updates} Updates, ${t.signalsSent} signals sent, ${t.events} events in ${t.runs} run(s)`;
+    const minus = (a: WorkflowTraffic, b: WorkflowTraffic): WorkflowTraffic => ({
+      runs: a.runs - b.runs + 1,
+      events: a.events - b.events,
+      updates: a.updates - b.updates,
+      signalsSent: a.signalsSent - b.signalsSent,
+    });
+    console.log(
+      `  the worker's CPU time: through the ups ${(cpuAfterUps - cpuAtStorm).toFixed(2)} s, through the downs ${(cpuAfterDowns - cpuAfterUps).toFixed(2)} s`,
+    );
+    console.log(`  the ledger: through the ups ${traffic(afterUps)}; through the downs ${traffic(minus(afterDowns, afterUps))}`);
     if (start.target) {
       console.log(targetLine('RSS idle', idle, '<=', TARGETS.workerRssMib, ' MiB'));
       console.log(targetLine('RSS after the storm', after, '<=', TARGETS.workerRssMib, ' MiB'));

@@ -106,6 +106,26 @@ export async function ledgerTotalsAfterEachUpdate(client: Client, workflowId: st
   return out;
 }
 
+/** What a workflow's runs (every run of it, should it have continued as new) hold: events, Updates completed, signals it sent. */
+export interface WorkflowTraffic {
+  runs: number;
+  events: number;
+  updates: number;
+  signalsSent: number;
+}
+
+export async function workflowTraffic(client: Client, workflowId: string): Promise<WorkflowTraffic> {
+  const t: WorkflowTraffic = { runs: 0, events: 0, updates: 0, signalsSent: 0 };
+  for await (const run of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+    const events = (await client.workflow.getHandle(workflowId, run.runId).fetchHistory()).events ?? [];
+    t.runs += 1;
+    t.events += events.length;
+    t.updates += events.filter((e) => e.workflowExecutionUpdateCompletedEventAttributes).length;
+    t.signalsSent += events.filter((e) => e.signalExternalWorkflowExecutionInitiatedEventAttributes).length;
+  }
+  return t;
+}
+
 type Timestamp = Parameters<typeof tsToMs>[0];
 interface ActivityEvents extends LocalActivityMarker {
   eventId?: unknown;
