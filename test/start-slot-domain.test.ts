@@ -6,6 +6,7 @@ import { decideStartSlot, evictionHoldS, SLOT_MARGIN_S, SLOT_WAIT_CAP_S, slotAft
 import type { HolderEnd } from '../src/domain/start-slot';
 import { emptyLedger, formatLedger } from '../src/domain/ledger';
 import type { LedgerState, StartSlot } from '../src/domain/ledger';
+import { MAX_SLOT_WAITERS, NO_SLOT_WAITERS, waiterGone, waiterRefused, waiterTook, waiterToTell } from '../src/domain/slot-waiters';
 
 /** The slot a decision left held (a failed assertion where none is). */
 function held(state: LedgerState): StartSlot {
@@ -88,4 +89,25 @@ test('every way the run holding the start slot ends frees it, and nothing else d
   // A take naming it in takeOverFrom hands the slot on rather than freeing it.
   const taken = decideStartSlot(state, { serve: 'ocr', holder: other, take: true, startTimeoutS: 300, takeOverFrom: a }, 2);
   assert.deepEqual([taken.decision, taken.state.startSlot?.holder], [{ taken: true }, other]);
+});
+
+test('the waiters for the slot are told one at a time, the longest waiting first; told and silent until the next give, one loses its place', () => {
+  let w = ['a', 'b', 'c', 'b'].reduce(waiterRefused, NO_SLOT_WAITERS);
+  assert.deepEqual(w, { queue: ['a', 'b', 'c'] });
+  const first = waiterToTell(w);
+  assert.deepEqual([first.tell, first.waiters.told], ['a', 'a']);
+  // Told, a came back and was refused (another asker first): first again at the next give.
+  w = waiterRefused(first.waiters, 'a');
+  assert.deepEqual(w, { queue: ['a', 'b', 'c'] });
+  assert.equal(waiterToTell(w).tell, 'a');
+  // Told and silent until the next give: b is told then, a no longer waits in the queue.
+  const silent = waiterToTell(waiterToTell(w).waiters);
+  assert.deepEqual([silent.tell, silent.waiters.queue], ['b', ['b', 'c']]);
+  // A taker waits no more; a closed run is gone; with nobody left, nobody is told.
+  w = waiterGone(waiterTook(silent.waiters, 'b'), 'c');
+  assert.deepEqual(w, { queue: [] });
+  assert.equal(waiterToTell(w).tell, undefined);
+  // Past the bound, the rest are not enrolled (they poll).
+  const full = Array.from({ length: MAX_SLOT_WAITERS + 3 }, (_, i) => `w${i}`).reduce(waiterRefused, NO_SLOT_WAITERS);
+  assert.equal(full.queue.length, MAX_SLOT_WAITERS);
 });

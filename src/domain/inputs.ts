@@ -2,6 +2,7 @@
 // before anything runs, so a typo there is a clear failure rather than a stuck workflow task.
 import type { BoundName } from './bounds';
 import { BOUNDS, boundRule, NAME_PATTERN, NAME_RULE, withinBound } from './bounds';
+import { MAX_SLOT_WAITERS, workflowIdProblem } from './slot-waiters';
 
 export interface InputSpec {
   booleans?: readonly string[];
@@ -66,10 +67,25 @@ export function ledgerInputProblems(input: unknown): string[] {
   problems.push(...gpuSpecProblems(input['gpu'], 'gpu'));
   if (input['state'] !== undefined && !isRecord(input['state']))
     problems.push(`state: the ledger a continue-as-new carries, an object (got ${show(input['state'])})`);
+  if (input['slotWaiters'] !== undefined) problems.push(...slotWaitersProblems(input['slotWaiters'], 'slotWaiters'));
   const maxEvents = input['maxHistoryEvents'];
   if (maxEvents !== undefined && !(typeof maxEvents === 'number' && Number.isSafeInteger(maxEvents) && maxEvents > 0)) {
     problems.push(`maxHistoryEvents: a positive integer (got ${show(maxEvents)})`);
   }
+  return problems;
+}
+
+/** The runs a ledger tells when its start slot is freed, as its continue-as-new carries them (src/domain/slot-waiters.ts). */
+function slotWaitersProblems(v: unknown, path: string): string[] {
+  if (!isRecord(v)) return [`${path}: { "queue": [workflow ids], "told"?: one of them }, what a continue-as-new carries (got ${show(v)})`];
+  const { queue, told } = v;
+  if (!Array.isArray(queue) || queue.length > MAX_SLOT_WAITERS)
+    return [`${path}.queue: an array of at most ${MAX_SLOT_WAITERS} workflow ids (got ${show(queue)})`];
+  const problems = queue.flatMap((id: unknown, i) => {
+    const problem = workflowIdProblem(id) ?? (queue.indexOf(id) !== i ? 'each id once' : undefined);
+    return problem ? [`${path}.queue[${i}]: ${problem} (got ${show(id)})`] : [];
+  });
+  if (told !== undefined && !queue.includes(told)) problems.push(`${path}.told: one of its queue's ids (got ${show(told)})`);
   return problems;
 }
 

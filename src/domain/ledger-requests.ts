@@ -5,6 +5,7 @@
 // Fields this does not know are left alone: the callers' requests grow. PURE: the ledger imports it.
 import { BOUNDS, boundRule, NAME_PATTERN, NAME_RULE, withinBound } from './bounds';
 import { gpuSpecProblems, isRecord, oneOf, show } from './inputs';
+import { workflowIdProblem } from './slot-waiters';
 
 /** The steps a fence is shown at (see the ledger's FENCE_STEPS). */
 export const FENCE_STEP_NAMES = ['start', 'started', 'wake', 'sleep', 'stop'] as const;
@@ -20,8 +21,6 @@ const SERVE_CLASSES = ['resident', 'evictable', 'on-demand'];
 const serveName: Check = (v) => (typeof v === 'string' && NAME_PATTERN.test(v) ? undefined : `a serve name of ${NAME_RULE}`);
 /** A run's id: what the ledger compares, never parses. */
 const runId: Check = (v) => (typeof v === 'string' && v.trim() !== '' ? undefined : "a run's id, a non-empty string");
-/** A workflow's id the ledger signals: what Temporal takes (1..1000 characters). */
-const workflowId: Check = (v) => (typeof v === 'string' && v.trim() !== '' && v.length <= 1000 ? undefined : "a workflow's id, 1 to 1000 characters");
 const boolean: Check = (v) => (typeof v === 'boolean' ? undefined : 'true or false');
 const bounded =
   (name: keyof typeof BOUNDS): Check =>
@@ -122,7 +121,7 @@ const FIELDS: Record<LedgerUpdateName, Record<string, Field>> = {
     renew: { check: boolean },
     doing: { check: oneOf(['stopping', 'evicting']) },
     holdS: { check: bounded('holdS') },
-    wake: { check: workflowId },
+    wake: { check: workflowIdProblem },
   },
 };
 

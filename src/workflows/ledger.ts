@@ -32,6 +32,8 @@ import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWa
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
 import { decideStartSlot, slotAfter } from '../domain/start-slot';
+import { NO_SLOT_WAITERS, waiterGone, waiterRefused, waiterTook, waiterToTell } from '../domain/slot-waiters';
+import type { SlotWaiters } from '../domain/slot-waiters';
 import type { StartSlotDecision } from '../domain/start-slot';
 import type { LedgerUpdateName } from '../domain/ledger-requests';
 import { Failure, Transient } from '../shared/failures';
@@ -79,11 +81,13 @@ export interface LedgerInput {
   state?: LedgerState;
   /** Continue-as-new once history passes this many events (the server may suggest it sooner). */
   maxHistoryEvents?: number;
+  /** Carried across continue-as-new since slot-wakes-first: the runs waiting for the start slot, told in turn. */
+  slotWaiters?: SlotWaiters;
 }
 
 export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   checkLedgerInput(input);
-  const ledger = new GpuLedger(input.state ?? emptyLedger(input.node, input.gpu), input.state !== undefined);
+  const ledger = new GpuLedger(input.state ?? emptyLedger(input.node, input.gpu), input.state !== undefined, input.slotWaiters);
   const { whenReady } = ledger;
 
   const said = LEDGER_HANDLERS;
@@ -109,7 +113,14 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   await condition(() => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= maxHistoryEvents);
   // Finish in-flight updates first so none is lost across the run boundary.
   await condition(allHandlersFinished);
-  await continueAsNew<typeof ledgerWorkflow>({ ...input, state: ledger.state });
+  await continueAsNew<typeof ledgerWorkflow>(nextInput(input, ledger));
+}
+
+/** The next run's input: the state, and the runs waiting for the start slot, which would otherwise poll until asked again. */
+function nextInput(input: LedgerInput, ledger: GpuLedger): LedgerInput {
+  const next: LedgerInput = { ...input, state: ledger.state };
+  delete next.slotWaiters;
+  return ledger.slotWaiters.queue.length ? { ...next, slotWaiters: ledger.slotWaiters } : next;
 }
 
 /**
@@ -160,21 +171,22 @@ function lost(message: string): never {
  * history); handlers decide with the pure domain functions and replace the state. Every member
  * is an arrow property, so it can be handed to setHandler as it is.
  */
-/** Runs waiting for the start slot that the ledger tells when it is given back; past this many, the rest poll. */
-const MAX_SLOT_WAITERS = 64;
-
 class GpuLedger {
   /**
-   * Runs refused the start slot that asked to be told when it is given back (their workflow ids).
-   * In memory only: across a continue-as-new they are forgotten, and fall back to their polls.
+   * Runs refused the start slot that asked to be told when it is given back (their workflow ids,
+   * the longest waiting first). Carried across continue-as-new since slot-wakes-first; runs from
+   * before forgot them there, and the waiters fell back to their polls.
    */
-  private readonly slotWaiters = new Set<string>();
+  slotWaiters: SlotWaiters;
 
   constructor(
     public state: LedgerState,
     /** A first run (never a continuation) learns what already runs before it decides anything. */
     public ready: boolean,
-  ) {}
+    carried: SlotWaiters | undefined,
+  ) {
+    this.slotWaiters = carried ?? NO_SLOT_WAITERS;
+  }
 
   reconciled({ reservations, lostRunUnread, startSlot }: Reconciled): void {
     // The lost run's start slot, where its holder still runs: a start profiling on the card stays protected.
@@ -197,25 +209,47 @@ class GpuLedger {
       this.ready ? this.handle(handler, arg) : condition(() => this.ready).then(() => this.handle(handler, arg));
 
   /**
-   * An update's decision, then the runs waiting for the start slot told if it has just been given
+   * An update's decision, then the run(s) waiting for the start slot told if it has just been given
    * back: every way a holder ends (src/domain/start-slot.ts's HolderEnd) is some update's, so the
    * check is here once rather than in each.
    */
   private handle<A, R>(handler: (arg: A) => R, arg: A): R {
     const held = this.state.startSlot !== undefined;
     const r = handler(arg);
-    if (held && this.state.startSlot === undefined && this.slotWaiters.size) this.wakeSlotWaiters();
+    if (held && this.state.startSlot === undefined && this.slotWaiters.queue.length) this.wakeSlotWaiters();
     return r;
   }
 
   private wakeSlotWaiters(): void {
     if (!patched(PATCHES.slotFreedSignal)) return;
+    if (patched(PATCHES.slotWakesFirst)) {
+      this.tellFirstWaiter();
+      return;
+    }
     // Not awaited: the update answers now, and a waiter that has ended since is nobody's concern.
-    for (const id of this.slotWaiters)
+    for (const id of this.slotWaiters.queue)
       getExternalWorkflowHandle(id)
         .signal(startSlotFreedSignal)
         .catch(() => undefined);
-    this.slotWaiters.clear();
+    this.slotWaiters = NO_SLOT_WAITERS;
+  }
+
+  /**
+   * The longest waiting is told, and only it: the others keep waiting, each told in turn at a
+   * later give. Not awaited, but a signal that fails (its run has closed) passes the turn to the
+   * next while the slot is still free; where another asker has taken it, that one's give will.
+   */
+  private tellFirstWaiter(): void {
+    const { waiters, tell } = waiterToTell(this.slotWaiters);
+    this.slotWaiters = waiters;
+    if (tell === undefined) return;
+    getExternalWorkflowHandle(tell)
+      .signal(startSlotFreedSignal)
+      .catch(() => {
+        const itsTurn = this.slotWaiters.told === tell;
+        this.slotWaiters = waiterGone(this.slotWaiters, tell);
+        if (itsTurn && this.state.startSlot === undefined) this.tellFirstWaiter();
+      });
   }
 
   /** Every validator's first check: the shape, then a ledger that has the box's truth (see reconcilingRefusal). */
@@ -517,7 +551,11 @@ class GpuLedger {
   private decideSlot(args: LedgerStartSlotArgs): StartSlotDecision {
     const { decision, state } = decideStartSlot(this.state, args, Date.now());
     this.state = state;
-    if (args.take && !decision.taken && args.wake !== undefined && this.slotWaiters.size < MAX_SLOT_WAITERS) this.slotWaiters.add(args.wake);
+    const wake = args.take ? args.wake : undefined;
+    if (wake !== undefined && !decision.taken) this.slotWaiters = waiterRefused(this.slotWaiters, wake);
+    // Runs from before kept a waiter that took the slot by its poll, and told it at the next give.
+    if (wake !== undefined && decision.taken && this.slotWaiters.queue.includes(wake) && patched(PATCHES.slotWakesFirst))
+      this.slotWaiters = waiterTook(this.slotWaiters, wake);
     return decision;
   }
 }

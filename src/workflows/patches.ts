@@ -529,5 +529,17 @@ export const PATCHES = {
    * checks. Before: every other recording; after: bring-up-slot-with-admit.json.
    */
   slotGivenWithRunning: 'slot-given-with-running',
+  /**
+   * The ledger tells one waiter when the start slot is given back, the longest waiting, where it
+   * told every waiter (each asked again at once: 14 Updates for one winner with 15 queued). A
+   * waiter told that finds another asker was first keeps its place; one told that does not ask
+   * before the next give (its run ended) loses it, and one whose signal fails (its run has closed)
+   * passes the turn at once. The waiters are carried across the ledger's continue-as-new (its
+   * input's slotWaiters). Asked by the ledger where it tells, and where a waiter takes the slot.
+   * Before: every other recording (ledger-slot-woken.json tells every waiter); after:
+   * ledger-slot-wakes-first.json and ledger-slot-waiters-carried.json (recorded by
+   * test/ledger-slot-waiters.test.ts with GPURES_SAVE_HISTORIES=DIR).
+   */
+  slotWakesFirst: 'slot-wakes-first',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
