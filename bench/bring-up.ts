@@ -34,8 +34,8 @@ import { renderManifest, uniqueNode } from '../test/support/box';
 import { testTemporal } from '../test/support/temporal';
 import { startTestWorker } from '../test/support/worker';
 import { fetchHistoryJson } from '../src/audit/export';
-import { formatShares, historyTime, medianShares, runTotals } from './history-time';
-import type { TimeShare } from './history-time';
+import { formatShares, formatTasksInside, historyTime, medianShares, runTotals, tasksInside } from './history-time';
+import type { TaskInside, TimeShare } from './history-time';
 import { median, stealLine, stealMeter, targetLine, TARGETS } from './target';
 import { createFloorActivities, FLOOR_WORKFLOWS } from './floor-activities';
 import type { floorDown, floorUp } from './floor-workflow';
@@ -48,6 +48,8 @@ interface Sample extends PlainUp {
   downMs: number;
   /** The workflow's runs, up and down, share by share from their histories. */
   history?: { up: TimeShare[]; down: TimeShare[] };
+  /** The serve's workflow only: inside its workflow tasks, when each local step ended. */
+  inside?: { up: TaskInside[]; down: TaskInside[] };
 }
 
 /** The plain script, up then down. */
@@ -121,6 +123,13 @@ function historyLines(what: string, samples: Sample[], way: 'up' | 'down', plain
   process.stdout.write(
     `  ${what}, medians per run: outside its activities ${fmt(outside)} ms (workflow tasks, dispatch, client); its activities ${fmt(activities)} ms (poll sleeps out) against the plain script's ${fmt(plainMs)} ms\n`,
   );
+  // The floor runs no local step: only the serve's workflow has this line.
+  const inside = samples.map((s) => s.inside?.[way]).filter((x): x is TaskInside[] => x !== undefined);
+  if (inside.length) {
+    process.stdout.write(
+      `  ${what}, inside its workflow tasks, each local step by when it ended, ms from the task's start (medians; worker clock): ${formatTasksInside(inside)}\n`,
+    );
+  }
 }
 
 function fmt(ms: number): string {
@@ -195,11 +204,12 @@ async function main(): Promise<void> {
     const downEndEpoch = Date.now();
     if (!down.ok || down.result.outcome !== 'stopped') throw new Error(`workflow down: ${down.ok ? down.result.message : down.message}`);
     // Read after both runs, outside their timings.
-    const history = {
-      up: historyTime(await fetchHistoryJson(temporal.client, up.workflowId, up.runId), t0Epoch, endEpoch),
-      down: historyTime(await fetchHistoryJson(temporal.client, down.workflowId, down.runId), t1Epoch, downEndEpoch),
-    };
-    return { upMs, downMs, probes, sleptMs: installedPoll ? 0 : (probes - 1) * pollMs, phases: workflowPhases(t0Epoch, up.result.steps, endEpoch), history };
+    const upHistory = await fetchHistoryJson(temporal.client, up.workflowId, up.runId);
+    const downHistory = await fetchHistoryJson(temporal.client, down.workflowId, down.runId);
+    const history = { up: historyTime(upHistory, t0Epoch, endEpoch), down: historyTime(downHistory, t1Epoch, downEndEpoch) };
+    const inside = { up: tasksInside(upHistory), down: tasksInside(downHistory) };
+    const phases = workflowPhases(t0Epoch, up.result.steps, endEpoch);
+    return { upMs, downMs, probes, sleptMs: installedPoll ? 0 : (probes - 1) * pollMs, phases, history, inside };
   };
   const viaPlain = () => plainBringUp(docker, node, serve, gpu, pollMs);
 
