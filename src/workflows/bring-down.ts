@@ -274,9 +274,10 @@ type BeforeStop = (GpuReading & { processes: ServeProcesses }) | { unread: strin
  * Once the stop has landed, while the start slot is held: nvidia-smi shows the serve's memory
  * back (by its own processes, where they were read), so the next start's profiling and room
  * reading see it gone. Not seen within the release timeout, the serve is down all the same: said
- * in the release's line, and the slot goes back with the release.
+ * in the release's line, and the slot goes back with the release. `downAtEpochMs`: when the stop
+ * saw the container down and started a process listing, which the wait's first reading takes up.
  */
-async function vramBack({ serve, gpu }: Down, before: NonNullable<BeforeStop>): Promise<string> {
+async function vramBack({ serve, gpu }: Down, before: NonNullable<BeforeStop>, downAtEpochMs?: number): Promise<string> {
   if ('unread' in before) return `; its memory not read before the stop (${before.unread}): its release not checked`;
   const ownMib = before.processes.onGpu.reduce((sum, p) => sum + (p.usedMib ?? 0), 0);
   try {
@@ -287,6 +288,8 @@ async function vramBack({ serve, gpu }: Down, before: NonNullable<BeforeStop>): 
       expectedMib: ownMib > 0 ? ownMib : serve.vramMib,
       deadlineEpochMs: Date.now() + DEFAULT_RELEASE_TIMEOUT_S * 1000,
       own: before.processes,
+      // Activity input only (replay compares none): the listing the stop started may be the first reading.
+      ...(downAtEpochMs !== undefined ? { listedAfterEpochMs: downAtEpochMs } : {}),
     });
     return eviction.vramBack(v, gpu.uuid);
   } catch (err) {
@@ -298,12 +301,16 @@ async function vramBack({ serve, gpu }: Down, before: NonNullable<BeforeStop>): 
 async function stopAndRelease(down: Down, before?: BeforeStop): Promise<[StopResult, LedgerReleaseResult, string?]> {
   const { node, gpu, serve, holder, log, fenced } = down;
   log.begin('stop');
-  // Fenced: only while the ledger holds the serve stopping for this run (its take).
-  const st = await stopServe(node, serve, fenced ? { fence: gpu } : {});
+  // Fenced: only while the ledger holds the serve stopping for this run (its take). Where the
+  // release wait follows (its memory read before), the stop starts nvidia-smi's process listing as
+  // the container is down, beside its removal, the workflow task and the wait's dispatch, as a
+  // victim's stop does: activity input only, the same command with it or without.
+  const listWhenDown = before !== undefined && !('unread' in before);
+  const st = await stopServe(node, serve, { ...(fenced ? { fence: gpu } : {}), ...(listWhenDown ? { listWhenDown } : {}) });
   log.record('stop', eviction.stopped(st));
   log.begin('release');
   // Its memory seen back before the release, which gives the start slot back with the reservation.
-  const back = before && st.stop === 'stopped' ? await vramBack(down, before) : undefined;
+  const back = before && st.stop === 'stopped' ? await vramBack(down, before, st.downAtEpochMs) : undefined;
   // The fenced release names this run: the ledger gives up only what this bring-down took.
   const rel = await ledgerUpdates().ledgerRelease({ node, gpu, args: { serve: serve.name, ...(fenced ? { holder } : {}) }, updateId: `${holder}/release` });
   log.ledgerSaid(rel.ledger);

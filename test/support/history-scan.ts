@@ -174,3 +174,26 @@ export async function waitForPendingActivity(handle: WorkflowHandle, type: strin
     50,
   );
 }
+
+interface ScheduledEvents {
+  eventId?: unknown;
+  eventTime?: Timestamp;
+  activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null; input?: Payloads } | null;
+  activityTaskCompletedEventAttributes?: { scheduledEventId?: unknown; result?: Payloads } | null;
+}
+
+/** Each activity of `type` a history scheduled (not local steps): its input, result, and when it was scheduled and completed (the server's clock). */
+export function scheduledRuns(
+  events: readonly ScheduledEvents[],
+  type: string,
+): { input: unknown; result?: unknown; scheduledAtMs: number; completedAtMs?: number }[] {
+  const runs = new Map<string, { input: unknown; result?: unknown; scheduledAtMs: number; completedAtMs?: number }>();
+  for (const e of events) {
+    const s = e.activityTaskScheduledEventAttributes;
+    if (s?.activityType?.name === type) runs.set(String(e.eventId), { input: firstPayload(s.input), scheduledAtMs: tsToMs(e.eventTime) });
+    const c = e.activityTaskCompletedEventAttributes;
+    const run = c ? runs.get(String(c.scheduledEventId)) : undefined;
+    if (c && run) Object.assign(run, { result: firstPayload(c.result), completedAtMs: tsToMs(e.eventTime) });
+  }
+  return [...runs.values()];
+}
