@@ -48,8 +48,6 @@ test("an acquisition's hold counts every victim's stop (and sleep) with its rele
     }),
     720 + 120 + 90 + 100,
   );
-  // Taken before the first victim's quiesce (slot-asked-beside-room): its drain is held through too.
-  assert.equal(evictionHoldS({ ...bounds, victims: [{ stopTimeoutS: 30, sleeps: false }], firstDrainHeld: true }), 720 + 120);
   const { state } = decideStartSlot(
     emptyLedger('n', gpu),
     { serve: 'comfyui', holder: 'acquire/n/comfyui/r1', take: true, startTimeoutS: 600, doing: 'evicting', holdS: 1700 },

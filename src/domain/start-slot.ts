@@ -116,25 +116,17 @@ export interface EvictionHoldBounds {
   stopMarginS: number;
   /** The acquirer's own start timeout (its health wait). */
   startTimeoutS: number;
-  /** Taken before the first victim's quiesce (slot-asked-beside-room): its drain is held through too. */
-  firstDrainHeld?: boolean;
 }
 
 /**
  * How long an acquisition may hold the slot, taken before its first victim's stop: every victim's
  * stop (and sleep) with its release check, the drain of each victim after the first (its quiesce
- * and drain run while the slot is held), and its own start. Taken before the first quiesce
- * (`firstDrainHeld`), the first victim's drain too. A waiter adds SLOT_MARGIN_S and the cap.
+ * and drain run while the slot is held), and its own start. A waiter adds SLOT_MARGIN_S and the cap.
  */
 export function evictionHoldS(b: EvictionHoldBounds): number {
   const victims = b.victims.reduce(
     (sum, v, i) =>
-      sum +
-      v.stopTimeoutS +
-      b.stopMarginS +
-      b.releaseTimeoutS +
-      (v.sleeps ? b.sleepTimeoutS + b.releaseTimeoutS : 0) +
-      (i > 0 || b.firstDrainHeld ? b.drainTimeoutS : 0),
+      sum + v.stopTimeoutS + b.stopMarginS + b.releaseTimeoutS + (v.sleeps ? b.sleepTimeoutS + b.releaseTimeoutS : 0) + (i > 0 ? b.drainTimeoutS : 0),
     0,
   );
   return Math.min(victims + b.startTimeoutS, BOUNDS.holdS.max);

@@ -20,8 +20,8 @@ import { admission, eviction, sleeping } from '../shared/wording';
 import { admitArgs, alreadyHeld, checkRoom, readRoom, roomVerdict, startServe, wakeOrRestart } from './bring-up';
 import { PATCHES } from './patches';
 import { act, ledgerUpdates, preflightReads, reads, router, STOP_ACTIVITY_MARGIN_S, waiting } from './proxies';
-import { slotHeld, takeStartSlot } from './start-slot';
-import { evictionHoldS, slotUpdateId } from '../domain/start-slot';
+import { takeStartSlot } from './start-slot';
+import { evictionHoldS } from '../domain/start-slot';
 import type { EvictionHoldBounds } from '../domain/start-slot';
 import { abandonAndCompensate, failAndCompensate, rootCause, Saga, whole } from './saga';
 import { RunAbandon } from './abandon';
@@ -268,47 +268,15 @@ async function preflight({ acquirer, log }: Eviction, victims: Victim[]): Promis
 /**
  * The preflight and the room before any victim is touched, read at once (both read-only, local
  * steps of one workflow task), their outcomes taken in order: a failed preflight is what the run
- * tells, whatever the room said, as when the room was read after it. Since slot-asked-beside-room
- * the start slot is asked for beside them, its answer in before either outcome is told: a run that
- * fails here gives back a slot it was given.
+ * tells, whatever the room said, as when the room was read after it.
  */
-async function preflightBesideRoom(e: Eviction, victims: Victim[]): Promise<void> {
-  const { acquirer, log } = e;
+async function preflightBesideRoom({ acquirer, log }: Eviction, victims: Victim[]): Promise<void> {
   log.begin('preflight');
   const pre = preflightReads().preflightEviction({ acquirer: acquirer.serve.name, gpuUuid: acquirer.gpu.uuid, victims: victims.map((v) => v.serve) });
   const room = awaitedLater(readRoom(acquirer, { evicting: victims }));
-  const slot = patched(PATCHES.slotAskedBesideRoom) && patched(PATCHES.stopTakesSlot) ? askSlotBesideRoom(e) : undefined;
-  try {
-    log.record('preflight', eviction.preflight(await pre));
-    log.begin('room');
-    roomVerdict(acquirer, log, await room);
-  } finally {
-    await slot;
-  }
-}
-
-/**
- * One ask for the start slot before the first victim's quiesce, its bound counting that victim's
- * drain. Taken, it is held from here, through the drains, as the take after the drain holds it.
- * Refused or unanswered (a ledger error), nothing is waited for here: the take after the drain asks
- * again (a take of a slot its asker holds is answered taken) and waits as before. Rejects only
- * when the run is cancelled.
- */
-async function askSlotBesideRoom(e: Eviction): Promise<void> {
-  const { acquirer, holder, saga } = e;
-  const { node, serve, gpu } = acquirer;
-  try {
-    const holdS = await evictionHold(e, true);
-    const a = await ledgerUpdates().ledgerStartSlot({
-      node,
-      gpu,
-      args: { serve: serve.name, holder, take: true, startTimeoutS: serve.startTimeoutS, doing: 'evicting', holdS },
-      updateId: slotUpdateId(holder, saga.startSlot.asks++, true),
-    });
-    if (a.taken) slotHeld(acquirer, holder, saga, true);
-  } catch (err) {
-    if (isCancellation(err)) throw err;
-  }
+  log.record('preflight', eviction.preflight(await pre));
+  log.begin('room');
+  roomVerdict(acquirer, log, await room);
 }
 
 /**
@@ -444,20 +412,8 @@ async function evictVictim(e: Eviction, planned: Victim): Promise<VictimRecord> 
  * it counts is every victim's stop and release check, the later victims' drains and the start:
  * the victims are read from the manifest for their stop timeouts.
  */
-async function takeSlotToEvict(e: Eviction, first: string): Promise<void> {
-  const { acquirer, holder, saga, log } = e;
+async function takeSlotToEvict({ acquirer, input, holder, saga, log, planned, resolvedVictims }: Eviction, first: string): Promise<void> {
   if (saga.startSlot.held || !patched(PATCHES.stopTakesSlot)) return;
-  const holdS = await evictionHold(e, false);
-  await takeStartSlot(acquirer, holder, saga, log, {
-    doing: 'evicting',
-    holdS,
-    waitingTo: `evict ${first}`,
-    notDone: `no victim was stopped and ${acquirer.serve.name} was not started; bring it up again once that has ended`,
-  });
-}
-
-/** What the acquisition's hold of the slot may take (evictionHoldS): the victims are read from the manifest for their stop timeouts. */
-async function evictionHold({ acquirer, input, planned, resolvedVictims }: Eviction, firstDrainHeld: boolean): Promise<number> {
   // Runs from before resolved every victim here again, the first just resolved by its own eviction included.
   const once = patched(PATCHES.victimsResolvedOnce);
   const victims: EvictionHoldBounds['victims'] = [];
@@ -466,14 +422,19 @@ async function evictionHold({ acquirer, input, planned, resolvedVictims }: Evict
     if (once) resolvedVictims.set(v.serve, spec);
     victims.push({ stopTimeoutS: spec.stopTimeoutS, sleeps: v.sleep !== undefined });
   }
-  return evictionHoldS({
+  const holdS = evictionHoldS({
     victims,
     drainTimeoutS: input.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S,
     releaseTimeoutS: input.releaseTimeoutS ?? DEFAULT_RELEASE_TIMEOUT_S,
     sleepTimeoutS: DEFAULT_SLEEP_TIMEOUT_S,
     stopMarginS: STOP_ACTIVITY_MARGIN_S,
     startTimeoutS: acquirer.serve.startTimeoutS,
-    ...(firstDrainHeld ? { firstDrainHeld } : {}),
+  });
+  await takeStartSlot(acquirer, holder, saga, log, {
+    doing: 'evicting',
+    holdS,
+    waitingTo: `evict ${first}`,
+    notDone: `no victim was stopped and ${acquirer.serve.name} was not started; bring it up again once that has ended`,
   });
 }
 

@@ -541,15 +541,5 @@ export const PATCHES = {
    * test/ledger-slot-waiters.test.ts with GPURES_SAVE_HISTORIES=DIR).
    */
   slotWakesFirst: 'slot-wakes-first',
-  /**
-   * An acquisition that evicts asks for the GPU's start slot once beside its preflight and room
-   * read (local steps of the same workflow task), before its first victim's quiesce, its bound
-   * counting that victim's drain too: taken, nothing stands between the drain and the stop (the
-   * take after the drain, a workflow task with a ledger Update, finds it held). Refused (another
-   * start holds it) or unanswered, the take after the drain waits for it as before. Before: every
-   * other recording; after: eviction-slot-beside-room.json (recorded by test/eviction-room.test.ts with
-   * GPURES_SAVE_HISTORIES=DIR).
-   */
-  slotAskedBesideRoom: 'slot-asked-beside-room',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
