@@ -135,6 +135,12 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
     assert.ok(w1 && w2);
     assert.equal(await slot(h, 'run-h', true), true);
     for (const w of [w1, w2]) assert.equal(await slot(h, `run-${w}`, true, w), false);
+    // w1 told (its signal could be one the closing run's server drops), then the slot taken again
+    // before it asks: the queue goes on without the told mark, so the next run tells w1 again
+    // rather than passing it over as a waiter that never asked.
+    await slot(h, 'run-h', false);
+    assert.deepEqual(await toldTo(h), [w1]);
+    assert.equal(await slot(h, 'run-h', true), true);
     const first = (await h.describe()).runId;
     // Takes by the holder again (answered taken) until the ledger continues as new.
     for (let i = 0; (await h.describe()).runId === first; i++) {

@@ -241,6 +241,11 @@ describe('ledger entity workflow', () => {
     // A take that does not ask (a run from before take-answers; here the same take retried) is answered no slot.
     const plain = await h.executeUpdate(beginStopUpdate, { args: [{ serve: 'st2', holder: 'down-st2' }] });
     assert.equal(plain.slot, undefined);
+    // A stop's slot carries its two bounds and nothing else: a wake there would enrol a waiter past the startSlot take's checks.
+    await assert.rejects(
+      h.executeUpdate(beginStopUpdate, { args: [{ serve: 'st2', holder: 'down-st2', stopSlot: { ...slot, wake: '' } as unknown as typeof slot }] }),
+      (err: Error) => /beginStop st2: stopSlot must be .* and nothing else \(got /.test(`${err.message} ${(err.cause as Error | undefined)?.message ?? ''}`),
+    );
     // The first stop's release gives it back.
     await h.executeUpdate(releaseUpdate, { args: [{ serve: 'st1', holder: 'down-st1' }] });
     assert.equal((await h.query(snapshotQuery)).startSlot, undefined, "the stop's release left its slot held");

@@ -43,11 +43,18 @@ const sleepEviction: Check = (v) =>
   isRecord(v) && sleepLevel(v['level']) === undefined && withinBound({ ...BOUNDS.vramMib, min: 0 }, v['residualMib'])
     ? undefined
     : `{ "level": 1 or 2, "residualMib": ${boundRule({ ...BOUNDS.vramMib, min: 0 })} }`;
-/** A take's ask for the start slot with the serve: the two bounds a startSlot take carries. */
+/**
+ * A take's ask for the start slot with the serve: the two bounds a startSlot take carries, and
+ * nothing else (a wake or a takeOverFrom there would pass the checks a startSlot take has).
+ */
+const STOP_SLOT_FIELDS = ['startTimeoutS', 'holdS'];
 const stopSlot: Check = (v) =>
-  isRecord(v) && withinBound(BOUNDS.startTimeoutS, v['startTimeoutS']) && withinBound(BOUNDS.holdS, v['holdS'])
+  isRecord(v) &&
+  withinBound(BOUNDS.startTimeoutS, v['startTimeoutS']) &&
+  withinBound(BOUNDS.holdS, v['holdS']) &&
+  Object.keys(v).every((k) => STOP_SLOT_FIELDS.includes(k))
     ? undefined
-    : `{ "startTimeoutS": ${boundRule(BOUNDS.startTimeoutS)}, "holdS": ${boundRule(BOUNDS.holdS)} }`;
+    : `{ "startTimeoutS": ${boundRule(BOUNDS.startTimeoutS)}, "holdS": ${boundRule(BOUNDS.holdS)} } and nothing else`;
 
 const ADMIT: Record<string, Field> = {
   serve: { check: serveName, required: true },

@@ -116,11 +116,16 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   await continueAsNew<typeof ledgerWorkflow>(nextInput(input, ledger));
 }
 
-/** The next run's input: the state, and the runs waiting for the start slot, which would otherwise poll until asked again. */
+/**
+ * The next run's input: the state, and the runs waiting for the start slot, which would otherwise
+ * poll until asked again. The queue goes without its `told`: a signal sent as this run closes may
+ * be dropped with it (the server records no failure for a closed target), and the next run's first
+ * give tells the first waiter again instead of passing it over as one that never asked.
+ */
 function nextInput(input: LedgerInput, ledger: GpuLedger): LedgerInput {
   const next: LedgerInput = { ...input, state: ledger.state };
   delete next.slotWaiters;
-  return ledger.slotWaiters.queue.length ? { ...next, slotWaiters: ledger.slotWaiters } : next;
+  return ledger.slotWaiters.queue.length ? { ...next, slotWaiters: { queue: ledger.slotWaiters.queue } } : next;
 }
 
 /**
@@ -450,7 +455,7 @@ class GpuLedger {
     // were): the stop's start slot in the same Update, and the ledger before and after in the answer.
     const slot =
       req.stopSlot && decision.decision === 'taken'
-        ? this.decideSlot({ serve: req.serve, holder: req.holder, take: true, doing: 'stopping', ...req.stopSlot })
+        ? this.decideSlot({ serve: req.serve, holder: req.holder, take: true, doing: 'stopping', ...slotBounds(req.stopSlot) })
         : undefined;
     const answer = this.brief({ ...decision, ...(slot ? { slot } : {}) });
     // Quiet: the bring-down says the ledger's note from its release's answer, as before.
@@ -558,6 +563,14 @@ class GpuLedger {
       this.slotWaiters = waiterTook(this.slotWaiters, wake);
     return decision;
   }
+}
+
+/**
+ * Only the two bounds a stop's take carries (what its check reads): a stopSlot with more (a wake,
+ * a takeOverFrom) must not enrol a waiter or take the slot over past the checks a startSlot take has.
+ */
+function slotBounds({ startTimeoutS, holdS }: { startTimeoutS: number; holdS: number }): { startTimeoutS: number; holdS: number } {
+  return { startTimeoutS, holdS };
 }
 
 /** A bring-down's let-go retried after a continue-as-new (the server's answer to a retry lasts one run): already done. */
