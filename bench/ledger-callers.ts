@@ -348,7 +348,10 @@ function printTarget(rate: number, rounds: number, results: Round[]): void {
     `  p50 from 50 callers ${at}: ${quantile(pooled, 0.5).toFixed(0)} ms` +
       (rate > TARGETS.ledgerPerSecond ? " (above the target's rate: where the ledger answers less than offered, the p99 below is its queue)" : ''),
   );
-  console.log(targetLine(`p99 from 50 callers ${at}${of}`, quantile(pooled, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
+  // The target's p99 is the one at its own rate: above it, where the ledger answers less than offered, it is a queue's.
+  if (rate > TARGETS.ledgerPerSecond)
+    console.log(`  p99 from 50 callers ${at}${of}: ${quantile(pooled, 0.99).toFixed(0)} ms (the target's p99 is read at ${TARGETS.ledgerPerSecond}/s)`);
+  else console.log(targetLine(`p99 from 50 callers ${at}${of}`, quantile(pooled, 0.99), '<=', TARGETS.ledgerP99Ms, ' ms'));
   if (rounds > 1) console.log(cpuLine(` ${at} (${rounds} rounds pooled)`, results));
   console.log(stealLine(sum((r) => r.steal * r.wallMs) / sum((r) => r.wallMs), 'its rounds ran'));
 }
