@@ -2,7 +2,8 @@
 // update may come from the Temporal UI or `temporal workflow update`, not only from gpures; one
 // whose handler then threw on its shape would fail the ledger's workflow task, and fail it again on
 // every retry, holding every later decision on that GPU. Refused here, it never enters history.
-// Fields this does not know are left alone: the callers' requests grow. PURE: the ledger imports it.
+// Fields this does not know are left alone: the callers' requests grow. One exception, stopSlot,
+// whose fields become the start slot's take: its two bounds and nothing else. PURE: the ledger imports it.
 import { BOUNDS, boundRule, NAME_PATTERN, NAME_RULE, withinBound } from './bounds';
 import { gpuSpecProblems, isRecord, oneOf, show } from './inputs';
 import { workflowIdProblem } from './slot-waiters';
