@@ -455,7 +455,7 @@ class GpuLedger {
     // were): the stop's start slot in the same Update, and the ledger before and after in the answer.
     const slot =
       req.stopSlot && decision.decision === 'taken'
-        ? this.decideSlot({ serve: req.serve, holder: req.holder, take: true, doing: 'stopping', ...slotBounds(req.stopSlot) })
+        ? this.decideSlot({ serve: req.serve, holder: req.holder, take: true, doing: 'stopping', ...req.stopSlot })
         : undefined;
     const answer = this.brief({ ...decision, ...(slot ? { slot } : {}) });
     // Quiet: the bring-down says the ledger's note from its release's answer, as before.
@@ -563,14 +563,6 @@ class GpuLedger {
       this.slotWaiters = waiterTook(this.slotWaiters, wake);
     return decision;
   }
-}
-
-/**
- * Only the two bounds a stop's take carries (what its check reads): a stopSlot with more (a wake,
- * a takeOverFrom) must not enrol a waiter or take the slot over past the checks a startSlot take has.
- */
-function slotBounds({ startTimeoutS, holdS }: { startTimeoutS: number; holdS: number }): { startTimeoutS: number; holdS: number } {
-  return { startTimeoutS, holdS };
 }
 
 /** A bring-down's let-go retried after a continue-as-new (the server's answer to a retry lasts one run): already done. */
