@@ -12,7 +12,7 @@
 // heap and its external memory; the rest is the workflow thread's heap (its own V8 isolate), the
 // SDK core's native memory and code.
 //
-//   node dist/bench/worker-rss.js [--settle-s S]           (scripts/bench.sh sets the env up)
+//   node dist/bench/worker-rss.js [--settle-s S] [--installed-only]           (scripts/bench.sh sets the env up)
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,6 +42,36 @@ function rssMib(pid: number): number {
 function cpuS(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * The process's resident memory by kind of mapping, from /proc/PID/smaps: files (code: node, the
+ * SDK core's .node, libraries), malloc's main arena (brk), its thread arenas (glibc's 64 MiB-aligned
+ * heaps: the SDK core's threads allocate there), and other anonymous memory (the V8 heaps of both
+ * isolates, large mallocs). What /metrics cannot say: which allocator holds "the rest".
+ */
+function rssByMapping(pid: number): string {
+  const ARENA = 64 * MIB;
+  const kinds = new Map<string, number>();
+  let kind = '';
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const range = /^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (range) {
+      const [start, end, perms, name] = [parseInt(range[1]!, 16), parseInt(range[2]!, 16), range[3]!, range[4]!.trim()];
+      if (name.startsWith('/')) kind = 'files';
+      else if (name === '[heap]') kind = 'malloc main arena';
+      else if (name !== '') kind = 'other named';
+      else if (start % ARENA === 0 && end - start <= ARENA && perms.startsWith('rw')) kind = 'malloc thread arenas';
+      else kind = 'other anonymous (V8 heaps, large mallocs)';
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB$/.exec(line);
+    if (rss) kinds.set(kind, (kinds.get(kind) ?? 0) + Number(rss[1]) / 1024);
+  }
+  return [...kinds]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, mib]) => `${k} ${mib.toFixed(0)}`)
+    .join(', ');
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -76,17 +106,24 @@ interface Start {
   target: boolean;
 }
 const STARTS: Start[] = [
-  { label: 'bin/gpures worker, as installed (its shebang: node --max-semi-space-size=1)', command: GPURES, args: [], target: true },
-  { label: 'node bin/gpures worker, no flag (for comparison)', command: process.execPath, args: [GPURES], target: false },
+  { label: 'bin/gpures worker, as installed (its shebang: MALLOC_ARENA_MAX=2 node --max-semi-space-size=1)', command: GPURES, args: [], target: true },
+  { label: 'node bin/gpures worker, no flag, malloc uncapped (for comparison)', command: process.execPath, args: [GPURES], target: false },
 ];
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { 'settle-s': { type: 'string', default: '5' }, runs: { type: 'string' }, 'poll-ms': { type: 'string' } } });
+  const { values } = parseArgs({
+    options: {
+      'settle-s': { type: 'string', default: '5' },
+      'installed-only': { type: 'boolean', default: false },
+      runs: { type: 'string' },
+      'poll-ms': { type: 'string' },
+    },
+  });
   const settleS = Number(values['settle-s']);
   if (!Number.isFinite(settleS) || settleS < 0 || settleS > 120) throw new Error(`--settle-s: seconds from 0 to 120 (got ${values['settle-s']})`);
   const temporal = await testTemporal();
   try {
-    for (const start of STARTS) await storm(temporal, settleS, start);
+    for (const start of values['installed-only'] ? STARTS.filter((s) => s.target) : STARTS) await storm(temporal, settleS, start);
   } finally {
     await temporal.close();
   }
@@ -142,6 +179,7 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     const idle = rssMib(pid);
     const metricsUrl = /metrics (http:\/\/\S+)/.exec(said)?.[1];
     const idleWhere = await whereItGoes(metricsUrl, idle);
+    const idleMaps = rssByMapping(pid);
     const stormFrom = mark();
     const client = temporal.client;
     const stormAt = Date.now();
@@ -162,12 +200,15 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     await sleep(settleS * 1000);
     const after = rssMib(pid);
     const afterWhere = await whereItGoes(metricsUrl, after);
+    const afterMaps = rssByMapping(pid);
     console.log(`worker RSS (a process: Docker runtime, nvidia-smi stream, /metrics), ${SERVES.length} serves, ${start.label}`);
     console.log(
       `  idle ${idle.toFixed(0)} MiB; through 30 operations at once (15 up in ${(upsMs / 1000).toFixed(1)} s, then 15 down in ${(downsMs / 1000).toFixed(1)} s) peak ${stormPeak.toFixed(0)} MiB; ${settleS} s after ${after.toFixed(0)} MiB`,
     );
     console.log(`  idle: ${idleWhere}`);
+    console.log(`    by mapping: ${idleMaps}`);
     console.log(`  after: ${afterWhere}`);
+    console.log(`    by mapping: ${afterMaps}`);
     // The ledger's share: each waiter told of a give asks again by an Update.
     const traffic = (t: WorkflowTraffic) => `${t.updates} Updates, ${t.signalsSent} signals sent, ${t.events} events in ${t.runs} run(s)`;
     const minus = (a: WorkflowTraffic, b: WorkflowTraffic): WorkflowTraffic => ({

@@ -474,15 +474,17 @@ describe('gpures CLI, as real processes', () => {
     assert.ok(r.ms < 30_000, `took ${r.ms} ms`);
   });
 
-  test('bin/gpures run as a program: node with --max-semi-space-size=1, from its shebang', async () => {
+  test('bin/gpures run as a program: node with --max-semi-space-size=1 and malloc capped at 2 arenas, from its shebang', async () => {
     // A module node loads before the CLI's own says what node was started with.
     const dir = mkdtempSync(join(tmpdir(), 'gpures-shebang-'));
     const preload = join(dir, 'exec-argv.js');
-    writeFileSync(preload, 'process.stderr.write(`execArgv ${JSON.stringify(process.execArgv)}\\n`);\n');
-    const r = await gpuresAsInstalled(['validate', EXAMPLE], { ...env, NODE_OPTIONS: `--require ${preload}` });
+    writeFileSync(preload, 'process.stderr.write(`execArgv ${JSON.stringify(process.execArgv)}\\nMALLOC_ARENA_MAX ${process.env.MALLOC_ARENA_MAX}\\n`);\n');
+    // The shebang's value replaces one in the environment (README, Configuration).
+    const r = await gpuresAsInstalled(['validate', EXAMPLE], { ...env, NODE_OPTIONS: `--require ${preload}`, MALLOC_ARENA_MAX: '8' });
     assert.equal(r.code, EXIT.ok, show(r));
     assert.equal(r.stdout, `${EXAMPLE}: ok (node primary-node, 1 gpu, 7 serves)\n`);
     assert.match(r.stderr, /^execArgv \["--max-semi-space-size=1"\]$/m);
+    assert.match(r.stderr, /^MALLOC_ARENA_MAX 2$/m);
     // Run by node itself, it has only what it is given.
     const plain = await gpures(['validate', EXAMPLE], { ...env, NODE_OPTIONS: `--require ${preload}` });
     assert.match(plain.stderr, /^execArgv \[\]$/m);
