@@ -101,8 +101,14 @@ test('ledgerWorkflow input: {} and a partial gpu are refused field by field', ()
     ledgerInputProblems({ node: 'n', gpu: GPU, state: 'x', maxHistoryEvents: 0 }).map((p) => p.split(':')[0]),
     ['state', 'maxHistoryEvents'],
   );
+  assert.deepEqual(ledgerInputProblems({ node: 'n', gpu: GPU, slotToldAskMs: 60_000 }), [
+    'slotToldAskMs: a whole number of milliseconds in 50..30000 (got 60000)',
+  ]);
   assert.equal(ledgerInputProblems(null).length, 1);
   // What LedgerClient starts, and what continue-as-new carries (fields it does not know included).
   assert.deepEqual(ledgerInputProblems({ node: 'primary-node', gpu: GPU }), []);
-  assert.deepEqual(ledgerInputProblems({ node: 'primary-node', gpu: GPU, state: { reservations: [] }, maxHistoryEvents: 2000, somethingNew: 1 }), []);
+  assert.deepEqual(
+    ledgerInputProblems({ node: 'primary-node', gpu: GPU, state: { reservations: [] }, maxHistoryEvents: 2000, slotToldAskMs: 1000, somethingNew: 1 }),
+    [],
+  );
 });

@@ -6,7 +6,17 @@ import { decideStartSlot, evictionHoldS, SLOT_MARGIN_S, SLOT_WAIT_CAP_S, slotAft
 import type { HolderEnd } from '../src/domain/start-slot';
 import { emptyLedger, formatLedger } from '../src/domain/ledger';
 import type { LedgerState, StartSlot } from '../src/domain/ledger';
-import { MAX_SLOT_WAITERS, NO_SLOT_WAITERS, waiterGone, waiterRefused, waiterTook, waiterToTell } from '../src/domain/slot-waiters';
+import {
+  lastTold,
+  MAX_SLOT_WAITERS,
+  NO_SLOT_WAITERS,
+  toldAskMsProblem,
+  waiterGone,
+  waiterRefused,
+  waiterTook,
+  waiterToTell,
+  waiterToTellNext,
+} from '../src/domain/slot-waiters';
 
 /** The slot a decision left held (a failed assertion where none is). */
 function held(state: LedgerState): StartSlot {
@@ -110,4 +120,42 @@ test('the waiters for the slot are told one at a time, the longest waiting first
   // Past the bound, the rest are not enrolled (they poll).
   const full = Array.from({ length: MAX_SLOT_WAITERS + 3 }, (_, i) => `w${i}`).reduce(waiterRefused, NO_SLOT_WAITERS);
   assert.equal(full.queue.length, MAX_SLOT_WAITERS);
+});
+
+test('since slot-told-bounded: the next is told too while the told is silent; told twice without asking, one is dropped; one that asks late keeps its place', () => {
+  const w0 = ['a', 'b', 'c'].reduce(waiterRefused, NO_SLOT_WAITERS);
+  // A give tells the first; its bound passing with the slot free, the next too, then the last, then nobody.
+  const give = waiterToTellNext(w0, true);
+  assert.deepEqual([give.tell, give.waiters.unanswered, lastTold(give.waiters)], ['a', { a: 1 }, 'a']);
+  const bound = waiterToTellNext(give.waiters, false);
+  assert.deepEqual([bound.tell, bound.waiters.toldSinceGive], ['b', ['a', 'b']]);
+  const third = waiterToTellNext(bound.waiters, false);
+  assert.equal(third.tell, 'c');
+  const none = waiterToTellNext(third.waiters, false);
+  assert.equal(none.tell, undefined);
+  assert.deepEqual(none.waiters.queue, ['a', 'b', 'c'], 'a waiter told once and silent was dropped');
+  // b takes it; a asks late and is refused: it keeps its place, its silence forgotten; c, silent, stays told once.
+  let w = waiterRefused(waiterTook(none.waiters, 'b'), 'a');
+  assert.deepEqual([w.queue, w.unanswered], [['a', 'c'], { c: 1 }]);
+  // The next give tells a first (its place kept), and c again in its turn: twice now without asking.
+  const again = waiterToTellNext(w, true);
+  assert.deepEqual([again.tell, again.waiters.toldSinceGive], ['a', ['a']]);
+  const cTwice = waiterToTellNext(again.waiters, false);
+  assert.deepEqual([cTwice.tell, cTwice.waiters.unanswered], ['c', { a: 1, c: 2 }]);
+  // Told twice without asking, c is dropped at the next turn; a, told once, is told again at the next give.
+  const dropped = waiterToTellNext(cTwice.waiters, false);
+  assert.deepEqual([dropped.tell, dropped.waiters.queue], [undefined, ['a']]);
+  w = waiterToTellNext(dropped.waiters, true).waiters;
+  assert.deepEqual([w.queue, w.unanswered], [['a'], { a: 2 }]);
+  assert.deepEqual(waiterToTellNext(w, true), { waiters: { queue: [] } }, 'a waiter told twice without asking was kept');
+  // A closed run's signal failed: it is gone, and the last told is the one before it.
+  const two = waiterToTellNext(waiterToTellNext(['x', 'y'].reduce(waiterRefused, NO_SLOT_WAITERS), true).waiters, false);
+  assert.deepEqual([lastTold(two.waiters), lastTold(waiterGone(two.waiters, 'y'))], ['y', 'x']);
+  // The old rule's mark is not the new one's: a told-silent waiter under slot-wakes-first is still passed over.
+  assert.deepEqual(waiterToTell(waiterToTell(w0).waiters).waiters.queue, ['b', 'c']);
+});
+
+test("a ledger's bound for a told run to ask is whole milliseconds within its bound", () => {
+  assert.equal(toldAskMsProblem(1000), undefined);
+  for (const v of [49, 30_001, 1.5, '1000', null]) assert.equal(toldAskMsProblem(v), 'a whole number of milliseconds in 50..30000', String(v));
 });

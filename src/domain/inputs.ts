@@ -2,7 +2,7 @@
 // before anything runs, so a typo there is a clear failure rather than a stuck workflow task.
 import type { BoundName } from './bounds';
 import { BOUNDS, boundRule, NAME_PATTERN, NAME_RULE, withinBound } from './bounds';
-import { MAX_SLOT_WAITERS, workflowIdProblem } from './slot-waiters';
+import { MAX_SLOT_WAITERS, toldAskMsProblem, workflowIdProblem } from './slot-waiters';
 
 export interface InputSpec {
   booleans?: readonly string[];
@@ -68,6 +68,8 @@ export function ledgerInputProblems(input: unknown): string[] {
   if (input['state'] !== undefined && !isRecord(input['state']))
     problems.push(`state: the ledger a continue-as-new carries, an object (got ${show(input['state'])})`);
   if (input['slotWaiters'] !== undefined) problems.push(...slotWaitersProblems(input['slotWaiters'], 'slotWaiters'));
+  const askMs = input['slotToldAskMs'] === undefined ? undefined : toldAskMsProblem(input['slotToldAskMs']);
+  if (askMs) problems.push(`slotToldAskMs: ${askMs} (got ${show(input['slotToldAskMs'])})`);
   const maxEvents = input['maxHistoryEvents'];
   if (maxEvents !== undefined && !(typeof maxEvents === 'number' && Number.isSafeInteger(maxEvents) && maxEvents > 0)) {
     problems.push(`maxHistoryEvents: a positive integer (got ${show(maxEvents)})`);

@@ -6,11 +6,37 @@
 /** Past this many, the rest are not told and poll (1, 2, 4, then every 5 s). */
 export const MAX_SLOT_WAITERS = 64;
 
+/**
+ * How long a told run has to ask before the next waiter is told too, while the slot is still free
+ * (slot-told-bounded). A told run asks at once: 465 ms from the signal to its take in
+ * ledger-slot-woken.json (recorded at load 12-16). Told one at a time, a run alive but not asking
+ * (compensating, a reused id, a loaded worker) kept the slot free until some waiter's poll came
+ * round, up to 5 s a give; this bounds that at 1 s. Shorter, a run merely slow is joined by the
+ * next more often: one more Update, and the slower keeps its place.
+ */
+export const SLOT_TOLD_ASK_MS = 1000;
+
+/**
+ * What a ledger's input may set it to instead (slotToldAskMs). Past the 5 s poll the timer only
+ * tells where the waiters' polls would have asked first; up to 30 s lets a test hold it off.
+ */
+export const SLOT_TOLD_ASK_MS_BOUND = { min: 50, max: 30_000 } as const;
+
+/** The problem with a ledger input's slotToldAskMs; undefined when it is fine. */
+export const toldAskMsProblem = (v: unknown): string | undefined =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= SLOT_TOLD_ASK_MS_BOUND.min && v <= SLOT_TOLD_ASK_MS_BOUND.max
+    ? undefined
+    : `a whole number of milliseconds in ${SLOT_TOLD_ASK_MS_BOUND.min}..${SLOT_TOLD_ASK_MS_BOUND.max}`;
+
 export interface SlotWaiters {
   /** Workflow ids, the longest waiting first. */
   queue: string[];
-  /** The first of them, told at the last give and not heard from since. */
+  /** Before slot-told-bounded: the first of them, told at the last give and not heard from since. */
   told?: string;
+  /** Since slot-told-bounded: how many times each waiter has been told without asking since (1 or 2). */
+  unanswered?: Record<string, number>;
+  /** Since slot-told-bounded: the waiters told since the slot was last given back, in order. */
+  toldSinceGive?: string[];
 }
 
 export const NO_SLOT_WAITERS: SlotWaiters = { queue: [] };
@@ -19,8 +45,14 @@ export const NO_SLOT_WAITERS: SlotWaiters = { queue: [] };
 export const workflowIdProblem = (v: unknown): string | undefined =>
   typeof v === 'string' && v.trim() !== '' && v.length <= 1000 ? undefined : "a workflow's id, 1 to 1000 characters";
 
-function waiters(queue: string[], told: string | undefined): SlotWaiters {
-  return told !== undefined && queue.includes(told) ? { queue, told } : { queue };
+/** The waiters' marks kept for the ids still in the queue only. */
+function waiters(queue: string[], told: string | undefined, w: SlotWaiters = NO_SLOT_WAITERS): SlotWaiters {
+  const out: SlotWaiters = told !== undefined && queue.includes(told) ? { queue, told } : { queue };
+  const unanswered = Object.entries(w.unanswered ?? {}).filter(([id]) => queue.includes(id));
+  if (unanswered.length) out.unanswered = Object.fromEntries(unanswered);
+  const since = (w.toldSinceGive ?? []).filter((id) => queue.includes(id));
+  if (since.length) out.toldSinceGive = since;
+  return out;
 }
 
 /**
@@ -29,7 +61,9 @@ function waiters(queue: string[], told: string | undefined): SlotWaiters {
  */
 export function waiterRefused(w: SlotWaiters, id: string): SlotWaiters {
   const queue = w.queue.includes(id) || w.queue.length >= MAX_SLOT_WAITERS ? w.queue : [...w.queue, id];
-  return waiters(queue, w.told === id ? undefined : w.told);
+  // It asked: told since or not, it is silent no more.
+  const unanswered = Object.fromEntries(Object.entries(w.unanswered ?? {}).filter(([x]) => x !== id));
+  return waiters(queue, w.told === id ? undefined : w.told, { ...w, unanswered });
 }
 
 /** A take granted: its run waits no more. */
@@ -37,6 +71,7 @@ export function waiterTook(w: SlotWaiters, id: string): SlotWaiters {
   return waiters(
     w.queue.filter((x) => x !== id),
     w.told,
+    w,
   );
 }
 
@@ -51,6 +86,27 @@ export function waiterToTell(w: SlotWaiters): { waiters: SlotWaiters; tell?: str
   const tell = queue[0];
   return { waiters: waiters(queue, tell), ...(tell !== undefined ? { tell } : {}) };
 }
+
+/**
+ * Since slot-told-bounded: the next to tell while the slot is free, at a give (`given`) or once the
+ * last told has had SLOT_TOLD_ASK_MS without the slot being taken: the first waiting not yet told
+ * since the give. One told earlier and silent is told again, in its place; told twice without
+ * asking, it is dropped (its run no longer waits for this slot: ended, or its id reused; still
+ * waiting, it asks at its next poll and waits from the back). One that asks late and finds the
+ * slot taken keeps its place (waiterRefused clears its count).
+ */
+export function waiterToTellNext(w: SlotWaiters, given: boolean): { waiters: SlotWaiters; tell?: string } {
+  const unanswered = w.unanswered ?? {};
+  const queue = w.queue.filter((id) => (unanswered[id] ?? 0) < 2);
+  const since = given ? [] : (w.toldSinceGive ?? []);
+  const tell = queue.find((id) => !since.includes(id));
+  if (tell === undefined) return { waiters: waiters(queue, undefined, { ...w, toldSinceGive: since }) };
+  const marks = { queue, unanswered: { ...unanswered, [tell]: (unanswered[tell] ?? 0) + 1 }, toldSinceGive: [...since, tell] };
+  return { waiters: waiters(queue, undefined, marks), tell };
+}
+
+/** Since slot-told-bounded: the last told since the give, whose signal failing passes the turn. */
+export const lastTold = (w: SlotWaiters): string | undefined => w.toldSinceGive?.at(-1);
 
 /** Its signal failed: the run has closed. */
 export function waiterGone(w: SlotWaiters, id: string): SlotWaiters {

@@ -4,11 +4,13 @@
 import {
   allHandlersFinished,
   ApplicationFailure,
+  CancellationScope,
   condition,
   continueAsNew,
   getExternalWorkflowHandle,
   patched,
   setHandler,
+  sleep,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { LedgerState, LedgerTotals, Reservation } from '../domain/ledger';
@@ -32,7 +34,7 @@ import { applyStop, decideStop, fenceProblem, fenceStepProblem, operationUnderWa
 import type { GpuSpec } from '../domain/types';
 import { ledgerUpdateProblems } from '../domain/ledger-requests';
 import { decideStartSlot, slotAfter } from '../domain/start-slot';
-import { NO_SLOT_WAITERS, waiterGone, waiterRefused, waiterTook, waiterToTell } from '../domain/slot-waiters';
+import { lastTold, NO_SLOT_WAITERS, SLOT_TOLD_ASK_MS, waiterGone, waiterRefused, waiterTook, waiterToTell, waiterToTellNext } from '../domain/slot-waiters';
 import type { SlotWaiters } from '../domain/slot-waiters';
 import type { StartSlotDecision } from '../domain/start-slot';
 import type { LedgerUpdateName } from '../domain/ledger-requests';
@@ -83,12 +85,16 @@ export interface LedgerInput {
   maxHistoryEvents?: number;
   /** Carried across continue-as-new since slot-wakes-first: the runs waiting for the start slot, told in turn. */
   slotWaiters?: SlotWaiters;
+  /** Since slot-told-bounded: how long a told waiter has to take the slot before the next is told too (SLOT_TOLD_ASK_MS when not set). */
+  slotToldAskMs?: number;
 }
 
 export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
   checkLedgerInput(input);
-  const ledger = new GpuLedger(input.state ?? emptyLedger(input.node, input.gpu), input.state !== undefined, input.slotWaiters);
+  const ledger = new GpuLedger(input.state ?? emptyLedger(input.node, input.gpu), input.state !== undefined, input.slotWaiters, input.slotToldAskMs);
   const { whenReady } = ledger;
+  // Before the handlers: setting one runs the Updates that came with the run's start, a give among them.
+  ledger.carriedWaiters();
 
   const said = LEDGER_HANDLERS;
   setHandler(snapshotQuery, ledger.snapshot, { description: said.snapshot });
@@ -183,12 +189,16 @@ class GpuLedger {
    * before forgot them there, and the waiters fell back to their polls.
    */
   slotWaiters: SlotWaiters;
+  /** Since slot-told-bounded, while the slot is free and a told run has not taken it: the timer after which the next is told too. */
+  private askTimer: CancellationScope | undefined;
 
   constructor(
     public state: LedgerState,
     /** A first run (never a continuation) learns what already runs before it decides anything. */
     public ready: boolean,
     carried: SlotWaiters | undefined,
+    /** See LedgerInput's slotToldAskMs. */
+    private readonly toldAskMs = SLOT_TOLD_ASK_MS,
   ) {
     this.slotWaiters = carried ?? NO_SLOT_WAITERS;
   }
@@ -222,13 +232,25 @@ class GpuLedger {
     const held = this.state.startSlot !== undefined;
     const r = handler(arg);
     if (held && this.state.startSlot === undefined && this.slotWaiters.queue.length) this.wakeSlotWaiters();
+    // Taken: the told run's turn to ask is over (it took it, or another asker did and it keeps its place).
+    else if (!held && this.state.startSlot !== undefined) this.askTimer?.cancel();
     return r;
+  }
+
+  /**
+   * A continuation whose slot is free with waiters carried: the run before may have told one as it
+   * closed (a signal the server may drop with it) or been waiting for one to ask, its timer gone
+   * with it. Told now, as at a give, rather than left to their polls.
+   */
+  carriedWaiters(): void {
+    if (this.state.startSlot === undefined && this.slotWaiters.queue.length && patched(PATCHES.slotToldBounded)) this.tellInTurn(true);
   }
 
   private wakeSlotWaiters(): void {
     if (!patched(PATCHES.slotFreedSignal)) return;
     if (patched(PATCHES.slotWakesFirst)) {
-      this.tellFirstWaiter();
+      if (patched(PATCHES.slotToldBounded)) this.tellInTurn(true);
+      else this.tellFirstWaiter();
       return;
     }
     // Not awaited: the update answers now, and a waiter that has ended since is nobody's concern.
@@ -255,6 +277,40 @@ class GpuLedger {
         this.slotWaiters = waiterGone(this.slotWaiters, tell);
         if (itsTurn && this.state.startSlot === undefined) this.tellFirstWaiter();
       });
+  }
+
+  /**
+   * Since slot-told-bounded, the one place its rules (waiterToTellNext) are applied: at a give
+   * (`given`), the first waiting is told; while the slot stays free, the next is told too each
+   * SLOT_TOLD_ASK_MS (or the input's slotToldAskMs) the last told has not taken it, or at once
+   * where its signal failed (its run has closed). A timer of workflow time, cancelled when the slot
+   * is taken (handle), and gone with the run at a continue-as-new (the next run tells its carried
+   * waiters: carriedWaiters).
+   */
+  private tellInTurn(given: boolean): void {
+    this.askTimer?.cancel();
+    this.askTimer = undefined;
+    const { waiters, tell } = waiterToTellNext(this.slotWaiters, given);
+    this.slotWaiters = waiters;
+    if (tell === undefined) return;
+    getExternalWorkflowHandle(tell)
+      .signal(startSlotFreedSignal)
+      .catch(() => {
+        const itsTurn = lastTold(this.slotWaiters) === tell;
+        this.slotWaiters = waiterGone(this.slotWaiters, tell);
+        if (itsTurn && this.state.startSlot === undefined) this.tellInTurn(false);
+      });
+    const timer = new CancellationScope({ cancellable: true });
+    this.askTimer = timer;
+    timer
+      .run(() => sleep(this.toldAskMs))
+      .then(
+        () => {
+          if (this.askTimer === timer && this.state.startSlot === undefined) this.tellInTurn(false);
+        },
+        // Cancelled: the slot was taken, or another was told since.
+        () => undefined,
+      );
   }
 
   /** Every validator's first check: the shape, then a ledger that has the box's truth (see reconcilingRefusal). */

@@ -541,5 +541,18 @@ export const PATCHES = {
    * test/ledger-slot-waiters.test.ts with GPURES_SAVE_HISTORIES=DIR).
    */
   slotWakesFirst: 'slot-wakes-first',
+  /**
+   * A told run that has not taken the start slot within SLOT_TOLD_ASK_MS (1 s) of being told, the
+   * slot still free, has the next waiter told too, and so on one a bound (a timer in the ledger,
+   * cancelled once the slot is taken): a run alive but not asking kept the slot free until some
+   * waiter's poll, up to 5 s a give. A told run silent keeps its place, told again at the next give;
+   * told twice without asking, it is dropped; one that asks late and finds the slot taken keeps
+   * its place. A continuation with the slot free tells its carried waiters at once. Asked by the
+   * ledger where it tells. Before: every other recording (ledger-slot-wakes-first.json and
+   * ledger-slot-waiters-carried.json pass a silent waiter over at the next give); after:
+   * ledger-slot-told-bounded.json (recorded by test/ledger-slot-waiters.test.ts with
+   * GPURES_SAVE_HISTORIES=DIR).
+   */
+  slotToldBounded: 'slot-told-bounded',
 } as const;
 export type PatchId = (typeof PATCHES)[keyof typeof PATCHES];
