@@ -143,24 +143,35 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
     assert.ok((last[1]?.eventId ?? 0) > (last[0]?.failedAt ?? Infinity), 'w4 was told before the closed run was found closed: told together');
   });
 
-  test('a waiter refused before the ledger continued as new is told by the next run', async () => {
-    const h = await ledger('carried', { maxHistoryEvents: 40, slotToldAskMs: 30_000 });
-    const [w1, w2] = await waiters('carried', 2);
+  /** A ledger that continues as new past 40 events, w1 and w2 waiting, and the slot given back: w1 told. */
+  async function givenWithTwoWaiting(role: string): Promise<{ h: Ledger; w1: string; w2: string }> {
+    const h = await ledger(role, { maxHistoryEvents: 40, slotToldAskMs: 30_000 });
+    const [w1, w2] = await waiters(role, 2);
     assert.ok(w1 && w2);
     assert.equal(await slot(h, 'run-h', true), true);
     for (const w of [w1, w2]) assert.equal(await slot(h, `run-${w}`, true, w), false);
+    await slot(h, 'run-h', false);
+    assert.deepEqual(await toldTo(h), [w1]);
+    return { h, w1, w2 };
+  }
+
+  /** Sends `step` (an Update that changes nothing) until the ledger has continued as new. */
+  async function untilContinued(h: Ledger, step: () => Promise<unknown>): Promise<void> {
+    const first = (await h.describe()).runId;
+    for (let i = 0; (await h.describe()).runId === first; i++) {
+      assert.ok(i < 40, 'the ledger should have continued as new');
+      await step();
+    }
+  }
+
+  test('a waiter refused before the ledger continued as new is told by the next run', async () => {
     // w1 told (its signal could be one the closing run's server drops), then the slot taken again
     // before it asks: the queue goes on without the told mark, so the next run tells w1 again
     // rather than passing it over as a waiter that never asked.
-    await slot(h, 'run-h', false);
-    assert.deepEqual(await toldTo(h), [w1]);
+    const { h, w1 } = await givenWithTwoWaiting('carried');
     assert.equal(await slot(h, 'run-h', true), true);
-    const first = (await h.describe()).runId;
-    // Takes by the holder again (answered taken) until the ledger continues as new.
-    for (let i = 0; (await h.describe()).runId === first; i++) {
-      assert.ok(i < 40, 'the ledger should have continued as new');
-      assert.equal(await slot(h, 'run-h', true), true);
-    }
+    // Takes by the holder again (answered taken).
+    await untilContinued(h, async () => assert.equal(await slot(h, 'run-h', true), true));
     await slot(h, 'run-h', false);
     const toldNow = await toldTo(h);
     console.log(`  the next run told ${JSON.stringify(toldNow)}`);
@@ -211,19 +222,9 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
   });
 
   test('since slot-told-bounded: a continuation whose start slot is free tells its carried waiters at once', async () => {
-    const h = await ledger('free-carried', { maxHistoryEvents: 40, slotToldAskMs: 30_000 });
-    const [w1, w2] = await waiters('free-carried', 2);
-    assert.ok(w1 && w2);
-    assert.equal(await slot(h, 'run-h', true), true);
-    for (const w of [w1, w2]) assert.equal(await slot(h, `run-${w}`, true, w), false);
-    await slot(h, 'run-h', false);
-    assert.deepEqual(await toldTo(h), [w1]);
-    const first = (await h.describe()).runId;
-    // Gives by a run that holds nothing (answered, nothing changed) until the ledger continues as new, the slot free all along.
-    for (let i = 0; (await h.describe()).runId === first; i++) {
-      assert.ok(i < 40, 'the ledger should have continued as new');
-      assert.equal(await slot(h, 'run-nobody', false), false);
-    }
+    const { h, w1 } = await givenWithTwoWaiting('free-carried');
+    // Gives by a run that holds nothing (answered, nothing changed), the slot free all along.
+    await untilContinued(h, async () => assert.equal(await slot(h, 'run-nobody', false), false));
     await waitUntil('the next run told its first carried waiter', async () => (await toldTo(h)).length > 0, 15_000, 100);
     assert.deepEqual(await toldTo(h), [w1], 'the next run told another than the longest waiting');
   });
