@@ -127,7 +127,7 @@ function historyLines(what: string, samples: Sample[], way: 'up' | 'down', plain
   const inside = samples.map((s) => s.inside?.[way]).filter((x): x is TaskInside[] => x !== undefined);
   if (inside.length) {
     process.stdout.write(
-      `  ${what}, inside its workflow tasks, each local step by when it ended, ms from the task's start (medians; worker clock): ${formatTasksInside(inside)}\n`,
+      `  ${what}, inside its workflow tasks, each local step's end in workflow time (the task's start plus the steps' run times so far; activations and dispatches are in none of them, only in completed), ms from the task's start (medians): ${formatTasksInside(inside)}\n`,
     );
   }
 }

@@ -76,7 +76,7 @@ interface Sample {
   byType: Map<string, number>;
   /** The run's history, interval by interval (bench/history-time.ts): workflow tasks with their local activities, dispatches, activities, the client's calls. */
   shares: TimeShare[];
-  /** Inside each workflow task that ran local steps: when each ended, from the task's start. */
+  /** Inside each workflow task that ran local steps: each one's end in workflow time, from the task's start (history-time.ts). */
   inside: TaskInside[];
   legs: Legs;
   inFlightAtQuiesce: number;
@@ -352,7 +352,7 @@ async function main(): Promise<void> {
       `${formatShares(shares)} ms`,
   );
   out(
-    `inside the workflow tasks, each local step by when it ended, ms from the task's start (medians; steps side by side end in any order): ` +
+    `inside the workflow tasks, each local step's end in workflow time (the task's start plus the steps' run times so far; activations and dispatches are in none of them, only in completed), ms from the task's start (medians; steps side by side end in any order): ` +
       formatTasksInside(samples.map((s) => s.inside)),
   );
   out(

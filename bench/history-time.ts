@@ -134,10 +134,13 @@ export interface TaskInside {
 }
 
 /**
- * Inside each workflow task that ran local steps: each step's end (its marker's complete_time, the
- * worker's clock, which the dev server shares here) from the task's WorkflowTaskStarted, and the
- * task's WorkflowTaskCompleted. Steps run side by side end in any order: a step's figure is when
- * it ended, not how long it ran. Tasks numbered as historyTime numbers them.
+ * Inside each workflow task that ran local steps: each step's end in workflow time (its marker's
+ * complete_time: the task's start plus the run times of the steps before it in a row and its own,
+ * src/audit/events.ts) from the task's WorkflowTaskStarted, and the task's WorkflowTaskCompleted
+ * (the server's clock). So `completed` less the last step is not what came after the last step: it
+ * is every activation of the task in the workflow thread, the steps' dispatches, and the task's
+ * completion to the server, wherever they fell. Steps run side by side end in any order. Tasks
+ * numbered as historyTime numbers them.
  */
 export function tasksInside(h: HistoryJson): TaskInside[] {
   const out: TaskInside[] = [];

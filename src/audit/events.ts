@@ -112,8 +112,12 @@ export function localActivityOf(
 }
 
 /**
- * The marker's `complete_time` (`{ seconds, nanos }`, the worker's clock when the step ended: the
- * history's only time of a local step, whose marker is written with its task's completion).
+ * The marker's `complete_time` (`{ seconds, nanos }`): the history's only time of a local step,
+ * whose marker is written with its task's completion. Not a clock reading: the SDK core (1.24,
+ * local_activity_state_machine.rs) writes the workflow time when the step was scheduled plus its
+ * run time (from its dispatch to the worker to its result), and moves the workflow time to it. In a
+ * task that runs steps in a row, a step's time is the task's start plus the run times of the steps so
+ * far; the activations and dispatches between them are in no step's time.
  */
 function epochMsOf(t: unknown): number | undefined {
   if (typeof t !== 'object' || t === null) return undefined;
