@@ -5,14 +5,18 @@
 // nvidia-smi read as a stream, /metrics on) for a node of 15 small fake-vLLM serves. Its VmRSS
 // (from /proc) is sampled every 100 ms: idle once it has started (after --settle-s), through a
 // storm of 30 operations sent at once (15 `serves up`, then 15 `serves down`), and idle again
-// after it. Prints idle, peak and after: against the target as an operator starts it (bin/gpures
-// run as a program, whose shebang gives node --max-semi-space-size=1), then for comparison as
-// `node bin/gpures worker` with no flag (V8's default young generation). Idle and after, where the
+// after it: --settle-s after its last operation, and again --rested-s after it. The target is read
+// at the second: a worker at rest after a storm, once V8's memory reducer has run (it starts
+// mark-compacts that shrink the heap some seconds after the allocation rate falls; 5 s after, the
+// main thread's heap was still at its storm size). Prints idle, peak and both afters: against the
+// target as an operator starts it (bin/gpures run as a program, whose shebang gives node
+// --max-semi-space-size=1 and MALLOC_ARENA_MAX=2), then for comparison as `node bin/gpures worker`
+// with neither (V8's default young generation, glibc's default arenas). Idle and after, where the
 // RSS goes, from the worker's own /metrics (prom-client's nodejs_*): the main thread's JavaScript
 // heap and its external memory; the rest is the workflow thread's heap (its own V8 isolate), the
 // SDK core's native memory and code.
 //
-//   node dist/bench/worker-rss.js [--settle-s S] [--installed-only]           (scripts/bench.sh sets the env up)
+//   node dist/bench/worker-rss.js [--settle-s S] [--rested-s S] [--installed-only]           (scripts/bench.sh sets the env up)
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -114,6 +118,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       'settle-s': { type: 'string', default: '5' },
+      'rested-s': { type: 'string', default: '30' },
       'installed-only': { type: 'boolean', default: false },
       runs: { type: 'string' },
       'poll-ms': { type: 'string' },
@@ -121,15 +126,18 @@ async function main(): Promise<void> {
   });
   const settleS = Number(values['settle-s']);
   if (!Number.isFinite(settleS) || settleS < 0 || settleS > 120) throw new Error(`--settle-s: seconds from 0 to 120 (got ${values['settle-s']})`);
+  const restedS = Number(values['rested-s']);
+  if (!Number.isFinite(restedS) || restedS < settleS || restedS > 300)
+    throw new Error(`--rested-s: seconds from --settle-s (${settleS}) to 300 (got ${values['rested-s']})`);
   const temporal = await testTemporal();
   try {
-    for (const start of values['installed-only'] ? STARTS.filter((s) => s.target) : STARTS) await storm(temporal, settleS, start);
+    for (const start of values['installed-only'] ? STARTS.filter((s) => s.target) : STARTS) await storm(temporal, settleS, restedS, start);
   } finally {
     await temporal.close();
   }
 }
 
-async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS: number, start: Start): Promise<void> {
+async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS: number, restedS: number, start: Start): Promise<void> {
   const node = uniqueNode('bench-rss');
   const dir = mkdtempSync(join(tmpdir(), 'gpures-bench-rss-'));
   const manifestPath = join(dir, 'serves.toml');
@@ -198,16 +206,22 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     if (failed.length) throw new Error(`${failed.length} of 30 operations failed: ${failed.map((f) => f.message).join('; ')}`);
     const stormPeak = peak(stormFrom);
     await sleep(settleS * 1000);
+    const settled = rssMib(pid);
+    const settledWhere = await whereItGoes(metricsUrl, settled);
+    const settledMaps = rssByMapping(pid);
+    await sleep((restedS - settleS) * 1000);
     const after = rssMib(pid);
     const afterWhere = await whereItGoes(metricsUrl, after);
     const afterMaps = rssByMapping(pid);
     console.log(`worker RSS (a process: Docker runtime, nvidia-smi stream, /metrics), ${SERVES.length} serves, ${start.label}`);
     console.log(
-      `  idle ${idle.toFixed(0)} MiB; through 30 operations at once (15 up in ${(upsMs / 1000).toFixed(1)} s, then 15 down in ${(downsMs / 1000).toFixed(1)} s) peak ${stormPeak.toFixed(0)} MiB; ${settleS} s after ${after.toFixed(0)} MiB`,
+      `  idle ${idle.toFixed(0)} MiB; through 30 operations at once (15 up in ${(upsMs / 1000).toFixed(1)} s, then 15 down in ${(downsMs / 1000).toFixed(1)} s) peak ${stormPeak.toFixed(0)} MiB; ${settleS} s after ${settled.toFixed(0)} MiB; ${restedS} s after ${after.toFixed(0)} MiB`,
     );
     console.log(`  idle: ${idleWhere}`);
     console.log(`    by mapping: ${idleMaps}`);
-    console.log(`  after: ${afterWhere}`);
+    console.log(`  ${settleS} s after: ${settledWhere}`);
+    console.log(`    by mapping: ${settledMaps}`);
+    console.log(`  ${restedS} s after: ${afterWhere}`);
     console.log(`    by mapping: ${afterMaps}`);
     // The ledger's share: each waiter told of a give asks again by an Update.
     const traffic = (t: WorkflowTraffic) => `${t.updates} Updates, ${t.signalsSent} signals sent, ${t.events} events in ${t.runs} run(s)`;
@@ -223,7 +237,7 @@ async function storm(temporal: Awaited<ReturnType<typeof testTemporal>>, settleS
     console.log(`  the ledger: through the ups ${traffic(afterUps)}; through the downs ${traffic(minus(afterDowns, afterUps))}`);
     if (start.target) {
       console.log(targetLine('RSS idle', idle, '<=', TARGETS.workerRssMib, ' MiB'));
-      console.log(targetLine('RSS after the storm', after, '<=', TARGETS.workerRssMib, ' MiB'));
+      console.log(targetLine(`RSS ${restedS} s after the storm`, after, '<=', TARGETS.workerRssMib, ' MiB'));
     }
   } finally {
     clearInterval(sampler);
