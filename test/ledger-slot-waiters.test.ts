@@ -25,8 +25,8 @@ import type { TestBox } from './support/box';
 import { waitUntil } from './support/wait';
 
 /**
- * Where the ledgers' histories go when set: how test/histories/ledger-slot-told-bounded.json was
- * recorded. ledger-slot-wakes-first.json and ledger-slot-waiters-carried.json were recorded by
+ * Where the ledgers' histories go when set: how test/histories/ledger-slot-told-bounded.json and
+ * ledger-slot-told-carried.json were recorded. ledger-slot-wakes-first.json and ledger-slot-waiters-carried.json were recorded by
  * this file's first two tests before slot-told-bounded (at 31475ae), and pin that side: they are
  * not saved again.
  */
@@ -143,15 +143,21 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
     assert.ok((last[1]?.eventId ?? 0) > (last[0]?.failedAt ?? Infinity), 'w4 was told before the closed run was found closed: told together');
   });
 
-  /** A ledger that continues as new past 40 events, w1 and w2 waiting, and the slot given back: w1 told. */
+  /**
+   * A ledger that continues as new past 60 events, w1 and w2 waiting, and the slot given back: w1
+   * told, by the first run (at 40, the give could be the run's last event and the next run tell w1
+   * again: told twice, it would be dropped there).
+   */
   async function givenWithTwoWaiting(role: string): Promise<{ h: Ledger; w1: string; w2: string }> {
-    const h = await ledger(role, { maxHistoryEvents: 40, slotToldAskMs: 30_000 });
+    const h = await ledger(role, { maxHistoryEvents: 60, slotToldAskMs: 30_000 });
+    const first = (await h.describe()).runId;
     const [w1, w2] = await waiters(role, 2);
     assert.ok(w1 && w2);
     assert.equal(await slot(h, 'run-h', true), true);
     for (const w of [w1, w2]) assert.equal(await slot(h, `run-${w}`, true, w), false);
     await slot(h, 'run-h', false);
     assert.deepEqual(await toldTo(h), [w1]);
+    assert.equal((await h.describe()).runId, first, 'the ledger continued as new before its setup was done');
     return { h, w1, w2 };
   }
 
@@ -159,7 +165,7 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
   async function untilContinued(h: Ledger, step: () => Promise<unknown>): Promise<void> {
     const first = (await h.describe()).runId;
     for (let i = 0; (await h.describe()).runId === first; i++) {
-      assert.ok(i < 40, 'the ledger should have continued as new');
+      assert.ok(i < 60, 'the ledger should have continued as new');
       await step();
     }
   }
@@ -221,12 +227,43 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
     }
   });
 
-  test('since slot-told-bounded: a continuation whose start slot is free tells its carried waiters at once', async () => {
-    const { h, w1 } = await givenWithTwoWaiting('free-carried');
+  test('since slot-told-bounded: a continuation whose start slot is free tells its carried waiters at once, with their counts: told twice across the runs, one is dropped', async () => {
+    const { h, w1, w2 } = await givenWithTwoWaiting('free-carried');
     // Gives by a run that holds nothing (answered, nothing changed), the slot free all along.
     await untilContinued(h, async () => assert.equal(await slot(h, 'run-nobody', false), false));
     await waitUntil('the next run told its first carried waiter', async () => (await toldTo(h)).length > 0, 15_000, 100);
     assert.deepEqual(await toldTo(h), [w1], 'the next run told another than the longest waiting');
+    // w1 was told by each run and never asked: the next give passes it over for w2.
+    assert.equal(await slot(h, 'run-h', true), true);
+    await slot(h, 'run-h', false);
+    assert.deepEqual(await toldTo(h), [w1, w2], 'w1, told twice without asking across the runs, was told again: its count was not carried');
+    if (SAVE_DIR) {
+      mkdirSync(SAVE_DIR, { recursive: true });
+      await exportWorkflow(client(), h.workflowId, { file: join(SAVE_DIR, 'ledger-slot-told-carried.json') });
+    }
+  });
+
+  test('since slot-told-bounded: three waiters silent, one more told each bound while the slot stays free', async () => {
+    const h = await ledger('chain');
+    const ws = await waiters('chain', 3);
+    assert.equal(await slot(h, 'run-h', true), true);
+    for (const w of ws) assert.equal(await slot(h, `run-${w}`, true, w), false);
+    await slot(h, 'run-h', false);
+    await waitUntil('w3 told', async () => (await toldTo(h)).length >= 3, 15_000, 100);
+    const all = await told(h);
+    assert.deepEqual(
+      all.map((t) => t.to),
+      ws,
+      'not told in their order, one each',
+    );
+    const [first, , third] = all;
+    assert.ok(first && third);
+    const events = (await h.fetchHistory()).events ?? [];
+    const fired = events.filter((e) => e.timerFiredEventAttributes && Number(e.eventId) > first.eventId && Number(e.eventId) < third.eventId);
+    console.log(`  w1 told at event ${first.eventId}, w3 at ${third.eventId}, ${third.atMs - first.atMs} ms later, timers fired between: ${fired.length}`);
+    // The second timer is started by the first's callback: a chain, not one timer.
+    assert.equal(fired.length, 2, 'w3 was not told by a second timer, started when the first fired');
+    assert.ok(third.atMs - first.atMs >= 2 * SLOT_TOLD_ASK_MS, `w3 told ${third.atMs - first.atMs} ms after w1, before two bounds`);
   });
 
   test("a continuation's waiters are checked as the rest of its input", () => {
@@ -238,6 +275,12 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
       'slotWaiters.queue[2]: each id once (got "a")',
     ]);
     assert.deepEqual(problems({ queue: ['a'], told: 'b' }), [`slotWaiters.told: one of its queue's ids (got "b")`]);
+    assert.deepEqual(problems({ queue: ['a', 'b'], unanswered: { a: 2, b: 1 } }), []);
+    assert.deepEqual(problems({ queue: ['a'], unanswered: { a: 3, c: 1 } }), [
+      'slotWaiters.unanswered["a"]: 1 or 2, the times it was told without asking (got 3)',
+      `slotWaiters.unanswered: "c" is not one of its queue's ids`,
+    ]);
+    assert.deepEqual(problems({ queue: ['a'], toldSinceGive: ['a'] }), ['slotWaiters.toldSinceGive: not carried across continue-as-new (got ["a"])']);
     assert.match(problems({ queue: Array.from({ length: 65 }, (_, i) => `w${i}`) })[0] ?? '', /^slotWaiters\.queue: an array of at most 64 workflow ids/);
     assert.match(problems([]).join(), /^slotWaiters: \{ "queue"/);
   });

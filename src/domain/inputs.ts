@@ -88,6 +88,17 @@ function slotWaitersProblems(v: unknown, path: string): string[] {
     return problem ? [`${path}.queue[${i}]: ${problem} (got ${show(id)})`] : [];
   });
   if (told !== undefined && !queue.includes(told)) problems.push(`${path}.told: one of its queue's ids (got ${show(told)})`);
+  const { unanswered, toldSinceGive } = v;
+  if (unanswered !== undefined) {
+    if (!isRecord(unanswered)) problems.push(`${path}.unanswered: { workflow id: 1 or 2 }, each id one of its queue's (got ${show(unanswered)})`);
+    else
+      for (const [id, n] of Object.entries(unanswered)) {
+        if (!queue.includes(id)) problems.push(`${path}.unanswered: ${show(id)} is not one of its queue's ids`);
+        else if (n !== 1 && n !== 2) problems.push(`${path}.unanswered[${show(id)}]: 1 or 2, the times it was told without asking (got ${show(n)})`);
+      }
+  }
+  // Whom a run told since its last give is the run's own: a next run tells from the first.
+  if (toldSinceGive !== undefined) problems.push(`${path}.toldSinceGive: not carried across continue-as-new (got ${show(toldSinceGive)})`);
   return problems;
 }
 

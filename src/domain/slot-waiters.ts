@@ -33,9 +33,13 @@ export interface SlotWaiters {
   queue: string[];
   /** Before slot-told-bounded: the first of them, told at the last give and not heard from since. */
   told?: string;
-  /** Since slot-told-bounded: how many times each waiter has been told without asking since (1 or 2). */
+  /**
+   * Since slot-told-bounded: how many times each waiter has been told without asking since (1 or
+   * 2). Carried across continue-as-new, so a silent first waiter is dropped after two tells
+   * whichever runs told it, rather than told again at each continuation's start.
+   */
   unanswered?: Record<string, number>;
-  /** Since slot-told-bounded: the waiters told since the slot was last given back, in order. */
+  /** Since slot-told-bounded: the waiters told since the slot was last given back, in order; never carried (a next run starts as at a give). */
   toldSinceGive?: string[];
 }
 
@@ -45,7 +49,7 @@ export const NO_SLOT_WAITERS: SlotWaiters = { queue: [] };
 export const workflowIdProblem = (v: unknown): string | undefined =>
   typeof v === 'string' && v.trim() !== '' && v.length <= 1000 ? undefined : "a workflow's id, 1 to 1000 characters";
 
-/** The waiters' marks kept for the ids still in the queue only. */
+/** The waiters' marks kept for the ids still in the queue only: what bounds them by its 64. */
 function waiters(queue: string[], told: string | undefined, w: SlotWaiters = NO_SLOT_WAITERS): SlotWaiters {
   const out: SlotWaiters = told !== undefined && queue.includes(told) ? { queue, told } : { queue };
   const unanswered = Object.entries(w.unanswered ?? {}).filter(([id]) => queue.includes(id));
@@ -76,7 +80,7 @@ export function waiterTook(w: SlotWaiters, id: string): SlotWaiters {
 }
 
 /**
- * The slot given back: who to tell, the first waiting. One told at the give before that has not
+ * Before slot-told-bounded (runs recorded then replay it): the slot given back: who to tell, the first waiting. One told at the give before that has not
  * asked since loses its place first: its run ended after it was told, or its id names a run that
  * no longer waits; were it kept first, every give would tell it and nobody else. Still waiting, it
  * asks at its next poll, and waits from the back.

@@ -126,12 +126,16 @@ export async function ledgerWorkflow(input: LedgerInput): Promise<void> {
  * The next run's input: the state, and the runs waiting for the start slot, which would otherwise
  * poll until asked again. The queue goes without its `told`: a signal sent as this run closes may
  * be dropped with it (the server records no failure for a closed target), and the next run's first
- * give tells the first waiter again instead of passing it over as one that never asked.
+ * give tells the first waiter again instead of passing it over as one that never asked. Since
+ * slot-told-bounded, with how many times each was told without asking (`unanswered`: a waiter told
+ * twice is dropped whichever runs told it), not whom it told since the give (the next run tells
+ * from the first, as at a give).
  */
 function nextInput(input: LedgerInput, ledger: GpuLedger): LedgerInput {
   const next: LedgerInput = { ...input, state: ledger.state };
   delete next.slotWaiters;
-  return ledger.slotWaiters.queue.length ? { ...next, slotWaiters: { queue: ledger.slotWaiters.queue } } : next;
+  const { queue, unanswered } = ledger.slotWaiters;
+  return queue.length ? { ...next, slotWaiters: { queue, ...(unanswered ? { unanswered } : {}) } } : next;
 }
 
 /**
@@ -233,7 +237,10 @@ class GpuLedger {
     const r = handler(arg);
     if (held && this.state.startSlot === undefined && this.slotWaiters.queue.length) this.wakeSlotWaiters();
     // Taken: the told run's turn to ask is over (it took it, or another asker did and it keeps its place).
-    else if (!held && this.state.startSlot !== undefined) this.askTimer?.cancel();
+    else if (!held && this.state.startSlot !== undefined) {
+      this.askTimer?.cancel();
+      this.askTimer = undefined;
+    }
     return r;
   }
 
@@ -262,8 +269,9 @@ class GpuLedger {
   }
 
   /**
-   * The longest waiting is told, and only it: the others keep waiting, each told in turn at a
-   * later give. Not awaited, but a signal that fails (its run has closed) passes the turn to the
+   * Before slot-told-bounded (tellInTurn repeats its signal and its failure's handling, and cannot
+   * share them: runs recorded then must replay these commands as they were). The longest waiting is
+   * told, and only it: the others keep waiting, each told in turn at a later give. Not awaited, but a signal that fails (its run has closed) passes the turn to the
    * next while the slot is still free; where another asker has taken it, that one's give will.
    */
   private tellFirstWaiter(): void {

@@ -53,8 +53,9 @@ export async function takeStartSlot({ node, serve, gpu }: ResolvedServe, holder:
   for (let asked = 0; ; asked++) {
     const ask = saga.startSlot.asks++;
     // Cleared before the ask: the ledger enrols a refused take in the same decision, so a give
-    // after it reaches this run in its turn (since slot-wakes-first, one waiter is told a give, the
-    // longest waiting), and one before it was seen by this ask.
+    // after it reaches this run in its turn (since slot-wakes-first, the longest waiting is told a
+    // give; since slot-told-bounded, the next too each second the slot stays free), and one before
+    // it was seen by this ask.
     if (told) told.freed = false;
     const a = await ledgerUpdates().ledgerStartSlot({
       node,
