@@ -547,10 +547,12 @@ export const PATCHES = {
    * cancelled once the slot is taken): a run alive but not asking kept the slot free until some
    * waiter's poll, up to 5 s a give. A told run silent keeps its place, told again at the next give;
    * told twice without asking, it is dropped; one that asks late and finds the slot taken keeps
-   * its place. A continuation with the slot free tells its carried waiters at once. Asked by the
-   * ledger where it tells. Before: every other recording (ledger-slot-wakes-first.json and
-   * ledger-slot-waiters-carried.json pass a silent waiter over at the next give); after:
-   * ledger-slot-told-bounded.json (recorded by test/ledger-slot-waiters.test.ts with
+   * its place. A continuation with the slot free tells its carried waiters at once (their counts
+   * of tells without asking carried with them). Asked by the ledger where it tells, and at a
+   * continuation's start where its slot is free and waiters were carried. Before: every other
+   * recording (ledger-slot-wakes-first.json and ledger-slot-waiters-carried.json pass a silent
+   * waiter over at the next give); after: ledger-slot-told-bounded.json and
+   * ledger-slot-told-carried.json (recorded by test/ledger-slot-waiters.test.ts with
    * GPURES_SAVE_HISTORIES=DIR).
    */
   slotToldBounded: 'slot-told-bounded',
