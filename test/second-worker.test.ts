@@ -87,8 +87,10 @@ test("a poller that is gone does not refuse a restart: this host's dead pid, thi
 });
 
 test('a poller whose process is a zombie (exited, its parent has not reaped it) is gone: a worker under a supervisor that has not waited for it yet does not refuse the restart', async () => {
-  // sh starts a child that exits at once, then becomes `sleep`, which never reaps it: a zombie.
-  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  // sh starts a child, then becomes `sleep`, which never reaps it: a zombie once the child exits.
+  // The child outlives sh's exec by seconds: one that exited before it could be reaped by sh
+  // itself (seen on a loaded host: its /proc entry gone, never a zombie).
+  const parent = spawn('sh', ['-c', 'sleep 3 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
   try {
     const zombie = Number(await new Promise<string>((resolve) => parent.stdout.once('data', (d: Buffer) => resolve(d.toString()))));
     const state = () => /^\d+ \(.*\) (\S)/.exec(readFileSync(`/proc/${zombie}/stat`, 'utf8'))?.[1];
