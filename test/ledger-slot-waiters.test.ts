@@ -91,6 +91,12 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
   }
   const toldTo = async (h: Ledger) => (await told(h)).map((t) => t.to);
 
+  /** The ledger's timers that fired between two of its tells: what told the later one. */
+  async function timersFiredBetween(h: Ledger, from: Told, to: Told) {
+    const events = (await h.fetchHistory()).events ?? [];
+    return events.filter((e) => e.timerFiredEventAttributes && Number(e.eventId) > from.eventId && Number(e.eventId) < to.eventId);
+  }
+
   /** Running workflows for the ledger to tell (their ids are what a waiting run names in `wake`). */
   async function waiters(role: string, n: number): Promise<string[]> {
     return Promise.all(Array.from({ length: n }, async (_, i) => (await ledger(`${role}-w${i + 1}`)).workflowId));
@@ -196,8 +202,7 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
     await waitUntil('w2 told', async () => (await toldTo(h)).includes(w2), 15_000, 100);
     const [first, second] = await told(h);
     assert.ok(first && second);
-    const events = (await h.fetchHistory()).events ?? [];
-    const fired = events.filter((e) => e.timerFiredEventAttributes && Number(e.eventId) > first.eventId && Number(e.eventId) < second.eventId);
+    const fired = await timersFiredBetween(h, first, second);
     const gapMs = second.atMs - first.atMs;
     console.log(
       `  w1 told at event ${first.eventId}, w2 at ${second.eventId}, ${gapMs} ms later (bound ${SLOT_TOLD_ASK_MS} ms), a timer fired between: ${fired.length}`,
@@ -258,8 +263,7 @@ describe('the start slot: one waiter told at a time, the longest waiting, carrie
     );
     const [first, , third] = all;
     assert.ok(first && third);
-    const events = (await h.fetchHistory()).events ?? [];
-    const fired = events.filter((e) => e.timerFiredEventAttributes && Number(e.eventId) > first.eventId && Number(e.eventId) < third.eventId);
+    const fired = await timersFiredBetween(h, first, third);
     console.log(`  w1 told at event ${first.eventId}, w3 at ${third.eventId}, ${third.atMs - first.atMs} ms later, timers fired between: ${fired.length}`);
     // The second timer is started by the first's callback: a chain, not one timer.
     assert.equal(fired.length, 2, 'w3 was not told by a second timer, started when the first fired');

@@ -237,10 +237,7 @@ class GpuLedger {
     const r = handler(arg);
     if (held && this.state.startSlot === undefined && this.slotWaiters.queue.length) this.wakeSlotWaiters();
     // Taken: the told run's turn to ask is over (it took it, or another asker did and it keeps its place).
-    else if (!held && this.state.startSlot !== undefined) {
-      this.askTimer?.cancel();
-      this.askTimer = undefined;
-    }
+    else if (!held && this.state.startSlot !== undefined) this.stopAskTimer();
     return r;
   }
 
@@ -269,22 +266,39 @@ class GpuLedger {
   }
 
   /**
-   * Before slot-told-bounded (tellInTurn repeats its signal and its failure's handling, and cannot
-   * share them: runs recorded then must replay these commands as they were). The longest waiting is
-   * told, and only it: the others keep waiting, each told in turn at a later give. Not awaited, but a signal that fails (its run has closed) passes the turn to the
-   * next while the slot is still free; where another asker has taken it, that one's give will.
+   * Before slot-told-bounded: the longest waiting is told, and only it: the others keep waiting,
+   * each told in turn at a later give.
    */
   private tellFirstWaiter(): void {
     const { waiters, tell } = waiterToTell(this.slotWaiters);
     this.slotWaiters = waiters;
-    if (tell === undefined) return;
-    getExternalWorkflowHandle(tell)
+    if (tell !== undefined)
+      this.signalWaiter(
+        tell,
+        () => this.slotWaiters.told === tell,
+        () => this.tellFirstWaiter(),
+      );
+  }
+
+  /**
+   * The one signal both sides send: not awaited, but one that fails (its run has closed) takes the
+   * waiter out and, where it was its turn, passes the turn on while the slot is still free; where
+   * another asker has taken it, that one's give will.
+   */
+  private signalWaiter(id: string, itsTurn: () => boolean, passTurn: () => void): void {
+    getExternalWorkflowHandle(id)
       .signal(startSlotFreedSignal)
       .catch(() => {
-        const itsTurn = this.slotWaiters.told === tell;
-        this.slotWaiters = waiterGone(this.slotWaiters, tell);
-        if (itsTurn && this.state.startSlot === undefined) this.tellFirstWaiter();
+        const turn = itsTurn();
+        this.slotWaiters = waiterGone(this.slotWaiters, id);
+        if (turn && this.state.startSlot === undefined) passTurn();
       });
+  }
+
+  /** The told run's time to ask is over: the slot was taken, or the next is told. */
+  private stopAskTimer(): void {
+    this.askTimer?.cancel();
+    this.askTimer = undefined;
   }
 
   /**
@@ -296,18 +310,15 @@ class GpuLedger {
    * waiters: carriedWaiters).
    */
   private tellInTurn(given: boolean): void {
-    this.askTimer?.cancel();
-    this.askTimer = undefined;
+    this.stopAskTimer();
     const { waiters, tell } = waiterToTellNext(this.slotWaiters, given);
     this.slotWaiters = waiters;
     if (tell === undefined) return;
-    getExternalWorkflowHandle(tell)
-      .signal(startSlotFreedSignal)
-      .catch(() => {
-        const itsTurn = lastTold(this.slotWaiters) === tell;
-        this.slotWaiters = waiterGone(this.slotWaiters, tell);
-        if (itsTurn && this.state.startSlot === undefined) this.tellInTurn(false);
-      });
+    this.signalWaiter(
+      tell,
+      () => lastTold(this.slotWaiters) === tell,
+      () => this.tellInTurn(false),
+    );
     const timer = new CancellationScope({ cancellable: true });
     this.askTimer = timer;
     timer
