@@ -98,6 +98,21 @@ describe('heartbeats while an activity works', () => {
     assert.equal(beats.length, settled);
   });
 
+  test('a local step sends no heartbeat: the SDK core refuses one (a warning a beat) and the step has no heartbeat timeout', async () => {
+    const env = new MockActivityEnvironment({ isLocal: true, attempt: 1 });
+    const beats: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => beats.push(d));
+    const result = await env.run(() =>
+      whileHeartbeating(async () => {
+        progress({ from: 'a local step' });
+        await new Promise((r) => setTimeout(r, 80));
+        return 'done';
+      }, 10),
+    );
+    assert.equal(result, 'done');
+    assert.deepEqual(beats, []);
+  });
+
   test('a stop heartbeats its issue time before it is issued; the retry reports that time and attempt', async () => {
     const calls: string[] = [];
     const first = new MockActivityEnvironment({ attempt: 1 });

@@ -25,12 +25,22 @@ export function activityContext(): Context | undefined {
   return asyncLocalStorage.getStore();
 }
 
+/**
+ * The context of an activity that can heartbeat: a local step cannot (its worker holds the workflow
+ * task, which the SDK extends while the step runs; the SDK core refuses a local step's heartbeat
+ * with a warning every beat, "Activity heartbeat failed ... UnknownActivity").
+ */
+function heartbeatingContext(): Context | undefined {
+  const ctx = activityContext();
+  return ctx && !ctx.info.isLocal ? ctx : undefined;
+}
+
 /** Latest details per running attempt; an entry exists only while whileHeartbeating runs it. */
 const latest = new WeakMap<Context, { details: unknown }>();
 
 /** Records the attempt's progress as its heartbeat details: the next attempt, should this one die, reads them. */
 export function progress(details: unknown): void {
-  const ctx = activityContext();
+  const ctx = heartbeatingContext();
   if (!ctx) return;
   const slot = latest.get(ctx);
   if (slot) slot.details = details;
@@ -49,7 +59,7 @@ export function earlierProgress<T>(): T | undefined {
  * heartbeat, which the worker sends at once rather than throttled.
  */
 export async function whileHeartbeating<T>(work: () => Promise<T>, everyMs = HEARTBEAT_EVERY_MS): Promise<T> {
-  const ctx = activityContext();
+  const ctx = heartbeatingContext();
   if (!ctx || latest.has(ctx)) return work();
   const slot = { details: ctx.info.heartbeatDetails as unknown };
   latest.set(ctx, slot);
