@@ -23,12 +23,12 @@ const epochMs = (iso: string | undefined): number => (iso ? Date.parse(iso) : Na
  * The shares of one cold run, in order: `requestEpochMs` when the client sent the request,
  * `firstByteEpochMs` when its first byte came back, `marks` the router's, `history` the acquire run's.
  */
-export function loopShares(h: HistoryJson, marks: Marks, requestEpochMs: number, firstByteEpochMs: number): TimeShare[] {
-  const at = (m: OnDemandMark): number => {
-    const t = marks[m];
-    if (t === undefined) throw new Error(`the router passed no '${m}' mark in this run`);
-    return t;
-  };
+/**
+ * The run's last readmit, scheduled and started (undefined until started). The server writes an
+ * activity's started event with its completion, and that waits for a workflow task of the run under
+ * way (the start slot's give, beside the readmit): the client's first byte can come before it.
+ */
+export function readmitEvents(h: HistoryJson): { scheduled: HistoryJson['events'][number]; started?: HistoryJson['events'][number] } {
   // The run's last readmit: a failed run's compensation readmits come before nothing that matters here.
   const scheduled = [...h.events]
     .reverse()
@@ -37,6 +37,16 @@ export function loopShares(h: HistoryJson, marks: Marks, requestEpochMs: number,
   const started = h.events.find(
     (e) => eventTypeName(e.eventType) === 'ActivityTaskStarted' && String(eventAttributes(e)['scheduledEventId']) === scheduled.eventId,
   );
+  return started ? { scheduled, started } : { scheduled };
+}
+
+export function loopShares(h: HistoryJson, marks: Marks, requestEpochMs: number, firstByteEpochMs: number): TimeShare[] {
+  const at = (m: OnDemandMark): number => {
+    const t = marks[m];
+    if (t === undefined) throw new Error(`the router passed no '${m}' mark in this run`);
+    return t;
+  };
+  const { scheduled, started } = readmitEvents(h);
   if (!started) throw new Error(`the acquire run's ${READMIT} (event ${scheduled.eventId}) has no started event`);
   const readmitStarted = epochMs(started.eventTime);
   // The run up to its readmit's start: what the client's start call was is the router's POST to the API's start.
