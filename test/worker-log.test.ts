@@ -74,5 +74,8 @@ test(
     const runSaid = `serves up gone failed at start: ${said.replace('ImageMissing: ', '')}`;
     assert.match(warns[1] ?? '', new RegExp(`\\[WARN\\] bringUpWorkflow serves-up/${node}/gone failed: ${escape(runSaid)}`), lines.join('\n'));
     assert.ok(!lines.some((l) => /taskToken|^\s+at /.test(l)), lines.join('\n'));
+    // The installed worker (bin/gpures, the CLI's bundle) started its workflow thread with the lazy
+    // stack-trace hook (src/worker/workflow-threads.ts): a thread without it says so in a warning.
+    assert.doesNotMatch(w.stderr(), /stack traces are formatted as each promise is made/);
   },
 );

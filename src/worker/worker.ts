@@ -31,6 +31,8 @@ import { routerTargetsFromEnv } from './router-targets';
 import { WorkerMetrics } from './metrics';
 import { UNHELD_UPDATE_ANSWERS, WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH, withLeanSourceMap } from './workflow-code';
 import { prebuiltBundle } from './prebuilt-bundle';
+import { withLazyStackTraces } from './workflow-threads';
+import type { ThreadReport } from './workflow-threads';
 
 export function fileManifest(path: string): ManifestSource {
   return { read: async () => ({ text: await readBounded(path, 'manifest', MAX_MANIFEST_BYTES), file: path }) };
@@ -60,6 +62,8 @@ export interface GpuresWorkerOptions {
   failedStarts?: FailedStartLogs;
   /** A prebuilt bundle (tests build one per suite); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
+  /** Hears each workflow thread say whether its stack traces are lazy (default: a warning when not). */
+  onThreadReport?: (report: ThreadReport) => void;
 }
 
 export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Worker> {
@@ -85,17 +89,24 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
     searchAttributes: new TemporalSearchAttributes(opts.client, opts.namespace),
     ...(opts.failedStarts ? { failedStarts: opts.failedStarts } : {}),
   });
-  return Worker.create({
-    connection: opts.connection,
-    namespace: opts.namespace,
-    taskQueue: taskQueueFor(opts.node),
-    activities,
-    sinks: { ...metrics.sinks(), ...UNHELD_UPDATE_ANSWERS },
-    maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
-    // The CLI's bound on a node's answer (NODE_ANSWER_MS) is set past it.
-    stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START_MS,
-    ...workflowCode(opts.workflowBundle),
-  });
+  const create = () =>
+    Worker.create({
+      connection: opts.connection,
+      namespace: opts.namespace,
+      taskQueue: taskQueueFor(opts.node),
+      activities,
+      sinks: { ...metrics.sinks(), ...UNHELD_UPDATE_ANSWERS },
+      maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+      // The CLI's bound on a node's answer (NODE_ANSWER_MS) is set past it.
+      stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START_MS,
+      ...workflowCode(opts.workflowBundle),
+    });
+  return withLazyStackTraces(create, opts.onThreadReport ?? warnIfEager);
+}
+
+/** A workflow thread left with the SDK's own hook still runs every workflow; it is only slower. */
+function warnIfEager(report: ThreadReport): void {
+  if (!report.installed) process.stderr.write(`worker: warning: workflow stack traces are formatted as each promise is made (slower): ${report.why}\n`);
 }
 
 /** The bundle given, else the build's (prebuilt-bundle.ts), else the workflows bundled at start. */
