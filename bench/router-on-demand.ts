@@ -19,16 +19,19 @@
 //          included) adds when the serve is up.
 //
 //   node dist/bench/router-on-demand.js [--runs N] [--warm K] [--poll-ms MS]    (scripts/bench.sh sets the env up)
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
 import { tsToMs } from '@temporalio/common/lib/time';
 import { serveDown, serveUp } from '../src/client/operations';
 import { serveBaseUrl } from '../src/domain/serve';
-import { workflowIds } from '../src/shared/messages';
+import { taskQueueFor, workflowIds } from '../src/shared/messages';
 import type { TestServe } from '../test/support/box';
 import { startOnDemandBox } from '../test/support/on-demand-box';
-import { fetchHistoryJson } from '../src/audit/export';
+import { exportQuery, fetchHistoryJson } from '../src/audit/export';
 import type { HistoryJson } from '../src/audit/events';
 import { medianShares } from './history-time';
 import type { TimeShare } from './history-time';
@@ -118,13 +121,22 @@ async function main(): Promise<void> {
     const cold: { ttfbMs: number; physicalMs: number; loop: TimeShare[] }[] = [];
     for (let i = 0; i < runs; i++) {
       marks = {};
-      const fb = await firstByte(box.router.url, 'big', box.clientToken);
-      const acquire = workflowIds.acquire(box.node, 'big');
-      const loop = loopShares(await historyWithReadmitStarted(client, acquire), marks, fb.sentEpochMs, fb.firstByteEpochMs);
-      cold.push({ ttfbMs: fb.ms, physicalMs: await physicalMs(client, acquire), loop });
-      if (i < runs - 1) {
-        const down = await serveDown(client, box.node, 'big', { restore: true });
-        if (!down.ok) throw new Error(`serves down big --restore: ${down.message}`);
+      try {
+        const fb = await firstByte(box.router.url, 'big', box.clientToken);
+        if (fb.ms > SLOW_COLD_MS) {
+          const dir = await keepHistories(client, box.node);
+          process.stderr.write(`bench: cold run ${i + 1}: first byte after ${(fb.ms / 1000).toFixed(1)} s; the box's histories are in ${dir}\n`);
+        }
+        const acquire = workflowIds.acquire(box.node, 'big');
+        const loop = loopShares(await historyWithReadmitStarted(client, acquire), marks, fb.sentEpochMs, fb.firstByteEpochMs);
+        cold.push({ ttfbMs: fb.ms, physicalMs: await physicalMs(client, acquire), loop });
+        if (i < runs - 1) {
+          const down = await serveDown(client, box.node, 'big', { restore: true });
+          if (!down.ok) throw new Error(`serves down big --restore: ${down.message}`);
+        }
+      } catch (err) {
+        const dir = await keepHistories(client, box.node).catch((e: unknown) => `none (their export failed: ${e instanceof Error ? e.message : String(e)})`);
+        throw new Error(`cold run ${i + 1}: ${err instanceof Error ? err.message : String(err)}; the box's histories are in ${dir}`, { cause: err });
       }
     }
     // big is up now: the router's path against the backend's own.
@@ -164,6 +176,19 @@ async function main(): Promise<void> {
   } finally {
     await box.close();
   }
+}
+
+/**
+ * A cold run's first byte past this keeps the box's histories: cold runs take 1.6-2.3 s, and the
+ * one that took 165 s (the whole bench at ab4bd6d) left only the worker's log, its box gone with it.
+ */
+const SLOW_COLD_MS = 30_000;
+
+/** Every run on the box's task queue (the ledger's, the acquisitions', the bring-downs' and restores'), a file each, before the box goes: the directory. */
+async function keepHistories(client: Client, node: string): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-bench-od-'));
+  await exportQuery(client, `TaskQueue = '${taskQueueFor(node)}'`, dir);
+  return dir;
 }
 
 /** How long the run's readmit may take to show as started after the first byte (readmitEvents says why it can lag). */
