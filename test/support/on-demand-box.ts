@@ -8,12 +8,15 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { NvidiaSmiStream } from '../../src/adapters/gpu/nvidia-smi-stream';
 import { DEFAULT_NVIDIA_SMI_LOOP_MS } from '../../src/config/env';
 import { HttpRouterAdmin } from '../../src/adapters/router-admin/http';
 import { buildApi } from '../../src/client/api';
+import { serveOperationsRunning } from '../../src/client/operations';
 import type { Manifest } from '../../src/domain/types';
 import { startRouter } from '../../src/router/server';
 import type { RouterOptions } from '../../src/router/server';
@@ -196,6 +199,7 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
       });
     },
     async close() {
+      await operationsEnded(temporal.client, node);
       await router.close();
       await api.close();
       await w.stop();
@@ -204,6 +208,34 @@ export async function startOnDemandBox(o: OnDemandBoxOptions): Promise<OnDemandB
       await temporal.close();
     },
   };
+}
+
+/**
+ * How long close() lets the node's operations still running end first (a bench that failed
+ * mid-run, a test that closes right after a first byte): an acquisition's steps after its readmit
+ * take milliseconds.
+ */
+const OPERATIONS_END_MS = 30_000;
+
+/**
+ * Waits, up to OPERATIONS_END_MS, for the serve operations running on the node to end, while the
+ * worker still polls. Stopped under one, the worker polls no workflow task, the ledger's included:
+ * a local step's ledger Update is never answered, and the shutdown waited for the step's five
+ * attempts of 30 s (166 s). Their outcomes are not this wait's concern.
+ */
+async function operationsEnded(client: Client, node: string): Promise<void> {
+  const stop = new AbortController();
+  const deadline = sleep(OPERATIONS_END_MS, undefined, { ref: false, signal: stop.signal }).catch(() => undefined);
+  const ended = (op: { workflowId: string; runId: string }) =>
+    client.workflow
+      .getHandle(op.workflowId, op.runId)
+      .result()
+      .catch(() => undefined);
+  try {
+    await Promise.race([serveOperationsRunning(client, node).then((running) => Promise.all(running.map(ended))), deadline]);
+  } finally {
+    stop.abort();
+  }
 }
 
 /** `node dist/src/router/main.js --config FILE --port 0`, its tokens in its environment only: its URL once it listens. */
