@@ -179,8 +179,9 @@ async function main(): Promise<void> {
 }
 
 /**
- * A cold run's first byte past this keeps the box's histories: cold runs take 1.6-2.3 s, and the
- * one that took 165 s (the whole bench at ab4bd6d) left only the worker's log, its box gone with it.
+ * A cold run's first byte past this keeps the box's histories, as a failed run does: cold runs
+ * take 1.6-2.3 s. The whole bench at ab4bd6d failed with only the worker's log left, its box gone
+ * (and its close 166 s long under the run's last local step, since made to wait for it).
  */
 const SLOW_COLD_MS = 30_000;
 
