@@ -9,7 +9,8 @@ import { createContext, Script } from 'node:vm';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { formatReplayOutcome, replayHistoryFiles } from '../src/audit/replay';
 import type { ReplayOutcome } from '../src/audit/replay';
-import { DEBUG_MODE_ISOLATE_TIMEOUT_MS, sdkGlobalHandlers, withoutLiveWorkerCosts } from '../src/audit/replay-costs';
+import { DEBUG_MODE_ISOLATE_TIMEOUT_MS, withoutLiveWorkerCosts } from '../src/audit/replay-costs';
+import { sdkWorkflowHandlers } from '../src/worker/sdk-workflow-handlers';
 
 const HISTORIES = join(__dirname, '..', '..', 'test', 'histories');
 
@@ -33,7 +34,7 @@ describe('replay without the live worker costs', () => {
     counting = function (this: Script, context, options) {
       seen.calls++;
       seen.timeouts.add(options?.timeout);
-      const handlers = sdkGlobalHandlers();
+      const handlers = sdkWorkflowHandlers();
       seen.hookDuringReplay ||= handlers?.promiseHookInstalled ?? true;
       seen.handlersMarked &&= handlers?.installed ?? false;
       if (options?.timeout === DEBUG_MODE_ISOLATE_TIMEOUT_MS) seen.withDebugTimeout++;
@@ -54,7 +55,7 @@ describe('replay without the live worker costs', () => {
   });
 
   test("the SDK's workflow handlers are where replay-costs.ts looks for them: installed without the stack-trace hook while replays ran, unmarked after", () => {
-    const handlers = sdkGlobalHandlers();
+    const handlers = sdkWorkflowHandlers();
     assert.ok(handlers, '@temporalio/worker/lib/workflow/vm-shared has no globalHandlers of the expected shape');
     assert.equal(seen.handlersMarked, true, 'a call into a workflow context ran with the handlers not installed');
     assert.equal(seen.hookDuringReplay, false, 'the stack-trace promise hook was installed during the replay');

@@ -19,35 +19,18 @@
 // is not found as expected, nothing changes and the replay pays the costs as before
 // (test/replay-costs.test.ts fails then, so an SDK upgrade is not silently slower).
 import { Script } from 'node:vm';
+import { sdkWorkflowHandlers } from '../worker/sdk-workflow-handlers';
+import type { SdkWorkflowHandlers } from '../worker/sdk-workflow-handlers';
 
 /** The isolate timeout the SDK gives a debug-mode worker (worker-options: '4294967295ms'). */
 export const DEBUG_MODE_ISOLATE_TIMEOUT_MS = 4294967295;
-
-interface GlobalHandlers {
-  installed: boolean;
-  promiseHookInstalled: boolean;
-  overridePrepareStackTrace(): void;
-}
-
-/** The SDK's process-wide workflow handlers, when they are where SDK 1.24 keeps them. */
-export function sdkGlobalHandlers(): GlobalHandlers | undefined {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an SDK internal, looked up at run time so its absence is survivable
-    const handlers = (require('@temporalio/worker/lib/workflow/vm-shared') as { globalHandlers?: Partial<GlobalHandlers> }).globalHandlers;
-    return handlers && typeof handlers.installed === 'boolean' && typeof handlers.overridePrepareStackTrace === 'function'
-      ? (handlers as GlobalHandlers)
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 type RunInContext = (this: Script, context: object, options?: { timeout?: number } & Record<string, unknown>) => unknown;
 
 /** Replays under way in this process; the two costs are skipped while it is above 0. */
 let replaysRunning = 0;
 /** What was in place before, while replays run. */
-let saved: { runInContext: RunInContext; wrapper: RunInContext; marked?: GlobalHandlers } | undefined;
+let saved: { runInContext: RunInContext; wrapper: RunInContext; marked?: SdkWorkflowHandlers } | undefined;
 
 /**
  * From the first replay under way to the last: the SDK's handlers marked installed without the
@@ -57,7 +40,7 @@ let saved: { runInContext: RunInContext; wrapper: RunInContext; marked?: GlobalH
  */
 function enter(): void {
   if (replaysRunning++ > 0) return;
-  const handlers = sdkGlobalHandlers();
+  const handlers = sdkWorkflowHandlers();
   const marked = handlers && !handlers.installed ? handlers : undefined;
   if (marked) {
     marked.overridePrepareStackTrace();

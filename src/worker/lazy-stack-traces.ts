@@ -7,7 +7,11 @@
 // activation's CPU here (docs/performance.md, A task's time outside its local steps) for a query an
 // operator makes rarely. This hook keeps the frames V8 captured (its call sites) and formats them
 // with the SDK's own formatter on first read, so the queries answer the same stacks
-// (test/lazy-stack-traces.test.ts compares them with the SDK's hook's answers).
+// (test/lazy-stack-traces.test.ts compares them with the SDK's hook's answers), but for one thing:
+// V8 reads a frame's function and method names from its call site when it is formatted, so a
+// function renamed, or a method moved to another property, between a promise's creation and the
+// query reads under its new name (a workflow that does either is rare; the frame's file and line
+// are as before).
 //
 // What the SDK decides at creation is kept at creation: a promise that Promise.race or all makes
 // for each of its members is linked to the aggregate's (the SDK reads that from the two top lines
@@ -17,18 +21,11 @@
 // the stack is formatted at once, as the SDK would.
 //
 // Reached through the SDK's internals, for the pinned version in package.json; where they are not
-// as expected, nothing is replaced and the SDK's hook runs (installLazyStackTraces says why).
+// as expected, nothing is replaced and the SDK's hook runs (the thread's report says why).
 import v8 from 'node:v8';
 import { cutoffStackTrace } from '@temporalio/common';
-
-/** A frame of a structured stack, as the SDK's `__enhanced_stack_trace` answers it. */
-interface StructuredFrame {
-  file_path?: string;
-  function_name?: string;
-  line?: number;
-  column?: number;
-  internal_code: boolean;
-}
+import { sdkWorkflowHandlers } from './sdk-workflow-handlers';
+import type { SdkWorkflowHandlers as SdkHandlers, StructuredFrame } from './sdk-workflow-handlers';
 
 interface StackTrace {
   formatted: string;
@@ -48,18 +45,6 @@ interface Activator {
 }
 
 type PrepareStackTrace = (err: Error, sites: NodeJS.CallSite[]) => unknown;
-
-/** The SDK's process-wide handlers in a workflow thread (vm-shared's globalHandlers). */
-interface SdkHandlers {
-  installed: boolean;
-  promiseHookInstalled: boolean;
-  stopPromiseHook: () => void;
-  currentStackTrace?: StructuredFrame[];
-  /** The bundles whose frames the SDK's formatter maps to their sources. */
-  bundleFilenameToSourceMapConsumer: Map<string, unknown>;
-  setPromiseHook(): void;
-  overridePrepareStackTrace(): void;
-}
 
 /** The two top lines the SDK links an aggregator's member promises by (vm-shared's init hook). */
 const THEN = /^Promise\.then \(<anonymous>\)$/;
@@ -168,37 +153,30 @@ function mayLink(handlers: SdkHandlers, sites: NodeJS.CallSite[], aggregateUnder
   return second === undefined || AGGREGATOR.test(second);
 }
 
-/** The SDK's handlers in this thread, when they are where SDK 1.24 keeps them. */
-function sdkHandlers(): SdkHandlers | undefined {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an SDK internal, looked up at run time so its absence is survivable
-    const handlers = (require('@temporalio/worker/lib/workflow/vm-shared') as { globalHandlers?: Partial<SdkHandlers> }).globalHandlers;
-    return handlers &&
-      handlers.installed === false &&
-      typeof handlers.setPromiseHook === 'function' &&
-      typeof handlers.overridePrepareStackTrace === 'function' &&
-      typeof handlers.stopPromiseHook === 'function' &&
-      handlers.bundleFilenameToSourceMapConsumer instanceof Map
-      ? (handlers as SdkHandlers)
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
+/** What a workflow thread says of its stack-trace hook once the SDK has installed its handlers. */
+export type ThreadReport = { installed: true } | { installed: false; why: string };
 
 /**
- * Replaces the SDK's promise hook in this workflow thread before the SDK installs it. Returns why
- * not when the SDK's internals are not as expected (its own hook then runs, as shipped).
+ * Replaces the SDK's promise hook in this workflow thread before the SDK installs it; `report`
+ * hears, once the SDK installs its handlers (as the thread takes its bundle), which hook runs. The
+ * SDK's own runs where its internals are not as SDK 1.24 keeps them, and is reported with why.
  */
-export function installLazyStackTraces(): { installed: true } | { installed: false; why: string } {
-  const handlers = sdkHandlers();
-  if (!handlers) return { installed: false, why: "the SDK's workflow handlers (vm-shared globalHandlers) are not where SDK 1.24 keeps them" };
-  if (!(v8.promiseHooks as typeof v8.promiseHooks | undefined)) return { installed: false, why: 'v8.promiseHooks is not available' };
+export function installLazyStackTraces(report: (r: ThreadReport) => void): void {
+  const handlers = sdkWorkflowHandlers();
+  if (!handlers || handlers.installed) {
+    report({ installed: false, why: "the SDK's workflow handlers (vm-shared globalHandlers) are not where and as SDK 1.24 keeps them" });
+    return;
+  }
+  const sdkSetPromiseHook = handlers.setPromiseHook.bind(handlers);
   handlers.setPromiseHook = function setLazyPromiseHook(this: SdkHandlers) {
     // Called by the SDK's install(), after its overridePrepareStackTrace.
     // eslint-disable-next-line @typescript-eslint/unbound-method -- V8 calls it unbound too (the SDK's is an arrow function)
     const prepare = Error.prepareStackTrace as PrepareStackTrace | undefined;
-    if (typeof prepare !== 'function') return;
+    if (typeof prepare !== 'function') {
+      sdkSetPromiseHook();
+      report({ installed: false, why: "the SDK's stack formatter (Error.prepareStackTrace) was not installed before its hook" });
+      return;
+    }
     let rawSites = false;
     // While a promise's frames are taken, the formatter hands back V8's call sites as they are.
     Error.prepareStackTrace = (err, sites) => (rawSites ? sites : prepare(err, sites));
@@ -256,6 +234,6 @@ export function installLazyStackTraces(): { installed: true } | { installed: fal
       },
     }) as () => void;
     this.promiseHookInstalled = true;
+    report({ installed: true });
   };
-  return { installed: true };
 }

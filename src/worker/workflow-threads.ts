@@ -5,11 +5,10 @@
 // file. Any other thread starts as asked, and the constructor is put back once no creation is
 // under way. Where the SDK's thread file is not where SDK 1.24 keeps it, nothing is swapped.
 import { MessageChannel } from 'node:worker_threads';
-import type { Worker as ThreadWorker, WorkerOptions as ThreadOptions } from 'node:worker_threads';
-import type { installLazyStackTraces } from './lazy-stack-traces';
+import type { MessagePort, Worker as ThreadWorker, WorkerOptions as ThreadOptions } from 'node:worker_threads';
+import type { ThreadReport } from './lazy-stack-traces';
 
-/** What a workflow thread says of its hook as it starts. */
-export type ThreadReport = ReturnType<typeof installLazyStackTraces>;
+export type { ThreadReport } from './lazy-stack-traces';
 
 function resolved(id: string): string | undefined {
   try {
@@ -23,59 +22,95 @@ function resolved(id: string): string | undefined {
 export const SDK_WORKFLOW_THREAD = resolved('@temporalio/worker/lib/workflow/workflow-worker-thread');
 /** Ours, one directory up from both the compiled worker and the CLI's bundle (dist/src/cli). */
 const GPURES_WORKFLOW_THREAD = require.resolve('../worker/workflow-thread');
+/**
+ * How long a thread's report may trail the worker's creation: the thread posts it as the SDK
+ * installs its handlers, before it answers the SDK's init, which the creation waits for.
+ */
+const REPORT_WAIT_MS = 1000;
 
 type ThreadClass = typeof ThreadWorker;
 // The module object the SDK reads `Worker` from at the call (its compiled `require("node:worker_threads")`).
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module object itself, which an import would copy
 const threads = require('node:worker_threads') as { Worker: ThreadClass };
 
-let creating = 0;
+/** A thread started while a creation is under way, and its report once heard. */
+interface Started {
+  port: MessagePort;
+  heard?: ThreadReport;
+}
+
+/** The threads started while one creation is under way. */
+type Collector = Started[];
+
 let swapped: { original: ThreadClass; ours: ThreadClass } | undefined;
-const listeners = new Set<(report: ThreadReport) => void>();
+const collectors = new Set<Collector>();
+
+/** A thread's report, waited for up to REPORT_WAIT_MS from now where it has not come yet. */
+function reportOf(started: Started): Promise<ThreadReport> {
+  if (started.heard) return Promise.resolve(started.heard);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      started.port.close();
+      resolve({ installed: false, why: `the workflow thread did not say which stack-trace hook it runs within ${REPORT_WAIT_MS} ms of the worker's creation` });
+    }, REPORT_WAIT_MS);
+    started.port.once('message', (report: ThreadReport) => {
+      clearTimeout(timer);
+      resolve(report);
+    });
+  });
+}
 
 function threadClass(original: ThreadClass): ThreadClass {
   return class GpuresWorkflowThread extends original {
     constructor(filename: string | URL, options?: ThreadOptions) {
-      if (filename !== SDK_WORKFLOW_THREAD || options?.workerData !== undefined || listeners.size === 0) {
+      if (filename !== SDK_WORKFLOW_THREAD || options?.workerData !== undefined || collectors.size === 0) {
         super(filename, options);
         return;
       }
       const { port1, port2 } = new MessageChannel();
-      const heard = [...listeners];
+      super(GPURES_WORKFLOW_THREAD, { ...options, workerData: { gpuresThreadReport: port2 }, transferList: [port2] });
+      const started: Started = { port: port1 };
       port1.once('message', (report: ThreadReport) => {
+        started.heard = report;
         port1.close();
-        for (const l of heard) l(report);
       });
       // A thread that dies before it reports leaves nothing waiting on it.
       port1.unref();
-      super(GPURES_WORKFLOW_THREAD, { ...options, workerData: { gpuresThreadReport: port2 }, transferList: [port2] });
+      for (const c of collectors) c.push(started);
     }
   };
 }
 
 /**
  * Runs `create` (a Worker.create) with the SDK's workflow threads started by workflow-thread.ts;
- * `onReport` hears each thread's report of its hook.
+ * once it is done, `onReport` hears each thread's report of its hook, or that no thread started
+ * through it (the SDK started them otherwise, or runs none: debug mode).
  */
 export async function withLazyStackTraces<T>(create: () => Promise<T>, onReport: (report: ThreadReport) => void): Promise<T> {
   if (!SDK_WORKFLOW_THREAD) {
     onReport({ installed: false, why: "the SDK's workflow thread file is not where SDK 1.24 keeps it" });
     return create();
   }
-  if (creating++ === 0) {
+  const collector: Collector = [];
+  if (collectors.size === 0) {
     const original = threads.Worker;
     swapped = { original, ours: threadClass(original) };
     threads.Worker = swapped.ours;
   }
-  listeners.add(onReport);
+  collectors.add(collector);
+  let created: T;
   try {
-    return await create();
+    created = await create();
   } finally {
-    listeners.delete(onReport);
-    if (--creating === 0 && swapped) {
+    collectors.delete(collector);
+    if (collectors.size === 0 && swapped) {
       // A constructor another patch laid over ours meanwhile stays; ours then passes every call through.
       if (threads.Worker === swapped.ours) threads.Worker = swapped.original;
       swapped = undefined;
     }
   }
+  if (!collector.length)
+    onReport({ installed: false, why: "no workflow thread started through gpures' entry (the SDK started its threads otherwise, or runs none)" });
+  for (const report of await Promise.all(collector.map(reportOf))) onReport(report);
+  return created;
 }
