@@ -6,7 +6,7 @@ import { workerData } from 'node:worker_threads';
 import type { MessagePort } from 'node:worker_threads';
 import { installLazyStackTraces } from './lazy-stack-traces';
 import type { ThreadReport } from './lazy-stack-traces';
-import { SDK_WORKFLOW_THREAD } from './workflow-threads';
+import { workflowThreadFiles } from './workflow-threads';
 
 const port = (workerData as { gpuresThreadReport?: MessagePort } | undefined)?.gpuresThreadReport;
 const report = (r: ThreadReport): void => {
@@ -20,6 +20,7 @@ try {
   report({ installed: false, why: `the lazy hook could not be put in place: ${(err as Error).message}` });
 }
 // The main thread starts this file only where it found the SDK's.
-if (!SDK_WORKFLOW_THREAD) throw new Error("the SDK's workflow thread file is not where SDK 1.24 keeps it");
+const sdkThread = workflowThreadFiles()?.sdk;
+if (!sdkThread) throw new Error("the SDK's workflow thread file is not where SDK 1.24 keeps it");
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the SDK's thread runs as its own module, after the hook is replaced
-require(SDK_WORKFLOW_THREAD);
+require(sdkThread);

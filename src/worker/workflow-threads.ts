@@ -10,18 +10,23 @@ import type { ThreadReport } from './lazy-stack-traces';
 
 export type { ThreadReport } from './lazy-stack-traces';
 
-function resolved(id: string): string | undefined {
-  try {
-    return require.resolve(id);
-  } catch {
-    return undefined;
+/**
+ * The SDK's workflow thread file as its threaded-vm names it, and ours (one directory up from both
+ * the compiled worker and the CLI's bundle, dist/src/cli): resolved when a worker is created, not
+ * as every CLI command loads this module. Undefined where the SDK's is not where SDK 1.24 keeps it.
+ */
+let threadFiles: { sdk: string; ours: string } | null | undefined;
+export function workflowThreadFiles(): { sdk: string; ours: string } | undefined {
+  if (threadFiles === undefined) {
+    try {
+      threadFiles = { sdk: require.resolve('@temporalio/worker/lib/workflow/workflow-worker-thread'), ours: require.resolve('../worker/workflow-thread') };
+    } catch {
+      threadFiles = null;
+    }
   }
+  return threadFiles ?? undefined;
 }
 
-/** The SDK's workflow thread, as its threaded-vm names it. */
-export const SDK_WORKFLOW_THREAD = resolved('@temporalio/worker/lib/workflow/workflow-worker-thread');
-/** Ours, one directory up from both the compiled worker and the CLI's bundle (dist/src/cli). */
-const GPURES_WORKFLOW_THREAD = require.resolve('../worker/workflow-thread');
 /**
  * How long a thread's report may trail the worker's creation: the thread posts it as the SDK
  * installs its handlers, before it answers the SDK's init, which the creation waits for.
@@ -33,50 +38,26 @@ type ThreadClass = typeof ThreadWorker;
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module object itself, which an import would copy
 const threads = require('node:worker_threads') as { Worker: ThreadClass };
 
-/** A thread started while a creation is under way, and its report once heard. */
-interface Started {
-  port: MessagePort;
-  heard?: ThreadReport;
-}
-
-/** The threads started while one creation is under way. */
-type Collector = Started[];
+/** The threads started while one creation is under way: each one's port and its report, once sent. */
+type Collector = { port: MessagePort; report: Promise<ThreadReport> }[];
 
 let swapped: { original: ThreadClass; ours: ThreadClass } | undefined;
 const collectors = new Set<Collector>();
 
-/** A thread's report, waited for up to REPORT_WAIT_MS from now where it has not come yet. */
-function reportOf(started: Started): Promise<ThreadReport> {
-  if (started.heard) return Promise.resolve(started.heard);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      started.port.close();
-      resolve({ installed: false, why: `the workflow thread did not say which stack-trace hook it runs within ${REPORT_WAIT_MS} ms of the worker's creation` });
-    }, REPORT_WAIT_MS);
-    started.port.once('message', (report: ThreadReport) => {
-      clearTimeout(timer);
-      resolve(report);
-    });
-  });
-}
-
 function threadClass(original: ThreadClass): ThreadClass {
   return class GpuresWorkflowThread extends original {
     constructor(filename: string | URL, options?: ThreadOptions) {
-      if (filename !== SDK_WORKFLOW_THREAD || options?.workerData !== undefined || collectors.size === 0) {
+      const files = workflowThreadFiles();
+      if (!files || filename !== files.sdk || options?.workerData !== undefined || collectors.size === 0) {
         super(filename, options);
         return;
       }
       const { port1, port2 } = new MessageChannel();
-      super(GPURES_WORKFLOW_THREAD, { ...options, workerData: { gpuresThreadReport: port2 }, transferList: [port2] });
-      const started: Started = { port: port1 };
-      port1.once('message', (report: ThreadReport) => {
-        started.heard = report;
-        port1.close();
-      });
+      super(files.ours, { ...options, workerData: { gpuresThreadReport: port2 }, transferList: [port2] });
+      const report = new Promise<ThreadReport>((resolve) => port1.once('message', resolve));
       // A thread that dies before it reports leaves nothing waiting on it.
       port1.unref();
-      for (const c of collectors) c.push(started);
+      for (const c of collectors) c.push({ port: port1, report });
     }
   };
 }
@@ -87,7 +68,7 @@ function threadClass(original: ThreadClass): ThreadClass {
  * through it (the SDK started them otherwise, or runs none: debug mode).
  */
 export async function withLazyStackTraces<T>(create: () => Promise<T>, onReport: (report: ThreadReport) => void): Promise<T> {
-  if (!SDK_WORKFLOW_THREAD) {
+  if (!workflowThreadFiles()) {
     onReport({ installed: false, why: "the SDK's workflow thread file is not where SDK 1.24 keeps it" });
     return create();
   }
@@ -111,6 +92,15 @@ export async function withLazyStackTraces<T>(create: () => Promise<T>, onReport:
   }
   if (!collector.length)
     onReport({ installed: false, why: "no workflow thread started through gpures' entry (the SDK started its threads otherwise, or runs none)" });
-  for (const report of await Promise.all(collector.map(reportOf))) onReport(report);
+  const late: ThreadReport = {
+    installed: false,
+    why: `the workflow thread did not say which stack-trace hook it runs within ${REPORT_WAIT_MS} ms of the worker's creation`,
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<ThreadReport>((resolve) => (timer = setTimeout(() => resolve(late), REPORT_WAIT_MS)));
+  const reports = await Promise.all(collector.map(({ report }) => Promise.race([report, waited])));
+  clearTimeout(timer);
+  for (const { port } of collector) port.close();
+  for (const report of reports) onReport(report);
   return created;
 }
