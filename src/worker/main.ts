@@ -36,6 +36,9 @@ import { startMetricsServer } from './metrics-server';
 import type { MetricsServer } from './metrics-server';
 import { workerLedgerRead } from './ledger-endpoint';
 import type { LedgerRead } from './ledger-endpoint';
+import { LocalSteps, stopWithin, WorkerStopCut } from './stop';
+// The CLI's worker command tells this ending by its class.
+export { WorkerStopCut } from './stop';
 
 export interface WorkerRunOptions {
   manifestPath: string;
@@ -138,6 +141,8 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   let metricsServer: MetricsServer | undefined;
   let nativeConnection: NativeConnection | undefined;
   let connection: Connection | undefined;
+  // A worker cut short still holds its native connection: closing it would throw, the process exits anyway.
+  let cut = false;
   try {
     // One probe for both: each is kept as it opens, so the finally closes whichever did.
     const opened = await reachTemporal(temporal.address, namespace, async () => {
@@ -153,6 +158,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     metricsServer = asked === 'off' ? undefined : await serveMetrics(asked, metrics, coreUrl, ledger);
     const docker = opts.runtime ? undefined : new Docker();
     if (docker) await reachDocker(docker);
+    const localSteps = new LocalSteps();
     const worker = await createGpuresWorker({
       connection: opened.native,
       client,
@@ -164,6 +170,7 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       gpu: adapters.gpu,
       failedStarts: adapters.failedStarts,
       metrics,
+      localSteps,
       ...(opts.ledger ? { ledger: opts.ledger(client) } : {}),
     });
     process.stderr.write(
@@ -181,12 +188,22 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
         });
       }
     }
-    await worker.run();
+    try {
+      await stopWithin(worker, localSteps);
+    } catch (err) {
+      if (!(err instanceof WorkerStopCut)) throw err;
+      cut = true;
+      // Said here too: an embedding that does not know the class (a test's worker process) still shows it.
+      process.stderr.write(`${err.message}\n`);
+      throw err;
+    }
   } finally {
     adapters.gpu.close?.();
     await metricsServer?.close();
-    await connection?.close();
-    await nativeConnection?.close();
+    if (!cut) {
+      await connection?.close();
+      await nativeConnection?.close();
+    }
   }
 }
 

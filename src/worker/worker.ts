@@ -33,6 +33,7 @@ import { UNHELD_UPDATE_ANSWERS, WORKFLOW_INTERCEPTOR_MODULES, WORKFLOWS_PATH, wi
 import { prebuiltBundle } from './prebuilt-bundle';
 import { withLazyStackTraces } from './workflow-threads';
 import type { ThreadReport } from './workflow-threads';
+import type { LocalSteps } from './stop';
 
 export function fileManifest(path: string): ManifestSource {
   return { read: async () => ({ text: await readBounded(path, 'manifest', MAX_MANIFEST_BYTES), file: path }) };
@@ -64,6 +65,8 @@ export interface GpuresWorkerOptions {
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Hears each workflow thread say whether its stack traces are lazy (default: a warning when not). */
   onThreadReport?: (report: ThreadReport) => void;
+  /** Keeps track of the local steps running, for what a stop cut short says (src/worker/stop.ts). */
+  localSteps?: LocalSteps;
 }
 
 export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Worker> {
@@ -99,7 +102,7 @@ export async function createGpuresWorker(opts: GpuresWorkerOptions): Promise<Wor
       maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
       // The CLI's bound on a node's answer (NODE_ANSWER_MS) is set past it.
       stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START_MS,
-      ...workflowCode(opts.workflowBundle),
+      ...workflowCode(opts.workflowBundle, opts.localSteps),
     });
   return withLazyStackTraces(create, opts.onThreadReport ?? warnIfEager);
 }
@@ -109,14 +112,18 @@ function warnIfEager(report: ThreadReport): void {
   if (!report.installed) process.stderr.write(`worker: warning: workflow stack traces are formatted as each promise is made (slower): ${report.why}\n`);
 }
 
-/** The bundle given, else the build's (prebuilt-bundle.ts), else the workflows bundled at start. */
-function workflowCode(given: WorkerOptions['workflowBundle']): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath' | 'interceptors' | 'bundlerOptions'> {
+/** The bundle given, else the build's (prebuilt-bundle.ts), else the workflows bundled at start; local steps tracked where asked. */
+function workflowCode(
+  given: WorkerOptions['workflowBundle'],
+  localSteps: LocalSteps | undefined,
+): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath' | 'interceptors' | 'bundlerOptions'> {
   const bundle = given ?? prebuiltBundle();
+  const activity = localSteps ? { activity: [localSteps.interceptor] } : {};
   return bundle
-    ? { workflowBundle: bundle }
+    ? { workflowBundle: bundle, interceptors: activity }
     : {
         workflowsPath: WORKFLOWS_PATH,
-        interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES },
+        interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES, ...activity },
         bundlerOptions: { webpackConfigHook: withLeanSourceMap },
       };
 }

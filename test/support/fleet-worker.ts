@@ -3,7 +3,7 @@
 // instead of Docker, so its serves are processes it starts in its own network namespace, where
 // Docker-published ports (on the host's loopback) would not be.
 //   node dist/test/support/fleet-worker.js --manifest FILE --state DIR
-//     [--kill-after-stop SERVE [--kill-after-ms N] [--stop-fence-delay-ms N]]
+//     [--kill-after-stop SERVE [--kill-after-ms N] [--stop-fence-delay-ms N]] [--hold-phase-ms N]
 // --kill-after-stop: the worker SIGKILLs itself N ms (default 0: at once) after it has issued the
 // stop of SERVE (its SIGTERM sent), before the stop's answer; --stop-fence-delay-ms holds each stop
 // fence that long first, as a busy ledger does (past 2 s, the attempt's periodic heartbeat goes out
@@ -50,6 +50,22 @@ function slowStopFence(client: Client, delayMs: number): LedgerPort {
   });
 }
 
+/** The first setPhase waits `holdMs` (after a line saying so) before it is sent; later ones go at once. */
+function heldFirstPhase(client: Client, holdMs: number): LedgerPort {
+  const real = new LedgerClient(client);
+  let held = false;
+  return Object.assign(Object.create(real) as LedgerClient, {
+    setPhase: async (...args: Parameters<LedgerPort['setPhase']>) => {
+      if (!held) {
+        held = true;
+        process.stderr.write(`fleet-worker: phase ${args[2].phase} of ${args[2].serve} held ${holdMs} ms\n`);
+        await new Promise((r) => setTimeout(r, holdMs));
+      }
+      return real.setPhase(...args);
+    },
+  });
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -58,6 +74,7 @@ async function main(): Promise<void> {
       'kill-after-stop': { type: 'string' },
       'kill-after-ms': { type: 'string' },
       'stop-fence-delay-ms': { type: 'string' },
+      'hold-phase-ms': { type: 'string' },
     },
   });
   if (!values.manifest || !values.state) throw new Error('usage: fleet-worker --manifest FILE --state DIR');
@@ -68,13 +85,10 @@ async function main(): Promise<void> {
   const killOn = values['kill-after-stop'];
   const runtime = killOn ? new DiesAfterStop(sim, containerName(node, killOn), Number(values['kill-after-ms'] ?? 0)) : sim;
   const fenceDelay = Number(values['stop-fence-delay-ms'] ?? 0);
-  await runWorker({
-    manifestPath: values.manifest,
-    node,
-    gpus: 'off',
-    runtime,
-    ...(fenceDelay > 0 ? { ledger: (client: Client) => slowStopFence(client, fenceDelay) } : {}),
-  });
+  const phaseHold = Number(values['hold-phase-ms'] ?? 0);
+  const ledger =
+    fenceDelay > 0 ? (client: Client) => slowStopFence(client, fenceDelay) : phaseHold > 0 ? (client: Client) => heldFirstPhase(client, phaseHold) : undefined;
+  await runWorker({ manifestPath: values.manifest, node, gpus: 'off', runtime, ...(ledger ? { ledger } : {}) });
 }
 
 main().catch((err: unknown) => {

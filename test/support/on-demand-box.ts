@@ -221,7 +221,8 @@ const OPERATIONS_END_MS = 30_000;
  * Waits, up to OPERATIONS_END_MS, for the serve operations running on the node to end, while the
  * worker still polls. Stopped under one, the worker polls no workflow task, the ledger's included:
  * a local step's ledger Update is never answered, and the shutdown waited for the step's five
- * attempts of 30 s (166 s). Their outcomes are not this wait's concern.
+ * attempts of 30 s (166 s). The installed worker exits past its bound instead (src/worker/stop.ts),
+ * which a worker inside this test's process cannot do. Their outcomes are not this wait's concern.
  */
 async function operationsEnded(client: Client, node: string): Promise<void> {
   const stop = new AbortController();

@@ -14,7 +14,10 @@ export async function worker(
   const file = manifestPath(input.manifest, ctx.env);
   const { manifest } = await loadManifest(ctx, file, undefined, 'always');
   // Loaded lazily: the worker pulls in webpack and the native bridge, which other commands never need.
-  const [{ DockerUnreachable, runWorker }, { SecondWorker }] = await Promise.all([import('../../worker/main'), import('../../worker/second-worker')]);
+  const [{ DockerUnreachable, runWorker, WorkerStopCut }, { SecondWorker }] = await Promise.all([
+    import('../../worker/main'),
+    import('../../worker/second-worker'),
+  ]);
   await temporalOrExit(() =>
     runWorker({
       manifestPath: file,
@@ -30,6 +33,8 @@ export async function worker(
       if (err instanceof DockerUnreachable) throw new CliError(err.message, EXIT.unreachable);
       // The node is busy with another worker, as a serve is busy with another operation: nothing was started.
       if (err instanceof SecondWorker) throw new CliError(err.message, EXIT.denied);
+      // Stopped past its bound: said already (runWorker writes it); exit 1, so a supervisor sees the stop was not clean.
+      if (err instanceof WorkerStopCut) throw new CliError('worker stopped past its bound', EXIT.failed);
       throw err;
     }),
   );

@@ -1,0 +1,90 @@
+// How long a stopping worker may drain, and what it says when it has to leave work behind.
+//
+// A stopping worker polls no workflow task, the ledgers' included (they run on the node's task
+// queue). An operation's local step that waits on a ledger Update at that moment can therefore not
+// end here: the Update is answered only once a worker serves the ledger again. Left to the SDK, the
+// shutdown waited out the step's five attempts of 30 s (166 s; systemd SIGKILLs at 90 s). Bounded,
+// the worker exits and the step's workflow task goes to the node's next worker, which runs the step
+// again with the same update id (the server answers a repeat with the first outcome).
+import type { Context } from '@temporalio/activity';
+import type { ActivityInterceptorsFactory, Worker } from '@temporalio/worker';
+
+/** From SIGTERM to exit at most: in-flight workflow tasks take milliseconds, activities are cancelled at once. */
+export const WORKER_STOP_MS = 10_000;
+
+/** The local steps this worker runs now, by activity type and workflow id. */
+export class LocalSteps {
+  private readonly running = new Map<symbol, string>();
+
+  readonly interceptor: ActivityInterceptorsFactory = (ctx: Context) => ({
+    inbound: {
+      execute: async (input, next) => {
+        if (!ctx.info.isLocal) return next(input);
+        const key = Symbol();
+        this.running.set(key, `${ctx.info.activityType} of ${ctx.info.workflowExecution?.workflowId ?? 'a workflow'}`);
+        try {
+          return await next(input);
+        } finally {
+          this.running.delete(key);
+        }
+      },
+    },
+  });
+
+  inFlight(): string[] {
+    return [...this.running.values()];
+  }
+}
+
+/** The worker did not drain within WORKER_STOP_MS: what it left is its next one's to run. */
+export class WorkerStopCut extends Error {
+  override readonly name = 'WorkerStopCut';
+  constructor(left: { localSteps: string[]; activities: number }) {
+    const s = WORKER_STOP_MS / 1000;
+    const parts: string[] = [];
+    if (left.localSteps.length > 0) {
+      parts.push(
+        `local step(s) still in flight after ${s} s of stopping: ${left.localSteps.join(', ')} ` +
+          `(a ledger Update is answered only by a worker polling the node's task queue, which a stopping one no longer does)`,
+      );
+    }
+    if (left.activities > 0) parts.push(`${left.activities} activit${left.activities === 1 ? 'y' : 'ies'} not ended ${s} s after their cancellation`);
+    if (parts.length === 0) parts.push(`the SDK had not drained after ${s} s of stopping`);
+    super(
+      `worker: stopped with work left: ${parts.join('; ')}. Their workflows go on with the node's next worker ` +
+        `(a local step runs again with the same update ids; an activity is retried after its heartbeat timeout)`,
+    );
+  }
+}
+
+/** The signals on which the SDK's runtime shuts its workers down, as an operator sends them. */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+
+/**
+ * Runs the worker until it has stopped, or until WORKER_STOP_MS after SIGINT or SIGTERM (the SDK's
+ * runtime begins the shutdown on either): then rejects with WorkerStopCut, naming what was left,
+ * and the process is to exit. Not the SDK's shutdownForceTime: past it the SDK disposes the
+ * workflow threads under the workflow still waiting on its local step, and run() rejects with that
+ * disposal's IllegalStateError instead of saying what was cut.
+ */
+export async function stopWithin(worker: Worker, localSteps: LocalSteps): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let onSignal = (): void => undefined;
+  const cut = new Promise<never>((_, reject) => {
+    onSignal = () => {
+      timer ??= setTimeout(() => {
+        reject(new WorkerStopCut({ localSteps: localSteps.inFlight(), activities: worker.getStatus().numInFlightNonLocalActivities }));
+      }, WORKER_STOP_MS);
+    };
+  });
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  const running = worker.run();
+  // Cut, the run's own end comes later or never; nobody waits for it then.
+  running.catch(() => undefined);
+  try {
+    await Promise.race([running, cut]);
+  } finally {
+    clearTimeout(timer);
+    for (const signal of STOP_SIGNALS) process.removeListener(signal, onSignal);
+  }
+}
