@@ -1,5 +1,5 @@
 // `gpures worker`: connects with Temporal's environment configuration and runs until SIGINT or
-// SIGTERM (the SDK installs those handlers and drains in-flight tasks first).
+// SIGTERM (its local steps end first, then the SDK drains; bounded: src/worker/stop.ts).
 import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { IllegalStateError } from '@temporalio/common';
@@ -81,15 +81,17 @@ export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: GpuProbe
  */
 async function installRuntime(exportCore: boolean): Promise<string | undefined> {
   const logger = denialsAsInfo(new DefaultLogger('INFO'));
+  // The stop is the worker's own (stop.ts): its local steps end before the SDK's shutdown begins.
+  const shutdownSignals: NodeJS.Signals[] = [];
   try {
     if (!exportCore) {
-      Runtime.install({ logger });
+      Runtime.install({ logger, shutdownSignals });
       return undefined;
     }
     const corePort = await freePort();
     const prometheus = { bindAddress: `127.0.0.1:${corePort}`, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true };
     try {
-      Runtime.install({ logger, telemetryOptions: { metrics: { prometheus } } });
+      Runtime.install({ logger, shutdownSignals, telemetryOptions: { metrics: { prometheus } } });
       return `${httpUrl('127.0.0.1', corePort)}/metrics`;
     } catch (err) {
       if (err instanceof IllegalStateError) throw err;
@@ -97,7 +99,7 @@ async function installRuntime(exportCore: boolean): Promise<string | undefined> 
       process.stderr.write(
         `worker: warning: the Temporal SDK's metrics exporter did not start (${(err as Error).message}); /metrics has the worker's own only\n`,
       );
-      Runtime.install({ logger });
+      Runtime.install({ logger, shutdownSignals });
       return undefined;
     }
   } catch (err) {

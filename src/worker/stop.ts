@@ -1,20 +1,27 @@
-// How long a stopping worker may drain, and what it says when it has to leave work behind.
+// How the installed worker stops: its local steps first, then the SDK's drain, within a bound.
 //
 // A stopping worker polls no workflow task, the ledgers' included (they run on the node's task
 // queue). An operation's local step that waits on a ledger Update at that moment can therefore not
 // end here: the Update is answered only once a worker serves the ledger again. Left to the SDK, the
-// shutdown waited out the step's five attempts of 30 s (166 s; systemd SIGKILLs at 90 s). Bounded,
-// the worker exits and the step's workflow task goes to the node's next worker, which runs the step
-// again with the same update id (the server answers a repeat with the first outcome).
+// shutdown waited out the step's five attempts of 30 s (165 s; systemd SIGKILLs at 90 s). So on
+// SIGINT or SIGTERM the worker first lets the local steps running end while it still polls (they
+// take milliseconds), then shuts down; and if it has not drained WORKER_STOP_MS after the signal,
+// it exits naming what it left: a step's workflow task goes to the node's next worker, which runs
+// the step again with the same update id (the server answers a repeat with the first outcome).
 import type { Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory, Worker } from '@temporalio/worker';
 
-/** From SIGTERM to exit at most: in-flight workflow tasks take milliseconds, activities are cancelled at once. */
+/** From the signal to exit at most: in-flight workflow tasks take milliseconds, activities are cancelled at once. */
 export const WORKER_STOP_MS = 10_000;
+/** How long the local steps running at the signal may take to end before the shutdown begins anyway. */
+export const LOCAL_STEPS_END_MS = 3_000;
+/** The signals that stop the worker (the SDK's runtime is installed without its own handlers). */
+export const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 
 /** The local steps this worker runs now, by activity type and workflow id. */
 export class LocalSteps {
   private readonly running = new Map<symbol, string>();
+  private idle: (() => void)[] = [];
 
   readonly interceptor: ActivityInterceptorsFactory = (ctx: Context) => ({
     inbound: {
@@ -26,6 +33,7 @@ export class LocalSteps {
           return await next(input);
         } finally {
           this.running.delete(key);
+          if (this.running.size === 0) for (const wake of this.idle.splice(0)) wake();
         }
       },
     },
@@ -33,6 +41,19 @@ export class LocalSteps {
 
   inFlight(): string[] {
     return [...this.running.values()];
+  }
+
+  /** Resolves once none is running, or after `ms` (then with those still running). */
+  async ended(ms: number): Promise<string[]> {
+    if (this.running.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        this.idle.push(resolve);
+        timer = setTimeout(resolve, ms);
+      });
+      clearTimeout(timer);
+    }
+    return this.inFlight();
   }
 }
 
@@ -57,24 +78,28 @@ export class WorkerStopCut extends Error {
   }
 }
 
-/** The signals on which the SDK's runtime shuts its workers down, as an operator sends them. */
-const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
-
 /**
- * Runs the worker until it has stopped, or until WORKER_STOP_MS after SIGINT or SIGTERM (the SDK's
- * runtime begins the shutdown on either): then rejects with WorkerStopCut, naming what was left,
- * and the process is to exit. Not the SDK's shutdownForceTime: past it the SDK disposes the
+ * Runs the worker until it has stopped. At SIGINT or SIGTERM: the local steps running end first
+ * (up to LOCAL_STEPS_END_MS; a second signal does not wait), then the SDK's shutdown; rejects with
+ * WorkerStopCut, naming what was left, if the worker has not stopped WORKER_STOP_MS after the first
+ * signal, and the process is to exit. Not the SDK's shutdownForceTime: past it the SDK disposes the
  * workflow threads under the workflow still waiting on its local step, and run() rejects with that
  * disposal's IllegalStateError instead of saying what was cut.
  */
 export async function stopWithin(worker: Worker, localSteps: LocalSteps): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   let onSignal = (): void => undefined;
+  const shutdown = () => {
+    // A runtime installed before ours keeps the SDK's own handlers, which may have begun it already.
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+  };
   const cut = new Promise<never>((_, reject) => {
     onSignal = () => {
-      timer ??= setTimeout(() => {
+      if (timer) return shutdown();
+      timer = setTimeout(() => {
         reject(new WorkerStopCut({ localSteps: localSteps.inFlight(), activities: worker.getStatus().numInFlightNonLocalActivities }));
       }, WORKER_STOP_MS);
+      void localSteps.ended(LOCAL_STEPS_END_MS).then(shutdown);
     };
   });
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
