@@ -432,6 +432,10 @@ export function createActivities(deps: ActivityDeps) {
       const notOurs = async (err: unknown): Promise<boolean> => {
         if (err instanceof ApplicationFailure && err.type === Failure.ReservationLost) return true;
         if (!(err instanceof CancelledFailure)) return false;
+        // A stopping worker's cancel: the run still holds the serve, and the query could only be
+        // answered by a worker polling workflow tasks, which this one no longer is (its 10 s would
+        // outlast the worker's own stop bound).
+        if (Context.current().cancellationDetails?.workerShutdown) return false;
         const held = await deps.ledger.snapshot(node, gpu, 10_000).then(
           (l) => findReservation(l, serve.name)?.holder,
           () => holder,

@@ -71,6 +71,11 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   const address = server.address() as AddressInfo;
   return {
     url: `${httpUrl(address.address, address.port)}/metrics`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    // The worker is stopping: a scrape or a half-sent request does not hold its exit.
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

@@ -4,24 +4,30 @@
 // queue). An operation's local step that waits on a ledger Update at that moment can therefore not
 // end here: the Update is answered only once a worker serves the ledger again. Left to the SDK, the
 // shutdown waited out the step's five attempts of 30 s (165 s; systemd SIGKILLs at 90 s). So on
-// SIGINT or SIGTERM the worker first lets the local steps running end while it still polls (they
+// SIGINT or SIGTERM the worker first lets its workflows' local steps end while it still polls (they
 // take milliseconds), then shuts down; and if it has not drained WORKER_STOP_MS after the signal,
 // it exits naming what it left: a step's workflow task goes to the node's next worker, which runs
 // the step again with the same update id (the server answers a repeat with the first outcome).
 import type { Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory, Worker } from '@temporalio/worker';
 
-/** From the signal to exit at most: in-flight workflow tasks take milliseconds, activities are cancelled at once. */
+/** From the signal to exit at most: in-flight workflow tasks take milliseconds, activities are asked to cancel at once. */
 export const WORKER_STOP_MS = 10_000;
-/** How long the local steps running at the signal may take to end before the shutdown begins anyway. */
+/** How long the worker may wait for its workflows' local steps to end before the shutdown begins anyway. */
 export const LOCAL_STEPS_END_MS = 3_000;
-/** The signals that stop the worker (the SDK's runtime is installed without its own handlers). */
-export const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+/**
+ * How long no local step and no workflow activation must be running before the shutdown begins: a
+ * step's end is reported to its workflow, which may ask for its next local step (a ledger Update
+ * that a stopping worker could not see answered) a few milliseconds later.
+ */
+const QUIET_MS = 150;
+const QUIET_POLL_MS = 20;
+/** The signals that stop the worker: the SDK's defaults, whose runtime is installed without its own handlers. */
+export const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGQUIT', 'SIGUSR2'] as const;
 
 /** The local steps this worker runs now, by activity type and workflow id. */
 export class LocalSteps {
   private readonly running = new Map<symbol, string>();
-  private idle: (() => void)[] = [];
 
   readonly interceptor: ActivityInterceptorsFactory = (ctx: Context) => ({
     inbound: {
@@ -33,7 +39,6 @@ export class LocalSteps {
           return await next(input);
         } finally {
           this.running.delete(key);
-          if (this.running.size === 0) for (const wake of this.idle.splice(0)) wake();
         }
       },
     },
@@ -41,19 +46,6 @@ export class LocalSteps {
 
   inFlight(): string[] {
     return [...this.running.values()];
-  }
-
-  /** Resolves once none is running, or after `ms` (then with those still running). */
-  async ended(ms: number): Promise<string[]> {
-    if (this.running.size > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      await new Promise<void>((resolve) => {
-        this.idle.push(resolve);
-        timer = setTimeout(resolve, ms);
-      });
-      clearTimeout(timer);
-    }
-    return this.inFlight();
   }
 }
 
@@ -79,15 +71,32 @@ export class WorkerStopCut extends Error {
 }
 
 /**
- * Runs the worker until it has stopped. At SIGINT or SIGTERM: the local steps running end first
- * (up to LOCAL_STEPS_END_MS; a second signal does not wait), then the SDK's shutdown; rejects with
- * WorkerStopCut, naming what was left, if the worker has not stopped WORKER_STOP_MS after the first
- * signal, and the process is to exit. Not the SDK's shutdownForceTime: past it the SDK disposes the
- * workflow threads under the workflow still waiting on its local step, and run() rejects with that
- * disposal's IllegalStateError instead of saying what was cut.
+ * Resolves once no local step and no workflow activation has run for QUIET_MS, after `boundMs`,
+ * or once `done()` says so (a second signal, the run ended).
+ */
+async function untilQuiet(worker: Worker, localSteps: LocalSteps, boundMs: number, done: () => boolean): Promise<void> {
+  const until = Date.now() + boundMs;
+  let quietSince: number | undefined;
+  while (!done() && Date.now() < until) {
+    const busy = localSteps.inFlight().length > 0 || worker.getStatus().numInFlightWorkflowActivations > 0;
+    quietSince = busy ? undefined : (quietSince ?? Date.now());
+    if (quietSince !== undefined && Date.now() - quietSince >= QUIET_MS) return;
+    await new Promise((r) => setTimeout(r, QUIET_POLL_MS));
+  }
+}
+
+/**
+ * Runs the worker until it has stopped. At a stop signal: its workflows' local steps end first
+ * (until quiet, up to LOCAL_STEPS_END_MS; a second signal does not wait), then the SDK's shutdown;
+ * rejects with WorkerStopCut, naming what was left, if the worker has not stopped WORKER_STOP_MS
+ * after the first signal, and the process is to exit. Not the SDK's shutdownForceTime: past it the
+ * SDK disposes the workflow threads under the workflow still waiting on its local step, and run()
+ * rejects with that disposal's IllegalStateError instead of saying what was cut.
  */
 export async function stopWithin(worker: Worker, localSteps: LocalSteps): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
+  let ended = false;
+  let signals = 0;
   let onSignal = (): void => undefined;
   const shutdown = () => {
     // A runtime installed before ours keeps the SDK's own handlers, which may have begun it already.
@@ -95,11 +104,11 @@ export async function stopWithin(worker: Worker, localSteps: LocalSteps): Promis
   };
   const cut = new Promise<never>((_, reject) => {
     onSignal = () => {
-      if (timer) return shutdown();
+      if (++signals > 1) return shutdown();
       timer = setTimeout(() => {
         reject(new WorkerStopCut({ localSteps: localSteps.inFlight(), activities: worker.getStatus().numInFlightNonLocalActivities }));
       }, WORKER_STOP_MS);
-      void localSteps.ended(LOCAL_STEPS_END_MS).then(shutdown);
+      void untilQuiet(worker, localSteps, LOCAL_STEPS_END_MS, () => ended || signals > 1).then(shutdown);
     };
   });
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
@@ -109,6 +118,7 @@ export async function stopWithin(worker: Worker, localSteps: LocalSteps): Promis
   try {
     await Promise.race([running, cut]);
   } finally {
+    ended = true;
     clearTimeout(timer);
     for (const signal of STOP_SIGNALS) process.removeListener(signal, onSignal);
   }

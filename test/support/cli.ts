@@ -77,7 +77,7 @@ export function show(r: Run): string {
 export interface WorkerProcess {
   child: ChildProcess;
   stderr(): string;
-  /** SIGTERM (the SDK drains in-flight tasks first), SIGKILL after 15 s. */
+  /** SIGTERM (its local steps end, then the SDK drains: src/worker/stop.ts), SIGKILL after 15 s. */
   stop(): Promise<void>;
 }
 

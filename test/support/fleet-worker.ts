@@ -3,11 +3,13 @@
 // instead of Docker, so its serves are processes it starts in its own network namespace, where
 // Docker-published ports (on the host's loopback) would not be.
 //   node dist/test/support/fleet-worker.js --manifest FILE --state DIR
-//     [--kill-after-stop SERVE [--kill-after-ms N] [--stop-fence-delay-ms N]] [--hold-phase-ms N]
+//     [--kill-after-stop SERVE [--kill-after-ms N] [--stop-fence-delay-ms N]] [--hold-ledger METHOD:N]
 // --kill-after-stop: the worker SIGKILLs itself N ms (default 0: at once) after it has issued the
 // stop of SERVE (its SIGTERM sent), before the stop's answer; --stop-fence-delay-ms holds each stop
 // fence that long first, as a busy ledger does (past 2 s, the attempt's periodic heartbeat goes out
-// before the stop and the `issued` one after it waits out the 2 s throttle).
+// before the stop and the `issued` one after it waits out the 2 s throttle). --hold-ledger holds the
+// worker's first call of that ledger method (setPhase, snapshot: a local step's) N ms before it is
+// sent, and says so.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
@@ -50,18 +52,19 @@ function slowStopFence(client: Client, delayMs: number): LedgerPort {
   });
 }
 
-/** The first setPhase waits `holdMs` (after a line saying so) before it is sent; later ones go at once. */
-function heldFirstPhase(client: Client, holdMs: number): LedgerPort {
+/** The first call of `method` waits `holdMs` (after a line saying so) before it is sent; later ones go at once. */
+function heldFirstCall(client: Client, method: keyof LedgerPort, holdMs: number): LedgerPort {
   const real = new LedgerClient(client);
   let held = false;
+  const call = (...args: unknown[]) => (real[method] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
   return Object.assign(Object.create(real) as LedgerClient, {
-    setPhase: async (...args: Parameters<LedgerPort['setPhase']>) => {
+    [method]: async (...args: unknown[]) => {
       if (!held) {
         held = true;
-        process.stderr.write(`fleet-worker: phase ${args[2].phase} of ${args[2].serve} held ${holdMs} ms\n`);
+        process.stderr.write(`fleet-worker: ledger ${method} held ${holdMs} ms\n`);
         await new Promise((r) => setTimeout(r, holdMs));
       }
-      return real.setPhase(...args);
+      return call(...args);
     },
   });
 }
@@ -74,7 +77,7 @@ async function main(): Promise<void> {
       'kill-after-stop': { type: 'string' },
       'kill-after-ms': { type: 'string' },
       'stop-fence-delay-ms': { type: 'string' },
-      'hold-phase-ms': { type: 'string' },
+      'hold-ledger': { type: 'string' },
     },
   });
   if (!values.manifest || !values.state) throw new Error('usage: fleet-worker --manifest FILE --state DIR');
@@ -85,9 +88,13 @@ async function main(): Promise<void> {
   const killOn = values['kill-after-stop'];
   const runtime = killOn ? new DiesAfterStop(sim, containerName(node, killOn), Number(values['kill-after-ms'] ?? 0)) : sim;
   const fenceDelay = Number(values['stop-fence-delay-ms'] ?? 0);
-  const phaseHold = Number(values['hold-phase-ms'] ?? 0);
+  const [holdMethod, holdMs] = (values['hold-ledger'] ?? '').split(':');
   const ledger =
-    fenceDelay > 0 ? (client: Client) => slowStopFence(client, fenceDelay) : phaseHold > 0 ? (client: Client) => heldFirstPhase(client, phaseHold) : undefined;
+    fenceDelay > 0
+      ? (client: Client) => slowStopFence(client, fenceDelay)
+      : holdMethod
+        ? (client: Client) => heldFirstCall(client, holdMethod as keyof LedgerPort, Number(holdMs))
+        : undefined;
   await runWorker({ manifestPath: values.manifest, node, gpus: 'off', runtime, ...(ledger ? { ledger } : {}) });
 }
 

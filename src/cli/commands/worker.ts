@@ -33,8 +33,8 @@ export async function worker(
       if (err instanceof DockerUnreachable) throw new CliError(err.message, EXIT.unreachable);
       // The node is busy with another worker, as a serve is busy with another operation: nothing was started.
       if (err instanceof SecondWorker) throw new CliError(err.message, EXIT.denied);
-      // Stopped past its bound: said already (runWorker writes it); exit 1, so a supervisor sees the stop was not clean.
-      if (err instanceof WorkerStopCut) throw new CliError('worker stopped past its bound', EXIT.failed);
+      // Stopped past its bound, naming what it left: exit 1, so a supervisor sees the stop was not clean.
+      if (err instanceof WorkerStopCut) throw new CliError(err.message, EXIT.failed);
       throw err;
     }),
   );
