@@ -432,9 +432,11 @@ export function createActivities(deps: ActivityDeps) {
       const notOurs = async (err: unknown): Promise<boolean> => {
         if (err instanceof ApplicationFailure && err.type === Failure.ReservationLost) return true;
         if (!(err instanceof CancelledFailure)) return false;
-        // A stopping worker's cancel: the run still holds the serve, and the query could only be
-        // answered by a worker polling workflow tasks, which this one no longer is (its 10 s would
-        // outlast the worker's own stop bound).
+        // A stopping worker's cancel: the run held the serve a moment ago, and the query could only
+        // be answered by a worker polling workflow tasks, which this one no longer is (its 12 s
+        // would outlast the worker's 10 s stop bound: src/worker/stop.ts). Kept, the container is
+        // the retry's to adopt. The one case where it is not: the run terminated and its serve
+        // taken over by a `serves down` within the stop's seconds (narrow; not handled).
         if (Context.current().cancellationDetails?.workerShutdown) return false;
         const held = await deps.ledger.snapshot(node, gpu, 10_000).then(
           (l) => findReservation(l, serve.name)?.holder,

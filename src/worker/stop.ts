@@ -28,6 +28,8 @@ export const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGQUIT', 'SIGUSR2'] as const
 /** The local steps this worker runs now, by activity type and workflow id. */
 export class LocalSteps {
   private readonly running = new Map<symbol, string>();
+  /** When a local step last began or ended (ms since the epoch; 0 before the first). */
+  lastChangeAt = 0;
 
   readonly interceptor: ActivityInterceptorsFactory = (ctx: Context) => ({
     inbound: {
@@ -35,10 +37,12 @@ export class LocalSteps {
         if (!ctx.info.isLocal) return next(input);
         const key = Symbol();
         this.running.set(key, `${ctx.info.activityType} of ${ctx.info.workflowExecution?.workflowId ?? 'a workflow'}`);
+        this.lastChangeAt = Date.now();
         try {
           return await next(input);
         } finally {
           this.running.delete(key);
+          this.lastChangeAt = Date.now();
         }
       },
     },
@@ -71,17 +75,27 @@ export class WorkerStopCut extends Error {
 }
 
 /**
- * Resolves once no local step and no workflow activation has run for QUIET_MS, after `boundMs`,
- * or once `done()` says so (a second signal, the run ended).
+ * Resolves once no local step and no workflow activation has begun or ended for QUIET_MS (each
+ * change timed as it happens, not sampled), after `boundMs`, or once `done()` says so (a second
+ * signal, the run ended); with whether it was quiet.
  */
-async function untilQuiet(worker: Worker, localSteps: LocalSteps, boundMs: number, done: () => boolean): Promise<void> {
+async function untilQuiet(worker: Worker, localSteps: LocalSteps, boundMs: number, done: () => boolean): Promise<boolean> {
   const until = Date.now() + boundMs;
-  let quietSince: number | undefined;
-  while (!done() && Date.now() < until) {
-    const busy = localSteps.inFlight().length > 0 || worker.getStatus().numInFlightWorkflowActivations > 0;
-    quietSince = busy ? undefined : (quietSince ?? Date.now());
-    if (quietSince !== undefined && Date.now() - quietSince >= QUIET_MS) return;
-    await new Promise((r) => setTimeout(r, QUIET_POLL_MS));
+  let activations = 0;
+  let activationsChangedAt = Date.now();
+  const watch = worker.numInFlightActivations$.subscribe((n) => {
+    activations = n;
+    activationsChangedAt = Date.now();
+  });
+  try {
+    while (!done() && Date.now() < until) {
+      const idle = localSteps.inFlight().length === 0 && activations === 0;
+      if (idle && Date.now() - Math.max(activationsChangedAt, localSteps.lastChangeAt) >= QUIET_MS) return true;
+      await new Promise((r) => setTimeout(r, QUIET_POLL_MS));
+    }
+    return false;
+  } finally {
+    watch.unsubscribe();
   }
 }
 
@@ -97,18 +111,29 @@ export async function stopWithin(worker: Worker, localSteps: LocalSteps): Promis
   let timer: NodeJS.Timeout | undefined;
   let ended = false;
   let signals = 0;
-  let onSignal = (): void => undefined;
+  let onSignal = (_signal: NodeJS.Signals): void => undefined;
   const shutdown = () => {
     // A runtime installed before ours keeps the SDK's own handlers, which may have begun it already.
     if (worker.getState() === 'RUNNING') worker.shutdown();
   };
   const cut = new Promise<never>((_, reject) => {
-    onSignal = () => {
+    onSignal = (signal: NodeJS.Signals) => {
       if (++signals > 1) return shutdown();
+      const at = Date.now();
       timer = setTimeout(() => {
         reject(new WorkerStopCut({ localSteps: localSteps.inFlight(), activities: worker.getStatus().numInFlightNonLocalActivities }));
       }, WORKER_STOP_MS);
-      void untilQuiet(worker, localSteps, LOCAL_STEPS_END_MS, () => ended || signals > 1).then(shutdown);
+      void untilQuiet(worker, localSteps, LOCAL_STEPS_END_MS, () => ended || signals > 1).then((quiet) => {
+        if (ended) return;
+        const left = localSteps.inFlight();
+        const why = quiet
+          ? `no local step or workflow task for ${QUIET_MS} ms`
+          : signals > 1
+            ? 'a second signal'
+            : `local steps still running after ${LOCAL_STEPS_END_MS / 1000} s${left.length ? `: ${left.join(', ')}` : ''}`;
+        process.stderr.write(`worker: ${signal}: ${why}; shutting down (${Date.now() - at} ms after the signal)\n`);
+        shutdown();
+      });
     };
   });
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);

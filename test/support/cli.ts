@@ -76,6 +76,8 @@ export function show(r: Run): string {
 
 export interface WorkerProcess {
   child: ChildProcess;
+  /** How the process exited, once it has. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stderr(): string;
   /** SIGTERM (its local steps end, then the SDK drains: src/worker/stop.ts), SIGKILL after 15 s. */
   stop(): Promise<void>;
@@ -95,12 +97,13 @@ export function startWorkerProcess(args: string[], env: Record<string, string>, 
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
   const worker: WorkerProcess = {
     child,
+    exited,
     stderr: () => stderr,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
       await exited;

@@ -3,13 +3,13 @@
 // instead of Docker, so its serves are processes it starts in its own network namespace, where
 // Docker-published ports (on the host's loopback) would not be.
 //   node dist/test/support/fleet-worker.js --manifest FILE --state DIR
-//     [--kill-after-stop SERVE [--kill-after-ms N] [--stop-fence-delay-ms N]] [--hold-ledger METHOD:N]
+//     [--kill-after-stop SERVE [--kill-after-ms N] [--stop-fence-delay-ms N]] [--hold-ledger METHOD[:STEP]:N]
 // --kill-after-stop: the worker SIGKILLs itself N ms (default 0: at once) after it has issued the
 // stop of SERVE (its SIGTERM sent), before the stop's answer; --stop-fence-delay-ms holds each stop
 // fence that long first, as a busy ledger does (past 2 s, the attempt's periodic heartbeat goes out
-// before the stop and the `issued` one after it waits out the 2 s throttle). --hold-ledger holds the
-// worker's first call of that ledger method (setPhase, snapshot: a local step's) N ms before it is
-// sent, and says so.
+// before the stop and the `issued` one after it waits out the 2 s throttle). --hold-ledger
+// METHOD[:STEP]:N holds the worker's first call of that ledger method (of that fence step: start,
+// started, stop) N ms before it is sent, and says each ledger call as it is made.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
@@ -42,31 +42,40 @@ class DiesAfterStop extends DelegatingRuntime {
   }
 }
 
-function slowStopFence(client: Client, delayMs: number): LedgerPort {
-  const real = new LedgerClient(client);
-  return Object.assign(Object.create(real) as LedgerClient, {
-    fence: async (...args: Parameters<LedgerPort['fence']>) => {
-      if (args[2].step === 'stop') await new Promise((r) => setTimeout(r, delayMs));
-      return real.fence(...args);
+/**
+ * The worker's ledger with each call held `holdFor(method, args)` ms before it is sent; with
+ * `told`, each call is said on stderr (`fleet-worker: ledger METHOD`, `… held N ms`) as it is made.
+ */
+function heldLedger(client: Client, holdFor: (method: string, args: unknown[]) => number, told: boolean): LedgerPort {
+  return new Proxy(new LedgerClient(client), {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function' || typeof prop !== 'string') return value;
+      const call = (args: unknown[]): unknown => (value as (...a: unknown[]) => unknown).apply(target, args);
+      return (...args: unknown[]) => {
+        const ms = holdFor(prop, args);
+        if (told) process.stderr.write(`fleet-worker: ledger ${prop}${ms > 0 ? ` held ${ms} ms` : ''}\n`);
+        return ms > 0 ? new Promise((r) => setTimeout(r, ms)).then(() => call(args)) : call(args);
+      };
     },
   });
 }
 
-/** The first call of `method` waits `holdMs` (after a line saying so) before it is sent; later ones go at once. */
-function heldFirstCall(client: Client, method: keyof LedgerPort, holdMs: number): LedgerPort {
-  const real = new LedgerClient(client);
+/** A call's fence step (fence(node, gpu, { step }, id)), where it is one. */
+const fenceStep = (method: string, args: unknown[]) => (method === 'fence' ? (args[2] as { step?: string } | undefined)?.step : undefined);
+
+/** --hold-ledger METHOD[:STEP]:MS: the first call of METHOD (of that fence step) held MS ms. */
+function holdFirst(spec: string): (method: string, args: unknown[]) => number {
+  const parts = spec.split(':');
+  const ms = Number(parts.at(-1));
+  const [method, step] = parts.length === 3 ? parts : [parts[0]];
+  if (!method || !Number.isFinite(ms) || ms <= 0) throw new Error(`--hold-ledger ${spec}: expected METHOD[:STEP]:MS`);
   let held = false;
-  const call = (...args: unknown[]) => (real[method] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
-  return Object.assign(Object.create(real) as LedgerClient, {
-    [method]: async (...args: unknown[]) => {
-      if (!held) {
-        held = true;
-        process.stderr.write(`fleet-worker: ledger ${method} held ${holdMs} ms\n`);
-        await new Promise((r) => setTimeout(r, holdMs));
-      }
-      return call(...args);
-    },
-  });
+  return (m, args) => {
+    if (held || m !== method || (step !== undefined && fenceStep(m, args) !== step)) return 0;
+    held = true;
+    return ms;
+  };
 }
 
 async function main(): Promise<void> {
@@ -88,12 +97,13 @@ async function main(): Promise<void> {
   const killOn = values['kill-after-stop'];
   const runtime = killOn ? new DiesAfterStop(sim, containerName(node, killOn), Number(values['kill-after-ms'] ?? 0)) : sim;
   const fenceDelay = Number(values['stop-fence-delay-ms'] ?? 0);
-  const [holdMethod, holdMs] = (values['hold-ledger'] ?? '').split(':');
+  const hold = values['hold-ledger'];
+  if (fenceDelay > 0 && hold) throw new Error('--stop-fence-delay-ms and --hold-ledger are not taken together');
   const ledger =
     fenceDelay > 0
-      ? (client: Client) => slowStopFence(client, fenceDelay)
-      : holdMethod
-        ? (client: Client) => heldFirstCall(client, holdMethod as keyof LedgerPort, Number(holdMs))
+      ? (client: Client) => heldLedger(client, (m, args) => (fenceStep(m, args) === 'stop' ? fenceDelay : 0), false)
+      : hold
+        ? (client: Client) => heldLedger(client, holdFirst(hold), true)
         : undefined;
   await runWorker({ manifestPath: values.manifest, node, gpus: 'off', runtime, ...(ledger ? { ledger } : {}) });
 }
