@@ -3,8 +3,9 @@
 //   0   ok           done, including "already running" / "already stopped"
 //   1   failed       an operation failed after admission (health, identity, image, drain, …) and was
 //                    compensated; a promotion that failed and was rolled back; a history that no
-//                    longer replays; `serves logs` of a serve with no container; anything unexpected; `gpures worker`
-//                    stopped past its bound (src/worker/stop.ts), its work left to the next worker
+//                    longer replays; `serves logs` of a serve with no container; `gpures worker`
+//                    stopped past its bound (src/worker/stop.ts), its work left to the next worker;
+//                    anything unexpected
 //   2   badInput     usage, an invalid manifest or router config, an unknown serve, an unreadable
 //                    file, a history file that is not one: nothing was started
 //   3   denied       the ledger denied the admission, the serve is busy with another operation,

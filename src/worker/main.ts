@@ -175,23 +175,26 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       localSteps,
       ...(opts.ledger ? { ledger: opts.ledger(client) } : {}),
     });
-    process.stderr.write(
-      `worker for node '${opts.node}' on ${temporal.address} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
-        `manifest ${opts.manifestPath}; ${docker ? `docker ${dockerHost()}; ` : ''}${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
-    );
-    // Beside the start, not before it: a slow nvidia-smi or router does not hold the worker back.
-    if (opts.declared) {
-      const { nvidiaSmi, routerUrl } = workerEnv(env);
-      const checks = [checkGpusAtStart(adapters.gpu, opts.declared.gpus, nvidiaSmi)];
-      if (adapters.router && routerUrl) checks.push(checkRouterAtStart(adapters.router, routerUrl, opts.declared.serves));
-      for (const check of checks) {
-        void check.then((problems) => {
-          for (const p of problems) process.stderr.write(`worker: warning: ${p}\n`);
-        });
+    // Said once the stop signals are the worker's: a supervisor (or a test) that stops it on this line is heard.
+    const announce = () => {
+      process.stderr.write(
+        `worker for node '${opts.node}' on ${temporal.address} namespace ${namespace}, task queue ${taskQueueFor(opts.node)}, ` +
+          `manifest ${opts.manifestPath}; ${docker ? `docker ${dockerHost()}; ` : ''}${adapters.describe.join('; ')}; ${metricsLine(metricsServer, asked)}\n`,
+      );
+      // Beside the start, not before it: a slow nvidia-smi or router does not hold the worker back.
+      if (opts.declared) {
+        const { nvidiaSmi, routerUrl } = workerEnv(env);
+        const checks = [checkGpusAtStart(adapters.gpu, opts.declared.gpus, nvidiaSmi)];
+        if (adapters.router && routerUrl) checks.push(checkRouterAtStart(adapters.router, routerUrl, opts.declared.serves));
+        for (const check of checks) {
+          void check.then((problems) => {
+            for (const p of problems) process.stderr.write(`worker: warning: ${p}\n`);
+          });
+        }
       }
-    }
+    };
     try {
-      await stopWithin(worker, localSteps);
+      await stopWithin(worker, localSteps, announce);
     } catch (err) {
       cut = err instanceof WorkerStopCut;
       throw err;

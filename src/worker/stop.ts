@@ -65,7 +65,11 @@ export class WorkerStopCut extends Error {
           `(a ledger Update is answered only by a worker polling the node's task queue, which a stopping one no longer does)`,
       );
     }
-    if (left.activities > 0) parts.push(`${left.activities} activit${left.activities === 1 ? 'y' : 'ies'} not ended ${s} s after their cancellation`);
+    if (left.activities > 0) {
+      parts.push(
+        `${left.activities} activit${left.activities === 1 ? 'y' : 'ies'} still running ${s} s after the signal (asked to cancel when the shutdown began)`,
+      );
+    }
     if (parts.length === 0) parts.push(`the SDK had not drained after ${s} s of stopping`);
     super(
       `worker: stopped with work left: ${parts.join('; ')}. Their workflows go on with the node's next worker ` +
@@ -100,14 +104,15 @@ async function untilQuiet(worker: Worker, localSteps: LocalSteps, boundMs: numbe
 }
 
 /**
- * Runs the worker until it has stopped. At a stop signal: its workflows' local steps end first
+ * Runs the worker until it has stopped; `started` is called once the stop signals are handled
+ * (where the worker says it is up). At a stop signal: its workflows' local steps end first
  * (until quiet, up to LOCAL_STEPS_END_MS; a second signal does not wait), then the SDK's shutdown;
  * rejects with WorkerStopCut, naming what was left, if the worker has not stopped WORKER_STOP_MS
  * after the first signal, and the process is to exit. Not the SDK's shutdownForceTime: past it the
  * SDK disposes the workflow threads under the workflow still waiting on its local step, and run()
  * rejects with that disposal's IllegalStateError instead of saying what was cut.
  */
-export async function stopWithin(worker: Worker, localSteps: LocalSteps): Promise<void> {
+export async function stopWithin(worker: Worker, localSteps: LocalSteps, started: () => void = () => undefined): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   let ended = false;
   let signals = 0;
@@ -137,6 +142,8 @@ export async function stopWithin(worker: Worker, localSteps: LocalSteps): Promis
     };
   });
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  // Not before: a signal between the two would find no handler and end the process at once.
+  started();
   const running = worker.run();
   // Cut, the run's own end comes later or never; nobody waits for it then.
   running.catch(() => undefined);
