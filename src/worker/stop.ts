@@ -142,12 +142,12 @@ export async function stopWithin(worker: Worker, localSteps: LocalSteps, started
     };
   });
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
-  // Not before: a signal between the two would find no handler and end the process at once.
-  started();
-  const running = worker.run();
-  // Cut, the run's own end comes later or never; nobody waits for it then.
-  running.catch(() => undefined);
   try {
+    // Not before: a signal between the two would find no handler and end the process at once.
+    started();
+    const running = worker.run();
+    // Cut, the run's own end comes later or never; nobody waits for it then.
+    running.catch(() => undefined);
     await Promise.race([running, cut]);
   } finally {
     ended = true;
