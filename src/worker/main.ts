@@ -80,18 +80,17 @@ export function adaptersFromEnv(env: Env): { router?: RouterAdmin; gpu: GpuProbe
  * first): then its logger stays, and /metrics has the domain metrics only.
  */
 async function installRuntime(exportCore: boolean): Promise<string | undefined> {
-  const logger = denialsAsInfo(new DefaultLogger('INFO'));
-  // The stop is the worker's own (stop.ts): its local steps end before the SDK's shutdown begins.
-  const shutdownSignals: NodeJS.Signals[] = [];
+  // Without the SDK's signal handlers: the stop is the worker's own (stop.ts), its local steps ending before the SDK's shutdown begins.
+  const base = { logger: denialsAsInfo(new DefaultLogger('INFO')), shutdownSignals: [] };
   try {
     if (!exportCore) {
-      Runtime.install({ logger, shutdownSignals });
+      Runtime.install(base);
       return undefined;
     }
     const corePort = await freePort();
     const prometheus = { bindAddress: `127.0.0.1:${corePort}`, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true };
     try {
-      Runtime.install({ logger, shutdownSignals, telemetryOptions: { metrics: { prometheus } } });
+      Runtime.install({ ...base, telemetryOptions: { metrics: { prometheus } } });
       return `${httpUrl('127.0.0.1', corePort)}/metrics`;
     } catch (err) {
       if (err instanceof IllegalStateError) throw err;
@@ -99,7 +98,7 @@ async function installRuntime(exportCore: boolean): Promise<string | undefined> 
       process.stderr.write(
         `worker: warning: the Temporal SDK's metrics exporter did not start (${(err as Error).message}); /metrics has the worker's own only\n`,
       );
-      Runtime.install({ logger, shutdownSignals });
+      Runtime.install(base);
       return undefined;
     }
   } catch (err) {

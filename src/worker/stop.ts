@@ -48,6 +48,10 @@ export class LocalSteps {
     },
   });
 
+  get count(): number {
+    return this.running.size;
+  }
+
   inFlight(): string[] {
     return [...this.running.values()];
   }
@@ -93,7 +97,7 @@ async function untilQuiet(worker: Worker, localSteps: LocalSteps, boundMs: numbe
   });
   try {
     while (!done() && Date.now() < until) {
-      const idle = localSteps.inFlight().length === 0 && activations === 0;
+      const idle = localSteps.count === 0 && activations === 0;
       if (idle && Date.now() - Math.max(activationsChangedAt, localSteps.lastChangeAt) >= QUIET_MS) return true;
       await new Promise((r) => setTimeout(r, QUIET_POLL_MS));
     }
