@@ -30,6 +30,7 @@ import { closesRun, completedOutcome, failedOutcome } from '../src/workflows/ope
 import { renderManifest } from './support/box';
 import { gpures, show } from './support/cli';
 import { parseExposition, valueOf } from './support/prom-text';
+import { freeLowPorts } from './support/low-ports';
 import { freePort } from './support/temporal';
 import { waitUntil } from './support/wait';
 
@@ -307,7 +308,9 @@ describe('unauthenticated endpoints do their work once per cache period, however
 
 describe("the worker's start", () => {
   test('a refused Temporal connect leaves its /metrics address unbound', async () => {
-    const [dead, port] = [await freePort(), await freePort()];
+    // The /metrics port below the ephemeral range: the SDK core's exporter takes an ephemeral one (listen 0)
+    // and keeps it for the process's life, so an ephemeral pick here could be that very port (CI, 38041).
+    const [dead, [port = 0]] = [await freePort(), await freeLowPorts(1)];
     const saved = process.env['TEMPORAL_ADDRESS'];
     process.env['TEMPORAL_ADDRESS'] = `127.0.0.1:${dead}`;
     try {

@@ -16,7 +16,7 @@ import { startProcessBox } from './support/process-box';
 import type { ProcessBox } from './support/process-box';
 import { scrape, valueOf } from './support/prom-text';
 import type { Exposition } from './support/prom-text';
-import { freePort } from './support/temporal';
+import { freeLowPorts } from './support/low-ports';
 import type { TestTemporal } from './support/temporal';
 import { waitFor, waitUntil } from './support/wait';
 
@@ -52,7 +52,8 @@ describe('/metrics of the worker, the router and the acquisition API during an e
   let manifest: string;
 
   before(async () => {
-    const port = await freePort();
+    // Below the ephemeral range, where the worker's SDK core exporter picks its own port (listen 0) first.
+    const [port = 0] = await freeLowPorts(1);
     workerMetrics = `http://127.0.0.1:${port}/metrics`;
     box = await startProcessBox('metrics', GPU, SERVES, { workerEnv: { GPURES_METRICS_ADDR: `127.0.0.1:${port}` } });
     ({ temporal, router, node, manifestPath: manifest } = box);

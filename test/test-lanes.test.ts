@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { DEFAULT_SECONDS, lanePlanProblems, nextToStart, queueFiles, tapCounts, testKey } from '../src/dev/test-lanes';
+import { DEFAULT_SECONDS, failureLines, lanePlanProblems, nextToStart, queueFiles, tapCounts, testKey } from '../src/dev/test-lanes';
 
 const plan = { seconds: { long: 170, mid: 60, short: 5, lonely: 100 }, alone: { lonely: 'its race needs the cores' } };
 const files = ['dist/test/short.test.js', 'dist/test/new.test.js', 'dist/test/lonely.test.js', 'dist/test/long.test.js', 'dist/test/mid.test.js'];
@@ -62,6 +62,14 @@ describe('test lanes: the schedule', () => {
     assert.deepEqual(lanePlanProblems({ seconds: {}, alone: { a: ' ' } }), ['alone.a: must say why the file runs alone']);
   });
 
+  test("why a file failed, in one line: its failed tests' names and what it said that is not TAP's own", () => {
+    const crashed = '# gone: the reason\n# Subtest: /t/x.test.js\nnot ok 1 - /t/x.test.js\n  ---\n1..1\n# tests 1\n# fail 1\n# duration_ms 3\n';
+    assert.equal(failureLines(crashed), 'not ok: /t/x.test.js; said: gone: the reason');
+    assert.equal(failureLines('    not ok 1 - inner\nnot ok 2 - suite\n# pass 0\n'), 'not ok: inner; suite');
+    assert.equal(failureLines(`ok 1 - a\n# Error: after it ended ${'x'.repeat(300)}\n`, 4, 20), 'no test failed; said: Error: after it end…');
+    assert.equal(failureLines(''), 'no test failed');
+  });
+
   test('the TAP summary of a file: its last counters, or null when it printed none', () => {
     assert.equal(tapCounts('ok 1 - a\n# Subtest: b\n'), null);
     assert.deepEqual(tapCounts('# pass 9\nok 1 - a\n# tests 3\n# suites 1\n# pass 2\n# fail 1\n# cancelled 0\n# skipped 0\n# todo 0\n'), {
@@ -87,12 +95,13 @@ describe('test lanes: the runner', () => {
     const hangs = file('hangs', "test('ends', () => {});\nafter(() => new Promise(() => setInterval(() => {}, 1000)));");
     const fails = file('fails', "test('fails', () => { throw new Error('as it should'); });");
     const passes = file('passes', "test('passes', () => {});");
+    const crashes = file('crashes', "test('crashes', () => { console.error('gone: the reason it went'); process.exit(1); });");
     const main = join(__dirname, '..', 'src', 'dev', 'test-lanes-main.js');
     const started = Date.now();
     const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
       const child = execFile(
         process.execPath,
-        [main, '--', hangs, fails, passes],
+        [main, '--', hangs, fails, passes, crashes],
         { env: { ...process.env, GPURES_TEST_FILE_TIMEOUT_S: '10', GPURES_TEST_LANES: '2', GPURES_TEST_TIMES: join(dir, 'times.json') } },
         (_e, out) => resolve({ code: child.exitCode, stdout: String(out) }),
       );
@@ -102,13 +111,16 @@ describe('test lanes: the runner', () => {
     assert.match(stdout, new RegExp(`^# file ${hangs}: FAILED, killed after 10 s \\(GPURES_TEST_FILE_TIMEOUT_S\\): a test or hook did not end`, 'm'));
     assert.match(stdout, new RegExp(`^# file ${fails}: FAILED, exited 1`, 'm'));
     assert.match(stdout, new RegExp(`^# file ${passes}: ok`, 'm'));
-    assert.match(stdout, /^# files 3, failed 2;/m);
-    assert.match(stdout, /^# tests 3$/m);
+    // Why each file failed is in the run's last lines, which is what a CI log's tail shows.
+    assert.match(stdout, new RegExp(`^# FAILED ${crashes}: exited 1; not ok: ${crashes}; said: gone: the reason it went$`, 'm'));
+    assert.match(stdout, new RegExp(`^# FAILED ${fails}: exited 1; not ok: fails$`, 'm'));
+    assert.match(stdout, /^# files 4, failed 3;/m);
+    assert.match(stdout, /^# tests 4$/m);
     assert.match(stdout, /^# pass 1$/m);
-    // The hung file printed no summary (its passing test is not counted): it counts as one failed test.
-    assert.match(stdout, /^# fail 2$/m);
+    // The hung file printed no summary (its passing test is not counted): it counts as one failed test; node --test counts the crashed one.
+    assert.match(stdout, /^# fail 3$/m);
     // Each file's seconds, where test/lanes.json is refreshed from.
-    assert.deepEqual(Object.keys(JSON.parse(readFileSync(join(dir, 'times.json'), 'utf8')) as object).sort(), ['fails', 'hangs', 'passes']);
+    assert.deepEqual(Object.keys(JSON.parse(readFileSync(join(dir, 'times.json'), 'utf8')) as object).sort(), ['crashes', 'fails', 'hangs', 'passes']);
     // The hung file's hook would have run forever: the run ended within its bound and the kill's grace.
     assert.ok(seconds < 10 + 10 + 5, `the run took ${seconds.toFixed(1)} s`);
   });

@@ -17,6 +17,7 @@ import {
   type QueuedFile,
   type TapCounts,
   lanePlanProblems,
+  failureLines,
   nextToStart,
   queueFiles,
   tapCounts,
@@ -96,13 +97,14 @@ function runFile(q: QueuedFile, lane: number, nodeArgs: string[], timeoutS: numb
       const output = Buffer.concat(chunks).toString('utf8');
       const seconds = (Date.now() - started) / 1000;
       const counts = tapCounts(output);
-      const failed = timedOut
+      const why = timedOut
         ? `killed after ${timeoutS} s (GPURES_TEST_FILE_TIMEOUT_S): a test or hook did not end`
         : code !== 0
           ? `exited ${code ?? signal}`
           : counts === null
             ? 'printed no TAP summary'
             : undefined;
+      const failed = why && `${why}; ${failureLines(output)}`;
       const head = `# file ${q.file}: ${failed ? `FAILED, ${failed}` : 'ok'}, ${seconds.toFixed(1)} s (lane ${lane})`;
       process.stdout.write(`${head}\n${output}${output.endsWith('\n') ? '' : '\n'}`);
       resolve({ file: q, lane, seconds, counts, ...(failed ? { failed } : {}) });

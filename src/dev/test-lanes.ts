@@ -75,6 +75,28 @@ export const TAP_COUNTERS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'sk
 export type TapCounts = Record<(typeof TAP_COUNTERS)[number], number>;
 
 /** The counters of one file's output, or null when it printed no summary (it was killed, or crashed before one). */
+/**
+ * Why a file failed, in one line for the run's summary (the tail a CI log shows): its failed tests'
+ * names (a file that crashed is one, named by its path) and the diagnostics it wrote (`# ` lines
+ * that are not TAP's own, where node --test puts a test file's stderr and errors raised after a
+ * test ended), each cut to `width`, the last `count` of each.
+ */
+export function failureLines(output: string, count = 4, width = 200): string {
+  const cut = (l: string) => (l.length > width ? `${l.slice(0, width - 1)}…` : l);
+  const notOk: string[] = [];
+  const said: string[] = [];
+  for (const line of output.split('\n')) {
+    const failed = /^\s*not ok \d+ - (.*)$/.exec(line);
+    if (failed) notOk.push(cut(failed[1] as string));
+    const diag = /^\s*# (.*\S)\s*$/.exec(line)?.[1];
+    if (diag && !/^(Subtest: |(tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) \d)/.test(diag)) said.push(cut(diag));
+  }
+  return [
+    notOk.length ? `not ok: ${notOk.slice(-count).join('; ')}` : 'no test failed',
+    ...(said.length ? [`said: ${said.slice(-count).join(' | ')}`] : []),
+  ].join('; ');
+}
+
 export function tapCounts(output: string): TapCounts | null {
   const counts = Object.fromEntries(TAP_COUNTERS.map((c) => [c, 0])) as TapCounts;
   let seen = false;

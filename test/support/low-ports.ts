@@ -1,6 +1,7 @@
-// Free loopback ports for the production-shaped Temporal's tests: in 10000..19999, below the serves'
-// 20000+ (box.ts), below the kernel's ephemeral range, and within the smallint a membership port is
-// stored in (src/dev/prod-temporal-config.ts).
+// Free loopback ports in 10000..19999: below the serves' 20000+ (box.ts), below the kernel's
+// ephemeral range (no client connection nor listen(0) takes one between the pick and the bind), and
+// within the smallint a membership port is stored in (src/dev/prod-temporal-config.ts). For the
+// production-shaped Temporal's tests and a worker's /metrics address.
 import { createServer } from 'node:net';
 
 const LOW = 10000;
