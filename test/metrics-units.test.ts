@@ -31,7 +31,6 @@ import { renderManifest } from './support/box';
 import { gpures, show } from './support/cli';
 import { parseExposition, valueOf } from './support/prom-text';
 import { freeLowPorts } from './support/low-ports';
-import { freePort } from './support/temporal';
 import { waitUntil } from './support/wait';
 
 describe('operation outcomes', () => {
@@ -308,11 +307,12 @@ describe('unauthenticated endpoints do their work once per cache period, however
 
 describe("the worker's start", () => {
   test('a refused Temporal connect leaves its /metrics address unbound', async () => {
-    // The /metrics port below the ephemeral range: the SDK core's exporter takes an ephemeral one (listen 0)
-    // and keeps it for the process's life, so an ephemeral pick here could be that very port (CI, 38041).
-    const [dead, [port = 0]] = [await freePort(), await freeLowPorts(1)];
+    // The /metrics port below the ephemeral range: one picked from it (CI, 38041) was taken by the time
+    // the probe bound it (EADDRINUSE), by whatever took an ephemeral port meanwhile (the SDK core's
+    // exporter takes one by listen(0) and keeps it for the process's life). Temporal at port 1: no pick, nothing listens.
+    const [port = 0] = await freeLowPorts(1);
     const saved = process.env['TEMPORAL_ADDRESS'];
-    process.env['TEMPORAL_ADDRESS'] = `127.0.0.1:${dead}`;
+    process.env['TEMPORAL_ADDRESS'] = '127.0.0.1:1';
     try {
       await assert.rejects(
         runWorker({ manifestPath: 'serves.toml', node: 'box', gpus: 'off', metrics: { host: '127.0.0.1', port } }),

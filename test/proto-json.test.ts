@@ -43,6 +43,8 @@ describe('a history from its JSON form', () => {
         historyToJsonObject(historyFromJsonObject(historyToJsonObject(historyFromJsonObject(json)))),
       );
     }
+    // The type the SDK's conversion used is this one: protojson keeps its index of fields on it.
+    assert.ok(Object.hasOwn(historyType(), '_fieldsByJsonName'), 'the SDK converted through another History type: its names were not fixed');
     const objects = reached(historyType());
     assert.ok(objects.length > 500, `${objects.length} objects reached`);
     const unfixed = objects.filter((o) => !Object.hasOwn(o, 'fullName')).map((o) => computedFullName(o));

@@ -62,12 +62,48 @@ describe('test lanes: the schedule', () => {
     assert.deepEqual(lanePlanProblems({ seconds: {}, alone: { a: ' ' } }), ['alone.a: must say why the file runs alone']);
   });
 
-  test("why a file failed, in one line: its failed tests' names and what it said that is not TAP's own", () => {
-    const crashed = '# gone: the reason\n# Subtest: /t/x.test.js\nnot ok 1 - /t/x.test.js\n  ---\n1..1\n# tests 1\n# fail 1\n# duration_ms 3\n';
-    assert.equal(failureLines(crashed), 'not ok: /t/x.test.js; said: gone: the reason');
-    assert.equal(failureLines('    not ok 1 - inner\nnot ok 2 - suite\n# pass 0\n'), 'not ok: inner; suite');
-    assert.equal(failureLines(`ok 1 - a\n# Error: after it ended ${'x'.repeat(300)}\n`, 4, 20), 'no test failed; said: Error: after it end…');
-    assert.equal(failureLines(''), 'no test failed');
+  test('why a file failed, in one line: the tests that failed on their own with their errors, and what the file said at the top level', () => {
+    const crashed =
+      "# gone: the reason\n# Subtest: /t/x.test.js\nnot ok 1 - /t/x.test.js\n  ---\n  duration_ms: 3\n  failureType: 'testCodeFailure'\n  exitCode: 1\n  error: 'test failed'\n  ...\n1..1\n# tests 1\n# fail 1\n";
+    assert.equal(failureLines(crashed), 'not ok: /t/x.test.js (test failed); said: gone: the reason');
+    // A suite failed for its test, one cancelled with it, a TODO: only the test that failed on its own, with its error's first line;
+    // a metric's `# HELP` inside its YAML is not something the file said.
+    const nested = [
+      '# Subtest: suite',
+      '    # Subtest: inner',
+      '    not ok 1 - inner',
+      '      ---',
+      "      failureType: 'testCodeFailure'",
+      '      error: |-',
+      '        Expected values to be equal:',
+      '',
+      '        1 !== 2',
+      '      expected: |-',
+      '        # HELP x a metric',
+      '      ...',
+      '    not ok 2 - later',
+      '      ---',
+      "      failureType: 'cancelledByParent'",
+      "      error: 'test did not finish before its parent and was cancelled'",
+      '      ...',
+      '    not ok 3 - todo one # TODO',
+      '    1..3',
+      'not ok 1 - suite',
+      '  ---',
+      "  failureType: 'subtestsFailed'",
+      "  error: '1 subtest failed'",
+      '  ...',
+    ].join('\n');
+    assert.equal(failureLines(nested), 'not ok: inner (Expected values to be equal:)');
+    const late =
+      'ok 1 - a\n# Error: Test "a name" at /t/y.test.js:3:1 generated asynchronous activity after the test ended. This activity created the error "Error: boom" and would have caused the test to fail, but instead triggered an unhandledRejection event.\n';
+    assert.equal(failureLines(late), 'no test failed on its own; said: after "a name" ended: Error: boom');
+    // A crash as the file loads: its error, not its stack frames or node's version.
+    const atLoad = '# /t/z.js:1\n# Error: at load\n#     at Object.<anonymous> (/t/z.js:1:7)\n#     at Module._compile\n# Node.js v20.20.2\n';
+    assert.equal(failureLines(atLoad), 'no test failed on its own; said: Error: at load');
+    assert.equal(failureLines('# first\n# second\n# third\n', 2), 'no test failed on its own; said: second | third');
+    assert.equal(failureLines(`# warning ${'x'.repeat(300)}\n`, 4, 20), 'no test failed on its own; said: warning xxxxxxxxxxx…');
+    assert.equal(failureLines(''), 'no test failed on its own');
   });
 
   test('the TAP summary of a file: its last counters, or null when it printed none', () => {
@@ -112,8 +148,8 @@ describe('test lanes: the runner', () => {
     assert.match(stdout, new RegExp(`^# file ${fails}: FAILED, exited 1`, 'm'));
     assert.match(stdout, new RegExp(`^# file ${passes}: ok`, 'm'));
     // Why each file failed is in the run's last lines, which is what a CI log's tail shows.
-    assert.match(stdout, new RegExp(`^# FAILED ${crashes}: exited 1; not ok: ${crashes}; said: gone: the reason it went$`, 'm'));
-    assert.match(stdout, new RegExp(`^# FAILED ${fails}: exited 1; not ok: fails$`, 'm'));
+    assert.match(stdout, new RegExp(`^# FAILED ${crashes}: exited 1; not ok: ${crashes} \\(test failed\\); said: gone: the reason it went$`, 'm'));
+    assert.match(stdout, new RegExp(`^# FAILED ${fails}: exited 1; not ok: fails \\(as it should\\)$`, 'm'));
     assert.match(stdout, /^# files 4, failed 3;/m);
     assert.match(stdout, /^# tests 4$/m);
     assert.match(stdout, /^# pass 1$/m);

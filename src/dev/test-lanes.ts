@@ -74,29 +74,71 @@ export function nextToStart(queue: readonly QueuedFile[], running: readonly Queu
 export const TAP_COUNTERS = ['tests', 'suites', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
 export type TapCounts = Record<(typeof TAP_COUNTERS)[number], number>;
 
-/** The counters of one file's output, or null when it printed no summary (it was killed, or crashed before one). */
 /**
- * Why a file failed, in one line for the run's summary (the tail a CI log shows): its failed tests'
- * names (a file that crashed is one, named by its path) and the diagnostics it wrote (`# ` lines
- * that are not TAP's own, where node --test puts a test file's stderr and errors raised after a
- * test ended), each cut to `width`, the last `count` of each.
+ * Why a file failed, in one line for the run's summary (the tail a CI log shows): the tests that
+ * failed on their own (not a suite for its tests, not one cancelled with its parent, not a TODO),
+ * each with its error's first line, and what the file said at the top level: node --test writes
+ * a crashed file's stderr there (a file that crashed is a failed test named by its path) and an
+ * error raised after its test ended. Of what it said, the lines naming an error or a warning
+ * first, without stack frames; each item cut to `width`, at most `count` of each.
  */
 export function failureLines(output: string, count = 4, width = 200): string {
   const cut = (l: string) => (l.length > width ? `${l.slice(0, width - 1)}…` : l);
-  const notOk: string[] = [];
+  type Failed = { name: string; type?: string; error?: string };
+  const failed: Failed[] = [];
   const said: string[] = [];
+  // The YAML block after a `not ok` line (`---` to `...` at its indent): its failureType and error.
+  let block: { indent: number; test: Failed | undefined; errorNext: boolean } | undefined;
+  let justFailed: Failed | undefined;
   for (const line of output.split('\n')) {
-    const failed = /^\s*not ok \d+ - (.*)$/.exec(line);
-    if (failed) notOk.push(cut(failed[1] as string));
-    const diag = /^\s*# (.*\S)\s*$/.exec(line)?.[1];
-    if (diag && !/^(Subtest: |(tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) \d)/.test(diag)) said.push(cut(diag));
+    const indent = line.length - line.trimStart().length;
+    if (block) {
+      const { test } = block;
+      if (line.trim() === '...' && indent === block.indent) block = undefined;
+      else if (test) {
+        if (block.errorNext && test.error === undefined && line.trim() !== '') test.error = line.trim();
+        block.errorNext = false;
+        const field = /^\s*(failureType|error): (.*)$/.exec(line);
+        const value = (field?.[2] ?? '').trim();
+        if (field?.[1] === 'failureType') test.type = value.replace(/^'|'$/g, '');
+        else if (field?.[1] === 'error' && test.error === undefined) {
+          if (/^[|>][-+]?$/.test(value)) block.errorNext = true;
+          else test.error = value.replace(/^'|'$/g, '');
+        }
+      }
+      continue;
+    }
+    if (line.trim() === '---') {
+      block = { indent, test: justFailed, errorNext: false };
+      continue;
+    }
+    justFailed = undefined;
+    const notOk = /^\s*not ok \d+ - (.*)$/.exec(line)?.[1];
+    if (notOk !== undefined) {
+      if (!/\s# (TODO|SKIP)\b/i.test(notOk)) failed.push((justFailed = { name: notOk }));
+      continue;
+    }
+    const diag = /^# (.*\S)\s*$/.exec(line)?.[1];
+    if (!diag || /^(Subtest: |(tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) \d)|^\s*at |^Node\.js v|^\s*\^+$/.test(diag)) continue;
+    const late =
+      /^Error: Test "(.*?)" at .*? generated asynchronous activity after the test ended\. This activity created the error "(.*?)" (and would|which)/.exec(diag);
+    said.push(cut(late ? `after "${late[1] as string}" ended: ${late[2] as string}` : diag));
   }
+  const own = failed.filter((t) => t.type !== 'subtestsFailed' && t.type !== 'cancelledByParent');
+  const errors = said.filter((l) => /error|warning/i.test(l));
+  const told = (errors.length ? errors.slice(0, count) : said.slice(-count)).join(' | ');
   return [
-    notOk.length ? `not ok: ${notOk.slice(-count).join('; ')}` : 'no test failed',
-    ...(said.length ? [`said: ${said.slice(-count).join(' | ')}`] : []),
+    own.length
+      ? `not ok: ${own
+          .slice(0, count)
+          .map((t) => cut(t.error ? `${t.name} (${t.error})` : t.name))
+          .join('; ')}`
+      : 'no test failed on its own',
+    ...(told ? [`said: ${told}`] : []),
   ].join('; ');
 }
 
+/** The counters of one file's output, or null when it printed no summary (it was killed, or crashed before one). */
 export function tapCounts(output: string): TapCounts | null {
   const counts = Object.fromEntries(TAP_COUNTERS.map((c) => [c, 0])) as TapCounts;
   let seen = false;
