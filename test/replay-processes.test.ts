@@ -12,7 +12,7 @@ import { basename, join } from 'node:path';
 import { currentWorkflowBundle, formatReplayOutcome, quietReplayRuntime, replayFiles, replayInLanes } from '../src/audit/replay';
 import type { HistoryJson } from '../src/audit/events';
 import { readHistoryFile } from '../src/audit/history';
-import { replayProcessCount, HISTORIES_PER_REPLAY_PROCESS } from '../src/audit/replay-processes';
+import { replayerFlags, replayProcessCount, HISTORIES_PER_REPLAY_PROCESS } from '../src/audit/replay-processes';
 import { ReplayQueue } from '../src/audit/replay-queue';
 import { GPURES, gpures, ROOT, show } from './support/cli';
 import { waitUntil } from './support/wait';
@@ -114,6 +114,13 @@ describe('the replay queue', () => {
     assert.equal(replayProcessCount(100, 100), 8);
     assert.equal(replayProcessCount(2, 8), 2, 'more processes than histories');
     assert.ok(replayProcessCount(HISTORIES_PER_REPLAY_PROCESS * 2) <= 2);
+  });
+
+  test("a replayer process keeps this one's cap on the old generation, not bin/gpures's 1 MiB young one, nor a test runner's or inspector's flags", () => {
+    assert.deepEqual(replayerFlags(['--max-semi-space-size=1', '--max-old-space-size=512', '--inspect=0', '--enable-source-maps']), [
+      '--max-old-space-size=512',
+    ]);
+    assert.deepEqual(replayerFlags(['--max-semi-space-size=1']), []);
   });
 });
 

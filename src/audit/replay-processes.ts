@@ -9,7 +9,10 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { ReplayQueue } from './replay-queue';
 
-/** Past this many, replayer processes gain nothing on the boxes this runs on and cost ~80 MiB each. */
+/**
+ * Past this many, replayer processes gain nothing on the boxes this runs on and cost ~80 MiB each,
+ * and up to ~30 MB more while they replay with V8's own young generation (replayerFlags).
+ */
 export const MAX_REPLAY_PROCESSES = 8;
 /**
  * A replayer process takes about 0.45 s to start and replays its first histories slower, on cores
@@ -33,8 +36,14 @@ export function replayProcessCount(histories: number, asked?: number): number {
   return Math.max(1, Math.min(wanted, MAX_REPLAY_PROCESSES, histories));
 }
 
-/** node's flags for the replayer: the heap's (bin/gpures sets them), not a test runner's or an inspector's. */
-const inheritedFlags = () => process.execArgv.filter((a) => /^--max-(semi|old)-space-size/.test(a));
+/**
+ * node's flags for a replayer process: this one's cap on the old generation, if any, and not a
+ * test runner's or an inspector's flags. Not its cap on the young generation: bin/gpures gives
+ * every command 1 MiB semi-spaces for the worker's RSS, and a replay at 1 MiB spends a fifth of its
+ * main thread collecting. A replayer lives for one replay; V8's own size costs it up to ~30 MB for
+ * that while (docs/performance.md, Audit replay: the young generation).
+ */
+export const replayerFlags = (execArgv: readonly string[] = process.execArgv) => execArgv.filter((a) => /^--max-old-space-size/.test(a));
 
 export interface ReplayProcess {
   /** Resolves when the process has exited, whatever way; what it held is settled or back in the queue by then. */
@@ -58,7 +67,7 @@ export function startReplayProcess<T>(
   // By way of dist/src: this code also runs from the CLI's bundle in dist/src/cli (src/cli/launch.ts).
   const child: ChildProcess = fork(join(__dirname, '..', 'audit', 'replay-child.js'), [], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    execArgv: inheritedFlags(),
+    execArgv: replayerFlags(),
   });
   const held = new Set<number>();
   let gone = false;
