@@ -121,6 +121,7 @@ describe('the replay queue', () => {
       '--max-old-space-size=512',
     ]);
     assert.deepEqual(replayerFlags(['--max-semi-space-size=1']), []);
+    assert.deepEqual(replayerFlags(['--max_old_space_size=256', '--max_semi_space_size=1']), ['--max_old_space_size=256'], "node's other spelling");
   });
 });
 

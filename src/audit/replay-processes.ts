@@ -11,7 +11,7 @@ import type { ReplayQueue } from './replay-queue';
 
 /**
  * Past this many, replayer processes gain nothing on the boxes this runs on and cost ~80 MiB each,
- * and up to ~30 MB more while they replay with V8's own young generation (replayerFlags).
+ * and 10-25 MB more while they replay with V8's own young generation (replayerFlags; docs/performance.md).
  */
 export const MAX_REPLAY_PROCESSES = 8;
 /**
@@ -40,10 +40,11 @@ export function replayProcessCount(histories: number, asked?: number): number {
  * node's flags for a replayer process: this one's cap on the old generation, if any, and not a
  * test runner's or an inspector's flags. Not its cap on the young generation: bin/gpures gives
  * every command 1 MiB semi-spaces for the worker's RSS, and a replay at 1 MiB spends a fifth of its
- * main thread collecting. A replayer lives for one replay; V8's own size costs it up to ~30 MB for
- * that while (docs/performance.md, Audit replay: the young generation).
+ * main thread collecting. A replayer lives for one replay; V8's own size costs it 10-25 MB for that
+ * while (docs/performance.md, Audit replay: The young generation, 2026-12-07 afternoon). NODE_OPTIONS
+ * reaches it with the environment, as an operator set it.
  */
-export const replayerFlags = (execArgv: readonly string[] = process.execArgv) => execArgv.filter((a) => /^--max-old-space-size/.test(a));
+export const replayerFlags = (execArgv: readonly string[] = process.execArgv) => execArgv.filter((a) => /^--max[-_]old[-_]space[-_]size/.test(a));
 
 export interface ReplayProcess {
   /** Resolves when the process has exited, whatever way; what it held is settled or back in the queue by then. */
