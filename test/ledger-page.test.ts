@@ -342,6 +342,10 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
       assert.ok(o.ok, !o.ok ? o.message : '');
     }
     await page.goto(`${base}/ledger`);
+    await pageShows({ fast: 'running', vision: 'running', 'comfyui-sim': 'stopped' });
+    // A bring-up's result comes before its run's close reaches visibility (the page's "operations
+    // running"): CI's clean clone once read vision's run still listed, 2 s old. Waited for, as the page polls once a second.
+    await waitUntil('the page to list no operation running', async () => (await shown(page)).operations.length === 0, 20_000, 200);
     const s = await pageShows({ fast: 'running', vision: 'running', 'comfyui-sim': 'stopped' });
     const cli = await cliLedger();
     assertSameAsCli(s, cli);
