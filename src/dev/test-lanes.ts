@@ -84,6 +84,7 @@ export type TapCounts = Record<(typeof TAP_COUNTERS)[number], number>;
  */
 export function failureLines(output: string, count = 4, width = 200): string {
   const cut = (l: string) => (l.length > width ? `${l.slice(0, width - 1)}…` : l);
+  const unquote = (v: string) => v.replace(/^'|'$/g, '');
   type Failed = { name: string; type?: string; error?: string };
   const failed: Failed[] = [];
   const said: string[] = [];
@@ -100,10 +101,10 @@ export function failureLines(output: string, count = 4, width = 200): string {
         block.errorNext = false;
         const field = /^\s*(failureType|error): (.*)$/.exec(line);
         const value = (field?.[2] ?? '').trim();
-        if (field?.[1] === 'failureType') test.type = value.replace(/^'|'$/g, '');
+        if (field?.[1] === 'failureType') test.type = unquote(value);
         else if (field?.[1] === 'error' && test.error === undefined) {
           if (/^[|>][-+]?$/.test(value)) block.errorNext = true;
-          else test.error = value.replace(/^'|'$/g, '');
+          else test.error = unquote(value);
         }
       }
       continue;

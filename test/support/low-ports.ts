@@ -8,12 +8,16 @@ import { createServer } from 'node:net';
 const LOW = 10000;
 const HIGH = 20000;
 
-/** This range's promise holds only where the kernel's ephemeral range starts above it. */
+let rangeChecked = false;
+
+/** This range's promise holds only where the kernel's ephemeral range starts above it (read once a process). */
 function checkEphemeralRange(): void {
+  if (rangeChecked) return;
   const file = '/proc/sys/net/ipv4/ip_local_port_range';
   const low = Number(readFileSync(file, 'utf8').trim().split(/\s+/)[0]);
   if (!(low >= HIGH))
     throw new Error(`${file}: the ephemeral range starts at ${low}, inside ${LOW}..${HIGH - 1}: these ports could be taken between the pick and the bind`);
+  rangeChecked = true;
 }
 
 /** Whether something listens on 127.0.0.1:port now (our bind fails). */
