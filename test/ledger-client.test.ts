@@ -8,6 +8,7 @@ import type { Client } from '@temporalio/client';
 import { isUpdateLimit, LedgerClient } from '../src/adapters/ledger/ledger-client';
 import type { GpuSpec } from '../src/domain/types';
 import { MockActivityEnvironment } from '@temporalio/testing';
+import { ActivityCancellationDetails } from '@temporalio/common';
 import { workflowIds } from '../src/shared/messages';
 import { uniqueNode } from './support/box';
 import { testTemporal } from './support/temporal';
@@ -113,18 +114,18 @@ describe('LedgerClient: updates in flight per ledger', () => {
   });
 });
 
+/** A ledger that runs on a task queue nobody polls: its updates and queries are never answered. */
+async function unpolledLedger(client: Client, prefix: string): Promise<{ node: string; ledger: LedgerClient }> {
+  const node = uniqueNode(prefix);
+  await client.workflow.start('ledgerWorkflow', { taskQueue: `nobody-${node}`, workflowId: workflowIds.ledger(node, GPU.role), args: [{ node, gpu: GPU }] });
+  return { node, ledger: new LedgerClient(client) };
+}
+
 describe('an update sent from an activity ends with the activity (a real dev server, no worker)', () => {
   test('cancelled with its activity, as a stopping worker cancels it, rather than waiting for a ledger nobody runs', async () => {
     const temporal = await testTemporal();
     try {
-      const node = uniqueNode('ledger-cancel');
-      // The ledger runs on a task queue nobody polls: its updates are never answered.
-      await temporal.client.workflow.start('ledgerWorkflow', {
-        taskQueue: `nobody-${node}`,
-        workflowId: workflowIds.ledger(node, GPU.role),
-        args: [{ node, gpu: GPU }],
-      });
-      const ledger = new LedgerClient(temporal.client);
+      const { node, ledger } = await unpolledLedger(temporal.client, 'ledger-cancel');
       const env = new MockActivityEnvironment();
       const fenced = env.run(() => ledger.fence(node, GPU, { serve: 's', holder: 'h/r', step: 'started' }, 'h/r/fence-started/1'));
       const outcome = fenced.then(
@@ -154,6 +155,49 @@ describe('an update sent from an activity ends with the activity (a real dev ser
         new Promise((r) => setTimeout(() => r('still waiting after 15 s'), 15_000)),
       ]);
       assert.ok(lateErr instanceof Error && lateErr.name === 'CancelledFailure', `ended with ${String(lateErr)}`);
+      await temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role)).terminate('test done');
+    } finally {
+      await temporal.close();
+    }
+  });
+});
+
+describe('a query sent from an activity ends with a stopping worker, and only then (a real dev server, no worker)', () => {
+  /** How `pending` ended, or `still waiting` if it has not within `ms`. */
+  const within = (pending: Promise<unknown>, ms: number) =>
+    Promise.race([
+      pending.then(
+        () => 'answered',
+        (err: unknown) => err,
+      ),
+      new Promise((r) => setTimeout(() => r('still waiting'), ms)),
+    ]);
+
+  test("a worker's stop cuts the ledger's read short; the run's own cancel leaves it to its answer or its bound", async () => {
+    const temporal = await testTemporal();
+    try {
+      const { node, ledger } = await unpolledLedger(temporal.client, 'ledger-query-stop');
+
+      // As a stop fence's refusal reads the ledger (fencedOrDown), with the worker stopping meanwhile.
+      const stopping = new MockActivityEnvironment();
+      const read = stopping.run(() => ledger.snapshot(node, GPU, 10_000));
+      assert.equal(await within(read, 1500), 'still waiting', 'nobody runs the ledger, so nothing answers');
+      const stoppedAt = Date.now();
+      stopping.cancel('WORKER_SHUTDOWN', new ActivityCancellationDetails({ workerShutdown: true }));
+      const cut = await within(read, 5000);
+      assert.ok(cut instanceof Error && cut.name === 'CancelledFailure', `the read ended with ${String(cut)}`);
+      assert.ok(Date.now() - stoppedAt < 2000, `ended with the stop (${Date.now() - stoppedAt} ms), not at its 12 s bound`);
+
+      // The run's cancel (as startServeContainer's removal asks who holds the serve after it): the query goes on.
+      const cancelled = new MockActivityEnvironment();
+      const startedAt = Date.now();
+      const asked = cancelled.run(() => ledger.answer(node, GPU.role, 5000));
+      assert.equal(await within(asked, 1000), 'still waiting');
+      cancelled.cancel();
+      assert.equal(await within(asked, 2000), 'still waiting', "the run's cancel does not cut the query");
+      const ended = await within(asked, 10_000);
+      assert.ok(ended instanceof Error && ended.name === 'LedgerUnanswered', `the query ended with ${String(ended)}`);
+      assert.ok(Date.now() - startedAt >= 4500, `at its own 5 s bound (${Date.now() - startedAt} ms)`);
       await temporal.client.workflow.getHandle(workflowIds.ledger(node, GPU.role)).terminate('test done');
     } finally {
       await temporal.close();

@@ -4,7 +4,7 @@
 import { literalMarkdown } from '../../domain/markdown';
 import { asyncLocalStorage } from '@temporalio/activity';
 import { QueryRejectedError, ServiceError, WorkflowClient, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
@@ -258,7 +258,7 @@ export class LedgerClient implements LedgerPort {
 
   /** The state of a ledger that just answered an update: running, so no start and no reconcile wait. */
   private read(node: string, gpu: GpuSpec): Promise<LedgerState> {
-    return this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role)).query(snapshotQuery);
+    return boundToWorkerStop(this.client, () => this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role)).query(snapshotQuery));
   }
 
   /**
@@ -293,7 +293,7 @@ export class LedgerClient implements LedgerPort {
     const queryDeadline = Date.now() + withinMs;
     try {
       // A query is answered by a worker: without one it would wait for the RPC's own timeout.
-      return await this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery));
+      return await boundToWorkerStop(this.client, () => this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery)));
     } catch (err) {
       if (!isNoWorker(err, queryDeadline)) throw err;
       throw new LedgerUnanswered(
@@ -335,7 +335,9 @@ export class LedgerClient implements LedgerPort {
         for (const latest of runs) {
           const ended = await this.endOfChain(workflowId, latest.runId, runId);
           if (!ended) return { read: 'unread', why: `the chain of continue-as-new from run ${latest.runId} could not be followed to the run that ended it` };
-          const state = await this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, ended).query(snapshotQuery);
+          const state = await boundToWorkerStop(this.client, () =>
+            this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, ended).query(snapshotQuery),
+          );
           if (!state.reconciling) return { read: 'state', state };
           // A chain ends where it started when its reconcile never ended; at most a few such in a row.
           if (++skipped >= MAX_UNRECONCILED_RUNS) return { read: 'unread', why: `the last ${skipped} runs closed before their reconcile ended` };
@@ -344,6 +346,9 @@ export class LedgerClient implements LedgerPort {
         return { read: 'none' };
       });
     } catch (err) {
+      // The worker stopping: its reconcile ends cancelled, to run again on the next worker, rather
+      // than reconcile as if the run before it could not be read.
+      if (err instanceof CancelledFailure) throw err;
       const why = err instanceof Error ? err.message : String(err);
       return { read: 'unread', why: Date.now() >= deadline ? `no answer within ${withinMs / 1000} s: ${why}` : why };
     }
@@ -466,6 +471,29 @@ async function boundToActivity<T>(client: Client, send: () => Promise<T>): Promi
   // Lost to the cancel, it still ends (aborted): nobody waits for it then.
   sent.catch(() => undefined);
   return Promise.race([sent, ctx.cancelled]);
+}
+
+/**
+ * Inside an activity a query of a ledger ends when the worker stops: only a worker polling the
+ * node's task queue answers it, which a stopping one no longer does, and a query left waiting for
+ * its bound (12 s) held the worker past its stop's (WORKER_STOP_MS, 10 s). The activity ends as
+ * cancelled and is retried on the next worker. Any other cancel (the run's own, a timed-out
+ * attempt) leaves the query to its answer: a step cancelled with its run may still need to know
+ * who holds the serve now (startServeContainer's removal of a container that is no longer its run's).
+ */
+async function boundToWorkerStop<T>(client: Client, ask: () => Promise<T>): Promise<T> {
+  const ctx = asyncLocalStorage.getStore();
+  if (!ctx) return ask();
+  const stop = new AbortController();
+  const stopping = ctx.cancelled.catch((err: unknown): Promise<never> => {
+    if (!ctx.cancellationDetails?.workerShutdown) return new Promise<never>(() => undefined);
+    stop.abort();
+    throw err;
+  });
+  const asked = client.withAbortSignal(stop.signal, ask);
+  // Lost to the stop, it still ends (aborted): nobody waits for it then.
+  asked.catch(() => undefined);
+  return Promise.race([asked, stopping]);
 }
 
 /**
