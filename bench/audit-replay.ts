@@ -4,8 +4,8 @@
 // `gpures audit replay` as an operator runs it (a fresh process: start-up, the bundle loaded, every
 // history replayed), on test/histories and on a directory of the recordings repeated (--copies,
 // default 20), with the replayer processes it starts for that many and with one; the replayer's
-// own rate on those files, from the first history handed over to the last outcome, with its
-// processes (their start included: the target's figure) and on the same batch in memory in one
+// own rate on those files, from the first history handed over to the last outcome, in its
+// replayer processes (their start included: the target's figure) and on the same batch in memory in one
 // process (the figure earlier benches printed). All use the build's prebuilt workflow bundle
 // where it is current.
 // Beside them, the replayer's floor on histories recorded here of workflows that do nothing
@@ -175,13 +175,13 @@ async function main(): Promise<void> {
         ms.push(performance.now() - t0);
       }
       console.log(
-        `  gpures audit replay${asked ? ` --processes ${asked}` : ''} on ${copied.length} history files (${copies} x the recordings), a process${asked ? '' : ` and the ${processes - 1} replayer processes it starts`} (median of ${cliRuns}): ${median(ms).toFixed(0)} ms, ${((copied.length * 1000) / median(ms)).toFixed(0)} histories/s`,
+        `  gpures audit replay${asked ? ` --processes ${asked}` : ''} on ${copied.length} history files (${copies} x the recordings), ${asked ? 'a process' : `the ${processes} replayer processes it starts`} (median of ${cliRuns}): ${median(ms).toFixed(0)} ms, ${((copied.length * 1000) / median(ms)).toFixed(0)} histories/s`,
       );
     }
 
     rate = await replayRate(copied.length, runs, async () => (await replayFiles(copied, workflowBundle)).outcomes.filter((o) => !o.ok).length);
     console.log(
-      `  the replayer on those ${copied.length} files in ${processes} processes, this one in ${lanes} lanes and ${processes - 1} started for them, their start included (median of ${runs}): ${rate.toFixed(0)} histories/s`,
+      `  the replayer on those ${copied.length} files ${processes > 1 ? `in the ${processes} replayer processes it starts, this one handing out the files` : `in this process, in ${lanes} lanes`}, their start included (median of ${runs}): ${rate.toFixed(0)} histories/s`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -1,8 +1,9 @@
-// gpures audit replay on many histories replays them in processes beside its own (one queue, each
-// replayer taking the next history when it is free): every file gets the outcome it gets in one
-// process, nondeterminism and unreadable files included, a replayer process killed while it
-// holds a history loses nothing, a history the replayer cannot take holds up no other, and no
-// replayer process is left running afterwards.
+// gpures audit replay on many histories replays them in replayer processes while its own hands
+// them out (one queue, each replayer taking the next history when it is free): every file gets the
+// outcome it gets in one process, nondeterminism and unreadable files included, a replayer process
+// killed while it holds a history loses nothing (and all of them killed, this process replays the
+// rest), a history the replayer cannot take holds up no other, and no replayer process is left
+// running afterwards.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -146,7 +147,7 @@ describe('replay in processes', { timeout: 120_000 }, () => {
   // Installed here, not at the top: a runtime no replay used would keep this file's process alive.
   before(() => quietReplayRuntime());
 
-  test('every file gets its own outcome, the same as in one process, and the second process replays a share', async () => {
+  test('every file gets its own outcome, the same as in one process; with two, both replayer processes replay a share and this one none', async () => {
     const here = mkdtempSync(join(dir, 'mixed-'));
     const files = copies(here, 300);
     const tampered = tamperedEviction();
@@ -169,7 +170,11 @@ describe('replay in processes', { timeout: 120_000 }, () => {
       alone.settledBy.every((b) => b.startsWith('lane ')),
       'processes: 1 started another',
     );
-    assert.ok(beside.settledBy.includes('process 1'), `the replayer process settled none of ${files.length}`);
+    assert.ok(beside.settledBy.includes('process 1') && beside.settledBy.includes('process 2'), `a replayer process settled none of ${files.length}`);
+    assert.ok(
+      beside.settledBy.every((b) => b.startsWith('process ')),
+      'this process replayed while its replayer processes did',
+    );
     assert.deepEqual(beside.outcomes, alone.outcomes);
     beside.outcomes.forEach((o, i) => {
       const what = `${basename(files[i] as string)}, by ${beside.settledBy[i]}: ${formatReplayOutcome(o)}`;
@@ -184,38 +189,56 @@ describe('replay in processes', { timeout: 120_000 }, () => {
     assert.deepEqual(replayChildren(), [], 'a replayer process outlived the replay');
   });
 
-  test('a replayer process killed while it replays loses no history: what it held is replayed by another', { timeout: 60_000 }, async () => {
-    const here = mkdtempSync(join(dir, 'killed-'));
-    const files = copies(here, RECORDINGS.length * 8);
-    const bundle = await currentWorkflowBundle();
+  /**
+   * The recordings 8 times over in two replayer processes, `kill` told of each outcome (who settled
+   * it, in order) and returning the replayer processes it killed, if it did now.
+   */
+  async function replayKilling(prefix: string, kill: (settled: readonly string[]) => number[] | undefined) {
+    const files = copies(mkdtempSync(join(dir, prefix)), RECORDINGS.length * 8);
     const settled: string[] = [];
     let killed: number[] = [];
-    const { outcomes, settledBy } = await replayFiles(files, bundle, {
+    const { outcomes, settledBy } = await replayFiles(files, await currentWorkflowBundle(), {
       processes: 2,
       lanes: 1,
       onSettled: (_, by) => {
         settled.push(by);
-        // Its third outcome told, it is soon replaying its fourth.
-        if (by === 'process 1' && settled.filter((b) => b === by).length === 3) {
-          setTimeout(() => {
-            killed = replayChildren();
-            for (const pid of killed) process.kill(pid, 'SIGKILL');
-          }, 5);
-        }
+        if (killed.length === 0) killed = kill(settled) ?? [];
       },
     });
-    assert.equal(killed.length, 1, 'no replayer process was running to kill');
     assert.equal(settled.length, files.length, 'a history was left unsettled');
-    assert.ok(settledBy.filter((b) => b === 'process 1').length <= 4, 'the killed process settled more after its death');
-    assert.equal(
-      outcomes.filter((o) => o.ok).length,
-      files.length,
-      outcomes
-        .filter((o) => !o.ok)
-        .map(formatReplayOutcome)
-        .join('\n'),
-    );
+    const failed = outcomes.filter((o) => !o.ok);
+    assert.equal(failed.length, 0, failed.map(formatReplayOutcome).join('\n'));
     assert.deepEqual(replayChildren(), []);
+    return { settledBy, killed, files };
+  }
+
+  test('a replayer process killed while it replays loses no history: what it held is replayed by another', { timeout: 60_000 }, async () => {
+    const { settledBy, killed } = await replayKilling('killed-', (settled) => {
+      // Its third outcome told, it is soon replaying its fourth. Process 1 was forked first: the lower pid.
+      if (settled.at(-1) !== 'process 1' || settled.filter((b) => b === 'process 1').length !== 3) return undefined;
+      const pids = replayChildren();
+      if (!pids.length) return undefined;
+      const pid = Math.min(...pids);
+      setTimeout(() => process.kill(pid, 'SIGKILL'), 5);
+      return [pid];
+    });
+    assert.equal(killed.length, 1, 'no replayer process was running to kill');
+    assert.ok(settledBy.includes('process 2'), 'the other replayer process settled none');
+    assert.ok(settledBy.filter((b) => b === 'process 1').length <= 4, 'the killed process settled more after its death');
+  });
+
+  test('every replayer process killed: this process replays what they left, no history lost', { timeout: 60_000 }, async () => {
+    const { settledBy, killed, files } = await replayKilling('all-killed-', (settled) => {
+      // Both replaying: each has told an outcome.
+      if (!settled.includes('process 1') || !settled.includes('process 2')) return undefined;
+      const pids = replayChildren();
+      for (const pid of pids) process.kill(pid, 'SIGKILL');
+      return pids;
+    });
+    assert.equal(killed.length, 2, `${killed.length} replayer processes were running to kill`);
+    const here = settledBy.filter((b) => b.startsWith('lane ')).length;
+    assert.ok(here > 0, 'this process replayed none of what they left');
+    console.log(`  after both replayer processes were killed, this process replayed ${here} of ${files.length}`);
   });
 
   test('a history the replayer cannot take fails alone: the other lanes do not wait on it', { timeout: 60_000 }, async () => {
@@ -263,12 +286,12 @@ describe('gpures audit replay in processes', { timeout: 180_000 }, () => {
     );
     const pid = child.pid as number;
     let replayers: number[] = [];
-    await waitUntil('a replayer process', () => (replayers = replayChildren(pid)).length === 1, 30_000);
+    await waitUntil('two replayer processes', () => (replayers = replayChildren(pid)).length === 2, 30_000);
     const t0 = Date.now();
     child.kill('SIGINT');
     const { signal } = await ended;
     assert.equal(signal, 'SIGINT');
     assert.ok(Date.now() - t0 < 2_000, `gpures took ${Date.now() - t0} ms to end`);
-    await waitUntil('the replayer process to end', () => !running(replayers[0] as number), 5_000);
+    await waitUntil('the replayer processes to end', () => !replayers.some(running), 5_000);
   });
 });

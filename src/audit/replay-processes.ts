@@ -30,7 +30,7 @@ export type ToReplayer = { type: 'code'; code: string } | { type: 'history'; i: 
 /** What a replayer process tells this one. */
 export type FromReplayer<T> = { type: 'take' } | { type: 'outcome'; i: number; outcome: T };
 
-/** Processes for `histories` (this one included; never more than there are histories) unless told: one per core (at most 4), and one per HISTORIES_PER_REPLAY_PROCESS histories. */
+/** Processes that replay `histories` (1: this one; more: replayer processes, this one handing out; never more than there are histories) unless told: one per core (at most 4), and one per HISTORIES_PER_REPLAY_PROCESS histories. */
 export function replayProcessCount(histories: number, asked?: number): number {
   const wanted = asked ?? Math.min(availableParallelism(), 4, Math.floor(histories / HISTORIES_PER_REPLAY_PROCESS));
   return Math.max(1, Math.min(wanted, MAX_REPLAY_PROCESSES, histories));

@@ -221,7 +221,7 @@ export function buildProgram(ctx: CommandContext, out: (r: Rendered, json: boole
     .argument('<paths...>', 'history files, or directories of *.json')
     .option(
       '--processes <n>',
-      `processes that replay, this one included (default: one per ${HISTORIES_PER_REPLAY_PROCESS} histories, at most the cores and 4; at most ${MAX_REPLAY_PROCESSES})`,
+      `processes that replay: 1 is this one; 2 or more are replayer processes it starts and hands the histories to (default: one per ${HISTORIES_PER_REPLAY_PROCESS} histories, at most the cores and 4; at most ${MAX_REPLAY_PROCESSES})`,
     )
     .addOption(jsonOpt())
     .action(run((paths: string[], opts: { processes?: string }) => commands.auditReplay().then((c) => c.auditReplay({ paths, ...opts }, ctx))));
