@@ -59,19 +59,24 @@ function copies(dir: string, count: number, pick: (i: number) => string = (i) =>
 }
 
 describe('the replay queue', () => {
-  test('hands out each history once, in order, and ends once every history is settled', async () => {
+  test('hands out each history once, in order, and ends (done) once every history is settled', async () => {
     const q = new ReplayQueue<string>(3);
     assert.deepEqual([await q.take(), await q.take(), await q.take()], [0, 1, 2]);
     // Two histories are still held: one asking now waits for either to come back.
     let answered: number | undefined | 'waiting' = 'waiting';
     void q.take().then((i) => (answered = i));
+    let done = false;
+    void q.done.then(() => (done = true));
     q.settle(0, 'a');
     await Promise.resolve();
     assert.equal(answered, 'waiting');
     q.settle(2, 'c');
+    await Promise.resolve();
+    assert.equal(done, false, 'done with a history still held');
     q.settle(1, 'b');
     await Promise.resolve();
     assert.equal(answered, undefined);
+    assert.equal(done, true, 'not done once every history was settled');
     assert.equal(await q.take(), undefined);
     assert.deepEqual(q.outcomes, ['a', 'b', 'c']);
   });
@@ -209,22 +214,28 @@ describe('replay in processes', { timeout: 120_000 }, () => {
     const failed = outcomes.filter((o) => !o.ok);
     assert.equal(failed.length, 0, failed.map(formatReplayOutcome).join('\n'));
     assert.deepEqual(replayChildren(), []);
-    return { settledBy, killed, files };
+    return { settledBy, killed, files, settled };
   }
 
   test('a replayer process killed while it replays loses no history: what it held is replayed by another', { timeout: 60_000 }, async () => {
-    const { settledBy, killed } = await replayKilling('killed-', (settled) => {
-      // Its third outcome told, it is soon replaying its fourth. Process 1 was forked first: the lower pid.
-      if (settled.at(-1) !== 'process 1' || settled.filter((b) => b === 'process 1').length !== 3) return undefined;
-      const pids = replayChildren();
-      if (!pids.length) return undefined;
-      const pid = Math.min(...pids);
+    let killedAt = 0;
+    const { settledBy, killed, settled } = await replayKilling('killed-', (told) => {
+      // Process 1's third outcome told, it is soon replaying its fourth: one of the two is killed.
+      if (told.at(-1) !== 'process 1' || told.filter((b) => b === 'process 1').length !== 3) return undefined;
+      const pid = replayChildren()[0];
+      if (pid === undefined) return undefined;
+      killedAt = told.length;
       setTimeout(() => process.kill(pid, 'SIGKILL'), 5);
       return [pid];
     });
     assert.equal(killed.length, 1, 'no replayer process was running to kill');
-    assert.ok(settledBy.includes('process 2'), 'the other replayer process settled none');
-    assert.ok(settledBy.filter((b) => b === 'process 1').length <= 4, 'the killed process settled more after its death');
+    // Which of the two it was is not known here; one settled at most one more (in flight at the kill), the other the rest.
+    const after = (name: string) => settled.slice(killedAt).filter((b) => b === name).length;
+    assert.ok(Math.min(after('process 1'), after('process 2')) <= 1, `after the kill: process 1 ${after('process 1')}, process 2 ${after('process 2')}`);
+    assert.ok(
+      settledBy.every((b) => b.startsWith('process ')),
+      'this process replayed while a replayer process lived',
+    );
   });
 
   test('every replayer process killed: this process replays what they left, no history lost', { timeout: 60_000 }, async () => {

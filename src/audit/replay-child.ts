@@ -30,6 +30,7 @@ async function main(): Promise<void> {
       const m = await answer;
       if (m.type === 'end') return undefined;
       files.set(m.i, m.file);
+      tell({ type: 'took', i: m.i });
       return m.i;
     },
     settle: (i, outcome) => {

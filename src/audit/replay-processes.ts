@@ -1,8 +1,8 @@
 // Replayer processes of one `gpures audit replay`: the SDK's replayer runs its JavaScript on one
 // thread, so a process replays on about one core however many lanes it runs. A directory of many
-// histories gets replayer processes beside this one (replay-child.ts), each taking histories from
-// the same queue until none is left. This process keeps replaying too, so a replayer process that
-// fails to start or dies only leaves its histories to the others.
+// histories gets replayer processes (replay-child.ts), each taking histories from the same queue,
+// which this process hands out, until none is left. A replayer process that fails to start or dies
+// leaves its histories to the others, and what none finished this process replays (replay.ts).
 import { fork } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
@@ -15,20 +15,23 @@ import type { ReplayQueue } from './replay-queue';
  */
 export const MAX_REPLAY_PROCESSES = 8;
 /**
- * A replayer process takes about 0.45 s to start and replays its first histories slower, on cores
- * this one's replayer already uses a third of: on 2 cores, a second process gained nothing at
- * 57-152 histories, 20 % at 380 and 40 % at 1,140 (docs/performance.md).
+ * A replayer process takes about 0.45 s to start and replays its first histories slower: on 2
+ * cores, with this process replaying beside it, a second process gained nothing at 57-152
+ * histories, 20 % at 380 and 40 % at 1,140; two replayers and this process handing out took 4 %
+ * off that at 300 and 16 % at 660 (docs/performance.md).
  */
 export const HISTORIES_PER_REPLAY_PROCESS = 150;
 /** One history replays in tens of ms; a replayer process that holds one this long is stuck: it is stopped, and that history is failed rather than handed to another. */
 export const REPLAY_PROCESS_STALL_MS = 60_000;
+/** A replayer process that has not asked for its first history this long after its start is stuck: it is stopped. */
+const REPLAY_PROCESS_START_MS = 30_000;
 /** After the last outcome, how long a replayer process has to exit on its own before it is killed. */
 const EXIT_GRACE_MS = 2_000;
 
 /** What this process tells a replayer process. */
 export type ToReplayer = { type: 'code'; code: string } | { type: 'history'; i: number; file: string } | { type: 'end' };
-/** What a replayer process tells this one. */
-export type FromReplayer<T> = { type: 'take' } | { type: 'outcome'; i: number; outcome: T };
+/** What a replayer process tells this one: `took` as a history reaches it. */
+export type FromReplayer<T> = { type: 'take' } | { type: 'took'; i: number } | { type: 'outcome'; i: number; outcome: T };
 
 /** Processes that replay `histories` (1: this one; more: replayer processes, this one handing out; never more than there are histories) unless told: one per core (at most 4), and one per HISTORIES_PER_REPLAY_PROCESS histories. */
 export function replayProcessCount(histories: number, asked?: number): number {
@@ -70,15 +73,20 @@ export function startReplayProcess<T>(
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     execArgv: replayerFlags(),
   });
+  // Handed to it and not yet told as reached (`took`): one it never got is given back as it was.
+  // Two replayers killed together: the history the first held may be handed to the second
+  // before the second's death is seen, and that second death is not the history's.
+  const sent = new Set<number>();
   const held = new Set<number>();
   let gone = false;
   let stalled = false;
   let stall: NodeJS.Timeout | undefined;
+  const starting = setTimeout(() => child.kill('SIGKILL'), REPLAY_PROCESS_START_MS);
   // A process gone while a message was on its way: its 'exit' settles or gives back what it held.
   const send = (m: ToReplayer) => void (!gone && child.connected && child.send(m, () => undefined));
   const holding = () => {
     clearTimeout(stall);
-    if (held.size) {
+    if (held.size || sent.size) {
       stall = setTimeout(() => {
         stalled = true;
         child.kill('SIGKILL');
@@ -86,7 +94,10 @@ export function startReplayProcess<T>(
     }
   };
   child.on('message', (m: FromReplayer<T>) => {
-    if (m.type === 'outcome') {
+    clearTimeout(starting);
+    if (m.type === 'took') {
+      if (sent.delete(m.i)) held.add(m.i);
+    } else if (m.type === 'outcome') {
       held.delete(m.i);
       holding();
       queue.settle(m.i, m.outcome, name);
@@ -95,7 +106,7 @@ export function startReplayProcess<T>(
         if (i === undefined) return send({ type: 'end' });
         const file = files[i];
         if (gone || !child.connected || file === undefined) return queue.giveBack([i]);
-        held.add(i);
+        sent.add(i);
         holding();
         send({ type: 'history', i, file });
       });
@@ -106,6 +117,8 @@ export function startReplayProcess<T>(
     const onExit = (why: string) => {
       gone = true;
       clearTimeout(stall);
+      clearTimeout(starting);
+      queue.giveBack(sent);
       for (const i of held) {
         const error = new Error(
           stalled ? `a replayer process held it ${REPLAY_PROCESS_STALL_MS / 1000} s without an outcome` : `replayer processes died while replaying it (${why})`,
@@ -113,6 +126,7 @@ export function startReplayProcess<T>(
         if (stalled) queue.settle(i, failed(i, error), name);
         else queue.giveBack([i], (j) => failed(j, error));
       }
+      sent.clear();
       held.clear();
       resolve();
     };

@@ -1,5 +1,5 @@
 // The histories of one `gpures audit replay`, handed out one at a time to whichever replayer asks
-// first: a lane in this process or a replayer process of its own. A replayer that was quick takes
+// first: a replayer process, or a lane in this process. A replayer that was quick takes
 // more; one that ends without finishing what it took (a process that died) gives it back, and
 // another replays it. Each history's outcome is settled once.
 
@@ -18,6 +18,9 @@ export class ReplayQueue<T> implements ReplaySource<T> {
   readonly outcomes: T[];
   /** Which replayer settled each (the `by` given to settle). */
   readonly settledBy: string[];
+  private allSettled: () => void = () => undefined;
+  /** Resolves once every history is settled. */
+  readonly done = new Promise<void>((resolve) => (this.allSettled = resolve));
 
   constructor(
     readonly count: number,
@@ -26,6 +29,7 @@ export class ReplayQueue<T> implements ReplaySource<T> {
     this.waiting = Array.from({ length: count }, (_, i) => i);
     this.outcomes = new Array<T>(count);
     this.settledBy = new Array<string>(count);
+    if (count === 0) this.allSettled();
   }
 
   /** The next history to replay; undefined once every history is settled. Waits while only histories others took remain: one may come back. */
@@ -45,7 +49,9 @@ export class ReplayQueue<T> implements ReplaySource<T> {
     this.outcomes[i] = outcome;
     this.settledBy[i] = by;
     this.onSettled(i, by);
-    if (this.settled) for (const ask of this.askers.splice(0)) ask(undefined);
+    if (!this.settled) return;
+    for (const ask of this.askers.splice(0)) ask(undefined);
+    this.allSettled();
   }
 
   /**

@@ -317,12 +317,13 @@ export async function replayFiles(
     for (let k = 1; count > 1 && k <= count; k++) {
       others.push(startReplayProcess(queue, files, workflowBundle.code, `process ${k}`, failed));
     }
-    await Promise.all(others.map((p) => p.exited));
-    // What no replayer process could finish (every one of them died) is replayed here.
+    // Every history settled, or every replayer process gone: what none could finish (every one of
+    // them died, or none started) is replayed here.
+    await Promise.race([Promise.all(others.map((p) => p.exited)), queue.done]);
     if (!queue.settled) await replayInThisProcess(queue, (i) => prepareFile(files[i] as string), failed, workflowBundle, opts.lanes);
     ended = true;
   } finally {
-    // Told to end when every history is settled; when this process's replay failed, nobody told them.
+    // Told to end once every history is settled; a replayer stuck past that, or left by this process's failed replay, is killed.
     await reapReplayProcesses(others, ended);
   }
   return { outcomes: queue.outcomes, settledBy: queue.settledBy };
