@@ -224,8 +224,10 @@ describe('replay in processes', { timeout: 120_000 }, () => {
       if (told.at(-1) !== 'process 1' || told.filter((b) => b === 'process 1').length !== 3) return undefined;
       const pid = replayChildren()[0];
       if (pid === undefined) return undefined;
-      killedAt = told.length;
-      setTimeout(() => process.kill(pid, 'SIGKILL'), 5);
+      setTimeout(() => {
+        killedAt = told.length;
+        process.kill(pid, 'SIGKILL');
+      }, 5);
       return [pid];
     });
     assert.equal(killed.length, 1, 'no replayer process was running to kill');

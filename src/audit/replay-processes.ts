@@ -21,10 +21,12 @@ export const MAX_REPLAY_PROCESSES = 8;
  * off that at 300 and 16 % at 660 (docs/performance.md).
  */
 export const HISTORIES_PER_REPLAY_PROCESS = 150;
-/** One history replays in tens of ms; a replayer process that holds one this long is stuck: it is stopped, and that history is failed rather than handed to another. */
+/**
+ * One history replays in tens of ms and a replayer starts in about 0.45 s; one that owes an answer
+ * this long (its first ask, a history's outcome, its next ask) is stuck: it is stopped, and a
+ * history it held is failed rather than handed to another.
+ */
 export const REPLAY_PROCESS_STALL_MS = 60_000;
-/** A replayer process that has not asked for its first history this long after its start is stuck: it is stopped. */
-const REPLAY_PROCESS_START_MS = 30_000;
 /** After the last outcome, how long a replayer process has to exit on its own before it is killed. */
 const EXIT_GRACE_MS = 2_000;
 
@@ -81,33 +83,33 @@ export function startReplayProcess<T>(
   let gone = false;
   let stalled = false;
   let stall: NodeJS.Timeout | undefined;
-  const starting = setTimeout(() => child.kill('SIGKILL'), REPLAY_PROCESS_START_MS);
+  // Armed while it owes this process a message: its first ask, a history's outcome, its next ask.
+  // Not while its ask waits on the queue: that wait is the other replayers'.
+  const owing = () => {
+    clearTimeout(stall);
+    stall = setTimeout(() => {
+      stalled = true;
+      child.kill('SIGKILL');
+    }, REPLAY_PROCESS_STALL_MS);
+  };
+  owing();
   // A process gone while a message was on its way: its 'exit' settles or gives back what it held.
   const send = (m: ToReplayer) => void (!gone && child.connected && child.send(m, () => undefined));
-  const holding = () => {
-    clearTimeout(stall);
-    if (held.size || sent.size) {
-      stall = setTimeout(() => {
-        stalled = true;
-        child.kill('SIGKILL');
-      }, REPLAY_PROCESS_STALL_MS);
-    }
-  };
   child.on('message', (m: FromReplayer<T>) => {
-    clearTimeout(starting);
     if (m.type === 'took') {
       if (sent.delete(m.i)) held.add(m.i);
     } else if (m.type === 'outcome') {
       held.delete(m.i);
-      holding();
+      owing();
       queue.settle(m.i, m.outcome, name);
     } else if (m.type === 'take') {
+      clearTimeout(stall);
       void queue.take().then((i) => {
         if (i === undefined) return send({ type: 'end' });
         const file = files[i];
         if (gone || !child.connected || file === undefined) return queue.giveBack([i]);
         sent.add(i);
-        holding();
+        owing();
         send({ type: 'history', i, file });
       });
     }
@@ -115,9 +117,9 @@ export function startReplayProcess<T>(
   send({ type: 'code', code });
   const exited = new Promise<void>((resolve) => {
     const onExit = (why: string) => {
+      if (gone) return;
       gone = true;
       clearTimeout(stall);
-      clearTimeout(starting);
       queue.giveBack(sent);
       for (const i of held) {
         const error = new Error(
@@ -130,7 +132,13 @@ export function startReplayProcess<T>(
       held.clear();
       resolve();
     };
-    child.once('exit', (code, signal) => onExit(signal ? `killed by ${signal}` : `exit ${code}`));
+    // Once its channel is read to the end too (a `took` sent before it died counts), within a second.
+    child.once('exit', (code, signal) => {
+      const why = signal ? `killed by ${signal}` : `exit ${code}`;
+      if (!child.connected) return onExit(why);
+      child.once('disconnect', () => onExit(why));
+      setTimeout(() => onExit(why), 1000).unref();
+    });
     // A process that could not be started emits 'error' and no 'exit'.
     child.on('error', (err) => (child.pid === undefined ? onExit(err.message) : undefined));
   });
