@@ -481,8 +481,9 @@ async function boundToActivity<T>(client: Client, send: () => Promise<T>): Promi
  * attempt) leaves the query to its answer: a step cancelled with its run may still need to know
  * who holds the serve now (startServeContainer's removal of a container that is no longer its run's).
  * Not cut: such a query when the worker stops after that other cancel (the query is bound by the
- * first cancel only), which waits out its own bound. A local step's read is answered while the stop lets local
- * steps end before it stops polling (src/worker/stop.ts: up to 3 s, then named as left).
+ * first cancel only), which waits out its own bound. A local step's read is answered while the
+ * stop lets local steps end before it stops polling (src/worker/stop.ts: up to 3 s, then named as
+ * left).
  */
 async function boundToWorkerStop<T>(client: Client, ask: () => Promise<T>): Promise<T> {
   const ctx = asyncLocalStorage.getStore();
