@@ -434,7 +434,7 @@ export function createActivities(deps: ActivityDeps) {
         if (!(err instanceof CancelledFailure)) return false;
         // A stopping worker's cancel: the run held the serve a moment ago, and the query could only
         // be answered by a worker polling workflow tasks, which this one no longer is (the stop
-        // would cut it short: boundToWorkerStop), so it is not sent. Kept, the container is the
+        // would cut it short: boundToActivity), so it is not sent. Kept, the container is the
         // retry's to adopt. The one case where it is not: the run terminated and its serve
         // taken over by a `serves down` within the stop's seconds (narrow; not handled).
         if (Context.current().cancellationDetails?.workerShutdown) return false;

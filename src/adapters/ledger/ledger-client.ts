@@ -105,7 +105,7 @@ export class LedgerClient implements LedgerPort {
     const workflowId = workflowIds.ledger(node, gpu.role);
     const h = this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId);
     // The same updateId on every try: the server answers a repeat with the first one's outcome.
-    const send = () => boundToActivity(this.client, () => withUpdateLimitRetry(() => h.executeUpdate(def, { args: [arg], updateId })));
+    const send = () => boundToActivity(this.client, () => withUpdateLimitRetry(() => h.executeUpdate(def, { args: [arg], updateId })), 'any cancel');
     try {
       return await this.inFlightSlot(workflowId, () => this.sendOnceReconciled(node, gpu, send));
     } catch (err) {
@@ -258,7 +258,11 @@ export class LedgerClient implements LedgerPort {
 
   /** The state of a ledger that just answered an update: running, so no start and no reconcile wait. */
   private read(node: string, gpu: GpuSpec): Promise<LedgerState> {
-    return boundToWorkerStop(this.client, () => this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role)).query(snapshotQuery));
+    return boundToActivity(
+      this.client,
+      () => this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpu.role)).query(snapshotQuery),
+      'worker stop',
+    );
   }
 
   /**
@@ -293,7 +297,7 @@ export class LedgerClient implements LedgerPort {
     const queryDeadline = Date.now() + withinMs;
     try {
       // A query is answered by a worker: without one it would wait for the RPC's own timeout.
-      return await boundToWorkerStop(this.client, () => this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery)));
+      return await boundToActivity(this.client, () => this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery)), 'worker stop');
     } catch (err) {
       if (!isNoWorker(err, queryDeadline)) throw err;
       throw new LedgerUnanswered(
@@ -335,8 +339,10 @@ export class LedgerClient implements LedgerPort {
         for (const latest of runs) {
           const ended = await this.endOfChain(workflowId, latest.runId, runId);
           if (!ended) return { read: 'unread', why: `the chain of continue-as-new from run ${latest.runId} could not be followed to the run that ended it` };
-          const state = await boundToWorkerStop(this.client, () =>
-            this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, ended).query(snapshotQuery),
+          const state = await boundToActivity(
+            this.client,
+            () => this.client.workflow.getHandle<typeof ledgerWorkflow>(workflowId, ended).query(snapshotQuery),
+            'worker stop',
           );
           if (!state.reconciling) return { read: 'state', state };
           // A chain ends where it started when its reconcile never ended; at most a few such in a row.
@@ -452,54 +458,42 @@ class FifoSemaphore {
 }
 
 /**
- * Inside an activity an update lasts no longer than the activity's attempt: it is cancelled with
- * it. A worker that is stopping stops polling workflow tasks, the ledger's too, and cancels its
- * activities; an update left waiting for the ledger's answer would wait for ever, and hold the
- * worker's shutdown with it (seen when a test tore its box down under an acquisition's fence).
- * The activity ends as cancelled (the SDK's CancelledFailure); its retry on the next worker sends
- * the same updateId. A cancel that came before the call, or between the SDK's own re-sends (which
- * the abort signal reaches only while one is in flight), ends it as well: hence the race.
+ * Inside an activity a call to the ledger ends with the activity's attempt: an update with any
+ * cancel of it, a query with the worker's stop only (`cutBy`). A worker that is stopping stops
+ * polling workflow tasks, the ledger's too, and cancels its activities; an update or a query
+ * left waiting for the ledger's answer would wait for ever (an update) or for its bound (12 s, past
+ * the stop's WORKER_STOP_MS of 10 s), and hold the worker's shutdown with it (seen when a test tore
+ * its box down under an acquisition's fence). The activity ends as cancelled (the SDK's
+ * CancelledFailure); its retry on the next worker sends the same updateId, or asks again. A cancel
+ * that came before the call, or between the SDK's own re-sends (which the abort reaches only while
+ * one is in flight), ends it as well: hence the race.
+ *
+ * Any other cancel (the run's own, a timed-out attempt) leaves a query to its answer: a step
+ * cancelled with its run may still need to know who holds the serve now (startServeContainer's
+ * removal of a container that is no longer its run's). Not cut: such a query when the worker stops
+ * after that other cancel (the call is bound by the first cancel only), which waits out its own
+ * bound. A local step's read is answered while the stop lets local steps end before it stops
+ * polling (src/worker/stop.ts: up to 3 s, then named as left).
  */
-async function boundToActivity<T>(client: Client, send: () => Promise<T>): Promise<T> {
+async function boundToActivity<T>(client: Client, send: () => Promise<T>, cutBy: 'any cancel' | 'worker stop'): Promise<T> {
   // The store Context.current() reads, read without its throw: outside an activity that throw was
   // an Error built for every update the CLI, the API or the bench sent (3.8 µs of CPU each).
   const ctx = asyncLocalStorage.getStore();
   // Not in an activity (the CLI, the API): the caller bounds its own wait.
   if (!ctx) return send();
-  if (ctx.cancellationSignal.aborted) await ctx.cancelled;
-  const sent = client.withAbortSignal(ctx.cancellationSignal, send);
-  // Lost to the cancel, it still ends (aborted): nobody waits for it then.
-  sent.catch(() => undefined);
-  return Promise.race([sent, ctx.cancelled]);
-}
-
-/**
- * Inside an activity a query of a ledger ends when the worker stops: only a worker polling the
- * node's task queue answers it, which a stopping one no longer does, and a query left waiting for
- * its bound (12 s) held the worker past its stop's (WORKER_STOP_MS, 10 s). The activity ends as
- * cancelled and is retried on the next worker. Any other cancel (the run's own, a timed-out
- * attempt) leaves the query to its answer: a step cancelled with its run may still need to know
- * who holds the serve now (startServeContainer's removal of a container that is no longer its run's).
- * Not cut: such a query when the worker stops after that other cancel (the query is bound by the
- * first cancel only), which waits out its own bound. A local step's read is answered while the
- * stop lets local steps end before it stops polling (src/worker/stop.ts: up to 3 s, then named as
- * left).
- */
-async function boundToWorkerStop<T>(client: Client, ask: () => Promise<T>): Promise<T> {
-  const ctx = asyncLocalStorage.getStore();
-  if (!ctx) return ask();
-  // Stopping already: not sent.
-  if (ctx.cancellationSignal.aborted && ctx.cancellationDetails?.workerShutdown) await ctx.cancelled;
-  const stop = new AbortController();
-  const stopping = ctx.cancelled.catch((err: unknown): Promise<never> => {
-    if (!ctx.cancellationDetails?.workerShutdown) return new Promise<never>(() => undefined);
-    stop.abort();
+  const cuts = () => cutBy === 'any cancel' || ctx.cancellationDetails?.workerShutdown === true;
+  // Cancelled already: not sent.
+  if (ctx.cancellationSignal.aborted && cuts()) await ctx.cancelled;
+  const cut = new AbortController();
+  const cancelled = ctx.cancelled.catch((err: unknown): Promise<never> => {
+    if (!cuts()) return new Promise<never>(() => undefined);
+    cut.abort();
     throw err;
   });
-  const asked = client.withAbortSignal(stop.signal, ask);
-  // Lost to the stop, it still ends (aborted): nobody waits for it then.
-  asked.catch(() => undefined);
-  return Promise.race([asked, stopping]);
+  const sent = client.withAbortSignal(cut.signal, send);
+  // Lost to the cancel, it still ends (aborted): nobody waits for it then.
+  sent.catch(() => undefined);
+  return Promise.race([sent, cancelled]);
 }
 
 /**
