@@ -137,6 +137,11 @@ const LOST_RUN_READ_MS = 10_000;
 
 /** How long a fresh ledger's reconcile waits for Temporal to say whether the lost run's start slot's holder still runs. */
 const SLOT_HOLDER_READ_MS = 5_000;
+/**
+ * How long a start step cancelled by its worker's stop asks whether its run still holds the serve:
+ * within the stop's 10 s (WORKER_STOP_MS), after up to 3 s for local steps to end.
+ */
+const STOPPING_LEDGER_READ_MS = 3_000;
 
 /**
  * What a fresh ledger tells the operator of the run it replaced, where its restore links may be
@@ -432,12 +437,17 @@ export function createActivities(deps: ActivityDeps) {
       const notOurs = async (err: unknown): Promise<boolean> => {
         if (err instanceof ApplicationFailure && err.type === Failure.ReservationLost) return true;
         if (!(err instanceof CancelledFailure)) return false;
-        // A stopping worker's cancel: the run held the serve a moment ago, and the query could only
-        // be answered by a worker polling workflow tasks, which this one no longer is (the stop
-        // would cut it short: boundToActivity), so it is not sent. Kept, the container is the
-        // retry's to adopt. The one case where it is not: the run terminated and its serve
-        // taken over by a `serves down` within the stop's seconds (narrow; not handled).
-        if (Context.current().cancellationDetails?.workerShutdown) return false;
+        // A stopping worker's cancel: this worker polls no workflow task now, so only another
+        // worker of the node answers (a deliberate pair, --allow-second-worker), within a bound
+        // the stop has room for. There, a `serves down` may have taken the serve over from this
+        // run (terminated) and found nothing to stop while this step was creating the container.
+        // Unanswered (this is the node's only worker, and no `serves down` runs before it exits,
+        // by when the container is there for the down to stop), or a ledger still reconciling (it
+        // adopts the container for its run): kept, the retry's to adopt.
+        if (Context.current().cancellationDetails?.workerShutdown) {
+          const l = await deps.ledger.answerWhileStopping(node, gpu, STOPPING_LEDGER_READ_MS).catch(() => undefined);
+          return l !== undefined && !l.reconciling && findReservation(l, serve.name)?.holder !== holder;
+        }
         const held = await deps.ledger.snapshot(node, gpu, 10_000).then(
           (l) => findReservation(l, serve.name)?.holder,
           () => holder,

@@ -10,10 +10,15 @@
 // before the stop and the `issued` one after it waits out the 2 s throttle). --hold-ledger
 // METHOD[:STEP]:N holds the worker's first call of that ledger method (of that fence step: start,
 // started, stop) N ms before it is sent, and says each ledger call as it is made.
-import { readFileSync } from 'node:fs';
+//     [--hold-start SERVE:FILE] [--allow-second-worker]
+// --hold-start: the worker's first start of SERVE's container waits until FILE exists (at most
+// 30 s) before Docker is asked, and says when it is held, when its step is cancelled (and whether
+// by the worker's stop) and when it goes on. --allow-second-worker: gpures worker's flag.
+import { existsSync, readFileSync } from 'node:fs';
+import { Context } from '@temporalio/activity';
 import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
-import type { ContainerRuntime } from '../../src/adapters/containers/port';
+import type { ContainerRuntime, ContainerSpec } from '../../src/adapters/containers/port';
 import { LedgerClient } from '../../src/adapters/ledger/ledger-client';
 import type { LedgerPort } from '../../src/adapters/ledger/port';
 import { parseManifest } from '../../src/config/manifest';
@@ -39,6 +44,31 @@ class DiesAfterStop extends DelegatingRuntime {
     if (this.afterMs > 0) await new Promise((r) => setTimeout(r, this.afterMs));
     process.kill(process.pid, 'SIGKILL');
     return new Promise<never>(() => undefined);
+  }
+}
+
+/** Holds the first start of `name` until `file` exists (at most 30 s), saying on stderr what its step meets meanwhile. */
+class StartHeldUntilFile extends DelegatingRuntime {
+  private held = false;
+  constructor(
+    real: ContainerRuntime,
+    private readonly name: string,
+    private readonly file: string,
+  ) {
+    super(real);
+  }
+  override async ensureRunning(spec: ContainerSpec) {
+    if (spec.name !== this.name || this.held) return this.real.ensureRunning(spec);
+    this.held = true;
+    const ctx = Context.current();
+    process.stderr.write(`fleet-worker: start of ${spec.name} held\n`);
+    ctx.cancelled.catch(() =>
+      process.stderr.write(`fleet-worker: start of ${spec.name} cancelled${ctx.cancellationDetails?.workerShutdown ? ' by the worker stop' : ''}\n`),
+    );
+    const until = Date.now() + 30_000;
+    while (!existsSync(this.file) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    process.stderr.write(`fleet-worker: start of ${spec.name} goes on\n`);
+    return this.real.ensureRunning(spec);
   }
 }
 
@@ -87,6 +117,8 @@ async function main(): Promise<void> {
       'kill-after-ms': { type: 'string' },
       'stop-fence-delay-ms': { type: 'string' },
       'hold-ledger': { type: 'string' },
+      'hold-start': { type: 'string' },
+      'allow-second-worker': { type: 'boolean' },
     },
   });
   if (!values.manifest || !values.state) throw new Error('usage: fleet-worker --manifest FILE --state DIR');
@@ -95,7 +127,13 @@ async function main(): Promise<void> {
   const node = parsed.manifest.node;
   const sim = new SimRuntime({ stateDir: values.state });
   const killOn = values['kill-after-stop'];
-  const runtime = killOn ? new DiesAfterStop(sim, containerName(node, killOn), Number(values['kill-after-ms'] ?? 0)) : sim;
+  const [heldServe, holdFile] = values['hold-start']?.split(':') ?? [];
+  if (values['hold-start'] && (!heldServe || !holdFile)) throw new Error(`--hold-start ${values['hold-start']}: expected SERVE:FILE`);
+  const runtime = killOn
+    ? new DiesAfterStop(sim, containerName(node, killOn), Number(values['kill-after-ms'] ?? 0))
+    : heldServe && holdFile
+      ? new StartHeldUntilFile(sim, containerName(node, heldServe), holdFile)
+      : sim;
   const fenceDelay = Number(values['stop-fence-delay-ms'] ?? 0);
   const hold = values['hold-ledger'];
   if (fenceDelay > 0 && hold) throw new Error('--stop-fence-delay-ms and --hold-ledger are not taken together');
@@ -105,7 +143,14 @@ async function main(): Promise<void> {
       : hold
         ? (client: Client) => heldLedger(client, holdFirst(hold), true)
         : undefined;
-  await runWorker({ manifestPath: values.manifest, node, gpus: 'off', runtime, ...(ledger ? { ledger } : {}) });
+  await runWorker({
+    manifestPath: values.manifest,
+    node,
+    gpus: 'off',
+    runtime,
+    allowSecondWorker: values['allow-second-worker'] === true,
+    ...(ledger ? { ledger } : {}),
+  });
 }
 
 main().catch((err: unknown) => {

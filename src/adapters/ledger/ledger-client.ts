@@ -292,12 +292,19 @@ export class LedgerClient implements LedgerPort {
    * (reconciling or not); LedgerUnanswered when no worker does. Starts nothing: for ledgers found
    * from Temporal, whose GPU spec only their node's manifest knows.
    */
-  async answer(node: string, gpuRole: string, withinMs = NODE_ANSWER_MS, workflows: WorkflowClient = this.client.workflow): Promise<LedgerState> {
+  async answer(
+    node: string,
+    gpuRole: string,
+    withinMs = NODE_ANSWER_MS,
+    workflows: WorkflowClient = this.client.workflow,
+    cutBy: 'worker stop' | 'its bound only' = 'worker stop',
+  ): Promise<LedgerState> {
     const h = workflows.getHandle<typeof ledgerWorkflow>(workflowIds.ledger(node, gpuRole));
     const queryDeadline = Date.now() + withinMs;
+    // A query is answered by a worker: without one it would wait for the RPC's own timeout.
+    const send = () => this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery));
     try {
-      // A query is answered by a worker: without one it would wait for the RPC's own timeout.
-      return await boundToActivity(this.client, () => this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery)), 'worker stop');
+      return await (cutBy === 'worker stop' ? boundToActivity(this.client, send, cutBy) : send());
     } catch (err) {
       if (!isNoWorker(err, queryDeadline)) throw err;
       throw new LedgerUnanswered(
@@ -305,6 +312,10 @@ export class LedgerClient implements LedgerPort {
           `is \`gpures worker\` running for ${node} (task queue ${taskQueueFor(node)})?`,
       );
     }
+  }
+
+  answerWhileStopping(node: string, gpu: GpuSpec, withinMs: number): Promise<LedgerState> {
+    return this.answer(node, gpu.role, withinMs, this.client.workflow, 'its bound only');
   }
 
   /**

@@ -37,6 +37,12 @@ export interface LedgerPort {
   /** The ledger as it stands, once it has reconciled with the running containers (within reconcileTimeoutMs). */
   snapshot(node: string, gpu: GpuSpec, reconcileTimeoutMs?: number): Promise<LedgerState>;
   /**
+   * The ledger as another worker of the node answers it within `withinMs`, asked by a step of this
+   * worker while it stops (which polls no workflow task itself): reconciling or not. LedgerUnanswered
+   * when no worker does, as when this one is the node's only worker.
+   */
+  answerWhileStopping(node: string, gpu: GpuSpec, withinMs: number): Promise<LedgerState>;
+  /**
    * What the GPU's ledger held when its latest run other than `runId` closed (terminated, failed):
    * the run a fresh one replaces; none when no such run is listed; unread, and why, when Temporal
    * cannot say within `withinMs`.
