@@ -162,7 +162,7 @@ describe('an update sent from an activity ends with the activity (a real dev ser
   });
 });
 
-describe('a query sent from an activity ends with a stopping worker, and only then (a real dev server, no worker)', () => {
+describe('a query sent from an activity ends with a stopping worker, and only then; none is sent with no other worker to answer (a real dev server, no worker)', () => {
   /** How `pending` ended, or `still waiting` if it has not within `ms`. */
   const within = (pending: Promise<unknown>, ms: number) =>
     Promise.race([
@@ -187,6 +187,13 @@ describe('a query sent from an activity ends with a stopping worker, and only th
       const cut = await within(read, 5000);
       assert.ok(cut instanceof Error && cut.name === 'CancelledFailure', `the read ended with ${String(cut)}`);
       assert.ok(Date.now() - stoppedAt < 2000, `ended with the stop (${Date.now() - stoppedAt} ms), not at its 12 s bound`);
+
+      // A start step's question while its worker stops (startServeContainer's notOurs): no other
+      // worker polls the node's task queue to answer, so it is not asked, rather than waiting out its bound.
+      const aloneAt = Date.now();
+      const alone = await within(ledger.answerWhileStopping(node, GPU, 3000), 5000);
+      assert.ok(alone instanceof Error && alone.name === 'LedgerUnanswered' && /no other worker polls/.test(alone.message), `it ended with ${String(alone)}`);
+      assert.ok(Date.now() - aloneAt < 1000, `unanswered at once (${Date.now() - aloneAt} ms), not at its 3 s bound`);
 
       // The run's cancel (as startServeContainer's removal asks who holds the serve after it): the query goes on.
       const cancelled = new MockActivityEnvironment();

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { temporal as proto } from '@temporalio/proto';
 import { EXIT } from '../src/cli/exit-codes';
 import { taskQueueFor } from '../src/shared/messages';
-import { livePollers } from '../src/worker/second-worker';
+import { livePollers } from '../src/adapters/node-workers';
 import { renderManifest, uniqueNode } from './support/box';
 import { gpures, show, startWorkerProcess } from './support/cli';
 import type { WorkerProcess } from './support/cli';

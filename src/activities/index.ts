@@ -441,9 +441,9 @@ export function createActivities(deps: ActivityDeps) {
         // worker of the node answers (a deliberate pair, --allow-second-worker), within a bound
         // the stop has room for. There, a `serves down` may have taken the serve over from this
         // run (terminated) and found nothing to stop while this step was creating the container.
-        // Unanswered (this is the node's only worker, and no `serves down` runs before it exits,
-        // by when the container is there for the down to stop), or a ledger still reconciling (it
-        // adopts the container for its run): kept, the retry's to adopt.
+        // None there (the node's only worker: no `serves down` runs before it exits, by when the
+        // container is there for the down to stop; not asked then), no answer, or a ledger still
+        // reconciling (it adopts the container for its run): kept, the retry's to adopt.
         if (Context.current().cancellationDetails?.workerShutdown) {
           const l = await deps.ledger.answerWhileStopping(node, gpu, STOPPING_LEDGER_READ_MS).catch(() => undefined);
           return l !== undefined && !l.reconciling && findReservation(l, serve.name)?.holder !== holder;

@@ -46,6 +46,7 @@ import type { ledgerWorkflow } from '../../workflows/ledger';
 import { Transient } from '../../shared/failures';
 import { GrpcStatus } from '../grpc-status';
 import type { LedgerPort, LostRun } from './port';
+import { otherWorkers } from '../node-workers';
 
 export interface LedgerClientOptions {
   /**
@@ -314,7 +315,11 @@ export class LedgerClient implements LedgerPort {
     }
   }
 
-  answerWhileStopping(node: string, gpu: GpuSpec, withinMs: number): Promise<LedgerState> {
+  async answerWhileStopping(node: string, gpu: GpuSpec, withinMs: number): Promise<LedgerState> {
+    // None to answer (the node's only worker stopping): not asked, or the stop would wait out the bound.
+    const others = await otherWorkers(this.client, node).catch(() => undefined);
+    if (others?.length === 0)
+      throw new LedgerUnanswered(`no other worker polls ${taskQueueFor(node)} to answer the ledger of gpu_role '${gpu.role}' while this one stops`);
     return this.answer(node, gpu.role, withinMs, this.client.workflow, 'its bound only');
   }
 

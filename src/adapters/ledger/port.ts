@@ -39,7 +39,7 @@ export interface LedgerPort {
   /**
    * The ledger as another worker of the node answers it within `withinMs`, asked by a step of this
    * worker while it stops (which polls no workflow task itself): reconciling or not. LedgerUnanswered
-   * when no worker does, as when this one is the node's only worker.
+   * when no worker does, at once when Temporal lists no other worker polling the node's task queue.
    */
   answerWhileStopping(node: string, gpu: GpuSpec, withinMs: number): Promise<LedgerState>;
   /**
