@@ -11,7 +11,7 @@
 // against the ledger every 100 ms from the stop until the stopping worker has exited.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LedgerClient } from '../src/adapters/ledger/ledger-client';
@@ -30,7 +30,9 @@ const SERVES: TestServe[] = [{ name: 'vision', vram_mib: 12288, class: 'evictabl
 describe("a start cut by its worker's stop while a `serves down` on the other worker took its serve over", () => {
   let sw: SimWorkerBox;
   const workers: WorkerProcess[] = [];
-  const hold = join(mkdtempSync(join(tmpdir(), 'gpures-stop-takeover-')), 'go-on');
+  const dir = mkdtempSync(join(tmpdir(), 'gpures-stop-takeover-'));
+  const hold = join(dir, 'go-on');
+  let sampling: { stop: () => Promise<unknown[]> } | undefined;
 
   before(async () => {
     sw = await startSimWorkerBox('stoptake', GPU, SERVES);
@@ -39,8 +41,10 @@ describe("a start cut by its worker's stop while a `serves down` on the other wo
   });
   after(async () => {
     writeFileSync(hold, '');
+    await sampling?.stop();
     await Promise.all(workers.map((w) => w.stop()));
     await sw?.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   /** vision's running containers on the box: their holders and the MiB their labels reserve. */
@@ -62,11 +66,12 @@ describe("a start cut by its worker's stop while a `serves down` on the other wo
     await waitUntil('a worker holds the start of vision', () => workers.some((w) => w.stderr().includes('held')), 60_000, 50);
     const stopping = workers.find((w) => w.stderr().includes('held')) as WorkerProcess;
     const other = workers.find((w) => w !== stopping) as WorkerProcess;
-    const sampling = sampleBoxUntilStopped(async () => ({
+    const sampled = sampleBoxUntilStopped(async () => ({
       at: Date.now(),
       box: await onBox(),
       ledger: await ledger().catch((e: Error) => [`unread: ${e.message}`]),
     }));
+    sampling = sampled;
     const stoppedAt = Date.now();
     stopping.child.kill('SIGTERM');
     await waitUntil('the held start is cancelled by the worker stop', () => stopping.stderr().includes('cancelled by the worker stop'), 8_000, 20);
@@ -76,10 +81,16 @@ describe("a start cut by its worker's stop while a `serves down` on the other wo
     const down = await serveDown(client, sw.node, 'vision');
     const downMs = Date.now() - stoppedAt;
     assert.ok(down.ok, !down.ok ? down.message : '');
+    // The stopping worker exits 10 s after the signal: its step needs the rest for the start, the question and the removal.
+    assert.ok(
+      downMs < 7000,
+      `the bring-down ended ${downMs} ms after the stop, too late for the stopping worker's 10 s: the case is not reached (a loaded host)`,
+    );
     assert.ok(!stopping.stderr().includes('goes on'), `the start went on before the bring-down ended (${downMs} ms after the stop): the case is not reached`);
     writeFileSync(hold, '');
     const exit = await stopping.exited;
-    const samples = await sampling.stop();
+    const samples = await sampled.stop();
+    sampling = undefined;
     const after = { box: await onBox(), ledger: await ledger() };
     // From the bring-down's end: a vision container running while the ledger holds no reservation for it.
     const unreserved = samples.filter((s) => s.box.length > 0 && !s.ledger.some((l) => l.startsWith('vision ')));

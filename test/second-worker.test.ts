@@ -73,7 +73,7 @@ test('a second worker for a node refuses, naming the first; --allow-second-worke
   );
 });
 
-test("a poller that is gone does not refuse a restart: this host's dead pid, this process's own (a restarted container's), or a poll older than the server's window", () => {
+test("a poller that is gone does not refuse a restart, nor counts as another worker: this host's dead pid, this process's own (a restarted container's, or a worker's own as it stops), or a poll older than the server's window", () => {
   const now = 1_000_000_000;
   const alive = (pid: number) => pid === 42 || pid === process.pid;
   const seen = [

@@ -3,7 +3,6 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { LedgerState, LostRunUnread, Reservation } from '../domain/ledger';
-import { findReservation } from '../domain/ledger';
 import { LOG_BOUNDS } from '../domain/bounds';
 import { failedStartTail } from '../domain/logs';
 import { containerName, LABEL, redactSecrets, redactServe, SERVE_API_KEY_ENV, serveBaseUrl, serveCommand, serveHealthUrl, serveLabels } from '../domain/serve';
@@ -25,7 +24,7 @@ import type {
   LedgerStopArgs,
   LedgerVictimArgs,
 } from '../shared/messages';
-import { holderOf, parseHolder } from '../domain/fence';
+import { fenceStepProblem, holderOf, parseHolder } from '../domain/fence';
 import type { OwnContainer } from '../domain/fence';
 import { workflowIds } from '../shared/messages';
 import { cancelReason } from '../shared/wording';
@@ -138,8 +137,9 @@ const LOST_RUN_READ_MS = 10_000;
 /** How long a fresh ledger's reconcile waits for Temporal to say whether the lost run's start slot's holder still runs. */
 const SLOT_HOLDER_READ_MS = 5_000;
 /**
- * How long a start step cancelled by its worker's stop asks whether its run still holds the serve:
- * within the stop's 10 s (WORKER_STOP_MS), after up to 3 s for local steps to end.
+ * How long a start step cancelled by its worker's stop asks whether its run still holds the serve,
+ * the check for another worker to answer included. The stop's 10 s (WORKER_STOP_MS) hold up to 3 s
+ * for local steps to end, what is left of the container's create and start, this, and a removal.
  */
 const STOPPING_LEDGER_READ_MS = 3_000;
 
@@ -434,25 +434,31 @@ export function createActivities(deps: ActivityDeps) {
       // name may be another run's by the time the removal lands. Any other failure, or a cancel
       // while the run still holds the serve (a worker stopping, an attempt timed out), keeps it:
       // the retry adopts it, and the model's load is not paid twice.
+      // As the step's own `started` fence judges: held by this run, admitted or running.
+      const stillOurs = (l: LedgerState) => fenceStepProblem(l, { serve: serve.name, holder, step: 'started' }) === undefined;
       const notOurs = async (err: unknown): Promise<boolean> => {
         if (err instanceof ApplicationFailure && err.type === Failure.ReservationLost) return true;
         if (!(err instanceof CancelledFailure)) return false;
         // A stopping worker's cancel: this worker polls no workflow task now, so only another
-        // worker of the node answers (a deliberate pair, --allow-second-worker), within a bound
-        // the stop has room for. There, a `serves down` may have taken the serve over from this
-        // run (terminated) and found nothing to stop while this step was creating the container.
+        // worker of the node answers (a deliberate pair, --allow-second-worker); the SDK tells the
+        // server of the stop, which then sends the query to the node's queue, not to this
+        // worker's sticky one. There, a `serves down` may have taken the serve over from this run
+        // (terminated) and found nothing to stop while this step was creating the container.
         // None there (the node's only worker: no `serves down` runs before it exits, by when the
         // container is there for the down to stop; not asked then), no answer, or a ledger still
         // reconciling (it adopts the container for its run): kept, the retry's to adopt.
         if (Context.current().cancellationDetails?.workerShutdown) {
-          const l = await deps.ledger.answerWhileStopping(node, gpu, STOPPING_LEDGER_READ_MS).catch(() => undefined);
-          return l !== undefined && !l.reconciling && findReservation(l, serve.name)?.holder !== holder;
+          const l = await deps.ledger.answerWhileStopping(node, gpu, STOPPING_LEDGER_READ_MS).catch((e: Error) => e);
+          if (!(l instanceof Error) && !l.reconciling) return !stillOurs(l);
+          activityContext()?.log.warn(
+            `start of ${serve.name} cut by the worker's stop: ${name} kept for the retry to adopt (${l instanceof Error ? l.message : 'the ledger is reconciling'})`,
+          );
+          return false;
         }
-        const held = await deps.ledger.snapshot(node, gpu, 10_000).then(
-          (l) => findReservation(l, serve.name)?.holder,
-          () => holder,
+        return deps.ledger.snapshot(node, gpu, 10_000).then(
+          (l) => !stillOurs(l),
+          () => false,
         );
-        return held !== holder;
       };
       const removeOurs = async (err: unknown, startedNow?: { id: string; created: boolean }): Promise<never> => {
         if (!(await notOurs(err))) throw err;

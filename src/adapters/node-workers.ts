@@ -31,8 +31,9 @@ export function livePollers(pollers: readonly SeenPoller[], nowMs: number, host:
     .filter((p) => p.lastAccessMs === undefined || nowMs - p.lastAccessMs <= LIVE_POLL_MS)
     .filter((p) => {
       const m = /^(\d+)@(.+)$/.exec(p.identity);
-      // This process has not polled yet: its own identity is a predecessor's (a container restarted
-      // keeps its hostname and, as pid 1, its pid).
+      // This process's own identity: a predecessor's when it has not polled yet (a container
+      // restarted keeps its hostname and, as pid 1, its pid), or its own as it stops. Two workers
+      // in containers on the host's network, both pid 1, share one identity: neither sees the other.
       return !(m && m[2] === host && (Number(m[1]) === process.pid || !pidAlive(Number(m[1]))));
     })
     .map((p) => p.identity);

@@ -127,7 +127,8 @@ async function main(): Promise<void> {
   const node = parsed.manifest.node;
   const sim = new SimRuntime({ stateDir: values.state });
   const killOn = values['kill-after-stop'];
-  const [heldServe, holdFile] = values['hold-start']?.split(':') ?? [];
+  const at = values['hold-start']?.indexOf(':') ?? -1;
+  const [heldServe, holdFile] = at > 0 ? [values['hold-start']?.slice(0, at), values['hold-start']?.slice(at + 1)] : [];
   if (values['hold-start'] && (!heldServe || !holdFile)) throw new Error(`--hold-start ${values['hold-start']}: expected SERVE:FILE`);
   const runtime = killOn
     ? new DiesAfterStop(sim, containerName(node, killOn), Number(values['kill-after-ms'] ?? 0))

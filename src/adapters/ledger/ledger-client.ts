@@ -316,11 +316,14 @@ export class LedgerClient implements LedgerPort {
   }
 
   async answerWhileStopping(node: string, gpu: GpuSpec, withinMs: number): Promise<LedgerState> {
-    // None to answer (the node's only worker stopping): not asked, or the stop would wait out the bound.
-    const others = await otherWorkers(this.client, node).catch(() => undefined);
+    // One bound for both calls: the SDK retries an unavailable server's answer, inside it only.
+    const deadline = Date.now() + withinMs;
+    // None to answer (the node's only worker stopping): not asked, or the stop would wait out the
+    // bound. A server that will not say: asked anyway, within what is left of the bound.
+    const others = await this.client.withDeadline(deadline, () => otherWorkers(this.client, node)).catch(() => undefined);
     if (others?.length === 0)
       throw new LedgerUnanswered(`no other worker polls ${taskQueueFor(node)} to answer the ledger of gpu_role '${gpu.role}' while this one stops`);
-    return this.answer(node, gpu.role, withinMs, this.client.workflow, 'its bound only');
+    return this.answer(node, gpu.role, Math.max(0, deadline - Date.now()), this.client.workflow, 'its bound only');
   }
 
   /**
