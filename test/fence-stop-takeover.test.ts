@@ -30,21 +30,26 @@ const SERVES: TestServe[] = [{ name: 'vision', vram_mib: 12288, class: 'evictabl
 describe("a start cut by its worker's stop while a `serves down` on the other worker took its serve over", () => {
   let sw: SimWorkerBox;
   const workers: WorkerProcess[] = [];
-  const dir = mkdtempSync(join(tmpdir(), 'gpures-stop-takeover-'));
-  const hold = join(dir, 'go-on');
+  let dir = '';
+  let hold = '';
   let sampling: { stop: () => Promise<unknown[]> } | undefined;
 
   before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gpures-stop-takeover-'));
+    hold = join(dir, 'go-on');
     sw = await startSimWorkerBox('stoptake', GPU, SERVES);
     // Both hold their first start of vision: the bring-up's step lands on either.
     for (let k = 0; k < 2; k++) workers.push(await sw.startWorker(['--hold-start', `vision:${hold}`, '--allow-second-worker']));
   });
   after(async () => {
-    writeFileSync(hold, '');
-    await sampling?.stop();
-    await Promise.all(workers.map((w) => w.stop()));
-    await sw?.close();
-    rmSync(dir, { recursive: true, force: true });
+    try {
+      if (dir) writeFileSync(hold, '');
+      await sampling?.stop().catch(() => undefined);
+      await Promise.all(workers.map((w) => w.stop()));
+    } finally {
+      await sw?.close();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   /** vision's running containers on the box: their holders and the MiB their labels reserve. */

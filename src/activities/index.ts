@@ -430,11 +430,11 @@ export function createActivities(deps: ActivityDeps) {
       // A container of this run's goes now, by this step, when the serve is no longer this run's:
       // the fence refused, or the step was cancelled (its run may have ended without compensating,
       // terminated, and a `serves down` taken the hold over) and the ledger, asked by a query that a
-      // cancel does not cut short, holds the serve for another run or not at all. By its id: the
+      // cancel does not cut short, no longer holds the serve for this run admitted or running, as
+      // the step's own `started` fence judges (another run's, evicted, asleep, gone). By its id: the
       // name may be another run's by the time the removal lands. Any other failure, or a cancel
       // while the run still holds the serve (a worker stopping, an attempt timed out), keeps it:
       // the retry adopts it, and the model's load is not paid twice.
-      // As the step's own `started` fence judges: held by this run, admitted or running.
       const stillOurs = (l: LedgerState) => fenceStepProblem(l, { serve: serve.name, holder, step: 'started' }) === undefined;
       const notOurs = async (err: unknown): Promise<boolean> => {
         if (err instanceof ApplicationFailure && err.type === Failure.ReservationLost) return true;
@@ -448,11 +448,12 @@ export function createActivities(deps: ActivityDeps) {
         // container is there for the down to stop; not asked then), no answer, or a ledger still
         // reconciling (it adopts the container for its run): kept, the retry's to adopt.
         if (Context.current().cancellationDetails?.workerShutdown) {
-          const l = await deps.ledger.answerWhileStopping(node, gpu, STOPPING_LEDGER_READ_MS).catch((e: Error) => e);
+          const l = await deps.ledger
+            .answerWhileStopping(node, gpu, STOPPING_LEDGER_READ_MS)
+            .catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))));
           if (!(l instanceof Error) && !l.reconciling) return !stillOurs(l);
-          activityContext()?.log.warn(
-            `start of ${serve.name} cut by the worker's stop: ${name} kept for the retry to adopt (${l instanceof Error ? l.message : 'the ledger is reconciling'})`,
-          );
+          const why = l instanceof Error ? l.message.slice(0, 300) : 'the ledger is reconciling';
+          activityContext()?.log.warn(`start of ${serve.name} cut by the worker's stop: ${name} kept for the retry to adopt (${why})`);
           return false;
         }
         return deps.ledger.snapshot(node, gpu, 10_000).then(

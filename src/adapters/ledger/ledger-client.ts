@@ -323,6 +323,7 @@ export class LedgerClient implements LedgerPort {
     const others = await this.client.withDeadline(deadline, () => otherWorkers(this.client, node)).catch(() => undefined);
     if (others?.length === 0)
       throw new LedgerUnanswered(`no other worker polls ${taskQueueFor(node)} to answer the ledger of gpu_role '${gpu.role}' while this one stops`);
+    if (Date.now() >= deadline) throw new LedgerUnanswered(`Temporal did not say within ${withinMs / 1000} s which workers poll ${taskQueueFor(node)}`);
     return this.answer(node, gpu.role, Math.max(0, deadline - Date.now()), this.client.workflow, 'its bound only');
   }
 
