@@ -97,7 +97,7 @@ describe("a start cut by its worker's stop while a `serves down` on the other wo
     const samples = await sampled.stop();
     sampling = undefined;
     const after = { box: await onBox(), ledger: await ledger() };
-    // From the bring-down's end: a vision container running while the ledger holds no reservation for it.
+    // From the stop on: a vision container running while the ledger read holds no reservation of vision (or could not be read).
     const unreserved = samples.filter((s) => s.box.length > 0 && !s.ledger.some((l) => l.startsWith('vision ')));
     console.log(
       `  the start cancelled ${cancelledMs} ms after the stop, the bring-down ended ${downMs} ms after it; the stopping worker exited ${exit.code ?? exit.signal}; ${samples.length} samples, ` +
