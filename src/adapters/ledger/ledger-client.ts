@@ -305,7 +305,7 @@ export class LedgerClient implements LedgerPort {
     // A query is answered by a worker: without one it would wait for the RPC's own timeout.
     const send = () => this.client.withDeadline(queryDeadline, () => h.query(snapshotQuery));
     try {
-      return await (cutBy === 'worker stop' ? boundToActivity(this.client, send, cutBy) : send());
+      return await boundToActivity(this.client, send, cutBy);
     } catch (err) {
       if (!isNoWorker(err, queryDeadline)) throw err;
       throw new LedgerUnanswered(
@@ -323,8 +323,9 @@ export class LedgerClient implements LedgerPort {
     const others = await this.client.withDeadline(deadline, () => otherWorkers(this.client, node)).catch(() => undefined);
     if (others?.length === 0)
       throw new LedgerUnanswered(`no other worker polls ${taskQueueFor(node)} to answer the ledger of gpu_role '${gpu.role}' while this one stops`);
-    if (Date.now() >= deadline) throw new LedgerUnanswered(`Temporal did not say within ${withinMs / 1000} s which workers poll ${taskQueueFor(node)}`);
-    return this.answer(node, gpu.role, Math.max(0, deadline - Date.now()), this.client.workflow, 'its bound only');
+    const left = deadline - Date.now();
+    if (left <= 0) throw new LedgerUnanswered(`Temporal did not say within ${withinMs / 1000} s which workers poll ${taskQueueFor(node)}`);
+    return this.answer(node, gpu.role, left, this.client.workflow, 'its bound only');
   }
 
   /**
@@ -479,7 +480,8 @@ class FifoSemaphore {
 
 /**
  * Inside an activity a call to the ledger ends with the activity's attempt: an update with any
- * cancel of it, a query with the worker's stop only (`cutBy`). A worker that is stopping stops
+ * cancel of it, a query with the worker's stop only (`cutBy`), and a query asked because the
+ * worker stops with its own bound only. A worker that is stopping stops
  * polling workflow tasks, the ledger's too, and cancels its activities; an update or a query
  * left waiting for the ledger's answer would wait for ever (an update) or for its bound (12 s, past
  * the stop's WORKER_STOP_MS of 10 s), and hold the worker's shutdown with it (seen when a test tore
@@ -495,12 +497,13 @@ class FifoSemaphore {
  * bound. A local step's read is answered while the stop lets local steps end before it stops
  * polling (src/worker/stop.ts: up to 3 s, then named as left).
  */
-async function boundToActivity<T>(client: Client, send: () => Promise<T>, cutBy: 'any cancel' | 'worker stop'): Promise<T> {
+async function boundToActivity<T>(client: Client, send: () => Promise<T>, cutBy: 'any cancel' | 'worker stop' | 'its bound only'): Promise<T> {
   // The store Context.current() reads, read without its throw: outside an activity that throw was
   // an Error built for every update the CLI, the API or the bench sent (3.8 µs of CPU each).
   const ctx = asyncLocalStorage.getStore();
-  // Not in an activity (the CLI, the API): the caller bounds its own wait.
-  if (!ctx) return send();
+  // Not in an activity (the CLI, the API), or a question asked because its worker stops
+  // (answerWhileStopping): the caller bounds its own wait.
+  if (!ctx || cutBy === 'its bound only') return send();
   const cuts = () => cutBy === 'any cancel' || ctx.cancellationDetails?.workerShutdown === true;
   // Cancelled already: not sent.
   if (ctx.cancellationSignal.aborted && cuts()) await ctx.cancelled;
