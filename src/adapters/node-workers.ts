@@ -34,6 +34,8 @@ export function livePollers(pollers: readonly SeenPoller[], nowMs: number, host:
       // This process's own identity: a predecessor's when it has not polled yet (a container
       // restarted keeps its hostname and, as pid 1, its pid), or its own as it stops. Two workers
       // in containers on the host's network, both pid 1, share one identity: neither sees the other.
+      // Telling them apart by their container (its id) would refuse a recreated container's worker
+      // for up to LIVE_POLL_MS: Temporal lists a worker's poller after even a graceful stop.
       return !(m && m[2] === host && (Number(m[1]) === process.pid || !pidAlive(Number(m[1]))));
     })
     .map((p) => p.identity);
