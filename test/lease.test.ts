@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { serveAcquire, serveDown, serveUp, ledgerSnapshots } from '../src/client/operations';
-import { extendLease, releaseLease } from '../src/client/lease';
+import { extendLease, NoLease, releaseLease } from '../src/client/lease';
 import { startSimTestBox } from './support/sim';
 import type { SimTestBox } from './support/sim';
 import { leaseHandle, leaseTimes } from './support/lease';
@@ -70,6 +70,9 @@ describe('leases', () => {
   after(async () => {
     await t?.close();
   });
+
+  /** comfyui-sim as a lease's extend and release name it. */
+  const comfyui = () => ({ node: t.node, serve: 'comfyui-sim', gpuRole: 'dark-fast' });
 
   async function phases(): Promise<string[]> {
     const [l] = await ledgerSnapshots(t.temporal.client, t.manifest);
@@ -161,9 +164,9 @@ describe('leases', () => {
     await acquireLeased('comfyui-sim', { kind: 'fixed', seconds: 3 });
     const lease = leaseHandle(t.temporal.client, t.node, 'comfyui-sim');
     const before = await lease.view();
-    const extended = await extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 600 });
+    const extended = await extendLease(t.temporal.client, comfyui(), { byS: 600 });
     assert.equal(extended.expiresAtEpochMs, before.expiresAtEpochMs + 600_000);
-    await assert.rejects(extendLease(t.temporal.client, t.node, 'comfyui-sim', { byS: 604_800 }), /past the 7d a lease reaches at most/);
+    await assert.rejects(extendLease(t.temporal.client, comfyui(), { byS: 604_800 }), /past the 7d a lease reaches at most/);
     // A renewal by hand (the UI's signal form) with terms no lease may hold is dropped, not taken:
     // a signal cannot be refused, so the lease records it and runs on under its own terms.
     const raw = t.temporal.client.workflow.getHandle(workflowIds.lease(t.node, 'comfyui-sim'));
@@ -186,7 +189,7 @@ describe('leases', () => {
     assert.deepEqual(await phases(), ['fast:running', 'vision:evicted', 'comfyui-sim:running']);
 
     const asked = Date.now();
-    const { result } = await releaseLease(t.temporal.client, t.node, 'comfyui-sim');
+    const { result } = await releaseLease(t.temporal.client, comfyui());
     assert.equal(result.outcome, 'released', result.message);
     assert.match(result.message, /^lease of comfyui-sim released: serves down comfyui-sim: stopped.*restore: vision restored$/);
     const times = await leaseTimes(t.temporal.client, t.node, 'comfyui-sim');
@@ -194,7 +197,7 @@ describe('leases', () => {
     console.log(`  release: serves down asked ${(took / 1000).toFixed(2)} s after the release`);
     assert.ok(took >= 0 && took < 3000, `serves down asked ${took} ms after the release`);
     await assertRestored();
-    await assert.rejects(releaseLease(t.temporal.client, t.node, 'comfyui-sim'), /no lease runs for comfyui-sim/);
+    await assert.rejects(releaseLease(t.temporal.client, comfyui()), /no lease runs for comfyui-sim/);
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
   });
 
@@ -387,7 +390,7 @@ describe('leases', () => {
       const v = await lease.view().catch(() => undefined);
       return v !== undefined && v.holder === newer && v.state === 'running';
     });
-    const { result } = await releaseLease(t.temporal.client, t.node, 'comfyui-sim');
+    const { result } = await releaseLease(t.temporal.client, comfyui());
     assert.equal(result.outcome, 'released', result.message);
     await assertRestored();
     for (const s of ['vision', 'fast']) assert.ok((await serveDown(t.temporal.client, t.node, s)).ok);
@@ -400,6 +403,15 @@ describe('leases', () => {
     const down = await serveDown(t.temporal.client, t.node, 'comfyui-sim', { restore: true });
     assert.ok(down.ok, !down.ok ? down.message : '');
     await assertRestored();
+    // Its lease runs on, standing for nothing: an extension or a release would move nothing and bring nothing down.
+    const noLonger = (err: unknown) =>
+      err instanceof NoLease &&
+      /^the lease of comfyui-sim no longer stands: comfyui-sim is not held by the acquisition it was taken for \(acquire\/.*\/comfyui-sim\/.*\) but down \(no reservation\); the lease ends at its expiry/.test(
+        err.message,
+      );
+    await assert.rejects(extendLease(t.temporal.client, comfyui(), { byS: 600 }), noLonger);
+    await assert.rejects(releaseLease(t.temporal.client, comfyui()), noLonger);
+    assert.equal((await leaseHandle(t.temporal.client, t.node, 'comfyui-sim').view()).state, 'running', 'refused: the lease is not asked');
     // Someone else's bring-up of it meanwhile: not the lease's acquisition, so not its to stop.
     assert.ok((await serveDown(t.temporal.client, t.node, 'vision')).ok);
     assert.ok((await serveUp(t.temporal.client, t.node, 'comfyui-sim')).ok);

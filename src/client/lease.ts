@@ -2,6 +2,9 @@
 // (one list and one query per leased serve, so status and ledger stay quick), extend and release.
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { LedgerClient } from '../adapters/ledger/ledger-client';
+import { findReservation } from '../domain/ledger';
+import { leaseHolds } from '../domain/lease';
 import type { LeaseExtension, LeaseView } from '../domain/lease';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, taskQueueFor, workflowIds } from '../shared/messages';
 import type { LeaseResult } from '../shared/operations';
@@ -38,18 +41,44 @@ export async function runningLeases(client: Client, node: string): Promise<Map<s
   return (await nodeLeases(client, node)).leases;
 }
 
-async function runningLease(client: Client, node: string, serve: string) {
+/** A leased serve as the operator names it: its node, and the GPU whose ledger holds it. */
+export interface LeasedServe {
+  node: string;
+  serve: string;
+  gpuRole: string;
+}
+
+/** How long the ledger's read before an extend or a release may take; unread, the lease is asked anyway. */
+const LEDGER_READ_MS = 10_000;
+
+/**
+ * The serve's running lease, refused (NoLease) when it no longer stands: its acquisition does not
+ * hold the serve (brought down by hand, then perhaps up again by another run). Such a lease ends
+ * at its expiry without acting, so an extension would move nothing, and a release would not bring
+ * the serve down as it says. A ledger that cannot be read (or none running) leaves the lease to be asked.
+ */
+async function runningLease(client: Client, { node, serve, gpuRole }: LeasedServe) {
   const workflowId = workflowIds.lease(node, serve);
   const handle = client.workflow.getHandle(workflowId);
+  let running;
   try {
     const d = await handle.describe();
-    if (d.status.name === 'RUNNING') return client.workflow.getHandle(workflowId, d.runId);
-    throw new NoLease(`no lease runs for ${serve}: ${workflowId} ${d.status.name.toLowerCase()} at ${d.closeTime?.toISOString() ?? '?'}`);
+    if (d.status.name !== 'RUNNING')
+      throw new NoLease(`no lease runs for ${serve}: ${workflowId} ${d.status.name.toLowerCase()} at ${d.closeTime?.toISOString() ?? '?'}`);
+    running = client.workflow.getHandle(workflowId, d.runId);
   } catch (err) {
     if (err instanceof WorkflowNotFoundError)
       throw new NoLease(`no lease runs for ${serve} (no ${workflowId}); \`serves up ${serve} --lease DURATION\` starts one`);
     throw err;
   }
+  const [view, ledger] = await Promise.all([running.query(leaseQuery), new LedgerClient(client).running(node, gpuRole, LEDGER_READ_MS).catch(() => undefined)]);
+  const r = ledger && findReservation(ledger, serve);
+  if (ledger && !leaseHolds(view, r))
+    throw new NoLease(
+      `the lease of ${serve} no longer stands: ${serve} is not held by the acquisition it was taken for (${view.holder}) but ${r ? `${r.phase}, held by ${r.holder}` : 'down (no reservation)'}; ` +
+        `the lease ends at its expiry leaving ${serve} as it is (\`temporal workflow cancel --workflow-id ${workflowId}\` ends it now); \`serves up ${serve} --lease DURATION\` leases it anew`,
+    );
+  return running;
 }
 
 /** The update's own refusal (expired, out of bounds) is the operator's message; anything else (Temporal unreachable) stays what it is. */
@@ -59,8 +88,8 @@ function refusal(err: unknown): Error {
   return cause?.message ? new NoLease(cause.message) : err;
 }
 
-export async function extendLease(client: Client, node: string, serve: string, ext: LeaseExtension): Promise<LeaseView> {
-  const handle = await runningLease(client, node, serve);
+export async function extendLease(client: Client, leased: LeasedServe, ext: LeaseExtension): Promise<LeaseView> {
+  const handle = await runningLease(client, leased);
   return handle.executeUpdate(extendLeaseUpdate, { args: [ext] }).catch((err: unknown) => {
     throw refusal(err);
   });
@@ -69,13 +98,12 @@ export async function extendLease(client: Client, node: string, serve: string, e
 /** Expires the lease now and waits for its bring-down (and restore) to end, reporting their steps as they happen. */
 export async function releaseLease(
   client: Client,
-  node: string,
-  serve: string,
+  leased: LeasedServe,
   handlers?: FollowHandlers,
   /** Told once the lease has taken the release (not before: there may be no lease to release). */
   released?: () => void,
 ): Promise<{ view: LeaseView; result: LeaseResult }> {
-  const handle = await runningLease(client, node, serve);
+  const handle = await runningLease(client, leased);
   const view = await handle.executeUpdate(releaseLeaseUpdate).catch((err: unknown) => {
     throw refusal(err);
   });

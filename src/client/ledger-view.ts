@@ -3,7 +3,7 @@
 // One reading for both, so the page's figures are the CLI's.
 import { committedMibOf, lostRunUnreadText, startSlotText, totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
-import { leaseText } from '../domain/lease';
+import { leaseHolds, leaseText } from '../domain/lease';
 import type { LeaseView } from '../domain/lease';
 import { physicalTruth } from '../domain/physical';
 import type { PhysicalTruth } from '../domain/physical';
@@ -21,7 +21,7 @@ export function heldLeases(ledgers: readonly LedgerState[], leases: ReadonlyMap<
   for (const l of ledgers) {
     for (const r of l.reservations) {
       const v = leases.get(r.serve);
-      if (v && (v.holder === r.holder || v.state === 'expiring')) out.set(r.serve, { ...v, text: leaseText(v, nowMs) });
+      if (v && leaseHolds(v, r)) out.set(r.serve, { ...v, text: leaseText(v, nowMs) });
     }
   }
   return out;

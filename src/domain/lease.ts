@@ -4,7 +4,7 @@
 import { BOUNDS, boundRule, NAME_PATTERN, withinBound } from './bounds';
 import { holdingRun } from './fence';
 import { findReservation } from './ledger';
-import type { LedgerState, ReservationPhase } from './ledger';
+import type { LedgerState, Reservation, ReservationPhase } from './ledger';
 
 export type LeaseKind = 'fixed' | 'idle';
 
@@ -131,6 +131,15 @@ export interface LeaseView {
   lastUseSeenEpochMs?: number;
   /** running: waiting for its expiry; expiring: the serve is being brought down. */
   state: 'running' | 'expiring';
+}
+
+/**
+ * Whether a lease still stands for its serve: its acquisition holds the serve's reservation, or it
+ * is bringing the serve down. One brought down by hand (then perhaps up again by another run) keeps
+ * a lease that will end without acting: nothing of it to show, extend or release.
+ */
+export function leaseHolds(v: LeaseView, r: Reservation | undefined): boolean {
+  return v.state === 'expiring' || r?.holder === v.holder;
 }
 
 /**

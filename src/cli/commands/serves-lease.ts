@@ -6,6 +6,7 @@ import { boundProblem } from '../../domain/inputs';
 import { beyondReach, formatDuration, leaseText, parseDuration } from '../../domain/lease';
 import type { LeaseExtension } from '../../domain/lease';
 import { extendLease, NoLease, releaseLease } from '../../client/lease';
+import type { LeasedServe } from '../../client/lease';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
 import { checkServes, gpuRolesOf, loadManifest, manifestPath } from '../manifest';
@@ -38,15 +39,16 @@ export function untilEpochMs(text: string, nowMs: number): number {
   return to;
 }
 
-async function onLease<T>(ctx: CommandContext, file: string | undefined, serve: string, fn: (client: Client, node: string) => Promise<T>): Promise<T> {
+async function onLease<T>(ctx: CommandContext, file: string | undefined, serve: string, fn: (client: Client, leased: LeasedServe) => Promise<T>): Promise<T> {
   const path = manifestPath(file, ctx.env);
   const { manifest } = await loadManifest(ctx, path);
   checkServes(manifest, path, [serve]);
   return withClient(async (client) => {
     // The lease workflow runs on the node's worker: an update to it would wait for one in silence.
-    await requireWorker(client, manifest, gpuRolesOf(manifest, [serve]), (line) => ctx.note(line));
+    const [gpuRole = ''] = gpuRolesOf(manifest, [serve]);
+    await requireWorker(client, manifest, [gpuRole], (line) => ctx.note(line));
     try {
-      return await fn(client, manifest.node);
+      return await fn(client, { node: manifest.node, serve, gpuRole });
     } catch (err) {
       if (err instanceof NoLease) throw new CliError(err.message, EXIT.denied);
       throw err;
@@ -68,8 +70,8 @@ export async function servesExtend(input: { name: string; duration?: string; unt
       throw new CliError(`DURATION: an extension does not shorten a lease (\`serves release\` ends it now; got '${input.duration}')`, EXIT.badInput);
     ext = { byS: leaseSeconds('DURATION', input.duration) };
   }
-  return onLease(ctx, input.manifest, input.name, async (client, node) => {
-    const view = await extendLease(client, node, input.name, ext).catch((err: unknown) => {
+  return onLease(ctx, input.manifest, input.name, async (client, leased) => {
+    const view = await extendLease(client, leased, ext).catch((err: unknown) => {
       // The lease's own refusal of the time (before its current expiry) names its input field: here it is the flag.
       if (err instanceof NoLease && input.until !== undefined && err.message.startsWith('toEpochMs: '))
         throw new CliError(`--until: ${err.message.slice('toEpochMs: '.length)} (got '${input.until}')`, EXIT.badInput);
@@ -83,8 +85,8 @@ export async function servesExtend(input: { name: string; duration?: string; unt
 }
 
 export async function servesRelease(input: { name: string; manifest?: string }, ctx: CommandContext): Promise<Rendered> {
-  return onLease(ctx, input.manifest, input.name, async (client, node) => {
-    const { result } = await releaseLease(client, node, input.name, followFor(ctx), () =>
+  return onLease(ctx, input.manifest, input.name, async (client, leased) => {
+    const { result } = await releaseLease(client, leased, followFor(ctx), () =>
       ctx.note(`serves release ${input.name}: the lease expires now; bringing ${input.name} down and restoring what it evicted`),
     );
     return { data: result, text: [result.message], exitCode: result.bringDown && !result.bringDown.ok ? EXIT.failed : EXIT.ok };
