@@ -110,21 +110,23 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
   const { manifest } = await loadManifest(ctx, file);
   checkServes(manifest, file, names);
   return withClient(async (client) => {
-    await requireWorker(client, manifest, gpuRolesOf(manifest, names), (line) => ctx.note(line));
-    const outcomes: ServeOutcome[] = [];
-    // Progress is noted as each step completes, the step under way as a status line: the result is what the command returns.
-    const watch = watchFor(ctx);
     // Ctrl-C stops following, not the operation: it is a workflow, and goes on without this process.
+    // Before the first is started (the worker's check), it says that nothing was.
     let current: { name: string; workflowId: string } | undefined;
     // A bring-up is the operator's to stop with the command they know: serves down cancels it, and it gives back what it took.
     const cancelIt = (name: string) =>
       verb === 'up' ? `\`gpures serves down ${name}\` cancels it (it gives back what it took), as does the UI or ` : 'cancel it from the UI or with ';
     const interrupted = () =>
-      current &&
-      `\ninterrupted: serves ${verb} ${current.name} goes on in Temporal (workflow ${current.workflowId}); ` +
-        `\`gpures serves status\` shows it; ${cancelIt(current.name)}\`temporal workflow cancel --workflow-id ${current.workflowId}\`` +
-        `${names.length > 1 ? `; not started: ${names.slice(names.indexOf(current.name) + 1).join(', ') || 'none'}` : ''}`;
+      current
+        ? `\ninterrupted: serves ${verb} ${current.name} goes on in Temporal (workflow ${current.workflowId}); ` +
+          `\`gpures serves status\` shows it; ${cancelIt(current.name)}\`temporal workflow cancel --workflow-id ${current.workflowId}\`` +
+          `${names.length > 1 ? `; not started: ${names.slice(names.indexOf(current.name) + 1).join(', ') || 'none'}` : ''}`
+        : `\ninterrupted before serves ${verb} ${names.join(' ')} was asked of Temporal: nothing was started`;
     const releaseInterrupt = ctx.onInterrupt(interrupted);
+    await requireWorker(client, manifest, gpuRolesOf(manifest, names), (line) => ctx.note(line));
+    const outcomes: ServeOutcome[] = [];
+    // Progress is noted as each step completes, the step under way as a status line: the result is what the command returns.
+    const watch = watchFor(ctx);
     // In the order given, as an operator reads the command line; one failure does not stop the rest.
     for (const name of names) {
       const { workflowId, operate } = operationFor(client, manifest.node, verb, name, opts, watch);
