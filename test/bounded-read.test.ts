@@ -48,7 +48,7 @@ describe('bounded reads of the files an operator names', () => {
     );
   });
 
-  test('a history file past Temporal’s own history limit is refused before it is read', () => {
+  test('a history file past Temporal’s own history limit is refused before it is read; one not JSON, without quoting it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'gpures-bounded-'));
     try {
       const big = join(dir, 'serves-up__x.json');
@@ -58,6 +58,13 @@ describe('bounded reads of the files an operator names', () => {
       assert.throws(
         () => loadHistoryFile('/dev/zero'),
         (err: unknown) => err instanceof HistoryFileError && err.message === `/dev/zero: a history file is more than the ${MAX_HISTORY_BYTES} bytes it may be`,
+      );
+      // A file given by mistake is refused as not JSON without quoting it: its start may be a secret.
+      const key = join(dir, 'api-key.txt');
+      writeFileSync(key, 'sk-live-0123456789abcdef');
+      assert.throws(
+        () => loadHistoryFile(key),
+        (err: unknown) => err instanceof HistoryFileError && err.message === `${key}: not JSON: Unexpected token 's'`,
       );
       assert.throws(
         () => loadHistoryFile(big),

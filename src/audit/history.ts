@@ -48,7 +48,8 @@ export function loadHistoryFile(file: string): { json: HistoryJson; history: His
   try {
     parsed = JSON.parse(text);
   } catch (err) {
-    throw new HistoryFileError(file, `not JSON: ${(err as Error).message}`);
+    // V8 quotes the text's start (`"hello worl"... is not valid JSON`): a file given by mistake may begin with a secret.
+    throw new HistoryFileError(file, `not JSON: ${(err as Error).message.replace(/, ".*"(?:\.\.\.)? is not valid JSON$/s, '')}`);
   }
   if (!isHistoryJson(parsed)) throw new HistoryFileError(file, 'not a workflow history (expected { "events": [ … ] } as `gpures audit export` writes it)');
   if (parsed.events.length === 0) throw new HistoryFileError(file, 'the history has no events');
