@@ -105,8 +105,8 @@ async function declaredState(manifest: Manifest, serve: ServeSpec): Promise<stri
 
 function downLine(gpuRole: string, node: string, serve: string): string {
   return (
-    `down: the ledger of gpu_role '${gpuRole}' holds nothing for it ` +
-    `(a failed start removes its container: \`gpures audit report ${workflowIds.bringUp(node, serve)}\` has the failure)`
+    `down: the ledger of gpu_role '${gpuRole}' holds nothing for it (not brought up, or brought down; a start that failed ` +
+    `removed its container, and \`gpures audit report ${workflowIds.bringUp(node, serve)}\`, or ${workflowIds.acquire(node, serve)} for one with --evict or --lease, has the failure)`
   );
 }
 
