@@ -10,8 +10,9 @@ import { parseManifest } from '../src/config/manifest';
 import { formatIssue } from '../src/domain/types';
 import { expiresAt, extensionProblem, formatDuration, leaseText, newClock, parseDuration, withUse } from '../src/domain/lease';
 import { operationInputProblems } from '../src/domain/inputs';
-import { leaseHold, leaseInputProblems, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
+import { leaseHold, leaseInputProblems, leaseStands, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
 import { emptyLedger } from '../src/domain/ledger';
+import type { LeaseView } from '../src/domain/lease';
 import type { LedgerState, Reservation } from '../src/domain/ledger';
 import { taskQueueFor } from '../src/shared/messages';
 import { renderManifest, uniqueNode } from './support/box';
@@ -58,6 +59,31 @@ describe('what an expiring lease finds of its serve', () => {
     );
     assert.equal(leaseHold(held({ phase: 'evicted', evictedFor: 'big' }), 'coder', L).hold, 'gone');
     assert.equal(leaseHold(held({ phase: 'sleeping', evictedFor: 'big' }), 'coder', L).hold, 'gone');
+  });
+
+  test('a lease stands (shown, extended, released) exactly where it will act: expiring, or its serve ours or in flux', () => {
+    const view = (state: LeaseView['state'] = 'running'): LeaseView => ({ serve: 'coder', kind: 'fixed', holder: L, expiresAtEpochMs: 0, state });
+    const takenByDown = held({ phase: 'stopping', holder: 'serves-down/n/coder/run-d', takenFrom: { phase: 'running', holder: L, vramMib: 8192 } });
+    const stands = [held({}), takenByDown, held({ phase: 'evicting', evictedFor: 'big', evictedBy: 'acquire/n/big/run-b' })];
+    // Evicted and asleep keep the lease's holder in the ledger, yet a restore readmits them under its own: the lease ends without acting.
+    const fallen = [
+      emptyLedger('n', GPU),
+      held({ holder: 'serves-up/n/coder/run-u' }),
+      held({ phase: 'evicted', evictedFor: 'big' }),
+      held({ phase: 'sleeping', evictedFor: 'big' }),
+    ];
+    assert.deepEqual(
+      stands.map((l) => leaseStands(view(), l)),
+      [true, true, true],
+    );
+    assert.deepEqual(
+      fallen.map((l) => leaseStands(view(), l)),
+      [false, false, false, false],
+    );
+    assert.ok(
+      fallen.every((l) => leaseStands(view('expiring'), l)),
+      'an expiring lease stands whatever the ledger says: it is bringing the serve down',
+    );
   });
 });
 

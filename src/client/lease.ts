@@ -3,8 +3,10 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { LedgerClient } from '../adapters/ledger/ledger-client';
+import { holdingRun } from '../domain/fence';
 import { findReservation } from '../domain/ledger';
-import { leaseHolds } from '../domain/lease';
+import { leaseStands } from '../domain/lease';
+import { NODE_ANSWER_MS } from '../shared/node-answer';
 import type { LeaseExtension, LeaseView } from '../domain/lease';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, taskQueueFor, workflowIds } from '../shared/messages';
 import type { LeaseResult } from '../shared/operations';
@@ -48,14 +50,12 @@ export interface LeasedServe {
   gpuRole: string;
 }
 
-/** How long the ledger's read before an extend or a release may take; unread, the lease is asked anyway. */
-const LEDGER_READ_MS = 10_000;
-
 /**
  * The serve's running lease, refused (NoLease) when it no longer stands: its acquisition does not
  * hold the serve (brought down by hand, then perhaps up again by another run). Such a lease ends
  * at its expiry without acting, so an extension would move nothing, and a release would not bring
- * the serve down as it says. A ledger that cannot be read (or none running) leaves the lease to be asked.
+ * the serve down as it says. A ledger that cannot be read within the node's answer bound, none
+ * running, or one still reconciling (its figures not the truth yet) leaves the lease to be asked.
  */
 async function runningLease(client: Client, { node, serve, gpuRole }: LeasedServe) {
   const workflowId = workflowIds.lease(node, serve);
@@ -71,13 +71,16 @@ async function runningLease(client: Client, { node, serve, gpuRole }: LeasedServ
       throw new NoLease(`no lease runs for ${serve} (no ${workflowId}); \`serves up ${serve} --lease DURATION\` starts one`);
     throw err;
   }
-  const [view, ledger] = await Promise.all([running.query(leaseQuery), new LedgerClient(client).running(node, gpuRole, LEDGER_READ_MS).catch(() => undefined)]);
-  const r = ledger && findReservation(ledger, serve);
-  if (ledger && !leaseHolds(view, r))
+  const [view, ledger] = await Promise.all([running.query(leaseQuery), new LedgerClient(client).running(node, gpuRole, NODE_ANSWER_MS).catch(() => undefined)]);
+  if (ledger && !ledger.reconciling && !leaseStands(view, ledger)) {
+    const r = findReservation(ledger, serve);
+    const by = r && holdingRun(ledger, r);
+    const now = r ? `${r.phase}${r.evictedFor ? ` for ${r.evictedFor}` : ''}${by !== view.holder ? `, held by ${by}` : ''}` : 'down (no reservation)';
     throw new NoLease(
-      `the lease of ${serve} no longer stands: ${serve} is not held by the acquisition it was taken for (${view.holder}) but ${r ? `${r.phase}, held by ${r.holder}` : 'down (no reservation)'}; ` +
+      `the lease of ${serve} no longer stands: ${serve} is ${now}, no longer running for the acquisition it was taken for (${view.holder}); ` +
         `the lease ends at its expiry leaving ${serve} as it is (\`temporal workflow cancel --workflow-id ${workflowId}\` ends it now); \`serves up ${serve} --lease DURATION\` leases it anew`,
     );
+  }
   return running;
 }
 

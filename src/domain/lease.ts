@@ -4,7 +4,7 @@
 import { BOUNDS, boundRule, NAME_PATTERN, withinBound } from './bounds';
 import { holdingRun } from './fence';
 import { findReservation } from './ledger';
-import type { LedgerState, Reservation, ReservationPhase } from './ledger';
+import type { LedgerState, ReservationPhase } from './ledger';
 
 export type LeaseKind = 'fixed' | 'idle';
 
@@ -134,12 +134,14 @@ export interface LeaseView {
 }
 
 /**
- * Whether a lease still stands for its serve: its acquisition holds the serve's reservation, or it
- * is bringing the serve down. One brought down by hand (then perhaps up again by another run) keeps
- * a lease that will end without acting: nothing of it to show, extend or release.
+ * Whether a lease still stands for its serve, as it will judge at its expiry (leaseHold): bringing
+ * the serve down already, or its acquisition holds the serve running, or may get it back (a
+ * `serves down` that took it, an eviction of it, under way). One brought down by hand, evicted or
+ * asleep for another serve keeps a lease that will end without acting: nothing of it to show,
+ * extend or release.
  */
-export function leaseHolds(v: LeaseView, r: Reservation | undefined): boolean {
-  return v.state === 'expiring' || r?.holder === v.holder;
+export function leaseStands(v: LeaseView, state: LedgerState): boolean {
+  return v.state === 'expiring' || leaseHold(state, v.serve, v.holder).hold !== 'gone';
 }
 
 /**
