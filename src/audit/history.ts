@@ -4,7 +4,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { History } from '@temporalio/common/lib/proto-utils';
-import { BoundedReadError, readBoundedSync } from '../config/bounded-read';
+import { BoundedReadError, notJsonReason, readBoundedSync } from '../config/bounded-read';
 import { isHistoryJson } from './events';
 import type { HistoryJson } from './events';
 import { historyFromJsonObject, historyToJsonObject } from './proto-json';
@@ -48,8 +48,7 @@ export function loadHistoryFile(file: string): { json: HistoryJson; history: His
   try {
     parsed = JSON.parse(text);
   } catch (err) {
-    // V8 quotes the text's start (`"hello worl"... is not valid JSON`): a file given by mistake may begin with a secret.
-    throw new HistoryFileError(file, `not JSON: ${(err as Error).message.replace(/, ".*"(?:\.\.\.)? is not valid JSON$/s, '')}`);
+    throw new HistoryFileError(file, `not JSON: ${notJsonReason(err)}`);
   }
   if (!isHistoryJson(parsed)) throw new HistoryFileError(file, 'not a workflow history (expected { "events": [ … ] } as `gpures audit export` writes it)');
   if (parsed.events.length === 0) throw new HistoryFileError(file, 'the history has no events');

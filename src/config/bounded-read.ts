@@ -13,6 +13,15 @@ export class BoundedReadError extends Error {
   }
 }
 
+/**
+ * Why JSON.parse refused a file's text, without the text: V8 quotes some ten bytes around where it
+ * stopped (`Unexpected token 's', "sk-live-01"... is not valid JSON`), and a file given by mistake
+ * may hold a secret there.
+ */
+export function notJsonReason(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).replace(/, (?:\.\.\.)?".*"(?:\.\.\.)? is not valid JSON$/s, '');
+}
+
 /** `size`: what the file's stat says; a pipe or device, read past the bound, has none. */
 function tooLarge(file: string, what: string, size: number | undefined, maxBytes: number): BoundedReadError {
   return new BoundedReadError(file, `${what} is ${size === undefined ? 'more than' : `${size} bytes, larger than`} the ${maxBytes} bytes it may be`);

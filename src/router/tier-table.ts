@@ -8,6 +8,7 @@ import { oneOf, show } from '../domain/inputs';
 import { QUIESCE_REASONS } from '../shared/contracts';
 import type { QuiesceReason, QuiesceWhy, TierMode, TierState } from '../shared/contracts';
 import type { RouterConfig, RouterTier } from '../config/router-model';
+import { notJsonReason } from '../config/bounded-read';
 
 export interface RouterSnapshot {
   mappingVersion: string;
@@ -141,7 +142,7 @@ async function loadState(file: string, warn: (line: string) => void): Promise<Pe
   try {
     data = JSON.parse(text) as typeof data;
   } catch (err) {
-    throw new Error(`${file} (--state): not JSON: ${(err as Error).message}`);
+    throw new Error(`${file} (--state): not JSON: ${notJsonReason(err)}`);
   }
   if (!Array.isArray(data?.quiesced) || !data.quiesced.every((t) => typeof t === 'string')) {
     throw new Error(`${file} (--state): quiesced must be a list of tier names`);
