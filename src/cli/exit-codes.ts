@@ -9,8 +9,9 @@
 //   2   badInput     usage, an invalid manifest or router config, an unknown serve, an unreadable
 //                    file, a history file that is not one: nothing was started
 //   3   denied       the ledger denied the admission, the serve is busy with another operation,
-//                    another promotion of that router is running, or another worker polls the
-//                    node's task queue (`gpures worker`): nothing was changed
+//                    another promotion of that router is running, `serves extend`/`release` found
+//                    no lease standing for the serve, or another worker polls the node's task
+//                    queue (`gpures worker`): nothing was changed
 //   4   unreachable  Temporal could not be reached or refused a call, no worker answers the node's
 //                    ledger, or the worker or `serves logs` cannot reach Docker (DOCKER_HOST): infrastructure that
 //                    may come back, for a script to wait on and retry
@@ -18,6 +19,7 @@
 //                    asked could not be applied (no run holds the serve, its lease is already
 //                    expiring, …): the result says why; nothing was undone
 //   130 interrupted  Ctrl-C while following `serves up`/`down`: the operation goes on in Temporal
+//                    (before it was asked of Temporal: nothing was started)
 //
 // Each mapping from an outcome to its code is below; a command that refuses its input throws a
 // CliError carrying the code. Only the program layer (src/cli/main.ts) turns either into the exit.

@@ -123,19 +123,23 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
           `${names.length > 1 ? `; not started: ${names.slice(names.indexOf(current.name) + 1).join(', ') || 'none'}` : ''}`
         : `\ninterrupted before serves ${verb} ${names.join(' ')} was asked of Temporal: nothing was started`;
     const releaseInterrupt = ctx.onInterrupt(interrupted);
-    await requireWorker(client, manifest, gpuRolesOf(manifest, names), (line) => ctx.note(line));
     const outcomes: ServeOutcome[] = [];
-    // Progress is noted as each step completes, the step under way as a status line: the result is what the command returns.
-    const watch = watchFor(ctx);
-    // In the order given, as an operator reads the command line; one failure does not stop the rest.
-    for (const name of names) {
-      const { workflowId, operate } = operationFor(client, manifest.node, verb, name, opts, watch);
-      current = { name, workflowId };
-      const o = await withReconcileCause((role) => new LedgerClient(client).stillReconciling(manifest.node, role), manifest, verb, name, await operate());
-      outcomes.push(o);
-      ctx.note(renderOutcome(o, opts.leaseS).join('\n'));
+    // Released whatever ends the loop: a Ctrl-C while its error is printed exits as that error, not 130.
+    try {
+      await requireWorker(client, manifest, gpuRolesOf(manifest, names), (line) => ctx.note(line));
+      // Progress is noted as each step completes, the step under way as a status line: the result is what the command returns.
+      const watch = watchFor(ctx);
+      // In the order given, as an operator reads the command line; one failure does not stop the rest.
+      for (const name of names) {
+        const { workflowId, operate } = operationFor(client, manifest.node, verb, name, opts, watch);
+        current = { name, workflowId };
+        const o = await withReconcileCause((role) => new LedgerClient(client).stillReconciling(manifest.node, role), manifest, verb, name, await operate());
+        outcomes.push(o);
+        ctx.note(renderOutcome(o, opts.leaseS).join('\n'));
+      }
+    } finally {
+      releaseInterrupt();
     }
-    releaseInterrupt();
     const ledgers = await readLedgers(client, manifest);
     return {
       data: { outcomes, ledgers: ledgers.map(ledgerJson) },
