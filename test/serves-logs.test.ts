@@ -199,7 +199,7 @@ describe('gpures serves logs, as real processes on the test dockerd', () => {
       r.stderr.trim(),
       `idle has no container (${containerName(node, 'idle')}) on Docker at ${process.env['DOCKER_HOST']} (DOCKER_HOST): ` +
         `down: the ledger of gpu_role 'dark-fast' holds nothing for it (not brought up, or brought down; a start that failed ` +
-        `removed its container, and \`gpures audit report serves-up/${node}/idle\`, or acquire/${node}/idle for one with --evict or --lease, has the failure)`,
+        `removed its container, and \`gpures audit report serves-up/${node}/idle\`, or \`gpures audit report acquire/${node}/idle\` for one with --evict or --lease, has the failure)`,
     );
   });
 

@@ -106,7 +106,7 @@ async function declaredState(manifest: Manifest, serve: ServeSpec): Promise<stri
 function downLine(gpuRole: string, node: string, serve: string): string {
   return (
     `down: the ledger of gpu_role '${gpuRole}' holds nothing for it (not brought up, or brought down; a start that failed ` +
-    `removed its container, and \`gpures audit report ${workflowIds.bringUp(node, serve)}\`, or ${workflowIds.acquire(node, serve)} for one with --evict or --lease, has the failure)`
+    `removed its container, and \`gpures audit report ${workflowIds.bringUp(node, serve)}\`, or \`gpures audit report ${workflowIds.acquire(node, serve)}\` for one with --evict or --lease, has the failure)`
   );
 }
 
