@@ -124,8 +124,8 @@ export async function serveOperation(ctx: CommandContext, verb: 'up' | 'down', n
         : `\ninterrupted before serves ${verb} ${names.join(' ')} was asked of Temporal: nothing was started`;
     const releaseInterrupt = ctx.onInterrupt(interrupted);
     const outcomes: ServeOutcome[] = [];
-    // Released however the loop ends; past it a Ctrl-C is node's own (the process ends, 130), as it
-    // was after the ledger's read before, with nothing said, where a failure's error may be printing.
+    // Released however the loop ends: after it, a Ctrl-C is node's own (the process ends, 130,
+    // saying nothing), as it always was once the operations had run.
     try {
       await requireWorker(client, manifest, gpuRolesOf(manifest, names), (line) => ctx.note(line));
       // Progress is noted as each step completes, the step under way as a status line: the result is what the command returns.
