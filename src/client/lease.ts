@@ -51,8 +51,8 @@ export interface LeasedServe {
 }
 
 /**
- * The serve's running lease, refused (NoLease) when it no longer stands: its acquisition does not
- * hold the serve (brought down by hand, then perhaps up again by another run). Such a lease ends
+ * The serve's running lease, refused (NoLease) when it no longer stands (leaseStands: its serve
+ * brought down by hand, evicted or asleep for another serve, or another run's). Such a lease ends
  * at its expiry without acting, so an extension would move nothing, and a release would not bring
  * the serve down as it says. A ledger that cannot be read within the node's answer bound, none
  * running, or one still reconciling (its figures not the truth yet) leaves the lease to be asked.

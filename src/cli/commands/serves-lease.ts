@@ -9,7 +9,9 @@ import { extendLease, NoLease, releaseLease } from '../../client/lease';
 import type { LeasedServe } from '../../client/lease';
 import type { CommandContext, Rendered } from '../command';
 import { CliError, EXIT } from '../exit-codes';
-import { checkServes, gpuRolesOf, loadManifest, manifestPath } from '../manifest';
+import { checkServes, loadManifest, manifestPath } from '../manifest';
+import { findServe } from '../../domain/manifest';
+import type { ServeSpec } from '../../domain/types';
 import { requireWorker, withClient } from '../temporal';
 import { followFor } from '../progress-lines';
 
@@ -43,9 +45,10 @@ async function onLease<T>(ctx: CommandContext, file: string | undefined, serve: 
   const path = manifestPath(file, ctx.env);
   const { manifest } = await loadManifest(ctx, path);
   checkServes(manifest, path, [serve]);
+  // Known: checkServes refused any other name.
+  const { gpuRole } = findServe(manifest, serve) as ServeSpec;
   return withClient(async (client) => {
     // The lease workflow runs on the node's worker: an update to it would wait for one in silence.
-    const [gpuRole = ''] = gpuRolesOf(manifest, [serve]);
     await requireWorker(client, manifest, [gpuRole], (line) => ctx.note(line));
     try {
       return await fn(client, { node: manifest.node, serve, gpuRole });
