@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'smol-toml';
 
+import { tomlKeyPath } from '../src/config/issues';
 import { ManifestError, manifestOrThrow, parseManifest } from '../src/config/manifest';
 import { findGpuMemoryUtilization, findServe, gpuFor } from '../src/domain/manifest';
 import type { ManifestIssue, ManifestResult } from '../src/domain/types';
@@ -247,12 +248,27 @@ describe('valid manifests', () => {
 describe('rejected manifests: one rule each', () => {
   test('malformed TOML: one error with line and column', () => {
     const text = ['[node]', 'name = "n"', '', '[[gpus]]', 'role = "dark-fast"', 'uuid = "GPU-1"', 'capacity_mib = = 3', ''].join('\n');
-    const issue = assertOneError(parse(text), '', 'line 7, column 16: invalid TOML: ');
-    assert.ok(formatIssue(issue).startsWith(`${FILE}: line 7, column 16: invalid TOML: invalid value`));
+    const issue = assertOneError(parse(text), 'gpus[0].capacity_mib', 'line 7, column 16: invalid TOML: ');
+    assert.ok(formatIssue(issue).startsWith(`${FILE}: gpus[0].capacity_mib: line 7, column 16: invalid TOML: invalid value`));
   });
 
   test('malformed TOML: redefined key', () => {
-    assertOneError(parse('[node]\nname = "a"\nname = "b"\n'), '', 'line 3, column 1: invalid TOML: ');
+    assertOneError(parse('[node]\nname = "a"\nname = "b"\n'), 'node.name', 'line 3, column 1: invalid TOML: ');
+  });
+
+  test('malformed TOML: an integer past what TOML keeps exactly is named by its key', () => {
+    const text = render({ serves: [serve('alpha', 31001), serve('beta', 31002, { vram_mib: 424242 })] }).replace('424242', '99999999999999999999');
+    assertOneError(parse(text), 'serves[1].vram_mib', 'invalid TOML: integer value cannot be represented losslessly');
+  });
+
+  test('malformed TOML: the key a line assigns, under its table', () => {
+    const router = ['[[tiers]]', 'name = "a"', '[[tiers]]', 'name = "b"', '[tiers.on_demand]', 'serve = '].join('\n');
+    assert.deepEqual(tomlKeyPath(router, 6), ['tiers', 1, 'on_demand', 'serve']);
+    const nested = ['[[a]]', '[[a.b]]', '[[a.b]]', '[[a]]', '[[a.b]]', 'x.y = '].join('\n');
+    assert.deepEqual(tomlKeyPath(nested, 6), ['a', 1, 'b', 0, 'x', 'y']);
+    assert.deepEqual(tomlKeyPath('top = ', 1), ['top']);
+    assert.equal(tomlKeyPath('[[serves]\nname = "x"', 1), undefined, 'a header line assigns no key');
+    assert.equal(tomlKeyPath('s = """\n[x]\n"""\n[t]\nk = ', 5), undefined, 'a multi-line string may hide a header');
   });
 
   test('unknown key in a serve, with a suggestion', () => {

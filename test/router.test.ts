@@ -2202,7 +2202,7 @@ tier = "ghost"
     ]);
     const toml = errorsOf(parse('mapping_version = \n'));
     assert.equal(toml.length, 1);
-    assert.match(formatIssue(toml[0] as ManifestIssue), /^router\.toml: line 1, column \d+: invalid TOML/);
+    assert.match(formatIssue(toml[0] as ManifestIssue), /^router\.toml: mapping_version: line 1, column \d+: invalid TOML/);
     const types = errorsOf(parse(MIN.replace('served_model_name = "model-a"', 'served_model_name = "model-a"\nmodel_identity = "yes"'))).map(formatIssue);
     assert.deepEqual(types, [`router.toml: tier 'a-local' (tiers[0].model_identity): must be true or false (got "yes")`]);
     const name = errorsOf(parse(MIN.replace('name = "a-local"', 'name = "a local"').replace('tier = "a-local"', 'tier = "a local"')));

@@ -196,12 +196,52 @@ export function parseTomlTable(text: string, issues: Issues): Record<string, unk
   } catch (err) {
     if (err instanceof TomlError) {
       const detail = (err.message.split('\n')[0] ?? '').replace(/^Invalid TOML document:\s*/, '');
-      issues.error('', `line ${err.line}, column ${err.column}: invalid TOML: ${detail}`);
+      issues.error(tomlKeyPath(text, err.line) ?? '', `line ${err.line}, column ${err.column}: invalid TOML: ${detail}`);
     } else {
       issues.error('', `invalid TOML: ${err instanceof Error ? err.message : String(err)}`);
     }
     return undefined;
   }
+}
+
+const BARE_PATH = String.raw`[A-Za-z0-9_-]+(?:\s*\.\s*[A-Za-z0-9_-]+)*`;
+const TABLE_HEADER = new RegExp(String.raw`^\s*(\[\[?)\s*(${BARE_PATH})\s*\]\]?\s*(?:#.*)?$`);
+const KEY_VALUE = new RegExp(String.raw`^\s*(${BARE_PATH})\s*=`);
+
+/**
+ * The dotted path of the key a TOML error's line assigns (`serves[0].vram_mib`), so a value the
+ * parser refuses is named as the schema's errors are; undefined where the line assigns no bare
+ * key, or a multi-line string before it could hide what its lines are. Lines before the error's
+ * parsed, so their table headers are real ones.
+ */
+export function tomlKeyPath(text: string, line: number): PathSegment[] | undefined {
+  const lines = text.split(/\r?\n/);
+  const key = KEY_VALUE.exec(lines[line - 1] ?? '')?.[1];
+  if (key === undefined) return undefined;
+  const arrayIndex = new Map<string, number>();
+  let table: PathSegment[] = [];
+  for (const before of lines.slice(0, line - 1)) {
+    if (before.includes('"""') || before.includes("'''")) return undefined;
+    const header = TABLE_HEADER.exec(before);
+    if (!header) continue;
+    const names = splitKey(header[2] as string);
+    const name = names.join('.');
+    if (header[1] === '[[') {
+      arrayIndex.set(name, (arrayIndex.get(name) ?? -1) + 1);
+      // A new entry's own arrays of tables count from 0 again.
+      for (const other of [...arrayIndex.keys()]) if (other.startsWith(`${name}.`)) arrayIndex.delete(other);
+    }
+    // `[tiers.on_demand]` after `[[tiers]]` is the last tiers entry's table.
+    table = names.flatMap((seg, i): PathSegment[] => {
+      const index = arrayIndex.get(names.slice(0, i + 1).join('.'));
+      return index === undefined ? [seg] : [seg, index];
+    });
+  }
+  return [...table, ...splitKey(key)];
+}
+
+function splitKey(dotted: string): string[] {
+  return dotted.split('.').map((k) => k.trim());
 }
 
 /** The entries of an array-of-tables key, or none when the key is missing or not an array. */
