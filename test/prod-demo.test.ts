@@ -4,7 +4,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ALL_SEARCH_ATTRIBUTES } from '../src/client/search-attributes';
 import { spawn } from 'node:child_process';
-import { GPURES, ROOT, show } from './support/cli';
+import { join } from 'node:path';
+import { EXIT } from '../src/cli/exit-codes';
+import { GPURES, gpures, ROOT, show } from './support/cli';
 import type { Run } from './support/cli';
 import { productionTemporal } from './support/prod-temporal';
 
@@ -33,6 +35,36 @@ function demoKeptUntilCtrlC(address: string): Promise<Run> {
     });
   });
 }
+
+test("an address that is one of the production-shaped server's other ports is told as that (exit 4), not blamed on a missing worker: its internal gRPC services, its HTTP API", async () => {
+  const { ports } = await productionTemporal();
+  const at = (port: number) => ({ TEMPORAL_ADDRESS: `127.0.0.1:${port}`, TEMPORAL_NAMESPACE: 'default' });
+  const manifest = ['--manifest', join(ROOT, 'examples', 'primary-node', 'serves.toml')];
+  const [ledger, up, worker, http] = await Promise.all([
+    gpures(['ledger', ...manifest], at(ports.history)),
+    gpures(['serves', 'up', 'embeddings', ...manifest], at(ports.matching)),
+    gpures(['worker', ...manifest, '--gpus', 'off', '--metrics', 'off'], at(ports.history)),
+    gpures(['ledger', ...manifest], at(ports.frontendHttp), 60_000),
+  ]);
+  const last = (r: Run) => r.stderr.trim().split('\n').pop() ?? '';
+  for (const r of [ledger, up]) {
+    assert.equal(r.code, EXIT.unreachable, show(r));
+    assert.match(
+      last(r),
+      /^Temporal's frontend does not answer there \(12 UNIMPLEMENTED: unknown service temporal\.api\.workflowservice\.v1\.WorkflowService\): .*not its frontend/,
+      show(r),
+    );
+    assert.doesNotMatch(r.stderr, /gpures worker/, show(r));
+  }
+  assert.equal(worker.code, EXIT.unreachable, show(worker));
+  assert.match(
+    last(worker),
+    new RegExp(`^cannot reach Temporal at 127\\.0\\.0\\.1:${ports.history} .*unknown service temporal\\.api\\.workflowservice.*not its frontend`),
+    show(worker),
+  );
+  assert.equal(http.code, EXIT.unreachable, show(http));
+  assert.match(last(http), /^cannot reach Temporal at .*: the port is open but nothing there completed a gRPC handshake in time/, show(http));
+});
 
 test('gpures demo --temporal-address on the production-shaped server: registers the missing search attributes, then every check of T013 and the loop', async () => {
   const temporal = await productionTemporal();

@@ -23,6 +23,7 @@
 //
 // Each mapping from an outcome to its code is below; a command that refuses its input throws a
 // CliError carrying the code. Only the program layer (src/cli/main.ts) turns either into the exit.
+import { NOT_FRONTEND_HINT, notTemporalFrontend } from '../client/connection';
 import type { OperationOutcome } from '../client/operations';
 import type { PromotionOutcome } from '../client/promote';
 
@@ -107,12 +108,21 @@ export function unexpectedExit(err: unknown): number {
   return isServiceError(err) || missingNamespace(err) !== undefined ? EXIT.unreachable : EXIT.failed;
 }
 
+/** What the server said, under the SDK's own summary ("Failed to query Workflow"): the gRPC status's message. */
+function causeText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  return err.cause instanceof Error ? err.cause.message : err.message;
+}
+
 /** The one line an error the commands did not word themselves is told in: Temporal's refusals plainly, anything else with its stack. */
 export function unexpectedMessage(err: unknown): string {
   const namespace = missingNamespace(err);
   if (namespace !== undefined) {
     return `Temporal has no namespace '${namespace}': set TEMPORAL_NAMESPACE (or the profile's namespace) to one it has, or create it (temporal operator namespace create ${namespace})`;
   }
-  if (isServiceError(err)) return `Temporal refused the call: ${err.message}`;
+  if (notTemporalFrontend(err)) {
+    return `Temporal's frontend does not answer there (${causeText(err)}): ${NOT_FRONTEND_HINT} (set TEMPORAL_ADDRESS or a temporal.toml profile)`;
+  }
+  if (isServiceError(err)) return `Temporal refused the call: ${err.message}${err.cause instanceof Error ? ` (${causeText(err)})` : ''}`;
   return `gpures: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`;
 }

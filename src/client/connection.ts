@@ -90,18 +90,49 @@ export function temporalInterceptors(): NonNullable<ConnectionOptions['intercept
   return [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ initialIntervalMs }))];
 }
 
+/** gRPC's UNIMPLEMENTED, as a gRPC server that is not Temporal's frontend answers its WorkflowService. */
+const UNIMPLEMENTED = 12;
+
+/**
+ * Whether a call failed because the address serves gRPC but not Temporal's WorkflowService: one of
+ * the server's internal services (history, matching), or another program's. Told by the gRPC
+ * status the SDK keeps as the cause of its ServiceError.
+ */
+export function notTemporalFrontend(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const { code, details } = e as { code?: unknown; details?: unknown };
+    if (code === UNIMPLEMENTED && typeof details === 'string' && /unknown service temporal\.api\.workflowservice\./.test(details)) return true;
+  }
+  return false;
+}
+
+/** What to do about an address that answers gRPC without Temporal's WorkflowService. */
+export const NOT_FRONTEND_HINT =
+  "the address names another gRPC service, such as one of the Temporal server's internal ones, not its frontend (7233 by default)";
+
+/** Where the address answers TCP yet no Temporal frontend completed the gRPC handshake: what else may be listening. */
+const NOT_GRPC_HINT = `the port is open but nothing there completed a gRPC handshake in time: a server still starting, or not Temporal's gRPC frontend (7233 by default; the UI's and the HTTP API's ports are others)`;
+
 /**
  * Connects with `connect` once the address answers TCP (at once when nothing listens there,
  * rather than after the gRPC connect's deadline); any failure is TemporalUnreachable, naming the
  * address. The CLI's client, the worker's connections and the demo's all go through it.
  */
 export async function reachTemporal<T>(address: string, namespace: string, connect: () => Promise<T>): Promise<T> {
+  let opened = false;
   try {
     // Through a proxy (grpc-js honours these) the address need not be reachable from here.
-    if (!viaProxy(process.env)) await probeTcp(address);
+    if (!viaProxy(process.env)) {
+      await probeTcp(address);
+      opened = true;
+    }
     return await connect();
   } catch (err) {
-    throw new TemporalUnreachable(address, namespace, err as Error);
+    const cause = err as Error;
+    if (opened && /before the deadline/i.test(cause.message))
+      throw new TemporalUnreachable(address, namespace, new Error(`${cause.message}: ${NOT_GRPC_HINT}`));
+    if (notTemporalFrontend(cause)) throw new TemporalUnreachable(address, namespace, new Error(`${cause.message}: ${NOT_FRONTEND_HINT}`));
+    throw new TemporalUnreachable(address, namespace, cause);
   }
 }
 

@@ -7,6 +7,7 @@ import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { taskQueueFor } from '../shared/messages';
 import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
+import { notTemporalFrontend } from './connection';
 import { ledgerSnapshots } from './operations';
 
 /** No worker of the node can answer (none polls, or none answered in time): the message says which, and what to start. */
@@ -90,7 +91,8 @@ async function ledgerOrUnanswered<T>(node: string, read: Promise<T>): Promise<T>
     return await read;
   } catch (err) {
     if (err instanceof LedgerUnanswered) throw new NodeUnanswered(err.message);
-    if (err instanceof ServiceError) {
+    // An address that is not Temporal's frontend is the command's to tell, not a missing worker.
+    if (err instanceof ServiceError && !notTemporalFrontend(err)) {
       throw new NodeUnanswered(
         `node '${node}': the ledger did not answer (${err.message}); is \`gpures worker\` running for it (task queue ${taskQueueFor(node)})?`,
       );

@@ -149,6 +149,9 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     const opened = await reachTemporal(temporal.address, namespace, async () => {
       nativeConnection = await NativeConnection.connect(config.connectionOptions);
       connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
+      // Neither connect asks the WorkflowService anything: one of the server's internal gRPC ports
+      // would be taken, and every poll refused after.
+      await connection.workflowService.getSystemInfo({});
       return { native: nativeConnection, client: connection };
     });
     const client = new Client({ connection: opened.client, namespace, identity: clientIdentity('worker') });

@@ -15,6 +15,8 @@ import type { TestTemporal } from './temporal';
 
 export interface ProductionTemporal extends TestTemporal {
   namespace: string;
+  /** Every port of the server: the frontend's and its other services'. */
+  ports: ProdTemporalPorts;
   /** kill -9 of the temporal-server process, waits for it to be gone. */
   killServer(): Promise<void>;
   /** Starts it again on the same store and ports, resolves when it answers. */
@@ -50,6 +52,7 @@ export function productionTemporal(): Promise<ProductionTemporal> {
     return {
       address: t.address,
       namespace: t.namespace,
+      ports: t.ports,
       client: new Client({ connection, namespace: t.namespace }),
       nativeConnection,
       killServer: () => t.killServer(),
