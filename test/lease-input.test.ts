@@ -10,7 +10,8 @@ import { parseManifest } from '../src/config/manifest';
 import { formatIssue } from '../src/domain/types';
 import { expiresAt, extensionProblem, formatDuration, leaseText, newClock, parseDuration, withUse } from '../src/domain/lease';
 import { operationInputProblems } from '../src/domain/inputs';
-import { leaseHold, leaseInputProblems, leaseStands, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
+import { inFluxNote, leaseHold, leaseInputProblems, leaseStands, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
+import { heldLeases } from '../src/client/ledger-view';
 import { emptyLedger } from '../src/domain/ledger';
 import type { LeaseView } from '../src/domain/lease';
 import type { LedgerState, Reservation } from '../src/domain/ledger';
@@ -84,6 +85,32 @@ describe('what an expiring lease finds of its serve', () => {
       fallen.every((l) => leaseStands(view('expiring'), l)),
       'an expiring lease stands whatever the ledger says: it is bringing the serve down',
     );
+  });
+});
+
+describe('the leases a ledger shows', () => {
+  const GPU = { role: 'g', uuid: 'GPU-1', capacityMib: 32000, reserveMib: 0 };
+  const L = 'acquire/n/coder/run-l';
+  const held = (r: Partial<Reservation>, over: Partial<LedgerState> = {}): LedgerState => ({
+    ...emptyLedger('n', GPU),
+    reservations: [{ serve: 'coder', vramMib: 8192, class: 'on-demand', phase: 'running', holder: L, ...r }],
+    ...over,
+  });
+  const leases = new Map<string, LeaseView>([['coder', { serve: 'coder', kind: 'fixed', holder: L, expiresAtEpochMs: 120_000, state: 'running' }]]);
+  const shown = (l: LedgerState) => heldLeases([l], leases, 0).get('coder')?.text;
+
+  test('its time left while its acquisition holds the serve; while another run has it, that the lease acts only if it is given back; none once it fell', () => {
+    assert.equal(shown(held({})), 'lease: 2m left');
+    const takenByDown = held({ phase: 'stopping', holder: 'serves-down/n/coder/run-d', takenFrom: { phase: 'running', holder: L, vramMib: 8192 } });
+    assert.equal(shown(takenByDown), 'lease: 2m left (serves-down/n/coder/run-d has coder now: the lease acts only if it gives coder back)');
+    const evicting = held({ phase: 'evicting', evictedFor: 'big', evictedBy: 'acquire/n/big/run-b' });
+    assert.equal(shown(evicting), 'lease: 2m left (acquire/n/big/run-b has coder now: the lease acts only if it gives coder back)');
+    assert.equal(shown(held({ holder: 'serves-up/n/coder/run-u' })), undefined);
+    assert.equal(inFluxNote(leases.get('coder') as LeaseView, held({})), undefined);
+  });
+
+  test('a ledger still reconciling is not judged: its lease is shown as it says', () => {
+    assert.equal(shown(held({ holder: 'serves-up/n/coder/run-u' }, { reconciling: true })), 'lease: 2m left');
   });
 });
 

@@ -5,7 +5,7 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 import { holdingRun } from '../domain/fence';
 import { findReservation } from '../domain/ledger';
-import { leaseStands } from '../domain/lease';
+import { inFluxNote, leaseStands } from '../domain/lease';
 import { NODE_ANSWER_MS } from '../shared/node-answer';
 import type { LeaseExtension, LeaseView } from '../domain/lease';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, taskQueueFor, workflowIds } from '../shared/messages';
@@ -72,16 +72,17 @@ async function runningLease(client: Client, { node, serve, gpuRole }: LeasedServ
     throw err;
   }
   const [view, ledger] = await Promise.all([running.query(leaseQuery), new LedgerClient(client).running(node, gpuRole, NODE_ANSWER_MS).catch(() => undefined)]);
-  if (ledger && !ledger.reconciling && !leaseStands(view, ledger)) {
-    const r = findReservation(ledger, serve);
-    const by = r && holdingRun(ledger, r);
+  const settled = ledger && !ledger.reconciling ? ledger : undefined;
+  if (settled && !leaseStands(view, settled)) {
+    const r = findReservation(settled, serve);
+    const by = r && holdingRun(settled, r);
     const now = r ? `${r.phase}${r.evictedFor ? ` for ${r.evictedFor}` : ''}${by !== view.holder ? `, held by ${by}` : ''}` : 'down (no reservation)';
     throw new NoLease(
       `the lease of ${serve} no longer stands: ${serve} is ${now}, no longer running for the acquisition it was taken for (${view.holder}); ` +
         `the lease ends at its expiry leaving ${serve} as it is (\`temporal workflow cancel --workflow-id ${workflowId}\` ends it now); \`serves up ${serve} --lease DURATION\` leases it anew`,
     );
   }
-  return running;
+  return { handle: running, inFlux: settled && inFluxNote(view, settled) };
 }
 
 /** The update's own refusal (expired, out of bounds) is the operator's message; anything else (Temporal unreachable) stays what it is. */
@@ -92,7 +93,7 @@ function refusal(err: unknown): Error {
 }
 
 export async function extendLease(client: Client, leased: LeasedServe, ext: LeaseExtension): Promise<LeaseView> {
-  const handle = await runningLease(client, leased);
+  const { handle } = await runningLease(client, leased);
   return handle.executeUpdate(extendLeaseUpdate, { args: [ext] }).catch((err: unknown) => {
     throw refusal(err);
   });
@@ -103,14 +104,17 @@ export async function releaseLease(
   client: Client,
   leased: LeasedServe,
   handlers?: FollowHandlers,
-  /** Told once the lease has taken the release (not before: there may be no lease to release). */
-  released?: () => void,
+  /**
+   * Told once the lease has taken the release (not before: there may be no lease to release), with
+   * inFluxNote's words when another run has the serve for now.
+   */
+  released?: (inFlux: string | undefined) => void,
 ): Promise<{ view: LeaseView; result: LeaseResult }> {
-  const handle = await runningLease(client, leased);
+  const { handle, inFlux } = await runningLease(client, leased);
   const view = await handle.executeUpdate(releaseLeaseUpdate).catch((err: unknown) => {
     throw refusal(err);
   });
-  released?.();
+  released?.(inFlux);
   const result = handle.result() as Promise<LeaseResult>;
   if (handlers) {
     const follower = followRun(handle, handlers, {

@@ -3,7 +3,7 @@
 // One reading for both, so the page's figures are the CLI's.
 import { committedMibOf, lostRunUnreadText, startSlotText, totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
-import { leaseStands, leaseText } from '../domain/lease';
+import { inFluxNote, leaseStands, leaseText } from '../domain/lease';
 import type { LeaseView } from '../domain/lease';
 import { physicalTruth } from '../domain/physical';
 import type { PhysicalTruth } from '../domain/physical';
@@ -15,13 +15,19 @@ export interface HeldLease extends LeaseView {
   text: string;
 }
 
-/** Leases that count: only while they stand (leaseStands: one whose serve was brought down by hand keeps a lease that will end without acting). */
+/**
+ * Leases that count: only while they stand (leaseStands: one whose serve was brought down by hand
+ * keeps a lease that will end without acting), with what another run holding the serve for now
+ * means for it. A ledger still reconciling is not the truth yet: its leases are shown as they say.
+ */
 export function heldLeases(ledgers: readonly LedgerState[], leases: ReadonlyMap<string, LeaseView>, nowMs: number): Map<string, HeldLease> {
   const out = new Map<string, HeldLease>();
   for (const l of ledgers) {
     for (const r of l.reservations) {
       const v = leases.get(r.serve);
-      if (v && leaseStands(v, l)) out.set(r.serve, { ...v, text: leaseText(v, nowMs) });
+      if (!v || !(l.reconciling || leaseStands(v, l))) continue;
+      const note = l.reconciling ? undefined : inFluxNote(v, l);
+      out.set(r.serve, { ...v, text: `${leaseText(v, nowMs)}${note ? ` (${note})` : ''}` });
     }
   }
   return out;

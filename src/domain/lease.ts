@@ -145,6 +145,16 @@ export function leaseStands(v: LeaseView, state: LedgerState): boolean {
 }
 
 /**
+ * A standing lease whose serve another run has for now (leaseHold's in flux: a `serves down` that
+ * took it, an eviction of it): at its expiry the lease waits for that run and acts only if it gives
+ * the serve back, so its time left alone would promise a bring-down that may not come.
+ */
+export function inFluxNote(v: LeaseView, state: LedgerState): string | undefined {
+  const found = leaseHold(state, v.serve, v.holder);
+  return found.hold === 'in-flux' ? `${found.by} has ${v.serve} now: the lease acts only if it gives ${v.serve} back` : undefined;
+}
+
+/**
  * `lease: 1h59m left`, `idle lease: 4m12s left (ttl 5m)`, `idle lease: up for at least 29m58s (extended), then down at the
  * first moment after that with no routed request in the last 1m`, `lease: expired, bringing the serve down`.
  */

@@ -89,8 +89,10 @@ export async function servesExtend(input: { name: string; duration?: string; unt
 
 export async function servesRelease(input: { name: string; manifest?: string }, ctx: CommandContext): Promise<Rendered> {
   return onLease(ctx, input.manifest, input.name, async (client, leased) => {
-    const { result } = await releaseLease(client, leased, followFor(ctx), () =>
-      ctx.note(`serves release ${input.name}: the lease expires now; bringing ${input.name} down and restoring what it evicted`),
+    const { result } = await releaseLease(client, leased, followFor(ctx), (inFlux) =>
+      ctx.note(
+        `serves release ${input.name}: the lease expires now; ${inFlux ? `${inFlux}, and waits for it first` : `bringing ${input.name} down and restoring what it evicted`}`,
+      ),
     );
     return { data: result, text: [result.message], exitCode: result.bringDown && !result.bringDown.ok ? EXIT.failed : EXIT.ok };
   });
