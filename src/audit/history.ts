@@ -15,9 +15,10 @@ export const MAX_HISTORY_BYTES = 64 * 1024 * 1024;
 export class HistoryFileError extends Error {
   constructor(
     readonly file: string,
-    message: string,
+    /** What is wrong with the file, without its name: for a line that names it already. */
+    readonly reason: string,
   ) {
-    super(`${file}: ${message}`);
+    super(`${file}: ${reason}`);
   }
 }
 

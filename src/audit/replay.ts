@@ -154,7 +154,8 @@ export function prepareFile(file: string): Prepared<ReplayOutcome> {
     const workflowId = historyIdentity(json, idFromFileName(file)).workflowId;
     return { workflowId, history, outcome: (error, answers) => outcomeOf(file, workflowId, json, error, answers) };
   } catch (err) {
-    return { settled: fileNotReplayed(file, 'HistoryFileError', err instanceof HistoryFileError ? err.message : String(err)) };
+    // Its line names the file already (formatReplayOutcome).
+    return { settled: fileNotReplayed(file, 'HistoryFileError', err instanceof HistoryFileError ? err.reason : String(err)) };
   }
 }
 
