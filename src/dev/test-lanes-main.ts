@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { notJsonReason } from '../config/bounded-read';
 import { die } from './log';
 import {
   DEFAULT_SECONDS,
@@ -54,7 +55,7 @@ function readPlan(): LanePlan {
   try {
     doc = JSON.parse(readFileSync(PLAN_FILE, 'utf8'));
   } catch (err) {
-    die(`${PLAN_FILE}: not JSON: ${(err as Error).message}`);
+    die(`${PLAN_FILE}: not JSON: ${notJsonReason(err)}`);
   }
   const problems = lanePlanProblems(doc);
   if (problems.length > 0) die(`${PLAN_FILE}: ${problems.join('; ')}`);

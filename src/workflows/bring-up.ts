@@ -499,7 +499,7 @@ function busyMessage(op: string, serve: string, held: { phase: string; holder: s
     );
   }
   const busy =
-    `${op}: ${held.holder} holds its reservation (${held.phase}${container ? `, container ${container.status}` : ', no container yet'}), ` +
+    `${op}: ${held.holder} holds its reservation (${held.phase}${container ? `, container ${container.status}` : held.phase === 'stopping' || held.phase === 'evicting' ? ', no container' : ', no container yet'}), ` +
     'an operation still under way; nothing changed. ';
   if (held.phase === 'stopping')
     return `${busy}It is being brought down: bring it up again once that has ended (\`gpures serves down ${serve}\` takes over a bring-down that died)`;
