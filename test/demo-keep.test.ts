@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
 import { runDemo } from '../src/demo/demo';
+import { httpGet } from './support/raw-http';
 
 /** The first printed line's value after `label`, up to a space. */
 function printed(lines: readonly string[], label: RegExp): string {
@@ -46,6 +47,12 @@ test('gpures demo --keep prints the UI, router and API URLs and a 0600 tokens fi
       assert.equal(ledger.status, 200, await ledger.clone().text());
       const page = (await ledger.json()) as { temporalUi: string };
       assert.equal(page.temporalUi, ui.replace(/\/namespaces\/.*$/, ''));
+      // Bound to loopback with the guards of `gpures api` there: the page's read needs no token,
+      // a rebound name is refused on every route, and /metrics has the process's own figures.
+      const apiPort = Number(new URL(api).port);
+      assert.equal((await httpGet(apiPort, '/v1/ledger', {})).status, 200);
+      for (const path of ['/healthz', '/metrics', '/v1/ledger']) assert.equal((await httpGet(apiPort, path, { host: 'rebound.example' })).status, 421, path);
+      assert.match((await httpGet(apiPort, '/metrics', {})).body, /^process_cpu_seconds_total /m);
       reached = true;
     },
   });

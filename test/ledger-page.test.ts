@@ -5,7 +5,6 @@
 // bound beyond loopback it shows nothing without the API token. A screenshot is kept.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { createServer } from 'node:http2';
 import type { ServerHttp2Stream } from 'node:http2';
 import { mkdirSync } from 'node:fs';
@@ -26,6 +25,7 @@ import type { AcquireResult } from '../src/shared/operations';
 import { startApiProcess } from './support/api-process';
 import type { ApiProcess } from './support/api-process';
 import { launchChromium } from './support/chromium';
+import { httpGet } from './support/raw-http';
 import type { TestBrowser } from './support/chromium';
 import { gpures, ROOT, show } from './support/cli';
 import { startSimTestBox } from './support/sim';
@@ -137,21 +137,8 @@ function assertSameAsCli(page: Shown, cli: CliLedger[]): void {
 }
 
 /** GET with a Host of our choosing (fetch may not set it): the status code and the body. */
-function get(port: number, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  return new Promise((ok, fail) => {
-    const req = request({ host: '127.0.0.1', port, path, headers }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => ok({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', fail);
-    req.end();
-  });
-}
-
 async function getStatus(port: number, path: string, headers: Record<string, string>): Promise<number> {
-  return (await get(port, path, headers)).status;
+  return (await httpGet(port, path, headers)).status;
 }
 
 describe('the ledger page without Temporal', () => {
@@ -317,7 +304,7 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
   }
 
   test('before any serve: no ledger runs, the page says so for the GPU and starts none', async () => {
-    const r = await get(api.port, '/v1/ledger', {});
+    const r = await httpGet(api.port, '/v1/ledger', {});
     assert.equal(r.status, 200, r.body);
     const body = JSON.parse(r.body) as { ledgers: unknown[]; noLedger: { gpuRole: string }[] };
     assert.deepEqual(body.ledgers, []);
@@ -326,7 +313,7 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
       [GPU.role],
     );
     // The process names the address it listens on to a rebound name.
-    const rebound = await get(api.port, '/ledger', { host: `rebound.example:${api.port}` });
+    const rebound = await httpGet(api.port, '/ledger', { host: `rebound.example:${api.port}` });
     assert.equal(rebound.status, 421);
     assert.match(rebound.body, new RegExp(`open http://127\\.0\\.0\\.1:${api.port}/ledger\n$`));
     await page.goto(`${base}/ledger`);

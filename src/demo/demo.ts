@@ -433,7 +433,18 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     const apiClient = new Client({ connection, namespace, identity: clientIdentity('api') });
     // The ledger page links runs into the UI of the demo's own dev server, on whatever port it got.
     const ledgerPage = server?.uiUrl ? { ledgerPage: { temporalUiUrl: server.uiUrl } } : {};
-    const api = buildApi({ client: apiClient, manifest, manifestFile: manifestPath, token: apiToken, ...ledgerPage });
+    // Bound to loopback as `gpures api` is by default, so with its guards: a foreign Host is
+    // refused (421), and the ledger page reads without the token. Its /metrics carries the demo
+    // process's own figures (the router and the worker run in it too).
+    const api = buildApi({
+      client: apiClient,
+      manifest,
+      manifestFile: manifestPath,
+      token: apiToken,
+      loopbackOnly: true,
+      processMetrics: true,
+      ...ledgerPage,
+    });
     await api.listen({ host: '127.0.0.1', port: 0 });
     stops.push(() => api.close());
     const apiUrl = `http://127.0.0.1:${(api.server.address() as AddressInfo).port}`;
