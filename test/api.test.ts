@@ -48,7 +48,20 @@ describe('acquisition API without Temporal', () => {
 
   test('bad bodies, unknown serves and routes answer in the API error shape', async () => {
     const cases: [InjectOptions, number, string, RegExp][] = [
-      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: 'yes' } }, 400, 'bad_request', /^evict: /],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', evict: 'yes' } },
+        400,
+        'bad_request',
+        /^evict: must be true or false \(got "yes"\)$/,
+      ],
+      // Each field in the API's own words, not zod's ("Invalid input: expected string, received undefined").
+      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: {} }, 400, 'bad_request', /^serve: required: the name of a serve in the manifest$/],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: '', force: 1, trigger: 'cron' } },
+        400,
+        'bad_request',
+        /^serve: must be the name of a serve in the manifest \(got ""\); force: must be true or false \(got 1\); trigger: must be "operator" or "router" \(got "cron"\)$/,
+      ],
       // The workflow's spelling, and a typo: named as the manifest names an unknown key.
       [
         { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: 'comfyui-sim', drainTimeoutS: 3 } },

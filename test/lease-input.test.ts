@@ -169,7 +169,9 @@ describe('lease arithmetic', () => {
       assert.equal(refusal(bad), `--until: a time with its zone, such as 2026-12-01T18:00:00Z or 2026-12-01T19:00+01:00 (got '${bad}')`);
     }
     assert.equal(refusal('2020-01-01T00:00:00Z'), "--until: 2020-01-01T00:00:00.000Z is not after now, 2026-12-04T12:00:00.000Z (got '2020-01-01T00:00:00Z')");
-    assert.equal(refusal('2026-12-11T12:00:01Z'), "--until: 7d from now, 1s past the 7d a lease reaches at most (got '2026-12-11T12:00:01Z')");
+    assert.equal(refusal('2026-12-11T12:00:01Z'), "--until: 1s past the 7d a lease reaches at most, counted from now (got '2026-12-11T12:00:01Z')");
+    assert.equal(refusal('2026-12-11T12:06:51Z'), "--until: 6m51s past the 7d a lease reaches at most, counted from now (got '2026-12-11T12:06:51Z')");
+    assert.equal(refusal('2026-12-11T13:00:00Z'), "--until: 7d1h from now, 1h past the 7d a lease reaches at most (got '2026-12-11T13:00:00Z')");
     // Two units that follow each other: this read '1123d12h' before, but 1122 days and 38 minutes read '1122d38m'.
     assert.equal(refusal('2030-01-01T00:00:00Z'), "--until: 1123d12h from now, 1116d12h past the 7d a lease reaches at most (got '2030-01-01T00:00:00Z')");
     // As typed, with no Temporal at this address: a refusal that reached for it would be exit 4, not 2.
@@ -189,7 +191,7 @@ describe('lease arithmetic', () => {
     assert.match(extensionProblem({ byS: 0 }, now, now) ?? '', /^byS: must be a whole number of seconds in 1\.\.604800/);
     assert.match(extensionProblem({ toEpochMs: now - 1 }, now, now) ?? '', /^toEpochMs: must be a time after now/);
     assert.match(extensionProblem({ toEpochMs: now + 30_000 }, now + 60_000, now) ?? '', /before the lease's current expiry .*does not shorten a lease/);
-    assert.match(extensionProblem({ byS: 604_800 }, now + 1000, now) ?? '', /would be 7d from now, 1s past the 7d a lease reaches at most$/);
+    assert.match(extensionProblem({ byS: 604_800 }, now + 1000, now) ?? '', /would be 1s past the 7d a lease reaches at most, counted from now$/);
     assert.equal(
       leaseText({ serve: 'x', kind: 'idle', holder: 'h', expiresAtEpochMs: now + 252_000, idleTtlS: 300, state: 'running' }, now),
       'idle lease: 4m12s left (ttl 5m)',

@@ -406,7 +406,7 @@ describe('leases', () => {
     // Its lease runs on, standing for nothing: an extension or a release would move nothing and bring nothing down.
     const noLonger = (err: unknown) =>
       err instanceof NoLease &&
-      /^the lease of comfyui-sim no longer stands: comfyui-sim is down \(no reservation\), no longer running for the acquisition it was taken for \(acquire\/.*\/comfyui-sim\/.*\); the lease ends at its expiry/.test(
+      /^the lease of comfyui-sim no longer stands: comfyui-sim is down \(no reservation\), no longer running for the run the lease was taken with \(acquire\/.*\/comfyui-sim\/.*\); the lease ends at its expiry/.test(
         err.message,
       );
     await assert.rejects(extendLease(t.temporal.client, comfyui(), { byS: 600 }), noLonger);

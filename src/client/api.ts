@@ -25,7 +25,7 @@ import { boundedFastify } from '../adapters/http-bounds';
 import type { acquireWorkflow } from '../workflows/acquire';
 import { bearerMatches, tokenDigest } from '../adapters/bearer';
 import { MIN_TOKEN_CHARS } from '../config/env';
-import { unknownKeyMessage } from '../config/issues';
+import { describe, unknownKeyMessage } from '../config/issues';
 
 export interface ApiOptions {
   client: Client;
@@ -76,12 +76,17 @@ const HEALTH_TEMPORAL_MS = 2000;
 /** How long one answer of Temporal's serves the /healthz after it: the route needs no token, so a flood of probes is not a flood of RPCs. */
 const HEALTH_CACHE_MS = 1000;
 
+/** A field's message in the API's own words (`must be true or false (got "yes")`, `required: …`), not zod's. */
+function expecting(what: string) {
+  return { error: (iss: { input?: unknown }) => (iss.input === undefined ? `required: ${what}` : `must be ${what} (got ${describe(iss.input)})`) };
+}
+
 const AcquisitionBody = z.strictObject({
-  serve: z.string().min(1),
-  evict: z.boolean().default(false),
-  force: z.boolean().default(false),
+  serve: z.string(expecting('the name of a serve in the manifest')).min(1, expecting('the name of a serve in the manifest')),
+  evict: z.boolean(expecting('true or false')).default(false),
+  force: z.boolean(expecting('true or false')).default(false),
   /** Who asked: an operator's script, or the router for a held request (the lease seam). */
-  trigger: z.enum(['operator', 'router']).default('operator'),
+  trigger: z.enum(['operator', 'router'], expecting('"operator" or "router"')).default('operator'),
   drain_timeout_s: z
     .custom<number>((v) => boundProblem('drainTimeoutS', v) === undefined, {
       error: (iss) => `${boundProblem('drainTimeoutS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,

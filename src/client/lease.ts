@@ -78,7 +78,7 @@ async function runningLease(client: Client, { node, serve, gpuRole }: LeasedServ
     const by = r && holdingRun(settled, r);
     const now = r ? `${r.phase}${r.evictedFor ? ` for ${r.evictedFor}` : ''}${by !== view.holder ? `, held by ${by}` : ''}` : 'down (no reservation)';
     throw new NoLease(
-      `the lease of ${serve} no longer stands: ${serve} is ${now}, no longer running for the acquisition it was taken for (${view.holder}); ` +
+      `the lease of ${serve} no longer stands: ${serve} is ${now}, no longer running for the run the lease was taken with (${view.holder}); ` +
         `the lease ends at its expiry leaving ${serve} as it is (\`temporal workflow cancel --workflow-id ${workflowId}\` ends it now); \`serves up ${serve} --lease DURATION\` leases it anew`,
     );
   }

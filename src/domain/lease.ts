@@ -115,7 +115,9 @@ export function formatDuration(ms: number): string {
  * excess is named, since both figures are rounded to two units and may print alike.
  */
 export function beyondReach(aheadMs: number, maxMs: number): string {
-  return `${formatDuration(aheadMs)} from now, ${formatDuration(aheadMs - maxMs)} past the ${formatDuration(maxMs)} a lease reaches at most`;
+  const [ahead, over, max] = [aheadMs, aheadMs - maxMs, maxMs].map(formatDuration);
+  // Two units each: 7d6m51s ahead reads `7d`, which beside the `7d` at most read as no overshoot.
+  return ahead === max ? `${over} past the ${max} a lease reaches at most, counted from now` : `${ahead} from now, ${over} past the ${max} a lease reaches at most`;
 }
 
 /** What the lease query answers: what the CLI prints beside the serve. */
