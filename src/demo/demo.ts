@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { clientIdentity, reachTemporal, temporalInterceptors } from '../client/connection';
 import type { ClientConnectConfig } from '@temporalio/envconfig';
@@ -517,7 +517,8 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       out(`  export GPURES_NVIDIA_SMI=${FAKE_NVIDIA_SMI} FAKE_NVIDIA_SMI_STATE=${join(dir, 'box', 'nvidia-smi.json')}`);
       // Its serves are processes, not containers: `serves logs` reads their output there instead of Docker.
       out(`  export GPURES_SIM_BOX=${join(dir, 'box', 'serves')}`);
-      out(`  alias gpures=${GPURES_BIN}   # not on PATH until \`npm link\``);
+      // PATH, not an alias: a script (a non-interactive shell) expands no aliases.
+      out(`  export PATH=${dirname(GPURES_BIN)}:$PATH   # gpures, without \`npm link\``);
       out('  gpures ledger; gpures serves status; gpures serves logs vision; gpures serves up comfyui-sim --evict; gpures audit report <workflow id>');
       // The lease's restore just brought vision back: an --evict at once is denied for its residency, which is right but puzzling.
       const residencyS = manifest.serves.find((s) => s.name === 'vision')?.minResidencyS ?? 0;
