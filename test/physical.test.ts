@@ -50,6 +50,25 @@ test('only serves that hold their VRAM count: running and evicting, not admitted
   assert.equal(physicalTruth(l, { uuid: 'GPU-1', totalMib: 32607, usedMib: 30000 }).servesMib, 14336 + 12288);
 });
 
+test('a serve starting or stopping holds between none and all of its reservation: the draw is a range, and a warning only when even its least exceeds the reserve', () => {
+  const l = ledgerOf(reservation('fast', 14336, 'running'), reservation('vision', 12288, 'admitted'), reservation('ocr', 5120, 'stopping'));
+  // H3's reading mid-start: vision's memory partly allocated.
+  const midStart = physicalTruth(l, { uuid: 'GPU-1', totalMib: 32607, usedMib: 32324 });
+  assert.deepEqual([midStart.nonLedgerDrawMib, midStart.nonLedgerDrawMinMib, midStart.optimistic], [17988, 580, false]);
+  assert.deepEqual(formatPhysical(midStart), [
+    '  nvidia-smi: used 32324 of 32607 MiB; non-ledger draw 580 to 17988 MiB (up to 17408 MiB of it vision starting, ocr stopping) against a reserve of 4608 MiB',
+  ]);
+  // Even with both taken whole, 6000 MiB is no serve's.
+  const over = physicalTruth(ledgerOf(reservation('vision', 12288, 'admitted')), { uuid: 'GPU-1', totalMib: 32607, usedMib: 12288 + 6000 });
+  assert.equal(over.optimistic, true);
+  assert.equal(
+    formatPhysical(over)[1],
+    "  warning: non-ledger draw exceeds the reserve by at least 1392 MiB: the ledger's free figure is that much optimistic",
+  );
+  // Nothing allocated yet: the least is not below zero.
+  assert.match(formatPhysical(physicalTruth(l, { uuid: 'GPU-1', totalMib: 32607, usedMib: 15000 }))[0] ?? '', /non-ledger draw 0 to 664 MiB/);
+});
+
 test("a serve's measured delta: inside its reservation, or a warning naming the overrun", () => {
   assert.deepEqual(formatMeasuredDelta('vision', 11738, 12288), {
     exceeds: false,

@@ -147,6 +147,18 @@ function gpuCard(l, links) {
         el('b', { 'data-figure': 'nvidia-smi-used', 'data-mib': p.usedMib, text: mib(p.usedMib) }),
         ' of ' + mib(p.totalMib) + '; non-ledger draw ',
         el('b', { 'data-figure': 'non-ledger-draw', 'data-mib': p.nonLedgerDrawMib, text: mib(p.nonLedgerDrawMib) }),
+        // A serve starting or stopping holds part of its reservation now: up to that much of the draw is its.
+        p.inFlux && p.inFlux.length
+          ? el('span', {
+              class: 'muted',
+              text:
+                ' (up to ' +
+                mib(p.nonLedgerDrawMib - p.nonLedgerDrawMinMib) +
+                ' of it ' +
+                p.inFlux.map((f) => f.serve + ' ' + f.phase).join(', ') +
+                ')',
+            })
+          : null,
         p.optimistic ? el('span', { class: 'warn', text: ' exceeds the reserve: the free figure is optimistic' }) : null,
       ),
     );

@@ -26,10 +26,17 @@ export interface PhysicalTruth {
   totalMib: number;
   /** Held by running serves according to their reservations. */
   servesMib: number;
-  /** Device used minus what the running serves hold: display, sidecars, leaks. */
+  /** Device used minus what the running serves hold: display, sidecars, leaks, and whatever a serve starting or stopping holds now. */
   nonLedgerDrawMib: number;
+  /**
+   * Serves starting (admitted) or stopping: each holds between none and all of its reservation
+   * right now, so up to their MiB of the draw above may be theirs.
+   */
+  inFlux: { serve: string; phase: 'starting' | 'stopping'; vramMib: number }[];
+  /** The draw with every serve in flux taken at its whole reservation: what the draw is at least. */
+  nonLedgerDrawMinMib: number;
   reserveMib: number;
-  /** True when the draw exceeds the reserve, i.e. the ledger's free figure is optimistic. */
+  /** True when the draw is sure to exceed the reserve (even at its least), i.e. the ledger's free figure is optimistic. */
   optimistic: boolean;
 }
 
@@ -39,21 +46,38 @@ export function physicalTruth(ledger: LedgerState, reading: DeviceReading): Phys
     (s, r) => s + (r.phase === 'running' || r.phase === 'evicting' ? r.vramMib : r.phase === 'sleeping' ? committedMibOf(r) : 0),
     0,
   );
+  const inFlux = ledger.reservations.flatMap((r) =>
+    r.phase === 'admitted' || r.phase === 'stopping'
+      ? [{ serve: r.serve, phase: r.phase === 'admitted' ? ('starting' as const) : ('stopping' as const), vramMib: r.vramMib }]
+      : [],
+  );
   const nonLedgerDrawMib = reading.usedMib - servesMib;
+  // A start's memory grows for seconds (a stop's shrinks): judged at the least, a serve starting
+  // is no warning that the reserve is exceeded.
+  const nonLedgerDrawMinMib = nonLedgerDrawMib - inFlux.reduce((s, f) => s + f.vramMib, 0);
   return {
     usedMib: reading.usedMib,
     totalMib: reading.totalMib,
     servesMib,
     nonLedgerDrawMib,
+    inFlux,
+    nonLedgerDrawMinMib,
     reserveMib: ledger.reserveMib,
-    optimistic: nonLedgerDrawMib > ledger.reserveMib,
+    optimistic: nonLedgerDrawMinMib > ledger.reserveMib,
   };
 }
 
 export function formatPhysical(t: PhysicalTruth): string[] {
-  const lines = [`  nvidia-smi: used ${t.usedMib} of ${t.totalMib} MiB; non-ledger draw ${t.nonLedgerDrawMib} MiB against a reserve of ${t.reserveMib} MiB`];
+  const flux = t.inFlux.map((f) => `${f.serve} ${f.phase}`).join(', ');
+  const draw = t.inFlux.length
+    ? `non-ledger draw ${Math.max(0, t.nonLedgerDrawMinMib)} to ${t.nonLedgerDrawMib} MiB (up to ${t.nonLedgerDrawMib - t.nonLedgerDrawMinMib} MiB of it ${flux})`
+    : `non-ledger draw ${t.nonLedgerDrawMib} MiB`;
+  const lines = [`  nvidia-smi: used ${t.usedMib} of ${t.totalMib} MiB; ${draw} against a reserve of ${t.reserveMib} MiB`];
   if (t.optimistic) {
-    lines.push(`  warning: non-ledger draw exceeds the reserve by ${t.nonLedgerDrawMib - t.reserveMib} MiB: the ledger's free figure is that much optimistic`);
+    const by = t.nonLedgerDrawMinMib - t.reserveMib;
+    lines.push(
+      `  warning: non-ledger draw exceeds the reserve by ${t.inFlux.length ? 'at least ' : ''}${by} MiB: the ledger's free figure is that much optimistic`,
+    );
   }
   return lines;
 }
