@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import * as grpc from '@grpc/grpc-js';
 import { NODE_ANSWER_MS, workflowIds } from '../src/shared/messages';
 import { nodeContainers, removeNodeContainers, renderManifest, uniqueNode } from './support/box';
 import type { TestGpu, TestServe } from './support/box';
@@ -535,6 +536,40 @@ describe('gpures CLI, as real processes', () => {
     const data = JSON.parse(json.stdout) as { error: { message: string; exitCode: number } };
     assert.equal(data.error.exitCode, EXIT.unreachable);
     assert.match(data.error.message, /^cannot reach Temporal at 127\.0\.0\.1:1 \(namespace default\): /);
+    await assertNothingStarted(n, ['a']);
+  });
+
+  test("an address that answers gRPC without Temporal's WorkflowService, or whose TLS setting is not the server's: exit 4 saying so, not a missing worker", async () => {
+    const n = uniqueNode('cli-not-frontend');
+    nodes.push(n);
+    const file = writeManifest(dir, `${n}.toml`, renderManifest(n, [GPU], SERVES));
+    // Another program's gRPC server (grpc-js words the refusal its own way, not Go's).
+    const other = new grpc.Server();
+    const port = await new Promise<number>((ok, fail) =>
+      other.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? fail(e) : ok(p))),
+    );
+    try {
+      const at = { TEMPORAL_ADDRESS: `127.0.0.1:${port}` };
+      const [ledger, up, tls] = await Promise.all([
+        gpures(['ledger', '--manifest', file], at),
+        gpures(['serves', 'up', 'a', '--manifest', file], at),
+        // The test server has no TLS: a CLI set for it never completes the handshake.
+        gpures(['ledger', '--manifest', file], { ...env, TEMPORAL_TLS: 'true' }),
+      ]);
+      const last = (r: Run) => r.stderr.trim().split('\n').pop() ?? '';
+      for (const r of [ledger, up]) {
+        assert.equal(r.code, EXIT.unreachable, show(r));
+        assert.match(
+          last(r),
+          /^Temporal's frontend does not answer there \(12 UNIMPLEMENTED: .*temporal\.api\.workflowservice.*\): .*not its frontend/,
+          show(r),
+        );
+      }
+      assert.equal(tls.code, EXIT.unreachable, show(tls));
+      assert.match(last(tls), /no gRPC handshake completed in time: .*a frontend without TLS while TLS is set \(TEMPORAL_TLS/, show(tls));
+    } finally {
+      other.forceShutdown();
+    }
     await assertNothingStarted(n, ['a']);
   });
 

@@ -63,7 +63,7 @@ test("an address that is one of the production-shaped server's other ports is to
     show(worker),
   );
   assert.equal(http.code, EXIT.unreachable, show(http));
-  assert.match(last(http), /^cannot reach Temporal at .*: the port is open but nothing there completed a gRPC handshake in time/, show(http));
+  assert.match(last(http), /^cannot reach Temporal at .*: the port is open but no gRPC handshake completed in time/, show(http));
 });
 
 test('gpures demo --temporal-address on the production-shaped server: registers the missing search attributes, then every check of T013 and the loop', async () => {

@@ -98,10 +98,14 @@ const UNIMPLEMENTED = 12;
  * the server's internal services (history, matching), or another program's. Told by the gRPC
  * status the SDK keeps as the cause of its ServiceError.
  */
+const NO_WORKFLOW_SERVICE = /unknown service temporal\.api\.workflowservice\.|does not implement the method \/temporal\.api\.workflowservice\./;
+
 export function notTemporalFrontend(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     const { code, details } = e as { code?: unknown; details?: unknown };
-    if (code === UNIMPLEMENTED && typeof details === 'string' && /unknown service temporal\.api\.workflowservice\./.test(details)) return true;
+    // Go's grpc (Temporal's own services) and grpc-js each word it their way; a frontend, in Go,
+    // knows the service, so its answer for a method it lacks (an old server) is neither.
+    if (code === UNIMPLEMENTED && typeof details === 'string' && NO_WORKFLOW_SERVICE.test(details)) return true;
   }
   return false;
 }
@@ -110,15 +114,24 @@ export function notTemporalFrontend(err: unknown): boolean {
 export const NOT_FRONTEND_HINT =
   "the address names another gRPC service, such as one of the Temporal server's internal ones, not its frontend (7233 by default)";
 
-/** Where the address answers TCP yet no Temporal frontend completed the gRPC handshake: what else may be listening. */
-const NOT_GRPC_HINT = `the port is open but nothing there completed a gRPC handshake in time: a server still starting, or not Temporal's gRPC frontend (7233 by default; the UI's and the HTTP API's ports are others)`;
+/**
+ * Where the address answers TCP yet no gRPC handshake completed: what else may be listening, and
+ * the TLS setting that does not match the server's (TLS against a plain port, or none against a
+ * TLS one, fails the same way: the usual mistake with Temporal Cloud or an mTLS server).
+ */
+function noHandshakeHint(tls: boolean): string {
+  const mismatch = tls
+    ? "a frontend without TLS while TLS is set (TEMPORAL_TLS, or the profile's tls)"
+    : "a frontend that expects TLS (set TEMPORAL_TLS=true, or the profile's tls)";
+  return `the port is open but no gRPC handshake completed in time: a server still starting, ${mismatch}, or not Temporal's gRPC frontend (7233 by default; the UI's and the HTTP API's ports are others)`;
+}
 
 /**
  * Connects with `connect` once the address answers TCP (at once when nothing listens there,
  * rather than after the gRPC connect's deadline); any failure is TemporalUnreachable, naming the
- * address. The CLI's client, the worker's connections and the demo's all go through it.
+ * address (`tls`: the connection's TLS setting, for what a failed handshake may mean). The CLI's client, the worker's connections and the demo's all go through it.
  */
-export async function reachTemporal<T>(address: string, namespace: string, connect: () => Promise<T>): Promise<T> {
+export async function reachTemporal<T>(address: string, namespace: string, tls: unknown, connect: () => Promise<T>): Promise<T> {
   let opened = false;
   try {
     // Through a proxy (grpc-js honours these) the address need not be reachable from here.
@@ -130,7 +143,7 @@ export async function reachTemporal<T>(address: string, namespace: string, conne
   } catch (err) {
     const cause = err as Error;
     if (opened && /before the deadline/i.test(cause.message))
-      throw new TemporalUnreachable(address, namespace, new Error(`${cause.message}: ${NOT_GRPC_HINT}`));
+      throw new TemporalUnreachable(address, namespace, new Error(`${cause.message}: ${noHandshakeHint(Boolean(tls))}`));
     if (notTemporalFrontend(cause)) throw new TemporalUnreachable(address, namespace, new Error(`${cause.message}: ${NOT_FRONTEND_HINT}`));
     throw new TemporalUnreachable(address, namespace, cause);
   }
@@ -139,7 +152,7 @@ export async function reachTemporal<T>(address: string, namespace: string, conne
 export async function connectClient(role: ClientRole = 'cli'): Promise<{ client: Client; connection: Connection; address: string; namespace: string }> {
   const config = temporalConfig();
   const { address, namespace } = temporalTarget(config);
-  const connection = await reachTemporal(address, namespace, () =>
+  const connection = await reachTemporal(address, namespace, config.connectionOptions.tls, () =>
     Connection.connect({ ...config.connectionOptions, connectTimeout: CONNECT_TIMEOUT, interceptors: temporalInterceptors() }),
   );
   return { client: new Client({ connection, namespace, identity: clientIdentity(role) }), connection, address, namespace };

@@ -412,7 +412,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     const connectionOptions = existing?.connectionOptions ?? { address: (server as DevServer).address };
     const address = connectionOptions.address ?? '?';
     // One probe for both; each is closed at the end once it opened.
-    const { connection, nativeConnection } = await reachTemporal(address, namespace, async () => {
+    const { connection, nativeConnection } = await reachTemporal(address, namespace, connectionOptions.tls, async () => {
       const connection = await Connection.connect({ ...connectionOptions, interceptors: temporalInterceptors() });
       stops.push(() => connection.close());
       const nativeConnection = await NativeConnection.connect(connectionOptions);

@@ -4,7 +4,7 @@ import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { clientIdentity, reachTemporal, temporalInterceptors } from '../client/connection';
+import { clientIdentity, notTemporalFrontend, reachTemporal, temporalInterceptors } from '../client/connection';
 import { temporalConfig, temporalTarget } from '../client/temporal-config';
 import type { Env, MetricsAddr } from '../config/env';
 import { DEFAULT_METRICS_ADDR, EnvError, workerEnv } from '../config/env';
@@ -146,12 +146,15 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   let cut = false;
   try {
     // One probe for both: each is kept as it opens, so the finally closes whichever did.
-    const opened = await reachTemporal(temporal.address, namespace, async () => {
+    const opened = await reachTemporal(temporal.address, namespace, config.connectionOptions.tls, async () => {
       nativeConnection = await NativeConnection.connect(config.connectionOptions);
       connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
       // Neither connect asks the WorkflowService anything: one of the server's internal gRPC ports
-      // would be taken, and every poll refused after.
-      await connection.workflowService.getSystemInfo({});
+      // would be taken, and every poll refused after. Any other refusal (a server too old for the
+      // call) is the core's to judge, as it does.
+      await connection.workflowService.getSystemInfo({}).catch((err: unknown) => {
+        if (notTemporalFrontend(err)) throw err;
+      });
       return { native: nativeConnection, client: connection };
     });
     const client = new Client({ connection: opened.client, namespace, identity: clientIdentity('worker') });
