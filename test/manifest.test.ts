@@ -261,14 +261,30 @@ describe('rejected manifests: one rule each', () => {
     assertOneError(parse(text), 'serves[1].vram_mib', 'invalid TOML: integer value cannot be represented losslessly');
   });
 
-  test('malformed TOML: the key a line assigns, under its table', () => {
+  test('malformed TOML: the key a line assigns, under its table, where the error is in its value or redefines it', () => {
+    const inValue = (text: string, line: number) => tomlKeyPath(text, line, 99, 'invalid value');
     const router = ['[[tiers]]', 'name = "a"', '[[tiers]]', 'name = "b"', '[tiers.on_demand]', 'serve = '].join('\n');
-    assert.deepEqual(tomlKeyPath(router, 6), ['tiers', 1, 'on_demand', 'serve']);
+    assert.deepEqual(inValue(router, 6), ['tiers', 1, 'on_demand', 'serve']);
     const nested = ['[[a]]', '[[a.b]]', '[[a.b]]', '[[a]]', '[[a.b]]', 'x.y = '].join('\n');
-    assert.deepEqual(tomlKeyPath(nested, 6), ['a', 1, 'b', 0, 'x', 'y']);
-    assert.deepEqual(tomlKeyPath('top = ', 1), ['top']);
-    assert.equal(tomlKeyPath('[[serves]\nname = "x"', 1), undefined, 'a header line assigns no key');
-    assert.equal(tomlKeyPath('s = """\n[x]\n"""\n[t]\nk = ', 5), undefined, 'a multi-line string may hide a header');
+    assert.deepEqual(inValue(nested, 6), ['a', 1, 'b', 0, 'x', 'y']);
+    assert.deepEqual(inValue('top = ', 1), ['top']);
+    assert.deepEqual(tomlKeyPath('[node]\nname = "a"\nname = "b"', 3, 1, 'trying to redefine an already defined table or value'), ['node', 'name']);
+    assert.equal(inValue('[[serves]\nname = "x"', 1), undefined, 'a header line assigns no key');
+    assert.equal(inValue('s = """\n[x]\n"""\n[t]\nk = ', 5), undefined, 'a multi-line string may hide a header');
+    assert.equal(inValue('[[serves]]\n["node"]\nvram = 1', 3), undefined, 'a quoted header is not followed');
+    assert.equal(
+      tomlKeyPath('a = 1\nenv = 3', 2, 1, 'expected comma or end of structure'),
+      undefined,
+      'at the line start: the statement before may be the open one',
+    );
+  });
+
+  test('malformed TOML: an array left open is not blamed on the key after it', () => {
+    const closed = render({ serves: [serve('alpha', 31001)] });
+    const text = closed.replace(/args = \[[^\]\n]*\]/, 'args = [\n  "--gpu-memory-utilization",\n  "0.03"\nenv = { A = "1" }');
+    assert.notEqual(text, closed);
+    const issue = assertOneError(parse(text), '', 'invalid TOML: ');
+    assert.doesNotMatch(formatIssue(issue), /env/);
   });
 
   test('unknown key in a serve, with a suggestion', () => {

@@ -196,7 +196,7 @@ export function parseTomlTable(text: string, issues: Issues): Record<string, unk
   } catch (err) {
     if (err instanceof TomlError) {
       const detail = (err.message.split('\n')[0] ?? '').replace(/^Invalid TOML document:\s*/, '');
-      issues.error(tomlKeyPath(text, err.line) ?? '', `line ${err.line}, column ${err.column}: invalid TOML: ${detail}`);
+      issues.error(tomlKeyPath(text, err.line, err.column, detail) ?? '', `line ${err.line}, column ${err.column}: invalid TOML: ${detail}`);
     } else {
       issues.error('', `invalid TOML: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -209,21 +209,25 @@ const TABLE_HEADER = new RegExp(String.raw`^\s*(\[\[?)\s*(${BARE_PATH})\s*\]\]?\
 const KEY_VALUE = new RegExp(String.raw`^\s*(${BARE_PATH})\s*=`);
 
 /**
- * The dotted path of the key a TOML error's line assigns (`serves[0].vram_mib`), so a value the
- * parser refuses is named as the schema's errors are; undefined where the line assigns no bare
- * key, or a multi-line string before it could hide what its lines are. Lines before the error's
- * parsed, so their table headers are real ones.
+ * The dotted path of the key a TOML error is about (`serves[0].vram_mib`), so a value the parser
+ * refuses is named as the schema's errors are: the key its line assigns, where the error lies in
+ * that value or redefines that key. Undefined otherwise: an error at the start of a line may be
+ * the statement before it left open (an array without its `]`), not this one. Undefined too where
+ * a line before could hide what its lines are (a multi-line string) or a header is not one of bare
+ * keys. Lines before the error's parsed, so their table headers are real ones.
  */
-export function tomlKeyPath(text: string, line: number): PathSegment[] | undefined {
+export function tomlKeyPath(text: string, line: number, column: number, detail: string): PathSegment[] | undefined {
   const lines = text.split(/\r?\n/);
-  const key = KEY_VALUE.exec(lines[line - 1] ?? '')?.[1];
-  if (key === undefined) return undefined;
+  const assigns = KEY_VALUE.exec(lines[line - 1] ?? '');
+  if (!assigns || (column <= assigns[0].length && !/redefine/i.test(detail))) return undefined;
   const arrayIndex = new Map<string, number>();
   let table: PathSegment[] = [];
   for (const before of lines.slice(0, line - 1)) {
     if (before.includes('"""') || before.includes("'''")) return undefined;
+    if (!/^\s*\[/.test(before)) continue;
     const header = TABLE_HEADER.exec(before);
-    if (!header) continue;
+    // A quoted key (`["node"]`), or an array's line: which table follows is not known here.
+    if (!header) return undefined;
     const names = splitKey(header[2] as string);
     const name = names.join('.');
     if (header[1] === '[[') {
@@ -237,7 +241,7 @@ export function tomlKeyPath(text: string, line: number): PathSegment[] | undefin
       return index === undefined ? [seg] : [seg, index];
     });
   }
-  return [...table, ...splitKey(key)];
+  return [...table, ...splitKey(assigns[1] as string)];
 }
 
 function splitKey(dotted: string): string[] {
