@@ -55,7 +55,24 @@ describe('acquisition API without Temporal', () => {
         /^evict: must be true or false \(got "yes"\)$/,
       ],
       // Each field in the API's own words, not zod's ("Invalid input: expected string, received undefined").
-      [{ method: 'POST', url: '/v1/acquisitions', headers: auth, payload: {} }, 400, 'bad_request', /^serve: required: the name of a serve in the manifest$/],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: {} },
+        400,
+        'bad_request',
+        /^serve: is required \(the name of a serve in the manifest\)$/,
+      ],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: { ...auth, 'content-type': 'application/json' }, payload: '[]' },
+        400,
+        'bad_request',
+        /^body: must be a JSON object \(got an array\)$/,
+      ],
+      [
+        { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: {} } },
+        400,
+        'bad_request',
+        /^serve: must be the name of a serve in the manifest \(got an object\)$/,
+      ],
       [
         { method: 'POST', url: '/v1/acquisitions', headers: auth, payload: { serve: '', force: 1, trigger: 'cron' } },
         400,

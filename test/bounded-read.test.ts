@@ -21,9 +21,10 @@ describe('bounded reads of the files an operator names', () => {
       writeFileSync(small, 'node = "x"\n');
       assert.equal(await readBounded(small, 'manifest', 11), 'node = "x"\n');
       await assert.rejects(readBounded(small, 'manifest', 10), { message: `${small}: manifest is 11 bytes, larger than the 10 bytes it may be` });
-      await assert.rejects(readBounded(join(dir, 'none.toml'), 'manifest', 10), (err: Error) =>
-        err.message.startsWith(`${join(dir, 'none.toml')}: cannot read manifest: ENOENT`),
-      );
+      // The file named once: node's own text ends with it again (`, open '…'`).
+      await assert.rejects(readBounded(join(dir, 'none.toml'), 'manifest', 10), {
+        message: `${join(dir, 'none.toml')}: cannot read manifest: ENOENT: no such file or directory`,
+      });
       // A pipe has no size to stat: read one byte past the bound, then refused.
       const fifo = join(dir, 'fifo');
       execFileSync('mkfifo', [fifo]);

@@ -10,7 +10,7 @@ import { parseManifest } from '../src/config/manifest';
 import { formatIssue } from '../src/domain/types';
 import { expiresAt, extensionProblem, formatDuration, leaseText, newClock, parseDuration, withUse } from '../src/domain/lease';
 import { operationInputProblems } from '../src/domain/inputs';
-import { inFluxNote, leaseHold, leaseInputProblems, leaseStands, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
+import { inFluxBy, leaseHold, leaseInputProblems, leaseStands, leaseRequestProblem, renewalProblems } from '../src/domain/lease';
 import { heldLeases } from '../src/client/ledger-view';
 import { emptyLedger } from '../src/domain/ledger';
 import type { LeaseView } from '../src/domain/lease';
@@ -20,7 +20,7 @@ import { renderManifest, uniqueNode } from './support/box';
 import { testTemporal } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import { gpures, show } from './support/cli';
-import { untilEpochMs } from '../src/cli/commands/serves-lease';
+import { releaseNote, untilEpochMs } from '../src/cli/commands/serves-lease';
 
 const GPU = { role: 'dark-fast', capacity_mib: 32607, reserve_mib: 4608 };
 
@@ -102,11 +102,23 @@ describe('the leases a ledger shows', () => {
   test('its time left while its acquisition holds the serve; while another run has it, that the lease acts only if it is given back; none once it fell', () => {
     assert.equal(shown(held({})), 'lease: 2m left');
     const takenByDown = held({ phase: 'stopping', holder: 'serves-down/n/coder/run-d', takenFrom: { phase: 'running', holder: L, vramMib: 8192 } });
-    assert.equal(shown(takenByDown), 'lease: 2m left (serves-down/n/coder/run-d has coder now: the lease acts only if it gives coder back)');
+    assert.equal(shown(takenByDown), 'lease: 2m left; serves-down/n/coder/run-d has coder now: the lease acts only if it gives coder back');
     const evicting = held({ phase: 'evicting', evictedFor: 'big', evictedBy: 'acquire/n/big/run-b' });
-    assert.equal(shown(evicting), 'lease: 2m left (acquire/n/big/run-b has coder now: the lease acts only if it gives coder back)');
+    assert.equal(shown(evicting), 'lease: 2m left; acquire/n/big/run-b has coder now: the lease acts only if it gives coder back');
+    // Expired and waiting on that run: not 'bringing coder down', which it may not do.
+    const expiring = new Map<string, LeaseView>([['coder', { ...(leases.get('coder') as LeaseView), state: 'expiring' }]]);
+    assert.equal(
+      heldLeases([takenByDown], expiring, 0).get('coder')?.text,
+      'lease: expired, waiting for serves-down/n/coder/run-d, which has coder now: it brings coder down only if that run gives it back',
+    );
     assert.equal(shown(held({ holder: 'serves-up/n/coder/run-u' })), undefined);
-    assert.equal(inFluxNote(leases.get('coder') as LeaseView, held({})), undefined);
+    assert.equal(inFluxBy(leases.get('coder') as LeaseView, held({})), undefined);
+    // `serves release` says the same once the lease took it.
+    assert.equal(
+      releaseNote('coder', 'serves-down/n/coder/run-d'),
+      'serves release coder: the lease expires now; it waits for serves-down/n/coder/run-d, which has coder now, and brings coder down and restores what it evicted only if that run gives coder back',
+    );
+    assert.equal(releaseNote('coder', undefined), 'serves release coder: the lease expires now; bringing coder down and restoring what it evicted');
   });
 
   test('a ledger still reconciling is not judged: its lease is shown as it says', () => {
@@ -170,6 +182,7 @@ describe('lease arithmetic', () => {
     }
     assert.equal(refusal('2020-01-01T00:00:00Z'), "--until: 2020-01-01T00:00:00.000Z is not after now, 2026-12-04T12:00:00.000Z (got '2020-01-01T00:00:00Z')");
     assert.equal(refusal('2026-12-11T12:00:01Z'), "--until: 1s past the 7d a lease reaches at most, counted from now (got '2026-12-11T12:00:01Z')");
+    assert.equal(refusal('2026-12-11T12:00:00.5Z'), "--until: 1s past the 7d a lease reaches at most, counted from now (got '2026-12-11T12:00:00.5Z')");
     assert.equal(refusal('2026-12-11T12:06:51Z'), "--until: 6m51s past the 7d a lease reaches at most, counted from now (got '2026-12-11T12:06:51Z')");
     assert.equal(refusal('2026-12-11T13:00:00Z'), "--until: 7d1h from now, 1h past the 7d a lease reaches at most (got '2026-12-11T13:00:00Z')");
     // Two units that follow each other: this read '1123d12h' before, but 1122 days and 38 minutes read '1122d38m'.

@@ -76,29 +76,37 @@ const HEALTH_TEMPORAL_MS = 2000;
 /** How long one answer of Temporal's serves the /healthz after it: the route needs no token, so a flood of probes is not a flood of RPCs. */
 const HEALTH_CACHE_MS = 1000;
 
-/** A field's message in the API's own words (`must be true or false (got "yes")`, `required: …`), not zod's. */
-function expecting(what: string) {
-  return { error: (iss: { input?: unknown }) => (iss.input === undefined ? `required: ${what}` : `must be ${what} (got ${describe(iss.input)})`) };
+/** A value as a JSON body holds it: `"yes"`, `1`, `an object`, `an array`. */
+function shown(v: unknown): string {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? 'an object' : describe(v);
 }
 
-const AcquisitionBody = z.strictObject({
-  serve: z.string(expecting('the name of a serve in the manifest')).min(1, expecting('the name of a serve in the manifest')),
-  evict: z.boolean(expecting('true or false')).default(false),
-  force: z.boolean(expecting('true or false')).default(false),
-  /** Who asked: an operator's script, or the router for a held request (the lease seam). */
-  trigger: z.enum(['operator', 'router'], expecting('"operator" or "router"')).default('operator'),
-  drain_timeout_s: z
-    .custom<number>((v) => boundProblem('drainTimeoutS', v) === undefined, {
-      error: (iss) => `${boundProblem('drainTimeoutS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,
-    })
-    .optional(),
-  /** A fixed lease; without it, a router's acquisition of a serve that declares idle_ttl_s gets an idle lease. */
-  lease_s: z
-    .custom<number>((v) => boundProblem('leaseS', v) === undefined, {
-      error: (iss) => `${boundProblem('leaseS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,
-    })
-    .optional(),
-});
+/** A field's message in the API's own words (`must be true or false (got "yes")`, `is required (…)`, as the manifest's), not zod's. */
+function expecting(what: string) {
+  return { error: (iss: { input?: unknown }) => (iss.input === undefined ? `is required (${what})` : `must be ${what} (got ${shown(iss.input)})`) };
+}
+
+const AcquisitionBody = z.strictObject(
+  {
+    serve: z.string(expecting('the name of a serve in the manifest')).min(1, expecting('the name of a serve in the manifest')),
+    evict: z.boolean(expecting('true or false')).default(false),
+    force: z.boolean(expecting('true or false')).default(false),
+    /** Who asked: an operator's script, or the router for a held request (the lease seam). */
+    trigger: z.enum(['operator', 'router'], expecting('"operator" or "router"')).default('operator'),
+    drain_timeout_s: z
+      .custom<number>((v) => boundProblem('drainTimeoutS', v) === undefined, {
+        error: (iss) => `${boundProblem('drainTimeoutS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,
+      })
+      .optional(),
+    /** A fixed lease; without it, a router's acquisition of a serve that declares idle_ttl_s gets an idle lease. */
+    lease_s: z
+      .custom<number>((v) => boundProblem('leaseS', v) === undefined, {
+        error: (iss) => `${boundProblem('leaseS', iss.input) ?? ''} (got ${JSON.stringify(iss.input)})`,
+      })
+      .optional(),
+  },
+  expecting('a JSON object'),
+);
 
 /**
  * A 400's message, field by field; an unknown field as the manifest words one (`drainTimeoutS` is

@@ -5,7 +5,7 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { LedgerClient } from '../adapters/ledger/ledger-client';
 import { holdingRun } from '../domain/fence';
 import { findReservation } from '../domain/ledger';
-import { inFluxNote, leaseStands } from '../domain/lease';
+import { inFluxBy, leaseStands } from '../domain/lease';
 import { NODE_ANSWER_MS } from '../shared/node-answer';
 import type { LeaseExtension, LeaseView } from '../domain/lease';
 import { extendLeaseUpdate, leaseQuery, releaseLeaseUpdate, taskQueueFor, workflowIds } from '../shared/messages';
@@ -82,7 +82,7 @@ async function runningLease(client: Client, { node, serve, gpuRole }: LeasedServ
         `the lease ends at its expiry leaving ${serve} as it is (\`temporal workflow cancel --workflow-id ${workflowId}\` ends it now); \`serves up ${serve} --lease DURATION\` leases it anew`,
     );
   }
-  return { handle: running, inFlux: settled && inFluxNote(view, settled) };
+  return { handle: running, inFluxBy: settled && inFluxBy(view, settled) };
 }
 
 /** The update's own refusal (expired, out of bounds) is the operator's message; anything else (Temporal unreachable) stays what it is. */
@@ -106,15 +106,15 @@ export async function releaseLease(
   handlers?: FollowHandlers,
   /**
    * Told once the lease has taken the release (not before: there may be no lease to release), with
-   * inFluxNote's words when another run has the serve for now.
+   * the run that has the serve for now, if another has (inFluxBy).
    */
-  released?: (inFlux: string | undefined) => void,
+  released?: (inFluxBy: string | undefined) => void,
 ): Promise<{ view: LeaseView; result: LeaseResult }> {
-  const { handle, inFlux } = await runningLease(client, leased);
+  const { handle, inFluxBy: by } = await runningLease(client, leased);
   const view = await handle.executeUpdate(releaseLeaseUpdate).catch((err: unknown) => {
     throw refusal(err);
   });
-  released?.(inFlux);
+  released?.(by);
   const result = handle.result() as Promise<LeaseResult>;
   if (handlers) {
     const follower = followRun(handle, handlers, {

@@ -3,7 +3,7 @@
 // One reading for both, so the page's figures are the CLI's.
 import { committedMibOf, lostRunUnreadText, startSlotText, totals } from '../domain/ledger';
 import type { LedgerState } from '../domain/ledger';
-import { inFluxNote, leaseStands, leaseText } from '../domain/lease';
+import { inFluxBy, leaseLine, leaseStands } from '../domain/lease';
 import type { LeaseView } from '../domain/lease';
 import { physicalTruth } from '../domain/physical';
 import type { PhysicalTruth } from '../domain/physical';
@@ -26,8 +26,7 @@ export function heldLeases(ledgers: readonly LedgerState[], leases: ReadonlyMap<
     for (const r of l.reservations) {
       const v = leases.get(r.serve);
       if (!v || !(l.reconciling || leaseStands(v, l))) continue;
-      const note = l.reconciling ? undefined : inFluxNote(v, l);
-      out.set(r.serve, { ...v, text: `${leaseText(v, nowMs)}${note ? ` (${note})` : ''}` });
+      out.set(r.serve, { ...v, text: leaseLine(v, l.reconciling ? undefined : inFluxBy(v, l), nowMs) });
     }
   }
   return out;

@@ -27,13 +27,18 @@ function tooLarge(file: string, what: string, size: number | undefined, maxBytes
   return new BoundedReadError(file, `${what} is ${size === undefined ? 'more than' : `${size} bytes, larger than`} the ${maxBytes} bytes it may be`);
 }
 
+/** Node's fs error without the path it ends with (`ENOENT: no such file or directory`): the message names the file first. */
+function withoutPath(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).replace(/, \w+ '.*'$/s, '');
+}
+
 /** The file's text, read up to maxBytes: a regular file by its size, anything else (a pipe) by what it yields. */
 export function readBoundedSync(file: string, what: string, maxBytes: number): string {
   let fd: number;
   try {
     fd = openSync(file, 'r');
   } catch (err) {
-    throw new BoundedReadError(file, `cannot read ${what}: ${(err as Error).message}`);
+    throw new BoundedReadError(file, `cannot read ${what}: ${withoutPath(err)}`);
   }
   try {
     const s = fstatSync(fd);
@@ -50,7 +55,7 @@ export function readBoundedSync(file: string, what: string, maxBytes: number): s
     return buf.subarray(0, n).toString('utf8');
   } catch (err) {
     if (err instanceof BoundedReadError) throw err;
-    throw new BoundedReadError(file, `cannot read ${what}: ${(err as Error).message}`);
+    throw new BoundedReadError(file, `cannot read ${what}: ${withoutPath(err)}`);
   } finally {
     closeSync(fd);
   }

@@ -115,9 +115,12 @@ export function formatDuration(ms: number): string {
  * excess is named, since both figures are rounded to two units and may print alike.
  */
 export function beyondReach(aheadMs: number, maxMs: number): string {
-  const [ahead, over, max] = [aheadMs, aheadMs - maxMs, maxMs].map(formatDuration);
+  // Past by less than a second is past: 1s, not 0s.
+  const [ahead, over, max] = [aheadMs, Math.ceil((aheadMs - maxMs) / 1000) * 1000, maxMs].map(formatDuration);
   // Two units each: 7d6m51s ahead reads `7d`, which beside the `7d` at most read as no overshoot.
-  return ahead === max ? `${over} past the ${max} a lease reaches at most, counted from now` : `${ahead} from now, ${over} past the ${max} a lease reaches at most`;
+  return ahead === max
+    ? `${over} past the ${max} a lease reaches at most, counted from now`
+    : `${ahead} from now, ${over} past the ${max} a lease reaches at most`;
 }
 
 /** What the lease query answers: what the CLI prints beside the serve. */
@@ -147,13 +150,22 @@ export function leaseStands(v: LeaseView, state: LedgerState): boolean {
 }
 
 /**
- * A standing lease whose serve another run has for now (leaseHold's in flux: a `serves down` that
- * took it, an eviction of it): at its expiry the lease waits for that run and acts only if it gives
- * the serve back, so its time left alone would promise a bring-down that may not come.
+ * The run that has a standing lease's serve for now (leaseHold's in flux: a `serves down` that took
+ * it, an eviction of it), or undefined: at its expiry the lease waits for that run and acts only if
+ * it gives the serve back, so its time left alone would promise a bring-down that may not come.
  */
-export function inFluxNote(v: LeaseView, state: LedgerState): string | undefined {
+export function inFluxBy(v: LeaseView, state: LedgerState): string | undefined {
   const found = leaseHold(state, v.serve, v.holder);
-  return found.hold === 'in-flux' ? `${found.by} has ${v.serve} now: the lease acts only if it gives ${v.serve} back` : undefined;
+  return found.hold === 'in-flux' ? found.by : undefined;
+}
+
+/** leaseText, with what another run having the serve for now (inFluxBy) means for the lease. */
+export function leaseLine(v: LeaseView, by: string | undefined, nowMs: number): string {
+  if (by === undefined) return leaseText(v, nowMs);
+  if (v.state === 'expiring') {
+    return `${v.kind === 'idle' ? 'idle lease' : 'lease'}: expired, waiting for ${by}, which has ${v.serve} now: it brings ${v.serve} down only if that run gives it back`;
+  }
+  return `${leaseText(v, nowMs)}; ${by} has ${v.serve} now: the lease acts only if it gives ${v.serve} back`;
 }
 
 /**

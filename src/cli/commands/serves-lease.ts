@@ -87,13 +87,17 @@ export async function servesExtend(input: { name: string; duration?: string; unt
   });
 }
 
+/** What `serves release` says once the lease took it; `by`: the run that has the serve for now, if another has (inFluxBy). */
+export function releaseNote(serve: string, by: string | undefined): string {
+  const then = by
+    ? `it waits for ${by}, which has ${serve} now, and brings ${serve} down and restores what it evicted only if that run gives ${serve} back`
+    : `bringing ${serve} down and restoring what it evicted`;
+  return `serves release ${serve}: the lease expires now; ${then}`;
+}
+
 export async function servesRelease(input: { name: string; manifest?: string }, ctx: CommandContext): Promise<Rendered> {
   return onLease(ctx, input.manifest, input.name, async (client, leased) => {
-    const { result } = await releaseLease(client, leased, followFor(ctx), (inFlux) =>
-      ctx.note(
-        `serves release ${input.name}: the lease expires now; ${inFlux ? `${inFlux}, and waits for it first` : `bringing ${input.name} down and restoring what it evicted`}`,
-      ),
-    );
+    const { result } = await releaseLease(client, leased, followFor(ctx), (by) => ctx.note(releaseNote(input.name, by)));
     return { data: result, text: [result.message], exitCode: result.bringDown && !result.bringDown.ok ? EXIT.failed : EXIT.ok };
   });
 }
