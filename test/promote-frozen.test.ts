@@ -27,7 +27,7 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
     const marker = join(box.dir, `${name}-frozen.json`);
     const frozen = await startChild({ freezeAt, markerPath: marker });
     // A release that serves the wrong mapping: verify fails, the promotion rolls back.
-    const candidate = routerConfig(`${name}-v2`, ['', `report_mapping_version = "${name}-bad"`]);
+    const candidate = routerConfig(`${name}-v2`, ['', `# fake-router: report_mapping_version = "${name}-bad"`]);
     const handle = await startPromotion(box.temporal.client, node, { router: name, config: { content: candidate }, image: ROUTER_IMAGE });
     await waitUntil('the first worker frozen in the write', () => existsSync(marker), 30_000, 50);
     console.log(
@@ -84,7 +84,7 @@ describe('router promotion: a write attempt frozen on one worker, retried on ano
     rmSync(t.configPath);
     const marker = join(box.dir, 'frzremove-frozen.json');
     const frozen = await startChild({ freezeAt: 'restore-remove', markerPath: marker });
-    const bad = routerConfig('frzremove-v2', ['', 'report_mapping_version = "frzremove-bad"']);
+    const bad = routerConfig('frzremove-v2', ['', '# fake-router: report_mapping_version = "frzremove-bad"']);
     const p1 = await startPromotion(box.temporal.client, node, { router: 'frzremove', config: { content: bad }, image: ROUTER_IMAGE });
     await waitUntil("the first worker frozen in the rollback's removal", () => existsSync(marker), 60_000, 50);
     console.log(`  worker ${frozen.pid} frozen: ${(JSON.parse(readFileSync(marker, 'utf8')) as { frozen: string }).frozen}`);

@@ -45,7 +45,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
     const t = target('term');
     const p1 = await startPromotion(promo.temporal.client, node, {
       router: 'term',
-      config: { content: routerConfig('term-v2', ['', 'report_mapping_version = "stale"']) },
+      config: { content: routerConfig('term-v2', ['', '# fake-router: report_mapping_version = "stale"']) },
       image: ROUTER_IMAGE,
     });
     await waitUntil('P1 at verify', async () => (await p1.query(promotionStepsQuery)).current === 'verify', 30_000, 50);
@@ -62,7 +62,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
 
     const p2 = await startPromotion(promo.temporal.client, node, {
       router: 'term',
-      config: { content: routerConfig('term-v3', ['', 'report_mapping_version = "stale3"']) },
+      config: { content: routerConfig('term-v3', ['', '# fake-router: report_mapping_version = "stale3"']) },
       image: ROUTER_IMAGE,
     });
     p2Run = p2.firstExecutionRunId;
@@ -136,7 +136,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
     // P1 terminated mid-verify: back-v2 (its router reports a stale mapping) is live, never verified.
     const p1 = await startPromotion(promo.temporal.client, node, {
       router: 'back',
-      config: { content: routerConfig('back-v2', ['', 'report_mapping_version = "stale"']) },
+      config: { content: routerConfig('back-v2', ['', '# fake-router: report_mapping_version = "stale"']) },
       image: ROUTER_IMAGE,
     });
     await waitUntil('P1 at verify', async () => (await p1.query(promotionStepsQuery)).current === 'verify', 30_000, 50);
@@ -160,7 +160,7 @@ describe('router promotion after a promotion terminated mid-verify', () => {
     // The live config is still P1's unverified write: a promotion must not back it up as the config before.
     const p3 = await startPromotion(promo.temporal.client, node, {
       router: 'back',
-      config: { content: routerConfig('back-v3', ['', 'report_mapping_version = "stale3"']) },
+      config: { content: routerConfig('back-v3', ['', '# fake-router: report_mapping_version = "stale3"']) },
       image: ROUTER_IMAGE,
     });
     const out3 = await followPromotion(p3, () => undefined, 200);

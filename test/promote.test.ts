@@ -3,7 +3,6 @@
 // Verification windows are 3 s (the router targets' verifyWindowS), polls 200 ms.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -36,6 +35,7 @@ import {
 import type { JournalLine, StaleAttemptLine, UnverifiedWrite } from '../src/domain/promotion';
 import type { PromoteInput, StepRecord, ValidationRun } from '../src/shared/promotion';
 import { docker, renderManifest, uniqueNode } from './support/box';
+import { gpures } from './support/cli';
 import { activityRuns, historyTexts } from './support/history-scan';
 import {
   backupsIn,
@@ -54,9 +54,6 @@ import { testTemporal, workflowBundle } from './support/temporal';
 import type { TestTemporal } from './support/temporal';
 import type { TestWorker } from './support/worker';
 import { waitUntil } from './support/wait';
-
-// dist/test/promote.test.js -> repo root
-const ROOT = join(__dirname, '..', '..');
 
 describe('promotion rules (pure)', () => {
   test('mapping_version from TOML, or from the line when the file is not TOML', () => {
@@ -412,7 +409,7 @@ describe('router promotion', () => {
     const t = target('invalid');
     const before = readFileSync(t.configPath);
     const c0 = await containerOf(t);
-    const out = await promote({ router: 'invalid', config: { content: routerConfig('invalid-v2', ['', 'invalid = true']) }, image: v2 });
+    const out = await promote({ router: 'invalid', config: { content: routerConfig('invalid-v2', ['', '# fake-router: invalid = true']) }, image: v2 });
     assert.equal(out.ok, false);
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'ValidationFailed');
@@ -432,12 +429,35 @@ describe('router promotion', () => {
     assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'invalid-v1' });
   });
 
+  test("content the image would take but this project's rules refuse, for a live config in this project's format: refused at resolve naming each problem, nothing changed (the next worker start would refuse it)", async () => {
+    const t = target('invalid');
+    const before = readFileSync(t.configPath);
+    const c0 = await containerOf(t);
+    // The fake router takes any line it does not know; the reference router's rules do not.
+    const out = await promote({ router: 'invalid', config: { content: routerConfig('invalid-v3', ['bogus = 1']) }, image: v2 });
+    assert.ok(!out.ok);
+    assert.equal(out.failureType, 'PromotionInputInvalid');
+    assert.match(
+      out.message,
+      new RegExp(
+        `failed at resolve: config\\.content is not a router config, and the live ${t.configPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is one \\(the worker reads it at start\\): config\\.content: preset 'chat' \\(presets\\[0\\]\\.bogus\\): unknown key "bogus"`,
+      ),
+    );
+    assert.deepEqual(
+      out.details?.steps.map((x) => x.step),
+      ['resolve'],
+    );
+    assert.deepEqual(readFileSync(t.configPath), before);
+    assert.deepEqual(await containerOf(t), c0);
+    assert.deepEqual(backupsIn(t.configPath), []);
+  });
+
   test('crash-looping release with a new image: CrashLoopDetected, rolled back to the previous image and config', async () => {
     const t = target('crash');
     const before = readFileSync(t.configPath);
     const c0 = await containerOf(t);
     const started = Date.now();
-    const out = await promote({ router: 'crash', config: { content: routerConfig('crash-v2', ['', 'crash = true']) }, image: v2 });
+    const out = await promote({ router: 'crash', config: { content: routerConfig('crash-v2', ['', '# fake-router: crash = true']) }, image: v2 });
     assert.equal(out.ok, false);
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'CrashLoopDetected');
@@ -469,7 +489,11 @@ describe('router promotion', () => {
   test('crash on reload (same image): rolled back, the crash-looping container recreated on the old config', async () => {
     const t = target('crashreload');
     const before = readFileSync(t.configPath);
-    const out = await promote({ router: 'crashreload', config: { content: routerConfig('crashreload-v2', ['', 'crash = true']) }, image: ROUTER_IMAGE });
+    const out = await promote({
+      router: 'crashreload',
+      config: { content: routerConfig('crashreload-v2', ['', '# fake-router: crash = true']) },
+      image: ROUTER_IMAGE,
+    });
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'CrashLoopDetected');
     assert.equal(out.details?.rollback?.ok, true);
@@ -481,7 +505,11 @@ describe('router promotion', () => {
   test('a release serving the wrong mapping: HealthzMismatch, rolled back', async () => {
     const t = target('mismatch');
     const before = readFileSync(t.configPath);
-    const out = await promote({ router: 'mismatch', config: { content: routerConfig('mismatch-v2', ['', 'report_mapping_version = "stale"']) }, image: v2 });
+    const out = await promote({
+      router: 'mismatch',
+      config: { content: routerConfig('mismatch-v2', ['', '# fake-router: report_mapping_version = "stale"']) },
+      image: v2,
+    });
     assert.ok(!out.ok);
     assert.equal(out.failureType, 'HealthzMismatch');
     assert.match(
@@ -655,17 +683,31 @@ describe('router promotion', () => {
     writeFileSync(manifest, renderManifest(node, [{ role: 'g', capacity_mib: 1000, reserve_mib: 0 }], [{ name: 's', vram_mib: 100 }]));
     const configFile = join(dir, 'router.toml');
     writeFileSync(configFile, routerConfig('cli-v2'));
-    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        [join(ROOT, 'bin', 'gpures'), 'router', 'promote', '--config', configFile, '--image', ROUTER_IMAGE, '--router', 'cli', '-m', manifest],
-        { cwd: ROOT, env: { ...process.env, TEMPORAL_ADDRESS: temporal.address }, timeout: 60_000 },
-        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr }),
-      );
-    });
+    const promoteCli = (config: string, env: Record<string, string> = {}) =>
+      gpures(['router', 'promote', '--config', config, '--image', ROUTER_IMAGE, '--router', 'cli', '-m', manifest], {
+        TEMPORAL_ADDRESS: temporal.address,
+        ...env,
+      });
+    const r = await promoteCli(configFile);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /^router promote cli: mapping_version 'cli-v2' is live on gpures\/fake-router:test \(reloaded\), verified for 3 s; backup \S+\n$/);
     for (const step of ['resolve', 'validate', 'backup', 'write', 'reload', 'verify', 'done']) assert.match(r.stderr, new RegExp(`^  ${step}: `, 'm'));
+    assert.equal(readFileSync(t.configPath, 'utf8'), routerConfig('cli-v2'));
+
+    // A serve manifest given as the config is refused before anything reaches history (its serves' env and args).
+    const asConfig = await promoteCli(manifest);
+    assert.equal(asConfig.code, 2, asConfig.stderr);
+    assert.ok(
+      asConfig.stderr.endsWith(`${manifest}: a serve manifest (it has [node], [[gpus]] or [[serves]]), not a router config; nothing was sent\n`),
+      asConfig.stderr,
+    );
+    // Where this node's router config is in this project's format (the CLI reads GPURES_ROUTER_CONFIG
+    // as one), a candidate that is not one is refused here, each problem named.
+    const bogus = join(dir, 'bogus.toml');
+    writeFileSync(bogus, routerConfig('cli-v3', ['bogus = 1']));
+    const ownFormat = await promoteCli(bogus, { GPURES_ROUTER_CONFIG: t.configPath });
+    assert.equal(ownFormat.code, 2, ownFormat.stderr);
+    assert.match(ownFormat.stderr, /bogus\.toml: preset 'chat' \(presets\[0\]\.bogus\): unknown key "bogus" \(allowed keys: name, tier\)\n$/);
     assert.equal(readFileSync(t.configPath, 'utf8'), routerConfig('cli-v2'));
   });
 });

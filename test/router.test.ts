@@ -1900,6 +1900,34 @@ describe('router start-up', () => {
     assert.match(out, /\n {2}GPURES_ROUTER_CLIENT_TOKEN {2}the token a request to an on-demand preset must carry, as Authorization: Bearer\n/);
   });
 
+  test("main.js --validate-only --config FILE: the file's own rules, with no token and nothing listening; exit 0 with its mapping_version, 1 with each problem (a promotion's validate step)", async () => {
+    const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
+    const dir = mkdtempSync(join(tmpdir(), 'gpures-router-validate-'));
+    try {
+      const good = join(dir, 'good.toml');
+      const bad = join(dir, 'bad.toml');
+      const base = `mapping_version = "v.1"\n[[tiers]]\nname = "chat-local"\nbackend = "http://127.0.0.1:30001"\nserved_model_name = "chat"\n[[presets]]\nname = "chat"\ntier = "chat-local"\n`;
+      writeFileSync(good, base);
+      writeFileSync(bad, `retry_after_s = -5\n${base}bogus = 1\n`);
+      const env: NodeJS.ProcessEnv = { ...process.env };
+      for (const k of ['GPURES_ROUTER_TOKEN', 'GPURES_API_URL', 'GPURES_API_TOKEN', 'GPURES_ROUTER_CLIENT_TOKEN']) delete env[k];
+      const run = (config: string) =>
+        new Promise<{ code: number | null; out: string }>((resolve) => {
+          const p = spawn(process.execPath, [main, '--validate-only', '--config', config], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+          let out = '';
+          p.stdout.on('data', (c: Buffer) => (out += c.toString()));
+          p.on('close', (code) => resolve({ code, out }));
+        });
+      const [ok, refused] = await Promise.all([run(good), run(bad)]);
+      assert.deepEqual(ok, { code: 0, out: `${good}: valid (mapping_version 'v.1')\n` });
+      assert.equal(refused.code, 1, refused.out);
+      assert.match(refused.out, /^\S+bad\.toml: preset 'chat' \(presets\[0\]\.bogus\): unknown key "bogus"/m);
+      assert.match(refused.out, /^\S+bad\.toml: retry_after_s: must be /m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('main.js takes the HTTP bounds as flags: refused outside their bounds or against each other, naming the flag, before anything listens; within them, in force', async () => {
     const main = join(ROOT, 'dist', 'src', 'router', 'main.js');
     const dir = mkdtempSync(join(tmpdir(), 'gpures-router-flags-'));

@@ -7,6 +7,7 @@ import { dirname, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { mappingVersionOf } from '../config/mapping-version';
 import { parseRouterConfig } from '../config/router-config';
+import { formatIssue } from '../domain/types';
 import { MAX_CONFIG_BYTES, PROMOTION_DEFAULTS, unverifiedWriteOf } from '../domain/promotion';
 import { REDACTED } from '../domain/serve';
 import { Failure } from '../shared/failures';
@@ -104,6 +105,24 @@ export function createPromotionActivities(deps: PromotionDeps) {
   });
   const filesOf = (t: RouterTarget): ConfigFiles => configFilesOf(deployment(), t);
 
+  /**
+   * Content in another router's format is the target image's to judge, but a live config in this
+   * project's (the reference router's, which this worker and every CLI beside it parse as
+   * GPURES_ROUTER_CONFIG) must stay one: a candidate the image accepts and parseRouterConfig
+   * refuses would go live, and the next worker start would refuse it. Its problems may quote it:
+   * the content is the run's input, in history already.
+   */
+  const requireOwnFormat = async (t: RouterTarget, content: string): Promise<void> => {
+    const live = await filesOf(t).read(t.configPath);
+    if (!live || !parseRouterConfig(live.toString('utf8'), t.configPath).ok) return;
+    const candidate = parseRouterConfig(content, 'config.content');
+    if (candidate.ok) return;
+    throw nonRetryable(
+      Failure.PromotionInputInvalid,
+      `config.content is not a router config, and the live ${t.configPath} is one (the worker reads it at start): ${candidate.errors.map(formatIssue).join('; ')}`,
+    );
+  };
+
   return heartbeating({
     async promoteDescribe(input: { router: string; image: string }): Promise<RouterDescription> {
       const t = target(input.router);
@@ -165,6 +184,8 @@ export function createPromotionActivities(deps: PromotionDeps) {
         content = data.toString('utf8');
         const problem = notARouterConfig(content, path);
         if (problem) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is not a router config: ${problem}`);
+      } else {
+        await requireOwnFormat(target(input.router), content);
       }
       return { content, sha256: sha256(content), bytes: Buffer.byteLength(content), mappingVersion: mappingVersionOf(content) ?? null };
     },

@@ -1,6 +1,7 @@
 // Runnable reference router:
 //   GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE [--host H [--allow-non-loopback]] [--port P] [--state FILE]
 //     [--body-limit-mib N] [--body-budget-mib N] [--held-mib N] [--request-timeout-s N] [--max-connections N] (http-flags.ts)
+//   node dist/src/router/main.js --validate-only --config FILE: the file's own rules, exit 0 or 1 (a promotion's validate step)
 // On-demand tiers also need GPURES_API_URL and GPURES_API_TOKEN (the acquisition API) and
 // GPURES_ROUTER_CLIENT_TOKEN, the token their requests must carry (Authorization: Bearer).
 // Binds 127.0.0.1:8000 unless told otherwise, GET /metrics on the same port (docs/metrics.md);
@@ -12,6 +13,8 @@ import { wholeNumber } from '../domain/inputs';
 import { describeHttpBounds, httpFlagsUsage, ROUTER_HTTP_FLAGS, routerHttpBounds } from './http-flags';
 import type { RouterHttpFlag } from './http-flags';
 import { startRouter } from './server';
+import { ConfigLoadError, loadConfig } from './config-file';
+import { formatIssue } from '../domain/types';
 
 const USAGE =
   'usage: GPURES_ROUTER_TOKEN=<secret> node dist/src/router/main.js --config FILE ' +
@@ -24,17 +27,42 @@ const USAGE =
   '  GPURES_API_TOKEN            its bearer token\n' +
   '  GPURES_ROUTER_CLIENT_TOKEN  the token a request to an on-demand preset must carry, as Authorization: Bearer\n' +
   "                              (an OpenAI client's api_key; at least 32 characters, neither of the tokens above)\n" +
-  'A config with an on-demand tier needs the last three; tokens are read from the environment only.';
+  'A config with an on-demand tier needs the last three; tokens are read from the environment only.\n' +
+  "--validate-only --config FILE: check the file against the config's own rules and exit, 0 when valid, 1 with each problem\n" +
+  '                              (what `gpures router promote` runs in the target image; the environment is checked at start)';
 
 function fail(message: string): never {
   process.stderr.write(`gpures-router: ${message}\n`);
   process.exit(2);
 }
 
+/**
+ * The verdict a promotion's validate step reads (docs/promotion.md): the file's own rules, as a
+ * start or /admin/reload would judge them, on stdout; no token, no network (the step runs it with
+ * none). The environment an on-demand tier needs is the running router's, checked at its start.
+ */
+async function validateOnly(configPath: string): Promise<void> {
+  try {
+    const { config, warnings } = await loadConfig(configPath);
+    for (const w of warnings) process.stdout.write(`warning: ${formatIssue(w)}\n`);
+    process.stdout.write(`${configPath}: valid (mapping_version '${config.mappingVersion}')\n`);
+  } catch (err) {
+    if (!(err instanceof ConfigLoadError)) throw err;
+    process.stdout.write(`${err.message}\n`);
+    process.exitCode = 1;
+  }
+}
+
 async function main(): Promise<void> {
-  let values: { config?: string; host?: string; port?: string; state?: string; help?: boolean; 'allow-non-loopback'?: boolean } & Partial<
-    Record<RouterHttpFlag, string>
-  >;
+  let values: {
+    config?: string;
+    host?: string;
+    port?: string;
+    state?: string;
+    help?: boolean;
+    'allow-non-loopback'?: boolean;
+    'validate-only'?: boolean;
+  } & Partial<Record<RouterHttpFlag, string>>;
   try {
     ({ values } = parseArgs({
       options: {
@@ -43,6 +71,7 @@ async function main(): Promise<void> {
         port: { type: 'string', short: 'p', default: '8000' },
         state: { type: 'string' },
         'allow-non-loopback': { type: 'boolean' },
+        'validate-only': { type: 'boolean' },
         ...Object.fromEntries(Object.keys(ROUTER_HTTP_FLAGS).map((name) => [name, { type: 'string' as const }])),
         help: { type: 'boolean', short: 'h' },
       },
@@ -56,6 +85,7 @@ async function main(): Promise<void> {
     return;
   }
   if (!values.config) fail(`--config is required\n${USAGE}`);
+  if (values['validate-only']) return validateOnly(values.config);
   const http = routerHttpBounds(values);
   if (!http.ok) fail(http.problems.join('\ngpures-router: '));
   let env: ReturnType<typeof routerProcessEnv>;

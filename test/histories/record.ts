@@ -325,7 +325,12 @@ async function main(): Promise<void> {
       say('(7) router promote: a crash-looping release, rolled back');
       await promote(
         'router promote (crash loop)',
-        { router: 'router', config: { content: routerConfig('2026-07-14.crashes', ['', 'crash = true']) }, image: ROUTER_IMAGE, verify: { windowS: 2 } },
+        {
+          router: 'router',
+          config: { content: routerConfig('2026-07-14.crashes', ['', '# fake-router: crash = true']) },
+          image: ROUTER_IMAGE,
+          verify: { windowS: 2 },
+        },
         false,
       );
       await record('promote-rollback', promoteWorkflowId(NODE, 'router'));

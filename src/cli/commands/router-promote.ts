@@ -1,5 +1,6 @@
 // gpures router promote (docs/promotion.md): one promotion at a time per router; a second is refused.
 import { readFile } from 'node:fs/promises';
+import { parse as parseToml } from 'smol-toml';
 import { resolve as resolvePath } from 'node:path';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../../config/router-config';
 import { IMAGE_REFERENCE_RULE, isImageReference } from '../../domain/bounds';
@@ -20,6 +21,16 @@ export interface PromoteOpts {
   manifest?: string;
 }
 
+/** Whether TOML text has a serve manifest's tables (unparsable text is the image's to judge). */
+function isServeManifest(text: string): boolean {
+  try {
+    const doc = parseToml(text);
+    return ['node', 'gpus', 'serves'].some((k) => k in doc);
+  } catch {
+    return false;
+  }
+}
+
 export async function routerPromote(input: PromoteOpts, ctx: CommandContext): Promise<Rendered> {
   // The workflow refuses it too, but only once started, as a failed promotion rather than bad input.
   if (!isImageReference(input.image)) throw new CliError(`--image: must be ${IMAGE_REFERENCE_RULE} (got ${JSON.stringify(input.image)})`, EXIT.badInput);
@@ -29,6 +40,15 @@ export async function routerPromote(input: PromoteOpts, ctx: CommandContext): Pr
   // A candidate in our router format must keep the T013 rule: a promotion must not strand an
   // evictable tier. Another router's format is the target image's validate-only run to judge.
   const candidate = parseRouterConfig(content, input.config);
+  // Refused before it reaches history: a serve manifest holds its serves' env and args.
+  if (!candidate.ok && isServeManifest(content)) {
+    throw new CliError(`${input.config}: a serve manifest (it has [node], [[gpus]] or [[serves]]), not a router config; nothing was sent`, EXIT.badInput);
+  }
+  // This node's router config is in this project's format (the CLI read GPURES_ROUTER_CONFIG as
+  // one): a candidate must be one too, or the next worker start would refuse what went live.
+  if (!candidate.ok && ctx.env.routerConfig) {
+    throw new CliError(candidate.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: candidate.errors });
+  }
   if (candidate.ok) {
     const ruleErrors = routerCheckErrors(checkRouterAgainstManifest(candidate.config, input.config, manifest, manifestPath(input.manifest, ctx.env)));
     if (ruleErrors.length) throw new CliError(ruleErrors.map(formatIssue).join('\n'), EXIT.badInput, { errors: ruleErrors });

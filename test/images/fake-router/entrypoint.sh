@@ -18,6 +18,9 @@
 #   crash = true                   valid, but the router exits with code 3 at start (a crash loop
 #                                  under a restart policy); a reload to it answers 200, then exits 3
 #   report_mapping_version = "…"   /healthz reports this instead (a release serving the wrong mapping)
+# Each directive may also be written as a comment, `# fake-router: crash = true`: a config that
+# misbehaves only here and is otherwise one the reference router's rules accept (the worker refuses
+# to promote, into a live config in that format, a candidate that is not one).
 #
 # HTTP: busybox httpd serves static files and CGI under /cgi-bin/ only (Debian's build has no
 # proxy directive), so it cannot answer POST /admin/reload; a `nc -ll -e` handler (this same
@@ -30,14 +33,18 @@ say() {
 
 CR=$(printf '\r')
 
+# A directive's line starts with its key, or with `# fake-router:` and then its key.
+DIRECTIVE='^[[:space:]]*\(#[[:space:]]*fake-router:[[:space:]]*\)\{0,1\}'
+DIRECTIVE_E='^[[:space:]]*(#[[:space:]]*fake-router:[[:space:]]*)?'
+
 # value_of KEY FILE: the first `KEY = "value"` line's value.
 value_of() {
-  sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\"\\([^\"]*\\)\".*\$/\\1/p" "$2" | head -n 1
+  sed -n "s/$DIRECTIVE$1[[:space:]]*=[[:space:]]*\"\\([^\"]*\\)\".*\$/\\2/p" "$2" | head -n 1
 }
 
 # flag_set KEY FILE: whether a `KEY = true` line exists.
 flag_set() {
-  grep -Eq "^[[:space:]]*$1[[:space:]]*=[[:space:]]*true[[:space:]]*(#.*)?\$" "$2"
+  grep -Eq "$DIRECTIVE_E$1[[:space:]]*=[[:space:]]*true[[:space:]]*(#.*)?\$" "$2"
 }
 
 # check_config FILE: prints the verdict; 0 when valid.
@@ -47,7 +54,7 @@ check_config() {
     return 1
   fi
   if flag_set invalid "$1"; then
-    echo "$1: invalid: line $(grep -nE '^[[:space:]]*invalid[[:space:]]*=' "$1" | head -n 1 | cut -d: -f1): invalid = true"
+    echo "$1: invalid: line $(grep -nE "${DIRECTIVE_E}invalid[[:space:]]*=" "$1" | head -n 1 | cut -d: -f1): invalid = true"
     return 1
   fi
   mv=$(value_of mapping_version "$1")
