@@ -429,24 +429,36 @@ describe('router promotion', () => {
     assert.deepEqual(await healthz(t.url), { status: 200, mappingVersion: 'invalid-v1' });
   });
 
-  test("content the image would take but this project's rules refuse, for a live config in this project's format: refused at resolve naming each problem, nothing changed (the next worker start would refuse it)", async () => {
+  test("content the image would take but the worker could not start on: refused at resolve naming each problem, nothing changed; its rules, and the T013 rule against the worker's manifest", async () => {
     const t = target('invalid');
     const before = readFileSync(t.configPath);
     const c0 = await containerOf(t);
     // The fake router takes any line it does not know; the reference router's rules do not.
-    const out = await promote({ router: 'invalid', config: { content: routerConfig('invalid-v3', ['bogus = 1']) }, image: v2 });
-    assert.ok(!out.ok);
-    assert.equal(out.failureType, 'PromotionInputInvalid');
-    assert.match(
-      out.message,
-      new RegExp(
-        `failed at resolve: config\\.content is not a router config, and the live ${t.configPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is one \\(the worker reads it at start\\): config\\.content: preset 'chat' \\(presets\\[0\\]\\.bogus\\): unknown key "bogus"`,
-      ),
-    );
-    assert.deepEqual(
-      out.details?.steps.map((x) => x.step),
-      ['resolve'],
-    );
+    const unknownKey = await promote({ router: 'invalid', config: { content: routerConfig('invalid-v3', ['bogus = 1']) }, image: v2 });
+    // The tier of the worker's serve `chat` made to send another model: the manifest's rule, not the file's.
+    const otherModel = await promote({
+      router: 'invalid',
+      config: { content: routerConfig('invalid-v4').replace('served_model_name = "chat"', 'served_model_name = "other"') },
+      image: v2,
+    });
+    for (const [out, problem] of [
+      [unknownKey, `config\\.content: preset 'chat' \\(presets\\[0\\]\\.bogus\\): unknown key "bogus"`],
+      [
+        otherModel,
+        `config\\.content: tiers\\[0\\]\\.served_model_name: tier 'chat-local' sends model 'other', but its serve 'chat' \\(serves\\.toml\\) serves 'chat'`,
+      ],
+    ] as const) {
+      assert.ok(!out.ok);
+      assert.equal(out.failureType, 'PromotionInputInvalid');
+      assert.match(
+        out.message,
+        new RegExp(`failed at resolve: config\\.content is not a router config this worker could start on \\(it reads the live one at start\\): ${problem}`),
+      );
+      assert.deepEqual(
+        out.details?.steps.map((x) => x.step),
+        ['resolve'],
+      );
+    }
     assert.deepEqual(readFileSync(t.configPath), before);
     assert.deepEqual(await containerOf(t), c0);
     assert.deepEqual(backupsIn(t.configPath), []);
@@ -683,11 +695,8 @@ describe('router promotion', () => {
     writeFileSync(manifest, renderManifest(node, [{ role: 'g', capacity_mib: 1000, reserve_mib: 0 }], [{ name: 's', vram_mib: 100 }]));
     const configFile = join(dir, 'router.toml');
     writeFileSync(configFile, routerConfig('cli-v2'));
-    const promoteCli = (config: string, env: Record<string, string> = {}) =>
-      gpures(['router', 'promote', '--config', config, '--image', ROUTER_IMAGE, '--router', 'cli', '-m', manifest], {
-        TEMPORAL_ADDRESS: temporal.address,
-        ...env,
-      });
+    const promoteCli = (config: string) =>
+      gpures(['router', 'promote', '--config', config, '--image', ROUTER_IMAGE, '--router', 'cli', '-m', manifest], { TEMPORAL_ADDRESS: temporal.address });
     const r = await promoteCli(configFile);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /^router promote cli: mapping_version 'cli-v2' is live on gpures\/fake-router:test \(reloaded\), verified for 3 s; backup \S+\n$/);
@@ -701,11 +710,10 @@ describe('router promotion', () => {
       asConfig.stderr.endsWith(`${manifest}: a serve manifest (it has [node], [[gpus]] or [[serves]]), not a router config; nothing was sent\n`),
       asConfig.stderr,
     );
-    // Where this node's router config is in this project's format (the CLI reads GPURES_ROUTER_CONFIG
-    // as one), a candidate that is not one is refused here, each problem named.
+    // What the worker would refuse at resolve is refused here, each problem named, before anything is sent.
     const bogus = join(dir, 'bogus.toml');
     writeFileSync(bogus, routerConfig('cli-v3', ['bogus = 1']));
-    const ownFormat = await promoteCli(bogus, { GPURES_ROUTER_CONFIG: t.configPath });
+    const ownFormat = await promoteCli(bogus);
     assert.equal(ownFormat.code, 2, ownFormat.stderr);
     assert.match(ownFormat.stderr, /bogus\.toml: preset 'chat' \(presets\[0\]\.bogus\): unknown key "bogus" \(allowed keys: name, tier\)\n$/);
     assert.equal(readFileSync(t.configPath, 'utf8'), routerConfig('cli-v2'));

@@ -6,7 +6,9 @@
 import { dirname, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { mappingVersionOf } from '../config/mapping-version';
-import { parseRouterConfig } from '../config/router-config';
+import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
+import type { ManifestSource } from '../adapters/manifest/port';
+import { loadManifest } from './resolve';
 import { formatIssue } from '../domain/types';
 import { MAX_CONFIG_BYTES, PROMOTION_DEFAULTS, unverifiedWriteOf } from '../domain/promotion';
 import { REDACTED } from '../domain/serve';
@@ -33,6 +35,8 @@ export interface PromotionDeps {
   /** The admin client of a target (the worker's: HTTP with the target's URL and token); needed only to reload and verify. */
   routerAdminFor?: (target: RouterTarget, timeoutMs: number) => RouterAdmin;
   pollIntervalMs?: number;
+  /** The worker's manifest: a candidate must agree with it as the live config must at the worker's start. */
+  manifest?: ManifestSource;
 }
 
 export interface CandidateConfig {
@@ -106,20 +110,23 @@ export function createPromotionActivities(deps: PromotionDeps) {
   const filesOf = (t: RouterTarget): ConfigFiles => configFilesOf(deployment(), t);
 
   /**
-   * Content in another router's format is the target image's to judge, but a live config in this
-   * project's (the reference router's, which this worker and every CLI beside it parse as
-   * GPURES_ROUTER_CONFIG) must stay one: a candidate the image accepts and parseRouterConfig
-   * refuses would go live, and the next worker start would refuse it. Its problems may quote it:
-   * the content is the run's input, in history already.
+   * A candidate must be what this worker, and every CLI beside it, reads GPURES_ROUTER_CONFIG as at
+   * start: a router config by parseRouterConfig, without the errors checkRouterAgainstManifest
+   * finds against the worker's manifest (the T013 rule). An image whose validation is more lenient
+   * would otherwise put it live, and the node's next worker would refuse to start on it. Its
+   * problems may quote it: the candidate is recorded in history as the run's input in any case.
    */
-  const requireOwnFormat = async (t: RouterTarget, content: string): Promise<void> => {
-    const live = await filesOf(t).read(t.configPath);
-    if (!live || !parseRouterConfig(live.toString('utf8'), t.configPath).ok) return;
-    const candidate = parseRouterConfig(content, 'config.content');
-    if (candidate.ok) return;
+  const requireWorkerReadable = async (content: string, file: string): Promise<void> => {
+    const candidate = parseRouterConfig(content, file);
+    const problems = candidate.ok ? [] : candidate.errors;
+    if (candidate.ok && deps.manifest) {
+      const { manifest, file: manifestFile } = await loadManifest(deps.manifest);
+      problems.push(...routerCheckErrors(checkRouterAgainstManifest(candidate.config, file, manifest, manifestFile)));
+    }
+    if (problems.length === 0) return;
     throw nonRetryable(
       Failure.PromotionInputInvalid,
-      `config.content is not a router config, and the live ${t.configPath} is one (the worker reads it at start): ${candidate.errors.map(formatIssue).join('; ')}`,
+      `${file} is not a router config this worker could start on (it reads the live one at start): ${problems.map(formatIssue).join('; ')}`,
     );
   };
 
@@ -184,9 +191,8 @@ export function createPromotionActivities(deps: PromotionDeps) {
         content = data.toString('utf8');
         const problem = notARouterConfig(content, path);
         if (problem) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is not a router config: ${problem}`);
-      } else {
-        await requireOwnFormat(target(input.router), content);
       }
+      await requireWorkerReadable(content, input.config.content === undefined ? resolvePath(input.config.path ?? '') : 'config.content');
       return { content, sha256: sha256(content), bytes: Buffer.byteLength(content), mappingVersion: mappingVersionOf(content) ?? null };
     },
 

@@ -10,7 +10,7 @@ import type { ManifestSource } from '../adapters/manifest/port';
 import type { ResolvedServe } from '../shared/contracts';
 
 /** The manifest, read and parsed once; `resolve` looks serves up in it. */
-export async function loadManifest(source: ManifestSource): Promise<{ manifest: Manifest; resolve(name: string): ResolvedServe }> {
+export async function loadManifest(source: ManifestSource): Promise<{ manifest: Manifest; file: string; resolve(name: string): ResolvedServe }> {
   const { text, file } = await source.read();
   const result = parseManifest(text, file);
   if (!result.ok) {
@@ -19,6 +19,7 @@ export async function loadManifest(source: ManifestSource): Promise<{ manifest: 
   const manifest = result.manifest;
   return {
     manifest,
+    file,
     resolve(name) {
       const serve = findServe(manifest, name);
       if (!serve) {

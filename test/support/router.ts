@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type Docker from 'dockerode';
 import type { RouterTarget } from '../../src/adapters/router-deployment/port';
 import { TEST_IMAGES } from '../../src/dev/toolchain';
-import { docker, uniqueNode } from './box';
+import { docker, renderManifest, uniqueNode } from './box';
 import { freePort, testTemporal, workflowBundle } from './temporal';
 import type { TestTemporal } from './temporal';
 import { startTestWorker } from './worker';
@@ -145,11 +145,31 @@ export async function removeTestArtifacts(docker: Docker, run: string, images: s
 }
 
 /** A worker promoting `targets` on `node` (the promotion tests read no manifest). */
+/** The promotion worker's manifest: the serve routerConfig()'s tier `chat-local` routes to. */
+const PROMOTION_MANIFEST = (node: string): string =>
+  renderManifest(
+    node,
+    [{ role: 'g', capacity_mib: 32607, reserve_mib: 0 }],
+    [
+      {
+        name: 'chat',
+        class: 'resident',
+        vram_mib: 1024,
+        port: 30001,
+        router_tier: 'chat-local',
+        served_model_name: 'chat',
+        args: ['--gpu-memory-utilization', '0.03'],
+      },
+    ],
+  );
+
 export function startPromotionWorker(temporal: TestTemporal, node: string, targets: Record<string, RouterTarget>): Promise<TestWorker> {
   return startTestWorker({
     temporal,
     node,
-    manifest: { read: () => Promise.reject(new Error('no manifest in the promotion tests')) },
+    // Resolve checks a candidate against the worker's manifest (the T013 rule): one serve behind
+    // routerConfig()'s tier, resident, so only a candidate that breaks its tier is refused.
+    manifest: { read: () => Promise.resolve({ text: PROMOTION_MANIFEST(node), file: 'serves.toml' }) },
     pollIntervalMs: 200,
     routerTargets: Object.values(targets),
   });

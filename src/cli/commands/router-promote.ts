@@ -37,22 +37,18 @@ export async function routerPromote(input: PromoteOpts, ctx: CommandContext): Pr
   const { manifest } = await loadManifest(ctx, manifestPath(input.manifest, ctx.env));
   // Bounded before it is read: the candidate travels through workflow history.
   const content = await readText(input.config, 'router config', MAX_CONFIG_BYTES);
-  // A candidate in our router format must keep the T013 rule: a promotion must not strand an
-  // evictable tier. Another router's format is the target image's validate-only run to judge.
+  // What the worker requires at resolve, refused here before anything is sent: a router config its
+  // start would read (docs/promotion.md, Input), keeping the T013 rule against the manifest, so a
+  // promotion cannot strand an evictable tier nor leave a config the node's worker refuses.
   const candidate = parseRouterConfig(content, input.config);
-  // Refused before it reaches history: a serve manifest holds its serves' env and args.
+  // A serve manifest holds its serves' env and args: said as what it is, never quoted.
   if (!candidate.ok && isServeManifest(content)) {
     throw new CliError(`${input.config}: a serve manifest (it has [node], [[gpus]] or [[serves]]), not a router config; nothing was sent`, EXIT.badInput);
   }
-  // This node's router config is in this project's format (the CLI read GPURES_ROUTER_CONFIG as
-  // one): a candidate must be one too, or the next worker start would refuse what went live.
-  if (!candidate.ok && ctx.env.routerConfig) {
-    throw new CliError(candidate.errors.map(formatIssue).join('\n'), EXIT.badInput, { errors: candidate.errors });
-  }
-  if (candidate.ok) {
-    const ruleErrors = routerCheckErrors(checkRouterAgainstManifest(candidate.config, input.config, manifest, manifestPath(input.manifest, ctx.env)));
-    if (ruleErrors.length) throw new CliError(ruleErrors.map(formatIssue).join('\n'), EXIT.badInput, { errors: ruleErrors });
-  }
+  const errors = candidate.ok
+    ? routerCheckErrors(checkRouterAgainstManifest(candidate.config, input.config, manifest, manifestPath(input.manifest, ctx.env)))
+    : candidate.errors;
+  if (errors.length) throw new CliError(errors.map(formatIssue).join('\n'), EXIT.badInput, { errors });
   const profile = input.profile === undefined ? undefined : resolvePath(input.profile);
   if (profile)
     await readFile(profile).catch((err: Error) => {

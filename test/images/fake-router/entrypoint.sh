@@ -37,9 +37,12 @@ CR=$(printf '\r')
 DIRECTIVE='^[[:space:]]*\(#[[:space:]]*fake-router:[[:space:]]*\)\{0,1\}'
 DIRECTIVE_E='^[[:space:]]*(#[[:space:]]*fake-router:[[:space:]]*)?'
 
-# value_of KEY FILE: the first `KEY = "value"` line's value.
+# value_of KEY FILE: the first `KEY = "value"` line's value; a directive's (not mapping_version,
+# the config's own key) may be a comment's.
 value_of() {
-  sed -n "s/$DIRECTIVE$1[[:space:]]*=[[:space:]]*\"\\([^\"]*\\)\".*\$/\\2/p" "$2" | head -n 1
+  prefix=$DIRECTIVE
+  [ "$1" = mapping_version ] && prefix='^[[:space:]]*\(\)'
+  sed -n "s/$prefix$1[[:space:]]*=[[:space:]]*\"\\([^\"]*\\)\".*\$/\\2/p" "$2" | head -n 1
 }
 
 # flag_set KEY FILE: whether a `KEY = true` line exists.
