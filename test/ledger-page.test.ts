@@ -60,7 +60,7 @@ interface CliLedger {
   heldMib: number;
   freeMib: number;
   reservations: CliReservation[];
-  physical: { usedMib: number; nonLedgerDrawMib: number } | null;
+  physical: { usedMib: number; nonLedgerDrawMib: number; nonLedgerDrawMinMib: number; inFlux: { serve: string; phase: string }[] } | null;
 }
 
 /** What the page shows, read from its DOM. */
@@ -112,6 +112,8 @@ function assertSameAsCli(page: Shown, cli: CliLedger[]): void {
       reserve: l.reserveMib,
       'nvidia-smi-used': l.physical.usedMib,
       'non-ledger-draw': l.physical.nonLedgerDrawMib,
+      // A serve in flux makes the draw a range: its least beside it, as the CLI prints it.
+      ...(l.physical.inFlux.length ? { 'non-ledger-draw-least': l.physical.nonLedgerDrawMinMib } : {}),
     });
     // The bar: a segment per reservation holding MiB (committed or held), then free and reserve.
     const holding = l.reservations.filter((r) => r.phase !== 'evicted');
@@ -368,6 +370,12 @@ describe('the ledger page in headless Chromium over a simulated box', () => {
       assert.equal(l.heldMib, 8192);
       assert.ok(l.freeMib < 0, `free ${l.freeMib}: committed and held exceed the budget while vision drains`);
       assert.match(during.text, /evicting vision \(12288 MiB\) for comfyui-sim: short by 6817 MiB/);
+      // vision draining holds between none and all of its reservation: the draw is a range, here as in the CLI.
+      assert.deepEqual(
+        l.physical?.inFlux.map((f) => `${f.serve} ${f.phase}`),
+        ['vision evicting'],
+      );
+      assert.match(during.text, /non-ledger draw \d+ MiB to \d+ MiB \(up to \d+ MiB of it vision evicting\)/);
       assert.doesNotMatch(during.text, /still held by this run/, 'a fence that changed nothing listed as a decision');
       // The ledger's own wording (src/domain/ledger.ts freeText), as `gpures ledger` prints it.
       assert.match(during.text, /free 0 MiB \(over budget by \d+ MiB until vision stops\)/);

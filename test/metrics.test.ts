@@ -38,7 +38,7 @@ interface LedgerJson {
   heldMib: number;
   freeMib: number;
   reservations: { serve: string; vramMib: number; class: string; phase: string }[];
-  physical: { usedMib: number; nonLedgerDrawMib: number } | null;
+  physical: { usedMib: number; nonLedgerDrawMinMib: number } | null;
 }
 
 describe('/metrics of the worker, the router and the acquisition API during an eviction', () => {
@@ -106,7 +106,7 @@ describe('/metrics of the worker, the router and the acquisition API during an e
       heldMib: l.heldMib,
       freeMib: l.freeMib,
       usedMib: l.physical.usedMib,
-      nonLedgerDrawMib: l.physical.nonLedgerDrawMib,
+      nonLedgerDrawMib: l.physical.nonLedgerDrawMinMib,
       ledgerUp: 1,
       reservations: [...l.reservations].sort((a, b) => a.serve.localeCompare(b.serve)),
     };

@@ -39,7 +39,7 @@ test('a draw within the reserve: no warning', () => {
   assert.equal(formatPhysical(t).length, 1);
 });
 
-test('only serves that hold their VRAM count: running and evicting, not admitted, pending or evicted', () => {
+test('only serves sure to hold their VRAM count as held: running, not evicting, admitted, pending or evicted', () => {
   const l = ledgerOf(
     reservation('fast', 14336, 'running'),
     reservation('vision', 12288, 'evicting'),
@@ -47,7 +47,20 @@ test('only serves that hold their VRAM count: running and evicting, not admitted
     reservation('comfyui-sim', 8192, 'pending'),
     reservation('gone', 3000, 'evicted'),
   );
-  assert.equal(physicalTruth(l, { uuid: 'GPU-1', totalMib: 32607, usedMib: 30000 }).servesMib, 14336 + 12288);
+  const t = physicalTruth(l, { uuid: 'GPU-1', totalMib: 32607, usedMib: 30000 });
+  assert.equal(t.servesMib, 14336);
+  assert.deepEqual(
+    t.inFlux.map((f) => `${f.serve} ${f.phase}`),
+    ['vision evicting', 'starting starting'],
+  );
+  // H4's reading: an eviction's memory mostly freed while a start's grows; the range stays a range.
+  const mid = physicalTruth(ledgerOf(reservation('ocr', 8192, 'evicting'), reservation('vision', 17408, 'admitted')), {
+    uuid: 'GPU-1',
+    totalMib: 32607,
+    usedMib: 3000,
+  });
+  assert.deepEqual([mid.nonLedgerDrawMinMib <= mid.nonLedgerDrawMib, mid.nonLedgerDrawMib], [true, 3000]);
+  assert.match(formatPhysical(mid)[0] ?? '', /non-ledger draw 0 to 3000 MiB \(up to 3000 MiB of it ocr evicting, vision starting\)/);
 });
 
 test('a serve starting or stopping holds between none and all of its reservation: the draw is a range, and a warning only when even its least exceeds the reserve', () => {

@@ -136,6 +136,8 @@ function gpuCard(l, links) {
   card.append(bar);
   if (l.physical) {
     const p = l.physical;
+    // Sent by a worker of this version; one before sends no inFlux.
+    const flux = Boolean(p.inFlux && p.inFlux.length);
     const smi = el('div', { class: 'smi', title: 'nvidia-smi used ' + mib(p.usedMib) + ' of ' + mib(p.totalMib) });
     smi.append(segment('used', p.usedMib, scale, '', 'nvidia-smi used ' + mib(p.usedMib)));
     card.append(smi);
@@ -146,20 +148,19 @@ function gpuCard(l, links) {
         'nvidia-smi used ',
         el('b', { 'data-figure': 'nvidia-smi-used', 'data-mib': p.usedMib, text: mib(p.usedMib) }),
         ' of ' + mib(p.totalMib) + '; non-ledger draw ',
+        // A serve starting, stopping or being evicted holds part of its reservation now: the draw is a range, as gpures ledger says it.
+        flux ? el('b', { 'data-figure': 'non-ledger-draw-least', 'data-mib': p.nonLedgerDrawMinMib, text: mib(Math.max(0, p.nonLedgerDrawMinMib)) }) : null,
+        flux ? ' to ' : null,
         el('b', { 'data-figure': 'non-ledger-draw', 'data-mib': p.nonLedgerDrawMib, text: mib(p.nonLedgerDrawMib) }),
-        // A serve starting or stopping holds part of its reservation now: up to that much of the draw is its.
-        p.inFlux && p.inFlux.length
+        flux
           ? el('span', {
               class: 'muted',
-              text:
-                ' (up to ' +
-                mib(p.nonLedgerDrawMib - p.nonLedgerDrawMinMib) +
-                ' of it ' +
-                p.inFlux.map((f) => f.serve + ' ' + f.phase).join(', ') +
-                ')',
+              text: ' (up to ' + mib(p.fluxShareMib) + ' of it ' + p.inFlux.map((f) => f.serve + ' ' + f.phase).join(', ') + ')',
             })
           : null,
-        p.optimistic ? el('span', { class: 'warn', text: ' exceeds the reserve: the free figure is optimistic' }) : null,
+        p.optimistic
+          ? el('span', { class: 'warn', text: ' exceeds the reserve' + (flux ? ' even at its least' : '') + ': the free figure is optimistic' })
+          : null,
       ),
     );
   } else {

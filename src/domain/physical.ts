@@ -1,6 +1,6 @@
 // The physical truth beside the ledger (the field report's honesty note): what nvidia-smi says
 // the device uses, and how much of it no reservation accounts for.
-import type { LedgerState } from './ledger';
+import type { LedgerState, ReservationPhase } from './ledger';
 import { committedMibOf } from './ledger';
 
 /**
@@ -21,20 +21,27 @@ export interface DeviceReading {
   usedMib: number;
 }
 
+type FluxPhase = 'starting' | 'stopping' | 'evicting';
+
+/** The phases whose serve's memory is growing or shrinking now, as a reading says them. */
+const FLUX: Partial<Record<ReservationPhase, FluxPhase>> = { admitted: 'starting', stopping: 'stopping', evicting: 'evicting' };
+
 export interface PhysicalTruth {
   usedMib: number;
   totalMib: number;
-  /** Held by running serves according to their reservations. */
+  /** Held by running serves according to their reservations (a sleeping one: its residual). */
   servesMib: number;
-  /** Device used minus what the running serves hold: display, sidecars, leaks, and whatever a serve starting or stopping holds now. */
+  /** Device used minus what the running serves hold: display, sidecars, leaks, and whatever a serve in flux holds now. */
   nonLedgerDrawMib: number;
   /**
-   * Serves starting (admitted) or stopping: each holds between none and all of its reservation
-   * right now, so up to their MiB of the draw above may be theirs.
+   * Serves starting (admitted), stopping or being evicted: each holds between none and all of its
+   * reservation right now, so up to their MiB of the draw above may be theirs.
    */
-  inFlux: { serve: string; phase: 'starting' | 'stopping'; vramMib: number }[];
+  inFlux: { serve: string; phase: FluxPhase; vramMib: number }[];
   /** The draw with every serve in flux taken at its whole reservation: what the draw is at least. */
   nonLedgerDrawMinMib: number;
+  /** How much of the draw may be the serves in flux: their reservations, never more than the draw itself. */
+  fluxShareMib: number;
   reserveMib: number;
   /** True when the draw is sure to exceed the reserve (even at its least), i.e. the ledger's free figure is optimistic. */
   optimistic: boolean;
@@ -42,18 +49,14 @@ export interface PhysicalTruth {
 
 export function physicalTruth(ledger: LedgerState, reading: DeviceReading): PhysicalTruth {
   // A sleeping serve's process still holds its residual.
-  const servesMib = ledger.reservations.reduce(
-    (s, r) => s + (r.phase === 'running' || r.phase === 'evicting' ? r.vramMib : r.phase === 'sleeping' ? committedMibOf(r) : 0),
-    0,
-  );
-  const inFlux = ledger.reservations.flatMap((r) =>
-    r.phase === 'admitted' || r.phase === 'stopping'
-      ? [{ serve: r.serve, phase: r.phase === 'admitted' ? ('starting' as const) : ('stopping' as const), vramMib: r.vramMib }]
-      : [],
-  );
+  const servesMib = ledger.reservations.reduce((s, r) => s + (r.phase === 'running' ? r.vramMib : r.phase === 'sleeping' ? committedMibOf(r) : 0), 0);
+  const inFlux = ledger.reservations.flatMap((r) => {
+    const phase = FLUX[r.phase];
+    return phase ? [{ serve: r.serve, phase, vramMib: r.vramMib }] : [];
+  });
   const nonLedgerDrawMib = reading.usedMib - servesMib;
-  // A start's memory grows for seconds (a stop's shrinks): judged at the least, a serve starting
-  // is no warning that the reserve is exceeded.
+  // A start's memory grows for seconds (a stop's, an eviction's shrinks): judged at the least, a
+  // serve in flux is no warning that the reserve is exceeded.
   const nonLedgerDrawMinMib = nonLedgerDrawMib - inFlux.reduce((s, f) => s + f.vramMib, 0);
   return {
     usedMib: reading.usedMib,
@@ -62,6 +65,7 @@ export function physicalTruth(ledger: LedgerState, reading: DeviceReading): Phys
     nonLedgerDrawMib,
     inFlux,
     nonLedgerDrawMinMib,
+    fluxShareMib: Math.max(0, Math.min(nonLedgerDrawMib, nonLedgerDrawMib - nonLedgerDrawMinMib)),
     reserveMib: ledger.reserveMib,
     optimistic: nonLedgerDrawMinMib > ledger.reserveMib,
   };
@@ -70,7 +74,7 @@ export function physicalTruth(ledger: LedgerState, reading: DeviceReading): Phys
 export function formatPhysical(t: PhysicalTruth): string[] {
   const flux = t.inFlux.map((f) => `${f.serve} ${f.phase}`).join(', ');
   const draw = t.inFlux.length
-    ? `non-ledger draw ${Math.max(0, t.nonLedgerDrawMinMib)} to ${t.nonLedgerDrawMib} MiB (up to ${t.nonLedgerDrawMib - t.nonLedgerDrawMinMib} MiB of it ${flux})`
+    ? `non-ledger draw ${Math.max(0, t.nonLedgerDrawMinMib)} to ${t.nonLedgerDrawMib} MiB (up to ${t.fluxShareMib} MiB of it ${flux})`
     : `non-ledger draw ${t.nonLedgerDrawMib} MiB`;
   const lines = [`  nvidia-smi: used ${t.usedMib} of ${t.totalMib} MiB; ${draw} against a reserve of ${t.reserveMib} MiB`];
   if (t.optimistic) {

@@ -107,7 +107,7 @@ export class WorkerMetrics {
     'capacity - reserve - committed - held; negative while victims drain, their MiB counted both as committed and as held',
   );
   private readonly used = this.gpuGauge('gpures_gpu_used_mib', 'MiB nvidia-smi reports used on the device');
-  private readonly draw = this.gpuGauge('gpures_gpu_non_ledger_draw_mib', 'nvidia-smi used minus what running and evicting serves reserve');
+  private readonly draw = this.gpuGauge('gpures_gpu_non_ledger_draw_mib', 'nvidia-smi used minus what running serves hold and every serve starting, stopping or evicted reserves: the draw at least');
   private readonly ledgerUp = new Gauge({
     name: 'gpures_ledger_up',
     help: "1 when the GPU's ledger answered this scrape (reconciled), 0 when it did not (not running, no worker, still reconciling)",
@@ -214,7 +214,7 @@ export class WorkerMetrics {
     this.committed.set(labels, t.committedMib);
     this.held.set(labels, t.heldMib);
     this.free.set(labels, t.freeMib);
-    if (reading) this.draw.set(labels, physicalTruth(ledger, reading).nonLedgerDrawMib);
+    if (reading) this.draw.set(labels, physicalTruth(ledger, reading).nonLedgerDrawMinMib);
     for (const r of ledger.reservations) this.reservation.set({ node, gpu_role: gpu.role, serve: r.serve, class: r.class, phase: r.phase }, r.vramMib);
   }
 }

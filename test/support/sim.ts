@@ -110,11 +110,15 @@ export async function startSimTestBox(prefix: string, gpus: TestGpu[], serves: T
   };
 }
 
-/** What nvidia-smi shows used on the ledger's GPU less what the ledger says its serves hold: the box's non-ledger draw, when the ledger is the box. */
+/**
+ * What nvidia-smi shows used on the ledger's GPU less what the ledger says its serves hold, a serve
+ * in flux (starting, stopping, being evicted) at its whole reservation: the box's non-ledger draw,
+ * when the ledger is the box.
+ */
 export async function nonLedgerDrawOf(box: SimBox, l: LedgerState): Promise<number> {
   const reading = (await box.gpu.readGpus()).find((g) => g.uuid === l.gpuUuid);
   if (!reading) throw new Error(`nvidia-smi shows no GPU ${l.gpuUuid}`);
-  return physicalTruth(l, reading).nonLedgerDrawMib;
+  return physicalTruth(l, reading).nonLedgerDrawMinMib;
 }
 
 /**
