@@ -566,7 +566,7 @@ describe('gpures CLI, as real processes', () => {
         );
       }
       assert.equal(tls.code, EXIT.unreachable, show(tls));
-      assert.match(last(tls), /no gRPC handshake completed in time: .*a frontend without TLS while TLS is set \(TEMPORAL_TLS/, show(tls));
+      assert.match(last(tls), /no gRPC handshake completed in time: .*a frontend without TLS while TLS is on \(TEMPORAL_TLS/, show(tls));
     } finally {
       other.forceShutdown();
     }

@@ -91,7 +91,7 @@ export function temporalInterceptors(): NonNullable<ConnectionOptions['intercept
 }
 
 /** gRPC's UNIMPLEMENTED, as a gRPC server that is not Temporal's frontend answers its WorkflowService. */
-const UNIMPLEMENTED = 12;
+export const GRPC_UNIMPLEMENTED = 12;
 
 /**
  * Whether a call failed because the address serves gRPC but not Temporal's WorkflowService: one of
@@ -105,7 +105,7 @@ export function notTemporalFrontend(err: unknown): boolean {
     const { code, details } = e as { code?: unknown; details?: unknown };
     // Go's grpc (Temporal's own services) and grpc-js each word it their way; a frontend, in Go,
     // knows the service, so its answer for a method it lacks (an old server) is neither.
-    if (code === UNIMPLEMENTED && typeof details === 'string' && NO_WORKFLOW_SERVICE.test(details)) return true;
+    if (code === GRPC_UNIMPLEMENTED && typeof details === 'string' && NO_WORKFLOW_SERVICE.test(details)) return true;
   }
   return false;
 }
@@ -120,8 +120,9 @@ export const NOT_FRONTEND_HINT =
  * TLS one, fails the same way: the usual mistake with Temporal Cloud or an mTLS server).
  */
 function noHandshakeHint(tls: boolean): string {
+  // An API key turns TLS on by itself (envconfig), though neither TLS setting was made.
   const mismatch = tls
-    ? "a frontend without TLS while TLS is set (TEMPORAL_TLS, or the profile's tls)"
+    ? "a frontend without TLS while TLS is on (TEMPORAL_TLS, the profile's tls, or an API key, which turns it on; TEMPORAL_TLS=false turns it off)"
     : "a frontend that expects TLS (set TEMPORAL_TLS=true, or the profile's tls)";
   return `the port is open but no gRPC handshake completed in time: a server still starting, ${mismatch}, or not Temporal's gRPC frontend (7233 by default; the UI's and the HTTP API's ports are others)`;
 }

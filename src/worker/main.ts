@@ -4,7 +4,7 @@ import Docker from 'dockerode';
 import { Client, Connection } from '@temporalio/client';
 import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { clientIdentity, notTemporalFrontend, reachTemporal, temporalInterceptors } from '../client/connection';
+import { clientIdentity, GRPC_UNIMPLEMENTED, notTemporalFrontend, reachTemporal, temporalInterceptors } from '../client/connection';
 import { temporalConfig, temporalTarget } from '../client/temporal-config';
 import type { Env, MetricsAddr } from '../config/env';
 import { DEFAULT_METRICS_ADDR, EnvError, workerEnv } from '../config/env';
@@ -150,10 +150,10 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       nativeConnection = await NativeConnection.connect(config.connectionOptions);
       connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
       // Neither connect asks the WorkflowService anything: one of the server's internal gRPC ports
-      // would be taken, and every poll refused after. Any other refusal (a server too old for the
-      // call) is the core's to judge, as it does.
+      // would be taken, and every poll refused after. A frontend too old for the call answers
+      // UNIMPLEMENTED for the method alone, which the SDK's own check lets through too.
       await connection.workflowService.getSystemInfo({}).catch((err: unknown) => {
-        if (notTemporalFrontend(err)) throw err;
+        if (notTemporalFrontend(err) || (err as { code?: unknown }).code !== GRPC_UNIMPLEMENTED) throw err;
       });
       return { native: nativeConnection, client: connection };
     });
