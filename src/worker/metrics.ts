@@ -107,7 +107,10 @@ export class WorkerMetrics {
     'capacity - reserve - committed - held; negative while victims drain, their MiB counted both as committed and as held',
   );
   private readonly used = this.gpuGauge('gpures_gpu_used_mib', 'MiB nvidia-smi reports used on the device');
-  private readonly draw = this.gpuGauge('gpures_gpu_non_ledger_draw_mib', 'nvidia-smi used minus what running serves hold and every serve starting, stopping or evicted reserves: the draw at least');
+  private readonly draw = this.gpuGauge(
+    'gpures_gpu_non_ledger_draw_mib',
+    'nvidia-smi used minus what running serves hold and every serve starting, stopping or evicted reserves: the draw at least',
+  );
   private readonly ledgerUp = new Gauge({
     name: 'gpures_ledger_up',
     help: "1 when the GPU's ledger answered this scrape (reconciled), 0 when it did not (not running, no worker, still reconciling)",
