@@ -21,7 +21,7 @@ export interface PromoteOpts {
   manifest?: string;
 }
 
-/** Whether TOML text has a serve manifest's tables (unparsable text is the image's to judge). */
+/** Whether TOML text has a serve manifest's tables (text that is not TOML is not one). */
 function isServeManifest(text: string): boolean {
   try {
     const doc = parseToml(text);
