@@ -149,8 +149,8 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     const opened = await reachTemporal(temporal.address, namespace, config.connectionOptions.tls, async () => {
       nativeConnection = await NativeConnection.connect(config.connectionOptions);
       connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
-      // Neither connect asks the WorkflowService anything: one of the server's internal gRPC ports
-      // would be taken, and every poll refused after. A frontend too old for the call answers
+      // Neither connect fails at one of the server's internal gRPC ports (measured: the worker went
+      // on, and every poll would be refused after). A frontend too old for the call answers
       // UNIMPLEMENTED for the method alone, which the SDK's own check lets through too.
       await connection.workflowService.getSystemInfo({}).catch((err: unknown) => {
         if (notTemporalFrontend(err) || (err as { code?: unknown }).code !== GRPC_UNIMPLEMENTED) throw err;
