@@ -144,7 +144,6 @@ export async function removeTestArtifacts(docker: Docker, run: string, images: s
       .catch(() => undefined);
 }
 
-/** A worker promoting `targets` on `node` (the promotion tests read no manifest). */
 /** The promotion worker's manifest: the serve routerConfig()'s tier `chat-local` routes to. */
 const PROMOTION_MANIFEST = (node: string): string =>
   renderManifest(
@@ -163,6 +162,7 @@ const PROMOTION_MANIFEST = (node: string): string =>
     ],
   );
 
+/** A worker promoting `targets` on `node`, with PROMOTION_MANIFEST as its manifest. */
 export function startPromotionWorker(temporal: TestTemporal, node: string, targets: Record<string, RouterTarget>): Promise<TestWorker> {
   return startTestWorker({
     temporal,
