@@ -23,7 +23,7 @@
 //
 // Each mapping from an outcome to its code is below; a command that refuses its input throws a
 // CliError carrying the code. Only the program layer (src/cli/main.ts) turns either into the exit.
-import { NOT_FRONTEND_HINT, notTemporalFrontend } from '../client/connection';
+import { NOT_FRONTEND_HINT, notTemporalFrontend } from '../client/not-frontend';
 import type { OperationOutcome } from '../client/operations';
 import type { PromotionOutcome } from '../client/promote';
 

@@ -7,7 +7,7 @@ import type { LedgerState } from '../domain/ledger';
 import type { Manifest } from '../domain/types';
 import { taskQueueFor } from '../shared/messages';
 import { LedgerClient, LedgerUnanswered } from '../adapters/ledger/ledger-client';
-import { notTemporalFrontend } from './connection';
+import { notTemporalFrontend } from './not-frontend';
 import { ledgerSnapshots } from './operations';
 
 /** No worker of the node can answer (none polls, or none answered in time): the message says which, and what to start. */
