@@ -61,6 +61,17 @@ test('only serves sure to hold their VRAM count as held: running, not evicting, 
   });
   assert.deepEqual([mid.nonLedgerDrawMinMib <= mid.nonLedgerDrawMib, mid.nonLedgerDrawMib], [true, 3000]);
   assert.match(formatPhysical(mid)[0] ?? '', /non-ledger draw 0 to 3000 MiB \(up to 3000 MiB of it ocr evicting, vision starting\)/);
+  // H5's readings. Running serves drawing less than they reserve: the top is not below zero.
+  const under = physicalTruth(ledgerOf(reservation('fast', 14336, 'running'), reservation('chat', 1024, 'admitted')), {
+    uuid: 'GPU-1',
+    totalMib: 32607,
+    usedMib: 14000,
+  });
+  assert.match(formatPhysical(under)[0] ?? '', /non-ledger draw 0 to 0 MiB \(up to 0 MiB of it chat starting\)/);
+  // A serve evicted to sleep keeps its residual: held, and only the rest of it in flux.
+  const toSleep: Reservation = { ...reservation('vision', 12288, 'evicting'), sleep: { level: 1, residualMib: 600 } };
+  const sleeping = physicalTruth(ledgerOf(reservation('fast', 14336, 'running'), toSleep), { uuid: 'GPU-1', totalMib: 32607, usedMib: 14336 + 600 + 1200 });
+  assert.deepEqual([sleeping.servesMib, sleeping.nonLedgerDrawMib, sleeping.inFlux[0]?.vramMib], [14936, 1200, 11688]);
 });
 
 test('a serve starting or stopping holds between none and all of its reservation: the draw is a range, and a warning only when even its least exceeds the reserve', () => {

@@ -136,7 +136,7 @@ function gpuCard(l, links) {
   card.append(bar);
   if (l.physical) {
     const p = l.physical;
-    // Sent by a worker of this version; one before sends no inFlux.
+    // From this page's server (the ledger view); one before this version sent no inFlux.
     const flux = Boolean(p.inFlux && p.inFlux.length);
     const smi = el('div', { class: 'smi', title: 'nvidia-smi used ' + mib(p.usedMib) + ' of ' + mib(p.totalMib) });
     smi.append(segment('used', p.usedMib, scale, '', 'nvidia-smi used ' + mib(p.usedMib)));
@@ -151,7 +151,7 @@ function gpuCard(l, links) {
         // A serve starting, stopping or being evicted holds part of its reservation now: the draw is a range, as gpures ledger says it.
         flux ? el('b', { 'data-figure': 'non-ledger-draw-least', 'data-mib': p.nonLedgerDrawMinMib, text: mib(Math.max(0, p.nonLedgerDrawMinMib)) }) : null,
         flux ? ' to ' : null,
-        el('b', { 'data-figure': 'non-ledger-draw', 'data-mib': p.nonLedgerDrawMib, text: mib(p.nonLedgerDrawMib) }),
+        el('b', { 'data-figure': 'non-ledger-draw', 'data-mib': p.nonLedgerDrawMib, text: mib(flux ? Math.max(0, p.nonLedgerDrawMib) : p.nonLedgerDrawMib) }),
         flux
           ? el('span', {
               class: 'muted',

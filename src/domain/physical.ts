@@ -1,7 +1,7 @@
 // The physical truth beside the ledger (the field report's honesty note): what nvidia-smi says
 // the device uses, and how much of it no reservation accounts for.
-import type { LedgerState, ReservationPhase } from './ledger';
-import { committedMibOf } from './ledger';
+import type { LedgerState, Reservation, ReservationPhase } from './ledger';
+import { committedMibOf, freedByEviction } from './ledger';
 
 /**
  * A reading that records the GPU where it cannot be moving may be this old: the stream's latest
@@ -48,11 +48,14 @@ export interface PhysicalTruth {
 }
 
 export function physicalTruth(ledger: LedgerState, reading: DeviceReading): PhysicalTruth {
-  // A sleeping serve's process still holds its residual.
-  const servesMib = ledger.reservations.reduce((s, r) => s + (r.phase === 'running' ? r.vramMib : r.phase === 'sleeping' ? committedMibOf(r) : 0), 0);
+  // A sleeping serve's process still holds its residual, and one being evicted to sleep keeps it:
+  // only the rest of it is in flux.
+  const held = (r: Reservation) =>
+    r.phase === 'running' ? r.vramMib : r.phase === 'sleeping' ? committedMibOf(r) : r.phase === 'evicting' ? r.vramMib - freedByEviction(r) : 0;
+  const servesMib = ledger.reservations.reduce((s, r) => s + held(r), 0);
   const inFlux = ledger.reservations.flatMap((r) => {
     const phase = FLUX[r.phase];
-    return phase ? [{ serve: r.serve, phase, vramMib: r.vramMib }] : [];
+    return phase ? [{ serve: r.serve, phase, vramMib: r.vramMib - held(r) }] : [];
   });
   const nonLedgerDrawMib = reading.usedMib - servesMib;
   // A start's memory grows for seconds (a stop's, an eviction's shrinks): judged at the least, a
@@ -74,7 +77,7 @@ export function physicalTruth(ledger: LedgerState, reading: DeviceReading): Phys
 export function formatPhysical(t: PhysicalTruth): string[] {
   const flux = t.inFlux.map((f) => `${f.serve} ${f.phase}`).join(', ');
   const draw = t.inFlux.length
-    ? `non-ledger draw ${Math.max(0, t.nonLedgerDrawMinMib)} to ${t.nonLedgerDrawMib} MiB (up to ${t.fluxShareMib} MiB of it ${flux})`
+    ? `non-ledger draw ${Math.max(0, t.nonLedgerDrawMinMib)} to ${Math.max(0, t.nonLedgerDrawMib)} MiB (up to ${t.fluxShareMib} MiB of it ${flux})`
     : `non-ledger draw ${t.nonLedgerDrawMib} MiB`;
   const lines = [`  nvidia-smi: used ${t.usedMib} of ${t.totalMib} MiB; ${draw} against a reserve of ${t.reserveMib} MiB`];
   if (t.optimistic) {
