@@ -99,7 +99,7 @@ export function temporalInterceptors(): NonNullable<ConnectionOptions['intercept
 function noHandshakeHint(tls: boolean): string {
   // An API key turns TLS on by itself (envconfig), though neither TLS setting was made.
   const mismatch = tls
-    ? "a frontend without TLS while TLS is on (TEMPORAL_TLS, the profile's tls, or an API key, which turns it on; TEMPORAL_TLS=false turns it off)"
+    ? "a frontend without TLS while TLS is on (TEMPORAL_TLS, a TEMPORAL_TLS_* setting, the profile's tls, or an API key turns it on; TEMPORAL_TLS=false turns it off)"
     : "a frontend that expects TLS (set TEMPORAL_TLS=true, or the profile's tls)";
   return `the port is open but no gRPC handshake completed in time: a server still starting, ${mismatch}, or not Temporal's gRPC frontend (7233 by default; the UI's and the HTTP API's ports are others)`;
 }

@@ -130,6 +130,9 @@ async function serveMetrics(
   }
 }
 
+/** How long the worker's start waits for getSystemInfo: the CLI's connect bound (src/client/connection.ts). */
+const SYSTEM_INFO_MS = 10_000;
+
 export async function runWorker(opts: WorkerRunOptions): Promise<void> {
   const config = temporalConfig();
   const temporal = temporalTarget(config);
@@ -153,9 +156,13 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
       // Neither connect fails at one of the server's internal gRPC ports (measured: the worker went
       // on, and every poll would be refused after). A frontend too old for the call answers
       // UNIMPLEMENTED for the method alone, which the SDK's own check lets through too.
-      await connection.workflowService.getSystemInfo({}).catch((err: unknown) => {
-        if (notTemporalFrontend(err) || (err as { code?: unknown }).code !== GRPC_UNIMPLEMENTED) throw err;
-      });
+      // Within the connect's own bound: a server that answers the connect and not this must not hang the start.
+      const asked = connection;
+      await asked
+        .withDeadline(Date.now() + SYSTEM_INFO_MS, () => asked.workflowService.getSystemInfo({}))
+        .catch((err: unknown) => {
+          if (notTemporalFrontend(err) || (err as { code?: unknown }).code !== GRPC_UNIMPLEMENTED) throw err;
+        });
       return { native: nativeConnection, client: connection };
     });
     const client = new Client({ connection: opened.client, namespace, identity: clientIdentity('worker') });

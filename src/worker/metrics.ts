@@ -109,7 +109,7 @@ export class WorkerMetrics {
   private readonly used = this.gpuGauge('gpures_gpu_used_mib', 'MiB nvidia-smi reports used on the device');
   private readonly draw = this.gpuGauge(
     'gpures_gpu_non_ledger_draw_mib',
-    'nvidia-smi used minus what running serves hold and every serve starting, stopping or evicted reserves: the draw at least',
+    'nvidia-smi used minus what running serves hold and every serve starting, stopping or being evicted reserves: the draw at least',
   );
   private readonly ledgerUp = new Gauge({
     name: 'gpures_ledger_up',
