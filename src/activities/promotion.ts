@@ -7,6 +7,7 @@ import { dirname, resolve as resolvePath } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { mappingVersionOf } from '../config/mapping-version';
 import { checkRouterAgainstManifest, parseRouterConfig, routerCheckErrors } from '../config/router-config';
+import type { RouterConfigResult } from '../config/router-model';
 import type { ManifestSource } from '../adapters/manifest/port';
 import { loadManifest } from './resolve';
 import { formatIssue } from '../domain/types';
@@ -57,9 +58,7 @@ function withoutToken(t: RouterTarget, text: string): string {
  * config directory, the manifest beside it with its serves' env and args among them, and this
  * goes into history.
  */
-function notARouterConfig(text: string, path: string): string | undefined {
-  const result = parseRouterConfig(text, path);
-  if (result.ok) return undefined;
+function notARouterConfig(result: Extract<RouterConfigResult, { ok: false }>): string {
   const first = result.errors[0];
   if (!first) return 'not a router config';
   const message = first.message.replace(/ \(got [\s\S]*$/, '');
@@ -116,8 +115,7 @@ export function createPromotionActivities(deps: PromotionDeps) {
    * would otherwise put it live, and the node's next worker would refuse to start on it. Its
    * problems may quote it: the candidate is recorded in history as the run's input in any case.
    */
-  const requireWorkerReadable = async (content: string, file: string): Promise<void> => {
-    const candidate = parseRouterConfig(content, file);
+  const requireWorkerReadable = async (candidate: RouterConfigResult, file: string): Promise<void> => {
     const problems = candidate.ok ? [] : candidate.errors;
     if (candidate.ok && deps.manifest) {
       const { manifest, file: manifestFile } = await loadManifest(deps.manifest);
@@ -176,8 +174,10 @@ export function createPromotionActivities(deps: PromotionDeps) {
      */
     async promoteCandidate(input: { router: string; config: { path?: string; content?: string } }): Promise<CandidateConfig> {
       let content = input.config.content;
+      let file = 'config.content';
       if (content === undefined) {
         const path = resolvePath(input.config.path ?? '');
+        file = path;
         const files = filesOf(target(input.router));
         if (dirname(path) !== files.dir) {
           throw nonRetryable(
@@ -189,10 +189,13 @@ export function createPromotionActivities(deps: PromotionDeps) {
         if (!data) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} does not exist on the worker's host`);
         if (data.length > MAX_CONFIG_BYTES) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is larger than ${MAX_CONFIG_BYTES} bytes`);
         content = data.toString('utf8');
-        const problem = notARouterConfig(content, path);
-        if (problem) throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${path} is not a router config: ${problem}`);
       }
-      await requireWorkerReadable(content, input.config.content === undefined ? resolvePath(input.config.path ?? '') : 'config.content');
+      const parsed = parseRouterConfig(content, file);
+      // A file of the directory (the manifest, perhaps) is refused by its first problem without the
+      // value found there; content is the run's input, in history already.
+      if (!parsed.ok && input.config.content === undefined)
+        throw nonRetryable(Failure.PromotionInputInvalid, `config.path: ${file} is not a router config: ${notARouterConfig(parsed)}`);
+      await requireWorkerReadable(parsed, file);
       return { content, sha256: sha256(content), bytes: Buffer.byteLength(content), mappingVersion: mappingVersionOf(content) ?? null };
     },
 

@@ -159,11 +159,13 @@ export function inFluxBy(v: LeaseView, state: LedgerState): string | undefined {
   return found.hold === 'in-flux' ? found.by : undefined;
 }
 
+const leaseName = (v: LeaseView): string => (v.kind === 'idle' ? 'idle lease' : 'lease');
+
 /** leaseText, with what another run having the serve for now (inFluxBy) means for the lease. */
 export function leaseLine(v: LeaseView, by: string | undefined, nowMs: number): string {
   if (by === undefined) return leaseText(v, nowMs);
   if (v.state === 'expiring') {
-    return `${v.kind === 'idle' ? 'idle lease' : 'lease'}: expired, waiting for ${by}, which has ${v.serve} now: it brings ${v.serve} down only if that run gives it back`;
+    return `${leaseName(v)}: expired, waiting for ${by}, which has ${v.serve} now: it brings ${v.serve} down only if that run gives it back`;
   }
   return `${leaseText(v, nowMs)}; ${by} has ${v.serve} now: the lease acts only if it gives ${v.serve} back`;
 }
@@ -173,7 +175,7 @@ export function leaseLine(v: LeaseView, by: string | undefined, nowMs: number): 
  * first moment after that with no routed request in the last 1m`, `lease: expired, bringing the serve down`.
  */
 export function leaseText(v: LeaseView, nowMs: number): string {
-  const name = v.kind === 'idle' ? 'idle lease' : 'lease';
+  const name = leaseName(v);
   if (v.state === 'expiring') return `${name}: expired, bringing ${v.serve} down`;
   const left = formatDuration(v.expiresAtEpochMs - nowMs);
   if (v.kind !== 'idle' || v.idleTtlS === undefined) return `${name}: ${left} left`;

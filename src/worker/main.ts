@@ -152,18 +152,18 @@ export async function runWorker(opts: WorkerRunOptions): Promise<void> {
     // One probe for both: each is kept as it opens, so the finally closes whichever did.
     const opened = await reachTemporal(temporal.address, namespace, config.connectionOptions.tls, async () => {
       nativeConnection = await NativeConnection.connect(config.connectionOptions);
-      connection = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
+      const asked = await Connection.connect({ ...config.connectionOptions, interceptors: temporalInterceptors() });
+      connection = asked;
       // Neither connect fails at one of the server's internal gRPC ports (measured: the worker went
       // on, and every poll would be refused after). A frontend too old for the call answers
       // UNIMPLEMENTED for the method alone, which the SDK's own check lets through too.
       // Within the connect's own bound: a server that answers the connect and not this must not hang the start.
-      const asked = connection;
       await asked
         .withDeadline(Date.now() + SYSTEM_INFO_MS, () => asked.workflowService.getSystemInfo({}))
         .catch((err: unknown) => {
           if (notTemporalFrontend(err) || (err as { code?: unknown }).code !== GRPC_UNIMPLEMENTED) throw err;
         });
-      return { native: nativeConnection, client: connection };
+      return { native: nativeConnection, client: asked };
     });
     const client = new Client({ connection: opened.client, namespace, identity: clientIdentity('worker') });
     // Before anything else is opened (the /metrics port): a refused second worker changes nothing.
